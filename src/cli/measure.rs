@@ -1,0 +1,106 @@
+//! Options shared by every measuring command, and those of `tcp`.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::parse;
+
+/// Where the agent is, how long to run, which way, and output format.
+#[derive(Debug, Clone, Args)]
+pub struct MeasureArgs {
+    /// Host name or address of the agent (`nicbench serve` must run there).
+    #[arg(value_name = "HOST")]
+    pub host: String,
+    /// Agent control port.
+    #[arg(short, long, default_value_t = crate::protocol::DEFAULT_PORT)]
+    pub port: u16,
+    /// Use IPv4 only.
+    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// Use IPv6 only.
+    #[arg(short = '6', long = "ipv6")]
+    pub ipv6: bool,
+    /// Local address to bind the control and data sockets to (selects the interface).
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// How long to send, after the warm-up.
+    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]
+    pub duration: Duration,
+    /// Warm-up at the start that is excluded from the result.
+    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration)]
+    pub omit: Duration,
+    /// Print a line per interval while the test runs (recorded in JSON at
+    /// this interval too; 1 s when not given).
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse::positive_duration)]
+    pub interval: Option<Duration>,
+    /// Parallel streams (one thread and one connection each).
+    #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=crate::workload::spec::MAX_STREAMS as i64))]
+    pub streams: u32,
+    /// Agent sends, client receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once (N streams each way).
+    #[arg(long)]
+    pub bidir: bool,
+    /// Socket send and receive buffer on both ends (SO_SNDBUF/SO_RCVBUF).
+    #[arg(short = 'w', long = "window", value_name = "SIZE", value_parser = parse::positive_size)]
+    pub window: Option<u64>,
+    /// Local send buffer (like netperf -s); overrides -w.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub sndbuf: Option<u64>,
+    /// Local receive buffer; overrides -w.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub rcvbuf: Option<u64>,
+    /// Agent's send buffer (like netperf -S); overrides -w.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub remote_sndbuf: Option<u64>,
+    /// Agent's receive buffer; overrides -w.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub remote_rcvbuf: Option<u64>,
+    /// Pin local stream threads to these cores, round-robin (e.g. 0 or 0-3).
+    #[arg(short = 'A', long = "affinity", value_name = "CORES", value_parser = parse::cpu_list)]
+    pub affinity: Option<Vec<u32>>,
+    /// Pin the agent's stream threads to these of its cores.
+    #[arg(long = "remote-affinity", value_name = "CORES", value_parser = parse::cpu_list)]
+    pub remote_affinity: Option<Vec<u32>>,
+    /// Print the result as one JSON document (schema in docs/SCHEMA.md).
+    #[arg(long, conflicts_with = "json_stream")]
+    pub json: bool,
+    /// Print interval samples and then the result as JSON lines.
+    #[arg(long)]
+    pub json_stream: bool,
+    /// How long to wait for the agent to accept the control connection.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse::positive_duration)]
+    pub connect_timeout: Duration,
+}
+
+/// `nicbench tcp`
+#[derive(Debug, Clone, Args)]
+pub struct TcpArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Bytes per write and read.
+    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "128K", value_parser = parse::positive_size)]
+    pub length: u64,
+    /// Send this many bytes per direction instead of running for a time.
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse::positive_size, conflicts_with = "duration")]
+    pub bytes: Option<u64>,
+    /// TCP maximum segment size to request (TCP_MAXSEG).
+    #[arg(short = 'M', long, value_name = "BYTES")]
+    pub mss: Option<u32>,
+    /// Disable Nagle's algorithm (TCP_NODELAY).
+    #[arg(short = 'N', long)]
+    pub nodelay: bool,
+    /// Congestion control algorithm (see /proc/sys/net/ipv4/tcp_available_congestion_control).
+    #[arg(short = 'C', long, value_name = "ALGO")]
+    pub congestion: Option<String>,
+    /// Zero-copy send: sendfile(2) from a memory file instead of send(2).
+    #[arg(short = 'Z', long)]
+    pub zerocopy: bool,
+    /// Discarding receive: recv with MSG_TRUNC, the kernel drops the data uncopied.
+    #[arg(long)]
+    pub discard: bool,
+}

@@ -1,0 +1,88 @@
+//! The command line, clap-derived. No logic here: every subcommand's
+//! arguments are turned into a validated configuration in `cmd/`. The doc
+//! comments are the help text.
+
+pub mod measure;
+pub mod parse;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use measure::{MeasureArgs, TcpArgs};
+
+/// nicbench: what a network path really delivers — adapter, driver, host,
+/// link and stack — with CPU cost on both ends.
+///
+/// Start an agent on each host (`nicbench serve`), then drive it from a
+/// client (`nicbench tcp HOST`). `nicbench demo` runs a short standard set
+/// against an agent on loopback.
+#[derive(Debug, Parser)]
+#[command(name = "nicbench", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the agent: serve tests to clients on this host.
+    Serve(ServeArgs),
+    /// TCP throughput: bulk streams in one or both directions.
+    Tcp(TcpArgs),
+    /// Start an agent on loopback in this process and run a short standard set.
+    Demo(DemoArgs),
+}
+
+/// Logging options, shared by every command.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// More log output on stderr (-v: info, -vv: debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Format of log lines.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `nicbench serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Control port to listen on.
+    #[arg(short, long, default_value_t = crate::protocol::DEFAULT_PORT)]
+    pub port: u16,
+    /// Address to listen on (default: all IPv6 and IPv4 addresses, or all
+    /// IPv4 addresses where IPv6 is off).
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// Serve one test, then exit (for scripts).
+    #[arg(long)]
+    pub once: bool,
+    /// Longest test accepted, warm-up included.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse::duration)]
+    pub max_duration: std::time::Duration,
+    /// Most streams per direction accepted.
+    #[arg(long, value_name = "N", default_value_t = crate::workload::spec::MAX_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..=crate::workload::spec::MAX_STREAMS as i64))]
+    pub max_streams: u32,
+}
+
+/// `nicbench demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Length of each test in the set.
+    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "3s", value_parser = parse::duration)]
+    pub duration: std::time::Duration,
+    /// Print every result as one JSON array instead of text.
+    #[arg(long)]
+    pub json: bool,
+}

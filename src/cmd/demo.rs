@@ -1,0 +1,102 @@
+//! `nicbench demo`: an agent on loopback in this process and a short
+//! standard set, each test written as the command line a user would type,
+//! then one comparison table.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use anyhow::Context;
+use clap::Parser;
+
+use super::signals;
+use crate::agent::{Agent, AgentConfig};
+use crate::cli::{Cli, DemoArgs};
+use crate::model::RunResult;
+use crate::report::text::Text;
+use crate::report::Reporter;
+use crate::session::{self, RunOptions};
+use crate::units::Rate;
+
+/// The standard set: a label and the arguments after `nicbench`.
+const STANDARD_SET: &[(&str, &str)] = &[
+    ("TCP, 1 stream", "tcp HOST"),
+    ("TCP, 4 streams", "tcp HOST -P 4"),
+    ("TCP, reverse", "tcp HOST --reverse"),
+    ("TCP, both ways", "tcp HOST --bidir"),
+    ("TCP, 8 KiB writes, nodelay", "tcp HOST -l 8K --nodelay"),
+];
+
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    signals::install();
+    let agent = Agent::bind(AgentConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))))
+        .context("starting the demo agent on loopback")?
+        .spawn();
+    let seconds = args.duration.as_secs_f64();
+    eprintln!(
+        "nicbench demo: agent on {}, {} tests of {seconds:.1} s each",
+        agent.addr,
+        STANDARD_SET.len()
+    );
+    let mut runs: Vec<(&str, RunResult)> = Vec::new();
+    for (i, (label, line)) in STANDARD_SET.iter().enumerate() {
+        if signals::interrupted() {
+            break;
+        }
+        let argv = format!("nicbench {line} -p {} -t {seconds}", agent.addr.port()).replace("HOST", "127.0.0.1");
+        eprintln!("[{}/{}] {label}: {argv}", i + 1, STANDARD_SET.len());
+        let cli = Cli::try_parse_from(argv.split_whitespace()).with_context(|| format!("demo command '{argv}'"))?;
+        let (measure, spec) = super::measurement_of(&cli.command).context("demo commands are measurements")?;
+        let run = session::run(
+            &super::measure::target(&measure),
+            &spec,
+            RunOptions {
+                interrupted: &signals::interrupted,
+                on_interval: None,
+                trial: 1,
+            },
+        )
+        .with_context(|| format!("demo test '{label}'"))?;
+        if !args.json {
+            Text.render(&run, &mut std::io::stdout().lock())?;
+            println!();
+        }
+        runs.push((label, run));
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let all: Vec<&RunResult> = runs.iter().map(|(_, r)| r).collect();
+        serde_json::to_writer_pretty(&mut out, &all)?;
+        writeln!(out)?;
+    } else {
+        summary_table(&runs, &mut out)?;
+    }
+    Ok(())
+}
+
+fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "Summary (loopback; client and agent share the CPU)")?;
+    writeln!(
+        out,
+        "{:<30} {:>16} {:>16} {:>10} {:>22}",
+        "test", "receiver", "sender", "CPU busy", "service demand"
+    )?;
+    for (label, run) in runs {
+        let r = &run.result;
+        let demand = r
+            .cpu
+            .client
+            .service_demand_us_per_kb
+            .map(|d| format!("{d:.3} us/KB"))
+            .unwrap_or_else(|| "n/a".into());
+        writeln!(
+            out,
+            "{:<30} {:>16} {:>16} {:>9.1}% {:>22}",
+            label,
+            Rate(r.sum.receiver.bits_per_second).to_string(),
+            Rate(r.sum.sender.bits_per_second).to_string(),
+            r.cpu.client.utilization_percent,
+            demand
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! One function per subcommand: turn parsed arguments into a validated
+//! configuration, run it, print the result. Errors carry context for the
+//! user; `main` prints the chain once and exits with [`exit_code`].
+
+pub mod demo;
+pub mod measure;
+pub mod serve;
+pub mod signals;
+pub mod tcp;
+
+use crate::cli::{Cli, Command, LogFormat};
+use crate::logging::{self, Level};
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let level = match (cli.log.quiet, cli.log.verbose) {
+        (true, _) => Level::Error,
+        (_, 0) => Level::Warn,
+        (_, 1) => Level::Info,
+        _ => Level::Debug,
+    };
+    logging::set_level(level);
+    logging::set_json(cli.log.log_format == LogFormat::Json);
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Tcp(args) => tcp::run(args),
+        Command::Demo(args) => demo::run(args),
+    }
+}
+
+/// Exit codes (also in the README):
+/// 0 success, 1 other failure, 2 invalid options, 3 agent unreachable,
+/// 4 agent refused (busy, limits, version), 5 the test failed while running,
+/// 130 interrupted before any result.
+pub fn exit_code(error: &anyhow::Error) -> i32 {
+    for cause in error.chain() {
+        if let Some(e) = cause.downcast_ref::<crate::session::SessionError>() {
+            return e.exit_code();
+        }
+        if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
+            return 2;
+        }
+    }
+    1
+}
+
+/// The measurement a command asks for: its shared options and test spec.
+/// The one place that knows which commands measure.
+pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::workload::TestSpec)> {
+    match command {
+        Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Serve(_) | Command::Demo(_) => None,
+    }
+}

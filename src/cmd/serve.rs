@@ -1,0 +1,53 @@
+//! `nicbench serve`
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::Ordering;
+
+use anyhow::Context;
+
+use super::signals;
+use crate::agent::{Agent, AgentConfig};
+use crate::cli::ServeArgs;
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let ips: Vec<IpAddr> = match args.bind {
+        Some(ip) => vec![ip],
+        // Dual-stack where the host has IPv6, plain IPv4 otherwise.
+        None => vec![IpAddr::V6(Ipv6Addr::UNSPECIFIED), IpAddr::V4(Ipv4Addr::UNSPECIFIED)],
+    };
+    let mut last_error = None;
+    let mut agent = None;
+    for ip in ips {
+        let mut config = AgentConfig::new(SocketAddr::new(ip, args.port));
+        config.once = args.once;
+        config.max_duration_seconds = args.max_duration.as_secs_f64();
+        config.max_streams = args.max_streams;
+        match Agent::bind(config) {
+            Ok(a) => {
+                agent = Some(a);
+                break;
+            }
+            Err(e) => last_error = Some(e),
+        }
+    }
+    let agent = match agent {
+        Some(a) => a,
+        None => return Err(last_error.expect("at least one address was tried")).context("starting the agent"),
+    };
+    signals::install();
+    let shutdown = agent.shutdown_flag();
+    std::thread::spawn(move || loop {
+        if signals::interrupted() {
+            shutdown.store(true, Ordering::Relaxed);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    });
+    eprintln!(
+        "nicbench agent {} listening on {}",
+        env!("CARGO_PKG_VERSION"),
+        agent.local_addr()
+    );
+    agent.serve();
+    Ok(())
+}

@@ -1,0 +1,20 @@
+//! nicbench: a network benchmark suite. See DESIGN.md for the map.
+//!
+//! Layers, top to bottom: `cli` and `cmd` (the command line), `session`
+//! (client side of a test) and `agent` (`nicbench serve`), `trial` (one
+//! side of one trial), `workload` (traffic engines behind one trait),
+//! `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
+//! `model` (result types), `report` (renderers), `units`, `lab`.
+
+pub mod agent;
+pub mod cli;
+pub mod cmd;
+pub mod logging;
+pub mod model;
+pub mod probe;
+pub mod protocol;
+pub mod report;
+pub mod session;
+pub mod trial;
+pub mod units;
+pub mod workload;

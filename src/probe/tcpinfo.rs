@@ -1,0 +1,72 @@
+//! TCP_INFO and the socket options we read back (granted buffer sizes,
+//! congestion control).
+
+use std::os::fd::AsRawFd;
+
+use crate::model::{SocketBuffers, TcpInfo};
+
+/// Reads TCP_INFO of a connected socket; None when the kernel refuses.
+pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
+    // SAFETY: getsockopt writes at most `len` bytes into the zeroed struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    Some(TcpInfo {
+        retransmits: info.tcpi_total_retrans as u64,
+        rtt_us: info.tcpi_rtt,
+        rtt_var_us: info.tcpi_rttvar,
+        congestion_window_segments: info.tcpi_snd_cwnd,
+        send_mss_bytes: info.tcpi_snd_mss,
+        receive_mss_bytes: info.tcpi_rcv_mss,
+        path_mtu_bytes: info.tcpi_pmtu,
+        congestion_control: congestion_control(socket).unwrap_or_default(),
+    })
+}
+
+/// The congestion control algorithm in use on a TCP socket.
+pub fn congestion_control(socket: &impl AsRawFd) -> Option<String> {
+    let mut name = [0u8; 32];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `name`.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let used = &name[..len as usize];
+    let end = used.iter().position(|&b| b == 0).unwrap_or(used.len());
+    Some(String::from_utf8_lossy(&used[..end]).into_owned())
+}
+
+/// The buffer sizes the kernel granted on a socket.
+pub fn socket_buffers(socket: &socket2::Socket) -> SocketBuffers {
+    SocketBuffers {
+        send_buffer_bytes: socket.send_buffer_size().unwrap_or(0) as u64,
+        receive_buffer_bytes: socket.recv_buffer_size().unwrap_or(0) as u64,
+    }
+}
+
+/// Congestion control algorithms this kernel offers.
+pub fn available_congestion_controls() -> Vec<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}

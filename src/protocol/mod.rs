@@ -1,0 +1,219 @@
+//! The control protocol between client and agent.
+//!
+//! One TCP control connection per test. Every frame is a 4-byte big-endian
+//! length followed by that many bytes of JSON: one [`Message`], an internally
+//! tagged enum (`{"type": "hello", ...}`). The length is checked against a
+//! maximum *before* anything is allocated, so a hostile length never costs
+//! memory. `framing` is pure code (bytes in, messages out) and `channel` puts
+//! it on a socket with a deadline on every read.
+//!
+//! A test runs as:
+//!
+//! ```text
+//! client                                   agent
+//!   hello  ───────────────────────────────▶
+//!          ◀─────────────────────────────── hello
+//!   test_request {spec} ──────────────────▶
+//!          ◀─────────── accepted {token, data_ports} | busy | error
+//!   (data connections, each opening with the token)
+//!          ◀─────────────────────────────── ready
+//!   start ────────────────────────────────▶
+//!   (traffic; `stop` may be sent to end early)
+//!          ◀─────────────────────────────── done {report}
+//! ```
+//!
+//! See `docs/PROTOCOL.md` for the full description.
+
+pub mod channel;
+pub mod framing;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{HostFacts, SideReport};
+use crate::workload::TestSpec;
+
+/// First bytes of every hello, so a stray connection (an HTTP client, an
+/// iperf3 client on the wrong port) is recognised at once.
+pub const MAGIC: &str = "nicbench";
+
+/// Bumped on any incompatible change of a message; both ends refuse a peer
+/// that speaks another version and name both versions in the error.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The agent's default control port (iperf3 owns 5201, netperf 12865).
+pub const DEFAULT_PORT: u16 = 5310;
+
+/// Largest frame the agent accepts from a client (a hello or a test request).
+pub const MAX_CLIENT_FRAME: u32 = 64 * 1024;
+
+/// Largest frame the client accepts from an agent (a `done` report with
+/// interval samples of many streams).
+pub const MAX_AGENT_FRAME: u32 = 16 * 1024 * 1024;
+
+/// Length of the random session token that opens every data connection.
+pub const TOKEN_LEN: usize = 16;
+
+/// Every message of the control protocol.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// First message in both directions.
+    Hello(Hello),
+    /// Client asks for a test.
+    TestRequest { spec: TestSpec },
+    /// Agent accepts: data connections must open with `token` (hex) and go to
+    /// `data_ports` on the address the control connection reached.
+    Accepted {
+        token: String,
+        data_ports: Vec<u16>,
+        agent: HostFacts,
+    },
+    /// Agent has every data connection; the client may start.
+    Ready,
+    /// Client: start the clock now.
+    Start,
+    /// Client: end the test early (Ctrl-C); the agent still reports.
+    Stop,
+    /// The agent's measurement of its side.
+    Done { report: SideReport },
+    /// Agent is running another test; it ends in about `seconds_left`.
+    Busy { seconds_left: f64 },
+    /// Refusal or failure, in words meant for the user.
+    Error { message: String },
+}
+
+impl Message {
+    /// The `type` tag, for log lines and "unexpected message" errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "hello",
+            Message::TestRequest { .. } => "test_request",
+            Message::Accepted { .. } => "accepted",
+            Message::Ready => "ready",
+            Message::Start => "start",
+            Message::Stop => "stop",
+            Message::Done { .. } => "done",
+            Message::Busy { .. } => "busy",
+            Message::Error { .. } => "error",
+        }
+    }
+}
+
+/// The hello both ends send first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub magic: String,
+    pub protocol_version: u32,
+    pub software_version: String,
+    /// Workload names this end can run.
+    pub workloads: Vec<String>,
+}
+
+impl Hello {
+    pub fn ours() -> Hello {
+        Hello {
+            magic: MAGIC.to_string(),
+            protocol_version: PROTOCOL_VERSION,
+            software_version: env!("CARGO_PKG_VERSION").to_string(),
+            workloads: crate::workload::names().map(str::to_string).collect(),
+        }
+    }
+
+    /// Checks a peer's hello; `peer` is "agent" or "client" for the message.
+    pub fn check_peer(&self, peer: &str) -> Result<(), ProtocolError> {
+        if self.magic != MAGIC {
+            return Err(ProtocolError::NotNicbench);
+        }
+        if self.protocol_version != PROTOCOL_VERSION {
+            return Err(ProtocolError::VersionMismatch {
+                peer: peer.to_string(),
+                peer_version: self.protocol_version,
+                peer_software: self.software_version.clone(),
+                ours: PROTOCOL_VERSION,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What can go wrong on the control connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("frame of {length} bytes exceeds the limit of {limit} bytes")]
+    FrameTooLarge { length: u32, limit: u32 },
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    #[error("the peer is not a nicbench endpoint (wrong magic in hello)")]
+    NotNicbench,
+    #[error(
+        "protocol version mismatch: the {peer} speaks version {peer_version} (nicbench {peer_software}), \
+         this program speaks version {ours}; run the same nicbench release on both ends"
+    )]
+    VersionMismatch {
+        peer: String,
+        peer_version: u32,
+        peer_software: String,
+        ours: u32,
+    },
+    #[error("timed out after {seconds:.1} s waiting for {waiting_for}")]
+    Timeout { seconds: f64, waiting_for: String },
+    #[error("the connection closed while waiting for {0}")]
+    Closed(String),
+    #[error("expected {expected}, got '{got}'")]
+    Unexpected { expected: String, got: String },
+    #[error("control connection: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A fresh random session token.
+pub fn new_token() -> [u8; TOKEN_LEN] {
+    let mut token = [0u8; TOKEN_LEN];
+    // getrandom only fails when the OS has no entropy source at all.
+    getrandom::getrandom(&mut token).expect("the OS random number generator is unavailable");
+    token
+}
+
+pub fn token_to_hex(token: &[u8; TOKEN_LEN]) -> String {
+    token.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn token_from_hex(hex: &str) -> Result<[u8; TOKEN_LEN], ProtocolError> {
+    let bad = || ProtocolError::Malformed(format!("session token '{hex}' is not {TOKEN_LEN} hex bytes"));
+    if hex.len() != TOKEN_LEN * 2 || !hex.is_ascii() {
+        return Err(bad());
+    }
+    let mut token = [0u8; TOKEN_LEN];
+    for (i, byte) in token.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_of_another_version_names_both_versions() {
+        let mut hello = Hello::ours();
+        hello.protocol_version = 7;
+        let err = hello.check_peer("agent").unwrap_err().to_string();
+        assert!(err.contains("version 7"), "{err}");
+        assert!(err.contains(&format!("version {PROTOCOL_VERSION}")), "{err}");
+    }
+
+    #[test]
+    fn wrong_magic_is_refused() {
+        let mut hello = Hello::ours();
+        hello.magic = "iperf3".into();
+        assert!(matches!(hello.check_peer("client"), Err(ProtocolError::NotNicbench)));
+    }
+
+    #[test]
+    fn tokens_round_trip_through_hex() {
+        let token = new_token();
+        assert_eq!(token_from_hex(&token_to_hex(&token)).unwrap(), token);
+        assert!(token_from_hex("zz").is_err());
+        assert!(token_from_hex(&"é".repeat(16)).is_err());
+    }
+}

@@ -1,0 +1,187 @@
+//! The human summary: one line per stream when there are several, a SUM
+//! line per direction, sender and receiver side by side, TCP_INFO, and CPU
+//! cost with service demand for both ends. Every number has its unit.
+
+use std::io::{self, Write};
+
+use super::Reporter;
+use crate::model::{CpuReport, FlowTotal, RunResult, StreamEnd, StreamResult, Total};
+use crate::units::{Bytes, Rate, Size};
+use crate::workload::runner::IntervalTick;
+use crate::workload::Direction;
+
+/// The default human-readable summary.
+pub struct Text;
+
+fn total_cell(t: &Total) -> String {
+    format!(
+        "{:>10} {:>14}",
+        Bytes(t.bytes).to_string(),
+        Rate(t.bits_per_second).to_string()
+    )
+}
+
+fn end_cell(e: &StreamEnd) -> String {
+    format!(
+        "{:>10} {:>14}",
+        Bytes(e.bytes).to_string(),
+        Rate(e.bits_per_second).to_string()
+    )
+}
+
+fn tcp_cells(s: &StreamResult) -> String {
+    match &s.sender.tcp_info {
+        Some(i) => format!(
+            "{:>6} {:>9} {:>10} {:>7}",
+            i.retransmits,
+            format!("{} us", i.rtt_us),
+            Size(u64::from(i.congestion_window_segments) * u64::from(i.send_mss_bytes)).to_string(),
+            format!("{} B", i.send_mss_bytes),
+        ),
+        None => String::new(),
+    }
+}
+
+fn cpu_line(name: &str, c: &CpuReport) -> String {
+    let demand = c
+        .service_demand_us_per_kb
+        .map(|d| format!("{d:.3} us/KB"))
+        .unwrap_or_else(|| "n/a".into());
+    format!(
+        "CPU {name:<6} {:5.1}% of {} cores (user {:.1}%, sys {:.1}%, softirq {:.1}%, irq {:.1}%), \
+         busiest core {} at {:.1}%; own threads {:.2} s; service demand {demand}",
+        c.utilization_percent,
+        c.logical_cpus,
+        c.user_percent,
+        c.system_percent,
+        c.softirq_percent,
+        c.irq_percent,
+        c.busiest_core.core,
+        c.busiest_core.utilization_percent,
+        c.process.user_seconds + c.process.system_seconds,
+    )
+}
+
+impl Reporter for Text {
+    fn render(&self, run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let spec = &run.spec;
+        let r = &run.result;
+        writeln!(
+            out,
+            "nicbench {}: client {} ({}) -> agent {} ({})",
+            run.workload, run.client.facts.hostname, run.client.address, run.agent.facts.hostname, run.agent.address
+        )?;
+        let direction = match spec.direction {
+            Direction::Forward => "client->agent",
+            Direction::Reverse => "agent->client (reverse)",
+            Direction::Bidir => "both ways (bidir)",
+        };
+        let length = match spec.bytes {
+            Some(b) => format!("{} per direction", Bytes(b)),
+            None => format!("{:.1} s", spec.duration_seconds),
+        };
+        writeln!(
+            out,
+            "  {} stream{} {direction}, {length}{}, {} messages",
+            spec.streams,
+            if spec.streams == 1 { "" } else { "s" },
+            if spec.omit_seconds > 0.0 {
+                format!(" after {:.1} s warm-up", spec.omit_seconds)
+            } else {
+                String::new()
+            },
+            Size(spec.message_bytes),
+        )?;
+        if let Some(s) = r.streams.first() {
+            writeln!(
+                out,
+                "  socket buffers granted: sender {} send / receiver {} receive",
+                Size(s.sender.socket.send_buffer_bytes),
+                Size(s.receiver.socket.receive_buffer_bytes)
+            )?;
+        }
+        writeln!(
+            out,
+            "[ ID] {:<14} {:>25}  {:>25}  {:>6} {:>9} {:>10} {:>7}",
+            "flow", "sender", "receiver", "retr", "rtt", "cwnd", "mss"
+        )?;
+        if r.streams.len() > 1 {
+            for s in &r.streams {
+                writeln!(
+                    out,
+                    "[{:>3}] {:<14} {}  {}  {}",
+                    s.stream_id,
+                    s.flow.arrow(),
+                    end_cell(&s.sender),
+                    end_cell(&s.receiver),
+                    tcp_cells(s)
+                )?;
+            }
+        }
+        let flows: [(&str, &Option<FlowTotal>); 2] = [
+            ("client->agent", &r.sum.client_to_agent),
+            ("agent->client", &r.sum.agent_to_client),
+        ];
+        for (name, flow) in flows {
+            let Some(flow) = flow else { continue };
+            let tcp = if r.streams.len() == 1 {
+                tcp_cells(&r.streams[0])
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "[SUM] {name:<14} {}  {}  {tcp}",
+                total_cell(&flow.sender),
+                total_cell(&flow.receiver)
+            )?;
+        }
+        writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
+        writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
+        if run.client.facts.hostname == run.agent.facts.hostname && shares_host(run) {
+            writeln!(
+                out,
+                "  (client and agent share one host: both CPU lines cover the same cores)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn shares_host(run: &RunResult) -> bool {
+    let ip = |a: &str| a.parse::<std::net::SocketAddr>().ok().map(|s| s.ip());
+    matches!((ip(&run.client.address), ip(&run.agent.address)), (Some(a), Some(b)) if a == b || a.is_loopback())
+}
+
+/// One live interval line per stream, and a SUM line with several streams.
+pub fn interval_lines(host: &str, tick: &IntervalTick, out: &mut dyn Write) -> io::Result<()> {
+    let seconds = tick.end_seconds - tick.start_seconds;
+    let mark = if tick.omitted { " (omitted)" } else { "" };
+    let mut sum = 0;
+    for &(id, role, bytes) in &tick.streams {
+        sum += bytes;
+        writeln!(
+            out,
+            "[{id:>3}] {:6.2}-{:<6.2} s {:>10} {:>14}  {host} {}{mark}",
+            tick.start_seconds,
+            tick.end_seconds,
+            Bytes(bytes).to_string(),
+            Rate(crate::units::bits_per_second(bytes, seconds)).to_string(),
+            match role {
+                crate::model::Role::Sender => "sent",
+                crate::model::Role::Receiver => "received",
+            }
+        )?;
+    }
+    if tick.streams.len() > 1 {
+        writeln!(
+            out,
+            "[SUM] {:6.2}-{:<6.2} s {:>10} {:>14}  {host}{mark}",
+            tick.start_seconds,
+            tick.end_seconds,
+            Bytes(sum).to_string(),
+            Rate(crate::units::bits_per_second(sum, seconds)).to_string()
+        )?;
+    }
+    Ok(())
+}

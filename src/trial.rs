@@ -1,0 +1,174 @@
+//! One trial on one side: sample the CPU, run the [`Side`] on its own
+//! thread, and meanwhile watch the control connection — the peer may ask to
+//! stop, report its side, fail, or vanish. Client and agent both use this,
+//! so neither knows what kind of workload runs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::model::{Host, SideReport};
+use crate::probe::cpu::{cpu_report, CpuSampler};
+use crate::protocol::channel::Channel;
+use crate::protocol::{Message, ProtocolError};
+use crate::workload::runner::IntervalTick;
+use crate::workload::{RunControl, Side, TestSpec};
+
+/// Extra time past the expected end before a trial is declared hung.
+pub const GRACE: Duration = Duration::from_secs(30);
+
+/// How a trial on one side ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum TrialError {
+    #[error("the {peer} reported a failure: {message}")]
+    PeerFailed { peer: &'static str, message: String },
+    #[error("lost the {peer} mid-test: {source}")]
+    PeerLost {
+        peer: &'static str,
+        #[source]
+        source: ProtocolError,
+    },
+    #[error("the {peer} sent '{got}' during the test")]
+    Unexpected { peer: &'static str, got: String },
+    #[error("the test did not finish {0:.0} s after its expected end; aborted")]
+    Hung(f64),
+    #[error("could not read CPU counters: {0}")]
+    Cpu(std::io::Error),
+}
+
+/// What to run and how.
+pub struct TrialPlan<'a> {
+    pub host: Host,
+    pub spec: &'a TestSpec,
+    /// Latest end of the trial before it is aborted.
+    pub hard_deadline: Option<Instant>,
+    /// Wait for the peer's `done` report (the client does).
+    pub wait_for_peer_report: bool,
+    /// Polled every 100 ms: true once the user asked to stop (Ctrl-C).
+    pub interrupted: &'a (dyn Fn() -> bool + Sync),
+    pub on_interval: Option<Box<dyn Fn(&IntervalTick) + Send + Sync>>,
+}
+
+/// The local report and, when asked for, the peer's.
+pub struct TrialOutcome {
+    pub local: SideReport,
+    pub peer: Option<SideReport>,
+}
+
+/// Runs one side of a trial to its end while serving the control connection.
+pub fn run_side(
+    side: Box<dyn Side>,
+    plan: TrialPlan,
+    channel: &mut Channel,
+    sampler: &dyn CpuSampler,
+) -> Result<TrialOutcome, TrialError> {
+    let peer = plan.host.other().as_str();
+    let spec = plan.spec;
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpus = match plan.host {
+        Host::Client => spec.client.cpus.clone(),
+        Host::Agent => spec.agent.cpus.clone(),
+    };
+    let abort = side.aborter();
+    let before = sampler.sample().map_err(TrialError::Cpu)?;
+    let control = RunControl {
+        stop: Arc::clone(&stop),
+        start: Instant::now(),
+        omit: Duration::from_secs_f64(spec.omit_seconds),
+        duration: spec
+            .bytes
+            .is_none()
+            .then(|| Duration::from_secs_f64(spec.duration_seconds)),
+        interval: Duration::from_secs_f64(spec.interval_seconds),
+        cpus,
+        on_interval: plan.on_interval,
+    };
+    let start = control.start;
+    let worker = thread::Builder::new()
+        .name("side".into())
+        .spawn(move || side.run(&control))
+        .map_err(|e| TrialError::Cpu(std::io::Error::other(format!("could not start the side thread: {e}"))))?;
+
+    let mut peer_report = None;
+    let mut stop_sent = false;
+    let mut failure = None;
+    loop {
+        if worker.is_finished() && (!plan.wait_for_peer_report || peer_report.is_some()) {
+            break;
+        }
+        if (plan.interrupted)() && !stop_sent {
+            stop.store(true, Ordering::Relaxed);
+            stop_sent = true;
+            if let Err(e) = channel.send(&Message::Stop) {
+                failure = Some(TrialError::PeerLost { peer, source: e });
+                break;
+            }
+        }
+        if plan.hard_deadline.is_some_and(|d| Instant::now() > d) {
+            failure = Some(TrialError::Hung(GRACE.as_secs_f64()));
+            break;
+        }
+        if peer_report.is_some() {
+            thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        match channel.recv(Duration::from_millis(100), "the peer's report") {
+            Ok(Message::Stop) => stop.store(true, Ordering::Relaxed),
+            Ok(Message::Done { report }) if plan.wait_for_peer_report => peer_report = Some(report),
+            Ok(Message::Error { message }) => {
+                failure = Some(TrialError::PeerFailed { peer, message });
+                break;
+            }
+            Ok(other) => {
+                failure = Some(TrialError::Unexpected {
+                    peer,
+                    got: other.kind().to_string(),
+                });
+                break;
+            }
+            Err(ProtocolError::Timeout { .. }) => {}
+            Err(e) => {
+                failure = Some(TrialError::PeerLost { peer, source: e });
+                break;
+            }
+        }
+    }
+    if let Some(failure) = failure {
+        stop.store(true, Ordering::Relaxed);
+        abort();
+        let _ = worker.join();
+        return Err(failure);
+    }
+    let outcome = worker.join().unwrap_or_default();
+    let seconds = start.elapsed().as_secs_f64();
+    let after = sampler.sample().map_err(TrialError::Cpu)?;
+    let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.omitted_bytes).sum();
+    let cpu = cpu_report(
+        &before,
+        &after,
+        sampler.ticks_per_second(),
+        seconds,
+        outcome.process,
+        bytes_moved,
+    );
+    Ok(TrialOutcome {
+        local: SideReport {
+            host: plan.host,
+            streams: outcome.streams,
+            cpu,
+        },
+        peer: peer_report,
+    })
+}
+
+/// When a trial of `spec` must have ended, with a grace period; for a
+/// byte-count test, `max_seconds` bounds it.
+pub fn hard_deadline(spec: &TestSpec, start: Instant, max_seconds: Option<f64>) -> Option<Instant> {
+    let expected = if spec.bytes.is_some() {
+        max_seconds?
+    } else {
+        spec.expected_seconds()
+    };
+    Some(start + Duration::from_secs_f64(expected) + GRACE)
+}

@@ -1,0 +1,243 @@
+//! Data connections shared by the TCP-based workloads: a listener on the
+//! agent that admits only the control connection's peer presenting the
+//! session token, and the client's connect that presents it.
+//!
+//! Every data connection opens with a 20-byte preamble: the 16-byte session
+//! token, then the stream id as a big-endian u32.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::{AgentNet, ClientNet, SideOptions, WorkloadError};
+use crate::protocol::TOKEN_LEN;
+
+const PREAMBLE_LEN: usize = TOKEN_LEN + 4;
+/// How long a data connection may take to present its preamble.
+const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Per-socket settings a workload applies before connecting or listening.
+pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
+
+fn domain_of(ip: IpAddr) -> Domain {
+    if ip.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    }
+}
+
+/// Requests the socket buffer sizes of `side`.
+pub fn apply_buffers(socket: &Socket, side: &SideOptions) -> Result<(), WorkloadError> {
+    if let Some(size) = side.send_buffer_bytes {
+        socket
+            .set_send_buffer_size(size as usize)
+            .map_err(WorkloadError::io(format!("setting SO_SNDBUF to {size} B")))?;
+    }
+    if let Some(size) = side.receive_buffer_bytes {
+        socket
+            .set_recv_buffer_size(size as usize)
+            .map_err(WorkloadError::io(format!("setting SO_RCVBUF to {size} B")))?;
+    }
+    Ok(())
+}
+
+/// Binds a TCP listener on `ip`, port chosen by the kernel; `configure`
+/// runs before `listen` so accepted sockets inherit buffers and MSS.
+pub fn listen(ip: IpAddr, backlog: i32, configure: Configure) -> Result<Socket, WorkloadError> {
+    let socket = Socket::new(domain_of(ip), Type::STREAM, Some(Protocol::TCP))
+        .map_err(WorkloadError::io("creating the data listener"))?;
+    configure(&socket)?;
+    socket
+        .bind(&SocketAddr::new(ip, 0).into())
+        .map_err(WorkloadError::io(format!("binding a data listener on {ip}")))?;
+    socket
+        .listen(backlog)
+        .map_err(WorkloadError::io("listening for data connections"))?;
+    Ok(socket)
+}
+
+pub fn local_port(socket: &Socket) -> u16 {
+    socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// Constant-time comparison, so the token cannot be guessed byte by byte.
+pub fn token_matches(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Accepts one data connection per id in `expected`, refusing anything
+/// not from the control peer or without the token. Returns sockets by id.
+pub fn accept_streams(
+    listener: &Socket,
+    net: &AgentNet,
+    expected: &[u32],
+    deadline: Instant,
+) -> Result<BTreeMap<u32, Socket>, WorkloadError> {
+    let mut streams = BTreeMap::new();
+    let mut refused = 0u32;
+    while streams.len() < expected.len() {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(WorkloadError::Setup(format!(
+                "only {} of {} data connections arrived in time ({refused} refused)",
+                streams.len(),
+                expected.len()
+            )));
+        }
+        listener
+            .set_read_timeout(Some(deadline - now))
+            .map_err(WorkloadError::io("setting the accept timeout"))?;
+        let (socket, peer) = match listener.accept() {
+            Ok(pair) => pair,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(WorkloadError::io("accepting a data connection")(e)),
+        };
+        let peer_ip = peer.as_socket().map(|a| a.ip());
+        if peer_ip.map(canonical) != Some(canonical(net.peer_ip)) {
+            refused += 1;
+            crate::logging::warn(&format!(
+                "refused a data connection from {peer_ip:?}: only the control peer {} may connect",
+                net.peer_ip
+            ));
+            continue;
+        }
+        match read_preamble(&socket) {
+            Ok((token, id))
+                if token_matches(&token, &net.token) && expected.contains(&id) && !streams.contains_key(&id) =>
+            {
+                let _ = socket.set_read_timeout(None);
+                streams.insert(id, socket);
+            }
+            Ok(_) => {
+                refused += 1;
+                crate::logging::warn("refused a data connection with a wrong token or stream id");
+            }
+            Err(e) => {
+                refused += 1;
+                crate::logging::warn(&format!("refused a data connection: {e}"));
+            }
+        }
+    }
+    Ok(streams)
+}
+
+/// IPv4-mapped IPv6 addresses compare equal to their IPv4 form.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+fn read_preamble(socket: &Socket) -> std::io::Result<([u8; TOKEN_LEN], u32)> {
+    socket.set_read_timeout(Some(PREAMBLE_TIMEOUT))?;
+    let mut preamble = [0u8; PREAMBLE_LEN];
+    let mut reader: &Socket = socket;
+    reader.read_exact(&mut preamble)?;
+    let mut token = [0u8; TOKEN_LEN];
+    token.copy_from_slice(&preamble[..TOKEN_LEN]);
+    let id = u32::from_be_bytes(preamble[TOKEN_LEN..].try_into().unwrap());
+    Ok((token, id))
+}
+
+/// Connects one data connection for stream `id` and presents the token.
+pub fn connect_stream(net: &ClientNet, port: u16, id: u32, configure: Configure) -> Result<Socket, WorkloadError> {
+    let addr = SocketAddr::new(net.agent_ip, port);
+    let socket = Socket::new(domain_of(net.agent_ip), Type::STREAM, Some(Protocol::TCP))
+        .map_err(WorkloadError::io("creating a data socket"))?;
+    if let Some(bind) = net.bind {
+        socket
+            .bind(&SocketAddr::new(bind, 0).into())
+            .map_err(WorkloadError::io(format!("binding the data socket to {bind}")))?;
+    }
+    configure(&socket)?;
+    socket
+        .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
+        .map_err(WorkloadError::io(format!("connecting data stream {id} to {addr}")))?;
+    let mut preamble = [0u8; PREAMBLE_LEN];
+    preamble[..TOKEN_LEN].copy_from_slice(&net.token);
+    preamble[TOKEN_LEN..].copy_from_slice(&id.to_be_bytes());
+    let mut writer: &Socket = &socket;
+    writer
+        .write_all(&preamble)
+        .map_err(WorkloadError::io(format!("opening data stream {id}")))?;
+    Ok(socket)
+}
+
+/// Closes every socket of a side (from another thread) so blocked calls return.
+pub fn aborter(sockets: &[&Socket]) -> super::Aborter {
+    let clones: Vec<Socket> = sockets.iter().filter_map(|s| s.try_clone().ok()).collect();
+    std::sync::Arc::new(move || {
+        for s in &clones {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison_needs_every_byte() {
+        assert!(token_matches(b"abcd", b"abcd"));
+        assert!(!token_matches(b"abcd", b"abce"));
+        assert!(!token_matches(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn strangers_and_wrong_tokens_are_refused_and_the_right_one_admitted() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let token = crate::protocol::new_token();
+        let agent_net = AgentNet {
+            local_ip: ip,
+            peer_ip: ip,
+            token,
+        };
+        let listener = listen(ip, 16, &|_| Ok(())).unwrap();
+        let port = local_port(&listener);
+        let client = move |token| ClientNet {
+            agent_ip: ip,
+            data_ports: vec![port],
+            token,
+            bind: None,
+        };
+        // A wrong token, garbage, a silent connection, then the real one.
+        let _wrong = connect_stream(&client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
+        let mut junk = std::net::TcpStream::connect((ip, port)).unwrap();
+        junk.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let good = std::thread::spawn(move || connect_stream(&client(token), port, 1, &|_| Ok(())).unwrap());
+        let accepted = accept_streams(&listener, &agent_net, &[1], Instant::now() + Duration::from_secs(5)).unwrap();
+        assert_eq!(accepted.keys().copied().collect::<Vec<_>>(), vec![1]);
+        drop(good.join().unwrap());
+    }
+
+    #[test]
+    fn missing_connections_time_out_with_a_count() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let net = AgentNet {
+            local_ip: ip,
+            peer_ip: ip,
+            token: [0; TOKEN_LEN],
+        };
+        let listener = listen(ip, 16, &|_| Ok(())).unwrap();
+        let err = accept_streams(&listener, &net, &[1, 2], Instant::now() + Duration::from_millis(100)).unwrap_err();
+        assert!(err.to_string().contains("0 of 2"), "{err}");
+    }
+}

@@ -1,0 +1,252 @@
+//! [`TestSpec`]: the description of one test, sent from client to agent and
+//! validated on both ends before anything runs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Flow;
+
+/// Limits every test spec must respect (the agent may impose tighter ones).
+pub const MAX_STREAMS: u32 = 128;
+pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
+pub const MAX_DURATION_SECONDS: f64 = 24.0 * 3600.0;
+pub const MIN_INTERVAL_SECONDS: f64 = 0.05;
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// Which way the streams go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client sends, agent receives.
+    #[default]
+    Forward,
+    /// Agent sends, client receives (`--reverse`).
+    Reverse,
+    /// Both at once, `streams` each way (`--bidir`).
+    Bidir,
+}
+
+/// Socket options and CPU placement for one end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SideOptions {
+    /// SO_SNDBUF to request; None leaves the kernel's autotuning alone.
+    #[serde(default)]
+    pub send_buffer_bytes: Option<u64>,
+    /// SO_RCVBUF to request.
+    #[serde(default)]
+    pub receive_buffer_bytes: Option<u64>,
+    /// Cores for the stream threads, used round-robin; empty = no pinning.
+    #[serde(default)]
+    pub cpus: Vec<u32>,
+}
+
+/// One test, as the client asks for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestSpec {
+    /// Registered workload name, e.g. `tcp`.
+    pub workload: String,
+    /// How long senders send after the warm-up (ignored when `bytes` is set).
+    pub duration_seconds: f64,
+    /// Send this many bytes per direction instead of running for a time.
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// Warm-up excluded from the result.
+    #[serde(default)]
+    pub omit_seconds: f64,
+    /// Streams per direction.
+    pub streams: u32,
+    pub direction: Direction,
+    /// Size of each write/read (or datagram, request, ...).
+    pub message_bytes: u64,
+    /// Interval of the recorded samples.
+    pub interval_seconds: f64,
+    #[serde(default)]
+    pub client: SideOptions,
+    #[serde(default)]
+    pub agent: SideOptions,
+    /// Workload-specific parameters, checked by the workload.
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+/// A spec that cannot run, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("unknown workload '{name}'; this build knows: {known}")]
+    UnknownWorkload { name: String, known: String },
+    #[error("{option} must be {allowed}, got {got}")]
+    OutOfRange {
+        option: &'static str,
+        allowed: String,
+        got: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub(crate) fn out_of_range(option: &'static str, allowed: impl Into<String>, got: impl ToString) -> SpecError {
+    SpecError::OutOfRange {
+        option,
+        allowed: allowed.into(),
+        got: got.to_string(),
+    }
+}
+
+impl TestSpec {
+    /// Each stream's id and direction: ids 1..=N go the forward way, and
+    /// with `--bidir` ids N+1..=2N go back.
+    pub fn flows(&self) -> Vec<(u32, Flow)> {
+        let n = self.streams;
+        match self.direction {
+            Direction::Forward => (1..=n).map(|id| (id, Flow::ClientToAgent)).collect(),
+            Direction::Reverse => (1..=n).map(|id| (id, Flow::AgentToClient)).collect(),
+            Direction::Bidir => (1..=n)
+                .map(|id| (id, Flow::ClientToAgent))
+                .chain((n + 1..=2 * n).map(|id| (id, Flow::AgentToClient)))
+                .collect(),
+        }
+    }
+
+    /// Longest time the test may take when all goes well.
+    pub fn expected_seconds(&self) -> f64 {
+        self.omit_seconds + self.duration_seconds
+    }
+
+    /// Checks what every workload shares.
+    pub fn validate_common(&self) -> Result<(), SpecError> {
+        if self.streams == 0 || self.streams > MAX_STREAMS {
+            return Err(out_of_range(
+                "-P/--parallel",
+                format!("1..={MAX_STREAMS}"),
+                self.streams,
+            ));
+        }
+        if self.message_bytes == 0 || self.message_bytes > MAX_MESSAGE_BYTES {
+            return Err(out_of_range(
+                "-l/--length",
+                format!("1 B..={} MiB", MAX_MESSAGE_BYTES >> 20),
+                self.message_bytes,
+            ));
+        }
+        let duration = self.duration_seconds;
+        if !(duration > 0.0 && duration <= MAX_DURATION_SECONDS) {
+            return Err(out_of_range(
+                "-t/--time",
+                "more than 0 s and at most 24 h",
+                format!("{duration} s"),
+            ));
+        }
+        let omit = self.omit_seconds;
+        if !(0.0..=MAX_DURATION_SECONDS).contains(&omit) {
+            return Err(out_of_range("-O/--omit", "0 s or more", format!("{omit} s")));
+        }
+        let interval = self.interval_seconds;
+        if !(MIN_INTERVAL_SECONDS..=MAX_DURATION_SECONDS).contains(&interval) {
+            return Err(out_of_range(
+                "-i/--interval",
+                format!("at least {MIN_INTERVAL_SECONDS} s"),
+                format!("{interval} s"),
+            ));
+        }
+        if self.bytes == Some(0) {
+            return Err(out_of_range("-n/--bytes", "at least 1 byte", 0));
+        }
+        for side in [&self.client, &self.agent] {
+            for value in [side.send_buffer_bytes, side.receive_buffer_bytes]
+                .into_iter()
+                .flatten()
+            {
+                if value == 0 || value > MAX_BUFFER_BYTES {
+                    return Err(out_of_range("socket buffer size", "1 B..=1 GiB", value));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that `cpus` of this end exist here.
+    pub fn validate_cpus(cpus: &[u32], option: &'static str) -> Result<(), SpecError> {
+        let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u32;
+        match cpus.iter().find(|&&c| c >= available) {
+            Some(c) => Err(out_of_range(
+                option,
+                format!("a core number below {available} on this host"),
+                c,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Decodes the workload-specific parameters with a clear error.
+    pub fn params<T: serde::de::DeserializeOwned + Default>(&self) -> Result<T, SpecError> {
+        if self.params.is_null() {
+            return Ok(T::default());
+        }
+        serde_json::from_value(self.params.clone())
+            .map_err(|e| SpecError::Invalid(format!("bad parameters for workload '{}': {e}", self.workload)))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn spec(workload: &str) -> TestSpec {
+        TestSpec {
+            workload: workload.into(),
+            duration_seconds: 1.0,
+            bytes: None,
+            omit_seconds: 0.0,
+            streams: 1,
+            direction: Direction::Forward,
+            message_bytes: 1000,
+            interval_seconds: 1.0,
+            client: SideOptions::default(),
+            agent: SideOptions::default(),
+            params: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn bidir_gives_each_direction_its_own_ids() {
+        let mut s = spec("tcp");
+        s.streams = 2;
+        s.direction = Direction::Bidir;
+        assert_eq!(
+            s.flows(),
+            vec![
+                (1, Flow::ClientToAgent),
+                (2, Flow::ClientToAgent),
+                (3, Flow::AgentToClient),
+                (4, Flow::AgentToClient)
+            ]
+        );
+    }
+
+    #[test]
+    fn out_of_range_values_are_named() {
+        let mut s = spec("tcp");
+        s.streams = 0;
+        assert!(s.validate_common().unwrap_err().to_string().contains("-P/--parallel"));
+        let mut s = spec("tcp");
+        s.message_bytes = 0;
+        assert!(s.validate_common().unwrap_err().to_string().contains("-l/--length"));
+        let mut s = spec("tcp");
+        s.duration_seconds = -1.0;
+        assert!(s.validate_common().unwrap_err().to_string().contains("-t/--time"));
+        let mut s = spec("tcp");
+        s.duration_seconds = f64::NAN;
+        assert!(s.validate_common().is_err());
+        let mut s = spec("tcp");
+        s.client.send_buffer_bytes = Some(0);
+        assert!(s.validate_common().is_err());
+    }
+
+    #[test]
+    fn wrong_json_types_are_refused_with_the_field() {
+        let bad = r#"{"workload":"tcp","duration_seconds":"ten","streams":1,"direction":"forward","message_bytes":1,"interval_seconds":1}"#;
+        let err = serde_json::from_str::<TestSpec>(bad).unwrap_err().to_string();
+        assert!(err.contains("invalid type"), "{err}");
+    }
+}
