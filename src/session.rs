@@ -13,7 +13,7 @@ use crate::probe::host::local_facts;
 use crate::protocol::channel::Channel;
 use crate::protocol::{token_from_hex, Hello, Message, ProtocolError, MAX_AGENT_FRAME};
 use crate::trial::{self, TrialError, TrialPlan};
-use crate::workload::runner::IntervalTick;
+use crate::workload::runner::IntervalCallback;
 use crate::workload::{self, ClientNet, SpecError, TestSpec, WorkloadError};
 
 /// How long to wait for the agent to answer at each step before the test.
@@ -150,7 +150,7 @@ pub fn connect(target: &Target) -> Result<TcpStream, SessionError> {
 pub struct RunOptions<'a> {
     /// Polled during the test; true once the user pressed Ctrl-C.
     pub interrupted: &'a (dyn Fn() -> bool + Sync),
-    pub on_interval: Option<Box<dyn Fn(&IntervalTick) + Send + Sync>>,
+    pub on_interval: Option<IntervalCallback>,
     /// Number of this trial within the case (1-based).
     pub trial: u32,
 }

@@ -12,7 +12,7 @@ use crate::model::{Host, SideReport};
 use crate::probe::cpu::{cpu_report, CpuSampler};
 use crate::protocol::channel::Channel;
 use crate::protocol::{Message, ProtocolError};
-use crate::workload::runner::IntervalTick;
+use crate::workload::runner::IntervalCallback;
 use crate::workload::{RunControl, Side, TestSpec};
 
 /// Extra time past the expected end before a trial is declared hung.
@@ -47,7 +47,7 @@ pub struct TrialPlan<'a> {
     pub wait_for_peer_report: bool,
     /// Polled every 100 ms: true once the user asked to stop (Ctrl-C).
     pub interrupted: &'a (dyn Fn() -> bool + Sync),
-    pub on_interval: Option<Box<dyn Fn(&IntervalTick) + Send + Sync>>,
+    pub on_interval: Option<IntervalCallback>,
 }
 
 /// The local report and, when asked for, the peer's.

@@ -26,10 +26,12 @@ pub struct MeasureArgs {
     #[arg(short = 'B', long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
     /// How long to send, after the warm-up.
-    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]
+    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
+          value_parser = parse::positive_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Warm-up at the start that is excluded from the result.
-    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration)]
+    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration,
+          allow_hyphen_values = true)]
     pub omit: Duration,
     /// Print a line per interval while the test runs (recorded in JSON at
     /// this interval too; 1 s when not given).

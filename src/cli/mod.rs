@@ -29,7 +29,7 @@ pub enum Command {
     /// Run the agent: serve tests to clients on this host.
     Serve(ServeArgs),
     /// TCP throughput: bulk streams in one or both directions.
-    Tcp(TcpArgs),
+    Tcp(Box<TcpArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
 }

@@ -12,7 +12,7 @@ use crate::report::json::{Json, StreamEvent};
 use crate::report::text::{interval_lines, Text};
 use crate::report::Reporter;
 use crate::session::{self, Family, RunOptions, Target};
-use crate::workload::runner::IntervalTick;
+use crate::workload::runner::{IntervalCallback, IntervalTick};
 use crate::workload::{Direction, SideOptions, TestSpec};
 
 /// The part of a spec every measuring command fills the same way.
@@ -62,7 +62,7 @@ pub fn target(m: &MeasureArgs) -> Target {
 /// Runs one test and prints it in the chosen format.
 pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
     signals::install();
-    let on_interval: Option<Box<dyn Fn(&IntervalTick) + Send + Sync>> = if m.json_stream {
+    let on_interval: Option<IntervalCallback> = if m.json_stream {
         Some(Box::new(|tick: &IntervalTick| {
             let _ = StreamEvent::interval("client", tick).write_line(&mut std::io::stdout().lock());
         }))

@@ -23,7 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     logging::set_json(cli.log.log_format == LogFormat::Json);
     match cli.command {
         Command::Serve(args) => serve::run(args),
-        Command::Tcp(args) => tcp::run(args),
+        Command::Tcp(args) => tcp::run(*args),
         Command::Demo(args) => demo::run(args),
     }
 }

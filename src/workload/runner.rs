@@ -18,6 +18,12 @@ use crate::units::bits_per_second;
 /// report always fits in one control frame.
 pub const MAX_RECORDED_INTERVALS: u64 = 20_000;
 
+/// Called at every interval with a side's per-stream counts (live output).
+pub type IntervalCallback = Box<dyn Fn(&IntervalTick) + Send + Sync>;
+
+/// The work of one stream end, run on its own thread.
+pub type StreamBody = Box<dyn FnOnce(&StreamContext) -> TaskEnd + Send>;
+
 /// How a side's run is steered.
 pub struct RunControl {
     /// Raised when senders must stop (time up, `stop` from the peer, Ctrl-C).
@@ -31,7 +37,7 @@ pub struct RunControl {
     /// Cores for the stream threads, round-robin.
     pub cpus: Vec<u32>,
     /// Called at every interval with this side's per-stream counts.
-    pub on_interval: Option<Box<dyn Fn(&IntervalTick) + Send + Sync>>,
+    pub on_interval: Option<IntervalCallback>,
 }
 
 /// What a side measured in one interval, for live display.
@@ -71,7 +77,7 @@ pub struct StreamTask {
     pub stream_id: u32,
     pub role: Role,
     pub socket: SocketBuffers,
-    pub body: Box<dyn FnOnce(&StreamContext) -> TaskEnd + Send>,
+    pub body: StreamBody,
 }
 
 /// A counter on its own cache lines, so streams do not share one.
@@ -306,7 +312,7 @@ mod tests {
     }
 
     /// A body that "sends" 1000 bytes per millisecond until stopped.
-    fn ticking_body() -> Box<dyn FnOnce(&StreamContext) -> TaskEnd + Send> {
+    fn ticking_body() -> StreamBody {
         Box::new(|ctx: &StreamContext| {
             let mut total = 0;
             while !ctx.stop.load(Ordering::Relaxed) {

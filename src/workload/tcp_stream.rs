@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data::{self, Configure};
-use super::runner::{run_streams, StreamContext, StreamTask, TaskEnd};
+use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::spec::out_of_range;
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, RunControl, Side, SideOptions, SideOutcome, SpecError, TestSpec, Workload,
@@ -206,7 +206,7 @@ impl Side for TcpSide {
         let mut sender_index = 0u64;
         for (id, flow, socket) in self.sockets {
             let buffers = tcpinfo::socket_buffers(&socket);
-            let (role, body): (Role, Box<dyn FnOnce(&StreamContext) -> TaskEnd + Send>) = if flow.sender() == self.host
+            let (role, body): (Role, StreamBody) = if flow.sender() == self.host
             {
                 // A byte count is shared out among the streams of this side.
                 let quota = self

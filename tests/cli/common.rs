@@ -1,0 +1,80 @@
+//! Helpers: start an agent process on loopback, run the client binary.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_nicbench");
+
+/// An agent process that is killed when dropped (also when a test panics).
+pub struct AgentProcess {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl AgentProcess {
+    /// Starts `nicbench serve` on 127.0.0.1 with a kernel-chosen port.
+    pub fn start(extra: &[&str]) -> AgentProcess {
+        AgentProcess::start_with(Command::new(BIN), "127.0.0.1", extra)
+    }
+
+    /// Starts an agent from `command` (e.g. wrapped in `ip netns exec`).
+    pub fn start_with(mut command: Command, bind: &str, extra: &[&str]) -> AgentProcess {
+        command
+            .args(["serve", "-p", "0", "-B", bind, "-v"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("start the agent");
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let port = loop {
+            assert!(Instant::now() < deadline, "agent did not announce its port");
+            let line = lines.next().expect("agent exited before listening").unwrap();
+            if let Some(addr) = line.split("listening on ").nth(1) {
+                break addr.rsplit(':').next().unwrap().trim().parse().unwrap();
+            }
+        };
+        // Keep draining stderr so the agent never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        AgentProcess { child, port }
+    }
+
+    pub fn port_arg(&self) -> String {
+        self.port.to_string()
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the client binary with `args`.
+pub fn nicbench(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nicbench")
+}
+
+/// Runs the client and parses its `--json` output, failing with its stderr.
+pub fn nicbench_json(args: &[&str]) -> serde_json::Value {
+    let out = nicbench(args);
+    assert!(
+        out.status.success(),
+        "nicbench {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -1,0 +1,325 @@
+//! `nicbench tcp` against a real agent on loopback.
+
+use super::common::*;
+use serde_json::Value;
+
+fn bytes(v: &Value, path: &[&str]) -> u64 {
+    let mut v = v;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_u64().unwrap_or_else(|| panic!("{path:?} is not a number"))
+}
+
+/// Every stream's sender and receiver byte counts agree exactly (omit off).
+fn assert_ends_agree(run: &Value) {
+    for s in run["streams"].as_array().unwrap() {
+        assert_eq!(
+            s["sender"]["bytes"], s["receiver"]["bytes"],
+            "stream {}",
+            s["stream_id"]
+        );
+        assert!(s["sender"]["bytes"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(
+        bytes(run, &["sum", "sender", "bytes"]),
+        bytes(run, &["sum", "receiver", "bytes"])
+    );
+}
+
+#[test]
+fn forward_single_stream_counts_agree_and_cpu_is_reported() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1", "--json"]);
+    assert_eq!(run["schema"], "nicbench.run/1");
+    assert_eq!(run["workload"], "tcp");
+    assert_eq!(run["streams"].as_array().unwrap().len(), 1);
+    assert_eq!(run["streams"][0]["flow"], "client_to_agent");
+    assert_ends_agree(&run);
+    assert!(run["sum"]["receiver"]["bits_per_second"].as_f64().unwrap() > 1e6);
+    for host in ["client", "agent"] {
+        let cpu = &run["cpu"][host];
+        assert!(cpu["logical_cpus"].as_u64().unwrap() >= 1);
+        assert!(cpu["service_demand_us_per_kb"].as_f64().unwrap() > 0.0, "{host}");
+        assert!(
+            cpu["process"]["system_seconds"].as_f64().unwrap() + cpu["process"]["user_seconds"].as_f64().unwrap() > 0.0
+        );
+    }
+    let info = &run["streams"][0]["sender"]["tcp_info"];
+    assert!(info["send_mss_bytes"].as_u64().unwrap() > 0);
+    assert!(!run["streams"][0]["sender"]["intervals"].as_array().unwrap().is_empty());
+    assert_eq!(run["trials"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn reverse_multi_stream_is_sent_by_the_agent() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-P",
+        "3",
+        "-R",
+        "--json",
+    ]);
+    let streams = run["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 3);
+    assert!(streams.iter().all(|s| s["flow"] == "agent_to_client"));
+    assert_ends_agree(&run);
+    assert!(run["sum"]["agent_to_client"].is_object());
+    assert!(run["sum"].get("client_to_agent").is_none());
+}
+
+#[test]
+fn bidir_runs_both_directions_at_once() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-P",
+        "2",
+        "--bidir",
+        "--json",
+    ]);
+    assert_eq!(run["streams"].as_array().unwrap().len(), 4);
+    assert_ends_agree(&run);
+    assert!(bytes(&run, &["sum", "client_to_agent", "receiver", "bytes"]) > 0);
+    assert!(bytes(&run, &["sum", "agent_to_client", "receiver", "bytes"]) > 0);
+}
+
+#[test]
+fn byte_count_mode_moves_exactly_that_many_bytes() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-n",
+        "10000001",
+        "-P",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(bytes(&run, &["sum", "receiver", "bytes"]), 10_000_001);
+    assert_ends_agree(&run);
+}
+
+#[test]
+fn socket_options_are_applied_and_granted_sizes_reported() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-l",
+        "8K",
+        "-w",
+        "256K",
+        "--mss",
+        "1400",
+        "--nodelay",
+        "--congestion",
+        "reno",
+        "--json",
+    ]);
+    let sender = &run["streams"][0]["sender"];
+    // Linux doubles the requested size for its bookkeeping.
+    assert_eq!(sender["socket"]["send_buffer_bytes"], 2 * 256 * 1024);
+    assert_eq!(
+        run["streams"][0]["receiver"]["socket"]["receive_buffer_bytes"],
+        2 * 256 * 1024
+    );
+    assert_eq!(sender["tcp_info"]["congestion_control"], "reno");
+    assert!(sender["tcp_info"]["send_mss_bytes"].as_u64().unwrap() <= 1400);
+    assert_eq!(run["spec"]["message_bytes"], 8192);
+    assert_eq!(run["spec"]["params"]["nodelay"], true);
+}
+
+#[test]
+fn zerocopy_and_discard_move_the_same_bytes_and_are_recorded() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "--zerocopy",
+        "--discard",
+        "--json",
+    ]);
+    assert_ends_agree(&run);
+    assert_eq!(run["spec"]["params"]["zerocopy"], true);
+    assert_eq!(run["spec"]["params"]["discard"], true);
+}
+
+#[test]
+fn omit_excludes_the_warm_up() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-O",
+        "0.5",
+        "--json",
+    ]);
+    let receiver = &run["streams"][0]["receiver"];
+    assert!(receiver["omitted_bytes"].as_u64().unwrap() > 0);
+    let seconds = receiver["seconds"].as_f64().unwrap();
+    assert!((0.8..1.5).contains(&seconds), "measured {seconds} s after the warm-up");
+}
+
+#[test]
+fn json_stream_prints_intervals_then_the_result() {
+    let agent = AgentProcess::start(&[]);
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-i",
+        "0.25",
+        "--json-stream",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert!(lines.iter().filter(|l| l["event"] == "interval").count() >= 3);
+    assert_eq!(lines.last().unwrap()["event"], "result");
+    assert!(
+        lines.last().unwrap()["result"]["sum"]["receiver"]["bits_per_second"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}
+
+#[test]
+fn text_summary_has_units_on_every_figure() {
+    let agent = AgentProcess::start(&[]);
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1", "-P", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[  1]") && text.contains("[  2]") && text.contains("[SUM]"),
+        "{text}"
+    );
+    assert!(text.contains("bit/s"), "{text}");
+    assert!(text.contains("us/KB"), "{text}");
+    assert!(text.contains("CPU client") && text.contains("CPU agent"), "{text}");
+}
+
+#[test]
+fn connection_refused_says_how_to_start_an_agent() {
+    // Bind and drop a listener to find a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(
+        err.contains("connection refused") && err.contains("nicbench serve"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_option_values_are_refused_before_connecting() {
+    for (args, needle) in [
+        (vec!["-P", "0"], "parallel"),
+        (vec!["-l", "0"], "at least 1 byte"),
+        (vec!["-t", "-3"], "duration"),
+        (vec!["-t", "0"], "longer than 0"),
+        (vec!["-w", "lots"], "size"),
+        (vec!["--mss", "20"], "--mss"),
+        (vec!["--congestion", "warp-drive"], "available"),
+    ] {
+        let mut argv = vec!["tcp", "127.0.0.1", "-p", "1"];
+        argv.extend(&args);
+        let out = nicbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn busy_agent_says_for_how_long_and_serves_again_afterwards() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let long = std::thread::spawn({
+        let port = port.clone();
+        move || nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "2", "-l", "1K"])
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "1"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+    assert!(long.join().unwrap().status.success());
+    let again = nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "0.5"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
+#[test]
+fn client_that_vanishes_mid_test_leaves_the_agent_ready() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    for direction in [None, Some("-R")] {
+        let mut args = vec!["tcp", "127.0.0.1", "-p", port.as_str(), "-t", "30"];
+        args.extend(direction);
+        let mut client = std::process::Command::new(BIN)
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        client.kill().unwrap();
+        client.wait().unwrap();
+        // The agent notices within a second and serves the next client.
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        let out = nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "0.5"]);
+        assert!(
+            out.status.success(),
+            "after a vanished {direction:?} client: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn agent_that_dies_mid_test_gives_one_clear_error() {
+    let mut agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let client = std::thread::spawn(move || nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "30", "-R"]));
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    agent.child.kill().unwrap();
+    let out = client.join().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("agent"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
