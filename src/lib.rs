@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod cli;
 pub mod cmd;
+pub mod linerate;
 pub mod logging;
 pub mod model;
 pub mod probe;
@@ -17,4 +18,5 @@ pub mod report;
 pub mod session;
 pub mod trial;
 pub mod units;
+pub mod verdict;
 pub mod workload;

@@ -9,6 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::model::{Host, SideReport};
+use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{cpu_report, CpuSampler};
 use crate::protocol::channel::Channel;
 use crate::protocol::{Message, ProtocolError};
@@ -71,6 +72,8 @@ pub fn run_side(
         Host::Agent => spec.agent.cpus.clone(),
     };
     let abort = side.aborter();
+    let counter_probe = CounterProbe::for_local_address(channel.stream().local_addr().ok().map(|a| a.ip()));
+    let counters_before = counter_probe.snapshot();
     let before = sampler.sample().map_err(TrialError::Cpu)?;
     let control = RunControl {
         stop: Arc::clone(&stop),
@@ -143,6 +146,7 @@ pub fn run_side(
     let outcome = worker.join().unwrap_or_default();
     let seconds = start.elapsed().as_secs_f64();
     let after = sampler.sample().map_err(TrialError::Cpu)?;
+    let counters = counter_probe.delta(&counters_before, &counter_probe.snapshot());
     let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.omitted_bytes).sum();
     let cpu = cpu_report(
         &before,
@@ -157,6 +161,7 @@ pub fn run_side(
             host: plan.host,
             streams: outcome.streams,
             cpu,
+            counters: Some(counters),
         },
         peer: peer_report,
     })
