@@ -562,8 +562,8 @@ pub struct LineRateShare {
 /// The bottleneck verdict: a kind for programs, a line for people.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// `cpu_bound`, `cgroup_throttled`, `link_bound`, `socket_buffer_drops`,
-    /// `nic_drops`, `retransmitting` or `none`.
+    /// `cpu_bound`, `cgroup_throttled`, `link_bound`, `model_exceeded`,
+    /// `socket_buffer_drops`, `nic_drops`, `retransmitting` or `none`.
     pub kind: String,
     pub summary: String,
 }

@@ -3,7 +3,8 @@
 //! support. Rules are checked in order and the first that holds speaks:
 //!
 //! 1. a side's cgroup CPU quota throttled it in most periods;
-//! 2. throughput reached 90% of the theoretical goodput of the link;
+//! 2. throughput reached 90% of the theoretical goodput of the link (above
+//!    110% the assumed link speed is wrong, and the verdict says so);
 //! 3. the receiver dropped datagrams in the socket buffer (UDP RcvbufErrors);
 //! 4. the receiving NIC dropped packets;
 //! 5. TCP retransmitted 1% of its segments or more;
@@ -18,6 +19,10 @@ use crate::units::Rate;
 
 /// Share of the theoretical goodput from which a result is link-bound.
 pub const LINK_BOUND_PERCENT: f64 = 90.0;
+/// Above this share of the theoretical goodput the assumed link speed is
+/// wrong. A little above 100% is normal under a shaper such as tbf, which
+/// counts frames without preamble, gap and FCS.
+pub const MODEL_EXCEEDED_PERCENT: f64 = 110.0;
 /// Busy share of a core (or of the stream threads) that counts as CPU-bound.
 pub const CPU_BOUND_PERCENT: f64 = 95.0;
 /// Share of throttled cgroup periods that counts as CPU-bound.
@@ -166,6 +171,17 @@ fn throttled(trial: &TrialResult) -> Option<Verdict> {
 
 fn link_bound(trial: &TrialResult) -> Option<Verdict> {
     let share = trial.line_rate.as_ref()?;
+    if share.percent_of_theoretical_goodput > MODEL_EXCEEDED_PERCENT {
+        return Some(verdict(
+            "model_exceeded",
+            format!(
+                "faster than the line-rate model allows: {:.1}% of the theoretical goodput of a {} link; \
+                 the link is faster than assumed (check --link-speed)",
+                share.percent_of_theoretical_goodput,
+                Rate(share.link_bits_per_second as f64)
+            ),
+        ));
+    }
     (share.percent_of_theoretical_goodput >= LINK_BOUND_PERCENT).then(|| {
         verdict(
             "link_bound",

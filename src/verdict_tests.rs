@@ -228,3 +228,12 @@ fn without_tcp_info_the_udp_model_is_used() {
     assert_eq!(s.payload_bytes, 1472);
     assert!((s.theoretical_goodput_bits_per_second / 1e6 - 957.09).abs() < 0.01);
 }
+
+#[test]
+fn far_above_the_model_blames_the_assumed_link_speed() {
+    let mut t = trial(12.22e9);
+    t.line_rate = share(&t, 10_000_000_000);
+    let v = judge(&t, false);
+    assert_eq!(v.kind, "model_exceeded");
+    assert!(v.summary.contains("check --link-speed"), "{}", v.summary);
+}

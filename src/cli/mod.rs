@@ -2,11 +2,15 @@
 //! arguments are turned into a validated configuration in `cmd/`. The doc
 //! comments are the help text.
 
+pub mod host;
+pub mod linerate;
 pub mod measure;
 pub mod parse;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use host::HostArgs;
+pub use linerate::LinerateArgs;
 pub use measure::{MeasureArgs, TcpArgs};
 
 /// nicbench: what a network path really delivers — adapter, driver, host,
@@ -32,6 +36,10 @@ pub enum Command {
     Tcp(Box<TcpArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
+    /// Host and NIC facts: this machine's, or an agent's with --remote.
+    Host(HostArgs),
+    /// Line-rate model: frames/s, goodput and efficiency of Ethernet links.
+    Linerate(LinerateArgs),
 }
 
 /// Logging options, shared by every command.

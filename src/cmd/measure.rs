@@ -73,7 +73,7 @@ pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
     } else {
         None
     };
-    let run = session::run(
+    let mut run = session::run(
         &target(m),
         spec,
         RunOptions {
@@ -83,6 +83,9 @@ pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
         },
     )
     .with_context(|| format!("{} test against {}:{}", spec.workload, m.host, m.port))?;
+    if m.link_speed.is_some() {
+        crate::verdict::annotate(&mut run, m.link_speed);
+    }
     print(m, &run)
 }
 

@@ -3,6 +3,8 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub mod demo;
+pub mod host;
+pub mod linerate;
 pub mod measure;
 pub mod serve;
 pub mod signals;
@@ -25,6 +27,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Host(args) => host::run(args),
+        Command::Linerate(args) => linerate::run(args),
     }
 }
 
@@ -50,5 +54,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) => None,
+        Command::Host(_) | Command::Linerate(_) => None,
     }
 }
