@@ -238,7 +238,11 @@ mod tests {
         let r = compute(1e9, Size::Mtu(1500), Stack::Tcp4Ts, false).unwrap();
         assert_eq!(r.frame_bytes, 1518);
         assert_eq!(r.payload_bytes, 1448);
-        assert!(close(r.goodput_bits_per_second / 1e6, 941.49, 0.01), "{}", r.goodput_bits_per_second);
+        assert!(
+            close(r.goodput_bits_per_second / 1e6, 941.49, 0.01),
+            "{}",
+            r.goodput_bits_per_second
+        );
     }
 
     #[test]
@@ -285,15 +289,23 @@ mod tests {
             compute(1e9, Size::Frame(60), Stack::Eth, false).unwrap_err(),
             LineRateError::FrameTooSmall { bytes: 60 }
         );
-        let err = compute(1e9, Size::Frame(64), Stack::Tcp6Ts, false).unwrap_err().to_string();
+        let err = compute(1e9, Size::Frame(64), Stack::Tcp6Ts, false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no room"), "{err}");
         assert!(compute(1e9, Size::Mtu(28), Stack::Udp4, false).is_err());
         assert_eq!(
             compute(1e9, Size::Payload(0), Stack::Eth, false).unwrap_err(),
             LineRateError::EmptyPayload
         );
-        assert_eq!(compute(0.0, Size::Frame(64), Stack::Eth, false).unwrap_err(), LineRateError::NoSpeed);
-        assert_eq!(compute(f64::NAN, Size::Frame(64), Stack::Eth, false).unwrap_err(), LineRateError::NoSpeed);
+        assert_eq!(
+            compute(0.0, Size::Frame(64), Stack::Eth, false).unwrap_err(),
+            LineRateError::NoSpeed
+        );
+        assert_eq!(
+            compute(f64::NAN, Size::Frame(64), Stack::Eth, false).unwrap_err(),
+            LineRateError::NoSpeed
+        );
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub fn annotate(run: &mut RunResult, link_speed: Option<u64>) {
     let shared = shared_host(run);
     let message_bytes = run.spec.message_bytes;
     let judge_trial = |trial: &mut TrialResult| {
-        trial.line_rate = link.and_then(|(speed, source)| line_rate_share(trial, speed, source, mtu, ipv6, message_bytes));
+        trial.line_rate =
+            link.and_then(|(speed, source)| line_rate_share(trial, speed, source, mtu, ipv6, message_bytes));
         trial.verdict = Some(judge(trial, shared));
     };
     judge_trial(&mut run.result);
@@ -80,7 +81,11 @@ fn line_rate_share(
 ) -> Option<LineRateShare> {
     let tcp = trial.streams.iter().find_map(|s| s.sender.tcp_info.as_ref());
     let model = match tcp {
-        Some(info) => linerate::tcp_goodput(link as f64, u64::from(info.path_mtu_bytes), u64::from(info.send_mss_bytes)),
+        Some(info) => linerate::tcp_goodput(
+            link as f64,
+            u64::from(info.path_mtu_bytes),
+            u64::from(info.send_mss_bytes),
+        ),
         None => {
             let stack = if ipv6 { Stack::Udp6 } else { Stack::Udp4 };
             let room = u64::from(mtu).saturating_sub(stack.header_bytes()).max(1);

@@ -117,7 +117,11 @@ fn a_busy_sender_core_names_the_sender() {
     t.cpu.client = cpu(0, 99.0, 71.0, 2.0);
     let v = judge(&t, false);
     assert_eq!(v.kind, "cpu_bound");
-    assert!(v.summary.starts_with("sender CPU-bound: core 0 at 99% (71% softirq"), "{}", v.summary);
+    assert!(
+        v.summary.starts_with("sender CPU-bound: core 0 at 99% (71% softirq"),
+        "{}",
+        v.summary
+    );
 }
 
 #[test]
@@ -134,7 +138,12 @@ fn a_saturated_stream_thread_names_its_side_even_on_a_shared_host() {
     let mut t = trial(500e6);
     t.cpu.agent = cpu(1, 60.0, 0.0, 9.8);
     let v = judge(&t, true);
-    assert!(v.summary.starts_with("receiver CPU-bound: its 1 stream thread on CPU 98%"), "{}", v.summary);
+    assert!(
+        v.summary
+            .starts_with("receiver CPU-bound: its 1 stream thread on CPU 98%"),
+        "{}",
+        v.summary
+    );
 }
 
 #[test]
@@ -143,7 +152,11 @@ fn both_ends_busy_says_both() {
     t.cpu.client = cpu(0, 99.0, 5.0, 2.0);
     t.cpu.agent = cpu(1, 97.0, 5.0, 2.0);
     let v = judge(&t, false);
-    assert!(v.summary.starts_with("both ends CPU-bound: sender core 0"), "{}", v.summary);
+    assert!(
+        v.summary.starts_with("both ends CPU-bound: sender core 0"),
+        "{}",
+        v.summary
+    );
 }
 
 #[test]
@@ -156,7 +169,11 @@ fn retransmissions_of_the_sender_are_reported() {
     });
     let v = judge(&t, false);
     assert_eq!(v.kind, "retransmitting");
-    assert!(v.summary.starts_with("retransmitting: 2.1% of segments"), "{}", v.summary);
+    assert!(
+        v.summary.starts_with("retransmitting: 2.1% of segments"),
+        "{}",
+        v.summary
+    );
     // A handful of segments is not evidence.
     t.counters.client.as_mut().unwrap().tcp.as_mut().unwrap().out_segments = 50;
     assert_eq!(judge(&t, false).kind, "none");
@@ -198,7 +215,10 @@ fn nic_drops_at_the_receiver() {
         ..NicCounters::default()
     });
     let v = judge(&t, false);
-    assert_eq!(v.summary, "receiver NIC dropping: 2.0% of arriving packets (200 dropped)");
+    assert_eq!(
+        v.summary,
+        "receiver NIC dropping: 2.0% of arriving packets (200 dropped)"
+    );
 }
 
 #[test]
@@ -216,7 +236,12 @@ fn cgroup_throttling_comes_first() {
     });
     let v = judge(&t, false);
     assert_eq!(v.kind, "cgroup_throttled");
-    assert!(v.summary.starts_with("sender CPU-bound: its cgroup /nicbench-slow throttled it in 97%"), "{}", v.summary);
+    assert!(
+        v.summary
+            .starts_with("sender CPU-bound: its cgroup /nicbench-slow throttled it in 97%"),
+        "{}",
+        v.summary
+    );
 }
 
 #[test]

@@ -23,11 +23,20 @@ pub fn cases(args: &LinerateArgs) -> anyhow::Result<Vec<LineRate>> {
     for &speed in &args.speeds {
         for &size in &sizes {
             let row = linerate::compute(speed as f64, size, args.stack, args.vlan)
-                .with_context(|| format!("--stack {} with {size:?}", args.stack.name()))?;
+                .with_context(|| format!("{} with --stack {}", option_of(size), args.stack.name()))?;
             rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// The option a size came from, for error messages.
+fn option_of(size: Size) -> String {
+    match size {
+        Size::Frame(b) => format!("--frame {b}"),
+        Size::Mtu(b) => format!("--mtu {b}"),
+        Size::Payload(b) => format!("--payload {b}"),
+    }
 }
 
 pub fn run(args: LinerateArgs) -> anyhow::Result<()> {

@@ -44,6 +44,9 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
             return 2;
         }
+        if cause.downcast_ref::<crate::linerate::LineRateError>().is_some() {
+            return 2;
+        }
     }
     1
 }

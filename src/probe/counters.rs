@@ -109,7 +109,9 @@ pub fn parse_interrupts(text: &str, irqs: &[u32], interface: Option<&str>) -> (V
     let mut matched = Vec::new();
     let mut total = 0;
     for line in lines {
-        let Some((label, rest)) = line.split_once(':') else { continue };
+        let Some((label, rest)) = line.split_once(':') else {
+            continue;
+        };
         let Ok(irq) = label.trim().parse::<u32>() else { continue };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let description = fields.get(cpus..).map(|d| d.join(" ")).unwrap_or_default();
@@ -120,7 +122,11 @@ pub fn parse_interrupts(text: &str, irqs: &[u32], interface: Option<&str>) -> (V
         });
         if irqs.contains(&irq) || names_interface {
             matched.push(irq);
-            total += fields.iter().take(cpus).filter_map(|v| v.parse::<u64>().ok()).sum::<u64>();
+            total += fields
+                .iter()
+                .take(cpus)
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum::<u64>();
         }
     }
     (matched, total)
@@ -165,13 +171,13 @@ fn device_irqs(interface: &str) -> Vec<u32> {
         return Vec::new();
     };
     let mut irqs: Vec<u32> = fs::read_dir(pci.join("msi_irqs"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_default();
     if irqs.is_empty() {
-        if let Some(irq) = fs::read_to_string(pci.join("irq")).ok().and_then(|s| s.trim().parse().ok()) {
+        if let Some(irq) = fs::read_to_string(pci.join("irq"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
             irqs.push(irq);
         }
     }
@@ -259,7 +265,9 @@ impl CounterProbe {
         let snmp = before.snmp.zip(after.snmp);
         let tcp = snmp.map(|(b, a)| {
             let out = a.tcp_out_segments.saturating_sub(b.tcp_out_segments);
-            let retransmitted = a.tcp_retransmitted_segments.saturating_sub(b.tcp_retransmitted_segments);
+            let retransmitted = a
+                .tcp_retransmitted_segments
+                .saturating_sub(b.tcp_retransmitted_segments);
             TcpCounters {
                 out_segments: out,
                 retransmitted_segments: retransmitted,
@@ -355,7 +363,10 @@ mod tests {
         assert_eq!(parse_cpu_cgroup(text), Some("/nicbench-x".into()));
         assert_eq!(parse_cpu_cgroup("2:cpuacct:/\n"), None);
         let stat = parse_cpu_stat("nr_periods 100\nnr_throttled 95\nthrottled_time 4000000000\n");
-        assert_eq!((stat.periods, stat.throttled_periods, stat.throttled_ns), (100, 95, 4_000_000_000));
+        assert_eq!(
+            (stat.periods, stat.throttled_periods, stat.throttled_ns),
+            (100, 95, 4_000_000_000)
+        );
     }
 
     fn snapshot(at: Instant, packets: u64, irq: u64, snmp: Snmp) -> CounterSnapshot {

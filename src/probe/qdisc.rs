@@ -22,16 +22,19 @@ fn align4(n: usize) -> usize {
 /// The kind of the root qdisc of interface `ifindex`.
 pub fn root_qdisc(ifindex: i32) -> Option<String> {
     // SAFETY: plain socket(2); owned below.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
     if fd < 0 {
         return None;
     }
     // SAFETY: a fresh descriptor.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let timeout = libc::timeval {
-        tv_sec: 1,
-        tv_usec: 0,
-    };
+    let timeout = libc::timeval { tv_sec: 1, tv_usec: 0 };
     // SAFETY: valid option struct and size.
     unsafe {
         libc::setsockopt(

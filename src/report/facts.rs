@@ -49,7 +49,11 @@ pub fn write_host(facts: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
 
 /// The multi-line block of one interface.
 pub fn write_nic(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
-    let address = nic.address.as_ref().map(|a| format!(", address {a}")).unwrap_or_default();
+    let address = nic
+        .address
+        .as_ref()
+        .map(|a| format!(", address {a}"))
+        .unwrap_or_default();
     writeln!(out, "interface     {} ({}{address})", nic.name, nic.kind)?;
     writeln!(
         out,

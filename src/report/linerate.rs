@@ -25,14 +25,14 @@ pub fn text(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(
         out,
-        "{:>12} {:>14} {:>10} {:>10} {:>10} {:>16} {:>14} {:>11} {:>14}",
+        "{:>13} {:>14} {:>10} {:>10} {:>10} {:>16} {:>14} {:>11} {:>14}",
         "link", "given", "frame", "on wire", "payload", "frames/s", "goodput", "efficiency", "frame interval"
     )?;
     for r in rows {
         let (kind, bytes) = size_cell(&r.size);
         writeln!(
             out,
-            "{:>12} {:>14} {:>10} {:>10} {:>10} {:>16.2} {:>14} {:>11} {:>14}",
+            "{:>13} {:>14} {:>10} {:>10} {:>10} {:>16.2} {:>14} {:>11} {:>14}",
             Rate(r.link_bits_per_second).to_string(),
             format!("{kind} {bytes} B"),
             format!("{} B", r.frame_bytes),
