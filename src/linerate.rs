@@ -142,7 +142,7 @@ pub struct LineRate {
 
 /// Computes the line rate of one case.
 pub fn compute(link_bits_per_second: f64, size: Size, stack: Stack, vlan: bool) -> Result<LineRate, LineRateError> {
-    if !(link_bits_per_second >= 1.0) {
+    if link_bits_per_second.is_nan() || link_bits_per_second < 1.0 {
         return Err(LineRateError::NoSpeed);
     }
     let l2_overhead = ETHERNET_HEADER_BYTES + FCS_BYTES + if vlan { VLAN_TAG_BYTES } else { 0 };

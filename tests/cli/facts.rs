@@ -4,7 +4,7 @@
 use super::common::*;
 use serde_json::Value;
 
-fn interface<'a>(facts: &'a Value) -> &'a Value {
+fn interface(facts: &Value) -> &Value {
     let nic = &facts["interface"];
     assert!(nic.is_object(), "no interface in {facts}");
     nic
