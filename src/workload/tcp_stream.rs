@@ -270,8 +270,8 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
             Ok(f) => Some(f),
             Err(e) => {
                 return TaskEnd {
-                    tcp_info: None,
                     error: Some(format!("zero-copy send needs a memory file: {e}")),
+                    ..TaskEnd::default()
                 }
             }
         }
@@ -311,6 +311,7 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
     let _ = socket.shutdown(std::net::Shutdown::Write);
     TaskEnd {
         tcp_info: tcpinfo::tcp_info(&socket),
+        socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
     }
 }
@@ -340,6 +341,7 @@ fn receive_stream(socket: Socket, message: usize, discard: bool, ctx: &StreamCon
     }
     TaskEnd {
         tcp_info: tcpinfo::tcp_info(&socket),
+        socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
     }
 }
