@@ -170,6 +170,7 @@ fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
 pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
     let workload = workload::find(&spec.workload)?;
     workload.validate(spec)?;
+    TestSpec::validate_cpus(&spec.client.cpus, "-A/--affinity")?;
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let stream = connect(target)?;
     let agent_addr = stream.peer_addr().map_err(ProtocolError::Io)?;

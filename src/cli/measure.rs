@@ -64,10 +64,10 @@ pub struct MeasureArgs {
     pub remote_rcvbuf: Option<u64>,
     /// Pin local stream threads to these cores, round-robin (e.g. 0 or 0-3).
     #[arg(short = 'A', long = "affinity", value_name = "CORES", value_parser = parse::cpu_list)]
-    pub affinity: Option<Vec<u32>>,
+    pub affinity: Option<parse::CpuList>,
     /// Pin the agent's stream threads to these of its cores.
     #[arg(long = "remote-affinity", value_name = "CORES", value_parser = parse::cpu_list)]
-    pub remote_affinity: Option<Vec<u32>>,
+    pub remote_affinity: Option<parse::CpuList>,
     /// Print the result as one JSON document (schema in docs/SCHEMA.md).
     #[arg(long, conflicts_with = "json_stream")]
     pub json: bool,

@@ -6,6 +6,7 @@ use std::io::Write;
 use anyhow::Context;
 
 use super::signals;
+use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
 use crate::model::RunResult;
 use crate::report::json::{Json, StreamEvent};
@@ -17,10 +18,10 @@ use crate::workload::{Direction, SideOptions, TestSpec};
 
 /// The part of a spec every measuring command fills the same way.
 pub fn base_spec(workload: &str, m: &MeasureArgs, message_bytes: u64) -> TestSpec {
-    let side = |send: Option<u64>, receive: Option<u64>, cpus: &Option<Vec<u32>>| SideOptions {
+    let side = |send: Option<u64>, receive: Option<u64>, cpus: &Option<CpuList>| SideOptions {
         send_buffer_bytes: send.or(m.window),
         receive_buffer_bytes: receive.or(m.window),
-        cpus: cpus.clone().unwrap_or_default(),
+        cpus: cpus.as_ref().map(|c| c.0.clone()).unwrap_or_default(),
     };
     TestSpec {
         workload: workload.to_string(),

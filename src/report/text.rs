@@ -101,7 +101,11 @@ impl Reporter for Text {
                 "  socket buffers at the end: sender {} send / receiver {} receive ({})",
                 Size(s.sender.socket.send_buffer_bytes),
                 Size(s.receiver.socket.receive_buffer_bytes),
-                if asked { "as granted by the kernel for the sizes asked" } else { "kernel autotuning" }
+                if asked {
+                    "as granted by the kernel for the sizes asked"
+                } else {
+                    "kernel autotuning"
+                }
             )?;
         }
         writeln!(

@@ -83,7 +83,6 @@ impl Workload for TcpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: TcpParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity (-A)")?;
         let listener = data::listen(
             net.local_ip,
             (spec.flows().len() as i32).max(16),
@@ -99,7 +98,6 @@ impl Workload for TcpStream {
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: TcpParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.client.cpus, "local CPU affinity (-A)")?;
         let port = *net
             .data_ports
             .first()
@@ -206,8 +204,7 @@ impl Side for TcpSide {
         let mut sender_index = 0u64;
         for (id, flow, socket) in self.sockets {
             let buffers = tcpinfo::socket_buffers(&socket);
-            let (role, body): (Role, StreamBody) = if flow.sender() == self.host
-            {
+            let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
                 // A byte count is shared out among the streams of this side.
                 let quota = self
                     .spec

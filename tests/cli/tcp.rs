@@ -323,3 +323,72 @@ fn agent_that_dies_mid_test_gives_one_clear_error() {
     assert!(err.contains("agent"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn affinity_pins_threads_and_impossible_cores_are_refused() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.5",
+        "-A",
+        "0",
+        "--remote-affinity",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(run["spec"]["client"]["cpus"], serde_json::json!([0]));
+    assert_eq!(run["spec"]["agent"]["cpus"], serde_json::json!([0]));
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "0.5", "-A", "4096"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-A/--affinity"), "{}", stderr(&out));
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.5",
+        "--remote-affinity",
+        "4096",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--remote-affinity"), "{}", stderr(&out));
+}
+
+#[test]
+fn ipv6_loopback_and_bind_address_work() {
+    let has_ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    if !has_ipv6 {
+        eprintln!("skipped: this host has no IPv6 loopback");
+        return;
+    }
+    let agent = AgentProcess::start_with(std::process::Command::new(BIN), "::1", &[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "::1",
+        "-6",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.5",
+        "-B",
+        "::1",
+        "--json",
+    ]);
+    assert!(
+        run["agent"]["address"].as_str().unwrap().starts_with("[::1]"),
+        "{}",
+        run["agent"]["address"]
+    );
+    assert!(run["client"]["address"].as_str().unwrap().starts_with("[::1]"));
+    assert!(run["sum"]["receiver"]["bytes"].as_u64().unwrap() > 0);
+    // -4 against an IPv6-only literal has no address to use.
+    let out = nicbench(&["tcp", "::1", "-4", "-p", &agent.port_arg(), "-t", "0.5"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-4/-6"), "{}", stderr(&out));
+}
