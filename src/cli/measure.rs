@@ -1,6 +1,5 @@
 //! Options shared by every measuring command, and those of `tcp`.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Args;
@@ -22,9 +21,10 @@ pub struct MeasureArgs {
     /// Use IPv6 only.
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
-    /// Local address to bind the control and data sockets to (selects the interface).
-    #[arg(short = 'B', long, value_name = "ADDR")]
-    pub bind: Option<IpAddr>,
+    /// Local address, or interface name whose address to use, for the control
+    /// and data sockets (selects the path).
+    #[arg(short = 'B', long, value_name = "ADDR|IFACE")]
+    pub bind: Option<String>,
     /// How long to send, after the warm-up.
     #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
           value_parser = parse::positive_duration, allow_hyphen_values = true)]

@@ -392,3 +392,33 @@ fn ipv6_loopback_and_bind_address_work() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("-4/-6"), "{}", stderr(&out));
 }
+
+#[test]
+fn bind_accepts_an_interface_name() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.3",
+        "-B",
+        "lo",
+        "-4",
+        "--json",
+    ]);
+    assert!(run["client"]["address"].as_str().unwrap().starts_with("127.0.0.1:"));
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.3",
+        "-B",
+        "nosuchif0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no interface"), "{}", stderr(&out));
+}
