@@ -422,3 +422,49 @@ fn bind_accepts_an_interface_name() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no interface"), "{}", stderr(&out));
 }
+
+#[test]
+fn another_service_on_the_port_is_named_as_such() {
+    // A server that accepts and answers garbage, like an HTTP server would.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            use std::io::Write;
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+    });
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did not answer as a nicbench agent"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_test_and_still_reports_both_ends() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    for direction in [None, Some("-R")] {
+        let mut args = vec!["tcp", "127.0.0.1", "-p", &port, "-t", "30", "--json"];
+        args.extend(direction);
+        let child = std::process::Command::new(BIN)
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{direction:?}: {}", stderr(&out));
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let seconds = run["sum"]["receiver"]["seconds"].as_f64().unwrap();
+        assert!(seconds < 10.0, "stopped after {seconds} s");
+        assert_eq!(run["sum"]["sender"]["bytes"], run["sum"]["receiver"]["bytes"]);
+    }
+}
