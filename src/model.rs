@@ -79,6 +79,10 @@ pub struct HostFacts {
     /// `PRETTY_NAME` of /etc/os-release.
     #[serde(default)]
     pub os: String,
+    /// /proc/sys/kernel/random/boot_id: equal on both ends when they share
+    /// one kernel (network namespaces of one machine).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub boot_id: String,
     /// Physical cores (distinct core ids per package in /proc/cpuinfo).
     #[serde(default)]
     pub cpu_cores: Option<u32>,
@@ -408,6 +412,9 @@ pub struct NicFacts {
     pub queues: Option<Queues>,
     /// Root qdisc attached to the interface (rtnetlink), e.g. `fq_codel`.
     pub qdisc: Option<String>,
+    /// Shaping rate of the root qdisc when it is tbf.
+    #[serde(default)]
+    pub qdisc_rate_bits_per_second: Option<u64>,
     pub tx_queue_length: Option<u32>,
     pub pcie: Option<PcieLink>,
     pub numa_node: Option<u32>,
@@ -479,8 +486,23 @@ pub struct SideCounters {
     pub tcp: Option<TcpCounters>,
     /// System-wide (per network namespace) UDP counters of /proc/net/snmp.
     pub udp: Option<UdpCounters>,
-    /// CPU throttling of this process's cgroup (cpu controller, v1).
+    /// CPU throttling of this process's cgroup (cpu controller).
     pub cgroup_cpu: Option<CgroupCpu>,
+    /// Run time and CPU wait of the threads this side started for the trial.
+    #[serde(default)]
+    pub scheduling: Option<ThreadScheduling>,
+}
+
+/// Scheduling of a side's trial threads (/proc/self/task/*/schedstat).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadScheduling {
+    pub threads: u32,
+    /// Time on a CPU.
+    pub run_seconds: f64,
+    /// Time ready to run but waiting for a CPU (run delay).
+    pub wait_seconds: f64,
+    /// wait / (run + wait).
+    pub wait_percent: Option<f64>,
 }
 
 /// sysfs statistics/ of the interface, as changes over the trial.
@@ -548,7 +570,8 @@ pub struct BothCounters {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LineRateShare {
     pub link_bits_per_second: u64,
-    /// `option` (--link-speed) or `nic` (the slower end's link speed).
+    /// `option` (--link-speed), `nic` (the slower end's link speed) or
+    /// `qdisc` (a tbf shaper on an end's interface, slower than its link).
     pub link_speed_source: String,
     /// Ethernet frame and payload per frame the model assumed.
     pub frame_bytes: u64,
@@ -562,8 +585,9 @@ pub struct LineRateShare {
 /// The bottleneck verdict: a kind for programs, a line for people.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// `cpu_bound`, `cgroup_throttled`, `link_bound`, `model_exceeded`,
-    /// `socket_buffer_drops`, `nic_drops`, `retransmitting` or `none`.
+    /// `cpu_bound`, `cpu_starved`, `cgroup_throttled`, `link_bound`,
+    /// `model_exceeded`, `socket_buffer_drops`, `nic_drops`,
+    /// `retransmitting` or `none`.
     pub kind: String,
     pub summary: String,
 }

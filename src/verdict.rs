@@ -8,7 +8,9 @@
 //! 3. the receiver dropped datagrams in the socket buffer (UDP RcvbufErrors);
 //! 4. the receiving NIC dropped packets;
 //! 5. TCP retransmitted 1% of its segments or more;
-//! 6. a side's stream threads or one of its cores were busy 95% of the time.
+//! 6. a side's trial threads waited for a CPU most of the time they were
+//!    ready to run (schedstat run delay: a cgroup quota, or other work);
+//! 7. a side's stream threads or one of its cores were busy 95% of the time.
 //!
 //! Otherwise: "no bottleneck stands out". [`annotate`] also fills in the
 //! percent of theoretical goodput, so it runs on every result.
@@ -25,20 +27,29 @@ pub const LINK_BOUND_PERCENT: f64 = 90.0;
 pub const MODEL_EXCEEDED_PERCENT: f64 = 110.0;
 /// Busy share of a core (or of the stream threads) that counts as CPU-bound.
 pub const CPU_BOUND_PERCENT: f64 = 95.0;
+/// Share of their ready time that threads waited for a CPU, and share of
+/// the trial the waiting must cover, to count as CPU-bound.
+pub const WAIT_PERCENT: f64 = 50.0;
+pub const WAIT_SHARE_OF_TRIAL_PERCENT: f64 = 25.0;
 /// Share of throttled cgroup periods that counts as CPU-bound.
 pub const THROTTLED_PERCENT: f64 = 50.0;
 /// Drop and retransmission shares worth a verdict.
 pub const LOSS_PERCENT: f64 = 1.0;
 
 /// Fills in `line_rate` and `verdict` of every trial of `run`; the link
-/// speed is `link_speed` when given, else the slower end's NIC speed.
+/// speed is `link_speed` when given, else the slowest of both ends' NIC
+/// link speeds and tbf shaping rates.
 pub fn annotate(run: &mut RunResult, link_speed: Option<u64>) {
     let link = link_speed.map(|s| (s, "option")).or_else(|| {
         [&run.client.facts.interface, &run.agent.facts.interface]
             .iter()
-            .filter_map(|nic| nic.as_ref()?.link_speed_bits_per_second)
+            .filter_map(|nic| {
+                let nic = nic.as_ref()?;
+                let link = nic.link_speed_bits_per_second.map(|s| (s, "nic"));
+                let shaper = nic.qdisc_rate_bits_per_second.map(|s| (s, "qdisc"));
+                [link, shaper].into_iter().flatten().min()
+            })
             .min()
-            .map(|s| (s, "nic"))
     });
     let mtu = [&run.client.facts.interface, &run.agent.facts.interface]
         .iter()
@@ -63,11 +74,15 @@ pub fn annotate(run: &mut RunResult, link_speed: Option<u64>) {
     }
 }
 
-/// True when client and agent ran on one host (their CPU figures then
-/// cover the same cores).
+/// True when client and agent ran on one kernel (same boot id: one host,
+/// or namespaces of one host), so their CPU figures cover the same cores.
 pub fn shared_host(run: &RunResult) -> bool {
+    let (client, agent) = (&run.client.facts, &run.agent.facts);
+    if !client.boot_id.is_empty() && client.boot_id == agent.boot_id {
+        return true;
+    }
     let ip = |a: &str| a.parse::<std::net::SocketAddr>().ok().map(|s| s.ip());
-    run.client.facts.hostname == run.agent.facts.hostname
+    client.hostname == agent.hostname
         && matches!((ip(&run.client.address), ip(&run.agent.address)), (Some(a), Some(b)) if a == b || a.is_loopback())
 }
 
@@ -149,6 +164,7 @@ pub fn judge(trial: &TrialResult, shared: bool) -> Verdict {
         .or_else(|| socket_buffer_drops(trial))
         .or_else(|| nic_drops(trial))
         .or_else(|| retransmitting(trial))
+        .or_else(|| starved(trial))
         .or_else(|| cpu_bound(trial, shared))
         .unwrap_or_else(|| verdict("none", "no bottleneck stands out".into()))
 }
@@ -168,6 +184,27 @@ fn throttled(trial: &TrialResult) -> Option<Verdict> {
                     "{} CPU-bound: its cgroup {} throttled it in {share:.0}% of CPU periods{quota}",
                     role_name(trial, host),
                     cg.cgroup
+                ),
+            )
+        })
+    })
+}
+
+fn starved(trial: &TrialResult) -> Option<Verdict> {
+    HOSTS.iter().find_map(|&host| {
+        let c = counters(trial, host)?;
+        let s = c.scheduling.as_ref()?;
+        let share = s.wait_percent?;
+        let long_enough = s.wait_seconds * 100.0 >= WAIT_SHARE_OF_TRIAL_PERCENT * c.seconds;
+        (share >= WAIT_PERCENT && long_enough).then(|| {
+            verdict(
+                "cpu_starved",
+                format!(
+                    "{} CPU-bound: its threads waited for a CPU {share:.0}% of the time they were ready to run \
+                     (ran {:.2} s, waited {:.2} s)",
+                    role_name(trial, host),
+                    s.run_seconds,
+                    s.wait_seconds
                 ),
             )
         })

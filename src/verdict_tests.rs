@@ -3,7 +3,7 @@
 use super::*;
 use crate::model::{
     BothCounters, BothCpu, CgroupCpu, CoreUtilization, Flow, FlowTotal, NicCounters, ProcessCpu, Role, SocketBuffers,
-    StreamEnd, StreamResult, Sum, TcpCounters, TcpInfo, Total, UdpCounters,
+    StreamEnd, StreamResult, Sum, TcpCounters, TcpInfo, ThreadScheduling, Total, UdpCounters,
 };
 
 fn end(role: Role, bits_per_second: f64, tcp: bool) -> StreamEnd {
@@ -261,4 +261,49 @@ fn far_above_the_model_blames_the_assumed_link_speed() {
     let v = judge(&t, false);
     assert_eq!(v.kind, "model_exceeded");
     assert!(v.summary.contains("check --link-speed"), "{}", v.summary);
+}
+
+fn scheduling(run_seconds: f64, wait_seconds: f64) -> Option<ThreadScheduling> {
+    Some(ThreadScheduling {
+        threads: 2,
+        run_seconds,
+        wait_seconds,
+        wait_percent: Some(wait_seconds * 100.0 / (run_seconds + wait_seconds)),
+    })
+}
+
+#[test]
+fn threads_waiting_for_a_cpu_name_their_side() {
+    let mut t = trial(300e6);
+    let client = t.counters.client.as_mut().unwrap();
+    client.seconds = 3.0;
+    client.scheduling = scheduling(0.3, 2.6);
+    let v = judge(&t, true);
+    assert_eq!(v.kind, "cpu_starved");
+    assert!(
+        v.summary
+            .starts_with("sender CPU-bound: its threads waited for a CPU 90% of the time"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
+fn short_waits_are_not_starvation() {
+    // 90% of ready time, but ready only briefly: a mostly blocked sender.
+    let mut t = trial(300e6);
+    let client = t.counters.client.as_mut().unwrap();
+    client.seconds = 10.0;
+    client.scheduling = scheduling(0.1, 0.9);
+    assert_eq!(judge(&t, false).kind, "none");
+}
+
+#[test]
+fn link_bound_wins_over_waiting_threads() {
+    let mut t = trial(929.2e6);
+    t.line_rate = share(&t, 1_000_000_000);
+    let client = t.counters.client.as_mut().unwrap();
+    client.seconds = 3.0;
+    client.scheduling = scheduling(0.3, 2.6);
+    assert_eq!(judge(&t, false).kind, "link_bound");
 }

@@ -1,15 +1,16 @@
 //! Counters read before and after each trial: the interface's sysfs
 //! statistics, the interrupts of its queues (/proc/interrupts), TCP and UDP
 //! counters of /proc/net/snmp, and the CPU throttling of this process's
-//! cgroup. Parsers take text, so tests run them on fixtures; [`CounterProbe`]
+//! cgroup ([`super::cgroup`]). Parsers take text, so tests run them on fixtures; [`CounterProbe`]
 //! reads the kernel.
 
 use std::collections::HashMap;
 use std::fs;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
+use super::cgroup::{self, CgroupStat, CpuCgroup};
 use super::nic;
 use crate::model::{CgroupCpu, InterruptCounters, NicCounters, SideCounters, TcpCounters, UdpCounters};
 
@@ -41,16 +42,6 @@ pub struct Snmp {
     pub udp_send_buffer_errors: u64,
 }
 
-/// cpu.stat of a cgroup (v1 cpu controller) and its quota.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CgroupStat {
-    pub periods: u64,
-    pub throttled_periods: u64,
-    pub throttled_ns: u64,
-    pub quota_us: Option<u64>,
-    pub period_us: Option<u64>,
-}
-
 /// One reading of every counter.
 #[derive(Debug, Clone)]
 pub struct CounterSnapshot {
@@ -66,7 +57,7 @@ pub struct CounterSnapshot {
 pub struct CounterProbe {
     pub interface: Option<String>,
     pub irqs: Vec<u32>,
-    pub cgroup: Option<(String, PathBuf)>,
+    pub cgroup: Option<CpuCgroup>,
 }
 
 /// Parses /proc/net/snmp: pairs of header and value lines per protocol.
@@ -132,33 +123,6 @@ pub fn parse_interrupts(text: &str, irqs: &[u32], interface: Option<&str>) -> (V
     (matched, total)
 }
 
-/// The cgroup of the cpu controller in /proc/self/cgroup (v1): `4:cpu,cpuacct:/x`.
-pub fn parse_cpu_cgroup(text: &str) -> Option<String> {
-    text.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let _id = parts.next()?;
-        let controllers = parts.next()?;
-        let path = parts.next()?;
-        controllers.split(',').any(|c| c == "cpu").then(|| path.to_string())
-    })
-}
-
-/// Parses cpu.stat (`nr_periods`, `nr_throttled`, `throttled_time` in ns).
-pub fn parse_cpu_stat(text: &str) -> CgroupStat {
-    let value = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    CgroupStat {
-        periods: value("nr_periods "),
-        throttled_periods: value("nr_throttled "),
-        throttled_ns: value("throttled_time "),
-        quota_us: None,
-        period_us: None,
-    }
-}
-
 fn percent(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 * 100.0 / whole as f64)
 }
@@ -190,14 +154,7 @@ impl CounterProbe {
     pub fn for_local_address(local: Option<IpAddr>) -> CounterProbe {
         let interface = local.and_then(nic::interface_with_address);
         let irqs = interface.as_deref().map(device_irqs).unwrap_or_default();
-        let cgroup = fs::read_to_string("/proc/self/cgroup")
-            .ok()
-            .and_then(|t| parse_cpu_cgroup(&t))
-            .map(|path| {
-                let dir = Path::new("/sys/fs/cgroup/cpu").join(path.trim_start_matches('/'));
-                (path, dir)
-            })
-            .filter(|(_, dir)| dir.join("cpu.stat").exists());
+        let cgroup = cgroup::locate();
         CounterProbe {
             interface,
             irqs,
@@ -218,13 +175,7 @@ impl CounterProbe {
             let (matched, total) = parse_interrupts(&text, &self.irqs, self.interface.as_deref());
             (!matched.is_empty()).then_some(total)
         });
-        let cgroup = self.cgroup.as_ref().and_then(|(_, dir)| {
-            let mut stat = parse_cpu_stat(&fs::read_to_string(dir.join("cpu.stat")).ok()?);
-            let number = |file: &str| fs::read_to_string(dir.join(file)).ok()?.trim().parse::<i64>().ok();
-            stat.quota_us = number("cpu.cfs_quota_us").filter(|&q| q > 0).map(|q| q as u64);
-            stat.period_us = number("cpu.cfs_period_us").filter(|&p| p > 0).map(|p| p as u64);
-            Some(stat)
-        });
+        let cgroup = self.cgroup.as_ref().and_then(CpuCgroup::read);
         CounterSnapshot {
             at: Instant::now(),
             nic,
@@ -295,7 +246,7 @@ impl CounterProbe {
                 let periods = a.periods.saturating_sub(b.periods);
                 let throttled = a.throttled_periods.saturating_sub(b.throttled_periods);
                 CgroupCpu {
-                    cgroup: self.cgroup.as_ref().map(|(p, _)| p.clone()).unwrap_or_default(),
+                    cgroup: self.cgroup.as_ref().map(|c| c.path.clone()).unwrap_or_default(),
                     periods,
                     throttled_periods: throttled,
                     throttled_seconds: a.throttled_ns.saturating_sub(b.throttled_ns) as f64 / 1e9,
@@ -312,6 +263,7 @@ impl CounterProbe {
             tcp,
             udp,
             cgroup_cpu,
+            scheduling: None,
         }
     }
 }
@@ -319,6 +271,7 @@ impl CounterProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     const SNMP: &str = "Ip: Forwarding DefaultTTL\nIp: 2 64\n\
@@ -357,18 +310,6 @@ mod tests {
         assert_eq!(parse_interrupts("", &[1], None), (vec![], 0));
     }
 
-    #[test]
-    fn cgroup_of_the_cpu_controller() {
-        let text = "5:devices:/\n3:cpu,cpuacct:/nicbench-x\n0::/\n";
-        assert_eq!(parse_cpu_cgroup(text), Some("/nicbench-x".into()));
-        assert_eq!(parse_cpu_cgroup("2:cpuacct:/\n"), None);
-        let stat = parse_cpu_stat("nr_periods 100\nnr_throttled 95\nthrottled_time 4000000000\n");
-        assert_eq!(
-            (stat.periods, stat.throttled_periods, stat.throttled_ns),
-            (100, 95, 4_000_000_000)
-        );
-    }
-
     fn snapshot(at: Instant, packets: u64, irq: u64, snmp: Snmp) -> CounterSnapshot {
         let mut nic = [0u64; 10];
         nic[0] = packets;
@@ -394,7 +335,11 @@ mod tests {
         let probe = CounterProbe {
             interface: Some("eth1".into()),
             irqs: vec![52],
-            cgroup: Some(("/x".into(), PathBuf::from("/nonexistent"))),
+            cgroup: Some(CpuCgroup {
+                path: "/x".into(),
+                dir: PathBuf::from("/nonexistent"),
+                version: cgroup::Version::V1,
+            }),
         };
         let t0 = Instant::now();
         let before = snapshot(t0, 1000, 10, Snmp::default());

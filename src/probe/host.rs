@@ -20,6 +20,9 @@ pub fn local_facts() -> HostFacts {
             .map(|n| n.get() as u32)
             .unwrap_or(1),
         nicbench_version: env!("CARGO_PKG_VERSION").to_string(),
+        boot_id: fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
         os: os_name(&fs::read_to_string("/etc/os-release").unwrap_or_default()),
         cpu_cores: physical_cores(&cpuinfo),
         cpu_mhz: cpu_mhz(&cpuinfo),

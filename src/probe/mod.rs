@@ -5,10 +5,12 @@
 //!
 //! Samplers sit behind small traits so tests drive them with fixtures.
 
+pub mod cgroup;
 pub mod counters;
 pub mod cpu;
 pub mod ethtool;
 pub mod host;
 pub mod nic;
 pub mod qdisc;
+pub mod sched;
 pub mod tcpinfo;

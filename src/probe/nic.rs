@@ -176,6 +176,7 @@ pub fn nic_facts(name: &str, address: Option<IpAddr>) -> NicFacts {
         .and_then(|t| t.channels())
         .filter(|q| q.rx + q.tx + q.combined.unwrap_or(0) > 0)
         .or_else(|| sysfs_queues(&dir));
+    let qdisc = read_number::<i32>(&dir.join("ifindex")).and_then(super::qdisc::root_qdisc);
     NicFacts {
         name: name.to_string(),
         address: address.map(|a| a.to_string()),
@@ -193,7 +194,8 @@ pub fn nic_facts(name: &str, address: Option<IpAddr>) -> NicFacts {
         rings: tool.as_ref().and_then(|t| t.rings()),
         coalescing: tool.as_ref().and_then(|t| t.coalescing()),
         queues,
-        qdisc: read_number::<i32>(&dir.join("ifindex")).and_then(super::qdisc::root_qdisc),
+        qdisc_rate_bits_per_second: qdisc.as_ref().and_then(|q| q.rate_bits_per_second),
+        qdisc: qdisc.map(|q| q.kind),
         tx_queue_length: read_number(&dir.join("tx_queue_len")),
         pcie: pci.as_deref().and_then(pcie_link),
         numa_node: pci

@@ -1,6 +1,7 @@
-//! The root qdisc of an interface. sysfs does not name it, so this asks the
-//! kernel over a raw rtnetlink socket (RTM_GETQDISC dump, parsed here; no
-//! crate and no `tc` process). Any failure reads as "unknown" (None).
+//! The root qdisc of an interface, and its rate when it is a shaper (tbf).
+//! sysfs does not name the qdisc, so this asks the kernel over a raw
+//! rtnetlink socket (RTM_GETQDISC dump, parsed here; no crate and no `tc`
+//! process). Any failure reads as "unknown" (None).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -11,6 +12,11 @@ const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_DUMP: u16 = 0x300;
 const TCA_KIND: u16 = 1;
+const TCA_OPTIONS: u16 = 2;
+const TCA_TBF_PARMS: u16 = 1;
+const TCA_TBF_RATE64: u16 = 4;
+/// Offset of `rate.rate` (bytes/s) in `struct tc_tbf_qopt`.
+const TBF_RATE_OFFSET: usize = 8;
 const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 const NLMSG_HEADER: usize = 16;
 const TCMSG: usize = 20;
@@ -19,8 +25,16 @@ fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
-/// The kind of the root qdisc of interface `ifindex`.
-pub fn root_qdisc(ifindex: i32) -> Option<String> {
+/// The root qdisc of an interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Qdisc {
+    pub kind: String,
+    /// Shaping rate of a tbf qdisc.
+    pub rate_bits_per_second: Option<u64>,
+}
+
+/// The root qdisc of interface `ifindex`.
+pub fn root_qdisc(ifindex: i32) -> Option<Qdisc> {
     // SAFETY: plain socket(2); owned below.
     let fd = unsafe {
         libc::socket(
@@ -86,8 +100,8 @@ pub fn root_qdisc(ifindex: i32) -> Option<String> {
 /// What one datagram of the dump held.
 #[derive(Debug, PartialEq)]
 enum Dump {
-    More(Option<String>),
-    Done(Option<String>),
+    More(Option<Qdisc>),
+    Done(Option<Qdisc>),
 }
 
 /// Finds the root qdisc of `ifindex` among the messages of one datagram.
@@ -109,19 +123,7 @@ fn parse_dump(mut data: &[u8], ifindex: i32) -> Dump {
             let index = u32_at(body, 4) as i32;
             let parent = u32_at(body, 12);
             if index == ifindex && parent == TC_H_ROOT {
-                let mut attrs = &body[TCMSG..];
-                while attrs.len() >= 4 {
-                    let attr_length = u16_at(attrs, 0) as usize;
-                    if attr_length < 4 || attr_length > attrs.len() {
-                        break;
-                    }
-                    if u16_at(attrs, 2) == TCA_KIND {
-                        let value = &attrs[4..attr_length];
-                        let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
-                        kind = Some(String::from_utf8_lossy(&value[..end]).into_owned());
-                    }
-                    attrs = &attrs[align4(attr_length).min(attrs.len())..];
-                }
+                kind = Some(parse_qdisc(&body[TCMSG..]));
             }
         }
         data = &data[align4(length).min(data.len())..];
@@ -129,28 +131,90 @@ fn parse_dump(mut data: &[u8], ifindex: i32) -> Dump {
     Dump::More(kind)
 }
 
+/// Netlink attributes: (type, value) pairs, 4-byte aligned.
+fn attributes(mut data: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut list = Vec::new();
+    while data.len() >= 4 {
+        let length = u16::from_ne_bytes([data[0], data[1]]) as usize;
+        if length < 4 || length > data.len() {
+            break;
+        }
+        // The top bit marks nested attributes; the type is below it.
+        let kind = u16::from_ne_bytes([data[2], data[3]]) & 0x3fff;
+        list.push((kind, &data[4..length]));
+        data = &data[align4(length).min(data.len())..];
+    }
+    list
+}
+
+fn parse_qdisc(attrs: &[u8]) -> Qdisc {
+    let mut qdisc = Qdisc::default();
+    let mut options: &[u8] = &[];
+    for (kind, value) in attributes(attrs) {
+        match kind {
+            TCA_KIND => {
+                let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+                qdisc.kind = String::from_utf8_lossy(&value[..end]).into_owned();
+            }
+            TCA_OPTIONS => options = value,
+            _ => {}
+        }
+    }
+    if qdisc.kind == "tbf" {
+        let mut rate = None;
+        for (kind, value) in attributes(options) {
+            match kind {
+                TCA_TBF_PARMS if value.len() >= TBF_RATE_OFFSET + 4 && rate.is_none() => {
+                    let bytes: [u8; 4] = value[TBF_RATE_OFFSET..TBF_RATE_OFFSET + 4]
+                        .try_into()
+                        .unwrap_or_default();
+                    rate = Some(u64::from(u32::from_ne_bytes(bytes)));
+                }
+                // Rates of 4 GB/s and more do not fit the 32-bit field.
+                TCA_TBF_RATE64 if value.len() >= 8 => {
+                    let bytes: [u8; 8] = value[..8].try_into().unwrap_or_default();
+                    rate = Some(u64::from_ne_bytes(bytes));
+                }
+                _ => {}
+            }
+        }
+        qdisc.rate_bits_per_second = rate.filter(|&r| r > 0).map(|r| r * 8);
+    }
+    qdisc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
+        a.extend_from_slice(&kind.to_ne_bytes());
+        a.extend_from_slice(value);
+        a.resize(align4(a.len()), 0);
+        a
+    }
+
     fn message(ifindex: i32, parent: u32, kind: &str) -> Vec<u8> {
-        let mut attr = Vec::new();
-        let value_len = kind.len() + 1;
-        attr.extend_from_slice(&((4 + value_len) as u16).to_ne_bytes());
-        attr.extend_from_slice(&TCA_KIND.to_ne_bytes());
-        attr.extend_from_slice(kind.as_bytes());
-        attr.push(0);
-        attr.resize(align4(attr.len()), 0);
+        message_with(ifindex, parent, kind, &[])
+    }
+
+    fn message_with(ifindex: i32, parent: u32, kind: &str, options: &[u8]) -> Vec<u8> {
+        let mut attrs = attr(TCA_KIND, format!("{kind}\0").as_bytes());
+        if !options.is_empty() {
+            attrs.extend(attr(TCA_OPTIONS | 0x8000, options));
+        }
         let mut tc = vec![0u8; TCMSG];
         tc[4..8].copy_from_slice(&ifindex.to_ne_bytes());
         tc[12..16].copy_from_slice(&parent.to_ne_bytes());
-        let length = NLMSG_HEADER + tc.len() + attr.len();
+        let length = NLMSG_HEADER + tc.len() + attrs.len();
         let mut m = Vec::new();
         m.extend_from_slice(&(length as u32).to_ne_bytes());
         m.extend_from_slice(&RTM_NEWQDISC.to_ne_bytes());
         m.extend_from_slice(&[0u8; 10]);
         m.extend(tc);
-        m.extend(attr);
+        m.extend(attrs);
         m
     }
 
@@ -159,8 +223,34 @@ mod tests {
         let mut data = message(3, 0x0001_0001, "pfifo");
         data.extend(message(2, TC_H_ROOT, "fq_codel"));
         data.extend(message(3, TC_H_ROOT, "tbf"));
-        assert_eq!(parse_dump(&data, 3), Dump::More(Some("tbf".into())));
+        let found = |kind: &str| {
+            Dump::More(Some(Qdisc {
+                kind: kind.into(),
+                rate_bits_per_second: None,
+            }))
+        };
+        assert_eq!(parse_dump(&data, 3), found("tbf"));
+        assert_eq!(parse_dump(&data, 2), found("fq_codel"));
         assert_eq!(parse_dump(&data, 9), Dump::More(None));
+    }
+
+    #[test]
+    fn tbf_rate_comes_from_its_parameters_or_the_64_bit_rate() {
+        // tc_tbf_qopt: rate spec (rate at byte 8), peak rate spec, limit, buffer, mtu.
+        let mut parms = vec![0u8; 36];
+        parms[8..12].copy_from_slice(&12_500_000u32.to_ne_bytes());
+        let data = message_with(4, TC_H_ROOT, "tbf", &attr(TCA_TBF_PARMS, &parms));
+        let Dump::More(Some(q)) = parse_dump(&data, 4) else {
+            panic!("no qdisc")
+        };
+        assert_eq!(q.rate_bits_per_second, Some(100_000_000));
+        let mut options = attr(TCA_TBF_PARMS, &parms);
+        options.extend(attr(TCA_TBF_RATE64, &50_000_000_000u64.to_ne_bytes()));
+        let data = message_with(4, TC_H_ROOT, "tbf", &options);
+        let Dump::More(Some(q)) = parse_dump(&data, 4) else {
+            panic!("no qdisc")
+        };
+        assert_eq!(q.rate_bits_per_second, Some(400_000_000_000));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fmt::Display;
 use std::io::{self, Write};
 
 use crate::model::{HostFacts, NicFacts, RunResult, SideCounters};
-use crate::units::{Rate, Size};
+use crate::units::Rate;
 
 fn or_na<T: Display>(value: Option<T>) -> String {
     value.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
@@ -73,10 +73,13 @@ pub fn write_nic(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
     )?;
     writeln!(
         out,
-        "  mtu         {}, tx queue length {} packets, qdisc {}",
+        "  mtu         {}, tx queue length {} packets, qdisc {}{}",
         or_na(nic.mtu_bytes.map(|m| format!("{m} B"))),
         or_na(nic.tx_queue_length),
-        or_na(nic.qdisc.as_ref())
+        or_na(nic.qdisc.as_ref()),
+        nic.qdisc_rate_bits_per_second
+            .map(|r| format!(" at {}", Rate(r as f64)))
+            .unwrap_or_default()
     )?;
     match &nic.offloads {
         Some(o) => writeln!(
@@ -143,13 +146,16 @@ pub fn write_nic(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
 fn facts_line(name: &str, facts: &HostFacts) -> String {
     let nic = match &facts.interface {
         Some(n) => format!(
-            "interface {} ({}, driver {}, link {}, MTU {}, qdisc {})",
+            "interface {} ({}, driver {}, link {}, MTU {}, qdisc {}{})",
             n.name,
             n.kind,
             or_na(n.driver.as_ref()),
             link_speed(n),
             or_na(n.mtu_bytes.map(|m| format!("{m} B"))),
-            or_na(n.qdisc.as_ref())
+            or_na(n.qdisc.as_ref()),
+            n.qdisc_rate_bits_per_second
+                .map(|r| format!(" at {}", Rate(r as f64)))
+                .unwrap_or_default()
         ),
         None => "interface n/a".into(),
     };
@@ -199,7 +205,25 @@ fn counters_line(name: &str, c: &SideCounters) -> String {
         .filter(|u| u.receive_buffer_errors + u.in_errors > 0)
         .map(|u| format!("; UDP {} receive-buffer errors", u.receive_buffer_errors))
         .unwrap_or_default();
-    format!("Counters {name:<6} {nic}; {irq}; {tcp}{udp}")
+    let threads = c
+        .scheduling
+        .as_ref()
+        .map(|s| {
+            format!(
+                "; trial threads ran {:.2} s, waited for a CPU {:.2} s",
+                s.run_seconds, s.wait_seconds
+            )
+        })
+        .unwrap_or_default();
+    let cgroup = c
+        .cgroup_cpu
+        .as_ref()
+        .and_then(|g| {
+            g.throttled_percent_of_periods
+                .map(|p| format!("; cgroup throttled {p:.0}% of periods"))
+        })
+        .unwrap_or_default();
+    format!("Counters {name:<6} {nic}; {irq}; {tcp}{udp}{threads}{cgroup}")
 }
 
 /// Facts, counters, line rate and verdict at the end of a summary.
@@ -220,13 +244,13 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             l.percent_of_theoretical_goodput,
             Rate(l.theoretical_goodput_bits_per_second),
             Rate(l.link_bits_per_second as f64),
-            if l.link_speed_source == "option" {
-                "--link-speed"
-            } else {
-                "the NIC"
+            match l.link_speed_source.as_str() {
+                "option" => "--link-speed",
+                "qdisc" => "the tbf qdisc",
+                _ => "the NIC",
             },
-            Size(l.frame_bytes),
-            Size(l.payload_bytes)
+            format!("{} B", l.frame_bytes),
+            format!("{} B", l.payload_bytes)
         )?,
         None => writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)")?,
     }
