@@ -116,10 +116,10 @@ fn down(args: LabDownArgs) -> anyhow::Result<()> {
 fn summary_line(name: &str) -> String {
     match LabState::load(name) {
         Ok(Some(s)) => format!(
-            "{name}\t{}\t{} hosts\t{} links\t{}",
+            "{name}\t{}\t{} hosts\t{}\t{}",
             topology_name(s.topology),
             s.hosts.len(),
-            s.links.len(),
+            links_text(s.links.len()),
             if s.complete {
                 "up"
             } else {
@@ -129,6 +129,10 @@ fn summary_line(name: &str) -> String {
         Ok(None) => format!("{name}\tleftovers without a state file (remove with `nicbench lab down {name}`)"),
         Err(e) => format!("{name}\t{e}"),
     }
+}
+
+fn links_text(n: usize) -> String {
+    format!("{n} link{}", if n == 1 { "" } else { "s" })
 }
 
 fn topology_name(t: Topology) -> &'static str {
@@ -156,11 +160,11 @@ pub fn render_status(state: &LabState) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "lab {}: {}, {} hosts, {} links{}",
+        "lab {}: {}, {} hosts, {}{}",
         state.name,
         topology_name(state.topology),
         state.hosts.len(),
-        state.links.len(),
+        links_text(state.links.len()),
         if state.complete {
             ""
         } else {

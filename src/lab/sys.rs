@@ -7,12 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::LabError;
 
-/// Finds `program` in `PATH` (and the sbin directories, which a non-login
-/// root shell sometimes lacks).
+/// Finds `program` in `PATH`.
 pub fn find_program(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
 }
