@@ -31,18 +31,30 @@ fn assert_gone(name: &str) {
     let netns = lab::existing_netns(name).unwrap();
     assert!(netns.is_empty(), "namespaces left: {netns:?}");
     let etc: Vec<_> = std::fs::read_dir("/etc/netns")
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     let prefix = format!("nicbench-{name}-");
     assert!(!etc.iter().any(|e| e.starts_with(&prefix)), "host files left: {etc:?}");
     assert!(!lab::state::state_path(name).exists(), "state file left");
-    assert!(!Path::new("/sys/fs/cgroup/cpu/nicbench").join(name).exists(), "cgroup left");
+    assert!(
+        !Path::new("/sys/fs/cgroup/cpu/nicbench").join(name).exists(),
+        "cgroup left"
+    );
     assert!(!Path::new("/sys/fs/cgroup/nicbench").join(name).exists(), "cgroup left");
 }
 
 /// Runs `program args` in `host` and returns stdout, failing with stderr.
 fn run_in(lab: &Lab, host: &str, program: &str, args: &[&str]) -> String {
-    let out = lab.command(host, program).args(args).stdin(Stdio::null()).output().unwrap();
+    let out = lab
+        .command(host, program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{program} {args:?} in {host}: {}", stderr(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -110,13 +122,23 @@ fn cli_up_status_exec_down(extra: &[&str], hosts: &[&str]) {
     assert!(stderr(&again).contains("already exists"), "{}", stderr(&again));
     let status = ok(&["lab", "status", &name]);
     for host in hosts {
-        assert!(status.contains(&format!("netns nicbench-{name}-{host}, agent pid")), "{status}");
+        assert!(
+            status.contains(&format!("netns nicbench-{name}-{host}, agent pid")),
+            "{status}"
+        );
     }
     assert!(!status.contains("NOT RUNNING"), "{status}");
     let listed = ok(&["lab", "status"]);
-    assert!(listed.lines().any(|l| l.starts_with(&format!("{name}\t")) && l.ends_with("up")), "{listed}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&format!("{name}\t")) && l.ends_with("up")),
+        "{listed}"
+    );
     // `nicbench` inside exec is this executable; `b` resolves in the lab.
-    let run = ok(&["lab", "exec", &name, "a", "--", "nicbench", "tcp", "b", "-n", "1M", "--json"]);
+    let run = ok(&[
+        "lab", "exec", &name, "a", "--", "nicbench", "tcp", "b", "-n", "1M", "--json",
+    ]);
     let run: Value = serde_json::from_str(&run).unwrap();
     assert_eq!(run["sum"]["receiver"]["bytes"], 1024 * 1024);
     let bad_host = nicbench(&["lab", "exec", &name, "z", "--", "true"]);
@@ -156,7 +178,11 @@ fn cli_refuses_bad_values_naming_the_option() {
     require_lab!();
     let name = lab::spec::unique_name();
     let out = nicbench(&["lab", "up", &name, "--cpu-limit", "q=10%"]);
-    assert!(stderr(&out).contains("unknown host; this lab has a, b"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown host; this lab has a, b"),
+        "{}",
+        stderr(&out)
+    );
     assert_gone(&name);
 }
 
@@ -170,11 +196,22 @@ fn without_iproute2_or_root_the_cli_says_what_is_missing() {
     let err = stderr(&out);
     assert!(!out.status.success());
     // As root the missing piece is `ip`; otherwise it is root itself.
-    assert!(err.contains("apt-get install iproute2") || err.contains("run as root"), "{err}");
+    assert!(
+        err.contains("apt-get install iproute2") || err.contains("run as root"),
+        "{err}"
+    );
     if nicbench::lab::unavailable().is_none() {
         assert!(err.contains("`ip` command (iproute2) is missing"), "{err}");
         let out = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN, "lab", "down", "x"])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                BIN,
+                "lab",
+                "down",
+                "x",
+            ])
             .output();
         if let Ok(out) = out {
             assert!(stderr(&out).contains("root privileges is missing"), "{}", stderr(&out));
@@ -198,15 +235,36 @@ fn mtu_and_rate_are_applied_in_the_kernel_and_changed_while_running() {
     assert_eq!((k(&lab, 1, "a").mtu, k(&lab, 1, "b").mtu), (9000, 9000));
     assert_eq!((k(&lab, 2, "a").mtu, k(&lab, 2, "b").mtu), (1500, 1500));
     assert_eq!(k(&lab, 1, "a").tbf_bits_per_second, Some(100_000_000));
-    assert_eq!(k(&lab, 3, "a").tbf_bits_per_second, Some(50_000_000), "traffic towards b leaves a");
+    assert_eq!(
+        k(&lab, 3, "a").tbf_bits_per_second,
+        Some(50_000_000),
+        "traffic towards b leaves a"
+    );
     assert_eq!(k(&lab, 3, "b").tbf_bits_per_second, Some(100_000_000));
     // Independent read-back with tc itself.
-    let tc = Command::new("tc").args(["-n", lab.netns("a"), "qdisc", "show", "dev", "eth2"]).output().unwrap();
+    let tc = Command::new("tc")
+        .args(["-n", lab.netns("a"), "qdisc", "show", "dev", "eth2"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&tc.stdout).contains("rate 50Mbit"), "{tc:?}");
 
     lab.set_mtu(None, 1500).unwrap();
-    lab.set_rate(LinkSelector { link: Some(1), towards: None }, None).unwrap();
-    lab.set_rate(LinkSelector { link: Some(2), towards: Some("a".into()) }, Some(20_000_000)).unwrap();
+    lab.set_rate(
+        LinkSelector {
+            link: Some(1),
+            towards: None,
+        },
+        None,
+    )
+    .unwrap();
+    lab.set_rate(
+        LinkSelector {
+            link: Some(2),
+            towards: Some("a".into()),
+        },
+        Some(20_000_000),
+    )
+    .unwrap();
     assert_eq!(k(&lab, 1, "a").mtu, 1500);
     assert_eq!(k(&lab, 3, "b").mtu, 1500);
     assert_eq!(k(&lab, 1, "a").tbf_bits_per_second, None);
@@ -232,7 +290,18 @@ fn down_cleans_up_after_a_killed_up() {
     let name = lab::spec::unique_name();
     let _guard = CliLab(name.clone());
     let mut up = Command::new(BIN)
-        .args(["lab", "up", &name, "--hosts", "4", "--links", "2", "--via-router", "--rate", "10mbit"])
+        .args([
+            "lab",
+            "up",
+            &name,
+            "--hosts",
+            "4",
+            "--links",
+            "2",
+            "--via-router",
+            "--rate",
+            "10mbit",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -244,7 +313,10 @@ fn down_cleans_up_after_a_killed_up() {
     }
     up.kill().unwrap();
     up.wait().unwrap();
-    assert!(!lab::existing_netns(&name).unwrap().is_empty(), "the killed up created nothing");
+    assert!(
+        !lab::existing_netns(&name).unwrap().is_empty(),
+        "the killed up created nothing"
+    );
     let listed = ok(&["lab", "status"]);
     assert!(listed.lines().any(|l| l.starts_with(&format!("{name}\t"))), "{listed}");
     let again = nicbench(&["lab", "up", &name]);
@@ -296,7 +368,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 #[test]
 fn cpu_limited_host_really_gets_less_cpu() {
     require_lab!();
-    let lab = builder().no_agents().cpu_limit("a", 25.0).build().unwrap();
+    let lab = builder().no_agents().cpu_limit("a", 10.0).build().unwrap();
     let busy = |host| {
         lab.command(host, "sh")
             .args(["-c", "while :; do :; done"])
@@ -313,6 +385,7 @@ fn cpu_limited_host_really_gets_less_cpu() {
     let (l1, f1) = (cpu_seconds(limited.id()), cpu_seconds(free.id()));
     let cgroup = lab.state().host("a").unwrap().cgroup.clone().unwrap();
     let in_cgroup = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+    let cpu_stat = std::fs::read_to_string(cgroup.join("cpu.stat")).unwrap();
     for child in [&mut limited, &mut free] {
         child.kill().unwrap();
         child.wait().unwrap();
@@ -323,9 +396,24 @@ fn cpu_limited_host_really_gets_less_cpu() {
         limited_share * 100.0,
         free_share * 100.0
     );
-    assert!(in_cgroup.split_whitespace().any(|p| p == limited.id().to_string()), "{in_cgroup}");
-    assert!(limited_share <= 0.32, "limited to 25% but got {:.0}%", limited_share * 100.0);
-    assert!(free_share > limited_share, "{free_share} vs {limited_share}");
+    assert!(
+        in_cgroup.split_whitespace().any(|p| p == limited.id().to_string()),
+        "{in_cgroup}"
+    );
+    // The cap holds whatever else the machine is doing (a loaded machine can
+    // only push the share lower), and the kernel says it had to throttle.
+    assert!(limited_share > 0.0, "the limited loop never ran");
+    assert!(
+        limited_share <= 0.15,
+        "limited to 10% but got {:.0}%",
+        limited_share * 100.0
+    );
+    let throttled: u64 = cpu_stat
+        .lines()
+        .find_map(|l| l.strip_prefix("nr_throttled "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no nr_throttled in cpu.stat: {cpu_stat}"));
+    assert!(throttled > 0, "never throttled: {cpu_stat}");
 }
 
 /// Issue 2: the MSS TCP_INFO reports follows the link MTU (with timestamps,
