@@ -171,6 +171,12 @@ pub fn render_status(state: &LabState) -> String {
             " (INCOMPLETE: remove with `nicbench lab down`)"
         }
     );
+    let _ = writeln!(
+        out,
+        "state {}, agent logs in {}/",
+        crate::lab::state::state_path(&state.name).display(),
+        crate::lab::state::log_dir(&state.name).display()
+    );
     let _ = writeln!(out, "hosts:");
     for h in &state.hosts {
         let cpu = h

@@ -13,6 +13,8 @@
 //! ```no_run
 //! use nicbench::lab::Lab;
 //!
+//! // In an integration test: env!("CARGO_BIN_EXE_nicbench").
+//! let bin = "/usr/local/bin/nicbench";
 //! if let Some(why) = nicbench::lab::unavailable() {
 //!     eprintln!("SKIPPED: {why}");
 //!     return;
@@ -22,11 +24,11 @@
 //!     .via_router()
 //!     .mtu(9000)
 //!     .rate(100_000_000)
-//!     .agent_program(env!("CARGO_BIN_EXE_nicbench"))
+//!     .agent_program(bin)
 //!     .build()
 //!     .expect("build the lab");
 //! let out = lab
-//!     .command("a", env!("CARGO_BIN_EXE_nicbench"))
+//!     .command("a", bin)
 //!     .args(["tcp", "b", "-t", "2", "--json"]) // `b` resolves inside the lab
 //!     .output()
 //!     .unwrap();
