@@ -54,7 +54,17 @@ fn status(args: LabStatusArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     };
-    let state = LabState::load(&name)?.ok_or(lab::LabError::NotFound { name: name.clone() })?;
+    let Some(state) = LabState::load(&name)? else {
+        let leftovers = lab::existing_netns(&name)?;
+        if leftovers.is_empty() {
+            return Err(lab::LabError::NotFound { name }.into());
+        }
+        println!(
+            "lab {name}: no state file, but namespaces {} exist; remove them with `nicbench lab down {name}`",
+            leftovers.join(", ")
+        );
+        return Ok(());
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status_json(&state))?);
     } else {

@@ -104,7 +104,7 @@ fn api_teardown_also_happens_when_a_test_panics() {
     let result = std::panic::catch_unwind(|| {
         let lab = builder().build().unwrap();
         *name.lock().unwrap() = lab.name().to_string();
-        panic!("test failure inside a lab");
+        panic!("deliberate panic: the lab must still be torn down");
     });
     assert!(result.is_err());
     assert_gone(&name.lock().unwrap());
