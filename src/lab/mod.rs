@@ -96,12 +96,14 @@ pub fn unavailable() -> Option<String> {
 pub struct LabBuilder {
     spec: LabSpec,
     agent_program: Option<PathBuf>,
+    auto_name: bool,
 }
 
 impl LabBuilder {
     /// Names the lab (default: unique per process and call, `t<pid>-<n>`).
     pub fn name(mut self, name: &str) -> Self {
         self.spec.name = name.to_string();
+        self.auto_name = false;
         self
     }
     /// Number of hosts, 2 to 16, named `a`, `b`, ...
@@ -184,6 +186,14 @@ impl LabBuilder {
                 source: e,
             })?,
         };
+        if self.auto_name
+            && (LabState::load(&self.spec.name).is_ok_and(|s| s.is_some())
+                || existing_netns(&self.spec.name).is_ok_and(|ns| !ns.is_empty()))
+        {
+            // The name holds this process's pid, so whatever carries it was
+            // left by an earlier process with the same pid that died.
+            down(&self.spec.name)?;
+        }
         let launch = AgentLaunch { program, detach: false };
         let (state, agents) = up(&self.spec, Some(&launch))?;
         Ok(Lab { state, agents })
@@ -212,6 +222,7 @@ impl Lab {
                 agent_port: Some(crate::protocol::DEFAULT_PORT),
             },
             agent_program: None,
+            auto_name: true,
         }
     }
 
