@@ -2,6 +2,7 @@
 //! arguments are turned into a validated configuration in `cmd/`. The doc
 //! comments are the help text.
 
+pub mod lab;
 pub mod measure;
 pub mod parse;
 
@@ -32,6 +33,8 @@ pub enum Command {
     Tcp(Box<TcpArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
+    /// Emulated testbed: hosts (network namespaces) joined by veth links.
+    Lab(lab::LabArgs),
 }
 
 /// Logging options, shared by every command.

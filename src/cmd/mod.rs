@@ -3,6 +3,7 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub mod demo;
+pub mod lab;
 pub mod measure;
 pub mod serve;
 pub mod signals;
@@ -25,6 +26,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Lab(args) => lab::run(args),
     }
 }
 
@@ -49,6 +51,6 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
 pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::workload::TestSpec)> {
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Serve(_) | Command::Demo(_) => None,
+        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
     }
 }

@@ -3,4 +3,5 @@
 //! (the lab) say why they skip instead of passing silently.
 
 mod common;
+mod lab;
 mod tcp;
