@@ -42,6 +42,12 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
             return 2;
         }
+        if let Some(e) = cause.downcast_ref::<crate::lab::LabError>() {
+            return match e {
+                crate::lab::LabError::Invalid { .. } | crate::lab::LabError::NotFound { .. } => 2,
+                _ => 1,
+            };
+        }
     }
     1
 }
