@@ -3,6 +3,7 @@
 //! comments are the help text.
 
 pub mod host;
+pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod parse;
@@ -40,6 +41,8 @@ pub enum Command {
     Host(HostArgs),
     /// Line-rate model: frames/s, goodput and efficiency of Ethernet links.
     Linerate(LinerateArgs),
+    /// Emulated testbed: hosts (network namespaces) joined by veth links.
+    Lab(lab::LabArgs),
 }
 
 /// Logging options, shared by every command.

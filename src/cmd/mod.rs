@@ -4,6 +4,7 @@
 
 pub mod demo;
 pub mod host;
+pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod serve;
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
+        Command::Lab(args) => lab::run(args),
     }
 }
 
@@ -47,6 +49,12 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<crate::linerate::LineRateError>().is_some() {
             return 2;
         }
+        if let Some(e) = cause.downcast_ref::<crate::lab::LabError>() {
+            return match e {
+                crate::lab::LabError::Invalid { .. } | crate::lab::LabError::NotFound { .. } => 2,
+                _ => 1,
+            };
+        }
     }
     1
 }
@@ -56,7 +64,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
 pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::workload::TestSpec)> {
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Serve(_) | Command::Demo(_) => None,
+        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
         Command::Host(_) | Command::Linerate(_) => None,
     }
 }

@@ -204,3 +204,78 @@ fn linerate_bad_inputs_name_the_option() {
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// Labs: real veth links between network namespaces (skipped, saying why,
+/// where labs cannot be built).
+mod lab {
+    use std::process::Stdio;
+
+    use nicbench::lab::Lab;
+    use serde_json::Value;
+
+    use super::super::common::*;
+
+    macro_rules! require_lab {
+        () => {
+            if let Some(why) = nicbench::lab::unavailable() {
+                eprintln!("SKIPPED (lab unavailable): {why}");
+                return;
+            }
+        };
+    }
+
+    fn tcp_json(lab: &Lab, from: &str, args: &[&str]) -> Value {
+        let out = lab
+            .command(from, BIN)
+            .arg("tcp")
+            .args(args)
+            .arg("--json")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tcp {args:?} in {from}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("JSON result")
+    }
+
+    #[test]
+    fn cpu_limited_sender_is_named_by_the_verdict() {
+        require_lab!();
+        // Host a (client and sender) gets 5% of one core; b is free.
+        let lab = Lab::builder().agent_program(BIN).cpu_limit("a", 5.0).build().unwrap();
+        let run = tcp_json(&lab, "a", &["b", "-t", "3"]);
+        let verdict = &run["verdict"];
+        eprintln!("verdict: {verdict}");
+        let summary = verdict["summary"].as_str().unwrap();
+        assert!(summary.starts_with("sender CPU-bound"), "{summary}");
+        assert!(
+            ["cpu_starved", "cgroup_throttled"].contains(&verdict["kind"].as_str().unwrap()),
+            "{verdict}"
+        );
+        let scheduling = &run["counters"]["client"]["scheduling"];
+        assert!(scheduling["wait_percent"].as_f64().unwrap() >= 50.0, "{scheduling}");
+    }
+
+    #[test]
+    fn tbf_limited_link_is_named_by_the_verdict() {
+        require_lab!();
+        let lab = Lab::builder().agent_program(BIN).rate(100_000_000).build().unwrap();
+        let run = tcp_json(&lab, "a", &["b", "-t", "3", "-O", "1"]);
+        let verdict = &run["verdict"];
+        eprintln!("verdict: {verdict}");
+        assert_eq!(verdict["kind"], "link_bound", "{verdict}");
+        assert!(verdict["summary"].as_str().unwrap().starts_with("link-bound: "));
+        // The link speed came from the tbf qdisc the lab put on the veth.
+        let nic = &run["client"]["facts"]["interface"];
+        assert_eq!(nic["driver"], "veth", "{nic}");
+        assert_eq!(nic["qdisc"], "tbf", "{nic}");
+        assert_eq!(nic["qdisc_rate_bits_per_second"], 100_000_000u64, "{nic}");
+        let share = &run["line_rate"];
+        assert_eq!(share["link_speed_source"], "qdisc");
+        assert_eq!(share["link_bits_per_second"], 100_000_000u64);
+        // Counters of the veth saw the traffic on both ends.
+        for end in ["client", "agent"] {
+            let nic = &run["counters"][end]["nic"];
+            assert!(nic["rx_packets"].as_u64().unwrap() > 1000, "{end}: {nic}");
+        }
+    }
+}

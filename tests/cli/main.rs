@@ -4,4 +4,5 @@
 
 mod common;
 mod facts;
+mod lab;
 mod tcp;
