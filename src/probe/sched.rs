@@ -105,13 +105,21 @@ mod tests {
 
     #[test]
     fn only_threads_started_after_the_start_are_followed() {
+        // Other tests start threads concurrently, so this checks by id.
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() } as u32;
         let mut t = ThreadTracker::start();
-        t.sample();
-        assert_eq!(t.report(), None);
-        let handle = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(300)));
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            // SAFETY: as above.
+            sender.send(unsafe { libc::gettid() } as u32).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        });
+        let tid = receiver.recv().unwrap();
         t.sample();
         handle.join().unwrap();
-        assert_eq!(t.report().map(|r| r.threads), Some(1));
+        assert!(t.latest.contains_key(&tid), "the new thread is followed");
+        assert!(!t.latest.contains_key(&me), "the thread that started tracking is not");
+        assert!(t.report().is_some_and(|r| r.threads >= 1));
     }
 }

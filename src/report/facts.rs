@@ -239,7 +239,7 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     match &r.line_rate {
         Some(l) => writeln!(
             out,
-            "Line rate: {} = {:.1}% of {} theoretical goodput ({} link from {}, {} frames, {} payload each)",
+            "Line rate: {} = {:.1}% of {} theoretical goodput ({} link from {}, {} B frames, {} B payload each)",
             Rate(l.measured_bits_per_second),
             l.percent_of_theoretical_goodput,
             Rate(l.theoretical_goodput_bits_per_second),
@@ -249,8 +249,8 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
                 "qdisc" => "the tbf qdisc",
                 _ => "the NIC",
             },
-            format!("{} B", l.frame_bytes),
-            format!("{} B", l.payload_bytes)
+            l.frame_bytes,
+            l.payload_bytes
         )?,
         None => writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)")?,
     }
