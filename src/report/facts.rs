@@ -95,6 +95,11 @@ pub fn write_nic(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
         )?,
         None => writeln!(out, "  offloads    n/a")?,
     }
+    write_nic_queues(nic, out)
+}
+
+/// Rings, coalescing, queues, PCIe link and NUMA node of an interface.
+fn write_nic_queues(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
     match &nic.rings {
         Some(r) => writeln!(
             out,
