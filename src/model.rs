@@ -183,6 +183,14 @@ pub struct SideReport {
     pub host: Host,
     pub streams: Vec<StreamEnd>,
     pub cpu: CpuReport,
+    /// Agent: other tests that ran on it during part of this one
+    /// (`nicbench serve --max-concurrent`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overlapped_tests: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Totals of one role across streams.
@@ -234,6 +242,10 @@ pub struct TrialResult {
     pub streams: Vec<StreamResult>,
     pub sum: Sum,
     pub cpu: BothCpu,
+    /// Other tests the agent ran during part of this trial; 0 means the
+    /// agent was not shared (see `nicbench serve --max-concurrent`).
+    #[serde(default)]
+    pub overlapped_tests: u32,
 }
 
 /// An endpoint of the run.
@@ -330,6 +342,7 @@ impl TrialResult {
         };
         Ok(TrialResult {
             trial,
+            overlapped_tests: agent.overlapped_tests,
             streams,
             sum,
             cpu: BothCpu {
@@ -364,6 +377,7 @@ mod tests {
             host,
             streams,
             cpu: CpuReport::default(),
+            overlapped_tests: 0,
         }
     }
 

@@ -157,6 +157,7 @@ pub fn run_side(
             host: plan.host,
             streams: outcome.streams,
             cpu,
+            overlapped_tests: 0,
         },
         peer: peer_report,
     })

@@ -56,6 +56,8 @@ pub fn target(m: &MeasureArgs) -> Target {
         },
         bind: m.bind,
         connect_timeout: m.connect_timeout,
+        wait: m.wait,
+        psk_file: m.psk_file.clone(),
     }
 }
 
