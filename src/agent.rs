@@ -30,8 +30,6 @@ use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
 use crate::trial::{self, TrialPlan};
 use crate::workload::{self, AgentNet, TestSpec};
 
-/// How long a client may take to say hello, authenticate and ask for a test.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the client may take to open its data connections and start.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a waiting client is told its place.
@@ -57,6 +55,9 @@ pub struct AgentConfig {
     pub max_queue: usize,
     /// Pre-shared key every client must prove it knows.
     pub psk: Option<Psk>,
+    /// How long a client may take for each message before the test
+    /// (hello, key proof, test request); a silent client is cut off then.
+    pub handshake_timeout: Duration,
 }
 
 impl AgentConfig {
@@ -70,6 +71,7 @@ impl AgentConfig {
             max_concurrent: 1,
             max_queue: 16,
             psk: None,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -331,8 +333,8 @@ fn unexpected(expected: &str, got: &Message) -> Refusal {
     Refusal::Tell(format!("expected {expected}, got '{}'", got.kind()))
 }
 
-fn expect_hello(channel: &mut Channel) -> Result<(), Refusal> {
-    match channel.recv(HANDSHAKE_TIMEOUT, "hello")? {
+fn expect_hello(channel: &mut Channel, timeout: Duration) -> Result<(), Refusal> {
+    match channel.recv(timeout, "hello")? {
         Message::Hello(hello) => hello.check_peer("client").map_err(Refusal::from),
         other => Err(unexpected("hello", &other)),
     }
@@ -344,7 +346,7 @@ fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(),
     channel.send(&Message::AuthChallenge {
         nonce: auth::hex_encode(&agent_nonce),
     })?;
-    let (client_nonce, mac) = match channel.recv(HANDSHAKE_TIMEOUT, "auth_response")? {
+    let (client_nonce, mac) = match channel.recv(shared.config.handshake_timeout, "auth_response")? {
         Message::AuthResponse { nonce, mac } => (nonce, mac),
         other => {
             shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
@@ -438,14 +440,14 @@ fn admit<'a>(channel: &mut Channel, shared: &'a Shared, spec: &TestSpec, wait_se
 }
 
 fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared: &Shared) -> Result<(), Refusal> {
-    expect_hello(channel)?;
+    expect_hello(channel, shared.config.handshake_timeout)?;
     let mut hello = Hello::ours();
     hello.auth_required = shared.config.psk.is_some();
     channel.send(&Message::Hello(hello))?;
     if let Some(psk) = &shared.config.psk {
         authenticate(channel, psk, shared)?;
     }
-    let (spec, wait_seconds) = match channel.recv(HANDSHAKE_TIMEOUT, "test_request")? {
+    let (spec, wait_seconds) = match channel.recv(shared.config.handshake_timeout, "test_request")? {
         Message::TestRequest { spec, wait_seconds } => (spec, wait_seconds),
         other => return Err(unexpected("test_request", &other)),
     };

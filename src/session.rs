@@ -103,7 +103,8 @@ impl SessionError {
             | SessionError::Refused { .. }
             | SessionError::ConnectTimeout { .. }
             | SessionError::Connect { .. } => 3,
-            SessionError::Busy { .. }
+            SessionError::Protocol(ProtocolError::VersionMismatch { .. } | ProtocolError::NotNicbench)
+            | SessionError::Busy { .. }
             | SessionError::AgentRefused(_)
             | SessionError::AuthRequired { .. }
             | SessionError::AuthFailed(_) => 4,

@@ -100,6 +100,10 @@ pub struct ServeArgs {
     /// (HMAC-SHA256 challenge-response; the key never crosses the network).
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// How long a client may take for each message before its test starts
+    /// (hello, key proof, request); silent clients are cut off after it.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]
+    pub handshake_timeout: std::time::Duration,
 }
 
 fn rate(s: &str) -> Result<u64, String> {

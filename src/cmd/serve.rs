@@ -38,6 +38,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.max_connections = args.max_connections as usize;
         config.max_connections_per_minute = args.max_connections_per_minute;
         config.psk = psk.clone();
+        config.handshake_timeout = args.handshake_timeout;
         match Agent::bind(config) {
             Ok(a) => {
                 agent = Some(a);
@@ -54,6 +55,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = agent.shutdown_flag();
     std::thread::spawn(move || loop {
         if signals::interrupted() {
+            crate::logging::warn("signal received: finishing the running test, then stopping (again to exit at once)");
             shutdown.store(true, Ordering::Relaxed);
             break;
         }

@@ -4,3 +4,5 @@
 
 mod common;
 mod tcp;
+mod hostile;
+mod rawclient;
