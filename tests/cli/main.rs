@@ -6,3 +6,4 @@ mod common;
 mod tcp;
 mod hostile;
 mod rawclient;
+mod service;
