@@ -398,3 +398,59 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         result,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CpuReport, Role, SocketBuffers, StreamEnd};
+    use crate::workload::spec::tests::spec;
+
+    fn end(id: u32, role: Role) -> StreamEnd {
+        StreamEnd {
+            stream_id: id,
+            role,
+            bytes: 1,
+            seconds: 1.0,
+            bits_per_second: 8.0,
+            omitted_bytes: 0,
+            socket: SocketBuffers::default(),
+            tcp_info: None,
+            intervals: vec![],
+            error: None,
+        }
+    }
+
+    fn report(streams: Vec<StreamEnd>) -> SideReport {
+        SideReport {
+            host: Host::Agent,
+            streams,
+            cpu: CpuReport::default(),
+            overlapped_tests: 0,
+        }
+    }
+
+    #[test]
+    fn the_agents_report_may_hold_only_its_own_ends_of_asked_streams() {
+        let s = spec("tcp");
+        assert!(check_agent_report(&report(vec![end(1, Role::Receiver)]), &s).is_ok());
+        let err = check_agent_report(&report(vec![end(7, Role::Receiver)]), &s).unwrap_err();
+        assert!(err.to_string().contains("stream id 7"), "{err}");
+        let err = check_agent_report(&report(vec![end(1, Role::Sender)]), &s).unwrap_err();
+        assert!(err.to_string().contains("not the agent's"), "{err}");
+        let twice = report(vec![end(1, Role::Receiver), end(1, Role::Receiver)]);
+        assert!(check_agent_report(&twice, &s).unwrap_err().to_string().contains("twice"));
+        let mut negative = end(1, Role::Receiver);
+        negative.seconds = -1.0;
+        assert!(check_agent_report(&report(vec![negative]), &s).is_err());
+        let mut client_side = report(vec![]);
+        client_side.host = Host::Client;
+        assert!(check_agent_report(&client_side, &s).is_err());
+    }
+
+    #[test]
+    fn wrong_key_and_missing_key_exit_with_4() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(SessionError::AuthRequired { addr }.exit_code(), 4);
+        assert_eq!(SessionError::AuthFailed("x".into()).exit_code(), 4);
+    }
+}

@@ -244,3 +244,43 @@ fn accepted_with_data(port: u16) -> (Raw, TcpStream) {
     let data = open(&mut r);
     (r, data)
 }
+
+/// A fake agent on loopback that answers the client's hello with `reply`
+/// (raw bytes) and then keeps the connection open for a while.
+fn fake_agent(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let thread = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut raw = Raw::from_stream(stream.try_clone().unwrap());
+        assert!(matches!(raw.recv(), Some(Message::Hello(_))));
+        let _ = stream.write_all(&reply);
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    (port, thread)
+}
+
+#[test]
+fn the_client_refuses_a_hostile_agent_clearly() {
+    let encode = nicbench::protocol::framing::encode;
+    let mut bad_hello = Hello::ours();
+    bad_hello.protocol_version = 42;
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (0xFFFF_FFFFu32.to_be_bytes().to_vec(), "exceeds the limit"),
+        (b"\x00\x00\x00\x03{{{".to_vec(), "malformed"),
+        (encode(&Message::Hello(bad_hello)), "version 42"),
+        (encode(&Message::Start), "expected hello, got 'start'"),
+        (
+            [encode(&Message::Hello(Hello::ours())), encode(&Message::Ready)].concat(),
+            "expected accepted, got 'ready'",
+        ),
+    ];
+    for (reply, needle) in cases {
+        let (port, fake) = fake_agent(reply);
+        let out = nicbench(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "0.3"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains(needle), "{needle}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+        fake.join().unwrap();
+    }
+}
