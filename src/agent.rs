@@ -306,6 +306,7 @@ fn handle_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     match serve_test(&mut channel, peer, local_ip, shared) {
         Ok(()) => {}
         Err(Refusal::Quiet(reason)) => logging::warn(&format!("{peer}: closed: {reason}")),
+        Err(Refusal::Busy(reason)) => logging::info(&format!("{peer}: {reason}")),
         Err(Refusal::Tell(reason)) => {
             logging::warn(&format!("{peer}: refused: {reason}"));
             let _ = channel.send(&Message::Error { message: reason });
@@ -314,10 +315,12 @@ fn handle_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     logging::debug(&format!("{peer}: control connection closed"));
 }
 
-/// How a connection ended early: told to the client, or not worth telling.
+/// How a connection ended early: told to the client, not worth telling,
+/// or answered `busy` (no problem, logged at info).
 enum Refusal {
     Tell(String),
     Quiet(String),
+    Busy(String),
 }
 
 impl From<ProtocolError> for Refusal {
@@ -404,7 +407,7 @@ fn admit<'a>(channel: &mut Channel, shared: &'a Shared, spec: &TestSpec, wait_se
         channel.send(&Message::Busy {
             seconds_left: busy.seconds_left,
         })?;
-        return Err(Refusal::Quiet(format!(
+        return Err(Refusal::Busy(format!(
             "busy, told to come back in {:.1} s",
             busy.seconds_left
         )));
@@ -430,7 +433,7 @@ fn admit<'a>(channel: &mut Channel, shared: &'a Shared, spec: &TestSpec, wait_se
         }
         if Instant::now() >= deadline {
             channel.send(&Message::Busy { seconds_left })?;
-            return Err(Refusal::Quiet(format!(
+            return Err(Refusal::Busy(format!(
                 "waited {wait:.0} s in line (position {position}) and was told busy"
             )));
         }

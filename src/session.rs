@@ -72,7 +72,8 @@ pub enum SessionError {
          pass --psk-file FILE (or set NICBENCH_PSK_FILE) with the agent's key"
     )]
     AuthRequired { addr: SocketAddr },
-    #[error("authentication failed: {0}")]
+    /// The agent's or our own words, starting with "authentication failed".
+    #[error("{0}")]
     AuthFailed(String),
     #[error("the agent sent an invalid report: {0}")]
     BadReport(String),
@@ -230,7 +231,7 @@ fn authenticate(channel: &mut Channel, addr: SocketAddr, psk: &Psk) -> Result<()
                 Ok(())
             } else {
                 Err(SessionError::AuthFailed(format!(
-                    "the agent at {addr} accepted us but could not prove it knows the same key; \
+                    "authentication failed: the agent at {addr} accepted us but could not prove it knows the same key; \
                      it may not be the agent you meant"
                 )))
             }
