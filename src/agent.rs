@@ -366,7 +366,9 @@ fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(),
     );
     let (Some(client_nonce), Some(mac)) = decoded else {
         shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
-        return Err(Refusal::Tell("malformed auth_response: nonce and mac must be hex".into()));
+        return Err(Refusal::Tell(
+            "malformed auth_response: nonce and mac must be hex".into(),
+        ));
     };
     if !psk.verify_client(&agent_nonce, &client_nonce, &mac) {
         shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
@@ -396,13 +398,22 @@ fn peer_gone(channel: &Channel) -> bool {
 }
 
 /// A test slot now, or after waiting in line up to `wait_seconds`.
-fn admit<'a>(channel: &mut Channel, shared: &'a Shared, spec: &TestSpec, wait_seconds: f64) -> Result<Ticket<'a>, Refusal> {
+fn admit<'a>(
+    channel: &mut Channel,
+    shared: &'a Shared,
+    spec: &TestSpec,
+    wait_seconds: f64,
+) -> Result<Ticket<'a>, Refusal> {
     let expected = Duration::from_secs_f64(spec.expected_seconds()) + SETUP_TIMEOUT;
     let busy = match shared.admission.try_enter(expected) {
         Ok(ticket) => return Ok(ticket),
         Err(busy) => busy,
     };
-    let wait = if wait_seconds.is_finite() { wait_seconds.clamp(0.0, MAX_WAIT_SECONDS) } else { 0.0 };
+    let wait = if wait_seconds.is_finite() {
+        wait_seconds.clamp(0.0, MAX_WAIT_SECONDS)
+    } else {
+        0.0
+    };
     if wait == 0.0 {
         channel.send(&Message::Busy {
             seconds_left: busy.seconds_left,

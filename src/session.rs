@@ -250,7 +250,12 @@ struct Acceptance {
 
 /// Sends the test request and waits for acceptance, in the agent's queue
 /// when `wait` allows it.
-fn request(channel: &mut Channel, spec: &TestSpec, wait: Duration, addr: SocketAddr) -> Result<Acceptance, SessionError> {
+fn request(
+    channel: &mut Channel,
+    spec: &TestSpec,
+    wait: Duration,
+    addr: SocketAddr,
+) -> Result<Acceptance, SessionError> {
     let wait_seconds = wait.as_secs_f64().min(crate::agent::MAX_WAIT_SECONDS);
     channel.send(&Message::TestRequest {
         spec: spec.clone(),
@@ -316,7 +321,10 @@ fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), Sessio
             crate::model::Role::Receiver
         };
         if end.role != agent_role {
-            return bad(format!("it reports the {:?} end of stream {id}, which is not the agent's", end.role));
+            return bad(format!(
+                "it reports the {:?} end of stream {id}, which is not the agent's",
+                end.role
+            ));
         }
         if !seen.insert(id) {
             return bad(format!("it reports stream {id} twice"));
@@ -439,7 +447,10 @@ mod tests {
         let err = check_agent_report(&report(vec![end(1, Role::Sender)]), &s).unwrap_err();
         assert!(err.to_string().contains("not the agent's"), "{err}");
         let twice = report(vec![end(1, Role::Receiver), end(1, Role::Receiver)]);
-        assert!(check_agent_report(&twice, &s).unwrap_err().to_string().contains("twice"));
+        assert!(check_agent_report(&twice, &s)
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
         let mut negative = end(1, Role::Receiver);
         negative.seconds = -1.0;
         assert!(check_agent_report(&report(vec![negative]), &s).is_err());

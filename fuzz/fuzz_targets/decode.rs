@@ -11,7 +11,9 @@ use nicbench::protocol::framing::Decoder;
 use nicbench::protocol::{auth, Message, MAX_CLIENT_FRAME};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&piece, bytes)) = data.split_first() else { return };
+    let Some((&piece, bytes)) = data.split_first() else {
+        return;
+    };
     let piece = usize::from(piece).max(1);
     let mut decoder = Decoder::new(MAX_CLIENT_FRAME);
     let mut rest = bytes;
@@ -43,7 +45,10 @@ fn inspect(message: Message) {
         }
         Message::AuthResponse { nonce, mac } => {
             let key = auth::Psk::from_bytes(b"fuzzing key of sixteen bytes");
-            if let (Some(n), Some(m)) = (auth::hex_decode(&nonce, auth::NONCE_LEN), auth::hex_decode(&mac, auth::MAC_LEN)) {
+            if let (Some(n), Some(m)) = (
+                auth::hex_decode(&nonce, auth::NONCE_LEN),
+                auth::hex_decode(&mac, auth::MAC_LEN),
+            ) {
                 let _ = key.verify_client(&[0; auth::NONCE_LEN], &n, &m);
             }
         }

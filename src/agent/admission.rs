@@ -69,7 +69,10 @@ pub struct Place<'a> {
 pub enum Poll<'a> {
     Granted(Ticket<'a>),
     /// Still waiting: `position` 1 is next in line.
-    Waiting { position: u32, seconds_left: f64 },
+    Waiting {
+        position: u32,
+        seconds_left: f64,
+    },
 }
 
 impl Admission {

@@ -110,7 +110,7 @@ fn check_rate(spec: &TestSpec, max: f64) -> Result<(), String> {
         };
         return Err(format!(
             "{asked} offered per direction; this agent allows at most {} (its --max-rate)",
-            units::Rate(max).to_string()
+            units::Rate(max)
         ));
     }
     Ok(())
@@ -144,7 +144,8 @@ impl ConnectionRate {
             return Ok(());
         }
         if self.seen.len() >= MAX_TRACKED_ADDRESSES {
-            self.seen.retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < WINDOW));
+            self.seen
+                .retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < WINDOW));
             if self.seen.len() >= MAX_TRACKED_ADDRESSES {
                 self.seen.clear();
             }

@@ -82,7 +82,10 @@ impl Psk {
                 path: path.to_path_buf(),
             });
         }
-        let end = bytes.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
+        let end = bytes
+            .iter()
+            .rposition(|b| !b.is_ascii_whitespace())
+            .map_or(0, |i| i + 1);
         if end < MIN_KEY_LEN {
             return Err(KeyError::TooShort {
                 path: path.to_path_buf(),
@@ -107,22 +110,32 @@ impl Psk {
 
     /// The client's answer to the agent's challenge.
     pub fn client_mac(&self, agent_nonce: &[u8], client_nonce: &[u8]) -> [u8; MAC_LEN] {
-        self.mac(CLIENT_LABEL, agent_nonce, client_nonce).finalize().into_bytes().into()
+        self.mac(CLIENT_LABEL, agent_nonce, client_nonce)
+            .finalize()
+            .into_bytes()
+            .into()
     }
 
     /// The agent's proof that it knows the key too.
     pub fn agent_mac(&self, client_nonce: &[u8], agent_nonce: &[u8]) -> [u8; MAC_LEN] {
-        self.mac(AGENT_LABEL, client_nonce, agent_nonce).finalize().into_bytes().into()
+        self.mac(AGENT_LABEL, client_nonce, agent_nonce)
+            .finalize()
+            .into_bytes()
+            .into()
     }
 
     /// Checks a client's MAC in constant time.
     pub fn verify_client(&self, agent_nonce: &[u8], client_nonce: &[u8], mac: &[u8]) -> bool {
-        self.mac(CLIENT_LABEL, agent_nonce, client_nonce).verify_slice(mac).is_ok()
+        self.mac(CLIENT_LABEL, agent_nonce, client_nonce)
+            .verify_slice(mac)
+            .is_ok()
     }
 
     /// Checks the agent's MAC in constant time.
     pub fn verify_agent(&self, client_nonce: &[u8], agent_nonce: &[u8], mac: &[u8]) -> bool {
-        self.mac(AGENT_LABEL, client_nonce, agent_nonce).verify_slice(mac).is_ok()
+        self.mac(AGENT_LABEL, client_nonce, agent_nonce)
+            .verify_slice(mac)
+            .is_ok()
     }
 }
 
@@ -160,7 +173,10 @@ mod tests {
         let mac = key.client_mac(&a, &c);
         assert!(key.verify_client(&a, &c, &mac));
         assert!(!other.verify_client(&a, &c, &mac));
-        assert!(!key.verify_client(&new_nonce(), &c, &mac), "a replay against a fresh challenge");
+        assert!(
+            !key.verify_client(&new_nonce(), &c, &mac),
+            "a replay against a fresh challenge"
+        );
         assert!(!key.verify_client(&a, &c, &mac[..31]));
         let proof = key.agent_mac(&c, &a);
         assert!(key.verify_agent(&c, &a, &proof));

@@ -178,23 +178,26 @@ mod properties {
 
     fn message() -> impl Strategy<Value = Message> {
         prop_oneof![
-            (".{0,40}", any::<u32>(), proptest::collection::vec("[a-z_]{1,12}", 0..4), any::<bool>()).prop_map(
-                |(magic, protocol_version, workloads, auth_required)| Message::Hello(Hello {
-                    magic,
-                    protocol_version,
-                    software_version: "0.1.0".into(),
-                    workloads,
-                    auth_required,
-                })
-            ),
+            (
+                ".{0,40}",
+                any::<u32>(),
+                proptest::collection::vec("[a-z_]{1,12}", 0..4),
+                any::<bool>()
+            )
+                .prop_map(
+                    |(magic, protocol_version, workloads, auth_required)| Message::Hello(Hello {
+                        magic,
+                        protocol_version,
+                        software_version: "0.1.0".into(),
+                        workloads,
+                        auth_required,
+                    })
+                ),
             Just(Message::Ready),
             Just(Message::Start),
             Just(Message::Stop),
             seconds().prop_map(|seconds_left| Message::Busy { seconds_left }),
-            (any::<u32>(), seconds()).prop_map(|(position, seconds_left)| Message::Queued {
-                position,
-                seconds_left
-            }),
+            (any::<u32>(), seconds()).prop_map(|(position, seconds_left)| Message::Queued { position, seconds_left }),
             "\\PC{0,200}".prop_map(|message| Message::Error { message }),
             "[0-9a-f]{0,64}".prop_map(|nonce| Message::AuthChallenge { nonce }),
             ("[0-9a-f]{64}", "[0-9a-f]{64}").prop_map(|(nonce, mac)| Message::AuthResponse { nonce, mac }),

@@ -150,7 +150,10 @@ pub fn accept_streams(
             );
             continue;
         }
-        match read_preamble(&socket, PREAMBLE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()))) {
+        match read_preamble(
+            &socket,
+            PREAMBLE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
+        ) {
             Ok((token, id))
                 if token_matches(&token, &net.token) && expected.contains(&id) && !streams.contains_key(&id) =>
             {
@@ -168,7 +171,10 @@ pub fn accept_streams(
             }
             Err(e) => {
                 refused += 1;
-                refuse(peer, &format!("no session token within {} s: {e}", PREAMBLE_TIMEOUT.as_secs()));
+                refuse(
+                    peer,
+                    &format!("no session token within {} s: {e}", PREAMBLE_TIMEOUT.as_secs()),
+                );
             }
         }
     }
@@ -264,7 +270,10 @@ mod tests {
         let refused_before = refused_data_connections();
         let accepted = accept_streams(&listener, &agent_net, &[1], Instant::now() + Duration::from_secs(5)).unwrap();
         assert_eq!(accepted.keys().copied().collect::<Vec<_>>(), vec![1]);
-        assert!(refused_data_connections() >= refused_before + 2, "the wrong token and the junk are counted");
+        assert!(
+            refused_data_connections() >= refused_before + 2,
+            "the wrong token and the junk are counted"
+        );
         drop(good.join().unwrap());
     }
 

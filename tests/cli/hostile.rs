@@ -35,7 +35,9 @@ fn malformed_frames_are_refused_and_the_agent_keeps_serving() {
         .bytes(&0xFFFF_FFFFu32.to_be_bytes())
         .expect_error_and_close("exceeds the limit");
     // Invalid JSON, an unknown type, an empty body, not even an object.
-    Raw::connect(port).frame(b"{not json").expect_error_and_close("malformed");
+    Raw::connect(port)
+        .frame(b"{not json")
+        .expect_error_and_close("malformed");
     Raw::connect(port)
         .frame(br#"{"type":"launch_missiles"}"#)
         .expect_error_and_close("malformed");
@@ -97,7 +99,9 @@ fn wrong_types_order_and_versions_are_refused_by_name() {
     hello.protocol_version = 99;
     Raw::connect(port)
         .send(&Message::Hello(hello))
-        .expect_error_and_close(&format!("version 99 (nicbench 0.1.0), this program speaks version {PROTOCOL_VERSION}"));
+        .expect_error_and_close(&format!(
+            "version 99 (nicbench 0.1.0), this program speaks version {PROTOCOL_VERSION}"
+        ));
     let mut hello = Hello::ours();
     hello.magic = "iperf3".into();
     Raw::connect(port)

@@ -3,7 +3,7 @@
 //! (the lab) say why they skip instead of passing silently.
 
 mod common;
-mod tcp;
 mod hostile;
 mod rawclient;
 mod service;
+mod tcp;

@@ -196,7 +196,10 @@ impl Raw {
             Some(Message::Error { message }) => message,
             other => panic!("expected an error about '{needle}', got {other:?}"),
         };
-        assert!(message.contains(needle), "error '{message}' does not mention '{needle}'");
+        assert!(
+            message.contains(needle),
+            "error '{message}' does not mention '{needle}'"
+        );
         self.expect_closed();
         message
     }
@@ -204,7 +207,10 @@ impl Raw {
     /// Expects the agent to close the connection (within 15 s).
     pub fn expect_closed(&mut self) {
         while let Some(m) = self.recv() {
-            assert!(matches!(m, Message::Error { .. }), "expected the connection closed, got {m:?}");
+            assert!(
+                matches!(m, Message::Error { .. }),
+                "expected the connection closed, got {m:?}"
+            );
         }
     }
 }

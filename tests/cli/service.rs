@@ -59,7 +59,8 @@ fn authentication_admits_the_key_and_refuses_everything_else() {
     let mut raw = Raw::connect(agent.port);
     raw.hello();
     assert!(matches!(raw.recv(), Some(Message::AuthChallenge { .. })));
-    raw.send(&Message::Start).expect_error_and_close("authentication required");
+    raw.send(&Message::Start)
+        .expect_error_and_close("authentication required");
     // A malformed proof too.
     let mut raw = Raw::connect(agent.port);
     raw.hello();
@@ -72,7 +73,10 @@ fn authentication_admits_the_key_and_refuses_everything_else() {
 
     agent.assert_alive();
     let logs = agent.wait_for_log("pre-shared key differs");
-    assert!(!logs.contains(KEY) && !logs.contains("another-key"), "a key leaked into the log");
+    assert!(
+        !logs.contains(KEY) && !logs.contains("another-key"),
+        "a key leaked into the log"
+    );
 
     let out = client(&agent, &["--psk-file", &dir.path().join("missing").to_string_lossy()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -123,7 +127,11 @@ fn connections_per_address_per_minute_are_limited() {
     }
     let out = client(&agent, &[]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--max-connections-per-minute"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--max-connections-per-minute"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -144,7 +152,11 @@ fn a_client_with_wait_queues_and_runs_after_the_busy_one() {
     // With --wait: told its place, then served.
     let out = client(&agent, &["--wait", "60s", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("waiting in line at position 1"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("waiting in line at position 1"),
+        "{}",
+        stderr(&out)
+    );
     let first = first.wait_with_output().unwrap();
     assert!(first.status.success(), "{}", stderr(&first));
     let run: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
@@ -211,7 +223,10 @@ fn sigterm_stops_the_running_test_which_still_reports() {
     assert!(seconds < 15.0, "the test was not stopped early: {seconds} s");
     assert!(run["sum"]["receiver"]["bytes"].as_u64().unwrap() > 0);
     let logs = agent.logs();
-    assert!(logs.contains("signal received") && logs.contains("agent stopped"), "{logs}");
+    assert!(
+        logs.contains("signal received") && logs.contains("agent stopped"),
+        "{logs}"
+    );
 }
 
 #[test]
