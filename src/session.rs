@@ -370,7 +370,8 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let plan = TrialPlan {
         host: Host::Client,
         spec,
-        hard_deadline: trial::hard_deadline(spec, start, None),
+        // A byte-count test has no expected end; never wait for ever.
+        hard_deadline: trial::hard_deadline(spec, start, Some(crate::workload::spec::MAX_DURATION_SECONDS)),
         wait_for_peer_report: true,
         interrupted: options.interrupted,
         on_interval: options.on_interval,

@@ -139,7 +139,7 @@ fn a_client_with_wait_queues_and_runs_after_the_busy_one() {
     let agent = LoggedAgent::start(&[]);
     let port = agent.port_arg();
     let first = Command::new(BIN)
-        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "2", "--json"])
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "4", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -149,6 +149,20 @@ fn a_client_with_wait_queues_and_runs_after_the_busy_one() {
     let out = client(&agent, &[]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+    // A waiting client that vanishes leaves the queue.
+    let spec = serde_json::from_value(serde_json::json!({
+        "workload": "tcp", "duration_seconds": 0.3, "streams": 1, "direction": "forward",
+        "message_bytes": 131072, "interval_seconds": 1.0
+    }))
+    .unwrap();
+    let mut raw = Raw::connect(agent.port);
+    raw.hello().send(&Message::TestRequest {
+        spec,
+        wait_seconds: 30.0,
+    });
+    assert!(matches!(raw.recv(), Some(Message::Queued { position: 1, .. })));
+    drop(raw);
+    agent.wait_for_log("left the queue at position 1");
     // With --wait: told its place, then served.
     let out = client(&agent, &["--wait", "60s", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
