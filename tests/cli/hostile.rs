@@ -176,7 +176,7 @@ fn a_client_vanishing_at_every_stage_frees_the_agent() {
     r.hello().frame(&request_json(good_spec(1.0)));
     assert!(matches!(r.recv(), Some(Message::Accepted { .. })));
     drop(r);
-    agent.wait_for_log("data connections arrived in time");
+    agent.wait_for_log("left before opening its data connections");
     // After its data connections are up (`ready`), before `start`.
     let (mut r, data) = accepted_with_data(port);
     assert_eq!(r.recv(), Some(Message::Ready));
