@@ -429,6 +429,10 @@ fn admit<'a>(
             full.max_queue, busy.seconds_left
         ))
     })?;
+    logging::info(&format!(
+        "queued at position {} (waits up to {wait:.0} s)",
+        shared.admission.waiting()
+    ));
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
     let mut patience = Duration::ZERO;
     loop {

@@ -216,7 +216,7 @@ fn concurrent_tests_record_that_they_overlapped() {
 }
 
 #[test]
-fn sigterm_stops_the_running_test_which_still_reports() {
+fn sigterm_stops_the_running_test_which_still_reports_and_tells_the_queue() {
     let mut agent = LoggedAgent::start(&[]);
     let port = agent.port_arg();
     let client = Command::new(BIN)
@@ -226,10 +226,19 @@ fn sigterm_stops_the_running_test_which_still_reports() {
         .spawn()
         .unwrap();
     agent.wait_for_log("running tcp test");
-    std::thread::sleep(Duration::from_millis(700));
+    let queued = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "1", "--wait", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    agent.wait_for_log("queued at position 1");
     agent.signal(libc::SIGTERM);
     let status = agent.wait_exit(Duration::from_secs(15));
     assert!(status.success(), "agent exit: {status:?}\n{}", agent.logs());
+    let queued = queued.wait_with_output().unwrap();
+    assert_eq!(queued.status.code(), Some(4), "{}", stderr(&queued));
+    assert!(stderr(&queued).contains("shutting down"), "{}", stderr(&queued));
     let out = client.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
