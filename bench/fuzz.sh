@@ -18,7 +18,8 @@ if [ -z "${NICBENCH_FUZZ_STABLE:-}" ] && rustup toolchain list 2>/dev/null | gre
     echo "fuzz: cargo fuzz run decode for ${seconds} s (nightly, libFuzzer)" >&2
     mkdir -p fuzz/corpus/decode
     cd fuzz
-    cargo +nightly fuzz run decode corpus/decode -- \
+    # New inputs go to corpus/decode (ignored by git); seeds/decode holds hand-made frames.
+    cargo +nightly fuzz run decode corpus/decode seeds/decode -- \
         -max_total_time="${seconds}" -max_len=70000 -timeout=5 -rss_limit_mb=2048 -print_final_stats=1
 else
     echo "fuzz: stable fallback (nightly or cargo-fuzz missing, or NICBENCH_FUZZ_STABLE set;" >&2
