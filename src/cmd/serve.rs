@@ -13,7 +13,10 @@ use crate::protocol::auth::Psk;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let psk = match &args.psk_file {
-        Some(path) => Some(Psk::from_file(path).context("--psk-file")?),
+        Some(path) => {
+            warn_if_readable_by_others(path);
+            Some(Psk::from_file(path).context("--psk-file")?)
+        }
         None => None,
     };
     let ips: Vec<IpAddr> = match args.bind {
@@ -68,4 +71,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     agent.serve();
     Ok(())
+}
+
+/// A key others can read is no secret: say so (but run, the operator may
+/// have reasons).
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.permissions().mode() & 0o077 != 0 {
+            crate::logging::warn(&format!(
+                "the pre-shared key file {} is readable by other users; 'chmod 600 {}'",
+                path.display(),
+                path.display()
+            ));
+        }
+    }
 }

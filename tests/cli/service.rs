@@ -35,7 +35,9 @@ fn authentication_admits_the_key_and_refuses_everything_else() {
     let dir = tempfile::tempdir().unwrap();
     let agent_key = key_file(&dir, "agent.key", KEY);
     let wrong_key = key_file(&dir, "wrong.key", "another-key-of-enough-length-42");
+    std::fs::set_permissions(&agent_key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut agent = LoggedAgent::start(&["--psk-file", &agent_key]);
+    assert!(!agent.logs().contains("readable by other users"));
 
     let out = client(&agent, &[]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
@@ -261,4 +263,18 @@ fn serve_once_exits_after_one_test_not_after_a_stray_connection() {
     agent.assert_serves_normally();
     let status = agent.wait_exit(Duration::from_secs(10));
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn json_logs_name_the_peer_and_reason_of_each_refusal() {
+    let agent = LoggedAgent::start(&["--log-format", "json"]);
+    Raw::connect(agent.port)
+        .frame(b"{oops")
+        .expect_error_and_close("malformed");
+    let logs = agent.wait_for_log("refused: malformed message");
+    let line = logs.lines().find(|l| l.contains("refused: malformed")).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+    assert_eq!(entry["level"], "warn");
+    assert!(entry["message"].as_str().unwrap().starts_with("127.0.0.1:"), "{entry}");
+    assert!(entry["time_unix_seconds"].as_f64().unwrap() > 0.0);
 }
