@@ -3,7 +3,7 @@
 # connection, a half-finished handshake and a vanished client mixed in
 # every tenth round) for a fixed time, on loopback. Prints the agent's
 # open file descriptors and resident memory (from /proc/PID) after the
-# first test and at the end; they should be flat.
+# first test, every 30 s, and at the end; they should be flat.
 #
 #   bench/soak.sh            # 5 minutes, 0.2 s tests
 #   bench/soak.sh 60 0.5     # 1 minute, 0.5 s tests
@@ -39,8 +39,13 @@ echo "soak: start: ${fds_start} open fds, ${rss_start} KiB RSS, ${threads_start}
 
 ok=0; failed=0; round=0
 end=$((SECONDS + seconds))
+next_report=$((SECONDS + 30))
 while [ "$SECONDS" -lt "$end" ]; do
     round=$((round + 1))
+    if [ "$SECONDS" -ge "$next_report" ]; then
+        echo "soak: at $((seconds - end + SECONDS)) s: $(fds) open fds, $(rss_kib) KiB RSS, $(threads) threads, ${ok} tests"
+        next_report=$((SECONDS + 30))
+    fi
     case $((round % 4)) in
         0) extra=(-R) ;;
         1) extra=(-P 4) ;;
