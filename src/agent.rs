@@ -1,29 +1,41 @@
 //! `nicbench serve`: the agent. It accepts control connections, runs its
 //! side of each test with the same workload engines as the client, and
 //! sends its measurement back. One test at a time by default; others are
-//! answered `busy` with the time left. Every read has a deadline, every
-//! refusal says why, and no client can make it panic or stop serving.
+//! answered `busy` with the time left, or wait their turn in a bounded
+//! queue when they ask to. Every read has a deadline, every refusal says
+//! why and names the limit, and no client can make it panic or stop
+//! serving. `admission` holds the slots and the queue, `limits` the
+//! operator's limits.
+
+mod admission;
+pub mod limits;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use self::admission::{Admission, Poll, Ticket};
+use self::limits::{ConnectionRate, TestLimits};
 use crate::logging;
 use crate::model::Host;
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
+use crate::protocol::auth::{self, Psk};
 use crate::protocol::channel::Channel;
+use crate::protocol::framing::encode;
 use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
 use crate::trial::{self, TrialPlan};
 use crate::workload::{self, AgentNet, TestSpec};
 
-/// How long a client may take to say hello and to ask for a test.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the client may take to open its data connections and start.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a waiting client is told its place.
+const QUEUE_UPDATE: Duration = Duration::from_secs(1);
+/// Longest wait in the queue, whatever the client asks.
+pub const MAX_WAIT_SECONDS: f64 = 3600.0;
 
 /// Operator settings of an agent.
 #[derive(Debug, Clone)]
@@ -31,12 +43,21 @@ pub struct AgentConfig {
     pub listen: SocketAddr,
     /// Serve one test, then exit.
     pub once: bool,
-    /// Longest test accepted, in seconds (warm-up included).
-    pub max_duration_seconds: f64,
-    /// Most streams per direction accepted.
-    pub max_streams: u32,
-    /// Control connections handled at once; more are closed at once.
+    /// What one test may ask for.
+    pub limits: TestLimits,
+    /// Control connections handled at once; more are refused at once.
     pub max_connections: usize,
+    /// Control connections accepted per client address per minute (0: no limit).
+    pub max_connections_per_minute: u32,
+    /// Tests run at once (`--max-concurrent`).
+    pub max_concurrent: usize,
+    /// Clients that may wait in line (`--max-queue`).
+    pub max_queue: usize,
+    /// Pre-shared key every client must prove it knows.
+    pub psk: Option<Psk>,
+    /// How long a client may take for each message before the test
+    /// (hello, key proof, test request); a silent client is cut off then.
+    pub handshake_timeout: Duration,
 }
 
 impl AgentConfig {
@@ -44,9 +65,13 @@ impl AgentConfig {
         AgentConfig {
             listen,
             once: false,
-            max_duration_seconds: 3600.0,
-            max_streams: workload::spec::MAX_STREAMS,
+            limits: TestLimits::default(),
             max_connections: 64,
+            max_connections_per_minute: 600,
+            max_concurrent: 1,
+            max_queue: 16,
+            psk: None,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -62,31 +87,27 @@ pub enum AgentError {
     },
 }
 
+/// Counters for the log line at the end.
+#[derive(Default)]
+struct Stats {
+    tests_served: AtomicUsize,
+    connections_refused: AtomicUsize,
+    auth_failures: AtomicUsize,
+}
+
 /// State shared by the connection threads.
 struct Shared {
     config: AgentConfig,
-    /// End of the running test, if one runs.
-    busy_until: Mutex<Option<Instant>>,
+    admission: Admission,
     connections: AtomicUsize,
     shutdown: Arc<AtomicBool>,
-    tests_served: AtomicUsize,
+    stats: Stats,
 }
 
 /// A bound agent.
 pub struct Agent {
     listener: TcpListener,
     shared: Arc<Shared>,
-}
-
-/// Releases the test slot when a test ends, however it ends.
-struct Slot<'a>(&'a Shared);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut busy) = self.0.busy_until.lock() {
-            *busy = None;
-        }
-    }
 }
 
 impl Agent {
@@ -106,11 +127,11 @@ impl Agent {
         Ok(Agent {
             listener,
             shared: Arc::new(Shared {
+                admission: Admission::new(config.max_concurrent, config.max_queue),
                 config,
-                busy_until: Mutex::new(None),
                 connections: AtomicUsize::new(0),
                 shutdown: Arc::new(AtomicBool::new(false)),
-                tests_served: AtomicUsize::new(0),
+                stats: Stats::default(),
             }),
         })
     }
@@ -125,9 +146,21 @@ impl Agent {
     }
 
     /// Serves until the shutdown flag is raised (or after one test with `once`).
+    /// A running test is told to stop and still reports before this returns.
     pub fn serve(self) {
-        logging::info(&format!("agent listening on {}", self.local_addr()));
         let shared = self.shared;
+        let c = &shared.config;
+        logging::info(&format!(
+            "agent listening on {} (authentication {}, {} concurrent test(s), queue of {}, \
+             {} connections at once, {} per address per minute)",
+            self.listener.local_addr().map_or("?".into(), |a| a.to_string()),
+            if c.psk.is_some() { "on" } else { "off" },
+            c.max_concurrent,
+            c.max_queue,
+            c.max_connections,
+            c.max_connections_per_minute
+        ));
+        let mut rate = ConnectionRate::new(c.max_connections_per_minute);
         let mut workers: Vec<thread::JoinHandle<()>> = Vec::new();
         while !shared.shutdown.load(Ordering::Relaxed) {
             if !wait_readable(&self.listener, 200) {
@@ -143,11 +176,10 @@ impl Agent {
                 }
             };
             workers.retain(|w| !w.is_finished());
-            if shared.connections.load(Ordering::Relaxed) >= shared.config.max_connections {
-                logging::warn(&format!(
-                    "{peer}: closed at once, already {} control connections open",
-                    shared.config.max_connections
-                ));
+            if let Some(reason) = admit_connection(&shared, &mut rate, peer) {
+                shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+                logging::warn(&format!("{peer}: connection refused: {reason}"));
+                refuse_at_once(stream, reason);
                 continue;
             }
             shared.connections.fetch_add(1, Ordering::Relaxed);
@@ -167,15 +199,29 @@ impl Agent {
                 for w in workers.drain(..) {
                     let _ = w.join();
                 }
-                if shared.tests_served.load(Ordering::Relaxed) > 0 {
+                if shared.stats.tests_served.load(Ordering::Relaxed) > 0 {
                     break;
                 }
             }
         }
+        if shared.shutdown.load(Ordering::Relaxed) {
+            logging::info(&format!(
+                "shutting down: {} test(s) running, {} client(s) waiting",
+                shared.admission.running(),
+                shared.admission.waiting()
+            ));
+        }
         for w in workers {
             let _ = w.join();
         }
-        logging::info("agent stopped");
+        logging::info(&format!(
+            "agent stopped: {} test(s) served, {} connection(s) refused, {} failed authentication(s), \
+             {} data connection(s) refused",
+            shared.stats.tests_served.load(Ordering::Relaxed),
+            shared.stats.connections_refused.load(Ordering::Relaxed),
+            shared.stats.auth_failures.load(Ordering::Relaxed),
+            workload::data::refused_data_connections()
+        ));
     }
 
     /// Serves on a background thread; for `demo` and tests.
@@ -221,26 +267,60 @@ fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
     unsafe { libc::poll(&mut fds, 1, timeout_ms) > 0 }
 }
 
+/// Why a new control connection is refused before any thread is spent on
+/// it, or None to serve it.
+fn admit_connection(shared: &Shared, rate: &mut ConnectionRate, peer: SocketAddr) -> Option<String> {
+    if let Err(wait) = rate.admit(peer.ip(), Instant::now()) {
+        return Some(format!(
+            "too many connections from {}: this agent allows {} per minute per address \
+             (its --max-connections-per-minute); try again in {wait:.0} s",
+            peer.ip(),
+            rate.per_minute()
+        ));
+    }
+    let limit = shared.config.max_connections;
+    if shared.connections.load(Ordering::Relaxed) >= limit {
+        return Some(format!(
+            "this agent already has {limit} control connections open (its --max-connections); try again later"
+        ));
+    }
+    None
+}
+
+/// Tells a refused peer why in one frame, without ever blocking the accept
+/// loop, and closes the connection.
+fn refuse_at_once(stream: TcpStream, reason: String) {
+    use std::io::Write;
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = (&stream).write(&encode(&Message::Error { message: reason }));
+    }
+}
+
 fn handle_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     let local_ip = match stream.local_addr() {
         Ok(a) => a.ip(),
         Err(_) => return,
     };
+    logging::debug(&format!("{peer}: control connection opened"));
     let mut channel = Channel::new(stream, MAX_CLIENT_FRAME);
     match serve_test(&mut channel, peer, local_ip, shared) {
         Ok(()) => {}
-        Err(Refusal::Quiet(reason)) => logging::info(&format!("{peer}: {reason}")),
+        Err(Refusal::Quiet(reason)) => logging::warn(&format!("{peer}: closed: {reason}")),
+        Err(Refusal::Busy(reason)) => logging::info(&format!("{peer}: {reason}")),
         Err(Refusal::Tell(reason)) => {
-            logging::warn(&format!("{peer}: {reason}"));
+            logging::warn(&format!("{peer}: refused: {reason}"));
             let _ = channel.send(&Message::Error { message: reason });
         }
     }
+    logging::debug(&format!("{peer}: control connection closed"));
 }
 
-/// How a connection ended early: told to the client, or not worth telling.
+/// How a connection ended early: told to the client, not worth telling,
+/// or answered `busy` (no problem, logged at info).
 enum Refusal {
     Tell(String),
     Quiet(String),
+    Busy(String),
 }
 
 impl From<ProtocolError> for Refusal {
@@ -252,63 +332,189 @@ impl From<ProtocolError> for Refusal {
     }
 }
 
-fn expect_hello(channel: &mut Channel) -> Result<(), Refusal> {
-    match channel.recv(HANDSHAKE_TIMEOUT, "hello")? {
+fn unexpected(expected: &str, got: &Message) -> Refusal {
+    Refusal::Tell(format!("expected {expected}, got '{}'", got.kind()))
+}
+
+fn expect_hello(channel: &mut Channel, timeout: Duration) -> Result<(), Refusal> {
+    match channel.recv(timeout, "hello")? {
         Message::Hello(hello) => hello.check_peer("client").map_err(Refusal::from),
-        other => Err(Refusal::Tell(format!("expected hello, got '{}'", other.kind()))),
+        other => Err(unexpected("hello", &other)),
     }
 }
 
-fn check_limits(spec: &TestSpec, config: &AgentConfig) -> Result<(), String> {
-    if spec.expected_seconds() > config.max_duration_seconds {
-        return Err(format!(
-            "the test would last {:.0} s; this agent allows at most {:.0} s (its --max-duration)",
-            spec.expected_seconds(),
-            config.max_duration_seconds
+/// The agent's half of the challenge-response (see `protocol::auth`).
+fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(), Refusal> {
+    let agent_nonce = auth::new_nonce();
+    channel.send(&Message::AuthChallenge {
+        nonce: auth::hex_encode(&agent_nonce),
+    })?;
+    let (client_nonce, mac) = match channel.recv(shared.config.handshake_timeout, "auth_response")? {
+        Message::AuthResponse { nonce, mac } => (nonce, mac),
+        other => {
+            shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(Refusal::Tell(format!(
+                "authentication required: this agent needs its pre-shared key \
+                 (client: --psk-file or NICBENCH_PSK_FILE); got '{}' instead of auth_response",
+                other.kind()
+            )));
+        }
+    };
+    let decoded = (
+        auth::hex_decode(&client_nonce, auth::NONCE_LEN),
+        auth::hex_decode(&mac, auth::MAC_LEN),
+    );
+    let (Some(client_nonce), Some(mac)) = decoded else {
+        shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+        return Err(Refusal::Tell(
+            "malformed auth_response: nonce and mac must be hex".into(),
+        ));
+    };
+    if !psk.verify_client(&agent_nonce, &client_nonce, &mac) {
+        shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+        return Err(Refusal::Tell(
+            "authentication failed: the client's pre-shared key differs from this agent's".into(),
         ));
     }
-    if spec.streams > config.max_streams {
-        return Err(format!(
-            "{} streams asked; this agent allows at most {} (its --max-streams)",
-            spec.streams, config.max_streams
-        ));
-    }
+    channel.send(&Message::AuthOk {
+        mac: auth::hex_encode(&psk.agent_mac(&client_nonce, &agent_nonce)),
+    })?;
     Ok(())
 }
 
+/// True when the peer has closed its end (a queued client that left).
+fn peer_gone(channel: &Channel) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK consumes nothing.
+    let n = unsafe {
+        libc::recv(
+            channel.stream().as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
+}
+
+/// A test slot now, or after waiting in line up to `wait_seconds`.
+fn admit<'a>(
+    channel: &mut Channel,
+    shared: &'a Shared,
+    spec: &TestSpec,
+    wait_seconds: f64,
+) -> Result<Ticket<'a>, Refusal> {
+    let expected = Duration::from_secs_f64(spec.expected_seconds()) + SETUP_TIMEOUT;
+    let busy = match shared.admission.try_enter(expected) {
+        Ok(ticket) => return Ok(ticket),
+        Err(busy) => busy,
+    };
+    let wait = if wait_seconds.is_finite() {
+        wait_seconds.clamp(0.0, MAX_WAIT_SECONDS)
+    } else {
+        0.0
+    };
+    if wait == 0.0 {
+        channel.send(&Message::Busy {
+            seconds_left: busy.seconds_left,
+        })?;
+        return Err(Refusal::Busy(format!(
+            "busy, told to come back in {:.1} s",
+            busy.seconds_left
+        )));
+    }
+    let place = shared.admission.enqueue(expected).map_err(|full| {
+        Refusal::Tell(format!(
+            "the agent is busy and {} clients already wait in line (its --max-queue); try again in {:.0} s",
+            full.max_queue, busy.seconds_left
+        ))
+    })?;
+    logging::info(&format!(
+        "queued at position {} (waits up to {wait:.0} s)",
+        shared.admission.waiting()
+    ));
+    let deadline = Instant::now() + Duration::from_secs_f64(wait);
+    let mut patience = Duration::ZERO;
+    loop {
+        let (position, seconds_left) = match shared.admission.poll(&place, patience) {
+            Poll::Granted(ticket) => return Ok(ticket),
+            Poll::Waiting { position, seconds_left } => (position, seconds_left),
+        };
+        if shared.shutdown.load(Ordering::Relaxed) {
+            return Err(Refusal::Tell("the agent is shutting down".into()));
+        }
+        if peer_gone(channel) {
+            return Err(Refusal::Quiet(format!("left the queue at position {position}")));
+        }
+        if Instant::now() >= deadline {
+            channel.send(&Message::Busy { seconds_left })?;
+            return Err(Refusal::Busy(format!(
+                "waited {wait:.0} s in line (position {position}) and was told busy"
+            )));
+        }
+        channel.send(&Message::Queued { position, seconds_left })?;
+        patience = QUEUE_UPDATE.min(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
+/// Waits for the client's data connections while watching the control
+/// connection, so a client that vanishes now frees its slot at once
+/// instead of at the setup deadline.
+fn accept_watching(
+    pending: Box<dyn workload::AgentSide>,
+    channel: &Channel,
+) -> Result<Box<dyn workload::Side>, Refusal> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    thread::Builder::new()
+        .name("accept-data".into())
+        .spawn(move || {
+            let _ = tx.send(pending.accept(deadline));
+        })
+        .map_err(|e| Refusal::Tell(format!("could not start a thread: {e}")))?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(accepted) => return accepted.map_err(|e| Refusal::Tell(e.to_string())),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if peer_gone(channel) => {
+                // The accept thread ends by itself at the deadline.
+                return Err(Refusal::Quiet("left before opening its data connections".into()));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Refusal::Tell("accepting the data connections failed".into()))
+            }
+        }
+    }
+}
+
 fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared: &Shared) -> Result<(), Refusal> {
-    expect_hello(channel)?;
-    channel.send(&Message::Hello(Hello::ours()))?;
-    let spec = match channel.recv(HANDSHAKE_TIMEOUT, "test_request")? {
-        Message::TestRequest { spec } => spec,
+    expect_hello(channel, shared.config.handshake_timeout)?;
+    let mut hello = Hello::ours();
+    hello.auth_required = shared.config.psk.is_some();
+    channel.send(&Message::Hello(hello))?;
+    if let Some(psk) = &shared.config.psk {
+        authenticate(channel, psk, shared)?;
+    }
+    let (spec, wait_seconds) = match channel.recv(shared.config.handshake_timeout, "test_request")? {
+        Message::TestRequest { spec, wait_seconds } => (spec, wait_seconds),
         Message::FactsRequest => {
             channel.send(&Message::Facts {
                 facts: facts_toward(local_ip),
             })?;
             return Ok(());
         }
-        other => return Err(Refusal::Tell(format!("expected test_request, got '{}'", other.kind()))),
+        other => return Err(unexpected("test_request", &other)),
     };
     let workload = workload::find(&spec.workload).map_err(|e| Refusal::Tell(e.to_string()))?;
     workload
         .validate(&spec)
         .and_then(|()| TestSpec::validate_cpus(&spec.agent.cpus, "--remote-affinity"))
         .map_err(|e| Refusal::Tell(e.to_string()))?;
-    check_limits(&spec, &shared.config).map_err(Refusal::Tell)?;
-
-    let _slot = {
-        let mut busy = shared.busy_until.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(until) = *busy {
-            let seconds_left = until.saturating_duration_since(Instant::now()).as_secs_f64();
-            drop(busy);
-            channel.send(&Message::Busy { seconds_left })?;
-            return Err(Refusal::Quiet(format!(
-                "busy, told to come back in {seconds_left:.1} s"
-            )));
-        }
-        *busy = Some(Instant::now() + SETUP_TIMEOUT + Duration::from_secs_f64(spec.expected_seconds()));
-        Slot(shared)
-    };
+    shared.config.limits.check(&spec).map_err(Refusal::Tell)?;
+    let ticket = admit(channel, shared, &spec, wait_seconds)?;
+    if shared.shutdown.load(Ordering::Relaxed) {
+        return Err(Refusal::Tell("the agent is shutting down".into()));
+    }
 
     let token = protocol::new_token();
     let net = AgentNet {
@@ -324,13 +530,11 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         data_ports: pending.data_ports(),
         agent: facts_toward(local_ip),
     })?;
-    let side = pending
-        .accept(Instant::now() + SETUP_TIMEOUT)
-        .map_err(|e| Refusal::Tell(e.to_string()))?;
+    let side = accept_watching(pending, channel)?;
     channel.send(&Message::Ready)?;
     match channel.recv(SETUP_TIMEOUT, "start")? {
         Message::Start => {}
-        other => return Err(Refusal::Tell(format!("expected start, got '{}'", other.kind()))),
+        other => return Err(unexpected("start", &other)),
     }
     logging::info(&format!(
         "{peer}: running {} test ({} streams)",
@@ -338,17 +542,27 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         spec.flows().len()
     ));
     let start = Instant::now();
+    ticket.started(Duration::from_secs_f64(spec.expected_seconds()));
     let plan = TrialPlan {
         host: Host::Agent,
         spec: &spec,
-        hard_deadline: trial::hard_deadline(&spec, start, Some(shared.config.max_duration_seconds)),
+        hard_deadline: trial::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
         wait_for_peer_report: false,
         interrupted: &|| shared.shutdown.load(Ordering::Relaxed),
         on_interval: None,
     };
-    let outcome = trial::run_side(side, plan, channel, &ProcStat).map_err(|e| Refusal::Quiet(e.to_string()))?;
-    shared.tests_served.fetch_add(1, Ordering::Relaxed);
+    let mut outcome =
+        trial::run_side(side, plan, channel, &ProcStat).map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;
+    outcome.local.overlapped_tests = ticket.overlapped();
+    shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
     channel.send(&Message::Done { report: outcome.local })?;
-    logging::info(&format!("{peer}: test done in {:.1} s", start.elapsed().as_secs_f64()));
+    logging::info(&format!(
+        "{peer}: test done in {:.1} s{}",
+        start.elapsed().as_secs_f64(),
+        match ticket.overlapped() {
+            0 => String::new(),
+            n => format!(", overlapped by {n} other test(s)"),
+        }
+    ));
     Ok(())
 }

@@ -212,6 +212,14 @@ pub struct SideReport {
     /// NIC, interrupt and protocol counters over the trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<SideCounters>,
+    /// Agent: other tests that ran on it during part of this one
+    /// (`nicbench serve --max-concurrent`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overlapped_tests: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Totals of one role across streams.
@@ -273,6 +281,10 @@ pub struct TrialResult {
     /// Where the bottleneck was, in one line, from the measurements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// Other tests the agent ran during part of this trial; 0 means the
+    /// agent was not shared (see `nicbench serve --max-concurrent`).
+    #[serde(default)]
+    pub overlapped_tests: u32,
 }
 
 /// An endpoint of the run.
@@ -369,6 +381,7 @@ impl TrialResult {
         };
         Ok(TrialResult {
             trial,
+            overlapped_tests: agent.overlapped_tests,
             streams,
             sum,
             cpu: BothCpu {
@@ -617,6 +630,7 @@ mod tests {
             streams,
             cpu: CpuReport::default(),
             counters: None,
+            overlapped_tests: 0,
         }
     }
 

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use crate::model::{Endpoint, Host, MergeError, RunResult, TrialResult, SCHEMA};
+use crate::logging;
+use crate::model::{Endpoint, Host, MergeError, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
+use crate::protocol::auth::{self, KeyError, Psk};
 use crate::protocol::channel::Channel;
 use crate::protocol::{token_from_hex, Hello, Message, ProtocolError, MAX_AGENT_FRAME};
 use crate::trial::{self, TrialError, TrialPlan};
@@ -35,6 +37,10 @@ pub struct Target {
     /// Local address for the control and data sockets (`-B`).
     pub bind: Option<IpAddr>,
     pub connect_timeout: Duration,
+    /// How long to wait in the agent's queue when it is busy (0: fail at once).
+    pub wait: Duration,
+    /// Pre-shared key file for an agent that requires authentication.
+    pub psk_file: Option<std::path::PathBuf>,
 }
 
 /// Everything that can end a test on the client, each with what to do.
@@ -61,6 +67,18 @@ pub enum SessionError {
     Busy { addr: SocketAddr, seconds_left: f64 },
     #[error("the agent refused the test: {0}")]
     AgentRefused(String),
+    #[error("{0}")]
+    Key(#[from] KeyError),
+    #[error(
+        "authentication required: the agent at {addr} needs a pre-shared key; \
+         pass --psk-file FILE (or set NICBENCH_PSK_FILE) with the agent's key"
+    )]
+    AuthRequired { addr: SocketAddr },
+    /// The agent's or our own words, starting with "authentication failed".
+    #[error("{0}")]
+    AuthFailed(String),
+    #[error("the agent sent an invalid report: {0}")]
+    BadReport(String),
     #[error("invalid test: {0}")]
     Spec(#[from] SpecError),
     #[error("talking to the agent: {0}")]
@@ -83,12 +101,17 @@ impl SessionError {
     /// The process exit code for this error (documented in the README).
     pub fn exit_code(&self) -> i32 {
         match self {
-            SessionError::Spec(_) => 2,
+            SessionError::Spec(_) | SessionError::Key(_) => 2,
             SessionError::Resolve { .. }
             | SessionError::Refused { .. }
             | SessionError::ConnectTimeout { .. }
             | SessionError::Connect { .. } => 3,
-            SessionError::Busy { .. } | SessionError::AgentRefused(_) | SessionError::NotAnAgent { .. } => 4,
+            SessionError::Protocol(ProtocolError::VersionMismatch { .. } | ProtocolError::NotNicbench)
+            | SessionError::Busy { .. }
+            | SessionError::AgentRefused(_)
+            | SessionError::AuthRequired { .. }
+            | SessionError::AuthFailed(_)
+            | SessionError::NotAnAgent { .. } => 4,
             _ => 5,
         }
     }
@@ -168,45 +191,187 @@ fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
     }
 }
 
+/// Hellos both ways, then the key proof when the agent asks for it.
+fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Result<(), SessionError> {
+    channel.send(&Message::Hello(Hello::ours()))?;
+    let hello = channel.recv(REPLY_TIMEOUT, "the agent's hello").map_err(|e| match e {
+        // Something listens there, but it does not speak our protocol.
+        ProtocolError::Timeout { .. } | ProtocolError::FrameTooLarge { .. } | ProtocolError::Malformed(_) => {
+            SessionError::NotAnAgent {
+                addr,
+                detail: e.to_string(),
+            }
+        }
+        other => other.into(),
+    })?;
+    let hello = match hello {
+        Message::Hello(hello) => hello,
+        other => return Err(unexpected("hello", other, addr)),
+    };
+    hello.check_peer("agent")?;
+    match (hello.auth_required, psk) {
+        (false, None) => Ok(()),
+        (false, Some(_)) => {
+            logging::warn(&format!(
+                "the agent at {addr} does not require authentication; the pre-shared key was not used"
+            ));
+            Ok(())
+        }
+        (true, None) => Err(SessionError::AuthRequired { addr }),
+        (true, Some(psk)) => authenticate(channel, addr, psk),
+    }
+}
+
+/// The client's half of the challenge-response (see `protocol::auth`):
+/// prove the key, then check the agent's proof that it knows it too.
+fn authenticate(channel: &mut Channel, addr: SocketAddr, psk: &Psk) -> Result<(), SessionError> {
+    let malformed = |what: &str| SessionError::Protocol(ProtocolError::Malformed(format!("{what} is not hex")));
+    let agent_nonce = match channel.recv(REPLY_TIMEOUT, "the agent's auth_challenge")? {
+        Message::AuthChallenge { nonce } => {
+            auth::hex_decode(&nonce, auth::NONCE_LEN).ok_or_else(|| malformed("the challenge nonce"))?
+        }
+        other => return Err(unexpected("auth_challenge", other, addr)),
+    };
+    let client_nonce = auth::new_nonce();
+    channel.send(&Message::AuthResponse {
+        nonce: auth::hex_encode(&client_nonce),
+        mac: auth::hex_encode(&psk.client_mac(&agent_nonce, &client_nonce)),
+    })?;
+    match channel.recv(REPLY_TIMEOUT, "the agent to check the key")? {
+        Message::AuthOk { mac } => {
+            let mac = auth::hex_decode(&mac, auth::MAC_LEN).ok_or_else(|| malformed("the agent's proof"))?;
+            if psk.verify_agent(&client_nonce, &agent_nonce, &mac) {
+                Ok(())
+            } else {
+                Err(SessionError::AuthFailed(format!(
+                    "authentication failed: the agent at {addr} accepted us but could not prove it knows the same key; \
+                     it may not be the agent you meant"
+                )))
+            }
+        }
+        Message::Error { message } => Err(SessionError::AuthFailed(message)),
+        other => Err(unexpected("auth_ok", other, addr)),
+    }
+}
+
+/// What the agent answers when it accepts a test.
+struct Acceptance {
+    token: [u8; crate::protocol::TOKEN_LEN],
+    data_ports: Vec<u16>,
+    agent: crate::model::HostFacts,
+}
+
+/// Sends the test request and waits for acceptance, in the agent's queue
+/// when `wait` allows it.
+fn request(
+    channel: &mut Channel,
+    spec: &TestSpec,
+    wait: Duration,
+    addr: SocketAddr,
+) -> Result<Acceptance, SessionError> {
+    let wait_seconds = wait.as_secs_f64().min(crate::agent::MAX_WAIT_SECONDS);
+    channel.send(&Message::TestRequest {
+        spec: spec.clone(),
+        wait_seconds,
+    })?;
+    let mut last_position = None;
+    loop {
+        match channel.recv(REPLY_TIMEOUT, "the agent to accept the test")? {
+            Message::Accepted {
+                token,
+                data_ports,
+                agent,
+            } => {
+                if data_ports.is_empty() || data_ports.len() > 4096 || data_ports.contains(&0) {
+                    return Err(SessionError::BadReport(format!(
+                        "{} data ports offered ({:?}...)",
+                        data_ports.len(),
+                        &data_ports[..data_ports.len().min(4)]
+                    )));
+                }
+                return Ok(Acceptance {
+                    token: token_from_hex(&token)?,
+                    data_ports,
+                    agent,
+                });
+            }
+            Message::Queued { position, seconds_left } if wait_seconds > 0.0 => {
+                if position == 0 || !(0.0..=1e7).contains(&seconds_left) {
+                    return Err(SessionError::BadReport(format!(
+                        "queue position {position}, {seconds_left} s left"
+                    )));
+                }
+                if last_position != Some(position) {
+                    logging::warn(&format!(
+                        "the agent at {addr} is busy: waiting in line at position {position}, \
+                         about {seconds_left:.0} s to go (--wait {wait_seconds:.0} s)"
+                    ));
+                    last_position = Some(position);
+                }
+            }
+            other => return Err(unexpected("accepted", other, addr)),
+        }
+    }
+}
+
+/// Checks that the agent's report covers only what was asked: its own
+/// ends of the streams of `spec`, once each, with sane numbers.
+fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), SessionError> {
+    let bad = |what: String| Err(SessionError::BadReport(what));
+    if report.host != Host::Agent {
+        return bad(format!("it claims to come from the {}", report.host.as_str()));
+    }
+    let flows = spec.flows();
+    let mut seen = std::collections::BTreeSet::new();
+    for end in &report.streams {
+        let id = end.stream_id;
+        let Some((_, flow)) = flows.iter().find(|(f, _)| *f == id) else {
+            return bad(format!("it reports stream id {id}, which the client did not ask for"));
+        };
+        let agent_role = if flow.sender() == Host::Agent {
+            crate::model::Role::Sender
+        } else {
+            crate::model::Role::Receiver
+        };
+        if end.role != agent_role {
+            return bad(format!(
+                "it reports the {:?} end of stream {id}, which is not the agent's",
+                end.role
+            ));
+        }
+        if !seen.insert(id) {
+            return bad(format!("it reports stream {id} twice"));
+        }
+        let numbers = [end.seconds, end.bits_per_second];
+        if numbers.iter().any(|n| !n.is_finite() || *n < 0.0) {
+            return bad(format!("stream {id} has a negative or non-finite time or rate"));
+        }
+    }
+    let cpu = &report.cpu;
+    if !(cpu.seconds.is_finite() && cpu.seconds >= 0.0 && cpu.utilization_percent.is_finite()) {
+        return bad("its CPU report has a negative or non-finite time".into());
+    }
+    Ok(())
+}
+
 /// Runs one trial of `spec` against the agent at `target`.
 pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
     let workload = workload::find(&spec.workload)?;
     workload.validate(spec)?;
     TestSpec::validate_cpus(&spec.client.cpus, "-A/--affinity")?;
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let stream = connect(target)?;
     let agent_addr = stream.peer_addr().map_err(ProtocolError::Io)?;
     let client_addr = stream.local_addr().map_err(ProtocolError::Io)?;
     let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
 
-    channel.send(&Message::Hello(Hello::ours()))?;
-    let hello = channel.recv(REPLY_TIMEOUT, "the agent's hello").map_err(|e| match e {
-        // Something listens there, but it does not speak our protocol.
-        ProtocolError::Timeout { .. } | ProtocolError::FrameTooLarge { .. } | ProtocolError::Malformed(_) => {
-            SessionError::NotAnAgent {
-                addr: agent_addr,
-                detail: e.to_string(),
-            }
-        }
-        other => other.into(),
-    })?;
-    match hello {
-        Message::Hello(hello) => hello.check_peer("agent")?,
-        other => return Err(unexpected("hello", other, agent_addr)),
-    }
-    channel.send(&Message::TestRequest { spec: spec.clone() })?;
-    let (token, data_ports, agent_facts) = match channel.recv(REPLY_TIMEOUT, "the agent to accept the test")? {
-        Message::Accepted {
-            token,
-            data_ports,
-            agent,
-        } => (token_from_hex(&token)?, data_ports, agent),
-        other => return Err(unexpected("accepted", other, agent_addr)),
-    };
+    handshake(&mut channel, agent_addr, psk.as_ref())?;
+    let accepted = request(&mut channel, spec, target.wait, agent_addr)?;
     let net = ClientNet {
         agent_ip: agent_addr.ip(),
-        data_ports,
-        token,
+        data_ports: accepted.data_ports,
+        token: accepted.token,
         bind: target.bind,
     };
     let side = workload.client_side(spec, &net)?;
@@ -219,13 +384,15 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let plan = TrialPlan {
         host: Host::Client,
         spec,
-        hard_deadline: trial::hard_deadline(spec, start, None),
+        // A byte-count test has no expected end; never wait for ever.
+        hard_deadline: trial::hard_deadline(spec, start, Some(crate::workload::spec::MAX_DURATION_SECONDS)),
         wait_for_peer_report: true,
         interrupted: options.interrupted,
         on_interval: options.on_interval,
     };
     let outcome = trial::run_side(side, plan, &mut channel, &ProcStat)?;
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
+    check_agent_report(&agent_report, spec)?;
     let result = TrialResult::merge(options.trial, &spec.flows(), outcome.local, agent_report)?;
     for s in &result.streams {
         for (end, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
@@ -248,7 +415,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         },
         agent: Endpoint {
             address: agent_addr.to_string(),
-            facts: agent_facts,
+            facts: accepted.agent,
         },
         spec: spec.clone(),
         trials: vec![result.clone()],
@@ -256,4 +423,79 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     };
     crate::verdict::annotate(&mut run, None);
     Ok(run)
+}
+
+/// Asks the agent at `target` for its host facts and the interface toward
+/// this client (`nicbench host --remote`), authenticating when it asks.
+pub fn remote_facts(target: &Target) -> Result<crate::model::HostFacts, SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    let stream = connect(target)?;
+    let addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    handshake(&mut channel, addr, psk.as_ref())?;
+    channel.send(&Message::FactsRequest)?;
+    match channel.recv(REPLY_TIMEOUT, "the agent's facts")? {
+        Message::Facts { facts } => Ok(facts),
+        other => Err(unexpected("facts", other, addr)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CpuReport, Role, SocketBuffers, StreamEnd};
+    use crate::workload::spec::tests::spec;
+
+    fn end(id: u32, role: Role) -> StreamEnd {
+        StreamEnd {
+            stream_id: id,
+            role,
+            bytes: 1,
+            seconds: 1.0,
+            bits_per_second: 8.0,
+            omitted_bytes: 0,
+            socket: SocketBuffers::default(),
+            tcp_info: None,
+            intervals: vec![],
+            error: None,
+        }
+    }
+
+    fn report(streams: Vec<StreamEnd>) -> SideReport {
+        SideReport {
+            host: Host::Agent,
+            streams,
+            cpu: CpuReport::default(),
+            counters: None,
+            overlapped_tests: 0,
+        }
+    }
+
+    #[test]
+    fn the_agents_report_may_hold_only_its_own_ends_of_asked_streams() {
+        let s = spec("tcp");
+        assert!(check_agent_report(&report(vec![end(1, Role::Receiver)]), &s).is_ok());
+        let err = check_agent_report(&report(vec![end(7, Role::Receiver)]), &s).unwrap_err();
+        assert!(err.to_string().contains("stream id 7"), "{err}");
+        let err = check_agent_report(&report(vec![end(1, Role::Sender)]), &s).unwrap_err();
+        assert!(err.to_string().contains("not the agent's"), "{err}");
+        let twice = report(vec![end(1, Role::Receiver), end(1, Role::Receiver)]);
+        assert!(check_agent_report(&twice, &s)
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
+        let mut negative = end(1, Role::Receiver);
+        negative.seconds = -1.0;
+        assert!(check_agent_report(&report(vec![negative]), &s).is_err());
+        let mut client_side = report(vec![]);
+        client_side.host = Host::Client;
+        assert!(check_agent_report(&client_side, &s).is_err());
+    }
+
+    #[test]
+    fn wrong_key_and_missing_key_exit_with_4() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(SessionError::AuthRequired { addr }.exit_code(), 4);
+        assert_eq!(SessionError::AuthFailed("x".into()).exit_code(), 4);
+    }
 }

@@ -166,6 +166,7 @@ pub fn run_side(
             streams: outcome.streams,
             cpu,
             counters: Some(counters),
+            overlapped_tests: 0,
         },
         peer: peer_report,
     })

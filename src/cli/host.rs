@@ -27,4 +27,7 @@ pub struct HostArgs {
     /// How long to wait for the agent to accept the control connection.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::parse::positive_duration)]
     pub connect_timeout: std::time::Duration,
+    /// Pre-shared key file, for an agent started with --psk-file (with --remote).
+    #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
 }

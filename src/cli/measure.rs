@@ -81,6 +81,13 @@ pub struct MeasureArgs {
     /// How long to wait for the agent to accept the control connection.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse::positive_duration)]
     pub connect_timeout: Duration,
+    /// When the agent is busy, wait in its queue up to this long for a turn
+    /// instead of failing (e.g. 60s; at most 1h).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration)]
+    pub wait: Duration,
+    /// Pre-shared key file, for an agent started with --psk-file.
+    #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
 }
 
 /// `nicbench tcp`

@@ -85,6 +85,40 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = crate::workload::spec::MAX_STREAMS,
           value_parser = clap::value_parser!(u32).range(1..=crate::workload::spec::MAX_STREAMS as i64))]
     pub max_streams: u32,
+    /// Largest message (write, read, datagram: the client's -l) accepted.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse::positive_size)]
+    pub max_message: u64,
+    /// Largest socket buffer (SO_SNDBUF/SO_RCVBUF) a client may ask for on either end.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::positive_size)]
+    pub max_buffer: u64,
+    /// Highest offered rate of a paced workload (UDP), per direction over
+    /// all streams, e.g. 1G; unpaced tests are then refused. Default: no limit.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub max_rate: Option<u64>,
+    /// Tests run at once; every result then records how many others overlapped it.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_concurrent: u32,
+    /// Clients that may wait in line for their turn (client --wait).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub max_queue: u32,
+    /// Control connections handled at once; more are refused at once.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_connections: u32,
+    /// Control connections accepted per client address per minute (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = 600)]
+    pub max_connections_per_minute: u32,
+    /// Require clients to prove they know the pre-shared key in this file
+    /// (HMAC-SHA256 challenge-response; the key never crosses the network).
+    #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
+    /// How long a client may take for each message before its test starts
+    /// (hello, key proof, request); silent clients are cut off after it.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]
+    pub handshake_timeout: std::time::Duration,
+}
+
+fn rate(s: &str) -> Result<u64, String> {
+    crate::units::parse_rate(s).map_err(|e| e.to_string())
 }
 
 /// `nicbench demo`

@@ -11,10 +11,8 @@ use serde::Serialize;
 use crate::cli::HostArgs;
 use crate::model::{HostFacts, NicFacts};
 use crate::probe::{host, nic};
-use crate::protocol::channel::Channel;
-use crate::protocol::{Hello, Message, ProtocolError, MAX_AGENT_FRAME};
 use crate::report::facts::{write_host, write_nic};
-use crate::session::{self, SessionError, Target};
+use crate::session::{self, Target};
 
 /// What `nicbench host --json` prints: the host facts (with `interface`
 /// when one was selected) and, locally without a selection, every interface.
@@ -29,12 +27,14 @@ pub struct HostReport {
 pub fn run(args: HostArgs) -> anyhow::Result<()> {
     let report = match &args.remote {
         Some(remote) => HostReport {
-            facts: remote_facts(&Target {
+            facts: session::remote_facts(&Target {
                 host: remote.clone(),
                 port: args.port,
                 family: None,
                 bind: None,
                 connect_timeout: args.connect_timeout,
+                wait: Duration::ZERO,
+                psk_file: args.psk_file.clone(),
             })
             .with_context(|| format!("asking the agent at {remote}:{} for its facts", args.port))?,
             interfaces: vec![],
@@ -103,30 +103,4 @@ fn write_text(report: &HostReport, out: &mut dyn Write) -> std::io::Result<()> {
         write_nic(nic, out)?;
     }
     Ok(())
-}
-
-/// Asks the agent at `target` for its facts.
-pub fn remote_facts(target: &Target) -> Result<HostFacts, SessionError> {
-    const REPLY: Duration = Duration::from_secs(15);
-    let stream = session::connect(target)?;
-    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
-    channel.send(&Message::Hello(Hello::ours()))?;
-    match channel.recv(REPLY, "the agent's hello")? {
-        Message::Hello(hello) => hello.check_peer("agent")?,
-        Message::Error { message } => return Err(SessionError::AgentRefused(message)),
-        other => return Err(unexpected("hello", other)),
-    }
-    channel.send(&Message::FactsRequest)?;
-    match channel.recv(REPLY, "the agent's facts")? {
-        Message::Facts { facts } => Ok(facts),
-        Message::Error { message } => Err(SessionError::AgentRefused(message)),
-        other => Err(unexpected("facts", other)),
-    }
-}
-
-fn unexpected(expected: &str, got: Message) -> SessionError {
-    SessionError::Protocol(ProtocolError::Unexpected {
-        expected: expected.to_string(),
-        got: got.kind().to_string(),
-    })
 }

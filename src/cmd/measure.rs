@@ -90,6 +90,8 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
         family,
         bind: m.bind.as_deref().map(|b| bind_address(b, family)).transpose()?,
         connect_timeout: m.connect_timeout,
+        wait: m.wait,
+        psk_file: m.psk_file.clone(),
     })
 }
 

@@ -6,10 +6,19 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 
 use super::signals;
+use crate::agent::limits::TestLimits;
 use crate::agent::{Agent, AgentConfig};
 use crate::cli::ServeArgs;
+use crate::protocol::auth::Psk;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let psk = match &args.psk_file {
+        Some(path) => {
+            warn_if_readable_by_others(path);
+            Some(Psk::from_file(path).context("--psk-file")?)
+        }
+        None => None,
+    };
     let ips: Vec<IpAddr> = match args.bind {
         Some(ip) => vec![ip],
         // Dual-stack where the host has IPv6, plain IPv4 otherwise.
@@ -20,8 +29,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     for ip in ips {
         let mut config = AgentConfig::new(SocketAddr::new(ip, args.port));
         config.once = args.once;
-        config.max_duration_seconds = args.max_duration.as_secs_f64();
-        config.max_streams = args.max_streams;
+        config.limits = TestLimits {
+            max_duration_seconds: args.max_duration.as_secs_f64(),
+            max_streams: args.max_streams,
+            max_message_bytes: args.max_message,
+            max_buffer_bytes: args.max_buffer,
+            max_rate_bits_per_second: args.max_rate.map(|r| r as f64),
+        };
+        config.max_concurrent = args.max_concurrent as usize;
+        config.max_queue = args.max_queue as usize;
+        config.max_connections = args.max_connections as usize;
+        config.max_connections_per_minute = args.max_connections_per_minute;
+        config.psk = psk.clone();
+        config.handshake_timeout = args.handshake_timeout;
         match Agent::bind(config) {
             Ok(a) => {
                 agent = Some(a);
@@ -38,6 +58,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = agent.shutdown_flag();
     std::thread::spawn(move || loop {
         if signals::interrupted() {
+            crate::logging::warn("signal received: finishing the running test, then stopping (again to exit at once)");
             shutdown.store(true, Ordering::Relaxed);
             break;
         }
@@ -50,4 +71,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     agent.serve();
     Ok(())
+}
+
+/// A key others can read is no secret: say so (but run, the operator may
+/// have reasons).
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.permissions().mode() & 0o077 != 0 {
+            crate::logging::warn(&format!(
+                "the pre-shared key file {} is readable by other users; 'chmod 600 {}'",
+                path.display(),
+                path.display()
+            ));
+        }
+    }
 }

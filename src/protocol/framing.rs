@@ -160,3 +160,127 @@ mod tests {
         }
     }
 }
+
+/// Property tests: any message survives any split of its bytes, and no
+/// byte sequence makes the decoder panic, hang or buffer past its limit.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::protocol::Hello;
+    use proptest::prelude::*;
+
+    const LIMIT: u32 = 4096;
+
+    /// Exact binary fractions, so the JSON round trip is exact.
+    fn seconds() -> impl Strategy<Value = f64> {
+        (0u32..10_000_000).prop_map(|n| f64::from(n) / 8.0)
+    }
+
+    fn message() -> impl Strategy<Value = Message> {
+        prop_oneof![
+            (
+                ".{0,40}",
+                any::<u32>(),
+                proptest::collection::vec("[a-z_]{1,12}", 0..4),
+                any::<bool>()
+            )
+                .prop_map(
+                    |(magic, protocol_version, workloads, auth_required)| Message::Hello(Hello {
+                        magic,
+                        protocol_version,
+                        software_version: "0.1.0".into(),
+                        workloads,
+                        auth_required,
+                    })
+                ),
+            Just(Message::Ready),
+            Just(Message::Start),
+            Just(Message::Stop),
+            seconds().prop_map(|seconds_left| Message::Busy { seconds_left }),
+            (any::<u32>(), seconds()).prop_map(|(position, seconds_left)| Message::Queued { position, seconds_left }),
+            "\\PC{0,200}".prop_map(|message| Message::Error { message }),
+            "[0-9a-f]{0,64}".prop_map(|nonce| Message::AuthChallenge { nonce }),
+            ("[0-9a-f]{64}", "[0-9a-f]{64}").prop_map(|(nonce, mac)| Message::AuthResponse { nonce, mac }),
+        ]
+    }
+
+    /// Feeds `bytes` the way `Channel::recv` does (never more than
+    /// `wanted`, in pieces of at most `piece`), collecting what comes out.
+    fn feed(decoder: &mut Decoder, bytes: &[u8], piece: usize) -> (Vec<Message>, Option<ProtocolError>) {
+        let mut out = Vec::new();
+        let mut rest = bytes;
+        loop {
+            match decoder.next_message() {
+                Ok(Some(m)) => {
+                    out.push(m);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return (out, Some(e)),
+            }
+            let want = match decoder.wanted() {
+                Ok(w) => w,
+                Err(e) => return (out, Some(e)),
+            };
+            assert!(want > 0, "the decoder asked for nothing while a frame was incomplete");
+            if rest.is_empty() {
+                return (out, None);
+            }
+            let n = want.min(piece).min(rest.len());
+            decoder.push(&rest[..n]);
+            assert!(decoder.pending() <= HEADER_LEN + LIMIT as usize);
+            rest = &rest[n..];
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_messages_survive_any_split(messages in proptest::collection::vec(message(), 1..8), piece in 1usize..64) {
+            let bytes: Vec<u8> = messages.iter().flat_map(encode).collect();
+            let mut decoder = Decoder::new(1 << 20);
+            let (out, error) = feed(&mut decoder, &bytes, piece);
+            prop_assert!(error.is_none(), "{error:?}");
+            prop_assert_eq!(out, messages);
+            prop_assert_eq!(decoder.pending(), 0);
+        }
+
+        #[test]
+        fn random_bytes_never_panic_or_overbuffer(bytes in proptest::collection::vec(any::<u8>(), 0..2048), piece in 1usize..512) {
+            let mut decoder = Decoder::new(LIMIT);
+            let _ = feed(&mut decoder, &bytes, piece);
+        }
+
+        #[test]
+        fn a_length_over_the_limit_is_refused_from_the_header_alone(length in (LIMIT + 1)..=u32::MAX) {
+            let mut decoder = Decoder::new(LIMIT);
+            decoder.push(&length.to_be_bytes());
+            let refused = matches!(decoder.wanted(), Err(ProtocolError::FrameTooLarge { .. }));
+            prop_assert!(refused);
+            prop_assert!(decoder.next_message().is_err());
+        }
+
+        #[test]
+        fn a_truncated_frame_yields_nothing_and_asks_for_the_rest(message in message(), cut in 0usize..1000) {
+            let frame = encode(&message);
+            let cut = cut % frame.len();
+            let mut decoder = Decoder::new(1 << 20);
+            decoder.push(&frame[..cut]);
+            prop_assert!(decoder.next_message().unwrap().is_none());
+            prop_assert_eq!(decoder.wanted().unwrap(), if cut < HEADER_LEN { HEADER_LEN - cut } else { frame.len() - cut });
+        }
+
+        #[test]
+        fn mutated_frames_are_decoded_or_refused_never_panic(
+            message in message(),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        ) {
+            let mut frame = encode(&message);
+            for (at, byte) in flips {
+                let i = at % frame.len();
+                frame[i] ^= byte;
+            }
+            let mut decoder = Decoder::new(LIMIT);
+            let _ = feed(&mut decoder, &frame, 7);
+        }
+    }
+}

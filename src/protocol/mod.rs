@@ -12,8 +12,13 @@
 //! ```text
 //! client                                   agent
 //!   hello  ───────────────────────────────▶
-//!          ◀─────────────────────────────── hello
-//!   test_request {spec} ──────────────────▶
+//!          ◀─────────────────────────────── hello {auth_required}
+//!   (with a pre-shared key only:)
+//!          ◀─────────────────────────────── auth_challenge {nonce}
+//!   auth_response {nonce, mac} ───────────▶
+//!          ◀─────────────────────────────── auth_ok {mac} | error
+//!   test_request {spec, wait_seconds} ────▶
+//!          ◀─────────────────────────────── queued {position, seconds_left} (repeated while waiting)
 //!          ◀─────────── accepted {token, data_ports} | busy | error
 //!   (data connections, each opening with the token)
 //!          ◀─────────────────────────────── ready
@@ -28,6 +33,7 @@
 //!
 //! See `docs/PROTOCOL.md` for the full description.
 
+pub mod auth;
 pub mod channel;
 pub mod framing;
 
@@ -63,8 +69,22 @@ pub const TOKEN_LEN: usize = 16;
 pub enum Message {
     /// First message in both directions.
     Hello(Hello),
-    /// Client asks for a test.
-    TestRequest { spec: TestSpec },
+    /// Agent (with a pre-shared key): prove you know the key; `nonce` is hex.
+    AuthChallenge { nonce: String },
+    /// Client: its own fresh nonce and the HMAC over both nonces (hex).
+    AuthResponse { nonce: String, mac: String },
+    /// Agent: the key checked out; `mac` proves the agent knows it too.
+    AuthOk { mac: String },
+    /// Client asks for a test; it will wait up to `wait_seconds` in the
+    /// agent's queue when the agent is busy (0: answer busy at once).
+    TestRequest {
+        spec: TestSpec,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        wait_seconds: f64,
+    },
+    /// Agent: busy; the client waits in line at `position` (1 = next) and
+    /// its turn should come in about `seconds_left`. Sent again every second.
+    Queued { position: u32, seconds_left: f64 },
     /// Agent accepts: data connections must open with `token` (hex) and go to
     /// `data_ports` on the address the control connection reached.
     Accepted {
@@ -95,7 +115,11 @@ impl Message {
     pub fn kind(&self) -> &'static str {
         match self {
             Message::Hello(_) => "hello",
+            Message::AuthChallenge { .. } => "auth_challenge",
+            Message::AuthResponse { .. } => "auth_response",
+            Message::AuthOk { .. } => "auth_ok",
             Message::TestRequest { .. } => "test_request",
+            Message::Queued { .. } => "queued",
             Message::Accepted { .. } => "accepted",
             Message::Ready => "ready",
             Message::Start => "start",
@@ -117,6 +141,13 @@ pub struct Hello {
     pub software_version: String,
     /// Workload names this end can run.
     pub workloads: Vec<String>,
+    /// Agent: an `auth_challenge` follows; the client needs the key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auth_required: bool,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 impl Hello {
@@ -126,6 +157,7 @@ impl Hello {
             protocol_version: PROTOCOL_VERSION,
             software_version: env!("CARGO_PKG_VERSION").to_string(),
             workloads: crate::workload::names().map(str::to_string).collect(),
+            auth_required: false,
         }
     }
 

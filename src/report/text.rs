@@ -152,6 +152,13 @@ impl Reporter for Text {
                 "  (client and agent share one host: both CPU lines cover the same cores)"
             )?;
         }
+        if r.overlapped_tests > 0 {
+            writeln!(
+                out,
+                "  (the agent ran {} other test(s) during part of this one: it was shared, see --max-concurrent)",
+                r.overlapped_tests
+            )?;
+        }
         super::facts::write_run_tail(run, out)?;
         Ok(())
     }

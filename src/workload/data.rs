@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -18,6 +19,38 @@ use crate::protocol::TOKEN_LEN;
 const PREAMBLE_LEN: usize = TOKEN_LEN + 4;
 /// How long a data connection may take to present its preamble.
 const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Data connections refused since the process started (wrong peer, wrong
+/// or missing token, unknown or repeated stream id).
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// How many data connections this process has refused so far.
+pub fn refused_data_connections() -> u64 {
+    REFUSED.load(Ordering::Relaxed)
+}
+
+/// Counts and logs one refused data connection.
+fn refuse(peer: Option<SocketAddr>, why: &str) {
+    let total = REFUSED.fetch_add(1, Ordering::Relaxed) + 1;
+    let peer = peer.map_or_else(|| "an unknown address".to_string(), |p| p.to_string());
+    crate::logging::warn(&format!(
+        "refused a data connection from {peer}: {why} ({total} refused since start)"
+    ));
+}
+
+/// The agent sends traffic only to the control connection's peer: a
+/// workload that learns a destination address (a UDP receiver's reply
+/// address, say) checks it here before sending anything there.
+pub fn check_destination(net: &AgentNet, destination: SocketAddr) -> Result<(), WorkloadError> {
+    if canonical(destination.ip()) == canonical(net.peer_ip) {
+        Ok(())
+    } else {
+        Err(WorkloadError::Setup(format!(
+            "refusing to send to {destination}: the agent sends only to the client at {}",
+            net.peer_ip
+        )))
+    }
+}
 
 /// Per-socket settings a workload applies before connecting or listening.
 pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
@@ -108,29 +141,40 @@ pub fn accept_streams(
             }
             Err(e) => return Err(WorkloadError::io("accepting a data connection")(e)),
         };
-        let peer_ip = peer.as_socket().map(|a| a.ip());
-        if peer_ip.map(canonical) != Some(canonical(net.peer_ip)) {
+        let peer = peer.as_socket();
+        if peer.map(|p| canonical(p.ip())) != Some(canonical(net.peer_ip)) {
             refused += 1;
-            crate::logging::warn(&format!(
-                "refused a data connection from {peer_ip:?}: only the control peer {} may connect",
-                net.peer_ip
-            ));
+            refuse(
+                peer,
+                &format!("only the control connection's peer {} may connect", net.peer_ip),
+            );
             continue;
         }
-        match read_preamble(&socket) {
+        match read_preamble(
+            &socket,
+            PREAMBLE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
+        ) {
             Ok((token, id))
                 if token_matches(&token, &net.token) && expected.contains(&id) && !streams.contains_key(&id) =>
             {
                 let _ = socket.set_read_timeout(None);
                 streams.insert(id, socket);
             }
-            Ok(_) => {
+            Ok((token, id)) => {
                 refused += 1;
-                crate::logging::warn("refused a data connection with a wrong token or stream id");
+                let why = if !token_matches(&token, &net.token) {
+                    "wrong session token".to_string()
+                } else {
+                    format!("stream id {id} not expected or already connected")
+                };
+                refuse(peer, &why);
             }
             Err(e) => {
                 refused += 1;
-                crate::logging::warn(&format!("refused a data connection: {e}"));
+                refuse(
+                    peer,
+                    &format!("no session token within {} s: {e}", PREAMBLE_TIMEOUT.as_secs()),
+                );
             }
         }
     }
@@ -145,8 +189,8 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn read_preamble(socket: &Socket) -> std::io::Result<([u8; TOKEN_LEN], u32)> {
-    socket.set_read_timeout(Some(PREAMBLE_TIMEOUT))?;
+fn read_preamble(socket: &Socket, timeout: Duration) -> std::io::Result<([u8; TOKEN_LEN], u32)> {
+    socket.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
     let mut preamble = [0u8; PREAMBLE_LEN];
     let mut reader: &Socket = socket;
     reader.read_exact(&mut preamble)?;
@@ -223,9 +267,26 @@ mod tests {
         let mut junk = std::net::TcpStream::connect((ip, port)).unwrap();
         junk.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
         let good = std::thread::spawn(move || connect_stream(&client(token), port, 1, &|_| Ok(())).unwrap());
+        let refused_before = refused_data_connections();
         let accepted = accept_streams(&listener, &agent_net, &[1], Instant::now() + Duration::from_secs(5)).unwrap();
         assert_eq!(accepted.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert!(
+            refused_data_connections() >= refused_before + 2,
+            "the wrong token and the junk are counted"
+        );
         drop(good.join().unwrap());
+    }
+
+    #[test]
+    fn traffic_goes_only_to_the_control_peer() {
+        let net = AgentNet {
+            local_ip: "127.0.0.1".parse().unwrap(),
+            peer_ip: "::ffff:127.0.0.2".parse().unwrap(),
+            token: [0; TOKEN_LEN],
+        };
+        assert!(check_destination(&net, "127.0.0.2:9".parse().unwrap()).is_ok());
+        let err = check_destination(&net, "192.0.2.7:9".parse().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("only to the client"), "{err}");
     }
 
     #[test]

@@ -4,5 +4,8 @@
 
 mod common;
 mod facts;
+mod hostile;
 mod lab;
+mod rawclient;
+mod service;
 mod tcp;

@@ -1,0 +1,317 @@
+//! Who may run a test now: at most `max_concurrent` tests at once, and a
+//! bounded first-come-first-served queue for clients that asked to wait
+//! (`nicbench tcp --wait 60s`). A newcomer never jumps the queue; a test
+//! slot goes to the head of the line only. Each running test counts the
+//! other tests that overlapped it, so its result can say so.
+//!
+//! No I/O: the agent's connection threads call in, and tests drive it from
+//! plain threads.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The test slots and the queue.
+pub struct Admission {
+    max_concurrent: usize,
+    max_queue: usize,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    running: Vec<Running>,
+    queue: VecDeque<Waiting>,
+}
+
+struct Running {
+    id: u64,
+    /// Expected end, for `busy` and queue estimates.
+    until: Instant,
+    /// Other tests that ran during part of this one.
+    overlapped: u32,
+}
+
+struct Waiting {
+    id: u64,
+    expected: Duration,
+}
+
+/// Refusal to run now: a slot frees in about `seconds_left`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Busy {
+    pub seconds_left: f64,
+}
+
+/// The queue already holds `max_queue` clients.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueFull {
+    pub max_queue: usize,
+}
+
+/// A running test's slot; freed when dropped, however the test ends.
+pub struct Ticket<'a> {
+    admission: &'a Admission,
+    id: u64,
+}
+
+/// A place in the queue; left when dropped (the client gave up or vanished).
+pub struct Place<'a> {
+    admission: &'a Admission,
+    id: u64,
+    expected: Duration,
+}
+
+/// Result of waiting in the queue for a while.
+pub enum Poll<'a> {
+    Granted(Ticket<'a>),
+    /// Still waiting: `position` 1 is next in line.
+    Waiting {
+        position: u32,
+        seconds_left: f64,
+    },
+}
+
+impl Admission {
+    pub fn new(max_concurrent: usize, max_queue: usize) -> Admission {
+        Admission {
+            max_concurrent: max_concurrent.max(1),
+            max_queue,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere must not stop the agent: the state stays usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A slot now, if one is free and nobody waits in line.
+    pub fn try_enter(&self, expected: Duration) -> Result<Ticket<'_>, Busy> {
+        let mut state = self.lock();
+        if state.queue.is_empty() && state.running.len() < self.max_concurrent {
+            return Ok(self.grant(&mut state, expected));
+        }
+        Err(Busy {
+            seconds_left: self.start_estimate(&state, state.queue.len()),
+        })
+    }
+
+    /// Joins the end of the queue.
+    pub fn enqueue(&self, expected: Duration) -> Result<Place<'_>, QueueFull> {
+        let mut state = self.lock();
+        if state.queue.len() >= self.max_queue {
+            return Err(QueueFull {
+                max_queue: self.max_queue,
+            });
+        }
+        state.next_id += 1;
+        let id = state.next_id;
+        state.queue.push_back(Waiting { id, expected });
+        Ok(Place {
+            admission: self,
+            id,
+            expected,
+        })
+    }
+
+    /// Waits up to `patience` for `place` to reach a free slot.
+    pub fn poll<'a>(&'a self, place: &Place<'a>, patience: Duration) -> Poll<'a> {
+        let deadline = Instant::now() + patience;
+        let mut state = self.lock();
+        loop {
+            let position = state.queue.iter().position(|w| w.id == place.id);
+            if position == Some(0) && state.running.len() < self.max_concurrent {
+                state.queue.pop_front();
+                let ticket = self.grant(&mut state, place.expected);
+                // The next in line may now be at the head with a free slot.
+                self.changed.notify_all();
+                return Poll::Granted(ticket);
+            }
+            let now = Instant::now();
+            let position = position.unwrap_or(state.queue.len());
+            if now >= deadline {
+                return Poll::Waiting {
+                    position: position as u32 + 1,
+                    seconds_left: self.start_estimate(&state, position),
+                };
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn grant(&self, state: &mut State, expected: Duration) -> Ticket<'_> {
+        state.next_id += 1;
+        let id = state.next_id;
+        let others = state.running.len() as u32;
+        for r in state.running.iter_mut() {
+            r.overlapped += 1;
+        }
+        state.running.push(Running {
+            id,
+            until: Instant::now() + expected,
+            overlapped: others,
+        });
+        Ticket { admission: self, id }
+    }
+
+    /// Seconds until the client behind `ahead` waiting ones gets a slot,
+    /// assuming every test lasts as long as it asked.
+    fn start_estimate(&self, state: &State, ahead: usize) -> f64 {
+        let now = Instant::now();
+        let mut free_at: BinaryHeap<Reverse<Instant>> = state.running.iter().map(|r| Reverse(r.until)).collect();
+        while free_at.len() < self.max_concurrent {
+            free_at.push(Reverse(now));
+        }
+        for waiting in state.queue.iter().take(ahead) {
+            let Reverse(t) = free_at.pop().expect("at least one slot");
+            free_at.push(Reverse(t.max(now) + waiting.expected));
+        }
+        let Reverse(start) = free_at.pop().expect("at least one slot");
+        start.saturating_duration_since(now).as_secs_f64()
+    }
+
+    /// Tests running now.
+    pub fn running(&self) -> usize {
+        self.lock().running.len()
+    }
+
+    /// Clients waiting now.
+    pub fn waiting(&self) -> usize {
+        self.lock().queue.len()
+    }
+}
+
+impl Ticket<'_> {
+    /// The test really starts now and should end `expected` later.
+    pub fn started(&self, expected: Duration) {
+        let mut state = self.admission.lock();
+        if let Some(r) = state.running.iter_mut().find(|r| r.id == self.id) {
+            r.until = Instant::now() + expected;
+        }
+    }
+
+    /// Other tests that ran during part of this one, so far.
+    pub fn overlapped(&self) -> u32 {
+        let state = self.admission.lock();
+        state
+            .running
+            .iter()
+            .find(|r| r.id == self.id)
+            .map_or(0, |r| r.overlapped)
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        let mut state = self.admission.lock();
+        state.running.retain(|r| r.id != self.id);
+        self.admission.changed.notify_all();
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let mut state = self.admission.lock();
+        state.queue.retain(|w| w.id != self.id);
+        self.admission.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEN: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn one_slot_by_default_and_busy_names_the_time_left() {
+        let admission = Admission::new(1, 4);
+        let ticket = admission.try_enter(TEN).ok().unwrap();
+        let busy = admission.try_enter(TEN).err().unwrap();
+        assert!(busy.seconds_left > 9.0 && busy.seconds_left <= 10.0, "{busy:?}");
+        drop(ticket);
+        assert!(admission.try_enter(TEN).is_ok());
+    }
+
+    #[test]
+    fn the_queue_is_first_come_first_served_and_bounded() {
+        let admission = Admission::new(1, 2);
+        let ticket = admission.try_enter(TEN).ok().unwrap();
+        let first = admission.enqueue(TEN).ok().unwrap();
+        let second = admission.enqueue(TEN).ok().unwrap();
+        assert_eq!(admission.enqueue(TEN).err().unwrap(), QueueFull { max_queue: 2 });
+        // A newcomer may not jump the line even when a slot is free.
+        drop(ticket);
+        assert!(admission.try_enter(TEN).is_err());
+        match admission.poll(&second, Duration::from_millis(10)) {
+            Poll::Waiting { position, seconds_left } => {
+                assert_eq!(position, 2);
+                assert!(seconds_left > 9.0, "one test of 10 s ahead: {seconds_left}");
+            }
+            Poll::Granted(_) => panic!("the second in line was served first"),
+        }
+        let first_ticket = match admission.poll(&first, Duration::from_millis(10)) {
+            Poll::Granted(t) => t,
+            Poll::Waiting { .. } => panic!("the head of the line was not served"),
+        };
+        drop(first);
+        match admission.poll(&second, Duration::from_millis(10)) {
+            Poll::Waiting { position, .. } => assert_eq!(position, 1),
+            Poll::Granted(_) => panic!("two tests in one slot"),
+        }
+        drop(first_ticket);
+        assert!(matches!(admission.poll(&second, TEN), Poll::Granted(_)));
+    }
+
+    #[test]
+    fn a_client_that_leaves_the_queue_frees_its_place() {
+        let admission = Admission::new(1, 1);
+        let _ticket = admission.try_enter(TEN).ok().unwrap();
+        let place = admission.enqueue(TEN).ok().unwrap();
+        assert_eq!(admission.waiting(), 1);
+        drop(place);
+        assert_eq!(admission.waiting(), 0);
+        assert!(admission.enqueue(TEN).is_ok());
+    }
+
+    #[test]
+    fn a_waiter_is_woken_when_the_slot_frees() {
+        let admission = std::sync::Arc::new(Admission::new(1, 1));
+        let ticket_holder = std::sync::Arc::clone(&admission);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let ticket = ticket_holder.try_enter(TEN).ok().unwrap();
+            tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            drop(ticket);
+        });
+        rx.recv().unwrap();
+        let place = admission.enqueue(TEN).ok().unwrap();
+        let granted = matches!(admission.poll(&place, Duration::from_secs(30)), Poll::Granted(_));
+        assert!(granted);
+        holder.join().unwrap();
+    }
+
+    #[test]
+    fn concurrent_tests_count_each_other() {
+        let admission = Admission::new(2, 0);
+        let a = admission.try_enter(TEN).ok().unwrap();
+        assert_eq!(a.overlapped(), 0);
+        let b = admission.try_enter(TEN).ok().unwrap();
+        assert!(admission.try_enter(TEN).is_err());
+        drop(b);
+        let c = admission.try_enter(TEN).ok().unwrap();
+        assert_eq!(a.overlapped(), 2, "b and then c overlapped a");
+        assert_eq!(c.overlapped(), 1);
+        assert_eq!(admission.running(), 2);
+    }
+}

@@ -1,0 +1,236 @@
+//! Limits the operator sets on the agent (`nicbench serve --max-...`) and
+//! their checks. Every refusal names the limit and the option that sets it,
+//! so the client's user knows what to ask the operator for.
+//!
+//! Workloads declare an offered rate generically: a paced workload puts
+//! `rate_bits_per_second` (per stream, a number) in `TestSpec::params`; the
+//! agent multiplies it by the streams of each direction and compares the
+//! total with `--max-rate`. A workload that can send unpaced (no rate, or
+//! 0 for "as fast as possible") is refused when `--max-rate` is set.
+//! Congestion-controlled workloads (`tcp`) declare no rate.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use crate::units;
+use crate::workload::TestSpec;
+
+/// The key in `TestSpec::params` by which a workload declares its offered
+/// rate per stream.
+pub const RATE_PARAM: &str = "rate_bits_per_second";
+
+/// The key in `TestSpec::params` by which a workload says it sends
+/// datagrams that are not congestion controlled (and so falls under
+/// `--max-rate` even without a rate).
+pub const UNPACED_PARAM: &str = "unpaced";
+
+/// What one test may ask for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestLimits {
+    /// Longest test, warm-up included.
+    pub max_duration_seconds: f64,
+    /// Most streams per direction.
+    pub max_streams: u32,
+    /// Largest write/read/datagram (`-l`).
+    pub max_message_bytes: u64,
+    /// Largest socket buffer asked for either end.
+    pub max_buffer_bytes: u64,
+    /// Highest offered rate of a paced workload per direction, all streams.
+    pub max_rate_bits_per_second: Option<f64>,
+}
+
+impl Default for TestLimits {
+    fn default() -> TestLimits {
+        TestLimits {
+            max_duration_seconds: 3600.0,
+            max_streams: crate::workload::spec::MAX_STREAMS,
+            max_message_bytes: crate::workload::spec::MAX_MESSAGE_BYTES,
+            max_buffer_bytes: crate::workload::spec::MAX_BUFFER_BYTES,
+            max_rate_bits_per_second: None,
+        }
+    }
+}
+
+impl TestLimits {
+    /// Checks `spec`; the error names the limit and its option.
+    pub fn check(&self, spec: &TestSpec) -> Result<(), String> {
+        if spec.expected_seconds() > self.max_duration_seconds {
+            return Err(format!(
+                "the test would last {:.0} s; this agent allows at most {:.0} s (its --max-duration)",
+                spec.expected_seconds(),
+                self.max_duration_seconds
+            ));
+        }
+        if spec.streams > self.max_streams {
+            return Err(format!(
+                "{} streams asked; this agent allows at most {} (its --max-streams)",
+                spec.streams, self.max_streams
+            ));
+        }
+        if spec.message_bytes > self.max_message_bytes {
+            return Err(format!(
+                "messages of {} asked; this agent allows at most {} (its --max-message)",
+                units::Size(spec.message_bytes),
+                units::Size(self.max_message_bytes)
+            ));
+        }
+        let buffers = [&spec.client, &spec.agent]
+            .into_iter()
+            .flat_map(|s| [s.send_buffer_bytes, s.receive_buffer_bytes])
+            .flatten();
+        if let Some(biggest) = buffers.max().filter(|&b| b > self.max_buffer_bytes) {
+            return Err(format!(
+                "a socket buffer of {} asked; this agent allows at most {} (its --max-buffer)",
+                units::Size(biggest),
+                units::Size(self.max_buffer_bytes)
+            ));
+        }
+        if let Some(max) = self.max_rate_bits_per_second {
+            check_rate(spec, max)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_rate(spec: &TestSpec, max: f64) -> Result<(), String> {
+    let rate = spec.params.get(RATE_PARAM).and_then(|v| v.as_f64());
+    let unpaced = spec.params.get(UNPACED_PARAM).and_then(|v| v.as_bool()) == Some(true);
+    let total = match rate {
+        Some(r) if r > 0.0 => r * f64::from(spec.streams),
+        Some(_) => f64::INFINITY,
+        None if unpaced => f64::INFINITY,
+        None => return Ok(()),
+    };
+    if total > max {
+        let asked = if total.is_finite() {
+            units::Rate(total).to_string()
+        } else {
+            "an unlimited rate".to_string()
+        };
+        return Err(format!(
+            "{asked} offered per direction; this agent allows at most {} (its --max-rate)",
+            units::Rate(max)
+        ));
+    }
+    Ok(())
+}
+
+/// Addresses tracked at most; past that, the oldest are forgotten (the
+/// limit is against one noisy client, not a distributed flood).
+const MAX_TRACKED_ADDRESSES: usize = 16_384;
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Control connections per client address in the last minute.
+#[derive(Debug)]
+pub struct ConnectionRate {
+    per_minute: u32,
+    seen: HashMap<IpAddr, VecDeque<Instant>>,
+}
+
+impl ConnectionRate {
+    /// `per_minute` 0 means no limit.
+    pub fn new(per_minute: u32) -> ConnectionRate {
+        ConnectionRate {
+            per_minute,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Records a connection from `ip` at `now`; Err(seconds until the
+    /// address may connect again) when it is over the limit.
+    pub fn admit(&mut self, ip: IpAddr, now: Instant) -> Result<(), f64> {
+        if self.per_minute == 0 {
+            return Ok(());
+        }
+        if self.seen.len() >= MAX_TRACKED_ADDRESSES {
+            self.seen
+                .retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < WINDOW));
+            if self.seen.len() >= MAX_TRACKED_ADDRESSES {
+                self.seen.clear();
+            }
+        }
+        let times = self.seen.entry(ip).or_default();
+        while times.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
+            times.pop_front();
+        }
+        if times.len() >= self.per_minute as usize {
+            let oldest = *times.front().expect("over a non-zero limit");
+            return Err((WINDOW - now.duration_since(oldest)).as_secs_f64());
+        }
+        times.push_back(now);
+        Ok(())
+    }
+
+    pub fn per_minute(&self) -> u32 {
+        self.per_minute
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::spec::tests::spec;
+
+    #[test]
+    fn each_refusal_names_its_option() {
+        let limits = TestLimits {
+            max_duration_seconds: 5.0,
+            max_streams: 2,
+            max_message_bytes: 1000,
+            max_buffer_bytes: 4096,
+            max_rate_bits_per_second: Some(1e6),
+        };
+        assert!(limits.check(&spec("tcp")).is_ok());
+        let mut s = spec("tcp");
+        s.duration_seconds = 10.0;
+        assert!(limits.check(&s).unwrap_err().contains("--max-duration"));
+        let mut s = spec("tcp");
+        s.streams = 3;
+        assert!(limits.check(&s).unwrap_err().contains("--max-streams"));
+        let mut s = spec("tcp");
+        s.message_bytes = 1001;
+        assert!(limits.check(&s).unwrap_err().contains("--max-message"));
+        let mut s = spec("tcp");
+        s.agent.receive_buffer_bytes = Some(8192);
+        assert!(limits.check(&s).unwrap_err().contains("--max-buffer"));
+    }
+
+    #[test]
+    fn offered_rate_is_checked_per_direction_over_all_streams() {
+        let limits = TestLimits {
+            max_rate_bits_per_second: Some(1e6),
+            ..TestLimits::default()
+        };
+        let mut s = spec("udp");
+        s.streams = 2;
+        s.params = serde_json::json!({ "rate_bits_per_second": 400e3 });
+        assert!(limits.check(&s).is_ok());
+        s.params = serde_json::json!({ "rate_bits_per_second": 600e3 });
+        let err = limits.check(&s).unwrap_err();
+        assert!(err.contains("--max-rate") && err.contains("Mbit/s"), "{err}");
+        s.params = serde_json::json!({ "rate_bits_per_second": 0 });
+        assert!(limits.check(&s).unwrap_err().contains("unlimited"));
+        s.params = serde_json::json!({ "unpaced": true });
+        assert!(limits.check(&s).is_err());
+        // A string where a number belongs is not a rate, and tcp has none.
+        s.params = serde_json::json!({ "rate_bits_per_second": "fast" });
+        assert!(limits.check(&s).is_ok());
+        assert!(TestLimits::default().check(&s).is_ok());
+    }
+
+    #[test]
+    fn connections_per_minute_are_counted_per_address() {
+        let mut rate = ConnectionRate::new(2);
+        let now = Instant::now();
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        assert!(rate.admit(a, now).is_ok());
+        assert!(rate.admit(a, now + Duration::from_secs(1)).is_ok());
+        let wait = rate.admit(a, now + Duration::from_secs(2)).unwrap_err();
+        assert!((57.0..=58.0).contains(&wait), "{wait}");
+        assert!(rate.admit(b, now + Duration::from_secs(2)).is_ok());
+        assert!(rate.admit(a, now + Duration::from_secs(61)).is_ok());
+        assert!(ConnectionRate::new(0).admit(a, now).is_ok());
+    }
+}

@@ -1,0 +1,280 @@
+//! The agent as a service: pre-shared-key authentication, operator limits
+//! named in refusals, the queue (`--wait`), concurrent tests recording
+//! their overlap, graceful shutdown on SIGTERM, and `serve --once`.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nicbench::protocol::Message;
+
+use super::common::*;
+use super::rawclient::{LoggedAgent, Raw};
+
+const KEY: &str = "this-is-the-agent-key-0123456789";
+
+fn key_file(dir: &tempfile::TempDir, name: &str, key: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, format!("{key}\n")).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn client(agent: &LoggedAgent, extra: &[&str]) -> std::process::Output {
+    let port = agent.port_arg();
+    let mut args = vec!["tcp", "127.0.0.1", "-p", &port, "-t", "0.3"];
+    args.extend_from_slice(extra);
+    Command::new(BIN)
+        .args(&args)
+        .env_remove("NICBENCH_PSK_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn authentication_admits_the_key_and_refuses_everything_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent_key = key_file(&dir, "agent.key", KEY);
+    let wrong_key = key_file(&dir, "wrong.key", "another-key-of-enough-length-42");
+    std::fs::set_permissions(&agent_key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut agent = LoggedAgent::start(&["--psk-file", &agent_key]);
+    assert!(!agent.logs().contains("readable by other users"));
+
+    let out = client(&agent, &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("authentication required"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--psk-file"), "{}", stderr(&out));
+
+    let out = client(&agent, &["--psk-file", &wrong_key]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("authentication failed"), "{}", stderr(&out));
+
+    let out = client(&agent, &["--psk-file", &agent_key, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "0.3"])
+        .env("NICBENCH_PSK_FILE", &agent_key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "NICBENCH_PSK_FILE: {}", stderr(&out));
+
+    // A raw client that skips the proof is told so and closed.
+    let mut raw = Raw::connect(agent.port);
+    raw.hello();
+    assert!(matches!(raw.recv(), Some(Message::AuthChallenge { .. })));
+    raw.send(&Message::Start)
+        .expect_error_and_close("authentication required");
+    // A malformed proof too.
+    let mut raw = Raw::connect(agent.port);
+    raw.hello();
+    raw.recv();
+    raw.send(&Message::AuthResponse {
+        nonce: "zz".into(),
+        mac: "00".into(),
+    })
+    .expect_error_and_close("malformed auth_response");
+
+    agent.assert_alive();
+    let logs = agent.wait_for_log("pre-shared key differs");
+    assert!(
+        !logs.contains(KEY) && !logs.contains("another-key"),
+        "a key leaked into the log"
+    );
+
+    let out = client(&agent, &["--psk-file", &dir.path().join("missing").to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot read the pre-shared key file"));
+}
+
+#[test]
+fn a_short_key_file_stops_the_agent_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = key_file(&dir, "short.key", "tiny");
+    let out = nicbench(&["serve", "-p", "0", "-B", "127.0.0.1", "--psk-file", &short]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("at least 16"), "{}", stderr(&out));
+}
+
+#[test]
+fn each_limit_is_named_in_its_refusal() {
+    let agent = LoggedAgent::start(&[
+        "--max-duration",
+        "2s",
+        "--max-streams",
+        "2",
+        "--max-message",
+        "256K",
+        "--max-buffer",
+        "1M",
+    ]);
+    for (args, limit) in [
+        (&["-O", "5"][..], "--max-duration"),
+        (&["-P", "3"][..], "--max-streams"),
+        (&["-l", "512K"][..], "--max-message"),
+        (&["-w", "4M"][..], "--max-buffer"),
+    ] {
+        let out = client(&agent, args);
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(limit), "{args:?}: {}", stderr(&out));
+    }
+    let out = client(&agent, &["-P", "2", "-l", "256K", "-w", "1M"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn connections_per_address_per_minute_are_limited() {
+    let agent = LoggedAgent::start(&["--max-connections-per-minute", "3"]);
+    for _ in 0..3 {
+        let mut raw = Raw::connect(agent.port);
+        raw.hello();
+    }
+    let out = client(&agent, &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--max-connections-per-minute"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_client_with_wait_queues_and_runs_after_the_busy_one() {
+    let agent = LoggedAgent::start(&[]);
+    let port = agent.port_arg();
+    let first = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "4", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    agent.wait_for_log("running tcp test");
+    // Without --wait: busy at once, with the time left.
+    let out = client(&agent, &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+    // A waiting client that vanishes leaves the queue.
+    let spec = serde_json::from_value(serde_json::json!({
+        "workload": "tcp", "duration_seconds": 0.3, "streams": 1, "direction": "forward",
+        "message_bytes": 131072, "interval_seconds": 1.0
+    }))
+    .unwrap();
+    let mut raw = Raw::connect(agent.port);
+    raw.hello().send(&Message::TestRequest {
+        spec,
+        wait_seconds: 30.0,
+    });
+    assert!(matches!(raw.recv(), Some(Message::Queued { position: 1, .. })));
+    drop(raw);
+    agent.wait_for_log("left the queue at position 1");
+    // With --wait: told its place, then served.
+    let out = client(&agent, &["--wait", "60s", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("waiting in line at position 1"),
+        "{}",
+        stderr(&out)
+    );
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let run: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(run["overlapped_tests"], 0, "one test at a time by default");
+}
+
+#[test]
+fn a_full_queue_refuses_by_name() {
+    let agent = LoggedAgent::start(&["--max-queue", "0"]);
+    let port = agent.port_arg();
+    let mut first = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    agent.wait_for_log("running tcp test");
+    let out = client(&agent, &["--wait", "10s"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--max-queue"), "{}", stderr(&out));
+    first.wait().unwrap();
+}
+
+#[test]
+fn concurrent_tests_record_that_they_overlapped() {
+    let agent = LoggedAgent::start(&["--max-concurrent", "2"]);
+    let port = agent.port_arg();
+    let long = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "3", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    agent.wait_for_log("running tcp test");
+    let short = client(&agent, &["--json"]);
+    assert!(short.status.success(), "{}", stderr(&short));
+    let long = long.wait_with_output().unwrap();
+    assert!(long.status.success(), "{}", stderr(&long));
+    for out in [&short, &long] {
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(run["overlapped_tests"], 1, "{}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
+#[test]
+fn sigterm_stops_the_running_test_which_still_reports_and_tells_the_queue() {
+    let mut agent = LoggedAgent::start(&[]);
+    let port = agent.port_arg();
+    let client = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "20", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    agent.wait_for_log("running tcp test");
+    let queued = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "1", "--wait", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    agent.wait_for_log("queued at position 1");
+    agent.signal(libc::SIGTERM);
+    let status = agent.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "agent exit: {status:?}\n{}", agent.logs());
+    let queued = queued.wait_with_output().unwrap();
+    assert_eq!(queued.status.code(), Some(4), "{}", stderr(&queued));
+    assert!(stderr(&queued).contains("shutting down"), "{}", stderr(&queued));
+    let out = client.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seconds = run["sum"]["receiver"]["seconds"].as_f64().unwrap();
+    assert!(seconds < 15.0, "the test was not stopped early: {seconds} s");
+    assert!(run["sum"]["receiver"]["bytes"].as_u64().unwrap() > 0);
+    let logs = agent.logs();
+    assert!(
+        logs.contains("signal received") && logs.contains("agent stopped"),
+        "{logs}"
+    );
+}
+
+#[test]
+fn serve_once_exits_after_one_test_not_after_a_stray_connection() {
+    let mut agent = LoggedAgent::start(&["--once", "--handshake-timeout", "1s"]);
+    Raw::connect(agent.port)
+        .frame(b"junk")
+        .expect_error_and_close("malformed");
+    agent.assert_serves_normally();
+    let status = agent.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn json_logs_name_the_peer_and_reason_of_each_refusal() {
+    let agent = LoggedAgent::start(&["--log-format", "json"]);
+    Raw::connect(agent.port)
+        .frame(b"{oops")
+        .expect_error_and_close("malformed");
+    let logs = agent.wait_for_log("refused: malformed message");
+    let line = logs.lines().find(|l| l.contains("refused: malformed")).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+    assert_eq!(entry["level"], "warn");
+    assert!(entry["message"].as_str().unwrap().starts_with("127.0.0.1:"), "{entry}");
+    assert!(entry["time_unix_seconds"].as_f64().unwrap() > 0.0);
+}
