@@ -13,7 +13,7 @@ use crate::probe::host::local_facts;
 use crate::protocol::channel::Channel;
 use crate::protocol::{token_from_hex, Hello, Message, ProtocolError, MAX_AGENT_FRAME};
 use crate::trial::{self, TrialError, TrialPlan};
-use crate::workload::runner::IntervalCallback;
+use crate::workload::runner::{IntervalCallback, ProgressCallback};
 use crate::workload::{self, ClientNet, SpecError, TestSpec, WorkloadError};
 
 /// How long to wait for the agent to answer at each step before the test.
@@ -151,6 +151,8 @@ pub struct RunOptions<'a> {
     /// Polled during the test; true once the user pressed Ctrl-C.
     pub interrupted: &'a (dyn Fn() -> bool + Sync),
     pub on_interval: Option<IntervalCallback>,
+    /// Called after each step of a workload with steps (sweep points).
+    pub on_progress: Option<ProgressCallback>,
     /// Number of this trial within the case (1-based).
     pub trial: u32,
 }
@@ -210,6 +212,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         wait_for_peer_report: true,
         interrupted: options.interrupted,
         on_interval: options.on_interval,
+        on_progress: options.on_progress,
     };
     let outcome = trial::run_side(side, plan, &mut channel, &ProcStat)?;
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
@@ -240,5 +243,6 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         spec: spec.clone(),
         trials: vec![result.clone()],
         result,
+        repetition: None,
     })
 }

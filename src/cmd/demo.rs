@@ -52,6 +52,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             RunOptions {
                 interrupted: &signals::interrupted,
                 on_interval: None,
+                on_progress: None,
                 trial: 1,
             },
         )

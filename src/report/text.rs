@@ -144,8 +144,76 @@ impl Reporter for Text {
                 "  (client and agent share one host: both CPU lines cover the same cores)"
             )?;
         }
+        if let Some(r) = &run.repetition {
+            repetition_lines(r, out)?;
+        }
         Ok(())
     }
+}
+
+/// The repetition summary: policy, reported figure, spread, interval.
+fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) -> io::Result<()> {
+    use crate::plan::format_figure;
+    use crate::stats::Policy;
+    let f = |v: f64| format_figure(v, &r.unit);
+    let n = r.values.len();
+    let how = match r.policy {
+        Policy::Repeat { pick, .. } => format!("{pick:?}").to_lowercase(),
+        Policy::Confidence { .. } => "mean".into(),
+    };
+    writeln!(
+        out,
+        "Repetitions: {n} trial{}, reported {how} by {}: {} (full detail above: trial {})",
+        if n == 1 { "" } else { "s" },
+        r.metric,
+        f(r.reported_value),
+        r.picked_trial
+    )?;
+    writeln!(
+        out,
+        "  min {}, median {}, max {}, mean {}, stddev {}",
+        f(r.min),
+        f(r.median),
+        f(r.max),
+        f(r.mean),
+        f(r.stddev)
+    )?;
+    if let Some(i) = &r.interval {
+        writeln!(
+            out,
+            "  {}% confidence interval of the mean: {} .. {} (width {:.1}% of the mean)",
+            i.level_percent,
+            f(i.low),
+            f(i.high),
+            i.width_percent
+        )?;
+    }
+    if let Policy::Confidence {
+        level_percent,
+        width_percent,
+        max_trials,
+        ..
+    } = r.policy
+    {
+        match (r.width_met, &r.interval) {
+            (Some(true), _) => writeln!(
+                out,
+                "  confidence met: the {level_percent}% interval is within the asked {width_percent}% after {n} trials"
+            )?,
+            (_, interval) => writeln!(
+                out,
+                "  CONFIDENCE NOT MET: after {n} of at most {max_trials} trials the {level_percent}% interval is \
+                 {} wide, wider than the asked {width_percent}%",
+                interval
+                    .map(|i| format!("{:.1}% of the mean", i.width_percent))
+                    .unwrap_or_else(|| "undefined".into())
+            )?,
+        }
+    }
+    if r.interrupted {
+        writeln!(out, "  (interrupted: fewer trials than the policy asked for)")?;
+    }
+    Ok(())
 }
 
 fn shares_host(run: &RunResult) -> bool {
