@@ -168,11 +168,9 @@ pub fn summarize(
 ) -> RepetitionSummary {
     let (pick, level, width_met) = match *policy {
         Policy::Repeat { pick, .. } => (pick, 95.0, None),
-        Policy::Confidence { level_percent, .. } => (
-            Pick::Mean,
-            level_percent,
-            Some(matches!(decision, Decision::Done)),
-        ),
+        Policy::Confidence { level_percent, .. } => {
+            (Pick::Mean, level_percent, Some(matches!(decision, Decision::Done)))
+        }
     };
     let index = stats::pick_index(values, pick).expect("at least one trial");
     let mean = stats::mean(values);

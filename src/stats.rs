@@ -182,7 +182,11 @@ pub fn mean_interval(values: &[f64], level_percent: f64) -> Option<MeanInterval>
     let m = mean(values);
     let t = student_t_quantile(0.5 + level_percent / 200.0, (n - 1) as f64);
     let half = t * stddev(values) / (n as f64).sqrt();
-    let width_percent = if m != 0.0 { 200.0 * half / m.abs() } else { f64::INFINITY };
+    let width_percent = if m != 0.0 {
+        200.0 * half / m.abs()
+    } else {
+        f64::INFINITY
+    };
     Some(MeanInterval {
         mean: m,
         level_percent,

@@ -4,10 +4,12 @@
 
 pub mod measure;
 pub mod parse;
+pub mod sweep;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use measure::{MeasureArgs, TcpArgs};
+pub use sweep::SweepArgs;
 
 /// nicbench: what a network path really delivers — adapter, driver, host,
 /// link and stack — with CPU cost on both ends.
@@ -30,6 +32,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// TCP throughput: bulk streams in one or both directions.
     Tcp(Box<TcpArgs>),
+    /// Message-size sweep (NetPIPE-style): latency and bandwidth from 1 byte to megabytes.
+    Sweep(Box<SweepArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
 }

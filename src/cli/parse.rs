@@ -15,6 +15,11 @@ pub fn positive_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A rate in bits per second: `10G`, `100mbit`.
+pub fn rate(s: &str) -> Result<u64, String> {
+    units::parse_rate(s).map_err(|e| e.to_string())
+}
+
 pub fn duration(s: &str) -> Result<Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -58,7 +63,9 @@ pub fn confidence(s: &str) -> Result<(f64, f64), String> {
         return Err(format!("the confidence level must be 50 to 99.99 percent, got {level}"));
     }
     if !(width > 0.0 && width <= 100.0) {
-        return Err(format!("the interval width must be more than 0 and at most 100 percent, got {width}"));
+        return Err(format!(
+            "the interval width must be more than 0 and at most 100 percent, got {width}"
+        ));
     }
     Ok((level, width))
 }

@@ -7,12 +7,12 @@ use anyhow::Context;
 
 use super::signals;
 use crate::cli::MeasureArgs;
+use crate::logging;
 use crate::model::RunResult;
+use crate::plan::{self, CaseOptions};
 use crate::report::json::{Json, StreamEvent};
 use crate::report::text::{interval_lines, Text};
 use crate::report::Reporter;
-use crate::logging;
-use crate::plan::{self, CaseOptions};
 use crate::session::{Family, Target};
 use crate::stats::Policy;
 use crate::workload::runner::{IntervalCallback, IntervalTick, ProgressCallback};

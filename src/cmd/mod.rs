@@ -6,6 +6,7 @@ pub mod demo;
 pub mod measure;
 pub mod serve;
 pub mod signals;
+pub mod sweep;
 pub mod tcp;
 
 use crate::cli::{Cli, Command, LogFormat};
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(*args),
+        Command::Sweep(args) => sweep::run(*args),
         Command::Demo(args) => demo::run(args),
     }
 }
@@ -49,6 +51,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
 pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::workload::TestSpec)> {
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) => None,
     }
 }

@@ -2,6 +2,7 @@
 //! any `Write`. Reporters see only the result model, never the workload.
 
 pub mod json;
+pub mod sweep;
 pub mod text;
 
 use std::io::{self, Write};

@@ -144,6 +144,9 @@ impl Reporter for Text {
                 "  (client and agent share one host: both CPU lines cover the same cores)"
             )?;
         }
+        for sweep in r.streams.iter().filter_map(|s| s.sender.sweep.as_ref()) {
+            super::sweep::table(sweep, out)?;
+        }
         if let Some(r) = &run.repetition {
             repetition_lines(r, out)?;
         }
