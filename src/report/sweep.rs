@@ -51,9 +51,8 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             p.mean_bits_per_second / 1e6,
             p.exchanges
         )?;
-        match line_rate_percent(sweep, p.best_bits_per_second) {
-            Some(percent) => write!(out, " {percent:>10.1}%")?,
-            None => {}
+        if let Some(percent) = line_rate_percent(sweep, p.best_bits_per_second) {
+            write!(out, " {percent:>10.1}%")?;
         }
         if p.lost > 0 {
             write!(out, "  ({} lost)", p.lost)?;

@@ -3,4 +3,6 @@
 //! (the lab) say why they skip instead of passing silently.
 
 mod common;
+mod repeat;
+mod sweep;
 mod tcp;
