@@ -214,8 +214,9 @@ pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, c
             note = Some(why.to_string());
             break;
         }
-        // The first point calibrates with a short untimed run.
-        if history.is_empty() {
+        // A short untimed probe calibrates the first point and any point
+        // more than twice the size of the last (an explicit list's jumps).
+        if points::needs_probe(&history, size) {
             match link.point(op, size, points::MIN_EXCHANGES) {
                 Ok(t) if !t.batch_seconds.is_empty() => history.push((
                     size,

@@ -90,6 +90,16 @@ pub fn estimate(previous: &[(u64, f64)], size: u64) -> Option<f64> {
     Some(linear.clamp(t1.min(proportional), proportional.max(t1)))
 }
 
+/// Whether `size` needs an untimed probe before its exchange count is
+/// chosen: nothing measured yet, or more than twice the last size (too far
+/// to extrapolate).
+pub fn needs_probe(previous: &[(u64, f64)], size: u64) -> bool {
+    match previous.last() {
+        Some(&(last, _)) => size > last.saturating_mul(2),
+        None => true,
+    }
+}
+
 /// The summary of a sweep from the best figures of its points.
 pub fn summarize(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>) -> SweepSummary {
     let Some(first) = points.iter().min_by_key(|p| p.size_bytes) else {
@@ -190,6 +200,14 @@ mod tests {
         assert_eq!(estimate(&[(4, 3e-5), (8, 2e-5)], 16), Some(2e-5));
         let capped = estimate(&[(8, 1e-6), (9, 1e-3)], 16).unwrap();
         assert!((capped - 1e-3 * 16.0 / 9.0).abs() < 1e-15, "{capped}");
+    }
+
+    #[test]
+    fn far_jumps_are_probed() {
+        assert!(needs_probe(&[], 1));
+        assert!(!needs_probe(&[(4, 1e-5)], 8));
+        assert!(needs_probe(&[(4, 1e-5)], 9));
+        assert!(needs_probe(&[(1, 1e-5)], 262144));
     }
 
     fn point(size: u64, latency_us: f64, bits_per_second: f64) -> SweepPoint {
