@@ -3,6 +3,7 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub mod demo;
+pub mod lab;
 pub mod measure;
 pub mod serve;
 pub mod signals;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tcp(args) => tcp::run(*args),
         Command::Sweep(args) => sweep::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Lab(args) => lab::run(args),
     }
 }
 
@@ -52,6 +54,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Serve(_) | Command::Demo(_) => None,
+        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
     }
 }
