@@ -176,3 +176,37 @@ fn bad_sweep_options_are_refused_by_name() {
         assert!(stderr(&out).contains(needle), "{extra:?}: {}", stderr(&out));
     }
 }
+
+/// Issue 5 in the lab: two namespaces over veth at MTU 1500 and 9000; the
+/// curve has the same shape on a real (emulated) link, the smallest size's
+/// latency is reported, and the MSS follows the MTU.
+#[test]
+fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
+    if let Some(why) = nicbench::lab::unavailable() {
+        eprintln!("SKIPPED (lab unavailable): {why}");
+        return;
+    }
+    let mut lab = nicbench::lab::Lab::builder().agent_program(BIN).mtu(1500).build().unwrap();
+    let port = lab.agent_port().to_string();
+    for (mtu, mss) in [(1500, 1448), (9000, 8948)] {
+        if mtu != 1500 {
+            lab.set_mtu(None, mtu).unwrap();
+        }
+        let out = lab
+            .command("a", BIN)
+            .args(["sweep", "b", "-p", &port, "--max", "1M", "--point-time", "10ms", "--json"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "MTU {mtu}: {}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(run["streams"][0]["sender"]["tcp_info"]["send_mss_bytes"], mss, "MTU {mtu}");
+        let sweep = sweep_of(&run);
+        let summary = &sweep["summary"];
+        assert_eq!(summary["small_message_size_bytes"], 1, "MTU {mtu}");
+        assert!(summary["small_message_latency_us"].as_f64().unwrap() > 0.0);
+        assert!(best_bps(sweep, 64) > 10.0 * best_bps(sweep, 1), "MTU {mtu}: {sweep}");
+        assert!(best_bps(sweep, 65536) > best_bps(sweep, 64), "MTU {mtu}");
+        assert!(best_bps(sweep, 1 << 20) < 1.6 * best_bps(sweep, 1 << 19), "MTU {mtu}: {sweep}");
+    }
+}
