@@ -76,13 +76,16 @@ impl Reporter for Text {
             Direction::Reverse => "agent->client (reverse)",
             Direction::Bidir => "each way (bidir)",
         };
+        // A sweep ends when its sizes are done; its duration is a limit.
+        let sweep = r.streams.iter().any(|s| s.sender.sweep.is_some());
         let length = match spec.bytes {
             Some(b) => format!("{} per direction", Bytes(b)),
+            None if sweep => format!("time limit {:.1} s", spec.duration_seconds),
             None => format!("{:.1} s", spec.duration_seconds),
         };
         writeln!(
             out,
-            "  {} stream{} {direction}, {length}{}, {} messages",
+            "  {} stream{} {direction}, {length}{}, {}{} messages",
             spec.streams,
             if spec.streams == 1 { "" } else { "s" },
             if spec.omit_seconds > 0.0 {
@@ -90,6 +93,7 @@ impl Reporter for Text {
             } else {
                 String::new()
             },
+            if sweep { "up to " } else { "" },
             Size(spec.message_bytes),
         )?;
         if let Some(s) = r.streams.first() {

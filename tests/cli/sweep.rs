@@ -186,7 +186,11 @@ fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
         eprintln!("SKIPPED (lab unavailable): {why}");
         return;
     }
-    let mut lab = nicbench::lab::Lab::builder().agent_program(BIN).mtu(1500).build().unwrap();
+    let mut lab = nicbench::lab::Lab::builder()
+        .agent_program(BIN)
+        .mtu(1500)
+        .build()
+        .unwrap();
     let port = lab.agent_port().to_string();
     for (mtu, mss) in [(1500, 1448), (9000, 8948)] {
         if mtu != 1500 {
@@ -194,19 +198,35 @@ fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
         }
         let out = lab
             .command("a", BIN)
-            .args(["sweep", "b", "-p", &port, "--max", "1M", "--point-time", "10ms", "--json"])
+            .args([
+                "sweep",
+                "b",
+                "-p",
+                &port,
+                "--max",
+                "1M",
+                "--point-time",
+                "10ms",
+                "--json",
+            ])
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
         assert!(out.status.success(), "MTU {mtu}: {}", stderr(&out));
         let run: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(run["streams"][0]["sender"]["tcp_info"]["send_mss_bytes"], mss, "MTU {mtu}");
+        assert_eq!(
+            run["streams"][0]["sender"]["tcp_info"]["send_mss_bytes"], mss,
+            "MTU {mtu}"
+        );
         let sweep = sweep_of(&run);
         let summary = &sweep["summary"];
         assert_eq!(summary["small_message_size_bytes"], 1, "MTU {mtu}");
         assert!(summary["small_message_latency_us"].as_f64().unwrap() > 0.0);
         assert!(best_bps(sweep, 64) > 10.0 * best_bps(sweep, 1), "MTU {mtu}: {sweep}");
         assert!(best_bps(sweep, 65536) > best_bps(sweep, 64), "MTU {mtu}");
-        assert!(best_bps(sweep, 1 << 20) < 1.6 * best_bps(sweep, 1 << 19), "MTU {mtu}: {sweep}");
+        assert!(
+            best_bps(sweep, 1 << 20) < 1.6 * best_bps(sweep, 1 << 19),
+            "MTU {mtu}: {sweep}"
+        );
     }
 }

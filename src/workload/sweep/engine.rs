@@ -130,6 +130,20 @@ impl Link {
         })
     }
 
+    /// Untimed exchanges of `size`, repeated with four times as many until
+    /// they took `warm_up_seconds`; the mean time of one exchange of the last.
+    fn probe(&mut self, op: Op, size: u64, warm_up_seconds: f64) -> io::Result<Option<f64>> {
+        let mut count = points::MIN_EXCHANGES;
+        loop {
+            let t = self.point(op, size, count)?;
+            let timed = t.batch_seconds.len() as u64 * t.per_batch;
+            if t.seconds >= warm_up_seconds || count >= points::MAX_EXCHANGES / 4 {
+                return Ok((timed > 0).then(|| t.batch_seconds.iter().sum::<f64>() / timed as f64));
+            }
+            count *= 4;
+        }
+    }
+
     /// Drops late echoes of an earlier point.
     fn drain_udp(&mut self) {
         if let Some(udp) = &self.udp {
@@ -216,13 +230,17 @@ pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, c
         }
         // A short untimed probe calibrates the first point and any point
         // more than twice the size of the last (an explicit list's jumps).
+        // The very first one also warms the connection up for a quarter of
+        // a point's time.
         if points::needs_probe(&history, size) {
-            match link.point(op, size, points::MIN_EXCHANGES) {
-                Ok(t) if !t.batch_seconds.is_empty() => history.push((
-                    size,
-                    t.batch_seconds.iter().sum::<f64>() / (t.batch_seconds.len() as u64 * t.per_batch) as f64,
-                )),
-                Ok(_) => {}
+            let warm_up = if history.is_empty() {
+                params.point_seconds / 4.0
+            } else {
+                0.0
+            };
+            match link.probe(op, size, warm_up) {
+                Ok(Some(each)) => history.push((size, each)),
+                Ok(None) => {}
                 Err(e) => {
                     error = Some(format!("sweep calibration at {size} B failed: {e}"));
                     break;
