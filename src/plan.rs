@@ -143,8 +143,8 @@ fn trial_line(policy: &Policy, values: &[f64], figure: &Figure, decision: &Decis
             ..
         } => {
             let width = stats::mean_interval(values, *level_percent)
-                .map(|i| format!("{:.1}%", i.width_percent))
-                .unwrap_or_else(|| "n/a".into());
+                .map(|i| format!("{:.1}% of the mean", i.width_percent))
+                .unwrap_or_else(|| "n/a (one trial)".into());
             let verdict = match decision {
                 Decision::Continue => "continuing",
                 Decision::Done => "width met, stopping",
@@ -152,7 +152,7 @@ fn trial_line(policy: &Policy, values: &[f64], figure: &Figure, decision: &Decis
             };
             format!(
                 "trial {n} (at most {max_trials}): {shown}; {level_percent}% interval width {width} \
-                 of the mean (asked: {width_percent}%), {verdict}"
+                 (asked: {width_percent}%), {verdict}"
             )
         }
     }

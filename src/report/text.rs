@@ -196,10 +196,10 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
     if let Some(i) = &r.interval {
         writeln!(
             out,
-            "  {}% confidence interval of the mean: {} .. {} (width {:.1}% of the mean)",
+            "  {}% confidence interval of the mean: {} +- {} (width {:.1}% of the mean)",
             i.level_percent,
-            f(i.low),
-            f(i.high),
+            f(i.mean),
+            f((i.high - i.low) / 2.0),
             i.width_percent
         )?;
     }
@@ -218,7 +218,7 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
             (_, interval) => writeln!(
                 out,
                 "  CONFIDENCE NOT MET: after {n} of at most {max_trials} trials the {level_percent}% interval is \
-                 {} wide, wider than the asked {width_percent}%",
+                 still {} wide (asked: at most {width_percent}%)",
                 interval
                     .map(|i| format!("{:.1}% of the mean", i.width_percent))
                     .unwrap_or_else(|| "undefined".into())
