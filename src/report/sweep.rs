@@ -68,10 +68,14 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
         )?;
         write!(
             out,
-            "Peak bandwidth: {} at {} B ({})",
+            "Peak bandwidth: {} at {} B{}",
             Rate(s.peak_bits_per_second),
             s.peak_size_bytes,
-            Size(s.peak_size_bytes)
+            if s.peak_size_bytes >= 1024 {
+                format!(" ({})", Size(s.peak_size_bytes))
+            } else {
+                String::new()
+            }
         )?;
         match s.peak_line_rate_percent {
             Some(percent) => writeln!(
