@@ -129,3 +129,72 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{SweepPoint, SweepSummary};
+
+    fn sweep() -> SweepResult {
+        let point = |size: u64, latency_us: f64| SweepPoint {
+            size_bytes: size,
+            exchanges: 70,
+            batches: 7,
+            seconds: 0.1,
+            best_latency_us: latency_us,
+            mean_latency_us: latency_us * 1.5,
+            best_bits_per_second: size as f64 * 8.0 / (latency_us * 1e-6),
+            mean_bits_per_second: size as f64 * 8.0 / (latency_us * 1.5e-6),
+            lost: 0,
+        };
+        let points = vec![point(1, 4.0), point(65536, 20.0)];
+        SweepResult {
+            mode: "ping_pong".into(),
+            transport: "tcp".into(),
+            link_speed_bits_per_second: Some(100e9),
+            skipped_sizes_bytes: vec![131072],
+            note: Some("the time limit (-t) ended the sweep early".into()),
+            summary: crate::workload::sweep::points::summarize(&points, Some(100e9)),
+            points,
+        }
+    }
+
+    #[test]
+    fn table_snapshot() {
+        let mut out = Vec::new();
+        table(&sweep(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let expected = "\
+Sweep (ping-pong, TCP): 2 sizes; best of the timed batches, mean of all
+    size B   latency us bandwidth Mbit/s      mean us      mean Mbit/s  exchanges % line rate
+         1         4.00             2.00         6.00             1.33         70        0.0%
+     65536        20.00         26214.40        30.00         17476.27         70       26.2%
+Small-message latency: 4.00 us at 1 B
+Peak bandwidth: 26.21 Gbit/s at 65536 B (64 KiB) (26.2% of the 100.00 Gbit/s line rate)
+Half of the peak (n-1/2) at 65536 B; 90% of the peak at 65536 B
+Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep early
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn csv_has_units_in_the_header_and_one_row_per_size() {
+        let mut out = Vec::new();
+        csv(&sweep(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("size_bytes,latency_us,bandwidth_mbit_per_second,"));
+        assert_eq!(lines[2], "65536,20.000,26214.400,30.000,17476.267,70,0,26.21");
+    }
+
+    #[test]
+    fn empty_summary_is_not_printed() {
+        let mut s = sweep();
+        s.points.clear();
+        s.summary = SweepSummary::default();
+        let mut out = Vec::new();
+        table(&s, &mut out).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("Peak"));
+    }
+}
