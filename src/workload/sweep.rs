@@ -219,6 +219,7 @@ impl Workload for Sweep {
             };
         Ok(Box::new(SweepAgent {
             listener,
+            agent_options: spec.agent.clone(),
             udp,
             net: net.clone(),
             max_size: params.largest(),
@@ -270,6 +271,7 @@ fn connect_udp(net: &ClientNet, port: u16) -> Result<UdpSocket, WorkloadError> {
 
 struct SweepAgent {
     listener: Socket,
+    agent_options: SideOptions,
     udp: Option<UdpSocket>,
     net: AgentNet,
     max_size: u64,
@@ -289,6 +291,8 @@ impl AgentSide for SweepAgent {
         let tcp = accepted
             .remove(&1)
             .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
+        // Options set on the listener are not all inherited: set them again.
+        configure(&self.agent_options)(&tcp)?;
         Ok(Box::new(engine::AgentServer {
             tcp,
             udp: self.udp,
