@@ -213,6 +213,9 @@ mod tests {
                 ..Sum::default()
             },
             cpu: BothCpu::default(),
+            counters: Default::default(),
+            line_rate: None,
+            verdict: None,
         };
         RunResult {
             schema: SCHEMA.into(),

@@ -15,11 +15,6 @@ pub fn positive_size(s: &str) -> Result<u64, String> {
     }
 }
 
-/// A rate in bits per second: `10G`, `100mbit`.
-pub fn rate(s: &str) -> Result<u64, String> {
-    units::parse_rate(s).map_err(|e| e.to_string())
-}
-
 pub fn duration(s: &str) -> Result<Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
 }

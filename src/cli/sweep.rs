@@ -38,9 +38,6 @@ pub struct SweepArgs {
     /// About how long each size runs; the number of exchanges adapts (at least 7).
     #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse::positive_duration)]
     pub point_time: Duration,
-    /// Line rate to compare the bandwidth with, e.g. 10G or 25gbit.
-    #[arg(long, value_name = "RATE", value_parser = parse::rate)]
-    pub link_speed: Option<u64>,
     /// Print the points as CSV instead of the text report.
     #[arg(long, conflicts_with_all = ["json", "json_stream"])]
     pub csv: bool,

@@ -3,7 +3,9 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub mod demo;
+pub mod host;
 pub mod lab;
+pub mod linerate;
 pub mod measure;
 pub mod serve;
 pub mod signals;
@@ -28,6 +30,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tcp(args) => tcp::run(*args),
         Command::Sweep(args) => sweep::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Host(args) => host::run(args),
+        Command::Linerate(args) => linerate::run(args),
         Command::Lab(args) => lab::run(args),
     }
 }
@@ -44,6 +48,15 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
             return 2;
         }
+        if cause.downcast_ref::<crate::linerate::LineRateError>().is_some() {
+            return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<crate::lab::LabError>() {
+            return match e {
+                crate::lab::LabError::Invalid { .. } | crate::lab::LabError::NotFound { .. } => 2,
+                _ => 1,
+            };
+        }
     }
     1
 }
@@ -55,5 +68,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
+        Command::Host(_) | Command::Linerate(_) => None,
     }
 }

@@ -8,9 +8,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::SweepArgs;
 use crate::logging;
+use crate::model::RunResult;
 use crate::report::sweep::csv;
 use crate::workload::runner::{Progress, ProgressCallback};
-use crate::workload::sweep::{SweepParams, Transport};
+use crate::workload::sweep::{points, SweepParams, Transport};
 use crate::workload::TestSpec;
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
@@ -23,7 +24,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         bail!("-i/--interval does not apply to a sweep: it reports one line per size instead");
     }
     let show = logging::enabled(logging::Level::Warn);
-    let run = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
+    let mut run = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
+    apply_detected_link_speed(&mut run);
     if args.csv {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -38,6 +40,24 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     super::measure::print(m, &run)
 }
 
+/// Without `--link-speed`, a link speed the host facts found (the slower
+/// end's NIC, or a shaper on it) still gives the sweep its % of line rate.
+fn apply_detected_link_speed(run: &mut RunResult) {
+    for trial in std::iter::once(&mut run.result).chain(run.trials.iter_mut()) {
+        let Some(link) = trial.line_rate.as_ref().map(|l| l.link_bits_per_second as f64) else {
+            continue;
+        };
+        for stream in &mut trial.streams {
+            if let Some(sweep) = stream.sender.sweep.as_mut() {
+                if sweep.link_speed_bits_per_second.is_none() {
+                    sweep.link_speed_bits_per_second = Some(link);
+                    sweep.summary = points::summarize(&sweep.points, Some(link));
+                }
+            }
+        }
+    }
+}
+
 /// The test spec a `sweep` command line asks for.
 pub fn spec(args: &SweepArgs) -> anyhow::Result<TestSpec> {
     let params = SweepParams {
@@ -48,7 +68,7 @@ pub fn spec(args: &SweepArgs) -> anyhow::Result<TestSpec> {
         mode: args.mode,
         transport: if args.udp { Transport::Udp } else { Transport::Tcp },
         point_seconds: args.point_time.as_secs_f64(),
-        link_speed_bits_per_second: args.link_speed.map(|s| s as f64),
+        link_speed_bits_per_second: args.measure.link_speed.map(|s| s as f64),
     };
     let mut spec = super::measure::base_spec("sweep", &args.measure, params.largest());
     spec.params = serde_json::to_value(params)?;

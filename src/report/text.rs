@@ -159,6 +159,7 @@ impl Reporter for Text {
         for sweep in r.streams.iter().filter_map(|s| s.sender.sweep.as_ref()) {
             super::sweep::table(sweep, out)?;
         }
+        super::facts::write_run_tail(run, out)?;
         if let Some(r) = &run.repetition {
             repetition_lines(r, out)?;
         }

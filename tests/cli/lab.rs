@@ -178,6 +178,7 @@ fn cli_refuses_bad_values_naming_the_option() {
     require_lab!();
     let name = lab::spec::unique_name();
     let out = nicbench(&["lab", "up", &name, "--cpu-limit", "q=10%"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("unknown host; this lab has a, b"),
         "{}",
