@@ -550,6 +550,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         wait_for_peer_report: false,
         interrupted: &|| shared.shutdown.load(Ordering::Relaxed),
         on_interval: None,
+        on_progress: None,
     };
     let mut outcome =
         trial::run_side(side, plan, channel, &ProcStat).map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;

@@ -61,9 +61,10 @@ impl Flow {
 }
 
 /// The role of one end of a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    #[default]
     Sender,
     Receiver,
 }
@@ -138,7 +139,7 @@ pub struct TcpInfo {
 }
 
 /// One end (sender or receiver) of one stream, as measured by that end.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamEnd {
     pub stream_id: u32,
     pub role: Role,
@@ -157,6 +158,69 @@ pub struct StreamEnd {
     /// Set when the stream ended with an error instead of cleanly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The message-size sweep this end drove (`sweep` workload, client end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepResult>,
+}
+
+/// One message size of a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub size_bytes: u64,
+    /// Timed exchanges (ping-pong round trips, or messages when streaming).
+    pub exchanges: u64,
+    /// Timed batches the exchanges were split into; `best` is the best batch.
+    pub batches: u32,
+    /// Wall time of the point.
+    pub seconds: f64,
+    /// Ping-pong: half the round trip; streaming: time per message.
+    pub best_latency_us: f64,
+    pub mean_latency_us: f64,
+    pub best_bits_per_second: f64,
+    pub mean_bits_per_second: f64,
+    /// UDP ping-pong exchanges whose echo never came (excluded from the timing).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+}
+
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
+}
+
+/// What a sweep found, from its best figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepSummary {
+    /// Best latency of the smallest size.
+    pub small_message_size_bytes: u64,
+    pub small_message_latency_us: f64,
+    pub peak_bits_per_second: f64,
+    pub peak_size_bytes: u64,
+    /// Smallest size reaching half of the peak (n-1/2).
+    pub half_peak_size_bytes: u64,
+    /// Smallest size reaching 90% of the peak.
+    pub ninety_percent_peak_size_bytes: u64,
+    /// Peak as a share of `--link-speed`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_line_rate_percent: Option<f64>,
+}
+
+/// A whole sweep: how it ran, every point, and the summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    /// `ping_pong` or `stream`.
+    pub mode: String,
+    /// `tcp` or `udp`.
+    pub transport: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_speed_bits_per_second: Option<f64>,
+    /// Sizes asked for that were not run (time limit, Ctrl-C, datagram limit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_sizes_bytes: Vec<u64>,
+    /// Why sizes were skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub points: Vec<SweepPoint>,
+    pub summary: SweepSummary,
 }
 
 /// CPU time of the benchmark's own threads on one side (getrusage per thread).
@@ -218,10 +282,6 @@ pub struct SideReport {
     pub overlapped_tests: u32,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
 /// Totals of one role across streams.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Total {
@@ -265,7 +325,7 @@ pub struct BothCpu {
 }
 
 /// One timed execution, both sides merged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrialResult {
     pub trial: u32,
     pub streams: Vec<StreamResult>,
@@ -307,6 +367,41 @@ pub struct RunResult {
     #[serde(flatten)]
     pub result: TrialResult,
     pub trials: Vec<TrialResult>,
+    /// How the trials were repeated and which one is reported; absent for
+    /// a single trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition: Option<RepetitionSummary>,
+}
+
+/// The repetition policy of a case and what its trials gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepetitionSummary {
+    pub policy: crate::stats::Policy,
+    /// The figure trials are compared by, e.g. `receiver_bits_per_second`.
+    pub metric: String,
+    /// Unit of the figures, e.g. `bit/s`.
+    pub unit: String,
+    /// Number of the reported trial (the one at the top of the document).
+    pub picked_trial: u32,
+    /// The reported figure: the picked trial's, or the mean for `mean` and
+    /// `confidence`.
+    pub reported_value: f64,
+    /// The figure of every trial, in order.
+    pub values: Vec<f64>,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub stddev: f64,
+    /// Confidence interval of the mean (two trials or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<crate::stats::MeanInterval>,
+    /// For `--confidence`: whether the interval met the asked width.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width_met: Option<bool>,
+    /// True when Ctrl-C ended the case before its policy was satisfied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// Errors when the two sides' reports cannot be merged.
@@ -621,6 +716,7 @@ mod tests {
             tcp_info: None,
             intervals: vec![],
             error: None,
+            sweep: None,
         }
     }
 

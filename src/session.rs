@@ -15,7 +15,7 @@ use crate::protocol::auth::{self, KeyError, Psk};
 use crate::protocol::channel::Channel;
 use crate::protocol::{token_from_hex, Hello, Message, ProtocolError, MAX_AGENT_FRAME};
 use crate::trial::{self, TrialError, TrialPlan};
-use crate::workload::runner::IntervalCallback;
+use crate::workload::runner::{IntervalCallback, ProgressCallback};
 use crate::workload::{self, ClientNet, SpecError, TestSpec, WorkloadError};
 
 /// How long to wait for the agent to answer at each step before the test.
@@ -176,6 +176,8 @@ pub struct RunOptions<'a> {
     /// Polled during the test; true once the user pressed Ctrl-C.
     pub interrupted: &'a (dyn Fn() -> bool + Sync),
     pub on_interval: Option<IntervalCallback>,
+    /// Called after each step of a workload with steps (sweep points).
+    pub on_progress: Option<ProgressCallback>,
     /// Number of this trial within the case (1-based).
     pub trial: u32,
 }
@@ -389,6 +391,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         wait_for_peer_report: true,
         interrupted: options.interrupted,
         on_interval: options.on_interval,
+        on_progress: options.on_progress,
     };
     let outcome = trial::run_side(side, plan, &mut channel, &ProcStat)?;
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
@@ -420,6 +423,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         spec: spec.clone(),
         trials: vec![result.clone()],
         result,
+        repetition: None,
     };
     crate::verdict::annotate(&mut run, None);
     Ok(run)
@@ -443,7 +447,7 @@ pub fn remote_facts(target: &Target) -> Result<crate::model::HostFacts, SessionE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CpuReport, Role, SocketBuffers, StreamEnd};
+    use crate::model::{CpuReport, Role, StreamEnd};
     use crate::workload::spec::tests::spec;
 
     fn end(id: u32, role: Role) -> StreamEnd {
@@ -453,11 +457,7 @@ mod tests {
             bytes: 1,
             seconds: 1.0,
             bits_per_second: 8.0,
-            omitted_bytes: 0,
-            socket: SocketBuffers::default(),
-            tcp_info: None,
-            intervals: vec![],
-            error: None,
+            ..StreamEnd::default()
         }
     }
 

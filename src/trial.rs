@@ -14,7 +14,7 @@ use crate::probe::cpu::{cpu_report, CpuSampler};
 use crate::probe::sched::ThreadTracker;
 use crate::protocol::channel::Channel;
 use crate::protocol::{Message, ProtocolError};
-use crate::workload::runner::IntervalCallback;
+use crate::workload::runner::{IntervalCallback, ProgressCallback};
 use crate::workload::{RunControl, Side, TestSpec};
 
 /// Extra time past the expected end before a trial is declared hung.
@@ -50,6 +50,7 @@ pub struct TrialPlan<'a> {
     /// Polled every 100 ms: true once the user asked to stop (Ctrl-C).
     pub interrupted: &'a (dyn Fn() -> bool + Sync),
     pub on_interval: Option<IntervalCallback>,
+    pub on_progress: Option<ProgressCallback>,
 }
 
 /// The local report and, when asked for, the peer's.
@@ -88,6 +89,7 @@ pub fn run_side(
         interval: Duration::from_secs_f64(spec.interval_seconds),
         cpus,
         on_interval: plan.on_interval,
+        on_progress: plan.on_progress,
     };
     let start = control.start;
     let worker = thread::Builder::new()

@@ -22,6 +22,7 @@ fn end(role: Role, bits_per_second: f64, tcp: bool) -> StreamEnd {
         }),
         intervals: vec![],
         error: None,
+        sweep: None,
     }
 }
 

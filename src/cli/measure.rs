@@ -88,6 +88,21 @@ pub struct MeasureArgs {
     /// Pre-shared key file, for an agent started with --psk-file.
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// Run N trials and report the one chosen by --pick, with min/median/max.
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["confidence", "iterations"],
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Which of the --repeat trials to report.
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = crate::stats::Pick::Best)]
+    pub pick: crate::stats::Pick,
+    /// Repeat trials until the LEVEL% confidence interval of the mean
+    /// throughput is at most WIDTH% of the mean wide (netperf -I; e.g. 99,5).
+    #[arg(long, value_name = "LEVEL,WIDTH", value_parser = parse::confidence)]
+    pub confidence: Option<(f64, f64)>,
+    /// With --confidence: at most MAX and at least MIN trials (netperf -i;
+    /// default 10,3).
+    #[arg(long, value_name = "MAX,MIN", value_parser = parse::iterations)]
+    pub iterations: Option<(u32, u32)>,
 }
 
 /// `nicbench tcp`

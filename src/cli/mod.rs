@@ -7,12 +7,14 @@ pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod parse;
+pub mod sweep;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use host::HostArgs;
 pub use linerate::LinerateArgs;
 pub use measure::{MeasureArgs, TcpArgs};
+pub use sweep::SweepArgs;
 
 /// nicbench: what a network path really delivers — adapter, driver, host,
 /// link and stack — with CPU cost on both ends.
@@ -35,6 +37,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// TCP throughput: bulk streams in one or both directions.
     Tcp(Box<TcpArgs>),
+    /// Message-size sweep (NetPIPE-style): latency and bandwidth from 1 byte to megabytes.
+    Sweep(Box<SweepArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
     /// Host and NIC facts: this machine's, or an agent's with --remote.

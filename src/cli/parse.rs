@@ -55,9 +55,54 @@ fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
     Ok(cores)
 }
 
+/// `--confidence LEVEL,WIDTH`: a level in percent (50..99.99) and an
+/// interval width in percent of the mean.
+pub fn confidence(s: &str) -> Result<(f64, f64), String> {
+    let bad = || format!("invalid '{s}': expected LEVEL,WIDTH in percent, such as 99,5 or 95,2.5");
+    let (level, width) = s.split_once(',').ok_or_else(bad)?;
+    let level: f64 = level.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    let width: f64 = width.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    if !(50.0..=99.99).contains(&level) {
+        return Err(format!("the confidence level must be 50 to 99.99 percent, got {level}"));
+    }
+    if !(width > 0.0 && width <= 100.0) {
+        return Err(format!(
+            "the interval width must be more than 0 and at most 100 percent, got {width}"
+        ));
+    }
+    Ok((level, width))
+}
+
+/// `--iterations MAX,MIN`: at most MAX and at least MIN trials.
+pub fn iterations(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("invalid '{s}': expected MAX,MIN trial counts, such as 10,3");
+    let (max, min) = s.split_once(',').ok_or_else(bad)?;
+    let max: u32 = max.trim().parse().map_err(|_| bad())?;
+    let min: u32 = min.trim().parse().map_err(|_| bad())?;
+    if !(2..=1000).contains(&max) || min < 1 || min > max {
+        return Err(format!(
+            "need 2 <= MAX <= 1000 and 1 <= MIN <= MAX (an interval needs two trials), got MAX {max}, MIN {min}"
+        ));
+    }
+    Ok((max, min))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn confidence_and_iterations() {
+        assert_eq!(confidence("99,5").unwrap(), (99.0, 5.0));
+        assert_eq!(confidence("95%, 2.5%").unwrap(), (95.0, 2.5));
+        assert!(confidence("99").is_err());
+        assert!(confidence("100,5").is_err());
+        assert!(confidence("99,0").is_err());
+        assert_eq!(iterations("10,3").unwrap(), (10, 3));
+        assert!(iterations("3,10").unwrap_err().contains("MIN <= MAX"));
+        assert!(iterations("1,1").is_err());
+        assert!(iterations("x").is_err());
+    }
 
     #[test]
     fn cpu_lists() {

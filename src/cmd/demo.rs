@@ -24,6 +24,7 @@ const STANDARD_SET: &[(&str, &str)] = &[
     ("TCP, reverse", "tcp HOST --reverse"),
     ("TCP, both ways", "tcp HOST --bidir"),
     ("TCP, 8 KiB writes, nodelay", "tcp HOST -l 8K --nodelay"),
+    ("Sweep 1 B-1 MiB (average)", "sweep HOST --max 1M --point-time 10ms"),
 ];
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -52,6 +53,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             RunOptions {
                 interrupted: &signals::interrupted,
                 on_interval: None,
+                on_progress: None,
                 trial: 1,
             },
         )

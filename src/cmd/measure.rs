@@ -9,13 +9,16 @@ use anyhow::Context;
 use super::signals;
 use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
+use crate::logging;
 use crate::model::RunResult;
+use crate::plan::{self, CaseOptions};
 use crate::probe::nic;
 use crate::report::json::{Json, StreamEvent};
 use crate::report::text::{interval_lines, Text};
 use crate::report::Reporter;
-use crate::session::{self, Family, RunOptions, Target};
-use crate::workload::runner::{IntervalCallback, IntervalTick};
+use crate::session::{Family, Target};
+use crate::stats::Policy;
+use crate::workload::runner::{IntervalCallback, IntervalTick, ProgressCallback};
 use crate::workload::{Direction, SideOptions, SpecError, TestSpec};
 
 /// The part of a spec every measuring command fills the same way.
@@ -95,38 +98,74 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
     })
 }
 
+/// The repetition policy the options ask for (one trial by default).
+pub fn policy(m: &MeasureArgs) -> Policy {
+    match (m.confidence, m.iterations) {
+        (None, None) => Policy::Repeat {
+            trials: m.repeat,
+            pick: m.pick,
+        },
+        (confidence, iterations) => {
+            let (level_percent, width_percent) = confidence.unwrap_or((99.0, 5.0));
+            let (max_trials, min_trials) = iterations.unwrap_or((10, 3));
+            Policy::Confidence {
+                level_percent,
+                width_percent,
+                max_trials,
+                min_trials,
+            }
+        }
+    }
+}
+
 /// Runs one test and prints it in the chosen format.
 pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
-    signals::install();
-    let on_interval: Option<IntervalCallback> = if m.json_stream {
-        Some(Box::new(|tick: &IntervalTick| {
-            let _ = StreamEvent::interval("client", tick).write_line(&mut std::io::stdout().lock());
-        }))
-    } else if m.interval.is_some() && !m.json {
-        Some(Box::new(|tick: &IntervalTick| {
-            let _ = interval_lines("client", tick, &mut std::io::stdout().lock());
-        }))
-    } else {
-        None
-    };
-    let target = target(m)?;
-    let mut run = session::run(
-        &target,
-        spec,
-        RunOptions {
-            interrupted: &signals::interrupted,
-            on_interval,
-            trial: 1,
-        },
-    )
-    .with_context(|| format!("{} test against {}:{}", spec.workload, m.host, m.port))?;
-    if m.link_speed.is_some() {
-        crate::verdict::annotate(&mut run, m.link_speed);
-    }
+    let run = measure(m, spec, &|| None)?;
     print(m, &run)
 }
 
-fn print(m: &MeasureArgs, run: &RunResult) -> anyhow::Result<()> {
+/// Runs the trials of one test under the repetition policy of `m`, with
+/// live interval output as asked and a line per trial on stderr.
+pub fn measure(
+    m: &MeasureArgs,
+    spec: &TestSpec,
+    on_progress: &dyn Fn() -> Option<ProgressCallback>,
+) -> anyhow::Result<RunResult> {
+    signals::install();
+    let json_stream = m.json_stream;
+    let live = m.interval.is_some() && !m.json;
+    let on_interval = move || -> Option<IntervalCallback> {
+        if json_stream {
+            Some(Box::new(|tick: &IntervalTick| {
+                let _ = StreamEvent::interval("client", tick).write_line(&mut std::io::stdout().lock());
+            }))
+        } else if live {
+            Some(Box::new(|tick: &IntervalTick| {
+                let _ = interval_lines("client", tick, &mut std::io::stdout().lock());
+            }))
+        } else {
+            None
+        }
+    };
+    let policy = policy(m);
+    let mut stderr = std::io::stderr();
+    let show_trials = policy != Policy::SINGLE && logging::enabled(logging::Level::Warn);
+    let options = CaseOptions {
+        policy,
+        interrupted: &signals::interrupted,
+        progress: show_trials.then_some(&mut stderr as &mut dyn Write),
+    };
+    let target = target(m)?;
+    let mut run = plan::run_case(&target, spec, options, &on_interval, on_progress)
+        .with_context(|| format!("{} test against {}:{}", spec.workload, m.host, m.port))?;
+    if m.link_speed.is_some() {
+        crate::verdict::annotate(&mut run, m.link_speed);
+    }
+    Ok(run)
+}
+
+/// Prints a run in the format `m` asks for.
+pub fn print(m: &MeasureArgs, run: &RunResult) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = if m.json_stream {

@@ -9,6 +9,7 @@ pub mod linerate;
 pub mod measure;
 pub mod serve;
 pub mod signals;
+pub mod sweep;
 pub mod tcp;
 
 use crate::cli::{Cli, Command, LogFormat};
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(*args),
+        Command::Sweep(args) => sweep::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
@@ -64,6 +66,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
 pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::workload::TestSpec)> {
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
         Command::Host(_) | Command::Linerate(_) => None,
     }

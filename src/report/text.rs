@@ -76,13 +76,16 @@ impl Reporter for Text {
             Direction::Reverse => "agent->client (reverse)",
             Direction::Bidir => "each way (bidir)",
         };
+        // A sweep ends when its sizes are done; its duration is a limit.
+        let sweep = r.streams.iter().any(|s| s.sender.sweep.is_some());
         let length = match spec.bytes {
             Some(b) => format!("{} per direction", Bytes(b)),
+            None if sweep => format!("time limit {:.1} s", spec.duration_seconds),
             None => format!("{:.1} s", spec.duration_seconds),
         };
         writeln!(
             out,
-            "  {} stream{} {direction}, {length}{}, {} messages",
+            "  {} stream{} {direction}, {length}{}, {}{} messages",
             spec.streams,
             if spec.streams == 1 { "" } else { "s" },
             if spec.omit_seconds > 0.0 {
@@ -90,6 +93,7 @@ impl Reporter for Text {
             } else {
                 String::new()
             },
+            if sweep { "up to " } else { "" },
             Size(spec.message_bytes),
         )?;
         if let Some(s) = r.streams.first() {
@@ -159,9 +163,80 @@ impl Reporter for Text {
                 r.overlapped_tests
             )?;
         }
+        for sweep in r.streams.iter().filter_map(|s| s.sender.sweep.as_ref()) {
+            super::sweep::table(sweep, out)?;
+        }
         super::facts::write_run_tail(run, out)?;
+        if let Some(r) = &run.repetition {
+            repetition_lines(r, out)?;
+        }
         Ok(())
     }
+}
+
+/// The repetition summary: policy, reported figure, spread, interval.
+fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) -> io::Result<()> {
+    use crate::plan::format_figure;
+    use crate::stats::Policy;
+    let f = |v: f64| format_figure(v, &r.unit);
+    let n = r.values.len();
+    let how = match r.policy {
+        Policy::Repeat { pick, .. } => format!("{pick:?}").to_lowercase(),
+        Policy::Confidence { .. } => "mean".into(),
+    };
+    writeln!(
+        out,
+        "Repetitions: {n} trial{}, reported {how} by {}: {} (full detail above: trial {})",
+        if n == 1 { "" } else { "s" },
+        r.metric,
+        f(r.reported_value),
+        r.picked_trial
+    )?;
+    writeln!(
+        out,
+        "  min {}, median {}, max {}, mean {}, stddev {}",
+        f(r.min),
+        f(r.median),
+        f(r.max),
+        f(r.mean),
+        f(r.stddev)
+    )?;
+    if let Some(i) = &r.interval {
+        writeln!(
+            out,
+            "  {}% confidence interval of the mean: {} +- {} (width {:.1}% of the mean)",
+            i.level_percent,
+            f(i.mean),
+            f((i.high - i.low) / 2.0),
+            i.width_percent
+        )?;
+    }
+    if let Policy::Confidence {
+        level_percent,
+        width_percent,
+        max_trials,
+        ..
+    } = r.policy
+    {
+        match (r.width_met, &r.interval) {
+            (Some(true), _) => writeln!(
+                out,
+                "  confidence met: the {level_percent}% interval is within the asked {width_percent}% after {n} trials"
+            )?,
+            (_, interval) => writeln!(
+                out,
+                "  CONFIDENCE NOT MET: after {n} of at most {max_trials} trials the {level_percent}% interval is \
+                 still {} wide (asked: at most {width_percent}%)",
+                interval
+                    .map(|i| format!("{:.1}% of the mean", i.width_percent))
+                    .unwrap_or_else(|| "undefined".into())
+            )?,
+        }
+    }
+    if r.interrupted {
+        writeln!(out, "  (interrupted: fewer trials than the policy asked for)")?;
+    }
+    Ok(())
 }
 
 fn shares_host(run: &RunResult) -> bool {

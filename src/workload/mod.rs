@@ -10,6 +10,7 @@
 pub mod data;
 pub mod runner;
 pub mod spec;
+pub mod sweep;
 pub mod tcp_stream;
 
 use std::net::IpAddr;
@@ -22,7 +23,7 @@ pub use spec::{Direction, SideOptions, SpecError, TestSpec};
 use crate::protocol::TOKEN_LEN;
 
 /// Every workload this build knows, by name.
-pub static REGISTRY: &[&dyn Workload] = &[&tcp_stream::TcpStream];
+pub static REGISTRY: &[&dyn Workload] = &[&tcp_stream::TcpStream, &sweep::Sweep];
 
 /// Looks a workload up by its name (the same string on the command line,
 /// in JSON and in the database).

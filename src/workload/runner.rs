@@ -38,6 +38,21 @@ pub struct RunControl {
     pub cpus: Vec<u32>,
     /// Called at every interval with this side's per-stream counts.
     pub on_interval: Option<IntervalCallback>,
+    /// Called when a workload finishes a step of a known number (a sweep point).
+    pub on_progress: Option<ProgressCallback>,
+}
+
+/// Called by a workload after each step of its work, for live display.
+pub type ProgressCallback = Box<dyn Fn(&Progress) + Send + Sync>;
+
+/// A step of a workload that runs a known number of steps.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// Steps done, and in all.
+    pub done: u64,
+    pub total: u64,
+    /// One line describing the step just done, units included.
+    pub message: String,
 }
 
 /// What a side measured in one interval, for live display.
@@ -257,6 +272,7 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
                 tcp_info: None,
                 intervals: std::mem::take(&mut intervals[i]),
                 error: Some("the stream thread did not report".into()),
+                sweep: None,
             });
             continue;
         };
@@ -292,6 +308,7 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
             tcp_info: f.end.tcp_info,
             intervals: std::mem::take(&mut intervals[i]),
             error: f.end.error,
+            sweep: None,
         });
     }
     outcome
@@ -311,6 +328,7 @@ mod tests {
             interval: Duration::from_millis(interval_ms),
             cpus: vec![],
             on_interval: None,
+            on_progress: None,
         }
     }
 

@@ -7,5 +7,7 @@ mod facts;
 mod hostile;
 mod lab;
 mod rawclient;
+mod repeat;
 mod service;
+mod sweep;
 mod tcp;

@@ -1,0 +1,100 @@
+//! `nicbench sweep`: options to a sweep spec, a progress bar on stderr
+//! (plain lines when stderr is not a terminal), and table, CSV or JSON out.
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::SweepArgs;
+use crate::logging;
+use crate::model::RunResult;
+use crate::report::sweep::csv;
+use crate::workload::runner::{Progress, ProgressCallback};
+use crate::workload::sweep::{points, SweepParams, Transport};
+use crate::workload::TestSpec;
+
+pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    let spec = spec(&args)?;
+    let m = &args.measure;
+    if !m.omit.is_zero() {
+        bail!("-O/--omit does not apply to a sweep: every size starts with an untimed warm-up exchange");
+    }
+    if m.interval.is_some() {
+        bail!("-i/--interval does not apply to a sweep: it reports one line per size instead");
+    }
+    let show = logging::enabled(logging::Level::Warn);
+    let mut run = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
+    apply_detected_link_speed(&mut run);
+    if args.csv {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        for trial in run.result.streams.iter().filter_map(|s| s.sender.sweep.as_ref()) {
+            match csv(trial, &mut out).and_then(|_| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing the CSV"),
+                _ => {}
+            }
+        }
+        return Ok(());
+    }
+    super::measure::print(m, &run)
+}
+
+/// Without `--link-speed`, a link speed the host facts found (the slower
+/// end's NIC, or a shaper on it) still gives the sweep its % of line rate.
+fn apply_detected_link_speed(run: &mut RunResult) {
+    for trial in std::iter::once(&mut run.result).chain(run.trials.iter_mut()) {
+        let Some(link) = trial.line_rate.as_ref().map(|l| l.link_bits_per_second as f64) else {
+            continue;
+        };
+        for stream in &mut trial.streams {
+            if let Some(sweep) = stream.sender.sweep.as_mut() {
+                if sweep.link_speed_bits_per_second.is_none() {
+                    sweep.link_speed_bits_per_second = Some(link);
+                    sweep.summary = points::summarize(&sweep.points, Some(link));
+                }
+            }
+        }
+    }
+}
+
+/// The test spec a `sweep` command line asks for.
+pub fn spec(args: &SweepArgs) -> anyhow::Result<TestSpec> {
+    let params = SweepParams {
+        min_bytes: args.min,
+        max_bytes: args.max,
+        perturbation_bytes: args.perturbation,
+        sizes_bytes: args.sizes.clone().unwrap_or_default(),
+        mode: args.mode,
+        transport: if args.udp { Transport::Udp } else { Transport::Tcp },
+        point_seconds: args.point_time.as_secs_f64(),
+        link_speed_bits_per_second: args.measure.link_speed.map(|s| s as f64),
+    };
+    let mut spec = super::measure::base_spec("sweep", &args.measure, params.largest());
+    spec.params = serde_json::to_value(params)?;
+    Ok(spec)
+}
+
+/// A progress bar when stderr is a terminal, else a plain line per size.
+fn progress_display() -> ProgressCallback {
+    if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("sweep [{bar:30}] {pos}/{len} sizes, {elapsed} elapsed  {msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        Box::new(move |p: &Progress| {
+            bar.set_length(p.total);
+            bar.set_position(p.done);
+            bar.set_message(p.message.clone());
+            if p.done == p.total {
+                bar.finish_and_clear();
+            }
+        })
+    } else {
+        Box::new(|p: &Progress| {
+            let _ = writeln!(std::io::stderr().lock(), "sweep [{}/{}] {}", p.done, p.total, p.message);
+        })
+    }
+}

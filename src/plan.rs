@@ -1,0 +1,298 @@
+//! The plan runner: runs the trials of one case under a repetition policy
+//! (`--repeat N --pick ...` or `--confidence LEVEL,WIDTH --iterations MAX,MIN`),
+//! shows a line per trial on a progress writer, keeps every trial's raw
+//! result, and reports the picked (or mean) figure with a
+//! [`RepetitionSummary`]. It never looks at the workload kind: trials are
+//! compared by [`figure_of_merit`], the one place that knows which figure
+//! of a trial matters.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use crate::model::{RepetitionSummary, RunResult, TrialResult};
+use crate::session::{self, RunOptions, SessionError, Target};
+use crate::stats::{self, Decision, Pick, Policy};
+use crate::units::Rate;
+use crate::workload::runner::{IntervalCallback, ProgressCallback};
+use crate::workload::TestSpec;
+
+/// How long to retry when the agent is still finishing the previous trial.
+const BUSY_RETRY: Duration = Duration::from_secs(10);
+
+/// The figure trials of a case are compared by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// Name as in JSON, e.g. `receiver_bits_per_second`.
+    pub metric: &'static str,
+    /// Unit of the value, e.g. `bit/s`.
+    pub unit: &'static str,
+    pub value: f64,
+}
+
+/// The figure of merit of a trial. Every figure here is "higher is better".
+/// Workloads whose figure is not the receiver throughput (transactions per
+/// second, ...) add their case here, keyed on what their result carries.
+pub fn figure_of_merit(trial: &TrialResult) -> Figure {
+    Figure {
+        metric: "receiver_bits_per_second",
+        unit: "bit/s",
+        value: trial.sum.receiver.bits_per_second,
+    }
+}
+
+/// Shows a figure with its unit.
+pub fn format_figure(value: f64, unit: &str) -> String {
+    match unit {
+        "bit/s" => Rate(value).to_string(),
+        other => format!("{value:.2} {other}"),
+    }
+}
+
+/// What the runner needs besides the trials themselves.
+pub struct CaseOptions<'a> {
+    pub policy: Policy,
+    /// True once the user pressed Ctrl-C: no further trial starts.
+    pub interrupted: &'a (dyn Fn() -> bool + Sync),
+    /// Where a line per finished trial goes (stderr); None for silence.
+    pub progress: Option<&'a mut dyn Write>,
+}
+
+/// Runs the trials of `spec` against `target` under the policy.
+pub fn run_case(
+    target: &Target,
+    spec: &TestSpec,
+    options: CaseOptions,
+    on_interval: &dyn Fn() -> Option<IntervalCallback>,
+    on_progress: &dyn Fn() -> Option<ProgressCallback>,
+) -> Result<RunResult, SessionError> {
+    let interrupted = options.interrupted;
+    let mut trial = |number: u32| {
+        let busy_until = Instant::now() + BUSY_RETRY;
+        loop {
+            let result = session::run(
+                target,
+                spec,
+                RunOptions {
+                    interrupted,
+                    on_interval: on_interval(),
+                    on_progress: on_progress(),
+                    trial: number,
+                },
+            );
+            match result {
+                // The agent may still be closing the previous trial.
+                Err(SessionError::Busy { .. }) if number > 1 && Instant::now() < busy_until => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                other => return other,
+            }
+        }
+    };
+    run_trials(&mut trial, options)
+}
+
+/// The repetition loop, with the trial runner injected (tests use a fake).
+pub fn run_trials(
+    run_trial: &mut dyn FnMut(u32) -> Result<RunResult, SessionError>,
+    mut options: CaseOptions,
+) -> Result<RunResult, SessionError> {
+    let policy = options.policy;
+    let mut first: Option<(RunResult, Figure)> = None;
+    let mut trials: Vec<TrialResult> = Vec::new();
+    let mut values = Vec::new();
+    let mut interrupted = false;
+    let mut decision = Decision::Continue;
+    while decision == Decision::Continue {
+        let number = trials.len() as u32 + 1;
+        let run = run_trial(number)?;
+        let figure = figure_of_merit(&run.result);
+        values.push(figure.value);
+        trials.push(run.result.clone());
+        decision = stats::decide(&policy, &values);
+        if let Some(out) = options.progress.as_deref_mut() {
+            let _ = writeln!(out, "{}", trial_line(&policy, &values, &figure, &decision));
+        }
+        first.get_or_insert((run, figure));
+        if decision == Decision::Continue && (options.interrupted)() {
+            interrupted = true;
+            break;
+        }
+    }
+    let (mut run, figure) = first.expect("at least one trial ran");
+    if policy != Policy::SINGLE {
+        let summary = summarize(&policy, &figure, &values, &decision, interrupted);
+        run.result = trials[summary.picked_trial as usize - 1].clone();
+        run.repetition = Some(summary);
+    } else {
+        run.result = trials[0].clone();
+    }
+    run.trials = trials;
+    Ok(run)
+}
+
+/// The progress line after a trial.
+fn trial_line(policy: &Policy, values: &[f64], figure: &Figure, decision: &Decision) -> String {
+    let n = values.len();
+    let shown = format_figure(figure.value, figure.unit);
+    match policy {
+        Policy::Repeat { trials, .. } => format!("trial {n}/{trials}: {shown}"),
+        Policy::Confidence {
+            level_percent,
+            width_percent,
+            max_trials,
+            ..
+        } => {
+            let width = stats::mean_interval(values, *level_percent)
+                .map(|i| format!("{:.1}% of the mean", i.width_percent))
+                .unwrap_or_else(|| "n/a (one trial)".into());
+            let verdict = match decision {
+                Decision::Continue => "continuing",
+                Decision::Done => "width met, stopping",
+                Decision::GaveUp { .. } => "maximum reached, stopping",
+            };
+            format!(
+                "trial {n} (at most {max_trials}): {shown}; {level_percent}% interval width {width} \
+                 (asked: {width_percent}%), {verdict}"
+            )
+        }
+    }
+}
+
+/// The repetition summary of a finished case.
+pub fn summarize(
+    policy: &Policy,
+    figure: &Figure,
+    values: &[f64],
+    decision: &Decision,
+    interrupted: bool,
+) -> RepetitionSummary {
+    let (pick, level, width_met) = match *policy {
+        Policy::Repeat { pick, .. } => (pick, 95.0, None),
+        Policy::Confidence { level_percent, .. } => {
+            (Pick::Mean, level_percent, Some(matches!(decision, Decision::Done)))
+        }
+    };
+    let index = stats::pick_index(values, pick).expect("at least one trial");
+    let mean = stats::mean(values);
+    let reported_value = match pick {
+        Pick::Mean => mean,
+        Pick::Best | Pick::Median => values[index],
+    };
+    RepetitionSummary {
+        policy: *policy,
+        metric: figure.metric.into(),
+        unit: figure.unit.into(),
+        picked_trial: index as u32 + 1,
+        reported_value,
+        values: values.to_vec(),
+        min: values.iter().copied().fold(f64::INFINITY, f64::min),
+        median: stats::median(values),
+        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        mean,
+        stddev: stats::stddev(values),
+        interval: stats::mean_interval(values, level),
+        width_met,
+        interrupted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Endpoint, Sum, Total, SCHEMA};
+
+    fn fake_run(trial: u32, bits_per_second: f64) -> RunResult {
+        let result = TrialResult {
+            trial,
+            streams: vec![],
+            sum: Sum {
+                receiver: Total {
+                    bits_per_second,
+                    ..Total::default()
+                },
+                ..Sum::default()
+            },
+            ..TrialResult::default()
+        };
+        RunResult {
+            schema: SCHEMA.into(),
+            workload: "tcp".into(),
+            started_at_unix_seconds: 0.0,
+            client: Endpoint::default(),
+            agent: Endpoint::default(),
+            spec: crate::workload::spec::tests::spec("tcp"),
+            trials: vec![result.clone()],
+            result,
+            repetition: None,
+        }
+    }
+
+    fn run_with(values: &[f64], policy: Policy) -> (RunResult, String) {
+        let mut progress = Vec::new();
+        let mut next = values.iter();
+        let mut trial = |n: u32| Ok(fake_run(n, *next.next().expect("the runner asked for too many trials")));
+        let run = run_trials(
+            &mut trial,
+            CaseOptions {
+                policy,
+                interrupted: &|| false,
+                progress: Some(&mut progress),
+            },
+        )
+        .unwrap();
+        (run, String::from_utf8(progress).unwrap())
+    }
+
+    #[test]
+    fn repeat_keeps_every_trial_and_reports_the_best() {
+        let policy = Policy::Repeat {
+            trials: 3,
+            pick: Pick::Best,
+        };
+        let (run, progress) = run_with(&[5e9, 9e9, 7e9], policy);
+        assert_eq!(run.trials.len(), 3);
+        let r = run.repetition.unwrap();
+        assert_eq!(r.picked_trial, 2);
+        assert_eq!(run.result.trial, 2);
+        assert_eq!(r.reported_value, 9e9);
+        assert_eq!((r.min, r.median, r.max), (5e9, 7e9, 9e9));
+        assert!(progress.contains("trial 3/3: 7.00 Gbit/s"), "{progress}");
+    }
+
+    #[test]
+    fn confidence_stops_at_max_and_says_so() {
+        let policy = Policy::Confidence {
+            level_percent: 99.0,
+            width_percent: 5.0,
+            max_trials: 4,
+            min_trials: 2,
+        };
+        let (run, progress) = run_with(&[5e9, 9e9, 7e9, 3e9], policy);
+        assert_eq!(run.trials.len(), 4);
+        let r = run.repetition.unwrap();
+        assert_eq!(r.width_met, Some(false));
+        assert_eq!(r.reported_value, 6e9);
+        assert!(r.interval.unwrap().width_percent > 5.0);
+        assert!(progress.contains("maximum reached"), "{progress}");
+    }
+
+    #[test]
+    fn confidence_stops_as_soon_as_the_width_is_met() {
+        let policy = Policy::Confidence {
+            level_percent: 99.0,
+            width_percent: 5.0,
+            max_trials: 10,
+            min_trials: 2,
+        };
+        let (run, _) = run_with(&[9e9, 9e9, 1.0], policy);
+        assert_eq!(run.trials.len(), 2);
+        assert_eq!(run.repetition.unwrap().width_met, Some(true));
+    }
+
+    #[test]
+    fn a_single_trial_has_no_summary() {
+        let (run, _) = run_with(&[1e9], Policy::SINGLE);
+        assert!(run.repetition.is_none());
+        assert_eq!(run.trials.len(), 1);
+    }
+}

@@ -1,0 +1,427 @@
+//! `sweep`: NetPIPE-style message-size sweeps. The client drives a list of
+//! sizes (powers of two with +-p perturbations, or an explicit list) over
+//! one data connection; for each size it tells the agent what to do with a
+//! small header ([`wire`]) and times batches of exchanges: ping-pong
+//! (latency = round trip / 2, bandwidth = size / (round trip / 2)) or
+//! streaming (messages back to back, acknowledged per batch). Over TCP by
+//! default, or UDP ping-pong for the sizes that fit a datagram. The number
+//! of exchanges per size adapts so each point takes about `point_seconds`,
+//! never fewer than seven ([`points::repetitions`]); the best batch and the
+//! mean are both kept. Results travel as the client end's
+//! [`crate::model::SweepResult`].
+
+mod engine;
+pub mod points;
+pub mod wire;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use socket2::Socket;
+
+use super::data;
+use super::spec::{out_of_range, MAX_MESSAGE_BYTES};
+use super::{
+    Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
+    TestSpec, Workload, WorkloadError,
+};
+
+/// Largest UDP payload in one IPv4 datagram (65535 - 20 - 8); UDP sweeps
+/// skip larger sizes.
+pub const MAX_DATAGRAM_BYTES: u64 = 65_507;
+/// Most sizes in one sweep.
+pub const MAX_POINTS: usize = 10_000;
+
+/// Ping-pong or streaming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Send a message, wait for it to come back (latency = round trip / 2).
+    #[default]
+    PingPong,
+    /// Messages back to back in one direction, acknowledged per batch.
+    Stream,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::PingPong => "ping_pong",
+            Mode::Stream => "stream",
+        }
+    }
+}
+
+/// Transport of the measured messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+/// Parameters of the `sweep` workload (in `TestSpec::params`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SweepParams {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// Sizes this many bytes below and above each power of two are run too.
+    pub perturbation_bytes: u64,
+    /// An explicit list of sizes; when not empty, min/max/perturbation are unused.
+    pub sizes_bytes: Vec<u64>,
+    pub mode: Mode,
+    pub transport: Transport,
+    /// About how long each point takes.
+    pub point_seconds: f64,
+    /// Line rate to compare the bandwidth with (`--link-speed`).
+    pub link_speed_bits_per_second: Option<f64>,
+}
+
+impl Default for SweepParams {
+    fn default() -> SweepParams {
+        SweepParams {
+            min_bytes: 1,
+            max_bytes: 8 << 20,
+            perturbation_bytes: 3,
+            sizes_bytes: Vec::new(),
+            mode: Mode::PingPong,
+            transport: Transport::Tcp,
+            point_seconds: 0.1,
+            link_speed_bits_per_second: None,
+        }
+    }
+}
+
+impl SweepParams {
+    /// The sizes to run, and those asked for that do not fit the transport.
+    pub fn sizes(&self) -> (Vec<u64>, Vec<u64>) {
+        let all = if self.sizes_bytes.is_empty() {
+            points::size_list(self.min_bytes, self.max_bytes, self.perturbation_bytes)
+        } else {
+            let mut list = self.sizes_bytes.clone();
+            list.sort_unstable();
+            list.dedup();
+            list
+        };
+        match self.transport {
+            Transport::Tcp => (all, Vec::new()),
+            Transport::Udp => all.into_iter().partition(|&s| s <= MAX_DATAGRAM_BYTES),
+        }
+    }
+
+    /// The largest size that runs (buffers are this big).
+    pub fn largest(&self) -> u64 {
+        self.sizes().0.last().copied().unwrap_or(1)
+    }
+
+    fn validate(&self) -> Result<(), SpecError> {
+        let max = MAX_MESSAGE_BYTES;
+        let range = format!("1 B..={} MiB", max >> 20);
+        if self.sizes_bytes.is_empty() {
+            if !(1..=max).contains(&self.min_bytes) {
+                return Err(out_of_range("--min", range, self.min_bytes));
+            }
+            if !(1..=max).contains(&self.max_bytes) {
+                return Err(out_of_range("--max", range, self.max_bytes));
+            }
+            if self.min_bytes > self.max_bytes {
+                return Err(SpecError::Invalid(format!(
+                    "--min ({} B) is larger than --max ({} B); swap them",
+                    self.min_bytes, self.max_bytes
+                )));
+            }
+            if self.perturbation_bytes > max {
+                return Err(out_of_range("--perturbation", "0..=64 MiB", self.perturbation_bytes));
+            }
+        } else if let Some(bad) = self.sizes_bytes.iter().find(|s| !(1..=max).contains(*s)) {
+            return Err(out_of_range("--sizes", range, bad));
+        }
+        let (run, _) = self.sizes();
+        if run.len() > MAX_POINTS {
+            return Err(out_of_range(
+                "--sizes",
+                format!("at most {MAX_POINTS} sizes"),
+                run.len(),
+            ));
+        }
+        if run.is_empty() {
+            return Err(SpecError::Invalid(format!(
+                "no size fits a UDP datagram (at most {MAX_DATAGRAM_BYTES} B); lower --min or use TCP"
+            )));
+        }
+        if !(0.001..=60.0).contains(&self.point_seconds) {
+            return Err(out_of_range(
+                "--point-time",
+                "1 ms..=60 s",
+                format!("{} s", self.point_seconds),
+            ));
+        }
+        if self.transport == Transport::Udp && self.mode == Mode::Stream {
+            return Err(SpecError::Invalid(
+                "--mode stream runs over TCP only; over UDP the sweep is ping-pong (drop --udp or --mode stream)"
+                    .into(),
+            ));
+        }
+        if let Some(speed) = self.link_speed_bits_per_second {
+            if !(speed.is_finite() && speed > 0.0) {
+                return Err(out_of_range("--link-speed", "more than 0 bit/s", speed));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `sweep` workload.
+pub struct Sweep;
+
+impl Workload for Sweep {
+    fn name(&self) -> &'static str {
+        "sweep"
+    }
+
+    fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {
+        spec.validate_common()?;
+        if spec.streams != 1 || spec.direction != Direction::Forward {
+            return Err(SpecError::Invalid(
+                "a sweep runs over one connection driven by the client; -P/--parallel, -R/--reverse and \
+                 --bidir do not apply"
+                    .into(),
+            ));
+        }
+        if spec.bytes.is_some() {
+            return Err(SpecError::Invalid("-n/--bytes does not apply to a sweep".into()));
+        }
+        let params: SweepParams = spec.params()?;
+        params.validate()?;
+        if spec.message_bytes < params.largest() {
+            return Err(SpecError::Invalid(format!(
+                "the message size of the spec ({} B) is below the largest sweep size ({} B)",
+                spec.message_bytes,
+                params.largest()
+            )));
+        }
+        Ok(())
+    }
+
+    fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
+        let params: SweepParams = spec.params()?;
+        TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity")?;
+        let listener = data::listen(net.local_ip, 4, &configure(&spec.agent))?;
+        let udp =
+            match params.transport {
+                Transport::Tcp => None,
+                Transport::Udp => Some(UdpSocket::bind(SocketAddr::new(net.local_ip, 0)).map_err(
+                    WorkloadError::io(format!("binding the UDP data socket on {}", net.local_ip)),
+                )?),
+            };
+        Ok(Box::new(SweepAgent {
+            listener,
+            agent_options: spec.agent.clone(),
+            udp,
+            net: net.clone(),
+            max_size: params.largest(),
+        }))
+    }
+
+    fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
+        let params: SweepParams = spec.params()?;
+        TestSpec::validate_cpus(&spec.client.cpus, "local CPU affinity (-A)")?;
+        let port = |i: usize| {
+            net.data_ports
+                .get(i)
+                .copied()
+                .ok_or_else(|| WorkloadError::Setup("the agent named too few data ports for the sweep".into()))
+        };
+        let tcp = data::connect_stream(net, port(0)?, 1, &configure(&spec.client))?;
+        let udp = match params.transport {
+            Transport::Tcp => None,
+            Transport::Udp => Some(connect_udp(net, port(1)?)?),
+        };
+        Ok(Box::new(SweepClient { tcp, udp, params }))
+    }
+}
+
+fn configure(side: &SideOptions) -> impl Fn(&Socket) -> Result<(), WorkloadError> + '_ {
+    move |socket: &Socket| {
+        data::apply_buffers(socket, side)?;
+        socket
+            .set_nodelay(true)
+            .map_err(WorkloadError::io("setting TCP_NODELAY"))
+    }
+}
+
+fn connect_udp(net: &ClientNet, port: u16) -> Result<UdpSocket, WorkloadError> {
+    let local = net.bind.unwrap_or(match net.agent_ip {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    });
+    let socket = UdpSocket::bind(SocketAddr::new(local, 0)).map_err(WorkloadError::io("binding the UDP socket"))?;
+    let agent = SocketAddr::new(net.agent_ip, port);
+    socket
+        .connect(agent)
+        .map_err(WorkloadError::io(format!("connecting the UDP socket to {agent}")))?;
+    socket
+        .set_read_timeout(Some(engine::UDP_ECHO_TIMEOUT))
+        .map_err(WorkloadError::io("setting the UDP receive timeout"))?;
+    Ok(socket)
+}
+
+struct SweepAgent {
+    listener: Socket,
+    agent_options: SideOptions,
+    udp: Option<UdpSocket>,
+    net: AgentNet,
+    max_size: u64,
+}
+
+impl AgentSide for SweepAgent {
+    fn data_ports(&self) -> Vec<u16> {
+        let mut ports = vec![data::local_port(&self.listener)];
+        if let Some(udp) = &self.udp {
+            ports.push(udp.local_addr().map(|a| a.port()).unwrap_or(0));
+        }
+        ports
+    }
+
+    fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
+        let mut accepted = data::accept_streams(&self.listener, &self.net, &[1], deadline)?;
+        let tcp = accepted
+            .remove(&1)
+            .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
+        // Options set on the listener are not all inherited: set them again.
+        configure(&self.agent_options)(&tcp)?;
+        Ok(Box::new(engine::AgentServer {
+            tcp,
+            udp: self.udp,
+            peer_ip: self.net.peer_ip,
+            max_size: self.max_size,
+        }))
+    }
+}
+
+struct SweepClient {
+    tcp: Socket,
+    udp: Option<UdpSocket>,
+    params: SweepParams,
+}
+
+impl Side for SweepClient {
+    fn aborter(&self) -> Aborter {
+        data::aborter(&[&self.tcp])
+    }
+
+    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
+        engine::drive(self.tcp, self.udp, &self.params, control)
+    }
+}
+
+impl Side for engine::AgentServer {
+    fn aborter(&self) -> Aborter {
+        data::aborter(&[&self.tcp])
+    }
+
+    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
+        self.serve(control)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::spec::tests::spec;
+
+    fn sweep_spec(params: SweepParams) -> TestSpec {
+        let mut s = spec("sweep");
+        s.message_bytes = params.largest();
+        s.params = serde_json::to_value(params).unwrap();
+        s
+    }
+
+    #[test]
+    fn defaults_validate_and_udp_skips_large_sizes() {
+        assert!(Sweep.validate(&sweep_spec(SweepParams::default())).is_ok());
+        let udp = SweepParams {
+            transport: Transport::Udp,
+            max_bytes: 1 << 20,
+            ..SweepParams::default()
+        };
+        let (run, skipped) = udp.sizes();
+        assert!(run.iter().all(|&s| s <= MAX_DATAGRAM_BYTES));
+        assert!(skipped.contains(&(1 << 20)) && skipped.contains(&65536));
+        assert!(
+            run.contains(&32771) && skipped.contains(&65533),
+            "65533 B + 28 B of headers exceed 65535"
+        );
+    }
+
+    #[test]
+    fn bad_parameters_name_the_option() {
+        let cases = [
+            (
+                SweepParams {
+                    min_bytes: 0,
+                    ..SweepParams::default()
+                },
+                "--min",
+            ),
+            (
+                SweepParams {
+                    min_bytes: 100,
+                    max_bytes: 10,
+                    ..SweepParams::default()
+                },
+                "--min",
+            ),
+            (
+                SweepParams {
+                    sizes_bytes: vec![10, 0],
+                    ..SweepParams::default()
+                },
+                "--sizes",
+            ),
+            (
+                SweepParams {
+                    point_seconds: 0.0,
+                    ..SweepParams::default()
+                },
+                "--point-time",
+            ),
+            (
+                SweepParams {
+                    mode: Mode::Stream,
+                    transport: Transport::Udp,
+                    ..SweepParams::default()
+                },
+                "--mode stream",
+            ),
+            (
+                SweepParams {
+                    transport: Transport::Udp,
+                    sizes_bytes: vec![100_000],
+                    ..SweepParams::default()
+                },
+                "UDP datagram",
+            ),
+        ];
+        for (params, option) in cases {
+            let err = params.validate().unwrap_err().to_string();
+            assert!(err.contains(option), "{option}: {err}");
+        }
+        let mut s = sweep_spec(SweepParams::default());
+        s.streams = 2;
+        assert!(Sweep.validate(&s).unwrap_err().to_string().contains("-P/--parallel"));
+    }
+
+    #[test]
+    fn explicit_lists_are_sorted_and_deduplicated() {
+        let p = SweepParams {
+            sizes_bytes: vec![1000, 10, 1000, 1],
+            ..SweepParams::default()
+        };
+        assert_eq!(p.sizes().0, vec![1, 10, 1000]);
+        assert_eq!(p.largest(), 1000);
+    }
+}

@@ -1,0 +1,485 @@
+//! The sweep's data path: the client's driver, which runs every point and
+//! times its batches (one clock read per batch, none per message), and the
+//! agent's server, which follows the per-point headers. Neither prints;
+//! progress leaves through `RunControl::on_progress`.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use socket2::Socket;
+
+use super::points::{self, batches, estimate, repetitions};
+use super::wire::{Header, Op, HEADER_LEN};
+use super::{Mode, SweepParams, Transport};
+use crate::model::{ProcessCpu, Role, StreamEnd, SweepPoint, SweepResult};
+use crate::probe::cpu::thread_cpu;
+use crate::probe::tcpinfo;
+use crate::units::{bits_per_second, Rate};
+use crate::workload::runner::{pin_current_thread, Progress, RunControl, SideOutcome};
+
+/// How long the client waits for a UDP echo before counting it lost.
+pub const UDP_ECHO_TIMEOUT: Duration = Duration::from_secs(1);
+/// How often a blocked agent looks at its stop flag.
+const AGENT_POLL_MS: i32 = 200;
+
+/// The client's sockets and buffers, allocated once for the whole sweep.
+struct Link {
+    tcp: Socket,
+    udp: Option<UdpSocket>,
+    send: Vec<u8>,
+    receive: Vec<u8>,
+    sent: u64,
+}
+
+/// What one point measured: the time of each timed batch.
+struct Timing {
+    per_batch: u64,
+    batch_seconds: Vec<f64>,
+    /// Batches with a lost UDP echo are not timed.
+    lost: u64,
+    seconds: f64,
+}
+
+impl Link {
+    fn header(&mut self, header: &Header) -> io::Result<()> {
+        (&self.tcp).write_all(&header.encode())
+    }
+
+    /// One exchange of `op`: a round trip, or (streaming) one message.
+    fn exchange(&mut self, op: Op, size: usize) -> io::Result<bool> {
+        match op {
+            Op::TcpPingPong => {
+                (&self.tcp).write_all(&self.send[..size])?;
+                (&self.tcp).read_exact(&mut self.receive[..size])?;
+            }
+            Op::TcpStream => (&self.tcp).write_all(&self.send[..size])?,
+            Op::UdpPingPong => {
+                let udp = self.udp.as_ref().expect("UDP sweeps have a UDP socket");
+                udp.send(&self.send[..size])?;
+                match udp.recv(&mut self.receive) {
+                    Ok(n) if n == size => {}
+                    Ok(_) => return Ok(false),
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                        return Ok(false)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Op::End => {}
+        }
+        self.sent += size as u64;
+        Ok(true)
+    }
+
+    /// `count` exchanges; for streaming, then the agent's acknowledgement.
+    /// Returns how many exchanges lost their echo.
+    fn batch(&mut self, op: Op, size: usize, count: u64) -> io::Result<u64> {
+        let mut lost = 0;
+        for _ in 0..count {
+            if !self.exchange(op, size)? {
+                lost += 1;
+            }
+        }
+        if op == Op::TcpStream {
+            let mut ack = [0u8; 1];
+            (&self.tcp).read_exact(&mut ack)?;
+        }
+        Ok(lost)
+    }
+
+    /// Runs one point: header, one untimed warm-up exchange, timed batches.
+    fn point(&mut self, op: Op, size: u64, exchanges: u64) -> io::Result<Timing> {
+        let (batch_count, per_batch) = batches(exchanges);
+        let header = Header {
+            op,
+            size,
+            batches: batch_count as u32,
+            warmup: 1,
+            per_batch,
+        };
+        if op == Op::UdpPingPong {
+            self.drain_udp();
+        }
+        let started = Instant::now();
+        self.header(&header)?;
+        let size = size as usize;
+        let mut lost = self.batch(op, size, 1)?;
+        let mut batch_seconds = Vec::with_capacity(batch_count as usize);
+        for _ in 0..batch_count {
+            let t0 = Instant::now();
+            let batch_lost = self.batch(op, size, per_batch)?;
+            let seconds = t0.elapsed().as_secs_f64();
+            lost += batch_lost;
+            if batch_lost == 0 {
+                batch_seconds.push(seconds);
+            }
+        }
+        if op == Op::UdpPingPong {
+            (&self.tcp).write_all(&[0u8; 8])?;
+            let mut echoed = [0u8; 8];
+            (&self.tcp).read_exact(&mut echoed)?;
+        }
+        Ok(Timing {
+            per_batch,
+            batch_seconds,
+            lost,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Untimed exchanges of `size`, repeated with four times as many until
+    /// they took `warm_up_seconds`; the mean time of one exchange of the last.
+    fn probe(&mut self, op: Op, size: u64, warm_up_seconds: f64) -> io::Result<Option<f64>> {
+        let mut count = points::MIN_EXCHANGES;
+        loop {
+            let t = self.point(op, size, count)?;
+            let timed = t.batch_seconds.len() as u64 * t.per_batch;
+            if t.seconds >= warm_up_seconds || count >= points::MAX_EXCHANGES / 4 {
+                return Ok((timed > 0).then(|| t.batch_seconds.iter().sum::<f64>() / timed as f64));
+            }
+            count *= 4;
+        }
+    }
+
+    /// Drops late echoes of an earlier point.
+    fn drain_udp(&mut self) {
+        if let Some(udp) = &self.udp {
+            let fd = udp.as_raw_fd();
+            // SAFETY: the buffer outlives the call.
+            while unsafe {
+                libc::recv(
+                    fd,
+                    self.receive.as_mut_ptr() as *mut libc::c_void,
+                    self.receive.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            } >= 0
+            {}
+        }
+    }
+}
+
+/// Turns batch times into a point. Ping-pong: latency = round trip / 2 and
+/// bandwidth = size / (round trip / 2); streaming: time per message.
+fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
+    let per_exchange = |seconds: f64, exchanges: f64| seconds / exchanges;
+    let best = t.batch_seconds.iter().copied().fold(f64::INFINITY, f64::min) / t.per_batch as f64;
+    let timed = t.batch_seconds.len() as f64 * t.per_batch as f64;
+    let mean = per_exchange(t.batch_seconds.iter().sum(), timed);
+    let one_way = |each: f64| match mode {
+        Mode::PingPong => each / 2.0,
+        Mode::Stream => each,
+    };
+    let bandwidth = |each: f64| bits_per_second(size, one_way(each));
+    SweepPoint {
+        size_bytes: size,
+        exchanges: timed as u64,
+        batches: t.batch_seconds.len() as u32,
+        seconds: t.seconds,
+        best_latency_us: one_way(best) * 1e6,
+        mean_latency_us: one_way(mean) * 1e6,
+        best_bits_per_second: bandwidth(best),
+        mean_bits_per_second: bandwidth(mean),
+        lost: t.lost,
+    }
+}
+
+/// The client: runs every point in order and reports the sweep.
+pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, control: &RunControl) -> SideOutcome {
+    if let Some(&core) = control.cpus.first() {
+        pin_current_thread(core);
+    }
+    let cpu_before = thread_cpu();
+    let started = Instant::now();
+    let deadline = control.duration.map(|d| control.start + d);
+    let (sizes, too_big) = params.sizes();
+    let largest = sizes.last().copied().unwrap_or(1) as usize;
+    let op = match (params.transport, params.mode) {
+        (Transport::Udp, _) => Op::UdpPingPong,
+        (Transport::Tcp, Mode::PingPong) => Op::TcpPingPong,
+        (Transport::Tcp, Mode::Stream) => Op::TcpStream,
+    };
+    let mut link = Link {
+        tcp,
+        udp,
+        send: (0..largest).map(|i| (i % 251) as u8).collect(),
+        receive: vec![0u8; largest.max(points::MIN_EXCHANGES as usize)],
+        sent: 0,
+    };
+    let mut measured: Vec<SweepPoint> = Vec::with_capacity(sizes.len());
+    let mut history: Vec<(u64, f64)> = Vec::new();
+    let mut error = None;
+    let mut note =
+        (!too_big.is_empty()).then(|| format!("sizes above {} B do not fit a UDP datagram", super::MAX_DATAGRAM_BYTES));
+    let mut skipped = too_big;
+    for (i, &size) in sizes.iter().enumerate() {
+        let stop = if control.stop.load(Ordering::Relaxed) {
+            Some("stopped before the end (Ctrl-C or the agent asked)")
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            Some("the time limit (-t) ended the sweep early; give a longer -t or a shorter --point-time")
+        } else {
+            None
+        };
+        if let Some(why) = stop {
+            skipped.extend_from_slice(&sizes[i..]);
+            note = Some(why.to_string());
+            break;
+        }
+        // A short untimed probe calibrates the first point and any point
+        // more than twice the size of the last (an explicit list's jumps).
+        // The very first one also warms the connection up for a quarter of
+        // a point's time.
+        if points::needs_probe(&history, size) {
+            let warm_up = if history.is_empty() {
+                params.point_seconds / 4.0
+            } else {
+                0.0
+            };
+            match link.probe(op, size, warm_up) {
+                Ok(Some(each)) => history.push((size, each)),
+                Ok(None) => {}
+                Err(e) => {
+                    error = Some(format!("sweep calibration at {size} B failed: {e}"));
+                    break;
+                }
+            }
+        }
+        let exchanges = repetitions(params.point_seconds, estimate(&history, size));
+        let timing = match link.point(op, size, exchanges) {
+            Ok(t) => t,
+            Err(e) => {
+                error = Some(format!("sweep point {size} B failed: {e}"));
+                break;
+            }
+        };
+        if timing.batch_seconds.is_empty() {
+            // Every batch lost an echo: nothing to time, keep the count.
+            skipped.push(size);
+            note = Some(format!("UDP echoes were lost at every batch of {size} B"));
+            continue;
+        }
+        let p = point_of(size, params.mode, &timing);
+        let mean_seconds_per_exchange =
+            p.mean_latency_us * 1e-6 * if params.mode == Mode::PingPong { 2.0 } else { 1.0 };
+        history.push((size, mean_seconds_per_exchange));
+        if let Some(callback) = &control.on_progress {
+            callback(&Progress {
+                done: i as u64 + 1,
+                total: sizes.len() as u64,
+                message: format!(
+                    "{size} B: {:.2} us, {}",
+                    p.best_latency_us,
+                    Rate(p.best_bits_per_second)
+                ),
+            });
+        }
+        measured.push(p);
+    }
+    if error.is_none() {
+        if let Err(e) = link.header(&Header::END) {
+            error = Some(format!("ending the sweep: {e}"));
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let summary = points::summarize(&measured, params.link_speed_bits_per_second);
+    let sweep = SweepResult {
+        mode: params.mode.as_str().into(),
+        transport: match params.transport {
+            Transport::Tcp => "tcp".into(),
+            Transport::Udp => "udp".into(),
+        },
+        link_speed_bits_per_second: params.link_speed_bits_per_second,
+        skipped_sizes_bytes: skipped,
+        note,
+        points: measured,
+        summary,
+    };
+    let end = StreamEnd {
+        stream_id: 1,
+        role: Role::Sender,
+        bytes: link.sent,
+        seconds,
+        bits_per_second: bits_per_second(link.sent, seconds),
+        omitted_bytes: 0,
+        socket: tcpinfo::socket_buffers(&link.tcp),
+        tcp_info: tcpinfo::tcp_info(&link.tcp),
+        intervals: Vec::new(),
+        error,
+        sweep: Some(sweep),
+    };
+    SideOutcome {
+        streams: vec![end],
+        process: own_cpu(cpu_before),
+    }
+}
+
+fn own_cpu(before: ProcessCpu) -> ProcessCpu {
+    let after = thread_cpu();
+    ProcessCpu {
+        user_seconds: after.user_seconds - before.user_seconds,
+        system_seconds: after.system_seconds - before.system_seconds,
+    }
+}
+
+/// The agent: follows the client's headers until `end`.
+pub(super) struct AgentServer {
+    pub tcp: Socket,
+    pub udp: Option<UdpSocket>,
+    pub peer_ip: IpAddr,
+    pub max_size: u64,
+}
+
+/// Is `fd` readable within `timeout_ms`?
+fn readable(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<bool> {
+    // SAFETY: the slice holds valid pollfd entries.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(n > 0)
+}
+
+fn same_host(a: IpAddr, b: IpAddr) -> bool {
+    let canonical = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    };
+    canonical(a) == canonical(b)
+}
+
+impl AgentServer {
+    pub(super) fn serve(self, control: &RunControl) -> SideOutcome {
+        if let Some(&core) = control.cpus.first() {
+            pin_current_thread(core);
+        }
+        let cpu_before = thread_cpu();
+        let started = Instant::now();
+        let mut buffer = vec![0u8; self.max_size as usize];
+        let mut received = 0u64;
+        let error = self
+            .follow(&mut buffer, &mut received, control)
+            .err()
+            .map(|e| e.to_string());
+        let seconds = started.elapsed().as_secs_f64();
+        let end = StreamEnd {
+            stream_id: 1,
+            role: Role::Receiver,
+            bytes: received,
+            seconds,
+            bits_per_second: bits_per_second(received, seconds),
+            omitted_bytes: 0,
+            socket: tcpinfo::socket_buffers(&self.tcp),
+            tcp_info: tcpinfo::tcp_info(&self.tcp),
+            intervals: Vec::new(),
+            error,
+            sweep: None,
+        };
+        SideOutcome {
+            streams: vec![end],
+            process: own_cpu(cpu_before),
+        }
+    }
+
+    fn next_header(&self, control: &RunControl) -> io::Result<Header> {
+        let mut fds = [libc::pollfd {
+            fd: self.tcp.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        while !readable(&mut fds, AGENT_POLL_MS)? {
+            if control.stop.load(Ordering::Relaxed) {
+                return Err(io::Error::other("stopped while waiting for the next sweep point"));
+            }
+        }
+        let mut bytes = [0u8; HEADER_LEN];
+        (&self.tcp).read_exact(&mut bytes).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => io::Error::other("the client closed the sweep connection mid-sweep"),
+            _ => e,
+        })?;
+        Header::decode(&bytes, self.max_size).map_err(io::Error::other)
+    }
+
+    fn follow(&self, buffer: &mut [u8], received: &mut u64, control: &RunControl) -> io::Result<()> {
+        loop {
+            let h = self.next_header(control)?;
+            let size = h.size as usize;
+            match h.op {
+                Op::End => return Ok(()),
+                Op::TcpPingPong => {
+                    for _ in 0..h.exchanges() {
+                        (&self.tcp).read_exact(&mut buffer[..size])?;
+                        (&self.tcp).write_all(&buffer[..size])?;
+                        *received += h.size;
+                    }
+                }
+                Op::TcpStream => {
+                    let batches = std::iter::once(u64::from(h.warmup)).chain((0..h.batches).map(|_| h.per_batch));
+                    for count in batches {
+                        let mut left = count * h.size;
+                        while left > 0 {
+                            let want = left.min(buffer.len() as u64) as usize;
+                            let n = (&self.tcp).read(&mut buffer[..want])?;
+                            if n == 0 {
+                                return Err(io::Error::other("the client closed the sweep connection mid-point"));
+                            }
+                            left -= n as u64;
+                            *received += n as u64;
+                        }
+                        (&self.tcp).write_all(&[1u8])?;
+                    }
+                }
+                Op::UdpPingPong => self.echo_datagrams(buffer, received)?,
+            }
+        }
+    }
+
+    /// Echoes datagrams from the control peer until the end mark on TCP.
+    fn echo_datagrams(&self, buffer: &mut [u8], received: &mut u64) -> io::Result<()> {
+        let udp = self
+            .udp
+            .as_ref()
+            .ok_or_else(|| io::Error::other("a UDP point arrived but this test has no UDP socket"))?;
+        let mut fds = [
+            libc::pollfd {
+                fd: udp.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.tcp.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let mut echoed = 0u64;
+        loop {
+            if !readable(&mut fds, AGENT_POLL_MS)? {
+                continue;
+            }
+            if fds[0].revents & libc::POLLIN != 0 {
+                let (n, from): (usize, SocketAddr) = udp.recv_from(buffer)?;
+                // Only ever answer the control connection's peer.
+                if same_host(from.ip(), self.peer_ip) {
+                    udp.send_to(&buffer[..n], from)?;
+                    echoed += 1;
+                    *received += n as u64;
+                }
+                continue;
+            }
+            if fds[1].revents != 0 {
+                let mut mark = [0u8; 8];
+                (&self.tcp).read_exact(&mut mark)?;
+                (&self.tcp).write_all(&echoed.to_be_bytes())?;
+                return Ok(());
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The per-point header the client sends on the sweep's data connection,
+//! telling the agent what to do next. 32 bytes, big-endian:
+//!
+//! ```text
+//! magic "NBSW" (4) | op (1) | zero (3) | size (8) | batches (4) | warm-up (4) | per batch (8)
+//! ```
+//!
+//! Each point starts with `warm-up` untimed exchanges, then `batches`
+//! batches of `per batch` exchanges. Ops: `end` (the sweep is over),
+//! `tcp_ping_pong` (echo each message), `tcp_stream` (read a batch, then
+//! send a one-byte acknowledgement), `udp_ping_pong` (echo datagrams on the
+//! UDP socket until the client's 8-byte end mark arrives on TCP, then
+//! answer with the number of datagrams echoed, 8 bytes).
+
+pub const MAGIC: [u8; 4] = *b"NBSW";
+pub const HEADER_LEN: usize = 32;
+
+/// What the agent does for a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    End = 0,
+    TcpPingPong = 1,
+    TcpStream = 2,
+    UdpPingPong = 3,
+}
+
+/// One point's instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub op: Op,
+    pub size: u64,
+    pub batches: u32,
+    pub warmup: u32,
+    pub per_batch: u64,
+}
+
+/// A header that cannot be followed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("the sweep header does not start with NBSW (not a nicbench sweep client)")]
+    Magic,
+    #[error("unknown sweep operation {0}")]
+    Op(u8),
+    #[error("sweep message size {size} B is outside 1 B..={max} B agreed for this test")]
+    Size { size: u64, max: u64 },
+}
+
+impl Header {
+    pub const END: Header = Header {
+        op: Op::End,
+        size: 0,
+        batches: 0,
+        warmup: 0,
+        per_batch: 0,
+    };
+
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[..4].copy_from_slice(&MAGIC);
+        b[4] = self.op as u8;
+        b[8..16].copy_from_slice(&self.size.to_be_bytes());
+        b[16..20].copy_from_slice(&self.batches.to_be_bytes());
+        b[20..24].copy_from_slice(&self.warmup.to_be_bytes());
+        b[24..32].copy_from_slice(&self.per_batch.to_be_bytes());
+        b
+    }
+
+    /// Decodes and checks a header; `max_size` is the largest size of the test.
+    pub fn decode(b: &[u8; HEADER_LEN], max_size: u64) -> Result<Header, HeaderError> {
+        if b[..4] != MAGIC {
+            return Err(HeaderError::Magic);
+        }
+        let op = match b[4] {
+            0 => Op::End,
+            1 => Op::TcpPingPong,
+            2 => Op::TcpStream,
+            3 => Op::UdpPingPong,
+            other => return Err(HeaderError::Op(other)),
+        };
+        let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let header = Header {
+            op,
+            size: u64_at(8),
+            batches: u32_at(16),
+            warmup: u32_at(20),
+            per_batch: u64_at(24),
+        };
+        if op != Op::End && !(1..=max_size).contains(&header.size) {
+            return Err(HeaderError::Size {
+                size: header.size,
+                max: max_size,
+            });
+        }
+        Ok(header)
+    }
+
+    /// Exchanges in the point, warm-up included.
+    pub fn exchanges(&self) -> u64 {
+        u64::from(self.warmup) + u64::from(self.batches) * self.per_batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let h = Header {
+            op: Op::TcpStream,
+            size: 4096,
+            batches: 7,
+            warmup: 1,
+            per_batch: 1000,
+        };
+        assert_eq!(Header::decode(&h.encode(), 8192), Ok(h));
+        assert_eq!(h.exchanges(), 7001);
+        assert_eq!(Header::decode(&Header::END.encode(), 1), Ok(Header::END));
+        assert_eq!(
+            Header::decode(&h.encode(), 1024),
+            Err(HeaderError::Size { size: 4096, max: 1024 })
+        );
+        let mut bad = h.encode();
+        bad[0] = b'X';
+        assert_eq!(Header::decode(&bad, 8192), Err(HeaderError::Magic));
+        let mut bad = h.encode();
+        bad[4] = 9;
+        assert_eq!(Header::decode(&bad, 8192), Err(HeaderError::Op(9)));
+    }
+}

@@ -1,0 +1,232 @@
+//! `nicbench sweep` against a real agent on loopback.
+
+use super::common::*;
+use serde_json::Value;
+
+fn sweep_of(run: &Value) -> &Value {
+    &run["streams"][0]["sender"]["sweep"]
+}
+
+fn point(sweep: &Value, size: u64) -> &Value {
+    sweep["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["size_bytes"] == size)
+        .unwrap_or_else(|| panic!("no point for {size} B"))
+}
+
+fn best_bps(sweep: &Value, size: u64) -> f64 {
+    point(sweep, size)["best_bits_per_second"].as_f64().unwrap()
+}
+
+#[test]
+fn short_tcp_sweep_bandwidth_grows_then_levels_off() {
+    let agent = AgentProcess::start(&[]);
+    let out = nicbench(&[
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "--max",
+        "1M",
+        "--point-time",
+        "10ms",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["workload"], "sweep");
+    let sweep = sweep_of(&run);
+    assert_eq!(sweep["mode"], "ping_pong");
+    assert_eq!(sweep["transport"], "tcp");
+    let points = sweep["points"].as_array().unwrap();
+    let sizes: Vec<u64> = points.iter().map(|p| p["size_bytes"].as_u64().unwrap()).collect();
+    assert_eq!(sizes.first(), Some(&1));
+    assert_eq!(sizes.last(), Some(&(1 << 20)));
+    assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
+    for p in points {
+        assert!(p["exchanges"].as_u64().unwrap() >= 7, "{p}");
+        assert!(p["best_latency_us"].as_f64().unwrap() > 0.0);
+        assert!(p["best_latency_us"].as_f64().unwrap() <= p["mean_latency_us"].as_f64().unwrap() + 1e-9);
+    }
+    // The smallest size's latency is reported.
+    let summary = &sweep["summary"];
+    assert_eq!(summary["small_message_size_bytes"], 1);
+    let latency = summary["small_message_latency_us"].as_f64().unwrap();
+    assert!(latency > 0.0 && latency == point(sweep, 1)["best_latency_us"].as_f64().unwrap());
+    // Small messages are latency-bound: 64 times the size, far more bandwidth.
+    assert!(best_bps(sweep, 64) > 10.0 * best_bps(sweep, 1), "{sweep}");
+    assert!(best_bps(sweep, 65536) > best_bps(sweep, 64));
+    // Large messages are bandwidth-bound: the last doubling gains little.
+    assert!(best_bps(sweep, 1 << 20) < 1.6 * best_bps(sweep, 1 << 19), "{sweep}");
+    let peak = summary["peak_bits_per_second"].as_f64().unwrap();
+    let half = summary["half_peak_size_bytes"].as_u64().unwrap();
+    assert!(best_bps(sweep, half) >= peak / 2.0);
+    assert!(half <= summary["ninety_percent_peak_size_bytes"].as_u64().unwrap());
+    // Progress went to stderr, one line per size (stderr is not a terminal here).
+    assert!(stderr(&out).contains(&format!("sweep [{}/{}]", sizes.len(), sizes.len())));
+}
+
+#[test]
+fn table_and_csv_carry_units_and_line_rate() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let common = [
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--sizes",
+        "1,1K,64K",
+        "--point-time",
+        "5ms",
+        "--link-speed",
+        "100G",
+    ];
+    let out = nicbench(&common);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "size B",
+        "latency us",
+        "bandwidth Mbit/s",
+        "% line rate",
+        "Small-message latency:",
+        "n-1/2",
+    ] {
+        assert!(text.contains(needle), "missing {needle}:\n{text}");
+    }
+    let out = nicbench(&[&common[..], &["--csv"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("size_bytes,latency_us,bandwidth_mbit_per_second"));
+    assert_eq!(lines.len(), 4, "{csv}");
+    assert!(lines[1].starts_with("1,") && lines[3].starts_with("65536,"));
+    assert!(!lines[3].ends_with(','), "line rate column filled: {csv}");
+}
+
+#[test]
+fn udp_sweep_skips_what_does_not_fit_a_datagram() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-u",
+        "--min",
+        "16K",
+        "--max",
+        "64K",
+        "--point-time",
+        "5ms",
+        "--json",
+    ]);
+    let sweep = sweep_of(&run);
+    assert_eq!(sweep["transport"], "udp");
+    let sizes: Vec<u64> = sweep["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["size_bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, vec![16384, 16387, 32765, 32768, 32771]);
+    assert_eq!(sweep["skipped_sizes_bytes"], serde_json::json!([65533, 65536]));
+    assert!(sweep["note"].as_str().unwrap().contains("datagram"));
+}
+
+#[test]
+fn stream_mode_reports_time_per_message() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "--mode",
+        "stream",
+        "--sizes",
+        "1K,256K",
+        "--point-time",
+        "10ms",
+        "--json",
+    ]);
+    let sweep = sweep_of(&run);
+    assert_eq!(sweep["mode"], "stream");
+    assert!(best_bps(sweep, 262144) > best_bps(sweep, 1024));
+    // The agent received everything the client sent.
+    assert_eq!(run["sum"]["sender"]["bytes"], run["sum"]["receiver"]["bytes"]);
+}
+
+#[test]
+fn bad_sweep_options_are_refused_by_name() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--mode", "stream", "-u"], "--mode stream"),
+        (&["--min", "1M", "--max", "1K"], "--min"),
+        (&["-P", "2"], "-P/--parallel"),
+        (&["-O", "1s"], "-O/--omit"),
+    ];
+    for (extra, needle) in cases {
+        let out = nicbench(&[&["sweep", "127.0.0.1", "-p", &port][..], extra].concat());
+        assert!(!out.status.success(), "{extra:?} was accepted");
+        assert!(stderr(&out).contains(needle), "{extra:?}: {}", stderr(&out));
+    }
+}
+
+/// Issue 5 in the lab: two namespaces over veth at MTU 1500 and 9000; the
+/// curve has the same shape on a real (emulated) link, the smallest size's
+/// latency is reported, and the MSS follows the MTU.
+#[test]
+fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
+    if let Some(why) = nicbench::lab::unavailable() {
+        eprintln!("SKIPPED (lab unavailable): {why}");
+        return;
+    }
+    let mut lab = nicbench::lab::Lab::builder()
+        .agent_program(BIN)
+        .mtu(1500)
+        .build()
+        .unwrap();
+    let port = lab.agent_port().to_string();
+    for (mtu, mss) in [(1500, 1448), (9000, 8948)] {
+        if mtu != 1500 {
+            lab.set_mtu(None, mtu).unwrap();
+        }
+        let out = lab
+            .command("a", BIN)
+            .args([
+                "sweep",
+                "b",
+                "-p",
+                &port,
+                "--max",
+                "1M",
+                "--point-time",
+                "10ms",
+                "--json",
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "MTU {mtu}: {}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            run["streams"][0]["sender"]["tcp_info"]["send_mss_bytes"], mss,
+            "MTU {mtu}"
+        );
+        let sweep = sweep_of(&run);
+        let summary = &sweep["summary"];
+        assert_eq!(summary["small_message_size_bytes"], 1, "MTU {mtu}");
+        assert!(summary["small_message_latency_us"].as_f64().unwrap() > 0.0);
+        assert!(best_bps(sweep, 64) > 10.0 * best_bps(sweep, 1), "MTU {mtu}: {sweep}");
+        assert!(best_bps(sweep, 65536) > best_bps(sweep, 64), "MTU {mtu}");
+        assert!(
+            best_bps(sweep, 1 << 20) < 1.6 * best_bps(sweep, 1 << 19),
+            "MTU {mtu}: {sweep}"
+        );
+    }
+}
