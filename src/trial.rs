@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::model::{Host, SideReport};
-use crate::probe::cpu::{cpu_report, CpuSampler};
+use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
 use crate::protocol::channel::Channel;
 use crate::protocol::{Message, ProtocolError};
 use crate::workload::runner::IntervalCallback;
@@ -144,7 +144,7 @@ pub fn run_side(
     let seconds = start.elapsed().as_secs_f64();
     let after = sampler.sample().map_err(TrialError::Cpu)?;
     let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.omitted_bytes).sum();
-    let cpu = cpu_report(
+    let mut cpu = cpu_report(
         &before,
         &after,
         sampler.ticks_per_second(),
@@ -152,6 +152,17 @@ pub fn run_side(
         outcome.process,
         bytes_moved,
     );
+    // Request/response ends count transactions (warm-up included, like bytes_moved).
+    let transactions: u64 = outcome
+        .streams
+        .iter()
+        .filter_map(|s| s.rr.as_ref())
+        .map(|r| r.transactions + r.warmup_transactions)
+        .sum();
+    if transactions > 0 {
+        let busy_us = busy_seconds(&before, &after, sampler.ticks_per_second()) * 1e6;
+        cpu.service_demand_us_per_transaction = Some(busy_us / transactions as f64);
+    }
     Ok(TrialOutcome {
         local: SideReport {
             host: plan.host,

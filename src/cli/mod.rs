@@ -4,10 +4,14 @@
 
 pub mod measure;
 pub mod parse;
+pub mod rr;
+pub mod udp;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use measure::{MeasureArgs, TcpArgs};
+pub use rr::RrArgs;
+pub use udp::UdpArgs;
 
 /// nicbench: what a network path really delivers — adapter, driver, host,
 /// link and stack — with CPU cost on both ends.
@@ -30,6 +34,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// TCP throughput: bulk streams in one or both directions.
     Tcp(Box<TcpArgs>),
+    /// UDP streams at an offered rate: what the sender pushed, what the receiver got, loss and jitter.
+    Udp(Box<UdpArgs>),
+    /// Request/response latency and transactions per second (TCP, UDP, or a TCP connection per transaction).
+    Rr(Box<RrArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
 }

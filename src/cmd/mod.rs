@@ -4,9 +4,11 @@
 
 pub mod demo;
 pub mod measure;
+pub mod rr;
 pub mod serve;
 pub mod signals;
 pub mod tcp;
+pub mod udp;
 
 use crate::cli::{Cli, Command, LogFormat};
 use crate::logging::{self, Level};
@@ -24,6 +26,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(*args),
+        Command::Udp(args) => udp::run(*args),
+        Command::Rr(args) => rr::run(*args),
         Command::Demo(args) => demo::run(args),
     }
 }
@@ -49,6 +53,8 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
 pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::workload::TestSpec)> {
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) => None,
     }
 }

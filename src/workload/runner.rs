@@ -255,6 +255,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
                 tcp_info: None,
                 intervals: std::mem::take(&mut intervals[i]),
                 error: Some("the stream thread did not report".into()),
+                udp: None,
+                rr: None,
             });
             continue;
         };
@@ -289,6 +291,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
             tcp_info: f.end.tcp_info,
             intervals: std::mem::take(&mut intervals[i]),
             error: f.end.error,
+            udp: None,
+            rr: None,
         });
     }
     outcome

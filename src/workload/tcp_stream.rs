@@ -206,8 +206,7 @@ impl Side for TcpSide {
         let mut sender_index = 0u64;
         for (id, flow, socket) in self.sockets {
             let buffers = tcpinfo::socket_buffers(&socket);
-            let (role, body): (Role, StreamBody) = if flow.sender() == self.host
-            {
+            let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
                 // A byte count is shared out among the streams of this side.
                 let quota = self
                     .spec
