@@ -243,12 +243,19 @@ pub struct UdpResult {
     pub receiver_bits_per_second: f64,
     pub out_of_order_datagrams: u64,
     pub duplicate_datagrams: u64,
+    /// Foreign or malformed datagrams the receiver counted and ignored
+    /// (refused while registering, or not ours on the stream's socket).
     pub malformed_datagrams: u64,
     /// Drops at the receiving socket (its buffer was full): lost in the
     /// receiving host, not on the wire. Warm-up included.
     pub receiver_socket_drops: u64,
     /// Largest jitter among the streams.
     pub jitter_us: f64,
+    /// The receiver used GRO: the kernel then counts a dropped coalesced
+    /// buffer (many datagrams) as one drop, so `receiver_socket_drops` is a
+    /// lower bound.
+    #[serde(default)]
+    pub receiver_gro: bool,
 }
 
 /// Request/response totals over the flows.
@@ -430,9 +437,10 @@ impl UdpResult {
             receiver_bits_per_second: receiver.bits_per_second,
             out_of_order_datagrams: received.out_of_order_datagrams,
             duplicate_datagrams: received.duplicate_datagrams,
-            malformed_datagrams: received.malformed_datagrams,
+            malformed_datagrams: received.malformed_datagrams + received.refused_datagrams,
             receiver_socket_drops: received.socket_drops,
             jitter_us: received.jitter_us,
+            receiver_gro: got.segmentation_offload,
             ..UdpResult::default()
         };
         r.set_loss();
@@ -462,6 +470,7 @@ impl UdpResult {
             t.malformed_datagrams += u.malformed_datagrams;
             t.receiver_socket_drops += u.receiver_socket_drops;
             t.jitter_us = t.jitter_us.max(u.jitter_us);
+            t.receiver_gro |= u.receiver_gro;
         }
         if let Some(t) = sum.as_mut() {
             t.set_loss();

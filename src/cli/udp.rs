@@ -51,7 +51,7 @@ mod tests {
     fn bitrates() {
         assert_eq!(bitrate("max").unwrap(), Bitrate::Max);
         assert_eq!(bitrate("500M").unwrap(), Bitrate::BitsPerSecond(500_000_000));
-        assert!(bitrate("0").unwrap_err().contains("above 0"));
+        assert!(bitrate("0").unwrap_err().contains("at least 1 bit/s"));
         assert!(bitrate("0M").is_err());
         assert!(bitrate("fast").unwrap_err().contains("max"));
     }

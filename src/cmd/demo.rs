@@ -24,6 +24,8 @@ const STANDARD_SET: &[(&str, &str)] = &[
     ("TCP, reverse", "tcp HOST --reverse"),
     ("TCP, both ways", "tcp HOST --bidir"),
     ("TCP, 8 KiB writes, nodelay", "tcp HOST -l 8K --nodelay"),
+    ("UDP, 1 Gbit/s offered", "udp HOST -b 1G"),
+    ("TCP request/response, 1,1 B", "rr HOST"),
 ];
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {

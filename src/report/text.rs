@@ -181,12 +181,23 @@ fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Wri
         u.sent_datagrams
     )?;
     let elsewhere = u.lost_datagrams.saturating_sub(u.receiver_socket_drops);
+    let drops = if u.receiver_gro {
+        format!(
+            "{} coalesced GRO buffers dropped at the receiving socket (buffer full; each holds several \
+             datagrams, so the split of the loss is unknown)",
+            u.receiver_socket_drops
+        )
+    } else {
+        format!(
+            "{} dropped at the receiving socket (buffer full, in the receiving host), {elsewhere} lost \
+             before it (wire, NIC, router, host backlog)",
+            u.receiver_socket_drops
+        )
+    };
     writeln!(
         out,
-        "    {} dropped at the receiving socket (buffer full, in the receiving host), \
-         {elsewhere} lost before it (wire, NIC, router); out of order {}, duplicates {}, \
-         foreign {}, jitter {:.1} us",
-        u.receiver_socket_drops, u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
+        "    {drops}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
+        u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
     )
 }
 

@@ -3,4 +3,6 @@
 //! (the lab) say why they skip instead of passing silently.
 
 mod common;
+mod rr;
 mod tcp;
+mod udp;
