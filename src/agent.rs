@@ -284,7 +284,10 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         other => return Err(Refusal::Tell(format!("expected test_request, got '{}'", other.kind()))),
     };
     let workload = workload::find(&spec.workload).map_err(|e| Refusal::Tell(e.to_string()))?;
-    workload.validate(&spec).map_err(|e| Refusal::Tell(e.to_string()))?;
+    workload
+        .validate(&spec)
+        .and_then(|()| TestSpec::validate_cpus(&spec.agent.cpus, "--remote-affinity"))
+        .map_err(|e| Refusal::Tell(e.to_string()))?;
     check_limits(&spec, &shared.config).map_err(Refusal::Tell)?;
 
     let _slot = {

@@ -55,6 +55,8 @@ pub enum SessionError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{addr} accepted the connection but did not answer as a nicbench agent ({detail}); is another service on that port?")]
+    NotAnAgent { addr: SocketAddr, detail: String },
     #[error("the agent at {addr} is busy with another test for about {seconds_left:.0} s more; try again then")]
     Busy { addr: SocketAddr, seconds_left: f64 },
     #[error("the agent refused the test: {0}")]
@@ -86,7 +88,7 @@ impl SessionError {
             | SessionError::Refused { .. }
             | SessionError::ConnectTimeout { .. }
             | SessionError::Connect { .. } => 3,
-            SessionError::Busy { .. } | SessionError::AgentRefused(_) => 4,
+            SessionError::Busy { .. } | SessionError::AgentRefused(_) | SessionError::NotAnAgent { .. } => 4,
             _ => 5,
         }
     }
@@ -170,6 +172,7 @@ fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
 pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
     let workload = workload::find(&spec.workload)?;
     workload.validate(spec)?;
+    TestSpec::validate_cpus(&spec.client.cpus, "-A/--affinity")?;
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let stream = connect(target)?;
     let agent_addr = stream.peer_addr().map_err(ProtocolError::Io)?;
@@ -177,7 +180,17 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
 
     channel.send(&Message::Hello(Hello::ours()))?;
-    match channel.recv(REPLY_TIMEOUT, "the agent's hello")? {
+    let hello = channel.recv(REPLY_TIMEOUT, "the agent's hello").map_err(|e| match e {
+        // Something listens there, but it does not speak our protocol.
+        ProtocolError::Timeout { .. } | ProtocolError::FrameTooLarge { .. } | ProtocolError::Malformed(_) => {
+            SessionError::NotAnAgent {
+                addr: agent_addr,
+                detail: e.to_string(),
+            }
+        }
+        other => other.into(),
+    })?;
+    match hello {
         Message::Hello(hello) => hello.check_peer("agent")?,
         other => return Err(unexpected("hello", other, agent_addr)),
     }

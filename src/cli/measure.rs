@@ -1,6 +1,5 @@
 //! Options shared by every measuring command, and those of `tcp`.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Args;
@@ -22,9 +21,10 @@ pub struct MeasureArgs {
     /// Use IPv6 only.
     #[arg(short = '6', long = "ipv6")]
     pub ipv6: bool,
-    /// Local address to bind the control and data sockets to (selects the interface).
-    #[arg(short = 'B', long, value_name = "ADDR")]
-    pub bind: Option<IpAddr>,
+    /// Local address, or interface name whose address to use, for the control
+    /// and data sockets (selects the path).
+    #[arg(short = 'B', long, value_name = "ADDR|IFACE")]
+    pub bind: Option<String>,
     /// How long to send, after the warm-up.
     #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
           value_parser = parse::positive_duration, allow_hyphen_values = true)]
@@ -64,10 +64,10 @@ pub struct MeasureArgs {
     pub remote_rcvbuf: Option<u64>,
     /// Pin local stream threads to these cores, round-robin (e.g. 0 or 0-3).
     #[arg(short = 'A', long = "affinity", value_name = "CORES", value_parser = parse::cpu_list)]
-    pub affinity: Option<Vec<u32>>,
+    pub affinity: Option<parse::CpuList>,
     /// Pin the agent's stream threads to these of its cores.
     #[arg(long = "remote-affinity", value_name = "CORES", value_parser = parse::cpu_list)]
-    pub remote_affinity: Option<Vec<u32>>,
+    pub remote_affinity: Option<parse::CpuList>,
     /// Print the result as one JSON document (schema in docs/SCHEMA.md).
     #[arg(long, conflicts_with = "json_stream")]
     pub json: bool,

@@ -26,8 +26,16 @@ pub fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A list of cores (a newtype so clap takes it as one value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
 /// A list of cores: `0`, `0,2`, `0-3`, `0-1,4`.
-pub fn cpu_list(s: &str) -> Result<Vec<u32>, String> {
+pub fn cpu_list(s: &str) -> Result<CpuList, String> {
+    parse_cpu_list(s).map(CpuList)
+}
+
+fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
     let bad = || format!("invalid CPU list '{s}': expected core numbers such as 0, 0,2 or 0-3");
     let mut cores = Vec::new();
     for part in s.split(',') {
@@ -53,12 +61,12 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(cpu_list("0").unwrap(), vec![0]);
-        assert_eq!(cpu_list("0,2").unwrap(), vec![0, 2]);
-        assert_eq!(cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
-        assert!(cpu_list("3-1").is_err());
-        assert!(cpu_list("a").is_err());
-        assert!(cpu_list("").is_err());
+        assert_eq!(parse_cpu_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_cpu_list("0,2").unwrap(), vec![0, 2]);
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+        assert!(parse_cpu_list("").is_err());
     }
 
     #[test]

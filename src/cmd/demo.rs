@@ -49,7 +49,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         let cli = Cli::try_parse_from(argv.split_whitespace()).with_context(|| format!("demo command '{argv}'"))?;
         let (measure, spec) = super::measurement_of(&cli.command).context("demo commands are measurements")?;
         let run = session::run(
-            &super::measure::target(&measure),
+            &super::measure::target(&measure)?,
             &spec,
             RunOptions {
                 interrupted: &signals::interrupted,

@@ -2,10 +2,12 @@
 //! the chosen output. Shared by every workload's command.
 
 use std::io::Write;
+use std::net::IpAddr;
 
 use anyhow::Context;
 
 use super::signals;
+use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
 use crate::model::RunResult;
 use crate::report::json::{Json, StreamEvent};
@@ -13,14 +15,14 @@ use crate::report::text::{interval_lines, Text};
 use crate::report::Reporter;
 use crate::session::{self, Family, RunOptions, Target};
 use crate::workload::runner::{IntervalCallback, IntervalTick};
-use crate::workload::{Direction, SideOptions, TestSpec};
+use crate::workload::{Direction, SideOptions, SpecError, TestSpec};
 
 /// The part of a spec every measuring command fills the same way.
 pub fn base_spec(workload: &str, m: &MeasureArgs, message_bytes: u64) -> TestSpec {
-    let side = |send: Option<u64>, receive: Option<u64>, cpus: &Option<Vec<u32>>| SideOptions {
+    let side = |send: Option<u64>, receive: Option<u64>, cpus: &Option<CpuList>| SideOptions {
         send_buffer_bytes: send.or(m.window),
         receive_buffer_bytes: receive.or(m.window),
-        cpus: cpus.clone().unwrap_or_default(),
+        cpus: cpus.as_ref().map(|c| c.0.clone()).unwrap_or_default(),
     };
     TestSpec {
         workload: workload.to_string(),
@@ -43,20 +45,45 @@ pub fn base_spec(workload: &str, m: &MeasureArgs, message_bytes: u64) -> TestSpe
     }
 }
 
-pub fn target(m: &MeasureArgs) -> Target {
-    Target {
+/// `-B`: an address, or an interface whose address of the wanted family is used.
+pub fn bind_address(bind: &str, family: Option<Family>) -> anyhow::Result<IpAddr> {
+    if let Ok(ip) = bind.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    let invalid = |why: String| SpecError::Invalid(format!("-B {bind}: {why}"));
+    let addresses =
+        crate::probe::host::interface_addresses(bind).map_err(|e| invalid(format!("not an IP address, and {e}")))?;
+    addresses
+        .into_iter()
+        .filter(|ip| match family {
+            Some(Family::V4) => ip.is_ipv4(),
+            Some(Family::V6) => ip.is_ipv6(),
+            None => true,
+        })
+        // Prefer IPv4, then global IPv6 over link-local (which needs a scope).
+        .min_by_key(|ip| match ip {
+            IpAddr::V4(_) => 0,
+            IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) != 0xfe80 => 1,
+            IpAddr::V6(_) => 2,
+        })
+        .ok_or_else(|| invalid("the interface has no address of the requested family".into()).into())
+}
+
+pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
+    let family = if m.ipv4 {
+        Some(Family::V4)
+    } else if m.ipv6 {
+        Some(Family::V6)
+    } else {
+        None
+    };
+    Ok(Target {
         host: m.host.clone(),
         port: m.port,
-        family: if m.ipv4 {
-            Some(Family::V4)
-        } else if m.ipv6 {
-            Some(Family::V6)
-        } else {
-            None
-        },
-        bind: m.bind,
+        family,
+        bind: m.bind.as_deref().map(|b| bind_address(b, family)).transpose()?,
         connect_timeout: m.connect_timeout,
-    }
+    })
 }
 
 /// Runs one test and prints it in the chosen format.
@@ -73,8 +100,9 @@ pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
     } else {
         None
     };
+    let target = target(m)?;
     let run = session::run(
-        &target(m),
+        &target,
         spec,
         RunOptions {
             interrupted: &signals::interrupted,

@@ -78,7 +78,7 @@ impl Reporter for Text {
         let direction = match spec.direction {
             Direction::Forward => "client->agent",
             Direction::Reverse => "agent->client (reverse)",
-            Direction::Bidir => "both ways (bidir)",
+            Direction::Bidir => "each way (bidir)",
         };
         let length = match spec.bytes {
             Some(b) => format!("{} per direction", Bytes(b)),
@@ -97,11 +97,19 @@ impl Reporter for Text {
             Size(spec.message_bytes),
         )?;
         if let Some(s) = r.streams.first() {
+            let asked = [&spec.client, &spec.agent]
+                .iter()
+                .any(|side| side.send_buffer_bytes.is_some() || side.receive_buffer_bytes.is_some());
             writeln!(
                 out,
-                "  socket buffers granted: sender {} send / receiver {} receive",
+                "  socket buffers at the end: sender {} send / receiver {} receive ({})",
                 Size(s.sender.socket.send_buffer_bytes),
-                Size(s.receiver.socket.receive_buffer_bytes)
+                Size(s.receiver.socket.receive_buffer_bytes),
+                if asked {
+                    "as granted by the kernel for the sizes asked"
+                } else {
+                    "kernel autotuning"
+                }
             )?;
         }
         writeln!(

@@ -13,9 +13,9 @@ use crate::model::{Interval, ProcessCpu, Role, SocketBuffers, StreamEnd, TcpInfo
 use crate::probe::cpu::thread_cpu;
 use crate::units::bits_per_second;
 
-/// Most interval samples recorded per side (streams x intervals); past it,
-/// per-stream intervals are not kept (live output still works), so that a
-/// report always fits in one control frame.
+/// Most interval samples recorded per side (streams x intervals); past it
+/// no more are kept (live output still works), so that a report always
+/// fits in one control frame.
 pub const MAX_RECORDED_INTERVALS: u64 = 20_000;
 
 /// Called at every interval with a side's per-stream counts (live output).
@@ -69,6 +69,9 @@ pub struct StreamContext<'a> {
 #[derive(Debug, Default)]
 pub struct TaskEnd {
     pub tcp_info: Option<TcpInfo>,
+    /// Buffer sizes at the end (autotuning may have grown them); the sizes
+    /// read at setup are reported when None.
+    pub socket: Option<SocketBuffers>,
     pub error: Option<String>,
 }
 
@@ -143,8 +146,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
                     index,
                     at: Instant::now(),
                     end: TaskEnd {
-                        tcp_info: None,
                         error: Some(format!("could not start a thread: {e}")),
+                        ..TaskEnd::default()
                     },
                     cpu: ProcessCpu::default(),
                 });
@@ -154,11 +157,9 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
     drop(done_tx);
 
     let n = meta.len();
-    let expected_intervals = control
-        .duration
-        .map(|d| ((control.omit + d).as_secs_f64() / control.interval.as_secs_f64()).ceil() as u64 + 1)
-        .unwrap_or(u64::MAX);
-    let record_intervals = expected_intervals.saturating_mul(n as u64) <= MAX_RECORDED_INTERVALS;
+    // Samples are kept until the side's budget is spent; a long test with
+    // many streams keeps its first MAX_RECORDED_INTERVALS samples.
+    let mut interval_budget = MAX_RECORDED_INTERVALS;
 
     let start = control.start;
     let omit_at = start + control.omit;
@@ -217,7 +218,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
                 let bytes = total - last_sample[i];
                 last_sample[i] = total;
                 tick.streams.push((meta[i].0, meta[i].1, bytes));
-                if record_intervals {
+                if interval_budget > 0 {
+                    interval_budget -= 1;
                     intervals[i].push(Interval {
                         start_seconds: tick.start_seconds,
                         end_seconds: tick.end_seconds,
@@ -269,7 +271,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
         };
         let seconds = f.at.saturating_duration_since(from).as_secs_f64();
         let bytes = total - omitted;
-        if record_intervals && total > last_sample[i] {
+        if interval_budget > 0 && total > last_sample[i] {
+            interval_budget -= 1;
             let tail_seconds = f.at.saturating_duration_since(last_tick).as_secs_f64();
             let tail = total - last_sample[i];
             intervals[i].push(Interval {
@@ -287,7 +290,7 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
             seconds,
             bits_per_second: bits_per_second(bytes, seconds),
             omitted_bytes: omitted,
-            socket,
+            socket: f.end.socket.unwrap_or(socket),
             tcp_info: f.end.tcp_info,
             intervals: std::mem::take(&mut intervals[i]),
             error: f.end.error,
@@ -361,8 +364,8 @@ mod tests {
             role: Role::Receiver,
             socket: SocketBuffers::default(),
             body: Box::new(|_| TaskEnd {
-                tcp_info: None,
                 error: Some("connection reset".into()),
+                ..TaskEnd::default()
             }),
         };
         let out = run_streams(vec![task], &ctl);

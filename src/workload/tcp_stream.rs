@@ -83,7 +83,6 @@ impl Workload for TcpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: TcpParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity (-A)")?;
         let listener = data::listen(
             net.local_ip,
             (spec.flows().len() as i32).max(16),
@@ -99,7 +98,6 @@ impl Workload for TcpStream {
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: TcpParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.client.cpus, "local CPU affinity (-A)")?;
         let port = *net
             .data_ports
             .first()
@@ -269,8 +267,8 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
             Ok(f) => Some(f),
             Err(e) => {
                 return TaskEnd {
-                    tcp_info: None,
                     error: Some(format!("zero-copy send needs a memory file: {e}")),
+                    ..TaskEnd::default()
                 }
             }
         }
@@ -310,6 +308,7 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
     let _ = socket.shutdown(std::net::Shutdown::Write);
     TaskEnd {
         tcp_info: tcpinfo::tcp_info(&socket),
+        socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
     }
 }
@@ -339,6 +338,7 @@ fn receive_stream(socket: Socket, message: usize, discard: bool, ctx: &StreamCon
     }
     TaskEnd {
         tcp_info: tcpinfo::tcp_info(&socket),
+        socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
     }
 }

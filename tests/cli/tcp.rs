@@ -323,3 +323,148 @@ fn agent_that_dies_mid_test_gives_one_clear_error() {
     assert!(err.contains("agent"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn affinity_pins_threads_and_impossible_cores_are_refused() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.5",
+        "-A",
+        "0",
+        "--remote-affinity",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(run["spec"]["client"]["cpus"], serde_json::json!([0]));
+    assert_eq!(run["spec"]["agent"]["cpus"], serde_json::json!([0]));
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "0.5", "-A", "4096"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-A/--affinity"), "{}", stderr(&out));
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.5",
+        "--remote-affinity",
+        "4096",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--remote-affinity"), "{}", stderr(&out));
+}
+
+#[test]
+fn ipv6_loopback_and_bind_address_work() {
+    let has_ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    if !has_ipv6 {
+        eprintln!("skipped: this host has no IPv6 loopback");
+        return;
+    }
+    let agent = AgentProcess::start_with(std::process::Command::new(BIN), "::1", &[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "::1",
+        "-6",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.5",
+        "-B",
+        "::1",
+        "--json",
+    ]);
+    assert!(
+        run["agent"]["address"].as_str().unwrap().starts_with("[::1]"),
+        "{}",
+        run["agent"]["address"]
+    );
+    assert!(run["client"]["address"].as_str().unwrap().starts_with("[::1]"));
+    assert!(run["sum"]["receiver"]["bytes"].as_u64().unwrap() > 0);
+    // -4 against an IPv6-only literal has no address to use.
+    let out = nicbench(&["tcp", "::1", "-4", "-p", &agent.port_arg(), "-t", "0.5"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-4/-6"), "{}", stderr(&out));
+}
+
+#[test]
+fn bind_accepts_an_interface_name() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.3",
+        "-B",
+        "lo",
+        "-4",
+        "--json",
+    ]);
+    assert!(run["client"]["address"].as_str().unwrap().starts_with("127.0.0.1:"));
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.3",
+        "-B",
+        "nosuchif0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no interface"), "{}", stderr(&out));
+}
+
+#[test]
+fn another_service_on_the_port_is_named_as_such() {
+    // A server that accepts and answers garbage, like an HTTP server would.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            use std::io::Write;
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+    });
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did not answer as a nicbench agent"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_test_and_still_reports_both_ends() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    for direction in [None, Some("-R")] {
+        let mut args = vec!["tcp", "127.0.0.1", "-p", &port, "-t", "30", "--json"];
+        args.extend(direction);
+        let child = std::process::Command::new(BIN)
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{direction:?}: {}", stderr(&out));
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let seconds = run["sum"]["receiver"]["seconds"].as_f64().unwrap();
+        assert!(seconds < 10.0, "stopped after {seconds} s");
+        assert_eq!(run["sum"]["sender"]["bytes"], run["sum"]["receiver"]["bytes"]);
+    }
+}
