@@ -146,7 +146,6 @@ impl Workload for RequestResponse {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: RrParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity (--remote-affinity)")?;
         let sockets = match params.proto {
             RrProto::Udp => {
                 let mut sockets = Vec::new();
@@ -169,7 +168,6 @@ impl Workload for RequestResponse {
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: RrParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.client.cpus, "local CPU affinity (-A)")?;
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
         let ends = {
             let configure = configure(&spec.client, &params);
@@ -350,8 +348,8 @@ impl Side for RrSide {
                     (Role::Receiver, Endpoint::Listener(l, net)) => rr_loops::crr_responder(&l, &net, &shape, ctx),
                     _ => (
                         TaskEnd {
-                            tcp_info: None,
                             error: Some("internal: endpoint does not fit the role".into()),
+                            ..TaskEnd::default()
                         },
                         Extra::default(),
                     ),

@@ -92,7 +92,10 @@ impl<'a> Counter<'a> {
     fn finish(mut self, error: Option<String>, keep_time: bool) -> (TaskEnd, Extra) {
         self.rr.latency = self.latency.as_ref().and_then(|h| h.stats());
         (
-            TaskEnd { tcp_info: None, error },
+            TaskEnd {
+                error,
+                ..TaskEnd::default()
+            },
             Extra {
                 rr: self.rr,
                 last_activity: if keep_time { self.last } else { None },

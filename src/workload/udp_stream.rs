@@ -97,7 +97,6 @@ impl Workload for UdpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: UdpParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity (--remote-affinity)")?;
         let mut sockets = Vec::new();
         for (id, _) in spec.flows() {
             sockets.push((id, udp_io::bind_udp(net.local_ip, &spec.agent)?));
@@ -112,7 +111,6 @@ impl Workload for UdpStream {
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: UdpParams = spec.params()?;
-        TestSpec::validate_cpus(&spec.client.cpus, "local CPU affinity (-A)")?;
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
         let sockets = udp_io::register_streams(net, &ids, &spec.client, &|_| Ok(()))?;
         let refused = vec![0; sockets.len()];
@@ -372,7 +370,10 @@ fn send_stream(
         0.0
     };
     (
-        TaskEnd { tcp_info: None, error },
+        TaskEnd {
+            error,
+            ..TaskEnd::default()
+        },
         Extra {
             udp,
             last_data_at: None,
@@ -467,5 +468,11 @@ fn receive_stream(
             socket_drops: udp_io::socket_drops(socket).unwrap_or(0),
         }),
     };
-    (TaskEnd { tcp_info: None, error }, Extra { udp, last_data_at })
+    (
+        TaskEnd {
+            error,
+            ..TaskEnd::default()
+        },
+        Extra { udp, last_data_at },
+    )
 }
