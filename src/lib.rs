@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod cli;
 pub mod cmd;
+pub mod lab;
 pub mod logging;
 pub mod model;
 pub mod probe;

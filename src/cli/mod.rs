@@ -2,6 +2,7 @@
 //! arguments are turned into a validated configuration in `cmd/`. The doc
 //! comments are the help text.
 
+pub mod lab;
 pub mod measure;
 pub mod parse;
 pub mod rr;
@@ -40,6 +41,8 @@ pub enum Command {
     Rr(Box<RrArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
+    /// Emulated testbed: hosts (network namespaces) joined by veth links.
+    Lab(lab::LabArgs),
 }
 
 /// Logging options, shared by every command.

@@ -3,6 +3,7 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub mod demo;
+pub mod lab;
 pub mod measure;
 pub mod rr;
 pub mod serve;
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Udp(args) => udp::run(*args),
         Command::Rr(args) => rr::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Lab(args) => lab::run(args),
     }
 }
 
@@ -44,6 +46,12 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
             return 2;
         }
+        if let Some(e) = cause.downcast_ref::<crate::lab::LabError>() {
+            return match e {
+                crate::lab::LabError::Invalid { .. } | crate::lab::LabError::NotFound { .. } => 2,
+                _ => 1,
+            };
+        }
     }
     1
 }
@@ -55,6 +63,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Serve(_) | Command::Demo(_) => None,
+        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
     }
 }

@@ -1,0 +1,145 @@
+//! `nicbench lab`: build, inspect, use and remove emulated testbeds.
+
+use std::ffi::OsString;
+
+use clap::{Args, Subcommand};
+
+use crate::lab::spec::{self, CpuLimit, MtuSetting, RateSetting};
+use crate::lab::LabError;
+
+/// `nicbench lab`
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub command: LabCommand,
+}
+
+/// Hosts are network namespaces joined by veth links; addresses
+/// (10.200.x.y/24) exist only inside the lab. Needs root and iproute2.
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Build a lab and start an agent (`nicbench serve`) in every host.
+    ///
+    /// Examples: `lab up demo --mtu 9000`; `lab up slow --via-router --rate 100mbit`;
+    /// `lab up trio --links 3 --rate 100mbit`; `lab up weak --cpu-limit a=25%`.
+    Up(LabUpArgs),
+    /// Show a lab: hosts, links, addresses, MTUs, rates (as the kernel has
+    /// them) and agents. Without a name, list every lab.
+    Status(LabStatusArgs),
+    /// Run a command inside a host, e.g. `lab exec demo a -- nicbench tcp b`.
+    /// Host names resolve inside the lab; `nicbench` means this executable.
+    Exec(LabExecArgs),
+    /// Change the MTU or rate limits of a running lab.
+    Set(LabSetArgs),
+    /// Remove a lab and everything in it, also a half-built one.
+    Down(LabDownArgs),
+}
+
+fn lab_name(s: &str) -> Result<String, String> {
+    spec::validate_name(s).map(|_| s.to_string()).map_err(hint)
+}
+
+fn hint(e: LabError) -> String {
+    match e {
+        LabError::Invalid { hint, .. } => hint,
+        other => other.to_string(),
+    }
+}
+
+fn mtu_setting(s: &str) -> Result<MtuSetting, String> {
+    spec::parse_mtu_setting(s).map_err(hint)
+}
+
+fn rate_setting(s: &str) -> Result<RateSetting, String> {
+    spec::parse_rate_setting(s).map_err(hint)
+}
+
+fn cpu_limit(s: &str) -> Result<CpuLimit, String> {
+    spec::parse_cpu_limit(s).map_err(hint)
+}
+
+/// `nicbench lab up`
+#[derive(Debug, Args)]
+pub struct LabUpArgs {
+    /// Name of the lab (1 to 15 of a-z, 0-9, '-').
+    #[arg(value_parser = lab_name)]
+    pub name: String,
+    /// Number of hosts, named a, b, c, ...
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u16).range(2..=spec::MAX_HOSTS as i64))]
+    pub hosts: u16,
+    /// Parallel links between every pair of hosts (or each host and the router).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=spec::MAX_LINKS as i64))]
+    pub links: u16,
+    /// Join the hosts through a router host `r`, which carries the rate
+    /// limits on its egress (a bottleneck then drops packets, like a switch).
+    #[arg(long)]
+    pub via_router: bool,
+    /// MTU in bytes of every link, or of one link: `9000`, `2=1500`. Repeatable.
+    #[arg(long, value_name = "[LINK=]MTU", value_parser = mtu_setting)]
+    pub mtu: Vec<MtuSetting>,
+    /// tbf rate limit: `100mbit` on every link (both directions of a direct
+    /// link; the router's egress via the router), `2=1G` on link 2, `1:b=50M`
+    /// on link 1 towards host b. `none` removes. Repeatable.
+    #[arg(long, value_name = "[LINK[:HOST]=]RATE", value_parser = rate_setting)]
+    pub rate: Vec<RateSetting>,
+    /// Limit the CPU of everything started in a host, in percent of one core:
+    /// `a=25%`. Repeatable.
+    #[arg(long, value_name = "HOST=PERCENT", value_parser = cpu_limit)]
+    pub cpu_limit: Vec<CpuLimit>,
+    /// Do not start agents.
+    #[arg(long)]
+    pub no_agents: bool,
+    /// Control port of the agents (every host has its own port space).
+    #[arg(long, value_name = "PORT", default_value_t = crate::protocol::DEFAULT_PORT)]
+    pub agent_port: u16,
+}
+
+/// `nicbench lab status`
+#[derive(Debug, Args)]
+pub struct LabStatusArgs {
+    /// The lab; all labs when left out.
+    #[arg(value_parser = lab_name)]
+    pub name: Option<String>,
+    /// Print the lab's state and the kernel's view as JSON.
+    #[arg(long, requires = "name")]
+    pub json: bool,
+}
+
+/// `nicbench lab exec`
+#[derive(Debug, Args)]
+pub struct LabExecArgs {
+    #[arg(value_parser = lab_name)]
+    pub name: String,
+    /// Host to run in (a, b, ..., r for the router).
+    pub host: String,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `nicbench lab set`
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["mtu", "rate"]))]
+pub struct LabSetArgs {
+    #[arg(value_parser = lab_name)]
+    pub name: String,
+    /// New MTU of every link or of one link: `1500`, `2=9000`.
+    #[arg(long, value_name = "[LINK=]MTU", value_parser = mtu_setting)]
+    pub mtu: Vec<MtuSetting>,
+    /// New rate limit, as for `lab up`; `none` removes it.
+    #[arg(long, value_name = "[LINK[:HOST]=]RATE", value_parser = rate_setting)]
+    pub rate: Vec<RateSetting>,
+}
+
+/// `nicbench lab down`
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["name", "all"]))]
+pub struct LabDownArgs {
+    #[arg(value_parser = lab_name)]
+    pub name: Option<String>,
+    /// Remove every lab nicbench made (found by name, with or without state).
+    #[arg(long)]
+    pub all: bool,
+}

@@ -1,0 +1,273 @@
+//! `nicbench lab up|status|exec|set|down`
+
+use std::fmt::Write as _;
+use std::os::unix::process::CommandExt;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::cli::lab::{LabArgs, LabCommand, LabDownArgs, LabExecArgs, LabSetArgs, LabStatusArgs, LabUpArgs};
+use crate::lab::{self, spec, state::LabState, sys, AgentLaunch, LabSpec, Topology};
+use crate::units::Rate;
+
+pub fn run(args: LabArgs) -> anyhow::Result<()> {
+    match args.command {
+        LabCommand::Up(args) => up(args),
+        LabCommand::Status(args) => status(args),
+        LabCommand::Exec(args) => exec(args),
+        LabCommand::Set(args) => set(args),
+        LabCommand::Down(args) => down(args),
+    }
+}
+
+fn up(args: LabUpArgs) -> anyhow::Result<()> {
+    let spec = LabSpec {
+        name: args.name.clone(),
+        hosts: args.hosts as usize,
+        links: args.links as usize,
+        topology: if args.via_router {
+            Topology::ViaRouter
+        } else {
+            Topology::Direct
+        },
+        mtu: args.mtu,
+        rate: args.rate,
+        cpu_limits: args.cpu_limit,
+        agent_port: (!args.no_agents).then_some(args.agent_port),
+    };
+    let program = std::env::current_exe().context("finding the nicbench executable for the agents")?;
+    let launch = AgentLaunch { program, detach: true };
+    // The agents run in their own sessions and outlive this process.
+    let (state, _agents) = lab::up(&spec, Some(&launch)).with_context(|| format!("building lab '{}'", args.name))?;
+    print!("{}", render_status(&state));
+    Ok(())
+}
+
+fn status(args: LabStatusArgs) -> anyhow::Result<()> {
+    let Some(name) = args.name else {
+        let names = lab::all_lab_names()?;
+        if names.is_empty() {
+            println!("no labs");
+        }
+        for name in names {
+            println!("{}", summary_line(&name));
+        }
+        return Ok(());
+    };
+    let Some(state) = LabState::load(&name)? else {
+        let leftovers = lab::existing_netns(&name)?;
+        if leftovers.is_empty() {
+            return Err(lab::LabError::NotFound { name }.into());
+        }
+        println!(
+            "lab {name}: no state file, but namespaces {} exist; remove them with `nicbench lab down {name}`",
+            leftovers.join(", ")
+        );
+        return Ok(());
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status_json(&state))?);
+    } else {
+        print!("{}", render_status(&state));
+    }
+    Ok(())
+}
+
+fn exec(args: LabExecArgs) -> anyhow::Result<()> {
+    let state = lab::load_complete(&args.name)?;
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+    let program = if program == "nicbench" {
+        std::env::current_exe()
+            .context("finding the nicbench executable")?
+            .into_os_string()
+    } else {
+        program.clone()
+    };
+    let mut command = lab::host_command(&state, &args.host, &program)?;
+    command.args(rest);
+    // exec only returns on failure.
+    let error = command.exec();
+    Err(error).with_context(|| format!("running {:?} in host {} of lab '{}'", program, args.host, args.name))
+}
+
+fn set(args: LabSetArgs) -> anyhow::Result<()> {
+    let mut state = lab::load_complete(&args.name)?;
+    lab::set(&mut state, &args.mtu, &args.rate).with_context(|| format!("changing lab '{}'", args.name))?;
+    print!("{}", render_status(&state));
+    Ok(())
+}
+
+fn down(args: LabDownArgs) -> anyhow::Result<()> {
+    let names = match args.name {
+        Some(name) => vec![name],
+        None => {
+            sys::preflight(false)?;
+            lab::all_lab_names()?
+        }
+    };
+    if args.all && names.is_empty() {
+        println!("no labs to remove");
+    }
+    let mut failed = None;
+    for name in names {
+        match lab::down(&name) {
+            Ok(removed) if removed.is_empty() => println!("lab '{name}': nothing to remove"),
+            Ok(removed) => println!("lab '{name}' removed: {}", removed.join(", ")),
+            Err(e) => {
+                eprintln!("nicbench: error: removing lab '{name}': {e}");
+                failed.get_or_insert(anyhow::Error::new(e).context(format!("removing lab '{name}'")));
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// One line per lab for `lab status` without a name.
+fn summary_line(name: &str) -> String {
+    match LabState::load(name) {
+        Ok(Some(s)) => format!(
+            "{name}\t{}\t{} hosts\t{}\t{}",
+            topology_name(s.topology),
+            s.hosts.len(),
+            links_text(s.links.len()),
+            if s.complete {
+                "up"
+            } else {
+                "incomplete (remove with `nicbench lab down`)"
+            }
+        ),
+        Ok(None) => format!("{name}\tleftovers without a state file (remove with `nicbench lab down {name}`)"),
+        Err(e) => format!("{name}\t{e}"),
+    }
+}
+
+fn links_text(n: usize) -> String {
+    format!("{n} link{}", if n == 1 { "" } else { "s" })
+}
+
+fn topology_name(t: Topology) -> &'static str {
+    match t {
+        Topology::Direct => "direct",
+        Topology::ViaRouter => "via-router",
+    }
+}
+
+fn rate_text(rate: Option<u64>) -> String {
+    rate.map_or_else(|| "unlimited".to_string(), |r| Rate(r as f64).to_string())
+}
+
+fn agent_text(state: &LabState, pid: Option<u32>) -> String {
+    match (state.agent_port, pid) {
+        (None, _) => "no agent".into(),
+        (Some(_), None) => "agent not started".into(),
+        (Some(port), Some(pid)) if sys::alive(pid as i32) => format!("agent pid {pid} port {port}"),
+        (Some(_), Some(pid)) => format!("agent pid {pid} NOT RUNNING"),
+    }
+}
+
+/// The human view of a lab, with MTU and rates as the kernel reports them.
+pub fn render_status(state: &LabState) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "lab {}: {}, {} hosts, {}{}",
+        state.name,
+        topology_name(state.topology),
+        state.hosts.len(),
+        links_text(state.links.len()),
+        if state.complete {
+            ""
+        } else {
+            " (INCOMPLETE: remove with `nicbench lab down`)"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "state {}, agent logs in {}/",
+        crate::lab::state::state_path(&state.name).display(),
+        crate::lab::state::log_dir(&state.name).display()
+    );
+    let _ = writeln!(out, "hosts:");
+    for h in &state.hosts {
+        let cpu = h
+            .cpu_limit_percent
+            .map_or(String::new(), |p| format!(", CPU limit {p}% of one core"));
+        let _ = writeln!(
+            out,
+            "  {:<2} netns {}, {}{cpu}",
+            h.name,
+            h.netns,
+            agent_text(state, h.agent_pid)
+        );
+    }
+    let _ = writeln!(out, "links:");
+    for link in &state.links {
+        let ends: Vec<String> = link
+            .ends
+            .iter()
+            .map(|e| format!("{} {} {}/{}", e.host, e.ifname, e.address, spec::PREFIX_LEN))
+            .collect();
+        let _ = writeln!(out, "  {:<2} {}  <->  {}", link.id, ends[0], ends[1]);
+        for (i, end) in link.ends.iter().enumerate() {
+            let peer = &link.ends[1 - i].host;
+            let line = match sys::kernel_link(&spec::netns_name(&state.name, &end.host), &end.ifname) {
+                Ok(k) => format!(
+                    "MTU {} bytes, {} -> {peer}: {}{}",
+                    k.mtu,
+                    end.host,
+                    rate_text(k.tbf_bits_per_second),
+                    if k.up { "" } else { ", DOWN" }
+                ),
+                Err(e) => format!("{} {}: not in the kernel ({e})", end.host, end.ifname),
+            };
+            let _ = writeln!(out, "     {line}");
+        }
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    lab: &'a LabState,
+    kernel: Vec<KernelEndJson>,
+    agents_running: std::collections::BTreeMap<String, bool>,
+}
+
+#[derive(Serialize)]
+struct KernelEndJson {
+    link: usize,
+    host: String,
+    ifname: String,
+    mtu_bytes: Option<u32>,
+    tbf_bits_per_second: Option<u64>,
+    up: Option<bool>,
+    error: Option<String>,
+}
+
+fn status_json(state: &LabState) -> StatusJson<'_> {
+    let mut kernel = Vec::new();
+    for link in &state.links {
+        for end in &link.ends {
+            let k = sys::kernel_link(&spec::netns_name(&state.name, &end.host), &end.ifname);
+            kernel.push(KernelEndJson {
+                link: link.id,
+                host: end.host.clone(),
+                ifname: end.ifname.clone(),
+                mtu_bytes: k.as_ref().ok().map(|k| k.mtu),
+                tbf_bits_per_second: k.as_ref().ok().and_then(|k| k.tbf_bits_per_second),
+                up: k.as_ref().ok().map(|k| k.up),
+                error: k.err().map(|e| e.to_string()),
+            });
+        }
+    }
+    let agents_running = state
+        .hosts
+        .iter()
+        .map(|h| (h.name.clone(), h.agent_pid.is_some_and(|p| sys::alive(p as i32))))
+        .collect();
+    StatusJson {
+        lab: state,
+        kernel,
+        agents_running,
+    }
+}

@@ -1,0 +1,358 @@
+//! Building, changing and removing a lab in the kernel, driven by its
+//! [`LabState`]. `up` saves the state before creating anything; `down`
+//! finds what exists by name as well as from the state, so it also cleans a
+//! half-built lab or one whose builder was killed.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::cgroup::{self, CpuController};
+use super::spec::{self, LabSpec, MtuSetting, RateSetting, Topology, PREFIX_LEN, ROUTER};
+use super::state::{self, LabState};
+use super::sys;
+use super::LabError;
+
+/// Directory `ip netns exec` bind-mounts files from (e.g. `hosts`).
+const ETC_NETNS: &str = "/etc/netns";
+
+/// How to start the agents.
+#[derive(Debug, Clone)]
+pub struct AgentLaunch {
+    /// The nicbench binary.
+    pub program: PathBuf,
+    /// Start them in their own session so they outlive the building process.
+    pub detach: bool,
+}
+
+/// A command that runs `program` inside `host` (in its cgroup if limited).
+pub fn host_command(state: &LabState, host: &str, program: impl AsRef<std::ffi::OsStr>) -> Result<Command, LabError> {
+    let h = state.host(host).ok_or_else(|| unknown_host(state, host))?;
+    let mut command = Command::new(sys::ip_program());
+    command.args(["netns", "exec", &h.netns]).arg(program);
+    if let Some(dir) = &h.cgroup {
+        cgroup::join_on_spawn(&mut command, dir);
+    }
+    Ok(command)
+}
+
+pub fn unknown_host(state: &LabState, host: &str) -> LabError {
+    let hosts: Vec<&str> = state.hosts.iter().map(|h| h.name.as_str()).collect();
+    LabError::Invalid {
+        option: "HOST",
+        input: host.to_string(),
+        hint: format!("unknown host; lab '{}' has {}", state.name, hosts.join(", ")),
+    }
+}
+
+/// Builds the lab `spec` describes. On any failure everything created so far
+/// is removed again. Returns the state and the agent processes.
+pub fn up(spec: &LabSpec, agents: Option<&AgentLaunch>) -> Result<(LabState, Vec<Child>), LabError> {
+    let mut state = spec::layout(spec)?;
+    let needs_tc = state
+        .links
+        .iter()
+        .any(|l| l.ends.iter().any(|e| e.rate_bits_per_second.is_some()));
+    sys::preflight(needs_tc)?;
+    let controller = match state.hosts.iter().any(|h| h.cpu_limit_percent.is_some()) {
+        true => Some(CpuController::detect()?),
+        false => None,
+    };
+    if let Some(netns) = existing_netns(&spec.name)?.first() {
+        return Err(LabError::Exists {
+            name: spec.name.clone(),
+            detail: format!("namespace {netns} exists"),
+        });
+    }
+    state.create()?;
+    let mut children = Vec::new();
+    match build(&mut state, controller.as_ref(), agents, &mut children) {
+        Ok(()) => Ok((state, children)),
+        Err(error) => {
+            for child in &mut children {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            if let Err(cleanup) = down(&spec.name) {
+                crate::logging::warn(&format!("cleaning up the half-built lab '{}': {cleanup}", spec.name));
+            }
+            Err(error)
+        }
+    }
+}
+
+fn build(
+    state: &mut LabState,
+    controller: Option<&CpuController>,
+    agents: Option<&AgentLaunch>,
+    children: &mut Vec<Child>,
+) -> Result<(), LabError> {
+    let lab = state.name.clone();
+    for i in 0..state.hosts.len() {
+        let (name, netns) = (state.hosts[i].name.clone(), state.hosts[i].netns.clone());
+        sys::ip(&["netns", "add", &netns])?;
+        sys::ip_in(&netns, &["link", "set", "dev", "lo", "up"])?;
+        write_hosts_file(&netns, &spec::hosts_file(state, &name))?;
+        if let (Some(percent), Some(controller)) = (state.hosts[i].cpu_limit_percent, controller) {
+            state.hosts[i].cgroup = Some(controller.create(&lab, &name, percent)?);
+        }
+        state.save()?;
+    }
+    for link in state.links.clone() {
+        let [x, y] = &link.ends;
+        let ns = |host: &str| spec::netns_name(&lab, host);
+        let (nx, ny) = (ns(&x.host), ns(&y.host));
+        sys::ip(&[
+            "link", "add", &x.ifname, "netns", &nx, "type", "veth", "peer", "name", &y.ifname, "netns", &ny,
+        ])?;
+        for end in &link.ends {
+            let netns = ns(&end.host);
+            let mtu = link.mtu.to_string();
+            let addr = format!("{}/{PREFIX_LEN}", end.address);
+            sys::ip_in(&netns, &["link", "set", "dev", &end.ifname, "mtu", &mtu])?;
+            sys::ip_in(&netns, &["addr", "add", &addr, "dev", &end.ifname])?;
+            sys::ip_in(&netns, &["link", "set", "dev", &end.ifname, "up"])?;
+            if end.rate_bits_per_second.is_some() {
+                sys::set_tbf(&netns, &end.ifname, end.rate_bits_per_second, link.mtu)?;
+            }
+        }
+    }
+    if state.topology == Topology::ViaRouter {
+        sys::sysctl_in(&spec::netns_name(&lab, ROUTER), "net/ipv4/ip_forward", "1")?;
+        for host in state.hosts.iter().filter(|h| !h.router) {
+            for (subnet, gateway) in spec::routes(state, &host.name) {
+                let (dest, via) = (format!("{subnet}/{PREFIX_LEN}"), gateway.to_string());
+                sys::ip_in(&host.netns, &["route", "add", &dest, "via", &via])?;
+            }
+        }
+    }
+    if let (Some(launch), Some(port)) = (agents, state.agent_port) {
+        for i in 0..state.hosts.len() {
+            let child = start_agent(state, &state.hosts[i].name.clone(), launch, port)?;
+            state.hosts[i].agent_pid = Some(child.id());
+            children.push(child);
+            state.save()?;
+        }
+    }
+    state.complete = true;
+    state.save()
+}
+
+fn write_hosts_file(netns: &str, contents: &str) -> Result<(), LabError> {
+    let dir = Path::new(ETC_NETNS).join(netns);
+    std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::write(dir.join("hosts"), contents))
+        .map_err(|e| LabError::Io {
+            what: format!("writing {}/hosts", dir.display()),
+            source: e,
+        })
+}
+
+/// Starts `nicbench serve` in `host` and waits until it listens.
+fn start_agent(state: &LabState, host: &str, launch: &AgentLaunch, port: u16) -> Result<Child, LabError> {
+    let log_dir = state::log_dir(&state.name);
+    let log_path = log_dir.join(format!("{host}-agent.log"));
+    let io = |what: String| move |e: std::io::Error| LabError::Io { what, source: e };
+    std::fs::create_dir_all(&log_dir).map_err(io(format!("creating {}", log_dir.display())))?;
+    let log = std::fs::File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
+    let mut command = host_command(state, host, &launch.program)?;
+    command
+        .args(["serve", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    if launch.detach {
+        // SAFETY: setsid is async-signal-safe and touches no memory.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+    }
+    let mut child = command
+        .spawn()
+        .map_err(io(format!("starting the agent in host {host}")))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let file = std::fs::File::open(&log_path).map_err(io(format!("reading {}", log_path.display())))?;
+        if BufReader::new(file)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("listening on"))
+        {
+            return Ok(child);
+        }
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let why = match exited {
+                Some(status) => format!("it exited ({status})"),
+                None => "it did not start listening within 10 s".to_string(),
+            };
+            return Err(LabError::Agent {
+                host: host.to_string(),
+                reason: format!("{why}; its log {}: {}", log_path.display(), log.trim()),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The namespaces of lab `name` that exist now.
+pub fn existing_netns(name: &str) -> Result<Vec<String>, LabError> {
+    Ok(sys::netns_list()?
+        .into_iter()
+        .filter(|ns| spec::parse_netns_name(ns).is_some_and(|(lab, _)| lab == name))
+        .collect())
+}
+
+fn etc_netns_dirs(name: Option<&str>) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(ETC_NETNS) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(spec::parse_netns_name)
+                .is_some_and(|(lab, _)| name.is_none() || name == Some(lab))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Every lab nicbench left anything of: state files, namespaces, host files, cgroups.
+pub fn all_lab_names() -> Result<Vec<String>, LabError> {
+    let mut names = state::saved_lab_names();
+    names.extend(
+        sys::netns_list()?
+            .iter()
+            .filter_map(|ns| spec::parse_netns_name(ns).map(|(l, _)| l.to_string())),
+    );
+    names.extend(
+        etc_netns_dirs(None)
+            .iter()
+            .filter_map(|p| spec::parse_netns_name(p.file_name()?.to_str()?).map(|(l, _)| l.to_string())),
+    );
+    names.extend(cgroup::lab_names());
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// Removes everything of lab `name`: processes, namespaces (and so their
+/// links), host files, cgroups, state. Works from what exists, so a
+/// half-built lab or one whose builder crashed goes too. Returns what was
+/// removed (empty if nothing was there).
+pub fn down(name: &str) -> Result<Vec<String>, LabError> {
+    spec::validate_name(name)?;
+    sys::preflight(false)?;
+    let mut removed = Vec::new();
+    let namespaces = existing_netns(name)?;
+    let cgroups = cgroup::lab_dirs(name);
+    let mut pids: Vec<i32> = namespaces.iter().flat_map(|ns| sys::netns_pids(ns)).collect();
+    for dir in &cgroups {
+        if let Ok(hosts) = std::fs::read_dir(dir) {
+            pids.extend(hosts.filter_map(|e| e.ok()).flat_map(|e| cgroup::procs(&e.path())));
+        }
+    }
+    pids.sort();
+    pids.dedup();
+    pids.retain(|&p| p as u32 != std::process::id());
+    if !pids.is_empty() {
+        sys::terminate(&pids, Duration::from_secs(2));
+        removed.push(format!("{} process(es)", pids.len()));
+    }
+    let mut first_error = None;
+    let mut note = |result: Result<(), LabError>, what: String| match result {
+        Ok(()) => removed.push(what),
+        Err(e) => {
+            first_error.get_or_insert(e);
+        }
+    };
+    for ns in &namespaces {
+        note(sys::ip(&["netns", "del", ns]).map(|_| ()), format!("namespace {ns}"));
+    }
+    for dir in etc_netns_dirs(Some(name)) {
+        let result = std::fs::remove_dir_all(&dir).map_err(|e| LabError::Io {
+            what: format!("removing {}", dir.display()),
+            source: e,
+        });
+        note(result, format!("{}", dir.display()));
+    }
+    for dir in cgroups {
+        note(cgroup::remove_lab_dir(&dir), format!("cgroup {}", dir.display()));
+    }
+    let _ = std::fs::remove_dir_all(state::log_dir(name));
+    let path = state::state_path(name);
+    if path.exists() {
+        let result = std::fs::remove_file(&path).map_err(|e| LabError::Io {
+            what: format!("removing {}", path.display()),
+            source: e,
+        });
+        note(result, format!("state {}", path.display()));
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
+}
+
+/// Loads a complete lab's state, or says why it cannot be used.
+pub fn load_complete(name: &str) -> Result<LabState, LabError> {
+    spec::validate_name(name)?;
+    match LabState::load(name)? {
+        Some(state) if state.complete => Ok(state),
+        Some(_) => Err(LabError::Incomplete { name: name.to_string() }),
+        None => Err(LabError::NotFound { name: name.to_string() }),
+    }
+}
+
+/// Changes MTUs and rate limits of a running lab (in the kernel and in its
+/// state file). MTU changes re-apply the tbf of the link, whose bucket
+/// depends on the MTU.
+pub fn set(state: &mut LabState, mtu: &[MtuSetting], rate: &[RateSetting]) -> Result<(), LabError> {
+    let mut changed_mtu = spec::apply_mtu(state, mtu)?;
+    let mut changed_rate = spec::apply_rate(state, rate)?;
+    let needs_tc = !changed_rate.is_empty()
+        || changed_mtu.iter().any(|&id| {
+            state.links[id - 1]
+                .ends
+                .iter()
+                .any(|e| e.rate_bits_per_second.is_some())
+        });
+    sys::preflight(needs_tc)?;
+    changed_mtu.dedup();
+    for &id in &changed_mtu {
+        let link = &state.links[id - 1];
+        for (i, end) in link.ends.iter().enumerate() {
+            let netns = spec::netns_name(&state.name, &end.host);
+            sys::ip_in(
+                &netns,
+                &["link", "set", "dev", &end.ifname, "mtu", &link.mtu.to_string()],
+            )?;
+            if end.rate_bits_per_second.is_some() {
+                changed_rate.push((id, i));
+            }
+        }
+    }
+    changed_rate.sort();
+    changed_rate.dedup();
+    for (id, i) in changed_rate {
+        let link = &state.links[id - 1];
+        let end = &link.ends[i];
+        sys::set_tbf(
+            &spec::netns_name(&state.name, &end.host),
+            &end.ifname,
+            end.rate_bits_per_second,
+            link.mtu,
+        )?;
+    }
+    state.save()
+}

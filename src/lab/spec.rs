@@ -1,0 +1,629 @@
+//! The pure part of the lab: names, validation of what a user asks for, and
+//! the layout (hosts, links, interfaces, addresses, routes, host files) that
+//! follows from it. No I/O here, so all of it is unit-tested.
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use super::state::{HostState, LabState, LinkEnd, LinkState};
+use super::LabError;
+
+/// Prefix of every network namespace the lab creates: `nicbench-<lab>-<host>`.
+pub const NETNS_PREFIX: &str = "nicbench-";
+/// Longest lab name (keeps every derived name short and readable).
+pub const MAX_NAME_LEN: usize = 15;
+/// Most hosts in a lab (named `a` to `p`; the router is `r`).
+pub const MAX_HOSTS: usize = 16;
+/// Most parallel links between two hosts (or between a host and the router).
+pub const MAX_LINKS: usize = 8;
+/// Smallest and largest MTU a veth link accepts.
+pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
+/// Slowest rate limit accepted (tbf needs at least a few packets per second).
+pub const MIN_RATE_BITS_PER_SECOND: u64 = 8_000;
+/// Name of the router host in a via-router lab.
+pub const ROUTER: &str = "r";
+
+/// How the hosts are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topology {
+    /// Every pair of hosts joined by its own veth links.
+    Direct,
+    /// Every host joined to a router namespace `r`, which carries the rate
+    /// limits on its egress so a bottleneck drops packets like a switch.
+    ViaRouter,
+}
+
+/// Which links a setting applies to: all of them, or one by number (as
+/// `nicbench lab status` lists them, from 1), optionally only the traffic
+/// towards one of its two hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSelector {
+    pub link: Option<usize>,
+    pub towards: Option<String>,
+}
+
+/// `--mtu [LINK=]MTU`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MtuSetting {
+    pub link: Option<usize>,
+    pub mtu: u32,
+}
+
+/// `--rate [LINK[:HOST]=]RATE`; `rate` None removes the limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateSetting {
+    pub select: LinkSelector,
+    pub bits_per_second: Option<u64>,
+}
+
+/// `--cpu-limit HOST=PERCENT`: percent of one core (150 = one and a half).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuLimit {
+    pub host: String,
+    pub percent: f64,
+}
+
+/// Everything that decides a lab's layout, validated by [`layout`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabSpec {
+    pub name: String,
+    pub hosts: usize,
+    pub links: usize,
+    pub topology: Topology,
+    pub mtu: Vec<MtuSetting>,
+    pub rate: Vec<RateSetting>,
+    pub cpu_limits: Vec<CpuLimit>,
+    /// Control port of the agent in each host; None: no agents.
+    pub agent_port: Option<u16>,
+}
+
+fn invalid(option: &'static str, input: &str, hint: impl Into<String>) -> LabError {
+    LabError::Invalid {
+        option,
+        input: input.to_string(),
+        hint: hint.into(),
+    }
+}
+
+/// Checks a lab name: 1 to 15 of `a-z 0-9 -`, starting with a letter or digit.
+pub fn validate_name(name: &str) -> Result<(), LabError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "NAME",
+            name,
+            format!(
+                "a lab name is 1 to {MAX_NAME_LEN} characters of a-z, 0-9 and '-', starting with a letter or digit"
+            ),
+        ))
+    }
+}
+
+/// A lab name unique to this process and call: `t<pid>-<counter>`.
+pub fn unique_name() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("t{}-{}", std::process::id(), n)
+}
+
+/// Network namespace of a host: `nicbench-<lab>-<host>`.
+pub fn netns_name(lab: &str, host: &str) -> String {
+    format!("{NETNS_PREFIX}{lab}-{host}")
+}
+
+/// Splits a namespace name made by [`netns_name`] into `(lab, host)`.
+pub fn parse_netns_name(netns: &str) -> Option<(&str, &str)> {
+    let rest = netns.strip_prefix(NETNS_PREFIX)?;
+    let (lab, host) = rest.rsplit_once('-')?;
+    let host_ok = !host.is_empty() && host.chars().all(|c| c.is_ascii_lowercase());
+    (validate_name(lab).is_ok() && host_ok).then_some((lab, host))
+}
+
+/// The names of the hosts: `a`, `b`, ... (not the router).
+pub fn host_names(count: usize) -> Vec<String> {
+    (0..count).map(|i| ((b'a' + i as u8) as char).to_string()).collect()
+}
+
+/// Parses an MTU in bytes, checked against what a veth accepts.
+pub fn parse_mtu(input: &str) -> Result<u32, LabError> {
+    let hint = || {
+        format!(
+            "expected an MTU in bytes from {} to {}, e.g. 1500 or 9000",
+            MTU_RANGE.start(),
+            MTU_RANGE.end()
+        )
+    };
+    let mtu: u32 = input.trim().parse().map_err(|_| invalid("--mtu", input, hint()))?;
+    if MTU_RANGE.contains(&mtu) {
+        Ok(mtu)
+    } else {
+        Err(invalid("--mtu", input, hint()))
+    }
+}
+
+/// Parses a rate (`100mbit`, `1G`) or `none`/`off`/`0` for no limit.
+pub fn parse_rate(input: &str) -> Result<Option<u64>, LabError> {
+    let trimmed = input.trim();
+    if matches!(trimmed.to_ascii_lowercase().as_str(), "none" | "off" | "0") {
+        return Ok(None);
+    }
+    let bits = crate::units::parse_rate(trimmed).map_err(|e| invalid("--rate", input, e.hint))?;
+    if bits < MIN_RATE_BITS_PER_SECOND {
+        return Err(invalid(
+            "--rate",
+            input,
+            "the slowest rate limit is 8kbit (use 'none' to remove a limit)",
+        ));
+    }
+    Ok(Some(bits))
+}
+
+fn parse_link_number(option: &'static str, input: &str, text: &str) -> Result<usize, LabError> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(invalid(
+            option,
+            input,
+            "links are numbered from 1, as `nicbench lab status` lists them",
+        )),
+    }
+}
+
+/// Parses `--mtu MTU` or `--mtu LINK=MTU`.
+pub fn parse_mtu_setting(input: &str) -> Result<MtuSetting, LabError> {
+    match input.split_once('=') {
+        None => Ok(MtuSetting {
+            link: None,
+            mtu: parse_mtu(input)?,
+        }),
+        Some((link, mtu)) => Ok(MtuSetting {
+            link: Some(parse_link_number("--mtu", input, link)?),
+            mtu: parse_mtu(mtu).map_err(|_| invalid("--mtu", input, "expected MTU, or LINK=MTU such as 2=9000"))?,
+        }),
+    }
+}
+
+/// Parses `--rate RATE`, `--rate LINK=RATE` or `--rate LINK:HOST=RATE`.
+pub fn parse_rate_setting(input: &str) -> Result<RateSetting, LabError> {
+    let Some((select, rate)) = input.split_once('=') else {
+        return Ok(RateSetting {
+            select: LinkSelector {
+                link: None,
+                towards: None,
+            },
+            bits_per_second: parse_rate(input)?,
+        });
+    };
+    let (link, towards) = match select.split_once(':') {
+        Some((link, host)) => (link, Some(host.trim().to_string())),
+        None => (select, None),
+    };
+    if towards.as_deref() == Some("") {
+        return Err(invalid(
+            "--rate",
+            input,
+            "expected LINK:HOST=RATE, e.g. 1:b=100mbit (traffic towards b)",
+        ));
+    }
+    Ok(RateSetting {
+        select: LinkSelector {
+            link: Some(parse_link_number("--rate", input, link)?),
+            towards,
+        },
+        bits_per_second: parse_rate(rate)?,
+    })
+}
+
+/// Parses `--cpu-limit HOST=PERCENT` (`a=25%`, `a=25`, `a=150%`).
+pub fn parse_cpu_limit(input: &str) -> Result<CpuLimit, LabError> {
+    const HINT: &str = "expected HOST=PERCENT of one core, e.g. a=25% (1% to 6400%)";
+    let (host, percent) = input
+        .split_once('=')
+        .ok_or_else(|| invalid("--cpu-limit", input, HINT))?;
+    let percent: f64 = percent
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| invalid("--cpu-limit", input, HINT))?;
+    if !(1.0..=6400.0).contains(&percent) || host.trim().is_empty() {
+        return Err(invalid("--cpu-limit", input, HINT));
+    }
+    Ok(CpuLimit {
+        host: host.trim().to_string(),
+        percent,
+    })
+}
+
+/// The address of end `end` (0 or 1) of link `id`: 10.(200 + id/256).(id%256).E/24,
+/// with E = 1 and 2 on a direct link, and 2 (host) and 1 (router) via the router.
+pub fn link_address(id: usize, end: usize, topology: Topology) -> Ipv4Addr {
+    let last = match (topology, end) {
+        (Topology::Direct, 0) | (Topology::ViaRouter, 1) => 1,
+        _ => 2,
+    };
+    Ipv4Addr::new(10, 200 + (id / 256) as u8, (id % 256) as u8, last)
+}
+
+/// Prefix length of every link's subnet.
+pub const PREFIX_LEN: u8 = 24;
+
+/// Works out hosts, links, interfaces and addresses, and applies the MTU,
+/// rate and CPU settings; rejects anything out of range or unknown.
+pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
+    validate_name(&spec.name)?;
+    if !(2..=MAX_HOSTS).contains(&spec.hosts) {
+        return Err(invalid(
+            "--hosts",
+            &spec.hosts.to_string(),
+            format!("a lab has 2 to {MAX_HOSTS} hosts"),
+        ));
+    }
+    if !(1..=MAX_LINKS).contains(&spec.links) {
+        return Err(invalid(
+            "--links",
+            &spec.links.to_string(),
+            format!("1 to {MAX_LINKS} parallel links"),
+        ));
+    }
+    let names = host_names(spec.hosts);
+    let mut hosts: Vec<HostState> = names.iter().map(|h| HostState::new(&spec.name, h, false)).collect();
+    let mut pairs = Vec::new();
+    match spec.topology {
+        Topology::Direct => {
+            for i in 0..names.len() {
+                for j in i + 1..names.len() {
+                    pairs.extend((0..spec.links).map(|_| (names[i].clone(), names[j].clone())));
+                }
+            }
+        }
+        Topology::ViaRouter => {
+            hosts.push(HostState::new(&spec.name, ROUTER, true));
+            for h in &names {
+                pairs.extend((0..spec.links).map(|_| (h.clone(), ROUTER.to_string())));
+            }
+        }
+    }
+    let mut next_if = std::collections::HashMap::<String, usize>::new();
+    let mut ifname = |host: &str| {
+        let n = next_if.entry(host.to_string()).or_insert(0);
+        *n += 1;
+        format!("eth{}", *n - 1)
+    };
+    let links = pairs
+        .iter()
+        .enumerate()
+        .map(|(index, (x, y))| {
+            let id = index + 1;
+            let mut end = |host: &String, e| LinkEnd {
+                host: host.clone(),
+                ifname: ifname(host),
+                address: link_address(id, e, spec.topology),
+                rate_bits_per_second: None,
+            };
+            let ends = [end(x, 0), end(y, 1)];
+            LinkState { id, mtu: 1500, ends }
+        })
+        .collect();
+    let mut state = LabState::new(&spec.name, spec.topology, hosts, links, spec.agent_port);
+    apply_mtu(&mut state, &spec.mtu)?;
+    apply_rate(&mut state, &spec.rate)?;
+    for limit in &spec.cpu_limits {
+        let host = state
+            .host_mut(&limit.host)
+            .ok_or_else(|| unknown_host("--cpu-limit", &limit.host, &names))?;
+        host.cpu_limit_percent = Some(limit.percent);
+    }
+    Ok(state)
+}
+
+fn unknown_host(option: &'static str, host: &str, names: &[String]) -> LabError {
+    invalid(option, host, format!("unknown host; this lab has {}", names.join(", ")))
+}
+
+fn check_link(state: &LabState, option: &'static str, link: usize) -> Result<(), LabError> {
+    if (1..=state.links.len()).contains(&link) {
+        Ok(())
+    } else {
+        Err(invalid(
+            option,
+            &link.to_string(),
+            format!("no such link; this lab has links 1 to {}", state.links.len()),
+        ))
+    }
+}
+
+/// Applies MTU settings to a layout, in order (later ones win).
+pub fn apply_mtu(state: &mut LabState, settings: &[MtuSetting]) -> Result<Vec<usize>, LabError> {
+    let mut changed = Vec::new();
+    for setting in settings {
+        if let Some(link) = setting.link {
+            check_link(state, "--mtu", link)?;
+        }
+        for link in state
+            .links
+            .iter_mut()
+            .filter(|l| setting.link.is_none() || setting.link == Some(l.id))
+        {
+            link.mtu = setting.mtu;
+            changed.push(link.id);
+        }
+    }
+    Ok(changed)
+}
+
+/// Applies rate settings to a layout, in order. Without a direction the
+/// limit goes on both ends of a direct link, and on the router's end of a
+/// link to the router. Returns the `(link, end)` pairs that changed.
+pub fn apply_rate(state: &mut LabState, settings: &[RateSetting]) -> Result<Vec<(usize, usize)>, LabError> {
+    let mut changed = Vec::new();
+    for setting in settings {
+        if let Some(link) = setting.select.link {
+            check_link(state, "--rate", link)?;
+        }
+        for link in state
+            .links
+            .iter_mut()
+            .filter(|l| setting.select.link.is_none() || setting.select.link == Some(l.id))
+        {
+            let ends: Vec<usize> = match &setting.select.towards {
+                // The limit sits on the egress of the end that is not `towards`.
+                Some(host) => match link.ends.iter().position(|e| &e.host == host) {
+                    Some(i) => vec![1 - i],
+                    None => {
+                        let hosts = format!("{} and {}", link.ends[0].host, link.ends[1].host);
+                        return Err(invalid(
+                            "--rate",
+                            host,
+                            format!("unknown host for link {}; it joins {hosts}", link.id),
+                        ));
+                    }
+                },
+                None => (0..2)
+                    .filter(|&i| link.ends[i].host == ROUTER || link.ends[1 - i].host != ROUTER)
+                    .collect(),
+            };
+            for i in ends {
+                link.ends[i].rate_bits_per_second = setting.bits_per_second;
+                changed.push((link.id, i));
+            }
+        }
+    }
+    Ok(changed)
+}
+
+/// Routes a host needs beyond its connected subnets: `(destination subnet, gateway)`.
+/// Via the router, link i of a host reaches link i of every other host.
+pub fn routes(state: &LabState, host: &str) -> Vec<(Ipv4Addr, Ipv4Addr)> {
+    if state.topology == Topology::Direct || host == ROUTER {
+        return Vec::new();
+    }
+    let mine = state.links_of(host);
+    let mut routes = Vec::new();
+    for other in state.hosts.iter().filter(|h| !h.router && h.name != host) {
+        for (i, theirs) in state.links_of(&other.name).iter().enumerate() {
+            let Some(link) = mine.get(i) else { continue };
+            let subnet = theirs.end_of(&other.name).expect("link of that host").address;
+            let gateway = link.end_of(ROUTER).expect("link to the router").address;
+            let [a, b, c, _] = subnet.octets();
+            routes.push((Ipv4Addr::new(a, b, c, 0), gateway));
+        }
+    }
+    routes
+}
+
+/// The `/etc/hosts` a host sees: every other host by name (its first address
+/// reachable from here) and `NAME-LINK` for each address on a reachable link.
+pub fn hosts_file(state: &LabState, host: &str) -> String {
+    let mut out = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+    let mine = state.links_of(host);
+    for other in &state.hosts {
+        let mut reachable: Vec<(usize, Ipv4Addr)> = Vec::new();
+        for link in state.links_of(&other.name) {
+            let addr = link.end_of(&other.name).expect("own link").address;
+            let direct = link.end_of(host).is_some();
+            let routed = state.topology == Topology::ViaRouter
+                && !other.router
+                && (host == ROUTER
+                    || state.links_of(&other.name).iter().position(|l| l.id == link.id) < Some(mine.len()));
+            if other.name == host || direct || routed {
+                reachable.push((link.id, addr));
+            }
+        }
+        if let Some((_, first)) = reachable.first() {
+            out.push_str(&format!("{first}\t{}\n", other.name));
+        }
+        for (id, addr) in reachable {
+            out.push_str(&format!("{addr}\t{}-{id}\n", other.name));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(hosts: usize, links: usize, topology: Topology) -> LabSpec {
+        LabSpec {
+            name: "demo".into(),
+            hosts,
+            links,
+            topology,
+            mtu: vec![],
+            rate: vec![],
+            cpu_limits: vec![],
+            agent_port: Some(5310),
+        }
+    }
+
+    #[test]
+    fn unique_names_differ_and_fit_the_interface_name_limit() {
+        let a = unique_name();
+        let b = unique_name();
+        assert_ne!(a, b);
+        for n in [a, b] {
+            assert!(n.len() <= 15, "{n}");
+            validate_name(&n).unwrap();
+        }
+    }
+
+    #[test]
+    fn lab_names_are_checked() {
+        for good in ["demo", "t123-4", "a", "0x-1"] {
+            validate_name(good).unwrap();
+        }
+        for bad in ["", "-x", "Demo", "a b", "a/b", "sixteen-chars-xx"] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn netns_names_round_trip_even_with_dashes_in_the_lab_name() {
+        let ns = netns_name("t42-7", "b");
+        assert_eq!(ns, "nicbench-t42-7-b");
+        assert_eq!(parse_netns_name(&ns), Some(("t42-7", "b")));
+        assert_eq!(parse_netns_name("other-ns"), None);
+        assert_eq!(parse_netns_name("nicbench-x"), None);
+    }
+
+    #[test]
+    fn bad_mtu_and_rate_are_refused_with_the_option_named() {
+        for bad in ["0", "67", "65536", "jumbo", "-1", "1500.5"] {
+            let e = parse_mtu(bad).unwrap_err().to_string();
+            assert!(e.contains("--mtu") && e.contains("68 to 65535"), "{e}");
+        }
+        assert_eq!(parse_mtu("9000").unwrap(), 9000);
+        for bad in ["fast", "10x", "1kbit", "-5M"] {
+            let e = parse_rate(bad).unwrap_err().to_string();
+            assert!(e.contains("--rate"), "{e}");
+        }
+        assert_eq!(parse_rate("100mbit").unwrap(), Some(100_000_000));
+        assert_eq!(parse_rate("none").unwrap(), None);
+        assert!(parse_mtu_setting("0=9000").is_err());
+        assert_eq!(
+            parse_mtu_setting("2=9000").unwrap(),
+            MtuSetting {
+                link: Some(2),
+                mtu: 9000
+            }
+        );
+        let r = parse_rate_setting("1:b=10M").unwrap();
+        assert_eq!(r.select.link, Some(1));
+        assert_eq!(r.select.towards.as_deref(), Some("b"));
+        assert!(parse_rate_setting("1:=10M").is_err());
+        assert!(parse_cpu_limit("a").is_err());
+        assert!(parse_cpu_limit("a=0%").is_err());
+        assert_eq!(parse_cpu_limit("a=25%").unwrap().percent, 25.0);
+    }
+
+    #[test]
+    fn unknown_hosts_and_links_are_refused() {
+        let mut s = spec(2, 1, Topology::Direct);
+        s.cpu_limits = vec![parse_cpu_limit("z=25%").unwrap()];
+        let e = layout(&s).unwrap_err().to_string();
+        assert!(e.contains("--cpu-limit") && e.contains("a, b"), "{e}");
+        let mut s = spec(2, 1, Topology::Direct);
+        s.rate = vec![parse_rate_setting("1:r=10M").unwrap()];
+        assert!(layout(&s).unwrap_err().to_string().contains("joins a and b"));
+        let mut s = spec(2, 1, Topology::Direct);
+        s.mtu = vec![parse_mtu_setting("3=9000").unwrap()];
+        assert!(layout(&s).unwrap_err().to_string().contains("links 1 to 1"));
+        assert!(layout(&spec(1, 1, Topology::Direct)).is_err());
+        assert!(layout(&spec(2, 9, Topology::Direct)).is_err());
+    }
+
+    #[test]
+    fn direct_lab_with_parallel_links() {
+        let mut s = spec(2, 3, Topology::Direct);
+        s.mtu = vec![parse_mtu_setting("9000").unwrap(), parse_mtu_setting("2=1500").unwrap()];
+        s.rate = vec![parse_rate_setting("100mbit").unwrap()];
+        let lab = layout(&s).unwrap();
+        assert_eq!(lab.hosts.len(), 2);
+        assert_eq!(lab.links.len(), 3);
+        let mtus: Vec<u32> = lab.links.iter().map(|l| l.mtu).collect();
+        assert_eq!(mtus, vec![9000, 1500, 9000]);
+        let l2 = &lab.links[1];
+        assert_eq!(
+            (l2.ends[0].ifname.as_str(), l2.ends[1].ifname.as_str()),
+            ("eth1", "eth1")
+        );
+        assert_eq!(l2.ends[0].address, Ipv4Addr::new(10, 200, 2, 1));
+        assert_eq!(l2.ends[1].address, Ipv4Addr::new(10, 200, 2, 2));
+        assert!(lab
+            .links
+            .iter()
+            .all(|l| l.ends.iter().all(|e| e.rate_bits_per_second == Some(100_000_000))));
+        assert!(routes(&lab, "a").is_empty());
+        let hosts = hosts_file(&lab, "a");
+        assert!(hosts.contains("10.200.1.2\tb\n"), "{hosts}");
+        assert!(hosts.contains("10.200.3.2\tb-3\n"), "{hosts}");
+        assert!(hosts.contains("10.200.1.1\ta\n"), "{hosts}");
+    }
+
+    #[test]
+    fn router_lab_routes_link_i_to_link_i_and_limits_on_the_router() {
+        let mut s = spec(2, 2, Topology::ViaRouter);
+        s.rate = vec![
+            parse_rate_setting("100mbit").unwrap(),
+            parse_rate_setting("3:r=50mbit").unwrap(),
+        ];
+        let lab = layout(&s).unwrap();
+        assert_eq!(
+            lab.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "r"]
+        );
+        // a: links 1, 2; b: links 3, 4; router is end 1 everywhere.
+        let r_ifs: Vec<&str> = lab.links.iter().map(|l| l.ends[1].ifname.as_str()).collect();
+        assert_eq!(r_ifs, ["eth0", "eth1", "eth2", "eth3"]);
+        for l in &lab.links {
+            assert_eq!(
+                l.ends[1].rate_bits_per_second,
+                Some(100_000_000),
+                "router egress, link {}",
+                l.id
+            );
+        }
+        assert_eq!(
+            lab.links[2].ends[0].rate_bits_per_second,
+            Some(50_000_000),
+            "b's egress on link 3"
+        );
+        assert_eq!(lab.links[0].ends[0].rate_bits_per_second, None);
+        let a_routes = routes(&lab, "a");
+        assert_eq!(
+            a_routes,
+            vec![
+                (Ipv4Addr::new(10, 200, 3, 0), Ipv4Addr::new(10, 200, 1, 1)),
+                (Ipv4Addr::new(10, 200, 4, 0), Ipv4Addr::new(10, 200, 2, 1))
+            ]
+        );
+        let hosts = hosts_file(&lab, "a");
+        assert!(hosts.contains("10.200.3.2\tb\n"), "{hosts}");
+        assert!(hosts.contains("10.200.4.2\tb-4\n"), "{hosts}");
+        assert!(hosts.contains("10.200.1.1\tr\n"), "{hosts}");
+        assert!(
+            !hosts.contains("r-3"),
+            "a cannot reach the router's address on b's link: {hosts}"
+        );
+    }
+
+    #[test]
+    fn direct_mesh_of_three_hosts_resolves_each_peer_on_the_shared_link() {
+        let lab = layout(&spec(3, 1, Topology::Direct)).unwrap();
+        // Links: 1 a-b, 2 a-c, 3 b-c.
+        let hosts = hosts_file(&lab, "b");
+        assert!(hosts.contains("10.200.3.2\tc\n"), "{hosts}");
+        assert!(hosts.contains("10.200.1.1\ta\n"), "{hosts}");
+        assert!(!hosts.contains("a-2"), "{hosts}");
+    }
+}

@@ -1,0 +1,272 @@
+//! The state file of a lab: what exists (or is being built), written before
+//! anything is created and rewritten after every step, so that `down` can
+//! clean up after a crash. One JSON file per lab under [`state_dir`].
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::spec::{netns_name, Topology};
+use super::LabError;
+
+/// Version tag of the state file format.
+pub const STATE_SCHEMA: &str = "nicbench.lab/1";
+
+/// Where lab state lives: `$NICBENCH_LAB_DIR` or `/run/nicbench/labs`
+/// (`/run` is a tmpfs, so a reboot, which also removes every namespace,
+/// clears it too).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("NICBENCH_LAB_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/nicbench/labs"))
+}
+
+/// The state file of lab `name`.
+pub fn state_path(name: &str) -> PathBuf {
+    state_dir().join(format!("{name}.json"))
+}
+
+/// Directory for a lab's agent logs.
+pub fn log_dir(name: &str) -> PathBuf {
+    state_dir().join(name)
+}
+
+/// One lab, as built (or as far as it got).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabState {
+    pub schema: String,
+    pub name: String,
+    pub topology: Topology,
+    /// False while `up` is still building (or if it died half-way).
+    pub complete: bool,
+    /// Process that built the lab.
+    pub created_by_pid: u32,
+    /// Seconds since the Unix epoch when building started.
+    pub created_unix_seconds: u64,
+    /// Control port of the agent in every host; None: no agents.
+    pub agent_port: Option<u16>,
+    pub hosts: Vec<HostState>,
+    pub links: Vec<LinkState>,
+}
+
+/// A host: one network namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostState {
+    pub name: String,
+    pub netns: String,
+    pub router: bool,
+    /// CPU limit in percent of one core.
+    pub cpu_limit_percent: Option<f64>,
+    /// The cgroup directory that holds the host's processes, when limited.
+    pub cgroup: Option<PathBuf>,
+    pub agent_pid: Option<u32>,
+}
+
+/// A veth link between two hosts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkState {
+    /// Number from 1, as shown to users.
+    pub id: usize,
+    pub mtu: u32,
+    pub ends: [LinkEnd; 2],
+}
+
+/// One end of a link: the interface inside a host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkEnd {
+    pub host: String,
+    pub ifname: String,
+    pub address: Ipv4Addr,
+    /// tbf limit on this interface's egress (traffic leaving this end).
+    pub rate_bits_per_second: Option<u64>,
+}
+
+impl HostState {
+    pub fn new(lab: &str, name: &str, router: bool) -> HostState {
+        HostState {
+            name: name.to_string(),
+            netns: netns_name(lab, name),
+            router,
+            cpu_limit_percent: None,
+            cgroup: None,
+            agent_pid: None,
+        }
+    }
+}
+
+impl LinkState {
+    /// The end of this link inside `host`.
+    pub fn end_of(&self, host: &str) -> Option<&LinkEnd> {
+        self.ends.iter().find(|e| e.host == host)
+    }
+}
+
+impl LabState {
+    pub fn new(
+        name: &str,
+        topology: Topology,
+        hosts: Vec<HostState>,
+        links: Vec<LinkState>,
+        agent_port: Option<u16>,
+    ) -> LabState {
+        LabState {
+            schema: STATE_SCHEMA.to_string(),
+            name: name.to_string(),
+            topology,
+            complete: false,
+            created_by_pid: std::process::id(),
+            created_unix_seconds: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            agent_port,
+            hosts,
+            links,
+        }
+    }
+
+    pub fn host(&self, name: &str) -> Option<&HostState> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+
+    pub fn host_mut(&mut self, name: &str) -> Option<&mut HostState> {
+        self.hosts.iter_mut().find(|h| h.name == name)
+    }
+
+    /// The links of `host`, in order.
+    pub fn links_of(&self, host: &str) -> Vec<&LinkState> {
+        self.links.iter().filter(|l| l.end_of(host).is_some()).collect()
+    }
+
+    /// Serializes to pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("lab state serializes")
+    }
+
+    /// Parses a state file's contents.
+    pub fn from_json(text: &str, path: &Path) -> Result<LabState, LabError> {
+        let state: LabState = serde_json::from_str(text).map_err(|e| LabError::State {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if state.schema != STATE_SCHEMA {
+            return Err(LabError::State {
+                path: path.to_path_buf(),
+                reason: format!("schema '{}', this nicbench reads '{STATE_SCHEMA}'", state.schema),
+            });
+        }
+        Ok(state)
+    }
+
+    /// Reserves the lab's name by creating its state file; fails with
+    /// [`LabError::Exists`] if the file is already there.
+    pub fn create(&self) -> Result<(), LabError> {
+        let path = state_path(&self.name);
+        let io = |e: std::io::Error| LabError::Io {
+            what: format!("creating the state file {}", path.display()),
+            source: e,
+        };
+        std::fs::create_dir_all(state_dir()).map_err(io)?;
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(mut f) => f.write_all(self.to_json().as_bytes()).map_err(io),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(LabError::Exists {
+                name: self.name.clone(),
+                detail: format!("state file {}", path.display()),
+            }),
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    /// Rewrites the state file atomically (write then rename).
+    pub fn save(&self) -> Result<(), LabError> {
+        let path = state_path(&self.name);
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, self.to_json())
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|e| LabError::Io {
+                what: format!("writing the state file {}", path.display()),
+                source: e,
+            })
+    }
+
+    /// Reads lab `name`'s state file; `Ok(None)` when there is none.
+    pub fn load(name: &str) -> Result<Option<LabState>, LabError> {
+        let path = state_path(name);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => LabState::from_json(&text, &path).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(LabError::Io {
+                what: format!("reading the state file {}", path.display()),
+                source: e,
+            }),
+        }
+    }
+}
+
+/// Names of the labs that have a state file.
+pub fn saved_lab_names() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(state_dir()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_string))
+        .filter(|n| super::spec::validate_name(n).is_ok())
+        .collect();
+    names.sort();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::{layout, parse_cpu_limit, parse_rate_setting, LabSpec};
+    use super::*;
+
+    #[test]
+    fn state_round_trips_through_json() {
+        let spec = LabSpec {
+            name: "rt".into(),
+            hosts: 2,
+            links: 2,
+            topology: Topology::ViaRouter,
+            mtu: vec![],
+            rate: vec![parse_rate_setting("100mbit").unwrap()],
+            cpu_limits: vec![parse_cpu_limit("a=25%").unwrap()],
+            agent_port: None,
+        };
+        let mut state = layout(&spec).unwrap();
+        state.hosts[0].agent_pid = Some(1234);
+        state.hosts[0].cgroup = Some(PathBuf::from("/sys/fs/cgroup/cpu/nicbench/rt/a"));
+        let text = state.to_json();
+        assert!(text.contains("\"rate_bits_per_second\": 100000000"), "{text}");
+        assert!(text.contains("\"topology\": \"via_router\""), "{text}");
+        let back = LabState::from_json(&text, Path::new("x.json")).unwrap();
+        assert_eq!(back, state);
+    }
+
+    #[test]
+    fn corrupt_or_foreign_state_is_an_error_naming_the_file() {
+        let e = LabState::from_json("{", Path::new("/run/x.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/run/x.json"), "{e}");
+        let spec = LabSpec {
+            name: "v".into(),
+            hosts: 2,
+            links: 1,
+            topology: Topology::Direct,
+            mtu: vec![],
+            rate: vec![],
+            cpu_limits: vec![],
+            agent_port: None,
+        };
+        let mut state = layout(&spec).unwrap();
+        state.schema = "nicbench.lab/99".into();
+        let e = LabState::from_json(&state.to_json(), Path::new("v.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nicbench.lab/99") && e.contains(STATE_SCHEMA), "{e}");
+    }
+}

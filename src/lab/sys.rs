@@ -1,0 +1,205 @@
+//! The edge to the system: runs `ip` and `tc` (iproute2), lists and kills
+//! the processes inside a namespace, reads back what the kernel applied.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::LabError;
+
+/// Finds `program` in `PATH`.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Checks what the lab needs: root, `ip`, and `tc` when `need_tc`. The
+/// error says exactly what is missing and how to get it.
+pub fn preflight(need_tc: bool) -> Result<(), LabError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(LabError::Missing {
+            what: "root privileges".into(),
+            how: "network namespaces and veth links need CAP_SYS_ADMIN and CAP_NET_ADMIN: run as root \
+                  (e.g. `sudo nicbench lab ...`)"
+                .into(),
+        });
+    }
+    let mut tools = vec!["ip"];
+    if need_tc {
+        tools.push("tc");
+    }
+    for tool in tools {
+        if find_program(tool).is_none() {
+            return Err(LabError::Missing {
+                what: format!("the `{tool}` command (iproute2)"),
+                how: "install it with `apt-get install iproute2` (Debian/Ubuntu) or `dnf install iproute` (Fedora)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn program(name: &str) -> PathBuf {
+    find_program(name).unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// The path of `ip`.
+pub fn ip_program() -> PathBuf {
+    program("ip")
+}
+
+/// Runs `tool args...`, returning stdout; a failure carries the command and its stderr.
+pub fn run(tool: &str, args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new(program(tool))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| LabError::Io {
+            what: format!("running {tool}"),
+            source: e,
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(LabError::Command {
+            command: format!("{tool} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// `ip args...`
+pub fn ip(args: &[&str]) -> Result<String, LabError> {
+    run("ip", args)
+}
+
+/// `ip -n NETNS args...`
+pub fn ip_in(netns: &str, args: &[&str]) -> Result<String, LabError> {
+    let mut all = vec!["-n", netns];
+    all.extend_from_slice(args);
+    run("ip", &all)
+}
+
+/// Names of all network namespaces (`ip netns list`).
+pub fn netns_list() -> Result<Vec<String>, LabError> {
+    Ok(ip(&["netns", "list"])?
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Pids of the processes inside `netns`.
+pub fn netns_pids(netns: &str) -> Vec<i32> {
+    ip(&["netns", "pids", netns])
+        .map(|out| out.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// True if process `pid` exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the parenthesised command.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Sends SIGTERM to `pids`, waits up to `grace` for them to go, then SIGKILL.
+pub fn terminate(pids: &[i32], grace: Duration) {
+    let signal = |sig| {
+        for &pid in pids.iter().filter(|&&p| p > 1) {
+            // SAFETY: kill has no memory preconditions.
+            unsafe { libc::kill(pid, sig) };
+        }
+    };
+    signal(libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && pids.iter().any(|&p| alive(p)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if pids.iter().any(|&p| alive(p)) {
+        signal(libc::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline && pids.iter().any(|&p| alive(p)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// What the kernel reports for an interface: MTU and tbf rate (if any).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelLink {
+    pub mtu: u32,
+    pub up: bool,
+    pub tbf_bits_per_second: Option<u64>,
+}
+
+/// Reads back an interface's MTU, state and root tbf rate from the kernel.
+pub fn kernel_link(netns: &str, ifname: &str) -> Result<KernelLink, LabError> {
+    let parse = |what: &str, text: &str| -> Result<serde_json::Value, LabError> {
+        serde_json::from_str(text).map_err(|e| LabError::Command {
+            command: what.to_string(),
+            stderr: format!("unexpected output ({e}): {text}"),
+        })
+    };
+    let link = parse(
+        "ip -j link show",
+        &ip_in(netns, &["-j", "link", "show", "dev", ifname])?,
+    )?;
+    let link = &link[0];
+    let qdisc = parse(
+        "tc -j qdisc show",
+        &run("tc", &["-n", netns, "-j", "qdisc", "show", "dev", ifname])?,
+    )?;
+    let tbf = qdisc
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|q| q["kind"] == "tbf" && q["root"] == true)
+        // tc's JSON gives the rate in bytes per second.
+        .and_then(|q| q["options"]["rate"].as_u64())
+        .map(|bytes| bytes * 8);
+    Ok(KernelLink {
+        mtu: link["mtu"].as_u64().unwrap_or(0) as u32,
+        up: link["flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "UP")),
+        tbf_bits_per_second: tbf,
+    })
+}
+
+/// Sets (or with `None` removes) the root tbf of an interface. The bucket
+/// holds 4 ms at the rate but at least 4 frames; the queue holds 20 ms
+/// (at least 64 KB), beyond which packets are dropped.
+pub fn set_tbf(netns: &str, ifname: &str, rate: Option<u64>, mtu: u32) -> Result<(), LabError> {
+    let Some(bits) = rate else {
+        // Deleting a qdisc that is not there fails; only delete an existing tbf.
+        if kernel_link(netns, ifname)?.tbf_bits_per_second.is_some() {
+            run("tc", &["-n", netns, "qdisc", "del", "dev", ifname, "root"])?;
+        }
+        return Ok(());
+    };
+    let bytes_per_second = bits / 8;
+    let burst = (bytes_per_second / 250).max(4 * (mtu as u64 + 14)).max(3000);
+    let limit = (bytes_per_second / 50).max(65536).max(2 * burst);
+    let (rate, burst, limit) = (format!("{bits}bit"), burst.to_string(), limit.to_string());
+    run(
+        "tc",
+        &[
+            "-n", netns, "qdisc", "replace", "dev", ifname, "root", "tbf", "rate", &rate, "burst", &burst, "limit",
+            &limit,
+        ],
+    )?;
+    Ok(())
+}
+
+/// Writes a sysctl inside a namespace (e.g. `net/ipv4/ip_forward`).
+pub fn sysctl_in(netns: &str, key: &str, value: &str) -> Result<(), LabError> {
+    let script = format!("echo {value} > /proc/sys/{key}");
+    run("ip", &["netns", "exec", netns, "sh", "-c", &script]).map(|_| ())
+}

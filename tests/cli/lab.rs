@@ -1,0 +1,431 @@
+//! The lab: namespaces, veth links, router, rate limits, CPU limits, agents,
+//! through the Rust API and the `nicbench lab` command. Each test uses its
+//! own unique lab name and checks that nothing of it is left afterwards.
+//! Without root or iproute2 every test prints why and returns (skipped).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nicbench::lab::{self, Lab, LinkSelector};
+use serde_json::Value;
+
+use super::common::*;
+
+/// Returns early from the test, saying why, when labs cannot be built here.
+macro_rules! require_lab {
+    () => {
+        if let Some(why) = nicbench::lab::unavailable() {
+            eprintln!("SKIPPED (lab unavailable): {why}");
+            return;
+        }
+    };
+}
+
+fn builder() -> nicbench::lab::LabBuilder {
+    Lab::builder().agent_program(BIN)
+}
+
+/// Asserts that nothing of lab `name` exists any more.
+fn assert_gone(name: &str) {
+    let netns = lab::existing_netns(name).unwrap();
+    assert!(netns.is_empty(), "namespaces left: {netns:?}");
+    let etc: Vec<_> = std::fs::read_dir("/etc/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let prefix = format!("nicbench-{name}-");
+    assert!(!etc.iter().any(|e| e.starts_with(&prefix)), "host files left: {etc:?}");
+    assert!(!lab::state::state_path(name).exists(), "state file left");
+    assert!(
+        !Path::new("/sys/fs/cgroup/cpu/nicbench").join(name).exists(),
+        "cgroup left"
+    );
+    assert!(!Path::new("/sys/fs/cgroup/nicbench").join(name).exists(), "cgroup left");
+}
+
+/// Runs `program args` in `host` and returns stdout, failing with stderr.
+fn run_in(lab: &Lab, host: &str, program: &str, args: &[&str]) -> String {
+    let out = lab
+        .command(host, program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{program} {args:?} in {host}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn tcp_json(lab: &Lab, from: &str, args: &[&str]) -> Value {
+    let mut all = vec!["tcp"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    serde_json::from_str(&run_in(lab, from, BIN, &all)).expect("JSON result")
+}
+
+/// Removes a CLI-built lab when the test ends, also on failure.
+struct CliLab(String);
+
+impl Drop for CliLab {
+    fn drop(&mut self) {
+        let _ = nicbench(&["lab", "down", &self.0]);
+    }
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = nicbench(args);
+    assert!(out.status.success(), "nicbench {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn api_direct_lab_resolves_names_and_tears_down_on_drop() {
+    require_lab!();
+    let lab = builder().no_agents().build().unwrap();
+    let name = lab.name().to_string();
+    assert_eq!(lab.addr("b").to_string(), "10.200.1.2");
+    assert_eq!(lab::existing_netns(&name).unwrap().len(), 2);
+    let resolved = run_in(&lab, "a", "getent", &["hosts", "b"]);
+    assert!(resolved.starts_with("10.200.1.2"), "{resolved}");
+    // The addresses exist inside the lab only.
+    let root_addrs = Command::new("ip").args(["-o", "addr"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&root_addrs.stdout).contains("10.200.1."));
+    drop(lab);
+    assert_gone(&name);
+}
+
+#[test]
+fn api_teardown_also_happens_when_a_test_panics() {
+    require_lab!();
+    let name = std::sync::Mutex::new(String::new());
+    let result = std::panic::catch_unwind(|| {
+        let lab = builder().build().unwrap();
+        *name.lock().unwrap() = lab.name().to_string();
+        panic!("deliberate panic: the lab must still be torn down");
+    });
+    assert!(result.is_err());
+    assert_gone(&name.lock().unwrap());
+}
+
+fn cli_up_status_exec_down(extra: &[&str], hosts: &[&str]) {
+    let name = lab::spec::unique_name();
+    let guard = CliLab(name.clone());
+    let mut up = vec!["lab", "up", &name];
+    up.extend_from_slice(extra);
+    let shown = ok(&up);
+    assert!(shown.contains(&format!("lab {name}:")), "{shown}");
+    let again = nicbench(&up);
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("already exists"), "{}", stderr(&again));
+    let status = ok(&["lab", "status", &name]);
+    for host in hosts {
+        assert!(
+            status.contains(&format!("netns nicbench-{name}-{host}, agent pid")),
+            "{status}"
+        );
+    }
+    assert!(!status.contains("NOT RUNNING"), "{status}");
+    let listed = ok(&["lab", "status"]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&format!("{name}\t")) && l.ends_with("up")),
+        "{listed}"
+    );
+    // `nicbench` inside exec is this executable; `b` resolves in the lab.
+    let run = ok(&[
+        "lab", "exec", &name, "a", "--", "nicbench", "tcp", "b", "-n", "1M", "--json",
+    ]);
+    let run: Value = serde_json::from_str(&run).unwrap();
+    assert_eq!(run["sum"]["receiver"]["bytes"], 1024 * 1024);
+    let bad_host = nicbench(&["lab", "exec", &name, "z", "--", "true"]);
+    assert!(stderr(&bad_host).contains("unknown host"), "{}", stderr(&bad_host));
+    let down = ok(&["lab", "down", &name]);
+    assert!(down.contains(&format!("lab '{name}' removed")), "{down}");
+    assert_gone(&name);
+    assert!(ok(&["lab", "down", &name]).contains("nothing to remove"));
+    drop(guard);
+}
+
+#[test]
+fn cli_up_status_exec_down_direct() {
+    require_lab!();
+    cli_up_status_exec_down(&["--mtu", "9000"], &["a", "b"]);
+}
+
+#[test]
+fn cli_up_status_exec_down_via_router_with_parallel_links() {
+    require_lab!();
+    cli_up_status_exec_down(&["--via-router", "--links", "2", "--rate", "1G"], &["a", "b", "r"]);
+}
+
+#[test]
+fn cli_refuses_bad_values_naming_the_option() {
+    for (args, needle) in [
+        (vec!["lab", "up", "x", "--mtu", "20"], "68 to 65535"),
+        (vec!["lab", "up", "x", "--rate", "fast"], "100mbit"),
+        (vec!["lab", "up", "Bad_Name"], "a-z, 0-9"),
+        (vec!["lab", "up", "x", "--cpu-limit", "a"], "HOST=PERCENT"),
+        (vec!["lab", "up", "x", "--hosts", "1"], "--hosts"),
+    ] {
+        let out = nicbench(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    require_lab!();
+    let name = lab::spec::unique_name();
+    let out = nicbench(&["lab", "up", &name, "--cpu-limit", "q=10%"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown host; this lab has a, b"),
+        "{}",
+        stderr(&out)
+    );
+    assert_gone(&name);
+}
+
+#[test]
+fn without_iproute2_or_root_the_cli_says_what_is_missing() {
+    let out = Command::new(BIN)
+        .args(["lab", "up", "x"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    // As root the missing piece is `ip`; otherwise it is root itself.
+    assert!(
+        err.contains("apt-get install iproute2") || err.contains("run as root"),
+        "{err}"
+    );
+    if nicbench::lab::unavailable().is_none() {
+        assert!(err.contains("`ip` command (iproute2) is missing"), "{err}");
+        let out = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                BIN,
+                "lab",
+                "down",
+                "x",
+            ])
+            .output();
+        if let Ok(out) = out {
+            assert!(stderr(&out).contains("root privileges is missing"), "{}", stderr(&out));
+        }
+    }
+}
+
+#[test]
+fn mtu_and_rate_are_applied_in_the_kernel_and_changed_while_running() {
+    require_lab!();
+    let mut lab = builder()
+        .no_agents()
+        .links(3)
+        .mtu(9000)
+        .link_mtu(2, 1500)
+        .rate(100_000_000)
+        .link_rate(3, "b", 50_000_000)
+        .build()
+        .unwrap();
+    let k = |lab: &Lab, link, host| lab.kernel_link(link, host).unwrap();
+    assert_eq!((k(&lab, 1, "a").mtu, k(&lab, 1, "b").mtu), (9000, 9000));
+    assert_eq!((k(&lab, 2, "a").mtu, k(&lab, 2, "b").mtu), (1500, 1500));
+    assert_eq!(k(&lab, 1, "a").tbf_bits_per_second, Some(100_000_000));
+    assert_eq!(
+        k(&lab, 3, "a").tbf_bits_per_second,
+        Some(50_000_000),
+        "traffic towards b leaves a"
+    );
+    assert_eq!(k(&lab, 3, "b").tbf_bits_per_second, Some(100_000_000));
+    // Independent read-back with tc itself.
+    let tc = Command::new("tc")
+        .args(["-n", lab.netns("a"), "qdisc", "show", "dev", "eth2"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&tc.stdout).contains("rate 50Mbit"), "{tc:?}");
+
+    lab.set_mtu(None, 1500).unwrap();
+    lab.set_rate(
+        LinkSelector {
+            link: Some(1),
+            towards: None,
+        },
+        None,
+    )
+    .unwrap();
+    lab.set_rate(
+        LinkSelector {
+            link: Some(2),
+            towards: Some("a".into()),
+        },
+        Some(20_000_000),
+    )
+    .unwrap();
+    assert_eq!(k(&lab, 1, "a").mtu, 1500);
+    assert_eq!(k(&lab, 3, "b").mtu, 1500);
+    assert_eq!(k(&lab, 1, "a").tbf_bits_per_second, None);
+    assert_eq!(k(&lab, 1, "b").tbf_bits_per_second, None);
+    assert_eq!(k(&lab, 2, "b").tbf_bits_per_second, Some(20_000_000));
+    assert_eq!(k(&lab, 3, "a").tbf_bits_per_second, Some(50_000_000), "untouched");
+    // The state file follows, so the CLI sees the same.
+    let name = lab.name().to_string();
+    let status: Value = serde_json::from_str(&ok(&["lab", "status", &name, "--json"])).unwrap();
+    assert_eq!(status["lab"]["links"][0]["mtu"], 1500);
+    let cli = ok(&["lab", "set", &name, "--mtu", "2=4000", "--rate", "2:a=none"]);
+    assert!(cli.contains("MTU 4000 bytes, b -> a: unlimited"), "{cli}");
+    assert_eq!(k(&lab, 2, "a").mtu, 4000);
+    let bad = nicbench(&["lab", "set", &name, "--mtu", "9=1500"]);
+    assert!(stderr(&bad).contains("links 1 to 3"), "{}", stderr(&bad));
+    drop(lab);
+    assert_gone(&name);
+}
+
+#[test]
+fn down_cleans_up_after_a_killed_up() {
+    require_lab!();
+    let name = lab::spec::unique_name();
+    let _guard = CliLab(name.clone());
+    let mut up = Command::new(BIN)
+        .args([
+            "lab",
+            "up",
+            &name,
+            "--hosts",
+            "4",
+            "--links",
+            "2",
+            "--via-router",
+            "--rate",
+            "10mbit",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it as soon as it has created something.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lab::existing_netns(&name).unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    up.kill().unwrap();
+    up.wait().unwrap();
+    assert!(
+        !lab::existing_netns(&name).unwrap().is_empty(),
+        "the killed up created nothing"
+    );
+    let listed = ok(&["lab", "status"]);
+    assert!(listed.lines().any(|l| l.starts_with(&format!("{name}\t"))), "{listed}");
+    let again = nicbench(&["lab", "up", &name]);
+    assert!(stderr(&again).contains("already exists"), "{}", stderr(&again));
+    ok(&["lab", "down", &name]);
+    assert_gone(&name);
+}
+
+#[test]
+fn two_labs_built_in_parallel_do_not_collide() {
+    require_lab!();
+    let build = || std::thread::spawn(|| builder().via_router().build().unwrap());
+    let (x, y) = (build(), build());
+    let (x, y) = (x.join().unwrap(), y.join().unwrap());
+    assert_ne!(x.name(), y.name());
+    for lab in [&x, &y] {
+        let run = tcp_json(lab, "a", &["b", "-n", "1M"]);
+        assert_eq!(run["sum"]["receiver"]["bytes"], 1024 * 1024);
+    }
+    let names = [x.name().to_string(), y.name().to_string()];
+    drop(x);
+    assert_gone(&names[0]);
+    // The other lab is untouched by the first one's teardown.
+    assert_eq!(lab::existing_netns(&names[1]).unwrap().len(), 3);
+    drop(y);
+    assert_gone(&names[1]);
+}
+
+#[test]
+fn tcp_through_a_100mbit_router_bottleneck_gets_about_100mbit() {
+    require_lab!();
+    let lab = builder().via_router().rate(100_000_000).build().unwrap();
+    let run = tcp_json(&lab, "a", &["b", "-t", "3", "-O", "1"]);
+    let goodput = run["sum"]["receiver"]["bits_per_second"].as_f64().unwrap();
+    eprintln!("goodput through the 100 Mbit/s bottleneck: {:.1} Mbit/s", goodput / 1e6);
+    assert!((80e6..=105e6).contains(&goodput), "{:.1} Mbit/s", goodput / 1e6);
+}
+
+/// CPU seconds (user + system) a process has used, from /proc/PID/stat.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the command.
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+#[test]
+fn cpu_limited_host_really_gets_less_cpu() {
+    require_lab!();
+    let lab = builder().no_agents().cpu_limit("a", 10.0).build().unwrap();
+    let busy = |host| {
+        lab.command(host, "sh")
+            .args(["-c", "while :; do :; done"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut limited, mut free) = (busy("a"), busy("b"));
+    let wall = Duration::from_secs(2);
+    let start = Instant::now();
+    let (l0, f0) = (cpu_seconds(limited.id()), cpu_seconds(free.id()));
+    std::thread::sleep(wall);
+    let elapsed = start.elapsed().as_secs_f64();
+    let (l1, f1) = (cpu_seconds(limited.id()), cpu_seconds(free.id()));
+    let cgroup = lab.state().host("a").unwrap().cgroup.clone().unwrap();
+    let in_cgroup = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+    let cpu_stat = std::fs::read_to_string(cgroup.join("cpu.stat")).unwrap();
+    for child in [&mut limited, &mut free] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let (limited_share, free_share) = ((l1 - l0) / elapsed, (f1 - f0) / elapsed);
+    eprintln!(
+        "busy loop CPU over {elapsed:.1} s: limited host {:.0}%, unlimited host {:.0}%",
+        limited_share * 100.0,
+        free_share * 100.0
+    );
+    assert!(
+        in_cgroup.split_whitespace().any(|p| p == limited.id().to_string()),
+        "{in_cgroup}"
+    );
+    // The cap holds whatever else the machine is doing (a loaded machine can
+    // only push the share lower), and the kernel says it had to throttle.
+    assert!(limited_share > 0.0, "the limited loop never ran");
+    assert!(
+        limited_share <= 0.15,
+        "limited to 10% but got {:.0}%",
+        limited_share * 100.0
+    );
+    let throttled: u64 = cpu_stat
+        .lines()
+        .find_map(|l| l.strip_prefix("nr_throttled "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no nr_throttled in cpu.stat: {cpu_stat}"));
+    assert!(throttled > 0, "never throttled: {cpu_stat}");
+}
+
+/// Issue 2: the MSS TCP_INFO reports follows the link MTU (with timestamps,
+/// MTU - 20 IP - 20 TCP - 12 options).
+#[test]
+fn mss_reported_by_tcp_info_follows_the_mtu() {
+    require_lab!();
+    let mut lab = builder().mtu(1500).build().unwrap();
+    let run = tcp_json(&lab, "a", &["b", "-t", "1"]);
+    assert_eq!(run["streams"][0]["sender"]["tcp_info"]["send_mss_bytes"], 1448);
+    lab.set_mtu(None, 9000).unwrap();
+    let run = tcp_json(&lab, "a", &["b", "-t", "1"]);
+    assert_eq!(run["streams"][0]["sender"]["tcp_info"]["send_mss_bytes"], 8948);
+}
