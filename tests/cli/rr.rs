@@ -143,3 +143,43 @@ fn bad_rr_options_are_refused_with_exit_code_2() {
         assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// rr across the lab's router (a -> r -> b): a sane latency distribution
+/// over TCP and UDP, nothing lost on an unloaded path.
+#[test]
+fn lab_rr_through_a_router_gives_a_sane_latency_distribution() {
+    if let Some(why) = nicbench::lab::unavailable() {
+        eprintln!("SKIPPED (lab unavailable): {why}");
+        return;
+    }
+    let lab = nicbench::lab::Lab::builder()
+        .via_router()
+        .rate(100_000_000)
+        .agent_program(BIN)
+        .build()
+        .expect("build the lab");
+    let port = lab.agent_port().to_string();
+    for proto in ["tcp", "udp"] {
+        let out = lab
+            .command("a", BIN)
+            .args([
+                "rr", "b", "-p", &port, "-t", "2", "--proto", proto, "-r", "64,64", "--json",
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{proto}: {}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sum = &run["sum"]["rr"];
+        assert!(sum["transactions"].as_u64().unwrap() > 100, "{proto}: {sum}");
+        let latency = &sum["latency"];
+        assert_sane_latency(latency);
+        // Two veth hops each way: well under 10 ms in the middle of the distribution.
+        assert!(num(&latency["p50_us"]) < 10_000.0, "{proto}: {latency}");
+        let lost = sum["lost_transactions"].as_u64().unwrap();
+        assert!(
+            lost * 100 <= sum["transactions"].as_u64().unwrap(),
+            "{proto}: {lost} lost"
+        );
+    }
+}

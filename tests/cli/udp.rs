@@ -300,3 +300,42 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
     let sent = outcome.local.streams[0].udp.as_ref().unwrap().datagrams;
     assert!(receiver.datagrams <= sent && receiver.datagrams > 0);
 }
+
+/// Three namespaces, a -> r -> b, the router's egress towards b limited to
+/// 100 Mbit/s by tbf. Offered 200 Mbit/s: the sender pushes ~200, the
+/// receiver gets ~100 (less the Ethernet/IP/UDP headers tbf also counts),
+/// about half is lost, and it is lost in the router, not at the receiver.
+#[test]
+fn lab_bottleneck_shows_sender_rate_receiver_rate_and_the_loss() {
+    if let Some(why) = nicbench::lab::unavailable() {
+        eprintln!("SKIPPED (lab unavailable): {why}");
+        return;
+    }
+    let lab = nicbench::lab::Lab::builder()
+        .via_router()
+        .rate(100_000_000)
+        .agent_program(BIN)
+        .build()
+        .expect("build the lab");
+    let port = lab.agent_port().to_string();
+    let out = lab
+        .command("a", BIN)
+        .args(["udp", "b", "-p", &port, "-t", "3", "-b", "200M", "-l", "1400", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum = assert_udp_accounts(&run);
+    let sender = num(&sum["sender_bits_per_second"]) / 1e6;
+    let receiver = num(&sum["receiver_bits_per_second"]) / 1e6;
+    let loss = num(&sum["loss_percent"]);
+    assert!((190.0..=210.0).contains(&sender), "sender pushed {sender} Mbit/s");
+    assert!((85.0..=102.0).contains(&receiver), "receiver got {receiver} Mbit/s");
+    assert!((40.0..=60.0).contains(&loss), "loss {loss}%");
+    let lost_before_receiver = num(&sum["lost_datagrams"]) - num(&sum["receiver_socket_drops"]);
+    assert!(
+        lost_before_receiver > 0.3 * num(&sum["sent_datagrams"]),
+        "the router dropped most of it, not the receiving socket: {sum}"
+    );
+}
