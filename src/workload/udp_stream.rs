@@ -207,7 +207,7 @@ impl Side for UdpSide {
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
         let dg = self.spec.message_bytes as usize;
-        let omit_at = control.start + control.omit;
+        let (start, omit_at) = (control.start, control.start + control.omit);
         let mut tasks = Vec::new();
         let mut slots: Vec<(u32, Role, Slot)> = Vec::new();
         for end in self.ends {
@@ -218,7 +218,7 @@ impl Side for UdpSide {
             let params = self.params.clone();
             let body: StreamBody = match end.role {
                 Role::Sender => Box::new(move |ctx: &StreamContext| {
-                    finish(&slot, send_stream(&socket, id, dg, &params, omit_at, ctx))
+                    finish(&slot, send_stream(&socket, id, dg, &params, (start, omit_at), ctx))
                 }),
                 Role::Receiver => Box::new(move |ctx: &StreamContext| {
                     finish(&slot, receive_stream(&socket, id, dg, params.gro, refused, ctx))
@@ -284,7 +284,7 @@ fn send_stream(
     id: u32,
     dg: usize,
     params: &UdpParams,
-    omit_at: Instant,
+    (start, omit_at): (Instant, Instant),
     ctx: &StreamContext,
 ) -> (TaskEnd, Extra) {
     let fd = socket.as_raw_fd();
@@ -301,8 +301,9 @@ fn send_stream(
         Some(rate) => {
             let per_ms = (rate as f64 / 8.0 / 1000.0 / dg as f64).ceil() as usize;
             let per_call = per_ms.clamp(1, max_datagrams);
-            // Credit for 20 ms: a late wake-up on a busy host is caught up.
-            let burst = ((per_call * dg * 2) as u64).max(rate / 8 / 50);
+            // Credit for 50 ms: a late wake-up on a busy host is caught up,
+            // so the average holds; a longer stall is not made up for.
+            let burst = ((per_call * dg * 2) as u64).max(rate / 8 / 20);
             (Some(Pacer::new(rate, burst)), per_call)
         }
         None => (None, max_datagrams),
@@ -316,7 +317,7 @@ fn send_stream(
         ..UdpEnd::default()
     };
     let mut error = None;
-    let start = Instant::now();
+    // The pacer counts from the side's start, like the rate in the result.
     while !ctx.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         let mut n = max_datagrams;
@@ -396,7 +397,7 @@ fn receive_stream(
     let mut batch = if gro {
         RecvBatch::new(16, 65_536)
     } else {
-        RecvBatch::new(BATCH, MAX_DATAGRAM_BYTES as usize)
+        RecvBatch::new(BATCH, dg)
     };
     let (mut tracker, mut jitter) = (SeqTracker::default(), Jitter::default());
     let (mut total, mut syscalls, mut datagrams, mut malformed) = (0u64, 0u64, 0u64, 0u64);
