@@ -330,15 +330,7 @@ fn send_stream(
             n = allowed.min(max_datagrams);
         }
         let flags = if now < omit_at { FLAG_WARMUP } else { 0 };
-        let stamp = monotonic_nanos();
-        let used = n.div_ceil(segments);
-        for k in 0..n {
-            let at = (k % segments) * dg;
-            Header::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
-        }
-        for (e, len) in lens.iter_mut().enumerate().take(used) {
-            *len = (n - e * segments).min(segments) * dg;
-        }
+        let used = stamp_batch(&mut batch, &mut lens, (id, seq, flags), n, segments, dg);
         let sent_entries = match batch.send(fd, &lens[..used]) {
             Ok(m) => m,
             Err(e) if transient(&e) => {
@@ -382,6 +374,90 @@ fn send_stream(
     )
 }
 
+/// Writes the headers of `n` datagrams (sequence numbers from `seq`) into
+/// the batch, `segments` per buffer, and sets the buffer lengths; returns
+/// how many buffers are in use.
+fn stamp_batch(
+    batch: &mut SendBatch,
+    lens: &mut [usize],
+    (id, seq, flags): (u32, u64, u8),
+    n: usize,
+    segments: usize,
+    dg: usize,
+) -> usize {
+    let stamp = monotonic_nanos();
+    for k in 0..n {
+        let at = (k % segments) * dg;
+        Header::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
+    }
+    let used = n.div_ceil(segments);
+    for (e, len) in lens.iter_mut().enumerate().take(used) {
+        *len = (n - e * segments).min(segments) * dg;
+    }
+    used
+}
+
+/// What a receiver has counted so far.
+struct Receiving {
+    id: u32,
+    tracker: SeqTracker,
+    jitter: Jitter,
+    bytes: u64,
+    datagrams: u64,
+    malformed: u64,
+    syscalls: u64,
+}
+
+impl Receiving {
+    /// Accounts the `n` messages of one `recvmmsg`; true if any was ours.
+    fn take(&mut self, batch: &RecvBatch, n: usize, arrival: u64) -> bool {
+        let before = self.datagrams;
+        self.syscalls += 1;
+        for i in 0..n {
+            let (len, segment) = batch.message(i);
+            let segment = segment.unwrap_or(len).max(1);
+            for chunk in batch.buffers[i][..len].chunks(segment) {
+                match Header::read(chunk) {
+                    Some(h) if h.kind == Kind::Data && h.stream_id == self.id => {
+                        self.tracker.record(h.seq, h.flags & FLAG_WARMUP != 0);
+                        self.jitter.update(h.send_nanos, arrival);
+                        self.bytes += chunk.len() as u64;
+                        self.datagrams += 1;
+                    }
+                    // A repeated registration whose ack was lost.
+                    Some(h) if h.kind == Kind::Register => {}
+                    _ => self.malformed += 1,
+                }
+            }
+        }
+        self.datagrams > before
+    }
+
+    fn end(self, dg: usize, gro: bool, refused: u64, socket: &Socket) -> UdpEnd {
+        UdpEnd {
+            datagram_bytes: dg as u64,
+            datagrams: self.tracker.received,
+            warmup_datagrams: self.tracker.warmup,
+            datagrams_per_syscall: if self.syscalls > 0 {
+                self.datagrams as f64 / self.syscalls as f64
+            } else {
+                0.0
+            },
+            segmentation_offload: gro,
+            offered_bits_per_second: None,
+            send_errors: 0,
+            received: Some(UdpReceived {
+                duplicate_datagrams: self.tracker.duplicates,
+                out_of_order_datagrams: self.tracker.out_of_order,
+                malformed_datagrams: self.malformed,
+                refused_datagrams: refused,
+                jitter_us: self.jitter.micros(),
+                socket_drops: udp_io::socket_drops(socket).unwrap_or(0),
+            }),
+        }
+    }
+}
+
 /// The receiver's loop: drain batches, account each datagram, stop once
 /// the test is over and the socket has gone quiet.
 fn receive_stream(
@@ -399,35 +475,25 @@ fn receive_stream(
     } else {
         RecvBatch::new(BATCH, dg)
     };
-    let (mut tracker, mut jitter) = (SeqTracker::default(), Jitter::default());
-    let (mut total, mut syscalls, mut datagrams, mut malformed) = (0u64, 0u64, 0u64, 0u64);
+    let mut counts = Receiving {
+        id,
+        tracker: SeqTracker::default(),
+        jitter: Jitter::default(),
+        bytes: 0,
+        datagrams: 0,
+        malformed: 0,
+        syscalls: 0,
+    };
     let mut last_data_at: Option<Instant> = None;
     let mut stop_seen: Option<Instant> = None;
     let mut error = None;
     loop {
         match batch.recv(fd) {
             Ok(n) => {
-                let arrival = monotonic_nanos();
-                syscalls += 1;
-                for i in 0..n {
-                    let (len, segment) = batch.message(i);
-                    let segment = segment.unwrap_or(len).max(1);
-                    for chunk in batch.buffers[i][..len].chunks(segment) {
-                        match Header::read(chunk) {
-                            Some(h) if h.kind == Kind::Data && h.stream_id == id => {
-                                tracker.record(h.seq, h.flags & FLAG_WARMUP != 0);
-                                jitter.update(h.send_nanos, arrival);
-                                total += chunk.len() as u64;
-                                datagrams += 1;
-                            }
-                            // A repeated registration whose ack was lost.
-                            Some(h) if h.kind == Kind::Register => {}
-                            _ => malformed += 1,
-                        }
-                    }
+                if counts.take(&batch, n, monotonic_nanos()) {
+                    ctx.bytes.store(counts.bytes, Ordering::Relaxed);
+                    last_data_at = Some(Instant::now());
                 }
-                ctx.bytes.store(total, Ordering::Relaxed);
-                last_data_at = Some(Instant::now());
             }
             Err(e)
                 if matches!(
@@ -435,7 +501,7 @@ fn receive_stream(
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
                 ) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
             Err(e) => {
-                error = Some(format!("receive failed after {} datagrams: {e}", tracker.received));
+                error = Some(format!("receive failed after {} datagrams: {e}", counts.datagrams));
                 break;
             }
         }
@@ -448,27 +514,7 @@ fn receive_stream(
             }
         }
     }
-    let udp = UdpEnd {
-        datagram_bytes: dg as u64,
-        datagrams: tracker.received,
-        warmup_datagrams: tracker.warmup,
-        datagrams_per_syscall: if syscalls > 0 {
-            datagrams as f64 / syscalls as f64
-        } else {
-            0.0
-        },
-        segmentation_offload: gro,
-        offered_bits_per_second: None,
-        send_errors: 0,
-        received: Some(UdpReceived {
-            duplicate_datagrams: tracker.duplicates,
-            out_of_order_datagrams: tracker.out_of_order,
-            malformed_datagrams: malformed,
-            refused_datagrams: refused,
-            jitter_us: jitter.micros(),
-            socket_drops: udp_io::socket_drops(socket).unwrap_or(0),
-        }),
-    };
+    let udp = counts.end(dg, gro, refused, socket);
     (
         TaskEnd {
             error,
