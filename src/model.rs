@@ -611,6 +611,42 @@ mod tests {
     }
 
     #[test]
+    fn udp_loss_comes_from_the_senders_own_count() {
+        let flows = [(1, Flow::ClientToAgent)];
+        let mut sender = end(1, Role::Sender, 100_000);
+        sender.udp = Some(UdpEnd {
+            datagrams: 100,
+            ..UdpEnd::default()
+        });
+        let mut receiver = end(1, Role::Receiver, 90_000);
+        // The last ten datagrams never arrived: the receiver cannot know them.
+        receiver.udp = Some(UdpEnd {
+            datagrams: 90,
+            received: Some(UdpReceived {
+                socket_drops: 4,
+                ..UdpReceived::default()
+            }),
+            ..UdpEnd::default()
+        });
+        let t = TrialResult::merge(
+            1,
+            &flows,
+            side(Host::Client, vec![sender]),
+            side(Host::Agent, vec![receiver]),
+        )
+        .unwrap();
+        let u = t.sum.udp.unwrap();
+        assert_eq!(
+            (u.sent_datagrams, u.received_datagrams, u.lost_datagrams),
+            (100, 90, 10)
+        );
+        assert!((u.loss_percent - 10.0).abs() < 1e-9);
+        assert_eq!(u.receiver_socket_drops, 4);
+        assert_eq!(t.sum.client_to_agent.unwrap().udp.unwrap().lost_datagrams, 10);
+        assert!(t.sum.rr.is_none());
+    }
+
+    #[test]
     fn merge_reports_a_missing_end() {
         let flows = [(1, Flow::ClientToAgent)];
         let client = side(Host::Client, vec![end(1, Role::Sender, 100)]);

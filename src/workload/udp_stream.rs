@@ -523,3 +523,67 @@ fn receive_stream(
         Extra { udp, last_data_at },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::spec::tests::spec;
+    use crate::workload::SideOptions;
+
+    #[test]
+    fn the_receiver_counts_junk_from_its_peer_and_keeps_the_rest() {
+        let ip = "127.0.0.1".parse().unwrap();
+        let receiver = udp_io::bind_udp(ip, &SideOptions::default()).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender
+            .connect(receiver.local_addr().unwrap().as_socket().unwrap())
+            .unwrap();
+        let mut datagram = vec![0u8; 100];
+        for seq in [0u64, 1, 3, 2, 2] {
+            Header::data(5, seq, 1000 + seq, 0).write(&mut datagram);
+            sender.send(&datagram).unwrap();
+        }
+        Header::data(6, 9, 0, 0).write(&mut datagram); // another stream's id
+        sender.send(&datagram).unwrap();
+        sender.send(b"short").unwrap();
+        sender.send(&[0xffu8; 100]).unwrap();
+        let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut batch = RecvBatch::new(BATCH, 100);
+        let mut counts = Receiving {
+            id: 5,
+            tracker: SeqTracker::default(),
+            jitter: Jitter::default(),
+            bytes: 0,
+            datagrams: 0,
+            malformed: 0,
+            syscalls: 0,
+        };
+        let mut seen = 0;
+        while seen < 8 {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, monotonic_nanos());
+            seen += n;
+        }
+        let end = counts.end(100, false, 0, &receiver);
+        let received = end.received.unwrap();
+        assert_eq!(end.datagrams, 4);
+        assert_eq!(received.duplicate_datagrams, 1);
+        assert_eq!(received.out_of_order_datagrams, 1);
+        assert_eq!(received.malformed_datagrams, 3);
+    }
+
+    #[test]
+    fn sizes_rates_and_byte_counts_are_checked() {
+        let mut s = spec("udp");
+        s.message_bytes = 65_508;
+        assert!(UdpStream.validate(&s).unwrap_err().to_string().contains("65507"));
+        s.message_bytes = 1400;
+        s.params = serde_json::json!({"rate_bits_per_second": 0});
+        assert!(UdpStream.validate(&s).unwrap_err().to_string().contains("-b/--bitrate"));
+        s.params = serde_json::Value::Null;
+        s.bytes = Some(1000);
+        assert!(UdpStream.validate(&s).is_err());
+        s.bytes = None;
+        assert!(UdpStream.validate(&s).is_ok());
+    }
+}
