@@ -339,7 +339,13 @@ fn send_stream(
                 continue;
             }
             Err(e) => {
-                error = Some(format!("send failed after {} datagrams: {e}", seq));
+                let hint = if params.gso && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EMSGSIZE)) {
+                    " (with --gso every datagram must fit the path MTU: -l at most MTU - 28 for IPv4, \
+                     MTU - 48 for IPv6)"
+                } else {
+                    ""
+                };
+                error = Some(format!("send failed after {seq} datagrams: {e}{hint}"));
                 break;
             }
         };
