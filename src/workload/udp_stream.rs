@@ -301,9 +301,9 @@ fn send_stream(
         Some(rate) => {
             let per_ms = (rate as f64 / 8.0 / 1000.0 / dg as f64).ceil() as usize;
             let per_call = per_ms.clamp(1, max_datagrams);
-            // Credit for 50 ms: a late wake-up on a busy host is caught up,
+            // Credit for 100 ms: a late wake-up on a busy host is caught up,
             // so the average holds; a longer stall is not made up for.
-            let burst = ((per_call * dg * 2) as u64).max(rate / 8 / 20);
+            let burst = ((per_call * dg * 2) as u64).max(rate / 8 / 10);
             (Some(Pacer::new(rate, burst)), per_call)
         }
         None => (None, max_datagrams),
