@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::logging;
 use crate::model::Host;
 use crate::probe::cpu::ProcStat;
-use crate::probe::host::local_facts;
+use crate::probe::host::facts_toward;
 use crate::protocol::channel::Channel;
 use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
 use crate::trial::{self, TrialPlan};
@@ -281,6 +281,12 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     channel.send(&Message::Hello(Hello::ours()))?;
     let spec = match channel.recv(HANDSHAKE_TIMEOUT, "test_request")? {
         Message::TestRequest { spec } => spec,
+        Message::FactsRequest => {
+            channel.send(&Message::Facts {
+                facts: facts_toward(local_ip),
+            })?;
+            return Ok(());
+        }
         other => return Err(Refusal::Tell(format!("expected test_request, got '{}'", other.kind()))),
     };
     let workload = workload::find(&spec.workload).map_err(|e| Refusal::Tell(e.to_string()))?;
@@ -316,7 +322,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     channel.send(&Message::Accepted {
         token: protocol::token_to_hex(&token),
         data_ports: pending.data_ports(),
-        agent: local_facts(),
+        agent: facts_toward(local_ip),
     })?;
     let side = pending
         .accept(Instant::now() + SETUP_TIMEOUT)

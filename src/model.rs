@@ -76,6 +76,32 @@ pub struct HostFacts {
     pub cpu_model: String,
     pub logical_cpus: u32,
     pub nicbench_version: String,
+    /// `PRETTY_NAME` of /etc/os-release.
+    #[serde(default)]
+    pub os: String,
+    /// /proc/sys/kernel/random/boot_id: equal on both ends when they share
+    /// one kernel (network namespaces of one machine).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub boot_id: String,
+    /// Physical cores (distinct core ids per package in /proc/cpuinfo).
+    #[serde(default)]
+    pub cpu_cores: Option<u32>,
+    /// Current frequency of the first CPU (/proc/cpuinfo `cpu MHz`).
+    #[serde(default)]
+    pub cpu_mhz: Option<f64>,
+    /// Highest frequency cpufreq allows (cpuinfo_max_freq), when exposed.
+    #[serde(default)]
+    pub cpu_max_mhz: Option<f64>,
+    /// MemTotal of /proc/meminfo.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// NUMA nodes of the host (/sys/devices/system/node).
+    #[serde(default)]
+    pub numa_nodes: Option<u32>,
+    /// The interface toward the peer: the one holding the local address
+    /// of the control connection.
+    #[serde(default)]
+    pub interface: Option<NicFacts>,
 }
 
 /// One interval sample of one stream end.
@@ -323,6 +349,9 @@ pub struct SideReport {
     pub host: Host,
     pub streams: Vec<StreamEnd>,
     pub cpu: CpuReport,
+    /// NIC, interrupt and protocol counters over the trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<SideCounters>,
 }
 
 /// Totals of one role across streams.
@@ -382,6 +411,16 @@ pub struct TrialResult {
     pub streams: Vec<StreamResult>,
     pub sum: Sum,
     pub cpu: BothCpu,
+    /// Counters on both ends over the trial.
+    #[serde(default)]
+    pub counters: BothCounters,
+    /// The best throughput as a share of what the link can carry, when
+    /// the link speed is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate: Option<LineRateShare>,
+    /// Where the bottleneck was, in one line, from the measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// An endpoint of the run.
@@ -561,8 +600,221 @@ impl TrialResult {
                 client: client.cpu,
                 agent: agent.cpu,
             },
+            counters: BothCounters {
+                client: client.counters,
+                agent: agent.counters,
+            },
+            line_rate: None,
+            verdict: None,
         })
     }
+}
+
+/// Facts about the network interface a test used. Virtual and loopback
+/// devices leave unset what they do not have (`null` in JSON, "n/a" in text).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicFacts {
+    pub name: String,
+    /// The local address that selected this interface.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// `loopback`, `virtual` (no device behind it: veth, bridge, ...) or `device`.
+    pub kind: String,
+    pub driver: Option<String>,
+    pub driver_version: Option<String>,
+    pub firmware_version: Option<String>,
+    pub bus_info: Option<String>,
+    pub link_speed_bits_per_second: Option<u64>,
+    /// `full` or `half`.
+    pub duplex: Option<String>,
+    pub autonegotiation: Option<bool>,
+    /// sysfs operstate: `up`, `down`, `unknown`, ...
+    pub operstate: Option<String>,
+    pub mtu_bytes: Option<u32>,
+    pub offloads: Option<Offloads>,
+    pub rings: Option<Rings>,
+    pub coalescing: Option<Coalescing>,
+    pub queues: Option<Queues>,
+    /// Root qdisc attached to the interface (rtnetlink), e.g. `fq_codel`.
+    pub qdisc: Option<String>,
+    /// Shaping rate of the root qdisc when it is tbf.
+    #[serde(default)]
+    pub qdisc_rate_bits_per_second: Option<u64>,
+    pub tx_queue_length: Option<u32>,
+    pub pcie: Option<PcieLink>,
+    pub numa_node: Option<u32>,
+}
+
+/// Offload features as the kernel reports them active (ETHTOOL_GFEATURES).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Offloads {
+    pub tso: Option<bool>,
+    pub gso: Option<bool>,
+    pub gro: Option<bool>,
+    pub lro: Option<bool>,
+    pub rx_checksum: Option<bool>,
+    /// Any of the tx checksum features (IPv4, IPv6, generic).
+    pub tx_checksum: Option<bool>,
+    pub scatter_gather: Option<bool>,
+}
+
+/// Descriptor ring sizes (ETHTOOL_GRINGPARAM), in descriptors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rings {
+    pub rx_descriptors: u32,
+    pub rx_max_descriptors: u32,
+    pub tx_descriptors: u32,
+    pub tx_max_descriptors: u32,
+}
+
+/// Interrupt coalescing (ETHTOOL_GCOALESCE).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Coalescing {
+    pub rx_usecs: u32,
+    pub rx_max_frames: u32,
+    pub tx_usecs: u32,
+    pub tx_max_frames: u32,
+    pub adaptive_rx: bool,
+    pub adaptive_tx: bool,
+}
+
+/// Queues (ETHTOOL_GCHANNELS, or the queues/ directory of sysfs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Queues {
+    pub rx: u32,
+    pub tx: u32,
+    pub combined: Option<u32>,
+    pub max_combined: Option<u32>,
+    /// `ethtool` or `sysfs`.
+    pub source: String,
+}
+
+/// PCIe link of the device, current and the most it supports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PcieLink {
+    pub current_gigatransfers_per_second: Option<f64>,
+    pub current_width_lanes: Option<u32>,
+    pub max_gigatransfers_per_second: Option<f64>,
+    pub max_width_lanes: Option<u32>,
+}
+
+/// Counter changes on one side over one trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideCounters {
+    /// Interface the NIC counters and interrupts belong to.
+    pub interface: Option<String>,
+    /// Time between the two readings.
+    pub seconds: f64,
+    pub nic: Option<NicCounters>,
+    pub interrupts: Option<InterruptCounters>,
+    /// System-wide (per network namespace) TCP counters of /proc/net/snmp.
+    pub tcp: Option<TcpCounters>,
+    /// System-wide (per network namespace) UDP counters of /proc/net/snmp.
+    pub udp: Option<UdpCounters>,
+    /// CPU throttling of this process's cgroup (cpu controller).
+    pub cgroup_cpu: Option<CgroupCpu>,
+    /// Run time and CPU wait of the threads this side started for the trial.
+    #[serde(default)]
+    pub scheduling: Option<ThreadScheduling>,
+}
+
+/// Scheduling of a side's trial threads (/proc/self/task/*/schedstat).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadScheduling {
+    pub threads: u32,
+    /// Time on a CPU.
+    pub run_seconds: f64,
+    /// Time ready to run but waiting for a CPU (run delay).
+    pub wait_seconds: f64,
+    /// wait / (run + wait).
+    pub wait_percent: Option<f64>,
+}
+
+/// sysfs statistics/ of the interface, as changes over the trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicCounters {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_missed_errors: u64,
+    pub rx_fifo_errors: u64,
+}
+
+/// Interrupts of the interface's queues (/proc/interrupts).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterruptCounters {
+    pub irqs: Vec<u32>,
+    pub interrupts: u64,
+    pub interrupts_per_second: f64,
+    /// Packets (rx + tx) per interrupt; None without interrupts.
+    pub packets_per_interrupt: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpCounters {
+    pub out_segments: u64,
+    pub retransmitted_segments: u64,
+    pub retransmitted_percent: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpCounters {
+    pub in_datagrams: u64,
+    pub in_errors: u64,
+    pub receive_buffer_errors: u64,
+    pub send_buffer_errors: u64,
+    /// RcvbufErrors / (InDatagrams + InErrors).
+    pub receive_buffer_errors_percent: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CgroupCpu {
+    pub cgroup: String,
+    pub periods: u64,
+    pub throttled_periods: u64,
+    pub throttled_seconds: f64,
+    pub throttled_percent_of_periods: Option<f64>,
+    /// cpu.cfs_quota_us and cpu.cfs_period_us; None quota = unlimited.
+    pub quota_us: Option<u64>,
+    pub period_us: Option<u64>,
+}
+
+/// Counters of both ends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BothCounters {
+    pub client: Option<SideCounters>,
+    pub agent: Option<SideCounters>,
+}
+
+/// Measured throughput against the line-rate model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LineRateShare {
+    pub link_bits_per_second: u64,
+    /// `option` (--link-speed), `nic` (the slower end's link speed) or
+    /// `qdisc` (a tbf shaper on an end's interface, slower than its link).
+    pub link_speed_source: String,
+    /// Ethernet frame and payload per frame the model assumed.
+    pub frame_bytes: u64,
+    pub payload_bytes: u64,
+    pub theoretical_goodput_bits_per_second: f64,
+    /// Receiver throughput of the busier direction.
+    pub measured_bits_per_second: f64,
+    pub percent_of_theoretical_goodput: f64,
+}
+
+/// The bottleneck verdict: a kind for programs, a line for people.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// `cpu_bound`, `cpu_starved`, `cgroup_throttled`, `link_bound`,
+    /// `model_exceeded`, `socket_buffer_drops`, `nic_drops`,
+    /// `retransmitting` or `none`.
+    pub kind: String,
+    pub summary: String,
 }
 
 #[cfg(test)]
@@ -591,6 +843,7 @@ mod tests {
             host,
             streams,
             cpu: CpuReport::default(),
+            counters: None,
         }
     }
 

@@ -9,7 +9,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::model::{Endpoint, Host, MergeError, RunResult, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
-use crate::probe::host::local_facts;
+use crate::probe::host::facts_toward;
 use crate::protocol::channel::Channel;
 use crate::protocol::{token_from_hex, Hello, Message, ProtocolError, MAX_AGENT_FRAME};
 use crate::trial::{self, TrialError, TrialPlan};
@@ -238,13 +238,13 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
             }
         }
     }
-    Ok(RunResult {
+    let mut run = RunResult {
         schema: SCHEMA.to_string(),
         workload: spec.workload.clone(),
         started_at_unix_seconds: started_at.as_secs_f64(),
         client: Endpoint {
             address: client_addr.to_string(),
-            facts: local_facts(),
+            facts: facts_toward(client_addr.ip()),
         },
         agent: Endpoint {
             address: agent_addr.to_string(),
@@ -253,5 +253,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         spec: spec.clone(),
         trials: vec![result.clone()],
         result,
-    })
+    };
+    crate::verdict::annotate(&mut run, None);
+    Ok(run)
 }

@@ -9,7 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::model::{Host, SideReport};
+use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
+use crate::probe::sched::ThreadTracker;
 use crate::protocol::channel::Channel;
 use crate::protocol::{Message, ProtocolError};
 use crate::workload::runner::IntervalCallback;
@@ -71,6 +73,9 @@ pub fn run_side(
         Host::Agent => spec.agent.cpus.clone(),
     };
     let abort = side.aborter();
+    let counter_probe = CounterProbe::for_local_address(channel.stream().local_addr().ok().map(|a| a.ip()));
+    let counters_before = counter_probe.snapshot();
+    let mut threads = ThreadTracker::start();
     let before = sampler.sample().map_err(TrialError::Cpu)?;
     let control = RunControl {
         stop: Arc::clone(&stop),
@@ -94,6 +99,7 @@ pub fn run_side(
     let mut stop_sent = false;
     let mut failure = None;
     loop {
+        threads.sample();
         if worker.is_finished() && (!plan.wait_for_peer_report || peer_report.is_some()) {
             break;
         }
@@ -143,6 +149,8 @@ pub fn run_side(
     let outcome = worker.join().unwrap_or_default();
     let seconds = start.elapsed().as_secs_f64();
     let after = sampler.sample().map_err(TrialError::Cpu)?;
+    let mut counters = counter_probe.delta(&counters_before, &counter_probe.snapshot());
+    counters.scheduling = threads.report();
     let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.omitted_bytes).sum();
     let mut cpu = cpu_report(
         &before,
@@ -168,6 +176,7 @@ pub fn run_side(
             host: plan.host,
             streams: outcome.streams,
             cpu,
+            counters: Some(counters),
         },
         peer: peer_report,
     })

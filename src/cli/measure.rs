@@ -74,6 +74,10 @@ pub struct MeasureArgs {
     /// Print interval samples and then the result as JSON lines.
     #[arg(long)]
     pub json_stream: bool,
+    /// Link speed for the percent of theoretical goodput and the verdict
+    /// (e.g. 1G, 10G, 100M); default: the slower end's NIC link speed.
+    #[arg(long, value_name = "RATE", value_parser = super::linerate::link_rate)]
+    pub link_speed: Option<u64>,
     /// How long to wait for the agent to accept the control connection.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse::positive_duration)]
     pub connect_timeout: Duration,

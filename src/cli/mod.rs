@@ -2,7 +2,9 @@
 //! arguments are turned into a validated configuration in `cmd/`. The doc
 //! comments are the help text.
 
+pub mod host;
 pub mod lab;
+pub mod linerate;
 pub mod measure;
 pub mod parse;
 pub mod rr;
@@ -10,6 +12,8 @@ pub mod udp;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use host::HostArgs;
+pub use linerate::LinerateArgs;
 pub use measure::{MeasureArgs, TcpArgs};
 pub use rr::RrArgs;
 pub use udp::UdpArgs;
@@ -41,6 +45,10 @@ pub enum Command {
     Rr(Box<RrArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
+    /// Host and NIC facts: this machine's, or an agent's with --remote.
+    Host(HostArgs),
+    /// Line-rate model: frames/s, goodput and efficiency of Ethernet links.
+    Linerate(LinerateArgs),
     /// Emulated testbed: hosts (network namespaces) joined by veth links.
     Lab(lab::LabArgs),
 }

@@ -10,6 +10,7 @@ use super::signals;
 use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
 use crate::model::RunResult;
+use crate::probe::nic;
 use crate::report::json::{Json, StreamEvent};
 use crate::report::text::{interval_lines, Text};
 use crate::report::Reporter;
@@ -50,9 +51,15 @@ pub fn bind_address(bind: &str, family: Option<Family>) -> anyhow::Result<IpAddr
     if let Ok(ip) = bind.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
         return Ok(ip);
     }
-    let invalid = |why: String| SpecError::Invalid(format!("-B {bind}: {why}"));
-    let addresses =
-        crate::probe::host::interface_addresses(bind).map_err(|e| invalid(format!("not an IP address, and {e}")))?;
+    let invalid = |why: &str| SpecError::Invalid(format!("-B {bind}: {why}"));
+    let addresses: Vec<IpAddr> = nic::interface_addresses()
+        .into_iter()
+        .filter(|(name, _)| name == bind)
+        .map(|(_, ip)| ip)
+        .collect();
+    if addresses.is_empty() && !nic::interface_names().iter().any(|name| name == bind) {
+        return Err(invalid("not an IP address, and there is no interface of that name").into());
+    }
     addresses
         .into_iter()
         .filter(|ip| match family {
@@ -66,7 +73,7 @@ pub fn bind_address(bind: &str, family: Option<Family>) -> anyhow::Result<IpAddr
             IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) != 0xfe80 => 1,
             IpAddr::V6(_) => 2,
         })
-        .ok_or_else(|| invalid("the interface has no address of the requested family".into()).into())
+        .ok_or_else(|| invalid("the interface has no address of the requested family").into())
 }
 
 pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
@@ -101,7 +108,7 @@ pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
         None
     };
     let target = target(m)?;
-    let run = session::run(
+    let mut run = session::run(
         &target,
         spec,
         RunOptions {
@@ -111,6 +118,9 @@ pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
         },
     )
     .with_context(|| format!("{} test against {}:{}", spec.workload, m.host, m.port))?;
+    if m.link_speed.is_some() {
+        crate::verdict::annotate(&mut run, m.link_speed);
+    }
     print(m, &run)
 }
 

@@ -3,7 +3,9 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub mod demo;
+pub mod host;
 pub mod lab;
+pub mod linerate;
 pub mod measure;
 pub mod rr;
 pub mod serve;
@@ -30,6 +32,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Udp(args) => udp::run(*args),
         Command::Rr(args) => rr::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Host(args) => host::run(args),
+        Command::Linerate(args) => linerate::run(args),
         Command::Lab(args) => lab::run(args),
     }
 }
@@ -44,6 +48,9 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
             return e.exit_code();
         }
         if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
+            return 2;
+        }
+        if cause.downcast_ref::<crate::linerate::LineRateError>().is_some() {
             return 2;
         }
         if let Some(e) = cause.downcast_ref::<crate::lab::LabError>() {
@@ -64,5 +71,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
+        Command::Host(_) | Command::Linerate(_) => None,
     }
 }

@@ -22,6 +22,10 @@
 //!          ◀─────────────────────────────── done {report}
 //! ```
 //!
+//! `nicbench host --remote` sends `facts_request` instead of `test_request`
+//! and gets `facts {facts}` back (the agent's host and the interface
+//! toward the client).
+//!
 //! See `docs/PROTOCOL.md` for the full description.
 
 pub mod channel;
@@ -80,6 +84,10 @@ pub enum Message {
     Busy { seconds_left: f64 },
     /// Refusal or failure, in words meant for the user.
     Error { message: String },
+    /// Client, instead of a test request: send your host facts.
+    FactsRequest,
+    /// Agent: its facts, with the interface toward the client; then it closes.
+    Facts { facts: HostFacts },
 }
 
 impl Message {
@@ -95,6 +103,8 @@ impl Message {
             Message::Done { .. } => "done",
             Message::Busy { .. } => "busy",
             Message::Error { .. } => "error",
+            Message::FactsRequest => "facts_request",
+            Message::Facts { .. } => "facts",
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Rendering results: one [`Reporter`] per output format, each writing to
 //! any `Write`. Reporters see only the result model, never the workload.
 
+pub mod facts;
 pub mod json;
+pub mod linerate;
 pub mod text;
 
 use std::io::{self, Write};

@@ -164,6 +164,7 @@ impl Reporter for Text {
                 "  (client and agent share one host: both CPU lines cover the same cores)"
             )?;
         }
+        super::facts::write_run_tail(run, out)?;
         Ok(())
     }
 }

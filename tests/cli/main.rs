@@ -3,6 +3,7 @@
 //! (the lab) say why they skip instead of passing silently.
 
 mod common;
+mod facts;
 mod lab;
 mod rr;
 mod tcp;

@@ -1,0 +1,30 @@
+//! Options of `nicbench host`.
+
+use std::net::IpAddr;
+
+use clap::Args;
+
+/// `nicbench host`
+#[derive(Debug, Clone, Args)]
+pub struct HostArgs {
+    /// Ask the agent on HOST for its facts instead (`nicbench serve` must
+    /// run there); its interface is the one toward this client.
+    #[arg(long, value_name = "HOST", conflicts_with_all = ["interface", "peer"])]
+    pub remote: Option<String>,
+    /// Agent control port (with --remote).
+    #[arg(short, long, default_value_t = crate::protocol::DEFAULT_PORT)]
+    pub port: u16,
+    /// Show this interface only.
+    #[arg(short = 'I', long, value_name = "NAME", conflicts_with = "peer")]
+    pub interface: Option<String>,
+    /// Show the interface the route to this address leaves from (no
+    /// traffic is sent).
+    #[arg(long, value_name = "ADDR")]
+    pub peer: Option<IpAddr>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// How long to wait for the agent to accept the control connection.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::parse::positive_duration)]
+    pub connect_timeout: std::time::Duration,
+}

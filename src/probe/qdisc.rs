@@ -1,0 +1,262 @@
+//! The root qdisc of an interface, and its rate when it is a shaper (tbf).
+//! sysfs does not name the qdisc, so this asks the kernel over a raw
+//! rtnetlink socket (RTM_GETQDISC dump, parsed here; no crate and no `tc`
+//! process). Any failure reads as "unknown" (None).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+const RTM_NEWQDISC: u16 = 36;
+const RTM_GETQDISC: u16 = 38;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_DUMP: u16 = 0x300;
+const TCA_KIND: u16 = 1;
+const TCA_OPTIONS: u16 = 2;
+const TCA_TBF_PARMS: u16 = 1;
+const TCA_TBF_RATE64: u16 = 4;
+/// Offset of `rate.rate` (bytes/s) in `struct tc_tbf_qopt`.
+const TBF_RATE_OFFSET: usize = 8;
+const TC_H_ROOT: u32 = 0xFFFF_FFFF;
+const NLMSG_HEADER: usize = 16;
+const TCMSG: usize = 20;
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// The root qdisc of an interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Qdisc {
+    pub kind: String,
+    /// Shaping rate of a tbf qdisc.
+    pub rate_bits_per_second: Option<u64>,
+}
+
+/// The root qdisc of interface `ifindex`.
+pub fn root_qdisc(ifindex: i32) -> Option<Qdisc> {
+    // SAFETY: plain socket(2); owned below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let timeout = libc::timeval { tv_sec: 1, tv_usec: 0 };
+    // SAFETY: valid option struct and size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&timeout as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as u32,
+        );
+    }
+    let mut request = [0u8; NLMSG_HEADER + TCMSG];
+    request[0..4].copy_from_slice(&((NLMSG_HEADER + TCMSG) as u32).to_ne_bytes());
+    request[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
+    request[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    request[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    request[NLMSG_HEADER + 4..NLMSG_HEADER + 8].copy_from_slice(&ifindex.to_ne_bytes());
+    // SAFETY: sending our buffer to the kernel (a zeroed sockaddr_nl is the kernel).
+    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    kernel.nl_family = libc::AF_NETLINK as u16;
+    let sent = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+            (&kernel as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if sent < 0 {
+        return None;
+    }
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut found = None;
+    for _ in 0..1000 {
+        // SAFETY: receiving into our buffer.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), 0) };
+        if n <= 0 {
+            return found;
+        }
+        match parse_dump(&buffer[..n as usize], ifindex) {
+            Dump::More(kind) => found = found.or(kind),
+            Dump::Done(kind) => return found.or(kind),
+        }
+    }
+    found
+}
+
+/// What one datagram of the dump held.
+#[derive(Debug, PartialEq)]
+enum Dump {
+    More(Option<Qdisc>),
+    Done(Option<Qdisc>),
+}
+
+/// Finds the root qdisc of `ifindex` among the messages of one datagram.
+fn parse_dump(mut data: &[u8], ifindex: i32) -> Dump {
+    let u16_at = |d: &[u8], i: usize| u16::from_ne_bytes([d[i], d[i + 1]]);
+    let u32_at = |d: &[u8], i: usize| u32::from_ne_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+    let mut kind = None;
+    while data.len() >= NLMSG_HEADER {
+        let length = u32_at(data, 0) as usize;
+        if length < NLMSG_HEADER || length > data.len() {
+            return Dump::Done(kind);
+        }
+        let message_type = u16_at(data, 4);
+        if message_type == NLMSG_DONE || message_type == NLMSG_ERROR {
+            return Dump::Done(kind);
+        }
+        let body = &data[NLMSG_HEADER..length];
+        if message_type == RTM_NEWQDISC && body.len() >= TCMSG {
+            let index = u32_at(body, 4) as i32;
+            let parent = u32_at(body, 12);
+            if index == ifindex && parent == TC_H_ROOT {
+                kind = Some(parse_qdisc(&body[TCMSG..]));
+            }
+        }
+        data = &data[align4(length).min(data.len())..];
+    }
+    Dump::More(kind)
+}
+
+/// Netlink attributes: (type, value) pairs, 4-byte aligned.
+fn attributes(mut data: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut list = Vec::new();
+    while data.len() >= 4 {
+        let length = u16::from_ne_bytes([data[0], data[1]]) as usize;
+        if length < 4 || length > data.len() {
+            break;
+        }
+        // The top bit marks nested attributes; the type is below it.
+        let kind = u16::from_ne_bytes([data[2], data[3]]) & 0x3fff;
+        list.push((kind, &data[4..length]));
+        data = &data[align4(length).min(data.len())..];
+    }
+    list
+}
+
+fn parse_qdisc(attrs: &[u8]) -> Qdisc {
+    let mut qdisc = Qdisc::default();
+    let mut options: &[u8] = &[];
+    for (kind, value) in attributes(attrs) {
+        match kind {
+            TCA_KIND => {
+                let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+                qdisc.kind = String::from_utf8_lossy(&value[..end]).into_owned();
+            }
+            TCA_OPTIONS => options = value,
+            _ => {}
+        }
+    }
+    if qdisc.kind == "tbf" {
+        let mut rate = None;
+        for (kind, value) in attributes(options) {
+            match kind {
+                TCA_TBF_PARMS if value.len() >= TBF_RATE_OFFSET + 4 && rate.is_none() => {
+                    let bytes: [u8; 4] = value[TBF_RATE_OFFSET..TBF_RATE_OFFSET + 4]
+                        .try_into()
+                        .unwrap_or_default();
+                    rate = Some(u64::from(u32::from_ne_bytes(bytes)));
+                }
+                // Rates of 4 GB/s and more do not fit the 32-bit field.
+                TCA_TBF_RATE64 if value.len() >= 8 => {
+                    let bytes: [u8; 8] = value[..8].try_into().unwrap_or_default();
+                    rate = Some(u64::from_ne_bytes(bytes));
+                }
+                _ => {}
+            }
+        }
+        qdisc.rate_bits_per_second = rate.filter(|&r| r > 0).map(|r| r * 8);
+    }
+    qdisc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
+        a.extend_from_slice(&kind.to_ne_bytes());
+        a.extend_from_slice(value);
+        a.resize(align4(a.len()), 0);
+        a
+    }
+
+    fn message(ifindex: i32, parent: u32, kind: &str) -> Vec<u8> {
+        message_with(ifindex, parent, kind, &[])
+    }
+
+    fn message_with(ifindex: i32, parent: u32, kind: &str, options: &[u8]) -> Vec<u8> {
+        let mut attrs = attr(TCA_KIND, format!("{kind}\0").as_bytes());
+        if !options.is_empty() {
+            attrs.extend(attr(TCA_OPTIONS | 0x8000, options));
+        }
+        let mut tc = vec![0u8; TCMSG];
+        tc[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+        tc[12..16].copy_from_slice(&parent.to_ne_bytes());
+        let length = NLMSG_HEADER + tc.len() + attrs.len();
+        let mut m = Vec::new();
+        m.extend_from_slice(&(length as u32).to_ne_bytes());
+        m.extend_from_slice(&RTM_NEWQDISC.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 10]);
+        m.extend(tc);
+        m.extend(attrs);
+        m
+    }
+
+    #[test]
+    fn finds_the_root_qdisc_of_the_interface() {
+        let mut data = message(3, 0x0001_0001, "pfifo");
+        data.extend(message(2, TC_H_ROOT, "fq_codel"));
+        data.extend(message(3, TC_H_ROOT, "tbf"));
+        let found = |kind: &str| {
+            Dump::More(Some(Qdisc {
+                kind: kind.into(),
+                rate_bits_per_second: None,
+            }))
+        };
+        assert_eq!(parse_dump(&data, 3), found("tbf"));
+        assert_eq!(parse_dump(&data, 2), found("fq_codel"));
+        assert_eq!(parse_dump(&data, 9), Dump::More(None));
+    }
+
+    #[test]
+    fn tbf_rate_comes_from_its_parameters_or_the_64_bit_rate() {
+        // tc_tbf_qopt: rate spec (rate at byte 8), peak rate spec, limit, buffer, mtu.
+        let mut parms = vec![0u8; 36];
+        parms[8..12].copy_from_slice(&12_500_000u32.to_ne_bytes());
+        let data = message_with(4, TC_H_ROOT, "tbf", &attr(TCA_TBF_PARMS, &parms));
+        let Dump::More(Some(q)) = parse_dump(&data, 4) else {
+            panic!("no qdisc")
+        };
+        assert_eq!(q.rate_bits_per_second, Some(100_000_000));
+        let mut options = attr(TCA_TBF_PARMS, &parms);
+        options.extend(attr(TCA_TBF_RATE64, &50_000_000_000u64.to_ne_bytes()));
+        let data = message_with(4, TC_H_ROOT, "tbf", &options);
+        let Dump::More(Some(q)) = parse_dump(&data, 4) else {
+            panic!("no qdisc")
+        };
+        assert_eq!(q.rate_bits_per_second, Some(400_000_000_000));
+    }
+
+    #[test]
+    fn truncated_messages_end_the_parse() {
+        let data = message(3, TC_H_ROOT, "tbf");
+        assert_eq!(parse_dump(&data[..30], 3), Dump::Done(None));
+        assert_eq!(parse_dump(&[], 3), Dump::More(None));
+    }
+}

@@ -1,0 +1,384 @@
+//! The bottleneck verdict: one plain line, derived from what a trial
+//! measured, that says where the limit was — and no more than the numbers
+//! support. Rules are checked in order and the first that holds speaks:
+//!
+//! 1. a side's cgroup CPU quota throttled it in most periods;
+//! 2. throughput reached 90% of the theoretical goodput of the link (above
+//!    110% the assumed link speed is wrong, and the verdict says so);
+//! 3. the receiver dropped datagrams in the socket buffer (UDP RcvbufErrors);
+//! 4. the receiving NIC dropped packets;
+//! 5. TCP retransmitted 1% of its segments or more;
+//! 6. a side's trial threads waited for a CPU most of the time they were
+//!    ready to run (schedstat run delay: a cgroup quota, or other work);
+//! 7. a side's stream threads or one of its cores were busy 95% of the time.
+//!
+//! Otherwise: "no bottleneck stands out". [`annotate`] also fills in the
+//! percent of theoretical goodput, so it runs on every result.
+
+use crate::linerate::{self, Size, Stack};
+use crate::model::{CpuReport, Host, LineRateShare, RunResult, SideCounters, TrialResult, Verdict};
+use crate::units::Rate;
+
+/// Share of the theoretical goodput from which a result is link-bound.
+pub const LINK_BOUND_PERCENT: f64 = 90.0;
+/// Above this share of the theoretical goodput the assumed link speed is
+/// wrong. A little above 100% is normal under a shaper such as tbf, which
+/// counts frames without preamble, gap and FCS.
+pub const MODEL_EXCEEDED_PERCENT: f64 = 110.0;
+/// Busy share of a core (or of the stream threads) that counts as CPU-bound.
+pub const CPU_BOUND_PERCENT: f64 = 95.0;
+/// Share of their ready time that threads waited for a CPU, and share of
+/// the trial the waiting must cover, to count as CPU-bound.
+pub const WAIT_PERCENT: f64 = 50.0;
+pub const WAIT_SHARE_OF_TRIAL_PERCENT: f64 = 25.0;
+/// Share of throttled cgroup periods that counts as CPU-bound.
+pub const THROTTLED_PERCENT: f64 = 50.0;
+/// Drop and retransmission shares worth a verdict.
+pub const LOSS_PERCENT: f64 = 1.0;
+
+/// Fills in `line_rate` and `verdict` of every trial of `run`; the link
+/// speed is `link_speed` when given, else the slowest of both ends' NIC
+/// link speeds and tbf shaping rates.
+pub fn annotate(run: &mut RunResult, link_speed: Option<u64>) {
+    let link = link_speed.map(|s| (s, "option")).or_else(|| {
+        [&run.client.facts.interface, &run.agent.facts.interface]
+            .iter()
+            .filter_map(|nic| {
+                let nic = nic.as_ref()?;
+                let link = nic.link_speed_bits_per_second.map(|s| (s, "nic"));
+                let shaper = nic.qdisc_rate_bits_per_second.map(|s| (s, "qdisc"));
+                [link, shaper].into_iter().flatten().min()
+            })
+            .min()
+    });
+    let mtu = [&run.client.facts.interface, &run.agent.facts.interface]
+        .iter()
+        .filter_map(|nic| nic.as_ref()?.mtu_bytes)
+        .min()
+        .unwrap_or(1500);
+    let ipv6 = run
+        .agent
+        .address
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.is_ipv6() && !a.ip().to_string().starts_with("::ffff:"));
+    let shared = shared_host(run);
+    let message_bytes = run.spec.message_bytes;
+    let judge_trial = |trial: &mut TrialResult| {
+        trial.line_rate =
+            link.and_then(|(speed, source)| line_rate_share(trial, speed, source, mtu, ipv6, message_bytes));
+        trial.verdict = Some(judge(trial, shared));
+    };
+    judge_trial(&mut run.result);
+    for trial in &mut run.trials {
+        judge_trial(trial);
+    }
+}
+
+/// True when client and agent ran on one kernel (same boot id: one host,
+/// or namespaces of one host), so their CPU figures cover the same cores.
+pub fn shared_host(run: &RunResult) -> bool {
+    let (client, agent) = (&run.client.facts, &run.agent.facts);
+    if !client.boot_id.is_empty() && client.boot_id == agent.boot_id {
+        return true;
+    }
+    let ip = |a: &str| a.parse::<std::net::SocketAddr>().ok().map(|s| s.ip());
+    client.hostname == agent.hostname
+        && matches!((ip(&run.client.address), ip(&run.agent.address)), (Some(a), Some(b)) if a == b || a.is_loopback())
+}
+
+fn line_rate_share(
+    trial: &TrialResult,
+    link: u64,
+    source: &str,
+    mtu: u32,
+    ipv6: bool,
+    message_bytes: u64,
+) -> Option<LineRateShare> {
+    let tcp = trial.streams.iter().find_map(|s| s.sender.tcp_info.as_ref());
+    let model = match tcp {
+        Some(info) => linerate::tcp_goodput(
+            link as f64,
+            u64::from(info.path_mtu_bytes),
+            u64::from(info.send_mss_bytes),
+        ),
+        None => {
+            let stack = if ipv6 { Stack::Udp6 } else { Stack::Udp4 };
+            let room = u64::from(mtu).saturating_sub(stack.header_bytes()).max(1);
+            linerate::compute(link as f64, Size::Payload(message_bytes.clamp(1, room)), stack, false).ok()
+        }
+    }?;
+    let measured = [&trial.sum.client_to_agent, &trial.sum.agent_to_client]
+        .iter()
+        .filter_map(|f| f.as_ref().map(|f| f.receiver.bits_per_second))
+        .fold(0.0, f64::max);
+    Some(LineRateShare {
+        link_bits_per_second: link,
+        link_speed_source: source.to_string(),
+        frame_bytes: model.frame_bytes,
+        payload_bytes: model.payload_bytes,
+        theoretical_goodput_bits_per_second: model.goodput_bits_per_second,
+        measured_bits_per_second: measured,
+        percent_of_theoretical_goodput: measured * 100.0 / model.goodput_bits_per_second,
+    })
+}
+
+fn verdict(kind: &str, summary: String) -> Verdict {
+    Verdict {
+        kind: kind.to_string(),
+        summary,
+    }
+}
+
+/// What a host did in the trial: "sender", "receiver", or its process
+/// name when it did both.
+fn role_name(trial: &TrialResult, host: Host) -> &'static str {
+    let sends = trial.streams.iter().any(|s| s.flow.sender() == host);
+    let receives = trial.streams.iter().any(|s| s.flow.receiver() == host);
+    match (sends, receives) {
+        (true, false) => "sender",
+        (false, true) => "receiver",
+        _ => host.as_str(),
+    }
+}
+
+fn counters(trial: &TrialResult, host: Host) -> Option<&SideCounters> {
+    match host {
+        Host::Client => trial.counters.client.as_ref(),
+        Host::Agent => trial.counters.agent.as_ref(),
+    }
+}
+
+fn cpu(trial: &TrialResult, host: Host) -> &CpuReport {
+    match host {
+        Host::Client => &trial.cpu.client,
+        Host::Agent => &trial.cpu.agent,
+    }
+}
+
+const HOSTS: [Host; 2] = [Host::Client, Host::Agent];
+
+/// The verdict of one trial; `shared` when both ends ran on one host.
+pub fn judge(trial: &TrialResult, shared: bool) -> Verdict {
+    throttled(trial)
+        .or_else(|| link_bound(trial))
+        .or_else(|| socket_buffer_drops(trial))
+        .or_else(|| nic_drops(trial))
+        .or_else(|| retransmitting(trial))
+        .or_else(|| starved(trial))
+        .or_else(|| cpu_bound(trial, shared))
+        .unwrap_or_else(|| verdict("none", "no bottleneck stands out".into()))
+}
+
+fn throttled(trial: &TrialResult) -> Option<Verdict> {
+    HOSTS.iter().find_map(|&host| {
+        let cg = counters(trial, host)?.cgroup_cpu.as_ref()?;
+        let share = cg.throttled_percent_of_periods?;
+        (share >= THROTTLED_PERCENT && cg.periods >= 10).then(|| {
+            let quota = match (cg.quota_us, cg.period_us) {
+                (Some(q), Some(p)) => format!(" (quota {q} us per {p} us)"),
+                _ => String::new(),
+            };
+            verdict(
+                "cgroup_throttled",
+                format!(
+                    "{} CPU-bound: its cgroup {} throttled it in {share:.0}% of CPU periods{quota}",
+                    role_name(trial, host),
+                    cg.cgroup
+                ),
+            )
+        })
+    })
+}
+
+fn starved(trial: &TrialResult) -> Option<Verdict> {
+    HOSTS.iter().find_map(|&host| {
+        let c = counters(trial, host)?;
+        let s = c.scheduling.as_ref()?;
+        let share = s.wait_percent?;
+        let long_enough = s.wait_seconds * 100.0 >= WAIT_SHARE_OF_TRIAL_PERCENT * c.seconds;
+        (share >= WAIT_PERCENT && long_enough).then(|| {
+            verdict(
+                "cpu_starved",
+                format!(
+                    "{} CPU-bound: its threads waited for a CPU {share:.0}% of the time they were ready to run \
+                     (ran {:.2} s, waited {:.2} s)",
+                    role_name(trial, host),
+                    s.run_seconds,
+                    s.wait_seconds
+                ),
+            )
+        })
+    })
+}
+
+fn link_bound(trial: &TrialResult) -> Option<Verdict> {
+    let share = trial.line_rate.as_ref()?;
+    if share.percent_of_theoretical_goodput > MODEL_EXCEEDED_PERCENT {
+        return Some(verdict(
+            "model_exceeded",
+            format!(
+                "faster than the line-rate model allows: {:.1}% of the theoretical goodput of a {} link; \
+                 the link is faster than assumed (check --link-speed)",
+                share.percent_of_theoretical_goodput,
+                Rate(share.link_bits_per_second as f64)
+            ),
+        ));
+    }
+    (share.percent_of_theoretical_goodput >= LINK_BOUND_PERCENT).then(|| {
+        verdict(
+            "link_bound",
+            format!(
+                "link-bound: {:.1}% of line rate ({} of {} theoretical goodput on a {} link)",
+                share.percent_of_theoretical_goodput,
+                Rate(share.measured_bits_per_second),
+                Rate(share.theoretical_goodput_bits_per_second),
+                Rate(share.link_bits_per_second as f64)
+            ),
+        )
+    })
+}
+
+/// Hosts that received data in this trial.
+fn receivers(trial: &TrialResult) -> impl Iterator<Item = Host> + '_ {
+    HOSTS
+        .into_iter()
+        .filter(|&h| trial.streams.iter().any(|s| s.flow.receiver() == h))
+}
+
+fn socket_buffer_drops(trial: &TrialResult) -> Option<Verdict> {
+    receivers(trial).find_map(|host| {
+        let udp = counters(trial, host)?.udp.as_ref()?;
+        let share = udp.receive_buffer_errors_percent?;
+        (share >= LOSS_PERCENT && udp.receive_buffer_errors >= 10).then(|| {
+            verdict(
+                "socket_buffer_drops",
+                format!(
+                    "{} dropping in the socket buffer: {share:.1}% of datagrams ({} dropped)",
+                    role_name(trial, host),
+                    udp.receive_buffer_errors
+                ),
+            )
+        })
+    })
+}
+
+fn nic_drops(trial: &TrialResult) -> Option<Verdict> {
+    receivers(trial).find_map(|host| {
+        let nic = counters(trial, host)?.nic.as_ref()?;
+        let dropped = nic.rx_dropped + nic.rx_missed_errors + nic.rx_fifo_errors;
+        let arrived = nic.rx_packets + dropped;
+        let share = if arrived > 0 {
+            dropped as f64 * 100.0 / arrived as f64
+        } else {
+            0.0
+        };
+        (share >= LOSS_PERCENT && dropped >= 10).then(|| {
+            verdict(
+                "nic_drops",
+                format!(
+                    "{} NIC dropping: {share:.1}% of arriving packets ({dropped} dropped)",
+                    role_name(trial, host)
+                ),
+            )
+        })
+    })
+}
+
+fn retransmitting(trial: &TrialResult) -> Option<Verdict> {
+    HOSTS
+        .iter()
+        .filter(|&&h| trial.streams.iter().any(|s| s.flow.sender() == h))
+        .find_map(|&host| {
+            let tcp = counters(trial, host)?.tcp.as_ref()?;
+            let share = tcp.retransmitted_percent?;
+            (share >= LOSS_PERCENT && tcp.out_segments >= 100).then(|| {
+                verdict(
+                    "retransmitting",
+                    format!(
+                        "retransmitting: {share:.1}% of segments ({} of {} sent by the {})",
+                        tcp.retransmitted_segments,
+                        tcp.out_segments,
+                        role_name(trial, host)
+                    ),
+                )
+            })
+        })
+}
+
+/// How busy a side was: its stream threads' share of their wall time, and
+/// its busiest core. Returns (percent, description).
+fn cpu_load(trial: &TrialResult, host: Host, shared: bool) -> Option<(f64, String)> {
+    let cpu = cpu(trial, host);
+    let threads = trial
+        .streams
+        .iter()
+        .filter(|s| s.flow.sender() == host || s.flow.receiver() == host)
+        .count()
+        .max(1);
+    let own = cpu.process.user_seconds + cpu.process.system_seconds;
+    let thread_percent = if cpu.seconds > 0.0 {
+        own * 100.0 / (cpu.seconds * threads as f64)
+    } else {
+        0.0
+    };
+    let core = &cpu.busiest_core;
+    if thread_percent >= CPU_BOUND_PERCENT {
+        let plural = if threads == 1 { "" } else { "s" };
+        return Some((
+            thread_percent,
+            format!(
+                "its {threads} stream thread{plural} on CPU {thread_percent:.0}% of the time (user {:.2} s, sys {:.2} s)",
+                cpu.process.user_seconds, cpu.process.system_seconds
+            ),
+        ));
+    }
+    // On one host both sides see the same cores: a busy core cannot be
+    // pinned on either side.
+    (!shared && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
+        (
+            core.utilization_percent,
+            format!(
+                "core {} at {:.0}% ({:.0}% softirq, {:.0}% sys, {:.0}% user)",
+                core.core, core.utilization_percent, core.softirq_percent, core.system_percent, core.user_percent
+            ),
+        )
+    })
+}
+
+fn cpu_bound(trial: &TrialResult, shared: bool) -> Option<Verdict> {
+    let loads: Vec<(Host, f64, String)> = HOSTS
+        .iter()
+        .filter_map(|&h| cpu_load(trial, h, shared).map(|(p, d)| (h, p, d)))
+        .collect();
+    match loads.as_slice() {
+        [(host, _, detail)] => Some(verdict(
+            "cpu_bound",
+            format!("{} CPU-bound: {detail}", role_name(trial, *host)),
+        )),
+        [(a, _, da), (b, _, db)] => Some(verdict(
+            "cpu_bound",
+            format!(
+                "both ends CPU-bound: {} {da}; {} {db}",
+                role_name(trial, *a),
+                role_name(trial, *b)
+            ),
+        )),
+        _ => {
+            let core = &trial.cpu.client.busiest_core;
+            (shared && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
+                verdict(
+                    "cpu_bound",
+                    format!(
+                        "host CPU-bound: core {} at {:.0}% ({:.0}% softirq); client and agent share this host, \
+                         so the side cannot be named",
+                        core.core, core.utilization_percent, core.softirq_percent
+                    ),
+                )
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "verdict_tests.rs"]
+mod tests;
