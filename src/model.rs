@@ -161,6 +161,12 @@ pub struct StreamEnd {
     /// The message-size sweep this end drove (`sweep` workload, client end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepResult>,
+    /// Datagram counts of a UDP stream end (the `udp` workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEnd>,
+    /// Transactions and latency of a request/response flow (the `rr` workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrEnd>,
 }
 
 /// One message size of a sweep.
@@ -223,6 +229,136 @@ pub struct SweepResult {
     pub summary: SweepSummary,
 }
 
+/// What one end of a UDP stream counted. Counts are after the warm-up:
+/// every datagram carries a flag saying whether it was sent during it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpEnd {
+    /// Payload bytes per datagram.
+    pub datagram_bytes: u64,
+    /// Datagrams sent (sender) or distinct datagrams received (receiver).
+    pub datagrams: u64,
+    /// Datagrams sent or received during the warm-up, not in `datagrams`.
+    pub warmup_datagrams: u64,
+    /// Datagrams per sendmmsg/recvmmsg call, on average.
+    pub datagrams_per_syscall: f64,
+    /// UDP GSO (sender) or GRO (receiver) was in use.
+    pub segmentation_offload: bool,
+    /// The asked rate; None for `-b max`. Sender only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_bits_per_second: Option<f64>,
+    /// Sends the kernel refused (ENOBUFS, ECONNREFUSED), counted and skipped.
+    #[serde(default)]
+    pub send_errors: u64,
+    /// What only the receiver knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<UdpReceived>,
+}
+
+/// The receiver's own counts of a UDP stream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpReceived {
+    pub duplicate_datagrams: u64,
+    /// Datagrams that arrived after one with a higher sequence number.
+    pub out_of_order_datagrams: u64,
+    /// Datagrams on the stream's socket that were not ours (bad magic,
+    /// wrong stream, too short), counted and ignored.
+    pub malformed_datagrams: u64,
+    /// Datagrams refused while the stream registered (a stranger's
+    /// address or a wrong token); after that the kernel filters strangers.
+    pub refused_datagrams: u64,
+    /// RFC 3550 interarrival jitter at the end of the stream.
+    pub jitter_us: f64,
+    /// Datagrams the receiving host dropped at this socket because its
+    /// receive buffer was full (/proc/net/udp `drops`), warm-up included.
+    pub socket_drops: u64,
+}
+
+/// Request/response counts of one end of a flow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrEnd {
+    /// Transactions completed (requester) or answered (responder) after the warm-up.
+    pub transactions: u64,
+    pub transactions_per_second: f64,
+    /// Transactions during the warm-up, not in `transactions`.
+    #[serde(default)]
+    pub warmup_transactions: u64,
+    /// UDP requests without a response within the timeout (requester only).
+    #[serde(default)]
+    pub lost_transactions: u64,
+    /// Responses that came after their request was given up, or twice.
+    #[serde(default)]
+    pub late_responses: u64,
+    /// TCP connections opened (`--crr`: one per transaction).
+    #[serde(default)]
+    pub connections: u64,
+    /// Round-trip latency (requester only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+}
+
+/// A latency distribution in microseconds, from an HDR histogram
+/// (3 significant digits), with the histogram itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub samples: u64,
+    pub mean_us: f64,
+    pub stddev_us: f64,
+    pub min_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p99_9_us: f64,
+    pub max_us: f64,
+    /// Every non-empty bucket: its highest value and its count.
+    pub histogram: Vec<LatencyBucket>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBucket {
+    pub value_us: f64,
+    pub count: u64,
+}
+
+/// A UDP stream (or a sum of them) seen from both ends: what the sender
+/// pushed, what the receiver got, and what was lost where.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpResult {
+    pub sent_datagrams: u64,
+    pub received_datagrams: u64,
+    /// Sent minus received, from the sender's own count (sent over the
+    /// control connection), so a lost last datagram still counts.
+    pub lost_datagrams: u64,
+    pub loss_percent: f64,
+    pub sender_bits_per_second: f64,
+    pub receiver_bits_per_second: f64,
+    pub out_of_order_datagrams: u64,
+    pub duplicate_datagrams: u64,
+    /// Foreign or malformed datagrams the receiver counted and ignored
+    /// (refused while registering, or not ours on the stream's socket).
+    pub malformed_datagrams: u64,
+    /// Drops at the receiving socket (its buffer was full): lost in the
+    /// receiving host, not on the wire. Warm-up included.
+    pub receiver_socket_drops: u64,
+    /// Largest jitter among the streams.
+    pub jitter_us: f64,
+    /// The receiver used GRO: the kernel then counts a dropped coalesced
+    /// buffer (many datagrams) as one drop, so `receiver_socket_drops` is a
+    /// lower bound.
+    #[serde(default)]
+    pub receiver_gro: bool,
+}
+
+/// Request/response totals over the flows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrResult {
+    pub transactions: u64,
+    pub transactions_per_second: f64,
+    pub lost_transactions: u64,
+    /// All flows' latencies in one distribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+}
+
 /// CPU time of the benchmark's own threads on one side (getrusage per thread).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessCpu {
@@ -265,6 +401,10 @@ pub struct CpuReport {
     /// CPU time of all cores in microseconds per KB moved (KB = 1024
     /// bytes), netperf's service demand. None when nothing moved.
     pub service_demand_us_per_kb: Option<f64>,
+    /// CPU time of all cores in microseconds per transaction, for
+    /// request/response workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_demand_us_per_transaction: Option<f64>,
 }
 
 /// What one side sends back at the end of a trial.
@@ -298,6 +438,8 @@ pub struct StreamResult {
     pub flow: Flow,
     pub sender: StreamEnd,
     pub receiver: StreamEnd,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpResult>,
 }
 
 /// The sum over streams, overall and per flow direction.
@@ -309,12 +451,18 @@ pub struct Sum {
     pub client_to_agent: Option<FlowTotal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_to_client: Option<FlowTotal>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrResult>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowTotal {
     pub sender: Total,
     pub receiver: Total,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpResult>,
 }
 
 /// CPU on both ends.
@@ -423,6 +571,79 @@ fn total<'a>(ends: impl Iterator<Item = &'a StreamEnd>) -> Total {
     t
 }
 
+impl UdpResult {
+    /// One stream: the sender's own count against the receiver's.
+    fn of_stream(sender: &StreamEnd, receiver: &StreamEnd) -> Option<UdpResult> {
+        let (sent, got) = (sender.udp.as_ref()?, receiver.udp.as_ref()?);
+        let received = got.received.clone().unwrap_or_default();
+        let mut r = UdpResult {
+            sent_datagrams: sent.datagrams,
+            received_datagrams: got.datagrams,
+            sender_bits_per_second: sender.bits_per_second,
+            receiver_bits_per_second: receiver.bits_per_second,
+            out_of_order_datagrams: received.out_of_order_datagrams,
+            duplicate_datagrams: received.duplicate_datagrams,
+            malformed_datagrams: received.malformed_datagrams + received.refused_datagrams,
+            receiver_socket_drops: received.socket_drops,
+            jitter_us: received.jitter_us,
+            receiver_gro: got.segmentation_offload,
+            ..UdpResult::default()
+        };
+        r.set_loss();
+        Some(r)
+    }
+
+    fn set_loss(&mut self) {
+        self.lost_datagrams = self.sent_datagrams.saturating_sub(self.received_datagrams);
+        self.loss_percent = if self.sent_datagrams > 0 {
+            self.lost_datagrams as f64 * 100.0 / self.sent_datagrams as f64
+        } else {
+            0.0
+        };
+    }
+
+    /// The sum of several streams; jitter is the largest.
+    fn sum<'a>(streams: impl Iterator<Item = &'a UdpResult>) -> Option<UdpResult> {
+        let mut sum: Option<UdpResult> = None;
+        for u in streams {
+            let t = sum.get_or_insert_with(UdpResult::default);
+            t.sent_datagrams += u.sent_datagrams;
+            t.received_datagrams += u.received_datagrams;
+            t.sender_bits_per_second += u.sender_bits_per_second;
+            t.receiver_bits_per_second += u.receiver_bits_per_second;
+            t.out_of_order_datagrams += u.out_of_order_datagrams;
+            t.duplicate_datagrams += u.duplicate_datagrams;
+            t.malformed_datagrams += u.malformed_datagrams;
+            t.receiver_socket_drops += u.receiver_socket_drops;
+            t.jitter_us = t.jitter_us.max(u.jitter_us);
+            t.receiver_gro |= u.receiver_gro;
+        }
+        if let Some(t) = sum.as_mut() {
+            t.set_loss();
+        }
+        sum
+    }
+}
+
+impl RrResult {
+    /// Totals of the requesters' ends; latencies merged into one histogram.
+    fn sum<'a>(requesters: impl Iterator<Item = &'a StreamEnd>) -> Option<RrResult> {
+        let mut sum: Option<RrResult> = None;
+        let mut latencies = Vec::new();
+        for rr in requesters.filter_map(|e| e.rr.as_ref()) {
+            let t = sum.get_or_insert_with(RrResult::default);
+            t.transactions += rr.transactions;
+            t.transactions_per_second += rr.transactions_per_second;
+            t.lost_transactions += rr.lost_transactions;
+            latencies.extend(rr.latency.as_ref());
+        }
+        if let Some(t) = sum.as_mut() {
+            t.latency = (!latencies.is_empty()).then(|| crate::workload::latency::merge(&latencies));
+        }
+        sum
+    }
+}
+
 impl TrialResult {
     /// Merges the two sides' reports: each stream's sender end comes from
     /// the host that sent it, its receiver end from the other.
@@ -457,6 +678,7 @@ impl TrialResult {
             streams.push(StreamResult {
                 stream_id: id,
                 flow,
+                udp: UdpResult::of_stream(&sender, &receiver),
                 sender,
                 receiver,
             });
@@ -466,6 +688,7 @@ impl TrialResult {
             (of_flow().count() > 0).then(|| FlowTotal {
                 sender: total(of_flow().map(|s| &s.sender)),
                 receiver: total(of_flow().map(|s| &s.receiver)),
+                udp: UdpResult::sum(of_flow().filter_map(|s| s.udp.as_ref())),
             })
         };
         let sum = Sum {
@@ -473,6 +696,8 @@ impl TrialResult {
             receiver: total(streams.iter().map(|s| &s.receiver)),
             client_to_agent: flow_total(Flow::ClientToAgent),
             agent_to_client: flow_total(Flow::AgentToClient),
+            udp: UdpResult::sum(streams.iter().filter_map(|s| s.udp.as_ref())),
+            rr: RrResult::sum(streams.iter().map(|s| &s.sender)),
         };
         Ok(TrialResult {
             trial,
@@ -717,6 +942,8 @@ mod tests {
             intervals: vec![],
             error: None,
             sweep: None,
+            udp: None,
+            rr: None,
         }
     }
 
@@ -744,6 +971,42 @@ mod tests {
         assert_eq!(t.sum.client_to_agent.as_ref().unwrap().receiver.bytes, 100);
         assert_eq!(t.sum.agent_to_client.as_ref().unwrap().sender.bytes, 50);
         assert_eq!(t.streams[1].sender.bytes, 50);
+    }
+
+    #[test]
+    fn udp_loss_comes_from_the_senders_own_count() {
+        let flows = [(1, Flow::ClientToAgent)];
+        let mut sender = end(1, Role::Sender, 100_000);
+        sender.udp = Some(UdpEnd {
+            datagrams: 100,
+            ..UdpEnd::default()
+        });
+        let mut receiver = end(1, Role::Receiver, 90_000);
+        // The last ten datagrams never arrived: the receiver cannot know them.
+        receiver.udp = Some(UdpEnd {
+            datagrams: 90,
+            received: Some(UdpReceived {
+                socket_drops: 4,
+                ..UdpReceived::default()
+            }),
+            ..UdpEnd::default()
+        });
+        let t = TrialResult::merge(
+            1,
+            &flows,
+            side(Host::Client, vec![sender]),
+            side(Host::Agent, vec![receiver]),
+        )
+        .unwrap();
+        let u = t.sum.udp.unwrap();
+        assert_eq!(
+            (u.sent_datagrams, u.received_datagrams, u.lost_datagrams),
+            (100, 90, 10)
+        );
+        assert!((u.loss_percent - 10.0).abs() < 1e-9);
+        assert_eq!(u.receiver_socket_drops, 4);
+        assert_eq!(t.sum.client_to_agent.unwrap().udp.unwrap().lost_datagrams, 10);
+        assert!(t.sum.rr.is_none());
     }
 
     #[test]

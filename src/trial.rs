@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::{Host, SideReport};
 use crate::probe::counters::CounterProbe;
-use crate::probe::cpu::{cpu_report, CpuSampler};
+use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
 use crate::probe::sched::ThreadTracker;
 use crate::protocol::channel::Channel;
 use crate::protocol::{Message, ProtocolError};
@@ -154,7 +154,7 @@ pub fn run_side(
     let mut counters = counter_probe.delta(&counters_before, &counter_probe.snapshot());
     counters.scheduling = threads.report();
     let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.omitted_bytes).sum();
-    let cpu = cpu_report(
+    let mut cpu = cpu_report(
         &before,
         &after,
         sampler.ticks_per_second(),
@@ -162,6 +162,17 @@ pub fn run_side(
         outcome.process,
         bytes_moved,
     );
+    // Request/response ends count transactions (warm-up included, like bytes_moved).
+    let transactions: u64 = outcome
+        .streams
+        .iter()
+        .filter_map(|s| s.rr.as_ref())
+        .map(|r| r.transactions + r.warmup_transactions)
+        .sum();
+    if transactions > 0 {
+        let busy_us = busy_seconds(&before, &after, sampler.ticks_per_second()) * 1e6;
+        cpu.service_demand_us_per_transaction = Some(busy_us / transactions as f64);
+    }
     Ok(TrialOutcome {
         local: SideReport {
             host: plan.host,

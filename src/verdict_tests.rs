@@ -23,6 +23,8 @@ fn end(role: Role, bits_per_second: f64, tcp: bool) -> StreamEnd {
         intervals: vec![],
         error: None,
         sweep: None,
+        udp: None,
+        rr: None,
     }
 }
 
@@ -58,6 +60,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
             flow: Flow::ClientToAgent,
             sender: end(Role::Sender, bits_per_second, true),
             receiver: end(Role::Receiver, bits_per_second, false),
+            udp: None,
         }],
         sum: Sum {
             sender: total.clone(),
@@ -65,8 +68,11 @@ fn trial(bits_per_second: f64) -> TrialResult {
             client_to_agent: Some(FlowTotal {
                 sender: total.clone(),
                 receiver: total,
+                udp: None,
             }),
             agent_to_client: None,
+            udp: None,
+            rr: None,
         },
         cpu: BothCpu {
             client: cpu(0, 30.0, 0.0, 2.0),

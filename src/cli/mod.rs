@@ -7,14 +7,18 @@ pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod parse;
+pub mod rr;
 pub mod sweep;
+pub mod udp;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use host::HostArgs;
 pub use linerate::LinerateArgs;
 pub use measure::{MeasureArgs, TcpArgs};
+pub use rr::RrArgs;
 pub use sweep::SweepArgs;
+pub use udp::UdpArgs;
 
 /// nicbench: what a network path really delivers — adapter, driver, host,
 /// link and stack — with CPU cost on both ends.
@@ -39,6 +43,10 @@ pub enum Command {
     Tcp(Box<TcpArgs>),
     /// Message-size sweep (NetPIPE-style): latency and bandwidth from 1 byte to megabytes.
     Sweep(Box<SweepArgs>),
+    /// UDP streams at an offered rate: what the sender pushed, what the receiver got, loss and jitter.
+    Udp(Box<UdpArgs>),
+    /// Request/response latency and transactions per second (TCP, UDP, or a TCP connection per transaction).
+    Rr(Box<RrArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
     /// Host and NIC facts: this machine's, or an agent's with --remote.

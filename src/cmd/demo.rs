@@ -25,6 +25,8 @@ const STANDARD_SET: &[(&str, &str)] = &[
     ("TCP, both ways", "tcp HOST --bidir"),
     ("TCP, 8 KiB writes, nodelay", "tcp HOST -l 8K --nodelay"),
     ("Sweep 1 B-1 MiB (average)", "sweep HOST --max 1M --point-time 10ms"),
+    ("UDP, 1 Gbit/s offered", "udp HOST -b 1G"),
+    ("TCP request/response, 1,1 B", "rr HOST"),
 ];
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {

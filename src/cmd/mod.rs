@@ -7,10 +7,12 @@ pub mod host;
 pub mod lab;
 pub mod linerate;
 pub mod measure;
+pub mod rr;
 pub mod serve;
 pub mod signals;
 pub mod sweep;
 pub mod tcp;
+pub mod udp;
 
 use crate::cli::{Cli, Command, LogFormat};
 use crate::logging::{self, Level};
@@ -29,6 +31,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(*args),
         Command::Sweep(args) => sweep::run(*args),
+        Command::Udp(args) => udp::run(*args),
+        Command::Rr(args) => rr::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
@@ -67,6 +71,8 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
         Command::Host(_) | Command::Linerate(_) => None,
     }

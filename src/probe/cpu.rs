@@ -187,7 +187,19 @@ pub fn cpu_report(
         process,
         bytes_moved,
         service_demand_us_per_kb,
+        service_demand_us_per_transaction: None,
     }
+}
+
+/// CPU time of all cores between two snapshots, in seconds.
+pub fn busy_seconds(before: &CpuSnapshot, after: &CpuSnapshot, ticks_per_second: f64) -> f64 {
+    let mut busy = 0;
+    for (core, now) in &after.cores {
+        if let Some((_, then)) = before.cores.iter().find(|(c, _)| c == core) {
+            busy += now.delta(then).busy();
+        }
+    }
+    busy as f64 / ticks_per_second
 }
 
 /// CPU time the calling thread has used so far.

@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 
 use super::Reporter;
-use crate::model::{CpuReport, FlowTotal, RunResult, StreamEnd, StreamResult, Total};
+use crate::model::{CpuReport, FlowTotal, RrResult, RunResult, StreamEnd, StreamResult, Total, UdpResult};
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::runner::IntervalTick;
 use crate::workload::Direction;
@@ -47,6 +47,10 @@ fn cpu_line(name: &str, c: &CpuReport) -> String {
         .service_demand_us_per_kb
         .map(|d| format!("{d:.3} us/KB"))
         .unwrap_or_else(|| "n/a".into());
+    let demand = match c.service_demand_us_per_transaction {
+        Some(t) => format!("{demand}, {t:.2} us/transaction"),
+        None => demand,
+    };
     format!(
         "CPU {name:<6} {:5.1}% of {} cores (user {:.1}%, sys {:.1}%, softirq {:.1}%, irq {:.1}%), \
          busiest core {} at {:.1}%; own threads {:.2} s; service demand {demand}",
@@ -148,6 +152,14 @@ impl Reporter for Text {
                 total_cell(&flow.receiver)
             )?;
         }
+        for (name, flow) in flows {
+            if let Some(udp) = flow.as_ref().and_then(|f| f.udp.as_ref()) {
+                udp_lines(name, udp, flow.as_ref().map_or(0.0, |f| f.receiver.seconds), out)?;
+            }
+        }
+        if let Some(rr) = &r.sum.rr {
+            rr_lines(rr, out)?;
+        }
         writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
         writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
         if run.client.facts.hostname == run.agent.facts.hostname && shares_host(run) {
@@ -235,6 +247,65 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
     }
     if r.interrupted {
         writeln!(out, "  (interrupted: fewer trials than the policy asked for)")?;
+    }
+    Ok(())
+}
+
+/// The UDP summary of one direction: what the sender pushed against what
+/// the receiver got, the loss, and where it was lost.
+fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Write) -> io::Result<()> {
+    let per_second = |n: u64| {
+        if receiver_seconds > 0.0 {
+            format!("{:.0} datagrams/s", n as f64 / receiver_seconds)
+        } else {
+            "n/a".into()
+        }
+    };
+    writeln!(
+        out,
+        "UDP {name}: sender pushed {}, receiver got {} ({}); LOST {:.2}% ({} of {} datagrams)",
+        Rate(u.sender_bits_per_second),
+        Rate(u.receiver_bits_per_second),
+        per_second(u.received_datagrams),
+        u.loss_percent,
+        u.lost_datagrams,
+        u.sent_datagrams
+    )?;
+    let elsewhere = u.lost_datagrams.saturating_sub(u.receiver_socket_drops);
+    let drops = if u.receiver_gro {
+        format!(
+            "{} coalesced GRO buffers dropped at the receiving socket (buffer full; each holds several \
+             datagrams, so the split of the loss is unknown)",
+            u.receiver_socket_drops
+        )
+    } else {
+        format!(
+            "{} dropped at the receiving socket (buffer full, in the receiving host), {elsewhere} lost \
+             before it (wire, NIC, router, host backlog)",
+            u.receiver_socket_drops
+        )
+    };
+    writeln!(
+        out,
+        "    {drops}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
+        u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
+    )
+}
+
+/// Transactions and the latency distribution of a request/response test.
+fn rr_lines(rr: &RrResult, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "RR  {} transactions, {:.1} transactions/s; lost {}",
+        rr.transactions, rr.transactions_per_second, rr.lost_transactions
+    )?;
+    if let Some(l) = &rr.latency {
+        writeln!(
+            out,
+            "    round trip: mean {:.1} us, min {:.1} us, p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, \
+             p99.9 {:.1} us, max {:.1} us ({} samples)",
+            l.mean_us, l.min_us, l.p50_us, l.p90_us, l.p99_us, l.p99_9_us, l.max_us, l.samples
+        )?;
     }
     Ok(())
 }

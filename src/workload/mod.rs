@@ -8,10 +8,16 @@
 //! [`REGISTRY`].
 
 pub mod data;
+pub mod latency;
+pub mod rr;
+pub mod rr_loops;
 pub mod runner;
 pub mod spec;
 pub mod sweep;
 pub mod tcp_stream;
+pub mod udp_io;
+pub mod udp_stream;
+pub mod udp_wire;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -23,7 +29,12 @@ pub use spec::{Direction, SideOptions, SpecError, TestSpec};
 use crate::protocol::TOKEN_LEN;
 
 /// Every workload this build knows, by name.
-pub static REGISTRY: &[&dyn Workload] = &[&tcp_stream::TcpStream, &sweep::Sweep];
+pub static REGISTRY: &[&dyn Workload] = &[
+    &tcp_stream::TcpStream,
+    &udp_stream::UdpStream,
+    &rr::RequestResponse,
+    &sweep::Sweep,
+];
 
 /// Looks a workload up by its name (the same string on the command line,
 /// in JSON and in the database).

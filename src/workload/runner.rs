@@ -273,6 +273,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
                 intervals: std::mem::take(&mut intervals[i]),
                 error: Some("the stream thread did not report".into()),
                 sweep: None,
+                udp: None,
+                rr: None,
             });
             continue;
         };
@@ -309,6 +311,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
             intervals: std::mem::take(&mut intervals[i]),
             error: f.end.error,
             sweep: None,
+            udp: None,
+            rr: None,
         });
     }
     outcome

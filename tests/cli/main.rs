@@ -8,6 +8,8 @@ mod hostile;
 mod lab;
 mod rawclient;
 mod repeat;
+mod rr;
 mod service;
 mod sweep;
 mod tcp;
+mod udp;

@@ -306,9 +306,9 @@ pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, c
         omitted_bytes: 0,
         socket: tcpinfo::socket_buffers(&link.tcp),
         tcp_info: tcpinfo::tcp_info(&link.tcp),
-        intervals: Vec::new(),
         error,
         sweep: Some(sweep),
+        ..StreamEnd::default()
     };
     SideOutcome {
         streams: vec![end],
@@ -378,9 +378,8 @@ impl AgentServer {
             omitted_bytes: 0,
             socket: tcpinfo::socket_buffers(&self.tcp),
             tcp_info: tcpinfo::tcp_info(&self.tcp),
-            intervals: Vec::new(),
             error,
-            sweep: None,
+            ..StreamEnd::default()
         };
         SideOutcome {
             streams: vec![end],

@@ -1,0 +1,68 @@
+//! Options of `nicbench rr`.
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::{parse, MeasureArgs};
+
+/// Transport of `rr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+/// Parses `-r REQ,RESP` (`1,1`, `64,1K`); one size means both.
+pub fn sizes(s: &str) -> Result<(u64, u64), String> {
+    let (req, resp) = s.split_once(',').unwrap_or((s, s));
+    let one = |v: &str, which: &str| match parse::size(v.trim()) {
+        Ok(0) => Err(format!("the {which} size must be at least 1 byte")),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e} (the {which} size in REQ,RESP)")),
+    };
+    Ok((one(req, "request")?, one(resp, "response")?))
+}
+
+/// `nicbench rr`
+#[derive(Debug, Clone, Args)]
+pub struct RrArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Transport of the transactions.
+    #[arg(long, value_enum, default_value_t = Proto::Tcp)]
+    pub proto: Proto,
+    /// Request and response sizes, REQ,RESP (e.g. 1,1 or 64,1K). UDP needs
+    /// at least 8 bytes each (the sequence number); default 1,1 for TCP, 8,8 for UDP.
+    #[arg(short = 'r', long = "sizes", value_name = "REQ,RESP", value_parser = sizes)]
+    pub sizes: Option<(u64, u64)>,
+    /// A new TCP connection per transaction (connect, request, response, close; netperf TCP_CRR).
+    #[arg(long)]
+    pub crr: bool,
+    /// Transactions each flow keeps in flight.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub burst: u32,
+    /// UDP: a request without a response within this time counts as lost (the test goes on).
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse::positive_duration)]
+    pub timeout: Duration,
+    /// Busy-poll the receive queue this many microseconds (SO_BUSY_POLL) on both ends.
+    #[arg(long, value_name = "US")]
+    pub busy_poll: Option<u32>,
+    /// Acknowledge at once after every receive (TCP_QUICKACK) on both ends.
+    #[arg(long)]
+    pub quickack: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_and_response_sizes() {
+        assert_eq!(sizes("1,1").unwrap(), (1, 1));
+        assert_eq!(sizes("64,1K").unwrap(), (64, 1024));
+        assert_eq!(sizes("100").unwrap(), (100, 100));
+        assert!(sizes("0,1").unwrap_err().contains("request"));
+        assert!(sizes("1,x").unwrap_err().contains("response"));
+    }
+}

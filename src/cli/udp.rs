@@ -1,0 +1,58 @@
+//! Options of `nicbench udp`.
+
+use clap::Args;
+
+use super::{parse, MeasureArgs};
+
+/// A UDP offered rate: bits per second, or as fast as possible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bitrate {
+    Max,
+    BitsPerSecond(u64),
+}
+
+/// Parses `-b`: `500M`, `2G`, `100mbit` or `max`; zero is refused.
+pub fn bitrate(s: &str) -> Result<Bitrate, String> {
+    if s.trim().eq_ignore_ascii_case("max") {
+        return Ok(Bitrate::Max);
+    }
+    match crate::units::parse_rate(s) {
+        Ok(0) => Err("the rate must be above 0; use e.g. 100M, or 'max' for as fast as possible".into()),
+        Ok(r) => Ok(Bitrate::BitsPerSecond(r)),
+        Err(e) => Err(format!("{e}, or 'max' for as fast as possible")),
+    }
+}
+
+/// `nicbench udp`
+#[derive(Debug, Clone, Args)]
+pub struct UdpArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Offered rate per stream in bits per second (SI: 500M, 2G), or `max`
+    /// to send as fast as the sender can.
+    #[arg(short = 'b', long, value_name = "RATE", default_value = "1G", value_parser = bitrate)]
+    pub bitrate: Bitrate,
+    /// UDP payload bytes per datagram (28..=65507).
+    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "1400", value_parser = parse::positive_size)]
+    pub length: u64,
+    /// Send with UDP GSO (UDP_SEGMENT): the kernel cuts large buffers into datagrams.
+    #[arg(long)]
+    pub gso: bool,
+    /// Receive with UDP GRO: the kernel hands over several datagrams at once.
+    #[arg(long)]
+    pub gro: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitrates() {
+        assert_eq!(bitrate("max").unwrap(), Bitrate::Max);
+        assert_eq!(bitrate("500M").unwrap(), Bitrate::BitsPerSecond(500_000_000));
+        assert!(bitrate("0").unwrap_err().contains("at least 1 bit/s"));
+        assert!(bitrate("0M").is_err());
+        assert!(bitrate("fast").unwrap_err().contains("max"));
+    }
+}

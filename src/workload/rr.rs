@@ -1,0 +1,402 @@
+//! `rr`: request/response, like netperf TCP_RR/UDP_RR/TCP_CRR and sockperf
+//! ping-pong. The client is the requester (the sender end of each flow),
+//! the agent the responder (the receiver end). Each flow keeps `burst`
+//! transactions in flight; the requester times every round trip into an
+//! HDR histogram. With `--crr` every transaction opens a new TCP connection
+//! (token-authenticated like every data connection) and the agent keeps
+//! accepting them for the whole test. Over UDP a request without answer
+//! within the timeout counts as lost and is replaced, so a lost datagram
+//! never stalls the test. The hot loops are in [`super::rr_loops`].
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use socket2::Socket;
+
+use super::data::{self, Configure};
+use super::rr_loops::{self, Extra, Shape};
+use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
+use super::spec::{out_of_range, MAX_MESSAGE_BYTES};
+use super::udp_stream::check_datagram_size;
+use super::{
+    udp_io, Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
+    TestSpec, Workload, WorkloadError,
+};
+use crate::model::{Role, SocketBuffers, StreamEnd};
+use crate::probe::tcpinfo;
+use crate::units::bits_per_second;
+
+/// Transport of the transactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RrProto {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+/// Most transactions one flow keeps in flight.
+pub const MAX_BURST: u32 = 1024;
+/// UDP requests and responses carry an 8-byte sequence number.
+pub const MIN_UDP_MESSAGE: u64 = 8;
+
+/// Parameters of the `rr` workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RrParams {
+    pub proto: RrProto,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// A new TCP connection per transaction (netperf TCP_CRR).
+    #[serde(default)]
+    pub crr: bool,
+    /// Transactions each flow keeps in flight.
+    pub burst: u32,
+    /// UDP: a request unanswered this long is lost.
+    pub timeout_us: u64,
+    /// SO_BUSY_POLL on the data sockets of both ends.
+    #[serde(default)]
+    pub busy_poll_us: Option<u32>,
+    /// TCP_QUICKACK after every receive, on both ends.
+    #[serde(default)]
+    pub quickack: bool,
+}
+
+impl Default for RrParams {
+    fn default() -> Self {
+        RrParams {
+            proto: RrProto::Tcp,
+            request_bytes: 1,
+            response_bytes: 1,
+            crr: false,
+            burst: 1,
+            timeout_us: 50_000,
+            busy_poll_us: None,
+            quickack: false,
+        }
+    }
+}
+
+/// The `rr` workload.
+pub struct RequestResponse;
+
+impl Workload for RequestResponse {
+    fn name(&self) -> &'static str {
+        "rr"
+    }
+
+    fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {
+        spec.validate_common()?;
+        let p: RrParams = spec.params()?;
+        if spec.direction != Direction::Forward {
+            return Err(SpecError::Invalid(
+                "rr measures round trips started by the client; --reverse and --bidir do not apply".into(),
+            ));
+        }
+        if spec.bytes.is_some() {
+            return Err(SpecError::Invalid(
+                "rr runs for a time (-t); -n is not supported".into(),
+            ));
+        }
+        for (option, size) in [
+            ("-r/--sizes (request)", p.request_bytes),
+            ("-r/--sizes (response)", p.response_bytes),
+        ] {
+            match p.proto {
+                RrProto::Udp => check_datagram_size(option, size, MIN_UDP_MESSAGE)?,
+                RrProto::Tcp if size == 0 || size > MAX_MESSAGE_BYTES => {
+                    return Err(out_of_range(
+                        option,
+                        format!("1 B..={} MiB", MAX_MESSAGE_BYTES >> 20),
+                        size,
+                    ))
+                }
+                RrProto::Tcp => {}
+            }
+        }
+        if p.crr && p.proto == RrProto::Udp {
+            return Err(SpecError::Invalid(
+                "--crr opens a TCP connection per transaction; it cannot be combined with --proto udp".into(),
+            ));
+        }
+        if p.burst == 0 || p.burst > MAX_BURST {
+            return Err(out_of_range("--burst", format!("1..={MAX_BURST}"), p.burst));
+        }
+        if p.crr && p.burst > 1 {
+            return Err(SpecError::Invalid(
+                "--burst keeps several transactions in flight on one connection; --crr has one per connection".into(),
+            ));
+        }
+        if p.timeout_us == 0 || p.timeout_us > 60_000_000 {
+            return Err(out_of_range(
+                "--timeout",
+                "more than 0 s and at most 60 s",
+                format!("{} us", p.timeout_us),
+            ));
+        }
+        if p.quickack && p.proto == RrProto::Udp {
+            return Err(SpecError::Invalid(
+                "--quickack is a TCP option; it does not apply to --proto udp".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
+        let params: RrParams = spec.params()?;
+        let sockets = match params.proto {
+            RrProto::Udp => {
+                let mut sockets = Vec::new();
+                for (id, _) in spec.flows() {
+                    let s = udp_io::bind_udp(net.local_ip, &spec.agent)?;
+                    configure(&spec.agent, &params)(&s)?;
+                    sockets.push((id, s));
+                }
+                sockets
+            }
+            RrProto::Tcp => vec![(0, data::listen(net.local_ip, 1024, &configure(&spec.agent, &params))?)],
+        };
+        Ok(Box::new(RrAgent {
+            sockets,
+            spec: spec.clone(),
+            params,
+            net: net.clone(),
+        }))
+    }
+
+    fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
+        let params: RrParams = spec.params()?;
+        let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
+        let ends = {
+            let configure = configure(&spec.client, &params);
+            match (params.proto, params.crr) {
+                (RrProto::Udp, _) => udp_io::register_streams(net, &ids, &spec.client, &configure)?
+                    .into_iter()
+                    .map(|(id, s)| (id, Endpoint::Socket(s)))
+                    .collect(),
+                (RrProto::Tcp, false) => {
+                    let port = first_port(net)?;
+                    let mut ends = Vec::new();
+                    for &id in &ids {
+                        ends.push((id, Endpoint::Socket(data::connect_stream(net, port, id, &configure)?)));
+                    }
+                    ends
+                }
+                (RrProto::Tcp, true) => {
+                    let addr = SocketAddr::new(net.agent_ip, first_port(net)?);
+                    ids.iter().map(|&id| (id, Endpoint::Connector(addr))).collect()
+                }
+            }
+        };
+        Ok(Box::new(RrSide {
+            role: Role::Sender,
+            spec: spec.clone(),
+            params,
+            ends,
+            client: Some(net.clone()),
+        }))
+    }
+}
+
+fn first_port(net: &ClientNet) -> Result<u16, WorkloadError> {
+    net.data_ports
+        .first()
+        .copied()
+        .ok_or_else(|| WorkloadError::Setup("the agent named no data port".into()))
+}
+
+/// Options set on every data socket of an end (and on the agent's listener).
+pub(super) fn configure<'a>(
+    side: &'a SideOptions,
+    params: &'a RrParams,
+) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
+    move |socket: &Socket| {
+        data::apply_buffers(socket, side)?;
+        if let Some(us) = params.busy_poll_us {
+            udp_io::set_busy_poll(socket, us)?;
+        }
+        if params.proto == RrProto::Tcp {
+            // Several requests in flight must not wait for Nagle.
+            socket
+                .set_nodelay(true)
+                .map_err(WorkloadError::io("setting TCP_NODELAY"))?;
+        }
+        Ok(())
+    }
+}
+
+struct RrAgent {
+    /// UDP: one socket per flow; TCP: the listener (id 0).
+    sockets: Vec<(u32, Socket)>,
+    spec: TestSpec,
+    params: RrParams,
+    net: AgentNet,
+}
+
+impl AgentSide for RrAgent {
+    fn data_ports(&self) -> Vec<u16> {
+        self.sockets.iter().map(|(_, s)| data::local_port(s)).collect()
+    }
+
+    fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
+        let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
+        let ends: Vec<(u32, Endpoint)> = match (self.params.proto, self.params.crr) {
+            (RrProto::Udp, _) => {
+                udp_io::await_registrations(&self.sockets, &self.net, deadline)?;
+                self.sockets
+                    .into_iter()
+                    .map(|(id, s)| (id, Endpoint::Socket(s)))
+                    .collect()
+            }
+            (RrProto::Tcp, false) => {
+                let accepted = data::accept_streams(&self.sockets[0].1, &self.net, &ids, deadline)?;
+                let configure: Configure = &configure(&self.spec.agent, &self.params);
+                let mut ends = Vec::new();
+                for (id, socket) in accepted {
+                    configure(&socket)?;
+                    ends.push((id, Endpoint::Socket(socket)));
+                }
+                ends
+            }
+            (RrProto::Tcp, true) => {
+                // Connections come during the test: every responder thread
+                // accepts on the same listener.
+                let listener = Arc::new(self.sockets.into_iter().next().expect("one listener").1);
+                ids.iter()
+                    .map(|&id| (id, Endpoint::Listener(Arc::clone(&listener), self.net.clone())))
+                    .collect()
+            }
+        };
+        Ok(Box::new(RrSide {
+            role: Role::Receiver,
+            spec: self.spec,
+            params: self.params,
+            ends,
+            client: None,
+        }))
+    }
+}
+
+/// What a flow's thread works with.
+pub(super) enum Endpoint {
+    /// A connected TCP or registered UDP socket.
+    Socket(Socket),
+    /// Client with `--crr`: where to connect for each transaction.
+    Connector(SocketAddr),
+    /// Agent with `--crr`: the shared listener and who may connect.
+    Listener(Arc<Socket>, AgentNet),
+}
+
+/// One end's flows.
+struct RrSide {
+    role: Role,
+    spec: TestSpec,
+    params: RrParams,
+    ends: Vec<(u32, Endpoint)>,
+    client: Option<ClientNet>,
+}
+
+type Slot = Arc<Mutex<Option<Extra>>>;
+
+impl Side for RrSide {
+    fn aborter(&self) -> Aborter {
+        let sockets: Vec<&Socket> = self
+            .ends
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Endpoint::Socket(s) => Some(s),
+                Endpoint::Listener(l, _) => Some(&**l),
+                Endpoint::Connector(_) => None,
+            })
+            .collect();
+        data::aborter(&sockets)
+    }
+
+    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
+        let shape = Shape {
+            proto: self.params.proto,
+            request: self.params.request_bytes as usize,
+            response: self.params.response_bytes as usize,
+            burst: self.params.burst as usize,
+            timeout: Duration::from_micros(self.params.timeout_us),
+            quickack: self.params.quickack,
+            omit_at: control.start + control.omit,
+        };
+        let mut tasks = Vec::new();
+        let mut slots: Vec<(u32, Slot)> = Vec::new();
+        for (id, end) in self.ends {
+            let slot: Slot = Arc::default();
+            slots.push((id, Arc::clone(&slot)));
+            let buffers = match &end {
+                Endpoint::Socket(s) => tcpinfo::socket_buffers(s),
+                _ => SocketBuffers::default(),
+            };
+            let (shape, role) = (shape.clone(), self.role);
+            let client = self.client.clone();
+            let side = self.spec.client.clone();
+            let params = self.params.clone();
+            let body: StreamBody = Box::new(move |ctx: &StreamContext| {
+                let (end, extra) = match (role, end) {
+                    (Role::Sender, Endpoint::Connector(addr)) => {
+                        let net = client.expect("the client has its net");
+                        rr_loops::crr_requester(id, addr, &net, &configure(&side, &params), &shape, ctx)
+                    }
+                    (Role::Sender, Endpoint::Socket(s)) => rr_loops::requester(&s, &shape, ctx),
+                    (Role::Receiver, Endpoint::Socket(s)) => rr_loops::responder(&s, &shape, ctx),
+                    (Role::Receiver, Endpoint::Listener(l, net)) => rr_loops::crr_responder(&l, &net, &shape, ctx),
+                    _ => (
+                        TaskEnd {
+                            error: Some("internal: endpoint does not fit the role".into()),
+                            ..TaskEnd::default()
+                        },
+                        Extra::default(),
+                    ),
+                };
+                if let Ok(mut s) = slot.lock() {
+                    *s = Some(extra);
+                }
+                end
+            });
+            tasks.push(StreamTask {
+                stream_id: id,
+                role: self.role,
+                socket: buffers,
+                body,
+            });
+        }
+        let mut outcome = run_streams(tasks, control);
+        for end in &mut outcome.streams {
+            let extra = slots
+                .iter()
+                .find(|(id, _)| *id == end.stream_id)
+                .and_then(|(_, slot)| slot.lock().ok().and_then(|mut s| s.take()));
+            if let Some(extra) = extra {
+                attach(end, extra, control);
+            }
+        }
+        outcome
+    }
+}
+
+/// Puts the transaction counts into the stream end. Ends that wait for
+/// stragglers (UDP, `--crr` responders) count time to their last transaction.
+fn attach(end: &mut StreamEnd, mut extra: Extra, control: &RunControl) {
+    if let Some(last) = extra.last_activity {
+        let omit_at = control.start + control.omit;
+        let from = if !control.omit.is_zero() && last > omit_at {
+            omit_at
+        } else {
+            control.start
+        };
+        end.seconds = last.saturating_duration_since(from).as_secs_f64();
+        end.bits_per_second = bits_per_second(end.bytes, end.seconds);
+    }
+    extra.rr.transactions_per_second = if end.seconds > 0.0 {
+        extra.rr.transactions as f64 / end.seconds
+    } else {
+        0.0
+    };
+    end.rr = Some(extra.rr);
+}

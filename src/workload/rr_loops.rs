@@ -1,0 +1,449 @@
+//! The hot loops of `rr`: requester and responder over a TCP connection,
+//! over a registered UDP socket, and with a new TCP connection per
+//! transaction (`--crr`). Each owns its buffers and counters; the
+//! requester reads the clock twice per transaction (that is the
+//! measurement), the responder once (to tell warm-up from the test).
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::data::token_matches;
+use super::latency::LatencyRecorder;
+use super::rr::RrProto;
+use super::runner::{StreamContext, TaskEnd};
+use super::udp_wire::Header;
+use super::{AgentNet, ClientNet, WorkloadError};
+use crate::model::RrEnd;
+use crate::protocol::TOKEN_LEN;
+
+/// How long a responder without end-of-stream waits for stragglers.
+const DRAIN: Duration = Duration::from_millis(300);
+/// How often blocked calls wake up to look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+/// How long a requester waits for the answers in flight at the end.
+const TAIL: Duration = Duration::from_secs(2);
+
+/// The transaction a flow repeats.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub proto: RrProto,
+    pub request: usize,
+    pub response: usize,
+    pub burst: usize,
+    pub timeout: Duration,
+    pub quickack: bool,
+    pub omit_at: Instant,
+}
+
+/// What a loop leaves for its stream end.
+#[derive(Debug, Default)]
+pub struct Extra {
+    pub rr: RrEnd,
+    /// When the last transaction completed (ends without end-of-stream).
+    pub last_activity: Option<Instant>,
+}
+
+/// Counts of one flow end while it runs.
+struct Counter<'a> {
+    rr: RrEnd,
+    bytes: u64,
+    per_transaction: u64,
+    omit_at: Instant,
+    ctx: &'a StreamContext<'a>,
+    latency: Option<LatencyRecorder>,
+    last: Option<Instant>,
+}
+
+impl<'a> Counter<'a> {
+    fn new(shape: &Shape, ctx: &'a StreamContext<'a>, timed: bool) -> Counter<'a> {
+        Counter {
+            rr: RrEnd::default(),
+            bytes: 0,
+            per_transaction: (shape.request + shape.response) as u64,
+            omit_at: shape.omit_at,
+            ctx,
+            latency: timed.then(LatencyRecorder::new),
+            last: None,
+        }
+    }
+
+    /// One completed transaction, started at `started` (requester) and done `now`.
+    #[inline]
+    fn done(&mut self, started: Option<Instant>, now: Instant) {
+        if started.unwrap_or(now) >= self.omit_at {
+            self.rr.transactions += 1;
+            if let (Some(h), Some(t0)) = (self.latency.as_mut(), started) {
+                h.record_nanos((now - t0).as_nanos() as u64);
+            }
+        } else {
+            self.rr.warmup_transactions += 1;
+        }
+        self.bytes += self.per_transaction;
+        self.ctx.bytes.store(self.bytes, Ordering::Relaxed);
+        self.last = Some(now);
+    }
+
+    fn finish(mut self, error: Option<String>, keep_time: bool) -> (TaskEnd, Extra) {
+        self.rr.latency = self.latency.as_ref().and_then(|h| h.stats());
+        (
+            TaskEnd {
+                error,
+                ..TaskEnd::default()
+            },
+            Extra {
+                rr: self.rr,
+                last_activity: if keep_time { self.last } else { None },
+            },
+        )
+    }
+}
+
+fn stopped(ctx: &StreamContext) -> bool {
+    ctx.stop.load(Ordering::Relaxed)
+}
+
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+    )
+}
+
+fn quickack(socket: &Socket) {
+    let one: libc::c_int = 1;
+    // SAFETY: a c_int option value of the right size.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            &one as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Reads exactly `buf.len()` bytes; Ok(false) on a clean end of stream
+/// before the first byte.
+fn read_full(mut socket: &Socket, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match socket.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// The requester of one flow over a connected socket.
+pub fn requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+    match shape.proto {
+        RrProto::Tcp => tcp_requester(socket, shape, ctx),
+        RrProto::Udp => udp_requester(socket, shape, ctx),
+    }
+}
+
+/// The responder of one flow over a connected socket.
+pub fn responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+    match shape.proto {
+        RrProto::Tcp => tcp_responder(socket, shape, ctx),
+        RrProto::Udp => udp_responder(socket, shape, ctx),
+    }
+}
+
+fn tcp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+    let request: Vec<u8> = (0..shape.request).map(|i| (i % 251) as u8).collect();
+    let mut response = vec![0u8; shape.response];
+    let mut counter = Counter::new(shape, ctx, true);
+    let mut in_flight: VecDeque<Instant> = VecDeque::with_capacity(shape.burst);
+    let mut writer: &Socket = socket;
+    let error = 'flow: loop {
+        while in_flight.len() < shape.burst && !stopped(ctx) {
+            in_flight.push_back(Instant::now());
+            if let Err(e) = writer.write_all(&request) {
+                break 'flow Some(format!("sending a request: {e}"));
+            }
+        }
+        let Some(started) = in_flight.pop_front() else {
+            break None;
+        };
+        if stopped(ctx) {
+            let _ = socket.set_read_timeout(Some(TAIL));
+        }
+        match read_full(socket, &mut response) {
+            Ok(true) => {}
+            Ok(false) => break Some("the responder closed the connection".to_string()),
+            Err(e) if stopped(ctx) && timed_out(&e) => break None,
+            Err(e) => break Some(format!("receiving a response: {e}")),
+        }
+        counter.done(Some(started), Instant::now());
+        if shape.quickack {
+            quickack(socket);
+        }
+    };
+    let _ = socket.shutdown(std::net::Shutdown::Write);
+    counter.finish(error, false)
+}
+
+fn tcp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+    let mut request = vec![0u8; shape.request];
+    let response: Vec<u8> = (0..shape.response).map(|i| (i % 251) as u8).collect();
+    let mut counter = Counter::new(shape, ctx, false);
+    let mut writer: &Socket = socket;
+    let error = loop {
+        match read_full(socket, &mut request) {
+            Ok(true) => {}
+            Ok(false) => break None,
+            // The requester may reset the connection once it is done.
+            Err(e) if stopped(ctx) || e.kind() == std::io::ErrorKind::ConnectionReset => break None,
+            Err(e) => break Some(format!("receiving a request: {e}")),
+        }
+        if shape.quickack {
+            quickack(socket);
+        }
+        match writer.write_all(&response) {
+            Ok(()) => counter.done(None, Instant::now()),
+            Err(_) if stopped(ctx) => break None,
+            Err(e) => break Some(format!("sending a response: {e}")),
+        }
+    };
+    counter.finish(error, false)
+}
+
+fn udp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+    let mut request: Vec<u8> = (0..shape.request).map(|i| (i % 251) as u8).collect();
+    let mut response = vec![0u8; shape.response.max(64)];
+    let mut counter = Counter::new(shape, ctx, true);
+    let _ = socket.set_read_timeout(Some((shape.timeout / 4).clamp(Duration::from_millis(1), POLL)));
+    let mut in_flight: Vec<(u64, Instant)> = Vec::with_capacity(shape.burst);
+    let mut seq = 0u64;
+    let mut tail_until: Option<Instant> = None;
+    let error = loop {
+        while in_flight.len() < shape.burst && !stopped(ctx) {
+            seq += 1;
+            request[..8].copy_from_slice(&seq.to_be_bytes());
+            let now = Instant::now();
+            match socket.send(&request) {
+                Ok(_) => in_flight.push((seq, now)),
+                // A refused or dropped send is a lost transaction, not a failure.
+                Err(_) => count_lost(&mut counter, now),
+            }
+        }
+        if stopped(ctx) {
+            let until = *tail_until.get_or_insert(Instant::now() + shape.timeout.min(TAIL));
+            if in_flight.is_empty() || Instant::now() >= until {
+                break None;
+            }
+        }
+        match socket.recv(as_uninit(&mut response)) {
+            Ok(len) if len >= 8 => {
+                let now = Instant::now();
+                let got = u64::from_be_bytes(response[..8].try_into().unwrap());
+                match in_flight.iter().position(|(s, _)| *s == got) {
+                    Some(i) => {
+                        let (_, started) = in_flight.swap_remove(i);
+                        counter.done(Some(started), now);
+                    }
+                    None => counter.rr.late_responses += 1,
+                }
+            }
+            Ok(_) => counter.rr.late_responses += 1,
+            Err(e) if timed_out(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+            Err(e) => break Some(format!("receiving a response: {e}")),
+        }
+        let now = Instant::now();
+        let timeout = shape.timeout;
+        let before = in_flight.len();
+        let mut lost_started = Vec::new();
+        in_flight.retain(|&(_, t)| {
+            let keep = now - t < timeout;
+            if !keep {
+                lost_started.push(t);
+            }
+            keep
+        });
+        if in_flight.len() != before {
+            for t in lost_started {
+                count_lost(&mut counter, t);
+            }
+        }
+    };
+    // Requests still unanswered at the end were lost too.
+    for (_, t) in in_flight {
+        count_lost(&mut counter, t);
+    }
+    counter.finish(error, true)
+}
+
+fn count_lost(counter: &mut Counter, started: Instant) {
+    if started >= counter.omit_at {
+        counter.rr.lost_transactions += 1;
+    }
+}
+
+/// Views an initialized buffer as the uninitialized slice socket2 reads into.
+fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
+    // SAFETY: u8 and MaybeUninit<u8> have the same layout; we only write.
+    unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
+}
+
+fn udp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+    let mut request = vec![0u8; shape.request.max(64)];
+    let mut response: Vec<u8> = (0..shape.response).map(|i| (i % 251) as u8).collect();
+    let mut counter = Counter::new(shape, ctx, false);
+    let _ = socket.set_read_timeout(Some(POLL));
+    let mut stop_seen: Option<Instant> = None;
+    let error = loop {
+        match socket.recv(as_uninit(&mut request)) {
+            // Repeated registrations carry nicbench's header; requests do not.
+            Ok(len) if len >= 8 && Header::read(&request[..len]).is_none() => {
+                response[..8].copy_from_slice(&request[..8]);
+                match socket.send(&response) {
+                    Ok(_) => counter.done(None, Instant::now()),
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                    Err(e) => break Some(format!("sending a response: {e}")),
+                }
+            }
+            Ok(_) => {}
+            Err(e) if timed_out(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+            Err(e) => break Some(format!("receiving a request: {e}")),
+        }
+        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
+            break None;
+        }
+    };
+    counter.finish(error, true)
+}
+
+/// True once the stop flag has been up and nothing happened for [`DRAIN`].
+fn quiet(stop_seen: &mut Option<Instant>, last: Option<Instant>) -> bool {
+    let now = Instant::now();
+    let since = *stop_seen.get_or_insert(now);
+    let from = last.map_or(since, |l| l.max(since));
+    now - from >= DRAIN || now - since >= TAIL
+}
+
+/// `--crr` client: connect, send token + stream id + request in one
+/// segment, read the response, close with a reset (no TIME_WAIT pile-up).
+pub fn crr_requester(
+    id: u32,
+    addr: SocketAddr,
+    net: &ClientNet,
+    configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
+    shape: &Shape,
+    ctx: &StreamContext,
+) -> (TaskEnd, Extra) {
+    let mut message = Vec::with_capacity(TOKEN_LEN + 4 + shape.request);
+    message.extend_from_slice(&net.token);
+    message.extend_from_slice(&id.to_be_bytes());
+    message.extend((0..shape.request).map(|i| (i % 251) as u8));
+    let mut response = vec![0u8; shape.response];
+    let mut counter = Counter::new(shape, ctx, true);
+    let mut error = None;
+    while !stopped(ctx) {
+        let started = Instant::now();
+        match crr_once(addr, net, configure, &message, &mut response) {
+            Ok(()) => {
+                counter.rr.connections += 1;
+                counter.done(Some(started), Instant::now());
+            }
+            Err(e) => {
+                error = Some(format!(
+                    "transaction {} (a new connection to {addr}): {e}",
+                    counter.rr.connections + 1
+                ));
+                break;
+            }
+        }
+    }
+    counter.finish(error, false)
+}
+
+fn crr_once(
+    addr: SocketAddr,
+    net: &ClientNet,
+    configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
+    message: &[u8],
+    response: &mut [u8],
+) -> Result<(), String> {
+    let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).map_err(|e| e.to_string())?;
+    if let Some(bind) = net.bind {
+        socket
+            .bind(&SocketAddr::new(bind, 0).into())
+            .map_err(|e| format!("binding to {bind}: {e}"))?;
+    }
+    configure(&socket).map_err(|e| e.to_string())?;
+    let _ = socket.set_linger(Some(Duration::ZERO));
+    socket
+        .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = socket.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut writer: &Socket = &socket;
+    writer
+        .write_all(message)
+        .map_err(|e| format!("sending the request: {e}"))?;
+    match read_full(&socket, response) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err("the agent closed the connection without a response".into()),
+        Err(e) => Err(format!("reading the response: {e}")),
+    }
+}
+
+/// `--crr` agent: accept connections from the control peer with the token
+/// until the test is over and no connection came for a while.
+pub fn crr_responder(listener: &Socket, net: &AgentNet, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+    let _ = listener.set_read_timeout(Some(POLL));
+    let mut preamble_and_request = vec![0u8; TOKEN_LEN + 4 + shape.request];
+    let response: Vec<u8> = (0..shape.response).map(|i| (i % 251) as u8).collect();
+    let mut counter = Counter::new(shape, ctx, false);
+    let mut stop_seen: Option<Instant> = None;
+    let peer = canonical(net.peer_ip);
+    loop {
+        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
+            break;
+        }
+        let (socket, from) = match listener.accept() {
+            Ok(pair) => pair,
+            Err(e) if timed_out(&e) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break, // aborted
+            Err(_) => continue,
+        };
+        if from.as_socket().map(|a| canonical(a.ip())) != Some(peer) {
+            continue;
+        }
+        let _ = socket.set_read_timeout(Some(Duration::from_secs(2)));
+        if !matches!(read_full(&socket, &mut preamble_and_request), Ok(true))
+            || !token_matches(&preamble_and_request[..TOKEN_LEN], &net.token)
+        {
+            continue;
+        }
+        if shape.quickack {
+            quickack(&socket);
+        }
+        let mut writer: &Socket = &socket;
+        if writer.write_all(&response).is_ok() {
+            counter.rr.connections += 1;
+            counter.done(None, Instant::now());
+        }
+    }
+    counter.finish(None, true)
+}
+
+fn canonical(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(std::net::IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}

@@ -1,0 +1,449 @@
+//! UDP sockets for the datagram workloads (Linux): binding, the
+//! registration handshake that admits only the control peer with the
+//! session token, UDP GSO/GRO socket options, batched sendmmsg/recvmmsg
+//! and the per-socket drop counter from /proc/net/udp.
+//!
+//! Registration: each client stream socket sends [`register_datagram`]s
+//! (token + stream id) to its agent port until it gets an ack. The agent
+//! refuses (and counts) anything else, and once a stream has registered it
+//! `connect()`s the socket to that source, so the kernel filters every
+//! other sender from then on.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::data::apply_buffers;
+use super::udp_wire::{ack_datagram, check_register, register_datagram, Header, Kind, REGISTER_LEN};
+use super::{AgentNet, ClientNet, SideOptions, WorkloadError};
+use crate::protocol::TOKEN_LEN;
+
+/// Socket option numbers (include/uapi/linux/udp.h, asm-generic/socket.h).
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+const SO_BUSY_POLL: libc::c_int = 46;
+/// Most segments the kernel accepts in one GSO send.
+pub const MAX_GSO_SEGMENTS: usize = 64;
+/// Largest buffer handed to one GSO send or returned by one GRO receive.
+pub const MAX_OFFLOAD_BYTES: usize = 65_000;
+/// How long a client waits for all its streams to be acknowledged.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(3);
+
+fn domain_of(ip: IpAddr) -> Domain {
+    if ip.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    }
+}
+
+/// Nanoseconds of the monotonic clock (only differences are used).
+#[inline]
+pub fn monotonic_nanos() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn set_int_option(socket: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: passes a pointer to a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            &value as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Turns on UDP GSO: every send longer than `segment` is cut by the kernel.
+pub fn enable_gso(socket: &Socket, segment: usize) -> Result<(), WorkloadError> {
+    set_int_option(socket, libc::SOL_UDP, UDP_SEGMENT, segment as libc::c_int).map_err(WorkloadError::io(
+        "enabling UDP GSO (UDP_SEGMENT, Linux 4.18+); run without --gso",
+    ))
+}
+
+/// Turns on UDP GRO: the kernel may hand over several datagrams at once.
+pub fn enable_gro(socket: &Socket) -> Result<(), WorkloadError> {
+    set_int_option(socket, libc::SOL_UDP, UDP_GRO, 1).map_err(WorkloadError::io(
+        "enabling UDP GRO (UDP_GRO, Linux 5.0+); run without --gro",
+    ))
+}
+
+/// SO_BUSY_POLL: spin this long in the driver before sleeping on a receive.
+pub fn set_busy_poll(socket: &Socket, micros: u32) -> Result<(), WorkloadError> {
+    set_int_option(socket, libc::SOL_SOCKET, SO_BUSY_POLL, micros as libc::c_int).map_err(WorkloadError::io(format!(
+        "setting SO_BUSY_POLL to {micros} us (needs CAP_NET_ADMIN to raise it)"
+    )))
+}
+
+/// A UDP socket bound to `ip`, kernel-chosen port, with the side's buffers.
+pub fn bind_udp(ip: IpAddr, side: &SideOptions) -> Result<Socket, WorkloadError> {
+    let socket = Socket::new(domain_of(ip), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(WorkloadError::io("creating a UDP socket"))?;
+    apply_buffers(&socket, side)?;
+    socket
+        .bind(&SocketAddr::new(ip, 0).into())
+        .map_err(WorkloadError::io(format!("binding a UDP socket on {ip}")))?;
+    Ok(socket)
+}
+
+/// Agent: waits until every socket's stream has registered from the control
+/// peer with the token, connects each to its client, and returns how many
+/// datagrams each socket refused on the way.
+pub fn await_registrations(
+    sockets: &[(u32, Socket)],
+    net: &AgentNet,
+    deadline: Instant,
+) -> Result<Vec<u64>, WorkloadError> {
+    let mut registered = vec![false; sockets.len()];
+    let mut refused = vec![0u64; sockets.len()];
+    let peer = canonical(net.peer_ip);
+    while registered.iter().any(|r| !r) {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(WorkloadError::Setup(format!(
+                "only {} of {} UDP streams registered in time ({} datagrams refused); \
+                 is a firewall dropping UDP between the hosts?",
+                registered.iter().filter(|r| **r).count(),
+                sockets.len(),
+                refused.iter().sum::<u64>()
+            )));
+        }
+        let mut fds: Vec<libc::pollfd> = sockets
+            .iter()
+            .map(|(_, s)| libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let timeout = (deadline - now).as_millis().min(200) as libc::c_int;
+        // SAFETY: fds is a valid array of pollfd.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        for (i, (id, socket)) in sockets.iter().enumerate() {
+            if fds[i].revents == 0 {
+                continue;
+            }
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 2048];
+            let Ok((len, from)) = socket.recv_from_with_flags(&mut buf, libc::MSG_DONTWAIT) else {
+                continue;
+            };
+            // SAFETY: recv_from initialized the first `len` bytes.
+            let data: Vec<u8> = buf[..len].iter().map(|b| unsafe { b.assume_init() }).collect();
+            let from_ok = from.as_socket().map(|a| canonical(a.ip())) == Some(peer);
+            match check_register(&data, &net.token) {
+                Some(stream) if from_ok && stream == *id => {
+                    if !registered[i] {
+                        socket
+                            .connect(&from)
+                            .map_err(WorkloadError::io(format!("connecting UDP stream {id} to its client")))?;
+                        registered[i] = true;
+                    }
+                    let _ = socket.send(&ack_datagram(*id));
+                }
+                _ => {
+                    refused[i] += 1;
+                    if refused[i] == 1 {
+                        crate::logging::warn(&format!(
+                            "UDP stream {id}: refused a datagram from {:?} (not the control peer's \
+                             registration with the session token)",
+                            from.as_socket()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(refused)
+}
+
+/// IPv4-mapped IPv6 addresses compare equal to their IPv4 form.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+/// Client: one socket per port, connected to the agent and registered.
+pub fn register_streams(
+    net: &ClientNet,
+    ids: &[u32],
+    side: &SideOptions,
+    configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
+) -> Result<Vec<(u32, Socket)>, WorkloadError> {
+    if net.data_ports.len() != ids.len() {
+        return Err(WorkloadError::Setup(format!(
+            "the agent offered {} UDP ports for {} streams",
+            net.data_ports.len(),
+            ids.len()
+        )));
+    }
+    let local = net.bind.unwrap_or(if net.agent_ip.is_ipv4() {
+        IpAddr::from([0u8; 4])
+    } else {
+        IpAddr::from([0u16; 8])
+    });
+    let mut sockets = Vec::with_capacity(ids.len());
+    for (&id, &port) in ids.iter().zip(&net.data_ports) {
+        let socket = bind_udp(local, side)?;
+        configure(&socket)?;
+        let addr = SocketAddr::new(net.agent_ip, port);
+        socket
+            .connect(&SockAddr::from(addr))
+            .map_err(WorkloadError::io(format!("connecting UDP stream {id} to {addr}")))?;
+        sockets.push((id, socket));
+    }
+    let deadline = Instant::now() + REGISTER_TIMEOUT;
+    for (id, socket) in &sockets {
+        register_one(socket, *id, &net.token, deadline);
+    }
+    Ok(sockets)
+}
+
+/// Sends registrations until acknowledged or the deadline passes. Without
+/// an ack the test still goes on: the agent says over the control
+/// connection whether every stream arrived.
+fn register_one(socket: &Socket, id: u32, token: &[u8; TOKEN_LEN], deadline: Instant) {
+    let mut attempt = 0u64;
+    let _ = socket.set_read_timeout(Some(Duration::from_millis(50)));
+    while Instant::now() < deadline {
+        let _ = socket.send(&register_datagram(id, attempt, token));
+        attempt += 1;
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); REGISTER_LEN];
+        let until = Instant::now() + Duration::from_millis(50 * attempt.min(4));
+        while Instant::now() < until {
+            match socket.recv(&mut buf) {
+                Ok(len) => {
+                    // SAFETY: recv initialized the first `len` bytes.
+                    let data: Vec<u8> = buf[..len].iter().map(|b| unsafe { b.assume_init() }).collect();
+                    if Header::read(&data).is_some_and(|h| h.kind == Kind::Ack && h.stream_id == id) {
+                        let _ = socket.set_read_timeout(None);
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    let _ = socket.set_read_timeout(None);
+    crate::logging::debug(&format!(
+        "UDP stream {id}: no registration ack; relying on the agent's ready"
+    ));
+}
+
+/// Datagrams the kernel dropped at this socket (receive buffer full), from
+/// the `drops` column of /proc/net/udp and /proc/net/udp6.
+pub fn socket_drops(socket: &Socket) -> Option<u64> {
+    // SAFETY: fstat writes into the zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(socket.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    let inode = st.st_ino.to_string();
+    ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .find_map(|text| drops_of_inode(&text, &inode))
+}
+
+/// The drops of the socket with `inode` in a /proc/net/udp table.
+pub fn drops_of_inode(table: &str, inode: &str) -> Option<u64> {
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() >= 13 && f[9] == inode).then(|| f[12].parse().ok()).flatten()
+    })
+}
+
+/// Batches of outgoing datagrams for sendmmsg: `entries` buffers of up to
+/// `entry_bytes` each (one datagram, or a GSO train of several).
+pub struct SendBatch {
+    pub buffers: Vec<Vec<u8>>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers point into `buffers`, owned by the same value.
+unsafe impl Send for SendBatch {}
+
+impl SendBatch {
+    pub fn new(entries: usize, entry_bytes: usize) -> SendBatch {
+        let mut buffers: Vec<Vec<u8>> = (0..entries)
+            .map(|_| (0..entry_bytes).map(|i| (i % 251) as u8).collect())
+            .collect();
+        let iov: Vec<libc::iovec> = buffers
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: mmsghdr is plain data; zero is a valid empty header.
+        let msgs = (0..entries).map(|_| unsafe { std::mem::zeroed() }).collect();
+        SendBatch { buffers, iov, msgs }
+    }
+
+    /// Sends the first `lens.len()` buffers with the given lengths; returns
+    /// how many went out.
+    pub fn send(&mut self, fd: libc::c_int, lens: &[usize]) -> std::io::Result<usize> {
+        for (i, &len) in lens.iter().enumerate() {
+            self.iov[i].iov_len = len;
+            self.msgs[i].msg_hdr.msg_iov = &mut self.iov[i];
+            self.msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: msgs and iov point into buffers that live as long as self.
+        let n = unsafe { libc::sendmmsg(fd, self.msgs.as_mut_ptr(), lens.len() as libc::c_uint, 0) };
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+/// Buffers for recvmmsg, with room for a GRO control message each.
+pub struct RecvBatch {
+    pub buffers: Vec<Vec<u8>>,
+    controls: Vec<[u64; 8]>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers point into fields owned by the same value.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    pub fn new(entries: usize, entry_bytes: usize) -> RecvBatch {
+        let mut buffers: Vec<Vec<u8>> = (0..entries).map(|_| vec![0u8; entry_bytes]).collect();
+        let iov = buffers
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: mmsghdr is plain data.
+        let msgs = (0..entries).map(|_| unsafe { std::mem::zeroed() }).collect();
+        RecvBatch {
+            buffers,
+            controls: vec![[0u64; 8]; entries],
+            iov,
+            msgs,
+        }
+    }
+
+    /// Receives at least one datagram (or times out); returns the count.
+    pub fn recv(&mut self, fd: libc::c_int) -> std::io::Result<usize> {
+        for i in 0..self.msgs.len() {
+            let hdr = &mut self.msgs[i].msg_hdr;
+            hdr.msg_iov = &mut self.iov[i];
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = self.controls[i].as_mut_ptr() as *mut libc::c_void;
+            hdr.msg_controllen = std::mem::size_of::<[u64; 8]>() as _;
+            hdr.msg_name = std::ptr::null_mut();
+            hdr.msg_namelen = 0;
+        }
+        // SAFETY: every header points at live buffers owned by self.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.msgs.as_mut_ptr(),
+                self.msgs.len() as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Length of message `i` and its GRO segment size, if coalesced.
+    pub fn message(&self, i: usize) -> (usize, Option<usize>) {
+        let msg = &self.msgs[i];
+        let len = msg.msg_len as usize;
+        let hdr = &msg.msg_hdr;
+        let mut segment = None;
+        // SAFETY: the CMSG macros walk the control buffer the kernel filled.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
+                    let size = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
+                    segment = (size > 0).then_some(size as usize);
+                }
+                cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+            }
+        }
+        (len, segment)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_are_read_from_the_socket_line() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+          5: 0100007F:9C40 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 123456 2 0000000000000000 17\n";
+        assert_eq!(drops_of_inode(table, "123456"), Some(17));
+        assert_eq!(drops_of_inode(table, "999"), None);
+    }
+
+    #[test]
+    fn a_fresh_socket_has_no_drops() {
+        let s = bind_udp("127.0.0.1".parse().unwrap(), &SideOptions::default()).unwrap();
+        assert_eq!(socket_drops(&s), Some(0));
+    }
+
+    #[test]
+    fn registration_admits_the_token_and_counts_strangers() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let token = crate::protocol::new_token();
+        let agent_net = AgentNet {
+            local_ip: ip,
+            peer_ip: ip,
+            token,
+        };
+        let agent = vec![(1u32, bind_udp(ip, &SideOptions::default()).unwrap())];
+        let port = agent[0].1.local_addr().unwrap().as_socket().unwrap().port();
+        let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        stranger.send_to(b"junk that is not ours", ("127.0.0.1", port)).unwrap();
+        stranger
+            .send_to(
+                &register_datagram(1, 0, &crate::protocol::new_token()),
+                ("127.0.0.1", port),
+            )
+            .unwrap();
+        let client_net = ClientNet {
+            agent_ip: ip,
+            data_ports: vec![port],
+            token,
+            bind: None,
+        };
+        let client =
+            std::thread::spawn(move || register_streams(&client_net, &[1], &SideOptions::default(), &|_| Ok(())));
+        let refused = await_registrations(&agent, &agent_net, Instant::now() + Duration::from_secs(5)).unwrap();
+        assert_eq!(refused, vec![2]);
+        let client = client.join().unwrap().unwrap();
+        // Connected both ways: the agent's socket now talks to the client only.
+        assert_eq!(
+            agent[0].1.peer_addr().unwrap().as_socket(),
+            client[0].1.local_addr().unwrap().as_socket()
+        );
+    }
+}

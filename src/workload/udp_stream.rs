@@ -1,0 +1,595 @@
+//! `udp`: UDP streams at an offered rate (or as fast as the sender can
+//! go), one socket and one thread per stream, in either or both directions,
+//! like iperf3 `-u` and netperf UDP_STREAM.
+//!
+//! The sender paces with a token bucket against the monotonic clock and
+//! sends in batches (sendmmsg, optionally UDP GSO); every datagram carries
+//! stream id, sequence number, send time and a warm-up flag
+//! ([`super::udp_wire`]). The receiver (recvmmsg, optionally GRO) counts
+//! distinct, duplicate, late and foreign datagrams and the RFC 3550 jitter,
+//! and reads its socket's drop counter. Receivers get no end-of-stream:
+//! they stop once the stop flag is up and the socket has been quiet for
+//! [`DRAIN`]. Loss is computed when the client merges both reports: the
+//! sender's own count travels over the control connection, so a lost last
+//! datagram never hides loss.
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use socket2::Socket;
+
+use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
+use super::spec::out_of_range;
+use super::udp_io::{self, monotonic_nanos, RecvBatch, SendBatch, MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES};
+use super::udp_wire::{Header, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP, HEADER_LEN, MAX_DATAGRAM_BYTES};
+use super::{
+    Aborter, AgentNet, AgentSide, ClientNet, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
+    WorkloadError,
+};
+use crate::model::{Host, Role, StreamEnd, UdpEnd, UdpReceived};
+use crate::probe::tcpinfo;
+use crate::units::bits_per_second;
+
+/// How long a receiver waits for stragglers once the test is over.
+pub const DRAIN: Duration = Duration::from_millis(300);
+/// A receiver stops at the latest this long after the stop flag.
+const MAX_DRAIN: Duration = Duration::from_secs(3);
+/// How often a blocked receive wakes up to look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+/// Datagrams per sendmmsg/recvmmsg without offload.
+const BATCH: usize = 64;
+
+/// Parameters of the `udp` workload.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpParams {
+    /// Offered rate per stream; None sends as fast as the sender can.
+    #[serde(default)]
+    pub rate_bits_per_second: Option<u64>,
+    /// UDP GSO (UDP_SEGMENT) on the sending sockets.
+    #[serde(default)]
+    pub gso: bool,
+    /// UDP GRO on the receiving sockets.
+    #[serde(default)]
+    pub gro: bool,
+}
+
+/// The `udp` workload.
+pub struct UdpStream;
+
+/// Checks a UDP payload size (shared with `rr --proto udp`).
+pub fn check_datagram_size(option: &'static str, bytes: u64, min: u64) -> Result<(), SpecError> {
+    if bytes < min || bytes > MAX_DATAGRAM_BYTES {
+        return Err(out_of_range(
+            option,
+            format!(
+                "{min}..={MAX_DATAGRAM_BYTES} bytes ({MAX_DATAGRAM_BYTES} is the largest UDP payload over IPv4; \
+                 {min} bytes carry nicbench's header)"
+            ),
+            format!("{bytes} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+impl Workload for UdpStream {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {
+        spec.validate_common()?;
+        let params: UdpParams = spec.params()?;
+        check_datagram_size("-l/--length", spec.message_bytes, HEADER_LEN as u64)?;
+        if params.rate_bits_per_second == Some(0) {
+            return Err(out_of_range("-b/--bitrate", "a rate above 0 (e.g. 100M) or 'max'", 0));
+        }
+        if spec.bytes.is_some() {
+            return Err(SpecError::Invalid(
+                "the udp workload runs for a time (-t); a byte count (-n) is not supported".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
+        let params: UdpParams = spec.params()?;
+        let mut sockets = Vec::new();
+        for (id, _) in spec.flows() {
+            sockets.push((id, udp_io::bind_udp(net.local_ip, &spec.agent)?));
+        }
+        Ok(Box::new(UdpAgent {
+            sockets,
+            spec: spec.clone(),
+            params,
+            net: net.clone(),
+        }))
+    }
+
+    fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
+        let params: UdpParams = spec.params()?;
+        let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
+        let sockets = udp_io::register_streams(net, &ids, &spec.client, &|_| Ok(()))?;
+        let refused = vec![0; sockets.len()];
+        UdpSide::new(Host::Client, spec, params, sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
+    }
+}
+
+struct UdpAgent {
+    sockets: Vec<(u32, Socket)>,
+    spec: TestSpec,
+    params: UdpParams,
+    net: AgentNet,
+}
+
+impl AgentSide for UdpAgent {
+    fn data_ports(&self) -> Vec<u16> {
+        self.sockets.iter().map(|(_, s)| super::data::local_port(s)).collect()
+    }
+
+    fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
+        let refused = udp_io::await_registrations(&self.sockets, &self.net, deadline)?;
+        UdpSide::new(Host::Agent, &self.spec, self.params, self.sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
+    }
+}
+
+/// One stream end: its socket, role, and what registration refused.
+struct UdpEndpoint {
+    id: u32,
+    role: Role,
+    socket: Socket,
+    refused: u64,
+}
+
+/// One end's streams, registered.
+struct UdpSide {
+    spec: TestSpec,
+    params: UdpParams,
+    ends: Vec<UdpEndpoint>,
+}
+
+impl UdpSide {
+    fn new(
+        host: Host,
+        spec: &TestSpec,
+        params: UdpParams,
+        sockets: Vec<(u32, Socket)>,
+        refused: Vec<u64>,
+    ) -> Result<UdpSide, WorkloadError> {
+        let flows = spec.flows();
+        let mut ends = Vec::with_capacity(sockets.len());
+        for ((id, socket), refused) in sockets.into_iter().zip(refused) {
+            let Some((_, flow)) = flows.iter().find(|(f, _)| *f == id) else {
+                continue;
+            };
+            let role = if flow.sender() == host {
+                Role::Sender
+            } else {
+                Role::Receiver
+            };
+            match role {
+                Role::Sender if params.gso => udp_io::enable_gso(&socket, spec.message_bytes as usize)?,
+                Role::Receiver if params.gro => udp_io::enable_gro(&socket)?,
+                _ => {}
+            }
+            ends.push(UdpEndpoint {
+                id,
+                role,
+                socket,
+                refused,
+            });
+        }
+        Ok(UdpSide {
+            spec: spec.clone(),
+            params,
+            ends,
+        })
+    }
+}
+
+/// What a stream body leaves for the side to put into its [`StreamEnd`].
+#[derive(Default)]
+struct Extra {
+    udp: UdpEnd,
+    /// Receiver: when the last datagram arrived (its rate ends there).
+    last_data_at: Option<Instant>,
+}
+
+type Slot = Arc<Mutex<Option<Extra>>>;
+
+impl Side for UdpSide {
+    fn aborter(&self) -> Aborter {
+        super::data::aborter(&self.ends.iter().map(|e| &e.socket).collect::<Vec<_>>())
+    }
+
+    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
+        let dg = self.spec.message_bytes as usize;
+        let (start, omit_at) = (control.start, control.start + control.omit);
+        let mut tasks = Vec::new();
+        let mut slots: Vec<(u32, Role, Slot)> = Vec::new();
+        for end in self.ends {
+            let slot: Slot = Arc::default();
+            slots.push((end.id, end.role, Arc::clone(&slot)));
+            let buffers = tcpinfo::socket_buffers(&end.socket);
+            let (id, socket, refused) = (end.id, end.socket, end.refused);
+            let params = self.params.clone();
+            let body: StreamBody = match end.role {
+                Role::Sender => Box::new(move |ctx: &StreamContext| {
+                    finish(&slot, send_stream(&socket, id, dg, &params, (start, omit_at), ctx))
+                }),
+                Role::Receiver => Box::new(move |ctx: &StreamContext| {
+                    finish(&slot, receive_stream(&socket, id, dg, params.gro, refused, ctx))
+                }),
+            };
+            tasks.push(StreamTask {
+                stream_id: id,
+                role: end.role,
+                socket: buffers,
+                body,
+            });
+        }
+        let mut outcome = run_streams(tasks, control);
+        for end in &mut outcome.streams {
+            let Some((_, _, slot)) = slots
+                .iter()
+                .find(|(id, role, _)| *id == end.stream_id && *role == end.role)
+            else {
+                continue;
+            };
+            if let Some(extra) = slot.lock().ok().and_then(|mut s| s.take()) {
+                attach(end, extra, control);
+            }
+        }
+        outcome
+    }
+}
+
+fn finish(slot: &Slot, (end, extra): (TaskEnd, Extra)) -> TaskEnd {
+    if let Ok(mut s) = slot.lock() {
+        *s = Some(extra);
+    }
+    end
+}
+
+/// Puts the UDP counts into the stream end; a receiver's time runs to its
+/// last datagram, not to the end of the drain wait.
+fn attach(end: &mut StreamEnd, extra: Extra, control: &RunControl) {
+    if let (Role::Receiver, Some(last)) = (end.role, extra.last_data_at) {
+        let omit_at = control.start + control.omit;
+        let from = if !control.omit.is_zero() && last > omit_at && end.omitted_bytes > 0 {
+            omit_at
+        } else {
+            control.start
+        };
+        end.seconds = last.saturating_duration_since(from).as_secs_f64();
+        end.bits_per_second = bits_per_second(end.bytes, end.seconds);
+    }
+    end.udp = Some(extra.udp);
+}
+
+/// Is this send error one to count and go on with?
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOBUFS | libc::ECONNREFUSED | libc::EAGAIN | libc::EINTR)
+    )
+}
+
+/// The sender's loop: pace, stamp, send a batch, count.
+fn send_stream(
+    socket: &Socket,
+    id: u32,
+    dg: usize,
+    params: &UdpParams,
+    (start, omit_at): (Instant, Instant),
+    ctx: &StreamContext,
+) -> (TaskEnd, Extra) {
+    let fd = socket.as_raw_fd();
+    let segments = if params.gso {
+        (MAX_OFFLOAD_BYTES / dg).clamp(1, MAX_GSO_SEGMENTS)
+    } else {
+        1
+    };
+    let entries = if params.gso { 8 } else { BATCH };
+    let max_datagrams = entries * segments;
+    let mut batch = SendBatch::new(entries, segments * dg);
+    // Send about a millisecond's worth at a time when paced.
+    let (mut pacer, per_call) = match params.rate_bits_per_second {
+        Some(rate) => {
+            let per_ms = (rate as f64 / 8.0 / 1000.0 / dg as f64).ceil() as usize;
+            let per_call = per_ms.clamp(1, max_datagrams);
+            // Credit for 100 ms: a late wake-up on a busy host is caught up,
+            // so the average holds; a longer stall is not made up for.
+            let burst = ((per_call * dg * 2) as u64).max(rate / 8 / 10);
+            (Some(Pacer::new(rate, burst)), per_call)
+        }
+        None => (None, max_datagrams),
+    };
+    let mut lens = vec![0usize; entries];
+    let (mut seq, mut total, mut syscalls) = (0u64, 0u64, 0u64);
+    let mut udp = UdpEnd {
+        datagram_bytes: dg as u64,
+        segmentation_offload: params.gso,
+        offered_bits_per_second: params.rate_bits_per_second.map(|r| r as f64),
+        ..UdpEnd::default()
+    };
+    let mut error = None;
+    // The pacer counts from the side's start, like the rate in the result.
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let mut n = max_datagrams;
+        if let Some(p) = pacer.as_mut() {
+            let allowed = (p.allowance(now - start) / dg as u64) as usize;
+            if allowed < per_call {
+                std::thread::sleep(p.wait_for(now - start, (per_call * dg) as u64).min(POLL));
+                continue;
+            }
+            n = allowed.min(max_datagrams);
+        }
+        let flags = if now < omit_at { FLAG_WARMUP } else { 0 };
+        let used = stamp_batch(&mut batch, &mut lens, (id, seq, flags), n, segments, dg);
+        let sent_entries = match batch.send(fd, &lens[..used]) {
+            Ok(m) => m,
+            Err(e) if transient(&e) => {
+                udp.send_errors += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            Err(e) => {
+                let hint = if params.gso && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EMSGSIZE)) {
+                    " (with --gso every datagram must fit the path MTU: -l at most MTU - 28 for IPv4, \
+                     MTU - 48 for IPv6)"
+                } else {
+                    ""
+                };
+                error = Some(format!("send failed after {seq} datagrams: {e}{hint}"));
+                break;
+            }
+        };
+        syscalls += 1;
+        let sent: usize = lens[..sent_entries].iter().map(|l| l / dg).sum();
+        seq += sent as u64;
+        if flags == FLAG_WARMUP {
+            udp.warmup_datagrams += sent as u64;
+        } else {
+            udp.datagrams += sent as u64;
+        }
+        total += (sent * dg) as u64;
+        ctx.bytes.store(total, Ordering::Relaxed);
+        if let Some(p) = pacer.as_mut() {
+            p.spend((sent * dg) as u64);
+        }
+    }
+    udp.datagrams_per_syscall = if syscalls > 0 {
+        seq as f64 / syscalls as f64
+    } else {
+        0.0
+    };
+    (
+        TaskEnd {
+            error,
+            ..TaskEnd::default()
+        },
+        Extra {
+            udp,
+            last_data_at: None,
+        },
+    )
+}
+
+/// Writes the headers of `n` datagrams (sequence numbers from `seq`) into
+/// the batch, `segments` per buffer, and sets the buffer lengths; returns
+/// how many buffers are in use.
+fn stamp_batch(
+    batch: &mut SendBatch,
+    lens: &mut [usize],
+    (id, seq, flags): (u32, u64, u8),
+    n: usize,
+    segments: usize,
+    dg: usize,
+) -> usize {
+    let stamp = monotonic_nanos();
+    for k in 0..n {
+        let at = (k % segments) * dg;
+        Header::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
+    }
+    let used = n.div_ceil(segments);
+    for (e, len) in lens.iter_mut().enumerate().take(used) {
+        *len = (n - e * segments).min(segments) * dg;
+    }
+    used
+}
+
+/// What a receiver has counted so far.
+struct Receiving {
+    id: u32,
+    tracker: SeqTracker,
+    jitter: Jitter,
+    bytes: u64,
+    datagrams: u64,
+    malformed: u64,
+    syscalls: u64,
+}
+
+impl Receiving {
+    /// Accounts the `n` messages of one `recvmmsg`; true if any was ours.
+    fn take(&mut self, batch: &RecvBatch, n: usize, arrival: u64) -> bool {
+        let before = self.datagrams;
+        self.syscalls += 1;
+        for i in 0..n {
+            let (len, segment) = batch.message(i);
+            let segment = segment.unwrap_or(len).max(1);
+            for chunk in batch.buffers[i][..len].chunks(segment) {
+                match Header::read(chunk) {
+                    Some(h) if h.kind == Kind::Data && h.stream_id == self.id => {
+                        self.tracker.record(h.seq, h.flags & FLAG_WARMUP != 0);
+                        self.jitter.update(h.send_nanos, arrival);
+                        self.bytes += chunk.len() as u64;
+                        self.datagrams += 1;
+                    }
+                    // A repeated registration whose ack was lost.
+                    Some(h) if h.kind == Kind::Register => {}
+                    _ => self.malformed += 1,
+                }
+            }
+        }
+        self.datagrams > before
+    }
+
+    fn end(self, dg: usize, gro: bool, refused: u64, socket: &Socket) -> UdpEnd {
+        UdpEnd {
+            datagram_bytes: dg as u64,
+            datagrams: self.tracker.received,
+            warmup_datagrams: self.tracker.warmup,
+            datagrams_per_syscall: if self.syscalls > 0 {
+                self.datagrams as f64 / self.syscalls as f64
+            } else {
+                0.0
+            },
+            segmentation_offload: gro,
+            offered_bits_per_second: None,
+            send_errors: 0,
+            received: Some(UdpReceived {
+                duplicate_datagrams: self.tracker.duplicates,
+                out_of_order_datagrams: self.tracker.out_of_order,
+                malformed_datagrams: self.malformed,
+                refused_datagrams: refused,
+                jitter_us: self.jitter.micros(),
+                socket_drops: udp_io::socket_drops(socket).unwrap_or(0),
+            }),
+        }
+    }
+}
+
+/// The receiver's loop: drain batches, account each datagram, stop once
+/// the test is over and the socket has gone quiet.
+fn receive_stream(
+    socket: &Socket,
+    id: u32,
+    dg: usize,
+    gro: bool,
+    refused: u64,
+    ctx: &StreamContext,
+) -> (TaskEnd, Extra) {
+    let fd = socket.as_raw_fd();
+    let _ = socket.set_read_timeout(Some(POLL));
+    let mut batch = if gro {
+        RecvBatch::new(16, 65_536)
+    } else {
+        RecvBatch::new(BATCH, dg)
+    };
+    let mut counts = Receiving {
+        id,
+        tracker: SeqTracker::default(),
+        jitter: Jitter::default(),
+        bytes: 0,
+        datagrams: 0,
+        malformed: 0,
+        syscalls: 0,
+    };
+    let mut last_data_at: Option<Instant> = None;
+    let mut stop_seen: Option<Instant> = None;
+    let mut error = None;
+    loop {
+        match batch.recv(fd) {
+            Ok(n) => {
+                if counts.take(&batch, n, monotonic_nanos()) {
+                    ctx.bytes.store(counts.bytes, Ordering::Relaxed);
+                    last_data_at = Some(Instant::now());
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                ) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+            Err(e) => {
+                error = Some(format!("receive failed after {} datagrams: {e}", counts.datagrams));
+                break;
+            }
+        }
+        if ctx.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let since = *stop_seen.get_or_insert(now);
+            let quiet_from = last_data_at.map_or(since, |l| l.max(since));
+            if now - quiet_from >= DRAIN || now - since >= MAX_DRAIN {
+                break;
+            }
+        }
+    }
+    let udp = counts.end(dg, gro, refused, socket);
+    (
+        TaskEnd {
+            error,
+            ..TaskEnd::default()
+        },
+        Extra { udp, last_data_at },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::spec::tests::spec;
+    use crate::workload::SideOptions;
+
+    #[test]
+    fn the_receiver_counts_junk_from_its_peer_and_keeps_the_rest() {
+        let ip = "127.0.0.1".parse().unwrap();
+        let receiver = udp_io::bind_udp(ip, &SideOptions::default()).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender
+            .connect(receiver.local_addr().unwrap().as_socket().unwrap())
+            .unwrap();
+        let mut datagram = vec![0u8; 100];
+        for seq in [0u64, 1, 3, 2, 2] {
+            Header::data(5, seq, 1000 + seq, 0).write(&mut datagram);
+            sender.send(&datagram).unwrap();
+        }
+        Header::data(6, 9, 0, 0).write(&mut datagram); // another stream's id
+        sender.send(&datagram).unwrap();
+        sender.send(b"short").unwrap();
+        sender.send(&[0xffu8; 100]).unwrap();
+        let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut batch = RecvBatch::new(BATCH, 100);
+        let mut counts = Receiving {
+            id: 5,
+            tracker: SeqTracker::default(),
+            jitter: Jitter::default(),
+            bytes: 0,
+            datagrams: 0,
+            malformed: 0,
+            syscalls: 0,
+        };
+        let mut seen = 0;
+        while seen < 8 {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, monotonic_nanos());
+            seen += n;
+        }
+        let end = counts.end(100, false, 0, &receiver);
+        let received = end.received.unwrap();
+        assert_eq!(end.datagrams, 4);
+        assert_eq!(received.duplicate_datagrams, 1);
+        assert_eq!(received.out_of_order_datagrams, 1);
+        assert_eq!(received.malformed_datagrams, 3);
+    }
+
+    #[test]
+    fn sizes_rates_and_byte_counts_are_checked() {
+        let mut s = spec("udp");
+        s.message_bytes = 65_508;
+        assert!(UdpStream.validate(&s).unwrap_err().to_string().contains("65507"));
+        s.message_bytes = 1400;
+        s.params = serde_json::json!({"rate_bits_per_second": 0});
+        assert!(UdpStream.validate(&s).unwrap_err().to_string().contains("-b/--bitrate"));
+        s.params = serde_json::Value::Null;
+        s.bytes = Some(1000);
+        assert!(UdpStream.validate(&s).is_err());
+        s.bytes = None;
+        assert!(UdpStream.validate(&s).is_ok());
+    }
+}

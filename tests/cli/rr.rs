@@ -1,0 +1,185 @@
+//! `nicbench rr` against a real agent on loopback.
+
+use serde_json::Value;
+
+use super::common::*;
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// Percentiles in order, the histogram holding every sample.
+fn assert_sane_latency(l: &Value) {
+    let keys = ["min_us", "p50_us", "p90_us", "p99_us", "p99_9_us", "max_us"];
+    let values: Vec<f64> = keys.iter().map(|k| num(&l[*k])).collect();
+    assert!(values[0] > 0.0, "{l}");
+    assert!(values.windows(2).all(|w| w[0] <= w[1] * 1.001), "{keys:?} = {values:?}");
+    assert!(num(&l["mean_us"]) >= values[0] && num(&l["mean_us"]) <= values[5]);
+    let buckets: u64 = l["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(buckets, l["samples"].as_u64().unwrap());
+}
+
+fn rr(agent: &AgentProcess, extra: &[&str]) -> Value {
+    let port = agent.port_arg();
+    let mut argv = vec!["rr", "127.0.0.1", "-p", &port, "-t", "1", "--json"];
+    argv.extend_from_slice(extra);
+    nicbench_json(&argv)
+}
+
+#[test]
+fn tcp_rr_counts_agree_and_latency_is_a_distribution() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let run = nicbench_json(&[
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-r",
+        "64,1K",
+        "-P",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(run["workload"], "rr");
+    for s in run["streams"].as_array().unwrap() {
+        let (req, resp) = (&s["sender"]["rr"], &s["receiver"]["rr"]);
+        assert!(req["transactions"].as_u64().unwrap() > 100);
+        assert_eq!(req["transactions"], resp["transactions"], "every request answered once");
+        assert_eq!(s["sender"]["bytes"], s["receiver"]["bytes"]);
+        assert_sane_latency(&req["latency"]);
+    }
+    let sum = &run["sum"]["rr"];
+    assert_sane_latency(&sum["latency"]);
+    assert!(num(&sum["transactions_per_second"]) > 0.0);
+    for host in ["client", "agent"] {
+        assert!(
+            num(&run["cpu"][host]["service_demand_us_per_transaction"]) > 0.0,
+            "{host}"
+        );
+    }
+}
+
+#[test]
+fn burst_keeps_several_in_flight_and_every_one_is_answered() {
+    let agent = AgentProcess::start(&[]);
+    let run = rr(&agent, &["--burst", "8", "--quickack"]);
+    let s = &run["streams"][0];
+    assert_eq!(s["sender"]["rr"]["transactions"], s["receiver"]["rr"]["transactions"]);
+    assert_eq!(run["spec"]["params"]["burst"], 8);
+    assert_eq!(run["spec"]["params"]["quickack"], true);
+}
+
+#[test]
+fn udp_rr_never_answers_more_than_asked_and_records_its_timeout() {
+    let agent = AgentProcess::start(&[]);
+    let run = rr(
+        &agent,
+        &["--proto", "udp", "-r", "32,256", "--timeout", "20ms", "--burst", "4"],
+    );
+    let s = &run["streams"][0];
+    let done = s["sender"]["rr"]["transactions"].as_u64().unwrap();
+    let answered = s["receiver"]["rr"]["transactions"].as_u64().unwrap();
+    let lost = s["sender"]["rr"]["lost_transactions"].as_u64().unwrap();
+    assert!(done > 100);
+    // Each completed transaction was answered; a lost one may have been answered too late.
+    assert!(
+        answered >= done && answered <= done + lost,
+        "{done} done, {answered} answered, {lost} lost"
+    );
+    assert_sane_latency(&s["sender"]["rr"]["latency"]);
+    assert_eq!(run["spec"]["params"]["timeout_us"], 20_000);
+    assert_eq!(run["spec"]["params"]["proto"], "udp");
+}
+
+#[test]
+fn crr_opens_a_connection_per_transaction() {
+    let agent = AgentProcess::start(&[]);
+    let run = rr(&agent, &["--crr"]);
+    let s = &run["streams"][0];
+    let done = s["sender"]["rr"]["transactions"].as_u64().unwrap();
+    assert!(done > 10);
+    assert_eq!(s["sender"]["rr"]["connections"], s["sender"]["rr"]["transactions"]);
+    assert_eq!(num(&run["sum"]["rr"]["transactions"]), done as f64);
+    assert_eq!(s["receiver"]["rr"]["transactions"].as_u64().unwrap(), done);
+    assert_sane_latency(&s["sender"]["rr"]["latency"]);
+}
+
+#[test]
+fn text_summary_shows_transactions_and_percentiles_with_units() {
+    let agent = AgentProcess::start(&[]);
+    let out = nicbench(&["rr", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("transactions/s"), "{text}");
+    assert!(text.contains("p99.9") && text.contains(" us"), "{text}");
+    assert!(text.contains("us/transaction"), "{text}");
+}
+
+#[test]
+fn bad_rr_options_are_refused_with_exit_code_2() {
+    for (args, expect) in [
+        (&["-r", "0,1"][..], "request"),
+        (&["-r", "1,0"][..], "response"),
+        (&["--crr", "--proto", "udp"][..], "--crr"),
+        (&["--proto", "udp", "-r", "4,4"][..], "8..=65507"),
+        (&["--proto", "udp", "-r", "70000,8"][..], "65507"),
+        (&["--burst", "0"][..], "--burst"),
+        (&["--crr", "--burst", "4"][..], "--burst"),
+        (&["--reverse"][..], "--reverse"),
+        (&["--proto", "udp", "--quickack"][..], "--quickack"),
+    ] {
+        let mut argv = vec!["rr", "127.0.0.1", "-p", "1"];
+        argv.extend_from_slice(args);
+        let out = nicbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// rr across the lab's router (a -> r -> b): a sane latency distribution
+/// over TCP and UDP, nothing lost on an unloaded path.
+#[test]
+fn lab_rr_through_a_router_gives_a_sane_latency_distribution() {
+    if let Some(why) = nicbench::lab::unavailable() {
+        eprintln!("SKIPPED (lab unavailable): {why}");
+        return;
+    }
+    let lab = nicbench::lab::Lab::builder()
+        .via_router()
+        .rate(100_000_000)
+        .agent_program(BIN)
+        .build()
+        .expect("build the lab");
+    let port = lab.agent_port().to_string();
+    for proto in ["tcp", "udp"] {
+        let out = lab
+            .command("a", BIN)
+            .args([
+                "rr", "b", "-p", &port, "-t", "2", "--proto", proto, "-r", "64,64", "--json",
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{proto}: {}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sum = &run["sum"]["rr"];
+        assert!(sum["transactions"].as_u64().unwrap() > 100, "{proto}: {sum}");
+        let latency = &sum["latency"];
+        assert_sane_latency(latency);
+        // Two veth hops each way: well under 10 ms in the middle of the distribution.
+        assert!(num(&latency["p50_us"]) < 10_000.0, "{proto}: {latency}");
+        let lost = sum["lost_transactions"].as_u64().unwrap();
+        assert!(
+            lost * 100 <= sum["transactions"].as_u64().unwrap(),
+            "{proto}: {lost} lost"
+        );
+    }
+}

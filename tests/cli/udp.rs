@@ -1,0 +1,347 @@
+//! `nicbench udp` against a real agent on loopback.
+
+use std::net::{TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use nicbench::model::Host;
+use nicbench::probe::cpu::ProcStat;
+use nicbench::protocol::channel::Channel;
+use nicbench::protocol::{token_from_hex, Hello, Message, MAX_AGENT_FRAME};
+use nicbench::trial::{run_side, TrialPlan};
+use nicbench::workload::{self, ClientNet, Direction, SideOptions, TestSpec};
+use serde_json::Value;
+
+use super::common::*;
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// Per stream and in the sum: received + lost = sent, by the sender's own
+/// count; returns the summed UDP result.
+fn assert_udp_accounts(run: &Value) -> &Value {
+    for s in run["streams"].as_array().unwrap() {
+        let u = &s["udp"];
+        assert_eq!(
+            u["sent_datagrams"], s["sender"]["udp"]["datagrams"],
+            "stream {}: the sent count is the sender's own",
+            s["stream_id"]
+        );
+        assert_eq!(u["received_datagrams"], s["receiver"]["udp"]["datagrams"]);
+        assert_eq!(
+            num(&u["received_datagrams"]) + num(&u["lost_datagrams"]),
+            num(&u["sent_datagrams"]),
+            "stream {}",
+            s["stream_id"]
+        );
+        assert!(num(&u["sent_datagrams"]) > 0.0);
+        assert!(s["receiver"]["udp"]["received"]["jitter_us"].is_number());
+    }
+    let sum = &run["sum"]["udp"];
+    assert_eq!(
+        num(&sum["received_datagrams"]) + num(&sum["lost_datagrams"]),
+        num(&sum["sent_datagrams"])
+    );
+    sum
+}
+
+#[test]
+fn offered_100_mbit_is_met_and_counts_agree_across_ends() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "2",
+        "-b",
+        "100M",
+        "-w",
+        "4M",
+        "--json",
+    ]);
+    assert_eq!(run["workload"], "udp");
+    let sum = assert_udp_accounts(&run);
+    // Loopback with 4 MiB buffers: hardly anything may go missing.
+    assert!(num(&sum["loss_percent"]) < 2.0, "loss {}", sum["loss_percent"]);
+    let sender = num(&sum["sender_bits_per_second"]);
+    let receiver = num(&sum["receiver_bits_per_second"]);
+    assert!((sender / 100e6 - 1.0).abs() < 0.05, "sender pushed {sender} bit/s");
+    assert!((receiver / 100e6 - 1.0).abs() < 0.05, "receiver got {receiver} bit/s");
+    assert_eq!(run["streams"][0]["sender"]["udp"]["offered_bits_per_second"], 100e6);
+    assert!(run["streams"][0]["receiver"]["udp"]["received"]["socket_drops"].is_u64());
+}
+
+#[test]
+fn reverse_and_bidir_streams_each_account_for_every_datagram() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-b",
+        "50M",
+        "-P",
+        "2",
+        "-R",
+        "--json",
+    ]);
+    assert!(run["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["flow"] == "agent_to_client"));
+    assert_udp_accounts(&run);
+    let run = nicbench_json(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-b",
+        "50M",
+        "--bidir",
+        "--json",
+    ]);
+    assert_eq!(run["streams"].as_array().unwrap().len(), 2);
+    assert_udp_accounts(&run);
+    assert!(run["sum"]["client_to_agent"]["udp"].is_object());
+    assert!(run["sum"]["agent_to_client"]["udp"].is_object());
+}
+
+#[test]
+fn gso_gro_and_max_rate_are_recorded() {
+    let agent = AgentProcess::start(&[]);
+    let run = nicbench_json(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "1",
+        "-b",
+        "max",
+        "--gso",
+        "--gro",
+        "--json",
+    ]);
+    assert_udp_accounts(&run);
+    let s = &run["streams"][0];
+    assert_eq!(s["sender"]["udp"]["segmentation_offload"], true);
+    assert_eq!(s["receiver"]["udp"]["segmentation_offload"], true);
+    assert!(s["sender"]["udp"].get("offered_bits_per_second").is_none());
+    assert!(num(&s["sender"]["udp"]["datagrams_per_syscall"]) > 1.0);
+    assert_eq!(run["spec"]["params"]["gso"], true);
+}
+
+#[test]
+fn the_text_summary_shows_both_rates_and_the_loss() {
+    let agent = AgentProcess::start(&[]);
+    let out = nicbench(&["udp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1", "-b", "20M"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("UDP client->agent")).expect(&text);
+    assert!(
+        line.contains("sender pushed") && line.contains("receiver got"),
+        "{line}"
+    );
+    assert!(
+        line.contains("Mbit/s") && line.contains("LOST") && line.contains('%'),
+        "{line}"
+    );
+}
+
+#[test]
+fn bad_udp_options_are_refused_with_exit_code_2() {
+    for (args, expect) in [
+        (&["-b", "0"][..], "bitrate"),
+        (&["-b", "lots"][..], "bitrate"),
+        (&["-l", "65508"][..], "65507"),
+        (&["-l", "27"][..], "28"),
+        (&["-n", "1M"][..], "-n"),
+    ] {
+        let mut argv = vec!["udp", "127.0.0.1", "-p", "1"];
+        argv.extend_from_slice(args);
+        let out = nicbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// UDP ports the process `pid` has open (from its fds and /proc/net/udp).
+fn udp_ports_of(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    l.to_str()?
+                        .strip_prefix("socket:[")?
+                        .strip_suffix(']')
+                        .map(String::from)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            (f.len() > 9 && inodes.iter().any(|i| i == f[9]))
+                .then(|| u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok())
+                .flatten()
+        })
+        .collect()
+}
+
+#[test]
+fn junk_sprayed_at_the_agent_port_during_a_test_changes_nothing() {
+    let agent = AgentProcess::start(&[]);
+    let pid = agent.child.id();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&stop);
+    let sprayer = std::thread::spawn(move || {
+        let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut sent = 0u64;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            for port in udp_ports_of(pid) {
+                let _ = junk.send_to(
+                    b"NBUD\x01\x00\x00\x00 not really a datagram of ours",
+                    ("127.0.0.1", port),
+                );
+                let _ = junk.send_to(&[0u8; 3], ("127.0.0.1", port));
+                sent += 2;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sent
+    });
+    let run = nicbench_json(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "2",
+        "-b",
+        "20M",
+        "--json",
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sprayed = sprayer.join().unwrap();
+    assert!(sprayed > 0, "the test never saw the agent's UDP port");
+    let sum = assert_udp_accounts(&run);
+    assert!(num(&sum["received_datagrams"]) <= num(&sum["sent_datagrams"]));
+}
+
+/// Drives the control protocol by hand so that junk reaches the agent's
+/// port before the client registers: every piece must be counted and ignored.
+#[test]
+fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored() {
+    let agent = AgentProcess::start(&[]);
+    let spec = TestSpec {
+        workload: "udp".into(),
+        duration_seconds: 1.0,
+        bytes: None,
+        omit_seconds: 0.0,
+        streams: 1,
+        direction: Direction::Forward,
+        message_bytes: 1000,
+        interval_seconds: 1.0,
+        client: SideOptions::default(),
+        agent: SideOptions::default(),
+        params: serde_json::json!({"rate_bits_per_second": 10_000_000u64}),
+    };
+    let stream = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    let wait = Duration::from_secs(10);
+    channel.send(&Message::Hello(Hello::ours())).unwrap();
+    assert!(matches!(channel.recv(wait, "hello").unwrap(), Message::Hello(_)));
+    channel
+        .send(&Message::TestRequest {
+            spec: spec.clone(),
+            wait_seconds: 0.0,
+        })
+        .unwrap();
+    let Message::Accepted { token, data_ports, .. } = channel.recv(wait, "accepted").unwrap() else {
+        panic!("not accepted")
+    };
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let wrong_token = nicbench::workload::udp_wire::register_datagram(1, 0, &[7u8; 16]);
+    for junk in [&b"hello"[..], &[0u8; 2000][..], &wrong_token[..]] {
+        stranger.send_to(junk, ("127.0.0.1", data_ports[0])).unwrap();
+    }
+    let net = ClientNet {
+        agent_ip: "127.0.0.1".parse().unwrap(),
+        data_ports: data_ports.clone(),
+        token: token_from_hex(&token).unwrap(),
+        bind: None,
+    };
+    let side = workload::find("udp").unwrap().client_side(&spec, &net).unwrap();
+    assert!(matches!(channel.recv(wait, "ready").unwrap(), Message::Ready));
+    // Once registered, the kernel filters strangers before they reach us.
+    stranger.send_to(b"late junk", ("127.0.0.1", data_ports[0])).unwrap();
+    channel.send(&Message::Start).unwrap();
+    let plan = TrialPlan {
+        host: Host::Client,
+        spec: &spec,
+        hard_deadline: Some(Instant::now() + Duration::from_secs(30)),
+        wait_for_peer_report: true,
+        interrupted: &|| false,
+        on_interval: None,
+        on_progress: None,
+    };
+    let outcome = run_side(side, plan, &mut channel, &ProcStat).unwrap();
+    let agent_report = outcome.peer.unwrap();
+    let receiver = agent_report.streams[0].udp.clone().unwrap();
+    let received = receiver.received.unwrap();
+    assert_eq!(received.refused_datagrams, 3);
+    assert_eq!(received.malformed_datagrams, 0);
+    let sent = outcome.local.streams[0].udp.as_ref().unwrap().datagrams;
+    assert!(receiver.datagrams <= sent && receiver.datagrams > 0);
+}
+
+/// Three namespaces, a -> r -> b, the router's egress towards b limited to
+/// 100 Mbit/s by tbf. Offered 200 Mbit/s: the sender pushes ~200, the
+/// receiver gets ~100 (less the Ethernet/IP/UDP headers tbf also counts),
+/// about half is lost, and it is lost in the router, not at the receiver.
+#[test]
+fn lab_bottleneck_shows_sender_rate_receiver_rate_and_the_loss() {
+    if let Some(why) = nicbench::lab::unavailable() {
+        eprintln!("SKIPPED (lab unavailable): {why}");
+        return;
+    }
+    let lab = nicbench::lab::Lab::builder()
+        .via_router()
+        .rate(100_000_000)
+        .agent_program(BIN)
+        .build()
+        .expect("build the lab");
+    let port = lab.agent_port().to_string();
+    let out = lab
+        .command("a", BIN)
+        .args(["udp", "b", "-p", &port, "-t", "3", "-b", "200M", "-l", "1400", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum = assert_udp_accounts(&run);
+    let sender = num(&sum["sender_bits_per_second"]) / 1e6;
+    let receiver = num(&sum["receiver_bits_per_second"]) / 1e6;
+    let loss = num(&sum["loss_percent"]);
+    assert!((190.0..=210.0).contains(&sender), "sender pushed {sender} Mbit/s");
+    assert!((85.0..=102.0).contains(&receiver), "receiver got {receiver} Mbit/s");
+    assert!((40.0..=60.0).contains(&loss), "loss {loss}%");
+    let lost_before_receiver = num(&sum["lost_datagrams"]) - num(&sum["receiver_socket_drops"]);
+    assert!(
+        lost_before_receiver > 0.3 * num(&sum["sent_datagrams"]),
+        "the router dropped most of it, not the receiving socket: {sum}"
+    );
+}
