@@ -919,7 +919,7 @@ pub struct LineRateShare {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     /// `cpu_bound`, `cpu_starved`, `cgroup_throttled`, `link_bound`,
-    /// `model_exceeded`, `socket_buffer_drops`, `nic_drops`,
+    /// `model_exceeded`, `udp_loss`, `path_loss`, `socket_buffer_drops`, `nic_drops`,
     /// `retransmitting` or `none`.
     pub kind: String,
     pub summary: String,

@@ -5,7 +5,9 @@
 //! 1. a side's cgroup CPU quota throttled it in most periods;
 //! 2. throughput reached 90% of the theoretical goodput of the link (above
 //!    110% the assumed link speed is wrong, and the verdict says so);
-//! 3. the receiver dropped datagrams in the socket buffer (UDP RcvbufErrors);
+//! 3. UDP datagrams were lost: in the receiving socket's buffer (its own
+//!    drop counter), or before it (the path: a link, router or NIC);
+//!    then the receiver's UDP RcvbufErrors of the whole host;
 //! 4. the receiving NIC dropped packets;
 //! 5. TCP retransmitted 1% of its segments or more;
 //! 6. a side's trial threads waited for a CPU most of the time they were
@@ -161,6 +163,7 @@ const HOSTS: [Host; 2] = [Host::Client, Host::Agent];
 pub fn judge(trial: &TrialResult, shared: bool) -> Verdict {
     throttled(trial)
         .or_else(|| link_bound(trial))
+        .or_else(|| udp_loss(trial))
         .or_else(|| socket_buffer_drops(trial))
         .or_else(|| nic_drops(trial))
         .or_else(|| retransmitting(trial))
@@ -243,6 +246,47 @@ fn receivers(trial: &TrialResult) -> impl Iterator<Item = Host> + '_ {
     HOSTS
         .into_iter()
         .filter(|&h| trial.streams.iter().any(|s| s.flow.receiver() == h))
+}
+
+/// UDP loss from both ends' own counts: the sender's datagrams against the
+/// receiver's, split by the receiving sockets' drop counters.
+fn udp_loss(trial: &TrialResult) -> Option<Verdict> {
+    let udp = trial.sum.udp.as_ref()?;
+    if udp.loss_percent < LOSS_PERCENT || udp.lost_datagrams < 10 {
+        return None;
+    }
+    let rates = format!(
+        "sender pushed {}, receiver got {}",
+        Rate(udp.sender_bits_per_second),
+        Rate(udp.receiver_bits_per_second)
+    );
+    let in_socket = udp.receiver_socket_drops.min(udp.lost_datagrams);
+    if udp.receiver_gro {
+        // Drops then count coalesced buffers, so the split is unknown.
+        return Some(verdict(
+            "udp_loss",
+            format!("UDP losing {:.1}% of datagrams ({rates})", udp.loss_percent),
+        ));
+    }
+    let share_of_sent = |n: u64| n as f64 * 100.0 / udp.sent_datagrams.max(1) as f64;
+    Some(if in_socket * 2 >= udp.lost_datagrams {
+        verdict(
+            "socket_buffer_drops",
+            format!(
+                "receiver dropping in the socket buffer: {:.1}% of datagrams ({rates})",
+                share_of_sent(in_socket)
+            ),
+        )
+    } else {
+        verdict(
+            "path_loss",
+            format!(
+                "UDP lost {:.1}% of datagrams before the receiving socket — a slower link, router or NIC \
+                 on the path ({rates})",
+                share_of_sent(udp.lost_datagrams - in_socket)
+            ),
+        )
+    })
 }
 
 fn socket_buffer_drops(trial: &TrialResult) -> Option<Verdict> {

@@ -315,3 +315,51 @@ fn link_bound_wins_over_waiting_threads() {
     client.scheduling = scheduling(0.3, 2.6);
     assert_eq!(judge(&t, false).kind, "link_bound");
 }
+
+fn udp_trial(sent: u64, received: u64, socket_drops: u64) -> TrialResult {
+    let mut t = trial(100e6);
+    t.sum.udp = Some(crate::model::UdpResult {
+        sent_datagrams: sent,
+        received_datagrams: received,
+        lost_datagrams: sent - received,
+        loss_percent: (sent - received) as f64 * 100.0 / sent as f64,
+        sender_bits_per_second: 200e6,
+        receiver_bits_per_second: 200e6 * received as f64 / sent as f64,
+        receiver_socket_drops: socket_drops,
+        ..Default::default()
+    });
+    t
+}
+
+#[test]
+fn udp_loss_before_the_receiver_names_the_path() {
+    let v = judge(&udp_trial(10_000, 5_000, 0), false);
+    assert_eq!(v.kind, "path_loss");
+    assert!(
+        v.summary.contains("50.0% of datagrams before the receiving socket"),
+        "{}",
+        v.summary
+    );
+    assert!(
+        v.summary
+            .contains("sender pushed 200.00 Mbit/s, receiver got 100.00 Mbit/s"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
+fn udp_loss_in_the_socket_names_the_receiver() {
+    let v = judge(&udp_trial(10_000, 5_200, 4_800), false);
+    assert_eq!(v.kind, "socket_buffer_drops");
+    assert!(
+        v.summary.contains("receiver dropping in the socket buffer: 48.0%"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
+fn negligible_udp_loss_is_not_a_verdict() {
+    assert_eq!(judge(&udp_trial(100_000, 99_995, 0), false).kind, "none");
+}

@@ -344,4 +344,6 @@ fn lab_bottleneck_shows_sender_rate_receiver_rate_and_the_loss() {
         lost_before_receiver > 0.3 * num(&sum["sent_datagrams"]),
         "the router dropped most of it, not the receiving socket: {sum}"
     );
+    // The verdict names the path, not the hosts.
+    assert_eq!(run["verdict"]["kind"], "path_loss", "{}", run["verdict"]);
 }
