@@ -87,8 +87,9 @@ done
 nb_port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/agent.log")
 
 # RUNS rounds, NPtcp and nicbench (over NPtcp's sizes) interleaved so that
-# both see the same machine; per tool: mean wall time, lowest latency,
-# highest peak over the rounds.
+# both see the same machine; per tool: the median over the rounds of wall
+# time, 1-byte latency and peak (medians, so one lucky or unlucky round of
+# either tool does not decide the ratio; every round is printed).
 rows=()
 for round in $(seq "$RUNS"); do
     echo "round $round/$RUNS: NPtcp 1 B .. $MAX B ..." >&2
@@ -111,9 +112,7 @@ w=$wall
 read -r n lat peak at < <(nb_figures "$tmp/nb-default.csv")
 rows+=("nicbench, default sizes|$n|$w|$lat|$peak|$at")
 
-mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%.3f", s / NR }'; }
-lowest() { printf '%s\n' "$@" | sort -g | head -1; }
-highest() { printf '%s\n' "$@" | sort -g | tail -1; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 gbit() { printf '%.2f' "$(echo "$1 / 1000000000" | bc -l)"; }
 ratio() { printf '%.3f' "$(echo "$1 / $2" | bc -l)"; }
@@ -124,8 +123,8 @@ for row in "${rows[@]}"; do
     printf '%-36s %7d %9.1f %15.2f %12s %10d\n' "$label" "$n" "$w" "$lat" "$(gbit "$peak")" "$at"
 done
 echo
-echo "ratios nicbench (NPtcp's sizes) / NPtcp over $RUNS round(s): mean wall time, lowest latency, highest peak"
-echo "  wall time    $(ratio "$(mean "${nb_walls[@]}")" "$(mean "${np_walls[@]}")")   (goal: <= 0.5)"
-echo "  1 B latency  $(ratio "$(lowest "${nb_lats[@]}")" "$(lowest "${np_lats[@]}")")   (goal: 0.9 .. 1.1)"
-echo "  peak         $(ratio "$(highest "${nb_peaks[@]}")" "$(highest "${np_peaks[@]}")")   (goal: 0.9 .. 1.1)"
+echo "ratios nicbench (NPtcp's sizes) / NPtcp, medians over $RUNS round(s):"
+echo "  wall time    $(ratio "$(median "${nb_walls[@]}")" "$(median "${np_walls[@]}")")   (goal: <= 0.5)"
+echo "  1 B latency  $(ratio "$(median "${nb_lats[@]}")" "$(median "${np_lats[@]}")")   (goal: 0.9 .. 1.1)"
+echo "  peak         $(ratio "$(median "${nb_peaks[@]}")" "$(median "${np_peaks[@]}")")   (goal: 0.9 .. 1.1)"
 echo "(nicbench --point-time $POINT_TIME; $(nproc) cores shared by client, agent and everything else)"

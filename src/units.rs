@@ -145,9 +145,10 @@ impl fmt::Display for Size {
         let b = self.0;
         let (unit, name) = if b >= 1 << 20 {
             (1u64 << 20, "MiB")
-        } else if b >= 1 << 10 {
+        } else if b >= 1 << 10 && (b % (1 << 10) == 0 || b >= 64 << 10) {
             (1 << 10, "KiB")
         } else {
+            // Small sizes that are not whole KiB (a 1400-byte datagram) read best in bytes.
             return write!(f, "{b} B");
         };
         if b % unit == 0 {
@@ -218,7 +219,8 @@ mod tests {
         assert_eq!(Bytes(12_340_000_000).to_string(), "12.34 GB");
         assert_eq!(Size(131072).to_string(), "128 KiB");
         assert_eq!(Size(1000).to_string(), "1000 B");
-        assert_eq!(Size(1400).to_string(), "1.37 KiB");
+        assert_eq!(Size(1400).to_string(), "1400 B");
+        assert_eq!(Size(69120).to_string(), "67.50 KiB");
         assert_eq!(Size(3939840).to_string(), "3.76 MiB");
     }
 }

@@ -96,6 +96,12 @@ fn line_rate_share(
     ipv6: bool,
     message_bytes: u64,
 ) -> Option<LineRateShare> {
+    // Transactions and sweeps are not bulk throughput: their average bit
+    // rate against the line rate would mislead (a sweep has its own peak
+    // share in its summary).
+    if trial.sum.rr.is_some() || trial.streams.iter().any(|s| s.sender.sweep.is_some()) {
+        return None;
+    }
     let tcp = trial.streams.iter().find_map(|s| s.sender.tcp_info.as_ref());
     let model = match tcp {
         Some(info) => linerate::tcp_goodput(

@@ -110,8 +110,9 @@ pub struct MeasureArgs {
 pub struct TcpArgs {
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// Bytes per write and read.
-    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "128K", value_parser = parse::positive_size)]
+    /// Bytes per write and read (the default, 256K, measured faster than
+    /// 64K, 128K, 512K and 1M on loopback: docs/BENCHMARKS.md).
+    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K", value_parser = parse::positive_size)]
     pub length: u64,
     /// Send this many bytes per direction instead of running for a time.
     #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse::positive_size, conflicts_with = "duration")]

@@ -43,13 +43,12 @@ fn tcp_cells(s: &StreamResult) -> String {
 }
 
 fn cpu_line(name: &str, c: &CpuReport) -> String {
-    let demand = c
-        .service_demand_us_per_kb
-        .map(|d| format!("{d:.3} us/KB"))
-        .unwrap_or_else(|| "n/a".into());
-    let demand = match c.service_demand_us_per_transaction {
-        Some(t) => format!("{demand}, {t:.2} us/transaction"),
-        None => demand,
+    // Per transaction where transactions were counted (per KB says little
+    // about 1-byte requests), else per KB moved.
+    let demand = match (c.service_demand_us_per_transaction, c.service_demand_us_per_kb) {
+        (Some(t), _) => format!("{t:.2} us/transaction"),
+        (None, Some(d)) => format!("{d:.3} us/KB"),
+        (None, None) => "n/a".into(),
     };
     format!(
         "CPU {name:<6} {:5.1}% of {} cores (user {:.1}%, sys {:.1}%, softirq {:.1}%, irq {:.1}%), \
@@ -116,10 +115,16 @@ impl Reporter for Text {
                 }
             )?;
         }
+        // TCP_INFO columns only where a stream has TCP_INFO (not for UDP).
+        let tcp_header = if r.streams.iter().any(|s| s.sender.tcp_info.is_some()) {
+            format!("  {:>6} {:>9} {:>10} {:>7}", "retr", "rtt", "cwnd", "mss")
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "[ ID] {:<14} {:>25}  {:>25}  {:>6} {:>9} {:>10} {:>7}",
-            "flow", "sender", "receiver", "retr", "rtt", "cwnd", "mss"
+            "[ ID] {:<14} {:>25}  {:>25}{tcp_header}",
+            "flow", "sender", "receiver"
         )?;
         if r.streams.len() > 1 {
             for s in &r.streams {
