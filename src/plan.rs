@@ -33,6 +33,22 @@ pub struct Figure {
 /// Workloads whose figure is not the receiver throughput (transactions per
 /// second, ...) add their case here, keyed on what their result carries.
 pub fn figure_of_merit(trial: &TrialResult) -> Figure {
+    // By what the result holds, not by the workload's name: transactions
+    // for request/response, the peak for a sweep, else the receiver's rate.
+    if let Some(rr) = &trial.sum.rr {
+        return Figure {
+            metric: "transactions_per_second",
+            unit: "transactions/s",
+            value: rr.transactions_per_second,
+        };
+    }
+    if let Some(sweep) = trial.streams.iter().find_map(|s| s.sender.sweep.as_ref()) {
+        return Figure {
+            metric: "sweep_peak_bits_per_second",
+            unit: "bit/s",
+            value: sweep.summary.peak_bits_per_second,
+        };
+    }
     Figure {
         metric: "receiver_bits_per_second",
         unit: "bit/s",

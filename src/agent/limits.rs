@@ -94,11 +94,14 @@ impl TestLimits {
 }
 
 fn check_rate(spec: &TestSpec, max: f64) -> Result<(), String> {
-    let rate = spec.params.get(RATE_PARAM).and_then(|v| v.as_f64());
     let unpaced = spec.params.get(UNPACED_PARAM).and_then(|v| v.as_bool()) == Some(true);
-    let total = match rate {
-        Some(r) if r > 0.0 => r * f64::from(spec.streams),
-        Some(_) => f64::INFINITY,
+    // A workload that declares the rate key paces by it; the key present
+    // without a positive number (null for `-b max`, or 0) means unpaced.
+    let total = match spec.params.get(RATE_PARAM) {
+        Some(rate) => match rate.as_f64() {
+            Some(r) if r > 0.0 => r * f64::from(spec.streams),
+            _ => f64::INFINITY,
+        },
         None if unpaced => f64::INFINITY,
         None => return Ok(()),
     };
@@ -213,10 +216,14 @@ mod tests {
         assert!(limits.check(&s).unwrap_err().contains("unlimited"));
         s.params = serde_json::json!({ "unpaced": true });
         assert!(limits.check(&s).is_err());
-        // A string where a number belongs is not a rate, and tcp has none.
-        s.params = serde_json::json!({ "rate_bits_per_second": "fast" });
-        assert!(limits.check(&s).is_ok());
+        // `udp -b max` sends the key as null: unpaced, so refused (this
+        // was a way around --max-rate).
+        s.params = serde_json::json!({ "rate_bits_per_second": null, "gso": false });
+        assert!(limits.check(&s).unwrap_err().contains("unlimited"));
         assert!(TestLimits::default().check(&s).is_ok());
+        // tcp declares no rate: congestion control paces it.
+        s.params = serde_json::json!({ "nodelay": true });
+        assert!(limits.check(&s).is_ok());
     }
 
     #[test]

@@ -24,7 +24,7 @@ const STANDARD_SET: &[(&str, &str)] = &[
     ("TCP, reverse", "tcp HOST --reverse"),
     ("TCP, both ways", "tcp HOST --bidir"),
     ("TCP, 8 KiB writes, nodelay", "tcp HOST -l 8K --nodelay"),
-    ("Sweep 1 B-1 MiB (average)", "sweep HOST --max 1M --point-time 10ms"),
+    ("Sweep 1 B-1 MiB, ping-pong", "sweep HOST --max 1M --point-time 10ms"),
     ("UDP, 1 Gbit/s offered", "udp HOST -b 1G"),
     ("TCP request/response, 1,1 B", "rr HOST"),
 ];
@@ -81,24 +81,28 @@ fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Re
     writeln!(out, "Summary (loopback; client and agent share the CPU)")?;
     writeln!(
         out,
-        "{:<30} {:>16} {:>16} {:>10} {:>22}",
-        "test", "receiver", "sender", "CPU busy", "service demand"
+        "{:<32} {:>26} {:>16} {:>10} {:>22}",
+        "test", "result", "sender", "CPU busy", "service demand"
     )?;
     for (label, run) in runs {
         let r = &run.result;
-        let demand = r
-            .cpu
-            .client
-            .service_demand_us_per_kb
-            .map(|d| format!("{d:.3} us/KB"))
-            .unwrap_or_else(|| "n/a".into());
+        // Each test's own figure: transactions/s, a sweep's peak, or the
+        // receiver's rate (the same figure repetitions compare by).
+        let figure = crate::plan::figure_of_merit(r);
+        let result = format!(
+            "{} {}",
+            crate::plan::format_figure(figure.value, figure.unit),
+            if figure.metric.starts_with("sweep") { "peak" } else { "" }
+        );
+        let c = &r.cpu.client;
+        let demand = crate::report::text::service_demand(c);
         writeln!(
             out,
-            "{:<30} {:>16} {:>16} {:>9.1}% {:>22}",
+            "{:<32} {:>26} {:>16} {:>9.1}% {:>22}",
             label,
-            Rate(r.sum.receiver.bits_per_second).to_string(),
+            result.trim_end(),
             Rate(r.sum.sender.bits_per_second).to_string(),
-            r.cpu.client.utilization_percent,
+            c.utilization_percent,
             demand
         )?;
     }

@@ -42,14 +42,18 @@ fn tcp_cells(s: &StreamResult) -> String {
     }
 }
 
-fn cpu_line(name: &str, c: &CpuReport) -> String {
-    // Per transaction where transactions were counted (per KB says little
-    // about 1-byte requests), else per KB moved.
-    let demand = match (c.service_demand_us_per_transaction, c.service_demand_us_per_kb) {
+/// Service demand with its unit: per transaction where transactions were
+/// counted (per KB says little about 1-byte requests), else per KB moved.
+pub fn service_demand(c: &CpuReport) -> String {
+    match (c.service_demand_us_per_transaction, c.service_demand_us_per_kb) {
         (Some(t), _) => format!("{t:.2} us/transaction"),
         (None, Some(d)) => format!("{d:.3} us/KB"),
         (None, None) => "n/a".into(),
-    };
+    }
+}
+
+fn cpu_line(name: &str, c: &CpuReport) -> String {
+    let demand = service_demand(c);
     format!(
         "CPU {name:<6} {:5.1}% of {} cores (user {:.1}%, sys {:.1}%, softirq {:.1}%, irq {:.1}%), \
          busiest core {} at {:.1}%; own threads {:.2} s; service demand {demand}",

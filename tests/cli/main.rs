@@ -3,6 +3,7 @@
 //! (the lab) say why they skip instead of passing silently.
 
 mod common;
+mod demo;
 mod facts;
 mod hostile;
 mod lab;
