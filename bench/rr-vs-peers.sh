@@ -31,9 +31,9 @@ def run(cmd):
         raise SystemExit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
     return out.stdout + out.stderr
 
-def nicbench(proto):
+def nicbench(proto, extra=()):
     d = json.loads(run([NB, "rr", "127.0.0.1", "-p", str(NB_PORT), "-t", str(secs), "--proto", proto,
-                        "-r", f"{size},{size}", "--json"]))["sum"]["rr"]
+                        "-r", f"{size},{size}", "--json", *extra]))["sum"]["rr"]
     return d["transactions_per_second"], d["latency"]["p99_us"]
 
 def sockperf(proto, port):
@@ -65,6 +65,8 @@ servers = [
 ]
 tools = {
     "nicbench rr --proto tcp": lambda: nicbench("tcp"),
+    # Polls instead of sleeping: no wake-up latency, one busy core per end.
+    "nicbench rr --proto tcp --spin": lambda: nicbench("tcp", ["--spin"]),
     "sockperf ping-pong --tcp": lambda: sockperf("tcp", SP_TCP),
     "qperf tcp_lat": lambda: qperf("tcp_lat"),
     "nicbench rr --proto udp": lambda: nicbench("udp"),
@@ -88,11 +90,12 @@ try:
             f"{n} {results[n][-1][0] / 1e3:.1f}k/s" for n in tools), file=sys.stderr)
     med = {n: (statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs)) for n, rs in results.items()}
     print(f"\nmedians of {rounds}:")
-    print(f"  {'tool':<28} {'round trips/s':>14} {'p99 round trip':>16}")
+    print(f"  {'tool':<32} {'round trips/s':>14} {'p99 round trip':>16}")
     for n, (tps, p99) in med.items():
         p = "n/a" if p99 != p99 else f"{p99:.1f} us"
-        print(f"  {n:<28} {tps:>14.0f} {p:>16}")
-    for proto, peer in (("tcp", "sockperf ping-pong --tcp"), ("udp", "sockperf ping-pong (udp)")):
+        print(f"  {n:<32} {tps:>14.0f} {p:>16}")
+    for proto, peer in (("tcp", "sockperf ping-pong --tcp"), ("tcp --spin", "sockperf ping-pong --tcp"),
+                        ("udp", "sockperf ping-pong (udp)")):
         nb = med[f"nicbench rr --proto {proto}"]
         print(f"  nicbench {proto} / sockperf: round trips/s x{nb[0] / med[peer][0]:.2f}, "
               f"p99 {nb[1]:.1f} us vs {med[peer][1]:.1f} us")

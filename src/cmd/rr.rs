@@ -27,6 +27,7 @@ pub fn spec(args: &RrArgs) -> anyhow::Result<crate::workload::TestSpec> {
         timeout_us: args.timeout.as_micros().min(u64::MAX as u128) as u64,
         busy_poll_us: args.busy_poll,
         quickack: args.quickack,
+        spin: args.spin,
     };
     let mut spec = super::measure::base_spec("rr", &args.measure, request_bytes);
     spec.params = serde_json::to_value(params)?;

@@ -62,6 +62,10 @@ pub struct RrParams {
     /// TCP_QUICKACK after every receive, on both ends.
     #[serde(default)]
     pub quickack: bool,
+    /// TCP: wait for data by polling the socket without sleeping (each
+    /// flow's thread keeps a core busy on both ends) instead of blocking.
+    #[serde(default)]
+    pub spin: bool,
 }
 
 impl Default for RrParams {
@@ -75,6 +79,7 @@ impl Default for RrParams {
             timeout_us: 50_000,
             busy_poll_us: None,
             quickack: false,
+            spin: false,
         }
     }
 }
@@ -134,6 +139,11 @@ impl Workload for RequestResponse {
                 "--timeout",
                 "more than 0 s and at most 60 s",
                 format!("{} us", p.timeout_us),
+            ));
+        }
+        if p.spin && p.proto == RrProto::Udp {
+            return Err(SpecError::Invalid(
+                "--spin applies to --proto tcp; UDP request/response waits with a timeout".into(),
             ));
         }
         if p.quickack && p.proto == RrProto::Udp {
@@ -322,6 +332,7 @@ impl Side for RrSide {
             burst: self.params.burst as usize,
             timeout: Duration::from_micros(self.params.timeout_us),
             quickack: self.params.quickack,
+            spin: self.params.spin,
             omit_at: control.start + control.omit,
         };
         let mut tasks = Vec::new();

@@ -38,6 +38,8 @@ pub struct Shape {
     pub burst: usize,
     pub timeout: Duration,
     pub quickack: bool,
+    /// Poll without sleeping while waiting for data (TCP).
+    pub spin: bool,
     pub omit_at: Instant,
 }
 
@@ -129,6 +131,51 @@ fn quickack(socket: &Socket) {
     }
 }
 
+/// Like [`read_full`], but waits by polling with MSG_DONTWAIT instead of
+/// sleeping, so no wake-up sits between the data's arrival and the read.
+/// Once the test is stopping it falls back to the blocking read (and its
+/// timeout), so a spinning thread never outlives the test.
+fn read_full_spinning(socket: &Socket, buf: &mut [u8], ctx: &StreamContext) -> std::io::Result<bool> {
+    let mut got = 0;
+    let mut polls = 0u32;
+    while got < buf.len() {
+        // SAFETY: the buffer outlives the call and `got` < its length.
+        let n = unsafe {
+            libc::recv(
+                socket.as_raw_fd(),
+                buf[got..].as_mut_ptr() as *mut libc::c_void,
+                buf.len() - got,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        match n {
+            0 if got == 0 => return Ok(false),
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n if n > 0 => got += n as usize,
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) {
+                    return Err(e);
+                }
+                polls = polls.wrapping_add(1);
+                // Look at the stop flag now and then, not on every poll.
+                if polls % 1024 == 0 && stopped(ctx) {
+                    return match read_full(socket, &mut buf[got..])? {
+                        true => Ok(true),
+                        false if got == 0 => Ok(false),
+                        false => Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    };
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// Reads exactly `buf.len()` bytes; Ok(false) on a clean end of stream
 /// before the first byte.
 fn read_full(mut socket: &Socket, buf: &mut [u8]) -> std::io::Result<bool> {
@@ -180,7 +227,12 @@ fn tcp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
         if stopped(ctx) {
             let _ = socket.set_read_timeout(Some(TAIL));
         }
-        match read_full(socket, &mut response) {
+        let read = if shape.spin && !stopped(ctx) {
+            read_full_spinning(socket, &mut response, ctx)
+        } else {
+            read_full(socket, &mut response)
+        };
+        match read {
             Ok(true) => {}
             Ok(false) => break Some("the responder closed the connection".to_string()),
             Err(e) if stopped(ctx) && timed_out(&e) => break None,
@@ -201,7 +253,12 @@ fn tcp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
     let mut counter = Counter::new(shape, ctx, false);
     let mut writer: &Socket = socket;
     let error = loop {
-        match read_full(socket, &mut request) {
+        let read = if shape.spin {
+            read_full_spinning(socket, &mut request, ctx)
+        } else {
+            read_full(socket, &mut request)
+        };
+        match read {
             Ok(true) => {}
             Ok(false) => break None,
             // The requester may reset the connection once it is done.

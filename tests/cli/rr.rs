@@ -124,6 +124,24 @@ fn text_summary_shows_transactions_and_percentiles_with_units() {
 }
 
 #[test]
+fn spinning_tcp_rr_answers_every_request_and_is_recorded() {
+    let agent = AgentProcess::start(&[]);
+    // Two flows with burst 2: a spinning responder must still see every
+    // request, and the stop must end threads that never sleep.
+    let run = rr(&agent, &["--spin", "-P", "2", "--burst", "2", "-r", "32,2K"]);
+    assert_eq!(run["spec"]["params"]["spin"], true);
+    for s in run["streams"].as_array().unwrap() {
+        let (req, resp) = (&s["sender"]["rr"], &s["receiver"]["rr"]);
+        assert!(req["transactions"].as_u64().unwrap() > 100, "{s}");
+        assert_eq!(req["transactions"], resp["transactions"]);
+        assert_sane_latency(&req["latency"]);
+    }
+    // The agent is free again at once: spinning threads ended with the test.
+    let again = rr(&agent, &["-r", "1,1"]);
+    assert!(again["sum"]["rr"]["transactions"].as_u64().unwrap() > 0);
+}
+
+#[test]
 fn bad_rr_options_are_refused_with_exit_code_2() {
     for (args, expect) in [
         (&["-r", "0,1"][..], "request"),
@@ -135,6 +153,7 @@ fn bad_rr_options_are_refused_with_exit_code_2() {
         (&["--crr", "--burst", "4"][..], "--burst"),
         (&["--reverse"][..], "--reverse"),
         (&["--proto", "udp", "--quickack"][..], "--quickack"),
+        (&["--proto", "udp", "--spin"][..], "--spin"),
     ] {
         let mut argv = vec!["rr", "127.0.0.1", "-p", "1"];
         argv.extend_from_slice(args);
