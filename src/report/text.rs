@@ -114,8 +114,11 @@ impl Reporter for Text {
                 Size(s.receiver.socket.receive_buffer_bytes),
                 if asked {
                     "as granted by the kernel for the sizes asked"
-                } else {
+                } else if s.sender.tcp_info.is_some() {
                     "kernel autotuning"
+                } else {
+                    // Only TCP autotunes its buffers; datagram sockets keep the defaults.
+                    "kernel defaults"
                 }
             )?;
         }

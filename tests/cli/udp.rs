@@ -154,6 +154,15 @@ fn the_text_summary_shows_both_rates_and_the_loss() {
         line.contains("Mbit/s") && line.contains("LOST") && line.contains('%'),
         "{line}"
     );
+    // Datagram sockets are not autotuned; no TCP_INFO columns without TCP.
+    assert!(
+        text.contains("(kernel defaults)") && !text.contains("autotuning"),
+        "{text}"
+    );
+    let header = text.lines().find(|l| l.starts_with("[ ID]")).expect(&text);
+    assert!(!header.contains("retr") && !header.contains("cwnd"), "{header}");
+    // A 1400-byte datagram reads in bytes, not as a fraction of a KiB.
+    assert!(text.contains("1400 B messages"), "{text}");
 }
 
 #[test]
