@@ -45,6 +45,16 @@ impl AgentProcess {
     pub fn port_arg(&self) -> String {
         self.port.to_string()
     }
+
+    /// Runs `nicbench WORKLOAD 127.0.0.1 -p PORT ARGS... --json` against this
+    /// agent and parses the result, failing with the client's stderr.
+    pub fn run_json(&self, workload: &str, args: &[&str]) -> serde_json::Value {
+        let port = self.port_arg();
+        let mut argv = vec![workload, "127.0.0.1", "-p", &port];
+        argv.extend_from_slice(args);
+        argv.push("--json");
+        nicbench_json(&argv)
+    }
 }
 
 impl Drop for AgentProcess {

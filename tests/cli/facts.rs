@@ -67,7 +67,7 @@ fn host_remote_asks_the_agent_and_the_agent_keeps_serving() {
     assert_eq!(nic["name"], "lo");
     assert_eq!(nic["address"], "127.0.0.1");
     // A facts request is not a test: a --once agent still serves one.
-    let run = nicbench_json(&["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "0.5", "--json"]);
+    let run = agent.run_json("tcp", &["-t", "0.5"]);
     assert_eq!(run["workload"], "tcp");
 }
 
@@ -88,7 +88,7 @@ fn host_remote_without_an_agent_says_so() {
 #[test]
 fn tcp_result_carries_both_ends_facts_counters_and_a_verdict() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1", "--json"]);
+    let run = agent.run_json("tcp", &["-t", "1"]);
     for end in ["client", "agent"] {
         let nic = interface(&run[end]["facts"]);
         assert_eq!(nic["name"], "lo", "{end}");
@@ -110,17 +110,7 @@ fn tcp_result_carries_both_ends_facts_counters_and_a_verdict() {
 #[test]
 fn link_speed_option_gives_percent_of_theoretical_goodput() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "--link-speed",
-        "100G",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-t", "1", "--link-speed", "100G"]);
     let share = &run["line_rate"];
     assert_eq!(share["link_bits_per_second"], 100_000_000_000u64);
     assert_eq!(share["link_speed_source"], "option");

@@ -47,19 +47,7 @@ fn repeat_three_pick_best_reports_the_best_and_keeps_all() {
 #[test]
 fn confidence_keeps_raw_trials_within_the_iteration_bounds() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "0.3",
-        "--confidence",
-        "99,5",
-        "--iterations",
-        "4,2",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-t", "0.3", "--confidence", "99,5", "--iterations", "4,2"]);
     let trials = run["trials"].as_array().unwrap();
     assert!((2..=4).contains(&trials.len()), "{} trials", trials.len());
     let r = &run["repetition"];

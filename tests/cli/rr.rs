@@ -24,11 +24,11 @@ fn assert_sane_latency(l: &Value) {
     assert_eq!(buckets, l["samples"].as_u64().unwrap());
 }
 
+/// A 1 s rr test with `extra` options.
 fn rr(agent: &AgentProcess, extra: &[&str]) -> Value {
-    let port = agent.port_arg();
-    let mut argv = vec!["rr", "127.0.0.1", "-p", &port, "-t", "1", "--json"];
-    argv.extend_from_slice(extra);
-    nicbench_json(&argv)
+    let mut args = vec!["-t", "1"];
+    args.extend_from_slice(extra);
+    agent.run_json("rr", &args)
 }
 
 #[test]

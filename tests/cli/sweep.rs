@@ -113,20 +113,7 @@ fn table_and_csv_carry_units_and_line_rate() {
 #[test]
 fn udp_sweep_skips_what_does_not_fit_a_datagram() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "sweep",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-u",
-        "--min",
-        "16K",
-        "--max",
-        "64K",
-        "--point-time",
-        "5ms",
-        "--json",
-    ]);
+    let run = agent.run_json("sweep", &["-u", "--min", "16K", "--max", "64K", "--point-time", "5ms"]);
     let sweep = sweep_of(&run);
     assert_eq!(sweep["transport"], "udp");
     let sizes: Vec<u64> = sweep["points"]
@@ -143,19 +130,10 @@ fn udp_sweep_skips_what_does_not_fit_a_datagram() {
 #[test]
 fn stream_mode_reports_time_per_message() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
+    let run = agent.run_json(
         "sweep",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "--mode",
-        "stream",
-        "--sizes",
-        "1K,256K",
-        "--point-time",
-        "10ms",
-        "--json",
-    ]);
+        &["--mode", "stream", "--sizes", "1K,256K", "--point-time", "10ms"],
+    );
     let sweep = sweep_of(&run);
     assert_eq!(sweep["mode"], "stream");
     assert!(best_bps(sweep, 262144) > best_bps(sweep, 1024));

@@ -30,7 +30,7 @@ fn assert_ends_agree(run: &Value) {
 #[test]
 fn forward_single_stream_counts_agree_and_cpu_is_reported() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1", "--json"]);
+    let run = agent.run_json("tcp", &["-t", "1"]);
     assert_eq!(run["schema"], "nicbench.run/1");
     assert_eq!(run["workload"], "tcp");
     assert_eq!(run["streams"].as_array().unwrap().len(), 1);
@@ -54,18 +54,7 @@ fn forward_single_stream_counts_agree_and_cpu_is_reported() {
 #[test]
 fn reverse_multi_stream_is_sent_by_the_agent() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "-P",
-        "3",
-        "-R",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-t", "1", "-P", "3", "-R"]);
     let streams = run["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 3);
     assert!(streams.iter().all(|s| s["flow"] == "agent_to_client"));
@@ -77,18 +66,7 @@ fn reverse_multi_stream_is_sent_by_the_agent() {
 #[test]
 fn bidir_runs_both_directions_at_once() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "-P",
-        "2",
-        "--bidir",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-t", "1", "-P", "2", "--bidir"]);
     assert_eq!(run["streams"].as_array().unwrap().len(), 4);
     assert_ends_agree(&run);
     assert!(bytes(&run, &["sum", "client_to_agent", "receiver", "bytes"]) > 0);
@@ -98,17 +76,7 @@ fn bidir_runs_both_directions_at_once() {
 #[test]
 fn byte_count_mode_moves_exactly_that_many_bytes() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-n",
-        "10000001",
-        "-P",
-        "3",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-n", "10000001", "-P", "3"]);
     assert_eq!(bytes(&run, &["sum", "receiver", "bytes"]), 10_000_001);
     assert_ends_agree(&run);
 }
@@ -116,24 +84,22 @@ fn byte_count_mode_moves_exactly_that_many_bytes() {
 #[test]
 fn socket_options_are_applied_and_granted_sizes_reported() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
+    let run = agent.run_json(
         "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "-l",
-        "8K",
-        "-w",
-        "256K",
-        "--mss",
-        "1400",
-        "--nodelay",
-        "--congestion",
-        "reno",
-        "--json",
-    ]);
+        &[
+            "-t",
+            "1",
+            "-l",
+            "8K",
+            "-w",
+            "256K",
+            "--mss",
+            "1400",
+            "--nodelay",
+            "--congestion",
+            "reno",
+        ],
+    );
     let sender = &run["streams"][0]["sender"];
     // Linux doubles the requested size for its bookkeeping.
     assert_eq!(sender["socket"]["send_buffer_bytes"], 2 * 256 * 1024);
@@ -150,17 +116,7 @@ fn socket_options_are_applied_and_granted_sizes_reported() {
 #[test]
 fn zerocopy_and_discard_move_the_same_bytes_and_are_recorded() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "--zerocopy",
-        "--discard",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-t", "1", "--zerocopy", "--discard"]);
     assert_ends_agree(&run);
     assert_eq!(run["spec"]["params"]["zerocopy"], true);
     assert_eq!(run["spec"]["params"]["discard"], true);
@@ -169,17 +125,7 @@ fn zerocopy_and_discard_move_the_same_bytes_and_are_recorded() {
 #[test]
 fn omit_excludes_the_warm_up() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "-O",
-        "0.5",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-t", "1", "-O", "0.5"]);
     let receiver = &run["streams"][0]["receiver"];
     assert!(receiver["omitted_bytes"].as_u64().unwrap() > 0);
     let seconds = receiver["seconds"].as_f64().unwrap();
@@ -396,18 +342,7 @@ fn ipv6_loopback_and_bind_address_work() {
 #[test]
 fn bind_accepts_an_interface_name() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "tcp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "0.3",
-        "-B",
-        "lo",
-        "-4",
-        "--json",
-    ]);
+    let run = agent.run_json("tcp", &["-t", "0.3", "-B", "lo", "-4"]);
     assert!(run["client"]["address"].as_str().unwrap().starts_with("127.0.0.1:"));
     let out = nicbench(&[
         "tcp",

@@ -48,19 +48,7 @@ fn assert_udp_accounts(run: &Value) -> &Value {
 #[test]
 fn offered_100_mbit_is_met_and_counts_agree_across_ends() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "udp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "2",
-        "-b",
-        "100M",
-        "-w",
-        "4M",
-        "--json",
-    ]);
+    let run = agent.run_json("udp", &["-t", "2", "-b", "100M", "-w", "4M"]);
     assert_eq!(run["workload"], "udp");
     let sum = assert_udp_accounts(&run);
     // Loopback with 4 MiB buffers: hardly anything may go missing.
@@ -76,38 +64,14 @@ fn offered_100_mbit_is_met_and_counts_agree_across_ends() {
 #[test]
 fn reverse_and_bidir_streams_each_account_for_every_datagram() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "udp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "-b",
-        "50M",
-        "-P",
-        "2",
-        "-R",
-        "--json",
-    ]);
+    let run = agent.run_json("udp", &["-t", "1", "-b", "50M", "-P", "2", "-R"]);
     assert!(run["streams"]
         .as_array()
         .unwrap()
         .iter()
         .all(|s| s["flow"] == "agent_to_client"));
     assert_udp_accounts(&run);
-    let run = nicbench_json(&[
-        "udp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "-b",
-        "50M",
-        "--bidir",
-        "--json",
-    ]);
+    let run = agent.run_json("udp", &["-t", "1", "-b", "50M", "--bidir"]);
     assert_eq!(run["streams"].as_array().unwrap().len(), 2);
     assert_udp_accounts(&run);
     assert!(run["sum"]["client_to_agent"]["udp"].is_object());
@@ -117,19 +81,7 @@ fn reverse_and_bidir_streams_each_account_for_every_datagram() {
 #[test]
 fn gso_gro_and_max_rate_are_recorded() {
     let agent = AgentProcess::start(&[]);
-    let run = nicbench_json(&[
-        "udp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "1",
-        "-b",
-        "max",
-        "--gso",
-        "--gro",
-        "--json",
-    ]);
+    let run = agent.run_json("udp", &["-t", "1", "-b", "max", "--gso", "--gro"]);
     assert_udp_accounts(&run);
     let s = &run["streams"][0];
     assert_eq!(s["sender"]["udp"]["segmentation_offload"], true);
@@ -231,17 +183,7 @@ fn junk_sprayed_at_the_agent_port_during_a_test_changes_nothing() {
         }
         sent
     });
-    let run = nicbench_json(&[
-        "udp",
-        "127.0.0.1",
-        "-p",
-        &agent.port_arg(),
-        "-t",
-        "2",
-        "-b",
-        "20M",
-        "--json",
-    ]);
+    let run = agent.run_json("udp", &["-t", "2", "-b", "20M"]);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let sprayed = sprayer.join().unwrap();
     assert!(sprayed > 0, "the test never saw the agent's UDP port");
