@@ -113,12 +113,17 @@ impl Reporter for Text {
                 Size(s.sender.socket.send_buffer_bytes),
                 Size(s.receiver.socket.receive_buffer_bytes),
                 if asked {
-                    "as granted by the kernel for the sizes asked"
+                    "as granted by the kernel for the sizes asked".to_string()
                 } else if s.sender.tcp_info.is_some() {
-                    "kernel autotuning"
+                    "kernel autotuning".to_string()
+                } else if s.receiver.udp.is_some() {
+                    format!(
+                        "kernel default send buffer; the receiver asked for {}, which Linux doubles for bookkeeping and caps at net.core.rmem_max",
+                        Size(crate::workload::udp_stream::DEFAULT_RECEIVE_BUFFER as u64)
+                    )
                 } else {
                     // Only TCP autotunes its buffers; datagram sockets keep the defaults.
-                    "kernel defaults"
+                    "kernel defaults".to_string()
                 }
             )?;
         }

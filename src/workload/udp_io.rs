@@ -48,6 +48,16 @@ pub fn monotonic_nanos() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Nanoseconds of the real-time clock, the clock of kernel receive
+/// timestamps (SO_TIMESTAMPNS).
+#[inline]
+pub fn realtime_nanos() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn set_int_option(socket: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
     // SAFETY: passes a pointer to a c_int of the given size.
     let rc = unsafe {
@@ -78,6 +88,13 @@ pub fn enable_gro(socket: &Socket) -> Result<(), WorkloadError> {
     set_int_option(socket, libc::SOL_UDP, UDP_GRO, 1).map_err(WorkloadError::io(
         "enabling UDP GRO (UDP_GRO, Linux 5.0+); run without --gro",
     ))
+}
+
+/// SO_TIMESTAMPNS: the kernel stamps every datagram on arrival, so jitter
+/// does not depend on when the receiving thread gets to run.
+pub fn enable_receive_timestamps(socket: &Socket) -> Result<(), WorkloadError> {
+    set_int_option(socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+        .map_err(WorkloadError::io("enabling kernel receive timestamps (SO_TIMESTAMPNS)"))
 }
 
 /// SO_BUSY_POLL: spin this long in the driver before sleeping on a receive.
@@ -312,10 +329,24 @@ impl SendBatch {
     }
 }
 
-/// Buffers for recvmmsg, with room for a GRO control message each.
+/// Room for the control messages of one datagram: a GRO segment size
+/// (CMSG_SPACE(4) = 24 B) and a receive timestamp (CMSG_SPACE(16) = 32 B).
+type Control = [u64; 10];
+
+/// One received message: its length, the GRO segment size if the kernel
+/// coalesced several datagrams, and the kernel's arrival time (real-time
+/// clock, ns) if timestamps are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Message {
+    pub len: usize,
+    pub segment: Option<usize>,
+    pub arrival_nanos: Option<u64>,
+}
+
+/// Buffers for recvmmsg, with room for the control messages of each.
 pub struct RecvBatch {
     pub buffers: Vec<Vec<u8>>,
-    controls: Vec<[u64; 8]>,
+    controls: Vec<Control>,
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
 }
@@ -337,20 +368,34 @@ impl RecvBatch {
         let msgs = (0..entries).map(|_| unsafe { std::mem::zeroed() }).collect();
         RecvBatch {
             buffers,
-            controls: vec![[0u64; 8]; entries],
+            controls: vec![[0u64; 10]; entries],
             iov,
             msgs,
         }
     }
 
+    /// How many datagrams one call can return.
+    pub fn capacity(&self) -> usize {
+        self.msgs.len()
+    }
+
     /// Receives at least one datagram (or times out); returns the count.
     pub fn recv(&mut self, fd: libc::c_int) -> std::io::Result<usize> {
+        self.recv_with(fd, libc::MSG_WAITFORONE)
+    }
+
+    /// Takes what is queued without waiting (EAGAIN if nothing is).
+    pub fn recv_queued(&mut self, fd: libc::c_int) -> std::io::Result<usize> {
+        self.recv_with(fd, libc::MSG_DONTWAIT)
+    }
+
+    fn recv_with(&mut self, fd: libc::c_int, flags: libc::c_int) -> std::io::Result<usize> {
         for i in 0..self.msgs.len() {
             let hdr = &mut self.msgs[i].msg_hdr;
             hdr.msg_iov = &mut self.iov[i];
             hdr.msg_iovlen = 1;
             hdr.msg_control = self.controls[i].as_mut_ptr() as *mut libc::c_void;
-            hdr.msg_controllen = std::mem::size_of::<[u64; 8]>() as _;
+            hdr.msg_controllen = std::mem::size_of::<Control>() as _;
             hdr.msg_name = std::ptr::null_mut();
             hdr.msg_namelen = 0;
         }
@@ -360,7 +405,7 @@ impl RecvBatch {
                 fd,
                 self.msgs.as_mut_ptr(),
                 self.msgs.len() as libc::c_uint,
-                libc::MSG_WAITFORONE,
+                flags,
                 std::ptr::null_mut(),
             )
         };
@@ -371,24 +416,30 @@ impl RecvBatch {
         }
     }
 
-    /// Length of message `i` and its GRO segment size, if coalesced.
-    pub fn message(&self, i: usize) -> (usize, Option<usize>) {
+    /// Message `i` of the last receive.
+    pub fn message(&self, i: usize) -> Message {
         let msg = &self.msgs[i];
-        let len = msg.msg_len as usize;
         let hdr = &msg.msg_hdr;
-        let mut segment = None;
+        let mut out = Message {
+            len: msg.msg_len as usize,
+            segment: None,
+            arrival_nanos: None,
+        };
         // SAFETY: the CMSG macros walk the control buffer the kernel filled.
         unsafe {
             let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
             while !cmsg.is_null() {
                 if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
                     let size = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
-                    segment = (size > 0).then_some(size as usize);
+                    out.segment = (size > 0).then_some(size as usize);
+                } else if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
+                    out.arrival_nanos = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
                 }
                 cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
             }
         }
-        (len, segment)
+        out
     }
 }
 
@@ -402,6 +453,37 @@ mod tests {
           5: 0100007F:9C40 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 123456 2 0000000000000000 17\n";
         assert_eq!(drops_of_inode(table, "123456"), Some(17));
         assert_eq!(drops_of_inode(table, "999"), None);
+    }
+
+    #[test]
+    fn received_datagrams_carry_the_kernels_arrival_time() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let receiver = bind_udp(ip, &SideOptions::default()).unwrap();
+        enable_receive_timestamps(&receiver).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let before = realtime_nanos();
+        for len in [20usize, 300] {
+            sender
+                .send_to(&vec![7u8; len], receiver.local_addr().unwrap().as_socket().unwrap())
+                .unwrap();
+        }
+        let mut batch = RecvBatch::new(4, 2048);
+        let mut got = Vec::new();
+        let _ = receiver.set_read_timeout(Some(Duration::from_secs(2)));
+        while got.len() < 2 {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            got.extend((0..n).map(|i| batch.message(i)));
+        }
+        let after = realtime_nanos();
+        assert_eq!(got.iter().map(|m| m.len).collect::<Vec<_>>(), [20, 300]);
+        for m in got {
+            let at = m.arrival_nanos.expect("SO_TIMESTAMPNS gives every datagram a stamp");
+            assert!(before <= at && at <= after, "{before} <= {at} <= {after}");
+            assert_eq!(m.segment, None);
+        }
+        // Nothing queued: a non-waiting receive says so at once.
+        let err = batch.recv_queued(receiver.as_raw_fd()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
     }
 
     #[test]

@@ -91,6 +91,30 @@ fn gso_gro_and_max_rate_are_recorded() {
     assert_eq!(run["spec"]["params"]["gso"], true);
 }
 
+fn sysctl(name: &str) -> u64 {
+    let path = format!("/proc/sys/net/core/{name}");
+    std::fs::read_to_string(&path).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn receivers_ask_for_4_mib_unless_the_user_sets_a_buffer() {
+    let agent = AgentProcess::start(&[]);
+    let granted = |run: &Value| run["streams"][0]["receiver"]["socket"]["receive_buffer_bytes"].as_u64();
+    // Linux caps SO_RCVBUF at net.core.rmem_max and reports twice the size set.
+    let default = 2 * sysctl("rmem_max").min(4 << 20);
+    let run = agent.run_json("udp", &["-t", "1", "-b", "10M"]);
+    assert_eq!(granted(&run), Some(default), "agent receiving");
+    let run = agent.run_json("udp", &["-t", "1", "-b", "10M", "-R"]);
+    assert_eq!(granted(&run), Some(default), "client receiving");
+    // The user's size wins, on either end.
+    let asked = 2 * sysctl("rmem_max").min(64 << 10);
+    let run = agent.run_json("udp", &["-t", "1", "-b", "10M", "--remote-rcvbuf", "64K"]);
+    assert_eq!(granted(&run), Some(asked));
+    let run = agent.run_json("udp", &["-t", "1", "-b", "10M", "-R", "--rcvbuf", "64K"]);
+    assert_eq!(granted(&run), Some(asked));
+    assert_udp_accounts(&run);
+}
+
 #[test]
 fn the_text_summary_shows_both_rates_and_the_loss() {
     let agent = AgentProcess::start(&[]);
@@ -106,9 +130,9 @@ fn the_text_summary_shows_both_rates_and_the_loss() {
         line.contains("Mbit/s") && line.contains("LOST") && line.contains('%'),
         "{line}"
     );
-    // Datagram sockets are not autotuned; no TCP_INFO columns without TCP.
+    // Datagram sockets are not autotuned; the receiver's buffer is nicbench's.
     assert!(
-        text.contains("(kernel defaults)") && !text.contains("autotuning"),
+        text.contains("the receiver asked for 4 MiB") && !text.contains("autotuning"),
         "{text}"
     );
     let header = text.lines().find(|l| l.starts_with("[ ID]")).expect(&text);
