@@ -70,6 +70,7 @@ tools = {
     "sockperf ping-pong --tcp": lambda: sockperf("tcp", SP_TCP),
     "qperf tcp_lat": lambda: qperf("tcp_lat"),
     "nicbench rr --proto udp": lambda: nicbench("udp"),
+    "nicbench rr --proto udp --spin": lambda: nicbench("udp", ["--spin"]),
     "sockperf ping-pong (udp)": lambda: sockperf("udp", SP_UDP),
     "qperf udp_lat": lambda: qperf("udp_lat"),
 }
@@ -95,7 +96,7 @@ try:
         p = "n/a" if p99 != p99 else f"{p99:.1f} us"
         print(f"  {n:<32} {tps:>14.0f} {p:>16}")
     for proto, peer in (("tcp", "sockperf ping-pong --tcp"), ("tcp --spin", "sockperf ping-pong --tcp"),
-                        ("udp", "sockperf ping-pong (udp)")):
+                        ("udp", "sockperf ping-pong (udp)"), ("udp --spin", "sockperf ping-pong (udp)")):
         nb = med[f"nicbench rr --proto {proto}"]
         print(f"  nicbench {proto} / sockperf: round trips/s x{nb[0] / med[peer][0]:.2f}, "
               f"p99 {nb[1]:.1f} us vs {med[peer][1]:.1f} us")

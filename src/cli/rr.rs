@@ -51,8 +51,8 @@ pub struct RrArgs {
     /// Acknowledge at once after every receive (TCP_QUICKACK) on both ends.
     #[arg(long)]
     pub quickack: bool,
-    /// TCP: wait for data by polling without sleeping (no wake-up latency;
-    /// each flow keeps one core busy on both ends). Recorded in the result.
+    /// Wait for data by polling without sleeping (no wake-up latency; each
+    /// flow keeps one core busy on both ends). TCP and UDP. Recorded in the result.
     #[arg(long)]
     pub spin: bool,
 }

@@ -129,6 +129,13 @@ impl Workload for RequestResponse {
         if p.burst == 0 || p.burst > MAX_BURST {
             return Err(out_of_range("--burst", format!("1..={MAX_BURST}"), p.burst));
         }
+        if p.crr && p.spin {
+            return Err(SpecError::Invalid(
+                "--spin polls an open connection for data; --crr spends its time opening connections, \
+                 so the two do not combine (drop --spin)"
+                    .into(),
+            ));
+        }
         if p.crr && p.burst > 1 {
             return Err(SpecError::Invalid(
                 "--burst keeps several transactions in flight on one connection; --crr has one per connection".into(),
@@ -139,11 +146,6 @@ impl Workload for RequestResponse {
                 "--timeout",
                 "more than 0 s and at most 60 s",
                 format!("{} us", p.timeout_us),
-            ));
-        }
-        if p.spin && p.proto == RrProto::Udp {
-            return Err(SpecError::Invalid(
-                "--spin applies to --proto tcp; UDP request/response waits with a timeout".into(),
             ));
         }
         if p.quickack && p.proto == RrProto::Udp {

@@ -38,7 +38,7 @@ pub struct Shape {
     pub burst: usize,
     pub timeout: Duration,
     pub quickack: bool,
-    /// Poll without sleeping while waiting for data (TCP).
+    /// Poll without sleeping while waiting for data.
     pub spin: bool,
     pub omit_at: Instant,
 }
@@ -192,6 +192,39 @@ fn read_full(mut socket: &Socket, buf: &mut [u8]) -> std::io::Result<bool> {
     Ok(true)
 }
 
+/// Receives one datagram, waiting by polling with MSG_DONTWAIT (`--spin`)
+/// until `until`; then WouldBlock, as a blocking receive's timeout would.
+fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant) -> std::io::Result<usize> {
+    let mut polls = 0u32;
+    loop {
+        // SAFETY: the buffer outlives the call.
+        let n = unsafe {
+            libc::recv(
+                socket.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        if !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        ) {
+            return Err(e);
+        }
+        polls = polls.wrapping_add(1);
+        // Read the clock now and then, not on every poll.
+        if polls % 256 == 0 && Instant::now() >= until {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// The requester of one flow over a connected socket.
 pub fn requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
     match shape.proto {
@@ -281,7 +314,8 @@ fn udp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
     let mut request: Vec<u8> = (0..shape.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; shape.response.max(64)];
     let mut counter = Counter::new(shape, ctx, true);
-    let _ = socket.set_read_timeout(Some((shape.timeout / 4).clamp(Duration::from_millis(1), POLL)));
+    let wait = (shape.timeout / 4).clamp(Duration::from_millis(1), POLL);
+    let _ = socket.set_read_timeout(Some(wait));
     let mut in_flight: Vec<(u64, Instant)> = Vec::with_capacity(shape.burst);
     let mut seq = 0u64;
     let mut tail_until: Option<Instant> = None;
@@ -302,7 +336,12 @@ fn udp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
                 break None;
             }
         }
-        match socket.recv(as_uninit(&mut response)) {
+        let received = if shape.spin {
+            recv_spinning(socket, &mut response, Instant::now() + wait)
+        } else {
+            socket.recv(as_uninit(&mut response))
+        };
+        match received {
             Ok(len) if len >= 8 => {
                 let now = Instant::now();
                 let got = u64::from_be_bytes(response[..8].try_into().unwrap());
@@ -361,7 +400,12 @@ fn udp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
     let _ = socket.set_read_timeout(Some(POLL));
     let mut stop_seen: Option<Instant> = None;
     let error = loop {
-        match socket.recv(as_uninit(&mut request)) {
+        let received = if shape.spin && !stopped(ctx) {
+            recv_spinning(socket, &mut request, Instant::now() + POLL)
+        } else {
+            socket.recv(as_uninit(&mut request))
+        };
+        match received {
             // Repeated registrations carry nicbench's header; requests do not.
             Ok(len) if len >= 8 && Header::read(&request[..len]).is_none() => {
                 response[..8].copy_from_slice(&request[..8]);
