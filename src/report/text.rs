@@ -176,6 +176,14 @@ impl Reporter for Text {
         }
         if let Some(rr) = &r.sum.rr {
             rr_lines(rr, out)?;
+            // With several flows, each one's rate and tail: an unfair split shows here.
+            if r.streams.len() > 1 {
+                for s in &r.streams {
+                    if let Some(e) = &s.sender.rr {
+                        flow_rr_line(s.stream_id, e, out)?;
+                    }
+                }
+            }
         }
         writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
         writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
@@ -325,6 +333,21 @@ fn rr_lines(rr: &RrResult, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// One flow of a request/response test, from its requester's end.
+fn flow_rr_line(id: u32, e: &crate::model::RrEnd, out: &mut dyn Write) -> io::Result<()> {
+    let latency = e.latency.as_ref().map_or(String::new(), |l| {
+        format!(
+            ", p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            l.p50_us, l.p99_us, l.max_us
+        )
+    });
+    writeln!(
+        out,
+        "    flow {id}: {} transactions, {:.1} transactions/s{latency}; lost {}",
+        e.transactions, e.transactions_per_second, e.lost_transactions
+    )
 }
 
 fn shares_host(run: &RunResult) -> bool {

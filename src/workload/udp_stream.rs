@@ -537,11 +537,7 @@ fn receive_stream(
     // Did the last receive find a queue? Then take the next without waiting.
     let mut queued = false;
     loop {
-        let received = if queued {
-            batch.recv_queued(fd)
-        } else {
-            batch.recv(fd)
-        };
+        let received = if queued { batch.recv_queued(fd) } else { batch.recv(fd) };
         queued = matches!(received, Ok(n) if n >= 2);
         match received {
             Ok(n) => {

@@ -121,6 +121,22 @@ fn text_summary_shows_transactions_and_percentiles_with_units() {
     assert!(text.contains("transactions/s"), "{text}");
     assert!(text.contains("p99.9") && text.contains(" us"), "{text}");
     assert!(text.contains("us/transaction"), "{text}");
+    // One flow: no per-flow lines repeating the total.
+    assert!(!text.contains("flow 1:"), "{text}");
+    // Two flows: each one's own rate and tail.
+    let out = nicbench(&["rr", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1", "-P", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for id in [1, 2] {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("flow {id}:")))
+            .unwrap_or_else(|| panic!("no line for flow {id}:\n{text}"));
+        assert!(
+            line.contains("transactions/s") && line.contains("p99") && line.contains(" us"),
+            "{line}"
+        );
+    }
 }
 
 #[test]
@@ -144,7 +160,10 @@ fn spinning_tcp_rr_answers_every_request_and_is_recorded() {
 #[test]
 fn spinning_udp_rr_answers_every_request_and_is_recorded() {
     let agent = AgentProcess::start(&[]);
-    let run = rr(&agent, &["--proto", "udp", "--spin", "-P", "2", "--burst", "2", "-r", "64,1K"]);
+    let run = rr(
+        &agent,
+        &["--proto", "udp", "--spin", "-P", "2", "--burst", "2", "-r", "64,1K"],
+    );
     assert_eq!(run["spec"]["params"]["spin"], true);
     for s in run["streams"].as_array().unwrap() {
         let (req, resp) = (&s["sender"]["rr"], &s["receiver"]["rr"]);
