@@ -6,6 +6,11 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_nicbench");
 
+/// A lab whose hosts run this build's agent (check `require_lab!` first).
+pub fn lab_builder() -> nicbench::lab::LabBuilder {
+    nicbench::lab::Lab::builder().agent_program(BIN)
+}
+
 /// An agent process that is killed when dropped (also when a test panics).
 pub struct AgentProcess {
     pub child: Child,

@@ -205,15 +205,6 @@ mod lab {
 
     use super::super::common::*;
 
-    macro_rules! require_lab {
-        () => {
-            if let Some(why) = nicbench::lab::unavailable() {
-                eprintln!("SKIPPED (lab unavailable): {why}");
-                return;
-            }
-        };
-    }
-
     fn tcp_json(lab: &Lab, from: &str, args: &[&str]) -> Value {
         let out = lab
             .command(from, BIN)
@@ -231,7 +222,7 @@ mod lab {
     fn cpu_limited_sender_is_named_by_the_verdict() {
         require_lab!();
         // Host a (client and sender) gets 5% of one core; b is free.
-        let lab = Lab::builder().agent_program(BIN).cpu_limit("a", 5.0).build().unwrap();
+        let lab = lab_builder().cpu_limit("a", 5.0).build().unwrap();
         let run = tcp_json(&lab, "a", &["b", "-t", "3"]);
         let verdict = &run["verdict"];
         eprintln!("verdict: {verdict}");
@@ -248,7 +239,7 @@ mod lab {
     #[test]
     fn tbf_limited_link_is_named_by_the_verdict() {
         require_lab!();
-        let lab = Lab::builder().agent_program(BIN).rate(100_000_000).build().unwrap();
+        let lab = lab_builder().rate(100_000_000).build().unwrap();
         let run = tcp_json(&lab, "a", &["b", "-t", "3", "-O", "1"]);
         let verdict = &run["verdict"];
         eprintln!("verdict: {verdict}");

@@ -12,19 +12,7 @@ use serde_json::Value;
 
 use super::common::*;
 
-/// Returns early from the test, saying why, when labs cannot be built here.
-macro_rules! require_lab {
-    () => {
-        if let Some(why) = nicbench::lab::unavailable() {
-            eprintln!("SKIPPED (lab unavailable): {why}");
-            return;
-        }
-    };
-}
-
-fn builder() -> nicbench::lab::LabBuilder {
-    Lab::builder().agent_program(BIN)
-}
+use super::common::lab_builder as builder;
 
 /// Asserts that nothing of lab `name` exists any more.
 fn assert_gone(name: &str) {

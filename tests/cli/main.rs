@@ -2,6 +2,17 @@
 //! One test binary; one module per area. Tests that need root and iproute2
 //! (the lab) say why they skip instead of passing silently.
 
+/// Returns early from a lab test, saying why, when labs cannot be built
+/// here (not root, no iproute2): a skip that says so, never a silent pass.
+macro_rules! require_lab {
+    () => {
+        if let Some(why) = nicbench::lab::unavailable() {
+            eprintln!("SKIPPED (lab unavailable): {why}");
+            return;
+        }
+    };
+}
+
 mod common;
 mod demo;
 mod facts;

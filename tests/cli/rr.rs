@@ -208,14 +208,10 @@ fn bad_rr_options_are_refused_with_exit_code_2() {
 /// over TCP and UDP, nothing lost on an unloaded path.
 #[test]
 fn lab_rr_through_a_router_gives_a_sane_latency_distribution() {
-    if let Some(why) = nicbench::lab::unavailable() {
-        eprintln!("SKIPPED (lab unavailable): {why}");
-        return;
-    }
-    let lab = nicbench::lab::Lab::builder()
+    require_lab!();
+    let lab = lab_builder()
         .via_router()
         .rate(100_000_000)
-        .agent_program(BIN)
         .build()
         .expect("build the lab");
     let port = lab.agent_port().to_string();

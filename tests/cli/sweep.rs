@@ -163,15 +163,8 @@ fn bad_sweep_options_are_refused_by_name() {
 /// latency is reported, and the MSS follows the MTU.
 #[test]
 fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
-    if let Some(why) = nicbench::lab::unavailable() {
-        eprintln!("SKIPPED (lab unavailable): {why}");
-        return;
-    }
-    let mut lab = nicbench::lab::Lab::builder()
-        .agent_program(BIN)
-        .mtu(1500)
-        .build()
-        .unwrap();
+    require_lab!();
+    let mut lab = lab_builder().mtu(1500).build().unwrap();
     let port = lab.agent_port().to_string();
     for (mtu, mss) in [(1500, 1448), (9000, 8948)] {
         if mtu != 1500 {

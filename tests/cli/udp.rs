@@ -288,14 +288,10 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
 /// about half is lost, and it is lost in the router, not at the receiver.
 #[test]
 fn lab_bottleneck_shows_sender_rate_receiver_rate_and_the_loss() {
-    if let Some(why) = nicbench::lab::unavailable() {
-        eprintln!("SKIPPED (lab unavailable): {why}");
-        return;
-    }
-    let lab = nicbench::lab::Lab::builder()
+    require_lab!();
+    let lab = lab_builder()
         .via_router()
         .rate(100_000_000)
-        .agent_program(BIN)
         .build()
         .expect("build the lab");
     let port = lab.agent_port().to_string();
