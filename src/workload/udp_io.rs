@@ -368,7 +368,7 @@ impl RecvBatch {
         let msgs = (0..entries).map(|_| unsafe { std::mem::zeroed() }).collect();
         RecvBatch {
             buffers,
-            controls: vec![[0u64; 10]; entries],
+            controls: vec![Control::default(); entries],
             iov,
             msgs,
         }
