@@ -12,6 +12,7 @@ use crate::cli::ServeArgs;
 use crate::protocol::auth::Psk;
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    limit_malloc_arenas();
     let psk = match &args.psk_file {
         Some(path) => {
             warn_if_readable_by_others(path);
@@ -85,5 +86,18 @@ fn warn_if_readable_by_others(path: &std::path::Path) {
                 path.display()
             ));
         }
+    }
+}
+
+/// A long-running agent starts new threads for every test, and glibc gives
+/// threads their own malloc arenas (up to 8 per core), each keeping its
+/// high-water mark: the soak test saw resident memory step up by ~1 MiB a
+/// minute that way (5.7 -> 8.7 MiB in 3 minutes), flat with one arena. No hot
+/// loop allocates, so two arenas cost nothing and keep the agent's footprint flat.
+fn limit_malloc_arenas() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only changes allocator tuning; called before any test thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
