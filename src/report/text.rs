@@ -140,15 +140,16 @@ impl Reporter for Text {
         )?;
         if r.streams.len() > 1 {
             for s in &r.streams {
-                writeln!(
-                    out,
+                let line = format!(
                     "[{:>3}] {:<14} {}  {}  {}",
                     s.stream_id,
                     s.flow.arrow(),
                     end_cell(&s.sender),
                     end_cell(&s.receiver),
                     tcp_cells(s)
-                )?;
+                );
+                // No TCP columns (UDP, rr over UDP): no trailing blanks either.
+                writeln!(out, "{}", line.trim_end())?;
             }
         }
         let flows: [(&str, &Option<FlowTotal>); 2] = [
@@ -162,12 +163,12 @@ impl Reporter for Text {
             } else {
                 String::new()
             };
-            writeln!(
-                out,
+            let line = format!(
                 "[SUM] {name:<14} {}  {}  {tcp}",
                 total_cell(&flow.sender),
                 total_cell(&flow.receiver)
-            )?;
+            );
+            writeln!(out, "{}", line.trim_end())?;
         }
         for (name, flow) in flows {
             if let Some(udp) = flow.as_ref().and_then(|f| f.udp.as_ref()) {

@@ -139,6 +139,10 @@ fn the_text_summary_shows_both_rates_and_the_loss() {
     assert!(!header.contains("retr") && !header.contains("cwnd"), "{header}");
     // A 1400-byte datagram reads in bytes, not as a fraction of a KiB.
     assert!(text.contains("1400 B messages"), "{text}");
+    // Without TCP columns the table rows end with the receiver's rate.
+    for line in text.lines() {
+        assert_eq!(line, line.trim_end(), "trailing blanks");
+    }
 }
 
 #[test]
