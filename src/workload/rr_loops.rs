@@ -139,27 +139,11 @@ fn read_full_spinning(socket: &Socket, buf: &mut [u8], ctx: &StreamContext) -> s
     let mut got = 0;
     let mut polls = 0u32;
     while got < buf.len() {
-        // SAFETY: the buffer outlives the call and `got` < its length.
-        let n = unsafe {
-            libc::recv(
-                socket.as_raw_fd(),
-                buf[got..].as_mut_ptr() as *mut libc::c_void,
-                buf.len() - got,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        match n {
-            0 if got == 0 => return Ok(false),
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n if n > 0 => got += n as usize,
-            _ => {
-                let e = std::io::Error::last_os_error();
-                if !matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) {
-                    return Err(e);
-                }
+        match recv_now(socket, &mut buf[got..])? {
+            Some(0) if got == 0 => return Ok(false),
+            Some(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Some(n) => got += n,
+            None => {
                 polls = polls.wrapping_add(1);
                 // Look at the stop flag now and then, not on every poll.
                 if polls % 1024 == 0 && stopped(ctx) {
@@ -174,6 +158,28 @@ fn read_full_spinning(socket: &Socket, buf: &mut [u8], ctx: &StreamContext) -> s
         }
     }
     Ok(true)
+}
+
+/// One `recv` with MSG_DONTWAIT: Some(bytes) (0 is end of stream on TCP),
+/// None when nothing is there yet or a signal interrupted the call.
+fn recv_now(socket: &Socket, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    // SAFETY: the buffer outlives the call and its length is passed with it.
+    let n = unsafe {
+        libc::recv(
+            socket.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let e = std::io::Error::last_os_error();
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(None),
+        _ => Err(e),
+    }
 }
 
 /// Reads exactly `buf.len()` bytes; Ok(false) on a clean end of stream
@@ -197,24 +203,8 @@ fn read_full(mut socket: &Socket, buf: &mut [u8]) -> std::io::Result<bool> {
 fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant) -> std::io::Result<usize> {
     let mut polls = 0u32;
     loop {
-        // SAFETY: the buffer outlives the call.
-        let n = unsafe {
-            libc::recv(
-                socket.as_raw_fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = std::io::Error::last_os_error();
-        if !matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-        ) {
-            return Err(e);
+        if let Some(n) = recv_now(socket, buf)? {
+            return Ok(n);
         }
         polls = polls.wrapping_add(1);
         // Read the clock now and then, not on every poll.
