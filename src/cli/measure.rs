@@ -53,13 +53,13 @@ pub struct MeasureArgs {
     /// Local send buffer (like netperf -s); overrides -w.
     #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
     pub sndbuf: Option<u64>,
-    /// Local receive buffer; overrides -w.
+    /// Local receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
     #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
     pub rcvbuf: Option<u64>,
     /// Agent's send buffer (like netperf -S); overrides -w.
     #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
     pub remote_sndbuf: Option<u64>,
-    /// Agent's receive buffer; overrides -w.
+    /// Agent's receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
     #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
     pub remote_rcvbuf: Option<u64>,
     /// Pin local stream threads to these cores, round-robin (e.g. 0 or 0-3).
