@@ -9,12 +9,12 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::model::TestSpec;
 use crate::model::{RepetitionSummary, RunResult, TrialResult};
 use crate::session::{self, RunOptions, SessionError, Target};
 use crate::stats::{self, Decision, Pick, Policy};
 use crate::units::Rate;
 use crate::workload::runner::{IntervalCallback, ProgressCallback};
-use crate::workload::TestSpec;
 
 /// How long to retry when the agent is still finishing the previous trial.
 const BUSY_RETRY: Duration = Duration::from_secs(10);
@@ -236,7 +236,7 @@ mod tests {
             started_at_unix_seconds: 0.0,
             client: Endpoint::default(),
             agent: Endpoint::default(),
-            spec: crate::workload::spec::tests::spec("tcp"),
+            spec: crate::model::spec::tests::spec("tcp"),
             trials: vec![result.clone()],
             result,
             repetition: None,

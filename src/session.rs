@@ -387,7 +387,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         host: Host::Client,
         spec,
         // A byte-count test has no expected end; never wait for ever.
-        hard_deadline: trial::hard_deadline(spec, start, Some(crate::workload::spec::MAX_DURATION_SECONDS)),
+        hard_deadline: trial::hard_deadline(spec, start, Some(crate::model::spec::MAX_DURATION_SECONDS)),
         wait_for_peer_report: true,
         interrupted: options.interrupted,
         on_interval: options.on_interval,
@@ -447,8 +447,8 @@ pub fn remote_facts(target: &Target) -> Result<crate::model::HostFacts, SessionE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::spec::tests::spec;
     use crate::model::{CpuReport, Role, StreamEnd};
-    use crate::workload::spec::tests::spec;
 
     fn end(id: u32, role: Role) -> StreamEnd {
         StreamEnd {

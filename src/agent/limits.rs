@@ -13,8 +13,8 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::model::TestSpec;
 use crate::units;
-use crate::workload::TestSpec;
 
 /// The key in `TestSpec::params` by which a workload declares its offered
 /// rate per stream.
@@ -44,9 +44,9 @@ impl Default for TestLimits {
     fn default() -> TestLimits {
         TestLimits {
             max_duration_seconds: 3600.0,
-            max_streams: crate::workload::spec::MAX_STREAMS,
-            max_message_bytes: crate::workload::spec::MAX_MESSAGE_BYTES,
-            max_buffer_bytes: crate::workload::spec::MAX_BUFFER_BYTES,
+            max_streams: crate::model::spec::MAX_STREAMS,
+            max_message_bytes: crate::model::spec::MAX_MESSAGE_BYTES,
+            max_buffer_bytes: crate::model::spec::MAX_BUFFER_BYTES,
             max_rate_bits_per_second: None,
         }
     }
@@ -173,7 +173,7 @@ impl ConnectionRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::spec::tests::spec;
+    use crate::model::spec::tests::spec;
 
     #[test]
     fn each_refusal_names_its_option() {

@@ -39,7 +39,7 @@ pub struct MeasureArgs {
     pub interval: Option<Duration>,
     /// Parallel streams (one thread and one connection each).
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=crate::workload::spec::MAX_STREAMS as i64))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::model::spec::MAX_STREAMS as i64))]
     pub streams: u32,
     /// Agent sends, client receives.
     #[arg(short = 'R', long, conflicts_with = "bidir")]

@@ -94,8 +94,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse::duration)]
     pub max_duration: std::time::Duration,
     /// Most streams per direction accepted.
-    #[arg(long, value_name = "N", default_value_t = crate::workload::spec::MAX_STREAMS,
-          value_parser = clap::value_parser!(u32).range(1..=crate::workload::spec::MAX_STREAMS as i64))]
+    #[arg(long, value_name = "N", default_value_t = crate::model::spec::MAX_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..=crate::model::spec::MAX_STREAMS as i64))]
     pub max_streams: u32,
     /// Largest message (write, read, datagram: the client's -l) accepted.
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse::positive_size)]

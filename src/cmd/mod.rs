@@ -67,7 +67,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
 
 /// The measurement a command asks for: its shared options and test spec.
 /// The one place that knows which commands measure.
-pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::workload::TestSpec)> {
+pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::model::TestSpec)> {
     match command {
         Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),

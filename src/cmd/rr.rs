@@ -9,7 +9,7 @@ pub fn run(args: RrArgs) -> anyhow::Result<()> {
 }
 
 /// The test spec an `rr` command line asks for.
-pub fn spec(args: &RrArgs) -> anyhow::Result<crate::workload::TestSpec> {
+pub fn spec(args: &RrArgs) -> anyhow::Result<crate::model::TestSpec> {
     let proto = match args.proto {
         Proto::Tcp => RrProto::Tcp,
         Proto::Udp => RrProto::Udp,

@@ -9,10 +9,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::cli::SweepArgs;
 use crate::logging;
 use crate::model::RunResult;
+use crate::model::TestSpec;
 use crate::report::sweep::csv;
 use crate::workload::runner::{Progress, ProgressCallback};
 use crate::workload::sweep::{points, SweepParams, Transport};
-use crate::workload::TestSpec;
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let spec = spec(&args)?;

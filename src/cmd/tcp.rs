@@ -9,7 +9,7 @@ pub fn run(args: TcpArgs) -> anyhow::Result<()> {
 }
 
 /// The test spec a `tcp` command line asks for.
-pub fn spec(args: &TcpArgs) -> anyhow::Result<crate::workload::TestSpec> {
+pub fn spec(args: &TcpArgs) -> anyhow::Result<crate::model::TestSpec> {
     let params = TcpParams {
         mss: args.mss,
         nodelay: args.nodelay,

@@ -9,7 +9,7 @@ pub fn run(args: UdpArgs) -> anyhow::Result<()> {
 }
 
 /// The test spec a `udp` command line asks for.
-pub fn spec(args: &UdpArgs) -> anyhow::Result<crate::workload::TestSpec> {
+pub fn spec(args: &UdpArgs) -> anyhow::Result<crate::model::TestSpec> {
     let params = UdpParams {
         rate_bits_per_second: match args.bitrate {
             Bitrate::Max => None,

@@ -39,8 +39,8 @@ pub mod framing;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::TestSpec;
 use crate::model::{HostFacts, SideReport};
-use crate::workload::TestSpec;
 
 /// First bytes of every hello, so a stray connection (an HTTP client, an
 /// iperf3 client on the wrong port) is recognised at once.

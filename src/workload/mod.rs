@@ -8,11 +8,9 @@
 //! [`REGISTRY`].
 
 pub mod data;
-pub mod latency;
 pub mod rr;
 pub mod rr_loops;
 pub mod runner;
-pub mod spec;
 pub mod sweep;
 pub mod tcp_stream;
 pub mod udp_io;
@@ -23,8 +21,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use crate::model::spec::{Direction, SideOptions, SpecError, TestSpec};
 pub use runner::{RunControl, SideOutcome};
-pub use spec::{Direction, SideOptions, SpecError, TestSpec};
 
 use crate::protocol::TOKEN_LEN;
 

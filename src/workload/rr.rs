@@ -18,12 +18,12 @@ use socket2::Socket;
 use super::data::{self, Configure};
 use super::rr_loops::{self, Extra, Shape};
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use super::udp_stream::check_datagram_size;
 use super::{
     udp_io, Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
+use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use crate::model::{Role, SocketBuffers, StreamEnd};
 use crate::probe::tcpinfo;
 use crate::units::bits_per_second;

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::data::token_matches;
-use super::latency::LatencyRecorder;
 use super::rr::RrProto;
 use super::runner::{StreamContext, TaskEnd};
 use super::udp_wire::Header;
 use super::{AgentNet, ClientNet, WorkloadError};
+use crate::model::latency::LatencyRecorder;
 use crate::model::RrEnd;
 use crate::protocol::TOKEN_LEN;
 

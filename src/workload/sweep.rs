@@ -21,11 +21,11 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data;
-use super::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
+use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
 
 /// Largest UDP payload in one IPv4 datagram (65535 - 20 - 8); UDP sweeps
 /// skip larger sizes.
@@ -331,7 +331,7 @@ impl Side for engine::AgentServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::spec::tests::spec;
+    use crate::model::spec::tests::spec;
 
     fn sweep_spec(params: SweepParams) -> TestSpec {
         let mut s = spec("sweep");

@@ -15,11 +15,11 @@ use socket2::Socket;
 
 use super::data::{self, Configure};
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::spec::out_of_range;
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, RunControl, Side, SideOptions, SideOutcome, SpecError, TestSpec, Workload,
     WorkloadError,
 };
+use crate::model::spec::out_of_range;
 use crate::model::{Flow, Host, Role};
 use crate::probe::tcpinfo;
 

@@ -22,13 +22,13 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::spec::out_of_range;
 use super::udp_io::{self, monotonic_nanos, RecvBatch, SendBatch, MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES};
 use super::udp_wire::{Header, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP, HEADER_LEN, MAX_DATAGRAM_BYTES};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
     WorkloadError,
 };
+use crate::model::spec::out_of_range;
 use crate::model::{Host, Role, StreamEnd, UdpEnd, UdpReceived};
 use crate::probe::tcpinfo;
 use crate::units::bits_per_second;
@@ -582,7 +582,7 @@ fn receive_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::spec::tests::spec;
+    use crate::model::spec::tests::spec;
     use crate::workload::SideOptions;
 
     #[test]

@@ -3,8 +3,30 @@
 //! [`LatencyStats`] with the full histogram, and merged across flows.
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
-use crate::model::{LatencyBucket, LatencyStats};
+/// A latency distribution in microseconds, from an HDR histogram
+/// (3 significant digits), with the histogram itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub samples: u64,
+    pub mean_us: f64,
+    pub stddev_us: f64,
+    pub min_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p99_9_us: f64,
+    pub max_us: f64,
+    /// Every non-empty bucket: its highest value and its count.
+    pub histogram: Vec<LatencyBucket>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBucket {
+    pub value_us: f64,
+    pub count: u64,
+}
 
 /// Highest latency recorded; longer ones are clamped to it.
 const MAX_NANOS: u64 = 100_000_000_000;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Flow;
+use super::side::Flow;
 
 /// Limits every test spec must respect (the agent may impose tighter ones).
 pub const MAX_STREAMS: u32 = 128;

@@ -1,0 +1,128 @@
+//! Facts about a host and the interface a test used, recorded with every
+//! result.
+
+use serde::{Deserialize, Serialize};
+
+/// Facts about a host, recorded with every result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub logical_cpus: u32,
+    pub nicbench_version: String,
+    /// `PRETTY_NAME` of /etc/os-release.
+    #[serde(default)]
+    pub os: String,
+    /// /proc/sys/kernel/random/boot_id: equal on both ends when they share
+    /// one kernel (network namespaces of one machine).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub boot_id: String,
+    /// Physical cores (distinct core ids per package in /proc/cpuinfo).
+    #[serde(default)]
+    pub cpu_cores: Option<u32>,
+    /// Current frequency of the first CPU (/proc/cpuinfo `cpu MHz`).
+    #[serde(default)]
+    pub cpu_mhz: Option<f64>,
+    /// Highest frequency cpufreq allows (cpuinfo_max_freq), when exposed.
+    #[serde(default)]
+    pub cpu_max_mhz: Option<f64>,
+    /// MemTotal of /proc/meminfo.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// NUMA nodes of the host (/sys/devices/system/node).
+    #[serde(default)]
+    pub numa_nodes: Option<u32>,
+    /// The interface toward the peer: the one holding the local address
+    /// of the control connection.
+    #[serde(default)]
+    pub interface: Option<NicFacts>,
+}
+
+/// Facts about the network interface a test used. Virtual and loopback
+/// devices leave unset what they do not have (`null` in JSON, "n/a" in text).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicFacts {
+    pub name: String,
+    /// The local address that selected this interface.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// `loopback`, `virtual` (no device behind it: veth, bridge, ...) or `device`.
+    pub kind: String,
+    pub driver: Option<String>,
+    pub driver_version: Option<String>,
+    pub firmware_version: Option<String>,
+    pub bus_info: Option<String>,
+    pub link_speed_bits_per_second: Option<u64>,
+    /// `full` or `half`.
+    pub duplex: Option<String>,
+    pub autonegotiation: Option<bool>,
+    /// sysfs operstate: `up`, `down`, `unknown`, ...
+    pub operstate: Option<String>,
+    pub mtu_bytes: Option<u32>,
+    pub offloads: Option<Offloads>,
+    pub rings: Option<Rings>,
+    pub coalescing: Option<Coalescing>,
+    pub queues: Option<Queues>,
+    /// Root qdisc attached to the interface (rtnetlink), e.g. `fq_codel`.
+    pub qdisc: Option<String>,
+    /// Shaping rate of the root qdisc when it is tbf.
+    #[serde(default)]
+    pub qdisc_rate_bits_per_second: Option<u64>,
+    pub tx_queue_length: Option<u32>,
+    pub pcie: Option<PcieLink>,
+    pub numa_node: Option<u32>,
+}
+
+/// Offload features as the kernel reports them active (ETHTOOL_GFEATURES).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Offloads {
+    pub tso: Option<bool>,
+    pub gso: Option<bool>,
+    pub gro: Option<bool>,
+    pub lro: Option<bool>,
+    pub rx_checksum: Option<bool>,
+    /// Any of the tx checksum features (IPv4, IPv6, generic).
+    pub tx_checksum: Option<bool>,
+    pub scatter_gather: Option<bool>,
+}
+
+/// Descriptor ring sizes (ETHTOOL_GRINGPARAM), in descriptors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rings {
+    pub rx_descriptors: u32,
+    pub rx_max_descriptors: u32,
+    pub tx_descriptors: u32,
+    pub tx_max_descriptors: u32,
+}
+
+/// Interrupt coalescing (ETHTOOL_GCOALESCE).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Coalescing {
+    pub rx_usecs: u32,
+    pub rx_max_frames: u32,
+    pub tx_usecs: u32,
+    pub tx_max_frames: u32,
+    pub adaptive_rx: bool,
+    pub adaptive_tx: bool,
+}
+
+/// Queues (ETHTOOL_GCHANNELS, or the queues/ directory of sysfs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Queues {
+    pub rx: u32,
+    pub tx: u32,
+    pub combined: Option<u32>,
+    pub max_combined: Option<u32>,
+    /// `ethtool` or `sysfs`.
+    pub source: String,
+}
+
+/// PCIe link of the device, current and the most it supports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PcieLink {
+    pub current_gigatransfers_per_second: Option<f64>,
+    pub current_width_lanes: Option<u32>,
+    pub max_gigatransfers_per_second: Option<f64>,
+    pub max_width_lanes: Option<u32>,
+}

@@ -1,0 +1,28 @@
+//! The result model, the bottom layer: the test spec ([`TestSpec`]), what
+//! one side measures ([`SideReport`]), what a trial yields once both sides
+//! are merged ([`TrialResult`]), and the run document ([`RunResult`]) that
+//! `--json` prints. Field names carry their units. It imports nothing from
+//! the layers above it (workloads, sessions, the agent, commands); the
+//! schema is described in `docs/SCHEMA.md`; bump [`SCHEMA`] on any
+//! incompatible change.
+
+pub mod counters;
+pub mod facts;
+pub mod latency;
+pub mod outcomes;
+pub mod run;
+pub mod side;
+pub mod spec;
+pub mod trial;
+
+pub use counters::*;
+pub use facts::*;
+pub use latency::{LatencyBucket, LatencyStats};
+pub use outcomes::*;
+pub use run::*;
+pub use side::*;
+pub use spec::{Direction, SideOptions, SpecError, TestSpec};
+pub use trial::*;
+
+/// Identifies the JSON document format.
+pub const SCHEMA: &str = "nicbench.run/1";

@@ -1,0 +1,65 @@
+//! The run document `--json` prints: endpoints, spec, the reported trial,
+//! every trial, and the repetition summary.
+
+use serde::{Deserialize, Serialize};
+
+use super::facts::HostFacts;
+use super::spec::TestSpec;
+use super::trial::TrialResult;
+
+/// An endpoint of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub address: String,
+    pub facts: HostFacts,
+}
+
+/// The document `--json` prints: the reported trial's fields at the top
+/// (`sum.receiver.bits_per_second`), every trial in `trials`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema: String,
+    pub workload: String,
+    pub started_at_unix_seconds: f64,
+    pub client: Endpoint,
+    pub agent: Endpoint,
+    pub spec: TestSpec,
+    #[serde(flatten)]
+    pub result: TrialResult,
+    pub trials: Vec<TrialResult>,
+    /// How the trials were repeated and which one is reported; absent for
+    /// a single trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition: Option<RepetitionSummary>,
+}
+
+/// The repetition policy of a case and what its trials gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepetitionSummary {
+    pub policy: crate::stats::Policy,
+    /// The figure trials are compared by, e.g. `receiver_bits_per_second`.
+    pub metric: String,
+    /// Unit of the figures, e.g. `bit/s`.
+    pub unit: String,
+    /// Number of the reported trial (the one at the top of the document).
+    pub picked_trial: u32,
+    /// The reported figure: the picked trial's, or the mean for `mean` and
+    /// `confidence`.
+    pub reported_value: f64,
+    /// The figure of every trial, in order.
+    pub values: Vec<f64>,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub stddev: f64,
+    /// Confidence interval of the mean (two trials or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<crate::stats::MeanInterval>,
+    /// For `--confidence`: whether the interval met the asked width.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width_met: Option<bool>,
+    /// True when Ctrl-C ended the case before its policy was satisfied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+}

@@ -1,0 +1,197 @@
+//! One side's measurements: the roles of processes and stream ends, what
+//! each stream end counted, and the CPU report a side sends back at the end
+//! of a trial.
+
+use serde::{Deserialize, Serialize};
+
+use super::counters::SideCounters;
+use super::outcomes::{RrEnd, SweepResult, UdpEnd};
+
+/// Which process a measurement was taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Host {
+    Client,
+    Agent,
+}
+
+impl Host {
+    pub fn other(self) -> Host {
+        match self {
+            Host::Client => Host::Agent,
+            Host::Agent => Host::Client,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Host::Client => "client",
+            Host::Agent => "agent",
+        }
+    }
+}
+
+/// Which way a stream's data flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flow {
+    ClientToAgent,
+    AgentToClient,
+}
+
+impl Flow {
+    pub fn sender(self) -> Host {
+        match self {
+            Flow::ClientToAgent => Host::Client,
+            Flow::AgentToClient => Host::Agent,
+        }
+    }
+    pub fn receiver(self) -> Host {
+        self.sender().other()
+    }
+    pub fn arrow(self) -> &'static str {
+        match self {
+            Flow::ClientToAgent => "client->agent",
+            Flow::AgentToClient => "agent->client",
+        }
+    }
+}
+
+/// The role of one end of a stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    #[default]
+    Sender,
+    Receiver,
+}
+
+/// One interval sample of one stream end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub start_seconds: f64,
+    pub end_seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    /// True while inside the `--omit` warm-up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub omitted: bool,
+}
+
+/// Socket buffer sizes the kernel granted (getsockopt after setting;
+/// Linux doubles the requested value for its bookkeeping).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SocketBuffers {
+    pub send_buffer_bytes: u64,
+    pub receive_buffer_bytes: u64,
+}
+
+/// TCP_INFO read at the end of a stream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    pub retransmits: u64,
+    pub rtt_us: u32,
+    pub rtt_var_us: u32,
+    pub congestion_window_segments: u32,
+    pub send_mss_bytes: u32,
+    pub receive_mss_bytes: u32,
+    pub path_mtu_bytes: u32,
+    pub congestion_control: String,
+}
+
+/// One end (sender or receiver) of one stream, as measured by that end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamEnd {
+    pub stream_id: u32,
+    pub role: Role,
+    /// Bytes counted after the warm-up (`--omit`).
+    pub bytes: u64,
+    /// Time from the end of the warm-up to this end's last byte.
+    pub seconds: f64,
+    pub bits_per_second: f64,
+    /// Bytes moved during the warm-up, excluded from `bytes`.
+    pub omitted_bytes: u64,
+    pub socket: SocketBuffers,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<TcpInfo>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<Interval>,
+    /// Set when the stream ended with an error instead of cleanly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The message-size sweep this end drove (`sweep` workload, client end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepResult>,
+    /// Datagram counts of a UDP stream end (the `udp` workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEnd>,
+    /// Transactions and latency of a request/response flow (the `rr` workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrEnd>,
+}
+
+pub(crate) fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
+}
+
+/// CPU time of the benchmark's own threads on one side (getrusage per thread).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessCpu {
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+}
+
+/// Utilization of one core over the trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoreUtilization {
+    pub core: u32,
+    pub utilization_percent: f64,
+    pub user_percent: f64,
+    pub system_percent: f64,
+    pub softirq_percent: f64,
+    pub irq_percent: f64,
+}
+
+/// CPU cost on one side over one trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuReport {
+    /// Wall time over which /proc/stat was sampled.
+    pub seconds: f64,
+    pub logical_cpus: u32,
+    /// Busy share of all cores together (100% = every core busy).
+    pub utilization_percent: f64,
+    pub user_percent: f64,
+    pub nice_percent: f64,
+    pub system_percent: f64,
+    pub softirq_percent: f64,
+    pub irq_percent: f64,
+    pub iowait_percent: f64,
+    pub steal_percent: f64,
+    pub busiest_core: CoreUtilization,
+    pub per_core: Vec<CoreUtilization>,
+    /// The benchmark's own threads on this side.
+    pub process: ProcessCpu,
+    /// Bytes this side sent plus bytes it received.
+    pub bytes_moved: u64,
+    /// CPU time of all cores in microseconds per KB moved (KB = 1024
+    /// bytes), netperf's service demand. None when nothing moved.
+    pub service_demand_us_per_kb: Option<f64>,
+    /// CPU time of all cores in microseconds per transaction, for
+    /// request/response workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_demand_us_per_transaction: Option<f64>,
+}
+
+/// What one side sends back at the end of a trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideReport {
+    pub host: Host,
+    pub streams: Vec<StreamEnd>,
+    pub cpu: CpuReport,
+    /// NIC, interrupt and protocol counters over the trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<SideCounters>,
+    /// Agent: other tests that ran on it during part of this one
+    /// (`nicbench serve --max-concurrent`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overlapped_tests: u32,
+}
