@@ -489,7 +489,7 @@ fn accept_watching(
 
 fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared: &Shared) -> Result<(), Refusal> {
     expect_hello(channel, shared.config.handshake_timeout)?;
-    let mut hello = Hello::ours();
+    let mut hello = Hello::ours(crate::workload::names());
     hello.auth_required = shared.config.psk.is_some();
     channel.send(&Message::Hello(hello))?;
     if let Some(psk) = &shared.config.psk {

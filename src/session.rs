@@ -195,7 +195,7 @@ fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
 
 /// Hellos both ways, then the key proof when the agent asks for it.
 fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Result<(), SessionError> {
-    channel.send(&Message::Hello(Hello::ours()))?;
+    channel.send(&Message::Hello(Hello::ours(crate::workload::names())))?;
     let hello = channel.recv(REPLY_TIMEOUT, "the agent's hello").map_err(|e| match e {
         // Something listens there, but it does not speak our protocol.
         ProtocolError::Timeout { .. } | ProtocolError::FrameTooLarge { .. } | ProtocolError::Malformed(_) => {

@@ -92,7 +92,7 @@ mod tests {
 
     fn messages() -> Vec<Message> {
         vec![
-            Message::Hello(Hello::ours()),
+            Message::Hello(Hello::ours(["tcp"])),
             Message::Ready,
             Message::Start,
             Message::Busy { seconds_left: 3.5 },

@@ -151,12 +151,14 @@ fn is_zero(value: &f64) -> bool {
 }
 
 impl Hello {
-    pub fn ours() -> Hello {
+    /// Our hello, offering the workloads this build can run (the caller
+    /// names them: the protocol sits below the workloads).
+    pub fn ours(workloads: impl IntoIterator<Item = impl Into<String>>) -> Hello {
         Hello {
             magic: MAGIC.to_string(),
             protocol_version: PROTOCOL_VERSION,
             software_version: env!("CARGO_PKG_VERSION").to_string(),
-            workloads: crate::workload::names().map(str::to_string).collect(),
+            workloads: workloads.into_iter().map(Into::into).collect(),
             auth_required: false,
         }
     }
@@ -237,7 +239,7 @@ mod tests {
 
     #[test]
     fn hello_of_another_version_names_both_versions() {
-        let mut hello = Hello::ours();
+        let mut hello = Hello::ours(["tcp"]);
         hello.protocol_version = 7;
         let err = hello.check_peer("agent").unwrap_err().to_string();
         assert!(err.contains("version 7"), "{err}");
@@ -246,7 +248,7 @@ mod tests {
 
     #[test]
     fn wrong_magic_is_refused() {
-        let mut hello = Hello::ours();
+        let mut hello = Hello::ours(["tcp"]);
         hello.magic = "iperf3".into();
         assert!(matches!(hello.check_peer("client"), Err(ProtocolError::NotNicbench)));
     }

@@ -95,14 +95,14 @@ fn wrong_types_order_and_versions_are_refused_by_name() {
         .send(&Message::Start)
         .expect_error_and_close("expected test_request, got 'start'");
     // Another protocol version, and something that is not nicbench at all.
-    let mut hello = Hello::ours();
+    let mut hello = Hello::ours(nicbench::workload::names());
     hello.protocol_version = 99;
     Raw::connect(port)
         .send(&Message::Hello(hello))
         .expect_error_and_close(&format!(
             "version 99 (nicbench 0.1.0), this program speaks version {PROTOCOL_VERSION}"
         ));
-    let mut hello = Hello::ours();
+    let mut hello = Hello::ours(nicbench::workload::names());
     hello.magic = "iperf3".into();
     Raw::connect(port)
         .send(&Message::Hello(hello))
@@ -118,7 +118,7 @@ fn slowloris_clients_are_cut_off_at_the_deadline() {
     let mut silent = Raw::connect(agent.port);
     // Sends a valid frame one byte every 300 ms: the deadline is per
     // message, not per byte, so it cannot stretch the wait.
-    let frame = nicbench::protocol::framing::encode(&Message::Hello(Hello::ours()));
+    let frame = nicbench::protocol::framing::encode(&Message::Hello(Hello::ours(nicbench::workload::names())));
     let mut dribble = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     let started = std::time::Instant::now();
     for byte in frame.iter().take(10) {
@@ -267,7 +267,7 @@ fn fake_agent(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
 #[test]
 fn the_client_refuses_a_hostile_agent_clearly() {
     let encode = nicbench::protocol::framing::encode;
-    let mut bad_hello = Hello::ours();
+    let mut bad_hello = Hello::ours(nicbench::workload::names());
     bad_hello.protocol_version = 42;
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (0xFFFF_FFFFu32.to_be_bytes().to_vec(), "exceeds the limit"),
@@ -275,7 +275,11 @@ fn the_client_refuses_a_hostile_agent_clearly() {
         (encode(&Message::Hello(bad_hello)), "version 42"),
         (encode(&Message::Start), "expected hello, got 'start'"),
         (
-            [encode(&Message::Hello(Hello::ours())), encode(&Message::Ready)].concat(),
+            [
+                encode(&Message::Hello(Hello::ours(nicbench::workload::names()))),
+                encode(&Message::Ready),
+            ]
+            .concat(),
             "expected accepted, got 'ready'",
         ),
     ];

@@ -18,6 +18,7 @@ mod demo;
 mod facts;
 mod hostile;
 mod lab;
+mod layers;
 mod rawclient;
 mod repeat;
 mod rr;

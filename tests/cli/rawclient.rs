@@ -162,7 +162,7 @@ impl Raw {
     }
 
     pub fn hello(&mut self) -> &mut Raw {
-        self.send(&Message::Hello(Hello::ours()));
+        self.send(&Message::Hello(Hello::ours(nicbench::workload::names())));
         match self.recv() {
             Some(Message::Hello(_)) => self,
             other => panic!("expected the agent's hello, got {other:?}"),

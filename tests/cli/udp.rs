@@ -240,7 +240,9 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
     let stream = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
     let wait = Duration::from_secs(10);
-    channel.send(&Message::Hello(Hello::ours())).unwrap();
+    channel
+        .send(&Message::Hello(Hello::ours(nicbench::workload::names())))
+        .unwrap();
     assert!(matches!(channel.recv(wait, "hello").unwrap(), Message::Hello(_)));
     channel
         .send(&Message::TestRequest {
