@@ -13,55 +13,17 @@ use crate::model::TestSpec;
 use crate::model::{RepetitionSummary, RunResult, TrialResult};
 use crate::session::{self, RunOptions, SessionError, Target};
 use crate::stats::{self, Decision, Pick, Policy};
-use crate::units::Rate;
 use crate::workload::runner::{IntervalCallback, ProgressCallback};
+use crate::workload::{format_figure, Figure};
 
 /// How long to retry when the agent is still finishing the previous trial.
 const BUSY_RETRY: Duration = Duration::from_secs(10);
 
-/// The figure trials of a case are compared by.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Figure {
-    /// Name as in JSON, e.g. `receiver_bits_per_second`.
-    pub metric: &'static str,
-    /// Unit of the value, e.g. `bit/s`.
-    pub unit: &'static str,
-    pub value: f64,
-}
-
-/// The figure of merit of a trial. Every figure here is "higher is better".
-/// Workloads whose figure is not the receiver throughput (transactions per
-/// second, ...) add their case here, keyed on what their result carries.
-pub fn figure_of_merit(trial: &TrialResult) -> Figure {
-    // By what the result holds, not by the workload's name: transactions
-    // for request/response, the peak for a sweep, else the receiver's rate.
-    if let Some(rr) = &trial.sum.rr {
-        return Figure {
-            metric: "transactions_per_second",
-            unit: "transactions/s",
-            value: rr.transactions_per_second,
-        };
-    }
-    if let Some(sweep) = trial.streams.iter().find_map(|s| s.sender.sweep.as_ref()) {
-        return Figure {
-            metric: "sweep_peak_bits_per_second",
-            unit: "bit/s",
-            value: sweep.summary.peak_bits_per_second,
-        };
-    }
-    Figure {
-        metric: "receiver_bits_per_second",
-        unit: "bit/s",
-        value: trial.sum.receiver.bits_per_second,
-    }
-}
-
-/// Shows a figure with its unit.
-pub fn format_figure(value: f64, unit: &str) -> String {
-    match unit {
-        "bit/s" => Rate(value).to_string(),
-        other => format!("{value:.2} {other}"),
-    }
+/// The figure of merit of a trial of `spec`: its workload's own
+/// (transactions per second, a sweep's peak, the receiver's rate). Every
+/// figure here is "higher is better".
+pub fn figure_of_merit(spec: &TestSpec, trial: &TrialResult) -> Figure {
+    crate::workload::results_of(&spec.workload).figure_of_merit(trial)
 }
 
 /// What the runner needs besides the trials themselves.
@@ -121,7 +83,7 @@ pub fn run_trials(
     while decision == Decision::Continue {
         let number = trials.len() as u32 + 1;
         let run = run_trial(number)?;
-        let figure = figure_of_merit(&run.result);
+        let figure = figure_of_merit(&run.spec, &run.result);
         values.push(figure.value);
         trials.push(run.result.clone());
         decision = stats::decide(&policy, &values);

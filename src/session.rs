@@ -396,7 +396,8 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let outcome = trial::run_side(side, plan, &mut channel, &ProcStat)?;
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
     check_agent_report(&agent_report, spec)?;
-    let result = TrialResult::merge(options.trial, &spec.flows(), outcome.local, agent_report)?;
+    let mut result = TrialResult::merge(options.trial, &spec.flows(), outcome.local, agent_report)?;
+    workload::results_of(&spec.workload).summarize(&mut result);
     for s in &result.streams {
         for (end, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
             if let Some(message) = &end.error {

@@ -162,13 +162,8 @@ pub fn run_side(
         outcome.process,
         bytes_moved,
     );
-    // Request/response ends count transactions (warm-up included, like bytes_moved).
-    let transactions: u64 = outcome
-        .streams
-        .iter()
-        .filter_map(|s| s.rr.as_ref())
-        .map(|r| r.transactions + r.warmup_transactions)
-        .sum();
+    // Request/response sides count transactions (warm-up included, like bytes_moved).
+    let transactions = outcome.transactions;
     if transactions > 0 {
         let busy_us = busy_seconds(&before, &after, sampler.ticks_per_second()) * 1e6;
         cpu.service_demand_us_per_transaction = Some(busy_us / transactions as f64);

@@ -20,6 +20,7 @@
 use crate::linerate::{self, Size, Stack};
 use crate::model::{CpuReport, Host, LineRateShare, RunResult, SideCounters, TrialResult, Verdict};
 use crate::units::Rate;
+use crate::workload::ResultKind;
 
 /// Share of the theoretical goodput from which a result is link-bound.
 pub const LINK_BOUND_PERCENT: f64 = 90.0;
@@ -36,7 +37,7 @@ pub const WAIT_SHARE_OF_TRIAL_PERCENT: f64 = 25.0;
 /// Share of throttled cgroup periods that counts as CPU-bound.
 pub const THROTTLED_PERCENT: f64 = 50.0;
 /// Drop and retransmission shares worth a verdict.
-pub const LOSS_PERCENT: f64 = 1.0;
+pub const LOSS_PERCENT: f64 = Verdict::LOSS_PERCENT;
 
 /// Fills in `line_rate` and `verdict` of every trial of `run`; the link
 /// speed is `link_speed` when given, else the slowest of both ends' NIC
@@ -65,10 +66,11 @@ pub fn annotate(run: &mut RunResult, link_speed: Option<u64>) {
         .is_ok_and(|a| a.is_ipv6() && !a.ip().to_string().starts_with("::ffff:"));
     let shared = shared_host(run);
     let message_bytes = run.spec.message_bytes;
+    let kind = crate::workload::results_of(&run.workload);
     let judge_trial = |trial: &mut TrialResult| {
         trial.line_rate =
-            link.and_then(|(speed, source)| line_rate_share(trial, speed, source, mtu, ipv6, message_bytes));
-        trial.verdict = Some(judge(trial, shared));
+            link.and_then(|(speed, source)| line_rate_share(trial, kind, speed, source, mtu, ipv6, message_bytes));
+        trial.verdict = Some(judge(trial, kind, shared));
     };
     judge_trial(&mut run.result);
     for trial in &mut run.trials {
@@ -90,6 +92,7 @@ pub fn shared_host(run: &RunResult) -> bool {
 
 fn line_rate_share(
     trial: &TrialResult,
+    kind: &dyn ResultKind,
     link: u64,
     source: &str,
     mtu: u32,
@@ -99,7 +102,7 @@ fn line_rate_share(
     // Transactions and sweeps are not bulk throughput: their average bit
     // rate against the line rate would mislead (a sweep has its own peak
     // share in its summary).
-    if trial.sum.rr.is_some() || trial.streams.iter().any(|s| s.sender.sweep.is_some()) {
+    if !kind.line_rate_applies() {
         return None;
     }
     let tcp = trial.streams.iter().find_map(|s| s.sender.tcp_info.as_ref());
@@ -131,10 +134,7 @@ fn line_rate_share(
 }
 
 fn verdict(kind: &str, summary: String) -> Verdict {
-    Verdict {
-        kind: kind.to_string(),
-        summary,
-    }
+    Verdict::new(kind, summary)
 }
 
 /// What a host did in the trial: "sender", "receiver", or its process
@@ -165,11 +165,12 @@ fn cpu(trial: &TrialResult, host: Host) -> &CpuReport {
 
 const HOSTS: [Host; 2] = [Host::Client, Host::Agent];
 
-/// The verdict of one trial; `shared` when both ends ran on one host.
-pub fn judge(trial: &TrialResult, shared: bool) -> Verdict {
+/// The verdict of one trial of a workload whose results read as `kind`;
+/// `shared` when both ends ran on one host.
+pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdict {
     throttled(trial)
         .or_else(|| link_bound(trial))
-        .or_else(|| udp_loss(trial))
+        .or_else(|| kind.verdict(trial))
         .or_else(|| socket_buffer_drops(trial))
         .or_else(|| nic_drops(trial))
         .or_else(|| retransmitting(trial))
@@ -256,45 +257,6 @@ fn receivers(trial: &TrialResult) -> impl Iterator<Item = Host> + '_ {
 
 /// UDP loss from both ends' own counts: the sender's datagrams against the
 /// receiver's, split by the receiving sockets' drop counters.
-fn udp_loss(trial: &TrialResult) -> Option<Verdict> {
-    let udp = trial.sum.udp.as_ref()?;
-    if udp.loss_percent < LOSS_PERCENT || udp.lost_datagrams < 10 {
-        return None;
-    }
-    let rates = format!(
-        "sender pushed {}, receiver got {}",
-        Rate(udp.sender_bits_per_second),
-        Rate(udp.receiver_bits_per_second)
-    );
-    let in_socket = udp.receiver_socket_drops.min(udp.lost_datagrams);
-    if udp.receiver_gro {
-        // Drops then count coalesced buffers, so the split is unknown.
-        return Some(verdict(
-            "udp_loss",
-            format!("UDP losing {:.1}% of datagrams ({rates})", udp.loss_percent),
-        ));
-    }
-    let share_of_sent = |n: u64| n as f64 * 100.0 / udp.sent_datagrams.max(1) as f64;
-    Some(if in_socket * 2 >= udp.lost_datagrams {
-        verdict(
-            "socket_buffer_drops",
-            format!(
-                "receiver dropping in the socket buffer: {:.1}% of datagrams ({rates})",
-                share_of_sent(in_socket)
-            ),
-        )
-    } else {
-        verdict(
-            "path_loss",
-            format!(
-                "UDP lost {:.1}% of datagrams before the receiving socket — a slower link, router or NIC \
-                 on the path ({rates})",
-                share_of_sent(udp.lost_datagrams - in_socket)
-            ),
-        )
-    })
-}
-
 fn socket_buffer_drops(trial: &TrialResult) -> Option<Verdict> {
     receivers(trial).find_map(|host| {
         let udp = counters(trial, host)?.udp.as_ref()?;

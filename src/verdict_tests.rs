@@ -5,6 +5,8 @@ use crate::model::{
     BothCounters, BothCpu, CgroupCpu, CoreUtilization, Flow, FlowTotal, NicCounters, ProcessCpu, Role, SocketBuffers,
     StreamEnd, StreamResult, Sum, TcpCounters, TcpInfo, ThreadScheduling, Total, UdpCounters,
 };
+use crate::workload::udp::UdpResults;
+use crate::workload::Throughput;
 
 fn end(role: Role, bits_per_second: f64, tcp: bool) -> StreamEnd {
     StreamEnd {
@@ -22,9 +24,7 @@ fn end(role: Role, bits_per_second: f64, tcp: bool) -> StreamEnd {
         }),
         intervals: vec![],
         error: None,
-        sweep: None,
-        udp: None,
-        rr: None,
+        extras: Default::default(),
     }
 }
 
@@ -60,7 +60,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
             flow: Flow::ClientToAgent,
             sender: end(Role::Sender, bits_per_second, true),
             receiver: end(Role::Receiver, bits_per_second, false),
-            udp: None,
+            extras: Default::default(),
         }],
         sum: Sum {
             sender: total.clone(),
@@ -68,11 +68,10 @@ fn trial(bits_per_second: f64) -> TrialResult {
             client_to_agent: Some(FlowTotal {
                 sender: total.clone(),
                 receiver: total,
-                udp: None,
+                extras: Default::default(),
             }),
             agent_to_client: None,
-            udp: None,
-            rr: None,
+            extras: Default::default(),
         },
         cpu: BothCpu {
             client: cpu(0, 30.0, 0.0, 2.0),
@@ -89,12 +88,12 @@ fn trial(bits_per_second: f64) -> TrialResult {
 }
 
 fn share(trial: &TrialResult, link: u64) -> Option<LineRateShare> {
-    line_rate_share(trial, link, "option", 1500, false, 131072)
+    line_rate_share(trial, &Throughput, link, "option", 1500, false, 131072)
 }
 
 #[test]
 fn quiet_trial_has_no_bottleneck() {
-    let v = judge(&trial(500e6), false);
+    let v = judge(&trial(500e6), &Throughput, false);
     assert_eq!(v.kind, "none");
     assert_eq!(v.summary, "no bottleneck stands out");
 }
@@ -107,7 +106,7 @@ fn near_line_rate_is_link_bound() {
     // 1500-byte MTU, MSS 1448: 941.49 Mbit/s theoretical; 929.2 is 98.7%.
     assert!((s.theoretical_goodput_bits_per_second / 1e6 - 941.49).abs() < 0.01);
     assert!((s.percent_of_theoretical_goodput - 98.7).abs() < 0.05);
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "link_bound");
     assert!(v.summary.starts_with("link-bound: 98.7% of line rate"), "{}", v.summary);
 }
@@ -116,14 +115,14 @@ fn near_line_rate_is_link_bound() {
 fn below_the_link_threshold_is_not_link_bound() {
     let mut t = trial(800e6);
     t.line_rate = share(&t, 1_000_000_000);
-    assert_eq!(judge(&t, false).kind, "none");
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
 }
 
 #[test]
 fn a_busy_sender_core_names_the_sender() {
     let mut t = trial(500e6);
     t.cpu.client = cpu(0, 99.0, 71.0, 2.0);
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "cpu_bound");
     assert!(
         v.summary.starts_with("sender CPU-bound: core 0 at 99% (71% softirq"),
@@ -137,7 +136,7 @@ fn a_busy_core_on_a_shared_host_does_not_name_a_side() {
     let mut t = trial(500e6);
     t.cpu.client = cpu(0, 99.0, 71.0, 2.0);
     t.cpu.agent = cpu(0, 99.0, 71.0, 3.0);
-    let v = judge(&t, true);
+    let v = judge(&t, &Throughput, true);
     assert!(v.summary.starts_with("host CPU-bound: core 0 at 99%"), "{}", v.summary);
 }
 
@@ -145,7 +144,7 @@ fn a_busy_core_on_a_shared_host_does_not_name_a_side() {
 fn a_saturated_stream_thread_names_its_side_even_on_a_shared_host() {
     let mut t = trial(500e6);
     t.cpu.agent = cpu(1, 60.0, 0.0, 9.8);
-    let v = judge(&t, true);
+    let v = judge(&t, &Throughput, true);
     assert!(
         v.summary
             .starts_with("receiver CPU-bound: its 1 stream thread on CPU 98%"),
@@ -159,7 +158,7 @@ fn both_ends_busy_says_both() {
     let mut t = trial(500e6);
     t.cpu.client = cpu(0, 99.0, 5.0, 2.0);
     t.cpu.agent = cpu(1, 97.0, 5.0, 2.0);
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert!(
         v.summary.starts_with("both ends CPU-bound: sender core 0"),
         "{}",
@@ -175,7 +174,7 @@ fn retransmissions_of_the_sender_are_reported() {
         retransmitted_segments: 21,
         retransmitted_percent: Some(2.1),
     });
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "retransmitting");
     assert!(
         v.summary.starts_with("retransmitting: 2.1% of segments"),
@@ -184,7 +183,7 @@ fn retransmissions_of_the_sender_are_reported() {
     );
     // A handful of segments is not evidence.
     t.counters.client.as_mut().unwrap().tcp.as_mut().unwrap().out_segments = 50;
-    assert_eq!(judge(&t, false).kind, "none");
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
 }
 
 #[test]
@@ -197,7 +196,7 @@ fn socket_buffer_drops_at_the_receiver() {
         send_buffer_errors: 0,
         receive_buffer_errors_percent: Some(48.0),
     });
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "socket_buffer_drops");
     assert_eq!(
         v.summary,
@@ -211,7 +210,7 @@ fn socket_buffer_drops_at_the_receiver() {
         receive_buffer_errors_percent: Some(48.0),
         ..UdpCounters::default()
     });
-    assert_eq!(judge(&t, false).kind, "none");
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
 }
 
 #[test]
@@ -222,7 +221,7 @@ fn nic_drops_at_the_receiver() {
         rx_dropped: 200,
         ..NicCounters::default()
     });
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert_eq!(
         v.summary,
         "receiver NIC dropping: 2.0% of arriving packets (200 dropped)"
@@ -242,7 +241,7 @@ fn cgroup_throttling_comes_first() {
         quota_us: Some(20_000),
         period_us: Some(100_000),
     });
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "cgroup_throttled");
     assert!(
         v.summary
@@ -257,7 +256,7 @@ fn without_tcp_info_the_udp_model_is_used() {
     let mut t = trial(900e6);
     t.streams[0].sender.tcp_info = None;
     // 1472-byte datagrams fill a 1500-byte MTU: 957.09 Mbit/s at 1 Gbit/s.
-    let s = line_rate_share(&t, 1_000_000_000, "nic", 1500, false, 8000).unwrap();
+    let s = line_rate_share(&t, &Throughput, 1_000_000_000, "nic", 1500, false, 8000).unwrap();
     assert_eq!(s.payload_bytes, 1472);
     assert!((s.theoretical_goodput_bits_per_second / 1e6 - 957.09).abs() < 0.01);
 }
@@ -266,7 +265,7 @@ fn without_tcp_info_the_udp_model_is_used() {
 fn far_above_the_model_blames_the_assumed_link_speed() {
     let mut t = trial(12.22e9);
     t.line_rate = share(&t, 10_000_000_000);
-    let v = judge(&t, false);
+    let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "model_exceeded");
     assert!(v.summary.contains("check --link-speed"), "{}", v.summary);
 }
@@ -286,7 +285,7 @@ fn threads_waiting_for_a_cpu_name_their_side() {
     let client = t.counters.client.as_mut().unwrap();
     client.seconds = 3.0;
     client.scheduling = scheduling(0.3, 2.6);
-    let v = judge(&t, true);
+    let v = judge(&t, &Throughput, true);
     assert_eq!(v.kind, "cpu_starved");
     assert!(
         v.summary
@@ -303,7 +302,7 @@ fn short_waits_are_not_starvation() {
     let client = t.counters.client.as_mut().unwrap();
     client.seconds = 10.0;
     client.scheduling = scheduling(0.1, 0.9);
-    assert_eq!(judge(&t, false).kind, "none");
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
 }
 
 #[test]
@@ -313,27 +312,30 @@ fn link_bound_wins_over_waiting_threads() {
     let client = t.counters.client.as_mut().unwrap();
     client.seconds = 3.0;
     client.scheduling = scheduling(0.3, 2.6);
-    assert_eq!(judge(&t, false).kind, "link_bound");
+    assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
 }
 
 fn udp_trial(sent: u64, received: u64, socket_drops: u64) -> TrialResult {
     let mut t = trial(100e6);
-    t.sum.udp = Some(crate::model::UdpResult {
-        sent_datagrams: sent,
-        received_datagrams: received,
-        lost_datagrams: sent - received,
-        loss_percent: (sent - received) as f64 * 100.0 / sent as f64,
-        sender_bits_per_second: 200e6,
-        receiver_bits_per_second: 200e6 * received as f64 / sent as f64,
-        receiver_socket_drops: socket_drops,
-        ..Default::default()
-    });
+    t.sum.extras.set(
+        crate::workload::udp::result::KEY,
+        &crate::workload::udp::result::UdpResult {
+            sent_datagrams: sent,
+            received_datagrams: received,
+            lost_datagrams: sent - received,
+            loss_percent: (sent - received) as f64 * 100.0 / sent as f64,
+            sender_bits_per_second: 200e6,
+            receiver_bits_per_second: 200e6 * received as f64 / sent as f64,
+            receiver_socket_drops: socket_drops,
+            ..Default::default()
+        },
+    );
     t
 }
 
 #[test]
 fn udp_loss_before_the_receiver_names_the_path() {
-    let v = judge(&udp_trial(10_000, 5_000, 0), false);
+    let v = judge(&udp_trial(10_000, 5_000, 0), &UdpResults, false);
     assert_eq!(v.kind, "path_loss");
     assert!(
         v.summary.contains("50.0% of datagrams before the receiving socket"),
@@ -350,7 +352,7 @@ fn udp_loss_before_the_receiver_names_the_path() {
 
 #[test]
 fn udp_loss_in_the_socket_names_the_receiver() {
-    let v = judge(&udp_trial(10_000, 5_200, 4_800), false);
+    let v = judge(&udp_trial(10_000, 5_200, 4_800), &UdpResults, false);
     assert_eq!(v.kind, "socket_buffer_drops");
     assert!(
         v.summary.contains("receiver dropping in the socket buffer: 48.0%"),
@@ -361,5 +363,5 @@ fn udp_loss_in_the_socket_names_the_receiver() {
 
 #[test]
 fn negligible_udp_loss_is_not_a_verdict() {
-    assert_eq!(judge(&udp_trial(100_000, 99_995, 0), false).kind, "none");
+    assert_eq!(judge(&udp_trial(100_000, 99_995, 0), &UdpResults, false).kind, "none");
 }

@@ -88,20 +88,21 @@ fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Re
         let r = &run.result;
         // Each test's own figure: transactions/s, a sweep's peak, or the
         // receiver's rate (the same figure repetitions compare by).
-        let figure = crate::plan::figure_of_merit(r);
-        let result = format!(
-            "{} {}",
-            crate::plan::format_figure(figure.value, figure.unit),
-            if figure.metric.starts_with("sweep") { "peak" } else { "" }
-        );
+        let figure = crate::plan::figure_of_merit(&run.spec, r);
+        // The sender's average rate says something only for bulk transfer.
+        let sender = if crate::workload::results_of(&run.workload).line_rate_applies() {
+            Rate(r.sum.sender.bits_per_second).to_string()
+        } else {
+            "-".to_string()
+        };
         let c = &r.cpu.client;
         let demand = crate::report::text::service_demand(c);
         writeln!(
             out,
             "{:<32} {:>26} {:>16} {:>9.1}% {:>22}",
             label,
-            result.trim_end(),
-            Rate(r.sum.sender.bits_per_second).to_string(),
+            figure.to_string(),
+            sender,
             c.utilization_percent,
             demand
         )?;

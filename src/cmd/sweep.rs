@@ -10,8 +10,9 @@ use crate::cli::SweepArgs;
 use crate::logging;
 use crate::model::RunResult;
 use crate::model::TestSpec;
-use crate::report::sweep::csv;
 use crate::workload::runner::{Progress, ProgressCallback};
+use crate::workload::sweep::result::{SweepResult, KEY};
+use crate::workload::sweep::text::csv;
 use crate::workload::sweep::{points, SweepParams, Transport};
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
@@ -29,8 +30,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     if args.csv {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        for trial in run.result.streams.iter().filter_map(|s| s.sender.sweep.as_ref()) {
-            match csv(trial, &mut out).and_then(|_| out.flush()) {
+        let sweeps = run
+            .result
+            .streams
+            .iter()
+            .filter_map(|s| s.sender.extras.get::<SweepResult>(KEY));
+        for sweep in sweeps {
+            match csv(&sweep, &mut out).and_then(|_| out.flush()) {
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing the CSV"),
                 _ => {}
             }
@@ -48,10 +54,11 @@ fn apply_detected_link_speed(run: &mut RunResult) {
             continue;
         };
         for stream in &mut trial.streams {
-            if let Some(sweep) = stream.sender.sweep.as_mut() {
+            if let Some(mut sweep) = stream.sender.extras.get::<SweepResult>(KEY) {
                 if sweep.link_speed_bits_per_second.is_none() {
                     sweep.link_speed_bits_per_second = Some(link);
                     sweep.summary = points::summarize(&sweep.points, Some(link));
+                    stream.sender.extras.set(KEY, &sweep);
                 }
             }
         }

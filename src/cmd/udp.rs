@@ -1,7 +1,7 @@
 //! `nicbench udp`
 
 use crate::cli::udp::{Bitrate, UdpArgs};
-use crate::workload::udp_stream::UdpParams;
+use crate::workload::udp::UdpParams;
 
 pub fn run(args: UdpArgs) -> anyhow::Result<()> {
     let spec = spec(&args)?;

@@ -7,18 +7,18 @@
 //! incompatible change.
 
 pub mod counters;
+pub mod extras;
 pub mod facts;
 pub mod latency;
-pub mod outcomes;
 pub mod run;
 pub mod side;
 pub mod spec;
 pub mod trial;
 
 pub use counters::*;
+pub use extras::Extras;
 pub use facts::*;
 pub use latency::{LatencyBucket, LatencyStats};
-pub use outcomes::*;
 pub use run::*;
 pub use side::*;
 pub use spec::{Direction, SideOptions, SpecError, TestSpec};

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::counters::SideCounters;
-use super::outcomes::{RrEnd, SweepResult, UdpEnd};
+use super::extras::Extras;
 
 /// Which process a measurement was taken in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -118,15 +118,10 @@ pub struct StreamEnd {
     /// Set when the stream ended with an error instead of cleanly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The message-size sweep this end drove (`sweep` workload, client end).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<SweepResult>,
-    /// Datagram counts of a UDP stream end (the `udp` workload).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpEnd>,
-    /// Transactions and latency of a request/response flow (the `rr` workload).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rr: Option<RrEnd>,
+    /// The workload's own counts of this end (`udp`, `rr`, `sweep`), each
+    /// under its key, flat beside the fields above.
+    #[serde(flatten)]
+    pub extras: Extras,
 }
 
 pub(crate) fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::counters::BothCounters;
-use super::outcomes::{RrResult, UdpResult};
+use super::extras::Extras;
 use super::side::{CpuReport, Flow, Host, Role, SideReport, StreamEnd};
 
 /// Totals of one role across streams.
@@ -23,8 +23,9 @@ pub struct StreamResult {
     pub flow: Flow,
     pub sender: StreamEnd,
     pub receiver: StreamEnd,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpResult>,
+    /// The workload's view of the stream with both ends (`udp`).
+    #[serde(flatten)]
+    pub extras: Extras,
 }
 
 /// The sum over streams, overall and per flow direction.
@@ -36,18 +37,18 @@ pub struct Sum {
     pub client_to_agent: Option<FlowTotal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_to_client: Option<FlowTotal>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpResult>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rr: Option<RrResult>,
+    /// The workload's totals over every stream (`udp`, `rr`).
+    #[serde(flatten)]
+    pub extras: Extras,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowTotal {
     pub sender: Total,
     pub receiver: Total,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpResult>,
+    /// The workload's totals over this direction's streams (`udp`).
+    #[serde(flatten)]
+    pub extras: Extras,
 }
 
 /// CPU on both ends.
@@ -99,79 +100,6 @@ fn total<'a>(ends: impl Iterator<Item = &'a StreamEnd>) -> Total {
     t
 }
 
-impl UdpResult {
-    /// One stream: the sender's own count against the receiver's.
-    fn of_stream(sender: &StreamEnd, receiver: &StreamEnd) -> Option<UdpResult> {
-        let (sent, got) = (sender.udp.as_ref()?, receiver.udp.as_ref()?);
-        let received = got.received.clone().unwrap_or_default();
-        let mut r = UdpResult {
-            sent_datagrams: sent.datagrams,
-            received_datagrams: got.datagrams,
-            sender_bits_per_second: sender.bits_per_second,
-            receiver_bits_per_second: receiver.bits_per_second,
-            out_of_order_datagrams: received.out_of_order_datagrams,
-            duplicate_datagrams: received.duplicate_datagrams,
-            malformed_datagrams: received.malformed_datagrams + received.refused_datagrams,
-            receiver_socket_drops: received.socket_drops,
-            jitter_us: received.jitter_us,
-            receiver_gro: got.segmentation_offload,
-            ..UdpResult::default()
-        };
-        r.set_loss();
-        Some(r)
-    }
-
-    fn set_loss(&mut self) {
-        self.lost_datagrams = self.sent_datagrams.saturating_sub(self.received_datagrams);
-        self.loss_percent = if self.sent_datagrams > 0 {
-            self.lost_datagrams as f64 * 100.0 / self.sent_datagrams as f64
-        } else {
-            0.0
-        };
-    }
-
-    /// The sum of several streams; jitter is the largest.
-    fn sum<'a>(streams: impl Iterator<Item = &'a UdpResult>) -> Option<UdpResult> {
-        let mut sum: Option<UdpResult> = None;
-        for u in streams {
-            let t = sum.get_or_insert_with(UdpResult::default);
-            t.sent_datagrams += u.sent_datagrams;
-            t.received_datagrams += u.received_datagrams;
-            t.sender_bits_per_second += u.sender_bits_per_second;
-            t.receiver_bits_per_second += u.receiver_bits_per_second;
-            t.out_of_order_datagrams += u.out_of_order_datagrams;
-            t.duplicate_datagrams += u.duplicate_datagrams;
-            t.malformed_datagrams += u.malformed_datagrams;
-            t.receiver_socket_drops += u.receiver_socket_drops;
-            t.jitter_us = t.jitter_us.max(u.jitter_us);
-            t.receiver_gro |= u.receiver_gro;
-        }
-        if let Some(t) = sum.as_mut() {
-            t.set_loss();
-        }
-        sum
-    }
-}
-
-impl RrResult {
-    /// Totals of the requesters' ends; latencies merged into one histogram.
-    fn sum<'a>(requesters: impl Iterator<Item = &'a StreamEnd>) -> Option<RrResult> {
-        let mut sum: Option<RrResult> = None;
-        let mut latencies = Vec::new();
-        for rr in requesters.filter_map(|e| e.rr.as_ref()) {
-            let t = sum.get_or_insert_with(RrResult::default);
-            t.transactions += rr.transactions;
-            t.transactions_per_second += rr.transactions_per_second;
-            t.lost_transactions += rr.lost_transactions;
-            latencies.extend(rr.latency.as_ref());
-        }
-        if let Some(t) = sum.as_mut() {
-            t.latency = (!latencies.is_empty()).then(|| crate::model::latency::merge(&latencies));
-        }
-        sum
-    }
-}
-
 impl TrialResult {
     /// Merges the two sides' reports: each stream's sender end comes from
     /// the host that sent it, its receiver end from the other.
@@ -206,9 +134,9 @@ impl TrialResult {
             streams.push(StreamResult {
                 stream_id: id,
                 flow,
-                udp: UdpResult::of_stream(&sender, &receiver),
                 sender,
                 receiver,
+                extras: Extras::default(),
             });
         }
         let flow_total = |flow: Flow| {
@@ -216,7 +144,7 @@ impl TrialResult {
             (of_flow().count() > 0).then(|| FlowTotal {
                 sender: total(of_flow().map(|s| &s.sender)),
                 receiver: total(of_flow().map(|s| &s.receiver)),
-                udp: UdpResult::sum(of_flow().filter_map(|s| s.udp.as_ref())),
+                extras: Extras::default(),
             })
         };
         let sum = Sum {
@@ -224,8 +152,7 @@ impl TrialResult {
             receiver: total(streams.iter().map(|s| &s.receiver)),
             client_to_agent: flow_total(Flow::ClientToAgent),
             agent_to_client: flow_total(Flow::AgentToClient),
-            udp: UdpResult::sum(streams.iter().filter_map(|s| s.udp.as_ref())),
-            rr: RrResult::sum(streams.iter().map(|s| &s.sender)),
+            extras: Extras::default(),
         };
         Ok(TrialResult {
             trial,
@@ -272,10 +199,22 @@ pub struct Verdict {
     pub summary: String,
 }
 
+impl Verdict {
+    /// Share of datagrams, drops or retransmitted segments worth a verdict.
+    pub const LOSS_PERCENT: f64 = 1.0;
+
+    pub fn new(kind: &str, summary: String) -> Verdict {
+        Verdict {
+            kind: kind.to_string(),
+            summary,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{SocketBuffers, UdpEnd, UdpReceived};
+    use crate::model::SocketBuffers;
 
     fn end(id: u32, role: Role, bytes: u64) -> StreamEnd {
         StreamEnd {
@@ -289,9 +228,7 @@ mod tests {
             tcp_info: None,
             intervals: vec![],
             error: None,
-            sweep: None,
-            udp: None,
-            rr: None,
+            extras: Default::default(),
         }
     }
 
@@ -319,42 +256,6 @@ mod tests {
         assert_eq!(t.sum.client_to_agent.as_ref().unwrap().receiver.bytes, 100);
         assert_eq!(t.sum.agent_to_client.as_ref().unwrap().sender.bytes, 50);
         assert_eq!(t.streams[1].sender.bytes, 50);
-    }
-
-    #[test]
-    fn udp_loss_comes_from_the_senders_own_count() {
-        let flows = [(1, Flow::ClientToAgent)];
-        let mut sender = end(1, Role::Sender, 100_000);
-        sender.udp = Some(UdpEnd {
-            datagrams: 100,
-            ..UdpEnd::default()
-        });
-        let mut receiver = end(1, Role::Receiver, 90_000);
-        // The last ten datagrams never arrived: the receiver cannot know them.
-        receiver.udp = Some(UdpEnd {
-            datagrams: 90,
-            received: Some(UdpReceived {
-                socket_drops: 4,
-                ..UdpReceived::default()
-            }),
-            ..UdpEnd::default()
-        });
-        let t = TrialResult::merge(
-            1,
-            &flows,
-            side(Host::Client, vec![sender]),
-            side(Host::Agent, vec![receiver]),
-        )
-        .unwrap();
-        let u = t.sum.udp.unwrap();
-        assert_eq!(
-            (u.sent_datagrams, u.received_datagrams, u.lost_datagrams),
-            (100, 90, 10)
-        );
-        assert!((u.loss_percent - 10.0).abs() < 1e-9);
-        assert_eq!(u.receiver_socket_drops, 4);
-        assert_eq!(t.sum.client_to_agent.unwrap().udp.unwrap().lost_datagrams, 10);
-        assert!(t.sum.rr.is_none());
     }
 
     #[test]

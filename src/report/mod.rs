@@ -4,7 +4,6 @@
 pub mod facts;
 pub mod json;
 pub mod linerate;
-pub mod sweep;
 pub mod text;
 
 use std::io::{self, Write};

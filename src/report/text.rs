@@ -5,10 +5,10 @@
 use std::io::{self, Write};
 
 use super::Reporter;
-use crate::model::{CpuReport, FlowTotal, RrResult, RunResult, StreamEnd, StreamResult, Total, UdpResult};
+use crate::model::{CpuReport, Flow, FlowTotal, RunResult, StreamEnd, StreamResult, Total, TrialResult};
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::runner::IntervalTick;
-use crate::workload::Direction;
+use crate::workload::{Direction, ResultKind};
 
 /// The default human-readable summary.
 pub struct Text;
@@ -83,8 +83,9 @@ impl Reporter for Text {
             Direction::Reverse => "agent->client (reverse)",
             Direction::Bidir => "each way (bidir)",
         };
+        let kind = crate::workload::results_of(&run.workload);
         // A sweep ends when its sizes are done; its duration is a limit.
-        let sweep = r.streams.iter().any(|s| s.sender.sweep.is_some());
+        let sweep = kind.duration_is_limit();
         let length = match spec.bytes {
             Some(b) => format!("{} per direction", Bytes(b)),
             None if sweep => format!("time limit {:.1} s", spec.duration_seconds),
@@ -116,11 +117,8 @@ impl Reporter for Text {
                     "as granted by the kernel for the sizes asked".to_string()
                 } else if s.sender.tcp_info.is_some() {
                     "kernel autotuning".to_string()
-                } else if s.receiver.udp.is_some() {
-                    format!(
-                        "kernel default send buffer; the receiver asked for {}, which Linux doubles for bookkeeping and caps at net.core.rmem_max",
-                        Size(crate::workload::udp_stream::DEFAULT_RECEIVE_BUFFER as u64)
-                    )
+                } else if let Some(note) = kind.default_buffers_note() {
+                    note
                 } else {
                     // Only TCP autotunes its buffers; datagram sockets keep the defaults.
                     "kernel defaults".to_string()
@@ -152,40 +150,8 @@ impl Reporter for Text {
                 writeln!(out, "{}", line.trim_end())?;
             }
         }
-        let flows: [(&str, &Option<FlowTotal>); 2] = [
-            ("client->agent", &r.sum.client_to_agent),
-            ("agent->client", &r.sum.agent_to_client),
-        ];
-        for (name, flow) in flows {
-            let Some(flow) = flow else { continue };
-            let tcp = if r.streams.len() == 1 {
-                tcp_cells(&r.streams[0])
-            } else {
-                String::new()
-            };
-            let line = format!(
-                "[SUM] {name:<14} {}  {}  {tcp}",
-                total_cell(&flow.sender),
-                total_cell(&flow.receiver)
-            );
-            writeln!(out, "{}", line.trim_end())?;
-        }
-        for (name, flow) in flows {
-            if let Some(udp) = flow.as_ref().and_then(|f| f.udp.as_ref()) {
-                udp_lines(name, udp, flow.as_ref().map_or(0.0, |f| f.receiver.seconds), out)?;
-            }
-        }
-        if let Some(rr) = &r.sum.rr {
-            rr_lines(rr, out)?;
-            // With several flows, each one's rate and tail: an unfair split shows here.
-            if r.streams.len() > 1 {
-                for s in &r.streams {
-                    if let Some(e) = &s.sender.rr {
-                        flow_rr_line(s.stream_id, e, out)?;
-                    }
-                }
-            }
-        }
+        sum_lines(r, kind, out)?;
+        kind.write_summary(r, out)?;
         writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
         writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
         if run.client.facts.hostname == run.agent.facts.hostname && shares_host(run) {
@@ -201,9 +167,7 @@ impl Reporter for Text {
                 r.overlapped_tests
             )?;
         }
-        for sweep in r.streams.iter().filter_map(|s| s.sender.sweep.as_ref()) {
-            super::sweep::table(sweep, out)?;
-        }
+        kind.write_details(r, out)?;
         super::facts::write_run_tail(run, out)?;
         if let Some(r) = &run.repetition {
             repetition_lines(r, out)?;
@@ -212,10 +176,36 @@ impl Reporter for Text {
     }
 }
 
+/// A `[SUM]` line per direction: bytes and rates of both ends, or the
+/// workload's own figures where those mean nothing (transactions, a sweep).
+fn sum_lines(r: &TrialResult, kind: &dyn ResultKind, out: &mut dyn Write) -> io::Result<()> {
+    let flows: [(Flow, &Option<FlowTotal>); 2] = [
+        (Flow::ClientToAgent, &r.sum.client_to_agent),
+        (Flow::AgentToClient, &r.sum.agent_to_client),
+    ];
+    for (flow, total) in flows {
+        let Some(total) = total else { continue };
+        let cells = match kind.sum_cells(r, flow) {
+            Some(cells) => cells,
+            None => {
+                let tcp = if r.streams.len() == 1 {
+                    tcp_cells(&r.streams[0])
+                } else {
+                    String::new()
+                };
+                format!("{}  {}  {tcp}", total_cell(&total.sender), total_cell(&total.receiver))
+            }
+        };
+        let line = format!("[SUM] {:<14} {cells}", flow.arrow());
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
 /// The repetition summary: policy, reported figure, spread, interval.
 fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) -> io::Result<()> {
-    use crate::plan::format_figure;
     use crate::stats::Policy;
+    use crate::workload::format_figure;
     let f = |v: f64| format_figure(v, &r.unit);
     let n = r.values.len();
     let how = match r.policy {
@@ -275,80 +265,6 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
         writeln!(out, "  (interrupted: fewer trials than the policy asked for)")?;
     }
     Ok(())
-}
-
-/// The UDP summary of one direction: what the sender pushed against what
-/// the receiver got, the loss, and where it was lost.
-fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Write) -> io::Result<()> {
-    let per_second = |n: u64| {
-        if receiver_seconds > 0.0 {
-            format!("{:.0} datagrams/s", n as f64 / receiver_seconds)
-        } else {
-            "n/a".into()
-        }
-    };
-    writeln!(
-        out,
-        "UDP {name}: sender pushed {}, receiver got {} ({}); LOST {:.2}% ({} of {} datagrams)",
-        Rate(u.sender_bits_per_second),
-        Rate(u.receiver_bits_per_second),
-        per_second(u.received_datagrams),
-        u.loss_percent,
-        u.lost_datagrams,
-        u.sent_datagrams
-    )?;
-    let elsewhere = u.lost_datagrams.saturating_sub(u.receiver_socket_drops);
-    let drops = if u.receiver_gro {
-        format!(
-            "{} coalesced GRO buffers dropped at the receiving socket (buffer full; each holds several \
-             datagrams, so the split of the loss is unknown)",
-            u.receiver_socket_drops
-        )
-    } else {
-        format!(
-            "{} dropped at the receiving socket (buffer full, in the receiving host), {elsewhere} lost \
-             before it (wire, NIC, router, host backlog)",
-            u.receiver_socket_drops
-        )
-    };
-    writeln!(
-        out,
-        "    {drops}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
-        u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
-    )
-}
-
-/// Transactions and the latency distribution of a request/response test.
-fn rr_lines(rr: &RrResult, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "RR  {} transactions, {:.1} transactions/s; lost {}",
-        rr.transactions, rr.transactions_per_second, rr.lost_transactions
-    )?;
-    if let Some(l) = &rr.latency {
-        writeln!(
-            out,
-            "    round trip: mean {:.1} us, min {:.1} us, p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, \
-             p99.9 {:.1} us, max {:.1} us ({} samples)",
-            l.mean_us, l.min_us, l.p50_us, l.p90_us, l.p99_us, l.p99_9_us, l.max_us, l.samples
-        )?;
-    }
-    Ok(())
-}
-
-/// One flow of a request/response test, from its requester's end.
-fn flow_rr_line(id: u32, e: &crate::model::RrEnd, out: &mut dyn Write) -> io::Result<()> {
-    let latency = e.latency.as_ref().map_or(String::new(), |l| {
-        format!(
-            ", p50 {:.1} us, p99 {:.1} us, max {:.1} us",
-            l.p50_us, l.p99_us, l.max_us
-        )
-    });
-    writeln!(
-        out,
-        "    flow {id}: {} transactions, {:.1} transactions/s{latency}; lost {}",
-        e.transactions, e.transactions_per_second, e.lost_transactions
-    )
 }
 
 fn shares_host(run: &RunResult) -> bool {

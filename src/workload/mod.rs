@@ -3,20 +3,22 @@
 //! A [`Workload`] turns a [`TestSpec`] into data sockets on both ends: on
 //! the agent it binds listeners ([`AgentSide`]) and accepts the client's
 //! data connections; on the client it connects them. Both ends then run a
-//! [`Side`] that measures its own stream ends. Session, agent and reports
-//! only see the trait: adding a workload means adding a file and a line to
-//! [`REGISTRY`].
+//! [`Side`] that measures its own stream ends. Each workload also says what
+//! its results hold and how they read ([`ResultKind`]): its figure of merit,
+//! its totals, whether the line rate applies, its own verdict rule and text.
+//! Session, agent, plan runner, verdict and reports only see the traits:
+//! adding a workload means adding a folder and a line to [`REGISTRY`].
 
 pub mod data;
 pub mod rr;
-pub mod rr_loops;
 pub mod runner;
 pub mod sweep;
 pub mod tcp_stream;
+pub mod udp;
 pub mod udp_io;
-pub mod udp_stream;
 pub mod udp_wire;
 
+use std::io::{self, Write};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,12 +26,14 @@ use std::time::Instant;
 pub use crate::model::spec::{Direction, SideOptions, SpecError, TestSpec};
 pub use runner::{RunControl, SideOutcome};
 
+use crate::model::{Flow, TrialResult, Verdict};
 use crate::protocol::TOKEN_LEN;
+use crate::units::Rate;
 
 /// Every workload this build knows, by name.
 pub static REGISTRY: &[&dyn Workload] = &[
     &tcp_stream::TcpStream,
-    &udp_stream::UdpStream,
+    &udp::UdpStream,
     &rr::RequestResponse,
     &sweep::Sweep,
 ];
@@ -45,6 +49,16 @@ pub fn find(name: &str) -> Result<&'static dyn Workload, SpecError> {
             name: name.to_string(),
             known: names().collect::<Vec<_>>().join(", "),
         })
+}
+
+/// How results of the workload `name` read; a name this build does not
+/// know (a document from another version or tool) reads as plain bulk
+/// throughput.
+pub fn results_of(name: &str) -> &'static dyn ResultKind {
+    match find(name) {
+        Ok(w) => w.results(),
+        Err(_) => &Throughput,
+    }
 }
 
 /// Names of every registered workload.
@@ -98,6 +112,106 @@ impl WorkloadError {
 /// return; used when the peer vanishes or a deadline passes.
 pub type Aborter = Arc<dyn Fn() + Send + Sync>;
 
+/// The figure trials of a case are compared by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// Name as in JSON, e.g. `receiver_bits_per_second`.
+    pub metric: &'static str,
+    /// Unit of the value, e.g. `bit/s`.
+    pub unit: &'static str,
+    pub value: f64,
+    /// What the value is, where the unit does not say it (`peak`).
+    pub qualifier: &'static str,
+}
+
+impl Figure {
+    /// The receiver's throughput: the figure of bulk-transfer workloads.
+    pub fn receiver_rate(trial: &TrialResult) -> Figure {
+        Figure {
+            metric: "receiver_bits_per_second",
+            unit: "bit/s",
+            value: trial.sum.receiver.bits_per_second,
+            qualifier: "",
+        }
+    }
+}
+
+impl std::fmt::Display for Figure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = format_figure(self.value, self.unit);
+        match self.qualifier {
+            "" => write!(f, "{value}"),
+            q => write!(f, "{value} {q}"),
+        }
+    }
+}
+
+/// Shows a figure with its unit.
+pub fn format_figure(value: f64, unit: &str) -> String {
+    match unit {
+        "bit/s" => Rate(value).to_string(),
+        other => format!("{value:.2} {other}"),
+    }
+}
+
+/// What a workload's results hold and how they read. Every method has the
+/// answer of plain bulk throughput (the `tcp` workload) as its default.
+pub trait ResultKind: Sync {
+    /// Puts the workload's own totals into a freshly merged trial (per
+    /// stream, per direction, in sum), from what each end reported.
+    fn summarize(&self, _trial: &mut TrialResult) {}
+
+    /// The figure trials are compared by; higher is better.
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        Figure::receiver_rate(trial)
+    }
+
+    /// Whether the average bit rate is bulk throughput that the line rate
+    /// bounds (not for transactions, nor for a sweep's average).
+    fn line_rate_applies(&self) -> bool {
+        true
+    }
+
+    /// A verdict only this workload can give (UDP loss), checked after the
+    /// cgroup and link rules and before the generic ones.
+    fn verdict(&self, _trial: &TrialResult) -> Option<Verdict> {
+        None
+    }
+
+    /// True when the spec's duration is a limit rather than the test's
+    /// length (a sweep ends when its sizes are done).
+    fn duration_is_limit(&self) -> bool {
+        false
+    }
+
+    /// Why the socket buffers are what they are when nobody asked for a
+    /// size, when the workload sets its own (UDP receivers).
+    fn default_buffers_note(&self) -> Option<String> {
+        None
+    }
+
+    /// The figures of a `[SUM]` line of one direction, in place of bytes
+    /// and bit rates where those mean nothing (transactions, a sweep).
+    fn sum_cells(&self, _trial: &TrialResult, _flow: Flow) -> Option<String> {
+        None
+    }
+
+    /// Lines after the `[SUM]` lines (UDP loss, transactions and latency).
+    fn write_summary(&self, _trial: &TrialResult, _out: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Lines after the CPU lines (a sweep's table).
+    fn write_details(&self, _trial: &TrialResult, _out: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Plain bulk throughput: every default of [`ResultKind`].
+pub struct Throughput;
+
+impl ResultKind for Throughput {}
+
 /// One kind of test.
 pub trait Workload: Sync {
     /// The name used on the command line, in JSON and in the database.
@@ -108,6 +222,8 @@ pub trait Workload: Sync {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError>;
     /// Client: opens data connections to the agent.
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError>;
+    /// How this workload's results read.
+    fn results(&self) -> &'static dyn ResultKind;
 }
 
 /// The agent's half before the client has connected.

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::model::{Interval, ProcessCpu, Role, SocketBuffers, StreamEnd, TcpInfo};
+use crate::model::{Extras, Interval, ProcessCpu, Role, SocketBuffers, StreamEnd, TcpInfo};
 use crate::probe::cpu::thread_cpu;
 use crate::units::bits_per_second;
 
@@ -71,6 +71,9 @@ pub struct SideOutcome {
     pub streams: Vec<StreamEnd>,
     /// CPU time of the stream threads.
     pub process: ProcessCpu,
+    /// Transactions this side completed or answered, warm-up included
+    /// (request/response workloads): service demand per transaction.
+    pub transactions: u64,
 }
 
 /// What a stream body sees: the counter to store its running byte total
@@ -88,6 +91,12 @@ pub struct TaskEnd {
     /// read at setup are reported when None.
     pub socket: Option<SocketBuffers>,
     pub error: Option<String>,
+    /// The workload's own counts of this end, under its key.
+    pub extras: Extras,
+    /// When the end's last useful work happened, if not when the body
+    /// returned (a receiver that waits for stragglers, a responder that
+    /// waits for requests that never come): its time and rate end there.
+    pub last_activity: Option<Instant>,
 }
 
 /// One stream end to run on its own thread.
@@ -272,20 +281,21 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
                 tcp_info: None,
                 intervals: std::mem::take(&mut intervals[i]),
                 error: Some("the stream thread did not report".into()),
-                sweep: None,
-                udp: None,
-                rr: None,
+                extras: Extras::default(),
             });
             continue;
         };
         outcome.process = outcome.process + f.cpu;
-        // A stream that ended inside the warm-up is reported whole.
-        let (from, omitted) = if f.at > omit_at && omit_taken {
+        // The one window rule: an end's time runs from the end of the
+        // warm-up (from the start when it ended inside the warm-up, and is
+        // then reported whole) to its last useful work.
+        let last = f.end.last_activity.unwrap_or(f.at);
+        let (from, omitted) = if last > omit_at && omit_taken {
             (omit_at, omitted_bytes[i])
         } else {
             (start, 0)
         };
-        let seconds = f.at.saturating_duration_since(from).as_secs_f64();
+        let seconds = last.saturating_duration_since(from).as_secs_f64();
         let bytes = total - omitted;
         if interval_budget > 0 && total > last_sample[i] {
             interval_budget -= 1;
@@ -310,9 +320,7 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
             tcp_info: f.end.tcp_info,
             intervals: std::mem::take(&mut intervals[i]),
             error: f.end.error,
-            sweep: None,
-            udp: None,
-            rr: None,
+            extras: f.end.extras,
         });
     }
     outcome

@@ -51,6 +51,10 @@ const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=65495;
 pub struct TcpStream;
 
 impl Workload for TcpStream {
+    fn results(&self) -> &'static dyn super::ResultKind {
+        &super::Throughput
+    }
+
     fn name(&self) -> &'static str {
         "tcp"
     }
@@ -310,6 +314,7 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
         tcp_info: tcpinfo::tcp_info(&socket),
         socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
+        ..TaskEnd::default()
     }
 }
 
@@ -340,5 +345,6 @@ fn receive_stream(socket: Socket, message: usize, discard: bool, ctx: &StreamCon
         tcp_info: tcpinfo::tcp_info(&socket),
         socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
+        ..TaskEnd::default()
     }
 }

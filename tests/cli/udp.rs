@@ -8,6 +8,7 @@ use nicbench::probe::cpu::ProcStat;
 use nicbench::protocol::channel::Channel;
 use nicbench::protocol::{token_from_hex, Hello, Message, MAX_AGENT_FRAME};
 use nicbench::trial::{run_side, TrialPlan};
+use nicbench::workload::udp::result::{self as udp_result, UdpEnd};
 use nicbench::workload::{self, ClientNet, Direction, SideOptions, TestSpec};
 use serde_json::Value;
 
@@ -280,11 +281,15 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
     };
     let outcome = run_side(side, plan, &mut channel, &ProcStat).unwrap();
     let agent_report = outcome.peer.unwrap();
-    let receiver = agent_report.streams[0].udp.clone().unwrap();
+    let receiver: UdpEnd = agent_report.streams[0].extras.get(udp_result::KEY).unwrap();
     let received = receiver.received.unwrap();
     assert_eq!(received.refused_datagrams, 3);
     assert_eq!(received.malformed_datagrams, 0);
-    let sent = outcome.local.streams[0].udp.as_ref().unwrap().datagrams;
+    let sent = outcome.local.streams[0]
+        .extras
+        .get::<UdpEnd>(udp_result::KEY)
+        .unwrap()
+        .datagrams;
     assert!(receiver.datagrams <= sent && receiver.datagrams > 0);
 }
 

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use super::points::{self, batches, estimate, repetitions};
+use super::result::{SweepPoint, SweepResult};
 use super::wire::{Header, Op, HEADER_LEN};
 use super::{Mode, SweepParams, Transport};
-use crate::model::{ProcessCpu, Role, StreamEnd, SweepPoint, SweepResult};
+use crate::model::{ProcessCpu, Role, StreamEnd};
 use crate::probe::cpu::thread_cpu;
 use crate::probe::tcpinfo;
 use crate::units::{bits_per_second, Rate};
@@ -297,7 +298,7 @@ pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, c
         points: measured,
         summary,
     };
-    let end = StreamEnd {
+    let mut end = StreamEnd {
         stream_id: 1,
         role: Role::Sender,
         bytes: link.sent,
@@ -307,12 +308,13 @@ pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, c
         socket: tcpinfo::socket_buffers(&link.tcp),
         tcp_info: tcpinfo::tcp_info(&link.tcp),
         error,
-        sweep: Some(sweep),
         ..StreamEnd::default()
     };
+    end.extras.set(super::result::KEY, &sweep);
     SideOutcome {
         streams: vec![end],
         process: own_cpu(cpu_before),
+        ..SideOutcome::default()
     }
 }
 
@@ -384,6 +386,7 @@ impl AgentServer {
         SideOutcome {
             streams: vec![end],
             process: own_cpu(cpu_before),
+            ..SideOutcome::default()
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::model::{SweepPoint, SweepSummary};
+use super::result::{SweepPoint, SweepSummary};
 
 /// Never fewer timed exchanges per point than this (NetPIPE's TRIALS).
 pub const MIN_EXCHANGES: u64 = 7;

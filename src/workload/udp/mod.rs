@@ -13,9 +13,11 @@
 //! sender's own count travels over the control connection, so a lost last
 //! datagram never hides loss.
 
+pub mod result;
+pub mod text;
+
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -25,13 +27,14 @@ use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd}
 use super::udp_io::{self, monotonic_nanos, RecvBatch, SendBatch, MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES};
 use super::udp_wire::{Header, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP, HEADER_LEN, MAX_DATAGRAM_BYTES};
 use super::{
-    Aborter, AgentNet, AgentSide, ClientNet, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
+    Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
     WorkloadError,
 };
 use crate::model::spec::out_of_range;
-use crate::model::{Host, Role, StreamEnd, UdpEnd, UdpReceived};
+use crate::model::{Host, Role, TrialResult, Verdict};
 use crate::probe::tcpinfo;
-use crate::units::bits_per_second;
+use result::{UdpEnd, UdpReceived};
+use std::io::{self, Write};
 
 /// How long a receiver waits for stragglers once the test is over.
 pub const DRAIN: Duration = Duration::from_millis(300);
@@ -83,7 +86,35 @@ pub fn check_datagram_size(option: &'static str, bytes: u64, min: u64) -> Result
     Ok(())
 }
 
+/// How UDP results read.
+pub struct UdpResults;
+
+impl ResultKind for UdpResults {
+    fn summarize(&self, trial: &mut TrialResult) {
+        result::summarize(trial)
+    }
+
+    fn verdict(&self, trial: &TrialResult) -> Option<Verdict> {
+        text::loss_verdict(trial)
+    }
+
+    fn default_buffers_note(&self) -> Option<String> {
+        Some(format!(
+            "kernel default send buffer; the receiver asked for {}, which Linux doubles for bookkeeping and caps at net.core.rmem_max",
+            crate::units::Size(DEFAULT_RECEIVE_BUFFER as u64)
+        ))
+    }
+
+    fn write_summary(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+        text::write_summary(trial, out)
+    }
+}
+
 impl Workload for UdpStream {
+    fn results(&self) -> &'static dyn ResultKind {
+        &UdpResults
+    }
+
     fn name(&self) -> &'static str {
         "udp"
     }
@@ -209,15 +240,13 @@ impl UdpSide {
     }
 }
 
-/// What a stream body leaves for the side to put into its [`StreamEnd`].
+/// What a stream loop counted, besides what the runner counts.
 #[derive(Default)]
-struct Extra {
+struct EndCounts {
     udp: UdpEnd,
     /// Receiver: when the last datagram arrived (its rate ends there).
     last_data_at: Option<Instant>,
 }
-
-type Slot = Arc<Mutex<Option<Extra>>>;
 
 impl Side for UdpSide {
     fn aborter(&self) -> Aborter {
@@ -228,19 +257,16 @@ impl Side for UdpSide {
         let dg = self.spec.message_bytes as usize;
         let (start, omit_at) = (control.start, control.start + control.omit);
         let mut tasks = Vec::new();
-        let mut slots: Vec<(u32, Role, Slot)> = Vec::new();
         for end in self.ends {
-            let slot: Slot = Arc::default();
-            slots.push((end.id, end.role, Arc::clone(&slot)));
             let buffers = tcpinfo::socket_buffers(&end.socket);
             let (id, socket, refused) = (end.id, end.socket, end.refused);
             let params = self.params.clone();
             let body: StreamBody = match end.role {
                 Role::Sender => Box::new(move |ctx: &StreamContext| {
-                    finish(&slot, send_stream(&socket, id, dg, &params, (start, omit_at), ctx))
+                    finish(send_stream(&socket, id, dg, &params, (start, omit_at), ctx))
                 }),
                 Role::Receiver => Box::new(move |ctx: &StreamContext| {
-                    finish(&slot, receive_stream(&socket, id, dg, params.gro, refused, ctx))
+                    finish(receive_stream(&socket, id, dg, params.gro, refused, ctx))
                 }),
             };
             tasks.push(StreamTask {
@@ -250,19 +276,7 @@ impl Side for UdpSide {
                 body,
             });
         }
-        let mut outcome = run_streams(tasks, control);
-        for end in &mut outcome.streams {
-            let Some((_, _, slot)) = slots
-                .iter()
-                .find(|(id, role, _)| *id == end.stream_id && *role == end.role)
-            else {
-                continue;
-            };
-            if let Some(extra) = slot.lock().ok().and_then(|mut s| s.take()) {
-                attach(end, extra, control);
-            }
-        }
-        outcome
+        run_streams(tasks, control)
     }
 }
 
@@ -272,27 +286,12 @@ fn set_timer_slack(slack: Duration) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack.as_nanos() as libc::c_ulong, 0, 0, 0) };
 }
 
-fn finish(slot: &Slot, (end, extra): (TaskEnd, Extra)) -> TaskEnd {
-    if let Ok(mut s) = slot.lock() {
-        *s = Some(extra);
-    }
+/// The stream end with the UDP counts; a receiver's time runs to its last
+/// datagram, not to the end of the drain wait.
+fn finish((mut end, counts): (TaskEnd, EndCounts)) -> TaskEnd {
+    end.extras.set(result::KEY, &counts.udp);
+    end.last_activity = counts.last_data_at;
     end
-}
-
-/// Puts the UDP counts into the stream end; a receiver's time runs to its
-/// last datagram, not to the end of the drain wait.
-fn attach(end: &mut StreamEnd, extra: Extra, control: &RunControl) {
-    if let (Role::Receiver, Some(last)) = (end.role, extra.last_data_at) {
-        let omit_at = control.start + control.omit;
-        let from = if !control.omit.is_zero() && last > omit_at && end.omitted_bytes > 0 {
-            omit_at
-        } else {
-            control.start
-        };
-        end.seconds = last.saturating_duration_since(from).as_secs_f64();
-        end.bits_per_second = bits_per_second(end.bytes, end.seconds);
-    }
-    end.udp = Some(extra.udp);
 }
 
 /// Is this send error one to count and go on with?
@@ -311,7 +310,7 @@ fn send_stream(
     params: &UdpParams,
     (start, omit_at): (Instant, Instant),
     ctx: &StreamContext,
-) -> (TaskEnd, Extra) {
+) -> (TaskEnd, EndCounts) {
     let fd = socket.as_raw_fd();
     let segments = if params.gso {
         (MAX_OFFLOAD_BYTES / dg).clamp(1, MAX_GSO_SEGMENTS)
@@ -398,7 +397,7 @@ fn send_stream(
             error,
             ..TaskEnd::default()
         },
-        Extra {
+        EndCounts {
             udp,
             last_data_at: None,
         },
@@ -513,7 +512,7 @@ fn receive_stream(
     gro: bool,
     refused: u64,
     ctx: &StreamContext,
-) -> (TaskEnd, Extra) {
+) -> (TaskEnd, EndCounts) {
     let fd = socket.as_raw_fd();
     let _ = socket.set_read_timeout(Some(POLL));
     let mut batch = if gro {
@@ -575,7 +574,7 @@ fn receive_stream(
             error,
             ..TaskEnd::default()
         },
-        Extra { udp, last_data_at },
+        EndCounts { udp, last_data_at },
     )
 }
 

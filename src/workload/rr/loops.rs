@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::data::token_matches;
-use super::rr::RrProto;
-use super::runner::{StreamContext, TaskEnd};
-use super::udp_wire::Header;
-use super::{AgentNet, ClientNet, WorkloadError};
+use super::result::RrEnd;
+use super::RrProto;
 use crate::model::latency::LatencyRecorder;
-use crate::model::RrEnd;
 use crate::protocol::TOKEN_LEN;
+use crate::workload::data::token_matches;
+use crate::workload::runner::{StreamContext, TaskEnd};
+use crate::workload::udp_wire::Header;
+use crate::workload::{AgentNet, ClientNet, WorkloadError};
 
 /// How long a responder without end-of-stream waits for stragglers.
 const DRAIN: Duration = Duration::from_millis(300);
@@ -31,7 +31,7 @@ const TAIL: Duration = Duration::from_secs(2);
 
 /// The transaction a flow repeats.
 #[derive(Debug, Clone)]
-pub struct Shape {
+pub struct Exchange {
     pub proto: RrProto,
     pub request: usize,
     pub response: usize,
@@ -45,7 +45,7 @@ pub struct Shape {
 
 /// What a loop leaves for its stream end.
 #[derive(Debug, Default)]
-pub struct Extra {
+pub struct FlowCounts {
     pub rr: RrEnd,
     /// When the last transaction completed (ends without end-of-stream).
     pub last_activity: Option<Instant>,
@@ -63,12 +63,12 @@ struct Counter<'a> {
 }
 
 impl<'a> Counter<'a> {
-    fn new(shape: &Shape, ctx: &'a StreamContext<'a>, timed: bool) -> Counter<'a> {
+    fn new(exchange: &Exchange, ctx: &'a StreamContext<'a>, timed: bool) -> Counter<'a> {
         Counter {
             rr: RrEnd::default(),
             bytes: 0,
-            per_transaction: (shape.request + shape.response) as u64,
-            omit_at: shape.omit_at,
+            per_transaction: (exchange.request + exchange.response) as u64,
+            omit_at: exchange.omit_at,
             ctx,
             latency: timed.then(LatencyRecorder::new),
             last: None,
@@ -91,14 +91,14 @@ impl<'a> Counter<'a> {
         self.last = Some(now);
     }
 
-    fn finish(mut self, error: Option<String>, keep_time: bool) -> (TaskEnd, Extra) {
+    fn finish(mut self, error: Option<String>, keep_time: bool) -> (TaskEnd, FlowCounts) {
         self.rr.latency = self.latency.as_ref().and_then(|h| h.stats());
         (
             TaskEnd {
                 error,
                 ..TaskEnd::default()
             },
-            Extra {
+            FlowCounts {
                 rr: self.rr,
                 last_activity: if keep_time { self.last } else { None },
             },
@@ -216,29 +216,29 @@ fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant) -> std::io::Re
 }
 
 /// The requester of one flow over a connected socket.
-pub fn requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
-    match shape.proto {
-        RrProto::Tcp => tcp_requester(socket, shape, ctx),
-        RrProto::Udp => udp_requester(socket, shape, ctx),
+pub fn requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    match exchange.proto {
+        RrProto::Tcp => tcp_requester(socket, exchange, ctx),
+        RrProto::Udp => udp_requester(socket, exchange, ctx),
     }
 }
 
 /// The responder of one flow over a connected socket.
-pub fn responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
-    match shape.proto {
-        RrProto::Tcp => tcp_responder(socket, shape, ctx),
-        RrProto::Udp => udp_responder(socket, shape, ctx),
+pub fn responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    match exchange.proto {
+        RrProto::Tcp => tcp_responder(socket, exchange, ctx),
+        RrProto::Udp => udp_responder(socket, exchange, ctx),
     }
 }
 
-fn tcp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
-    let request: Vec<u8> = (0..shape.request).map(|i| (i % 251) as u8).collect();
-    let mut response = vec![0u8; shape.response];
-    let mut counter = Counter::new(shape, ctx, true);
-    let mut in_flight: VecDeque<Instant> = VecDeque::with_capacity(shape.burst);
+fn tcp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    let request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
+    let mut response = vec![0u8; exchange.response];
+    let mut counter = Counter::new(exchange, ctx, true);
+    let mut in_flight: VecDeque<Instant> = VecDeque::with_capacity(exchange.burst);
     let mut writer: &Socket = socket;
     let error = 'flow: loop {
-        while in_flight.len() < shape.burst && !stopped(ctx) {
+        while in_flight.len() < exchange.burst && !stopped(ctx) {
             in_flight.push_back(Instant::now());
             if let Err(e) = writer.write_all(&request) {
                 break 'flow Some(format!("sending a request: {e}"));
@@ -250,7 +250,7 @@ fn tcp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
         if stopped(ctx) {
             let _ = socket.set_read_timeout(Some(TAIL));
         }
-        let read = if shape.spin && !stopped(ctx) {
+        let read = if exchange.spin && !stopped(ctx) {
             read_full_spinning(socket, &mut response, ctx)
         } else {
             read_full(socket, &mut response)
@@ -262,7 +262,7 @@ fn tcp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
             Err(e) => break Some(format!("receiving a response: {e}")),
         }
         counter.done(Some(started), Instant::now());
-        if shape.quickack {
+        if exchange.quickack {
             quickack(socket);
         }
     };
@@ -270,13 +270,13 @@ fn tcp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
     counter.finish(error, false)
 }
 
-fn tcp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
-    let mut request = vec![0u8; shape.request];
-    let response: Vec<u8> = (0..shape.response).map(|i| (i % 251) as u8).collect();
-    let mut counter = Counter::new(shape, ctx, false);
+fn tcp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    let mut request = vec![0u8; exchange.request];
+    let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
+    let mut counter = Counter::new(exchange, ctx, false);
     let mut writer: &Socket = socket;
     let error = loop {
-        let read = if shape.spin {
+        let read = if exchange.spin {
             read_full_spinning(socket, &mut request, ctx)
         } else {
             read_full(socket, &mut request)
@@ -288,7 +288,7 @@ fn tcp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
             Err(e) if stopped(ctx) || e.kind() == std::io::ErrorKind::ConnectionReset => break None,
             Err(e) => break Some(format!("receiving a request: {e}")),
         }
-        if shape.quickack {
+        if exchange.quickack {
             quickack(socket);
         }
         match writer.write_all(&response) {
@@ -300,17 +300,17 @@ fn tcp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
     counter.finish(error, false)
 }
 
-fn udp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
-    let mut request: Vec<u8> = (0..shape.request).map(|i| (i % 251) as u8).collect();
-    let mut response = vec![0u8; shape.response.max(64)];
-    let mut counter = Counter::new(shape, ctx, true);
-    let wait = (shape.timeout / 4).clamp(Duration::from_millis(1), POLL);
+fn udp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    let mut request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
+    let mut response = vec![0u8; exchange.response.max(64)];
+    let mut counter = Counter::new(exchange, ctx, true);
+    let wait = (exchange.timeout / 4).clamp(Duration::from_millis(1), POLL);
     let _ = socket.set_read_timeout(Some(wait));
-    let mut in_flight: Vec<(u64, Instant)> = Vec::with_capacity(shape.burst);
+    let mut in_flight: Vec<(u64, Instant)> = Vec::with_capacity(exchange.burst);
     let mut seq = 0u64;
     let mut tail_until: Option<Instant> = None;
     let error = loop {
-        while in_flight.len() < shape.burst && !stopped(ctx) {
+        while in_flight.len() < exchange.burst && !stopped(ctx) {
             seq += 1;
             request[..8].copy_from_slice(&seq.to_be_bytes());
             let now = Instant::now();
@@ -321,12 +321,12 @@ fn udp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
             }
         }
         if stopped(ctx) {
-            let until = *tail_until.get_or_insert(Instant::now() + shape.timeout.min(TAIL));
+            let until = *tail_until.get_or_insert(Instant::now() + exchange.timeout.min(TAIL));
             if in_flight.is_empty() || Instant::now() >= until {
                 break None;
             }
         }
-        let received = if shape.spin {
+        let received = if exchange.spin {
             recv_spinning(socket, &mut response, Instant::now() + wait)
         } else {
             socket.recv(as_uninit(&mut response))
@@ -348,7 +348,7 @@ fn udp_requester(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEn
             Err(e) => break Some(format!("receiving a response: {e}")),
         }
         let now = Instant::now();
-        let timeout = shape.timeout;
+        let timeout = exchange.timeout;
         let before = in_flight.len();
         let mut lost_started = Vec::new();
         in_flight.retain(|&(_, t)| {
@@ -383,14 +383,14 @@ fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
     unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
 }
 
-fn udp_responder(socket: &Socket, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
-    let mut request = vec![0u8; shape.request.max(64)];
-    let mut response: Vec<u8> = (0..shape.response).map(|i| (i % 251) as u8).collect();
-    let mut counter = Counter::new(shape, ctx, false);
+fn udp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    let mut request = vec![0u8; exchange.request.max(64)];
+    let mut response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
+    let mut counter = Counter::new(exchange, ctx, false);
     let _ = socket.set_read_timeout(Some(POLL));
     let mut stop_seen: Option<Instant> = None;
     let error = loop {
-        let received = if shape.spin && !stopped(ctx) {
+        let received = if exchange.spin && !stopped(ctx) {
             recv_spinning(socket, &mut request, Instant::now() + POLL)
         } else {
             socket.recv(as_uninit(&mut request))
@@ -432,15 +432,15 @@ pub fn crr_requester(
     addr: SocketAddr,
     net: &ClientNet,
     configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
-    shape: &Shape,
+    exchange: &Exchange,
     ctx: &StreamContext,
-) -> (TaskEnd, Extra) {
-    let mut message = Vec::with_capacity(TOKEN_LEN + 4 + shape.request);
+) -> (TaskEnd, FlowCounts) {
+    let mut message = Vec::with_capacity(TOKEN_LEN + 4 + exchange.request);
     message.extend_from_slice(&net.token);
     message.extend_from_slice(&id.to_be_bytes());
-    message.extend((0..shape.request).map(|i| (i % 251) as u8));
-    let mut response = vec![0u8; shape.response];
-    let mut counter = Counter::new(shape, ctx, true);
+    message.extend((0..exchange.request).map(|i| (i % 251) as u8));
+    let mut response = vec![0u8; exchange.response];
+    let mut counter = Counter::new(exchange, ctx, true);
     let mut error = None;
     while !stopped(ctx) {
         let started = Instant::now();
@@ -494,11 +494,16 @@ fn crr_once(
 
 /// `--crr` agent: accept connections from the control peer with the token
 /// until the test is over and no connection came for a while.
-pub fn crr_responder(listener: &Socket, net: &AgentNet, shape: &Shape, ctx: &StreamContext) -> (TaskEnd, Extra) {
+pub fn crr_responder(
+    listener: &Socket,
+    net: &AgentNet,
+    exchange: &Exchange,
+    ctx: &StreamContext,
+) -> (TaskEnd, FlowCounts) {
     let _ = listener.set_read_timeout(Some(POLL));
-    let mut preamble_and_request = vec![0u8; TOKEN_LEN + 4 + shape.request];
-    let response: Vec<u8> = (0..shape.response).map(|i| (i % 251) as u8).collect();
-    let mut counter = Counter::new(shape, ctx, false);
+    let mut preamble_and_request = vec![0u8; TOKEN_LEN + 4 + exchange.request];
+    let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
+    let mut counter = Counter::new(exchange, ctx, false);
     let mut stop_seen: Option<Instant> = None;
     let peer = canonical(net.peer_ip);
     loop {
@@ -520,7 +525,7 @@ pub fn crr_responder(listener: &Socket, net: &AgentNet, shape: &Shape, ctx: &Str
         {
             continue;
         }
-        if shape.quickack {
+        if exchange.quickack {
             quickack(&socket);
         }
         let mut writer: &Socket = &socket;

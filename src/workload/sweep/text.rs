@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use crate::model::SweepResult;
+use super::result::SweepResult;
 use crate::units::{Rate, Size};
 
 fn line_rate_percent(sweep: &SweepResult, bits_per_second: f64) -> Option<f64> {
@@ -133,7 +133,7 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{SweepPoint, SweepSummary};
+    use crate::workload::sweep::result::{SweepPoint, SweepSummary};
 
     fn sweep() -> SweepResult {
         let point = |size: u64, latency_us: f64| SweepPoint {

@@ -12,6 +12,8 @@
 
 mod engine;
 pub mod points;
+pub mod result;
+pub mod text;
 pub mod wire;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -25,7 +27,12 @@ use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
+use super::{Figure, ResultKind};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
+use crate::model::{Flow, TrialResult};
+use crate::units::{Rate, Size};
+use result::SweepResult;
+use std::io::{self, Write};
 
 /// Largest UDP payload in one IPv4 datagram (65535 - 20 - 8); UDP sweeps
 /// skip larger sizes.
@@ -177,7 +184,73 @@ impl SweepParams {
 /// The `sweep` workload.
 pub struct Sweep;
 
+/// How sweep results read: the peak of the curve, and the table of sizes.
+pub struct SweepResults;
+
+/// The sweeps of a trial's streams of one direction (or all).
+fn sweeps(trial: &TrialResult, flow: Option<Flow>) -> Vec<SweepResult> {
+    trial
+        .streams
+        .iter()
+        .filter(|s| flow.map_or(true, |f| s.flow == f))
+        .filter_map(|s| s.sender.extras.get(result::KEY))
+        .collect()
+}
+
+impl ResultKind for SweepResults {
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let peak = sweeps(trial, None)
+            .iter()
+            .map(|s| s.summary.peak_bits_per_second)
+            .fold(0.0, f64::max);
+        Figure {
+            metric: "sweep_peak_bits_per_second",
+            unit: "bit/s",
+            value: peak,
+            qualifier: "peak",
+        }
+    }
+
+    fn line_rate_applies(&self) -> bool {
+        // A sweep's average rate is no throughput; its peak has its own
+        // share of the line rate in the summary.
+        false
+    }
+
+    fn duration_is_limit(&self) -> bool {
+        true
+    }
+
+    fn sum_cells(&self, trial: &TrialResult, flow: Flow) -> Option<String> {
+        let sweeps = sweeps(trial, Some(flow));
+        let best = sweeps.iter().max_by(|a, b| {
+            a.summary
+                .peak_bits_per_second
+                .total_cmp(&b.summary.peak_bits_per_second)
+        })?;
+        Some(format!(
+            "peak {} at {}; {} sizes, smallest {} in {:.2} us",
+            Rate(best.summary.peak_bits_per_second),
+            Size(best.summary.peak_size_bytes),
+            best.points.len(),
+            Size(best.summary.small_message_size_bytes),
+            best.summary.small_message_latency_us
+        ))
+    }
+
+    fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+        for sweep in sweeps(trial, None) {
+            text::table(&sweep, out)?;
+        }
+        Ok(())
+    }
+}
+
 impl Workload for Sweep {
+    fn results(&self) -> &'static dyn ResultKind {
+        &SweepResults
+    }
+
     fn name(&self) -> &'static str {
         "sweep"
     }

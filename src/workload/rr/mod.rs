@@ -6,27 +6,33 @@
 //! (token-authenticated like every data connection) and the agent keeps
 //! accepting them for the whole test. Over UDP a request without answer
 //! within the timeout counts as lost and is replaced, so a lost datagram
-//! never stalls the test. The hot loops are in [`super::rr_loops`].
+//! never stalls the test. The hot loops are in [`loops`].
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data::{self, Configure};
-use super::rr_loops::{self, Extra, Shape};
+pub mod loops;
+pub mod result;
+pub mod text;
+
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::udp_stream::check_datagram_size;
+use super::udp::check_datagram_size;
 use super::{
     udp_io, Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
+use super::{Figure, ResultKind};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
-use crate::model::{Role, SocketBuffers, StreamEnd};
+use crate::model::{Flow, Role, SocketBuffers, TrialResult};
 use crate::probe::tcpinfo;
-use crate::units::bits_per_second;
+use loops::{Exchange, FlowCounts};
+use result::{RrEnd, RrResult};
+use std::io::{self, Write};
 
 /// Transport of the transactions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +93,50 @@ impl Default for RrParams {
 /// The `rr` workload.
 pub struct RequestResponse;
 
+/// How request/response results read: transactions per second, latency.
+pub struct RrResults;
+
+impl ResultKind for RrResults {
+    fn summarize(&self, trial: &mut TrialResult) {
+        result::summarize(trial)
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let total: RrResult = trial.sum.extras.get(result::KEY).unwrap_or_default();
+        Figure {
+            metric: "transactions_per_second",
+            unit: "transactions/s",
+            value: total.transactions_per_second,
+            qualifier: "",
+        }
+    }
+
+    fn line_rate_applies(&self) -> bool {
+        false
+    }
+
+    fn sum_cells(&self, trial: &TrialResult, flow: Flow) -> Option<String> {
+        let ends: Vec<RrEnd> = trial
+            .streams
+            .iter()
+            .filter(|s| s.flow == flow)
+            .filter_map(|s| s.sender.extras.get(result::KEY))
+            .collect();
+        let transactions: u64 = ends.iter().map(|e| e.transactions).sum();
+        let rate: f64 = ends.iter().map(|e| e.transactions_per_second).sum();
+        Some(format!("{transactions:>10} transactions {rate:>14.1} transactions/s"))
+    }
+
+    fn write_summary(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+        text::write_summary(trial, out)
+    }
+}
+
 impl Workload for RequestResponse {
+    fn results(&self) -> &'static dyn ResultKind {
+        &RrResults
+    }
+
     fn name(&self) -> &'static str {
         "rr"
     }
@@ -310,8 +359,6 @@ struct RrSide {
     client: Option<ClientNet>,
 }
 
-type Slot = Arc<Mutex<Option<Extra>>>;
-
 impl Side for RrSide {
     fn aborter(&self) -> Aborter {
         let sockets: Vec<&Socket> = self
@@ -327,7 +374,7 @@ impl Side for RrSide {
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
-        let shape = Shape {
+        let exchange = Exchange {
             proto: self.params.proto,
             request: self.params.request_bytes as usize,
             response: self.params.response_bytes as usize,
@@ -338,38 +385,34 @@ impl Side for RrSide {
             omit_at: control.start + control.omit,
         };
         let mut tasks = Vec::new();
-        let mut slots: Vec<(u32, Slot)> = Vec::new();
         for (id, end) in self.ends {
-            let slot: Slot = Arc::default();
-            slots.push((id, Arc::clone(&slot)));
             let buffers = match &end {
                 Endpoint::Socket(s) => tcpinfo::socket_buffers(s),
                 _ => SocketBuffers::default(),
             };
-            let (shape, role) = (shape.clone(), self.role);
+            let (exchange, role) = (exchange.clone(), self.role);
             let client = self.client.clone();
             let side = self.spec.client.clone();
             let params = self.params.clone();
             let body: StreamBody = Box::new(move |ctx: &StreamContext| {
-                let (end, extra) = match (role, end) {
+                let (mut end, counts) = match (role, end) {
                     (Role::Sender, Endpoint::Connector(addr)) => {
                         let net = client.expect("the client has its net");
-                        rr_loops::crr_requester(id, addr, &net, &configure(&side, &params), &shape, ctx)
+                        loops::crr_requester(id, addr, &net, &configure(&side, &params), &exchange, ctx)
                     }
-                    (Role::Sender, Endpoint::Socket(s)) => rr_loops::requester(&s, &shape, ctx),
-                    (Role::Receiver, Endpoint::Socket(s)) => rr_loops::responder(&s, &shape, ctx),
-                    (Role::Receiver, Endpoint::Listener(l, net)) => rr_loops::crr_responder(&l, &net, &shape, ctx),
+                    (Role::Sender, Endpoint::Socket(s)) => loops::requester(&s, &exchange, ctx),
+                    (Role::Receiver, Endpoint::Socket(s)) => loops::responder(&s, &exchange, ctx),
+                    (Role::Receiver, Endpoint::Listener(l, net)) => loops::crr_responder(&l, &net, &exchange, ctx),
                     _ => (
                         TaskEnd {
                             error: Some("internal: endpoint does not fit the role".into()),
                             ..TaskEnd::default()
                         },
-                        Extra::default(),
+                        FlowCounts::default(),
                     ),
                 };
-                if let Ok(mut s) = slot.lock() {
-                    *s = Some(extra);
-                }
+                end.extras.set(result::KEY, &counts.rr);
+                end.last_activity = counts.last_activity;
                 end
             });
             tasks.push(StreamTask {
@@ -381,35 +424,16 @@ impl Side for RrSide {
         }
         let mut outcome = run_streams(tasks, control);
         for end in &mut outcome.streams {
-            let extra = slots
-                .iter()
-                .find(|(id, _)| *id == end.stream_id)
-                .and_then(|(_, slot)| slot.lock().ok().and_then(|mut s| s.take()));
-            if let Some(extra) = extra {
-                attach(end, extra, control);
+            if let Some(mut rr) = end.extras.get::<RrEnd>(result::KEY) {
+                rr.transactions_per_second = if end.seconds > 0.0 {
+                    rr.transactions as f64 / end.seconds
+                } else {
+                    0.0
+                };
+                outcome.transactions += rr.transactions + rr.warmup_transactions;
+                end.extras.set(result::KEY, &rr);
             }
         }
         outcome
     }
-}
-
-/// Puts the transaction counts into the stream end. Ends that wait for
-/// stragglers (UDP, `--crr` responders) count time to their last transaction.
-fn attach(end: &mut StreamEnd, mut extra: Extra, control: &RunControl) {
-    if let Some(last) = extra.last_activity {
-        let omit_at = control.start + control.omit;
-        let from = if !control.omit.is_zero() && last > omit_at {
-            omit_at
-        } else {
-            control.start
-        };
-        end.seconds = last.saturating_duration_since(from).as_secs_f64();
-        end.bits_per_second = bits_per_second(end.bytes, end.seconds);
-    }
-    extra.rr.transactions_per_second = if end.seconds > 0.0 {
-        extra.rr.transactions as f64 / end.seconds
-    } else {
-        0.0
-    };
-    end.rr = Some(extra.rr);
 }

@@ -1,0 +1,67 @@
+//! What a request/response test yields: each flow end's transactions and
+//! latency ([`RrEnd`]) and their totals with one merged latency
+//! distribution ([`RrResult`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::latency::{self, LatencyStats};
+use crate::model::{Role, TrialResult};
+
+/// The key of the request/response part in stream ends and sums.
+pub const KEY: &str = "rr";
+
+/// Request/response counts of one end of a flow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrEnd {
+    /// Transactions completed (requester) or answered (responder) after the warm-up.
+    pub transactions: u64,
+    pub transactions_per_second: f64,
+    /// Transactions during the warm-up, not in `transactions`.
+    #[serde(default)]
+    pub warmup_transactions: u64,
+    /// UDP requests without a response within the timeout (requester only).
+    #[serde(default)]
+    pub lost_transactions: u64,
+    /// Responses that came after their request was given up, or twice.
+    #[serde(default)]
+    pub late_responses: u64,
+    /// TCP connections opened (`--crr`: one per transaction).
+    #[serde(default)]
+    pub connections: u64,
+    /// Round-trip latency (requester only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+}
+
+/// Request/response totals over the flows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RrResult {
+    pub transactions: u64,
+    pub transactions_per_second: f64,
+    pub lost_transactions: u64,
+    /// All flows' latencies in one distribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+}
+
+/// Puts the totals of a merged trial in place: the requesters' ends
+/// summed, their latencies merged into one histogram.
+pub fn summarize(trial: &mut TrialResult) {
+    let requesters = trial
+        .streams
+        .iter()
+        .map(|s| &s.sender)
+        .filter(|e| e.role == Role::Sender);
+    let ends: Vec<RrEnd> = requesters.filter_map(|e| e.extras.get(KEY)).collect();
+    if ends.is_empty() {
+        return;
+    }
+    let latencies: Vec<&LatencyStats> = ends.iter().filter_map(|e| e.latency.as_ref()).collect();
+    let total = RrResult {
+        transactions: ends.iter().map(|e| e.transactions).sum(),
+        transactions_per_second: ends.iter().map(|e| e.transactions_per_second).sum(),
+        lost_transactions: ends.iter().map(|e| e.lost_transactions).sum(),
+        latency: (!latencies.is_empty()).then(|| latency::merge(&latencies)),
+    };
+    trial.sum.extras.set(KEY, &total);
+}

@@ -1,0 +1,57 @@
+//! How a request/response result reads: transactions, the latency
+//! distribution, and with several flows each flow's rate and tail.
+
+use std::io::{self, Write};
+
+use super::result::{RrEnd, RrResult, KEY};
+use crate::model::{Role, TrialResult};
+
+/// Totals and latency, then one line per flow when there are several.
+pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+    let Some(rr) = trial.sum.extras.get::<RrResult>(KEY) else {
+        return Ok(());
+    };
+    rr_lines(&rr, out)?;
+    // With several flows, each one's rate and tail: an unfair split shows here.
+    if trial.streams.len() > 1 {
+        for s in trial.streams.iter().filter(|s| s.sender.role == Role::Sender) {
+            if let Some(e) = s.sender.extras.get::<RrEnd>(KEY) {
+                flow_rr_line(s.stream_id, &e, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Transactions and the latency distribution of a request/response test.
+pub fn rr_lines(rr: &RrResult, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "RR  {} transactions, {:.1} transactions/s; lost {}",
+        rr.transactions, rr.transactions_per_second, rr.lost_transactions
+    )?;
+    if let Some(l) = &rr.latency {
+        writeln!(
+            out,
+            "    round trip: mean {:.1} us, min {:.1} us, p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, \
+             p99.9 {:.1} us, max {:.1} us ({} samples)",
+            l.mean_us, l.min_us, l.p50_us, l.p90_us, l.p99_us, l.p99_9_us, l.max_us, l.samples
+        )?;
+    }
+    Ok(())
+}
+
+/// One flow of a request/response test, from its requester's end.
+pub fn flow_rr_line(id: u32, e: &RrEnd, out: &mut dyn Write) -> io::Result<()> {
+    let latency = e.latency.as_ref().map_or(String::new(), |l| {
+        format!(
+            ", p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            l.p50_us, l.p99_us, l.max_us
+        )
+    });
+    writeln!(
+        out,
+        "    flow {id}: {} transactions, {:.1} transactions/s{latency}; lost {}",
+        e.transactions, e.transactions_per_second, e.lost_transactions
+    )
+}

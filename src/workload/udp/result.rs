@@ -1,0 +1,233 @@
+//! What a UDP stream yields: each end's datagram counts ([`UdpEnd`]) and,
+//! once both ends are merged, what the sender pushed against what the
+//! receiver got ([`UdpResult`]), per stream, per direction and in sum.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Flow, StreamEnd, TrialResult};
+
+/// The key of the UDP part in stream ends, streams, flow totals and sums.
+pub const KEY: &str = "udp";
+
+/// What one end of a UDP stream counted. Counts are after the warm-up:
+/// every datagram carries a flag saying whether it was sent during it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpEnd {
+    /// Payload bytes per datagram.
+    pub datagram_bytes: u64,
+    /// Datagrams sent (sender) or distinct datagrams received (receiver).
+    pub datagrams: u64,
+    /// Datagrams sent or received during the warm-up, not in `datagrams`.
+    pub warmup_datagrams: u64,
+    /// Datagrams per sendmmsg/recvmmsg call, on average.
+    pub datagrams_per_syscall: f64,
+    /// UDP GSO (sender) or GRO (receiver) was in use.
+    pub segmentation_offload: bool,
+    /// The asked rate; None for `-b max`. Sender only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_bits_per_second: Option<f64>,
+    /// Sends the kernel refused (ENOBUFS, ECONNREFUSED), counted and skipped.
+    #[serde(default)]
+    pub send_errors: u64,
+    /// What only the receiver knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<UdpReceived>,
+}
+
+/// The receiver's own counts of a UDP stream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpReceived {
+    pub duplicate_datagrams: u64,
+    /// Datagrams that arrived after one with a higher sequence number.
+    pub out_of_order_datagrams: u64,
+    /// Datagrams on the stream's socket that were not ours (bad magic,
+    /// wrong stream, too short), counted and ignored.
+    pub malformed_datagrams: u64,
+    /// Datagrams refused while the stream registered (a stranger's
+    /// address or a wrong token); after that the kernel filters strangers.
+    pub refused_datagrams: u64,
+    /// RFC 3550 interarrival jitter at the end of the stream.
+    pub jitter_us: f64,
+    /// Datagrams the receiving host dropped at this socket because its
+    /// receive buffer was full (/proc/net/udp `drops`), warm-up included.
+    pub socket_drops: u64,
+}
+
+/// A UDP stream (or a sum of them) seen from both ends: what the sender
+/// pushed, what the receiver got, and what was lost where.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpResult {
+    pub sent_datagrams: u64,
+    pub received_datagrams: u64,
+    /// Sent minus received, from the sender's own count (sent over the
+    /// control connection), so a lost last datagram still counts.
+    pub lost_datagrams: u64,
+    pub loss_percent: f64,
+    pub sender_bits_per_second: f64,
+    pub receiver_bits_per_second: f64,
+    pub out_of_order_datagrams: u64,
+    pub duplicate_datagrams: u64,
+    /// Foreign or malformed datagrams the receiver counted and ignored
+    /// (refused while registering, or not ours on the stream's socket).
+    pub malformed_datagrams: u64,
+    /// Drops at the receiving socket (its buffer was full): lost in the
+    /// receiving host, not on the wire. Warm-up included.
+    pub receiver_socket_drops: u64,
+    /// Largest jitter among the streams.
+    pub jitter_us: f64,
+    /// The receiver used GRO: the kernel then counts a dropped coalesced
+    /// buffer (many datagrams) as one drop, so `receiver_socket_drops` is a
+    /// lower bound.
+    #[serde(default)]
+    pub receiver_gro: bool,
+}
+
+impl UdpResult {
+    /// One stream: the sender's own count against the receiver's.
+    fn of_stream(sender: &StreamEnd, receiver: &StreamEnd) -> Option<UdpResult> {
+        let (sent, got): (UdpEnd, UdpEnd) = (sender.extras.get(KEY)?, receiver.extras.get(KEY)?);
+        let received = got.received.clone().unwrap_or_default();
+        let mut r = UdpResult {
+            sent_datagrams: sent.datagrams,
+            received_datagrams: got.datagrams,
+            sender_bits_per_second: sender.bits_per_second,
+            receiver_bits_per_second: receiver.bits_per_second,
+            out_of_order_datagrams: received.out_of_order_datagrams,
+            duplicate_datagrams: received.duplicate_datagrams,
+            malformed_datagrams: received.malformed_datagrams + received.refused_datagrams,
+            receiver_socket_drops: received.socket_drops,
+            jitter_us: received.jitter_us,
+            receiver_gro: got.segmentation_offload,
+            ..UdpResult::default()
+        };
+        r.set_loss();
+        Some(r)
+    }
+
+    fn set_loss(&mut self) {
+        self.lost_datagrams = self.sent_datagrams.saturating_sub(self.received_datagrams);
+        self.loss_percent = if self.sent_datagrams > 0 {
+            self.lost_datagrams as f64 * 100.0 / self.sent_datagrams as f64
+        } else {
+            0.0
+        };
+    }
+
+    /// The sum of several streams; jitter is the largest.
+    fn sum<'a>(streams: impl Iterator<Item = &'a UdpResult>) -> Option<UdpResult> {
+        let mut sum: Option<UdpResult> = None;
+        for u in streams {
+            let t = sum.get_or_insert_with(UdpResult::default);
+            t.sent_datagrams += u.sent_datagrams;
+            t.received_datagrams += u.received_datagrams;
+            t.sender_bits_per_second += u.sender_bits_per_second;
+            t.receiver_bits_per_second += u.receiver_bits_per_second;
+            t.out_of_order_datagrams += u.out_of_order_datagrams;
+            t.duplicate_datagrams += u.duplicate_datagrams;
+            t.malformed_datagrams += u.malformed_datagrams;
+            t.receiver_socket_drops += u.receiver_socket_drops;
+            t.jitter_us = t.jitter_us.max(u.jitter_us);
+            t.receiver_gro |= u.receiver_gro;
+        }
+        if let Some(t) = sum.as_mut() {
+            t.set_loss();
+        }
+        sum
+    }
+}
+
+/// Puts the UDP view of a merged trial in place: each stream's sender
+/// against its receiver, each direction's total, and the sum.
+pub fn summarize(trial: &mut TrialResult) {
+    let mut per_stream = Vec::new();
+    for s in &mut trial.streams {
+        if let Some(u) = UdpResult::of_stream(&s.sender, &s.receiver) {
+            s.extras.set(KEY, &u);
+            per_stream.push((s.flow, u));
+        }
+    }
+    let flows = [
+        (Flow::ClientToAgent, &mut trial.sum.client_to_agent),
+        (Flow::AgentToClient, &mut trial.sum.agent_to_client),
+    ];
+    for (flow, total) in flows {
+        let of_flow = per_stream.iter().filter(|(f, _)| *f == flow).map(|(_, u)| u);
+        if let (Some(total), Some(u)) = (total.as_mut(), UdpResult::sum(of_flow)) {
+            total.extras.set(KEY, &u);
+        }
+    }
+    if let Some(u) = UdpResult::sum(per_stream.iter().map(|(_, u)| u)) {
+        trial.sum.extras.set(KEY, &u);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CpuReport, Host, Role, SideReport};
+
+    fn end(id: u32, role: Role, bytes: u64) -> StreamEnd {
+        StreamEnd {
+            stream_id: id,
+            role,
+            bytes,
+            seconds: 1.0,
+            bits_per_second: bytes as f64 * 8.0,
+            ..StreamEnd::default()
+        }
+    }
+
+    fn side(host: Host, streams: Vec<StreamEnd>) -> SideReport {
+        SideReport {
+            host,
+            streams,
+            cpu: CpuReport::default(),
+            counters: None,
+            overlapped_tests: 0,
+        }
+    }
+
+    #[test]
+    fn udp_loss_comes_from_the_senders_own_count() {
+        let flows = [(1, Flow::ClientToAgent)];
+        let mut sender = end(1, Role::Sender, 100_000);
+        sender.extras.set(
+            KEY,
+            &UdpEnd {
+                datagrams: 100,
+                ..UdpEnd::default()
+            },
+        );
+        let mut receiver = end(1, Role::Receiver, 90_000);
+        // The last ten datagrams never arrived: the receiver cannot know them.
+        receiver.extras.set(
+            KEY,
+            &UdpEnd {
+                datagrams: 90,
+                received: Some(UdpReceived {
+                    socket_drops: 4,
+                    ..UdpReceived::default()
+                }),
+                ..UdpEnd::default()
+            },
+        );
+        let mut t = TrialResult::merge(
+            1,
+            &flows,
+            side(Host::Client, vec![sender]),
+            side(Host::Agent, vec![receiver]),
+        )
+        .unwrap();
+        summarize(&mut t);
+        let u: UdpResult = t.sum.extras.get(KEY).unwrap();
+        assert_eq!(
+            (u.sent_datagrams, u.received_datagrams, u.lost_datagrams),
+            (100, 90, 10)
+        );
+        assert!((u.loss_percent - 10.0).abs() < 1e-9);
+        assert_eq!(u.receiver_socket_drops, 4);
+        let forward: UdpResult = t.sum.client_to_agent.unwrap().extras.get(KEY).unwrap();
+        assert_eq!(forward.lost_datagrams, 10);
+        assert!(!t.sum.extras.contains("rr"));
+    }
+}

@@ -1,0 +1,104 @@
+//! How a UDP result reads: what the sender pushed against what the
+//! receiver got, the loss, and where it was lost; the verdict on loss.
+
+use std::io::{self, Write};
+
+use super::result::{UdpResult, KEY};
+use crate::model::{TrialResult, Verdict};
+use crate::units::Rate;
+
+/// One UDP summary per direction that has one.
+pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+    let flows = [
+        ("client->agent", &trial.sum.client_to_agent),
+        ("agent->client", &trial.sum.agent_to_client),
+    ];
+    for (name, flow) in flows {
+        let Some(flow) = flow else { continue };
+        if let Some(udp) = flow.extras.get::<UdpResult>(KEY) {
+            udp_lines(name, &udp, flow.receiver.seconds, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// The UDP summary of one direction: what the sender pushed against what
+/// the receiver got, the loss, and where it was lost.
+fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Write) -> io::Result<()> {
+    let per_second = |n: u64| {
+        if receiver_seconds > 0.0 {
+            format!("{:.0} datagrams/s", n as f64 / receiver_seconds)
+        } else {
+            "n/a".into()
+        }
+    };
+    writeln!(
+        out,
+        "UDP {name}: sender pushed {}, receiver got {} ({}); LOST {:.2}% ({} of {} datagrams)",
+        Rate(u.sender_bits_per_second),
+        Rate(u.receiver_bits_per_second),
+        per_second(u.received_datagrams),
+        u.loss_percent,
+        u.lost_datagrams,
+        u.sent_datagrams
+    )?;
+    let elsewhere = u.lost_datagrams.saturating_sub(u.receiver_socket_drops);
+    let drops = if u.receiver_gro {
+        format!(
+            "{} coalesced GRO buffers dropped at the receiving socket (buffer full; each holds several \
+             datagrams, so the split of the loss is unknown)",
+            u.receiver_socket_drops
+        )
+    } else {
+        format!(
+            "{} dropped at the receiving socket (buffer full, in the receiving host), {elsewhere} lost \
+             before it (wire, NIC, router, host backlog)",
+            u.receiver_socket_drops
+        )
+    };
+    writeln!(
+        out,
+        "    {drops}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
+        u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
+    )
+}
+
+/// Loss worth a verdict: in the receiving socket, or before it.
+pub fn loss_verdict(trial: &TrialResult) -> Option<Verdict> {
+    let udp: UdpResult = trial.sum.extras.get(KEY)?;
+    if udp.loss_percent < Verdict::LOSS_PERCENT || udp.lost_datagrams < 10 {
+        return None;
+    }
+    let rates = format!(
+        "sender pushed {}, receiver got {}",
+        Rate(udp.sender_bits_per_second),
+        Rate(udp.receiver_bits_per_second)
+    );
+    let in_socket = udp.receiver_socket_drops.min(udp.lost_datagrams);
+    if udp.receiver_gro {
+        // Drops then count coalesced buffers, so the split is unknown.
+        return Some(Verdict::new(
+            "udp_loss",
+            format!("UDP losing {:.1}% of datagrams ({rates})", udp.loss_percent),
+        ));
+    }
+    let share_of_sent = |n: u64| n as f64 * 100.0 / udp.sent_datagrams.max(1) as f64;
+    Some(if in_socket * 2 >= udp.lost_datagrams {
+        Verdict::new(
+            "socket_buffer_drops",
+            format!(
+                "receiver dropping in the socket buffer: {:.1}% of datagrams ({rates})",
+                share_of_sent(in_socket)
+            ),
+        )
+    } else {
+        Verdict::new(
+            "path_loss",
+            format!(
+                "UDP lost {:.1}% of datagrams before the receiving socket — a slower link, router or NIC \
+                 on the path ({rates})",
+                share_of_sent(udp.lost_datagrams - in_socket)
+            ),
+        )
+    })
+}
