@@ -30,6 +30,6 @@ pub fn spec(args: &RrArgs) -> anyhow::Result<crate::model::TestSpec> {
         spin: args.spin,
     };
     let mut spec = super::measure::base_spec("rr", &args.measure, request_bytes);
-    spec.params = serde_json::to_value(params)?;
+    spec.set_params(&params)?;
     Ok(spec)
 }

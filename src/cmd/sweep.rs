@@ -78,7 +78,7 @@ pub fn spec(args: &SweepArgs) -> anyhow::Result<TestSpec> {
         link_speed_bits_per_second: args.measure.link_speed.map(|s| s as f64),
     };
     let mut spec = super::measure::base_spec("sweep", &args.measure, params.largest());
-    spec.params = serde_json::to_value(params)?;
+    spec.set_params(&params)?;
     Ok(spec)
 }
 

@@ -19,6 +19,6 @@ pub fn spec(args: &TcpArgs) -> anyhow::Result<crate::model::TestSpec> {
     };
     let mut spec = super::measure::base_spec("tcp", &args.measure, args.length);
     spec.bytes = args.bytes;
-    spec.params = serde_json::to_value(params)?;
+    spec.set_params(&params)?;
     Ok(spec)
 }

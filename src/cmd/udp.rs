@@ -19,6 +19,6 @@ pub fn spec(args: &UdpArgs) -> anyhow::Result<crate::model::TestSpec> {
         gro: args.gro,
     };
     let mut spec = super::measure::base_spec("udp", &args.measure, args.length);
-    spec.params = serde_json::to_value(params)?;
+    spec.set_params(&params)?;
     Ok(spec)
 }

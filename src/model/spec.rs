@@ -178,6 +178,18 @@ impl TestSpec {
         }
     }
 
+    /// Sets the workload-specific parameters. Their keys are kept in
+    /// alphabetical order, as documents have always had them.
+    pub fn set_params<T: Serialize>(&mut self, params: &T) -> Result<(), SpecError> {
+        let mut value = serde_json::to_value(params)
+            .map_err(|e| SpecError::Invalid(format!("parameters for workload '{}': {e}", self.workload)))?;
+        if let Some(map) = value.as_object_mut() {
+            map.sort_keys();
+        }
+        self.params = value;
+        Ok(())
+    }
+
     /// Decodes the workload-specific parameters with a clear error.
     pub fn params<T: serde::de::DeserializeOwned + Default>(&self) -> Result<T, SpecError> {
         if self.params.is_null() {

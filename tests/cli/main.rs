@@ -22,6 +22,7 @@ mod layers;
 mod rawclient;
 mod repeat;
 mod rr;
+mod schema;
 mod service;
 mod sweep;
 mod tcp;
