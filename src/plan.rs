@@ -26,6 +26,24 @@ pub fn figure_of_merit(spec: &TestSpec, trial: &TrialResult) -> Figure {
     crate::workload::results_of(&spec.workload).figure_of_merit(trial)
 }
 
+/// A case that stopped on a failing trial, with the trials that had
+/// finished before it: they are reported (and were saved), never dropped.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct CaseFailure {
+    #[source]
+    pub error: SessionError,
+    /// The run of the finished trials (its repetition summary marked
+    /// interrupted); None when the first trial failed.
+    pub finished: Option<Box<RunResult>>,
+}
+
+impl From<SessionError> for CaseFailure {
+    fn from(error: SessionError) -> CaseFailure {
+        CaseFailure { error, finished: None }
+    }
+}
+
 /// What the runner needs besides the trials themselves.
 pub struct CaseOptions<'a> {
     pub policy: Policy,
@@ -42,7 +60,7 @@ pub fn run_case(
     options: CaseOptions,
     on_interval: &dyn Fn() -> Option<IntervalCallback>,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
-) -> Result<RunResult, SessionError> {
+) -> Result<RunResult, CaseFailure> {
     let interrupted = options.interrupted;
     let mut trial = |number: u32| {
         let busy_until = Instant::now() + BUSY_RETRY;
@@ -73,16 +91,25 @@ pub fn run_case(
 pub fn run_trials(
     run_trial: &mut dyn FnMut(u32) -> Result<RunResult, SessionError>,
     mut options: CaseOptions,
-) -> Result<RunResult, SessionError> {
+) -> Result<RunResult, CaseFailure> {
     let policy = options.policy;
     let mut first: Option<(RunResult, Figure)> = None;
     let mut trials: Vec<TrialResult> = Vec::new();
     let mut values = Vec::new();
     let mut interrupted = false;
     let mut decision = Decision::Continue;
+    let mut failure = None;
     while decision == Decision::Continue {
         let number = trials.len() as u32 + 1;
-        let run = run_trial(number)?;
+        let run = match run_trial(number) {
+            Ok(run) => run,
+            Err(error) if trials.is_empty() => return Err(error.into()),
+            Err(error) => {
+                failure = Some(error);
+                interrupted = true;
+                break;
+            }
+        };
         let figure = figure_of_merit(&run.spec, &run.result);
         values.push(figure.value);
         trials.push(run.result.clone());
@@ -105,7 +132,13 @@ pub fn run_trials(
         run.result = trials[0].clone();
     }
     run.trials = trials;
-    Ok(run)
+    match failure {
+        None => Ok(run),
+        Some(error) => Err(CaseFailure {
+            error,
+            finished: Some(Box::new(run)),
+        }),
+    }
 }
 
 /// The progress line after a trial.
@@ -219,6 +252,54 @@ mod tests {
         )
         .unwrap();
         (run, String::from_utf8(progress).unwrap())
+    }
+
+    #[test]
+    fn a_failing_trial_keeps_the_finished_ones() {
+        let mut trial = |n: u32| {
+            if n < 3 {
+                Ok(fake_run(n, 100.0 * f64::from(n)))
+            } else {
+                Err(SessionError::Stream {
+                    stream_id: 1,
+                    role: "receiver",
+                    message: "connection reset".into(),
+                })
+            }
+        };
+        let policy = Policy::Repeat {
+            trials: 5,
+            pick: Pick::Median,
+        };
+        let options = CaseOptions {
+            policy,
+            interrupted: &|| false,
+            progress: None,
+        };
+        let failure = run_trials(&mut trial, options).unwrap_err();
+        assert!(failure.to_string().contains("connection reset"), "{failure}");
+        let run = failure.finished.expect("the two finished trials are kept");
+        assert_eq!(run.trials.len(), 2);
+        let r = run.repetition.unwrap();
+        assert!(r.interrupted);
+        assert_eq!(r.values, vec![100.0, 200.0]);
+    }
+
+    #[test]
+    fn a_failing_first_trial_has_nothing_to_keep() {
+        let mut trial = |_| {
+            Err(SessionError::Stream {
+                stream_id: 1,
+                role: "sender",
+                message: "broken pipe".into(),
+            })
+        };
+        let options = CaseOptions {
+            policy: Policy::SINGLE,
+            interrupted: &|| false,
+            progress: None,
+        };
+        assert!(run_trials(&mut trial, options).unwrap_err().finished.is_none());
     }
 
     #[test]

@@ -37,6 +37,17 @@ pub enum TrialError {
     Hung(f64),
     #[error("could not read CPU counters: {0}")]
     Cpu(std::io::Error),
+    #[error("the test's own thread failed: {0} (a nicbench bug: please report it with the command line)")]
+    SidePanicked(String),
+}
+
+/// The message a panicking thread left.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// What to run and how.
@@ -148,7 +159,9 @@ pub fn run_side(
         let _ = worker.join();
         return Err(failure);
     }
-    let outcome = worker.join().unwrap_or_default();
+    let outcome = worker
+        .join()
+        .map_err(|payload| TrialError::SidePanicked(panic_message(payload)))?;
     let seconds = start.elapsed().as_secs_f64();
     let after = sampler.sample().map_err(TrialError::Cpu)?;
     let mut counters = counter_probe.delta(&counters_before, &counter_probe.snapshot());
@@ -189,4 +202,23 @@ pub fn hard_deadline(spec: &TestSpec, start: Instant, max_seconds: Option<f64>) 
         spec.expected_seconds()
     };
     Some(start + Duration::from_secs_f64(expected) + GRACE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_in_the_side_thread_surfaces_with_its_message() {
+        let worker = thread::spawn(|| -> u32 { panic!("stream 3 lost its socket") });
+        let err = worker
+            .join()
+            .map_err(|payload| TrialError::SidePanicked(panic_message(payload)))
+            .unwrap_err();
+        assert!(err.to_string().contains("stream 3 lost its socket"), "{err}");
+        let formatted = thread::spawn(|| -> u32 { panic!("trial {} of {}", 2, 3) })
+            .join()
+            .unwrap_err();
+        assert_eq!(panic_message(formatted), "trial 2 of 3");
+    }
 }

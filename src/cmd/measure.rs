@@ -156,8 +156,23 @@ pub fn measure(
         progress: show_trials.then_some(&mut stderr as &mut dyn Write),
     };
     let target = target(m)?;
-    let mut run = plan::run_case(&target, spec, options, &on_interval, on_progress)
-        .with_context(|| format!("{} test against {}:{}", spec.workload, m.host, m.port))?;
+    let context = || format!("{} test against {}:{}", spec.workload, m.host, m.port);
+    let mut run = match plan::run_case(&target, spec, options, &on_interval, on_progress) {
+        Ok(run) => run,
+        Err(failure) => {
+            // Trials that finished before the failing one are results:
+            // show them, then fail with the error.
+            if let Some(mut run) = failure.finished {
+                crate::verdict::annotate(&mut run, m.link_speed);
+                logging::warn(&format!(
+                    "a trial failed after {} finished; those are shown, marked interrupted",
+                    run.trials.len()
+                ));
+                let _ = print(m, &run);
+            }
+            return Err(anyhow::Error::new(failure.error)).with_context(context);
+        }
+    };
     if m.link_speed.is_some() {
         crate::verdict::annotate(&mut run, m.link_speed);
     }
