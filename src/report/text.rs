@@ -5,28 +5,122 @@
 use std::io::{self, Write};
 
 use super::Reporter;
-use crate::model::{CpuReport, Flow, FlowTotal, RunResult, StreamEnd, StreamResult, Total, TrialResult};
+use crate::model::{CpuReport, Flow, FlowTotal, RunResult, StreamResult, TrialResult};
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::runner::IntervalTick;
 use crate::workload::{Direction, ResultKind};
 
-/// The default human-readable summary.
+/// The default human-readable summary, fitted to the terminal: lines wider
+/// than it wrap at a `;` or `,` with an indented continuation, and the
+/// stream table drops its byte columns when it would not fit. `-v` and the
+/// JSON document keep everything on one line.
 pub struct Text;
 
-fn total_cell(t: &Total) -> String {
-    format!(
-        "{:>10} {:>14}",
-        Bytes(t.bytes).to_string(),
-        Rate(t.bits_per_second).to_string()
-    )
+/// Columns the text is fitted to when neither `COLUMNS` nor a terminal
+/// says otherwise (output to a file or a pipe).
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// Width of the stream table with its byte columns and TCP_INFO.
+const FULL_TABLE_WIDTH: usize = 110;
+
+impl Text {
+    /// The width to fit: `COLUMNS`, else the terminal's, else
+    /// [`DEFAULT_WIDTH`]; None (no limit) with `-v`.
+    pub fn width() -> Option<usize> {
+        if crate::logging::enabled(crate::logging::Level::Info) {
+            return None;
+        }
+        let columns = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<usize>().ok());
+        Some(columns.or_else(terminal_width).unwrap_or(DEFAULT_WIDTH).max(40))
+    }
+
+    /// Renders fitted to `width` columns (None: no limit).
+    pub fn render_fitted(&self, run: &RunResult, width: Option<usize>, out: &mut dyn Write) -> io::Result<()> {
+        let layout = Layout {
+            narrow: width.is_some_and(|w| w < FULL_TABLE_WIDTH),
+        };
+        let mut full = Vec::new();
+        render_lines(run, layout, &mut full)?;
+        let text = String::from_utf8_lossy(&full);
+        for line in text.lines() {
+            match width {
+                Some(width) => {
+                    for piece in wrap(line, width) {
+                        writeln!(out, "{piece}")?;
+                    }
+                }
+                None => writeln!(out, "{line}")?,
+            }
+        }
+        Ok(())
+    }
 }
 
-fn end_cell(e: &StreamEnd) -> String {
-    format!(
-        "{:>10} {:>14}",
-        Bytes(e.bytes).to_string(),
-        Rate(e.bits_per_second).to_string()
-    )
+impl Reporter for Text {
+    fn render(&self, run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        self.render_fitted(run, Text::width(), out)
+    }
+}
+
+/// Columns of stdout when it is a terminal.
+fn terminal_width() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ fills a winsize; fd 1 may be anything, and a
+    // non-terminal answers with an error that is handled.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// Splits a line wider than `width` at the last "; ", then ", ", then
+/// blank that fits; continuation lines are indented four more columns
+/// than the line. A word longer than the width stays whole.
+pub fn wrap(line: &str, width: usize) -> Vec<String> {
+    let indent = line.len() - line.trim_start().len() + 4;
+    let mut pieces = Vec::new();
+    let mut rest = line.to_string();
+    while rest.chars().count() > width {
+        let limit = rest.char_indices().nth(width).map_or(rest.len(), |(i, _)| i);
+        let head = &rest[..limit];
+        let cut = ["; ", ", ", " "]
+            .iter()
+            .find_map(|sep| head.rfind(sep).filter(|&i| i > indent).map(|i| i + sep.len()));
+        let Some(cut) = cut else { break };
+        pieces.push(rest[..cut].trim_end().to_string());
+        rest = format!("{}{}", " ".repeat(indent), rest[cut..].trim_start());
+    }
+    pieces.push(rest);
+    pieces
+}
+
+/// How wide the stream table may be.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// Rates only, without the byte columns.
+    narrow: bool,
+}
+
+impl Layout {
+    fn cell(self, bytes: u64, bits_per_second: f64) -> String {
+        if self.narrow {
+            format!("{:>14}", Rate(bits_per_second).to_string())
+        } else {
+            format!(
+                "{:>10} {:>14}",
+                Bytes(bytes).to_string(),
+                Rate(bits_per_second).to_string()
+            )
+        }
+    }
+
+    fn column(self) -> usize {
+        if self.narrow {
+            14
+        } else {
+            25
+        }
+    }
 }
 
 fn tcp_cells(s: &StreamResult) -> String {
@@ -69,116 +163,128 @@ fn cpu_line(name: &str, c: &CpuReport) -> String {
     )
 }
 
-impl Reporter for Text {
-    fn render(&self, run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
-        let spec = &run.spec;
-        let r = &run.result;
+/// Every line of the report, unfitted.
+fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
+    let r = &run.result;
+    let kind = crate::workload::results_of(&run.workload);
+    header_lines(run, kind, out)?;
+    stream_table(r, layout, out)?;
+    sum_lines(r, kind, layout, out)?;
+    kind.write_summary(r, out)?;
+    writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
+    writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
+    if run.client.facts.hostname == run.agent.facts.hostname && shares_host(run) {
         writeln!(
             out,
-            "nicbench {}: client {} ({}) -> agent {} ({})",
-            run.workload, run.client.facts.hostname, run.client.address, run.agent.facts.hostname, run.agent.address
+            "  (client and agent share one host: both CPU lines cover the same cores)"
         )?;
-        let direction = match spec.direction {
-            Direction::Forward => "client->agent",
-            Direction::Reverse => "agent->client (reverse)",
-            Direction::Bidir => "each way (bidir)",
-        };
-        let kind = crate::workload::results_of(&run.workload);
-        // A sweep ends when its sizes are done; its duration is a limit.
-        let sweep = kind.duration_is_limit();
-        let length = match spec.bytes {
-            Some(b) => format!("{} per direction", Bytes(b)),
-            None if sweep => format!("time limit {:.1} s", spec.duration_seconds),
-            None => format!("{:.1} s", spec.duration_seconds),
-        };
+    }
+    if r.overlapped_tests > 0 {
         writeln!(
             out,
-            "  {} stream{} {direction}, {length}{}, {}{} messages",
-            spec.streams,
-            if spec.streams == 1 { "" } else { "s" },
-            if spec.omit_seconds > 0.0 {
-                format!(" after {:.1} s warm-up", spec.omit_seconds)
-            } else {
-                String::new()
-            },
-            if sweep { "up to " } else { "" },
-            Size(spec.message_bytes),
+            "  (the agent ran {} other test(s) during part of this one: it was shared, see --max-concurrent)",
+            r.overlapped_tests
         )?;
-        if let Some(s) = r.streams.first() {
-            let asked = [&spec.client, &spec.agent]
-                .iter()
-                .any(|side| side.send_buffer_bytes.is_some() || side.receive_buffer_bytes.is_some());
-            writeln!(
-                out,
-                "  socket buffers at the end: sender {} send / receiver {} receive ({})",
-                Size(s.sender.socket.send_buffer_bytes),
-                Size(s.receiver.socket.receive_buffer_bytes),
-                if asked {
-                    "as granted by the kernel for the sizes asked".to_string()
-                } else if s.sender.tcp_info.is_some() {
-                    "kernel autotuning".to_string()
-                } else if let Some(note) = kind.default_buffers_note() {
-                    note
-                } else {
-                    // Only TCP autotunes its buffers; datagram sockets keep the defaults.
-                    "kernel defaults".to_string()
-                }
-            )?;
-        }
-        // TCP_INFO columns only where a stream has TCP_INFO (not for UDP).
-        let tcp_header = if r.streams.iter().any(|s| s.sender.tcp_info.is_some()) {
-            format!("  {:>6} {:>9} {:>10} {:>7}", "retr", "rtt", "cwnd", "mss")
+    }
+    kind.write_details(r, out)?;
+    super::facts::write_run_tail(run, out)?;
+    if let Some(r) = &run.repetition {
+        repetition_lines(r, out)?;
+    }
+    Ok(())
+}
+
+/// Who measured what: endpoints, streams and length, socket buffers.
+fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> io::Result<()> {
+    let spec = &run.spec;
+    writeln!(
+        out,
+        "nicbench {}: client {} ({}) -> agent {} ({})",
+        run.workload, run.client.facts.hostname, run.client.address, run.agent.facts.hostname, run.agent.address
+    )?;
+    let direction = match spec.direction {
+        Direction::Forward => "client->agent",
+        Direction::Reverse => "agent->client (reverse)",
+        Direction::Bidir => "each way (bidir)",
+    };
+    // A sweep ends when its sizes are done; its duration is a limit.
+    let limit = kind.duration_is_limit();
+    let length = match spec.bytes {
+        Some(b) => format!("{} per direction", Bytes(b)),
+        None if limit => format!("time limit {:.1} s", spec.duration_seconds),
+        None => format!("{:.1} s", spec.duration_seconds),
+    };
+    writeln!(
+        out,
+        "  {} stream{} {direction}, {length}{}, {}{} messages",
+        spec.streams,
+        if spec.streams == 1 { "" } else { "s" },
+        if spec.omit_seconds > 0.0 {
+            format!(" after {:.1} s warm-up", spec.omit_seconds)
         } else {
             String::new()
-        };
-        writeln!(
-            out,
-            "[ ID] {:<14} {:>25}  {:>25}{tcp_header}",
-            "flow", "sender", "receiver"
-        )?;
-        if r.streams.len() > 1 {
-            for s in &r.streams {
-                let line = format!(
-                    "[{:>3}] {:<14} {}  {}  {}",
-                    s.stream_id,
-                    s.flow.arrow(),
-                    end_cell(&s.sender),
-                    end_cell(&s.receiver),
-                    tcp_cells(s)
-                );
-                // No TCP columns (UDP, rr over UDP): no trailing blanks either.
-                writeln!(out, "{}", line.trim_end())?;
-            }
+        },
+        if limit { "up to " } else { "" },
+        Size(spec.message_bytes),
+    )?;
+    let Some(s) = run.result.streams.first() else {
+        return Ok(());
+    };
+    let asked = [&spec.client, &spec.agent]
+        .iter()
+        .any(|side| side.send_buffer_bytes.is_some() || side.receive_buffer_bytes.is_some());
+    let why = if asked {
+        "as granted by the kernel for the sizes asked".to_string()
+    } else if s.sender.tcp_info.is_some() {
+        "kernel autotuning".to_string()
+    } else if let Some(note) = kind.default_buffers_note() {
+        note
+    } else {
+        // Only TCP autotunes its buffers; datagram sockets keep the defaults.
+        "kernel defaults".to_string()
+    };
+    writeln!(
+        out,
+        "  socket buffers at the end: sender {} send / receiver {} receive ({why})",
+        Size(s.sender.socket.send_buffer_bytes),
+        Size(s.receiver.socket.receive_buffer_bytes),
+    )
+}
+
+/// The table head and one row per stream when there are several.
+fn stream_table(r: &TrialResult, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
+    // TCP_INFO columns only where a stream has TCP_INFO (not for UDP).
+    let tcp_header = if r.streams.iter().any(|s| s.sender.tcp_info.is_some()) {
+        format!("  {:>6} {:>9} {:>10} {:>7}", "retr", "rtt", "cwnd", "mss")
+    } else {
+        String::new()
+    };
+    let column = layout.column();
+    writeln!(
+        out,
+        "[ ID] {:<14} {:>column$}  {:>column$}{tcp_header}",
+        "flow", "sender", "receiver"
+    )?;
+    if r.streams.len() > 1 {
+        for s in &r.streams {
+            let line = format!(
+                "[{:>3}] {:<14} {}  {}  {}",
+                s.stream_id,
+                s.flow.arrow(),
+                layout.cell(s.sender.bytes, s.sender.bits_per_second),
+                layout.cell(s.receiver.bytes, s.receiver.bits_per_second),
+                tcp_cells(s)
+            );
+            // No TCP columns (UDP, rr over UDP): no trailing blanks either.
+            writeln!(out, "{}", line.trim_end())?;
         }
-        sum_lines(r, kind, out)?;
-        kind.write_summary(r, out)?;
-        writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
-        writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
-        if run.client.facts.hostname == run.agent.facts.hostname && shares_host(run) {
-            writeln!(
-                out,
-                "  (client and agent share one host: both CPU lines cover the same cores)"
-            )?;
-        }
-        if r.overlapped_tests > 0 {
-            writeln!(
-                out,
-                "  (the agent ran {} other test(s) during part of this one: it was shared, see --max-concurrent)",
-                r.overlapped_tests
-            )?;
-        }
-        kind.write_details(r, out)?;
-        super::facts::write_run_tail(run, out)?;
-        if let Some(r) = &run.repetition {
-            repetition_lines(r, out)?;
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 /// A `[SUM]` line per direction: bytes and rates of both ends, or the
 /// workload's own figures where those mean nothing (transactions, a sweep).
-fn sum_lines(r: &TrialResult, kind: &dyn ResultKind, out: &mut dyn Write) -> io::Result<()> {
+fn sum_lines(r: &TrialResult, kind: &dyn ResultKind, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
     let flows: [(Flow, &Option<FlowTotal>); 2] = [
         (Flow::ClientToAgent, &r.sum.client_to_agent),
         (Flow::AgentToClient, &r.sum.agent_to_client),
@@ -193,7 +299,12 @@ fn sum_lines(r: &TrialResult, kind: &dyn ResultKind, out: &mut dyn Write) -> io:
                 } else {
                     String::new()
                 };
-                format!("{}  {}  {tcp}", total_cell(&total.sender), total_cell(&total.receiver))
+                let (sender, receiver) = (&total.sender, &total.receiver);
+                format!(
+                    "{}  {}  {tcp}",
+                    layout.cell(sender.bytes, sender.bits_per_second),
+                    layout.cell(receiver.bytes, receiver.bits_per_second)
+                )
             }
         };
         let line = format!("[SUM] {:<14} {cells}", flow.arrow());
@@ -303,4 +414,28 @@ pub fn interval_lines(host: &str, tick: &IntervalTick, out: &mut dyn Write) -> i
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn a_long_line_wraps_at_semicolons_then_commas_with_an_indent() {
+        let line = "Counters client lo: rx 82796 / tx 82796 packets, 0 dropped, 0 errors; interrupts n/a; TCP 2 of 82796 segments retransmitted (0.00%)";
+        let pieces = wrap(line, 60);
+        assert!(pieces.len() > 1);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 60), "{pieces:#?}");
+        assert!(pieces[1..].iter().all(|p| p.starts_with("    ")));
+        assert_eq!(pieces[0], "Counters client lo: rx 82796 / tx 82796 packets, 0 dropped,");
+        let joined: String = pieces.iter().map(|p| p.trim()).collect::<Vec<_>>().join(" ");
+        assert_eq!(joined, line);
+    }
+
+    #[test]
+    fn short_lines_and_unbreakable_words_stay_whole() {
+        assert_eq!(wrap("  short", 60), vec!["  short"]);
+        let word = "x".repeat(80);
+        assert_eq!(wrap(&word, 60), vec![word.clone()]);
+    }
 }

@@ -81,3 +81,34 @@ fn each_workload_reads_its_own_part_of_a_fixture() {
         }
     }
 }
+
+#[test]
+fn the_text_report_fits_100_columns_and_keeps_every_figure() {
+    for (path, text) in fixtures() {
+        let run: RunResult = serde_json::from_str(&text).unwrap();
+        let mut fitted = Vec::new();
+        Text.render_fitted(&run, Some(100), &mut fitted).unwrap();
+        let fitted = String::from_utf8(fitted).unwrap();
+        for line in fitted.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{path}: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+        // Wrapping moves words to new lines; it drops none.
+        let mut full = Vec::new();
+        Text.render_fitted(&run, None, &mut full).unwrap();
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let full = String::from_utf8(full).unwrap();
+        let (fitted_words, full_words) = (words(&fitted), words(&full));
+        // The narrow table leaves out the byte columns of the streams.
+        let dropped: Vec<_> = full_words.iter().filter(|w| !fitted_words.contains(w)).collect();
+        assert!(
+            dropped
+                .iter()
+                .all(|w| ["GB", "MB", "kB", "B"].contains(&w.as_str()) || w.parse::<f64>().is_ok()),
+            "{path}: wrapping dropped {dropped:?}"
+        );
+    }
+}
