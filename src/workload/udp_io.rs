@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::data::apply_buffers;
-use super::udp_wire::{ack_datagram, check_register, register_datagram, Header, Kind, REGISTER_LEN};
+use super::udp_wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind, REGISTER_LEN};
 use super::{AgentNet, ClientNet, SideOptions, WorkloadError};
 use crate::protocol::TOKEN_LEN;
 
@@ -245,7 +245,7 @@ fn register_one(socket: &Socket, id: u32, token: &[u8; TOKEN_LEN], deadline: Ins
                 Ok(len) => {
                     // SAFETY: recv initialized the first `len` bytes.
                     let data: Vec<u8> = buf[..len].iter().map(|b| unsafe { b.assume_init() }).collect();
-                    if Header::read(&data).is_some_and(|h| h.kind == Kind::Ack && h.stream_id == id) {
+                    if DatagramHeader::read(&data).is_some_and(|h| h.kind == Kind::Ack && h.stream_id == id) {
                         let _ = socket.set_read_timeout(None);
                         return;
                     }
@@ -337,7 +337,7 @@ type Control = [u64; 10];
 /// coalesced several datagrams, and the kernel's arrival time (real-time
 /// clock, ns) if timestamps are on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Message {
+pub struct ReceivedDatagram {
     pub len: usize,
     pub segment: Option<usize>,
     pub arrival_nanos: Option<u64>,
@@ -416,11 +416,11 @@ impl RecvBatch {
         }
     }
 
-    /// Message `i` of the last receive.
-    pub fn message(&self, i: usize) -> Message {
+    /// ReceivedDatagram `i` of the last receive.
+    pub fn message(&self, i: usize) -> ReceivedDatagram {
         let msg = &self.msgs[i];
         let hdr = &msg.msg_hdr;
-        let mut out = Message {
+        let mut out = ReceivedDatagram {
             len: msg.msg_len as usize,
             segment: None,
             arrival_nanos: None,

@@ -2,7 +2,7 @@
 //! receiver's sequence accounting (lost, out of order, duplicates), RFC 3550
 //! jitter, and the sender's token-bucket pacer. Pure code, tested here.
 //!
-//! Header, 28 bytes, big-endian:
+//! DatagramHeader, 28 bytes, big-endian:
 //!
 //! ```text
 //! 0  magic "NBUD"   4  kind   5  flags   6  reserved (2)
@@ -34,7 +34,7 @@ pub enum Kind {
 
 /// A decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
+pub struct DatagramHeader {
     pub kind: Kind,
     pub flags: u8,
     pub stream_id: u32,
@@ -42,9 +42,9 @@ pub struct Header {
     pub send_nanos: u64,
 }
 
-impl Header {
-    pub fn data(stream_id: u32, seq: u64, send_nanos: u64, flags: u8) -> Header {
-        Header {
+impl DatagramHeader {
+    pub fn data(stream_id: u32, seq: u64, send_nanos: u64, flags: u8) -> DatagramHeader {
+        DatagramHeader {
             kind: Kind::Data,
             flags,
             stream_id,
@@ -67,7 +67,7 @@ impl Header {
 
     /// Reads a header; None for anything that is not ours.
     #[inline]
-    pub fn read(buf: &[u8]) -> Option<Header> {
+    pub fn read(buf: &[u8]) -> Option<DatagramHeader> {
         if buf.len() < HEADER_LEN || buf[0..4] != MAGIC.to_be_bytes() {
             return None;
         }
@@ -79,7 +79,7 @@ impl Header {
         };
         let u32_at = |i: usize| u32::from_be_bytes(buf[i..i + 4].try_into().unwrap());
         let u64_at = |i: usize| u64::from_be_bytes(buf[i..i + 8].try_into().unwrap());
-        Some(Header {
+        Some(DatagramHeader {
             kind,
             flags: buf[5],
             stream_id: u32_at(8),
@@ -92,7 +92,7 @@ impl Header {
 /// A registration datagram for `stream_id` carrying the session token.
 pub fn register_datagram(stream_id: u32, attempt: u64, token: &[u8; TOKEN_LEN]) -> [u8; REGISTER_LEN] {
     let mut buf = [0u8; REGISTER_LEN];
-    Header {
+    DatagramHeader {
         kind: Kind::Register,
         flags: 0,
         stream_id,
@@ -106,14 +106,14 @@ pub fn register_datagram(stream_id: u32, attempt: u64, token: &[u8; TOKEN_LEN]) 
 
 /// The stream id of a valid registration with the right token.
 pub fn check_register(buf: &[u8], token: &[u8; TOKEN_LEN]) -> Option<u32> {
-    let h = Header::read(buf)?;
+    let h = DatagramHeader::read(buf)?;
     (h.kind == Kind::Register && buf.len() == REGISTER_LEN && super::data::token_matches(&buf[HEADER_LEN..], token))
         .then_some(h.stream_id)
 }
 
 pub fn ack_datagram(stream_id: u32) -> [u8; HEADER_LEN] {
     let mut buf = [0u8; HEADER_LEN];
-    Header {
+    DatagramHeader {
         kind: Kind::Ack,
         flags: 0,
         stream_id,
@@ -275,14 +275,14 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_junk_is_refused() {
-        let h = Header::data(7, 123_456_789_012, 42, FLAG_WARMUP);
+        let h = DatagramHeader::data(7, 123_456_789_012, 42, FLAG_WARMUP);
         let mut buf = [0u8; 100];
         h.write(&mut buf);
-        assert_eq!(Header::read(&buf), Some(h));
-        assert_eq!(Header::read(&buf[..HEADER_LEN - 1]), None);
-        assert_eq!(Header::read(b"GET / HTTP/1.0\r\n\r\nxxxxxxxxxxxxxxxxxx"), None);
+        assert_eq!(DatagramHeader::read(&buf), Some(h));
+        assert_eq!(DatagramHeader::read(&buf[..HEADER_LEN - 1]), None);
+        assert_eq!(DatagramHeader::read(b"GET / HTTP/1.0\r\n\r\nxxxxxxxxxxxxxxxxxx"), None);
         buf[4] = 99;
-        assert_eq!(Header::read(&buf), None);
+        assert_eq!(DatagramHeader::read(&buf), None);
     }
 
     #[test]

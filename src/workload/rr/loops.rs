@@ -19,7 +19,7 @@ use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::data::token_matches;
 use crate::workload::runner::{StreamContext, TaskEnd};
-use crate::workload::udp_wire::Header;
+use crate::workload::udp_wire::DatagramHeader;
 use crate::workload::{AgentNet, ClientNet, WorkloadError};
 
 /// How long a responder without end-of-stream waits for stragglers.
@@ -397,7 +397,7 @@ fn udp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
         };
         match received {
             // Repeated registrations carry nicbench's header; requests do not.
-            Ok(len) if len >= 8 && Header::read(&request[..len]).is_none() => {
+            Ok(len) if len >= 8 && DatagramHeader::read(&request[..len]).is_none() => {
                 response[..8].copy_from_slice(&request[..8]);
                 match socket.send(&response) {
                     Ok(_) => counter.done(None, Instant::now()),

@@ -235,19 +235,19 @@ impl Workload for RequestResponse {
             match (params.proto, params.crr) {
                 (RrProto::Udp, _) => udp_io::register_streams(net, &ids, &spec.client, &configure)?
                     .into_iter()
-                    .map(|(id, s)| (id, Endpoint::Socket(s)))
+                    .map(|(id, s)| (id, FlowSocket::Socket(s)))
                     .collect(),
                 (RrProto::Tcp, false) => {
                     let port = first_port(net)?;
                     let mut ends = Vec::new();
                     for &id in &ids {
-                        ends.push((id, Endpoint::Socket(data::connect_stream(net, port, id, &configure)?)));
+                        ends.push((id, FlowSocket::Socket(data::connect_stream(net, port, id, &configure)?)));
                     }
                     ends
                 }
                 (RrProto::Tcp, true) => {
                     let addr = SocketAddr::new(net.agent_ip, first_port(net)?);
-                    ids.iter().map(|&id| (id, Endpoint::Connector(addr))).collect()
+                    ids.iter().map(|&id| (id, FlowSocket::Connector(addr))).collect()
                 }
             }
         };
@@ -303,12 +303,12 @@ impl AgentSide for RrAgent {
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let ends: Vec<(u32, Endpoint)> = match (self.params.proto, self.params.crr) {
+        let ends: Vec<(u32, FlowSocket)> = match (self.params.proto, self.params.crr) {
             (RrProto::Udp, _) => {
                 udp_io::await_registrations(&self.sockets, &self.net, deadline)?;
                 self.sockets
                     .into_iter()
-                    .map(|(id, s)| (id, Endpoint::Socket(s)))
+                    .map(|(id, s)| (id, FlowSocket::Socket(s)))
                     .collect()
             }
             (RrProto::Tcp, false) => {
@@ -317,7 +317,7 @@ impl AgentSide for RrAgent {
                 let mut ends = Vec::new();
                 for (id, socket) in accepted {
                     configure(&socket)?;
-                    ends.push((id, Endpoint::Socket(socket)));
+                    ends.push((id, FlowSocket::Socket(socket)));
                 }
                 ends
             }
@@ -326,7 +326,7 @@ impl AgentSide for RrAgent {
                 // accepts on the same listener.
                 let listener = Arc::new(self.sockets.into_iter().next().expect("one listener").1);
                 ids.iter()
-                    .map(|&id| (id, Endpoint::Listener(Arc::clone(&listener), self.net.clone())))
+                    .map(|&id| (id, FlowSocket::Listener(Arc::clone(&listener), self.net.clone())))
                     .collect()
             }
         };
@@ -341,7 +341,7 @@ impl AgentSide for RrAgent {
 }
 
 /// What a flow's thread works with.
-pub(super) enum Endpoint {
+pub(super) enum FlowSocket {
     /// A connected TCP or registered UDP socket.
     Socket(Socket),
     /// Client with `--crr`: where to connect for each transaction.
@@ -355,7 +355,7 @@ struct RrSide {
     role: Role,
     spec: TestSpec,
     params: RrParams,
-    ends: Vec<(u32, Endpoint)>,
+    ends: Vec<(u32, FlowSocket)>,
     client: Option<ClientNet>,
 }
 
@@ -365,9 +365,9 @@ impl Side for RrSide {
             .ends
             .iter()
             .filter_map(|(_, e)| match e {
-                Endpoint::Socket(s) => Some(s),
-                Endpoint::Listener(l, _) => Some(&**l),
-                Endpoint::Connector(_) => None,
+                FlowSocket::Socket(s) => Some(s),
+                FlowSocket::Listener(l, _) => Some(&**l),
+                FlowSocket::Connector(_) => None,
             })
             .collect();
         data::aborter(&sockets)
@@ -387,7 +387,7 @@ impl Side for RrSide {
         let mut tasks = Vec::new();
         for (id, end) in self.ends {
             let buffers = match &end {
-                Endpoint::Socket(s) => tcpinfo::socket_buffers(s),
+                FlowSocket::Socket(s) => tcpinfo::socket_buffers(s),
                 _ => SocketBuffers::default(),
             };
             let (exchange, role) = (exchange.clone(), self.role);
@@ -396,13 +396,13 @@ impl Side for RrSide {
             let params = self.params.clone();
             let body: StreamBody = Box::new(move |ctx: &StreamContext| {
                 let (mut end, counts) = match (role, end) {
-                    (Role::Sender, Endpoint::Connector(addr)) => {
+                    (Role::Sender, FlowSocket::Connector(addr)) => {
                         let net = client.expect("the client has its net");
                         loops::crr_requester(id, addr, &net, &configure(&side, &params), &exchange, ctx)
                     }
-                    (Role::Sender, Endpoint::Socket(s)) => loops::requester(&s, &exchange, ctx),
-                    (Role::Receiver, Endpoint::Socket(s)) => loops::responder(&s, &exchange, ctx),
-                    (Role::Receiver, Endpoint::Listener(l, net)) => loops::crr_responder(&l, &net, &exchange, ctx),
+                    (Role::Sender, FlowSocket::Socket(s)) => loops::requester(&s, &exchange, ctx),
+                    (Role::Receiver, FlowSocket::Socket(s)) => loops::responder(&s, &exchange, ctx),
+                    (Role::Receiver, FlowSocket::Listener(l, net)) => loops::crr_responder(&l, &net, &exchange, ctx),
                     _ => (
                         TaskEnd {
                             error: Some("internal: endpoint does not fit the role".into()),

@@ -13,7 +13,7 @@ use socket2::Socket;
 
 use super::points::{self, batches, estimate, repetitions};
 use super::result::{SweepPoint, SweepResult};
-use super::wire::{Header, Op, HEADER_LEN};
+use super::wire::{FrameHeader, Op, HEADER_LEN};
 use super::{Mode, SweepParams, Transport};
 use crate::model::{ProcessCpu, Role, StreamEnd};
 use crate::probe::cpu::thread_cpu;
@@ -45,7 +45,7 @@ struct Timing {
 }
 
 impl Link {
-    fn header(&mut self, header: &Header) -> io::Result<()> {
+    fn header(&mut self, header: &FrameHeader) -> io::Result<()> {
         (&self.tcp).write_all(&header.encode())
     }
 
@@ -94,7 +94,7 @@ impl Link {
     /// Runs one point: header, one untimed warm-up exchange, timed batches.
     fn point(&mut self, op: Op, size: u64, exchanges: u64) -> io::Result<Timing> {
         let (batch_count, per_batch) = batches(exchanges);
-        let header = Header {
+        let header = FrameHeader {
             op,
             size,
             batches: batch_count as u32,
@@ -280,7 +280,7 @@ pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, c
         measured.push(p);
     }
     if error.is_none() {
-        if let Err(e) = link.header(&Header::END) {
+        if let Err(e) = link.header(&FrameHeader::END) {
             error = Some(format!("ending the sweep: {e}"));
         }
     }
@@ -390,7 +390,7 @@ impl AgentServer {
         }
     }
 
-    fn next_header(&self, control: &RunControl) -> io::Result<Header> {
+    fn next_header(&self, control: &RunControl) -> io::Result<FrameHeader> {
         let mut fds = [libc::pollfd {
             fd: self.tcp.as_raw_fd(),
             events: libc::POLLIN,
@@ -406,7 +406,7 @@ impl AgentServer {
             io::ErrorKind::UnexpectedEof => io::Error::other("the client closed the sweep connection mid-sweep"),
             _ => e,
         })?;
-        Header::decode(&bytes, self.max_size).map_err(io::Error::other)
+        FrameHeader::decode(&bytes, self.max_size).map_err(io::Error::other)
     }
 
     fn follow(&self, buffer: &mut [u8], received: &mut u64, control: &RunControl) -> io::Result<()> {

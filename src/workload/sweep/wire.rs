@@ -26,7 +26,7 @@ pub enum Op {
 
 /// One point's instructions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
+pub struct FrameHeader {
     pub op: Op,
     pub size: u64,
     pub batches: u32,
@@ -36,7 +36,7 @@ pub struct Header {
 
 /// A header that cannot be followed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HeaderError {
+pub enum FrameHeaderError {
     #[error("the sweep header does not start with NBSW (not a nicbench sweep client)")]
     Magic,
     #[error("unknown sweep operation {0}")]
@@ -45,8 +45,8 @@ pub enum HeaderError {
     Size { size: u64, max: u64 },
 }
 
-impl Header {
-    pub const END: Header = Header {
+impl FrameHeader {
+    pub const END: FrameHeader = FrameHeader {
         op: Op::End,
         size: 0,
         batches: 0,
@@ -66,20 +66,20 @@ impl Header {
     }
 
     /// Decodes and checks a header; `max_size` is the largest size of the test.
-    pub fn decode(b: &[u8; HEADER_LEN], max_size: u64) -> Result<Header, HeaderError> {
+    pub fn decode(b: &[u8; HEADER_LEN], max_size: u64) -> Result<FrameHeader, FrameHeaderError> {
         if b[..4] != MAGIC {
-            return Err(HeaderError::Magic);
+            return Err(FrameHeaderError::Magic);
         }
         let op = match b[4] {
             0 => Op::End,
             1 => Op::TcpPingPong,
             2 => Op::TcpStream,
             3 => Op::UdpPingPong,
-            other => return Err(HeaderError::Op(other)),
+            other => return Err(FrameHeaderError::Op(other)),
         };
         let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        let header = Header {
+        let header = FrameHeader {
             op,
             size: u64_at(8),
             batches: u32_at(16),
@@ -87,7 +87,7 @@ impl Header {
             per_batch: u64_at(24),
         };
         if op != Op::End && !(1..=max_size).contains(&header.size) {
-            return Err(HeaderError::Size {
+            return Err(FrameHeaderError::Size {
                 size: header.size,
                 max: max_size,
             });
@@ -107,25 +107,25 @@ mod tests {
 
     #[test]
     fn round_trip_and_refusals() {
-        let h = Header {
+        let h = FrameHeader {
             op: Op::TcpStream,
             size: 4096,
             batches: 7,
             warmup: 1,
             per_batch: 1000,
         };
-        assert_eq!(Header::decode(&h.encode(), 8192), Ok(h));
+        assert_eq!(FrameHeader::decode(&h.encode(), 8192), Ok(h));
         assert_eq!(h.exchanges(), 7001);
-        assert_eq!(Header::decode(&Header::END.encode(), 1), Ok(Header::END));
+        assert_eq!(FrameHeader::decode(&FrameHeader::END.encode(), 1), Ok(FrameHeader::END));
         assert_eq!(
-            Header::decode(&h.encode(), 1024),
-            Err(HeaderError::Size { size: 4096, max: 1024 })
+            FrameHeader::decode(&h.encode(), 1024),
+            Err(FrameHeaderError::Size { size: 4096, max: 1024 })
         );
         let mut bad = h.encode();
         bad[0] = b'X';
-        assert_eq!(Header::decode(&bad, 8192), Err(HeaderError::Magic));
+        assert_eq!(FrameHeader::decode(&bad, 8192), Err(FrameHeaderError::Magic));
         let mut bad = h.encode();
         bad[4] = 9;
-        assert_eq!(Header::decode(&bad, 8192), Err(HeaderError::Op(9)));
+        assert_eq!(FrameHeader::decode(&bad, 8192), Err(FrameHeaderError::Op(9)));
     }
 }

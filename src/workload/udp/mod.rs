@@ -25,7 +25,7 @@ use socket2::Socket;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::udp_io::{self, monotonic_nanos, RecvBatch, SendBatch, MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES};
-use super::udp_wire::{Header, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP, HEADER_LEN, MAX_DATAGRAM_BYTES};
+use super::udp_wire::{DatagramHeader, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP, HEADER_LEN, MAX_DATAGRAM_BYTES};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
     WorkloadError,
@@ -418,7 +418,7 @@ fn stamp_batch(
     let stamp = monotonic_nanos();
     for k in 0..n {
         let at = (k % segments) * dg;
-        Header::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
+        DatagramHeader::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
     }
     let used = n.div_ceil(segments);
     for (e, len) in lens.iter_mut().enumerate().take(used) {
@@ -450,7 +450,7 @@ impl Receiving {
             let (len, arrival) = (message.len, message.arrival_nanos.unwrap_or(now));
             let segment = message.segment.unwrap_or(len).max(1);
             for chunk in batch.buffers[i][..len].chunks(segment) {
-                match Header::read(chunk) {
+                match DatagramHeader::read(chunk) {
                     Some(h) if h.kind == Kind::Data && h.stream_id == self.id => {
                         self.tracker.record(h.seq, h.flags & FLAG_WARMUP != 0);
                         self.jitter.update(h.send_nanos, arrival);
@@ -594,10 +594,10 @@ mod tests {
             .unwrap();
         let mut datagram = vec![0u8; 100];
         for seq in [0u64, 1, 3, 2, 2] {
-            Header::data(5, seq, 1000 + seq, 0).write(&mut datagram);
+            DatagramHeader::data(5, seq, 1000 + seq, 0).write(&mut datagram);
             sender.send(&datagram).unwrap();
         }
-        Header::data(6, 9, 0, 0).write(&mut datagram); // another stream's id
+        DatagramHeader::data(6, 9, 0, 0).write(&mut datagram); // another stream's id
         sender.send(&datagram).unwrap();
         sender.send(b"short").unwrap();
         sender.send(&[0xffu8; 100]).unwrap();
