@@ -548,7 +548,12 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         spec: &spec,
         hard_deadline: trial::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
         wait_for_peer_report: false,
-        interrupted: &|| shared.shutdown.load(Ordering::Relaxed),
+        interrupted: &|| {
+            shared
+                .shutdown
+                .load(Ordering::Relaxed)
+                .then(|| "the agent is shutting down: SIGTERM or SIGINT on its host".to_string())
+        },
         on_interval: None,
         on_progress: None,
     };

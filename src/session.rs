@@ -173,8 +173,8 @@ pub fn connect(target: &Target) -> Result<TcpStream, SessionError> {
 
 /// Options of one client run that are not part of the spec.
 pub struct RunOptions<'a> {
-    /// Polled during the test; true once the user pressed Ctrl-C.
-    pub interrupted: &'a (dyn Fn() -> bool + Sync),
+    /// Polled during the test: why to stop, once the user pressed Ctrl-C.
+    pub interrupted: &'a (dyn Fn() -> Option<String> + Sync),
     pub on_interval: Option<IntervalCallback>,
     /// Called after each step of a workload with steps (sweep points).
     pub on_progress: Option<ProgressCallback>,
@@ -396,7 +396,8 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let outcome = trial::run_side(side, plan, &mut channel, &ProcStat)?;
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
     check_agent_report(&agent_report, spec)?;
-    let result = TrialResult::merge(options.trial, &spec.flows(), outcome.local, agent_report)?;
+    let mut result = TrialResult::merge(options.trial, &spec.flows(), outcome.local, agent_report)?;
+    result.interruption = outcome.interruption;
     for s in &result.streams {
         for (end, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
             if let Some(message) = &end.error {
@@ -422,6 +423,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         },
         spec: spec.clone(),
         trials: vec![result.clone()],
+        interrupted: result.interruption.is_some(),
         result,
         repetition: None,
     };

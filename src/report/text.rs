@@ -103,6 +103,9 @@ impl Reporter for Text {
             if sweep { "up to " } else { "" },
             Size(spec.message_bytes),
         )?;
+        if let Some(line) = super::interruption::line(run) {
+            writeln!(out, "{line}")?;
+        }
         if let Some(s) = r.streams.first() {
             let asked = [&spec.client, &spec.agent]
                 .iter()

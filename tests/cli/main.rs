@@ -26,3 +26,4 @@ mod service;
 mod sweep;
 mod tcp;
 mod udp;
+mod usability;
