@@ -87,6 +87,15 @@ pub enum AgentError {
     },
 }
 
+impl AgentError {
+    /// True when the address family is missing on this host (IPv6 off),
+    /// so another family may be tried.
+    pub fn ipv6_unavailable(&self) -> bool {
+        let AgentError::Bind { source, .. } = self;
+        source.kind() == std::io::ErrorKind::AddrNotAvailable || source.raw_os_error() == Some(libc::EAFNOSUPPORT)
+    }
+}
+
 /// Counters for the log line at the end.
 #[derive(Default)]
 struct Stats {

@@ -87,9 +87,10 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
     } else {
         None
     };
+    let (host, port) = super::address::agent_address(&m.host, m.port, family)?;
     Ok(Target {
-        host: m.host.clone(),
-        port: m.port,
+        host,
+        port,
         family,
         bind: m.bind.as_deref().map(|b| bind_address(b, family)).transpose()?,
         connect_timeout: m.connect_timeout,
@@ -197,8 +198,13 @@ pub fn measure(
         progress: show_trials.then_some(&mut stderr as &mut dyn Write),
     };
     let target = target(m)?;
-    let mut run = plan::run_case(&target, spec, options, &on_interval, on_progress)
-        .with_context(|| format!("{} test against {}:{}", spec.workload, m.host, m.port))?;
+    let mut run = plan::run_case(&target, spec, options, &on_interval, on_progress).with_context(|| {
+        format!(
+            "{} test against {}",
+            spec.workload,
+            super::address::display(&target.host, target.port)
+        )
+    })?;
     if m.link_speed.is_some() {
         crate::verdict::annotate(&mut run, m.link_speed);
     }

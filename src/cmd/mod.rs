@@ -2,7 +2,9 @@
 //! configuration, run it, print the result. Errors carry context for the
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
+pub mod address;
 pub mod demo;
+pub mod failure;
 pub mod host;
 pub mod lab;
 pub mod linerate;

@@ -371,9 +371,9 @@ fn another_service_on_the_port_is_named_as_such() {
         }
     });
     let out = nicbench(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("did not answer as a nicbench agent"),
+        stderr(&out).contains("that port is not a nicbench agent"),
         "{}",
         stderr(&out)
     );

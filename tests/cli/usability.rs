@@ -128,3 +128,183 @@ fn a_complete_run_is_not_marked() {
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(run.get("interrupted").is_none() && run.get("interruption").is_none());
 }
+
+/// Runs the client with `args` and returns (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = nicbench(args);
+    let code = out.status.code().expect("exited");
+    (code, String::from_utf8_lossy(&out.stdout).into_owned(), stderr(&out))
+}
+
+/// A port nothing listens on (bound once, then closed).
+fn closed_port(ip: &str) -> String {
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    listener.local_addr().unwrap().port().to_string()
+}
+
+#[test]
+fn json_failures_print_one_json_error_document() {
+    let port = closed_port("127.0.0.1");
+    let (code, out, _) = run(&["tcp", "127.0.0.1", "-p", &port, "--json"]);
+    assert_eq!(code, 3);
+    let doc: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON document on stdout");
+    assert_eq!(doc["schema"], "nicbench.error/1");
+    assert_eq!(doc["error"]["kind"], "agent_unreachable");
+    assert_eq!(doc["error"]["exit_code"], 3);
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("connection refused"),
+        "{doc}"
+    );
+    // Option errors too, and --json-stream.
+    let (code, out, _) = run(&["udp", "127.0.0.1", "-P", "0", "--json-stream"]);
+    assert_eq!(code, 2);
+    let doc: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON document on stdout");
+    assert_eq!(doc["error"]["kind"], "invalid_options");
+    // --help is no failure.
+    let (code, out, _) = run(&["tcp", "--help", "--json"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("nicbench.error"));
+}
+
+#[test]
+fn ranges_are_said_in_words() {
+    for args in [
+        &["tcp", "127.0.0.1", "-P", "0"][..],
+        &["serve", "--max-queue", "2000"][..],
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{err}");
+        assert!(!err.contains("..="), "{err}");
+    }
+    let (_, _, err) = run(&["tcp", "127.0.0.1", "-P", "0"]);
+    assert!(err.contains("1 to 128"), "{err}");
+    let (_, _, err) = run(&["tcp", "127.0.0.1", "-l", "0"]);
+    assert!(!err.contains("..="), "{err}");
+}
+
+#[test]
+fn host_port_and_bracketed_ipv6_are_understood() {
+    let agent = AgentProcess::start(&[]);
+    let at = format!("127.0.0.1:{}", agent.port);
+    let out = nicbench(&["tcp", &at, "-t", "0.2", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v6 = AgentProcess::start_with(Command::new(BIN), "::1", &[]);
+    let at = format!("[::1]:{}", v6.port);
+    let out = nicbench(&["tcp", &at, "-t", "0.2", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["agent"]["address"], at.as_str());
+    // Two different ports is an option error.
+    let (code, _, err) = self::run(&["tcp", &at, "-p", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give the port once"), "{err}");
+}
+
+#[test]
+fn ipv6_addresses_in_errors_have_brackets() {
+    let port = closed_port("::1");
+    let (code, _, err) = run(&["tcp", "::1", "-p", &port]);
+    assert_eq!(code, 3, "{err}");
+    let first = err.lines().next().unwrap();
+    assert!(first.contains(&format!("[::1]:{port}")), "{first}");
+    assert!(!err.contains(&format!(" ::1:{port}")), "{err}");
+}
+
+#[test]
+fn a_family_option_against_the_address_is_an_option_error() {
+    let (code, _, err) = run(&["tcp", "-6", "127.0.0.1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("-6/--ipv6") && !err.contains("cannot resolve"), "{err}");
+}
+
+#[test]
+fn a_service_that_is_no_agent_is_named_so() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let _ = std::io::Write::write_all(&mut conn, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        // Hold the connection until the client closes it.
+        let _ = std::io::Read::read_to_end(&mut conn, &mut Vec::new());
+    });
+    let (code, _, err) = run(&["tcp", "127.0.0.1", "-p", &port]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("that port is not a nicbench agent (it speaks something else") && err.contains("\"HTTP\""),
+        "{err}"
+    );
+    server.join().unwrap();
+}
+
+#[test]
+fn each_cause_is_printed_once() {
+    // Address in use: the agent tries the dual-stack address and says so.
+    let taken = std::net::TcpListener::bind("[::]:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let (code, _, err) = run(&["serve", "-p", &port]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("[::]:{port}")) && !err.contains("0.0.0.0"),
+        "{err}"
+    );
+    // The agent lost mid-test.
+    let mut agent = AgentProcess::start(&[]);
+    let (child, lines) = start_streaming_client(agent.port);
+    agent.child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(lines);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(err.matches("lost the agent mid-test").count(), 1, "{err}");
+}
+
+#[test]
+fn the_busy_message_mentions_wait() {
+    let agent = AgentProcess::start(&[]);
+    let (mut child, lines) = start_streaming_client(agent.port);
+    let (code, _, err) = run(&["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "1"]);
+    signal(child.id(), libc::SIGINT);
+    drop(lines);
+    let _ = child.wait();
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("busy") && err.contains("--wait"), "{err}");
+}
+
+#[test]
+fn mistyped_subcommands_get_a_suggestion() {
+    for (args, meant) in [
+        (&["tpc", "127.0.0.1"][..], "'tcp'"),
+        (&["serv"][..], "'serve'"),
+        (&["lab", "upp", "x"][..], "'up'"),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("tip: a similar subcommand exists") && err.contains(meant),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn pick_needs_repeat_and_the_median_is_the_default() {
+    let (code, _, err) = run(&["tcp", "127.0.0.1", "--pick", "best"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--repeat"), "{err}");
+    let agent = AgentProcess::start(&[]);
+    let run = agent.run_json("tcp", &["-t", "0.2", "--repeat", "2"]);
+    assert_eq!(run["repetition"]["policy"]["pick"], "median", "{}", run["repetition"]);
+    let (_, help, _) = self::run(&["tcp", "--help"]);
+    assert!(help.contains("biases A/B comparisons"), "{help}");
+}
+
+#[test]
+fn a_lab_mtu_below_1280_is_not_taken_silently() {
+    require_lab!();
+    let name = format!("nu{}", std::process::id() % 100000);
+    let (code, _, err) = run(&["lab", "up", &name, "--mtu", "100", "--no-agents"]);
+    let (down, _, _) = run(&["lab", "down", &name]);
+    assert_eq!((code, down), (0, 0), "{err}");
+    assert!(err.contains("--mtu 100: below 1280 B"), "{err}");
+}
