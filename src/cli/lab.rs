@@ -27,7 +27,8 @@ pub enum LabCommand {
     /// them) and agents. Without a name, list every lab.
     Status(LabStatusArgs),
     /// Run a command inside a host, e.g. `lab exec demo a -- nicbench tcp b`.
-    /// Host names resolve inside the lab; `nicbench` means this executable.
+    /// Host names resolve inside the lab; `nicbench` means this executable;
+    /// NICBENCH_PORT is set to the lab's agent port, the clients' default port.
     Exec(LabExecArgs),
     /// Change the MTU or rate limits of a running lab.
     Set(LabSetArgs),

@@ -104,6 +104,11 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
     };
     let mut command = lab::host_command(&state, &args.host, &program)?;
     command.args(rest);
+    // The lab's agents listen on its port: make it the clients' default
+    // inside (an explicit -p or HOST:PORT still wins).
+    if let Some(port) = state.agent_port {
+        command.env("NICBENCH_PORT", port.to_string());
+    }
     // exec only returns on failure.
     let error = command.exec();
     Err(error).with_context(|| format!("running {:?} in host {} of lab '{}'", program, args.host, args.name))

@@ -308,3 +308,27 @@ fn a_lab_mtu_below_1280_is_not_taken_silently() {
     assert_eq!((code, down), (0, 0), "{err}");
     assert!(err.contains("--mtu 100: below 1280 B"), "{err}");
 }
+
+#[test]
+fn lab_exec_clients_default_to_the_labs_agent_port() {
+    require_lab!();
+    let name = format!("np{}", std::process::id() % 100000);
+    let (code, _, err) = run(&["lab", "up", &name, "--agent-port", "46010"]);
+    let result = (code == 0).then(|| {
+        let out = nicbench(&[
+            "lab", "exec", &name, "a", "--", "nicbench", "tcp", "b", "-t", "0.2", "--json",
+        ]);
+        let err = stderr(&out);
+        (
+            out.status.code(),
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).ok(),
+            err,
+        )
+    });
+    let (down, _, _) = run(&["lab", "down", &name]);
+    assert_eq!((code, down), (0, 0), "{err}");
+    let (status, run, err) = result.unwrap();
+    assert_eq!(status, Some(0), "{err}");
+    let address = run.unwrap()["agent"]["address"].as_str().unwrap().to_string();
+    assert!(address.ends_with(":46010"), "{address}");
+}
