@@ -191,7 +191,8 @@ impl Reporter for Text {
         }
         writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
         writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
-        if run.client.facts.hostname == run.agent.facts.hostname && shares_host(run) {
+        // One kernel (equal boot id: loopback, or namespaces of a lab).
+        if crate::verdict::shared_host(run) {
             writeln!(
                 out,
                 "  (client and agent share one host: both CPU lines cover the same cores)"
@@ -352,11 +353,6 @@ fn flow_rr_line(id: u32, e: &crate::model::RrEnd, out: &mut dyn Write) -> io::Re
         "    flow {id}: {} transactions, {:.1} transactions/s{latency}; lost {}",
         e.transactions, e.transactions_per_second, e.lost_transactions
     )
-}
-
-fn shares_host(run: &RunResult) -> bool {
-    let ip = |a: &str| a.parse::<std::net::SocketAddr>().ok().map(|s| s.ip());
-    matches!((ip(&run.client.address), ip(&run.agent.address)), (Some(a), Some(b)) if a == b || a.is_loopback())
 }
 
 /// One live interval line per stream, and a SUM line with several streams.

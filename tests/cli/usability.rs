@@ -332,3 +332,35 @@ fn lab_exec_clients_default_to_the_labs_agent_port() {
     let address = run.unwrap()["agent"]["address"].as_str().unwrap().to_string();
     assert!(address.ends_with(":46010"), "{address}");
 }
+
+#[test]
+fn an_unshaped_lab_link_makes_no_line_rate_claim_and_names_its_hosts() {
+    require_lab!();
+    let name = format!("nv{}", std::process::id() % 100000);
+    let (code, _, err) = run(&["lab", "up", &name]);
+    let outputs = (code == 0).then(|| {
+        let json = nicbench(&[
+            "lab", "exec", &name, "a", "--", "nicbench", "tcp", "b", "-t", "0.5", "--json",
+        ]);
+        let text = nicbench(&["lab", "exec", &name, "a", "--", "nicbench", "tcp", "b", "-t", "0.5"]);
+        (json, text)
+    });
+    let (down, _, _) = run(&["lab", "down", &name]);
+    assert_eq!((code, down), (0, 0), "{err}");
+    let (json, text) = outputs.unwrap();
+    assert!(json.status.success(), "{}", stderr(&json));
+    let run: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(run["agent"]["facts"]["interface"]["driver"], "veth");
+    assert!(run.get("line_rate").is_none(), "{}", run["line_rate"]);
+    let verdict = run["verdict"]["summary"].as_str().unwrap();
+    assert!(
+        !verdict.contains("line-rate model") && !verdict.contains("line rate"),
+        "{verdict}"
+    );
+    assert_eq!(run["client"]["facts"]["hostname"], format!("{name}-a"));
+    assert_eq!(run["agent"]["facts"]["hostname"], format!("{name}-b"));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("virtual veth link") && text.contains("nominal"), "{text}");
+    assert!(text.contains("share one host"), "{text}");
+    assert!(text.starts_with(&format!("nicbench tcp: client {name}-a ")), "{text}");
+}
