@@ -245,7 +245,7 @@ fn foreign_answer(e: &ProtocolError) -> String {
             if bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
                 format!("its answer starts with \"{}\"", String::from_utf8_lossy(&bytes))
             } else {
-                format!("its answer starts with bytes {bytes:02x?}, not a nicbench hello")
+                format!("its answer is no nicbench hello: {e}")
             }
         }
         ProtocolError::Timeout { .. } => "it sent no nicbench hello".into(),
