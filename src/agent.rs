@@ -87,6 +87,15 @@ pub enum AgentError {
     },
 }
 
+impl AgentError {
+    /// True when the address family is missing on this host (IPv6 off),
+    /// so another family may be tried.
+    pub fn ipv6_unavailable(&self) -> bool {
+        let AgentError::Bind { source, .. } = self;
+        source.kind() == std::io::ErrorKind::AddrNotAvailable || source.raw_os_error() == Some(libc::EAFNOSUPPORT)
+    }
+}
+
 /// Counters for the log line at the end.
 #[derive(Default)]
 struct Stats {
@@ -548,7 +557,12 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         spec: &spec,
         hard_deadline: trial::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
         wait_for_peer_report: false,
-        interrupted: &|| shared.shutdown.load(Ordering::Relaxed),
+        interrupted: &|| {
+            shared
+                .shutdown
+                .load(Ordering::Relaxed)
+                .then(|| "the agent is shutting down: SIGTERM or SIGINT on its host".to_string())
+        },
         on_interval: None,
         on_progress: None,
     };

@@ -47,8 +47,9 @@ impl From<SessionError> for CaseFailure {
 /// What the runner needs besides the trials themselves.
 pub struct CaseOptions<'a> {
     pub policy: Policy,
-    /// True once the user pressed Ctrl-C: no further trial starts.
-    pub interrupted: &'a (dyn Fn() -> bool + Sync),
+    /// Why to stop, once the user pressed Ctrl-C: the running trial is cut
+    /// short and no further trial starts.
+    pub interrupted: &'a (dyn Fn() -> Option<String> + Sync),
     /// Where a line per finished trial goes (stderr); None for silence.
     pub progress: Option<&'a mut dyn Write>,
 }
@@ -95,7 +96,10 @@ pub fn run_trials(
     let policy = options.policy;
     let mut first: Option<(RunResult, Figure)> = None;
     let mut trials: Vec<TrialResult> = Vec::new();
+    // The figures the policy decides on, and which trial each came from:
+    // a cut-short trial's figure is no measurement of the asked test.
     let mut values = Vec::new();
+    let mut numbers = Vec::new();
     let mut interrupted = false;
     let mut decision = Decision::Continue;
     let mut failure = None;
@@ -111,27 +115,43 @@ pub fn run_trials(
             }
         };
         let figure = figure_of_merit(&run.spec, &run.result);
-        values.push(figure.value);
+        let cut_short = run.result.interruption.is_some();
         trials.push(run.result.clone());
-        decision = stats::decide(&policy, &values);
+        if !cut_short {
+            values.push(figure.value);
+            numbers.push(number);
+            decision = stats::decide(&policy, &values);
+        }
         if let Some(out) = options.progress.as_deref_mut() {
-            let _ = writeln!(out, "{}", trial_line(&policy, &values, &figure, &decision));
+            let line = match &run.result.interruption {
+                Some(i) => format!(
+                    "trial {number}: cut short after {:.2} s ({}); not counted",
+                    i.elapsed_seconds, i.reason
+                ),
+                None => trial_line(&policy, &values, &figure, &decision),
+            };
+            let _ = writeln!(out, "{line}");
         }
         first.get_or_insert((run, figure));
-        if decision == Decision::Continue && (options.interrupted)() {
+        if cut_short || (decision == Decision::Continue && (options.interrupted)().is_some()) {
             interrupted = true;
             break;
         }
     }
     let (mut run, figure) = first.expect("at least one trial ran");
-    if policy != Policy::SINGLE {
-        let summary = summarize(&policy, &figure, &values, &decision, interrupted);
+    if values.is_empty() {
+        // Only a cut-short trial: report it, marked as such.
+        run.result = trials[0].clone();
+    } else if policy != Policy::SINGLE {
+        let mut summary = summarize(&policy, &figure, &values, &decision, interrupted);
+        summary.picked_trial = numbers[summary.picked_trial as usize - 1];
         run.result = trials[summary.picked_trial as usize - 1].clone();
         run.repetition = Some(summary);
     } else {
         run.result = trials[0].clone();
     }
     run.trials = trials;
+    run.interrupted = interrupted;
     match failure {
         None => Ok(run),
         Some(error) => Err(CaseFailure {
@@ -234,6 +254,7 @@ mod tests {
             spec: crate::model::spec::tests::spec("tcp"),
             trials: vec![result.clone()],
             result,
+            interrupted: false,
             repetition: None,
         }
     }
@@ -246,7 +267,7 @@ mod tests {
             &mut trial,
             CaseOptions {
                 policy,
-                interrupted: &|| false,
+                interrupted: &|| None,
                 progress: Some(&mut progress),
             },
         )
@@ -273,7 +294,7 @@ mod tests {
         };
         let options = CaseOptions {
             policy,
-            interrupted: &|| false,
+            interrupted: &|| None,
             progress: None,
         };
         let failure = run_trials(&mut trial, options).unwrap_err();
@@ -296,7 +317,7 @@ mod tests {
         };
         let options = CaseOptions {
             policy: Policy::SINGLE,
-            interrupted: &|| false,
+            interrupted: &|| None,
             progress: None,
         };
         assert!(run_trials(&mut trial, options).unwrap_err().finished.is_none());
@@ -346,6 +367,44 @@ mod tests {
         let (run, _) = run_with(&[9e9, 9e9, 1.0], policy);
         assert_eq!(run.trials.len(), 2);
         assert_eq!(run.repetition.unwrap().width_met, Some(true));
+    }
+
+    #[test]
+    fn a_cut_short_trial_ends_the_case_uncounted_and_marks_the_run() {
+        let policy = Policy::Repeat {
+            trials: 3,
+            pick: Pick::Median,
+        };
+        let mut progress = Vec::new();
+        let mut trial = |n: u32| {
+            let mut run = fake_run(n, if n == 2 { 1e9 } else { 5e9 });
+            if n == 2 {
+                run.result.interruption = Some(crate::model::Interruption {
+                    by: crate::model::Host::Client,
+                    reason: "SIGINT".into(),
+                    elapsed_seconds: 0.5,
+                    planned_seconds: Some(1.0),
+                });
+            }
+            Ok(run)
+        };
+        let options = CaseOptions {
+            policy,
+            interrupted: &|| None,
+            progress: Some(&mut progress),
+        };
+        let run = run_trials(&mut trial, options).unwrap();
+        assert!(run.interrupted);
+        assert_eq!(run.trials.len(), 2, "no trial starts after a cut-short one");
+        let r = run.repetition.unwrap();
+        assert_eq!(r.values, vec![5e9], "the cut-short figure is not counted");
+        assert_eq!((r.picked_trial, run.result.trial), (1, 1));
+        assert!(r.interrupted);
+        let progress = String::from_utf8(progress).unwrap();
+        assert!(
+            progress.contains("trial 2: cut short after 0.50 s (SIGINT); not counted"),
+            "{progress}"
+        );
     }
 
     #[test]

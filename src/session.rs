@@ -61,9 +61,15 @@ pub enum SessionError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{addr} accepted the connection but did not answer as a nicbench agent ({detail}); is another service on that port?")]
+    #[error(
+        "{addr}: that port is not a nicbench agent (it speaks something else: {detail}); \
+         check the port (-p, HOST:PORT) or start 'nicbench serve' on that host"
+    )]
     NotAnAgent { addr: SocketAddr, detail: String },
-    #[error("the agent at {addr} is busy with another test for about {seconds_left:.0} s more; try again then")]
+    #[error(
+        "the agent at {addr} is busy with another test for about {seconds_left:.0} s more; try again then, \
+         or pass --wait 60s to wait in its queue for a turn"
+    )]
     Busy { addr: SocketAddr, seconds_left: f64 },
     #[error("the agent refused the test: {0}")]
     AgentRefused(String),
@@ -105,13 +111,13 @@ impl SessionError {
             SessionError::Resolve { .. }
             | SessionError::Refused { .. }
             | SessionError::ConnectTimeout { .. }
-            | SessionError::Connect { .. } => 3,
-            SessionError::Protocol(ProtocolError::VersionMismatch { .. } | ProtocolError::NotNicbench)
+            | SessionError::Connect { .. }
+            | SessionError::NotAnAgent { .. } => 3,
+            SessionError::Protocol(ProtocolError::VersionMismatch { .. })
             | SessionError::Busy { .. }
             | SessionError::AgentRefused(_)
             | SessionError::AuthRequired { .. }
-            | SessionError::AuthFailed(_)
-            | SessionError::NotAnAgent { .. } => 4,
+            | SessionError::AuthFailed(_) => 4,
             _ => 5,
         }
     }
@@ -173,8 +179,8 @@ pub fn connect(target: &Target) -> Result<TcpStream, SessionError> {
 
 /// Options of one client run that are not part of the spec.
 pub struct RunOptions<'a> {
-    /// Polled during the test; true once the user pressed Ctrl-C.
-    pub interrupted: &'a (dyn Fn() -> bool + Sync),
+    /// Polled during the test: why to stop, once the user pressed Ctrl-C.
+    pub interrupted: &'a (dyn Fn() -> Option<String> + Sync),
     pub on_interval: Option<IntervalCallback>,
     /// Called after each step of a workload with steps (sweep points).
     pub on_progress: Option<ProgressCallback>,
@@ -201,7 +207,7 @@ fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Resu
         ProtocolError::Timeout { .. } | ProtocolError::FrameTooLarge { .. } | ProtocolError::Malformed(_) => {
             SessionError::NotAnAgent {
                 addr,
-                detail: e.to_string(),
+                detail: foreign_answer(&e),
             }
         }
         other => other.into(),
@@ -210,7 +216,13 @@ fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Resu
         Message::Hello(hello) => hello,
         other => return Err(unexpected("hello", other, addr)),
     };
-    hello.check_peer("agent")?;
+    hello.check_peer("agent").map_err(|e| match e {
+        ProtocolError::NotNicbench => SessionError::NotAnAgent {
+            addr,
+            detail: "its hello has the wrong magic".into(),
+        },
+        other => other.into(),
+    })?;
     match (hello.auth_required, psk) {
         (false, None) => Ok(()),
         (false, Some(_)) => {
@@ -221,6 +233,23 @@ fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Resu
         }
         (true, None) => Err(SessionError::AuthRequired { addr }),
         (true, Some(psk)) => authenticate(channel, addr, psk),
+    }
+}
+
+/// What a service that is no nicbench agent answered, in words: the
+/// first four bytes, read as our frame length, are often text ("HTTP").
+fn foreign_answer(e: &ProtocolError) -> String {
+    match e {
+        ProtocolError::FrameTooLarge { length, .. } => {
+            let bytes = length.to_be_bytes();
+            if bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+                format!("its answer starts with \"{}\"", String::from_utf8_lossy(&bytes))
+            } else {
+                format!("its answer is no nicbench hello: {e}")
+            }
+        }
+        ProtocolError::Timeout { .. } => "it sent no nicbench hello".into(),
+        other => format!("its answer is no nicbench hello: {other}"),
     }
 }
 
@@ -398,6 +427,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     check_agent_report(&agent_report, spec)?;
     let mut result = TrialResult::merge(options.trial, &spec.flows(), outcome.local, agent_report)?;
     workload::results_of(&spec.workload).summarize(&mut result);
+    result.interruption = outcome.interruption;
     for s in &result.streams {
         for (end, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
             if let Some(message) = &end.error {
@@ -423,6 +453,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         },
         spec: spec.clone(),
         trials: vec![result.clone()],
+        interrupted: result.interruption.is_some(),
         result,
         repetition: None,
     };
@@ -491,6 +522,24 @@ mod tests {
         let mut client_side = report(vec![]);
         client_side.host = Host::Client;
         assert!(check_agent_report(&client_side, &s).is_err());
+    }
+
+    #[test]
+    fn a_foreign_service_is_named_by_what_it_said() {
+        let http = ProtocolError::FrameTooLarge {
+            length: u32::from_be_bytes(*b"HTTP"),
+            limit: 16 << 20,
+        };
+        assert_eq!(foreign_answer(&http), "its answer starts with \"HTTP\"");
+        let addr: SocketAddr = "[::1]:80".parse().unwrap();
+        let e = SessionError::NotAnAgent {
+            addr,
+            detail: foreign_answer(&http),
+        };
+        assert_eq!(e.exit_code(), 3);
+        assert!(e
+            .to_string()
+            .contains("that port is not a nicbench agent (it speaks something else"));
     }
 
     #[test]

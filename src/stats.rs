@@ -228,7 +228,7 @@ impl Policy {
     /// One trial, nothing to summarize.
     pub const SINGLE: Policy = Policy::Repeat {
         trials: 1,
-        pick: Pick::Best,
+        pick: Pick::Median,
     };
 
     /// Most trials this policy may run (for progress display).

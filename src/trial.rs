@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::model::{Host, SideReport};
+use crate::model::{Host, Interruption, SideReport};
 use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
 use crate::probe::sched::ThreadTracker;
@@ -58,8 +58,9 @@ pub struct TrialPlan<'a> {
     pub hard_deadline: Option<Instant>,
     /// Wait for the peer's `done` report (the client does).
     pub wait_for_peer_report: bool,
-    /// Polled every 100 ms: true once the user asked to stop (Ctrl-C).
-    pub interrupted: &'a (dyn Fn() -> bool + Sync),
+    /// Polled every 100 ms: why to stop now (Ctrl-C, SIGTERM), once that
+    /// happened; the peer is told with the reason.
+    pub interrupted: &'a (dyn Fn() -> Option<String> + Sync),
     pub on_interval: Option<IntervalCallback>,
     pub on_progress: Option<ProgressCallback>,
 }
@@ -68,6 +69,8 @@ pub struct TrialPlan<'a> {
 pub struct TrialOutcome {
     pub local: SideReport,
     pub peer: Option<SideReport>,
+    /// Set when this side or the peer cut the trial short.
+    pub interruption: Option<Interruption>,
 }
 
 /// Runs one side of a trial to its end while serving the control connection.
@@ -111,15 +114,21 @@ pub fn run_side(
     let mut peer_report = None;
     let mut stop_sent = false;
     let mut failure = None;
+    let mut stopped_by: Option<(Host, String)> = None;
     loop {
         threads.sample();
         if worker.is_finished() && (!plan.wait_for_peer_report || peer_report.is_some()) {
             break;
         }
-        if (plan.interrupted)() && !stop_sent {
+        // A side that already finished is not cut short by a late signal.
+        let reason = (!stop_sent && !worker.is_finished())
+            .then(|| (plan.interrupted)())
+            .flatten();
+        if let Some(reason) = reason {
             stop.store(true, Ordering::Relaxed);
             stop_sent = true;
-            if let Err(e) = channel.send(&Message::Stop) {
+            stopped_by.get_or_insert((plan.host, reason.clone()));
+            if let Err(e) = channel.send(&Message::Stop { reason: Some(reason) }) {
                 failure = Some(TrialError::PeerLost { peer, source: e });
                 break;
             }
@@ -133,7 +142,13 @@ pub fn run_side(
             continue;
         }
         match channel.recv(Duration::from_millis(100), "the peer's report") {
-            Ok(Message::Stop) => stop.store(true, Ordering::Relaxed),
+            Ok(Message::Stop { reason }) => {
+                stop.store(true, Ordering::Relaxed);
+                if !worker.is_finished() {
+                    let reason = reason.unwrap_or_else(|| format!("the {peer} asked to stop"));
+                    stopped_by.get_or_insert((plan.host.other(), reason));
+                }
+            }
             Ok(Message::Done { report }) if plan.wait_for_peer_report => peer_report = Some(report),
             Ok(Message::Error { message }) => {
                 failure = Some(TrialError::PeerFailed { peer, message });
@@ -190,6 +205,12 @@ pub fn run_side(
             overlapped_tests: 0,
         },
         peer: peer_report,
+        interruption: stopped_by.map(|(by, reason)| Interruption {
+            by,
+            reason,
+            elapsed_seconds: seconds,
+            planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
+        }),
     })
 }
 

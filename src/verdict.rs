@@ -48,7 +48,11 @@ pub fn annotate(run: &mut RunResult, link_speed: Option<u64>) {
             .iter()
             .filter_map(|nic| {
                 let nic = nic.as_ref()?;
-                let link = nic.link_speed_bits_per_second.map(|s| (s, "nic"));
+                // A virtual link's nominal speed (veth: 10 Gbit/s) is no line rate.
+                let link = (!crate::probe::nic::speed_is_nominal(nic))
+                    .then_some(nic.link_speed_bits_per_second)
+                    .flatten()
+                    .map(|s| (s, "nic"));
                 let shaper = nic.qdisc_rate_bits_per_second.map(|s| (s, "qdisc"));
                 [link, shaper].into_iter().flatten().min()
             })

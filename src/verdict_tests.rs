@@ -84,6 +84,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
         line_rate: None,
         verdict: None,
         overlapped_tests: 0,
+        interruption: None,
     }
 }
 

@@ -11,9 +11,10 @@ pub struct HostArgs {
     /// run there); its interface is the one toward this client.
     #[arg(long, value_name = "HOST", conflicts_with_all = ["interface", "peer"])]
     pub remote: Option<String>,
-    /// Agent control port (with --remote).
-    #[arg(short, long, default_value_t = crate::protocol::DEFAULT_PORT)]
-    pub port: u16,
+    /// Agent control port (with --remote) [default: 5310, or
+    /// $NICBENCH_PORT; a port in HOST:PORT also works].
+    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true)]
+    pub port: Option<u16>,
     /// Show this interface only.
     #[arg(short = 'I', long, value_name = "NAME", conflicts_with = "peer")]
     pub interface: Option<String>,

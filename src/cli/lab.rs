@@ -27,7 +27,8 @@ pub enum LabCommand {
     /// them) and agents. Without a name, list every lab.
     Status(LabStatusArgs),
     /// Run a command inside a host, e.g. `lab exec demo a -- nicbench tcp b`.
-    /// Host names resolve inside the lab; `nicbench` means this executable.
+    /// Host names resolve inside the lab; `nicbench` means this executable;
+    /// NICBENCH_PORT is set to the lab's agent port, the clients' default port.
     Exec(LabExecArgs),
     /// Change the MTU or rate limits of a running lab.
     Set(LabSetArgs),
@@ -66,11 +67,11 @@ pub struct LabUpArgs {
     pub name: String,
     /// Number of hosts, named a, b, c, ...
     #[arg(long, value_name = "N", default_value_t = 2,
-          value_parser = clap::value_parser!(u16).range(2..=spec::MAX_HOSTS as i64))]
+          value_parser = super::parse::between::<u16>(2, spec::MAX_HOSTS as u64))]
     pub hosts: u16,
     /// Parallel links between every pair of hosts (or each host and the router).
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u16).range(1..=spec::MAX_LINKS as i64))]
+          value_parser = super::parse::between::<u16>(1, spec::MAX_LINKS as u64))]
     pub links: u16,
     /// Join the hosts through a router host `r`, which carries the rate
     /// limits on its egress (a bottleneck then drops packets, like a switch).

@@ -9,12 +9,14 @@ use super::parse;
 /// Where the agent is, how long to run, which way, and output format.
 #[derive(Debug, Clone, Args)]
 pub struct MeasureArgs {
-    /// Host name or address of the agent (`nicbench serve` must run there).
+    /// Host name or address of the agent (`nicbench serve` must run there),
+    /// optionally with its port: HOST, HOST:PORT, [IPv6]:PORT.
     #[arg(value_name = "HOST")]
     pub host: String,
-    /// Agent control port.
-    #[arg(short, long, default_value_t = crate::protocol::DEFAULT_PORT)]
-    pub port: u16,
+    /// Agent control port [default: 5310, or $NICBENCH_PORT, which `nicbench
+    /// lab exec` sets to the lab's agent port].
+    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true)]
+    pub port: Option<u16>,
     /// Use IPv4 only.
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
     pub ipv4: bool,
@@ -39,7 +41,7 @@ pub struct MeasureArgs {
     pub interval: Option<Duration>,
     /// Parallel streams (one thread and one connection each).
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=crate::model::spec::MAX_STREAMS as i64))]
+          value_parser = parse::between::<u32>(1, crate::model::spec::MAX_STREAMS as u64))]
     pub streams: u32,
     /// Agent sends, client receives.
     #[arg(short = 'R', long, conflicts_with = "bidir")]
@@ -88,12 +90,16 @@ pub struct MeasureArgs {
     /// Pre-shared key file, for an agent started with --psk-file.
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
     pub psk_file: Option<std::path::PathBuf>,
-    /// Run N trials and report the one chosen by --pick, with min/median/max.
+    /// Run N trials and report the one chosen by --pick (the median unless
+    /// told otherwise), with min/median/max.
     #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["confidence", "iterations"],
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
+          value_parser = parse::between::<u32>(1, 1000))]
     pub repeat: u32,
-    /// Which of the --repeat trials to report.
-    #[arg(long, value_enum, value_name = "WHICH", default_value_t = crate::stats::Pick::Best)]
+    /// Which of the --repeat trials to report. The median is the default:
+    /// the best of N favours whichever configuration varies more, so it
+    /// biases A/B comparisons.
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = crate::stats::Pick::Median,
+          requires = "repeat")]
     pub pick: crate::stats::Pick,
     /// Repeat trials until the LEVEL% confidence interval of the mean
     /// throughput is at most WIDTH% of the mean wide (netperf -I; e.g. 99,5).

@@ -95,7 +95,7 @@ pub struct ServeArgs {
     pub max_duration: std::time::Duration,
     /// Most streams per direction accepted.
     #[arg(long, value_name = "N", default_value_t = crate::model::spec::MAX_STREAMS,
-          value_parser = clap::value_parser!(u32).range(1..=crate::model::spec::MAX_STREAMS as i64))]
+          value_parser = parse::between::<u32>(1, crate::model::spec::MAX_STREAMS as u64))]
     pub max_streams: u32,
     /// Largest message (write, read, datagram: the client's -l) accepted.
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse::positive_size)]
@@ -108,13 +108,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "RATE", value_parser = rate)]
     pub max_rate: Option<u64>,
     /// Tests run at once; every result then records how many others overlapped it.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse::between::<u32>(1, 64))]
     pub max_concurrent: u32,
     /// Clients that may wait in line for their turn (client --wait).
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = parse::between::<u32>(0, 1024))]
     pub max_queue: u32,
     /// Control connections handled at once; more are refused at once.
-    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = parse::between::<u32>(1, 4096))]
     pub max_connections: u32,
     /// Control connections accepted per client address per minute (0: no limit).
     #[arg(long, value_name = "N", default_value_t = 600)]

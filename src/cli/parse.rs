@@ -4,6 +4,22 @@ use std::time::Duration;
 
 use crate::units;
 
+/// A whole number from `min` to `max`, with a message in words ("1 to
+/// 128"), not Rust's range syntax.
+pub fn between<T>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: TryFrom<u64>,
+{
+    move |s: &str| {
+        let allowed = || format!("must be a whole number from {min} to {max}");
+        let n: u64 = s.trim().parse().map_err(|_| allowed())?;
+        if !(min..=max).contains(&n) {
+            return Err(allowed());
+        }
+        T::try_from(n).map_err(|_| allowed())
+    }
+}
+
 pub fn size(s: &str) -> Result<u64, String> {
     units::parse_size(s).map_err(|e| e.to_string())
 }
@@ -112,6 +128,15 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn ranges_are_said_in_words() {
+        let streams = between::<u32>(1, 128);
+        assert_eq!(streams("4").unwrap(), 4);
+        for bad in ["0", "129", "x", "-1"] {
+            assert_eq!(streams(bad).unwrap_err(), "must be a whole number from 1 to 128");
+        }
     }
 
     #[test]

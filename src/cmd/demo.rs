@@ -53,7 +53,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             &super::measure::target(&measure)?,
             &spec,
             RunOptions {
-                interrupted: &signals::interrupted,
+                interrupted: &signals::client_stop_reason,
                 on_interval: None,
                 on_progress: None,
                 trial: 1,
@@ -74,7 +74,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     } else {
         summary_table(&runs, &mut out)?;
     }
-    Ok(())
+    match runs.iter().find(|(_, run)| run.interrupted) {
+        Some((_, run)) => Err(super::measure::CutShort::of(run).into()),
+        None => Ok(()),
+    }
 }
 
 fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Result<()> {

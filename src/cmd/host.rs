@@ -26,19 +26,23 @@ pub struct HostReport {
 
 pub fn run(args: HostArgs) -> anyhow::Result<()> {
     let report = match &args.remote {
-        Some(remote) => HostReport {
-            facts: session::remote_facts(&Target {
-                host: remote.clone(),
-                port: args.port,
-                family: None,
-                bind: None,
-                connect_timeout: args.connect_timeout,
-                wait: Duration::ZERO,
-                psk_file: args.psk_file.clone(),
-            })
-            .with_context(|| format!("asking the agent at {remote}:{} for its facts", args.port))?,
-            interfaces: vec![],
-        },
+        Some(remote) => {
+            let (host, port) = super::address::agent_address(remote, args.port, None)?;
+            let shown = super::address::display(&host, port);
+            HostReport {
+                facts: session::remote_facts(&Target {
+                    host,
+                    port,
+                    family: None,
+                    bind: None,
+                    connect_timeout: args.connect_timeout,
+                    wait: Duration::ZERO,
+                    psk_file: args.psk_file.clone(),
+                })
+                .with_context(|| format!("asking the agent at {shown} for its facts"))?,
+                interfaces: vec![],
+            }
+        }
         None => local_report(&args)?,
     };
     let stdout = std::io::stdout();

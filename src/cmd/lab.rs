@@ -20,7 +20,26 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
     }
 }
 
+/// An MTU the kernel takes but few mean: say what it does to the lab.
+pub fn small_mtu_warning(mtu: u32) -> Option<String> {
+    (mtu < 1280).then(|| {
+        format!(
+            "--mtu {mtu}: below 1280 B the kernel turns IPv6 off on the link (the lab still works over \
+             IPv4), and TCP segments shrink to {} B of payload at most: the figures then show per-packet \
+             cost, not a usual path; common MTUs are 1500 and 9000",
+            mtu.saturating_sub(52).max(48)
+        )
+    })
+}
+
+fn warn_small_mtus(settings: &[spec::MtuSetting]) {
+    for warning in settings.iter().filter_map(|s| small_mtu_warning(s.mtu)) {
+        crate::logging::warn(&warning);
+    }
+}
+
 fn up(args: LabUpArgs) -> anyhow::Result<()> {
+    warn_small_mtus(&args.mtu);
     let spec = LabSpec {
         name: args.name.clone(),
         hosts: args.hosts as usize,
@@ -85,12 +104,18 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
     };
     let mut command = lab::host_command(&state, &args.host, &program)?;
     command.args(rest);
+    // The lab's agents listen on its port: make it the clients' default
+    // inside (an explicit -p or HOST:PORT still wins).
+    if let Some(port) = state.agent_port {
+        command.env("NICBENCH_PORT", port.to_string());
+    }
     // exec only returns on failure.
     let error = command.exec();
     Err(error).with_context(|| format!("running {:?} in host {} of lab '{}'", program, args.host, args.name))
 }
 
 fn set(args: LabSetArgs) -> anyhow::Result<()> {
+    warn_small_mtus(&args.mtu);
     let mut state = lab::load_complete(&args.name)?;
     lab::set(&mut state, &args.mtu, &args.rate).with_context(|| format!("changing lab '{}'", args.name))?;
     print!("{}", render_status(&state));

@@ -87,9 +87,10 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
     } else {
         None
     };
+    let (host, port) = super::address::agent_address(&m.host, m.port, family)?;
     Ok(Target {
-        host: m.host.clone(),
-        port: m.port,
+        host,
+        port,
         family,
         bind: m.bind.as_deref().map(|b| bind_address(b, family)).transpose()?,
         connect_timeout: m.connect_timeout,
@@ -118,10 +119,51 @@ pub fn policy(m: &MeasureArgs) -> Policy {
     }
 }
 
+/// A run that was cut short: its result is printed (and marked), but the
+/// process must not exit 0, so no script stores it as a complete run.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the run was cut short{after} ({reason}); the result printed is marked interrupted \
+     and covers only what ran: run the test again to completion"
+)]
+pub struct CutShort {
+    pub reason: String,
+    pub after: String,
+}
+
+impl CutShort {
+    /// Exit code of a cut-short run (README, "Exit codes").
+    pub const EXIT_CODE: i32 = 6;
+
+    pub fn of(run: &RunResult) -> CutShort {
+        match run.trials.iter().find_map(|t| t.interruption.as_ref()) {
+            Some(i) => CutShort {
+                reason: i.reason.clone(),
+                after: match i.planned_seconds {
+                    Some(planned) => format!(
+                        " by the {} after {:.2} s of {planned:.2} s",
+                        i.by.as_str(),
+                        i.elapsed_seconds
+                    ),
+                    None => format!(" by the {} after {:.2} s", i.by.as_str(), i.elapsed_seconds),
+                },
+            },
+            None => CutShort {
+                reason: signals::client_stop_reason().unwrap_or_else(|| "interrupted".into()),
+                after: format!(" between trials, after {} trial(s)", run.trials.len()),
+            },
+        }
+    }
+}
+
 /// Runs one test and prints it in the chosen format.
 pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
     let run = measure(m, spec, &|| None)?;
-    print(m, &run)
+    print(m, &run)?;
+    match run.interrupted {
+        true => Err(CutShort::of(&run).into()),
+        false => Ok(()),
+    }
 }
 
 /// Runs the trials of one test under the repetition policy of `m`, with
@@ -152,11 +194,17 @@ pub fn measure(
     let show_trials = policy != Policy::SINGLE && logging::enabled(logging::Level::Warn);
     let options = CaseOptions {
         policy,
-        interrupted: &signals::interrupted,
+        interrupted: &signals::client_stop_reason,
         progress: show_trials.then_some(&mut stderr as &mut dyn Write),
     };
     let target = target(m)?;
-    let context = || format!("{} test against {}:{}", spec.workload, m.host, m.port);
+    let context = || {
+        format!(
+            "{} test against {}",
+            spec.workload,
+            super::address::display(&target.host, target.port)
+        )
+    };
     let mut run = match plan::run_case(&target, spec, options, &on_interval, on_progress) {
         Ok(run) => run,
         Err(failure) => {

@@ -2,7 +2,9 @@
 //! configuration, run it, print the result. Errors carry context for the
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
+pub mod address;
 pub mod demo;
+pub mod failure;
 pub mod host;
 pub mod lab;
 pub mod linerate;
@@ -43,9 +45,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// Exit codes (also in the README):
 /// 0 success, 1 other failure, 2 invalid options, 3 agent unreachable,
 /// 4 agent refused (busy, limits, version), 5 the test failed while running,
+/// 6 the run was cut short (result printed, marked interrupted),
 /// 130 interrupted before any result.
 pub fn exit_code(error: &anyhow::Error) -> i32 {
     for cause in error.chain() {
+        if cause.downcast_ref::<measure::CutShort>().is_some() {
+            return measure::CutShort::EXIT_CODE;
+        }
         if let Some(e) = cause.downcast_ref::<crate::session::SessionError>() {
             return e.exit_code();
         }

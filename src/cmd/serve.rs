@@ -48,6 +48,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 agent = Some(a);
                 break;
             }
+            // Only a host without IPv6 falls back to IPv4; any other failure
+            // of the dual-stack address (port in use...) is the answer.
+            Err(e) if ip.is_ipv6() && args.bind.is_none() && !e.ipv6_unavailable() => {
+                last_error = Some(e);
+                break;
+            }
             Err(e) => last_error = Some(e),
         }
     }

@@ -27,11 +27,29 @@ pub struct AgentLaunch {
     pub detach: bool,
 }
 
-/// A command that runs `program` inside `host` (in its cgroup if limited).
+/// The hostname processes in a lab host see: `LAB-HOST`, e.g. `demo-a`.
+pub fn uts_hostname(lab: &str, host: &str) -> String {
+    format!("{lab}-{host}")
+}
+
+/// A command that runs `program` inside `host` (in its cgroup if limited),
+/// in a UTS namespace of its own named [`uts_hostname`], so that what runs
+/// there (agents, `lab exec`) reports the lab host, as a container would.
 pub fn host_command(state: &LabState, host: &str, program: impl AsRef<std::ffi::OsStr>) -> Result<Command, LabError> {
     let h = state.host(host).ok_or_else(|| unknown_host(state, host))?;
     let mut command = Command::new(sys::ip_program());
     command.args(["netns", "exec", &h.netns]).arg(program);
+    let name = uts_hostname(&state.name, host).into_bytes();
+    // SAFETY: between fork and exec the closure only calls the
+    // async-signal-safe unshare and sethostname, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::unshare(libc::CLONE_NEWUTS) != 0 || libc::sethostname(name.as_ptr().cast(), name.len()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     if let Some(dir) = &h.cgroup {
         cgroup::join_on_spawn(&mut command, dir);
     }

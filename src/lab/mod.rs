@@ -61,7 +61,7 @@ pub enum LabError {
         input: String,
         hint: String,
     },
-    #[error("{what} is missing: {how}")]
+    #[error("missing {what}: {how}")]
     Missing { what: String, how: String },
     #[error("lab '{name}' already exists ({detail}); see it with `nicbench lab status {name}` or remove it with `nicbench lab down {name}`")]
     Exists { name: String, detail: String },

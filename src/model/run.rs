@@ -27,6 +27,11 @@ pub struct RunResult {
     #[serde(flatten)]
     pub result: TrialResult,
     pub trials: Vec<TrialResult>,
+    /// True when the run was cut short: a trial was interrupted (see its
+    /// `interruption`) or fewer trials ran than the policy asked for. The
+    /// client then exits with code 6.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// How the trials were repeated and which one is reported; absent for
     /// a single trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -88,7 +88,8 @@ pub enum SpecError {
 pub(crate) fn out_of_range(option: &'static str, allowed: impl Into<String>, got: impl ToString) -> SpecError {
     SpecError::OutOfRange {
         option,
-        allowed: allowed.into(),
+        // In words ("1 to 128"), not Rust's range syntax.
+        allowed: allowed.into().replace("..=", " to "),
         got: got.to_string(),
     }
 }

@@ -79,6 +79,25 @@ pub struct TrialResult {
     /// agent was not shared (see `nicbench serve --max-concurrent`).
     #[serde(default)]
     pub overlapped_tests: u32,
+    /// Present when the trial was cut short (Ctrl-C on the client, SIGTERM
+    /// on the agent): its figures cover only the part that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption: Option<Interruption>,
+}
+
+/// How a trial was cut short.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interruption {
+    /// The process that stopped it (`client` or `agent`).
+    pub by: Host,
+    /// Why, in words, e.g. "SIGINT (Ctrl-C) on the client".
+    pub reason: String,
+    /// How long the trial really ran, warm-up included.
+    pub elapsed_seconds: f64,
+    /// How long it was to run, warm-up included; absent for a byte-count
+    /// (`-n`) test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_seconds: Option<f64>,
 }
 
 /// Errors when the two sides' reports cannot be merged.
@@ -169,6 +188,7 @@ impl TrialResult {
             },
             line_rate: None,
             verdict: None,
+            interruption: None,
         })
     }
 }

@@ -148,6 +148,21 @@ fn sysfs_queues(interface_dir: &Path) -> Option<Queues> {
     })
 }
 
+/// Drivers whose link speed is a made-up constant, not a line rate: veth
+/// says 10 Gbit/s and carries whatever the CPUs manage (4x that on one
+/// host), tun says 10 Mbit/s. A rate limit (tbf) on them is real, though.
+pub const NOMINAL_SPEED_DRIVERS: &[&str] = &["veth", "tun", "dummy"];
+
+/// True when `nic`'s link speed is nominal (a virtual link): no line rate
+/// can be derived from it.
+pub fn speed_is_nominal(nic: &NicFacts) -> bool {
+    nic.kind == "virtual"
+        && nic
+            .driver
+            .as_deref()
+            .is_some_and(|d| NOMINAL_SPEED_DRIVERS.contains(&d))
+}
+
 /// Everything known about `name`; `address` is the local address that
 /// selected it, when one did.
 pub fn nic_facts(name: &str, address: Option<IpAddr>) -> NicFacts {
@@ -215,6 +230,22 @@ pub fn facts_for_address(local: IpAddr) -> Option<NicFacts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_veth_speed_is_nominal_a_device_speed_is_not() {
+        let mut nic = NicFacts {
+            kind: "virtual".into(),
+            driver: Some("veth".into()),
+            link_speed_bits_per_second: Some(10_000_000_000),
+            ..NicFacts::default()
+        };
+        assert!(speed_is_nominal(&nic));
+        nic.driver = Some("bonding".into());
+        assert!(!speed_is_nominal(&nic), "a bond's speed is its members'");
+        nic.kind = "device".into();
+        nic.driver = Some("veth".into());
+        assert!(!speed_is_nominal(&nic));
+    }
 
     #[test]
     fn pcie_speeds_parse_with_and_without_the_suffix() {

@@ -96,8 +96,13 @@ pub enum Message {
     Ready,
     /// Client: start the clock now.
     Start,
-    /// Client: end the test early (Ctrl-C); the agent still reports.
-    Stop,
+    /// Either side: end the test early (Ctrl-C on the client, SIGTERM on
+    /// the agent); the agent still reports. `reason` says why, in words
+    /// (absent from older peers; a peer that does not know it ignores it).
+    Stop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// The agent's measurement of its side.
     Done { report: SideReport },
     /// Agent is running another test; it ends in about `seconds_left`.
@@ -123,7 +128,7 @@ impl Message {
             Message::Accepted { .. } => "accepted",
             Message::Ready => "ready",
             Message::Start => "start",
-            Message::Stop => "stop",
+            Message::Stop { .. } => "stop",
             Message::Done { .. } => "done",
             Message::Busy { .. } => "busy",
             Message::Error { .. } => "error",

@@ -257,7 +257,22 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             l.frame_bytes,
             l.payload_bytes
         )?,
-        None => writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)")?,
+        None => match [&run.client.facts.interface, &run.agent.facts.interface]
+            .into_iter()
+            .flatten()
+            .find(|nic| crate::probe::nic::speed_is_nominal(nic))
+        {
+            Some(nic) => writeln!(
+                out,
+                "Line rate: n/a ({} is a virtual {} link: its {} is nominal, no line rate; \
+                 shape it (lab --rate) or give --link-speed)",
+                nic.name,
+                nic.driver.as_deref().unwrap_or("?"),
+                nic.link_speed_bits_per_second
+                    .map_or("speed".into(), |s| format!("{} speed", Rate(s as f64)))
+            )?,
+            None => writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)")?,
+        },
     }
     if let Some(v) = &r.verdict {
         writeln!(out, "Verdict: {}", v.summary)?;

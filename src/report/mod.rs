@@ -2,6 +2,7 @@
 //! any `Write`. Reporters see only the result model, never the workload.
 
 pub mod facts;
+pub mod interruption;
 pub mod json;
 pub mod linerate;
 pub mod text;

@@ -173,7 +173,8 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
     kind.write_summary(r, out)?;
     writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
     writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
-    if run.client.facts.hostname == run.agent.facts.hostname && shares_host(run) {
+    // One kernel (equal boot id: loopback, or namespaces of a lab).
+    if crate::verdict::shared_host(run) {
         writeln!(
             out,
             "  (client and agent share one host: both CPU lines cover the same cores)"
@@ -227,6 +228,9 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
         if limit { "up to " } else { "" },
         Size(spec.message_bytes),
     )?;
+    if let Some(line) = super::interruption::line(run) {
+        writeln!(out, "{line}")?;
+    }
     let Some(s) = run.result.streams.first() else {
         return Ok(());
     };
@@ -376,11 +380,6 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
         writeln!(out, "  (interrupted: fewer trials than the policy asked for)")?;
     }
     Ok(())
-}
-
-fn shares_host(run: &RunResult) -> bool {
-    let ip = |a: &str| a.parse::<std::net::SocketAddr>().ok().map(|s| s.ip());
-    matches!((ip(&run.client.address), ip(&run.agent.address)), (Some(a), Some(b)) if a == b || a.is_loopback())
 }
 
 /// One live interval line per stream, and a SUM line with several streams.

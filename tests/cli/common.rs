@@ -70,9 +70,12 @@ impl Drop for AgentProcess {
 }
 
 /// Runs the client binary with `args`.
+/// Text assertions read whole lines, so the text is not fitted to a
+/// terminal width here (fitting is tested on fixtures in schema.rs).
 pub fn nicbench(args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
+        .env("COLUMNS", "1000")
         .stdin(Stdio::null())
         .output()
         .expect("run nicbench")

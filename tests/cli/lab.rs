@@ -190,7 +190,7 @@ fn without_iproute2_or_root_the_cli_says_what_is_missing() {
         "{err}"
     );
     if nicbench::lab::unavailable().is_none() {
-        assert!(err.contains("`ip` command (iproute2) is missing"), "{err}");
+        assert!(err.contains("missing the `ip` command (iproute2)"), "{err}");
         let out = Command::new("setpriv")
             .args([
                 "--reuid=65534",
@@ -203,7 +203,7 @@ fn without_iproute2_or_root_the_cli_says_what_is_missing() {
             ])
             .output();
         if let Ok(out) = out {
-            assert!(stderr(&out).contains("root privileges is missing"), "{}", stderr(&out));
+            assert!(stderr(&out).contains("missing root privileges"), "{}", stderr(&out));
         }
     }
 }

@@ -27,3 +27,4 @@ mod service;
 mod sweep;
 mod tcp;
 mod udp;
+mod usability;

@@ -188,7 +188,7 @@ fn bad_rr_options_are_refused_with_exit_code_2() {
         (&["-r", "0,1"][..], "request"),
         (&["-r", "1,0"][..], "response"),
         (&["--crr", "--proto", "udp"][..], "--crr"),
-        (&["--proto", "udp", "-r", "4,4"][..], "8..=65507"),
+        (&["--proto", "udp", "-r", "4,4"][..], "8 to 65507"),
         (&["--proto", "udp", "-r", "70000,8"][..], "65507"),
         (&["--burst", "0"][..], "--burst"),
         (&["--crr", "--burst", "4"][..], "--burst"),

@@ -242,8 +242,10 @@ fn sigterm_stops_the_running_test_which_still_reports_and_tells_the_queue() {
     assert_eq!(queued.status.code(), Some(4), "{}", stderr(&queued));
     assert!(stderr(&queued).contains("shutting down"), "{}", stderr(&queued));
     let out = client.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    // Cut short by the agent: the result is printed, marked, exit code 6.
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["interruption"]["by"], "agent", "{}", run["interruption"]);
     let seconds = run["sum"]["receiver"]["seconds"].as_f64().unwrap();
     assert!(seconds < 15.0, "the test was not stopped early: {seconds} s");
     assert!(run["sum"]["receiver"]["bytes"].as_u64().unwrap() > 0);

@@ -275,7 +275,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
         spec: &spec,
         hard_deadline: Some(Instant::now() + Duration::from_secs(30)),
         wait_for_peer_report: true,
-        interrupted: &|| false,
+        interrupted: &|| None,
         on_interval: None,
         on_progress: None,
     };

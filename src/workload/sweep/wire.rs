@@ -41,7 +41,7 @@ pub enum FrameHeaderError {
     Magic,
     #[error("unknown sweep operation {0}")]
     Op(u8),
-    #[error("sweep message size {size} B is outside 1 B..={max} B agreed for this test")]
+    #[error("sweep message size {size} B is outside 1 B to {max} B agreed for this test")]
     Size { size: u64, max: u64 },
 }
 
