@@ -24,6 +24,7 @@ mod repeat;
 mod rr;
 mod schema;
 mod service;
+mod snapshots;
 mod sweep;
 mod tcp;
 mod udp;
