@@ -146,14 +146,16 @@ pub fn new_nonce() -> [u8; NONCE_LEN] {
     nonce
 }
 
-/// Lower-case hex of `bytes`.
+/// Lower-case hex of `bytes`: the one hex codec of the program (keys,
+/// nonces, proofs and session tokens).
 pub fn hex_encode(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Exactly `len` bytes from hex, or None.
+/// Exactly `len` bytes from hex digits (either case), or None.
 pub fn hex_decode(hex: &str, len: usize) -> Option<Vec<u8>> {
-    if hex.len() != 2 * len || !hex.is_ascii() {
+    // from_str_radix alone would take "+a" as a byte.
+    if hex.len() != 2 * len || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..len)
@@ -210,5 +212,8 @@ mod tests {
         assert!(hex_decode("zz", 1).is_none());
         assert!(hex_decode("00", 2).is_none());
         assert!(hex_decode("éé", 1).is_none());
+        // A sign is not a hex digit (from_str_radix would take "+a").
+        assert!(hex_decode("+a", 1).is_none());
+        assert_eq!(hex_decode("0aFF", 2).unwrap(), [0x0a, 0xff]);
     }
 }

@@ -223,19 +223,13 @@ pub fn new_token() -> [u8; TOKEN_LEN] {
 }
 
 pub fn token_to_hex(token: &[u8; TOKEN_LEN]) -> String {
-    token.iter().map(|b| format!("{b:02x}")).collect()
+    auth::hex_encode(token)
 }
 
 pub fn token_from_hex(hex: &str) -> Result<[u8; TOKEN_LEN], ProtocolError> {
     let bad = || ProtocolError::Malformed(format!("session token '{hex}' is not {TOKEN_LEN} hex bytes"));
-    if hex.len() != TOKEN_LEN * 2 || !hex.is_ascii() {
-        return Err(bad());
-    }
-    let mut token = [0u8; TOKEN_LEN];
-    for (i, byte) in token.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-    }
-    Ok(token)
+    let bytes = auth::hex_decode(hex, TOKEN_LEN).ok_or_else(bad)?;
+    bytes.try_into().map_err(|_| bad())
 }
 
 #[cfg(test)]

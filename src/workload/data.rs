@@ -42,7 +42,7 @@ fn refuse(peer: Option<SocketAddr>, why: &str) {
 /// workload that learns a destination address (a UDP receiver's reply
 /// address, say) checks it here before sending anything there.
 pub fn check_destination(net: &AgentNet, destination: SocketAddr) -> Result<(), WorkloadError> {
-    if canonical(destination.ip()) == canonical(net.peer_ip) {
+    if destination.ip().to_canonical() == net.peer_ip.to_canonical() {
         Ok(())
     } else {
         Err(WorkloadError::Setup(format!(
@@ -102,9 +102,11 @@ pub fn local_port(socket: &Socket) -> u16 {
         .unwrap_or(0)
 }
 
-/// Constant-time comparison, so the token cannot be guessed byte by byte.
+/// Constant-time comparison (`subtle`), so the token cannot be guessed
+/// byte by byte from response times.
 pub fn token_matches(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.ct_eq(b))
 }
 
 /// Accepts one data connection per id in `expected`, refusing anything
@@ -142,7 +144,7 @@ pub fn accept_streams(
             Err(e) => return Err(WorkloadError::io("accepting a data connection")(e)),
         };
         let peer = peer.as_socket();
-        if peer.map(|p| canonical(p.ip())) != Some(canonical(net.peer_ip)) {
+        if peer.map(|p| p.ip().to_canonical()) != Some(net.peer_ip.to_canonical()) {
             refused += 1;
             refuse(
                 peer,
@@ -179,14 +181,6 @@ pub fn accept_streams(
         }
     }
     Ok(streams)
-}
-
-/// IPv4-mapped IPv6 addresses compare equal to their IPv4 form.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    }
 }
 
 fn read_preamble(socket: &Socket, timeout: Duration) -> std::io::Result<([u8; TOKEN_LEN], u32)> {

@@ -4,7 +4,8 @@
 //! Options of its own (in `TestSpec::params`): MSS, TCP_NODELAY, congestion
 //! control, zero-copy send through `sendfile` from a memfd, and discarding
 //! receive with `MSG_TRUNC` (the kernel drops the data without copying it).
-//! Both fast paths are recorded in the spec of the result.
+//! Both fast paths are recorded in the spec of the result, and what they
+//! did in the stream ends (`tcp`: [`TcpEnd`]).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -22,6 +23,22 @@ use super::{
 use crate::model::spec::out_of_range;
 use crate::model::{Flow, Host, Role};
 use crate::probe::tcpinfo;
+
+/// Key of the fast-path record of a stream end.
+pub const KEY: &str = "tcp";
+
+/// What the fast paths did on one end (present with `--zerocopy` on the
+/// sender, `--discard` on the receiver): evidence, not the option echoed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpEnd {
+    /// sendfile(2) calls that moved bytes (`--zerocopy`, sender).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sendfile_calls: Option<u64>,
+    /// Whether the receive buffer was still never written at the end, i.e.
+    /// the kernel discarded the data without copying it (`--discard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_buffer_untouched: Option<bool>,
+}
 
 /// Parameters of the `tcp` workload.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,6 +297,7 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
         None
     };
     let mut total = 0u64;
+    let mut sendfile_calls = 0u64;
     let mut error = None;
     while !ctx.stop.load(Ordering::Relaxed) {
         let want = match quota {
@@ -307,15 +325,24 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
             continue;
         }
         total += n as u64;
+        sendfile_calls += u64::from(memfd.is_some() && n > 0);
         ctx.bytes.store(total, Ordering::Relaxed);
     }
     let _ = socket.shutdown(std::net::Shutdown::Write);
-    TaskEnd {
+    let mut end = TaskEnd {
         tcp_info: tcpinfo::tcp_info(&socket),
         socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
         ..TaskEnd::default()
+    };
+    if zerocopy {
+        let part = TcpEnd {
+            sendfile_calls: Some(sendfile_calls),
+            ..TcpEnd::default()
+        };
+        end.extras.set(KEY, &part);
     }
+    end
 }
 
 /// The receiver's hot loop: read until the sender closes.
@@ -341,10 +368,20 @@ fn receive_stream(socket: Socket, message: usize, discard: bool, ctx: &StreamCon
         total += n as u64;
         ctx.bytes.store(total, Ordering::Relaxed);
     }
-    TaskEnd {
+    let mut end = TaskEnd {
         tcp_info: tcpinfo::tcp_info(&socket),
         socket: Some(tcpinfo::socket_buffers(&socket)),
         error,
         ..TaskEnd::default()
+    };
+    if discard {
+        // The buffer starts zeroed and the sender's pattern is not: a
+        // single copied byte would show.
+        let part = TcpEnd {
+            receive_buffer_untouched: Some(total > 0 && buffer.iter().all(|&b| b == 0)),
+            ..TcpEnd::default()
+        };
+        end.extras.set(KEY, &part);
     }
+    end
 }

@@ -125,7 +125,7 @@ pub fn await_registrations(
 ) -> Result<Vec<u64>, WorkloadError> {
     let mut registered = vec![false; sockets.len()];
     let mut refused = vec![0u64; sockets.len()];
-    let peer = canonical(net.peer_ip);
+    let peer = net.peer_ip.to_canonical();
     while registered.iter().any(|r| !r) {
         let now = Instant::now();
         if now >= deadline {
@@ -158,7 +158,7 @@ pub fn await_registrations(
             };
             // SAFETY: recv_from initialized the first `len` bytes.
             let data: Vec<u8> = buf[..len].iter().map(|b| unsafe { b.assume_init() }).collect();
-            let from_ok = from.as_socket().map(|a| canonical(a.ip())) == Some(peer);
+            let from_ok = from.as_socket().map(|a| a.ip().to_canonical()) == Some(peer);
             match check_register(&data, &net.token) {
                 Some(stream) if from_ok && stream == *id => {
                     if !registered[i] {
@@ -183,14 +183,6 @@ pub fn await_registrations(
         }
     }
     Ok(refused)
-}
-
-/// IPv4-mapped IPv6 addresses compare equal to their IPv4 form.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    }
 }
 
 /// Client: one socket per port, connected to the agent and registered.

@@ -1,20 +1,109 @@
 //! Helpers: start an agent process on loopback, run the client binary.
+//! Every wait here has a deadline that fails the test (and kills what it
+//! started) instead of hanging the suite; nothing waits by sleeping.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_nicbench");
+
+/// How long one client command may run before the test fails: far more
+/// than any test here asks for, so only a hung process reaches it.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(180);
+
+/// How long to wait for an agent's log line (a state change it reports).
+pub const LOG_LIMIT: Duration = Duration::from_secs(30);
 
 /// A lab whose hosts run this build's agent (check `require_lab!` first).
 pub fn lab_builder() -> nicbench::lab::LabBuilder {
     nicbench::lab::Lab::builder().agent_program(BIN)
 }
 
-/// An agent process that is killed when dropped (also when a test panics).
+/// Removes every `NICBENCH_*` variable of the test's environment from
+/// `command` (a developer's `NICBENCH_PSK_FILE` or `NICBENCH_PORT` must not
+/// change what a test runs against).
+pub fn clean_env(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("NICBENCH_") {
+            command.env_remove(&name);
+        }
+    }
+    command
+}
+
+/// Lines a child writes to a pipe, collected by a reader thread; waiters
+/// are woken by every new line and by the pipe closing.
+#[derive(Clone)]
+pub struct Lines {
+    state: Arc<(Mutex<Collected>, Condvar)>,
+}
+
+/// The lines so far, and whether the pipe has closed.
+#[derive(Default)]
+struct Collected {
+    lines: Vec<String>,
+    closed: bool,
+}
+
+impl Lines {
+    pub fn collect(pipe: impl Read + Send + 'static) -> Lines {
+        let lines = Lines {
+            state: Arc::new((Mutex::default(), Condvar::new())),
+        };
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                sink.state.0.lock().unwrap().lines.push(line);
+                sink.state.1.notify_all();
+            }
+            sink.state.0.lock().unwrap().closed = true;
+            sink.state.1.notify_all();
+        });
+        lines
+    }
+
+    /// How many lines so far: a mark for [`Lines::wait_for`].
+    pub fn count(&self) -> usize {
+        self.state.0.lock().unwrap().lines.len()
+    }
+
+    pub fn text(&self) -> String {
+        self.state.0.lock().unwrap().lines.join("\n")
+    }
+
+    /// Waits for a line from number `from` on that contains `needle` and
+    /// returns it; Err with every line when the pipe closed or `limit`
+    /// passed first.
+    pub fn wait_for(&self, from: usize, needle: &str, limit: Duration) -> Result<String, String> {
+        let deadline = Instant::now() + limit;
+        let (lock, wake) = &*self.state;
+        let mut state = lock.lock().unwrap();
+        loop {
+            if let Some(line) = state.lines.iter().skip(from).find(|l| l.contains(needle)) {
+                return Ok(line.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if state.closed || left.is_zero() {
+                let why = if state.closed { "the pipe closed" } else { "timed out" };
+                return Err(format!(
+                    "no line with '{needle}' ({why} after {:.0} s); lines:\n{}",
+                    limit.as_secs_f64(),
+                    state.lines.join("\n")
+                ));
+            }
+            state = wake.wait_timeout(state, left).unwrap().0;
+        }
+    }
+}
+
+/// An agent process whose stderr lines are kept (for assertions and to
+/// wait on what it reports); killed when dropped, also when a test panics.
 pub struct AgentProcess {
     pub child: Child,
     pub port: u16,
+    log: Lines,
 }
 
 impl AgentProcess {
@@ -24,27 +113,28 @@ impl AgentProcess {
     }
 
     /// Starts an agent from `command` (e.g. wrapped in `ip netns exec`).
+    /// Fails (and kills it) when it has not announced its port within 30 s.
     pub fn start_with(mut command: Command, bind: &str, extra: &[&str]) -> AgentProcess {
-        command
+        clean_env(&mut command)
             .args(["serve", "-p", "0", "-B", bind, "-v"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("start the agent");
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = BufReader::new(stderr).lines();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            assert!(Instant::now() < deadline, "agent did not announce its port");
-            let line = lines.next().expect("agent exited before listening").unwrap();
-            if let Some(addr) = line.split("listening on ").nth(1) {
-                break addr.rsplit(':').next().unwrap().trim().parse().unwrap();
+        let log = Lines::collect(child.stderr.take().unwrap());
+        let line = match log.wait_for(0, "listening on ", LOG_LIMIT) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the agent did not announce its port: {e}");
             }
         };
-        // Keep draining stderr so the agent never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        AgentProcess { child, port }
+        let addr = line.split("listening on ").nth(1).unwrap();
+        let addr = addr.split_whitespace().next().unwrap();
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        AgentProcess { child, port, log }
     }
 
     pub fn port_arg(&self) -> String {
@@ -60,6 +150,31 @@ impl AgentProcess {
         argv.push("--json");
         nicbench_json(&argv)
     }
+
+    /// Every log line so far.
+    pub fn logs(&self) -> String {
+        self.log.text()
+    }
+
+    /// A mark: [`AgentProcess::wait_for_log_after`] looks only at lines
+    /// logged after it.
+    pub fn log_mark(&self) -> usize {
+        self.log.count()
+    }
+
+    /// Waits (at most [`LOG_LIMIT`]) for a log line containing `needle`,
+    /// and returns every line so far.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        self.wait_for_log_after(0, needle)
+    }
+
+    /// Waits for a log line containing `needle` logged after `mark`.
+    pub fn wait_for_log_after(&self, mark: usize, needle: &str) -> String {
+        if let Err(e) = self.log.wait_for(mark, needle, LOG_LIMIT) {
+            panic!("waiting for the agent: {e}");
+        }
+        self.logs()
+    }
 }
 
 impl Drop for AgentProcess {
@@ -69,16 +184,50 @@ impl Drop for AgentProcess {
     }
 }
 
-/// Runs the client binary with `args`.
+/// Waits for `child` with a deadline: past `limit` it is killed and the
+/// test fails with what it printed. `child` must have piped stdout and
+/// stderr.
+pub fn wait_output(child: Child, limit: Duration, what: &str) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => {
+            waiter.join().unwrap();
+            out.expect("wait for the process")
+        }
+        Err(_) => {
+            // SAFETY: kill(2) on our own child, which has not been reaped
+            // (its waiter has not returned).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let out = rx.recv().unwrap().expect("wait for the killed process");
+            waiter.join().unwrap();
+            panic!(
+                "{what} did not finish within {:.0} s and was killed; stderr:\n{}\nstdout:\n{}",
+                limit.as_secs_f64(),
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+}
+
+/// Runs the client binary with `args`, failing the test when it runs
+/// longer than [`COMMAND_LIMIT`].
 /// Text assertions read whole lines, so the text is not fitted to a
 /// terminal width here (fitting is tested on fixtures in schema.rs).
 pub fn nicbench(args: &[&str]) -> Output {
-    Command::new(BIN)
+    let child = clean_env(&mut Command::new(BIN))
         .args(args)
         .env("COLUMNS", "1000")
         .stdin(Stdio::null())
-        .output()
-        .expect("run nicbench")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nicbench");
+    wait_output(child, COMMAND_LIMIT, &format!("nicbench {args:?}"))
 }
 
 /// Runs the client and parses its `--json` output, failing with its stderr.

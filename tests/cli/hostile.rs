@@ -119,17 +119,21 @@ fn slowloris_clients_are_cut_off_at_the_deadline() {
     // Sends a valid frame one byte every 300 ms: the deadline is per
     // message, not per byte, so it cannot stretch the wait.
     let frame = nicbench::protocol::framing::encode(&Message::Hello(Hello::ours(nicbench::workload::names())));
+    // It dribbles until the agent cuts it off (a write fails): with a
+    // per-byte deadline it would never be, and the test fails at the end
+    // of the frame instead.
     let mut dribble = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
-    let started = std::time::Instant::now();
-    for byte in frame.iter().take(10) {
+    let mut cut_off = false;
+    for byte in &frame[..frame.len() - 1] {
         if dribble.write_all(&[*byte]).is_err() {
+            cut_off = true;
             break;
         }
+        // The client's pace (less than the deadline), not a wait.
         std::thread::sleep(Duration::from_millis(300));
     }
+    assert!(cut_off, "a client sending one byte every 300 ms was never cut off");
     silent.expect_error_and_close("timed out after 1.0 s waiting for hello");
-    Raw::from_stream(dribble).expect_closed();
-    assert!(started.elapsed() < Duration::from_secs(10));
     agent.wait_for_log("timed out after 1.0 s waiting for hello");
     agent.assert_serves_normally();
 }
@@ -144,6 +148,7 @@ fn thousands_of_connections_at_once_leave_the_agent_serving() {
         "--max-connections-per-minute",
         "0",
     ]);
+    let idle_fds = agent.open_fds();
     let mut open = Vec::new();
     for _ in 0..1000 {
         match TcpStream::connect(("127.0.0.1", agent.port)) {
@@ -159,7 +164,8 @@ fn thousands_of_connections_at_once_leave_the_agent_serving() {
     for _ in 0..5 {
         Raw::connect(agent.port).bytes(b"\x00\x00\x00\x05hello").expect_closed();
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // Every connection released before the next client comes.
+    agent.wait_for_open_fds_at_most(idle_fds);
     agent.assert_serves_normally();
 }
 
@@ -185,10 +191,12 @@ fn a_client_vanishing_at_every_stage_frees_the_agent() {
     // Mid-test: start, then vanish with the data connection.
     let (mut r, data) = accepted_with_data(port);
     assert_eq!(r.recv(), Some(Message::Ready));
+    let mark = agent.log_mark();
     r.send(&Message::Start);
-    std::thread::sleep(Duration::from_millis(300));
+    agent.wait_for_log_after(mark, "running tcp test");
     drop((r, data));
-    agent.wait_for_log("test aborted");
+    agent.wait_for_log_after(mark, "test aborted");
+    let mark = agent.log_mark();
     // A real client killed mid-test.
     let mut client = std::process::Command::new(BIN)
         .args(["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "30"])
@@ -196,12 +204,12 @@ fn a_client_vanishing_at_every_stage_frees_the_agent() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    agent.wait_for_log("running tcp test");
-    std::thread::sleep(Duration::from_millis(500));
+    agent.wait_for_log_after(mark, "running tcp test");
     client.kill().unwrap();
     client.wait().unwrap();
-    // The slot is free again at once: no `busy` for the next client.
-    std::thread::sleep(Duration::from_millis(500));
+    // The slot is free again once the agent saw it go: no `busy` for the
+    // next client.
+    agent.wait_for_log_after(mark, "test aborted");
     agent.assert_serves_normally();
 }
 
@@ -259,7 +267,10 @@ fn fake_agent(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
         let mut raw = Raw::from_stream(stream.try_clone().unwrap());
         assert!(matches!(raw.recv(), Some(Message::Hello(_))));
         let _ = stream.write_all(&reply);
-        std::thread::sleep(Duration::from_millis(500));
+        // Keeps the connection open until the client has read the reply
+        // and closed it.
+        let _ = stream.set_read_timeout(Some(super::common::COMMAND_LIMIT));
+        let _ = std::io::Read::read_to_end(&mut stream, &mut Vec::new());
     });
     (port, thread)
 }

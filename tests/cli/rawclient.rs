@@ -2,82 +2,20 @@
 //! whose log lines are kept for assertions, and a raw control connection
 //! that can send anything, well-formed or not.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nicbench::protocol::framing::{encode, Decoder};
 use nicbench::protocol::{Hello, Message, MAX_AGENT_FRAME};
 
-use super::common::{nicbench, BIN};
+use super::common::{nicbench, AgentProcess, LOG_LIMIT};
 
-/// An agent process whose stderr lines are collected; killed when dropped.
-pub struct LoggedAgent {
-    pub child: Child,
-    pub port: u16,
-    logs: Arc<Mutex<Vec<String>>>,
-}
+/// The agent of the hostile-client and service tests: an [`AgentProcess`]
+/// (its log lines kept) with checks that it is still alive and serving.
+pub type LoggedAgent = AgentProcess;
 
-impl LoggedAgent {
-    pub fn start(extra: &[&str]) -> LoggedAgent {
-        LoggedAgent::start_env(extra, &[])
-    }
-
-    pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> LoggedAgent {
-        let mut child = Command::new(BIN)
-            .args(["serve", "-p", "0", "-B", "127.0.0.1", "-v"])
-            .args(extra)
-            .envs(env.iter().copied())
-            .env_remove("NICBENCH_PSK_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the agent");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            assert!(Instant::now() < deadline, "agent did not announce its port");
-            let line = lines.next().expect("agent exited before listening").unwrap();
-            logs.lock().unwrap().push(line.clone());
-            if let Some(addr) = line.split("listening on ").nth(1) {
-                let addr = addr.split_whitespace().next().unwrap();
-                break addr.rsplit(':').next().unwrap().parse().unwrap();
-            }
-        };
-        let sink = Arc::clone(&logs);
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        LoggedAgent { child, port, logs }
-    }
-
-    pub fn port_arg(&self) -> String {
-        self.port.to_string()
-    }
-
-    pub fn logs(&self) -> String {
-        self.logs.lock().unwrap().join("\n")
-    }
-
-    /// Waits up to 15 s for a log line containing `needle`.
-    pub fn wait_for_log(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let logs = self.logs();
-            if logs.contains(needle) {
-                return logs;
-            }
-            assert!(Instant::now() < deadline, "no log line with '{needle}' in:\n{logs}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
+impl AgentProcess {
     /// Fails when the agent process has exited.
     pub fn assert_alive(&mut self) {
         assert!(
@@ -115,15 +53,32 @@ impl LoggedAgent {
                 return status;
             }
             assert!(Instant::now() < deadline, "the agent did not exit:\n{}", self.logs());
-            std::thread::sleep(Duration::from_millis(50));
+            // Polls the process state (no notification exists for a
+            // child's exit short of blocking in wait).
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
-}
 
-impl Drop for LoggedAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Number of file descriptors the agent has open (sockets included).
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+
+    /// Waits until the agent holds at most `fds` descriptors again (its
+    /// closed connections released), failing after 30 s.
+    pub fn wait_for_open_fds_at_most(&self, fds: usize) {
+        let deadline = Instant::now() + LOG_LIMIT;
+        while self.open_fds() > fds {
+            assert!(
+                Instant::now() < deadline,
+                "the agent still holds {} descriptors (expected at most {fds}):\n{}",
+                self.open_fds(),
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -22,12 +22,7 @@ fn client(agent: &LoggedAgent, extra: &[&str]) -> std::process::Output {
     let port = agent.port_arg();
     let mut args = vec!["tcp", "127.0.0.1", "-p", &port, "-t", "0.3"];
     args.extend_from_slice(extra);
-    Command::new(BIN)
-        .args(&args)
-        .env_remove("NICBENCH_PSK_FILE")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    nicbench(&args)
 }
 
 #[test]

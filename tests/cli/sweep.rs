@@ -21,7 +21,7 @@ fn best_bps(sweep: &Value, size: u64) -> f64 {
 }
 
 #[test]
-fn short_tcp_sweep_bandwidth_grows_then_levels_off() {
+fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
     let agent = AgentProcess::start(&[]);
     let out = nicbench(&[
         "sweep",
@@ -55,17 +55,33 @@ fn short_tcp_sweep_bandwidth_grows_then_levels_off() {
     assert_eq!(summary["small_message_size_bytes"], 1);
     let latency = summary["small_message_latency_us"].as_f64().unwrap();
     assert!(latency > 0.0 && latency == point(sweep, 1)["best_latency_us"].as_f64().unwrap());
-    // Small messages are latency-bound: 64 times the size, far more bandwidth.
-    assert!(best_bps(sweep, 64) > 10.0 * best_bps(sweep, 1), "{sweep}");
-    assert!(best_bps(sweep, 65536) > best_bps(sweep, 64));
-    // Large messages are bandwidth-bound: the top sizes gain far less than
-    // the small ones (a ratio, robust to a loaded machine).
-    let high_gain = best_bps(sweep, 1 << 20) / best_bps(sweep, 1 << 16);
-    let low_gain = best_bps(sweep, 1 << 16) / best_bps(sweep, 64);
-    assert!(high_gain < low_gain / 4.0, "gains {high_gain} vs {low_gain}: {sweep}");
+    // The shape of the curve (latency-bound small sizes, bandwidth-bound
+    // large ones) is a figure for bench/sweep-vs-netpipe.sh. Here: the
+    // summary is what the points say, whatever the machine's speed.
+    for p in points {
+        let size = p["size_bytes"].as_u64().unwrap() as f64;
+        let latency = p["best_latency_us"].as_f64().unwrap();
+        let bps = p["best_bits_per_second"].as_f64().unwrap();
+        assert!(
+            (bps - size * 8.0 / (latency * 1e-6)).abs() <= 1e-6 * bps,
+            "bandwidth = size / latency: {p}"
+        );
+    }
     let peak = summary["peak_bits_per_second"].as_f64().unwrap();
+    let best = points
+        .iter()
+        .map(|p| p["best_bits_per_second"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(peak, best, "the peak is the best point");
+    let peak_size = summary["peak_size_bytes"].as_u64().unwrap();
+    assert_eq!(best_bps(sweep, peak_size), peak);
     let half = summary["half_peak_size_bytes"].as_u64().unwrap();
     assert!(best_bps(sweep, half) >= peak / 2.0);
+    // n-1/2 is the smallest size that reaches half the peak.
+    assert!(points
+        .iter()
+        .filter(|p| p["size_bytes"].as_u64().unwrap() < half)
+        .all(|p| p["best_bits_per_second"].as_f64().unwrap() < peak / 2.0));
     assert!(half <= summary["ninety_percent_peak_size_bytes"].as_u64().unwrap());
     // Progress went to stderr, one line per size (stderr is not a terminal here).
     assert!(stderr(&out).contains(&format!("sweep [{}/{}]", sizes.len(), sizes.len())));

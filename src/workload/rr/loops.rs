@@ -505,7 +505,7 @@ pub fn crr_responder(
     let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
     let mut stop_seen: Option<Instant> = None;
-    let peer = canonical(net.peer_ip);
+    let peer = net.peer_ip.to_canonical();
     loop {
         if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
             break;
@@ -516,7 +516,7 @@ pub fn crr_responder(
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break, // aborted
             Err(_) => continue,
         };
-        if from.as_socket().map(|a| canonical(a.ip())) != Some(peer) {
+        if from.as_socket().map(|a| a.ip().to_canonical()) != Some(peer) {
             continue;
         }
         let _ = socket.set_read_timeout(Some(Duration::from_secs(2)));
@@ -535,11 +535,4 @@ pub fn crr_responder(
         }
     }
     counter.finish(None, true)
-}
-
-fn canonical(ip: std::net::IpAddr) -> std::net::IpAddr {
-    match ip {
-        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(std::net::IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    }
 }

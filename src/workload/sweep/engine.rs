@@ -19,7 +19,7 @@ use crate::model::{ProcessCpu, Role, StreamEnd};
 use crate::probe::cpu::thread_cpu;
 use crate::probe::tcpinfo;
 use crate::units::{bits_per_second, Rate};
-use crate::workload::runner::{pin_current_thread, Progress, RunControl, SideOutcome};
+use crate::workload::runner::{pin_current_thread, Progress, RunControl, SideOutcome, AFFINITY_KEY};
 
 /// How long the client waits for a UDP echo before counting it lost.
 pub const UDP_ECHO_TIMEOUT: Duration = Duration::from_secs(1);
@@ -190,9 +190,7 @@ fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
 
 /// The client: runs every point in order and reports the sweep.
 pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, control: &RunControl) -> SideOutcome {
-    if let Some(&core) = control.cpus.first() {
-        pin_current_thread(core);
-    }
+    let affinity = control.cpus.first().map(|&core| pin_current_thread(core));
     let cpu_before = thread_cpu();
     let started = Instant::now();
     let deadline = control.duration.map(|d| control.start + d);
@@ -311,6 +309,9 @@ pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, c
         ..StreamEnd::default()
     };
     end.extras.set(super::result::KEY, &sweep);
+    if let Some(affinity) = &affinity {
+        end.extras.set(AFFINITY_KEY, affinity);
+    }
     SideOutcome {
         streams: vec![end],
         process: own_cpu(cpu_before),
@@ -350,18 +351,12 @@ fn readable(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<bool> {
 }
 
 fn same_host(a: IpAddr, b: IpAddr) -> bool {
-    let canonical = |ip: IpAddr| match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-        v4 => v4,
-    };
-    canonical(a) == canonical(b)
+    a.to_canonical() == b.to_canonical()
 }
 
 impl AgentServer {
     pub(super) fn serve(self, control: &RunControl) -> SideOutcome {
-        if let Some(&core) = control.cpus.first() {
-            pin_current_thread(core);
-        }
+        let affinity = control.cpus.first().map(|&core| pin_current_thread(core));
         let cpu_before = thread_cpu();
         let started = Instant::now();
         let mut buffer = vec![0u8; self.max_size as usize];
@@ -371,7 +366,7 @@ impl AgentServer {
             .err()
             .map(|e| e.to_string());
         let seconds = started.elapsed().as_secs_f64();
-        let end = StreamEnd {
+        let mut end = StreamEnd {
             stream_id: 1,
             role: Role::Receiver,
             bytes: received,
@@ -383,6 +378,9 @@ impl AgentServer {
             error,
             ..StreamEnd::default()
         };
+        if let Some(affinity) = &affinity {
+            end.extras.set(AFFINITY_KEY, affinity);
+        }
         SideOutcome {
             streams: vec![end],
             process: own_cpu(cpu_before),
