@@ -54,6 +54,14 @@ struct DrvInfo {
     regdump_len: u32,
 }
 
+// The kernel reads and writes these by layout: a field added, removed or
+// resized here must fail the build, not corrupt memory at run time.
+// struct ifreq is 40 bytes on 64-bit Linux (32 on 32-bit): the name, then
+// a union that holds our pointer; struct ethtool_drvinfo is 196 bytes.
+const _: () = assert!(std::mem::size_of::<IfReq>() >= std::mem::size_of::<libc::ifreq>());
+const _: () = assert!(std::mem::size_of::<IfReq>() == libc::IFNAMSIZ + std::mem::size_of::<usize>() + 16);
+const _: () = assert!(std::mem::size_of::<DrvInfo>() == 196);
+
 /// Driver identification (ETHTOOL_GDRVINFO).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DriverInfo {

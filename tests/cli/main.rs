@@ -21,6 +21,7 @@ mod lab;
 mod layers;
 mod rawclient;
 mod repeat;
+mod result_schema;
 mod rr;
 mod schema;
 mod service;

@@ -267,6 +267,22 @@ impl Workload for Sweep {
         if spec.bytes.is_some() {
             return Err(SpecError::Invalid("-n/--bytes does not apply to a sweep".into()));
         }
+        // Refused here too, not only by the client's options: a spec from
+        // another client must not ask for what a sweep silently ignores.
+        if spec.omit_seconds != 0.0 {
+            return Err(SpecError::Invalid(format!(
+                "-O/--omit (omit_seconds {}) does not apply to a sweep: every size starts with an untimed \
+                 warm-up exchange",
+                spec.omit_seconds
+            )));
+        }
+        if spec.interval_seconds != 1.0 {
+            return Err(SpecError::Invalid(format!(
+                "-i/--interval (interval_seconds {}) does not apply to a sweep: it reports one line per size \
+                 instead; leave it at 1 s",
+                spec.interval_seconds
+            )));
+        }
         let params: SweepParams = spec.params()?;
         params.validate()?;
         if spec.message_bytes < params.largest() {
@@ -486,6 +502,16 @@ mod tests {
         let mut s = sweep_spec(SweepParams::default());
         s.streams = 2;
         assert!(Sweep.validate(&s).unwrap_err().to_string().contains("-P/--parallel"));
+    }
+
+    #[test]
+    fn the_agent_refuses_a_warm_up_or_an_interval_in_the_spec() {
+        let mut s = sweep_spec(SweepParams::default());
+        s.omit_seconds = 2.0;
+        assert!(Sweep.validate(&s).unwrap_err().to_string().contains("-O/--omit"));
+        let mut s = sweep_spec(SweepParams::default());
+        s.interval_seconds = 0.1;
+        assert!(Sweep.validate(&s).unwrap_err().to_string().contains("-i/--interval"));
     }
 
     #[test]
