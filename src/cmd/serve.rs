@@ -1,7 +1,6 @@
 //! `nicbench serve`
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 
@@ -61,22 +60,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(a) => a,
         None => return Err(last_error.expect("at least one address was tried")).context("starting the agent"),
     };
-    signals::install();
-    let shutdown = agent.shutdown_flag();
-    std::thread::spawn(move || loop {
-        if signals::interrupted() {
-            crate::logging::warn("signal received: finishing the running test, then stopping (again to exit at once)");
-            shutdown.store(true, Ordering::Relaxed);
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    });
+    let watcher = signals::AgentSignals::watch(agent.shutdown_flag()).context("handling SIGINT and SIGTERM")?;
     eprintln!(
         "nicbench agent {} listening on {}",
         env!("CARGO_PKG_VERSION"),
         agent.local_addr()
     );
     agent.serve();
+    watcher.stop();
     Ok(())
 }
 
