@@ -27,32 +27,43 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || { echo "the agent did not start:" >&2; cat "$log" >&2; exit 1; }
 
-for round in $(seq "$ROUNDS"); do
-    "$NB" udp 127.0.0.1 -p "$port" -t 2 -b 100M -w 4M --json | python3 -c '
+# Reads one result document on stdin and prints the figures of interest.
+figures() {
+    python3 -c '
 import json, sys
-s = json.load(sys.stdin)["sum"]["udp"]
-print(f"udp -b 100M, round '"$round"': sender {s[\"sender_bits_per_second\"]/1e6:.2f} Mbit/s, "
-      f"receiver {s[\"receiver_bits_per_second\"]/1e6:.2f} Mbit/s, loss {s[\"loss_percent\"]:.3f}%")'
+kind, label = sys.argv[1], sys.argv[2]
+d = json.load(sys.stdin)
+if kind == "udp":
+    s = d["sum"]["udp"]
+    snd, rcv, loss = s["sender_bits_per_second"] / 1e6, s["receiver_bits_per_second"] / 1e6, s["loss_percent"]
+    print(f"{label}: sender {snd:.2f} Mbit/s, receiver {rcv:.2f} Mbit/s, loss {loss:.3f}%")
+elif kind == "tcp":
+    goodput = d["sum"]["receiver"]["bits_per_second"] / 1e6
+    print(f"{label}: goodput {goodput:.1f} Mbit/s")
+else:
+    sw = d["streams"][0]["sender"]["sweep"]
+    b = {p["size_bytes"]: p["best_bits_per_second"] for p in sw["points"]}
+    small, mid, large = b[64] / b[1], b[65536] / b[64], b[1 << 20] / b[65536]
+    peak = sw["summary"]["peak_bits_per_second"] / 1e9
+    print(f"{label}: gain 1->64 B x{small:.1f}, 64 B->64 KiB x{mid:.1f}, 64 KiB->1 MiB x{large:.2f}; peak {peak:.2f} Gbit/s")
+' "$1" "$2"
+}
+
+for round in $(seq "$ROUNDS"); do
+    "$NB" udp 127.0.0.1 -p "$port" -t 2 -b 100M -w 4M --json | figures udp "udp -b 100M on loopback, round $round"
 done
 for round in $(seq "$ROUNDS"); do
-    "$NB" sweep 127.0.0.1 -p "$port" --max 1M --point-time 10ms --json 2>/dev/null | python3 -c '
-import json, sys
-sw = json.load(sys.stdin)["streams"][0]["sender"]["sweep"]
-b = {p["size_bytes"]: p["best_bits_per_second"] for p in sw["points"]}
-print(f"sweep, round '"$round"': gain 1->64 B x{b[64]/b[1]:.1f}, 64 B->64 KiB x{b[65536]/b[64]:.1f}, "
-      f"64 KiB->1 MiB x{b[1<<20]/b[65536]:.2f}; peak {sw[\"summary\"][\"peak_bits_per_second\"]/1e9:.2f} Gbit/s")'
+    "$NB" sweep 127.0.0.1 -p "$port" --max 1M --point-time 10ms --json 2>/dev/null \
+        | figures sweep "sweep on loopback, round $round"
 done
 
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then
     "$NB" lab up nbtiming --via-router --rate 100M >/dev/null
     trap 'kill "$agent" 2>/dev/null || true; "$NB" lab down nbtiming >/dev/null 2>&1 || true; rm -f "$log"' EXIT
     for round in $(seq "$ROUNDS"); do
-        tcp=$("$NB" lab exec nbtiming a -- "$NB" tcp b -t 3 -O 1 --json | python3 -c '
-import json, sys; print(f"{json.load(sys.stdin)[\"sum\"][\"receiver\"][\"bits_per_second\"]/1e6:.1f}")')
-        udp=$("$NB" lab exec nbtiming a -- "$NB" udp b -t 3 -b 200M -l 1400 --json | python3 -c '
-import json, sys
-s = json.load(sys.stdin)["sum"]["udp"]
-print(f"sent {s[\"sender_bits_per_second\"]/1e6:.1f}, received {s[\"receiver_bits_per_second\"]/1e6:.1f} Mbit/s, loss {s[\"loss_percent\"]:.1f}%")')
-        echo "lab 100 Mbit/s router, round $round: tcp ${tcp} Mbit/s; udp -b 200M: ${udp}"
+        "$NB" lab exec nbtiming a -- "$NB" tcp b -t 3 -O 1 --json \
+            | figures tcp "lab 100 Mbit/s router, tcp, round $round"
+        "$NB" lab exec nbtiming a -- "$NB" udp b -t 3 -b 200M -l 1400 --json \
+            | figures udp "lab 100 Mbit/s router, udp -b 200M, round $round"
     done
 fi

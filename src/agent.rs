@@ -13,7 +13,7 @@ pub mod limits;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -111,6 +111,9 @@ struct Shared {
     connections: AtomicUsize,
     shutdown: Arc<AtomicBool>,
     stats: Stats,
+    /// Threads still accepting data connections for a client that left
+    /// (they end at their deadline): joined by `serve`, never detached.
+    stragglers: Mutex<Vec<thread::JoinHandle<()>>>,
 }
 
 /// A bound agent.
@@ -141,6 +144,7 @@ impl Agent {
                 connections: AtomicUsize::new(0),
                 shutdown: Arc::new(AtomicBool::new(false)),
                 stats: Stats::default(),
+                stragglers: Mutex::default(),
             }),
         })
     }
@@ -185,6 +189,7 @@ impl Agent {
                 }
             };
             workers.retain(|w| !w.is_finished());
+            join_finished(&shared.stragglers);
             if let Some(reason) = admit_connection(&shared, &mut rate, peer) {
                 shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
                 logging::warn(&format!("{peer}: connection refused: {reason}"));
@@ -222,6 +227,10 @@ impl Agent {
         }
         for w in workers {
             let _ = w.join();
+        }
+        let stragglers = std::mem::take(&mut *shared.stragglers.lock().unwrap_or_else(|e| e.into_inner()));
+        for s in stragglers {
+            let _ = s.join();
         }
         logging::info(&format!(
             "agent stopped: {} test(s) served, {} connection(s) refused, {} failed authentication(s), \
@@ -472,10 +481,11 @@ fn admit<'a>(
 fn accept_watching(
     pending: Box<dyn workload::AgentSide>,
     channel: &Channel,
+    stragglers: &Mutex<Vec<thread::JoinHandle<()>>>,
 ) -> Result<Box<dyn workload::Side>, Refusal> {
     let (tx, rx) = std::sync::mpsc::channel();
     let deadline = Instant::now() + SETUP_TIMEOUT;
-    thread::Builder::new()
+    let accepting = thread::Builder::new()
         .name("accept-data".into())
         .spawn(move || {
             let _ = tx.send(pending.accept(deadline));
@@ -483,16 +493,32 @@ fn accept_watching(
         .map_err(|e| Refusal::Tell(format!("could not start a thread: {e}")))?;
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(accepted) => return accepted.map_err(|e| Refusal::Tell(e.to_string())),
+            Ok(accepted) => {
+                let _ = accepting.join();
+                return accepted.map_err(|e| Refusal::Tell(e.to_string()));
+            }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) if peer_gone(channel) => {
-                // The accept thread ends by itself at the deadline.
+                // The accept thread ends by itself at the deadline; the
+                // agent joins it then, while this slot is free at once.
+                stragglers.lock().unwrap_or_else(|e| e.into_inner()).push(accepting);
                 return Err(Refusal::Quiet("left before opening its data connections".into()));
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Refusal::Tell("accepting the data connections failed".into()))
+                let _ = accepting.join();
+                return Err(Refusal::Tell("accepting the data connections failed".into()));
             }
         }
+    }
+}
+
+/// Joins the threads of `list` that have ended.
+fn join_finished(list: &Mutex<Vec<thread::JoinHandle<()>>>) {
+    let mut list = list.lock().unwrap_or_else(|e| e.into_inner());
+    let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut *list).into_iter().partition(|t| t.is_finished());
+    *list = running;
+    for t in done {
+        let _ = t.join();
     }
 }
 
@@ -539,7 +565,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         data_ports: pending.data_ports(),
         agent: facts_toward(local_ip),
     })?;
-    let side = accept_watching(pending, channel)?;
+    let side = accept_watching(pending, channel, &shared.stragglers)?;
     channel.send(&Message::Ready)?;
     match channel.recv(SETUP_TIMEOUT, "start")? {
         Message::Start => {}
