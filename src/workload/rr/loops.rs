@@ -117,17 +117,18 @@ fn timed_out(e: &std::io::Error) -> bool {
     )
 }
 
-fn quickack(socket: &Socket) {
+/// Asks for an immediate ACK; true when the kernel took the option.
+fn quickack(socket: &Socket) -> bool {
     let one: libc::c_int = 1;
     // SAFETY: a c_int option value of the right size.
-    unsafe {
+    0 == unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
             libc::IPPROTO_TCP,
             libc::TCP_QUICKACK,
             &one as *const _ as *const libc::c_void,
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
+        )
     }
 }
 
@@ -135,7 +136,13 @@ fn quickack(socket: &Socket) {
 /// sleeping, so no wake-up sits between the data's arrival and the read.
 /// Once the test is stopping it falls back to the blocking read (and its
 /// timeout), so a spinning thread never outlives the test.
-fn read_full_spinning(socket: &Socket, buf: &mut [u8], ctx: &StreamContext) -> std::io::Result<bool> {
+/// `empty_polls` counts the polls that found no data.
+fn read_full_spinning(
+    socket: &Socket,
+    buf: &mut [u8],
+    ctx: &StreamContext,
+    empty_polls: &mut u64,
+) -> std::io::Result<bool> {
     let mut got = 0;
     let mut polls = 0u32;
     while got < buf.len() {
@@ -145,6 +152,7 @@ fn read_full_spinning(socket: &Socket, buf: &mut [u8], ctx: &StreamContext) -> s
             Some(n) => got += n,
             None => {
                 polls = polls.wrapping_add(1);
+                *empty_polls += 1;
                 // Look at the stop flag now and then, not on every poll.
                 if polls % 1024 == 0 && stopped(ctx) {
                     return match read_full(socket, &mut buf[got..])? {
@@ -200,13 +208,15 @@ fn read_full(mut socket: &Socket, buf: &mut [u8]) -> std::io::Result<bool> {
 
 /// Receives one datagram, waiting by polling with MSG_DONTWAIT (`--spin`)
 /// until `until`; then WouldBlock, as a blocking receive's timeout would.
-fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant) -> std::io::Result<usize> {
+/// `empty_polls` counts the polls that found no datagram.
+fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant, empty_polls: &mut u64) -> std::io::Result<usize> {
     let mut polls = 0u32;
     loop {
         if let Some(n) = recv_now(socket, buf)? {
             return Ok(n);
         }
         polls = polls.wrapping_add(1);
+        *empty_polls += 1;
         // Read the clock now and then, not on every poll.
         if polls % 256 == 0 && Instant::now() >= until {
             return Err(std::io::ErrorKind::WouldBlock.into());
@@ -244,6 +254,7 @@ fn tcp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
                 break 'flow Some(format!("sending a request: {e}"));
             }
         }
+        counter.rr.max_in_flight = counter.rr.max_in_flight.max(in_flight.len() as u64);
         let Some(started) = in_flight.pop_front() else {
             break None;
         };
@@ -251,7 +262,7 @@ fn tcp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
             let _ = socket.set_read_timeout(Some(TAIL));
         }
         let read = if exchange.spin && !stopped(ctx) {
-            read_full_spinning(socket, &mut response, ctx)
+            read_full_spinning(socket, &mut response, ctx, &mut counter.rr.spin_empty_polls)
         } else {
             read_full(socket, &mut response)
         };
@@ -262,8 +273,8 @@ fn tcp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
             Err(e) => break Some(format!("receiving a response: {e}")),
         }
         counter.done(Some(started), Instant::now());
-        if exchange.quickack {
-            quickack(socket);
+        if exchange.quickack && quickack(socket) {
+            counter.rr.quickacks += 1;
         }
     };
     let _ = socket.shutdown(std::net::Shutdown::Write);
@@ -277,7 +288,7 @@ fn tcp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
     let mut writer: &Socket = socket;
     let error = loop {
         let read = if exchange.spin {
-            read_full_spinning(socket, &mut request, ctx)
+            read_full_spinning(socket, &mut request, ctx, &mut counter.rr.spin_empty_polls)
         } else {
             read_full(socket, &mut request)
         };
@@ -288,8 +299,8 @@ fn tcp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
             Err(e) if stopped(ctx) || e.kind() == std::io::ErrorKind::ConnectionReset => break None,
             Err(e) => break Some(format!("receiving a request: {e}")),
         }
-        if exchange.quickack {
-            quickack(socket);
+        if exchange.quickack && quickack(socket) {
+            counter.rr.quickacks += 1;
         }
         match writer.write_all(&response) {
             Ok(()) => counter.done(None, Instant::now()),
@@ -320,6 +331,7 @@ fn udp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
                 Err(_) => count_lost(&mut counter, now),
             }
         }
+        counter.rr.max_in_flight = counter.rr.max_in_flight.max(in_flight.len() as u64);
         if stopped(ctx) {
             let until = *tail_until.get_or_insert(Instant::now() + exchange.timeout.min(TAIL));
             if in_flight.is_empty() || Instant::now() >= until {
@@ -327,7 +339,12 @@ fn udp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
             }
         }
         let received = if exchange.spin {
-            recv_spinning(socket, &mut response, Instant::now() + wait)
+            recv_spinning(
+                socket,
+                &mut response,
+                Instant::now() + wait,
+                &mut counter.rr.spin_empty_polls,
+            )
         } else {
             socket.recv(as_uninit(&mut response))
         };
@@ -391,7 +408,12 @@ fn udp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
     let mut stop_seen: Option<Instant> = None;
     let error = loop {
         let received = if exchange.spin && !stopped(ctx) {
-            recv_spinning(socket, &mut request, Instant::now() + POLL)
+            recv_spinning(
+                socket,
+                &mut request,
+                Instant::now() + POLL,
+                &mut counter.rr.spin_empty_polls,
+            )
         } else {
             socket.recv(as_uninit(&mut request))
         };
@@ -525,8 +547,8 @@ pub fn crr_responder(
         {
             continue;
         }
-        if exchange.quickack {
-            quickack(&socket);
+        if exchange.quickack && quickack(&socket) {
+            counter.rr.quickacks += 1;
         }
         let mut writer: &Socket = &socket;
         if writer.write_all(&response).is_ok() {

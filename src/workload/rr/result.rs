@@ -28,6 +28,16 @@ pub struct RrEnd {
     /// TCP connections opened (`--crr`: one per transaction).
     #[serde(default)]
     pub connections: u64,
+    /// Most requests outstanding at once (requester; `--burst`), warm-up
+    /// included. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_in_flight: u64,
+    /// Polls that found no data while spinning (`--spin`), warm-up included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spin_empty_polls: u64,
+    /// TCP_QUICKACK requests the kernel took (`--quickack`), warm-up included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quickacks: u64,
     /// Round-trip latency (requester only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyStats>,
@@ -64,4 +74,8 @@ pub fn summarize(trial: &mut TrialResult) {
         latency: (!latencies.is_empty()).then(|| latency::merge(&latencies)),
     };
     trial.sum.extras.set(KEY, &total);
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
