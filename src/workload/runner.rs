@@ -186,32 +186,17 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
     let mut handles = Vec::with_capacity(tasks.len());
     for (index, task) in tasks.into_iter().enumerate() {
         meta.push((task.stream_id, task.role, task.socket));
-        let counters = Arc::clone(&counters);
-        let stop = Arc::clone(&control.stop);
-        let done = done_tx.clone();
         let core = (!control.cpus.is_empty()).then(|| control.cpus[index % control.cpus.len()]);
-        let body = task.body;
+        let thread = StreamThread {
+            index,
+            counters: Arc::clone(&counters),
+            stop: Arc::clone(&control.stop),
+            done: done_tx.clone(),
+            core,
+        };
         let spawned = thread::Builder::new()
             .name(format!("stream-{}", task.stream_id))
-            .spawn(move || {
-                let affinity = core.map(pin_current_thread);
-                let cpu_before = thread_cpu();
-                let context = StreamContext {
-                    bytes: &counters[index].0,
-                    stop: &stop,
-                };
-                let mut end = body(&context);
-                let at = Instant::now();
-                if let Some(affinity) = &affinity {
-                    end.extras.set(AFFINITY_KEY, affinity);
-                }
-                let cpu_after = thread_cpu();
-                let cpu = ProcessCpu {
-                    user_seconds: cpu_after.user_seconds - cpu_before.user_seconds,
-                    system_seconds: cpu_after.system_seconds - cpu_before.system_seconds,
-                };
-                let _ = done.send(Finished { index, at, end, cpu });
-            });
+            .spawn(move || thread.run(task.body));
         match spawned {
             Ok(handle) => handles.push(handle),
             Err(e) => {
@@ -228,137 +213,231 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
         }
     }
     drop(done_tx);
-
-    let n = meta.len();
-    // Samples are kept until the side's budget is spent; a long test with
-    // many streams keeps its first MAX_RECORDED_INTERVALS samples.
-    let mut interval_budget = MAX_RECORDED_INTERVALS;
-
-    let start = control.start;
-    let omit_at = start + control.omit;
-    let stop_at = control.duration.map(|d| omit_at + d);
-    let mut omit_taken = control.omit.is_zero();
-    let mut omitted_bytes = vec![0u64; n];
-    let mut last_sample = vec![0u64; n];
-    let mut last_tick = start;
-    let mut next_tick = start + control.interval;
-    let mut intervals: Vec<Vec<Interval>> = vec![Vec::new(); n];
-    let mut finished: Vec<Option<Finished>> = (0..n).map(|_| None).collect();
-    let mut remaining = n;
-
-    while remaining > 0 {
-        let now = Instant::now();
-        let mut wake = next_tick;
-        if !omit_taken {
-            wake = wake.min(omit_at);
-        }
-        if let Some(at) = stop_at.filter(|_| !control.stop.load(Ordering::Relaxed)) {
-            wake = wake.min(at);
-        }
-        match done_rx.recv_timeout(wake.saturating_duration_since(now)) {
-            Ok(f) => {
-                let i = f.index;
-                finished[i] = Some(f);
-                remaining -= 1;
-                continue;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        let now = Instant::now();
-        if !omit_taken && now >= omit_at {
-            for (i, c) in counters.iter().enumerate() {
-                omitted_bytes[i] = c.0.load(Ordering::Relaxed);
-            }
-            omit_taken = true;
-        }
-        if stop_at.is_some_and(|at| now >= at) {
-            control.stop.store(true, Ordering::Relaxed);
-        }
-        if now >= next_tick {
-            let mut tick = IntervalTick {
-                start_seconds: (last_tick - start).as_secs_f64(),
-                end_seconds: (now - start).as_secs_f64(),
-                omitted: now <= omit_at + Duration::from_millis(1),
-                streams: Vec::with_capacity(n),
-            };
-            let seconds = (now - last_tick).as_secs_f64();
-            for (i, c) in counters.iter().enumerate() {
-                if finished[i].is_some() {
-                    continue;
-                }
-                let total = c.0.load(Ordering::Relaxed);
-                let bytes = total - last_sample[i];
-                last_sample[i] = total;
-                tick.streams.push((meta[i].0, meta[i].1, bytes));
-                if interval_budget > 0 {
-                    interval_budget -= 1;
-                    intervals[i].push(Interval {
-                        start_seconds: tick.start_seconds,
-                        end_seconds: tick.end_seconds,
-                        bytes,
-                        bits_per_second: bits_per_second(bytes, seconds),
-                        omitted: tick.omitted,
-                    });
-                }
-            }
-            if let Some(callback) = &control.on_interval {
-                callback(&tick);
-            }
-            last_tick = now;
-            while next_tick <= now {
-                next_tick += control.interval;
-            }
-        }
-    }
+    let mut watch = Watch::new(control, meta, counters);
+    watch.run(&done_rx, control);
     for handle in handles {
         let _ = handle.join();
     }
+    watch.into_outcome()
+}
 
-    let mut outcome = SideOutcome::default();
-    for (i, (stream_id, role, socket)) in meta.into_iter().enumerate() {
-        let total = counters[i].0.load(Ordering::Relaxed);
-        let Some(f) = finished[i].take() else {
-            outcome.streams.push(StreamEnd {
-                stream_id,
-                role,
-                bytes: total,
-                seconds: 0.0,
-                bits_per_second: 0.0,
-                omitted_bytes: 0,
-                socket,
-                tcp_info: None,
-                intervals: std::mem::take(&mut intervals[i]),
-                error: Some("the stream thread did not report".into()),
-                extras: Extras::default(),
-            });
-            continue;
+/// What one stream thread needs besides its body.
+struct StreamThread {
+    index: usize,
+    counters: Arc<Vec<PaddedCounter>>,
+    stop: Arc<AtomicBool>,
+    done: mpsc::Sender<Finished>,
+    core: Option<u32>,
+}
+
+impl StreamThread {
+    /// Runs the body on this thread and reports when and how it ended.
+    fn run(self, body: StreamBody) {
+        let affinity = self.core.map(pin_current_thread);
+        let cpu_before = thread_cpu();
+        let context = StreamContext {
+            bytes: &self.counters[self.index].0,
+            stop: &self.stop,
         };
-        outcome.process = outcome.process + f.cpu;
+        let mut end = body(&context);
+        let at = Instant::now();
+        if let Some(affinity) = &affinity {
+            end.extras.set(AFFINITY_KEY, affinity);
+        }
+        let cpu_after = thread_cpu();
+        let cpu = ProcessCpu {
+            user_seconds: cpu_after.user_seconds - cpu_before.user_seconds,
+            system_seconds: cpu_after.system_seconds - cpu_before.system_seconds,
+        };
+        let _ = self.done.send(Finished {
+            index: self.index,
+            at,
+            end,
+            cpu,
+        });
+    }
+}
+
+/// The coordinator's view of a side's streams while they run: the warm-up
+/// snapshot, interval samples, and which ends have finished.
+struct Watch {
+    meta: Vec<(u32, Role, SocketBuffers)>,
+    counters: Arc<Vec<PaddedCounter>>,
+    start: Instant,
+    omit_at: Instant,
+    stop_at: Option<Instant>,
+    omit_taken: bool,
+    omitted_bytes: Vec<u64>,
+    last_sample: Vec<u64>,
+    last_tick: Instant,
+    next_tick: Instant,
+    /// Samples are kept until the side's budget is spent; a long test with
+    /// many streams keeps its first MAX_RECORDED_INTERVALS samples.
+    interval_budget: u64,
+    intervals: Vec<Vec<Interval>>,
+    finished: Vec<Option<Finished>>,
+}
+
+impl Watch {
+    fn new(control: &RunControl, meta: Vec<(u32, Role, SocketBuffers)>, counters: Arc<Vec<PaddedCounter>>) -> Watch {
+        let n = meta.len();
+        let start = control.start;
+        let omit_at = start + control.omit;
+        Watch {
+            meta,
+            counters,
+            start,
+            omit_at,
+            stop_at: control.duration.map(|d| omit_at + d),
+            omit_taken: control.omit.is_zero(),
+            omitted_bytes: vec![0; n],
+            last_sample: vec![0; n],
+            last_tick: start,
+            next_tick: start + control.interval,
+            interval_budget: MAX_RECORDED_INTERVALS,
+            intervals: vec![Vec::new(); n],
+            finished: (0..n).map(|_| None).collect(),
+        }
+    }
+
+    /// Waits for every stream end, marking the warm-up's end, raising the
+    /// stop flag when the time is up, and sampling at each interval.
+    fn run(&mut self, done: &mpsc::Receiver<Finished>, control: &RunControl) {
+        let mut remaining = self.meta.len();
+        while remaining > 0 {
+            let now = Instant::now();
+            let mut wake = self.next_tick;
+            if !self.omit_taken {
+                wake = wake.min(self.omit_at);
+            }
+            if let Some(at) = self.stop_at.filter(|_| !control.stop.load(Ordering::Relaxed)) {
+                wake = wake.min(at);
+            }
+            match done.recv_timeout(wake.saturating_duration_since(now)) {
+                Ok(f) => {
+                    let i = f.index;
+                    self.finished[i] = Some(f);
+                    remaining -= 1;
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            let now = Instant::now();
+            if !self.omit_taken && now >= self.omit_at {
+                for (i, c) in self.counters.iter().enumerate() {
+                    self.omitted_bytes[i] = c.0.load(Ordering::Relaxed);
+                }
+                self.omit_taken = true;
+            }
+            if self.stop_at.is_some_and(|at| now >= at) {
+                control.stop.store(true, Ordering::Relaxed);
+            }
+            if now >= self.next_tick {
+                self.sample(now, control);
+            }
+        }
+    }
+
+    /// One interval sample of every running stream end.
+    fn sample(&mut self, now: Instant, control: &RunControl) {
+        let mut tick = IntervalTick {
+            start_seconds: (self.last_tick - self.start).as_secs_f64(),
+            end_seconds: (now - self.start).as_secs_f64(),
+            omitted: now <= self.omit_at + Duration::from_millis(1),
+            streams: Vec::with_capacity(self.meta.len()),
+        };
+        let seconds = (now - self.last_tick).as_secs_f64();
+        for (i, c) in self.counters.iter().enumerate() {
+            if self.finished[i].is_some() {
+                continue;
+            }
+            let total = c.0.load(Ordering::Relaxed);
+            let bytes = total - self.last_sample[i];
+            self.last_sample[i] = total;
+            tick.streams.push((self.meta[i].0, self.meta[i].1, bytes));
+            if self.interval_budget > 0 {
+                self.interval_budget -= 1;
+                self.intervals[i].push(Interval {
+                    start_seconds: tick.start_seconds,
+                    end_seconds: tick.end_seconds,
+                    bytes,
+                    bits_per_second: bits_per_second(bytes, seconds),
+                    omitted: tick.omitted,
+                });
+            }
+        }
+        if let Some(callback) = &control.on_interval {
+            callback(&tick);
+        }
+        self.last_tick = now;
+        while self.next_tick <= now {
+            self.next_tick += control.interval;
+        }
+    }
+
+    /// Every stream end with its bytes, time and rate over its measured
+    /// window, and the CPU time of the stream threads.
+    fn into_outcome(mut self) -> SideOutcome {
+        let mut outcome = SideOutcome::default();
+        let meta = std::mem::take(&mut self.meta);
+        for (i, (stream_id, role, socket)) in meta.into_iter().enumerate() {
+            let total = self.counters[i].0.load(Ordering::Relaxed);
+            let intervals = std::mem::take(&mut self.intervals[i]);
+            let Some(f) = self.finished[i].take() else {
+                outcome.streams.push(StreamEnd {
+                    stream_id,
+                    role,
+                    bytes: total,
+                    socket,
+                    intervals,
+                    error: Some("the stream thread did not report".into()),
+                    ..StreamEnd::default()
+                });
+                continue;
+            };
+            outcome.process = outcome.process + f.cpu.clone();
+            outcome
+                .streams
+                .push(self.end_of(i, stream_id, role, socket, intervals, f));
+        }
+        outcome
+    }
+
+    fn end_of(
+        &mut self,
+        i: usize,
+        stream_id: u32,
+        role: Role,
+        socket: SocketBuffers,
+        mut intervals: Vec<Interval>,
+        f: Finished,
+    ) -> StreamEnd {
+        let total = self.counters[i].0.load(Ordering::Relaxed);
         // The one window rule: an end's time runs from the end of the
         // warm-up (from the start when it ended inside the warm-up, and is
         // then reported whole) to its last useful work.
         let last = f.end.last_activity.unwrap_or(f.at);
-        let (from, omitted) = if last > omit_at && omit_taken {
-            (omit_at, omitted_bytes[i])
+        let (from, omitted) = if last > self.omit_at && self.omit_taken {
+            (self.omit_at, self.omitted_bytes[i])
         } else {
-            (start, 0)
+            (self.start, 0)
         };
         let seconds = last.saturating_duration_since(from).as_secs_f64();
         let bytes = total - omitted;
-        if interval_budget > 0 && total > last_sample[i] {
-            interval_budget -= 1;
-            let tail_seconds = f.at.saturating_duration_since(last_tick).as_secs_f64();
-            let tail = total - last_sample[i];
-            intervals[i].push(Interval {
-                start_seconds: (last_tick.max(start) - start).as_secs_f64(),
-                end_seconds: (f.at - start).as_secs_f64(),
+        if self.interval_budget > 0 && total > self.last_sample[i] {
+            self.interval_budget -= 1;
+            let tail_seconds = f.at.saturating_duration_since(self.last_tick).as_secs_f64();
+            let tail = total - self.last_sample[i];
+            intervals.push(Interval {
+                start_seconds: (self.last_tick.max(self.start) - self.start).as_secs_f64(),
+                end_seconds: (f.at - self.start).as_secs_f64(),
                 bytes: tail,
                 bits_per_second: bits_per_second(tail, tail_seconds),
-                omitted: f.at <= omit_at,
+                omitted: f.at <= self.omit_at,
             });
         }
-        outcome.streams.push(StreamEnd {
+        StreamEnd {
             stream_id,
             role,
             bytes,
@@ -367,12 +446,11 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
             omitted_bytes: omitted,
             socket: f.end.socket.unwrap_or(socket),
             tcp_info: f.end.tcp_info,
-            intervals: std::mem::take(&mut intervals[i]),
+            intervals,
             error: f.end.error,
             extras: f.end.extras,
-        });
+        }
     }
-    outcome
 }
 
 #[cfg(test)]
