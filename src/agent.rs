@@ -594,13 +594,18 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     };
     let mut outcome =
         trial::run_side(side, plan, channel, &ProcStat).map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;
-    outcome.local.overlapped_tests = ticket.overlapped();
+    let overlapped = ticket.overlapped();
+    outcome.local.overlapped_tests = overlapped;
+    // The slot is free before the client hears that the test is done: a
+    // client that starts its next test at once (demo, a script) must not
+    // be told "busy" by the test it has just finished.
+    drop(ticket);
     shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
     channel.send(&Message::Done { report: outcome.local })?;
     logging::info(&format!(
         "{peer}: test done in {:.1} s{}",
         start.elapsed().as_secs_f64(),
-        match ticket.overlapped() {
+        match overlapped {
             0 => String::new(),
             n => format!(", overlapped by {n} other test(s)"),
         }

@@ -260,6 +260,19 @@ fn busy_agent_says_for_how_long_and_serves_again_afterwards() {
     assert!(again.status.success(), "{}", stderr(&again));
 }
 
+/// Regression (seen in `demo` under load): the agent freed a test's slot
+/// only after telling the client it was done, so a client that started its
+/// next test at once could be told "busy" by its own finished test.
+#[test]
+fn back_to_back_tests_are_never_told_busy() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    for round in 0..10 {
+        let out = nicbench(&["tcp", "127.0.0.1", "-p", &port, "-n", "64K", "-l", "8K"]);
+        assert!(out.status.success(), "round {round}: {}", stderr(&out));
+    }
+}
+
 #[test]
 fn client_that_vanishes_mid_test_leaves_the_agent_ready() {
     let agent = AgentProcess::start(&[]);
