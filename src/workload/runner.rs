@@ -42,8 +42,9 @@ pub struct RunControl {
     pub on_progress: Option<ProgressCallback>,
 }
 
-/// Called by a workload after each step of its work, for live display.
-pub type ProgressCallback = Box<dyn Fn(&Progress) + Send + Sync>;
+/// Called by a workload after each step of its work, for live display;
+/// shared with the stream thread that does the steps.
+pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
 
 /// A step of a workload that runs a known number of steps.
 #[derive(Debug, Clone)]
@@ -77,10 +78,15 @@ pub struct SideOutcome {
 }
 
 /// What a stream body sees: the counter to store its running byte total
-/// into, and the stop flag.
+/// into, the stop flag, and for bodies that end on their own (a sweep) the
+/// moment the runner will raise the flag and the progress callback.
 pub struct StreamContext<'a> {
     pub bytes: &'a AtomicU64,
     pub stop: &'a AtomicBool,
+    /// When the runner raises `stop` (end of warm-up plus duration), if a
+    /// duration is set.
+    pub deadline: Option<Instant>,
+    pub progress: Option<&'a ProgressCallback>,
 }
 
 /// What a stream body reports when it ends.
@@ -143,6 +149,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
         let done = done_tx.clone();
         let core = (!control.cpus.is_empty()).then(|| control.cpus[index % control.cpus.len()]);
         let body = task.body;
+        let deadline = control.duration.map(|d| control.start + control.omit + d);
+        let progress = control.on_progress.clone();
         let spawned = thread::Builder::new()
             .name(format!("stream-{}", task.stream_id))
             .spawn(move || {
@@ -153,6 +161,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
                 let context = StreamContext {
                     bytes: &counters[index].0,
                     stop: &stop,
+                    deadline,
+                    progress: progress.as_ref(),
                 };
                 let end = body(&context);
                 let at = Instant::now();
