@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
-# nicbench sweep against NetPIPE's NPtcp on loopback, in one run: the wall
-# time of each whole sweep, the 1-byte latency (half round trip) and the
-# peak bandwidth side by side, with ratios. Both sweep NPtcp's own size list
-# (nicbench gets it with --sizes), so the curves cover the same points; a
-# second nicbench run with its default size list is shown for reference.
+# nicbench sweep against NetPIPE's NPtcp on loopback, point by point: RUNS
+# (default 3) alternating rounds of a full NPtcp sweep and a full nicbench
+# sweep over NPtcp's own size list (nicbench gets it with --sizes), then
+# per size: each tool's median latency over the rounds, the ratio, and each
+# tool's run-to-run spread ((max - min) / median over the rounds); the
+# median of each tool's peaks and wall times, with ratios.
 #
 # Usage: bench/sweep-vs-netpipe.sh [MAX_SIZE]   (default 8M, NPtcp -u in bytes)
 # Env:   NICBENCH=path/to/nicbench (default target/release/nicbench, built if absent)
 #        POINT_TIME=100ms (nicbench --point-time)
-#        RUNS=1 (rounds of NPtcp and nicbench, interleaved; on a noisy machine use 3)
+#        RUNS=3 (rounds of NPtcp and nicbench, interleaved)
+#        KEEP=dir (keep every round's raw output there)
 #
-# Goal (issue 5): latency and peak within 10% of NPtcp's, in at most half
-# of NPtcp's wall time. This is a benchmark, not a test: run it on a quiet
-# machine; client and agent share the CPU on loopback.
+# Goal (issue 17): for every size, nicbench's median latency within 10% of
+# NPtcp's, its run-to-run spread no wider than NPtcp's, peak >= 0.95x and
+# wall time <= 0.5x NPtcp's. A benchmark, not a test: client and agent
+# share the CPU on loopback; run it on a quiet machine and say its load.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 MAX_ARG=${1:-8M}
 POINT_TIME=${POINT_TIME:-100ms}
-RUNS=${RUNS:-1}
+RUNS=${RUNS:-3}
 NICBENCH=${NICBENCH:-target/release/nicbench}
 command -v NPtcp >/dev/null || { echo "NPtcp not found: apt-get install netpipe-tcp" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "python3 not found (it computes the table)" >&2; exit 1; }
 [ -x "$NICBENCH" ] || cargo build --release --quiet
 
 to_bytes() {
@@ -34,16 +38,16 @@ MAX=$(to_bytes "$MAX_ARG")
 
 tmp=$(mktemp -d)
 pids=()
-np_walls=(); np_lats=(); np_peaks=(); nb_walls=(); nb_lats=(); nb_peaks=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$tmp"/np-*.out "$tmp"/nb-*.csv "$tmp"/walls "$KEEP"/ 2>/dev/null || true; fi
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 
 now() { date +%s.%N; }
 
-# NPtcp: a receiver process, then the transmitter; np.out has
+# NPtcp: a receiver process, then the transmitter; its output file has
 # "size  Mbps(2^20 bit/s)  one-way-seconds" per point.
 run_nptcp() { # $1: output file; sets $wall
     local port=$(( 20000 + RANDOM % 20000 )) t0 t1
@@ -65,19 +69,6 @@ run_nicbench() { # $1: output CSV, then sweep options; sets $wall
     wall=$(echo "$t1 - $t0" | bc -l)
 }
 
-# Figures: latency = one-way time of the smallest size in us; peak from
-# size and time (NPtcp's "Mbps" column is 2^20 bit/s, so it is not used).
-np_figures() {
-    awk 'NR == 1 { lat = $3 * 1e6 }
-        { bps = $1 * 8 / $3; if (bps > peak) { peak = bps; at = $1 } }
-        END { printf "%d %.2f %.0f %d\n", NR, lat, peak, at }' "$1"
-}
-nb_figures() {
-    awk -F, 'NR == 2 { lat = $2 }
-        NR > 1 { bps = $3 * 1e6; if (bps > peak) { peak = bps; at = $1 } n++ }
-        END { printf "%d %.2f %.0f %d\n", n, lat, peak, at }' "$1"
-}
-
 "$NICBENCH" serve -p 0 -B 127.0.0.1 2>"$tmp/agent.log" &
 pids+=($!)
 for _ in $(seq 50); do
@@ -86,45 +77,67 @@ for _ in $(seq 50); do
 done
 nb_port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/agent.log")
 
-# RUNS rounds, NPtcp and nicbench (over NPtcp's sizes) interleaved so that
-# both see the same machine; per tool: the median over the rounds of wall
-# time, 1-byte latency and peak (medians, so one lucky or unlucky round of
-# either tool does not decide the ratio; every round is printed).
-rows=()
+echo "load before the first round: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+: >"$tmp/walls"
 for round in $(seq "$RUNS"); do
     echo "round $round/$RUNS: NPtcp 1 B .. $MAX B ..." >&2
-    run_nptcp "$tmp/np.out"
-    w=$wall
-    read -r n lat peak at < <(np_figures "$tmp/np.out")
-    rows+=("NPtcp (NetPIPE), round $round|$n|$w|$lat|$peak|$at")
-    np_walls+=("$w"); np_lats+=("$lat"); np_peaks+=("$peak")
-    sizes=$(awk '{print $1}' "$tmp/np.out" | paste -sd, -)
-    echo "round $round/$RUNS: nicbench sweep over NPtcp's $n sizes ..." >&2
-    run_nicbench "$tmp/nb.csv" --sizes "$sizes"
-    w=$wall
-    read -r n lat peak at < <(nb_figures "$tmp/nb.csv")
-    rows+=("nicbench, NPtcp's sizes, round $round|$n|$w|$lat|$peak|$at")
-    nb_walls+=("$w"); nb_lats+=("$lat"); nb_peaks+=("$peak")
+    run_nptcp "$tmp/np-$round.out"
+    echo "np $round $wall" >>"$tmp/walls"
+    sizes=$(awk '{print $1}' "$tmp/np-$round.out" | paste -sd, -)
+    echo "round $round/$RUNS: nicbench sweep over NPtcp's $(awk 'END {print NR}' "$tmp/np-$round.out") sizes ..." >&2
+    run_nicbench "$tmp/nb-$round.csv" --sizes "$sizes"
+    echo "nb $round $wall" >>"$tmp/walls"
 done
-echo "nicbench sweep: default size list up to $MAX B ..." >&2
-run_nicbench "$tmp/nb-default.csv" --max "$MAX"
-w=$wall
-read -r n lat peak at < <(nb_figures "$tmp/nb-default.csv")
-rows+=("nicbench, default sizes|$n|$w|$lat|$peak|$at")
+echo "load after the last round: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-gbit() { printf '%.2f' "$(echo "$1 / 1000000000" | bc -l)"; }
-ratio() { printf '%.3f' "$(echo "$1 / $2" | bc -l)"; }
-
-printf '\n%-36s %7s %9s %15s %12s %10s\n' "loopback, 1 B .. $MAX B" "points" "wall s" "1 B latency us" "peak Gbit/s" "peak at B"
-for row in "${rows[@]}"; do
-    IFS='|' read -r label n w lat peak at <<<"$row"
-    printf '%-36s %7d %9.1f %15.2f %12s %10d\n' "$label" "$n" "$w" "$lat" "$(gbit "$peak")" "$at"
-done
-echo
-echo "ratios nicbench (NPtcp's sizes) / NPtcp, medians over $RUNS round(s):"
-echo "  wall time    $(ratio "$(median "${nb_walls[@]}")" "$(median "${np_walls[@]}")")   (goal: <= 0.5)"
-echo "  1 B latency  $(ratio "$(median "${nb_lats[@]}")" "$(median "${np_lats[@]}")")   (goal: 0.9 .. 1.1)"
-echo "  peak         $(ratio "$(median "${nb_peaks[@]}")" "$(median "${np_peaks[@]}")")   (goal: 0.9 .. 1.1)"
-echo "(nicbench --point-time $POINT_TIME; $(nproc) cores shared by client, agent and everything else)"
+python3 - "$tmp" "$RUNS" "$POINT_TIME" "$MAX" <<'PY'
+import csv, statistics, sys
+tmp, runs, point_time, top = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+np_lat, nb_lat, nb_wide, np_peak, nb_peak = {}, {}, {}, [], []
+walls = {"np": [], "nb": []}
+for line in open(f"{tmp}/walls"):
+    tool, _, w = line.split()
+    walls[tool].append(float(w))
+for r in range(1, runs + 1):
+    peak = 0.0
+    for line in open(f"{tmp}/np-{r}.out"):
+        f = line.split()
+        size, one_way = int(f[0]), float(f[2])
+        np_lat.setdefault(size, []).append(one_way * 1e6)
+        peak = max(peak, size * 8 / one_way)
+    np_peak.append(peak)
+    peak = 0.0
+    for row in csv.DictReader(open(f"{tmp}/nb-{r}.csv")):
+        size = int(row["size_bytes"])
+        nb_lat.setdefault(size, []).append(float(row["latency_us"]))
+        nb_wide[size] = nb_wide.get(size, 0) + (row.get("wide") == "1")
+        peak = max(peak, float(row["bandwidth_mbit_per_second"]) * 1e6)
+    nb_peak.append(peak)
+med = statistics.median
+def spread(v):
+    return 100 * (max(v) - min(v)) / med(v)
+print(f"\nloopback, 1 B .. {top} B, {runs} alternating rounds; latency = median over the rounds of each round's")
+print("figure (NPtcp: best of its trials; nicbench: best batch), in us; spread = (max - min) / median over the rounds")
+print(f"{'size B':>9} {'NPtcp us':>9} {'nicbench us':>11} {'ratio':>6} {'NPtcp spread':>12} {'nicbench spread':>15} {'wide':>5}")
+within = narrower = n = 0
+ratios, np_spreads, nb_spreads = [], [], []
+for size in sorted(np_lat):
+    if size not in nb_lat or len(nb_lat[size]) < runs:
+        continue
+    a, b = med(np_lat[size]), med(nb_lat[size])
+    sa, sb = spread(np_lat[size]), spread(nb_lat[size])
+    n += 1
+    within += abs(b / a - 1) <= 0.10
+    narrower += sb <= sa
+    ratios.append(b / a); np_spreads.append(sa); nb_spreads.append(sb)
+    flag = "" if abs(b / a - 1) <= 0.10 else ("  lower" if b < a else "  higher")
+    print(f"{size:>9} {a:>9.2f} {b:>11.2f} {b / a:>6.2f} {sa:>11.0f}% {sb:>14.0f}% {nb_wide.get(size, 0):>3}/{runs}{flag}")
+print()
+print(f"sizes within 10% of NPtcp: {within} of {n}; median ratio {med(ratios):.3f}")
+print(f"run-to-run spread no wider than NPtcp's: {narrower} of {n} sizes; median spread NPtcp {med(np_spreads):.0f}%, nicbench {med(nb_spreads):.0f}%")
+gb = lambda v: f"{v / 1e9:.2f}"
+print(f"peak, median of {runs}: NPtcp {gb(med(np_peak))} Gbit/s, nicbench {gb(med(nb_peak))} Gbit/s, ratio {med(nb_peak) / med(np_peak):.3f}   (goal: >= 0.95)")
+print(f"  NPtcp peaks {' '.join(gb(p) for p in np_peak)}; nicbench peaks {' '.join(gb(p) for p in nb_peak)} Gbit/s")
+print(f"wall time, median of {runs}: NPtcp {med(walls['np']):.1f} s, nicbench {med(walls['nb']):.1f} s, ratio {med(walls['nb']) / med(walls['np']):.3f}   (goal: <= 0.5)")
+print(f"(nicbench --point-time {point_time}; peaks from size and time in SI Gbit/s, NPtcp's Mbps column is 2^20 bit/s)")
+PY

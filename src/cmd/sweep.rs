@@ -2,6 +2,7 @@
 //! (plain lines when stderr is not a terminal), and table, CSV or JSON out.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -91,7 +92,7 @@ fn progress_display() -> ProgressCallback {
                 .expect("a valid template")
                 .progress_chars("=> "),
         );
-        Box::new(move |p: &Progress| {
+        Arc::new(move |p: &Progress| {
             bar.set_length(p.total);
             bar.set_position(p.done);
             bar.set_message(p.message.clone());
@@ -100,7 +101,7 @@ fn progress_display() -> ProgressCallback {
             }
         })
     } else {
-        Box::new(|p: &Progress| {
+        Arc::new(|p: &Progress| {
             let _ = writeln!(std::io::stderr().lock(), "sweep [{}/{}] {}", p.done, p.total, p.message);
         })
     }

@@ -42,8 +42,9 @@ pub struct RunControl {
     pub on_progress: Option<ProgressCallback>,
 }
 
-/// Called by a workload after each step of its work, for live display.
-pub type ProgressCallback = Box<dyn Fn(&Progress) + Send + Sync>;
+/// Called by a workload after each step of its work, for live display;
+/// shared with the stream thread that does the steps.
+pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
 
 /// A step of a workload that runs a known number of steps.
 #[derive(Debug, Clone)]
@@ -77,10 +78,15 @@ pub struct SideOutcome {
 }
 
 /// What a stream body sees: the counter to store its running byte total
-/// into, and the stop flag.
+/// into, the stop flag, and for bodies that end on their own (a sweep) the
+/// moment the runner will raise the flag and the progress callback.
 pub struct StreamContext<'a> {
     pub bytes: &'a AtomicU64,
     pub stop: &'a AtomicBool,
+    /// When the runner raises `stop` (end of warm-up plus duration), if a
+    /// duration is set.
+    pub deadline: Option<Instant>,
+    pub progress: Option<&'a ProgressCallback>,
 }
 
 /// What a stream body reports when it ends.
@@ -193,6 +199,8 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
             stop: Arc::clone(&control.stop),
             done: done_tx.clone(),
             core,
+            deadline: control.duration.map(|d| control.start + control.omit + d),
+            progress: control.on_progress.clone(),
         };
         let spawned = thread::Builder::new()
             .name(format!("stream-{}", task.stream_id))
@@ -228,6 +236,9 @@ struct StreamThread {
     stop: Arc<AtomicBool>,
     done: mpsc::Sender<Finished>,
     core: Option<u32>,
+    /// When the side's time is up (bodies that end on their own watch it).
+    deadline: Option<Instant>,
+    progress: Option<ProgressCallback>,
 }
 
 impl StreamThread {
@@ -238,6 +249,8 @@ impl StreamThread {
         let context = StreamContext {
             bytes: &self.counters[self.index].0,
             stop: &self.stop,
+            deadline: self.deadline,
+            progress: self.progress.as_ref(),
         };
         let mut end = body(&context);
         let at = Instant::now();

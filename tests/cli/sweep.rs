@@ -49,6 +49,27 @@ fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
         assert!(p["exchanges"].as_u64().unwrap() >= 7, "{p}");
         assert!(p["best_latency_us"].as_f64().unwrap() > 0.0);
         assert!(p["best_latency_us"].as_f64().unwrap() <= p["mean_latency_us"].as_f64().unwrap() + 1e-9);
+        // Every point carries its spread: min <= median <= max of its
+        // batches, the percentage from them, and the mark by its rule.
+        let (min, median, max) = (
+            p["best_latency_us"].as_f64().unwrap(),
+            p["median_latency_us"].as_f64().unwrap(),
+            p["max_latency_us"].as_f64().unwrap(),
+        );
+        assert!(min <= median && median <= max, "{p}");
+        let spread = p["spread_percent"].as_f64().unwrap();
+        assert!((spread - 100.0 * (max - min) / median).abs() < 1e-6, "{p}");
+        assert_eq!(p["wide"].as_bool().unwrap_or(false), spread > 25.0, "{p}");
+        let rounds = p["rounds"].as_u64().unwrap();
+        assert!((1..=3).contains(&rounds), "{p}");
+        assert!(p["batches"].as_u64().unwrap() >= rounds, "{p}");
+    }
+    // Both ends on one host and no -A: the sweep chose their cores and says so.
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        let placement = sweep["placement"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no placement: {sweep}"));
+        assert!(placement.contains("core"), "{placement}");
     }
     // The smallest size's latency is reported.
     let summary = &sweep["summary"];
@@ -121,9 +142,29 @@ fn table_and_csv_carry_units_and_line_rate() {
     let csv = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = csv.lines().collect();
     assert!(lines[0].starts_with("size_bytes,latency_us,bandwidth_mbit_per_second"));
+    assert!(
+        lines[0].ends_with(",median_latency_us,max_latency_us,spread_percent,rounds,wide"),
+        "{csv}"
+    );
     assert_eq!(lines.len(), 4, "{csv}");
     assert!(lines[1].starts_with("1,") && lines[3].starts_with("65536,"));
-    assert!(!lines[3].ends_with(','), "line rate column filled: {csv}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for row in &lines[1..] {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "{row}");
+        assert!(
+            !cells[column("line_rate_percent")].is_empty(),
+            "line rate column filled: {csv}"
+        );
+        let num = |name: &str| cells[column(name)].parse::<f64>().unwrap();
+        assert!(num("latency_us") <= num("median_latency_us") && num("median_latency_us") <= num("max_latency_us"));
+        assert!(["0", "1"].contains(&cells[column("wide")]), "{row}");
+    }
+    // Cores chosen by the user: the sweep does not place the ends itself.
+    let out = nicbench(&[&common[..], &["-A", "0"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Placement:"));
 }
 
 #[test]

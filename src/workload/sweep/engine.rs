@@ -1,7 +1,9 @@
 //! The sweep's data path: the client's driver, which runs every point and
 //! times its batches (one clock read per batch, none per message), and the
-//! agent's server, which follows the per-point headers. Neither prints;
-//! progress leaves through `RunControl::on_progress`.
+//! agent's server, which follows the per-point headers. Both run as stream
+//! bodies on the shared runner (`workload::runner::run_streams`), which
+//! gives them their thread, pinning and CPU accounting. Neither prints;
+//! progress leaves through the runner's progress callback.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -11,37 +13,59 @@ use std::time::{Duration, Instant};
 
 use socket2::Socket;
 
-use super::points::{self, batches, estimate, repetitions};
+use super::points::{self, batches, estimate, repetitions, Spread};
 use super::result::{SweepPoint, SweepResult};
 use super::wire::{FrameHeader, Op, HEADER_LEN};
 use super::{Mode, SweepParams, Transport};
-use crate::model::{ProcessCpu, Role, StreamEnd};
-use crate::probe::cpu::thread_cpu;
 use crate::probe::tcpinfo;
 use crate::units::{bits_per_second, Rate};
-use crate::workload::runner::{pin_current_thread, Progress, RunControl, SideOutcome, AFFINITY_KEY};
+use crate::workload::runner::{pin_current_thread, Progress, StreamContext, TaskEnd, AFFINITY_KEY};
 
 /// How long the client waits for a UDP echo before counting it lost.
 pub const UDP_ECHO_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often a blocked agent looks at its stop flag.
 const AGENT_POLL_MS: i32 = 200;
 
-/// The client's sockets and buffers, allocated once for the whole sweep.
+/// The client's sockets and its one message buffer, allocated once for the
+/// whole sweep. Ping-pong receives the echo into the buffer it sent from,
+/// as the agent does: each end touches one message's worth of memory, as
+/// NetPIPE's ends do.
 struct Link {
     tcp: Socket,
     udp: Option<UdpSocket>,
-    send: Vec<u8>,
-    receive: Vec<u8>,
+    buffer: Vec<u8>,
+    /// Bytes sent, probes and warm-up exchanges included.
     sent: u64,
 }
 
-/// What one point measured: the time of each timed batch.
+/// What one point measured: the time of each timed batch, per exchange.
+#[derive(Default)]
 struct Timing {
-    per_batch: u64,
-    batch_seconds: Vec<f64>,
+    /// Seconds per exchange of every timed batch, in order.
+    batch_each: Vec<f64>,
+    /// Timed exchanges and their seconds, all batches together.
+    exchanges: u64,
+    timed_seconds: f64,
     /// Batches with a lost UDP echo are not timed.
     lost: u64,
+    /// Wall time of the point, every round.
     seconds: f64,
+    rounds: u32,
+}
+
+impl Timing {
+    fn spread(&self) -> Option<Spread> {
+        Spread::of(&self.batch_each)
+    }
+
+    fn join(&mut self, other: Timing) {
+        self.batch_each.extend(other.batch_each);
+        self.exchanges += other.exchanges;
+        self.timed_seconds += other.timed_seconds;
+        self.lost += other.lost;
+        self.seconds += other.seconds;
+        self.rounds += other.rounds;
+    }
 }
 
 impl Link {
@@ -53,14 +77,14 @@ impl Link {
     fn exchange(&mut self, op: Op, size: usize) -> io::Result<bool> {
         match op {
             Op::TcpPingPong => {
-                (&self.tcp).write_all(&self.send[..size])?;
-                (&self.tcp).read_exact(&mut self.receive[..size])?;
+                (&self.tcp).write_all(&self.buffer[..size])?;
+                (&self.tcp).read_exact(&mut self.buffer[..size])?;
             }
-            Op::TcpStream => (&self.tcp).write_all(&self.send[..size])?,
+            Op::TcpStream => (&self.tcp).write_all(&self.buffer[..size])?,
             Op::UdpPingPong => {
                 let udp = self.udp.as_ref().expect("UDP sweeps have a UDP socket");
-                udp.send(&self.send[..size])?;
-                match udp.recv(&mut self.receive) {
+                udp.send(&self.buffer[..size])?;
+                match udp.recv(&mut self.buffer) {
                     Ok(n) if n == size => {}
                     Ok(_) => return Ok(false),
                     Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
@@ -91,7 +115,8 @@ impl Link {
         Ok(lost)
     }
 
-    /// Runs one point: header, one untimed warm-up exchange, timed batches.
+    /// Runs one round of a point: header, one untimed warm-up exchange,
+    /// timed batches.
     fn point(&mut self, op: Op, size: u64, exchanges: u64) -> io::Result<Timing> {
         let (batch_count, per_batch) = batches(exchanges);
         let header = FrameHeader {
@@ -107,15 +132,20 @@ impl Link {
         let started = Instant::now();
         self.header(&header)?;
         let size = size as usize;
-        let mut lost = self.batch(op, size, 1)?;
-        let mut batch_seconds = Vec::with_capacity(batch_count as usize);
+        let mut t = Timing {
+            lost: self.batch(op, size, 1)?,
+            rounds: 1,
+            ..Timing::default()
+        };
         for _ in 0..batch_count {
             let t0 = Instant::now();
             let batch_lost = self.batch(op, size, per_batch)?;
             let seconds = t0.elapsed().as_secs_f64();
-            lost += batch_lost;
+            t.lost += batch_lost;
             if batch_lost == 0 {
-                batch_seconds.push(seconds);
+                t.batch_each.push(seconds / per_batch as f64);
+                t.exchanges += per_batch;
+                t.timed_seconds += seconds;
             }
         }
         if op == Op::UdpPingPong {
@@ -123,12 +153,8 @@ impl Link {
             let mut echoed = [0u8; 8];
             (&self.tcp).read_exact(&mut echoed)?;
         }
-        Ok(Timing {
-            per_batch,
-            batch_seconds,
-            lost,
-            seconds: started.elapsed().as_secs_f64(),
-        })
+        t.seconds = started.elapsed().as_secs_f64();
+        Ok(t)
     }
 
     /// Untimed exchanges of `size`, repeated with four times as many until
@@ -137,9 +163,8 @@ impl Link {
         let mut count = points::MIN_EXCHANGES;
         loop {
             let t = self.point(op, size, count)?;
-            let timed = t.batch_seconds.len() as u64 * t.per_batch;
             if t.seconds >= warm_up_seconds || count >= points::MAX_EXCHANGES / 4 {
-                return Ok((timed > 0).then(|| t.batch_seconds.iter().sum::<f64>() / timed as f64));
+                return Ok((t.exchanges > 0).then(|| t.timed_seconds / t.exchanges as f64));
             }
             count *= 4;
         }
@@ -153,8 +178,8 @@ impl Link {
             while unsafe {
                 libc::recv(
                     fd,
-                    self.receive.as_mut_ptr() as *mut libc::c_void,
-                    self.receive.len(),
+                    self.buffer.as_mut_ptr() as *mut libc::c_void,
+                    self.buffer.len(),
                     libc::MSG_DONTWAIT,
                 )
             } >= 0
@@ -164,12 +189,12 @@ impl Link {
 }
 
 /// Turns batch times into a point. Ping-pong: latency = round trip / 2 and
-/// bandwidth = size / (round trip / 2); streaming: time per message.
+/// bandwidth = size / (round trip / 2); streaming: time per message. The
+/// point's figure is its fastest batch (NetPIPE's best of its trials); the
+/// median and slowest batch give its spread.
 fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
-    let per_exchange = |seconds: f64, exchanges: f64| seconds / exchanges;
-    let best = t.batch_seconds.iter().copied().fold(f64::INFINITY, f64::min) / t.per_batch as f64;
-    let timed = t.batch_seconds.len() as f64 * t.per_batch as f64;
-    let mean = per_exchange(t.batch_seconds.iter().sum(), timed);
+    let spread = t.spread().expect("a point with timed batches");
+    let mean = t.timed_seconds / t.exchanges as f64;
     let one_way = |each: f64| match mode {
         Mode::PingPong => each / 2.0,
         Mode::Stream => each,
@@ -177,154 +202,191 @@ fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
     let bandwidth = |each: f64| bits_per_second(size, one_way(each));
     SweepPoint {
         size_bytes: size,
-        exchanges: timed as u64,
-        batches: t.batch_seconds.len() as u32,
+        exchanges: t.exchanges,
+        batches: t.batch_each.len() as u32,
         seconds: t.seconds,
-        best_latency_us: one_way(best) * 1e6,
+        best_latency_us: one_way(spread.min) * 1e6,
         mean_latency_us: one_way(mean) * 1e6,
-        best_bits_per_second: bandwidth(best),
+        best_bits_per_second: bandwidth(spread.min),
         mean_bits_per_second: bandwidth(mean),
         lost: t.lost,
+        median_latency_us: Some(one_way(spread.median) * 1e6),
+        max_latency_us: Some(one_way(spread.max) * 1e6),
+        spread_percent: Some(spread.percent()),
+        rounds: Some(t.rounds),
+        wide: spread.is_wide(),
     }
 }
 
-/// The client: runs every point in order and reports the sweep.
-pub(super) fn drive(tcp: Socket, udp: Option<UdpSocket>, params: &SweepParams, control: &RunControl) -> SideOutcome {
-    let affinity = control.cpus.first().map(|&core| pin_current_thread(core));
-    let cpu_before = thread_cpu();
-    let started = Instant::now();
-    let deadline = control.duration.map(|d| control.start + d);
-    let (sizes, too_big) = params.sizes();
-    let largest = sizes.last().copied().unwrap_or(1) as usize;
-    let op = match (params.transport, params.mode) {
-        (Transport::Udp, _) => Op::UdpPingPong,
-        (Transport::Tcp, Mode::PingPong) => Op::TcpPingPong,
-        (Transport::Tcp, Mode::Stream) => Op::TcpStream,
-    };
-    let mut link = Link {
-        tcp,
-        udp,
-        send: (0..largest).map(|i| (i % 251) as u8).collect(),
-        receive: vec![0u8; largest.max(points::MIN_EXCHANGES as usize)],
-        sent: 0,
-    };
-    let mut measured: Vec<SweepPoint> = Vec::with_capacity(sizes.len());
-    let mut history: Vec<(u64, f64)> = Vec::new();
-    let mut error = None;
-    let mut note =
-        (!too_big.is_empty()).then(|| format!("sizes above {} B do not fit a UDP datagram", super::MAX_DATAGRAM_BYTES));
-    let mut skipped = too_big;
-    for (i, &size) in sizes.iter().enumerate() {
-        let stop = if control.stop.load(Ordering::Relaxed) {
-            Some("stopped before the end (Ctrl-C or the agent asked)")
-        } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            Some("the time limit (-t) ended the sweep early; give a longer -t or a shorter --point-time")
-        } else {
-            None
+/// Why the sweep must stop before `size`, if it must.
+fn stop_reason(ctx: &StreamContext) -> Option<&'static str> {
+    // The deadline first: the runner raises the stop flag at the deadline
+    // too, and then the time limit is the reason.
+    if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
+        Some("the time limit (-t) ended the sweep early; give a longer -t or a shorter --point-time")
+    } else if ctx.stop.load(Ordering::Relaxed) {
+        Some("stopped before the end (Ctrl-C or the agent asked)")
+    } else {
+        None
+    }
+}
+
+/// The client's half of a sweep, run as the runner's one stream body.
+pub(super) struct Driver {
+    pub tcp: Socket,
+    pub udp: Option<UdpSocket>,
+    pub params: SweepParams,
+    /// The core the sweep chose for this end (ends on one host, no -A).
+    pub core: Option<u32>,
+    /// What `core` means, for the result.
+    pub placement: Option<String>,
+}
+
+impl Driver {
+    /// Runs every point in order and reports the sweep.
+    pub(super) fn run(self, ctx: &StreamContext) -> TaskEnd {
+        let affinity = self.core.map(pin_current_thread);
+        let mut end = self.points(ctx);
+        if let Some(affinity) = &affinity {
+            end.extras.set(AFFINITY_KEY, affinity);
+        }
+        end
+    }
+
+    fn points(self, ctx: &StreamContext) -> TaskEnd {
+        let params = &self.params;
+        let (sizes, too_big) = params.sizes();
+        let largest = sizes.last().copied().unwrap_or(1) as usize;
+        let op = match (params.transport, params.mode) {
+            (Transport::Udp, _) => Op::UdpPingPong,
+            (Transport::Tcp, Mode::PingPong) => Op::TcpPingPong,
+            (Transport::Tcp, Mode::Stream) => Op::TcpStream,
         };
-        if let Some(why) = stop {
-            skipped.extend_from_slice(&sizes[i..]);
-            note = Some(why.to_string());
-            break;
-        }
-        // A short untimed probe calibrates the first point and any point
-        // more than twice the size of the last (an explicit list's jumps).
-        // The very first one also warms the connection up for a quarter of
-        // a point's time.
-        if points::needs_probe(&history, size) {
-            let warm_up = if history.is_empty() {
-                params.point_seconds / 4.0
-            } else {
-                0.0
-            };
-            match link.probe(op, size, warm_up) {
-                Ok(Some(each)) => history.push((size, each)),
-                Ok(None) => {}
-                Err(e) => {
-                    error = Some(format!("sweep calibration at {size} B failed: {e}"));
-                    break;
-                }
-            }
-        }
-        let exchanges = repetitions(params.point_seconds, estimate(&history, size));
-        let timing = match link.point(op, size, exchanges) {
-            Ok(t) => t,
-            Err(e) => {
-                error = Some(format!("sweep point {size} B failed: {e}"));
+        let mut link = Link {
+            tcp: self.tcp,
+            udp: self.udp,
+            buffer: (0..largest.max(points::MIN_EXCHANGES as usize))
+                .map(|i| (i % 251) as u8)
+                .collect(),
+            sent: 0,
+        };
+        let mut last_activity = None;
+        let mut measured: Vec<SweepPoint> = Vec::with_capacity(sizes.len());
+        let mut history: Vec<(u64, f64)> = Vec::new();
+        let mut error = None;
+        let mut note = (!too_big.is_empty())
+            .then(|| format!("sizes above {} B do not fit a UDP datagram", super::MAX_DATAGRAM_BYTES));
+        let mut skipped = too_big;
+        // Extra rounds for wide points come out of this budget.
+        let mut extra_budget = points::EXTRA_BUDGET_SHARE * params.point_seconds * sizes.len() as f64;
+        for (i, &size) in sizes.iter().enumerate() {
+            if let Some(why) = stop_reason(ctx) {
+                skipped.extend_from_slice(&sizes[i..]);
+                note = Some(why.to_string());
                 break;
             }
+            let timing = match self::measure(&mut link, op, size, params, &mut history, &mut extra_budget, ctx) {
+                Ok(t) => t,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            };
+            ctx.bytes.store(link.sent, Ordering::Relaxed);
+            last_activity = Some(Instant::now());
+            if timing.batch_each.is_empty() {
+                // Every batch lost an echo: nothing to time, keep the count.
+                skipped.push(size);
+                note = Some(format!("UDP echoes were lost at every batch of {size} B"));
+                continue;
+            }
+            let p = point_of(size, params.mode, &timing);
+            history.push((size, timing.timed_seconds / timing.exchanges as f64));
+            if let Some(callback) = ctx.progress {
+                callback(&Progress {
+                    done: i as u64 + 1,
+                    total: sizes.len() as u64,
+                    message: format!(
+                        "{size} B: {:.2} us, {}{}",
+                        p.best_latency_us,
+                        Rate(p.best_bits_per_second),
+                        if p.wide { " (wide)" } else { "" }
+                    ),
+                });
+            }
+            measured.push(p);
+        }
+        if error.is_none() {
+            if let Err(e) = link.header(&FrameHeader::END) {
+                error = Some(format!("ending the sweep: {e}"));
+            }
+        }
+        let summary = points::summarize(&measured, params.link_speed_bits_per_second);
+        let sweep = SweepResult {
+            mode: params.mode.as_str().into(),
+            transport: match params.transport {
+                Transport::Tcp => "tcp".into(),
+                Transport::Udp => "udp".into(),
+            },
+            link_speed_bits_per_second: params.link_speed_bits_per_second,
+            skipped_sizes_bytes: skipped,
+            note,
+            points: measured,
+            summary,
+            placement: self.placement,
         };
-        if timing.batch_seconds.is_empty() {
-            // Every batch lost an echo: nothing to time, keep the count.
-            skipped.push(size);
-            note = Some(format!("UDP echoes were lost at every batch of {size} B"));
-            continue;
-        }
-        let p = point_of(size, params.mode, &timing);
-        let mean_seconds_per_exchange =
-            p.mean_latency_us * 1e-6 * if params.mode == Mode::PingPong { 2.0 } else { 1.0 };
-        history.push((size, mean_seconds_per_exchange));
-        if let Some(callback) = &control.on_progress {
-            callback(&Progress {
-                done: i as u64 + 1,
-                total: sizes.len() as u64,
-                message: format!(
-                    "{size} B: {:.2} us, {}",
-                    p.best_latency_us,
-                    Rate(p.best_bits_per_second)
-                ),
-            });
-        }
-        measured.push(p);
-    }
-    if error.is_none() {
-        if let Err(e) = link.header(&FrameHeader::END) {
-            error = Some(format!("ending the sweep: {e}"));
-        }
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    let summary = points::summarize(&measured, params.link_speed_bits_per_second);
-    let sweep = SweepResult {
-        mode: params.mode.as_str().into(),
-        transport: match params.transport {
-            Transport::Tcp => "tcp".into(),
-            Transport::Udp => "udp".into(),
-        },
-        link_speed_bits_per_second: params.link_speed_bits_per_second,
-        skipped_sizes_bytes: skipped,
-        note,
-        points: measured,
-        summary,
-    };
-    let mut end = StreamEnd {
-        stream_id: 1,
-        role: Role::Sender,
-        bytes: link.sent,
-        seconds,
-        bits_per_second: bits_per_second(link.sent, seconds),
-        omitted_bytes: 0,
-        socket: tcpinfo::socket_buffers(&link.tcp),
-        tcp_info: tcpinfo::tcp_info(&link.tcp),
-        error,
-        ..StreamEnd::default()
-    };
-    end.extras.set(super::result::KEY, &sweep);
-    if let Some(affinity) = &affinity {
-        end.extras.set(AFFINITY_KEY, affinity);
-    }
-    SideOutcome {
-        streams: vec![end],
-        process: own_cpu(cpu_before),
-        ..SideOutcome::default()
+        let mut end = TaskEnd {
+            socket: Some(tcpinfo::socket_buffers(&link.tcp)),
+            tcp_info: tcpinfo::tcp_info(&link.tcp),
+            error,
+            last_activity,
+            ..TaskEnd::default()
+        };
+        end.extras.set(super::result::KEY, &sweep);
+        end
     }
 }
 
-fn own_cpu(before: ProcessCpu) -> ProcessCpu {
-    let after = thread_cpu();
-    ProcessCpu {
-        user_seconds: after.user_seconds - before.user_seconds,
-        system_seconds: after.system_seconds - before.system_seconds,
+/// One size: a probe when the exchange count cannot be extrapolated, the
+/// point, and while its batches spread wide and the budget lasts, more
+/// rounds of it.
+fn measure(
+    link: &mut Link,
+    op: Op,
+    size: u64,
+    params: &SweepParams,
+    history: &mut Vec<(u64, f64)>,
+    extra_budget: &mut f64,
+    ctx: &StreamContext,
+) -> Result<Timing, String> {
+    // A short untimed probe calibrates the first point and any point more
+    // than twice the size of the last (an explicit list's jumps). The very
+    // first one also warms the connection up for a quarter of a point's time.
+    if points::needs_probe(history, size) {
+        let warm_up = if history.is_empty() {
+            params.point_seconds / 4.0
+        } else {
+            0.0
+        };
+        match link.probe(op, size, warm_up) {
+            Ok(Some(each)) => history.push((size, each)),
+            Ok(None) => {}
+            Err(e) => return Err(format!("sweep calibration at {size} B failed: {e}")),
+        }
     }
+    let exchanges = repetitions(params.point_seconds, estimate(history, size));
+    let failed = |e: io::Error| format!("sweep point {size} B failed: {e}");
+    let mut timing = link.point(op, size, exchanges).map_err(failed)?;
+    for _ in 0..points::MAX_EXTRA_ROUNDS {
+        let wide = timing.spread().is_some_and(|s| s.is_wide());
+        if !wide || *extra_budget <= 0.0 || stop_reason(ctx).is_some() {
+            break;
+        }
+        let more = link.point(op, size, exchanges).map_err(failed)?;
+        *extra_budget -= more.seconds;
+        timing.join(more);
+    }
+    Ok(timing)
 }
 
 /// The agent: follows the client's headers until `end`.
@@ -333,6 +395,8 @@ pub(super) struct AgentServer {
     pub udp: Option<UdpSocket>,
     pub peer_ip: IpAddr,
     pub max_size: u64,
+    /// The core the sweep chose for this end (ends on one host, no affinity given).
+    pub core: Option<u32>,
 }
 
 /// Is `fd` readable within `timeout_ms`?
@@ -355,47 +419,41 @@ fn same_host(a: IpAddr, b: IpAddr) -> bool {
 }
 
 impl AgentServer {
-    pub(super) fn serve(self, control: &RunControl) -> SideOutcome {
-        let affinity = control.cpus.first().map(|&core| pin_current_thread(core));
-        let cpu_before = thread_cpu();
-        let started = Instant::now();
-        let mut buffer = vec![0u8; self.max_size as usize];
-        let mut received = 0u64;
-        let error = self
-            .follow(&mut buffer, &mut received, control)
-            .err()
-            .map(|e| e.to_string());
-        let seconds = started.elapsed().as_secs_f64();
-        let mut end = StreamEnd {
-            stream_id: 1,
-            role: Role::Receiver,
-            bytes: received,
-            seconds,
-            bits_per_second: bits_per_second(received, seconds),
-            omitted_bytes: 0,
-            socket: tcpinfo::socket_buffers(&self.tcp),
-            tcp_info: tcpinfo::tcp_info(&self.tcp),
-            error,
-            ..StreamEnd::default()
-        };
+    /// Follows the client's headers until `end`, as the runner's one
+    /// stream body on the agent.
+    pub(super) fn serve(self, ctx: &StreamContext) -> TaskEnd {
+        let affinity = self.core.map(pin_current_thread);
+        let mut end = self.follow_all(ctx);
         if let Some(affinity) = &affinity {
             end.extras.set(AFFINITY_KEY, affinity);
         }
-        SideOutcome {
-            streams: vec![end],
-            process: own_cpu(cpu_before),
-            ..SideOutcome::default()
+        end
+    }
+
+    fn follow_all(self, ctx: &StreamContext) -> TaskEnd {
+        let mut buffer = vec![0u8; self.max_size as usize];
+        let mut received = 0u64;
+        let error = self
+            .follow(&mut buffer, &mut received, ctx)
+            .err()
+            .map(|e| e.to_string());
+        ctx.bytes.store(received, Ordering::Relaxed);
+        TaskEnd {
+            socket: Some(tcpinfo::socket_buffers(&self.tcp)),
+            tcp_info: tcpinfo::tcp_info(&self.tcp),
+            error,
+            ..TaskEnd::default()
         }
     }
 
-    fn next_header(&self, control: &RunControl) -> io::Result<FrameHeader> {
+    fn next_header(&self, ctx: &StreamContext) -> io::Result<FrameHeader> {
         let mut fds = [libc::pollfd {
             fd: self.tcp.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         }];
         while !readable(&mut fds, AGENT_POLL_MS)? {
-            if control.stop.load(Ordering::Relaxed) {
+            if ctx.stop.load(Ordering::Relaxed) {
                 return Err(io::Error::other("stopped while waiting for the next sweep point"));
             }
         }
@@ -407,9 +465,10 @@ impl AgentServer {
         FrameHeader::decode(&bytes, self.max_size).map_err(io::Error::other)
     }
 
-    fn follow(&self, buffer: &mut [u8], received: &mut u64, control: &RunControl) -> io::Result<()> {
+    fn follow(&self, buffer: &mut [u8], received: &mut u64, ctx: &StreamContext) -> io::Result<()> {
         loop {
-            let h = self.next_header(control)?;
+            ctx.bytes.store(*received, Ordering::Relaxed);
+            let h = self.next_header(ctx)?;
             let size = h.size as usize;
             match h.op {
                 Op::End => return Ok(()),

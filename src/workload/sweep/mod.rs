@@ -6,9 +6,12 @@
 //! streaming (messages back to back, acknowledged per batch). Over TCP by
 //! default, or UDP ping-pong for the sizes that fit a datagram. The number
 //! of exchanges per size adapts so each point takes about `point_seconds`,
-//! never fewer than seven ([`points::repetitions`]); the best batch and the
-//! mean are both kept. Results travel as the client end's
-//! [`crate::model::SweepResult`].
+//! never fewer than seven ([`points::repetitions`]); the best of three
+//! batches is the point's figure, with the median and slowest batch as its
+//! spread, and a wide point runs again while the sweep's budget lasts. Both
+//! ends run on the shared stream runner; on one host, with no cores given,
+//! they get a core each. Results travel as the client end's
+//! [`result::SweepResult`].
 
 mod engine;
 pub mod points;
@@ -23,13 +26,14 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data;
+use super::runner::{run_streams, StreamContext, StreamTask};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
 use super::{Figure, ResultKind};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
-use crate::model::{Flow, TrialResult};
+use crate::model::{Flow, Role, SocketBuffers, TrialResult};
 use crate::units::{Rate, Size};
 use result::SweepResult;
 use std::io::{self, Write};
@@ -309,6 +313,7 @@ impl Workload for Sweep {
         Ok(Box::new(SweepAgent {
             listener,
             agent_options: spec.agent.clone(),
+            nobody_pinned: spec.client.cpus.is_empty() && spec.agent.cpus.is_empty(),
             udp,
             net: net.clone(),
             max_size: params.largest(),
@@ -329,7 +334,53 @@ impl Workload for Sweep {
             Transport::Tcp => None,
             Transport::Udp => Some(connect_udp(net, port(1)?)?),
         };
-        Ok(Box::new(SweepClient { tcp, udp, params }))
+        let socket = crate::probe::tcpinfo::socket_buffers(&tcp);
+        let cores = (spec.client.cpus.is_empty() && spec.agent.cpus.is_empty() && one_host(&tcp))
+            .then(|| points::apart(&allowed_cpus()))
+            .flatten();
+        let placement = cores.map(|(client, agent)| {
+            format!(
+                "client and agent on one host: the client end ran on core {client}, the agent end on core \
+                 {agent} (choose with -A and --remote-affinity)"
+            )
+        });
+        Ok(Box::new(SweepClient {
+            driver: engine::Driver {
+                tcp,
+                udp,
+                params,
+                core: cores.map(|c| c.0),
+                placement,
+            },
+            socket,
+        }))
+    }
+}
+
+/// Whether both ends of the data connection are on this host (loopback,
+/// or the same address at both ends). A sweep then keeps its two ends on
+/// two cores of their own: where the scheduler puts them otherwise (one
+/// core when the other is busy, two when idle) changes a small message's
+/// round trip several times over, from one point or one run to the next.
+fn one_host(tcp: &Socket) -> bool {
+    let ip = |a: io::Result<socket2::SockAddr>| a.ok().and_then(|a| a.as_socket()).map(|a| a.ip());
+    match (ip(tcp.local_addr()), ip(tcp.peer_addr())) {
+        (Some(local), Some(peer)) => local == peer || (local.is_loopback() && peer.is_loopback()),
+        _ => false,
+    }
+}
+
+/// The cores this process may run on, in order.
+fn allowed_cpus() -> Vec<u32> {
+    // SAFETY: cpu_set_t is plain data, filled in by the kernel.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as u32)
+            .filter(|&c| libc::CPU_ISSET(c as usize, &set))
+            .collect()
     }
 }
 
@@ -361,6 +412,8 @@ fn connect_udp(net: &ClientNet, port: u16) -> Result<UdpSocket, WorkloadError> {
 struct SweepAgent {
     listener: Socket,
     agent_options: SideOptions,
+    /// Neither end has cores chosen: on one host the sweep picks them.
+    nobody_pinned: bool,
     udp: Option<UdpSocket>,
     net: AgentNet,
     max_size: u64,
@@ -382,7 +435,12 @@ impl AgentSide for SweepAgent {
             .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
         // Options set on the listener are not all inherited: set them again.
         configure(&self.agent_options)(&tcp)?;
+        let core = (self.nobody_pinned && one_host(&tcp))
+            .then(|| points::apart(&allowed_cpus()))
+            .flatten()
+            .map(|c| c.1);
         Ok(Box::new(engine::AgentServer {
+            core,
             tcp,
             udp: self.udp,
             peer_ip: self.net.peer_ip,
@@ -392,18 +450,25 @@ impl AgentSide for SweepAgent {
 }
 
 struct SweepClient {
-    tcp: Socket,
-    udp: Option<UdpSocket>,
-    params: SweepParams,
+    driver: engine::Driver,
+    /// Buffer sizes at setup.
+    socket: SocketBuffers,
 }
 
 impl Side for SweepClient {
     fn aborter(&self) -> Aborter {
-        data::aborter(&[&self.tcp])
+        data::aborter(&[&self.driver.tcp])
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
-        engine::drive(self.tcp, self.udp, &self.params, control)
+        let driver = self.driver;
+        let task = StreamTask {
+            stream_id: 1,
+            role: Role::Sender,
+            socket: self.socket,
+            body: Box::new(move |ctx: &StreamContext| driver.run(ctx)),
+        };
+        run_streams(vec![task], control)
     }
 }
 
@@ -413,7 +478,14 @@ impl Side for engine::AgentServer {
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
-        self.serve(control)
+        let socket = crate::probe::tcpinfo::socket_buffers(&self.tcp);
+        let task = StreamTask {
+            stream_id: 1,
+            role: Role::Receiver,
+            socket,
+            body: Box::new(move |ctx: &StreamContext| self.serve(ctx)),
+        };
+        run_streams(vec![task], control)
     }
 }
 

@@ -3,15 +3,84 @@
 
 use std::collections::BTreeSet;
 
-use super::result::{SweepPoint, SweepSummary};
+use super::result::{SweepPoint, SweepStep, SweepSummary};
 
 /// Never fewer timed exchanges per point than this (NetPIPE's TRIALS).
 pub const MIN_EXCHANGES: u64 = 7;
 /// Never more, whatever the estimate says (a runaway guard).
 pub const MAX_EXCHANGES: u64 = 50_000_000;
 /// The timed exchanges of a point are split into this many batches (at
-/// most); `best` is the fastest batch, `mean` all of them together.
-pub const BATCHES: u64 = 7;
+/// most; NetPIPE's three trials); `best` is the fastest batch, `mean` all
+/// of them together. Few long batches: the best of many short ones is a
+/// lucky stretch, lower than NetPIPE's and less repeatable.
+pub const BATCHES: u64 = 3;
+
+/// A point is marked wide when its batches spread over more than this
+/// share of their median ((max - min) / median, in percent).
+pub const WIDE_SPREAD_PERCENT: f64 = 25.0;
+/// A wide point runs again at most this many times (its batches join the
+/// first round's).
+pub const MAX_EXTRA_ROUNDS: u32 = 2;
+/// Wall time the sweep may spend on extra rounds, as a share of its
+/// planned time (sizes x point time).
+pub const EXTRA_BUDGET_SHARE: f64 = 0.5;
+
+/// The fastest, median and slowest of a point's batches (seconds per
+/// exchange).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// Min, median (the mean of the middle two for an even count) and max;
+    /// None without values.
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        if sorted.is_empty() {
+            return None;
+        }
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Some(Spread {
+            min: sorted[0],
+            median,
+            max: sorted[n - 1],
+        })
+    }
+
+    /// (max - min) / median, in percent.
+    pub fn percent(&self) -> f64 {
+        if self.median > 0.0 {
+            100.0 * (self.max - self.min) / self.median
+        } else {
+            0.0
+        }
+    }
+
+    /// The rule that marks a point wide (and runs it again while the
+    /// sweep's budget lasts).
+    pub fn is_wide(&self) -> bool {
+        self.percent() > WIDE_SPREAD_PERCENT
+    }
+}
+
+/// The cores for the two ends of a sweep on one host when nobody chose
+/// any: the first two this process may run on, client end first. None
+/// with fewer than two.
+pub fn apart(allowed: &[u32]) -> Option<(u32, u32)> {
+    match allowed {
+        [client, agent, ..] => Some((*client, *agent)),
+        _ => None,
+    }
+}
 
 /// NetPIPE's size list: every power of two and the sizes `perturbation`
 /// bytes below and above it, kept within `min..=max`, plus `min` and `max`
@@ -100,6 +169,47 @@ pub fn needs_probe(previous: &[(u64, f64)], size: u64) -> bool {
     }
 }
 
+/// Sizes within this share of each other form one group (a power of two
+/// and its +-3 B perturbations) when steps are looked for.
+const GROUP_SHARE: f64 = 0.01;
+/// Smaller sizes are latency-bound; their steps are not looked for.
+const STEP_MIN_BYTES: u64 = 1024;
+/// A step is a fall of more than this share of the bandwidth.
+pub const STEP_FALL_PERCENT: f64 = 20.0;
+
+/// Where the best bandwidth falls by more than [`STEP_FALL_PERCENT`] from
+/// one group of sizes to the next larger one, and every size of the larger
+/// group is below every size of the one before: a fall that repeats at all
+/// the sizes of a group is the path's; one that a single size shows is noise.
+pub fn steps(points: &[SweepPoint]) -> Vec<SweepStep> {
+    let mut sorted: Vec<&SweepPoint> = points.iter().filter(|p| p.size_bytes >= STEP_MIN_BYTES).collect();
+    sorted.sort_by_key(|p| p.size_bytes);
+    let mut groups: Vec<Vec<&SweepPoint>> = Vec::new();
+    for p in sorted {
+        match groups.last_mut() {
+            Some(g) if (p.size_bytes - g[0].size_bytes) as f64 <= GROUP_SHARE * g[0].size_bytes as f64 => g.push(p),
+            _ => groups.push(vec![p]),
+        }
+    }
+    let rate = |p: &&SweepPoint| p.best_bits_per_second;
+    groups
+        .windows(2)
+        .filter_map(|w| {
+            let from = w[0].iter().min_by(|a, b| rate(a).total_cmp(&rate(b)))?;
+            let to_best = w[1].iter().map(rate).fold(0.0, f64::max);
+            let fall = 100.0 * (1.0 - to_best / from.best_bits_per_second);
+            (from.best_bits_per_second > 0.0 && fall > STEP_FALL_PERCENT).then(|| SweepStep {
+                from_size_bytes: from.size_bytes,
+                from_bits_per_second: from.best_bits_per_second,
+                to_min_size_bytes: w[1][0].size_bytes,
+                to_max_size_bytes: w[1][w[1].len() - 1].size_bytes,
+                to_bits_per_second: to_best,
+                fall_percent: fall,
+            })
+        })
+        .collect()
+}
+
 /// The summary of a sweep from the best figures of its points.
 pub fn summarize(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>) -> SweepSummary {
     let Some(first) = points.iter().min_by_key(|p| p.size_bytes) else {
@@ -129,6 +239,7 @@ pub fn summarize(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>)
         peak_line_rate_percent: link_speed_bits_per_second
             .filter(|l| *l > 0.0)
             .map(|l| 100.0 * peak_bps / l),
+        steps: steps(points),
     }
 }
 
@@ -182,9 +293,10 @@ mod tests {
 
     #[test]
     fn batches_cover_every_exchange() {
-        assert_eq!(batches(7), (7, 1));
-        assert_eq!(batches(100), (7, 15));
+        assert_eq!(batches(7), (3, 3));
+        assert_eq!(batches(100), (3, 34));
         assert_eq!(batches(3), (3, 1));
+        assert_eq!(batches(2), (2, 1));
     }
 
     #[test]
@@ -221,7 +333,64 @@ mod tests {
             best_bits_per_second: bits_per_second,
             mean_bits_per_second: bits_per_second,
             lost: 0,
+            median_latency_us: None,
+            max_latency_us: None,
+            spread_percent: None,
+            rounds: None,
+            wide: false,
         }
+    }
+
+    #[test]
+    fn spread_is_min_median_max_and_the_wide_rule_is_fixed() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.min, s.median, s.max), (1.0, 2.0, 3.0));
+        assert_eq!(s.percent(), 100.0);
+        assert!(s.is_wide());
+        let even = Spread::of(&[10.0, 11.0, 12.0, 13.0]).unwrap();
+        assert_eq!(even.median, 11.5);
+        assert!(even.min <= even.median && even.median <= even.max);
+        // 3 / 11.5 = 26% > 25%: wide; 2 / 10.75 = 19%: not.
+        assert!(even.is_wide());
+        assert!(!Spread::of(&[10.0, 10.5, 11.0, 12.0]).unwrap().is_wide());
+        assert!(!Spread::of(&[5.0]).unwrap().is_wide());
+        assert_eq!(Spread::of(&[]), None);
+        assert_eq!(Spread::of(&[f64::NAN]), None);
+    }
+
+    #[test]
+    fn a_step_counts_when_every_size_of_the_group_shows_it() {
+        let mib = 1u64 << 20;
+        let group = |center: u64, rates: [f64; 3]| {
+            [center - 3, center, center + 3]
+                .into_iter()
+                .zip(rates)
+                .map(|(s, r)| point(s, 1.0, r))
+                .collect::<Vec<_>>()
+        };
+        // 512 KiB at 60-66 Gbit/s, 1 MiB at 30-40: all three fell, a step.
+        let mut points = group(mib / 2, [60e9, 66e9, 64e9]);
+        points.extend(group(mib, [30e9, 40e9, 35e9]));
+        // 2 MiB: one size fell, the others did not: noise, no step.
+        points.extend(group(2 * mib, [20e9, 39e9, 38e9]));
+        let found = steps(&points);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let s = &found[0];
+        assert_eq!(s.from_size_bytes, mib / 2 - 3);
+        assert_eq!((s.to_min_size_bytes, s.to_max_size_bytes), (mib - 3, mib + 3));
+        assert_eq!(s.to_bits_per_second, 40e9);
+        assert!((s.fall_percent - 100.0 / 3.0).abs() < 1e-9);
+        // Small sizes are latency-bound: not looked at.
+        assert!(steps(&[point(512, 1.0, 1e9), point(1000, 1.0, 1e8)]).is_empty());
+        assert_eq!(summarize(&points, None).steps, found);
+    }
+
+    #[test]
+    fn ends_on_one_host_get_two_cores() {
+        assert_eq!(apart(&[0, 1]), Some((0, 1)));
+        assert_eq!(apart(&[2, 5, 7]), Some((2, 5)));
+        assert_eq!(apart(&[3]), None);
+        assert_eq!(apart(&[]), None);
     }
 
     #[test]

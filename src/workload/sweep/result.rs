@@ -23,6 +23,23 @@ pub struct SweepPoint {
     /// UDP ping-pong exchanges whose echo never came (excluded from the timing).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
+    /// The spread of the point's batches (per exchange, like the latency):
+    /// the fastest is `best_latency_us`, then the median and the slowest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_latency_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_latency_us: Option<f64>,
+    /// (max - min) / median of the batches, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_percent: Option<f64>,
+    /// How many times the point ran (header, warm-up exchange, batches):
+    /// a wide point runs again while the sweep's budget lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
+    /// Set when the spread stayed above `points::WIDE_SPREAD_PERCENT`: the
+    /// point's figure is not to be trusted on its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wide: bool,
 }
 
 /// What a sweep found, from its best figures.
@@ -40,6 +57,27 @@ pub struct SweepSummary {
     /// Peak as a share of `--link-speed`, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_line_rate_percent: Option<f64>,
+    /// Places where the curve falls and every size of the larger group
+    /// shows it (a step that repeats is the path's, not noise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<SweepStep>,
+}
+
+/// A fall of the best bandwidth between two neighbouring groups of sizes
+/// (a power of two and its perturbations), seen by every size of the
+/// larger group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepStep {
+    /// The group before the step: its size with the lowest bandwidth.
+    pub from_size_bytes: u64,
+    pub from_bits_per_second: f64,
+    /// The group after it: its smallest and largest size, and its best
+    /// bandwidth.
+    pub to_min_size_bytes: u64,
+    pub to_max_size_bytes: u64,
+    pub to_bits_per_second: f64,
+    /// How far the bandwidth fell, in percent of `from_bits_per_second`.
+    pub fall_percent: f64,
 }
 
 /// A whole sweep: how it ran, every point, and the summary.
@@ -59,6 +97,10 @@ pub struct SweepResult {
     pub note: Option<String>,
     pub points: Vec<SweepPoint>,
     pub summary: SweepSummary,
+    /// Where the two ends ran when the sweep chose it (both ends on one
+    /// host, no -A/--remote-affinity): one core each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

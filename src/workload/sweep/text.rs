@@ -16,7 +16,8 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     let with_rate = sweep.link_speed_bits_per_second.is_some();
     writeln!(
         out,
-        "Sweep ({}, {}): {} sizes; best of the timed batches, mean of all",
+        "Sweep ({}, {}): {} sizes; fastest batch, median and slowest batch, spread = (max - min) / median, \
+         mean of all",
         sweep.mode.replace('_', "-"),
         sweep.transport.to_uppercase(),
         sweep.points.len()
@@ -28,8 +29,8 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     };
     write!(
         out,
-        "{:>10} {:>12} {:>16} {:>12} {:>16} {:>10}",
-        "size B", latency, "bandwidth Mbit/s", "mean us", "mean Mbit/s", "exchanges"
+        "{:>9} {:>10} {:>16} {:>9} {:>9} {:>7} {:>9} {:>9}",
+        "size B", latency, "bandwidth Mbit/s", "median us", "max us", "spread", "mean us", "exchanges"
     )?;
     writeln!(
         out,
@@ -40,15 +41,24 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             String::new()
         }
     )?;
+    let or_blank = |v: Option<f64>, width: usize, digits: usize| match v {
+        Some(v) => format!("{v:>width$.digits$}"),
+        None => format!("{:>width$}", "-"),
+    };
     for p in &sweep.points {
         write!(
             out,
-            "{:>10} {:>12.2} {:>16.2} {:>12.2} {:>16.2} {:>10}",
+            "{:>9} {:>10.2} {:>16.2} {} {} {} {:>9.2} {:>9}",
             p.size_bytes,
             p.best_latency_us,
             p.best_bits_per_second / 1e6,
+            or_blank(p.median_latency_us, 9, 2),
+            or_blank(p.max_latency_us, 9, 2),
+            match p.spread_percent {
+                Some(v) => format!("{:>7}", format!("{v:.0}%{}", if p.wide { "*" } else { " " })),
+                None => format!("{:>7}", "- "),
+            },
             p.mean_latency_us,
-            p.mean_bits_per_second / 1e6,
             p.exchanges
         )?;
         if let Some(percent) = line_rate_percent(sweep, p.best_bits_per_second) {
@@ -91,6 +101,37 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             s.half_peak_size_bytes, s.ninety_percent_peak_size_bytes
         )?;
     }
+    for step in &s.steps {
+        writeln!(
+            out,
+            "Step: the bandwidth falls {:.0}% from {} at {} B to at most {} at {}..{} B (every size of that group): \
+             a step that repeats there is the path's",
+            step.fall_percent,
+            Rate(step.from_bits_per_second),
+            step.from_size_bytes,
+            Rate(step.to_bits_per_second),
+            step.to_min_size_bytes,
+            step.to_max_size_bytes
+        )?;
+    }
+    let wide: Vec<String> = sweep
+        .points
+        .iter()
+        .filter(|p| p.wide)
+        .map(|p| p.size_bytes.to_string())
+        .collect();
+    if !wide.is_empty() {
+        writeln!(
+            out,
+            "* wide: spread over {}% after up to {} extra rounds at {} B; do not read those points alone",
+            crate::workload::sweep::points::WIDE_SPREAD_PERCENT,
+            crate::workload::sweep::points::MAX_EXTRA_ROUNDS,
+            wide.join(", ")
+        )?;
+    }
+    if let Some(placement) = &sweep.placement {
+        writeln!(out, "Placement: {placement}")?;
+    }
     if !sweep.skipped_sizes_bytes.is_empty() {
         writeln!(
             out,
@@ -109,12 +150,13 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "size_bytes,latency_us,bandwidth_mbit_per_second,mean_latency_us,mean_bandwidth_mbit_per_second,\
-         exchanges,lost,line_rate_percent"
+         exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide"
     )?;
+    let opt = |v: Option<f64>, digits: usize| v.map(|v| format!("{v:.digits$}")).unwrap_or_default();
     for p in &sweep.points {
         writeln!(
             out,
-            "{},{:.3},{:.3},{:.3},{:.3},{},{},{}",
+            "{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{}",
             p.size_bytes,
             p.best_latency_us,
             p.best_bits_per_second / 1e6,
@@ -124,7 +166,12 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             p.lost,
             line_rate_percent(sweep, p.best_bits_per_second)
                 .map(|v| format!("{v:.2}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            opt(p.median_latency_us, 3),
+            opt(p.max_latency_us, 3),
+            opt(p.spread_percent, 1),
+            p.rounds.map(|r| r.to_string()).unwrap_or_default(),
+            u8::from(p.wide)
         )?;
     }
     Ok(())
@@ -146,8 +193,17 @@ mod tests {
             best_bits_per_second: size as f64 * 8.0 / (latency_us * 1e-6),
             mean_bits_per_second: size as f64 * 8.0 / (latency_us * 1.5e-6),
             lost: 0,
+            median_latency_us: Some(latency_us * 1.1),
+            max_latency_us: Some(latency_us * 1.2),
+            spread_percent: Some(20.0 / 1.1),
+            rounds: Some(1),
+            wide: false,
         };
-        let points = vec![point(1, 4.0), point(65536, 20.0)];
+        let mut points = vec![point(1, 4.0), point(65536, 20.0)];
+        points[1].max_latency_us = Some(20.0 * 1.54);
+        points[1].spread_percent = Some(40.0);
+        points[1].rounds = Some(3);
+        points[1].wide = true;
         SweepResult {
             mode: "ping_pong".into(),
             transport: "tcp".into(),
@@ -156,6 +212,7 @@ mod tests {
             note: Some("the time limit (-t) ended the sweep early".into()),
             summary: crate::workload::sweep::points::summarize(&points, Some(100e9)),
             points,
+            placement: None,
         }
     }
 
@@ -165,13 +222,14 @@ mod tests {
         table(&sweep(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let expected = "\
-Sweep (ping-pong, TCP): 2 sizes; best of the timed batches, mean of all
-    size B   latency us bandwidth Mbit/s      mean us      mean Mbit/s  exchanges % line rate
-         1         4.00             2.00         6.00             1.33         70        0.0%
-     65536        20.00         26214.40        30.00         17476.27         70       26.2%
+Sweep (ping-pong, TCP): 2 sizes; fastest batch, median and slowest batch, spread = (max - min) / median, mean of all
+   size B latency us bandwidth Mbit/s median us    max us  spread   mean us exchanges % line rate
+        1       4.00             2.00      4.40      4.80    18%       6.00        70        0.0%
+    65536      20.00         26214.40     22.00     30.80    40%*     30.00        70       26.2%
 Small-message latency: 4.00 us at 1 B
 Peak bandwidth: 26.21 Gbit/s at 65536 B (64 KiB) (26.2% of the 100.00 Gbit/s line rate)
 Half of the peak (n-1/2) at 65536 B; 90% of the peak at 65536 B
+* wide: spread over 25% after up to 2 extra rounds at 65536 B; do not read those points alone
 Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep early
 ";
         assert_eq!(text, expected);
@@ -185,7 +243,16 @@ Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep ea
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines[0].starts_with("size_bytes,latency_us,bandwidth_mbit_per_second,"));
-        assert_eq!(lines[2], "65536,20.000,26214.400,30.000,17476.267,70,0,26.21");
+        assert_eq!(
+            lines[0],
+            "size_bytes,latency_us,bandwidth_mbit_per_second,mean_latency_us,mean_bandwidth_mbit_per_second,\
+             exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide"
+        );
+        assert_eq!(lines[1], "1,4.000,2.000,6.000,1.333,70,0,0.00,4.400,4.800,18.2,1,0");
+        assert_eq!(
+            lines[2],
+            "65536,20.000,26214.400,30.000,17476.267,70,0,26.21,22.000,30.800,40.0,3,1"
+        );
     }
 
     #[test]
