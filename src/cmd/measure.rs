@@ -158,8 +158,8 @@ pub fn measure(
     let target = target(m)?;
     let mut run = plan::run_case(&target, spec, options, &on_interval, on_progress)
         .with_context(|| format!("{} test against {}:{}", spec.workload, m.host, m.port))?;
-    if m.link_speed.is_some() {
-        crate::verdict::annotate(&mut run, m.link_speed);
+    if m.link_speed.is_some() || m.link_overhead.is_some() {
+        crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
     }
     Ok(run)
 }

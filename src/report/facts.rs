@@ -241,24 +241,7 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "{}", counters_line(name, c))?;
         }
     }
-    match &r.line_rate {
-        Some(l) => writeln!(
-            out,
-            "Line rate: {} = {:.1}% of {} theoretical goodput ({} link from {}, {} B frames, {} B payload each)",
-            Rate(l.measured_bits_per_second),
-            l.percent_of_theoretical_goodput,
-            Rate(l.theoretical_goodput_bits_per_second),
-            Rate(l.link_bits_per_second as f64),
-            match l.link_speed_source.as_str() {
-                "option" => "--link-speed",
-                "qdisc" => "the tbf qdisc",
-                _ => "the NIC",
-            },
-            l.frame_bytes,
-            l.payload_bytes
-        )?,
-        None => writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)")?,
-    }
+    super::linerate::share_text(r.line_rate.as_ref(), out)?;
     if let Some(v) = &r.verdict {
         writeln!(out, "Verdict: {}", v.summary)?;
     }

@@ -19,6 +19,7 @@ mod facts;
 mod hostile;
 mod lab;
 mod layers;
+mod linerate;
 mod rawclient;
 mod repeat;
 mod rr;
