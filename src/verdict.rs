@@ -9,7 +9,8 @@
 //!    drop counter), or before it (the path: a link, router or NIC);
 //!    then the receiver's UDP RcvbufErrors of the whole host;
 //! 4. the receiving NIC dropped packets;
-//! 5. TCP retransmitted 1% of its segments or more;
+//! 5. TCP retransmitted 1% of its bytes or more: the test's own sockets
+//!    (TCP_INFO), else the sending namespace's RetransSegs/OutSegs;
 //! 6. a side's trial threads waited for a CPU most of the time they were
 //!    ready to run (schedstat run delay: a cgroup quota, or other work);
 //! 7. a side's stream threads or one of its cores were busy 95% of the time.
@@ -19,7 +20,7 @@
 
 use crate::linerate::{self, Framing, Stack};
 use crate::model::{CpuReport, Host, LineRateShare, NicFacts, RunResult, SideCounters, TrialResult, Verdict};
-use crate::units::Rate;
+use crate::units::{Bytes, Rate};
 
 /// Share of the theoretical goodput from which a result is link-bound.
 pub const LINK_BOUND_PERCENT: f64 = 90.0;
@@ -445,25 +446,116 @@ fn nic_drops(trial: &TrialResult) -> Option<Verdict> {
     })
 }
 
+/// Retransmissions of the test's own TCP sockets that sent from one host,
+/// summed over its streams (TCP_INFO at each stream's end).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SocketRetransmissions {
+    pub streams: usize,
+    /// `tcpi_total_retrans`.
+    pub segments: u64,
+    /// `tcpi_data_segs_out`, when every stream's kernel reported it.
+    pub data_segments_sent: Option<u64>,
+    /// `tcpi_bytes_retrans` and `tcpi_bytes_sent`, when every stream's
+    /// kernel reported them.
+    pub bytes: Option<u64>,
+    pub bytes_sent: Option<u64>,
+}
+
+impl SocketRetransmissions {
+    /// Share of bytes sent that were retransmissions, else of data segments.
+    pub fn percent(&self) -> Option<f64> {
+        let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 * 100.0 / whole as f64);
+        match (self.bytes, self.bytes_sent) {
+            (Some(b), Some(sent)) => share(b, sent),
+            _ => share(self.segments, self.data_segments_sent?),
+        }
+    }
+}
+
+/// The test's own sockets' retransmissions for streams sent by `host`;
+/// None when none of them has TCP_INFO (UDP, or an end that did not report).
+pub fn socket_retransmissions(trial: &TrialResult, host: Host) -> Option<SocketRetransmissions> {
+    let infos: Vec<_> = trial
+        .streams
+        .iter()
+        .filter(|s| s.flow.sender() == host)
+        .filter_map(|s| s.sender.tcp_info.as_ref())
+        .collect();
+    if infos.is_empty() {
+        return None;
+    }
+    let sum = |field: fn(&crate::model::TcpInfo) -> Option<u64>| infos.iter().map(|i| field(i)).sum::<Option<u64>>();
+    Some(SocketRetransmissions {
+        streams: infos.len(),
+        segments: infos.iter().map(|i| i.retransmits).sum(),
+        data_segments_sent: sum(|i| i.data_segments_sent),
+        bytes: sum(|i| i.bytes_retransmitted),
+        bytes_sent: sum(|i| i.bytes_sent),
+    })
+}
+
+/// The test's own sockets when they tell, else the namespace-wide
+/// RetransSegs/OutSegs of the sending side (which other traffic shares).
 fn retransmitting(trial: &TrialResult) -> Option<Verdict> {
     HOSTS
         .iter()
         .filter(|&&h| trial.streams.iter().any(|s| s.flow.sender() == h))
-        .find_map(|&host| {
-            let tcp = counters(trial, host)?.tcp.as_ref()?;
-            let share = tcp.retransmitted_percent?;
-            (share >= LOSS_PERCENT && tcp.out_segments >= 100).then(|| {
-                verdict(
-                    "retransmitting",
-                    format!(
-                        "retransmitting: {share:.1}% of segments ({} of {} sent by the {})",
-                        tcp.retransmitted_segments,
-                        tcp.out_segments,
-                        role_name(trial, host)
-                    ),
-                )
-            })
+        .find_map(|&host| match socket_retransmissions(trial, host) {
+            // A kernel too old for the byte and segment counts cannot give a
+            // share; the namespace's then speaks.
+            Some(own) if own.percent().is_some() => own_retransmissions(trial, host, &own),
+            _ => namespace_retransmissions(trial, host),
         })
+}
+
+fn own_retransmissions(trial: &TrialResult, host: Host, own: &SocketRetransmissions) -> Option<Verdict> {
+    let share = own.percent()?;
+    // A handful of segments is not evidence.
+    let enough = match (own.data_segments_sent, own.bytes_sent) {
+        (Some(segments), _) => segments >= 100,
+        (None, Some(bytes)) => bytes >= 100 * 1448,
+        (None, None) => false,
+    };
+    (share >= LOSS_PERCENT && enough).then(|| {
+        let what = match (own.bytes, own.bytes_sent) {
+            (Some(b), Some(sent)) => format!(
+                "{share:.1}% of bytes ({} of {}, {} segments)",
+                Bytes(b),
+                Bytes(sent),
+                own.segments
+            ),
+            _ => format!(
+                "{share:.1}% of segments ({} of {})",
+                own.segments,
+                own.data_segments_sent.unwrap_or(0)
+            ),
+        };
+        let plural = if own.streams == 1 { "" } else { "s" };
+        verdict(
+            "retransmitting",
+            format!(
+                "retransmitting: {what} sent by the {}'s {} test socket{plural}",
+                role_name(trial, host),
+                own.streams
+            ),
+        )
+    })
+}
+
+fn namespace_retransmissions(trial: &TrialResult, host: Host) -> Option<Verdict> {
+    let tcp = counters(trial, host)?.tcp.as_ref()?;
+    let share = tcp.retransmitted_percent?;
+    (share >= LOSS_PERCENT && tcp.out_segments >= 100).then(|| {
+        verdict(
+            "retransmitting",
+            format!(
+                "retransmitting: {share:.1}% of segments ({} of {} sent namespace-wide on the {}'s host)",
+                tcp.retransmitted_segments,
+                tcp.out_segments,
+                role_name(trial, host)
+            ),
+        )
+    })
 }
 
 /// How busy a side was: its stream threads' share of their wall time, and

@@ -274,9 +274,51 @@ fn retransmissions_of_the_sender_are_reported() {
         "{}",
         v.summary
     );
+    assert!(v.summary.contains("namespace-wide"), "{}", v.summary);
     // A handful of segments is not evidence.
     t.counters.client.as_mut().unwrap().tcp.as_mut().unwrap().out_segments = 50;
     assert_eq!(judge(&t, false).kind, "none");
+}
+
+#[test]
+fn the_test_sockets_retransmissions_win_over_the_namespace() {
+    let mut t = trial(500e6);
+    // The namespace retransmitted a lot (other traffic), the test's socket little.
+    t.counters.client.as_mut().unwrap().tcp = Some(TcpCounters {
+        out_segments: 1000,
+        retransmitted_segments: 210,
+        retransmitted_percent: Some(21.0),
+    });
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    info.retransmits = 2;
+    info.data_segments_sent = Some(10_000);
+    info.bytes_sent = Some(14_480_000);
+    info.bytes_retransmitted = Some(2_896);
+    assert_eq!(judge(&t, false).kind, "none");
+    let own = socket_retransmissions(&t, Host::Client).unwrap();
+    assert_eq!((own.streams, own.segments), (1, 2));
+    assert!((own.percent().unwrap() - 0.02).abs() < 1e-9);
+    // Two streams that retransmit 3% of their bytes between them.
+    let mut second = t.streams[0].clone();
+    second.stream_id = 2;
+    let info = second.sender.tcp_info.as_mut().unwrap();
+    info.retransmits = 598;
+    info.bytes_retransmitted = Some(866_000);
+    t.streams.push(second);
+    let v = judge(&t, false);
+    assert_eq!(v.kind, "retransmitting");
+    assert!(
+        v.summary.starts_with("retransmitting: 3.0% of bytes") && v.summary.contains("2 test sockets"),
+        "{}",
+        v.summary
+    );
+    // Without the byte counts (an old kernel), segments speak.
+    for s in &mut t.streams {
+        s.sender.tcp_info.as_mut().unwrap().bytes_sent = None;
+    }
+    let own = socket_retransmissions(&t, Host::Client).unwrap();
+    assert_eq!(own.bytes_sent, None);
+    assert!((own.percent().unwrap() - 3.0).abs() < 1e-9);
 }
 
 #[test]

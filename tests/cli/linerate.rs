@@ -1,5 +1,6 @@
-//! Percent of line rate against the kernel's own shaper (issue 11): TCP
-//! through a tbf bottleneck must read between 98% and 100.2% of the model
+//! Percent of line rate against the kernel's own shaper (issue 11), and the
+//! test sockets' own retransmissions. TCP through a tbf bottleneck must
+//! read between 98% and 100.2% of the model
 //! when the model counts what the shaper counts. These are properties of
 //! the model against tbf, not timings: a shaper cannot pass more than its
 //! rate and bucket, and a saturating TCP flow keeps it busy.
@@ -116,4 +117,29 @@ fn a_tbf_on_the_interface_is_counted_as_it_counts_with_its_bucket() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("14 B per packet as the qdisc counts"), "{text}");
     assert!(text.contains("emptied during the -O warm-up"), "{text}");
+}
+
+/// Retransmissions come from the test's own sockets (TCP_INFO), summed over
+/// the streams; the namespace's counters stay, labelled as namespace-wide.
+#[test]
+fn retransmissions_of_the_test_sockets_are_shown_apart_from_the_namespace() {
+    let agent = AgentProcess::start(&[]);
+    let run = agent.run_json("tcp", &["-t", "1", "-P", "2"]);
+    for stream in run["streams"].as_array().unwrap() {
+        let info = &stream["sender"]["tcp_info"];
+        let sent = info["bytes_sent"].as_u64().expect("tcpi_bytes_sent");
+        assert!(sent >= stream["sender"]["bytes"].as_u64().unwrap(), "{info}");
+        assert!(info["bytes_retransmitted"].as_u64().unwrap() <= sent, "{info}");
+        assert!(info["data_segments_sent"].as_u64().unwrap() > 0, "{info}");
+    }
+    let port = agent.port.to_string();
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port, "-t", "1", "-P", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Retransmitted by the test's sockets: sender ") && l.ends_with("over 2 streams")),
+        "{text}"
+    );
+    assert!(text.contains("TCP namespace-wide "), "{text}");
 }
