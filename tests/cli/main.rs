@@ -20,6 +20,7 @@ mod hostile;
 mod lab;
 mod layers;
 mod linerate;
+mod manual;
 mod rawclient;
 mod repeat;
 mod rr;
