@@ -182,6 +182,20 @@ fn above_the_model_is_explained_never_silent() {
     let s = line_rate_share(&t, &fixed, 9000, false, 131072, 1.0).unwrap();
     assert_eq!(s.overhead_model.as_deref(), Some("option"));
     assert!(s.percent_of_theoretical_goodput <= 100.02);
+    // A hair above the shaper's own model is the clock's precision...
+    let t = tcp_trial(992.8e6, 9000, 3.0);
+    let s = line_rate_share(&t, &fixed, 9000, false, 131072, 1.0).unwrap();
+    assert!(
+        s.above_model.as_deref().unwrap().contains("within the precision"),
+        "{s:?}"
+    );
+    // ...but not 1% above it.
+    let t = tcp_trial(1002.0e6, 9000, 3.0);
+    let s = line_rate_share(&t, &fixed, 9000, false, 131072, 1.0).unwrap();
+    assert!(
+        s.above_model.as_deref().unwrap().contains("faster than --link-speed"),
+        "{s:?}"
+    );
 }
 
 #[test]

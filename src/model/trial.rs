@@ -283,10 +283,11 @@ pub struct LineRateShare {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst_bytes: Option<u64>,
     /// `included` (the bucket's bytes over the measured time are added to
-    /// the theoretical goodput), `warmup_excluded` (`--omit` > 0: the bucket
-    /// emptied during the warm-up) or `unknown` (the speed is not a shaper
-    /// nicbench can read, e.g. `--link-speed`: a bottleneck elsewhere may let
-    /// a burst through that the model does not know).
+    /// the theoretical goodput), `warmup_excluded` (`--omit` > 0: a shaper's
+    /// bucket empties during the warm-up) or `unknown` (no warm-up, and the
+    /// speed is not a shaper nicbench can read, e.g. `--link-speed`: a
+    /// bottleneck elsewhere may let a burst through the model does not
+    /// know). Absent for a NIC's speed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst_handling: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

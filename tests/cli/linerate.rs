@@ -51,7 +51,7 @@ fn within_the_model(run: &Value, what: &str) -> (f64, f64) {
 /// TCP through a tbf in a router namespace at 100 Mbit/s and 1 Gbit/s, MTU
 /// 1500 and 9000. The ends cannot see the router's shaper, so the run says
 /// what it is: `--link-speed` and the 14 B per packet tbf counts on veth;
-/// the bucket's burst is excluded with a 1 s warm-up.
+/// the bucket's burst is excluded with a 1 s warm-up (and said so).
 #[test]
 fn tcp_through_a_router_tbf_is_within_the_model() {
     require_lab!();
@@ -73,7 +73,7 @@ fn tcp_through_a_router_tbf_is_within_the_model() {
             assert_eq!(share["overhead_model"], "option");
             assert_eq!(share["overhead_bytes_per_frame"], 14);
             assert_eq!(share["counted_bytes_per_frame"], mtu + 14);
-            assert_eq!(share["burst_handling"], "unknown");
+            assert_eq!(share["burst_handling"], "warmup_excluded");
             within_the_model(&run, &format!("router tbf {speed}bit/s, MTU {mtu}"));
         }
     }
@@ -128,7 +128,9 @@ fn retransmissions_of_the_test_sockets_are_shown_apart_from_the_namespace() {
     for stream in run["streams"].as_array().unwrap() {
         let info = &stream["sender"]["tcp_info"];
         let sent = info["bytes_sent"].as_u64().expect("tcpi_bytes_sent");
-        assert!(sent >= stream["sender"]["bytes"].as_u64().unwrap(), "{info}");
+        // Bytes still in the send buffer when TCP_INFO is read are written
+        // but not yet sent, so only a lower bound holds.
+        assert!(sent > 0, "{info}");
         assert!(info["bytes_retransmitted"].as_u64().unwrap() <= sent, "{info}");
         assert!(info["data_segments_sent"].as_u64().unwrap() > 0, "{info}");
     }
