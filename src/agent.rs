@@ -17,10 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use self::admission::{Admission, Poll, Ticket};
+use self::admission::{Admission, Pace, Poll, Ticket};
 use self::limits::{ConnectionRate, TestLimits};
 use crate::logging;
-use crate::model::Host;
+use crate::model::{Direction, Host};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, Psk};
@@ -28,6 +28,7 @@ use crate::protocol::channel::Channel;
 use crate::protocol::framing::encode;
 use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
 use crate::trial::{self, TrialPlan};
+use crate::workload::runner::IntervalCallback;
 use crate::workload::{self, AgentNet, TestSpec};
 
 /// How long the client may take to open its data connections and start.
@@ -435,11 +436,12 @@ fn admit<'a>(
     if wait == 0.0 {
         channel.send(&Message::Busy {
             seconds_left: busy.seconds_left,
+            running_seconds: busy.running_seconds,
         })?;
-        return Err(Refusal::Busy(format!(
-            "busy, told to come back in {:.1} s",
-            busy.seconds_left
-        )));
+        return Err(Refusal::Busy(match busy.running_seconds {
+            Some(running) => format!("busy, told the running test has run {running:.1} s with no known end"),
+            None => format!("busy, told to come back in {:.1} s", busy.seconds_left),
+        }));
     }
     let place = shared.admission.enqueue(expected).map_err(|full| {
         Refusal::Tell(format!(
@@ -465,7 +467,10 @@ fn admit<'a>(
             return Err(Refusal::Quiet(format!("left the queue at position {position}")));
         }
         if Instant::now() >= deadline {
-            channel.send(&Message::Busy { seconds_left })?;
+            channel.send(&Message::Busy {
+                seconds_left,
+                running_seconds: None,
+            })?;
             return Err(Refusal::Busy(format!(
                 "waited {wait:.0} s in line (position {position}) and was told busy"
             )));
@@ -577,7 +582,18 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         spec.flows().len()
     ));
     let start = Instant::now();
-    ticket.started(Duration::from_secs_f64(spec.expected_seconds()));
+    // A byte count ends the test, not a time: its pace tells the end.
+    let pace = spec.bytes.map(|bytes| {
+        let directions = if spec.direction == Direction::Bidir { 2 } else { 1 };
+        Pace::new(bytes.saturating_mul(directions))
+    });
+    ticket.started(
+        workload.known_duration_seconds(&spec).map(Duration::from_secs_f64),
+        pace.clone(),
+    );
+    let on_interval = pace.map(|pace| -> IntervalCallback {
+        Box::new(move |tick| pace.add(tick.streams.iter().map(|&(_, _, bytes)| bytes).sum()))
+    });
     let plan = TrialPlan {
         host: Host::Agent,
         spec: &spec,
@@ -589,7 +605,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
                 .load(Ordering::Relaxed)
                 .then(|| "the agent is shutting down: SIGTERM or SIGINT on its host".to_string())
         },
-        on_interval: None,
+        on_interval,
         on_progress: None,
     };
     let mut outcome =

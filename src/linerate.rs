@@ -187,19 +187,98 @@ pub fn compute(link_bits_per_second: f64, size: Size, stack: Stack, vlan: bool) 
     })
 }
 
-/// Theoretical TCP goodput from what a connection reports: its path MTU
-/// and its MSS (which already excludes TCP options), plus the Ethernet
-/// framing around the IP packet.
-pub fn tcp_goodput(link_bits_per_second: f64, path_mtu_bytes: u64, mss_bytes: u64) -> Option<LineRate> {
-    if mss_bytes == 0 || path_mtu_bytes <= mss_bytes {
+/// What a link speed is spent on per IP packet: the bytes that count
+/// against the speed besides the IP packet itself. It follows where the
+/// speed came from: a PHY's speed is spent on the wire, a shaper's rate on
+/// what the shaper counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// A physical Ethernet wire: Ethernet header and FCS (18 bytes), padding
+    /// to the 64-byte minimum frame, preamble/SFD (8) and interframe gap
+    /// (12): 38 bytes per full-size packet.
+    EthernetWire,
+    /// What a qdisc counts (tbf and every other Linux shaper): the packet as
+    /// it dequeues it — the frame with its 14-byte Ethernet header, without
+    /// preamble, gap or FCS — plus its configured `overhead`, at least its
+    /// `mpu`, and in 53-byte cells of 48 when its link layer is ATM.
+    Qdisc {
+        overhead_bytes: u64,
+        mpu_bytes: u64,
+        atm: bool,
+    },
+    /// A fixed number of bytes per IP packet (`--link-overhead`).
+    Fixed { overhead_bytes: u64 },
+}
+
+impl Framing {
+    /// Bytes one IP packet of `ip_packet_bytes` costs against the speed.
+    pub fn counted_bytes(self, ip_packet_bytes: u64) -> u64 {
+        match self {
+            Framing::EthernetWire => {
+                (ip_packet_bytes + ETHERNET_HEADER_BYTES + FCS_BYTES).max(MIN_FRAME_BYTES)
+                    + PREAMBLE_SFD_BYTES
+                    + INTERFRAME_GAP_BYTES
+            }
+            // As the kernel's psched_l2t_ns: overhead, then mpu, then cells.
+            Framing::Qdisc {
+                overhead_bytes,
+                mpu_bytes,
+                atm,
+            } => {
+                let len = (ip_packet_bytes + ETHERNET_HEADER_BYTES + overhead_bytes).max(mpu_bytes);
+                if atm {
+                    len.div_ceil(48) * 53
+                } else {
+                    len
+                }
+            }
+            Framing::Fixed { overhead_bytes } => ip_packet_bytes + overhead_bytes,
+        }
+    }
+
+    /// `ethernet_wire`, `qdisc` or `option`, as in the JSON document.
+    pub fn name(self) -> &'static str {
+        match self {
+            Framing::EthernetWire => "ethernet_wire",
+            Framing::Qdisc { .. } => "qdisc",
+            Framing::Fixed { .. } => "option",
+        }
+    }
+}
+
+/// Goodput of full-size packets on a link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Goodput {
+    /// What one packet costs against the link speed (see [`Framing`]).
+    pub counted_bytes: u64,
+    pub payload_bytes: u64,
+    pub packets_per_second: f64,
+    pub goodput_bits_per_second: f64,
+}
+
+/// Goodput of back-to-back IP packets of `ip_packet_bytes`, each carrying
+/// `payload_bytes` of application data, at `link_bits_per_second`.
+pub fn goodput(
+    link_bits_per_second: f64,
+    ip_packet_bytes: u64,
+    payload_bytes: u64,
+    framing: Framing,
+) -> Option<Goodput> {
+    if payload_bytes == 0
+        || ip_packet_bytes < payload_bytes
+        || link_bits_per_second.is_nan()
+        || link_bits_per_second < 1.0
+    {
         return None;
     }
-    let mut rate = compute(link_bits_per_second, Size::Mtu(path_mtu_bytes), Stack::Eth, false).ok()?;
-    rate.payload_bytes = mss_bytes;
-    rate.goodput_bits_per_second = rate.frames_per_second * mss_bytes as f64 * 8.0;
-    rate.efficiency_percent = mss_bytes as f64 * 100.0 / rate.wire_bytes as f64;
-    rate.stack = "tcp";
-    Some(rate)
+    let counted_bytes = framing.counted_bytes(ip_packet_bytes);
+    let packets_per_second = link_bits_per_second / (counted_bytes as f64 * 8.0);
+    Some(Goodput {
+        counted_bytes,
+        payload_bytes,
+        packets_per_second,
+        goodput_bits_per_second: packets_per_second * payload_bytes as f64 * 8.0,
+    })
 }
 
 #[cfg(test)]
@@ -309,9 +388,52 @@ mod tests {
     }
 
     #[test]
-    fn tcp_goodput_uses_the_connection_mss() {
-        let r = tcp_goodput(1e9, 1500, 1448).unwrap();
-        assert!(close(r.goodput_bits_per_second / 1e6, 941.49, 0.01));
-        assert!(tcp_goodput(1e9, 1500, 0).is_none());
+    fn goodput_on_the_wire_matches_the_frame_model() {
+        // TCP with timestamps at MTU 1500 on 1 Gbit/s: 1448 B in 1538 B on the wire.
+        let g = goodput(1e9, 1500, 1448, Framing::EthernetWire).unwrap();
+        assert_eq!(g.counted_bytes, 1538);
+        assert!(close(g.goodput_bits_per_second / 1e6, 941.49, 0.01));
+        let frame = compute(1e9, Size::Mtu(1500), Stack::Tcp4Ts, false).unwrap();
+        assert!(close(g.goodput_bits_per_second, frame.goodput_bits_per_second, 1e-6));
+        // A 1-byte UDP datagram is padded to the 64-byte frame.
+        assert_eq!(Framing::EthernetWire.counted_bytes(29), 84);
+        assert!(goodput(1e9, 1500, 0, Framing::EthernetWire).is_none());
+        assert!(goodput(0.0, 1500, 1448, Framing::EthernetWire).is_none());
+    }
+
+    #[test]
+    fn a_qdisc_counts_the_frame_without_preamble_gap_and_fcs() {
+        let tbf = Framing::Qdisc {
+            overhead_bytes: 0,
+            mpu_bytes: 0,
+            atm: false,
+        };
+        // MTU 9000 on a 1 Gbit/s tbf: 8948 B of payload per 9014 B counted.
+        let g = goodput(1e9, 9000, 8948, tbf).unwrap();
+        assert_eq!(g.counted_bytes, 9014);
+        assert!(close(g.goodput_bits_per_second / 1e6, 992.68, 0.01), "{g:?}");
+        // The 992.87 Mbit/s read 100.3% of the wire model (990.04).
+        let wire = goodput(1e9, 9000, 8948, Framing::EthernetWire).unwrap();
+        assert!(close(wire.goodput_bits_per_second / 1e6, 990.04, 0.01));
+        assert!(992.87e6 / g.goodput_bits_per_second < 1.0002);
+        // 100 Mbit/s at MTU 1500: 1448 / 1514.
+        let g = goodput(100e6, 1500, 1448, tbf).unwrap();
+        assert!(close(g.goodput_bits_per_second / 1e6, 95.64, 0.01), "{g:?}");
+    }
+
+    #[test]
+    fn qdisc_overhead_mpu_and_atm_cells_follow_the_kernel() {
+        let with = |overhead_bytes, mpu_bytes, atm| Framing::Qdisc {
+            overhead_bytes,
+            mpu_bytes,
+            atm,
+        };
+        assert_eq!(with(24, 0, false).counted_bytes(1500), 1538);
+        assert_eq!(with(0, 96, false).counted_bytes(40), 96);
+        // 1514 B in 48-byte cells: 32 cells of 53 bytes.
+        assert_eq!(with(0, 0, true).counted_bytes(1500), 32 * 53);
+        assert_eq!(Framing::Fixed { overhead_bytes: 14 }.counted_bytes(9000), 9014);
+        assert_eq!(with(0, 0, false).name(), "qdisc");
+        assert_eq!(Framing::EthernetWire.name(), "ethernet_wire");
     }
 }

@@ -43,6 +43,23 @@ pub struct Target {
     pub psk_file: Option<std::path::PathBuf>,
 }
 
+/// "Busy" in words: the time left when the agent could say, else how long
+/// the other test has been running.
+fn busy_words(addr: SocketAddr, seconds_left: f64, running_seconds: Option<f64>) -> String {
+    match running_seconds {
+        Some(running) => format!(
+            "the agent at {addr} is busy with another test, running for {running:.0} s so far with no known end \
+             (a byte count or a sweep); try again later, or wait in its queue with --wait"
+        ),
+        None => {
+            format!(
+                "the agent at {addr} is busy with another test for about {seconds_left:.0} s more; try again then, \
+                 or pass --wait 60s to wait in its queue for a turn"
+            )
+        }
+    }
+}
+
 /// Everything that can end a test on the client, each with what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -66,11 +83,12 @@ pub enum SessionError {
          check the port (-p, HOST:PORT) or start 'nicbench serve' on that host"
     )]
     NotAnAgent { addr: SocketAddr, detail: String },
-    #[error(
-        "the agent at {addr} is busy with another test for about {seconds_left:.0} s more; try again then, \
-         or pass --wait 60s to wait in its queue for a turn"
-    )]
-    Busy { addr: SocketAddr, seconds_left: f64 },
+    #[error("{}", busy_words(*addr, *seconds_left, *running_seconds))]
+    Busy {
+        addr: SocketAddr,
+        seconds_left: f64,
+        running_seconds: Option<f64>,
+    },
     #[error("the agent refused the test: {0}")]
     AgentRefused(String),
     #[error("{0}")]
@@ -190,7 +208,14 @@ pub struct RunOptions<'a> {
 
 fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
     match got {
-        Message::Busy { seconds_left } => SessionError::Busy { addr, seconds_left },
+        Message::Busy {
+            seconds_left,
+            running_seconds,
+        } => SessionError::Busy {
+            addr,
+            seconds_left,
+            running_seconds,
+        },
         Message::Error { message } => SessionError::AgentRefused(message),
         other => SessionError::Protocol(ProtocolError::Unexpected {
             expected: expected.to_string(),

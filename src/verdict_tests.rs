@@ -88,8 +88,122 @@ fn trial(bits_per_second: f64) -> TrialResult {
     }
 }
 
+fn wire(bits_per_second: u64, source: &'static str) -> Link {
+    Link {
+        bits_per_second,
+        source,
+        framing: Framing::EthernetWire,
+        burst_bytes: None,
+    }
+}
+
 fn share(trial: &TrialResult, link: u64) -> Option<LineRateShare> {
-    line_rate_share(trial, &Throughput, link, "option", 1500, false, 131072)
+    line_rate_share(trial, &Throughput, &wire(link, "option"), 1500, false, 131072, 0.0)
+}
+
+/// A tbf at `rate` with a `burst`-byte bucket, no overhead configured.
+fn tbf(rate: u64, burst: u64) -> Link {
+    Link {
+        bits_per_second: rate,
+        source: "qdisc",
+        framing: Framing::Qdisc {
+            overhead_bytes: 0,
+            mpu_bytes: 0,
+            atm: false,
+        },
+        burst_bytes: Some(burst),
+    }
+}
+
+/// One TCP stream over `seconds` at MTU `mtu` (MSS with timestamps).
+fn tcp_trial(bits_per_second: f64, mtu: u32, seconds: f64) -> TrialResult {
+    let mut t = trial(bits_per_second);
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    info.path_mtu_bytes = mtu;
+    info.send_mss_bytes = mtu - 52;
+    t.sum.client_to_agent.as_mut().unwrap().receiver.seconds = seconds;
+    t
+}
+
+#[test]
+fn a_qdisc_rate_is_counted_as_the_qdisc_counts() {
+    // Issue 11: 992.87 Mbit/s through a 1 Gbit/s tbf at MTU 9000 read 100.3%
+    // of the wire model; the tbf counts 9014 B per 8948 B of payload.
+    let t = tcp_trial(992.87e6, 9000, 10.0);
+    let s = line_rate_share(&t, &Throughput, &tbf(1_000_000_000, 0), 9000, false, 131072, 1.0).unwrap();
+    assert_eq!(s.overhead_model.as_deref(), Some("qdisc"));
+    assert_eq!(s.overhead_bytes_per_frame, Some(14));
+    assert_eq!(s.counted_bytes_per_frame, Some(9014));
+    assert!((s.theoretical_goodput_bits_per_second / 1e6 - 992.68).abs() < 0.01);
+    assert!(s.percent_of_theoretical_goodput <= 100.02, "{s:?}");
+    assert_eq!(s.burst_handling.as_deref(), Some("warmup_excluded"));
+    assert_eq!(s.burst_allowance_bits_per_second, None);
+    // The wire model for the same run: 38 B per packet.
+    let w = line_rate_share(&t, &Throughput, &wire(1_000_000_000, "nic"), 9000, false, 131072, 0.0).unwrap();
+    assert_eq!(w.overhead_bytes_per_frame, Some(38));
+    assert_eq!(w.overhead_model.as_deref(), Some("ethernet_wire"));
+    assert_eq!(w.burst_handling, None);
+}
+
+#[test]
+fn a_full_bucket_at_the_start_is_added_to_the_theory() {
+    // 100 Mbit/s, MTU 1500, a 50000-byte bucket over 2 s: 50000 * 8 *
+    // 1448 / 1514 / 2 = 191.28 kbit/s on top of 95.64 Mbit/s.
+    let t = tcp_trial(95.7e6, 1500, 2.0);
+    let s = line_rate_share(&t, &Throughput, &tbf(100_000_000, 50_000), 1500, false, 131072, 0.0).unwrap();
+    assert_eq!(s.burst_handling.as_deref(), Some("included"));
+    let allowance = s.burst_allowance_bits_per_second.unwrap();
+    assert!((allowance - 191_281.4).abs() < 1.0, "{allowance}");
+    let sustained = s.sustained_goodput_bits_per_second.unwrap();
+    assert!((s.theoretical_goodput_bits_per_second - sustained - allowance).abs() < 1e-6);
+    assert!(s.percent_of_theoretical_goodput < 100.0, "{s:?}");
+    assert_eq!(s.above_model, None);
+}
+
+#[test]
+fn above_the_model_is_explained_never_silent() {
+    // 100.3% of a wire model given by --link-speed: the text names the
+    // shaper's accounting and --link-overhead.
+    let mut t = tcp_trial(992.87e6, 9000, 3.0);
+    t.line_rate = line_rate_share(
+        &t,
+        &Throughput,
+        &wire(1_000_000_000, "option"),
+        9000,
+        false,
+        131072,
+        0.0,
+    );
+    let s = t.line_rate.as_ref().unwrap();
+    assert!(s.percent_of_theoretical_goodput > 100.0);
+    let why = s.above_model.as_deref().unwrap();
+    assert!(why.contains("--link-overhead 14"), "{why}");
+    assert_eq!(s.burst_handling.as_deref(), Some("unknown"));
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(v.kind, "link_bound");
+    assert!(v.summary.contains("above the model: "), "{}", v.summary);
+    // With the shaper's own accounting, the same figure is within the model.
+    let fixed = Link {
+        framing: Framing::Fixed { overhead_bytes: 14 },
+        ..wire(1_000_000_000, "option")
+    };
+    let s = line_rate_share(&t, &Throughput, &fixed, 9000, false, 131072, 1.0).unwrap();
+    assert_eq!(s.overhead_model.as_deref(), Some("option"));
+    assert!(s.percent_of_theoretical_goodput <= 100.02);
+    // A hair above the shaper's own model is the clock's precision...
+    let t = tcp_trial(992.8e6, 9000, 3.0);
+    let s = line_rate_share(&t, &Throughput, &fixed, 9000, false, 131072, 1.0).unwrap();
+    assert!(
+        s.above_model.as_deref().unwrap().contains("within the precision"),
+        "{s:?}"
+    );
+    // ...but not 1% above it.
+    let t = tcp_trial(1002.0e6, 9000, 3.0);
+    let s = line_rate_share(&t, &Throughput, &fixed, 9000, false, 131072, 1.0).unwrap();
+    assert!(
+        s.above_model.as_deref().unwrap().contains("faster than --link-speed"),
+        "{s:?}"
+    );
 }
 
 #[test]
@@ -182,9 +296,51 @@ fn retransmissions_of_the_sender_are_reported() {
         "{}",
         v.summary
     );
+    assert!(v.summary.contains("namespace-wide"), "{}", v.summary);
     // A handful of segments is not evidence.
     t.counters.client.as_mut().unwrap().tcp.as_mut().unwrap().out_segments = 50;
     assert_eq!(judge(&t, &Throughput, false).kind, "none");
+}
+
+#[test]
+fn the_test_sockets_retransmissions_win_over_the_namespace() {
+    let mut t = trial(500e6);
+    // The namespace retransmitted a lot (other traffic), the test's socket little.
+    t.counters.client.as_mut().unwrap().tcp = Some(TcpCounters {
+        out_segments: 1000,
+        retransmitted_segments: 210,
+        retransmitted_percent: Some(21.0),
+    });
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    info.retransmits = 2;
+    info.data_segments_sent = Some(10_000);
+    info.bytes_sent = Some(14_480_000);
+    info.bytes_retransmitted = Some(2_896);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    let own = socket_retransmissions(&t, Host::Client).unwrap();
+    assert_eq!((own.streams, own.segments), (1, 2));
+    assert!((own.percent().unwrap() - 0.02).abs() < 1e-9);
+    // Two streams that retransmit 3% of their bytes between them.
+    let mut second = t.streams[0].clone();
+    second.stream_id = 2;
+    let info = second.sender.tcp_info.as_mut().unwrap();
+    info.retransmits = 598;
+    info.bytes_retransmitted = Some(866_000);
+    t.streams.push(second);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(v.kind, "retransmitting");
+    assert!(
+        v.summary.starts_with("retransmitting: 3.0% of bytes") && v.summary.contains("2 test sockets"),
+        "{}",
+        v.summary
+    );
+    // Without the byte counts (an old kernel), segments speak.
+    for s in &mut t.streams {
+        s.sender.tcp_info.as_mut().unwrap().bytes_sent = None;
+    }
+    let own = socket_retransmissions(&t, Host::Client).unwrap();
+    assert_eq!(own.bytes_sent, None);
+    assert!((own.percent().unwrap() - 3.0).abs() < 1e-9);
 }
 
 #[test]
@@ -257,7 +413,7 @@ fn without_tcp_info_the_udp_model_is_used() {
     let mut t = trial(900e6);
     t.streams[0].sender.tcp_info = None;
     // 1472-byte datagrams fill a 1500-byte MTU: 957.09 Mbit/s at 1 Gbit/s.
-    let s = line_rate_share(&t, &Throughput, 1_000_000_000, "nic", 1500, false, 8000).unwrap();
+    let s = line_rate_share(&t, &Throughput, &wire(1_000_000_000, "nic"), 1500, false, 8000, 0.0).unwrap();
     assert_eq!(s.payload_bytes, 1472);
     assert!((s.theoretical_goodput_bits_per_second / 1e6 - 957.09).abs() < 0.01);
 }

@@ -2,14 +2,18 @@
 //! bounded first-come-first-served queue for clients that asked to wait
 //! (`nicbench tcp --wait 60s`). A newcomer never jumps the queue; a test
 //! slot goes to the head of the line only. Each running test counts the
-//! other tests that overlapped it, so its result can say so.
+//! other tests that overlapped it, so its result can say so. A test with
+//! no fixed duration (a byte count, a sweep) has its end estimated from its
+//! pace so far when it reports one, else a busy answer says how long it has
+//! been running instead of promising an end.
 //!
 //! No I/O: the agent's connection threads call in, and tests drive it from
 //! plain threads.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The test slots and the queue.
@@ -29,10 +33,54 @@ struct State {
 
 struct Running {
     id: u64,
-    /// Expected end, for `busy` and queue estimates.
-    until: Instant,
+    /// Expected end, for `busy` and queue estimates; None when the test
+    /// has no fixed duration.
+    until: Option<Instant>,
+    started: Instant,
+    /// How far a test without a fixed duration has got.
+    pace: Option<Arc<Pace>>,
     /// Other tests that ran during part of this one.
     overlapped: u32,
+}
+
+impl Running {
+    /// When it should end, if that can be said: its fixed end, else the
+    /// pace so far carried to the end of its work. Otherwise None.
+    fn expected_end(&self, now: Instant) -> Option<Instant> {
+        if self.until.is_some() {
+            return self.until;
+        }
+        let pace = self.pace.as_ref()?;
+        let done = pace.done.load(Ordering::Relaxed);
+        if done == 0 {
+            return None;
+        }
+        let left = pace.total.saturating_sub(done) as f64 / done as f64;
+        let elapsed = now.saturating_duration_since(self.started).as_secs_f64();
+        Some(now + Duration::from_secs_f64((elapsed * left).min(1e6)))
+    }
+}
+
+/// Progress of a test that ends after an amount of work, not a time: the
+/// side adds what it moved, the admission divides.
+#[derive(Debug)]
+pub struct Pace {
+    done: AtomicU64,
+    total: u64,
+}
+
+impl Pace {
+    /// Work of `total` units (bytes) in all.
+    pub fn new(total: u64) -> Arc<Pace> {
+        Arc::new(Pace {
+            done: AtomicU64::new(0),
+            total,
+        })
+    }
+
+    pub fn add(&self, units: u64) {
+        self.done.fetch_add(units, Ordering::Relaxed);
+    }
 }
 
 struct Waiting {
@@ -40,10 +88,13 @@ struct Waiting {
     expected: Duration,
 }
 
-/// Refusal to run now: a slot frees in about `seconds_left`.
+/// Refusal to run now: a slot frees in about `seconds_left`, or, when the
+/// test holding it has no known end, `running_seconds` says how long that
+/// test has been running (and `seconds_left` counts it as ending now).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Busy {
     pub seconds_left: f64,
+    pub running_seconds: Option<f64>,
 }
 
 /// The queue already holds `max_queue` clients.
@@ -96,8 +147,10 @@ impl Admission {
         if state.queue.is_empty() && state.running.len() < self.max_concurrent {
             return Ok(self.grant(&mut state, expected));
         }
+        let (seconds_left, running_seconds) = self.start_estimate(&state, state.queue.len());
         Err(Busy {
-            seconds_left: self.start_estimate(&state, state.queue.len()),
+            seconds_left,
+            running_seconds,
         })
     }
 
@@ -137,7 +190,7 @@ impl Admission {
             if now >= deadline {
                 return Poll::Waiting {
                     position: position as u32 + 1,
-                    seconds_left: self.start_estimate(&state, position),
+                    seconds_left: self.start_estimate(&state, position).0,
                 };
             }
             state = self
@@ -155,28 +208,43 @@ impl Admission {
         for r in state.running.iter_mut() {
             r.overlapped += 1;
         }
+        let now = Instant::now();
         state.running.push(Running {
             id,
-            until: Instant::now() + expected,
+            until: Some(now + expected),
+            started: now,
+            pace: None,
             overlapped: others,
         });
         Ticket { admission: self, id }
     }
 
     /// Seconds until the client behind `ahead` waiting ones gets a slot,
-    /// assuming every test lasts as long as it asked.
-    fn start_estimate(&self, state: &State, ahead: usize) -> f64 {
+    /// assuming every test lasts as long as it asked (or its pace says);
+    /// and when that slot is held by a test with no known end, how long
+    /// that test has been running (it then counts as ending now).
+    fn start_estimate(&self, state: &State, ahead: usize) -> (f64, Option<f64>) {
         let now = Instant::now();
-        let mut free_at: BinaryHeap<Reverse<Instant>> = state.running.iter().map(|r| Reverse(r.until)).collect();
+        let mut free_at: BinaryHeap<Reverse<(Instant, Option<Duration>)>> = state
+            .running
+            .iter()
+            .map(|r| match r.expected_end(now) {
+                Some(end) => Reverse((end, None)),
+                None => Reverse((now, Some(now.saturating_duration_since(r.started)))),
+            })
+            .collect();
         while free_at.len() < self.max_concurrent {
-            free_at.push(Reverse(now));
+            free_at.push(Reverse((now, None)));
         }
         for waiting in state.queue.iter().take(ahead) {
-            let Reverse(t) = free_at.pop().expect("at least one slot");
-            free_at.push(Reverse(t.max(now) + waiting.expected));
+            let Reverse((t, unknown)) = free_at.pop().expect("at least one slot");
+            free_at.push(Reverse((t.max(now) + waiting.expected, unknown)));
         }
-        let Reverse(start) = free_at.pop().expect("at least one slot");
-        start.saturating_duration_since(now).as_secs_f64()
+        let Reverse((start, unknown)) = free_at.pop().expect("at least one slot");
+        (
+            start.saturating_duration_since(now).as_secs_f64(),
+            unknown.map(|d| d.as_secs_f64()),
+        )
     }
 
     /// Tests running now.
@@ -191,11 +259,15 @@ impl Admission {
 }
 
 impl Ticket<'_> {
-    /// The test really starts now and should end `expected` later.
-    pub fn started(&self, expected: Duration) {
+    /// The test really starts now and should end `expected` later; None
+    /// when it has no fixed duration, with its `pace` when it reports one.
+    pub fn started(&self, expected: Option<Duration>, pace: Option<Arc<Pace>>) {
         let mut state = self.admission.lock();
         if let Some(r) = state.running.iter_mut().find(|r| r.id == self.id) {
-            r.until = Instant::now() + expected;
+            let now = Instant::now();
+            r.started = now;
+            r.until = expected.map(|e| now + e);
+            r.pace = pace;
         }
     }
 
@@ -299,6 +371,37 @@ mod tests {
         let granted = matches!(admission.poll(&place, Duration::from_secs(30)), Poll::Granted(_));
         assert!(granted);
         holder.join().unwrap();
+    }
+
+    #[test]
+    fn a_test_without_a_fixed_end_is_estimated_from_its_pace_or_said_to_be_running() {
+        let admission = Admission::new(1, 1);
+        let ticket = admission.try_enter(TEN).ok().unwrap();
+        let pace = Pace::new(1000);
+        ticket.started(None, Some(Arc::clone(&pace)));
+        // No pace yet: no end is promised, only how long it has run.
+        let busy = admission.try_enter(TEN).err().unwrap();
+        assert_eq!(busy.seconds_left, 0.0);
+        let running = busy.running_seconds.unwrap();
+        assert!((0.0..5.0).contains(&running), "{busy:?}");
+        // A quarter done: three times as long again as it has run.
+        pace.add(250);
+        let busy = admission.try_enter(TEN).err().unwrap();
+        assert_eq!(busy.running_seconds, None);
+        let ran = ticket_age(&admission);
+        assert!(busy.seconds_left <= 3.0 * ran + 0.1, "{busy:?} after {ran} s");
+        // Done: ends now.
+        pace.add(750);
+        assert_eq!(admission.try_enter(TEN).err().unwrap().seconds_left, 0.0);
+        // A fixed duration is what the test asked.
+        ticket.started(Some(TEN), None);
+        let busy = admission.try_enter(TEN).err().unwrap();
+        assert!(busy.seconds_left > 9.0 && busy.running_seconds.is_none(), "{busy:?}");
+    }
+
+    /// Seconds since the only running test started.
+    fn ticket_age(admission: &Admission) -> f64 {
+        admission.lock().running[0].started.elapsed().as_secs_f64()
     }
 
     #[test]

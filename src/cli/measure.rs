@@ -80,6 +80,13 @@ pub struct MeasureArgs {
     /// (e.g. 1G, 10G, 100M); default: the slower end's NIC link speed.
     #[arg(long, value_name = "RATE", value_parser = super::linerate::link_rate)]
     pub link_speed: Option<u64>,
+    /// Bytes each packet costs against the link speed besides the IP packet,
+    /// for the percent of theoretical goodput (e.g. 14 for a tbf shaper
+    /// elsewhere on the path, which counts the Ethernet header only);
+    /// default: 38 on a physical wire (--link-speed, a NIC's speed), or what
+    /// a tbf on an end's interface counts.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(0..=65535))]
+    pub link_overhead: Option<u64>,
     /// How long to wait for the agent to accept the control connection.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse::positive_duration)]
     pub connect_timeout: Duration,

@@ -55,6 +55,35 @@ pub enum Command {
     Linerate(LinerateArgs),
     /// Emulated testbed: hosts (network namespaces) joined by veth links.
     Lab(lab::LabArgs),
+    /// Manual page (roff) from the same definitions as --help: to stdout, or
+    /// one page per subcommand into a directory.
+    Man(ManArgs),
+    /// Shell completion script for bash, zsh or fish, to stdout.
+    Completions(CompletionsArgs),
+}
+
+/// `nicbench man`
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write nicbench.1 and one page per subcommand (nicbench-tcp.1, ...)
+    /// into this directory instead of printing nicbench.1.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// `nicbench completions`
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 /// Logging options, shared by every command.

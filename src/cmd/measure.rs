@@ -211,7 +211,7 @@ pub fn measure(
             // Trials that finished before the failing one are results:
             // show them, then fail with the error.
             if let Some(mut run) = failure.finished {
-                crate::verdict::annotate(&mut run, m.link_speed);
+                crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
                 logging::warn(&format!(
                     "a trial failed after {} finished; those are shown, marked interrupted",
                     run.trials.len()
@@ -221,8 +221,8 @@ pub fn measure(
             return Err(anyhow::Error::new(failure.error)).with_context(context);
         }
     };
-    if m.link_speed.is_some() {
-        crate::verdict::annotate(&mut run, m.link_speed);
+    if m.link_speed.is_some() || m.link_overhead.is_some() {
+        crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
     }
     Ok(run)
 }

@@ -8,6 +8,7 @@ pub mod failure;
 pub mod host;
 pub mod lab;
 pub mod linerate;
+pub mod manual;
 pub mod measure;
 pub mod rr;
 pub mod serve;
@@ -39,6 +40,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
         Command::Lab(args) => lab::run(args),
+        Command::Man(args) => manual::man(args),
+        Command::Completions(args) => manual::completions(args),
     }
 }
 
@@ -80,6 +83,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
-        Command::Host(_) | Command::Linerate(_) => None,
+        Command::Host(_) | Command::Linerate(_) | Command::Man(_) | Command::Completions(_) => None,
     }
 }

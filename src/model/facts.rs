@@ -69,9 +69,25 @@ pub struct NicFacts {
     /// Shaping rate of the root qdisc when it is tbf.
     #[serde(default)]
     pub qdisc_rate_bits_per_second: Option<u64>,
+    /// How that tbf counts packets, and its bucket (rtnetlink parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc_shaping: Option<QdiscShaping>,
     pub tx_queue_length: Option<u32>,
     pub pcie: Option<PcieLink>,
     pub numa_node: Option<u32>,
+}
+
+/// What a tbf root qdisc counts against its rate, from its parameters: the
+/// packet as dequeued (Ethernet header, no FCS) plus `overhead_bytes`, at
+/// least `mpu_bytes`, in ATM cells when `linklayer` is `atm`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QdiscShaping {
+    pub overhead_bytes: u32,
+    pub mpu_bytes: u32,
+    /// `ethernet` or `atm`.
+    pub linklayer: String,
+    /// Size of the token bucket: what passes at once after an idle moment.
+    pub burst_bytes: Option<u64>,
 }
 
 /// Offload features as the kernel reports them active (ETHTOOL_GFEATURES).

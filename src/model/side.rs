@@ -88,7 +88,17 @@ pub struct SocketBuffers {
 /// TCP_INFO read at the end of a stream.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpInfo {
+    /// Segments this socket retransmitted over its life (`tcpi_total_retrans`).
     pub retransmits: u64,
+    /// Bytes it retransmitted (`tcpi_bytes_retrans`, Linux 4.19+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_retransmitted: Option<u64>,
+    /// Bytes it sent, retransmissions included (`tcpi_bytes_sent`, Linux 4.19+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_sent: Option<u64>,
+    /// Data segments it sent, retransmissions included (`tcpi_data_segs_out`, Linux 4.6+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_segments_sent: Option<u64>,
     pub rtt_us: u32,
     pub rtt_var_us: u32,
     pub congestion_window_segments: u32,

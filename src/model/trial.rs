@@ -203,10 +203,45 @@ pub struct LineRateShare {
     /// Ethernet frame and payload per frame the model assumed.
     pub frame_bytes: u64,
     pub payload_bytes: u64,
+    /// The model's goodput: `sustained_goodput_bits_per_second` plus
+    /// `burst_allowance_bits_per_second` when a shaper's bucket is counted.
     pub theoretical_goodput_bits_per_second: f64,
     /// Receiver throughput of the busier direction.
     pub measured_bits_per_second: f64,
     pub percent_of_theoretical_goodput: f64,
+    /// What each packet costs against the link speed besides the IP packet:
+    /// `ethernet_wire` (a PHY's speed: Ethernet header, FCS, preamble/SFD,
+    /// interframe gap, 38 B), `qdisc` (a shaper's rate: what it counts, the
+    /// Ethernet header, 14 B, plus its configured overhead) or `option`
+    /// (`--link-overhead`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_model: Option<String>,
+    /// Bytes counted per full-size packet besides the IP packet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_bytes_per_frame: Option<u64>,
+    /// Bytes a full-size packet costs against the link speed in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_bytes_per_frame: Option<u64>,
+    /// Goodput at the link speed alone, without a shaper's initial burst.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained_goodput_bits_per_second: Option<f64>,
+    /// The shaper's token bucket (tbf), which lets that much through above
+    /// the rate at the start of a test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_bytes: Option<u64>,
+    /// `included` (the bucket's bytes over the measured time are added to
+    /// the theoretical goodput), `warmup_excluded` (`--omit` > 0: a shaper's
+    /// bucket empties during the warm-up) or `unknown` (no warm-up, and the
+    /// speed is not a shaper nicbench can read, e.g. `--link-speed`: a
+    /// bottleneck elsewhere may let a burst through the model does not
+    /// know). Absent for a NIC's speed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_handling: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_allowance_bits_per_second: Option<f64>,
+    /// Why the measurement is above 100% of the model, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub above_model: Option<String>,
 }
 
 /// The bottleneck verdict: a kind for programs, a line for people.

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::path::{Path, PathBuf};
 
 use super::ethtool::{self, Ethtool};
-use crate::model::{NicFacts, PcieLink, Queues};
+use crate::model::{NicFacts, PcieLink, QdiscShaping, Queues};
 
 /// Root of the per-interface sysfs directories.
 const SYS_CLASS_NET: &str = "/sys/class/net";
@@ -210,6 +210,15 @@ pub fn nic_facts(name: &str, address: Option<IpAddr>) -> NicFacts {
         coalescing: tool.as_ref().and_then(|t| t.coalescing()),
         queues,
         qdisc_rate_bits_per_second: qdisc.as_ref().and_then(|q| q.rate_bits_per_second),
+        qdisc_shaping: qdisc
+            .as_ref()
+            .filter(|q| q.rate_bits_per_second.is_some())
+            .map(|q| QdiscShaping {
+                overhead_bytes: u32::from(q.overhead_bytes),
+                mpu_bytes: u32::from(q.mpu_bytes),
+                linklayer: if q.atm { "atm" } else { "ethernet" }.into(),
+                burst_bytes: q.burst_bytes,
+            }),
         qdisc: qdisc.map(|q| q.kind),
         tx_queue_length: read_number(&dir.join("tx_queue_len")),
         pcie: pci.as_deref().and_then(pcie_link),

@@ -1,4 +1,5 @@
-//! The root qdisc of an interface, and its rate when it is a shaper (tbf).
+//! The root qdisc of an interface, and when it is a shaper (tbf) its rate,
+//! its accounting (`overhead`, `mpu`, `linklayer`) and its bucket size.
 //! sysfs does not name the qdisc, so this asks the kernel over a raw
 //! rtnetlink socket (RTM_GETQDISC dump, parsed here; no crate and no `tc`
 //! process). Any failure reads as "unknown" (None).
@@ -15,8 +16,19 @@ const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
 const TCA_TBF_PARMS: u16 = 1;
 const TCA_TBF_RATE64: u16 = 4;
-/// Offset of `rate.rate` (bytes/s) in `struct tc_tbf_qopt`.
+/// Offsets in `struct tc_tbf_qopt`: its first member is the rate's `struct
+/// tc_ratespec` (cell_log u8, linklayer u8, overhead u16, cell_align s16,
+/// mpu u16, rate u32 in bytes/s), then the peak rate's, limit, buffer (the
+/// bucket, in scheduler ticks of 64 ns), mtu.
+const TBF_LINKLAYER_OFFSET: usize = 1;
+const TBF_OVERHEAD_OFFSET: usize = 2;
+const TBF_MPU_OFFSET: usize = 6;
 const TBF_RATE_OFFSET: usize = 8;
+const TBF_BUFFER_OFFSET: usize = 28;
+/// `TC_LINKLAYER_ATM` in the ratespec's link layer (low 4 bits).
+const LINKLAYER_ATM: u8 = 2;
+/// Nanoseconds per scheduler tick (PSCHED_SHIFT 6).
+const NS_PER_PSCHED_TICK: u64 = 64;
 const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 const NLMSG_HEADER: usize = 16;
 const TCMSG: usize = 20;
@@ -31,6 +43,15 @@ pub struct Qdisc {
     pub kind: String,
     /// Shaping rate of a tbf qdisc.
     pub rate_bits_per_second: Option<u64>,
+    /// tbf: bytes it adds to every packet it counts (`tc ... overhead N`).
+    pub overhead_bytes: u16,
+    /// tbf: smallest size it counts a packet as (`mpu N`).
+    pub mpu_bytes: u16,
+    /// tbf: counts 53-byte ATM cells of 48 bytes (`linklayer atm`).
+    pub atm: bool,
+    /// tbf: size of its bucket, the burst it lets through at once after
+    /// an idle moment, in the bytes it counts.
+    pub burst_bytes: Option<u64>,
 }
 
 /// The root qdisc of interface `ifindex`.
@@ -161,26 +182,44 @@ fn parse_qdisc(attrs: &[u8]) -> Qdisc {
         }
     }
     if qdisc.kind == "tbf" {
-        let mut rate = None;
-        for (kind, value) in attributes(options) {
-            match kind {
-                TCA_TBF_PARMS if value.len() >= TBF_RATE_OFFSET + 4 && rate.is_none() => {
-                    let bytes: [u8; 4] = value[TBF_RATE_OFFSET..TBF_RATE_OFFSET + 4]
-                        .try_into()
-                        .unwrap_or_default();
-                    rate = Some(u64::from(u32::from_ne_bytes(bytes)));
-                }
-                // Rates of 4 GB/s and more do not fit the 32-bit field.
-                TCA_TBF_RATE64 if value.len() >= 8 => {
-                    let bytes: [u8; 8] = value[..8].try_into().unwrap_or_default();
-                    rate = Some(u64::from_ne_bytes(bytes));
-                }
-                _ => {}
-            }
-        }
-        qdisc.rate_bits_per_second = rate.filter(|&r| r > 0).map(|r| r * 8);
+        parse_tbf(options, &mut qdisc);
     }
     qdisc
+}
+
+fn parse_tbf(options: &[u8], qdisc: &mut Qdisc) {
+    let u16_at = |d: &[u8], i: usize| u16::from_ne_bytes([d[i], d[i + 1]]);
+    let u32_at = |d: &[u8], i: usize| u32::from_ne_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+    let mut rate = None;
+    let mut buffer_ticks = None;
+    for (kind, value) in attributes(options) {
+        match kind {
+            TCA_TBF_PARMS if value.len() >= TBF_RATE_OFFSET + 4 => {
+                rate = rate.or(Some(u64::from(u32_at(value, TBF_RATE_OFFSET))));
+                qdisc.atm = value[TBF_LINKLAYER_OFFSET] & 0x0f == LINKLAYER_ATM;
+                qdisc.overhead_bytes = u16_at(value, TBF_OVERHEAD_OFFSET);
+                qdisc.mpu_bytes = u16_at(value, TBF_MPU_OFFSET);
+                if value.len() >= TBF_BUFFER_OFFSET + 4 {
+                    buffer_ticks = Some(u64::from(u32_at(value, TBF_BUFFER_OFFSET)));
+                }
+            }
+            // Rates of 4 GB/s and more do not fit the 32-bit field.
+            TCA_TBF_RATE64 if value.len() >= 8 => {
+                let bytes: [u8; 8] = value[..8].try_into().unwrap_or_default();
+                rate = Some(u64::from_ne_bytes(bytes));
+            }
+            _ => {}
+        }
+    }
+    let rate = rate.filter(|&r| r > 0);
+    qdisc.rate_bits_per_second = rate.map(|r| r * 8);
+    // The bucket holds `buffer` worth of time at the rate.
+    qdisc.burst_bytes = match (rate, buffer_ticks) {
+        (Some(r), Some(t)) if t > 0 => {
+            Some((t as u128 * NS_PER_PSCHED_TICK as u128 * r as u128 / 1_000_000_000) as u64)
+        }
+        _ => None,
+    };
 }
 
 #[cfg(test)]
@@ -226,7 +265,7 @@ mod tests {
         let found = |kind: &str| {
             Dump::More(Some(Qdisc {
                 kind: kind.into(),
-                rate_bits_per_second: None,
+                ..Qdisc::default()
             }))
         };
         assert_eq!(parse_dump(&data, 3), found("tbf"));
@@ -251,6 +290,31 @@ mod tests {
             panic!("no qdisc")
         };
         assert_eq!(q.rate_bits_per_second, Some(400_000_000_000));
+    }
+
+    #[test]
+    fn tbf_accounting_and_bucket_come_from_its_ratespec() {
+        // 1 Gbit/s, overhead 24, mpu 64, linklayer ethernet, a 500000-byte
+        // bucket: 4 ms = 62500 ticks of 64 ns.
+        let mut parms = vec![0u8; 36];
+        parms[1] = 1;
+        parms[2..4].copy_from_slice(&24u16.to_ne_bytes());
+        parms[6..8].copy_from_slice(&64u16.to_ne_bytes());
+        parms[8..12].copy_from_slice(&125_000_000u32.to_ne_bytes());
+        parms[28..32].copy_from_slice(&62_500u32.to_ne_bytes());
+        let data = message_with(4, TC_H_ROOT, "tbf", &attr(TCA_TBF_PARMS, &parms));
+        let Dump::More(Some(q)) = parse_dump(&data, 4) else {
+            panic!("no qdisc")
+        };
+        assert_eq!(q.rate_bits_per_second, Some(1_000_000_000));
+        assert_eq!((q.overhead_bytes, q.mpu_bytes, q.atm), (24, 64, false));
+        assert_eq!(q.burst_bytes, Some(500_000));
+        parms[1] = 2;
+        let data = message_with(4, TC_H_ROOT, "tbf", &attr(TCA_TBF_PARMS, &parms));
+        let Dump::More(Some(q)) = parse_dump(&data, 4) else {
+            panic!("no qdisc")
+        };
+        assert!(q.atm);
     }
 
     #[test]

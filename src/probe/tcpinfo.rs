@@ -22,8 +22,23 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
     if rc != 0 {
         return None;
     }
+    // An older kernel fills less of the struct: a field counts only when the
+    // kernel wrote all of it.
+    let filled = len as usize;
+    let has = |offset: usize, size: usize| offset + size <= filled;
+    let u64_field = |offset: usize, value: u64| has(offset, 8).then_some(value);
     Some(TcpInfo {
         retransmits: info.tcpi_total_retrans as u64,
+        bytes_retransmitted: u64_field(
+            std::mem::offset_of!(libc::tcp_info, tcpi_bytes_retrans),
+            info.tcpi_bytes_retrans,
+        ),
+        bytes_sent: u64_field(
+            std::mem::offset_of!(libc::tcp_info, tcpi_bytes_sent),
+            info.tcpi_bytes_sent,
+        ),
+        data_segments_sent: has(std::mem::offset_of!(libc::tcp_info, tcpi_data_segs_out), 4)
+            .then_some(u64::from(info.tcpi_data_segs_out)),
         rtt_us: info.tcpi_rtt,
         rtt_var_us: info.tcpi_rttvar,
         congestion_window_segments: info.tcpi_snd_cwnd,

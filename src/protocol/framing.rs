@@ -95,7 +95,10 @@ mod tests {
             Message::Hello(Hello::ours(["tcp"])),
             Message::Ready,
             Message::Start,
-            Message::Busy { seconds_left: 3.5 },
+            Message::Busy {
+                seconds_left: 3.5,
+                running_seconds: None,
+            },
             Message::Error { message: "no".into() },
         ]
     }
@@ -197,7 +200,10 @@ mod properties {
             Just(Message::Start),
             Just(Message::Stop { reason: None }),
             ".{0,40}".prop_map(|r| Message::Stop { reason: Some(r) }),
-            seconds().prop_map(|seconds_left| Message::Busy { seconds_left }),
+            (seconds(), proptest::option::of(seconds())).prop_map(|(seconds_left, running_seconds)| Message::Busy {
+                seconds_left,
+                running_seconds
+            }),
             (any::<u32>(), seconds()).prop_map(|(position, seconds_left)| Message::Queued { position, seconds_left }),
             "\\PC{0,200}".prop_map(|message| Message::Error { message }),
             "[0-9a-f]{0,64}".prop_map(|nonce| Message::AuthChallenge { nonce }),

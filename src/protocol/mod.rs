@@ -105,8 +105,14 @@ pub enum Message {
     },
     /// The agent's measurement of its side.
     Done { report: SideReport },
-    /// Agent is running another test; it ends in about `seconds_left`.
-    Busy { seconds_left: f64 },
+    /// Agent is running another test; it ends in about `seconds_left`. When
+    /// that test has no known end (a byte count or a sweep without a pace
+    /// yet), `running_seconds` says how long it has been running instead.
+    Busy {
+        seconds_left: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        running_seconds: Option<f64>,
+    },
     /// Refusal or failure, in words meant for the user.
     Error { message: String },
     /// Client, instead of a test request: send your host facts.

@@ -5,8 +5,9 @@
 use std::fmt::Display;
 use std::io::{self, Write};
 
-use crate::model::{HostFacts, NicFacts, RunResult, SideCounters};
-use crate::units::Rate;
+use crate::model::{Host, HostFacts, NicFacts, RunResult, SideCounters, TrialResult};
+use crate::units::{Bytes, Rate};
+use crate::verdict::socket_retransmissions;
 
 fn or_na<T: Display>(value: Option<T>) -> String {
     value.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
@@ -197,7 +198,7 @@ fn counters_line(name: &str, c: &SideCounters) -> String {
     };
     let tcp = match &c.tcp {
         Some(t) => format!(
-            "TCP {} of {} segments retransmitted ({}%)",
+            "TCP namespace-wide {} of {} segments retransmitted ({}%)",
             t.retransmitted_segments,
             t.out_segments,
             or_na(t.retransmitted_percent.map(|p| format!("{p:.2}")))
@@ -231,6 +232,33 @@ fn counters_line(name: &str, c: &SideCounters) -> String {
     format!("Counters {name:<6} {nic}; {irq}; {tcp}{udp}{threads}{cgroup}")
 }
 
+/// TCP retransmissions of the test's own sockets (TCP_INFO), per sending
+/// host: the figure the verdict uses, apart from the namespace-wide one.
+fn retransmissions_line(trial: &TrialResult) -> Option<String> {
+    let parts: Vec<String> = [Host::Client, Host::Agent]
+        .into_iter()
+        .filter_map(|host| {
+            let own = socket_retransmissions(trial, host)?;
+            let role = if trial.streams.iter().any(|s| s.flow.receiver() == host) {
+                host.as_str()
+            } else {
+                "sender"
+            };
+            let bytes = match (own.bytes, own.bytes_sent) {
+                (Some(b), Some(sent)) => format!(", {} of {} sent", Bytes(b), Bytes(sent)),
+                _ => String::new(),
+            };
+            let percent = own.percent().map(|p| format!(" ({p:.2}%)")).unwrap_or_default();
+            let plural = if own.streams == 1 { "" } else { "s" };
+            Some(format!(
+                "{role} {} segments{bytes}{percent} over {} stream{plural}",
+                own.segments, own.streams
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("Retransmitted by the test's sockets: {}", parts.join("; ")))
+}
+
 /// Facts, counters, line rate and verdict at the end of a summary.
 pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "{}", facts_line("client", &run.client.facts))?;
@@ -241,41 +269,43 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "{}", counters_line(name, c))?;
         }
     }
-    match &r.line_rate {
-        Some(l) => writeln!(
-            out,
-            "Line rate: {} = {:.1}% of {} theoretical goodput ({} link from {}, {} B frames, {} B payload each)",
-            Rate(l.measured_bits_per_second),
-            l.percent_of_theoretical_goodput,
-            Rate(l.theoretical_goodput_bits_per_second),
-            Rate(l.link_bits_per_second as f64),
-            match l.link_speed_source.as_str() {
-                "option" => "--link-speed",
-                "qdisc" => "the tbf qdisc",
-                _ => "the NIC",
-            },
-            l.frame_bytes,
-            l.payload_bytes
-        )?,
-        None => match [&run.client.facts.interface, &run.agent.facts.interface]
-            .into_iter()
-            .flatten()
-            .find(|nic| crate::probe::nic::speed_is_nominal(nic))
-        {
-            Some(nic) => writeln!(
-                out,
-                "Line rate: n/a ({} is a virtual {} link: its {} is nominal, no line rate; \
-                 shape it (lab --rate) or give --link-speed)",
-                nic.name,
-                nic.driver.as_deref().unwrap_or("?"),
-                nic.link_speed_bits_per_second
-                    .map_or("speed".into(), |s| format!("{} speed", Rate(s as f64)))
-            )?,
-            None => writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)")?,
-        },
+    if let Some(line) = retransmissions_line(r) {
+        writeln!(out, "{line}")?;
     }
+    line_rate_lines(run, out)?;
     if let Some(v) = &r.verdict {
         writeln!(out, "Verdict: {}", v.summary)?;
     }
     Ok(())
+}
+
+/// The `Line rate:` lines, or why there is no share: the workload's figure
+/// is no bulk throughput, or the only speed known is a virtual link's.
+fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    if run.result.line_rate.is_some() {
+        return super::linerate::share_text(run.result.line_rate.as_ref(), out);
+    }
+    if !crate::workload::results_of(&run.workload).line_rate_applies() {
+        return writeln!(
+            out,
+            "Line rate: n/a ({} measures no bulk throughput to compare with the link)",
+            run.workload
+        );
+    }
+    let nominal = [&run.client.facts.interface, &run.agent.facts.interface]
+        .into_iter()
+        .flatten()
+        .find(|nic| crate::probe::nic::speed_is_nominal(nic));
+    match nominal {
+        Some(nic) => writeln!(
+            out,
+            "Line rate: n/a ({} is a virtual {} link: its {} is nominal, no line rate; \
+             shape it (lab --rate) or give --link-speed)",
+            nic.name,
+            nic.driver.as_deref().unwrap_or("?"),
+            nic.link_speed_bits_per_second
+                .map_or("speed".into(), |s| format!("{} speed", Rate(s as f64)))
+        ),
+        None => super::linerate::share_text(None, out),
+    }
 }

@@ -1,8 +1,10 @@
-//! `nicbench linerate` output: a text table, CSV, or JSON.
+//! Line-rate output: `nicbench linerate`'s table, CSV or JSON, and the
+//! `Line rate:` lines of a result summary.
 
 use std::io::{self, Write};
 
 use crate::linerate::{LineRate, Size};
+use crate::model::LineRateShare;
 use crate::units::Rate;
 
 fn size_cell(size: &Size) -> (&'static str, u64) {
@@ -78,4 +80,81 @@ pub fn csv(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
 pub fn json(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, rows)?;
     writeln!(out)
+}
+
+/// Where the link speed came from, in words.
+fn speed_source(source: &str) -> &'static str {
+    match source {
+        "option" => "--link-speed",
+        "qdisc" => "the tbf qdisc",
+        _ => "the NIC",
+    }
+}
+
+/// The overhead the model counted, in words.
+fn overhead_words(share: &LineRateShare) -> String {
+    let (Some(overhead), Some(counted)) = (share.overhead_bytes_per_frame, share.counted_bytes_per_frame) else {
+        return String::new();
+    };
+    let how = match share.overhead_model.as_deref() {
+        Some("ethernet_wire") => "on the wire (Ethernet header + FCS + preamble/SFD + interframe gap)",
+        Some("qdisc") => {
+            "as the qdisc counts (the frame it dequeues, its configured overhead; no preamble, gap or FCS)"
+        }
+        _ => "as --link-overhead says",
+    };
+    format!(
+        "{overhead} B per packet {how}: {counted} B per {} B of payload",
+        share.payload_bytes
+    )
+}
+
+/// How the shaper's initial burst was handled, in words.
+fn burst_words(share: &LineRateShare) -> Option<String> {
+    let bucket = share
+        .burst_bytes
+        .map(|b| format!("the tbf's {b} B bucket"))
+        .unwrap_or_else(|| "a shaper's initial burst".into());
+    Some(match share.burst_handling.as_deref()? {
+        "included" => format!(
+            "{bucket} passes at once at the start: {} over the measured time included",
+            Rate(share.burst_allowance_bits_per_second.unwrap_or(0.0))
+        ),
+        "warmup_excluded" => format!("{bucket} emptied during the -O warm-up, which is excluded"),
+        _ => format!("{bucket}, if any, is not known to the model (exclude it with -O/--omit)"),
+    })
+}
+
+/// The `Line rate:` lines of a result summary: the share, the model it was
+/// measured against, and why it reads above 100% when it does.
+pub fn share_text(share: Option<&LineRateShare>, out: &mut dyn Write) -> io::Result<()> {
+    let Some(l) = share else {
+        return writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)");
+    };
+    writeln!(
+        out,
+        "Line rate: {} = {:.1}% of {} theoretical goodput ({} link from {}, {} B frames, {} B payload each)",
+        Rate(l.measured_bits_per_second),
+        l.percent_of_theoretical_goodput,
+        Rate(l.theoretical_goodput_bits_per_second),
+        Rate(l.link_bits_per_second as f64),
+        speed_source(&l.link_speed_source),
+        l.frame_bytes,
+        l.payload_bytes
+    )?;
+    let model = [Some(overhead_words(l)).filter(|w| !w.is_empty()), burst_words(l)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
+    if !model.is_empty() {
+        writeln!(out, "  model: {}", model.join("; "))?;
+    }
+    if let Some(why) = &l.above_model {
+        writeln!(
+            out,
+            "  above 100% of the model ({:.1}%): {why}",
+            l.percent_of_theoretical_goodput
+        )?;
+    }
+    Ok(())
 }

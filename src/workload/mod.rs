@@ -224,6 +224,12 @@ pub trait Workload: Sync {
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError>;
     /// How this workload's results read.
     fn results(&self) -> &'static dyn ResultKind;
+    /// How long a test runs when all goes well, when the spec says: None for
+    /// a byte count (`-n`) or a workload whose length follows from its work
+    /// (a sweep), so the agent's "busy" answer does not promise an end.
+    fn known_duration_seconds(&self, spec: &TestSpec) -> Option<f64> {
+        spec.bytes.is_none().then(|| spec.expected_seconds())
+    }
 }
 
 /// The agent's half before the client has connected.

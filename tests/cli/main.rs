@@ -19,6 +19,8 @@ mod facts;
 mod hostile;
 mod lab;
 mod layers;
+mod linerate;
+mod manual;
 mod rawclient;
 mod repeat;
 mod result_schema;

@@ -281,3 +281,78 @@ fn json_logs_name_the_peer_and_reason_of_each_refusal() {
     assert!(entry["message"].as_str().unwrap().starts_with("127.0.0.1:"), "{entry}");
     assert!(entry["time_unix_seconds"].as_f64().unwrap() > 0.0);
 }
+
+/// Asks the agent for a test and returns its busy answer.
+fn busy_answer(agent: &LoggedAgent) -> (f64, Option<f64>) {
+    let spec = serde_json::from_value(serde_json::json!({
+        "workload": "tcp", "duration_seconds": 0.3, "streams": 1, "direction": "forward",
+        "message_bytes": 131072, "interval_seconds": 1.0
+    }))
+    .unwrap();
+    let mut raw = Raw::connect(agent.port);
+    raw.hello().send(&Message::TestRequest {
+        spec,
+        wait_seconds: 0.0,
+    });
+    match raw.recv() {
+        Some(Message::Busy {
+            seconds_left,
+            running_seconds,
+        }) => (seconds_left, running_seconds),
+        other => panic!("expected busy, got {other:?}"),
+    }
+}
+
+/// Issue 11: a byte-count test promises no end from the spec's duration: the
+/// agent says how long it has been running until its pace tells the end.
+#[test]
+fn busy_with_a_byte_count_test_says_running_then_estimates_from_the_pace() {
+    let agent = LoggedAgent::start(&[]);
+    let port = agent.port_arg();
+    // Intervals of 60 s: no pace is known for the first minute.
+    let mut first = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-n", "500G", "-i", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    agent.wait_for_log("running tcp test");
+    let (seconds_left, running) = busy_answer(&agent);
+    assert_eq!(seconds_left, 0.0);
+    assert!(running.is_some_and(|r| r >= 0.0), "{running:?}");
+    let out = client(&agent, &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("running for") && stderr(&out).contains("no known end"),
+        "{}",
+        stderr(&out)
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    // Intervals of 0.1 s: the pace soon tells how long 500 GB will take.
+    let mut first = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &port, "-n", "500G", "-i", "0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while agent.logs().matches("running tcp test").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the second test never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let estimate = loop {
+        // Before its first interval the test has no pace yet.
+        match busy_answer(&agent) {
+            (left, None) => break left,
+            _ => assert!(std::time::Instant::now() < deadline, "no pace after 20 s"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // 500 GB over loopback takes far longer than the 10 s the spec's
+    // default duration would have promised.
+    assert!(estimate > 20.0, "{estimate} s");
+    first.kill().unwrap();
+    first.wait().unwrap();
+}

@@ -259,6 +259,11 @@ impl Workload for Sweep {
         "sweep"
     }
 
+    /// A sweep's length follows from its sizes and how fast each one goes.
+    fn known_duration_seconds(&self, _spec: &TestSpec) -> Option<f64> {
+        None
+    }
+
     fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {
         spec.validate_common()?;
         if spec.streams != 1 || spec.direction != Direction::Forward {
