@@ -249,10 +249,13 @@ fn retransmissions_line(trial: &TrialResult) -> Option<String> {
                 _ => String::new(),
             };
             let percent = own.percent().map(|p| format!(" ({p:.2}%)")).unwrap_or_default();
-            let plural = if own.streams == 1 { "" } else { "s" };
+            let plural = |n: u64| if n == 1 { "" } else { "s" };
             Some(format!(
-                "{role} {} segments{bytes}{percent} over {} stream{plural}",
-                own.segments, own.streams
+                "{role} {} segment{}{bytes}{percent} over {} stream{}",
+                own.segments,
+                plural(own.segments),
+                own.streams,
+                plural(own.streams as u64)
             ))
         })
         .collect();
