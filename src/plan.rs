@@ -71,6 +71,9 @@ pub struct CaseOptions<'a> {
     pub interrupted: &'a (dyn Fn() -> bool + Sync),
     /// Where a line per finished trial goes (stderr); None for silence.
     pub progress: Option<&'a mut dyn Write>,
+    /// Called with each trial the moment it ends (the run header and that
+    /// trial), before the next one starts: the results store saves it.
+    pub on_trial: Option<&'a mut dyn FnMut(&RunResult)>,
 }
 
 /// Runs the trials of `spec` against `target` under the policy.
@@ -121,6 +124,9 @@ pub fn run_trials(
     while decision == Decision::Continue {
         let number = trials.len() as u32 + 1;
         let run = run_trial(number)?;
+        if let Some(on_trial) = options.on_trial.as_deref_mut() {
+            on_trial(&run);
+        }
         let figure = figure_of_merit(&run.result);
         values.push(figure.value);
         trials.push(run.result.clone());
@@ -253,6 +259,7 @@ mod tests {
                 policy,
                 interrupted: &|| false,
                 progress: Some(&mut progress),
+                on_trial: None,
             },
         )
         .unwrap();
@@ -303,6 +310,35 @@ mod tests {
         let (run, _) = run_with(&[9e9, 9e9, 1.0], policy);
         assert_eq!(run.trials.len(), 2);
         assert_eq!(run.repetition.unwrap().width_met, Some(true));
+    }
+
+    #[test]
+    fn each_trial_is_handed_over_before_the_next_starts() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let mut trial = |n: u32| {
+            assert_eq!(
+                seen.borrow().len() as u32,
+                n - 1,
+                "trial {n} started before the last was handed over"
+            );
+            Ok(fake_run(n, 1e9 * n as f64))
+        };
+        let mut on_trial = |run: &RunResult| seen.borrow_mut().push(run.result.trial);
+        let policy = Policy::Repeat {
+            trials: 3,
+            pick: Pick::Best,
+        };
+        run_trials(
+            &mut trial,
+            CaseOptions {
+                policy,
+                interrupted: &|| false,
+                progress: None,
+                on_trial: Some(&mut on_trial),
+            },
+        )
+        .unwrap();
+        assert_eq!(*seen.borrow(), vec![1, 2, 3]);
     }
 
     #[test]

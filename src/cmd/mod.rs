@@ -2,12 +2,18 @@
 //! configuration, run it, print the result. Errors carry context for the
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
+pub mod compare;
 pub mod demo;
+pub mod diff;
+pub mod export;
 pub mod host;
+pub mod import;
 pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod rr;
+pub mod runs;
+pub mod save;
 pub mod serve;
 pub mod signals;
 pub mod sweep;
@@ -37,15 +43,42 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
         Command::Lab(args) => lab::run(args),
+        Command::Runs(args) => runs::runs(args),
+        Command::Show(args) => runs::show(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::Export(args) => export::export(args),
+        Command::Rm(args) => export::rm(args),
+        Command::Import(args) => import::run(args),
     }
 }
+
+/// Options that are each valid but make no sense together, or a name
+/// (metric, column) that does not exist: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
 
 /// Exit codes (also in the README):
 /// 0 success, 1 other failure, 2 invalid options, 3 agent unreachable,
 /// 4 agent refused (busy, limits, version), 5 the test failed while running,
+/// 6 no such run or no run matched, 7 the results database failed (a
+/// measured result was still printed and written to a JSON file),
 /// 130 interrupted before any result.
 pub fn exit_code(error: &anyhow::Error) -> i32 {
     for cause in error.chain() {
+        if let Some(e) = cause.downcast_ref::<crate::store::StoreError>() {
+            return match e {
+                crate::store::StoreError::NoSuchRun(_) | crate::store::StoreError::NothingMatched(_) => 6,
+                _ => 7,
+            };
+        }
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return 2;
+        }
+        if let Some(crate::store::import::ImportError::Malformed { .. }) = cause.downcast_ref() {
+            return 2;
+        }
         if let Some(e) = cause.downcast_ref::<crate::session::SessionError>() {
             return e.exit_code();
         }
@@ -75,5 +108,12 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
         Command::Host(_) | Command::Linerate(_) => None,
+        Command::Runs(_)
+        | Command::Show(_)
+        | Command::Compare(_)
+        | Command::Diff(_)
+        | Command::Export(_)
+        | Command::Rm(_)
+        | Command::Import(_) => None,
     }
 }

@@ -1,9 +1,11 @@
 //! Rendering results: one [`Reporter`] per output format, each writing to
 //! any `Write`. Reporters see only the result model, never the workload.
 
+pub mod compare;
 pub mod facts;
 pub mod json;
 pub mod linerate;
+pub mod runs;
 pub mod sweep;
 pub mod text;
 
