@@ -62,15 +62,15 @@ pub struct UsageError(pub String);
 /// Exit codes (also in the README):
 /// 0 success, 1 other failure, 2 invalid options, 3 agent unreachable,
 /// 4 agent refused (busy, limits, version), 5 the test failed while running,
-/// 6 no such run or no run matched, 7 the results database failed (a
+/// 7 no such run or no run matched, 8 the results database failed (a
 /// measured result was still printed and written to a JSON file),
 /// 130 interrupted before any result.
 pub fn exit_code(error: &anyhow::Error) -> i32 {
     for cause in error.chain() {
         if let Some(e) = cause.downcast_ref::<crate::store::StoreError>() {
             return match e {
-                crate::store::StoreError::NoSuchRun(_) | crate::store::StoreError::NothingMatched(_) => 6,
-                _ => 7,
+                crate::store::StoreError::NoSuchRun(_) | crate::store::StoreError::NothingMatched(_) => 7,
+                _ => 8,
             };
         }
         if cause.downcast_ref::<UsageError>().is_some() {

@@ -325,6 +325,17 @@ mod tests {
     }
 
     #[test]
+    fn a_run_cut_short_is_saved_but_not_complete() {
+        let store = Store::open(Path::new(":memory:")).unwrap();
+        let mut cut = doc("tcp", 1e9, 100.0);
+        cut["repetition"] = json!({"interrupted": true});
+        let (store, id) = save(store, cut, &[]);
+        let run = store.run(id).unwrap();
+        assert!(!run.summary.complete);
+        assert_eq!(run.summary.trials_saved, 1);
+    }
+
+    #[test]
     fn a_run_round_trips_and_removal_takes_its_trials() {
         let store = Store::open(Path::new(":memory:")).unwrap();
         let (mut store, id) = save(store, doc("tcp", 1e9, 100.0), &["nic=e1000"]);

@@ -102,8 +102,12 @@ impl RunWriter {
     ) -> Result<i64, StoreError> {
         let path = self.store.path.clone();
         let fail = |e| StoreError::from_sqlite(&path, e);
+        // A run cut short (Ctrl-C, SIGTERM) keeps what it measured but is
+        // not a complete run: compare leaves it out, runs says INCOMPLETE.
+        let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
+            || columns::at(doc, "repetition.interrupted") == Some(&Value::Bool(true));
         let tx = self.store.conn.transaction().map_err(fail)?;
-        let id = upsert_run(&tx, self.id, &self.meta, doc, columns, true).map_err(fail)?;
+        let id = upsert_run(&tx, self.id, &self.meta, doc, columns, !cut_short).map_err(fail)?;
         let trials = doc.get("trials").and_then(Value::as_array).cloned().unwrap_or_default();
         for (i, trial) in trials.iter().enumerate().skip(self.trials.len()) {
             insert_trial(&tx, id, i as i64 + 1, trial).map_err(fail)?;

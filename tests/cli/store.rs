@@ -217,11 +217,11 @@ fn two_processes_saving_at_once_both_succeed() {
     assert_eq!(trials, vec![4, 4]);
 }
 
-/// Asserts a failed save: exit code 7, the database and the reason named,
+/// Asserts a failed save: exit code 8, the database and the reason named,
 /// the result printed anyway and written to the JSON file the error names.
 fn assert_result_kept(out: &Output, db: &Path, reason: &str) {
     let err = stderr(out);
-    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert_eq!(out.status.code(), Some(8), "{err}");
     assert!(err.contains(&db.display().to_string()) && err.contains(reason), "{err}");
     assert!(
         stdout(out).contains("Verdict"),
@@ -258,7 +258,7 @@ fn a_corrupt_database_is_named_and_the_result_kept() {
     ]);
     assert_result_kept(&out, &db, "corrupt");
     let runs = nicbench(&["runs", "--db", &db_arg(&db)]);
-    assert_eq!(runs.status.code(), Some(7), "{}", stderr(&runs));
+    assert_eq!(runs.status.code(), Some(8), "{}", stderr(&runs));
 }
 
 #[test]
@@ -329,7 +329,7 @@ fn a_newer_database_is_refused_naming_both_versions() {
     conn.pragma_update(None, "user_version", 99).unwrap();
     drop(conn);
     let out = nicbench(&["runs", "--db", &db_arg(&db)]);
-    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.status.code(), Some(8));
     let err = stderr(&out);
     let known = nicbench::store::schema::CURRENT_VERSION;
     assert!(
@@ -343,17 +343,17 @@ fn bad_ids_filters_and_tags_say_so_with_their_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
     let db = first_schema_copy(dir.path());
     let out = nicbench(&["show", "999", "--db", &db_arg(&db)]);
-    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(out.status.code(), Some(7));
     assert!(stderr(&out).contains("no run with id 999"), "{}", stderr(&out));
     let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic=none"]);
-    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(out.status.code(), Some(7));
     assert!(stderr(&out).contains("matches --tag nic=none"), "{}", stderr(&out));
     let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("expected KEY=VALUE"), "{}", stderr(&out));
     let missing = dir.path().join("none.db");
     let out = nicbench(&["runs", "--db", &db_arg(&missing)]);
-    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(out.status.code(), Some(7));
     assert!(!missing.exists());
 }
 
