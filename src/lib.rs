@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod report;
 pub mod session;
 pub mod stats;
+pub mod store;
 pub mod trial;
 pub mod units;
 pub mod verdict;

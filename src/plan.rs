@@ -52,6 +52,9 @@ pub struct CaseOptions<'a> {
     pub interrupted: &'a (dyn Fn() -> Option<String> + Sync),
     /// Where a line per finished trial goes (stderr); None for silence.
     pub progress: Option<&'a mut dyn Write>,
+    /// Called with each trial the moment it ends (the run header and that
+    /// trial), before the next one starts: the results store saves it.
+    pub on_trial: Option<&'a mut dyn FnMut(&RunResult)>,
 }
 
 /// Runs the trials of `spec` against `target` under the policy.
@@ -114,6 +117,9 @@ pub fn run_trials(
                 break;
             }
         };
+        if let Some(on_trial) = options.on_trial.as_deref_mut() {
+            on_trial(&run);
+        }
         let figure = figure_of_merit(&run.spec, &run.result);
         let cut_short = run.result.interruption.is_some();
         trials.push(run.result.clone());
@@ -269,6 +275,7 @@ mod tests {
                 policy,
                 interrupted: &|| None,
                 progress: Some(&mut progress),
+                on_trial: None,
             },
         )
         .unwrap();
@@ -296,6 +303,7 @@ mod tests {
             policy,
             interrupted: &|| None,
             progress: None,
+            on_trial: None,
         };
         let failure = run_trials(&mut trial, options).unwrap_err();
         assert!(failure.to_string().contains("connection reset"), "{failure}");
@@ -319,6 +327,7 @@ mod tests {
             policy: Policy::SINGLE,
             interrupted: &|| None,
             progress: None,
+            on_trial: None,
         };
         assert!(run_trials(&mut trial, options).unwrap_err().finished.is_none());
     }
@@ -392,6 +401,7 @@ mod tests {
             policy,
             interrupted: &|| None,
             progress: Some(&mut progress),
+            on_trial: None,
         };
         let run = run_trials(&mut trial, options).unwrap();
         assert!(run.interrupted);
@@ -405,6 +415,35 @@ mod tests {
             progress.contains("trial 2: cut short after 0.50 s (SIGINT); not counted"),
             "{progress}"
         );
+    }
+
+    #[test]
+    fn each_trial_is_handed_over_before_the_next_starts() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let mut trial = |n: u32| {
+            assert_eq!(
+                seen.borrow().len() as u32,
+                n - 1,
+                "trial {n} started before the last was handed over"
+            );
+            Ok(fake_run(n, 1e9 * n as f64))
+        };
+        let mut on_trial = |run: &RunResult| seen.borrow_mut().push(run.result.trial);
+        let policy = Policy::Repeat {
+            trials: 3,
+            pick: Pick::Best,
+        };
+        run_trials(
+            &mut trial,
+            CaseOptions {
+                policy,
+                interrupted: &|| None,
+                progress: None,
+                on_trial: Some(&mut on_trial),
+            },
+        )
+        .unwrap();
+        assert_eq!(*seen.borrow(), vec![1, 2, 3]);
     }
 
     #[test]

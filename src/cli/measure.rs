@@ -116,6 +116,8 @@ pub struct MeasureArgs {
     /// default 10,3).
     #[arg(long, value_name = "MAX,MIN", value_parser = parse::iterations)]
     pub iterations: Option<(u32, u32)>,
+    #[command(flatten)]
+    pub save: super::store::SaveArgs,
 }
 
 /// `nicbench tcp`

@@ -8,6 +8,7 @@ pub mod linerate;
 pub mod measure;
 pub mod parse;
 pub mod rr;
+pub mod store;
 pub mod sweep;
 pub mod udp;
 
@@ -55,6 +56,20 @@ pub enum Command {
     Linerate(LinerateArgs),
     /// Emulated testbed: hosts (network namespaces) joined by veth links.
     Lab(lab::LabArgs),
+    /// Saved runs, one line each, newest first.
+    Runs(store::RunsArgs),
+    /// One saved run: its text report as printed, or its document.
+    Show(store::ShowArgs),
+    /// A comparison table of saved runs: rows and columns by tags or columns.
+    Compare(store::CompareArgs),
+    /// Two saved runs side by side: figures, and the spec and facts that differ.
+    Diff(store::DiffArgs),
+    /// Saved runs as JSON or CSV.
+    Export(store::ExportArgs),
+    /// Remove saved runs.
+    Rm(store::RmArgs),
+    /// Bring in results of iperf3 (-J), NetPIPE (np.out) or nicbench (--json).
+    Import(store::ImportArgs),
     /// Manual page (roff) from the same definitions as --help: to stdout, or
     /// one page per subcommand into a directory.
     Man(ManArgs),
@@ -171,4 +186,6 @@ pub struct DemoArgs {
     /// Print every result as one JSON array instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub save: store::SaveArgs,
 }

@@ -8,6 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use anyhow::Context;
 use clap::Parser;
 
+use super::save::Saver;
 use super::signals;
 use crate::agent::{Agent, AgentConfig};
 use crate::cli::{Cli, DemoArgs};
@@ -60,8 +61,15 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             },
         )
         .with_context(|| format!("demo test '{label}'"))?;
+        let mut saver = Saver::start(&args.save, argv.clone(), Some(1));
+        saver.trial(&run);
+        let mut text = Vec::new();
+        Text.render(&run, &mut text)?;
         if !args.json {
-            Text.render(&run, &mut std::io::stdout().lock())?;
+            std::io::stdout().lock().write_all(&text)?;
+        }
+        super::measure::save(saver, &run, Some(&String::from_utf8_lossy(&text)), !args.json)?;
+        if !args.json {
             println!();
         }
         runs.push((label, run));

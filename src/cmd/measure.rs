@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use anyhow::Context;
 
+use super::save::{self, Saver};
 use super::signals;
 use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
@@ -156,14 +157,52 @@ impl CutShort {
     }
 }
 
-/// Runs one test and prints it in the chosen format.
+/// Runs one test, prints it in the chosen format and saves it.
 pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
-    let run = measure(m, spec, &|| None)?;
-    print(m, &run)?;
-    match run.interrupted {
-        true => Err(CutShort::of(&run).into()),
-        false => Ok(()),
+    let measured = measure(m, spec, &|| None)?;
+    // A cut-short run is printed and saved (as incomplete), and then fails.
+    let cut_short = measured.run.interrupted.then(|| CutShort::of(&measured.run));
+    finish(m, measured)?;
+    match cut_short {
+        Some(cut) => Err(cut.into()),
+        None => Ok(()),
     }
+}
+
+/// A run whose trials are saved, and the save step that completes it.
+pub struct Measured {
+    pub run: RunResult,
+    pub saver: Saver,
+}
+
+/// Prints the run as `m` asks and saves its final document; the text output
+/// ends with the line naming the run id and the database (on stderr for
+/// JSON, so the document stays the only thing on stdout).
+pub fn finish(m: &MeasureArgs, measured: Measured) -> anyhow::Result<()> {
+    let Measured { run, saver } = measured;
+    let text = (!m.json && !m.json_stream).then(|| {
+        let mut buffer = Vec::new();
+        let _ = Text.render(&run, &mut buffer);
+        String::from_utf8_lossy(&buffer).into_owned()
+    });
+    print(m, &run)?;
+    save(saver, &run, text.as_deref(), text.is_some())
+}
+
+/// Saves the final document, then names the run on stdout (`to_stdout`) or stderr.
+pub fn save(saver: Saver, run: &RunResult, text: Option<&str>, to_stdout: bool) -> anyhow::Result<()> {
+    if let Some(line) = saver.finish(run, text)? {
+        if to_stdout {
+            let mut out = std::io::stdout().lock();
+            match writeln!(out, "{line}").and_then(|_| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing the result"),
+                _ => {}
+            }
+        } else if logging::enabled(logging::Level::Warn) {
+            eprintln!("{line}");
+        }
+    }
+    Ok(())
 }
 
 /// Runs the trials of one test under the repetition policy of `m`, with
@@ -172,7 +211,7 @@ pub fn measure(
     m: &MeasureArgs,
     spec: &TestSpec,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
-) -> anyhow::Result<RunResult> {
+) -> anyhow::Result<Measured> {
     signals::install();
     let json_stream = m.json_stream;
     let live = m.interval.is_some() && !m.json;
@@ -192,12 +231,19 @@ pub fn measure(
     let policy = policy(m);
     let mut stderr = std::io::stderr();
     let show_trials = policy != Policy::SINGLE && logging::enabled(logging::Level::Warn);
+    let target = target(m)?;
+    let trials_planned = match policy {
+        Policy::Repeat { trials, .. } => trials,
+        Policy::Confidence { max_trials, .. } => max_trials,
+    };
+    let mut saver = Saver::start(&m.save, save::command_line(), Some(trials_planned));
+    let mut on_trial = |run: &RunResult| saver.trial(run);
     let options = CaseOptions {
         policy,
         interrupted: &signals::client_stop_reason,
         progress: show_trials.then_some(&mut stderr as &mut dyn Write),
+        on_trial: Some(&mut on_trial),
     };
-    let target = target(m)?;
     let context = || {
         format!(
             "{} test against {}",
@@ -224,7 +270,7 @@ pub fn measure(
     if m.link_speed.is_some() || m.link_overhead.is_some() {
         crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
     }
-    Ok(run)
+    Ok(Measured { run, saver })
 }
 
 /// Prints a run in the format `m` asks for.

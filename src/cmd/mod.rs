@@ -3,14 +3,20 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub mod address;
+pub mod compare;
 pub mod demo;
+pub mod diff;
+pub mod export;
 pub mod failure;
 pub mod host;
+pub mod import;
 pub mod lab;
 pub mod linerate;
 pub mod manual;
 pub mod measure;
 pub mod rr;
+pub mod runs;
+pub mod save;
 pub mod serve;
 pub mod signals;
 pub mod sweep;
@@ -42,16 +48,43 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Lab(args) => lab::run(args),
         Command::Man(args) => manual::man(args),
         Command::Completions(args) => manual::completions(args),
+        Command::Runs(args) => runs::runs(args),
+        Command::Show(args) => runs::show(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::Export(args) => export::export(args),
+        Command::Rm(args) => export::rm(args),
+        Command::Import(args) => import::run(args),
     }
 }
+
+/// Options that are each valid but make no sense together, or a name
+/// (metric, column) that does not exist: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
 
 /// Exit codes (also in the README):
 /// 0 success, 1 other failure, 2 invalid options, 3 agent unreachable,
 /// 4 agent refused (busy, limits, version), 5 the test failed while running,
-/// 6 the run was cut short (result printed, marked interrupted),
+/// 6 the run was cut short (result printed, marked interrupted), 7 no
+/// such run or no run matched, 8 the results database failed (a measured
+/// result was still printed and written to a JSON file),
 /// 130 interrupted before any result.
 pub fn exit_code(error: &anyhow::Error) -> i32 {
     for cause in error.chain() {
+        if let Some(e) = cause.downcast_ref::<crate::store::StoreError>() {
+            return match e {
+                crate::store::StoreError::NoSuchRun(_) | crate::store::StoreError::NothingMatched(_) => 7,
+                _ => 8,
+            };
+        }
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return 2;
+        }
+        if let Some(crate::store::import::ImportError::Malformed { .. }) = cause.downcast_ref() {
+            return 2;
+        }
         if cause.downcast_ref::<measure::CutShort>().is_some() {
             return measure::CutShort::EXIT_CODE;
         }
@@ -84,5 +117,12 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
         Command::Host(_) | Command::Linerate(_) | Command::Man(_) | Command::Completions(_) => None,
+        Command::Runs(_)
+        | Command::Show(_)
+        | Command::Compare(_)
+        | Command::Diff(_)
+        | Command::Export(_)
+        | Command::Rm(_)
+        | Command::Import(_) => None,
     }
 }

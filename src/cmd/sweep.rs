@@ -26,8 +26,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         bail!("-i/--interval does not apply to a sweep: it reports one line per size instead");
     }
     let show = logging::enabled(logging::Level::Warn);
-    let mut run = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
-    apply_detected_link_speed(&mut run);
+    let mut measured = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
+    apply_detected_link_speed(&mut measured.run);
+    let run = &measured.run;
     if args.csv {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -42,9 +43,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
                 _ => {}
             }
         }
-        return Ok(());
+        return super::measure::save(measured.saver, &measured.run, None, false);
     }
-    super::measure::print(m, &run)
+    super::measure::finish(m, measured)
 }
 
 /// Without `--link-speed`, a link speed the host facts found (the slower

@@ -1,10 +1,12 @@
 //! Rendering results: one [`Reporter`] per output format, each writing to
-//! any `Write`. Reporters see only the result model, never the workload.
+//! any `Write`. A workload's own part reads through its `ResultKind`.
 
+pub mod compare;
 pub mod facts;
 pub mod interruption;
 pub mod json;
 pub mod linerate;
+pub mod runs;
 pub mod text;
 
 use std::io::{self, Write};

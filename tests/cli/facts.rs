@@ -136,8 +136,10 @@ fn text_summary_ends_with_facts_line_rate_and_verdict() {
         text.contains("Line rate: n/a (link speed unknown; give --link-speed)"),
         "{text}"
     );
-    let last = text.lines().last().unwrap();
-    assert!(last.starts_with("Verdict: "), "{text}");
+    // The report ends with the verdict; the line naming the saved run follows.
+    let mut last = text.lines().rev();
+    assert!(last.next().unwrap().starts_with("saved as run "), "{text}");
+    assert!(last.next().unwrap().starts_with("Verdict: "), "{text}");
 }
 
 #[test]

@@ -13,6 +13,21 @@ macro_rules! require_lab {
     };
 }
 
+/// Every nicbench process these tests start saves its runs in a database
+/// under the target directory, never in the user's (`~/.local/share`): the
+/// variable is set before any test runs and inherited by every child
+/// process. Tests of the store pass their own `--db`.
+#[used]
+#[link_section = ".init_array"]
+static ISOLATE_RESULTS_DATABASE: extern "C" fn() = isolate_results_database;
+
+extern "C" fn isolate_results_database() {
+    std::env::set_var(
+        "NICBENCH_DB",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/cli-tests-results.db"),
+    );
+}
+
 mod common;
 mod demo;
 mod facts;
@@ -28,6 +43,8 @@ mod rr;
 mod schema;
 mod service;
 mod snapshots;
+mod store;
+mod store_import;
 mod sweep;
 mod tcp;
 mod udp;

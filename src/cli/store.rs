@@ -1,0 +1,211 @@
+//! Options of the results store: saving (shared by every measuring command
+//! and the demo) and the commands that read it (`runs`, `show`, `compare`,
+//! `diff`, `export`, `rm`, `import`).
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::store::Tag;
+
+/// Where runs are saved, and with which tags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SaveArgs {
+    /// Results database (default: $XDG_DATA_HOME/nicbench/results.db, i.e.
+    /// ~/.local/share/nicbench/results.db).
+    #[arg(long, value_name = "PATH", env = "NICBENCH_DB")]
+    pub db: Option<PathBuf>,
+    /// Do not save this run in the results database.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Tag the saved run, KEY=VALUE (repeatable): --tag nic=pro1000mt --tag mtu=9000.
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    pub tags: Vec<Tag>,
+}
+
+/// The database a reading command opens.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DbArgs {
+    /// Results database (default: $XDG_DATA_HOME/nicbench/results.db).
+    #[arg(long, value_name = "PATH", env = "NICBENCH_DB")]
+    pub db: Option<PathBuf>,
+}
+
+pub fn tag(s: &str) -> Result<Tag, String> {
+    s.parse()
+}
+
+/// Which runs: every filter given must match.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FilterArgs {
+    /// Only runs with this tag (repeatable; all must match).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    pub tags: Vec<Tag>,
+    /// Only runs of this workload (tcp, udp, rr, sweep).
+    #[arg(long, value_name = "W")]
+    pub workload: Option<String>,
+    /// Only runs whose client or agent host name, or agent address, is H.
+    #[arg(long, value_name = "H")]
+    pub host: Option<String>,
+    /// Only runs started within this long before now (30m, 12h, 7d, 2w).
+    #[arg(long, value_name = "AGE", value_parser = age)]
+    pub since: Option<f64>,
+}
+
+/// `30m`, `12h`, `7d`, `2w` in seconds.
+pub fn age(s: &str) -> Result<f64, String> {
+    let bad = || format!("invalid age '{s}': expected a number and s, m, h, d or w, e.g. 7d");
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+    let number: f64 = s[..split].parse().map_err(|_| bad())?;
+    let unit = match &s[split..] {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        "w" => 7.0 * 86400.0,
+        _ => return Err(bad()),
+    };
+    Ok(number * unit)
+}
+
+/// `nicbench runs`
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// At most this many runs, newest first.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: u64,
+}
+
+/// `nicbench show`
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Run id (from `nicbench runs`).
+    pub id: i64,
+    /// Print the saved result document instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Output format of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TableFormat {
+    Text,
+    Markdown,
+    Csv,
+    Json,
+}
+
+/// Which run of a cell is reported when several fall in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stat {
+    /// The best run (highest throughput, lowest latency, loss or CPU).
+    Best,
+    Median,
+    Mean,
+}
+
+/// `nicbench compare`
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// What makes a row: columns or tags, comma-separated (e.g. workload,mtu or tag:test).
+    #[arg(long, value_name = "KEYS", default_value = "workload", value_delimiter = ',')]
+    pub rows: Vec<String>,
+    /// What makes a column (e.g. tag:nic).
+    #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
+    pub cols: Vec<String>,
+    /// The figure in each cell: throughput, sender, loss, p50, p99, tps,
+    /// peak, cpu, agent-cpu, service-demand, agent-service-demand.
+    #[arg(long, value_name = "METRIC", default_value = "throughput")]
+    pub metric: String,
+    /// How several runs in one cell are summed up.
+    #[arg(long, value_enum, default_value_t = Stat::Median)]
+    pub stat: Stat,
+    /// Add each cell's ratio to this column's cell of the same row.
+    #[arg(long, value_name = "COLUMN")]
+    pub baseline: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub format: TableFormat,
+}
+
+/// `nicbench diff`
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The earlier run.
+    pub first: i64,
+    /// The run compared with it.
+    pub second: i64,
+}
+
+/// Format of `nicbench export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    Json,
+    Csv,
+}
+
+/// `nicbench export`
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// json: every run with its whole document; csv: one line per run with its columns.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
+    pub format: ExportFormat,
+}
+
+/// `nicbench rm`
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Run ids to remove.
+    #[arg(value_name = "ID", required_unless_present = "tags", conflicts_with = "tags")]
+    pub ids: Vec<i64>,
+    /// Remove every run with this tag (repeatable; all must match).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    pub tags: Vec<Tag>,
+    /// Do not ask for confirmation.
+    #[arg(long, short)]
+    pub yes: bool,
+}
+
+/// `nicbench import`
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// iperf3 -J documents, NetPIPE output files (np.out), nicbench JSON documents.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Tag every imported run, KEY=VALUE (repeatable).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
+    pub tags: Vec<Tag>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_take_days_and_weeks() {
+        assert_eq!(age("7d").unwrap(), 604800.0);
+        assert_eq!(age("1.5h").unwrap(), 5400.0);
+        assert!(age("7").unwrap_err().contains("expected a number and s, m, h, d or w"));
+        assert!(age("d").is_err());
+    }
+}

@@ -1,0 +1,168 @@
+//! `nicbench export` (saved runs as JSON or CSV) and `nicbench rm`.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::Context;
+use rusqlite::types::Value as Sql;
+
+use super::runs::{filter, nothing_matched, open, write_out};
+use crate::cli::store::{ExportArgs, ExportFormat, FilterArgs, RmArgs};
+use crate::report::runs::csv_field;
+use crate::store::Tag;
+
+/// The columns `export --format csv` writes, after id and tags.
+const CSV_COLUMNS: &[&str] = &[
+    "started_at_unix_seconds",
+    "command_line",
+    "nicbench_version",
+    "workload",
+    "client_host",
+    "agent_host",
+    "agent_address",
+    "direction",
+    "streams",
+    "message_bytes",
+    "client_mtu_bytes",
+    "agent_mtu_bytes",
+    "link_speed_bits_per_second",
+    "receiver_bits_per_second",
+    "sender_bits_per_second",
+    "loss_percent",
+    "p50_latency_us",
+    "p99_latency_us",
+    "transactions_per_second",
+    "sweep_peak_bits_per_second",
+    "client_cpu_percent",
+    "agent_cpu_percent",
+    "client_service_demand_us_per_kb",
+    "agent_service_demand_us_per_kb",
+    "verdict_kind",
+    "trials_planned",
+    "trials_saved",
+    "complete",
+    "source",
+    "source_file",
+];
+
+pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let store = open(&args.db)?;
+    let f = filter(&args.filter);
+    let ids = store.run_ids(&f)?;
+    if ids.is_empty() {
+        return Err(nothing_matched(&store, &args.filter));
+    }
+    match args.format {
+        ExportFormat::Json => write_out(|out| {
+            writeln!(out, "[")?;
+            for (i, id) in ids.iter().enumerate() {
+                let run = store.run(*id).map_err(std::io::Error::other)?;
+                let tags: serde_json::Map<String, serde_json::Value> = run
+                    .summary
+                    .tags
+                    .iter()
+                    .map(|t| (t.key.clone(), t.value.clone().into()))
+                    .collect();
+                let entry = serde_json::json!({
+                    "id": id,
+                    "command_line": run.command_line,
+                    "nicbench_version": run.nicbench_version,
+                    "complete": run.summary.complete,
+                    "tags": tags,
+                    "document": run.document,
+                });
+                let comma = if i + 1 < ids.len() { "," } else { "" };
+                writeln!(out, "{}{comma}", serde_json::to_string(&entry)?)?;
+            }
+            writeln!(out, "]")
+        }),
+        ExportFormat::Csv => {
+            let rows = store.column_rows(&f, CSV_COLUMNS)?;
+            let tags = store.tags_of(rows.iter().map(|(id, _)| *id))?;
+            let mut keys: Vec<&str> = tags.values().flatten().map(|t| t.key.as_str()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            write_out(|out| {
+                let mut header = vec!["id".to_string()];
+                header.extend(keys.iter().map(|k| format!("tag:{k}")));
+                header.extend(CSV_COLUMNS.iter().map(|c| c.to_string()));
+                writeln!(out, "{}", header.join(","))?;
+                for (id, values) in &rows {
+                    let mut line = vec![id.to_string()];
+                    let run_tags = tags.get(id).map(Vec::as_slice).unwrap_or(&[]);
+                    for key in &keys {
+                        let value = run_tags.iter().find(|t| t.key == *key).map(|t| t.value.as_str());
+                        line.push(csv_field(value.unwrap_or("")));
+                    }
+                    line.extend(values.iter().map(sql_text).map(|v| csv_field(&v)));
+                    writeln!(out, "{}", line.join(","))?;
+                }
+                Ok(())
+            })
+        }
+    }
+}
+
+/// A SQL value as plain text (NULL is empty).
+pub fn sql_text(value: &Sql) -> String {
+    match value {
+        Sql::Null => String::new(),
+        Sql::Integer(i) => i.to_string(),
+        Sql::Real(r) => r.to_string(),
+        Sql::Text(t) => t.clone(),
+        Sql::Blob(b) => format!("<{} bytes>", b.len()),
+    }
+}
+
+pub fn rm(args: RmArgs) -> anyhow::Result<()> {
+    let mut store = open(&args.db)?;
+    let ids = if args.tags.is_empty() {
+        for id in &args.ids {
+            store.run(*id)?;
+        }
+        args.ids.clone()
+    } else {
+        let by_tag = FilterArgs {
+            tags: args.tags.clone(),
+            ..FilterArgs::default()
+        };
+        let ids = store.run_ids(&filter(&by_tag))?;
+        if ids.is_empty() {
+            return Err(nothing_matched(&store, &by_tag));
+        }
+        ids
+    };
+    if !args.yes && !confirm(&ids, &args.tags, &store.path().display().to_string())? {
+        eprintln!("nothing removed");
+        return Ok(());
+    }
+    let removed = store.remove(&ids)?;
+    println!("removed {removed} run(s) from {}", store.path().display());
+    Ok(())
+}
+
+/// Asks on the terminal; without one, refuses and names `--yes`.
+fn confirm(ids: &[i64], tags: &[Tag], db: &str) -> anyhow::Result<bool> {
+    let what = if tags.is_empty() {
+        format!(
+            "run(s) {}",
+            ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+        )
+    } else {
+        let tags: Vec<String> = tags.iter().map(Tag::to_string).collect();
+        format!("{} run(s) tagged {}", ids.len(), tags.join(" "))
+    };
+    if !std::io::stdin().is_terminal() {
+        return Err(super::UsageError(format!(
+            "not removing {what} from {db} without confirmation: stdin is not a terminal; add --yes"
+        ))
+        .into());
+    }
+    eprint!("remove {what} from {db}? [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .context("reading the answer")?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}

@@ -1,0 +1,110 @@
+//! `nicbench runs` and `nicbench show`: the run history and one saved run.
+
+use std::io::Write;
+
+use anyhow::Context;
+
+use super::save::database_path;
+use crate::cli::store::{DbArgs, FilterArgs, RunsArgs, ShowArgs};
+use crate::model::RunResult;
+use crate::report::text::Text;
+use crate::report::Reporter;
+use crate::store::query::Filter;
+use crate::store::{now_unix_seconds, Store, StoreError};
+
+/// Opens the database a reading command names. A database that does not
+/// exist yet is not created: there is nothing in it to read.
+pub fn open(db: &DbArgs) -> anyhow::Result<Store> {
+    let path = database_path(&db.db);
+    if !path.exists() {
+        return Err(StoreError::NothingMatched(format!(
+            "no results database at {}: measuring commands create it (or give --db PATH)",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(Store::open(&path)?)
+}
+
+/// The store filter the options ask for.
+pub fn filter(f: &FilterArgs) -> Filter {
+    Filter {
+        tags: f.tags.clone(),
+        workload: f.workload.clone(),
+        host: f.host.clone(),
+        since_unix_seconds: f.since.map(|age| now_unix_seconds() - age),
+        complete_only: false,
+        limit: None,
+    }
+}
+
+/// The error for filters that matched nothing, naming them.
+pub fn nothing_matched(store: &Store, f: &FilterArgs) -> anyhow::Error {
+    let mut given: Vec<String> = f.tags.iter().map(|t| format!("--tag {t}")).collect();
+    given.extend(f.workload.iter().map(|w| format!("--workload {w}")));
+    given.extend(f.host.iter().map(|h| format!("--host {h}")));
+    given.extend(f.since.iter().map(|s| format!("--since {}s", *s as u64)));
+    let message = if given.is_empty() {
+        format!("the database {} holds no runs yet", store.path().display())
+    } else {
+        format!(
+            "no run in {} matches {}: `nicbench runs` without filters lists every run",
+            store.path().display(),
+            given.join(" ")
+        )
+    };
+    StoreError::NothingMatched(message).into()
+}
+
+pub fn runs(args: RunsArgs) -> anyhow::Result<()> {
+    let store = open(&args.db)?;
+    let mut f = filter(&args.filter);
+    f.limit = Some(args.limit);
+    let runs = store.runs(&f)?;
+    if runs.is_empty() {
+        return Err(nothing_matched(&store, &args.filter));
+    }
+    write_out(|out| crate::report::runs::render(&runs, out))
+}
+
+pub fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let store = open(&args.db)?;
+    let run = store.run(args.id)?;
+    if args.json {
+        return write_out(|out| {
+            serde_json::to_writer_pretty(&mut *out, &run.document)?;
+            writeln!(out)
+        });
+    }
+    let s = &run.summary;
+    write_out(|out| {
+        if !s.complete {
+            writeln!(out, "run {}: {}", s.id, crate::report::runs::state(s))?;
+        }
+        if let Some(text) = &run.text_report {
+            return out.write_all(text.as_bytes());
+        }
+        if let Ok(result) = serde_json::from_value::<RunResult>(run.document.clone()) {
+            return Text.render(&result, out);
+        }
+        // An imported run: what its columns hold.
+        writeln!(out, "run {} (imported): {}", s.id, run.command_line)?;
+        writeln!(out, "workload: {}", s.workload)?;
+        writeln!(out, "hosts: {}", crate::report::runs::hosts(s))?;
+        if let (Some(v), Some(unit)) = (s.headline_value, &s.headline_unit) {
+            writeln!(out, "result: {}", crate::report::runs::figure(v, unit))?;
+        }
+        Ok(())
+    })
+    .with_context(|| format!("showing run {}", args.id))
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+pub fn write_out(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match f(&mut out).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
+    }
+}

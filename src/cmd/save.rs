@@ -1,0 +1,123 @@
+//! Saving a measured run in the results store as it goes: opened before
+//! the first trial, each trial committed as it ends, the final document at
+//! the end. A database that fails never loses the result: it is still
+//! printed, and written to a JSON file that the error names.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::cli::store::SaveArgs;
+use crate::logging;
+use crate::model::RunResult;
+use crate::store::{self, RunMeta, RunWriter, Store, StoreError};
+
+/// The save step of a measuring command.
+pub struct Saver {
+    path: PathBuf,
+    state: State,
+}
+
+enum State {
+    Off,
+    Writing(Box<RunWriter>),
+    Failed(StoreError),
+}
+
+/// The database a `--db` option (or `NICBENCH_DB`) names, else the default.
+pub fn database_path(db: &Option<PathBuf>) -> PathBuf {
+    db.clone().unwrap_or_else(store::default_path)
+}
+
+impl Saver {
+    /// Opens the database unless `--no-save`. A failure is kept and
+    /// reported at the end, after the result is printed.
+    pub fn start(args: &SaveArgs, command_line: String, trials_planned: Option<u32>) -> Saver {
+        let path = database_path(&args.db);
+        if args.no_save {
+            return Saver {
+                path,
+                state: State::Off,
+            };
+        }
+        let meta = RunMeta {
+            command_line,
+            tags: args.tags.clone(),
+            trials_planned,
+            source: None,
+        };
+        let state = match store::tags::check_unique(&args.tags)
+            .map_err(|detail| StoreError::Other {
+                path: path.clone(),
+                detail,
+            })
+            .and_then(|_| Store::open(&path))
+        {
+            Ok(db) => State::Writing(Box::new(RunWriter::new(db, meta))),
+            Err(e) => {
+                logging::warn(&format!("this run will not be saved: {e}"));
+                State::Failed(e)
+            }
+        };
+        Saver { path, state }
+    }
+
+    /// Saves the trial just finished; a failure stops saving this run.
+    pub fn trial(&mut self, run: &RunResult) {
+        if let State::Writing(writer) = &mut self.state {
+            if let Err(e) = writer.trial(run) {
+                logging::warn(&format!("saving trial {} failed: {e}", run.result.trial));
+                self.state = State::Failed(e);
+            }
+        }
+    }
+
+    /// Saves the final document and the text as printed. Returns the line
+    /// that names the run and the database (None with `--no-save`); on a
+    /// database failure, writes the document to a JSON file and fails
+    /// naming it.
+    pub fn finish(self, run: &RunResult, text_report: Option<&str>) -> anyhow::Result<Option<String>> {
+        let failure = match self.state {
+            State::Off => return Ok(None),
+            State::Writing(mut writer) => match writer.finish(run, text_report) {
+                Ok(id) => return Ok(Some(format!("saved as run {id} in {}", self.path.display()))),
+                Err(e) => e,
+            },
+            State::Failed(e) => e,
+        };
+        let file = write_fallback(run).context("the result could not be saved anywhere; it is printed above")?;
+        Err(anyhow::Error::new(failure)).with_context(|| {
+            format!(
+                "the run was not saved in {}; the result was written to {}",
+                self.path.display(),
+                file.display()
+            )
+        })
+    }
+}
+
+/// Writes the document to `$TMPDIR/nicbench-run-<time>-<pid>.json`.
+fn write_fallback(run: &RunResult) -> anyhow::Result<PathBuf> {
+    let stamp = store::now_unix_seconds() as u64;
+    let file = std::env::temp_dir().join(format!("nicbench-run-{stamp}-{}.json", std::process::id()));
+    let json = serde_json::to_vec_pretty(run).context("encoding the result as JSON")?;
+    std::fs::write(&file, json).with_context(|| format!("writing {}", file.display()))?;
+    Ok(file)
+}
+
+/// The command line of this process, as typed (arguments with spaces quoted).
+pub fn command_line() -> String {
+    std::env::args().map(|a| quote(&a)).collect::<Vec<_>>().join(" ")
+}
+
+fn quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}

@@ -1,0 +1,338 @@
+//! The comparison table of `nicbench compare`: runs grouped into rows and
+//! columns, one statistic per cell with the number of runs and their
+//! range, optional ratios against a baseline column; rendered as aligned
+//! text, Markdown, CSV (one line per cell) or JSON.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::store::compare::{Metric, Record};
+
+/// How the runs of one cell are summed up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    Best,
+    Median,
+    Mean,
+}
+
+/// One cell: the statistic over its runs, how many, and their range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub row: Vec<String>,
+    pub col: Vec<String>,
+    pub value: f64,
+    pub runs: usize,
+    pub min: f64,
+    pub max: f64,
+    /// This cell over the baseline column's cell of the same row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+}
+
+/// The whole table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Table {
+    pub metric: String,
+    pub unit: String,
+    pub stat: Stat,
+    pub row_keys: Vec<String>,
+    pub col_keys: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub cols: Vec<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    pub cells: Vec<Cell>,
+    #[serde(skip)]
+    label: String,
+}
+
+/// Orders keys as people expect: numbers by value (1500 < 9000), then text.
+fn natural(a: &[String], b: &[String]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = match (x.parse::<f64>(), y.parse::<f64>()) {
+            (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(Ordering::Equal),
+            _ => x.cmp(y),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// A column's label: its key values joined.
+pub fn col_label(col: &[String]) -> String {
+    if col.is_empty() {
+        "all".into()
+    } else {
+        col.join(" / ")
+    }
+}
+
+impl Table {
+    /// Groups the records. `baseline` names a column (its label); an
+    /// unknown one is an error listing the columns.
+    pub fn build(
+        records: &[Record],
+        metric: &Metric,
+        stat: Stat,
+        row_keys: Vec<String>,
+        col_keys: Vec<String>,
+        baseline: Option<&str>,
+    ) -> Result<Table, String> {
+        let mut groups: BTreeMap<(Vec<String>, Vec<String>), Vec<f64>> = BTreeMap::new();
+        for r in records {
+            groups.entry((r.row.clone(), r.col.clone())).or_default().push(r.value);
+        }
+        let mut rows: Vec<Vec<String>> = groups.keys().map(|(r, _)| r.clone()).collect();
+        let mut cols: Vec<Vec<String>> = groups.keys().map(|(_, c)| c.clone()).collect();
+        for keys in [&mut rows, &mut cols] {
+            keys.sort_by(|a, b| natural(a, b));
+            keys.dedup();
+        }
+        let base_col = match baseline {
+            None => None,
+            Some(name) => Some(cols.iter().find(|c| col_label(c) == name).cloned().ok_or_else(|| {
+                let names: Vec<String> = cols.iter().map(|c| col_label(c)).collect();
+                format!(
+                    "--baseline {name}: no such column; the columns are: {}",
+                    names.join(", ")
+                )
+            })?),
+        };
+        let mut cells = Vec::new();
+        for row in &rows {
+            for col in &cols {
+                let Some(values) = groups.get(&(row.clone(), col.clone())) else {
+                    continue;
+                };
+                let mut sorted = values.clone();
+                sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
+                let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+                let value = match stat {
+                    Stat::Best if metric.higher_is_better => max,
+                    Stat::Best => min,
+                    Stat::Median => median(&sorted),
+                    Stat::Mean => sorted.iter().sum::<f64>() / sorted.len() as f64,
+                };
+                cells.push(Cell {
+                    row: row.clone(),
+                    col: col.clone(),
+                    value,
+                    runs: sorted.len(),
+                    min,
+                    max,
+                    ratio: None,
+                });
+            }
+        }
+        if let Some(base) = &base_col {
+            let base_values: BTreeMap<Vec<String>, f64> = cells
+                .iter()
+                .filter(|c| &c.col == base)
+                .map(|c| (c.row.clone(), c.value))
+                .collect();
+            for cell in &mut cells {
+                cell.ratio = base_values
+                    .get(&cell.row)
+                    .filter(|b| **b != 0.0)
+                    .map(|b| cell.value / b);
+            }
+        }
+        Ok(Table {
+            metric: metric.name.into(),
+            unit: metric.unit.into(),
+            stat,
+            row_keys,
+            col_keys,
+            rows,
+            cols,
+            baseline: base_col.map(|c| col_label(&c)),
+            cells,
+            label: metric.label.into(),
+        })
+    }
+
+    fn cell(&self, row: &[String], col: &[String]) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.row == row && c.col == col)
+    }
+
+    /// The unit shown and the divisor into it (bit/s scale to the table).
+    fn display_unit(&self) -> (String, f64) {
+        if self.unit != "bit/s" {
+            return (self.unit.clone(), 1.0);
+        }
+        let top = self.cells.iter().map(|c| c.max).fold(0.0, f64::max);
+        if top >= 1e9 {
+            ("Gbit/s".into(), 1e9)
+        } else if top >= 1e6 {
+            ("Mbit/s".into(), 1e6)
+        } else {
+            ("kbit/s".into(), 1e3)
+        }
+    }
+
+    fn number(&self, value: f64, divisor: f64) -> String {
+        let v = value / divisor;
+        match self.unit.as_str() {
+            "transactions/s" => format!("{v:.0}"),
+            "us/KB" => format!("{v:.3}"),
+            "%" | "us" => format!("{v:.1}"),
+            _ => format!("{v:.2}"),
+        }
+    }
+
+    /// A cell as text: `9.41 (n=3, 9.35-9.44) x1.05`.
+    fn cell_text(&self, cell: Option<&Cell>, divisor: f64) -> String {
+        let Some(c) = cell else { return "-".into() };
+        let mut s = self.number(c.value, divisor);
+        if c.runs > 1 {
+            s += &format!(
+                " (n={}, {}-{})",
+                c.runs,
+                self.number(c.min, divisor),
+                self.number(c.max, divisor)
+            );
+        } else {
+            s += " (n=1)";
+        }
+        if let Some(r) = c.ratio {
+            s += &format!(" x{r:.2}");
+        }
+        s
+    }
+
+    /// The title line: metric, unit, statistic.
+    pub fn title(&self) -> String {
+        let (unit, _) = self.display_unit();
+        let stat = match self.stat {
+            Stat::Best => "best",
+            Stat::Median => "median",
+            Stat::Mean => "mean",
+        };
+        let base = self
+            .baseline
+            .as_ref()
+            .map(|b| format!("; xR = ratio to {b}"))
+            .unwrap_or_default();
+        format!(
+            "{} ({}), {unit}: {stat} of the runs in each cell (n = runs, min-max){base}",
+            self.label, self.metric
+        )
+    }
+
+    /// Header and body as cells of text.
+    fn grid(&self) -> (Vec<String>, Vec<Vec<String>>) {
+        let (_, divisor) = self.display_unit();
+        let mut header = self.row_keys.clone();
+        header.extend(self.cols.iter().map(|c| col_label(c)));
+        let body = self
+            .rows
+            .iter()
+            .map(|row| {
+                let mut line = row.clone();
+                line.extend(self.cols.iter().map(|col| self.cell_text(self.cell(row, col), divisor)));
+                line
+            })
+            .collect();
+        (header, body)
+    }
+
+    /// Aligned text: keys left, figures right.
+    pub fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}", self.title())?;
+        let (header, body) = self.grid();
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        for line in &body {
+            for (w, cell) in widths.iter_mut().zip(line) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let keys = self.row_keys.len();
+        for line in std::iter::once(&header).chain(&body) {
+            let cells: Vec<String> = line
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i < keys {
+                        format!("{c:<w$}", w = widths[i])
+                    } else {
+                        format!("{c:>w$}", w = widths[i])
+                    }
+                })
+                .collect();
+            writeln!(out, "{}", cells.join("  ").trim_end())?;
+        }
+        Ok(())
+    }
+
+    /// A Markdown table under the title.
+    pub fn markdown(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}\n", self.title())?;
+        let (header, body) = self.grid();
+        let escape = |s: &String| s.replace('|', "\\|");
+        writeln!(out, "| {} |", header.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
+        let align: Vec<&str> = (0..header.len())
+            .map(|i| if i < self.row_keys.len() { "---" } else { "---:" })
+            .collect();
+        writeln!(out, "| {} |", align.join(" | "))?;
+        for line in &body {
+            writeln!(out, "| {} |", line.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
+        }
+        Ok(())
+    }
+
+    /// One line per cell, in the metric's own unit (bit/s, not scaled).
+    pub fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        use super::runs::csv_field;
+        let mut header: Vec<String> = self.row_keys.iter().chain(&self.col_keys).cloned().collect();
+        header.extend(["metric", "unit", "stat", "value", "runs", "min", "max", "ratio"].map(String::from));
+        writeln!(
+            out,
+            "{}",
+            header.iter().map(|h| csv_field(h)).collect::<Vec<_>>().join(",")
+        )?;
+        for c in &self.cells {
+            let mut line: Vec<String> = c.row.iter().chain(&c.col).map(|k| csv_field(k)).collect();
+            line.push(self.metric.clone());
+            line.push(self.unit.clone());
+            line.push(
+                serde_json::to_value(self.stat)
+                    .map(|v| v.as_str().unwrap_or("").to_string())
+                    .unwrap_or_default(),
+            );
+            line.extend([
+                c.value.to_string(),
+                c.runs.to_string(),
+                c.min.to_string(),
+                c.max.to_string(),
+            ]);
+            line.push(c.ratio.map(|r| r.to_string()).unwrap_or_default());
+            writeln!(out, "{}", line.join(","))?;
+        }
+        Ok(())
+    }
+
+    pub fn json(&self, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, self)?;
+        writeln!(out)
+    }
+}
+
+#[cfg(test)]
+#[path = "compare_tests.rs"]
+mod tests;

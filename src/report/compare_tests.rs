@@ -1,0 +1,151 @@
+//! The comparison table from fixture runs saved in an in-memory store,
+//! checked cell by cell in every format.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::store::compare::{self, Dimension};
+use crate::store::query::Filter;
+use crate::store::{RunMeta, RunWriter, Store};
+
+/// A tcp or udp document as the store sees it.
+fn fixture(workload: &str, mtu: u32, receiver: f64) -> Value {
+    json!({"schema": "nicbench.run/1", "workload": workload, "started_at_unix_seconds": 1.0,
+           "client": {"address": "10.0.0.1:1", "facts": {"hostname": "a", "interface": {"mtu_bytes": mtu}}},
+           "agent": {"address": "10.0.0.2:5201", "facts": {"hostname": "b"}},
+           "spec": {"streams": 1, "direction": "forward"}, "trial": 1,
+           "sum": {"receiver": {"bits_per_second": receiver}, "sender": {"bits_per_second": receiver}},
+           "trials": [{"trial": 1}]})
+}
+
+/// The Gigabit roundup in small: two cards, two workloads, two MTUs;
+/// e1000 has three tcp/1500 runs, one of them without the nic tag's peer.
+fn roundup() -> Store {
+    let runs: &[(&str, &str, u32, f64)] = &[
+        ("e1000", "tcp", 1500, 900e6),
+        ("e1000", "tcp", 1500, 940e6),
+        ("e1000", "tcp", 1500, 920e6),
+        ("e1000", "tcp", 9000, 990e6),
+        ("igb", "tcp", 1500, 460e6),
+        ("igb", "tcp", 9000, 495e6),
+        ("igb", "udp", 1500, 300e6),
+    ];
+    let mut store = Store::open(Path::new(":memory:")).unwrap();
+    for (nic, workload, mtu, value) in runs {
+        let meta = RunMeta {
+            command_line: format!("nicbench {workload} b"),
+            tags: vec![format!("nic={nic}").parse().unwrap()],
+            trials_planned: Some(1),
+            source: None,
+        };
+        let mut writer = RunWriter::new(store, meta);
+        writer.finish_document(&fixture(workload, *mtu, *value), None).unwrap();
+        store = writer.into_store();
+    }
+    store
+}
+
+fn table(stat: Stat, baseline: Option<&str>) -> Table {
+    let store = roundup();
+    let rows = vec![Dimension::parse("workload").unwrap(), Dimension::parse("mtu").unwrap()];
+    let cols = vec![Dimension::parse("tag:nic").unwrap()];
+    let metric = compare::Metric::parse("throughput").unwrap();
+    let found = compare::records(&store, &Filter::default(), &rows, &cols, &metric).unwrap();
+    assert_eq!(found.records.len(), 7);
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect();
+    Table::build(&found.records, &metric, stat, keys(&rows), keys(&cols), baseline).unwrap()
+}
+
+fn render(t: &Table, f: fn(&Table, &mut dyn Write) -> io::Result<()>) -> String {
+    let mut out = Vec::new();
+    f(t, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn text_has_one_line_per_row_and_every_cell_with_runs_and_range() {
+    let text = render(&table(Stat::Median, None), Table::text);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "receiver throughput (throughput), Mbit/s: median of the runs in each cell (n = runs, min-max)",
+            "workload  mtu                         e1000           igb",
+            "tcp       1500  920.00 (n=3, 900.00-940.00)  460.00 (n=1)",
+            "tcp       9000                 990.00 (n=1)  495.00 (n=1)",
+            "udp       1500                            -  300.00 (n=1)",
+        ]
+    );
+}
+
+#[test]
+fn best_and_mean_pick_their_own_figure() {
+    let best = table(Stat::Best, None);
+    let mean = table(Stat::Mean, None);
+    let cell = |t: &Table| t.cell(&["tcp".into(), "1500".into()], &["e1000".into()]).unwrap().value;
+    assert_eq!(cell(&best), 940e6);
+    assert_eq!(cell(&mean), 920e6);
+}
+
+#[test]
+fn markdown_has_a_header_alignment_row_and_the_same_cells() {
+    let md = render(&table(Stat::Median, Some("e1000")), Table::markdown);
+    let lines: Vec<&str> = md.lines().collect();
+    assert!(lines[0].ends_with("; xR = ratio to e1000"), "{}", lines[0]);
+    assert_eq!(lines[2], "| workload | mtu | e1000 | igb |");
+    assert_eq!(lines[3], "| --- | --- | ---: | ---: |");
+    assert_eq!(
+        lines[4],
+        "| tcp | 1500 | 920.00 (n=3, 900.00-940.00) x1.00 | 460.00 (n=1) x0.50 |"
+    );
+    assert_eq!(lines[5], "| tcp | 9000 | 990.00 (n=1) x1.00 | 495.00 (n=1) x0.50 |");
+    assert_eq!(lines[6], "| udp | 1500 | - | 300.00 (n=1) |");
+    assert_eq!(lines.len(), 7);
+}
+
+#[test]
+fn csv_has_one_line_per_cell_in_bits_per_second() {
+    let csv = render(&table(Stat::Median, Some("e1000")), Table::csv);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "workload,mtu,tag:nic,metric,unit,stat,value,runs,min,max,ratio",
+            "tcp,1500,e1000,throughput,bit/s,median,920000000,3,900000000,940000000,1",
+            "tcp,1500,igb,throughput,bit/s,median,460000000,1,460000000,460000000,0.5",
+            "tcp,9000,e1000,throughput,bit/s,median,990000000,1,990000000,990000000,1",
+            "tcp,9000,igb,throughput,bit/s,median,495000000,1,495000000,495000000,0.5",
+            "udp,1500,igb,throughput,bit/s,median,300000000,1,300000000,300000000,",
+        ]
+    );
+}
+
+#[test]
+fn json_holds_every_cell() {
+    let json: Value = serde_json::from_str(&render(&table(Stat::Median, None), Table::json)).unwrap();
+    assert_eq!(json["metric"], "throughput");
+    assert_eq!(json["unit"], "bit/s");
+    assert_eq!(json["stat"], "median");
+    assert_eq!(json["row_keys"], json!(["workload", "mtu"]));
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 5);
+    assert_eq!(
+        cells[0],
+        json!({"row": ["tcp", "1500"], "col": ["e1000"], "value": 920e6, "runs": 3, "min": 900e6, "max": 940e6})
+    );
+    assert_eq!(cells[4]["row"], json!(["udp", "1500"]));
+}
+
+#[test]
+fn unknown_names_are_refused_with_the_choices() {
+    assert!(Dimension::parse("nic")
+        .unwrap_err()
+        .contains("use tag:KEY or one of workload"));
+    assert!(compare::Metric::parse("speed")
+        .unwrap_err()
+        .contains("throughput, sender, loss"));
+    let t = Table::build(&[], &compare::METRICS[0], Stat::Median, vec![], vec![], Some("x"));
+    assert!(t.unwrap_err().contains("--baseline x: no such column"));
+}

@@ -1,0 +1,134 @@
+//! iperf3 `-J` documents (3.x, TCP and UDP, client or server side) as runs.
+//! iperf3 carries no host name of the peer, no MTU, no link speed and no
+//! latency percentiles: those columns stay NULL.
+
+use serde_json::Value;
+
+use super::Imported;
+use crate::store::columns::{at, headline, Columns};
+
+fn number(doc: &Value, path: &str) -> Option<f64> {
+    at(doc, path).and_then(Value::as_f64)
+}
+
+/// Reads an iperf3 document; the error says what was expected.
+pub fn parse(doc: &Value) -> Result<Imported, String> {
+    if let Some(error) = doc.get("error").and_then(Value::as_str) {
+        return Err(format!("iperf3 reported an error and no result: {error}"));
+    }
+    let (Some(start), Some(end)) = (doc.get("start"), doc.get("end")) else {
+        return Err("expected an iperf3 -J document (with \"start\" and \"end\") or a nicbench.run/1 document".into());
+    };
+    let test = start
+        .get("test_start")
+        .ok_or("iperf3 document without start.test_start: expected the output of a finished test")?;
+    let workload = match test.get("protocol").and_then(Value::as_str) {
+        Some("TCP") => "tcp",
+        Some("UDP") => "udp",
+        Some(other) => {
+            return Err(format!(
+                "iperf3 protocol '{other}' is not imported (expected TCP or UDP)"
+            ))
+        }
+        None => return Err("iperf3 document without start.test_start.protocol".into()),
+    };
+    let flag = |key: &str| test.get(key).and_then(Value::as_i64).unwrap_or(0) != 0;
+    let direction = if flag("bidir") {
+        "bidir"
+    } else if flag("reverse") {
+        "reverse"
+    } else {
+        "forward"
+    };
+    // This side's uname -a: "Linux HOSTNAME KERNEL ...".
+    let this_host = start
+        .get("system_info")
+        .and_then(Value::as_str)
+        .and_then(|s| s.split_whitespace().nth(1))
+        .map(str::to_string);
+    let client_side = start.get("connecting_to").is_some();
+    let peer = if client_side {
+        at(start, "connecting_to.host")
+            .and_then(Value::as_str)
+            .map(|h| (h.to_string(), at(start, "connecting_to.port").and_then(Value::as_i64)))
+    } else {
+        None
+    };
+    let (received, sent, loss) = if workload == "udp" {
+        // 3.12 has sum_received and sum_sent; older versions one sum.
+        let received = number(end, "sum_received.bits_per_second").or_else(|| number(end, "sum.bits_per_second"));
+        let loss = number(end, "sum_received.lost_percent").or_else(|| number(end, "sum.lost_percent"));
+        (received, number(end, "sum_sent.bits_per_second"), loss)
+    } else {
+        (
+            number(end, "sum_received.bits_per_second"),
+            number(end, "sum_sent.bits_per_second"),
+            None,
+        )
+    };
+    if received.is_none() && sent.is_none() {
+        return Err("iperf3 document without end.sum_received or end.sum: the test did not finish".into());
+    }
+    let (local_cpu, remote_cpu) = (
+        number(end, "cpu_utilization_percent.host_total"),
+        number(end, "cpu_utilization_percent.remote_total"),
+    );
+    let mut columns = Columns {
+        started_at_unix_seconds: number(start, "timestamp.timesecs").unwrap_or(0.0),
+        nicbench_version: None,
+        agent_address: peer.map(|(host, port)| match port {
+            Some(p) if host.contains(':') => format!("[{host}]:{p}"),
+            Some(p) => format!("{host}:{p}"),
+            None => host,
+        }),
+        client_host: if client_side { this_host.clone() } else { None },
+        agent_host: if client_side { None } else { this_host },
+        workload: workload.into(),
+        direction: Some(direction.into()),
+        streams: test.get("num_streams").and_then(Value::as_i64),
+        message_bytes: test.get("blksize").and_then(Value::as_i64),
+        receiver_bits_per_second: received,
+        sender_bits_per_second: sent,
+        loss_percent: loss,
+        client_cpu_percent: if client_side { local_cpu } else { remote_cpu },
+        agent_cpu_percent: if client_side { remote_cpu } else { local_cpu },
+        ..Columns::default()
+    };
+    columns.headline = headline(&columns);
+    Ok(Imported {
+        source: "iperf3",
+        document: doc.clone(),
+        columns,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_udp_document_of_3_12_gives_the_receiver_and_the_loss() {
+        let doc = json!({
+            "start": {"system_info": "Linux vm 6.1 #1 SMP x86_64", "connecting_to": {"host": "::1", "port": 5201},
+                      "timestamp": {"timesecs": 1700000000},
+                      "test_start": {"protocol": "UDP", "num_streams": 2, "blksize": 1448, "reverse": 1}},
+            "end": {"sum_sent": {"bits_per_second": 2e8}, "sum_received": {"bits_per_second": 1.5e8, "lost_percent": 25.0},
+                    "cpu_utilization_percent": {"host_total": 10.0, "remote_total": 20.0}}
+        });
+        let c = parse(&doc).unwrap().columns;
+        assert_eq!(c.workload, "udp");
+        assert_eq!(c.direction.as_deref(), Some("reverse"));
+        assert_eq!(c.agent_address.as_deref(), Some("[::1]:5201"));
+        assert_eq!(c.client_host.as_deref(), Some("vm"));
+        assert_eq!((c.receiver_bits_per_second, c.loss_percent), (Some(1.5e8), Some(25.0)));
+        assert_eq!((c.client_cpu_percent, c.agent_cpu_percent), (Some(10.0), Some(20.0)));
+        assert_eq!((c.client_mtu_bytes, c.p99_latency_us, c.agent_host), (None, None, None));
+    }
+
+    #[test]
+    fn an_iperf3_error_document_is_refused_with_its_message() {
+        let doc = json!({"start": {}, "end": {}, "error": "unable to connect to server"});
+        assert!(parse(&doc).unwrap_err().contains("unable to connect"));
+    }
+}

@@ -1,0 +1,317 @@
+//! The results store: every measured run in one SQLite database (WAL mode,
+//! busy timeout), each trial written in its own transaction as it ends.
+//! It consumes serialized result documents and never reaches into
+//! workloads or sessions. See docs/STORE.md for the schema.
+
+pub mod columns;
+pub mod compare;
+pub mod import;
+pub mod query;
+pub mod save;
+pub mod schema;
+pub mod tags;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+pub use save::{RunMeta, RunWriter};
+pub use tags::Tag;
+
+/// How long a writer waits for another process's transaction to end.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What went wrong with the database, said so the user knows what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path} is read-only ({detail}): make it writable, or use --db PATH or --no-save")]
+    ReadOnly { path: PathBuf, detail: String },
+    #[error("database {path} is corrupt or not a nicbench database ({detail}): move it aside, or use --db PATH")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("database {path} stayed locked by another process for more than {seconds} s ({detail}): try again, or use --db PATH")]
+    Locked {
+        path: PathBuf,
+        seconds: u64,
+        detail: String,
+    },
+    #[error("database {path}: the disk is full ({detail}): free some space, or use --db PATH")]
+    Full { path: PathBuf, detail: String },
+    #[error(
+        "database {path} has schema version {found}, newer than this nicbench {ours} knows ({known}): \
+         use a newer nicbench, or another --db"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+        ours: &'static str,
+    },
+    #[error("cannot create the directory of database {path}: {source}")]
+    Directory { path: PathBuf, source: std::io::Error },
+    #[error("database {path}: {detail}")]
+    Other { path: PathBuf, detail: String },
+    #[error("no run with id {0} in the database: `nicbench runs` lists the ids")]
+    NoSuchRun(i64),
+    #[error("{0}")]
+    NothingMatched(String),
+}
+
+impl StoreError {
+    /// Classifies a SQLite error on the database at `path`.
+    pub fn from_sqlite(path: &Path, error: rusqlite::Error) -> StoreError {
+        let path = path.to_path_buf();
+        let detail = error.to_string();
+        match error.sqlite_error_code() {
+            Some(ErrorCode::ReadOnly) => StoreError::ReadOnly { path, detail },
+            Some(ErrorCode::CannotOpen) if is_read_only(&path) => StoreError::ReadOnly { path, detail },
+            Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt { path, detail },
+            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::Locked {
+                path,
+                seconds: BUSY_TIMEOUT.as_secs(),
+                detail,
+            },
+            Some(ErrorCode::DiskFull) => StoreError::Full { path, detail },
+            _ => StoreError::Other { path, detail },
+        }
+    }
+}
+
+/// Whether this process may not write the database file, or the directory
+/// where SQLite keeps its WAL and shared-memory files beside it.
+fn is_read_only(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let denied = |p: &Path| {
+        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: access(2) only reads the NUL-terminated path.
+        p.exists() && unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0
+    };
+    denied(path)
+        || path
+            .parent()
+            .is_some_and(|d| denied(if d.as_os_str().is_empty() { Path::new(".") } else { d }))
+}
+
+/// The database a command uses when no `--db` or `NICBENCH_DB` names one:
+/// `$XDG_DATA_HOME/nicbench/results.db`, else `~/.local/share/nicbench/results.db`.
+pub fn default_path() -> PathBuf {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    data.join("nicbench").join("results.db")
+}
+
+/// An open, migrated results database.
+pub struct Store {
+    pub(crate) conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its
+    /// schema up to date. `:memory:` gives a private in-memory database.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if path != Path::new(":memory:") {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|source| StoreError::Directory {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sqlite(path, e))?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.prepare().map_err(|e| match e {
+            StoreError::Other { path, detail } if store.read_only() => StoreError::ReadOnly { path, detail },
+            other => other,
+        })?;
+        Ok(store)
+    }
+
+    /// The database's path, as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_only(&self) -> bool {
+        self.conn.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false)
+    }
+
+    pub(crate) fn err(&self, error: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(&self.path, error)
+    }
+
+    /// Busy timeout, WAL, foreign keys, then the migrations.
+    fn prepare(&mut self) -> Result<(), StoreError> {
+        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| self.err(e))?;
+        // Reading the schema first tells a non-database file apart early. One
+        // statement reads all three from one snapshot: another process may be
+        // creating the tables right now, and three separate reads could see
+        // its tables without the mark it sets in the same transaction.
+        let (version, application_id, tables): (i64, i64, i64) = self
+            .conn
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), \
+                        (SELECT application_id FROM pragma_application_id), \
+                        (SELECT count(*) FROM sqlite_schema)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map_err(|e| self.err(e))?;
+        if tables > 0 && application_id != schema::APPLICATION_ID {
+            return Err(StoreError::Corrupt {
+                path: self.path.clone(),
+                detail: format!("it holds {tables} tables but is not marked as a nicbench results database"),
+            });
+        }
+        if version > schema::CURRENT_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found: version,
+                known: schema::CURRENT_VERSION,
+                ours: env!("CARGO_PKG_VERSION"),
+            });
+        }
+        if self.read_only() {
+            return Err(StoreError::ReadOnly {
+                path: self.path.clone(),
+                detail: "SQLite could only open it for reading".into(),
+            });
+        }
+        self.wal()?;
+        // In WAL mode NORMAL syncs at checkpoints, not at every commit: a
+        // killed process still loses nothing committed (only a power cut may
+        // lose the last commits), and a save no longer waits for fsync twice.
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| self.err(e))?;
+        // Nor does closing checkpoint (two more fsyncs, up to 25 ms here):
+        // the WAL is folded back by SQLite's automatic checkpoints instead.
+        self.conn
+            .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(|e| self.err(e))?;
+        self.conn
+            .pragma_update(None, "foreign_keys", "ON")
+            .map_err(|e| self.err(e))?;
+        self.migrate(version)
+    }
+
+    /// Switches to WAL. Two processes opening a new database at once can
+    /// both ask; the switch needs the database to themselves, and SQLite
+    /// answers BUSY at once instead of calling the busy handler, so retry
+    /// for as long as the busy timeout.
+    fn wal(&self) -> Result<(), StoreError> {
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match self.conn.pragma_update(None, "journal_mode", "WAL") {
+                Ok(()) => return Ok(()),
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if matches!(
+                        f.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
+    }
+
+    /// Runs the migrations past `from`, each in its own transaction.
+    fn migrate(&mut self, from: i64) -> Result<(), StoreError> {
+        for (index, sql) in schema::MIGRATIONS.iter().enumerate().skip(from as usize) {
+            let to = index as i64 + 1;
+            let path = self.path.clone();
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| StoreError::from_sqlite(&path, e))?;
+            // Another process may have migrated while we waited for the lock.
+            let now: i64 = tx
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(|e| StoreError::from_sqlite(&path, e))?;
+            if now >= to {
+                continue;
+            }
+            tx.execute_batch(sql)
+                .and_then(|_| tx.pragma_update(None, "user_version", to))
+                .and_then(|_| tx.pragma_update(None, "application_id", schema::APPLICATION_ID))
+                .and_then(|_| tx.commit())
+                .map_err(|e| StoreError::from_sqlite(&path, e))?;
+        }
+        Ok(())
+    }
+
+    /// The schema version of the open database.
+    pub fn version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_database_gets_the_current_schema() {
+        let store = Store::open(Path::new(":memory:")).unwrap();
+        assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
+    }
+
+    #[test]
+    fn a_newer_database_is_refused_naming_both_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        drop(Store::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        let error = Store::open(&path).err().unwrap().to_string();
+        assert!(error.contains("schema version 99"), "{error}");
+        assert!(
+            error.contains(&format!("knows ({})", schema::CURRENT_VERSION)),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_called_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+        match Store::open(&path) {
+            Err(StoreError::Corrupt { .. }) => {}
+            other => panic!("expected Corrupt, got {:?}", other.err()),
+        }
+    }
+
+    #[test]
+    fn a_foreign_sqlite_database_is_not_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE x (a)")
+            .unwrap();
+        assert!(matches!(Store::open(&path), Err(StoreError::Corrupt { .. })));
+    }
+}

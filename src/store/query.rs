@@ -1,0 +1,354 @@
+//! Reading the store: runs matching filters, one run, tags, removal.
+
+use std::collections::BTreeMap;
+
+use rusqlite::types::Value as Sql;
+use rusqlite::{params, params_from_iter, Row};
+
+use super::{Store, StoreError, Tag};
+
+/// Which runs a listing, comparison, export or removal covers.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Every tag must match.
+    pub tags: Vec<Tag>,
+    pub workload: Option<String>,
+    /// Matches the client's or the agent's host name, or the agent address.
+    pub host: Option<String>,
+    /// Only runs started at or after this time.
+    pub since_unix_seconds: Option<f64>,
+    /// Only complete runs (every planned trial saved and the final document).
+    pub complete_only: bool,
+    pub limit: Option<u64>,
+}
+
+impl Filter {
+    /// The WHERE clause and its parameters.
+    fn clause(&self) -> (String, Vec<Sql>) {
+        let mut conditions = vec!["1".to_string()];
+        let mut values = Vec::new();
+        for tag in &self.tags {
+            values.push(Sql::Text(tag.key.clone()));
+            values.push(Sql::Text(tag.value.clone()));
+            let (k, v) = (values.len() - 1, values.len());
+            conditions.push(format!(
+                "EXISTS (SELECT 1 FROM tags t WHERE t.run_id = runs.id AND t.key = ?{k} AND t.value = ?{v})"
+            ));
+        }
+        if let Some(w) = &self.workload {
+            values.push(Sql::Text(w.clone()));
+            conditions.push(format!("workload = ?{}", values.len()));
+        }
+        if let Some(h) = &self.host {
+            values.push(Sql::Text(h.clone()));
+            let n = values.len();
+            conditions.push(format!(
+                "(client_host = ?{n} OR agent_host = ?{n} OR agent_address = ?{n} OR agent_address LIKE ?{n} || ':%' \
+                 OR agent_address LIKE '[' || ?{n} || ']:%')"
+            ));
+        }
+        if let Some(since) = self.since_unix_seconds {
+            values.push(Sql::Real(since));
+            conditions.push(format!("started_at_unix_seconds >= ?{}", values.len()));
+        }
+        if self.complete_only {
+            conditions.push("complete = 1".into());
+        }
+        (conditions.join(" AND "), values)
+    }
+}
+
+/// One line of `nicbench runs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub id: i64,
+    pub started_at_unix_seconds: f64,
+    pub workload: String,
+    pub client_host: Option<String>,
+    pub agent_host: Option<String>,
+    pub agent_address: Option<String>,
+    pub headline_unit: Option<String>,
+    pub headline_value: Option<f64>,
+    pub verdict_kind: Option<String>,
+    pub trials_planned: Option<i64>,
+    pub trials_saved: i64,
+    pub complete: bool,
+    /// `nicbench` for a run measured here, else the tool it was imported from.
+    pub source: String,
+    pub tags: Vec<Tag>,
+}
+
+/// A whole saved run.
+#[derive(Debug, Clone)]
+pub struct SavedRun {
+    pub summary: RunSummary,
+    pub command_line: String,
+    pub nicbench_version: String,
+    pub document: serde_json::Value,
+    pub text_report: Option<String>,
+}
+
+const SUMMARY_COLUMNS: &str = "id, started_at_unix_seconds, workload, client_host, agent_host, agent_address, \
+     headline_unit, headline_value, verdict_kind, trials_planned, trials_saved, complete, source";
+
+fn summary(row: &Row) -> rusqlite::Result<RunSummary> {
+    Ok(RunSummary {
+        id: row.get(0)?,
+        started_at_unix_seconds: row.get(1)?,
+        workload: row.get(2)?,
+        client_host: row.get(3)?,
+        agent_host: row.get(4)?,
+        agent_address: row.get(5)?,
+        headline_unit: row.get(6)?,
+        headline_value: row.get(7)?,
+        verdict_kind: row.get(8)?,
+        trials_planned: row.get(9)?,
+        trials_saved: row.get(10)?,
+        complete: row.get(11)?,
+        source: row.get(12)?,
+        tags: Vec::new(),
+    })
+}
+
+impl Store {
+    /// Runs matching `filter`, newest first.
+    pub fn runs(&self, filter: &Filter) -> Result<Vec<RunSummary>, StoreError> {
+        let (clause, values) = filter.clause();
+        let limit = filter.limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
+        let sql = format!("SELECT {SUMMARY_COLUMNS} FROM runs WHERE {clause} ORDER BY id DESC{limit}");
+        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let mut runs = statement
+            .query_map(params_from_iter(values), summary)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        let mut tags = self.tags_of(runs.iter().map(|r| r.id))?;
+        for run in &mut runs {
+            run.tags = tags.remove(&run.id).unwrap_or_default();
+        }
+        Ok(runs)
+    }
+
+    /// The ids of the runs matching `filter`, oldest first.
+    pub fn run_ids(&self, filter: &Filter) -> Result<Vec<i64>, StoreError> {
+        let (clause, values) = filter.clause();
+        let sql = format!("SELECT id FROM runs WHERE {clause} ORDER BY id");
+        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let ids = statement
+            .query_map(params_from_iter(values), |r| r.get(0))
+            .and_then(|rows| rows.collect::<Result<Vec<i64>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(ids)
+    }
+
+    /// Rows of arbitrary `runs` columns for the runs matching `filter`
+    /// (`columns` come from a fixed list in the caller, never from input).
+    pub fn column_rows(&self, filter: &Filter, columns: &[&str]) -> Result<Vec<(i64, Vec<Sql>)>, StoreError> {
+        let (clause, values) = filter.clause();
+        let sql = format!("SELECT id, {} FROM runs WHERE {clause} ORDER BY id", columns.join(", "));
+        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = statement
+            .query_map(params_from_iter(values), |row| {
+                let values = (1..=columns.len())
+                    .map(|i| row.get::<_, Sql>(i))
+                    .collect::<Result<_, _>>()?;
+                Ok((row.get(0)?, values))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    /// The tags of these runs, by run id (one query for all of them).
+    pub fn tags_of(&self, ids: impl Iterator<Item = i64>) -> Result<BTreeMap<i64, Vec<Tag>>, StoreError> {
+        let ids: Vec<i64> = ids.collect();
+        let mut by_run: BTreeMap<i64, Vec<Tag>> = BTreeMap::new();
+        if ids.is_empty() {
+            return Ok(by_run);
+        }
+        let (low, high) = (ids.iter().min().copied(), ids.iter().max().copied());
+        let mut statement = self
+            .conn
+            .prepare("SELECT run_id, key, value FROM tags WHERE run_id BETWEEN ?1 AND ?2 ORDER BY run_id, key")
+            .map_err(|e| self.err(e))?;
+        let rows = statement
+            .query_map(params![low, high], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    Tag {
+                        key: r.get(1)?,
+                        value: r.get(2)?,
+                    },
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let wanted: std::collections::HashSet<i64> = ids.into_iter().collect();
+        for row in rows {
+            let (id, tag) = row.map_err(|e| self.err(e))?;
+            if wanted.contains(&id) {
+                by_run.entry(id).or_default().push(tag);
+            }
+        }
+        Ok(by_run)
+    }
+
+    /// One run, whole.
+    pub fn run(&self, id: i64) -> Result<SavedRun, StoreError> {
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS}, command_line, nicbench_version, document, text_report FROM runs WHERE id = ?1"
+        );
+        let found = self.conn.query_row(&sql, [id], |row| {
+            Ok((
+                summary(row)?,
+                row.get::<_, String>(13)?,
+                row.get::<_, String>(14)?,
+                row.get::<_, String>(15)?,
+                row.get::<_, Option<String>>(16)?,
+            ))
+        });
+        let (mut summary, command_line, nicbench_version, document, text_report) = match found {
+            Err(rusqlite::Error::QueryReturnedNoRows) => return Err(StoreError::NoSuchRun(id)),
+            other => other.map_err(|e| self.err(e))?,
+        };
+        summary.tags = self.tags_of(std::iter::once(id))?.remove(&id).unwrap_or_default();
+        let document = serde_json::from_str(&document).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            detail: format!("the document of run {id} is not valid JSON: {e}"),
+        })?;
+        Ok(SavedRun {
+            summary,
+            command_line,
+            nicbench_version,
+            document,
+            text_report,
+        })
+    }
+
+    /// Removes runs (their trials and tags go with them); returns how many.
+    pub fn remove(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
+        let path = self.path.clone();
+        let fail = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(fail)?;
+        let mut removed = 0;
+        for id in ids {
+            removed += tx.execute("DELETE FROM runs WHERE id = ?1", [id]).map_err(fail)?;
+        }
+        tx.commit().map_err(fail)?;
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{RunMeta, RunWriter};
+    use serde_json::json;
+    use std::path::Path;
+
+    fn doc(workload: &str, receiver: f64, started: f64) -> serde_json::Value {
+        json!({"schema": "nicbench.run/1", "workload": workload, "started_at_unix_seconds": started,
+               "client": {"address": "127.0.0.1:1", "facts": {"hostname": "a"}},
+               "agent": {"address": "127.0.0.1:5201", "facts": {"hostname": "b"}},
+               "spec": {"streams": 1}, "trial": 1,
+               "sum": {"receiver": {"bits_per_second": receiver}}, "trials": []})
+    }
+
+    fn save(store: Store, d: serde_json::Value, tags: &[&str]) -> (Store, i64) {
+        let meta = RunMeta {
+            command_line: "nicbench tcp b".into(),
+            tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
+            trials_planned: Some(1),
+            source: None,
+        };
+        let mut w = RunWriter::new(store, meta);
+        w.trial_document(d.clone()).unwrap();
+        let mut done = d;
+        done["trials"] = json!([{"trial": 1}]);
+        let id = w.finish_document(&done, Some("report")).unwrap();
+        (w.into_store(), id)
+    }
+
+    #[test]
+    fn filters_select_by_tag_workload_host_and_time() {
+        let store = Store::open(Path::new(":memory:")).unwrap();
+        let (store, one) = save(store, doc("tcp", 1e9, 100.0), &["nic=e1000"]);
+        let (store, two) = save(store, doc("udp", 2e9, 200.0), &["nic=igb", "mtu=9000"]);
+        let ids = |f: Filter| store.runs(&f).unwrap().iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(Filter::default()), vec![two, one]);
+        let tag = |s: &str| vec![s.parse::<Tag>().unwrap()];
+        assert_eq!(
+            ids(Filter {
+                tags: tag("nic=igb"),
+                ..Filter::default()
+            }),
+            vec![two]
+        );
+        assert_eq!(
+            ids(Filter {
+                workload: Some("tcp".into()),
+                ..Filter::default()
+            }),
+            vec![one]
+        );
+        assert_eq!(
+            ids(Filter {
+                host: Some("127.0.0.1".into()),
+                ..Filter::default()
+            })
+            .len(),
+            2
+        );
+        assert_eq!(
+            ids(Filter {
+                host: Some("b".into()),
+                ..Filter::default()
+            })
+            .len(),
+            2
+        );
+        assert_eq!(
+            ids(Filter {
+                since_unix_seconds: Some(150.0),
+                ..Filter::default()
+            }),
+            vec![two]
+        );
+        assert_eq!(
+            ids(Filter {
+                limit: Some(1),
+                ..Filter::default()
+            }),
+            vec![two]
+        );
+        let runs = store.runs(&Filter::default()).unwrap();
+        assert_eq!(runs[0].tags.len(), 2);
+        assert!(runs[0].complete);
+    }
+
+    #[test]
+    fn a_run_cut_short_is_saved_but_not_complete() {
+        let store = Store::open(Path::new(":memory:")).unwrap();
+        let mut cut = doc("tcp", 1e9, 100.0);
+        cut["repetition"] = json!({"interrupted": true});
+        let (store, id) = save(store, cut, &[]);
+        let run = store.run(id).unwrap();
+        assert!(!run.summary.complete);
+        assert_eq!(run.summary.trials_saved, 1);
+    }
+
+    #[test]
+    fn a_run_round_trips_and_removal_takes_its_trials() {
+        let store = Store::open(Path::new(":memory:")).unwrap();
+        let (mut store, id) = save(store, doc("tcp", 1e9, 100.0), &["nic=e1000"]);
+        let run = store.run(id).unwrap();
+        assert_eq!(run.document["sum"]["receiver"]["bits_per_second"], 1e9);
+        assert_eq!(run.text_report.as_deref(), Some("report"));
+        assert_eq!(run.summary.headline_value, Some(1e9));
+        assert!(matches!(store.run(id + 1), Err(StoreError::NoSuchRun(_))));
+        assert_eq!(store.remove(&[id]).unwrap(), 1);
+        let trials: i64 = store
+            .conn
+            .query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(trials, 0);
+    }
+}

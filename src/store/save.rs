@@ -1,0 +1,290 @@
+//! Writing a run: the run row opens with its first trial, each trial is
+//! committed in its own transaction the moment it ends (so `kill -9` loses
+//! at most the trial in flight), and the final document marks it complete.
+
+use rusqlite::types::Value as Sql;
+use rusqlite::{params, Transaction};
+use serde_json::Value;
+
+use super::columns::{self, Columns};
+use super::{now_unix_seconds, Store, StoreError, Tag};
+use crate::model::RunResult;
+
+/// What is saved with a run besides its document.
+#[derive(Debug, Clone, Default)]
+pub struct RunMeta {
+    /// The command line as typed (or the demo's generated one).
+    pub command_line: String,
+    pub tags: Vec<Tag>,
+    /// Trials the repetition policy asks for at most (None: unknown).
+    pub trials_planned: Option<u32>,
+    /// Where an imported run came from (`iperf3`, `netpipe`,
+    /// `nicbench-json`) and its file; None for a run measured here.
+    pub source: Option<(String, String)>,
+}
+
+/// Saves one run, trial by trial.
+pub struct RunWriter {
+    store: Store,
+    meta: RunMeta,
+    id: Option<i64>,
+    trials: Vec<Value>,
+}
+
+impl RunWriter {
+    pub fn new(store: Store, meta: RunMeta) -> RunWriter {
+        RunWriter {
+            store,
+            meta,
+            id: None,
+            trials: Vec::new(),
+        }
+    }
+
+    /// The run's id, once its row exists.
+    pub fn id(&self) -> Option<i64> {
+        self.id
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn into_store(self) -> Store {
+        self.store
+    }
+
+    /// Saves the trial just finished (`run.result`, with the run's header).
+    pub fn trial(&mut self, run: &RunResult) -> Result<i64, StoreError> {
+        let doc = serde_json::to_value(run).map_err(|e| self.encoding(e))?;
+        self.trial_document(doc)
+    }
+
+    /// [`RunWriter::trial`] on a serialized document.
+    pub fn trial_document(&mut self, mut doc: Value) -> Result<i64, StoreError> {
+        let trial = serde_json::to_value(TrialOnly(&doc)).map_err(|e| self.encoding(e))?;
+        self.trials.push(trial);
+        doc["trials"] = Value::Array(self.trials.clone());
+        let number = self.trials.len() as i64;
+        let store = &mut self.store;
+        let path = store.path.clone();
+        let fail = |e| StoreError::from_sqlite(&path, e);
+        let tx = store.conn.transaction().map_err(fail)?;
+        let columns = columns::of_document(&doc);
+        let id = upsert_run(&tx, self.id, &self.meta, &doc, &columns, false).map_err(fail)?;
+        insert_trial(&tx, id, number, self.trials.last().expect("pushed above")).map_err(fail)?;
+        tx.execute("UPDATE runs SET trials_saved = ?1 WHERE id = ?2", params![number, id])
+            .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        self.id = Some(id);
+        Ok(id)
+    }
+
+    /// Saves the final document (with the repetition summary) and the text
+    /// report as printed, and marks the run complete.
+    pub fn finish(&mut self, run: &RunResult, text_report: Option<&str>) -> Result<i64, StoreError> {
+        let doc = serde_json::to_value(run).map_err(|e| self.encoding(e))?;
+        self.finish_document(&doc, text_report)
+    }
+
+    /// [`RunWriter::finish`] on a serialized document.
+    pub fn finish_document(&mut self, doc: &Value, text_report: Option<&str>) -> Result<i64, StoreError> {
+        self.finish_with_columns(doc, &columns::of_document(doc), text_report)
+    }
+
+    /// Saves a document whose columns the caller read (an imported run of
+    /// another tool, whose document is not `nicbench.run/1`).
+    pub fn finish_with_columns(
+        &mut self,
+        doc: &Value,
+        columns: &Columns,
+        text_report: Option<&str>,
+    ) -> Result<i64, StoreError> {
+        let path = self.store.path.clone();
+        let fail = |e| StoreError::from_sqlite(&path, e);
+        // A run cut short (Ctrl-C, SIGTERM) keeps what it measured but is
+        // not a complete run: compare leaves it out, runs says INCOMPLETE.
+        let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
+            || columns::at(doc, "repetition.interrupted") == Some(&Value::Bool(true));
+        let tx = self.store.conn.transaction().map_err(fail)?;
+        let id = upsert_run(&tx, self.id, &self.meta, doc, columns, !cut_short).map_err(fail)?;
+        let trials = doc.get("trials").and_then(Value::as_array).cloned().unwrap_or_default();
+        for (i, trial) in trials.iter().enumerate().skip(self.trials.len()) {
+            insert_trial(&tx, id, i as i64 + 1, trial).map_err(fail)?;
+        }
+        tx.execute(
+            "UPDATE runs SET text_report = ?1, trials_saved = max(trials_saved, ?2) WHERE id = ?3",
+            params![text_report, trials.len() as i64, id],
+        )
+        .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        self.id = Some(id);
+        Ok(id)
+    }
+
+    fn encoding(&self, e: serde_json::Error) -> StoreError {
+        StoreError::Other {
+            path: self.store.path.clone(),
+            detail: format!("cannot encode the result as JSON: {e}"),
+        }
+    }
+}
+
+/// A trial's own fields of a run document: everything but the header.
+struct TrialOnly<'a>(&'a Value);
+
+impl serde::Serialize for TrialOnly<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        const HEADER: &[&str] = &[
+            "schema",
+            "workload",
+            "started_at_unix_seconds",
+            "client",
+            "agent",
+            "spec",
+            "trials",
+            "repetition",
+        ];
+        let mut map = serde_json::Map::new();
+        if let Some(fields) = self.0.as_object() {
+            for (k, v) in fields.iter().filter(|(k, _)| !HEADER.contains(&k.as_str())) {
+                map.insert(k.clone(), v.clone());
+            }
+        }
+        map.serialize(s)
+    }
+}
+
+/// The column values of `runs`, in the order of [`COLUMN_NAMES`].
+fn column_values(c: &Columns) -> Vec<Sql> {
+    let text = |v: &Option<String>| v.clone().map(Sql::Text).unwrap_or(Sql::Null);
+    let int = |v: Option<i64>| v.map(Sql::Integer).unwrap_or(Sql::Null);
+    let real = |v: Option<f64>| v.filter(|x| x.is_finite()).map(Sql::Real).unwrap_or(Sql::Null);
+    let h = c.headline.as_ref();
+    vec![
+        Sql::Real(c.started_at_unix_seconds),
+        text(&c.agent_address),
+        text(&c.client_host),
+        text(&c.agent_host),
+        Sql::Text(c.workload.clone()),
+        text(&c.direction),
+        int(c.streams),
+        int(c.message_bytes),
+        int(c.client_mtu_bytes),
+        int(c.agent_mtu_bytes),
+        real(c.link_speed_bits_per_second),
+        real(c.receiver_bits_per_second),
+        real(c.sender_bits_per_second),
+        real(c.loss_percent),
+        real(c.p50_latency_us),
+        real(c.p99_latency_us),
+        real(c.transactions_per_second),
+        real(c.sweep_peak_bits_per_second),
+        real(c.client_cpu_percent),
+        real(c.agent_cpu_percent),
+        real(c.client_service_demand_us_per_kb),
+        real(c.agent_service_demand_us_per_kb),
+        text(&c.verdict_kind),
+        text(&h.map(|h| h.metric.clone())),
+        text(&h.map(|h| h.unit.clone())),
+        real(h.map(|h| h.value)),
+    ]
+}
+
+const COLUMN_NAMES: &[&str] = &[
+    "started_at_unix_seconds",
+    "agent_address",
+    "client_host",
+    "agent_host",
+    "workload",
+    "direction",
+    "streams",
+    "message_bytes",
+    "client_mtu_bytes",
+    "agent_mtu_bytes",
+    "link_speed_bits_per_second",
+    "receiver_bits_per_second",
+    "sender_bits_per_second",
+    "loss_percent",
+    "p50_latency_us",
+    "p99_latency_us",
+    "transactions_per_second",
+    "sweep_peak_bits_per_second",
+    "client_cpu_percent",
+    "agent_cpu_percent",
+    "client_service_demand_us_per_kb",
+    "agent_service_demand_us_per_kb",
+    "verdict_kind",
+    "headline_metric",
+    "headline_unit",
+    "headline_value",
+];
+
+/// Inserts the run row (with its tags) or updates its columns and document.
+fn upsert_run(
+    tx: &Transaction,
+    id: Option<i64>,
+    meta: &RunMeta,
+    doc: &Value,
+    c: &Columns,
+    complete: bool,
+) -> rusqlite::Result<i64> {
+    let mut values = column_values(c);
+    values.push(Sql::Text(doc.to_string()));
+    values.push(Sql::Integer(complete as i64));
+    let mut names: Vec<&str> = COLUMN_NAMES.to_vec();
+    names.extend(["document", "complete"]);
+    if let Some(id) = id {
+        let set: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{n} = ?{}", i + 1))
+            .collect();
+        let sql = format!("UPDATE runs SET {} WHERE id = {id}", set.join(", "));
+        tx.execute(&sql, rusqlite::params_from_iter(values))?;
+        return Ok(id);
+    }
+    names.extend([
+        "saved_at_unix_seconds",
+        "command_line",
+        "nicbench_version",
+        "trials_planned",
+        "source",
+        "source_file",
+    ]);
+    values.push(Sql::Real(now_unix_seconds()));
+    values.push(Sql::Text(meta.command_line.clone()));
+    values.push(Sql::Text(
+        c.nicbench_version
+            .clone()
+            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").into()),
+    ));
+    values.push(meta.trials_planned.map(|n| Sql::Integer(n.into())).unwrap_or(Sql::Null));
+    let (source, file) = meta
+        .source
+        .clone()
+        .unwrap_or_else(|| ("nicbench".into(), String::new()));
+    values.push(Sql::Text(source));
+    values.push(if file.is_empty() { Sql::Null } else { Sql::Text(file) });
+    let marks: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
+    let sql = format!("INSERT INTO runs ({}) VALUES ({})", names.join(", "), marks.join(", "));
+    tx.execute(&sql, rusqlite::params_from_iter(values))?;
+    let id = tx.last_insert_rowid();
+    for tag in &meta.tags {
+        tx.execute(
+            "INSERT INTO tags (run_id, key, value) VALUES (?1, ?2, ?3)",
+            params![id, tag.key, tag.value],
+        )?;
+    }
+    Ok(id)
+}
+
+fn insert_trial(tx: &Transaction, run_id: i64, number: i64, trial: &Value) -> rusqlite::Result<()> {
+    let headline = columns::headline(&columns::of_document(trial)).map(|h| h.value);
+    tx.execute(
+        "INSERT OR REPLACE INTO trials (run_id, trial, saved_at_unix_seconds, headline_value, document) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![run_id, number, now_unix_seconds(), headline, trial.to_string()],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! The database schema and its migrations. `PRAGMA user_version` holds the
+//! schema version; `MIGRATIONS[i]` brings a database from version `i` to
+//! `i + 1`. Migrations are only ever appended: a released one never changes,
+//! so an older database is upgraded in place by running the missing ones,
+//! and a newer database (a version past `MIGRATIONS.len()`) is refused.
+
+/// `PRAGMA application_id` of a nicbench database ("nicb").
+pub const APPLICATION_ID: i64 = 0x6e69_6362;
+
+/// Version 1, the first schema: runs, their trials and tags.
+const V1: &str = "
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    started_at_unix_seconds REAL NOT NULL,
+    saved_at_unix_seconds REAL NOT NULL,
+    command_line TEXT NOT NULL,
+    nicbench_version TEXT NOT NULL,
+    agent_address TEXT,
+    client_host TEXT,
+    agent_host TEXT,
+    workload TEXT NOT NULL,
+    direction TEXT,
+    streams INTEGER,
+    message_bytes INTEGER,
+    client_mtu_bytes INTEGER,
+    agent_mtu_bytes INTEGER,
+    link_speed_bits_per_second REAL,
+    receiver_bits_per_second REAL,
+    sender_bits_per_second REAL,
+    loss_percent REAL,
+    p50_latency_us REAL,
+    p99_latency_us REAL,
+    transactions_per_second REAL,
+    sweep_peak_bits_per_second REAL,
+    client_cpu_percent REAL,
+    agent_cpu_percent REAL,
+    client_service_demand_us_per_kb REAL,
+    agent_service_demand_us_per_kb REAL,
+    verdict_kind TEXT,
+    headline_metric TEXT,
+    headline_unit TEXT,
+    headline_value REAL,
+    trials_planned INTEGER,
+    trials_saved INTEGER NOT NULL DEFAULT 0,
+    complete INTEGER NOT NULL DEFAULT 0,
+    document TEXT NOT NULL,
+    text_report TEXT
+);
+CREATE TABLE trials (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    trial INTEGER NOT NULL,
+    saved_at_unix_seconds REAL NOT NULL,
+    headline_value REAL,
+    document TEXT NOT NULL,
+    PRIMARY KEY (run_id, trial)
+);
+CREATE TABLE tags (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE INDEX runs_started ON runs(started_at_unix_seconds);
+CREATE INDEX tags_key_value ON tags(key, value);
+";
+
+/// Version 2: where a run came from (`nicbench` for a run measured here;
+/// `iperf3`, `netpipe`, `nicbench-json` for imports) and the imported file.
+const V2: &str = "
+ALTER TABLE runs ADD COLUMN source TEXT NOT NULL DEFAULT 'nicbench';
+ALTER TABLE runs ADD COLUMN source_file TEXT;
+CREATE INDEX runs_workload ON runs(workload);
+";
+
+/// Every migration, in order. Never edit a released one: append.
+pub const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// The schema version this build writes.
+pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;

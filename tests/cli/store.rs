@@ -1,0 +1,424 @@
+//! The results store end to end: every measuring command saves its run,
+//! `runs`/`show` read it back, and a failing database never loses a result.
+//! Every command here names its own `--db` in a fresh temp dir.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use super::common::{nicbench, stderr, AgentProcess, BIN};
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The run id from the line `saved as run N in PATH`.
+fn saved_id(text: &str, db: &Path) -> i64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("saved as run "))
+        .unwrap_or_else(|| panic!("no 'saved as run' line in:\n{text}"));
+    assert!(line.ends_with(&format!(" in {}", db.display())), "{line}");
+    line["saved as run ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn db_arg(db: &Path) -> String {
+    db.display().to_string()
+}
+
+/// Runs a measuring command against `agent` with `--db`, asserting success.
+fn measure(agent: &AgentProcess, db: &Path, workload: &str, extra: &[&str]) -> Output {
+    let port = agent.port_arg();
+    let db = db_arg(db);
+    let mut argv = vec![workload, "127.0.0.1", "-p", &port, "--db", &db];
+    argv.extend_from_slice(extra);
+    let out = nicbench(&argv);
+    assert!(out.status.success(), "nicbench {argv:?}: {}", stderr(&out));
+    out
+}
+
+#[test]
+fn every_workload_round_trips_through_the_store() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "tcp",
+            &["-t", "0.3", "--repeat", "2", "--tag", "nic=lo", "--tag", "test=tcp"],
+        ),
+        ("udp", &["-t", "0.3", "-b", "50M", "--tag", "test=udp"]),
+        ("rr", &["-t", "0.3", "--tag", "test=rr"]),
+        ("sweep", &["--max", "4K", "--point-time", "5ms", "--tag", "test=sweep"]),
+    ];
+    for (workload, extra) in cases {
+        let mut args = extra.to_vec();
+        args.push("--json");
+        let out = measure(&agent, &db, workload, &args);
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("stdout is only the document");
+        let id = saved_id(&stderr(&out), &db);
+        let shown = nicbench(&["show", &id.to_string(), "--db", &db_arg(&db), "--json"]);
+        assert!(shown.status.success(), "{}", stderr(&shown));
+        let saved: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        assert_eq!(
+            saved, printed,
+            "{workload}: the saved document differs from the printed one"
+        );
+    }
+    let runs = nicbench(&["runs", "--db", &db_arg(&db)]);
+    let listing = stdout(&runs);
+    assert_eq!(listing.lines().count(), 5, "{listing}");
+    assert!(listing.contains("nic=lo test=tcp"), "{listing}");
+    assert!(listing.contains("transactions/s"), "{listing}");
+    let only_rr = stdout(&nicbench(&["runs", "--db", &db_arg(&db), "--workload", "rr"]));
+    assert_eq!(only_rr.lines().count(), 2, "{only_rr}");
+    let tagged = stdout(&nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic=lo"]));
+    assert_eq!(tagged.lines().count(), 2, "{tagged}");
+    assert!(tagged.contains(" tcp "), "{tagged}");
+}
+
+#[test]
+fn the_text_report_is_saved_as_printed_and_ends_with_the_run_line() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let out = measure(&agent, &db, "tcp", &["-t", "0.3"]);
+    let text = stdout(&out);
+    let (report, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let id = saved_id(last, &db);
+    let shown = nicbench(&["show", &id.to_string(), "--db", &db_arg(&db)]);
+    assert_eq!(stdout(&shown).trim_end(), report.trim_end());
+}
+
+#[test]
+fn no_save_writes_no_database() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let out = measure(&agent, &db, "tcp", &["-t", "0.2", "--no-save"]);
+    assert!(!stdout(&out).contains("saved as run"));
+    assert!(!db.exists());
+}
+
+#[test]
+fn without_db_runs_go_to_the_xdg_data_directory() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["tcp", "127.0.0.1", "-p", &agent.port_arg(), "-t", "0.2"])
+        .env_remove("NICBENCH_DB")
+        .env("XDG_DATA_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let db = dir.path().join("nicbench/results.db");
+    assert_eq!(saved_id(&stdout(&out), &db), 1);
+}
+
+#[test]
+fn a_run_killed_mid_repetition_keeps_its_finished_trials() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let mut client = Command::new(BIN)
+        .args([
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &agent.port_arg(),
+            "-t",
+            "0.3",
+            "--repeat",
+            "50",
+        ])
+        .args(["--db", &db_arg(&db), "--tag", "killed=yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The progress line of a trial comes after that trial is committed.
+    let mut lines = BufReader::new(client.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("client exited before trial 2").unwrap();
+        if line.starts_with("trial 2/50") {
+            break;
+        }
+    }
+    client.kill().unwrap(); // SIGKILL
+    client.wait().unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    let (complete, saved, trials): (bool, i64, i64) = conn
+        .query_row(
+            "SELECT complete, trials_saved, (SELECT count(*) FROM trials WHERE run_id = runs.id) FROM runs",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert!(!complete);
+    assert!(saved >= 2 && saved == trials, "saved {saved}, trial rows {trials}");
+    let listing = stdout(&nicbench(&["runs", "--db", &db_arg(&db)]));
+    assert!(
+        listing.contains(&format!("INCOMPLETE ({saved} of 50 trials saved)")),
+        "{listing}"
+    );
+    let shown = nicbench(&["show", "1", "--db", &db_arg(&db), "--json"]);
+    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(doc["trials"].as_array().unwrap().len() as i64, saved);
+}
+
+#[test]
+fn two_processes_saving_at_once_both_succeed() {
+    let agent = AgentProcess::start(&["--max-concurrent", "2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let start = || {
+        Command::new(BIN)
+            .args([
+                "tcp",
+                "127.0.0.1",
+                "-p",
+                &agent.port_arg(),
+                "-t",
+                "0.2",
+                "--repeat",
+                "4",
+            ])
+            .args(["--db", &db_arg(&db)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (start(), start());
+    for child in [first, second] {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        saved_id(&stdout(&out), &db);
+    }
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let trials: Vec<i64> = conn
+        .prepare("SELECT trials_saved FROM runs WHERE complete = 1 ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(trials, vec![4, 4]);
+}
+
+/// Asserts a failed save: exit code 8, the database and the reason named,
+/// the result printed anyway and written to the JSON file the error names.
+/// Many processes creating the same new database at once: each must see
+/// either no schema or the whole marked one, never tables without the mark
+/// (found by 12 parallel imports: 1 of 60 was refused as "corrupt").
+#[test]
+fn many_processes_creating_one_database_all_succeed() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-tcp.json");
+    for round in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("results.db");
+        let children: Vec<_> = (0..10)
+            .map(|_| {
+                Command::new(BIN)
+                    .args(["import", fixture.to_str().unwrap(), "--db", &db_arg(&db)])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", stderr(&out));
+        }
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let runs: i64 = conn.query_row("SELECT count(*) FROM runs", [], |r| r.get(0)).unwrap();
+        assert_eq!(runs, 10, "round {round}");
+    }
+}
+
+fn assert_result_kept(out: &Output, db: &Path, reason: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert!(err.contains(&db.display().to_string()) && err.contains(reason), "{err}");
+    assert!(
+        stdout(out).contains("Verdict"),
+        "the result was not printed: {}",
+        stdout(out)
+    );
+    let file: PathBuf = err
+        .split("the result was written to ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no fallback file named in: {err}"))
+        .trim()
+        .into();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "nicbench.run/1");
+    std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn a_corrupt_database_is_named_and_the_result_kept() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    std::fs::write(&db, vec![0x42; 16384]).unwrap();
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.2",
+        "--db",
+        &db_arg(&db),
+    ]);
+    assert_result_kept(&out, &db, "corrupt");
+    let runs = nicbench(&["runs", "--db", &db_arg(&db)]);
+    assert_eq!(runs.status.code(), Some(8), "{}", stderr(&runs));
+}
+
+#[test]
+fn a_read_only_database_is_named_and_the_result_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    measure(&agent, &db, "tcp", &["-t", "0.2"]);
+    // Root writes anything it can open: run the client as nobody then,
+    // with the database readable by all and writable only by its owner.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (file_mode, dir_mode) = if root { (0o644, 0o755) } else { (0o444, 0o555) };
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(file_mode)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(dir_mode)).unwrap();
+    let mut command = Command::new(BIN);
+    command.args([
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.2",
+        "--db",
+        &db_arg(&db),
+    ]);
+    if root {
+        command.uid(65534).gid(65534).env("TMPDIR", "/tmp");
+    }
+    let out = command.stdin(Stdio::null()).output().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_result_kept(&out, &db, "read-only");
+}
+
+/// A copy of the database the first schema version wrote (tcp with two
+/// trials, udp, rr, sweep; tags nic and test), made by that version.
+fn first_schema_copy(dir: &Path) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v1.db");
+    let db = dir.join("old.db");
+    std::fs::copy(fixture, &db).unwrap();
+    db
+}
+
+#[test]
+fn a_database_of_the_first_schema_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = first_schema_copy(dir.path());
+    let listing = nicbench(&["runs", "--db", &db_arg(&db)]);
+    assert!(listing.status.success(), "{}", stderr(&listing));
+    let text = stdout(&listing);
+    for workload in ["tcp", "udp", "rr", "sweep"] {
+        assert!(text.contains(&format!("test={workload}")), "{text}");
+    }
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, nicbench::store::schema::CURRENT_VERSION);
+    let shown = nicbench(&["show", "1", "--db", &db_arg(&db), "--json"]);
+    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(doc["trials"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_newer_database_is_refused_naming_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = first_schema_copy(dir.path());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let out = nicbench(&["runs", "--db", &db_arg(&db)]);
+    assert_eq!(out.status.code(), Some(8));
+    let err = stderr(&out);
+    let known = nicbench::store::schema::CURRENT_VERSION;
+    assert!(
+        err.contains("schema version 99") && err.contains(&format!("knows ({known})")),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_ids_filters_and_tags_say_so_with_their_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = first_schema_copy(dir.path());
+    let out = nicbench(&["show", "999", "--db", &db_arg(&db)]);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(stderr(&out).contains("no run with id 999"), "{}", stderr(&out));
+    let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic=none"]);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(stderr(&out).contains("matches --tag nic=none"), "{}", stderr(&out));
+    let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("expected KEY=VALUE"), "{}", stderr(&out));
+    let missing = dir.path().join("none.db");
+    let out = nicbench(&["runs", "--db", &db_arg(&missing)]);
+    assert_eq!(out.status.code(), Some(7));
+    assert!(!missing.exists());
+}
+
+#[test]
+fn rm_asks_unless_yes_and_removes_by_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = first_schema_copy(dir.path());
+    let out = nicbench(&["rm", "1", "--db", &db_arg(&db)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--yes"));
+    let out = nicbench(&["rm", "--tag", "test=udp", "--yes", "--db", &db_arg(&db)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listing = stdout(&nicbench(&["runs", "--db", &db_arg(&db)]));
+    assert!(
+        !listing.contains("test=udp") && listing.contains("test=rr"),
+        "{listing}"
+    );
+}
+
+#[test]
+fn export_csv_has_one_line_per_run_with_tags_and_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = first_schema_copy(dir.path());
+    let out = nicbench(&["export", "--format", "csv", "--db", &db_arg(&db), "--workload", "tcp"]);
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert!(lines.next().is_none(), "{text}");
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(col("tag:test"), "tcp");
+    assert_eq!(col("workload"), "tcp");
+    assert!(col("receiver_bits_per_second").parse::<f64>().unwrap() > 0.0);
+    let json = nicbench(&["export", "--db", &db_arg(&db)]);
+    let all: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 4);
+    assert_eq!(all[0]["document"]["schema"], "nicbench.run/1");
+}
