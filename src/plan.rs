@@ -235,6 +235,7 @@ mod tests {
             trials: vec![result.clone()],
             result,
             repetition: None,
+            peer_protocol: None,
         }
     }
 

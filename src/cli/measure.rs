@@ -9,9 +9,14 @@ use super::parse;
 /// Where the agent is, how long to run, which way, and output format.
 #[derive(Debug, Clone, Args)]
 pub struct MeasureArgs {
-    /// Host name or address of the agent (`nicbench serve` must run there).
+    /// Host name or address of the agent (`nicbench serve` must run there),
+    /// or `iperf3://HOST[:PORT]` for an iperf3 server (see --iperf3).
     #[arg(value_name = "HOST")]
     pub host: String,
+    /// The peer is an iperf3 3.x server (`iperf3 -s`), not a nicbench
+    /// agent; its port is 5201 unless -p or iperf3://HOST:PORT says otherwise.
+    #[arg(long)]
+    pub iperf3: bool,
     /// Agent control port.
     #[arg(short, long, default_value_t = crate::protocol::DEFAULT_PORT)]
     pub port: u16,

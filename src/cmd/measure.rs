@@ -98,6 +98,24 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
     })
 }
 
+/// The iperf3 server's host and port when the peer is one
+/// (`iperf3://HOST[:PORT]` or `--iperf3`), None for a nicbench agent.
+pub fn iperf3_peer(m: &MeasureArgs) -> anyhow::Result<Option<(String, u16)>> {
+    let default_port = |explicit: Option<u16>| {
+        explicit.unwrap_or(if m.port == crate::protocol::DEFAULT_PORT {
+            crate::iperf3::wire::DEFAULT_PORT
+        } else {
+            m.port
+        })
+    };
+    match crate::iperf3::parse_target(&m.host) {
+        Some(Ok((host, port))) => Ok(Some((host, default_port(port)))),
+        Some(Err(e)) => Err(SpecError::Invalid(e).into()),
+        None if m.iperf3 => Ok(Some((m.host.clone(), default_port(None)))),
+        None => Ok(None),
+    }
+}
+
 /// The repetition policy the options ask for (one trial by default).
 pub fn policy(m: &MeasureArgs) -> Policy {
     match (m.confidence, m.iterations) {
@@ -155,9 +173,35 @@ pub fn measure(
         interrupted: &signals::interrupted,
         progress: show_trials.then_some(&mut stderr as &mut dyn Write),
     };
-    let target = target(m)?;
-    let context = || format!("{} test against {}:{}", spec.workload, m.host, m.port);
-    let mut run = match plan::run_case(&target, spec, options, &on_interval, on_progress) {
+    let mut target = target(m)?;
+    let iperf3 = iperf3_peer(m)?;
+    if let Some((host, port)) = &iperf3 {
+        target.host = host.clone();
+        target.port = *port;
+    }
+    let context = || match &iperf3 {
+        Some((host, port)) => format!("{} test against the iperf3 server {host}:{port}", spec.workload),
+        None => format!("{} test against {}:{}", spec.workload, m.host, m.port),
+    };
+    let outcome = if iperf3.is_some() {
+        let interrupted = options.interrupted;
+        let mut trial = |number: u32| {
+            crate::iperf3::client::run(
+                &target,
+                spec,
+                crate::session::RunOptions {
+                    interrupted,
+                    on_interval: on_interval(),
+                    on_progress: None,
+                    trial: number,
+                },
+            )
+        };
+        plan::run_trials(&mut trial, options)
+    } else {
+        plan::run_case(&target, spec, options, &on_interval, on_progress)
+    };
+    let mut run = match outcome {
         Ok(run) => run,
         Err(failure) => {
             // Trials that finished before the failing one are results:
