@@ -43,6 +43,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.max_connections_per_minute = args.max_connections_per_minute;
         config.psk = psk.clone();
         config.handshake_timeout = args.handshake_timeout;
+        config.iperf3_listen = args.iperf3_port.map(|port| SocketAddr::new(ip, port));
+        config.iperf3_wait = args.iperf3_wait;
         match Agent::bind(config) {
             Ok(a) => {
                 agent = Some(a);
@@ -70,6 +72,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         agent.local_addr()
     );
+    if let Some(addr) = agent.iperf3_addr() {
+        eprintln!(
+            "nicbench agent {} listening for iperf3 clients on {addr}",
+            env!("CARGO_PKG_VERSION")
+        );
+        // Saving iperf3 tests to the results store (issue 12) plugs in here:
+        // agent.on_iperf3_result(Arc::new(move |run| store.save(run))).
+    }
     agent.serve();
     Ok(())
 }
