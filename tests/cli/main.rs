@@ -17,6 +17,7 @@ mod common;
 mod demo;
 mod facts;
 mod hostile;
+mod iperf3;
 mod lab;
 mod layers;
 mod rawclient;
