@@ -8,6 +8,7 @@
 //! operator's limits.
 
 mod admission;
+mod iperf3_port;
 pub mod limits;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -59,7 +60,16 @@ pub struct AgentConfig {
     /// How long a client may take for each message before the test
     /// (hello, key proof, test request); a silent client is cut off then.
     pub handshake_timeout: Duration,
+    /// Also serve iperf3 clients on this address (`--iperf3-port`).
+    pub iperf3_listen: Option<SocketAddr>,
+    /// How long an iperf3 client waits in line for its turn before it is
+    /// told busy (`--iperf3-wait`).
+    pub iperf3_wait: Duration,
 }
+
+/// Called with every finished iperf3 test the agent served: the hook
+/// where the results store saves it.
+pub type Iperf3ResultSink = Arc<dyn Fn(&crate::model::RunResult) + Send + Sync>;
 
 impl AgentConfig {
     pub fn new(listen: SocketAddr) -> AgentConfig {
@@ -73,6 +83,8 @@ impl AgentConfig {
             max_queue: 16,
             psk: None,
             handshake_timeout: Duration::from_secs(10),
+            iperf3_listen: None,
+            iperf3_wait: Duration::from_secs(60),
         }
     }
 }
@@ -115,30 +127,24 @@ struct Shared {
     /// Threads still accepting data connections for a client that left
     /// (they end at their deadline): joined by `serve`, never detached.
     stragglers: Mutex<Vec<thread::JoinHandle<()>>>,
+    /// Where finished iperf3-port tests go (the store), when set.
+    iperf3_sink: Mutex<Option<Iperf3ResultSink>>,
 }
 
 /// A bound agent.
 pub struct Agent {
     listener: TcpListener,
+    iperf3_listener: Option<TcpListener>,
     shared: Arc<Shared>,
 }
 
 impl Agent {
     pub fn bind(config: AgentConfig) -> Result<Agent, AgentError> {
-        let listener = TcpListener::bind(config.listen).map_err(|source| AgentError::Bind {
-            addr: config.listen,
-            hint: match source.kind() {
-                std::io::ErrorKind::AddrInUse => {
-                    "; another agent or program already listens there: stop it or choose another --port"
-                }
-                std::io::ErrorKind::AddrNotAvailable => "; that address is not configured on this host",
-                std::io::ErrorKind::PermissionDenied => "; ports below 1024 need root",
-                _ => "",
-            },
-            source,
-        })?;
+        let listener = bind(config.listen)?;
+        let iperf3_listener = config.iperf3_listen.map(bind).transpose()?;
         Ok(Agent {
             listener,
+            iperf3_listener,
             shared: Arc::new(Shared {
                 admission: Admission::new(config.max_concurrent, config.max_queue),
                 config,
@@ -146,8 +152,20 @@ impl Agent {
                 shutdown: Arc::new(AtomicBool::new(false)),
                 stats: Stats::default(),
                 stragglers: Mutex::default(),
+                iperf3_sink: Mutex::new(None),
             }),
         })
+    }
+
+    /// The iperf3 port's address, when the agent serves iperf3 clients.
+    pub fn iperf3_addr(&self) -> Option<SocketAddr> {
+        self.iperf3_listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Sets the hook called with every finished iperf3 test (the results
+    /// store saves it there).
+    pub fn on_iperf3_result(&self, sink: Iperf3ResultSink) {
+        *self.shared.iperf3_sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -176,6 +194,13 @@ impl Agent {
         ));
         let mut rate = ConnectionRate::new(c.max_connections_per_minute);
         let mut workers: Vec<thread::JoinHandle<()>> = Vec::new();
+        let iperf3 = self.iperf3_listener.map(|listener| {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new()
+                .name("iperf3-port".into())
+                .spawn(move || iperf3_port::accept_loop(listener, shared))
+                .expect("could not start the iperf3 port thread")
+        });
         while !shared.shutdown.load(Ordering::Relaxed) {
             if !wait_readable(&self.listener, 200) {
                 continue;
@@ -229,6 +254,10 @@ impl Agent {
         for w in workers {
             let _ = w.join();
         }
+        if let Some(t) = iperf3 {
+            shared.shutdown.store(true, Ordering::Relaxed);
+            let _ = t.join();
+        }
         let stragglers = std::mem::take(&mut *shared.stragglers.lock().unwrap_or_else(|e| e.into_inner()));
         for s in stragglers {
             let _ = s.join();
@@ -273,6 +302,22 @@ impl Drop for AgentHandle {
             let _ = t.join();
         }
     }
+}
+
+/// Listens on `addr`, with a hint when that fails.
+fn bind(addr: SocketAddr) -> Result<TcpListener, AgentError> {
+    TcpListener::bind(addr).map_err(|source| AgentError::Bind {
+        addr,
+        hint: match source.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                "; another agent or program already listens there: stop it or choose another --port (or --iperf3-port)"
+            }
+            std::io::ErrorKind::AddrNotAvailable => "; that address is not configured on this host",
+            std::io::ErrorKind::PermissionDenied => "; ports below 1024 need root",
+            _ => "",
+        },
+        source,
+    })
 }
 
 /// True when `listener` has a connection waiting (poll with a timeout).

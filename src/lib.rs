@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod cli;
 pub mod cmd;
+pub mod iperf3;
 pub mod lab;
 pub mod linerate;
 pub mod logging;

@@ -262,6 +262,7 @@ mod tests {
             result,
             interrupted: false,
             repetition: None,
+            peer_protocol: None,
         }
     }
 

@@ -113,6 +113,8 @@ pub enum SessionError {
     Trial(#[from] TrialError),
     #[error("the agent's report does not match the test: {0}")]
     Merge(#[from] MergeError),
+    #[error(transparent)]
+    Iperf3(#[from] crate::iperf3::Iperf3Error),
     #[error("the test ran, but stream {stream_id} ({role}) failed: {message}")]
     Stream {
         stream_id: u32,
@@ -136,6 +138,7 @@ impl SessionError {
             | SessionError::AgentRefused(_)
             | SessionError::AuthRequired { .. }
             | SessionError::AuthFailed(_) => 4,
+            SessionError::Iperf3(e) => e.exit_code(),
             _ => 5,
         }
     }
@@ -481,6 +484,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         interrupted: result.interruption.is_some(),
         result,
         repetition: None,
+        peer_protocol: None,
     };
     crate::verdict::annotate(&mut run, None);
     Ok(run)

@@ -10,9 +10,14 @@ use super::parse;
 #[derive(Debug, Clone, Args)]
 pub struct MeasureArgs {
     /// Host name or address of the agent (`nicbench serve` must run there),
-    /// optionally with its port: HOST, HOST:PORT, [IPv6]:PORT.
+    /// optionally with its port: HOST, HOST:PORT, [IPv6]:PORT; or
+    /// `iperf3://HOST[:PORT]` for an iperf3 server (see --iperf3).
     #[arg(value_name = "HOST")]
     pub host: String,
+    /// The peer is an iperf3 3.x server (`iperf3 -s`), not a nicbench
+    /// agent; its port is 5201 unless -p or iperf3://HOST:PORT says otherwise.
+    #[arg(long)]
+    pub iperf3: bool,
     /// Agent control port [default: 5310, or $NICBENCH_PORT, which `nicbench
     /// lab exec` sets to the lab's agent port].
     #[arg(short, long, env = "NICBENCH_PORT", hide_env = true)]

@@ -171,6 +171,22 @@ pub struct ServeArgs {
     /// (hello, key proof, request); silent clients are cut off after it.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]
     pub handshake_timeout: std::time::Duration,
+    /// Also accept unmodified iperf3 3.x clients on this port (`iperf3 -c
+    /// HOST -p PORT`; iperf3's default is 5201). Every limit above applies.
+    #[arg(long, value_name = "PORT")]
+    pub iperf3_port: Option<u16>,
+    /// How long an iperf3 client waits in line when a test runs, before it
+    /// is told "the server is busy" (0: at once, like iperf3 itself).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse::duration)]
+    pub iperf3_wait: std::time::Duration,
+    /// Save each test an iperf3 client ran on --iperf3-port in this results
+    /// database (nicbench clients save their own runs; nothing is saved
+    /// without this option).
+    #[arg(long, value_name = "PATH", requires = "iperf3_port")]
+    pub db: Option<std::path::PathBuf>,
+    /// Tag the saved iperf3 tests, KEY=VALUE (repeatable).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = store::tag, requires = "db")]
+    pub tags: Vec<crate::store::Tag>,
 }
 
 fn rate(s: &str) -> Result<u64, String> {

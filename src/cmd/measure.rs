@@ -88,7 +88,10 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
     } else {
         None
     };
-    let (host, port) = super::address::agent_address(&m.host, m.port, family)?;
+    let (host, port) = match iperf3_peer(m)? {
+        Some((host, port)) => super::address::agent_address(&host, Some(port), family)?,
+        None => super::address::agent_address(&m.host, m.port, family)?,
+    };
     Ok(Target {
         host,
         port,
@@ -98,6 +101,22 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
         wait: m.wait,
         psk_file: m.psk_file.clone(),
     })
+}
+
+/// The iperf3 server's host and port when the peer is one
+/// (`iperf3://HOST[:PORT]` or `--iperf3`), None for a nicbench agent.
+pub fn iperf3_peer(m: &MeasureArgs) -> anyhow::Result<Option<(String, u16)>> {
+    // -p names the iperf3 server's port, but $NICBENCH_PORT (set by `lab
+    // exec` to the nicbench agent's port) does not: iperf3 listens on 5201.
+    let from_env = std::env::var("NICBENCH_PORT").ok().and_then(|p| p.parse::<u16>().ok());
+    let given = m.port.filter(|p| Some(*p) != from_env);
+    let default_port = |explicit: Option<u16>| explicit.or(given).unwrap_or(crate::iperf3::wire::DEFAULT_PORT);
+    match crate::iperf3::parse_target(&m.host) {
+        Some(Ok((host, port))) => Ok(Some((host, default_port(port)))),
+        Some(Err(e)) => Err(SpecError::Invalid(e).into()),
+        None if m.iperf3 => Ok(Some((m.host.clone(), default_port(None)))),
+        None => Ok(None),
+    }
 }
 
 /// The repetition policy the options ask for (one trial by default).
@@ -244,14 +263,34 @@ pub fn measure(
         progress: show_trials.then_some(&mut stderr as &mut dyn Write),
         on_trial: Some(&mut on_trial),
     };
+    let iperf3 = iperf3_peer(m)?.is_some();
     let context = || {
         format!(
-            "{} test against {}",
+            "{} test against {}{}",
             spec.workload,
+            if iperf3 { "the iperf3 server " } else { "" },
             super::address::display(&target.host, target.port)
         )
     };
-    let mut run = match plan::run_case(&target, spec, options, &on_interval, on_progress) {
+    let outcome = if iperf3 {
+        let interrupted = options.interrupted;
+        let mut trial = |number: u32| {
+            crate::iperf3::client::run(
+                &target,
+                spec,
+                crate::session::RunOptions {
+                    interrupted,
+                    on_interval: on_interval(),
+                    on_progress: None,
+                    trial: number,
+                },
+            )
+        };
+        plan::run_trials(&mut trial, options)
+    } else {
+        plan::run_case(&target, spec, options, &on_interval, on_progress)
+    };
+    let mut run = match outcome {
         Ok(run) => run,
         Err(failure) => {
             // Trials that finished before the failing one are results:

@@ -9,6 +9,7 @@ use crate::agent::limits::TestLimits;
 use crate::agent::{Agent, AgentConfig};
 use crate::cli::ServeArgs;
 use crate::protocol::auth::Psk;
+use crate::store::{RunMeta, RunWriter, Store, Tag};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     limit_malloc_arenas();
@@ -42,6 +43,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.max_connections_per_minute = args.max_connections_per_minute;
         config.psk = psk.clone();
         config.handshake_timeout = args.handshake_timeout;
+        config.iperf3_listen = args.iperf3_port.map(|port| SocketAddr::new(ip, port));
+        config.iperf3_wait = args.iperf3_wait;
         match Agent::bind(config) {
             Ok(a) => {
                 agent = Some(a);
@@ -66,9 +69,44 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         agent.local_addr()
     );
+    if let Some(addr) = agent.iperf3_addr() {
+        eprintln!(
+            "nicbench agent {} listening for iperf3 clients on {addr}",
+            env!("CARGO_PKG_VERSION")
+        );
+        if let Some(path) = &args.db {
+            let store = Store::open(path).context("--db: the database for iperf3 tests")?;
+            eprintln!("saving iperf3 clients' tests in {}", path.display());
+            agent.on_iperf3_result(iperf3_saver(store, args.tags.clone()));
+        }
+    }
     agent.serve();
     watcher.stop();
     Ok(())
+}
+
+/// Saves each test an iperf3 client ran: one store, one run at a time.
+fn iperf3_saver(store: Store, tags: Vec<Tag>) -> crate::agent::Iperf3ResultSink {
+    let store = std::sync::Mutex::new(Some(store));
+    std::sync::Arc::new(move |run| {
+        let mut slot = store.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(open) = slot.take() else { return };
+        let meta = RunMeta {
+            command_line: format!("iperf3 client {} (served on --iperf3-port)", run.client.address),
+            tags: tags.clone(),
+            trials_planned: Some(1),
+            source: None,
+        };
+        let mut writer = RunWriter::new(open, meta);
+        match writer.finish(run, None) {
+            Ok(id) => crate::logging::info(&format!("iperf3 test from {} saved as run {id}", run.client.address)),
+            Err(e) => crate::logging::warn(&format!(
+                "saving the iperf3 test from {} failed: {e}",
+                run.client.address
+            )),
+        }
+        *slot = Some(writer.into_store());
+    })
 }
 
 /// A key others can read is no secret: say so (but run, the operator may

@@ -36,6 +36,10 @@ pub struct RunResult {
     /// a single trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repetition: Option<RepetitionSummary>,
+    /// Set when the other end was not nicbench (an iperf3 server or
+    /// client): who it was and what it reported itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_protocol: Option<super::peer::PeerProtocol>,
 }
 
 /// The repetition policy of a case and what its trials gave.

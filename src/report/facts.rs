@@ -150,6 +150,9 @@ fn write_nic_queues(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
 
 /// One line of facts per end, for a result summary.
 fn facts_line(name: &str, facts: &HostFacts) -> String {
+    if facts.hostname.is_empty() && facts.kernel.is_empty() {
+        return format!("Facts {name:<6} not known (the peer does not report them)");
+    }
     let nic = match &facts.interface {
         Some(n) => format!(
             "interface {} ({}, driver {}, link {}, MTU {}, qdisc {}{})",

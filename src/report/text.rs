@@ -147,6 +147,15 @@ pub fn service_demand(c: &CpuReport) -> String {
 }
 
 fn cpu_line(name: &str, c: &CpuReport) -> String {
+    if c.logical_cpus == 0 {
+        // A peer that measures only its own process (iperf3).
+        return format!(
+            "CPU {name:<6} host-wide use not measured; its own process {:.2} s (user {:.2} s, sys {:.2} s), as the peer reported",
+            c.process.user_seconds + c.process.system_seconds,
+            c.process.user_seconds,
+            c.process.system_seconds
+        );
+    }
     let demand = service_demand(c);
     format!(
         "CPU {name:<6} {:5.1}% of {} cores (user {:.1}%, sys {:.1}%, softirq {:.1}%, irq {:.1}%), \
@@ -168,6 +177,17 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
     let r = &run.result;
     let kind = crate::workload::results_of(&run.workload);
     header_lines(run, kind, out)?;
+    if let Some(p) = &run.peer_protocol {
+        writeln!(
+            out,
+            "  peer: {} {} {}; its side's figures are what it reported",
+            p.protocol,
+            p.peer_role,
+            p.peer_version
+                .as_deref()
+                .map_or("(version not announced)".to_string(), |v| format!("version {v}"))
+        )?;
+    }
     stream_table(r, layout, out)?;
     sum_lines(r, kind, layout, out)?;
     kind.write_summary(r, out)?;

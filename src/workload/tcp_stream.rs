@@ -280,7 +280,13 @@ fn memfd_of(len: usize) -> std::io::Result<OwnedFd> {
 }
 
 /// The sender's hot loop: one syscall and one counter store per message.
-fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: bool, ctx: &StreamContext) -> TaskEnd {
+pub(crate) fn send_stream(
+    socket: Socket,
+    message: usize,
+    quota: Option<u64>,
+    zerocopy: bool,
+    ctx: &StreamContext,
+) -> TaskEnd {
     let fd = socket.as_raw_fd();
     let buffer: Vec<u8> = (0..message).map(|i| (i % 251) as u8).collect();
     let memfd = if zerocopy {
@@ -346,7 +352,7 @@ fn send_stream(socket: Socket, message: usize, quota: Option<u64>, zerocopy: boo
 }
 
 /// The receiver's hot loop: read until the sender closes.
-fn receive_stream(socket: Socket, message: usize, discard: bool, ctx: &StreamContext) -> TaskEnd {
+pub(crate) fn receive_stream(socket: Socket, message: usize, discard: bool, ctx: &StreamContext) -> TaskEnd {
     let fd = socket.as_raw_fd();
     let mut buffer = vec![0u8; message];
     let flags = if discard { libc::MSG_TRUNC } else { 0 };

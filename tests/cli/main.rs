@@ -32,6 +32,7 @@ mod common;
 mod demo;
 mod facts;
 mod hostile;
+mod iperf3;
 mod lab;
 mod layers;
 mod linerate;

@@ -1,0 +1,237 @@
+//! The agent's second port (`nicbench serve --iperf3-port 5201`): it
+//! accepts unmodified iperf3 clients. Every connection opens with a
+//! 37-byte cookie, read with a deadline: a cookie of a test under way
+//! makes it that test's data stream (handed over in accept order); any
+//! other is a new client, which goes through the agent's connection rate
+//! limit and admission queue (it waits up to `--iperf3-wait` for its turn,
+//! then gets ACCESS_DENIED, iperf3's "the server is busy") before
+//! `iperf3::server::serve_test` runs its test.
+//!
+//! The finished test is handed to the agent's iperf3 result sink
+//! ([`super::Agent::on_iperf3_result`]): the hook where the results
+//! store saves it.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::admission::{Poll, Ticket};
+use super::limits::ConnectionRate;
+use super::{wait_readable, Shared};
+use crate::iperf3::server::{serve_test, DataConnection, ServerSettings};
+use crate::iperf3::wire::{COOKIE_LEN, MAX_STREAMS};
+use crate::iperf3::{Control, Cookie, State};
+use crate::logging;
+
+/// How long a test is expected to take before its parameters are known
+/// (iperf3's default -t), for queue estimates.
+const EXPECTED: Duration = Duration::from_secs(20);
+/// How often a waiting client's connection is checked.
+const QUEUE_POLL: Duration = Duration::from_millis(500);
+
+type Registry = Arc<Mutex<HashMap<Cookie, Sender<DataConnection>>>>;
+
+/// Accepts on the iperf3 port until the agent shuts down.
+pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let registry: Registry = Arc::default();
+    let rate = Arc::new(Mutex::new(ConnectionRate::new(
+        shared.config.max_connections_per_minute,
+    )));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    // Room for every data stream of a full test besides the control connections.
+    let max_in_flight = shared.config.max_connections + 2 * MAX_STREAMS as usize + 1;
+    let mut sequence = 0u64;
+    let mut workers: Vec<thread::JoinHandle<()>> = Vec::new();
+    while !shared.shutdown.load(Ordering::Relaxed) {
+        if !wait_readable(&listener, 200) {
+            continue;
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(pair) => pair,
+            Err(e) => {
+                logging::warn(&format!("iperf3 port: accept failed: {e}"));
+                thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        sequence += 1;
+        workers.retain(|w| !w.is_finished());
+        if in_flight.load(Ordering::Relaxed) >= max_in_flight {
+            shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+            logging::warn(&format!(
+                "{peer}: iperf3 connection refused: {max_in_flight} already open"
+            ));
+            deny(&stream);
+            continue;
+        }
+        in_flight.fetch_add(1, Ordering::Relaxed);
+        let (shared, registry, rate, in_flight) = (
+            Arc::clone(&shared),
+            Arc::clone(&registry),
+            Arc::clone(&rate),
+            Arc::clone(&in_flight),
+        );
+        let seq = sequence;
+        let spawned = thread::Builder::new().name(format!("iperf3-{peer}")).spawn(move || {
+            handle(stream, peer, seq, &shared, &registry, &rate);
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+        });
+        match spawned {
+            Ok(w) => workers.push(w),
+            Err(e) => logging::error(&format!("{peer}: could not start a thread: {e}")),
+        }
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+}
+
+/// ACCESS_DENIED without ever blocking, then close.
+fn deny(stream: &TcpStream) {
+    use std::io::Write;
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = (&*stream).write(&[State::AccessDenied.byte()]);
+    }
+}
+
+fn handle(
+    stream: TcpStream,
+    peer: SocketAddr,
+    seq: u64,
+    shared: &Shared,
+    registry: &Registry,
+    rate: &Mutex<ConnectionRate>,
+) {
+    let local_ip = match stream.local_addr() {
+        Ok(a) => a.ip(),
+        Err(_) => return,
+    };
+    let mut control = Control::new(stream);
+    let mut bytes = [0u8; COOKIE_LEN];
+    if let Err(e) = control.read_exact(&mut bytes, shared.config.handshake_timeout) {
+        logging::info(&format!("{peer}: iperf3 port: no cookie ({e}); closed"));
+        return;
+    }
+    let cookie = match Cookie::parse(&bytes) {
+        Ok(c) => c,
+        Err(e) => {
+            logging::warn(&format!("{peer}: iperf3 port: {e}; closed"));
+            deny(control.stream());
+            return;
+        }
+    };
+    let data_for = registry.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
+    if let Some(test) = data_for {
+        if let Ok(stream) = control.stream().try_clone() {
+            let _ = test.send((seq, stream));
+        }
+        return;
+    }
+    let admitted = rate
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .admit(peer.ip(), Instant::now());
+    if let Err(wait) = admitted {
+        shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+        logging::warn(&format!(
+            "{peer}: iperf3 client refused: too many connections from its address (--max-connections-per-minute); \
+             allowed again in {wait:.0} s"
+        ));
+        deny(control.stream());
+        return;
+    }
+    let Some(ticket) = admit(&control, peer, shared) else {
+        return;
+    };
+    let (tx, rx) = mpsc::channel();
+    registry.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
+    let settings = ServerSettings {
+        limits: &shared.config.limits,
+        handshake_timeout: shared.config.handshake_timeout,
+        port: control.stream().local_addr().map_or(0, |a| a.port()),
+        shutdown: &shared.shutdown,
+    };
+    logging::info(&format!("{peer}: iperf3 client admitted"));
+    let outcome = serve_test(&mut control, peer, local_ip, &settings, &rx);
+    registry.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
+    drop(ticket);
+    match outcome {
+        Ok(run) => {
+            shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
+            logging::info(&format!(
+                "{peer}: iperf3 {} test done: {:.1} Mbit/s received",
+                run.workload,
+                run.result.sum.receiver.bits_per_second / 1e6
+            ));
+            let sink = shared.iperf3_sink.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(sink) = sink {
+                sink(&run);
+            }
+        }
+        Err(e) => logging::warn(&format!("{peer}: iperf3 test ended without a result: {e}")),
+    }
+}
+
+/// A test slot now, or after waiting in line up to `--iperf3-wait`; None
+/// (the client told ACCESS_DENIED, or gone) otherwise.
+fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<Ticket<'a>> {
+    let busy = match shared.admission.try_enter(EXPECTED) {
+        Ok(ticket) => return Some(ticket),
+        Err(busy) => busy,
+    };
+    let wait = shared.config.iperf3_wait;
+    let refuse = |why: String| {
+        logging::info(&format!("{peer}: iperf3 client told busy: {why}"));
+        deny(control.stream());
+        None
+    };
+    if wait.is_zero() {
+        return refuse(format!(
+            "a test runs for about {:.0} s more (--iperf3-wait 0)",
+            busy.seconds_left
+        ));
+    }
+    let place = match shared.admission.enqueue(EXPECTED) {
+        Ok(p) => p,
+        Err(full) => return refuse(format!("{} clients already wait (--max-queue)", full.max_queue)),
+    };
+    let deadline = Instant::now() + wait;
+    loop {
+        match shared.admission.poll(&place, QUEUE_POLL) {
+            Poll::Granted(ticket) => return Some(ticket),
+            Poll::Waiting { position, .. } => {
+                if shared.shutdown.load(Ordering::Relaxed) {
+                    return refuse("the agent is shutting down".into());
+                }
+                if gone(control.stream()) {
+                    logging::info(&format!("{peer}: iperf3 client left the queue at position {position}"));
+                    return None;
+                }
+                if Instant::now() >= deadline {
+                    return refuse(format!("waited {:.0} s in line (--iperf3-wait)", wait.as_secs_f64()));
+                }
+            }
+        }
+    }
+}
+
+/// True when the peer closed the connection (a waiting iperf3 client
+/// sends nothing, so anything readable is its end).
+fn gone(stream: &TcpStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: one byte of buffer; MSG_PEEK leaves it queued.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            &mut byte as *mut u8 as *mut libc::c_void,
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
+}

@@ -1,0 +1,445 @@
+//! nicbench as an iperf3 client: `nicbench tcp|udp iperf3://HOST[:5201]`
+//! runs one trial against an unmodified iperf3 3.x server.
+//!
+//! The client side of iperf3's state machine (`iperf_client_api.c`): send
+//! the cookie; on PARAM_EXCHANGE send the parameters; on CREATE_STREAMS
+//! open the streams (each TCP stream opens with the cookie, each UDP stream
+//! with the connect datagram); on TEST_START/TEST_RUNNING run; the client
+//! decides the end and sends TEST_END; on EXCHANGE_RESULTS send ours and
+//! read the server's; on DISPLAY_RESULTS answer IPERF_DONE. Our probes
+//! measure this side; the server's figures come from its results.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::streams::{self, DataStream, StreamPlan};
+use super::wire::{self, Params, Results, Transport, MAX_RESULTS_JSON};
+use super::{describe_server_error, Control, Cookie, Iperf3Error, State};
+use crate::model::{Endpoint, Flow, Host, PeerProtocol, Role, RunResult, TrialResult, SCHEMA};
+use crate::probe::cpu::ProcStat;
+use crate::probe::host::facts_toward;
+use crate::session::{self, RunOptions, SessionError, Target};
+use crate::workload::tcp_stream::TcpParams;
+use crate::workload::udp::UdpParams;
+use crate::workload::{self, TestSpec};
+
+/// How long to wait for the server at each step outside the test.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the streams may take to end once the test is over.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait between attempts when a busy server is retried (--wait).
+const BUSY_RETRY: Duration = Duration::from_secs(1);
+
+/// The test in iperf3's terms, and what stays local.
+struct Asked {
+    params: Params,
+    plan: StreamPlan,
+    tcp: TcpParams,
+}
+
+/// Checks that iperf3 can run `spec` and turns it into iperf3's parameters.
+fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
+    let unsupported = |what: &str| Err(Iperf3Error::Unsupported(what.to_string()));
+    let (transport, tcp, rate) = match spec.workload.as_str() {
+        "tcp" => {
+            let p: TcpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
+            if p.zerocopy || p.discard {
+                return unsupported(
+                    "-Z/--zerocopy and --discard are not available with iperf3 (use nicbench's own agent)",
+                );
+            }
+            (Transport::Tcp, p, None)
+        }
+        "udp" => {
+            let p: UdpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
+            if p.gso || p.gro {
+                return unsupported("--gso/--gro are not available with iperf3's datagram format");
+            }
+            if spec.omit_seconds > 0.0 {
+                return unsupported(
+                    "-O/--omit with UDP: iperf3 counts omitted datagrams in its loss; use TCP or no -O",
+                );
+            }
+            (Transport::Udp, TcpParams::default(), p.rate_bits_per_second)
+        }
+        other => {
+            return Err(Iperf3Error::Unsupported(format!(
+                "the '{other}' workload has no iperf3 equivalent; iperf3 servers run tcp and udp"
+            )))
+        }
+    };
+    if spec.bytes.is_some() && spec.direction != crate::model::Direction::Forward {
+        return unsupported("-n/--bytes with -R or --bidir: iperf3 then counts the server's bytes; use -t");
+    }
+    if spec.duration_seconds.fract() != 0.0 || spec.omit_seconds.fract() != 0.0 {
+        return unsupported("-t and -O must be whole seconds for iperf3");
+    }
+    if spec.streams > wire::MAX_STREAMS {
+        return unsupported("iperf3 servers accept at most 128 streams (-P)");
+    }
+    let window = spec.agent.send_buffer_bytes.or(spec.agent.receive_buffer_bytes);
+    let params = Params {
+        transport,
+        omit_seconds: spec.omit_seconds as u64,
+        time_seconds: spec.duration_seconds as u64,
+        bytes: spec.bytes.unwrap_or(0),
+        parallel: spec.streams,
+        reverse: spec.direction == crate::model::Direction::Reverse,
+        bidirectional: spec.direction == crate::model::Direction::Bidir,
+        window,
+        len: Some(spec.message_bytes),
+        bandwidth: rate,
+        mss: tcp.mss.map(u64::from),
+        nodelay: tcp.nodelay,
+        congestion: tcp.congestion.clone(),
+        client_version: Some(format!("nicbench {}", env!("CARGO_PKG_VERSION"))),
+        ..Params::default()
+    };
+    let plan = StreamPlan {
+        transport,
+        message_bytes: spec.message_bytes as usize,
+        rate,
+        counters_64bit: false,
+        bytes_total: spec.bytes,
+    };
+    Ok(Asked { params, plan, tcp })
+}
+
+fn wire_error(step: &'static str) -> impl FnOnce(wire::WireError) -> Iperf3Error {
+    Iperf3Error::wire(step)
+}
+
+fn io_error(step: &'static str) -> impl FnOnce(std::io::Error) -> Iperf3Error {
+    move |e| Iperf3Error::Wire {
+        step,
+        source: wire::WireError::Io(e),
+    }
+}
+
+/// Connects the control channel and waits for PARAM_EXCHANGE, retrying a
+/// busy server until `target.wait` has passed.
+fn open_control(target: &Target, cookie: &Cookie) -> Result<(Control, SocketAddr), SessionError> {
+    let give_up = Instant::now() + target.wait;
+    loop {
+        let stream = session::connect(target).map_err(|e| match e {
+            SessionError::Refused { addr, port } => Iperf3Error::Refused { addr, port }.into(),
+            other => other,
+        })?;
+        let addr = stream.peer_addr().map_err(io_error("the control connection"))?;
+        let mut control = Control::new(stream);
+        std::io::Write::write_all(&mut control.stream(), &cookie.0).map_err(io_error("sending the cookie"))?;
+        let state = control.read_state(REPLY_TIMEOUT).map_err(|e| Iperf3Error::NotIperf3 {
+            addr,
+            detail: e.to_string(),
+        })?;
+        match state {
+            State::ParamExchange => return Ok((control, addr)),
+            State::AccessDenied if Instant::now() + BUSY_RETRY < give_up => {
+                crate::logging::warn(&format!("the iperf3 server at {addr} is busy; trying again (--wait)"));
+                std::thread::sleep(BUSY_RETRY);
+            }
+            State::AccessDenied => return Err(Iperf3Error::Busy { addr }.into()),
+            State::ServerError => return Err(server_error(&mut control).into()),
+            other => {
+                return Err(Iperf3Error::NotIperf3 {
+                    addr,
+                    detail: format!("its first state was {other:?}, not PARAM_EXCHANGE"),
+                }
+                .into())
+            }
+        }
+    }
+}
+
+/// Reads the error numbers after SERVER_ERROR (3.12 sends one for an
+/// authentication failure and two otherwise).
+fn server_error(control: &mut Control) -> Iperf3Error {
+    let mut first = [0u8; 4];
+    if control.read_exact(&mut first, REPLY_TIMEOUT).is_err() {
+        return Iperf3Error::ServerError("the server reported an error and closed".into());
+    }
+    let i_errno = i32::from_be_bytes(first);
+    let mut second = [0u8; 4];
+    let errno = match control.read_exact(&mut second, Duration::from_secs(2)) {
+        Ok(()) => i32::from_be_bytes(second),
+        Err(_) => 0,
+    };
+    if i_errno == wire::errno::AUTH_TEST {
+        if let Ok(addr) = control.stream().peer_addr() {
+            return Iperf3Error::AuthRequired { addr };
+        }
+    }
+    Iperf3Error::ServerError(describe_server_error(i_errno, errno))
+}
+
+/// Opens every data stream in iperf3's order: the client's sending
+/// streams first, then its receiving ones.
+fn open_streams(
+    spec: &TestSpec,
+    asked: &Asked,
+    server: SocketAddr,
+    bind: Option<IpAddr>,
+    cookie: &Cookie,
+) -> Result<Vec<DataStream>, Iperf3Error> {
+    let flows = spec.flows();
+    let ids = streams::peer_ids(flows.len());
+    let mut opened = Vec::with_capacity(flows.len());
+    for ((id, flow), peer_id) in flows.into_iter().zip(ids) {
+        let role = if flow.sender() == Host::Client {
+            Role::Sender
+        } else {
+            Role::Receiver
+        };
+        let setup = |what: &str, e: std::io::Error| Iperf3Error::Streams(format!("stream {id}: {what}: {e}"));
+        let domain = if server.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+        let socket = match asked.plan.transport {
+            Transport::Tcp => {
+                let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).map_err(|e| setup("socket", e))?;
+                configure(&s, spec, &asked.tcp, role).map_err(|e| Iperf3Error::Streams(e.to_string()))?;
+                if let Some(ip) = bind {
+                    s.bind(&SocketAddr::new(ip, 0).into()).map_err(|e| setup("bind", e))?;
+                }
+                s.connect_timeout(&SockAddr::from(server), REPLY_TIMEOUT)
+                    .map_err(|e| setup("connect", e))?;
+                std::io::Write::write_all(&mut &s, &cookie.0).map_err(|e| setup("sending the cookie", e))?;
+                s
+            }
+            Transport::Udp => {
+                let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(|e| setup("socket", e))?;
+                crate::workload::data::apply_buffers(&s, &spec.client)
+                    .map_err(|e| Iperf3Error::Streams(e.to_string()))?;
+                if role == Role::Receiver && spec.client.receive_buffer_bytes.is_none() {
+                    let _ = s.set_recv_buffer_size(crate::workload::udp::DEFAULT_RECEIVE_BUFFER);
+                }
+                let local = SocketAddr::new(
+                    bind.unwrap_or(if server.is_ipv4() {
+                        IpAddr::from([0u8; 4])
+                    } else {
+                        IpAddr::from([0u16; 8])
+                    }),
+                    0,
+                );
+                s.bind(&local.into()).map_err(|e| setup("bind", e))?;
+                s.connect(&server.into()).map_err(|e| setup("connect", e))?;
+                super::udp::client_handshake(&s, REPLY_TIMEOUT).map_err(|e| setup("UDP connect handshake", e))?;
+                s
+            }
+        };
+        opened.push(DataStream {
+            id,
+            peer_id,
+            role,
+            socket,
+        });
+    }
+    Ok(opened)
+}
+
+/// Buffers, MSS, NODELAY and congestion control on a TCP data socket.
+fn configure(socket: &Socket, spec: &TestSpec, tcp: &TcpParams, _role: Role) -> Result<(), workload::WorkloadError> {
+    crate::workload::data::apply_buffers(socket, &spec.client)?;
+    if let Some(mss) = tcp.mss {
+        socket
+            .set_mss(mss)
+            .map_err(workload::WorkloadError::io(format!("setting TCP_MAXSEG to {mss}")))?;
+    }
+    if tcp.nodelay {
+        socket
+            .set_nodelay(true)
+            .map_err(workload::WorkloadError::io("setting TCP_NODELAY"))?;
+    }
+    if let Some(cc) = &tcp.congestion {
+        socket
+            .set_tcp_congestion(cc.as_bytes())
+            .map_err(workload::WorkloadError::io(format!(
+                "setting congestion control '{cc}'"
+            )))?;
+    }
+    Ok(())
+}
+
+/// Waits for a state, turning the server's refusals into errors.
+fn expect(control: &mut Control, want: State, step: &'static str, timeout: Duration) -> Result<(), Iperf3Error> {
+    match control.read_state(timeout).map_err(wire_error(step))? {
+        s if s == want => Ok(()),
+        State::ServerError => Err(server_error(control)),
+        State::AccessDenied => Err(Iperf3Error::ServerError("access denied".into())),
+        State::ServerTerminate => Err(Iperf3Error::ServerTerminated),
+        got => Err(Iperf3Error::UnexpectedState { expected: step, got }),
+    }
+}
+
+/// Runs one trial of `spec` against the iperf3 server at `target`.
+pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
+    let asked = translate(spec)?;
+    let w = workload::find(&spec.workload)?;
+    w.validate(spec)?;
+    let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let cookie = Cookie::random();
+    let (mut control, server) = open_control(target, &cookie)?;
+    let client_addr = control
+        .stream()
+        .local_addr()
+        .map_err(io_error("the control connection"))?;
+    control
+        .send_json(&asked.params.to_json())
+        .map_err(io_error("sending the parameters"))?;
+    expect(&mut control, State::CreateStreams, "CREATE_STREAMS", REPLY_TIMEOUT)?;
+    let data = open_streams(spec, &asked, server, target.bind, &cookie)?;
+    let peer_streams: Vec<(u32, i64, Role)> = data
+        .iter()
+        .map(|d| {
+            let peer_role = if d.role == Role::Sender {
+                Role::Receiver
+            } else {
+                Role::Sender
+            };
+            (d.id, d.peer_id, peer_role)
+        })
+        .collect();
+    expect(&mut control, State::TestStart, "TEST_START", REPLY_TIMEOUT)?;
+    expect(&mut control, State::TestRunning, "TEST_RUNNING", REPLY_TIMEOUT)?;
+
+    let omit = Duration::from_secs_f64(spec.omit_seconds);
+    let duration = spec
+        .bytes
+        .is_none()
+        .then(|| Duration::from_secs_f64(spec.duration_seconds));
+    let side = streams::start(
+        data,
+        asked.plan,
+        omit,
+        duration,
+        spec.client.cpus.clone(),
+        options.on_interval,
+        &ProcStat,
+    )
+    .map_err(|e| Iperf3Error::Streams(e.to_string()))?;
+    let deadline = duration.map(|d| side.start + omit + d);
+    // Why the user stopped the test early, if they did (Ctrl-C, SIGTERM).
+    let mut stopped: Option<String> = None;
+    let hard_deadline = side.start
+        + omit
+        + duration.unwrap_or(Duration::from_secs_f64(crate::model::spec::MAX_DURATION_SECONDS))
+        + crate::trial::GRACE;
+    loop {
+        match control.poll_state(Duration::from_millis(20)) {
+            Ok(None) => {}
+            Ok(Some(State::ServerTerminate)) => return Err(Iperf3Error::ServerTerminated.into()),
+            Ok(Some(State::ServerError)) => return Err(server_error(&mut control).into()),
+            Ok(Some(got)) => {
+                return Err(Iperf3Error::UnexpectedState {
+                    expected: "nothing while the test runs",
+                    got,
+                }
+                .into())
+            }
+            Err(e) => return Err(Iperf3Error::wire("the control connection during the test")(e).into()),
+        }
+        if stopped.is_none() {
+            stopped = (options.interrupted)();
+        }
+        let interrupted = stopped.is_some();
+        if interrupted {
+            side.stop_senders();
+        }
+        let now = Instant::now();
+        let done = if side.senders > 0 {
+            side.senders_left.load(std::sync::atomic::Ordering::Relaxed) == 0
+        } else {
+            interrupted || deadline.is_some_and(|d| now >= d)
+        };
+        if done {
+            break;
+        }
+        if now > hard_deadline {
+            return Err(SessionError::Trial(crate::trial::TrialError::Hung(
+                crate::trial::GRACE.as_secs_f64(),
+            )));
+        }
+    }
+    let side_seconds = side.start.elapsed().as_secs_f64();
+    side.stop_senders();
+    control
+        .send_state(State::TestEnd)
+        .map_err(io_error("sending TEST_END"))?;
+    expect(&mut control, State::ExchangeResults, "EXCHANGE_RESULTS", REPLY_TIMEOUT)?;
+    let finished = side
+        .finish(Host::Client, FINISH_TIMEOUT, &ProcStat)
+        .map_err(Iperf3Error::Cpu)?;
+    control
+        .send_json(&finished.to_results(asked.plan.transport).to_json())
+        .map_err(io_error("sending our results"))?;
+    let theirs = control
+        .read_json(MAX_RESULTS_JSON, REPLY_TIMEOUT)
+        .and_then(|m| Results::from_json(&m))
+        .map_err(wire_error("the server's results"))?;
+    expect(&mut control, State::DisplayResults, "DISPLAY_RESULTS", REPLY_TIMEOUT)?;
+    let _ = control.send_state(State::IperfDone);
+
+    let local = finished.report;
+    let fallback = local.streams.iter().map(|e| e.seconds).fold(0.0, f64::max);
+    let (agent_report, raw) = streams::peer_report(
+        Host::Agent,
+        &theirs,
+        &peer_streams,
+        asked.plan.transport,
+        spec.message_bytes,
+        fallback,
+    )
+    .map_err(Iperf3Error::BadResults)?;
+    for end in &local.streams {
+        if let Some(message) = &end.error {
+            return Err(Iperf3Error::Stream {
+                stream_id: end.stream_id,
+                role: if end.role == Role::Sender { "sender" } else { "receiver" },
+                message: message.clone(),
+            }
+            .into());
+        }
+    }
+    let flows: Vec<(u32, Flow)> = spec.flows();
+    let mut result = TrialResult::merge(options.trial, &flows, local, agent_report)
+        .map_err(|e| Iperf3Error::BadResults(e.to_string()))?;
+    workload::results_of(&spec.workload).summarize(&mut result);
+    result.interruption = stopped.map(|reason| crate::model::trial::Interruption {
+        by: Host::Client,
+        reason,
+        elapsed_seconds: side_seconds,
+        planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
+    });
+    let mut run = RunResult {
+        schema: SCHEMA.to_string(),
+        workload: spec.workload.clone(),
+        started_at_unix_seconds: started_at.as_secs_f64(),
+        client: Endpoint {
+            address: client_addr.to_string(),
+            facts: facts_toward(client_addr.ip()),
+        },
+        agent: Endpoint {
+            address: server.to_string(),
+            facts: Default::default(),
+        },
+        spec: spec.clone(),
+        trials: vec![result.clone()],
+        result,
+        repetition: None,
+        interrupted: false,
+        peer_protocol: Some(PeerProtocol {
+            protocol: "iperf3".into(),
+            peer_role: "server".into(),
+            // iperf3 servers do not announce their version.
+            peer_version: None,
+            peer_cpu_util_total_percent: theirs.cpu_util_total,
+            peer_cpu_util_user_percent: theirs.cpu_util_user,
+            peer_cpu_util_system_percent: theirs.cpu_util_system,
+            peer_congestion_used: theirs.congestion_used.clone(),
+            peer_streams: raw,
+        }),
+    };
+    run.interrupted = run.result.interruption.is_some();
+    crate::verdict::annotate(&mut run, None);
+    Ok(run)
+}

@@ -1,0 +1,557 @@
+//! nicbench as an iperf3 server: one test of an unmodified iperf3 client
+//! on `nicbench serve --iperf3-port`, after the agent has read the cookie
+//! and admitted the client (`agent::iperf3_port`).
+//!
+//! The server side of iperf3's state machine (`iperf_server_api.c`):
+//! PARAM_EXCHANGE and the parameters; CREATE_STREAMS and the streams
+//! (TCP: connections to the same port that open with the test's cookie,
+//! handed over by the agent; UDP: a connect datagram on the port, answered
+//! once the next stream's socket is bound); TEST_START, TEST_RUNNING; the
+//! client ends the test with TEST_END; EXCHANGE_RESULTS (the client's
+//! first, then ours); DISPLAY_RESULTS; IPERF_DONE. Every read has a
+//! deadline; every limit of the agent applies; a refusal goes back as
+//! SERVER_ERROR with iperf3's error number, so the client prints its own
+//! message for it.
+
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::streams::{self, DataStream, StreamPlan};
+use super::wire::{self, errno, Params, Results, Transport, MAX_PARAMS_JSON, MAX_RESULTS_JSON};
+use super::{Control, State};
+use crate::agent::limits::TestLimits;
+use crate::model::{
+    Direction, Endpoint, Host, PeerProtocol, Role, RunResult, SideOptions, TestSpec, TrialResult, SCHEMA,
+};
+use crate::probe::cpu::ProcStat;
+use crate::probe::host::facts_toward;
+use crate::workload::tcp_stream::TcpParams;
+use crate::workload::udp::UdpParams;
+use crate::workload::{self, Workload};
+
+/// How long the client may take to open its streams.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the client may take for each step after the test.
+const RESULTS_TIMEOUT: Duration = Duration::from_secs(15);
+/// iperf3's default block sizes (`DEFAULT_TCP_BLKSIZE`, `DEFAULT_UDP_BLKSIZE`).
+const DEFAULT_TCP_LEN: u64 = 128 * 1024;
+const DEFAULT_UDP_LEN: u64 = 1460;
+
+/// What the agent settles before a test and hands to [`serve_test`].
+pub struct ServerSettings<'a> {
+    pub limits: &'a TestLimits,
+    /// How long the client may take to send its parameters.
+    pub handshake_timeout: Duration,
+    /// The port clients connect to (UDP streams use it too).
+    pub port: u16,
+    pub shutdown: &'a AtomicBool,
+}
+
+/// A data connection that opened with this test's cookie, numbered in
+/// the order the agent accepted it.
+pub type DataConnection = (u64, TcpStream);
+
+/// Why a test ended without a result; the agent logs it.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("{step}: {source}")]
+    Wire {
+        step: &'static str,
+        #[source]
+        source: wire::WireError,
+    },
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn wire_err(step: &'static str) -> impl FnOnce(wire::WireError) -> ServeError {
+    move |source| ServeError::Wire { step, source }
+}
+
+fn io_err(step: &'static str) -> impl FnOnce(std::io::Error) -> ServeError {
+    move |e| ServeError::Wire {
+        step,
+        source: wire::WireError::Io(e),
+    }
+}
+
+/// The test an iperf3 client asks for, as our spec; or iperf3's error
+/// number and our reason when it is refused.
+pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, String)> {
+    let udp = params.transport == Transport::Udp;
+    let refuse = |n: i32, why: String| Err((n, why));
+    if params.parallel == 0 || params.parallel > limits.max_streams.min(wire::MAX_STREAMS) {
+        return refuse(
+            errno::NUM_STREAMS,
+            format!(
+                "{} streams asked, at most {} (--max-streams)",
+                params.parallel, limits.max_streams
+            ),
+        );
+    }
+    let bytes = match (params.bytes, params.blockcount) {
+        (0, 0) => None,
+        (0, blocks) => Some(blocks.saturating_mul(params.len.unwrap_or(DEFAULT_TCP_LEN))),
+        (n, _) => Some(n),
+    };
+    let duration = match (params.time_seconds, bytes) {
+        (0, Some(_)) | (0, None) => limits.max_duration_seconds - params.omit_seconds as f64,
+        (t, _) => t as f64,
+    };
+    if duration <= 0.0 || duration + params.omit_seconds as f64 > limits.max_duration_seconds {
+        return refuse(
+            errno::DURATION,
+            format!(
+                "a test of {} s asked, at most {:.0} s (--max-duration)",
+                params.time_seconds + params.omit_seconds,
+                limits.max_duration_seconds
+            ),
+        );
+    }
+    let len = params
+        .len
+        .unwrap_or(if udp { DEFAULT_UDP_LEN } else { DEFAULT_TCP_LEN });
+    if len > limits.max_message_bytes {
+        return refuse(
+            if udp { errno::UDP_BLOCK_SIZE } else { errno::BLOCK_SIZE },
+            format!(
+                "blocks of {len} bytes asked, at most {} (--max-message)",
+                limits.max_message_bytes
+            ),
+        );
+    }
+    if params.window.is_some_and(|w| w > limits.max_buffer_bytes) {
+        return refuse(errno::BUF_SIZE, format!("a window of {:?} bytes asked", params.window));
+    }
+    let side = SideOptions {
+        send_buffer_bytes: params.window,
+        receive_buffer_bytes: params.window,
+        cpus: vec![],
+    };
+    let mut spec = TestSpec {
+        workload: if udp { "udp" } else { "tcp" }.into(),
+        duration_seconds: duration,
+        bytes,
+        omit_seconds: params.omit_seconds as f64,
+        streams: params.parallel,
+        direction: if params.bidirectional {
+            Direction::Bidir
+        } else if params.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        },
+        message_bytes: len,
+        interval_seconds: 1.0,
+        client: side.clone(),
+        agent: side,
+        params: serde_json::Value::Null,
+    };
+    let set = if udp {
+        spec.set_params(&UdpParams {
+            rate_bits_per_second: params.bandwidth,
+            ..UdpParams::default()
+        })
+    } else {
+        spec.set_params(&TcpParams {
+            mss: params.mss.map(|m| m.min(u32::MAX as u64) as u32),
+            nodelay: params.nodelay,
+            congestion: params.congestion.clone(),
+            ..TcpParams::default()
+        })
+    };
+    set.map_err(|e| (errno::RECV_PARAMS, e.to_string()))?;
+    let w: &dyn Workload = workload::find(&spec.workload).map_err(|e| (errno::RECV_PARAMS, e.to_string()))?;
+    if let Err(e) = w.validate(&spec) {
+        let n = match &e {
+            workload::SpecError::OutOfRange { option, .. } if option.contains("mss") => errno::MSS,
+            workload::SpecError::OutOfRange { option, .. } if option.contains("length") => {
+                if udp {
+                    errno::UDP_BLOCK_SIZE
+                } else {
+                    errno::BLOCK_SIZE
+                }
+            }
+            _ if params.congestion.is_some() && e.to_string().contains("congestion") => errno::SET_CONGESTION,
+            _ => errno::RECV_PARAMS,
+        };
+        return Err((n, e.to_string()));
+    }
+    limits.check(&spec).map_err(|why| (errno::TOTAL_RATE, why))?;
+    Ok(spec)
+}
+
+/// Runs one admitted test on `control` (the cookie already read) and
+/// returns it as our run document, the client's side from its results.
+pub fn serve_test(
+    control: &mut Control,
+    peer: SocketAddr,
+    local_ip: IpAddr,
+    settings: &ServerSettings,
+    data: &Receiver<DataConnection>,
+) -> Result<RunResult, ServeError> {
+    let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    control
+        .send_state(State::ParamExchange)
+        .map_err(io_err("sending PARAM_EXCHANGE"))?;
+    let params = match control
+        .read_json(MAX_PARAMS_JSON, settings.handshake_timeout)
+        .and_then(|m| Params::from_json(&m))
+    {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = control.send_server_error(errno::RECV_PARAMS, 0);
+            return Err(ServeError::Wire {
+                step: "the parameters",
+                source: e,
+            });
+        }
+    };
+    if !params.ignored.is_empty() {
+        crate::logging::info(&format!(
+            "{peer}: iperf3 options not acted on: {}",
+            params.ignored.join(", ")
+        ));
+    }
+    let spec = match spec_of(&params, settings.limits) {
+        Ok(spec) => spec,
+        Err((n, why)) => {
+            let _ = control.send_server_error(n, 0);
+            return Err(ServeError::Refused(why));
+        }
+    };
+    let udp = params.transport == Transport::Udp;
+    let flows = spec.flows();
+    let ids = streams::peer_ids(flows.len());
+    let first_udp = if udp {
+        match bind_udp(local_ip, settings.port, &spec) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                let _ = control.send_server_error(errno::LISTEN, e.raw_os_error().unwrap_or(0));
+                return Err(ServeError::Failed(format!("binding UDP port {}: {e}", settings.port)));
+            }
+        }
+    } else {
+        None
+    };
+    control
+        .send_state(State::CreateStreams)
+        .map_err(io_err("sending CREATE_STREAMS"))?;
+    let sockets = if let Some(first) = first_udp {
+        accept_udp(first, peer.ip(), local_ip, settings.port, &spec, flows.len())?
+    } else {
+        accept_tcp(data, peer.ip(), flows.len(), &spec)?
+    };
+    let mut data_streams = Vec::with_capacity(sockets.len());
+    for (((id, flow), peer_id), socket) in flows.iter().zip(&ids).zip(sockets) {
+        data_streams.push(DataStream {
+            id: *id,
+            peer_id: *peer_id,
+            role: if flow.sender() == Host::Agent {
+                Role::Sender
+            } else {
+                Role::Receiver
+            },
+            socket,
+        });
+    }
+    let peer_streams: Vec<(u32, i64, Role)> = data_streams
+        .iter()
+        .map(|d| {
+            let role = if d.role == Role::Sender {
+                Role::Receiver
+            } else {
+                Role::Sender
+            };
+            (d.id, d.peer_id, role)
+        })
+        .collect();
+    let plan = StreamPlan {
+        transport: params.transport,
+        message_bytes: spec.message_bytes as usize,
+        rate: params.bandwidth,
+        counters_64bit: params.udp_counters_64bit,
+        bytes_total: spec.bytes,
+    };
+    control
+        .send_state(State::TestStart)
+        .map_err(io_err("sending TEST_START"))?;
+    let side = streams::start(
+        data_streams,
+        plan,
+        Duration::from_secs_f64(spec.omit_seconds),
+        None,
+        vec![],
+        None,
+        &ProcStat,
+    )
+    .map_err(|e| ServeError::Failed(format!("starting the streams: {e}")))?;
+    control
+        .send_state(State::TestRunning)
+        .map_err(io_err("sending TEST_RUNNING"))?;
+    let hard_deadline = side.start + Duration::from_secs_f64(spec.expected_seconds()) + crate::trial::GRACE;
+    let ended = loop {
+        if settings.shutdown.load(Ordering::Relaxed) || Instant::now() > hard_deadline {
+            let _ = control.send_state(State::ServerTerminate);
+            break Err(ServeError::Failed(
+                "the test outlived its time (or the agent is stopping); ended with SERVER_TERMINATE".into(),
+            ));
+        }
+        match control.poll_state(Duration::from_millis(50)) {
+            Ok(None) => {}
+            Ok(Some(State::TestEnd)) => break Ok(()),
+            Ok(Some(State::ClientTerminate | State::IperfDone)) => {
+                break Err(ServeError::Failed("the client ended the test early".into()))
+            }
+            Ok(Some(other)) => break Err(ServeError::Failed(format!("state {other:?} during the test"))),
+            Err(e) => break Err(wire_err("the control connection during the test")(e)),
+        }
+    };
+    side.stop_senders();
+    drain_then_end(&side);
+    let finished = side
+        .finish(Host::Agent, Duration::from_secs(5), &ProcStat)
+        .map_err(|e| ServeError::Failed(format!("collecting the streams: {e}")))?;
+    ended?;
+    control
+        .send_state(State::ExchangeResults)
+        .map_err(io_err("sending EXCHANGE_RESULTS"))?;
+    let theirs = control
+        .read_json(MAX_RESULTS_JSON, RESULTS_TIMEOUT)
+        .and_then(|m| Results::from_json(&m))
+        .map_err(wire_err("the client's results"))?;
+    let mut ours = finished.to_results(params.transport);
+    let local = finished.report;
+    let fallback = local.streams.iter().map(|e| e.seconds).fold(0.0, f64::max);
+    let built = streams::peer_report(
+        Host::Client,
+        &theirs,
+        &peer_streams,
+        params.transport,
+        spec.message_bytes,
+        fallback,
+    )
+    .map_err(ServeError::Failed)
+    .and_then(|(client_report, raw)| {
+        let mut result = TrialResult::merge(1, &flows, client_report, local)
+            .map_err(|e| ServeError::Failed(format!("the client's results do not match the test: {e}")))?;
+        workload::results_of(&spec.workload).summarize(&mut result);
+        let mut run = RunResult {
+            schema: SCHEMA.to_string(),
+            workload: spec.workload.clone(),
+            started_at_unix_seconds: started_at.as_secs_f64(),
+            client: Endpoint {
+                address: peer.to_string(),
+                facts: Default::default(),
+            },
+            agent: Endpoint {
+                address: SocketAddr::new(local_ip, settings.port).to_string(),
+                facts: facts_toward(local_ip),
+            },
+            spec: spec.clone(),
+            trials: vec![result.clone()],
+            result,
+            repetition: None,
+            interrupted: false,
+            peer_protocol: Some(PeerProtocol {
+                protocol: "iperf3".into(),
+                peer_role: "client".into(),
+                peer_version: params.client_version.clone(),
+                peer_cpu_util_total_percent: theirs.cpu_util_total,
+                peer_cpu_util_user_percent: theirs.cpu_util_user,
+                peer_cpu_util_system_percent: theirs.cpu_util_system,
+                peer_congestion_used: theirs.congestion_used.clone(),
+                peer_streams: raw,
+            }),
+        };
+        crate::verdict::annotate(&mut run, None);
+        Ok(run)
+    });
+    if params.get_server_output {
+        ours.server_output_text = Some(match &built {
+            Ok(run) => {
+                let mut text = Vec::new();
+                let _ = crate::report::Reporter::render(&crate::report::text::Text, run, &mut text);
+                String::from_utf8_lossy(&text).into_owned()
+            }
+            Err(e) => format!("nicbench could not read the client's results: {e}\n"),
+        });
+    }
+    control
+        .send_json(&ours.to_json())
+        .map_err(io_err("sending our results"))?;
+    control
+        .send_state(State::DisplayResults)
+        .map_err(io_err("sending DISPLAY_RESULTS"))?;
+    // IPERF_DONE, or the client simply closing, both end the test.
+    let _ = control.read_state(RESULTS_TIMEOUT);
+    built
+}
+
+/// After TEST_END the client has stopped sending: let TCP receivers read
+/// what is still queued (up to a second), then end their reads.
+fn drain_then_end(side: &streams::RunningSide) {
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until && !side.receivers_drained() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    side.end_receivers();
+}
+
+/// A UDP socket on the iperf3 port that can share it with the next one.
+fn bind_udp(ip: IpAddr, port: u16, spec: &TestSpec) -> std::io::Result<Socket> {
+    let domain = if ip.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+    let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_address(true)?;
+    if let Some(b) = spec.agent.send_buffer_bytes {
+        let _ = socket.set_send_buffer_size(b as usize);
+    }
+    let receive = spec
+        .agent
+        .receive_buffer_bytes
+        .map_or(crate::workload::udp::DEFAULT_RECEIVE_BUFFER, |b| b as usize);
+    let _ = socket.set_recv_buffer_size(receive);
+    socket.bind(&SocketAddr::new(ip, port).into())?;
+    Ok(socket)
+}
+
+/// Accepts `count` UDP streams the way iperf3 does: a connect datagram
+/// on the port, the socket connected to its sender, the next socket bound,
+/// then the reply.
+fn accept_udp(
+    first: Socket,
+    peer_ip: IpAddr,
+    local_ip: IpAddr,
+    port: u16,
+    spec: &TestSpec,
+    count: usize,
+) -> Result<Vec<Socket>, ServeError> {
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let mut sockets = Vec::with_capacity(count);
+    let mut next = Some(first);
+    for i in 0..count {
+        let socket = next.take().expect("a socket is bound for every stream");
+        super::udp::server_accept(&socket, peer_ip, deadline)
+            .map_err(|e| ServeError::Failed(format!("UDP stream {} of {count}: {e}", i + 1)))?;
+        if i + 1 < count {
+            next = Some(
+                bind_udp(local_ip, port, spec)
+                    .map_err(|e| ServeError::Failed(format!("binding UDP port {port} again: {e}")))?,
+            );
+        }
+        super::udp::server_reply(&socket).map_err(|e| ServeError::Failed(format!("UDP connect reply: {e}")))?;
+        sockets.push(socket);
+    }
+    Ok(sockets)
+}
+
+/// Takes `count` TCP data connections from the agent, in the order it
+/// accepted them (the order the client opened them), from the client's
+/// address only.
+fn accept_tcp(
+    data: &Receiver<DataConnection>,
+    peer_ip: IpAddr,
+    count: usize,
+    spec: &TestSpec,
+) -> Result<Vec<Socket>, ServeError> {
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let mut got: Vec<DataConnection> = Vec::with_capacity(count);
+    while got.len() < count {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match data.recv_timeout(left) {
+            Ok((seq, stream)) => {
+                if stream.peer_addr().map(|a| a.ip()).ok() != Some(peer_ip) {
+                    continue;
+                }
+                got.push((seq, stream));
+            }
+            Err(_) => {
+                return Err(ServeError::Failed(format!(
+                    "the client opened {} of its {count} data streams within {} s",
+                    got.len(),
+                    SETUP_TIMEOUT.as_secs()
+                )))
+            }
+        }
+    }
+    got.sort_by_key(|(seq, _)| *seq);
+    let tcp: TcpParams = spec.params().unwrap_or_default();
+    let mut sockets = Vec::with_capacity(count);
+    for (_, stream) in got {
+        let socket = Socket::from(stream);
+        crate::workload::data::apply_buffers(&socket, &spec.agent).map_err(|e| ServeError::Failed(e.to_string()))?;
+        if tcp.nodelay {
+            let _ = socket.set_nodelay(true);
+        }
+        if let Some(mss) = tcp.mss {
+            let _ = socket.set_mss(mss);
+        }
+        if let Some(cc) = &tcp.congestion {
+            // iperf3 only warns when the server lacks the algorithm.
+            if let Err(e) = socket.set_tcp_congestion(cc.as_bytes()) {
+                crate::logging::warn(&format!("congestion control '{cc}' not set: {e}"));
+            }
+        }
+        let _ = socket.set_read_timeout(None);
+        sockets.push(socket);
+    }
+    Ok(sockets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(json: &str) -> Params {
+        Params::from_json(&wire::decode_object(json.as_bytes()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn an_iperf3_request_becomes_our_spec() {
+        let limits = TestLimits::default();
+        let spec = spec_of(
+            &params(r#"{"tcp":true,"omit":1,"time":3,"parallel":4,"bidirectional":true,"len":131072,"window":262144}"#),
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(spec.workload, "tcp");
+        assert_eq!(spec.direction, Direction::Bidir);
+        assert_eq!((spec.duration_seconds, spec.omit_seconds, spec.streams), (3.0, 1.0, 4));
+        assert_eq!(spec.agent.receive_buffer_bytes, Some(262_144));
+        let spec = spec_of(
+            &params(r#"{"udp":true,"time":2,"parallel":1,"bandwidth":1000000}"#),
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(spec.workload, "udp");
+        assert_eq!(spec.message_bytes, DEFAULT_UDP_LEN);
+        let spec = spec_of(&params(r#"{"tcp":true,"time":0,"num":1000000,"parallel":1}"#), &limits).unwrap();
+        assert_eq!(spec.bytes, Some(1_000_000));
+    }
+
+    #[test]
+    fn limits_refuse_with_iperf3_error_numbers() {
+        let limits = TestLimits {
+            max_duration_seconds: 60.0,
+            max_streams: 4,
+            max_message_bytes: 1 << 20,
+            max_buffer_bytes: 1 << 20,
+            max_rate_bits_per_second: None,
+        };
+        let refused = |json: &str| spec_of(&params(json), &limits).unwrap_err();
+        assert_eq!(refused(r#"{"tcp":true,"time":61}"#).0, errno::DURATION);
+        assert_eq!(refused(r#"{"tcp":true,"time":10,"omit":55}"#).0, errno::DURATION);
+        assert_eq!(refused(r#"{"tcp":true,"parallel":5}"#).0, errno::NUM_STREAMS);
+        assert_eq!(refused(r#"{"tcp":true,"parallel":0}"#).0, errno::NUM_STREAMS);
+        assert_eq!(refused(r#"{"tcp":true,"len":2000000}"#).0, errno::BLOCK_SIZE);
+        assert_eq!(refused(r#"{"udp":true,"len":2000000}"#).0, errno::UDP_BLOCK_SIZE);
+        assert_eq!(refused(r#"{"tcp":true,"window":4000000}"#).0, errno::BUF_SIZE);
+        assert!(refused(r#"{"tcp":true,"parallel":5}"#).1.contains("--max-streams"));
+    }
+}

@@ -1,0 +1,426 @@
+//! iperf3 interop, both ways, against the real iperf3 binary (Debian's
+//! 3.12, installed by .ci/run): nicbench's client against `iperf3 -s`, and
+//! `iperf3 -c` against nicbench's agent; TCP and UDP, forward, reverse and
+//! bidir, 1 and 4 streams. Counts are compared, never timings. Plus the
+//! hostile-client rules on the agent's iperf3 port.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{nicbench, stderr, AgentProcess};
+
+/// Skips (saying so) when iperf3 is absent and CI is unset; in CI its
+/// absence fails the test.
+macro_rules! require_iperf3 {
+    () => {
+        if Command::new("iperf3").arg("--version").output().is_err() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "iperf3 is missing in CI: .ci/run must install it"
+            );
+            eprintln!("SKIPPED (iperf3 not installed): apt-get install iperf3");
+            return;
+        }
+    };
+}
+
+/// A port no one listens on right now (TCP; UDP tests use the same number).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// True when a TCP socket listens on 127.0.0.1:`port` (/proc/net/tcp).
+fn listening(port: u16) -> bool {
+    let wanted = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1] == wanted && f[3] == "0A"
+        })
+    })
+}
+
+/// An iperf3 process, killed when dropped (also when a test fails).
+struct Iperf3(Option<Child>);
+
+impl Iperf3 {
+    /// `iperf3 -s -1 -J -p PORT` on loopback; waits until it listens.
+    fn server(port: u16) -> Iperf3 {
+        let child = Command::new("iperf3")
+            .args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start iperf3 -s");
+        let guard = Iperf3(Some(child));
+        // Not a probe connection: `iperf3 -s -1` would take it for its one test.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !listening(port) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "iperf3 -s did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        guard
+    }
+
+    /// The server's -J document once it has served its one test.
+    fn output(mut self) -> Value {
+        let child = self.0.take().unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "iperf3 -s -J output is not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+}
+
+impl Drop for Iperf3 {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `iperf3 -c 127.0.0.1 -p PORT -J ARGS`, with a hard timeout.
+fn iperf3_client(port: u16, args: &[&str]) -> Value {
+    let mut child = Command::new("timeout")
+        .args(["60", "iperf3", "-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start iperf3 -c");
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let _ = child.wait();
+    let doc: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("iperf3 -J: {e}: {stdout}"));
+    assert!(
+        doc.get("error").is_none(),
+        "iperf3 -c {args:?} failed: {}",
+        doc["error"]
+    );
+    doc
+}
+
+fn run_against_iperf3(workload: &str, args: &[&str]) -> (Value, Value) {
+    let port = free_port();
+    let server = Iperf3::server(port);
+    let target = format!("iperf3://127.0.0.1:{port}");
+    let mut argv = vec![workload, target.as_str(), "-t", "1", "--json"];
+    argv.extend_from_slice(args);
+    let out: Output = nicbench(&argv);
+    assert!(out.status.success(), "nicbench {argv:?}: {}", stderr(&out));
+    let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (ours, server.output())
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn nicbench_client_against_iperf3_server_tcp() {
+    require_iperf3!();
+    for (args, streams) in [
+        (vec![], 1usize),
+        (vec!["-P", "4"], 4),
+        (vec!["-R"], 1),
+        (vec!["-R", "-P", "4"], 4),
+        (vec!["--bidir"], 2),
+        (vec!["--bidir", "-P", "4"], 8),
+    ] {
+        let (ours, server) = run_against_iperf3("tcp", &args);
+        assert_eq!(ours["peer_protocol"]["protocol"], "iperf3");
+        assert_eq!(ours["peer_protocol"]["peer_role"], "server");
+        assert_eq!(ours["streams"].as_array().unwrap().len(), streams, "{args:?}");
+        assert!(n(&ours["sum"]["receiver"]["bytes"]) > 0, "{args:?}");
+        // What the server reported to us is what it printed itself.
+        let end = &server["end"];
+        let peer_bytes: u64 = ours["peer_protocol"]["peer_streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| n(&s["bytes"]))
+            .sum();
+        if args.contains(&"--bidir") {
+            // The server's -J splits bidir sums by its own roles; both flows moved data.
+            for flow in ["client_to_agent", "agent_to_client"] {
+                assert!(n(&ours["sum"][flow]["receiver"]["bytes"]) > 0, "{args:?} {flow}");
+            }
+        } else {
+            let server_bytes = if args.contains(&"-R") {
+                n(&end["sum_sent"]["bytes"])
+            } else {
+                n(&end["sum_received"]["bytes"])
+            };
+            assert_eq!(peer_bytes, server_bytes, "{args:?}");
+        }
+        // TCP delivers what was sent: the receiver never counts more.
+        for s in ours["streams"].as_array().unwrap() {
+            assert!(n(&s["receiver"]["bytes"]) <= n(&s["sender"]["bytes"]) + n(&s["sender"]["omitted_bytes"]));
+        }
+    }
+}
+
+#[test]
+fn nicbench_client_against_iperf3_server_udp() {
+    require_iperf3!();
+    for (args, streams) in [
+        (vec!["-b", "20M"], 1usize),
+        (vec!["-b", "10M", "-P", "4"], 4),
+        (vec!["-b", "20M", "-R"], 1),
+        (vec!["-b", "10M", "-R", "-P", "4"], 4),
+        (vec!["-b", "20M", "--bidir"], 2),
+    ] {
+        let (ours, server) = run_against_iperf3("udp", &args);
+        assert_eq!(ours["streams"].as_array().unwrap().len(), streams, "{args:?}");
+        let udp = &ours["sum"]["udp"];
+        assert!(n(&udp["received_datagrams"]) > 0, "{args:?}: {udp}");
+        assert!(
+            n(&udp["received_datagrams"]) <= n(&udp["sent_datagrams"]),
+            "{args:?}: {udp}"
+        );
+        assert!(server["end"].is_object(), "{args:?}");
+        // The server's loss count for our datagrams is the loss we report.
+        if args.len() == 2 {
+            assert_eq!(
+                n(&server["end"]["sum"]["lost_packets"]),
+                n(&ours["peer_protocol"]["peer_streams"][0]["lost_datagrams"]),
+            );
+        }
+    }
+}
+
+#[test]
+fn a_busy_or_absent_iperf3_server_is_a_clear_error() {
+    require_iperf3!();
+    let port = free_port();
+    let out = nicbench(&["tcp", &format!("iperf3://127.0.0.1:{port}"), "-t", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("iperf3 -s"), "{}", stderr(&out));
+    let out = nicbench(&["tcp", "iperf3://127.0.0.1:x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+fn agent() -> (AgentProcess, u16) {
+    agent_with(&[])
+}
+
+fn agent_with(extra: &[&str]) -> (AgentProcess, u16) {
+    let port = free_port();
+    let p = port.to_string();
+    let mut args = vec!["--iperf3-port", p.as_str()];
+    args.extend_from_slice(extra);
+    let agent = AgentProcess::start(&args);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the iperf3 port did not open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (agent, port)
+}
+
+#[test]
+fn iperf3_clients_against_the_agent_tcp() {
+    require_iperf3!();
+    let (_agent, port) = agent();
+    for (args, streams) in [
+        (vec![], 1usize),
+        (vec!["-P", "4"], 4),
+        (vec!["-R"], 1),
+        (vec!["-R", "-P", "4"], 4),
+        (vec!["--bidir"], 2),
+        (vec!["--bidir", "-P", "4"], 8),
+    ] {
+        let mut argv = vec!["-t", "1", "--get-server-output"];
+        argv.extend_from_slice(&args);
+        let doc = iperf3_client(port, &argv);
+        let end = &doc["end"];
+        assert_eq!(end["streams"].as_array().unwrap().len(), streams, "{args:?}");
+        let sent = n(&end["sum_sent"]["bytes"]);
+        let received = n(&end["sum_received"]["bytes"]);
+        assert!(
+            received > 0 && received <= sent,
+            "{args:?}: sent {sent}, received {received}"
+        );
+        let text = doc["server_output_text"].as_str().unwrap_or_default();
+        assert!(text.contains("peer: iperf3 client version 3."), "{args:?}: {text}");
+    }
+}
+
+/// `serve --iperf3-port P --db FILE` saves each iperf3 client's test with
+/// its peer part; `--db` without `--iperf3-port` is an option error.
+#[test]
+fn iperf3_tests_the_agent_served_are_saved_with_db() {
+    require_iperf3!();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("agent.db");
+    let db_arg = db.to_str().unwrap();
+    let (_agent, port) = agent_with(&["--db", db_arg, "--tag", "nic=lo"]);
+    iperf3_client(port, &["-n", "4M"]);
+    // Saved when the agent has finished the test, just after the client hears
+    // its results: wait on the database, not on time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let doc = loop {
+        let out = nicbench(&["show", "1", "--db", db_arg, "--json"]);
+        if out.status.success() {
+            break serde_json::from_slice::<Value>(&out.stdout).unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "no saved run: {}", stderr(&out));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(doc["peer_protocol"]["peer_role"], "client", "{doc}");
+    assert_eq!(doc["workload"], "tcp");
+    let received: u64 = doc["streams"][0]["receiver"]["bytes"].as_u64().unwrap();
+    assert!(received >= 4 << 20, "received {received}");
+    let runs = nicbench(&["runs", "--db", db_arg, "--tag", "nic=lo"]);
+    assert!(
+        String::from_utf8_lossy(&runs.stdout).contains("tcp"),
+        "{}",
+        stderr(&runs)
+    );
+
+    let refused = nicbench(&["serve", "--db", db_arg]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+}
+
+#[test]
+fn iperf3_clients_against_the_agent_udp() {
+    require_iperf3!();
+    let (_agent, port) = agent();
+    for (args, streams) in [
+        (vec!["-b", "20M"], 1usize),
+        (vec!["-b", "10M", "-P", "4"], 4),
+        (vec!["-b", "20M", "-R"], 1),
+        (vec!["-b", "10M", "-R", "-P", "4"], 4),
+        (vec!["-b", "20M", "--bidir"], 2),
+    ] {
+        let mut argv = vec!["-u", "-t", "1", "-l", "1400"];
+        argv.extend_from_slice(&args);
+        let doc = iperf3_client(port, &argv);
+        let end = &doc["end"];
+        assert_eq!(end["streams"].as_array().unwrap().len(), streams, "{args:?}");
+        let sum = if args.contains(&"--bidir") {
+            &end["sum_received"]
+        } else {
+            &end["sum"]
+        };
+        let packets = n(&sum["packets"]);
+        assert!(packets > 0, "{args:?}: {sum}");
+        assert!(n(&sum["lost_packets"]) <= packets, "{args:?}: {sum}");
+        assert!(n(&sum["bytes"]) > 0, "{args:?}: {sum}");
+    }
+}
+
+/// A raw iperf3 control connection to the agent's port.
+fn raw(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+fn cookie(c: u8) -> Vec<u8> {
+    let mut v = vec![c; 36];
+    v.push(0);
+    v
+}
+
+fn read_byte(s: &mut TcpStream) -> Option<i8> {
+    let mut b = [0u8];
+    match s.read(&mut b) {
+        Ok(1) => Some(b[0] as i8),
+        _ => None,
+    }
+}
+
+/// Sends a cookie and waits for PARAM_EXCHANGE (9).
+fn admitted(port: u16, c: u8) -> TcpStream {
+    let mut s = raw(port);
+    s.write_all(&cookie(c)).unwrap();
+    assert_eq!(read_byte(&mut s), Some(9), "PARAM_EXCHANGE");
+    s
+}
+
+#[test]
+fn a_second_iperf3_client_is_told_busy_or_waits_its_turn() {
+    let (_agent, port) = agent_with(&["--iperf3-wait", "0s"]);
+    let first = admitted(port, b'a');
+    let mut second = raw(port);
+    second.write_all(&cookie(b'b')).unwrap();
+    assert_eq!(read_byte(&mut second), Some(-1), "ACCESS_DENIED: the server is busy");
+    drop(first);
+
+    let (_agent, port) = agent_with(&["--iperf3-wait", "30s"]);
+    let first = admitted(port, b'c');
+    let mut second = raw(port);
+    second.write_all(&cookie(b'd')).unwrap();
+    // Nothing yet: it waits in line. Then the first leaves, and it is its turn.
+    second.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut b = [0u8];
+    assert!(second.read(&mut b).is_err(), "the second client must wait, got {b:?}");
+    drop(first);
+    second.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    assert_eq!(read_byte(&mut second), Some(9), "PARAM_EXCHANGE once the first left");
+}
+
+#[test]
+fn hostile_iperf3_clients_are_refused_and_the_agent_keeps_serving() {
+    require_iperf3!();
+    let (_agent, port) = agent_with(&["--handshake-timeout", "2s"]);
+    // Bad cookie: not NUL-terminated binary.
+    let mut s = raw(port);
+    s.write_all(&[0xff; 37]).unwrap();
+    assert_eq!(read_byte(&mut s), Some(-1));
+    // Length wrap: 0xffffffff would be a 4 GiB allocation (+1 wraps in C).
+    let mut s = admitted(port, b'e');
+    s.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    assert_eq!(read_byte(&mut s), Some(-2), "SERVER_ERROR");
+    // Short read: announces 100 bytes, sends 10, goes away.
+    let mut s = admitted(port, b'f');
+    s.write_all(&100u32.to_be_bytes()).unwrap();
+    s.write_all(b"{\"tcp\":tru").unwrap();
+    drop(s);
+    // Wrong-typed JSON and out-of-range values.
+    for body in [
+        &br#"{"tcp":true,"time":"ten"}"#[..],
+        br#"{"tcp":true,"parallel":-3}"#,
+        br#"[1,2,3]"#,
+        br#"{"udp":true,"len":1e300}"#,
+        br#"{"tcp":true,"parallel":100000}"#,
+        b"\xff\xfe\x00",
+    ] {
+        let mut s = admitted(port, b'g');
+        s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        assert_eq!(read_byte(&mut s), Some(-2), "{}", String::from_utf8_lossy(body));
+    }
+    // A state byte where the parameters belong, then silence.
+    let mut s = admitted(port, b'h');
+    s.write_all(&[16]).unwrap();
+    assert_eq!(read_byte(&mut s), Some(-2));
+    // Valid parameters, then TEST_END before any stream: refused at the
+    // setup deadline, never a panic.
+    let mut s = admitted(port, b'i');
+    let body = br#"{"tcp":true,"time":1,"parallel":1}"#;
+    s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    assert_eq!(read_byte(&mut s), Some(10), "CREATE_STREAMS");
+    s.write_all(&[4]).unwrap();
+    drop(s);
+    // Silent after the cookie: cut off at the handshake deadline.
+    let mut s = admitted(port, b'j');
+    assert!(matches!(read_byte(&mut s), Some(-2) | None));
+    // And a real client still gets its test.
+    let doc = iperf3_client(port, &["-t", "1"]);
+    assert!(n(&doc["end"]["sum_received"]["bytes"]) > 0);
+}
