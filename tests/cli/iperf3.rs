@@ -131,6 +131,7 @@ fn n(v: &Value) -> u64 {
 #[test]
 fn nicbench_client_against_iperf3_server_tcp() {
     require_iperf3!();
+    let validator = crate::result_schema::schema();
     for (args, streams) in [
         (vec![], 1usize),
         (vec!["-P", "4"], 4),
@@ -140,6 +141,7 @@ fn nicbench_client_against_iperf3_server_tcp() {
         (vec!["--bidir", "-P", "4"], 8),
     ] {
         let (ours, server) = run_against_iperf3("tcp", &args);
+        crate::result_schema::assert_valid(&validator, &ours, &format!("tcp iperf3:// {args:?}"));
         assert_eq!(ours["peer_protocol"]["protocol"], "iperf3");
         assert_eq!(ours["peer_protocol"]["peer_role"], "server");
         assert_eq!(ours["streams"].as_array().unwrap().len(), streams, "{args:?}");
@@ -279,6 +281,7 @@ fn iperf3_tests_the_agent_served_are_saved_with_db() {
         assert!(std::time::Instant::now() < deadline, "no saved run: {}", stderr(&out));
         std::thread::sleep(Duration::from_millis(50));
     };
+    crate::result_schema::assert_valid(&crate::result_schema::schema(), &doc, "an iperf3 client's saved test");
     assert_eq!(doc["peer_protocol"]["peer_role"], "client", "{doc}");
     assert_eq!(doc["workload"], "tcp");
     let received: u64 = doc["streams"][0]["receiver"]["bytes"].as_u64().unwrap();

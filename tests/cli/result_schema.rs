@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::common::*;
 
-fn schema() -> jsonschema::Validator {
+pub(crate) fn schema() -> jsonschema::Validator {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/schema/nicbench.run-1.schema.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let schema: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -21,7 +21,7 @@ fn schema() -> jsonschema::Validator {
 }
 
 /// Panics with every violation, each with its place in the document.
-fn assert_valid(validator: &jsonschema::Validator, document: &Value, what: &str) {
+pub(crate) fn assert_valid(validator: &jsonschema::Validator, document: &Value, what: &str) {
     let errors: Vec<String> = validator
         .iter_errors(document)
         .map(|e| format!("  at {}: {e}", e.instance_path))
