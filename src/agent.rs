@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use self::admission::{Admission, Pace, Poll, Ticket};
 use self::limits::{ConnectionRate, TestLimits};
 use crate::logging;
-use crate::model::{Direction, Host};
+use crate::model::{Direction, Party};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, Psk};
@@ -640,7 +640,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         Box::new(move |tick| pace.add(tick.streams.iter().map(|&(_, _, bytes)| bytes).sum()))
     });
     let plan = TrialPlan {
-        host: Host::Agent,
+        host: Party::Agent,
         spec: &spec,
         hard_deadline: trial::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
         wait_for_peer_report: false,

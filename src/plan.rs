@@ -390,7 +390,7 @@ mod tests {
             let mut run = fake_run(n, if n == 2 { 1e9 } else { 5e9 });
             if n == 2 {
                 run.result.interruption = Some(crate::model::Interruption {
-                    by: crate::model::Host::Client,
+                    by: crate::model::Party::Client,
                     reason: "SIGINT".into(),
                     elapsed_seconds: 0.5,
                     planned_seconds: Some(1.0),

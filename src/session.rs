@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::logging;
-use crate::model::{Endpoint, Host, MergeError, RunResult, SideReport, TrialResult, SCHEMA};
+use crate::model::{Endpoint, MergeError, Party, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, KeyError, Psk};
@@ -377,7 +377,7 @@ fn request(
 /// ends of the streams of `spec`, once each, with sane numbers.
 fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), SessionError> {
     let bad = |what: String| Err(SessionError::BadReport(what));
-    if report.host != Host::Agent {
+    if report.host != Party::Agent {
         return bad(format!("it claims to come from the {}", report.host.as_str()));
     }
     let flows = spec.flows();
@@ -387,7 +387,7 @@ fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), Sessio
         let Some((_, flow)) = flows.iter().find(|(f, _)| *f == id) else {
             return bad(format!("it reports stream id {id}, which the client did not ask for"));
         };
-        let agent_role = if flow.sender() == Host::Agent {
+        let agent_role = if flow.sender() == Party::Agent {
             crate::model::Role::Sender
         } else {
             crate::model::Role::Receiver
@@ -441,7 +441,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     channel.send(&Message::Start)?;
     let start = Instant::now();
     let plan = TrialPlan {
-        host: Host::Client,
+        host: Party::Client,
         spec,
         // A byte-count test has no expected end; never wait for ever.
         hard_deadline: trial::hard_deadline(spec, start, Some(crate::model::spec::MAX_DURATION_SECONDS)),
@@ -524,7 +524,7 @@ mod tests {
 
     fn report(streams: Vec<StreamEnd>) -> SideReport {
         SideReport {
-            host: Host::Agent,
+            host: Party::Agent,
             streams,
             cpu: CpuReport::default(),
             counters: None,
@@ -549,7 +549,7 @@ mod tests {
         negative.seconds = -1.0;
         assert!(check_agent_report(&report(vec![negative]), &s).is_err());
         let mut client_side = report(vec![]);
-        client_side.host = Host::Client;
+        client_side.host = Party::Client;
         assert!(check_agent_report(&client_side, &s).is_err());
     }
 

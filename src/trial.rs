@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::model::{Host, Interruption, SideReport};
+use crate::model::{Interruption, Party, SideReport};
 use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
 use crate::probe::sched::ThreadTracker;
@@ -52,7 +52,7 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 
 /// What to run and how.
 pub struct TrialPlan<'a> {
-    pub host: Host,
+    pub host: Party,
     pub spec: &'a TestSpec,
     /// Latest end of the trial before it is aborted.
     pub hard_deadline: Option<Instant>,
@@ -84,8 +84,8 @@ pub fn run_side(
     let spec = plan.spec;
     let stop = Arc::new(AtomicBool::new(false));
     let cpus = match plan.host {
-        Host::Client => spec.client.cpus.clone(),
-        Host::Agent => spec.agent.cpus.clone(),
+        Party::Client => spec.client.cpus.clone(),
+        Party::Agent => spec.agent.cpus.clone(),
     };
     let abort = side.aborter();
     let counter_probe = CounterProbe::for_local_address(channel.stream().local_addr().ok().map(|a| a.ip()));
@@ -114,7 +114,7 @@ pub fn run_side(
     let mut peer_report = None;
     let mut stop_sent = false;
     let mut failure = None;
-    let mut stopped_by: Option<(Host, String)> = None;
+    let mut stopped_by: Option<(Party, String)> = None;
     loop {
         threads.sample();
         if worker.is_finished() && (!plan.wait_for_peer_report || peer_report.is_some()) {
@@ -181,7 +181,7 @@ pub fn run_side(
     let after = sampler.sample().map_err(TrialError::Cpu)?;
     let mut counters = counter_probe.delta(&counters_before, &counter_probe.snapshot());
     counters.scheduling = threads.report();
-    let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.omitted_bytes).sum();
+    let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.warmup_bytes).sum();
     let mut cpu = cpu_report(
         &before,
         &after,

@@ -19,7 +19,7 @@
 //! percent of theoretical goodput, so it runs on every result.
 
 use crate::linerate::{self, Framing, Stack};
-use crate::model::{CpuReport, Host, LineRateShare, NicFacts, RunResult, SideCounters, TrialResult, Verdict};
+use crate::model::{CpuReport, LineRateShare, NicFacts, Party, RunResult, SideCounters, TrialResult, Verdict};
 use crate::units::{Bytes, Rate};
 use crate::workload::ResultKind;
 
@@ -266,7 +266,7 @@ fn verdict(kind: &str, summary: String) -> Verdict {
 
 /// What a host did in the trial: "sender", "receiver", or its process
 /// name when it did both.
-fn role_name(trial: &TrialResult, host: Host) -> &'static str {
+fn role_name(trial: &TrialResult, host: Party) -> &'static str {
     let sends = trial.streams.iter().any(|s| s.flow.sender() == host);
     let receives = trial.streams.iter().any(|s| s.flow.receiver() == host);
     match (sends, receives) {
@@ -276,21 +276,21 @@ fn role_name(trial: &TrialResult, host: Host) -> &'static str {
     }
 }
 
-fn counters(trial: &TrialResult, host: Host) -> Option<&SideCounters> {
+fn counters(trial: &TrialResult, host: Party) -> Option<&SideCounters> {
     match host {
-        Host::Client => trial.counters.client.as_ref(),
-        Host::Agent => trial.counters.agent.as_ref(),
+        Party::Client => trial.counters.client.as_ref(),
+        Party::Agent => trial.counters.agent.as_ref(),
     }
 }
 
-fn cpu(trial: &TrialResult, host: Host) -> &CpuReport {
+fn cpu(trial: &TrialResult, host: Party) -> &CpuReport {
     match host {
-        Host::Client => &trial.cpu.client,
-        Host::Agent => &trial.cpu.agent,
+        Party::Client => &trial.cpu.client,
+        Party::Agent => &trial.cpu.agent,
     }
 }
 
-const HOSTS: [Host; 2] = [Host::Client, Host::Agent];
+const PARTIES: [Party; 2] = [Party::Client, Party::Agent];
 
 /// The verdict of one trial; `shared` when both ends ran on one host.
 pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdict {
@@ -306,7 +306,7 @@ pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdic
 }
 
 fn throttled(trial: &TrialResult) -> Option<Verdict> {
-    HOSTS.iter().find_map(|&host| {
+    PARTIES.iter().find_map(|&host| {
         let cg = counters(trial, host)?.cgroup_cpu.as_ref()?;
         let share = cg.throttled_percent_of_periods?;
         (share >= THROTTLED_PERCENT && cg.periods >= 10).then(|| {
@@ -327,7 +327,7 @@ fn throttled(trial: &TrialResult) -> Option<Verdict> {
 }
 
 fn starved(trial: &TrialResult) -> Option<Verdict> {
-    HOSTS.iter().find_map(|&host| {
+    PARTIES.iter().find_map(|&host| {
         let c = counters(trial, host)?;
         let s = c.scheduling.as_ref()?;
         let share = s.wait_percent?;
@@ -380,8 +380,8 @@ fn link_bound(trial: &TrialResult) -> Option<Verdict> {
 }
 
 /// Hosts that received data in this trial.
-fn receivers(trial: &TrialResult) -> impl Iterator<Item = Host> + '_ {
-    HOSTS
+fn receivers(trial: &TrialResult) -> impl Iterator<Item = Party> + '_ {
+    PARTIES
         .into_iter()
         .filter(|&h| trial.streams.iter().any(|s| s.flow.receiver() == h))
 }
@@ -455,7 +455,7 @@ impl SocketRetransmissions {
 
 /// The test's own sockets' retransmissions for streams sent by `host`;
 /// None when none of them has TCP_INFO (UDP, or an end that did not report).
-pub fn socket_retransmissions(trial: &TrialResult, host: Host) -> Option<SocketRetransmissions> {
+pub fn socket_retransmissions(trial: &TrialResult, host: Party) -> Option<SocketRetransmissions> {
     let infos: Vec<_> = trial
         .streams
         .iter()
@@ -478,7 +478,7 @@ pub fn socket_retransmissions(trial: &TrialResult, host: Host) -> Option<SocketR
 /// The test's own sockets when they tell, else the namespace-wide
 /// RetransSegs/OutSegs of the sending side (which other traffic shares).
 fn retransmitting(trial: &TrialResult) -> Option<Verdict> {
-    HOSTS
+    PARTIES
         .iter()
         .filter(|&&h| trial.streams.iter().any(|s| s.flow.sender() == h))
         .find_map(|&host| match socket_retransmissions(trial, host) {
@@ -489,7 +489,7 @@ fn retransmitting(trial: &TrialResult) -> Option<Verdict> {
         })
 }
 
-fn own_retransmissions(trial: &TrialResult, host: Host, own: &SocketRetransmissions) -> Option<Verdict> {
+fn own_retransmissions(trial: &TrialResult, host: Party, own: &SocketRetransmissions) -> Option<Verdict> {
     let share = own.percent()?;
     // A handful of segments is not evidence.
     let enough = match (own.data_segments_sent, own.bytes_sent) {
@@ -523,7 +523,7 @@ fn own_retransmissions(trial: &TrialResult, host: Host, own: &SocketRetransmissi
     })
 }
 
-fn namespace_retransmissions(trial: &TrialResult, host: Host) -> Option<Verdict> {
+fn namespace_retransmissions(trial: &TrialResult, host: Party) -> Option<Verdict> {
     let tcp = counters(trial, host)?.tcp.as_ref()?;
     let share = tcp.retransmitted_percent?;
     (share >= LOSS_PERCENT && tcp.out_segments >= 100).then(|| {
@@ -541,7 +541,7 @@ fn namespace_retransmissions(trial: &TrialResult, host: Host) -> Option<Verdict>
 
 /// How busy a side was: its stream threads' share of their wall time, and
 /// its busiest core. Returns (percent, description).
-fn cpu_load(trial: &TrialResult, host: Host, shared: bool) -> Option<(f64, String)> {
+fn cpu_load(trial: &TrialResult, host: Party, shared: bool) -> Option<(f64, String)> {
     let cpu = cpu(trial, host);
     let threads = trial
         .streams
@@ -580,7 +580,7 @@ fn cpu_load(trial: &TrialResult, host: Host, shared: bool) -> Option<(f64, Strin
 }
 
 fn cpu_bound(trial: &TrialResult, shared: bool) -> Option<Verdict> {
-    let loads: Vec<(Host, f64, String)> = HOSTS
+    let loads: Vec<(Party, f64, String)> = PARTIES
         .iter()
         .filter_map(|&h| cpu_load(trial, h, shared).map(|(p, d)| (h, p, d)))
         .collect();

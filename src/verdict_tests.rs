@@ -15,7 +15,7 @@ fn end(role: Role, bits_per_second: f64, tcp: bool) -> StreamEnd {
         bytes: (bits_per_second / 8.0) as u64,
         seconds: 1.0,
         bits_per_second,
-        omitted_bytes: 0,
+        warmup_bytes: 0,
         socket: SocketBuffers::default(),
         tcp_info: tcp.then(|| TcpInfo {
             send_mss_bytes: 1448,
@@ -317,7 +317,7 @@ fn the_test_sockets_retransmissions_win_over_the_namespace() {
     info.bytes_sent = Some(14_480_000);
     info.bytes_retransmitted = Some(2_896);
     assert_eq!(judge(&t, &Throughput, false).kind, "none");
-    let own = socket_retransmissions(&t, Host::Client).unwrap();
+    let own = socket_retransmissions(&t, Party::Client).unwrap();
     assert_eq!((own.streams, own.segments), (1, 2));
     assert!((own.percent().unwrap() - 0.02).abs() < 1e-9);
     // Two streams that retransmit 3% of their bytes between them.
@@ -338,7 +338,7 @@ fn the_test_sockets_retransmissions_win_over_the_namespace() {
     for s in &mut t.streams {
         s.sender.tcp_info.as_mut().unwrap().bytes_sent = None;
     }
-    let own = socket_retransmissions(&t, Host::Client).unwrap();
+    let own = socket_retransmissions(&t, Party::Client).unwrap();
     assert_eq!(own.bytes_sent, None);
     assert!((own.percent().unwrap() - 3.0).abs() < 1e-9);
 }

@@ -17,7 +17,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::streams::{self, DataStream, StreamPlan};
 use super::wire::{self, Params, Results, Transport, MAX_RESULTS_JSON};
 use super::{describe_server_error, Control, Cookie, Iperf3Error, State};
-use crate::model::{Endpoint, Flow, Host, PeerProtocol, Role, RunResult, TrialResult, SCHEMA};
+use crate::model::{Endpoint, Flow, Party, PeerProtocol, Role, RunResult, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::session::{self, RunOptions, SessionError, Target};
@@ -187,7 +187,7 @@ fn open_streams(
     let ids = streams::peer_ids(flows.len());
     let mut opened = Vec::with_capacity(flows.len());
     for ((id, flow), peer_id) in flows.into_iter().zip(ids) {
-        let role = if flow.sender() == Host::Client {
+        let role = if flow.sender() == Party::Client {
             Role::Sender
         } else {
             Role::Receiver
@@ -367,7 +367,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         .map_err(io_error("sending TEST_END"))?;
     expect(&mut control, State::ExchangeResults, "EXCHANGE_RESULTS", REPLY_TIMEOUT)?;
     let finished = side
-        .finish(Host::Client, FINISH_TIMEOUT, &ProcStat)
+        .finish(Party::Client, FINISH_TIMEOUT, &ProcStat)
         .map_err(Iperf3Error::Cpu)?;
     control
         .send_json(&finished.to_results(asked.plan.transport).to_json())
@@ -382,7 +382,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let local = finished.report;
     let fallback = local.streams.iter().map(|e| e.seconds).fold(0.0, f64::max);
     let (agent_report, raw) = streams::peer_report(
-        Host::Agent,
+        Party::Agent,
         &theirs,
         &peer_streams,
         asked.plan.transport,
@@ -405,7 +405,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         .map_err(|e| Iperf3Error::BadResults(e.to_string()))?;
     workload::results_of(&spec.workload).summarize(&mut result);
     result.interruption = stopped.map(|reason| crate::model::trial::Interruption {
-        by: Host::Client,
+        by: Party::Client,
         reason,
         elapsed_seconds: side_seconds,
         planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),

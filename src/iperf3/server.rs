@@ -25,7 +25,7 @@ use super::wire::{self, errno, Params, Results, Transport, MAX_PARAMS_JSON, MAX_
 use super::{Control, State};
 use crate::agent::limits::TestLimits;
 use crate::model::{
-    Direction, Endpoint, Host, PeerProtocol, Role, RunResult, SideOptions, TestSpec, TrialResult, SCHEMA,
+    Direction, Endpoint, Party, PeerProtocol, Role, RunResult, SideOptions, TestSpec, TrialResult, SCHEMA,
 };
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
@@ -253,7 +253,7 @@ pub fn serve_test(
         data_streams.push(DataStream {
             id: *id,
             peer_id: *peer_id,
-            role: if flow.sender() == Host::Agent {
+            role: if flow.sender() == Party::Agent {
                 Role::Sender
             } else {
                 Role::Receiver
@@ -316,7 +316,7 @@ pub fn serve_test(
     side.stop_senders();
     drain_then_end(&side);
     let finished = side
-        .finish(Host::Agent, Duration::from_secs(5), &ProcStat)
+        .finish(Party::Agent, Duration::from_secs(5), &ProcStat)
         .map_err(|e| ServeError::Failed(format!("collecting the streams: {e}")))?;
     ended?;
     control
@@ -330,7 +330,7 @@ pub fn serve_test(
     let local = finished.report;
     let fallback = local.streams.iter().map(|e| e.seconds).fold(0.0, f64::max);
     let built = streams::peer_report(
-        Host::Client,
+        Party::Client,
         &theirs,
         &peer_streams,
         params.transport,

@@ -13,7 +13,7 @@ use socket2::Socket;
 
 use super::udp::{self as iudp, ReceiveCounts, SendPlan};
 use super::wire::{self, Results, StreamResults, Transport};
-use crate::model::{CpuReport, Host, PeerStream, ProcessCpu, Role, SideReport, StreamEnd};
+use crate::model::{CpuReport, Party, PeerStream, ProcessCpu, Role, SideReport, StreamEnd};
 use crate::probe::cpu::{cpu_report, CpuSampler, CpuSnapshot};
 use crate::workload::runner::{run_streams, IntervalCallback, RunControl, SideOutcome, StreamContext, StreamTask};
 use crate::workload::udp::result::{UdpEnd, UdpReceived, KEY as UDP_KEY};
@@ -203,7 +203,7 @@ impl RunningSide {
 
     /// Waits for every stream up to `timeout`, then closes the sockets so
     /// that blocked calls return, and collects what the side measured.
-    pub fn finish(self, host: Host, timeout: Duration, sampler: &dyn CpuSampler) -> Result<Finished, std::io::Error> {
+    pub fn finish(self, host: Party, timeout: Duration, sampler: &dyn CpuSampler) -> Result<Finished, std::io::Error> {
         let deadline = Instant::now() + timeout;
         while !self.thread.is_finished() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(5));
@@ -219,7 +219,7 @@ impl RunningSide {
             .map_err(|_| std::io::Error::other("a stream thread panicked (a nicbench bug: please report it)"))?;
         let seconds = self.start.elapsed().as_secs_f64();
         let after = sampler.sample()?;
-        let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.omitted_bytes).sum();
+        let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.warmup_bytes).sum();
         let cpu = cpu_report(
             &self.before,
             &after,
@@ -329,7 +329,7 @@ impl Finished {
 /// not report (host-wide CPU, TCP_INFO, buffers) stays empty: `cpu` holds
 /// only the process CPU time and `logical_cpus` 0.
 pub fn peer_report(
-    host: Host,
+    host: Party,
     results: &Results,
     streams: &[(u32, i64, Role)],
     transport: Transport,

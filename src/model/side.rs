@@ -7,25 +7,26 @@ use serde::{Deserialize, Serialize};
 use super::counters::SideCounters;
 use super::extras::Extras;
 
-/// Which process a measurement was taken in.
+/// Which party to a test (the client process or the agent) a measurement
+/// was taken in; the machine it ran on is described by `HostFacts`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Host {
+pub enum Party {
     Client,
     Agent,
 }
 
-impl Host {
-    pub fn other(self) -> Host {
+impl Party {
+    pub fn other(self) -> Party {
         match self {
-            Host::Client => Host::Agent,
-            Host::Agent => Host::Client,
+            Party::Client => Party::Agent,
+            Party::Agent => Party::Client,
         }
     }
     pub fn as_str(self) -> &'static str {
         match self {
-            Host::Client => "client",
-            Host::Agent => "agent",
+            Party::Client => "client",
+            Party::Agent => "agent",
         }
     }
 }
@@ -39,13 +40,13 @@ pub enum Flow {
 }
 
 impl Flow {
-    pub fn sender(self) -> Host {
+    pub fn sender(self) -> Party {
         match self {
-            Flow::ClientToAgent => Host::Client,
-            Flow::AgentToClient => Host::Agent,
+            Flow::ClientToAgent => Party::Client,
+            Flow::AgentToClient => Party::Agent,
         }
     }
-    pub fn receiver(self) -> Host {
+    pub fn receiver(self) -> Party {
         self.sender().other()
     }
     pub fn arrow(self) -> &'static str {
@@ -119,7 +120,8 @@ pub struct StreamEnd {
     pub seconds: f64,
     pub bits_per_second: f64,
     /// Bytes moved during the warm-up, excluded from `bytes`.
-    pub omitted_bytes: u64,
+    #[serde(rename = "omitted_bytes")]
+    pub warmup_bytes: u64,
     pub socket: SocketBuffers,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<TcpInfo>,
@@ -189,7 +191,7 @@ pub struct CpuReport {
 /// What one side sends back at the end of a trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideReport {
-    pub host: Host,
+    pub host: Party,
     pub streams: Vec<StreamEnd>,
     pub cpu: CpuReport,
     /// NIC, interrupt and protocol counters over the trial.

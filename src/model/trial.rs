@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::counters::BothCounters;
 use super::extras::Extras;
-use super::side::{CpuReport, Flow, Host, Role, SideReport, StreamEnd};
+use super::side::{CpuReport, Flow, Party, Role, SideReport, StreamEnd};
 
 /// Totals of one role across streams.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -89,7 +89,7 @@ pub struct TrialResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interruption {
     /// The process that stopped it (`client` or `agent`).
-    pub by: Host,
+    pub by: Party,
     /// Why, in words, e.g. "SIGINT (Ctrl-C) on the client".
     pub reason: String,
     /// How long the trial really ran, warm-up included.
@@ -129,14 +129,14 @@ impl TrialResult {
         agent: SideReport,
     ) -> Result<TrialResult, MergeError> {
         let mut streams = Vec::with_capacity(flows.len());
-        let mut pool: Vec<(Host, StreamEnd)> = client
+        let mut pool: Vec<(Party, StreamEnd)> = client
             .streams
             .into_iter()
-            .map(|e| (Host::Client, e))
-            .chain(agent.streams.into_iter().map(|e| (Host::Agent, e)))
+            .map(|e| (Party::Client, e))
+            .chain(agent.streams.into_iter().map(|e| (Party::Agent, e)))
             .collect();
         for &(id, flow) in flows {
-            let mut take = |host: Host, role: Role| -> Result<StreamEnd, MergeError> {
+            let mut take = |host: Party, role: Role| -> Result<StreamEnd, MergeError> {
                 let mut found = pool
                     .iter()
                     .enumerate()
@@ -278,7 +278,7 @@ mod tests {
             bytes,
             seconds: 1.0,
             bits_per_second: bytes as f64 * 8.0,
-            omitted_bytes: 0,
+            warmup_bytes: 0,
             socket: SocketBuffers::default(),
             tcp_info: None,
             intervals: vec![],
@@ -287,7 +287,7 @@ mod tests {
         }
     }
 
-    fn side(host: Host, streams: Vec<StreamEnd>) -> SideReport {
+    fn side(host: Party, streams: Vec<StreamEnd>) -> SideReport {
         SideReport {
             host,
             streams,
@@ -301,10 +301,13 @@ mod tests {
     fn merge_pairs_sender_and_receiver_by_flow() {
         let flows = [(1, Flow::ClientToAgent), (2, Flow::AgentToClient)];
         let client = side(
-            Host::Client,
+            Party::Client,
             vec![end(1, Role::Sender, 100), end(2, Role::Receiver, 50)],
         );
-        let agent = side(Host::Agent, vec![end(2, Role::Sender, 50), end(1, Role::Receiver, 100)]);
+        let agent = side(
+            Party::Agent,
+            vec![end(2, Role::Sender, 50), end(1, Role::Receiver, 100)],
+        );
         let t = TrialResult::merge(1, &flows, client, agent).unwrap();
         assert_eq!(t.sum.sender.bytes, 150);
         assert_eq!(t.sum.receiver.bytes, 150);
@@ -316,8 +319,8 @@ mod tests {
     #[test]
     fn merge_reports_a_missing_end() {
         let flows = [(1, Flow::ClientToAgent)];
-        let client = side(Host::Client, vec![end(1, Role::Sender, 100)]);
-        let agent = side(Host::Agent, vec![]);
+        let client = side(Party::Client, vec![end(1, Role::Sender, 100)]);
+        let agent = side(Party::Agent, vec![]);
         assert_eq!(
             TrialResult::merge(1, &flows, client, agent).unwrap_err(),
             MergeError::MissingEnd(1, Role::Receiver)

@@ -5,7 +5,7 @@
 use std::fmt::Display;
 use std::io::{self, Write};
 
-use crate::model::{Host, HostFacts, NicFacts, RunResult, SideCounters, TrialResult};
+use crate::model::{HostFacts, NicFacts, Party, RunResult, SideCounters, TrialResult};
 use crate::units::{Bytes, Rate};
 use crate::verdict::socket_retransmissions;
 
@@ -238,7 +238,7 @@ fn counters_line(name: &str, c: &SideCounters) -> String {
 /// TCP retransmissions of the test's own sockets (TCP_INFO), per sending
 /// host: the figure the verdict uses, apart from the namespace-wide one.
 fn retransmissions_line(trial: &TrialResult) -> Option<String> {
-    let parts: Vec<String> = [Host::Client, Host::Agent]
+    let parts: Vec<String> = [Party::Client, Party::Agent]
         .into_iter()
         .filter_map(|host| {
             let own = socket_retransmissions(trial, host)?;

@@ -280,7 +280,7 @@ struct Watch {
     omit_at: Instant,
     stop_at: Option<Instant>,
     omit_taken: bool,
-    omitted_bytes: Vec<u64>,
+    warmup_bytes: Vec<u64>,
     last_sample: Vec<u64>,
     last_tick: Instant,
     next_tick: Instant,
@@ -303,7 +303,7 @@ impl Watch {
             omit_at,
             stop_at: control.duration.map(|d| omit_at + d),
             omit_taken: control.omit.is_zero(),
-            omitted_bytes: vec![0; n],
+            warmup_bytes: vec![0; n],
             last_sample: vec![0; n],
             last_tick: start,
             next_tick: start + control.interval,
@@ -339,7 +339,7 @@ impl Watch {
             let now = Instant::now();
             if !self.omit_taken && now >= self.omit_at {
                 for (i, c) in self.counters.iter().enumerate() {
-                    self.omitted_bytes[i] = c.0.load(Ordering::Relaxed);
+                    self.warmup_bytes[i] = c.0.load(Ordering::Relaxed);
                 }
                 self.omit_taken = true;
             }
@@ -432,7 +432,7 @@ impl Watch {
         // then reported whole) to its last useful work.
         let last = f.end.last_activity.unwrap_or(f.at);
         let (from, omitted) = if last > self.omit_at && self.omit_taken {
-            (self.omit_at, self.omitted_bytes[i])
+            (self.omit_at, self.warmup_bytes[i])
         } else {
             (self.start, 0)
         };
@@ -456,7 +456,7 @@ impl Watch {
             bytes,
             seconds,
             bits_per_second: bits_per_second(bytes, seconds),
-            omitted_bytes: omitted,
+            warmup_bytes: omitted,
             socket: f.end.socket.unwrap_or(socket),
             tcp_info: f.end.tcp_info,
             intervals,
@@ -528,7 +528,7 @@ mod tests {
         );
         // Every byte counted once: in the warm-up or in the measured part.
         let interval_sum: u64 = end.intervals.iter().map(|i| i.bytes).sum();
-        assert_eq!(interval_sum, end.bytes + end.omitted_bytes);
+        assert_eq!(interval_sum, end.bytes + end.warmup_bytes);
         assert!(end.bytes > 0);
         // One callback per recorded sample time (a late wake-up merges ticks).
         let ticks = *ticks.lock().unwrap();

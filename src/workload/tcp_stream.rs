@@ -21,7 +21,7 @@ use super::{
     WorkloadError,
 };
 use crate::model::spec::out_of_range;
-use crate::model::{Flow, Host, Role};
+use crate::model::{Flow, Party, Role};
 use crate::probe::tcpinfo;
 
 /// Key of the fast-path record of a stream end.
@@ -130,7 +130,7 @@ impl Workload for TcpStream {
                 sockets.push((id, data::connect_stream(net, port, id, &configure)?));
             }
         }
-        Ok(Box::new(TcpSide::new(Host::Client, spec, params, sockets)))
+        Ok(Box::new(TcpSide::new(Party::Client, spec, params, sockets)))
     }
 }
 
@@ -181,7 +181,7 @@ impl AgentSide for TcpAgent {
             }
         }
         Ok(Box::new(TcpSide::new(
-            Host::Agent,
+            Party::Agent,
             &self.spec,
             self.params,
             accepted.into_iter().collect(),
@@ -191,14 +191,14 @@ impl AgentSide for TcpAgent {
 
 /// One end's streams, connected.
 struct TcpSide {
-    host: Host,
+    host: Party,
     spec: TestSpec,
     params: TcpParams,
     sockets: Vec<(u32, Flow, Socket)>,
 }
 
 impl TcpSide {
-    fn new(host: Host, spec: &TestSpec, params: TcpParams, sockets: Vec<(u32, Socket)>) -> TcpSide {
+    fn new(host: Party, spec: &TestSpec, params: TcpParams, sockets: Vec<(u32, Socket)>) -> TcpSide {
         let flows = spec.flows();
         let sockets = sockets
             .into_iter()

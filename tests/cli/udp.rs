@@ -3,7 +3,7 @@
 use std::net::{TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use nicbench::model::Host;
+use nicbench::model::Party;
 use nicbench::probe::cpu::ProcStat;
 use nicbench::protocol::channel::Channel;
 use nicbench::protocol::{token_from_hex, Hello, Message, MAX_AGENT_FRAME};
@@ -274,7 +274,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
     stranger.send_to(b"late junk", ("127.0.0.1", data_ports[0])).unwrap();
     channel.send(&Message::Start).unwrap();
     let plan = TrialPlan {
-        host: Host::Client,
+        host: Party::Client,
         spec: &spec,
         hard_deadline: Some(Instant::now() + Duration::from_secs(30)),
         wait_for_peer_report: true,

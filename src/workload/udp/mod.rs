@@ -31,7 +31,7 @@ use super::{
     WorkloadError,
 };
 use crate::model::spec::out_of_range;
-use crate::model::{Host, Role, TrialResult, Verdict};
+use crate::model::{Party, Role, TrialResult, Verdict};
 use crate::probe::tcpinfo;
 use result::{UdpEnd, UdpReceived};
 use std::io::{self, Write};
@@ -153,7 +153,7 @@ impl Workload for UdpStream {
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
         let sockets = udp_io::register_streams(net, &ids, &spec.client, &|_| Ok(()))?;
         let refused = vec![0; sockets.len()];
-        UdpSide::new(Host::Client, spec, params, sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
+        UdpSide::new(Party::Client, spec, params, sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
     }
 }
 
@@ -171,7 +171,7 @@ impl AgentSide for UdpAgent {
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let refused = udp_io::await_registrations(&self.sockets, &self.net, deadline)?;
-        UdpSide::new(Host::Agent, &self.spec, self.params, self.sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
+        UdpSide::new(Party::Agent, &self.spec, self.params, self.sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
     }
 }
 
@@ -192,7 +192,7 @@ struct UdpSide {
 
 impl UdpSide {
     fn new(
-        host: Host,
+        host: Party,
         spec: &TestSpec,
         params: UdpParams,
         sockets: Vec<(u32, Socket)>,
@@ -216,8 +216,8 @@ impl UdpSide {
             }
             if role == Role::Receiver {
                 let side = match host {
-                    Host::Client => &spec.client,
-                    Host::Agent => &spec.agent,
+                    Party::Client => &spec.client,
+                    Party::Agent => &spec.agent,
                 };
                 if side.receive_buffer_bytes.is_none() {
                     // Best effort: a smaller grant is reported, not an error.

@@ -164,7 +164,7 @@ pub fn summarize(trial: &mut TrialResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CpuReport, Host, Role, SideReport};
+    use crate::model::{CpuReport, Party, Role, SideReport};
 
     fn end(id: u32, role: Role, bytes: u64) -> StreamEnd {
         StreamEnd {
@@ -177,7 +177,7 @@ mod tests {
         }
     }
 
-    fn side(host: Host, streams: Vec<StreamEnd>) -> SideReport {
+    fn side(host: Party, streams: Vec<StreamEnd>) -> SideReport {
         SideReport {
             host,
             streams,
@@ -214,8 +214,8 @@ mod tests {
         let mut t = TrialResult::merge(
             1,
             &flows,
-            side(Host::Client, vec![sender]),
-            side(Host::Agent, vec![receiver]),
+            side(Party::Client, vec![sender]),
+            side(Party::Agent, vec![receiver]),
         )
         .unwrap();
         summarize(&mut t);
