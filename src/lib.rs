@@ -18,6 +18,7 @@ pub mod plan;
 pub mod probe;
 pub mod protocol;
 pub mod report;
+pub mod roundup;
 pub mod session;
 pub mod stats;
 pub mod store;

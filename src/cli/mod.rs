@@ -8,6 +8,7 @@ pub mod linerate;
 pub mod measure;
 pub mod parse;
 pub mod rr;
+pub mod run;
 pub mod store;
 pub mod sweep;
 pub mod udp;
@@ -56,6 +57,9 @@ pub enum Command {
     Linerate(LinerateArgs),
     /// Emulated testbed: hosts (network namespaces) joined by veth links.
     Lab(lab::LabArgs),
+    /// Run a roundup plan (TOML): a test matrix, unattended and resumable,
+    /// with its comparison tables at the end.
+    Run(run::RunArgs),
     /// Saved runs, one line each, newest first.
     Runs(store::RunsArgs),
     /// One saved run: its text report as printed, or its document.

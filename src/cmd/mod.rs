@@ -15,6 +15,7 @@ pub mod linerate;
 pub mod manual;
 pub mod measure;
 pub mod rr;
+pub mod run;
 pub mod runs;
 pub mod save;
 pub mod serve;
@@ -46,6 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
         Command::Lab(args) => lab::run(args),
+        Command::Run(args) => run::run(args),
         Command::Man(args) => manual::man(args),
         Command::Completions(args) => manual::completions(args),
         Command::Runs(args) => runs::runs(args),
@@ -94,6 +96,12 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
             return 2;
         }
+        if cause.downcast_ref::<crate::roundup::PlanError>().is_some() {
+            return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<run::PlanStopped>() {
+            return e.exit_code();
+        }
         if cause.downcast_ref::<crate::linerate::LineRateError>().is_some() {
             return 2;
         }
@@ -115,7 +123,7 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
+        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) | Command::Run(_) => None,
         Command::Host(_) | Command::Linerate(_) | Command::Man(_) | Command::Completions(_) => None,
         Command::Runs(_)
         | Command::Show(_)

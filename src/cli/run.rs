@@ -1,0 +1,32 @@
+//! `nicbench run`: options of a roundup plan.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// `nicbench run PLAN.toml`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plan file (TOML): agents, defaults, the matrix, commands, report
+    /// tables. See docs/PLANS.md and examples/.
+    #[arg(value_name = "PLAN.toml")]
+    pub plan: PathBuf,
+    /// List every case with its command line and the estimated time, and
+    /// check the agents (reachable, version, authentication) without
+    /// sending test traffic.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Start a new plan run instead of resuming the last one of this plan.
+    #[arg(long)]
+    pub restart: bool,
+    /// Run the cases in the file's order (default: shuffled with a recorded
+    /// seed, so a drift during the night does not bias one column).
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// Seed of the shuffle (default: a random one, recorded as tag plan_seed).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Results database (default: $XDG_DATA_HOME/nicbench/results.db).
+    #[arg(long, value_name = "PATH", env = "NICBENCH_DB")]
+    pub db: Option<PathBuf>,
+}

@@ -1,0 +1,593 @@
+//! `nicbench run PLAN.toml`: a roundup plan from start (or from where it
+//! stopped) to its tables.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::cli::run::RunArgs;
+use crate::cli::Cli;
+use crate::roundup::exec::{self, CaseRecord, CaseRun, Monitors, Outcome};
+use crate::roundup::file::When;
+use crate::roundup::{self, Case, Plan};
+use crate::session::Target;
+
+/// A plan that ended before every case was measured: cut short by a
+/// signal (resume by running it again), or with failed cases.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanStopped {
+    #[error(
+        "the plan was stopped after {done} of {total} cases; the finished cases are saved: \
+         run `nicbench run {plan}` again to resume (finished cases are skipped)"
+    )]
+    Interrupted { done: usize, total: usize, plan: String },
+    #[error("{failed} of {total} cases failed (listed above); the others are saved")]
+    Failed { failed: usize, total: usize },
+}
+
+impl PlanStopped {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PlanStopped::Interrupted { .. } => super::measure::CutShort::EXIT_CODE,
+            PlanStopped::Failed { .. } => 5,
+        }
+    }
+}
+
+/// A case with what it runs and how long it should take.
+struct Planned {
+    case: Case,
+    key: String,
+    estimate: Duration,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let plan = Plan::load(&args.plan)?;
+    let cases = roundup::expand(&plan).map_err(|message| roundup::PlanError::Invalid {
+        path: args.plan.display().to_string(),
+        message,
+    })?;
+    let mut problems = Vec::new();
+    let mut planned = Vec::new();
+    for case in cases {
+        match case.check(&plan) {
+            Ok(spec) => planned.push(Planned {
+                key: case.key(),
+                estimate: roundup::matrix::estimate(&spec, &plan),
+                case,
+            }),
+            Err(e) => problems.push(format!("  {}: {e}", case.key())),
+        }
+    }
+    if !problems.is_empty() {
+        let shown = problems.len().min(10);
+        return Err(roundup::PlanError::Invalid {
+            path: args.plan.display().to_string(),
+            message: format!(
+                "{} of {} cases are not valid command lines:\n{}{}\nfix the options, or leave such cells out with \
+                 [[matrix.exclude]]",
+                problems.len(),
+                problems.len() + planned.len(),
+                problems[..shown].join("\n"),
+                if problems.len() > shown {
+                    format!("\n  ... and {} more", problems.len() - shown)
+                } else {
+                    String::new()
+                }
+            ),
+        }
+        .into());
+    }
+    let db = absolute(&super::save::database_path(&args.db));
+    let resume = exec::resume(&db, &plan, args.restart, args.seed)?;
+    // A dry run of a new plan run without --seed cannot know the seed the
+    // real run will draw: it lists the file's order and says so.
+    let seed_known = resume.resumed || args.seed.is_some();
+    let shuffle = !args.no_shuffle && (seed_known || !args.dry_run);
+    if shuffle {
+        shuffle_planned(&mut planned, resume.seed);
+    }
+    if args.dry_run {
+        let order = if shuffle {
+            format!("shuffled with seed {}", resume.seed)
+        } else if args.no_shuffle {
+            "the file's order (--no-shuffle)".to_string()
+        } else {
+            "listed in the file's order; the run shuffles it with a seed drawn at its start (--seed N to fix one)"
+                .to_string()
+        };
+        return dry_run(&plan, &planned, &resume, &db, &order);
+    }
+    execute(&args, &plan, planned, resume, &db)
+}
+
+/// Shuffles the cases with the plan run's seed: the same order on every
+/// resume.
+fn shuffle_planned(planned: &mut Vec<Planned>, seed: u64) {
+    let mut index: Vec<usize> = (0..planned.len()).collect();
+    {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        index.shuffle(&mut rng);
+    }
+    let mut slots: Vec<Option<Planned>> = planned.drain(..).map(Some).collect();
+    planned.extend(index.into_iter().map(|i| slots[i].take().expect("a permutation")));
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs_f64().round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+[]".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+fn command_text(argv: &[String]) -> String {
+    std::iter::once("nicbench".to_string())
+        .chain(argv.iter().map(|a| quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What the plan adds to a case's command line to run it: streaming JSON
+/// for its progress, the database, and the tags that let it be found.
+fn run_argv(case: &Planned, plan: &Plan, db: &Path, plan_run: &str, seed: u64) -> Vec<String> {
+    let mut argv = case.case.command_line(plan);
+    argv.push("--json-stream".into());
+    argv.extend(["--db".into(), db.display().to_string()]);
+    let mut tags = vec![
+        ("plan".to_string(), plan.name().to_string()),
+        ("plan_run".into(), plan_run.to_string()),
+        ("plan_seed".into(), seed.to_string()),
+        ("case".into(), case.key.clone()),
+    ];
+    tags.extend(case.case.axis_tags());
+    tags.extend(plan.matrix.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for (k, v) in tags {
+        argv.extend(["--tag".into(), format!("{k}={v}")]);
+    }
+    argv
+}
+
+fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, order: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let todo: Vec<&Planned> = planned
+        .iter()
+        .filter(|p| !resume.finished.contains_key(&p.key))
+        .collect();
+    let total: Duration = todo.iter().map(|p| p.estimate).sum::<Duration>()
+        + plan.duration(&plan.defaults.pause).unwrap_or_default() * todo.len().saturating_sub(1) as u32;
+    writeln!(out, "plan {}: {} cases", plan.name(), planned.len())?;
+    if resume.resumed {
+        writeln!(
+            out,
+            "resumes plan run {} in {}: {} of {} cases finished, {} to run (--restart to start over)",
+            resume.plan_run,
+            db.display(),
+            resume.finished.len().min(planned.len()),
+            planned.len(),
+            todo.len()
+        )?;
+    }
+    writeln!(out)?;
+    let width = planned.iter().map(|p| p.key.len()).max().unwrap_or(4).max(4);
+    writeln!(out, "{:>3}  {:<width$}  {:>10}  command", "#", "case", "estimate")?;
+    for (i, p) in planned.iter().enumerate() {
+        let estimate = if resume.finished.contains_key(&p.key) {
+            "done".to_string()
+        } else {
+            human(p.estimate)
+        };
+        writeln!(
+            out,
+            "{:>3}  {:<width$}  {:>10}  {}",
+            i + 1,
+            p.key,
+            estimate,
+            command_text(&p.case.command_line(plan))
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "estimated time: {} for {} case(s) (durations x trials + about 0.6 s per trial and 0.4 s per case{})",
+        human(total),
+        todo.len(),
+        if plan.defaults.pause.is_some() {
+            ", plus pauses"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        out,
+        "order: {order}; every run is tagged plan={} and saved in {}",
+        plan.name(),
+        db.display()
+    )?;
+    writeln!(out)?;
+    // The agents: reachable, their version, authentication; no test traffic.
+    let mut failed = None;
+    let mut labels: Vec<&str> = planned.iter().map(|p| p.case.agent.label.as_str()).collect();
+    labels.sort();
+    labels.dedup();
+    for label in labels {
+        let agent = plan.agents.iter().find(|a| a.label == label).expect("a planned agent");
+        match check_agent(agent) {
+            Ok(facts) => writeln!(
+                out,
+                "agent {label} ({}): nicbench {} on {} ({}, {} CPUs), reachable{}",
+                agent.address,
+                facts.nicbench_version,
+                facts.hostname,
+                facts.kernel,
+                facts.logical_cpus,
+                if agent.psk_file.is_some() {
+                    ", authenticated"
+                } else {
+                    ""
+                }
+            )?,
+            Err(e) => {
+                writeln!(out, "agent {label} ({}): {e:#}", agent.address)?;
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    out.flush()?;
+    match failed {
+        Some(e) => Err(e.context("the dry run found an agent the plan cannot use")),
+        None => Ok(()),
+    }
+}
+
+/// Hello, authentication and the agent's facts: what a case needs, without
+/// a test.
+fn check_agent(agent: &roundup::file::Agent) -> anyhow::Result<crate::model::HostFacts> {
+    let (host, port) = super::address::agent_address(&agent.address, None, None)?;
+    let target = Target {
+        host,
+        port,
+        family: None,
+        bind: None,
+        connect_timeout: Duration::from_secs(5),
+        wait: Duration::ZERO,
+        psk_file: agent.psk_file.as_ref().map(PathBuf::from),
+    };
+    Ok(crate::session::remote_facts(&target)?)
+}
+
+/// The plan run's record: what ran, how each case ended.
+#[derive(Serialize)]
+struct Summary<'a> {
+    plan: &'a str,
+    plan_run: &'a str,
+    seed: u64,
+    shuffled: bool,
+    database: String,
+    cases: &'a [CaseRecord],
+}
+
+/// Progress: a bar for the plan, a line for the case in flight (on a
+/// terminal); plain lines otherwise.
+struct Progress {
+    bars: Option<(MultiProgress, ProgressBar, ProgressBar)>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        if !std::io::stderr().is_terminal() || !crate::logging::enabled(crate::logging::Level::Warn) {
+            return Progress { bars: None };
+        }
+        let multi = MultiProgress::new();
+        let plan = multi.add(ProgressBar::new(total as u64));
+        plan.set_style(
+            ProgressStyle::with_template("plan [{bar:30}] {pos}/{len} cases  {msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        let case = multi.add(ProgressBar::new_spinner());
+        case.set_style(ProgressStyle::with_template("  {spinner} {msg}").expect("a valid template"));
+        case.enable_steady_tick(Duration::from_millis(200));
+        Progress {
+            bars: Some((multi, plan, case)),
+        }
+    }
+
+    fn plan(&self, done: usize, message: String) {
+        if let Some((_, plan, _)) = &self.bars {
+            plan.set_position(done as u64);
+            plan.set_message(message);
+        }
+    }
+
+    fn case(&self, message: String) {
+        if let Some((_, _, case)) = &self.bars {
+            case.set_message(message);
+        }
+    }
+
+    fn println(&self, line: String) {
+        match &self.bars {
+            Some((multi, _, _)) => {
+                let _ = multi.println(line);
+            }
+            None if crate::logging::enabled(crate::logging::Level::Warn) => eprintln!("{line}"),
+            None => {}
+        }
+    }
+
+    fn finish(self) {
+        if let Some((_, plan, case)) = self.bars {
+            case.finish_and_clear();
+            plan.finish_and_clear();
+        }
+    }
+}
+
+fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Resume, db: &Path) -> anyhow::Result<()> {
+    exec::install_signals();
+    let exe = std::env::current_exe().context("finding this program to run the cases with")?;
+    let dir = db
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("plans")
+        .join(format!("{}-{}", plan.name(), resume.plan_run));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let total = planned.len();
+    let skipped = planned.iter().filter(|p| resume.finished.contains_key(&p.key)).count();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "plan {}, run {}{}: {total} cases{}, seed {}",
+        plan.name(),
+        resume.plan_run,
+        if resume.resumed { " (resumed)" } else { "" },
+        if skipped > 0 {
+            format!(", {skipped} finished earlier and skipped")
+        } else {
+            String::new()
+        },
+        resume.seed
+    )?;
+    out.flush()?;
+    drop(out);
+    let progress = Progress::new(total);
+    let pause = plan.duration(&plan.defaults.pause).unwrap_or_default();
+    let estimated_left = |from: usize| -> Duration {
+        planned[from..]
+            .iter()
+            .filter(|p| !resume.finished.contains_key(&p.key))
+            .map(|p| p.estimate)
+            .sum()
+    };
+    let mut records: Vec<CaseRecord> = Vec::new();
+    let (mut spent, mut estimated_done) = (Duration::ZERO, Duration::ZERO);
+    let mut ran_any = false;
+    let trials = plan.defaults.repeat.unwrap_or(1);
+    for (i, p) in planned.iter().enumerate() {
+        if exec::stopped() {
+            break;
+        }
+        let command_line = command_text(&p.case.command_line(plan));
+        if let Some(&run_id) = resume.finished.get(&p.key) {
+            records.push(CaseRecord {
+                case: p.key.clone(),
+                command_line,
+                outcome: Outcome::Skipped { run_id },
+                command_output: Vec::new(),
+            });
+            continue;
+        }
+        if ran_any && !pause.is_zero() {
+            progress.case(format!("pause {}", human(pause)));
+            exec::pause(pause);
+            if exec::stopped() {
+                break;
+            }
+        }
+        ran_any = true;
+        // ETA from the measured pace: the estimate of what is left, scaled
+        // by how the estimates compared with reality so far.
+        let pace = if estimated_done.is_zero() {
+            1.0
+        } else {
+            spent.as_secs_f64() / estimated_done.as_secs_f64()
+        };
+        let eta = Duration::from_secs_f64(estimated_left(i).as_secs_f64() * pace);
+        progress.plan(i, format!("about {} left", human(eta)));
+        let label = format!("[{}/{total}] {}", i + 1, p.key);
+        progress.case(label.clone());
+        let started = Instant::now();
+        let (mut files, before_failure) = exec::run_commands(plan, When::Before, &dir, i);
+        let outcome = match before_failure {
+            Some(reason) => Outcome::Failed {
+                reason,
+                exit_code: None,
+                seconds: 0.0,
+            },
+            None => match Monitors::start(plan, &dir, i) {
+                Err((monitor_files, reason)) => {
+                    files.extend(monitor_files);
+                    Outcome::Failed {
+                        reason,
+                        exit_code: None,
+                        seconds: 0.0,
+                    }
+                }
+                Ok(monitors) => {
+                    let line = |m: String| progress.case(format!("{label}  {m}"));
+                    let case_run = CaseRun {
+                        exe: &exe,
+                        argv: run_argv(p, plan, db, &resume.plan_run, resume.seed),
+                        trials,
+                        line: &line,
+                    };
+                    let mut outcome = case_run.run();
+                    let (monitor_files, monitor_failure) = monitors.stop();
+                    files.extend(monitor_files);
+                    let (after_files, after_failure) = exec::run_commands(plan, When::After, &dir, i);
+                    files.extend(after_files);
+                    if let (Outcome::Measured { seconds, .. }, Some(reason)) =
+                        (&outcome, monitor_failure.or(after_failure))
+                    {
+                        outcome = Outcome::Failed {
+                            reason,
+                            exit_code: None,
+                            seconds: *seconds,
+                        };
+                    }
+                    outcome
+                }
+            },
+        };
+        spent += started.elapsed();
+        estimated_done += p.estimate;
+        progress.println(match &outcome {
+            Outcome::Measured {
+                headline,
+                seconds,
+                run_id,
+            } => format!(
+                "{label}: {} ({:.1} s{})",
+                headline.as_deref().unwrap_or("measured"),
+                seconds,
+                run_id.map(|id| format!(", run {id}")).unwrap_or_default()
+            ),
+            Outcome::Failed { reason, .. } => format!("{label}: FAILED: {reason}"),
+            Outcome::Interrupted { seconds } => format!("{label}: interrupted after {seconds:.1} s"),
+            Outcome::Skipped { .. } => unreachable!("skipped cases are not run"),
+        });
+        records.push(CaseRecord {
+            case: p.key.clone(),
+            command_line,
+            outcome,
+            command_output: files,
+        });
+    }
+    progress.finish();
+    let summary_file = dir.join("summary.json");
+    exec::write_summary(
+        &summary_file,
+        &Summary {
+            plan: plan.name(),
+            plan_run: &resume.plan_run,
+            seed: resume.seed,
+            shuffled: !args.no_shuffle,
+            database: db.display().to_string(),
+            cases: &records,
+        },
+    )
+    .with_context(|| format!("writing {}", summary_file.display()))?;
+    let count = |f: fn(&Outcome) -> bool| records.iter().filter(|r| f(&r.outcome)).count();
+    let measured = count(|o| matches!(o, Outcome::Measured { .. }));
+    let failed: Vec<&CaseRecord> = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
+        .collect();
+    let done = count(|o| matches!(o, Outcome::Measured { .. } | Outcome::Skipped { .. }));
+    let mut out = std::io::stdout().lock();
+    writeln!(out)?;
+    writeln!(
+        out,
+        "plan {}, run {}: {done} of {total} cases done ({measured} measured now, {skipped} earlier), {} failed",
+        plan.name(),
+        resume.plan_run,
+        failed.len()
+    )?;
+    for r in &failed {
+        if let Outcome::Failed { reason, .. } = &r.outcome {
+            writeln!(out, "  FAILED {}: {reason}", r.case)?;
+        }
+    }
+    writeln!(out, "summary: {}", summary_file.display())?;
+    out.flush()?;
+    drop(out);
+    if exec::stopped() {
+        return Err(PlanStopped::Interrupted {
+            done,
+            total,
+            plan: args.plan.display().to_string(),
+        }
+        .into());
+    }
+    report_tables(plan, &resume.plan_run, db)?;
+    if !failed.is_empty() {
+        return Err(PlanStopped::Failed {
+            failed: failed.len(),
+            total,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The tables of the plan's `[report]`, over this plan run's runs.
+fn report_tables(plan: &Plan, plan_run: &str, db: &Path) -> anyhow::Result<()> {
+    for (i, t) in plan.report.tables.iter().enumerate() {
+        let mut argv = vec![
+            "nicbench".to_string(),
+            "compare".into(),
+            "--db".into(),
+            db.display().to_string(),
+            "--tag".into(),
+            format!("plan_run={plan_run}"),
+            "--rows".into(),
+            t.rows.clone(),
+            "--metric".into(),
+            t.metric.clone(),
+        ];
+        if !t.cols.is_empty() {
+            argv.extend(["--cols".into(), t.cols.clone()]);
+        }
+        if let Some(s) = &t.stat {
+            argv.extend(["--stat".into(), s.clone()]);
+        }
+        if let Some(b) = &t.baseline {
+            argv.extend(["--baseline".into(), b.clone()]);
+        }
+        let title = t
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("Table {}: {}", i + 1, t.metric));
+        println!("\n{title}");
+        let cli = Cli::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("[[report.tables]] #{}: {e}", i + 1))?;
+        let crate::cli::Command::Compare(compare) = cli.command else {
+            unreachable!("a compare command line")
+        };
+        if let Err(e) = super::compare::run(compare) {
+            // A table with no data (every case failed) is said, not fatal.
+            println!("  (no table: {e:#})");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,469 @@
+//! Running a plan: each case is this program run as a child with the
+//! case's command line, saving into the plan's database with the plan's
+//! tags. The store is the plan's memory: a case whose run is complete is
+//! not run again, so a plan stopped by Ctrl-C, a reboot or a crash resumes
+//! where it stopped.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::file::{Plan, When};
+use crate::store::query::Filter;
+use crate::store::{Store, Tag};
+
+/// Stop signals seen by the plan (SIGINT, SIGTERM): the first is passed to
+/// the case in flight, which stops and saves what it measured; a second is
+/// passed on too, and the case ends at once.
+static STOPS: AtomicUsize = AtomicUsize::new(0);
+
+pub fn install_signals() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the action only increments an atomic.
+        let registered = unsafe {
+            signal_hook::low_level::register(signal, || {
+                STOPS.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        if let Err(e) = registered {
+            crate::logging::warn(&format!(
+                "cannot handle signal {signal} ({e}): Ctrl-C will not resume cleanly"
+            ));
+        }
+    }
+}
+
+fn stops() -> usize {
+    STOPS.load(Ordering::SeqCst)
+}
+
+/// Where a plan run stands: which cases finished in earlier invocations.
+pub struct Resume {
+    pub plan_run: String,
+    pub seed: u64,
+    /// Case key -> run id, for cases whose run is complete.
+    pub finished: std::collections::BTreeMap<String, i64>,
+    pub resumed: bool,
+}
+
+/// Finds the plan run to continue (the newest one of this plan in the
+/// database), or starts a new one.
+pub fn resume(db: &Path, plan: &Plan, restart: bool, seed: Option<u64>) -> anyhow::Result<Resume> {
+    let fresh = |seed: Option<u64>| -> anyhow::Result<Resume> {
+        let mut bytes = [0u8; 8];
+        getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("no random numbers: {e}"))?;
+        let stamp: String = crate::report::runs::utc(crate::store::now_unix_seconds())
+            .chars()
+            .filter_map(|c| match c {
+                '-' | ':' => None,
+                ' ' => Some('-'),
+                c => Some(c),
+            })
+            .collect();
+        Ok(Resume {
+            plan_run: format!("{stamp}-{:04x}", u16::from_le_bytes([bytes[0], bytes[1]])),
+            seed: seed.unwrap_or_else(|| u64::from_le_bytes(bytes) >> 16),
+            finished: Default::default(),
+            resumed: false,
+        })
+    };
+    if restart || !db.exists() {
+        return fresh(seed);
+    }
+    let store = Store::open(db)?;
+    let filter = Filter {
+        tags: vec![super::file::tag("plan", plan.name()).map_err(anyhow::Error::msg)?],
+        ..Filter::default()
+    };
+    let runs = store.runs(&filter)?;
+    let Some(newest) = runs
+        .iter()
+        .max_by(|a, b| a.started_at_unix_seconds.total_cmp(&b.started_at_unix_seconds))
+    else {
+        return fresh(seed);
+    };
+    let value = |tags: &[Tag], key: &str| tags.iter().find(|t| t.key == key).map(|t| t.value.clone());
+    let Some(plan_run) = value(&newest.tags, "plan_run") else {
+        return fresh(seed);
+    };
+    let recorded_seed = value(&newest.tags, "plan_seed").and_then(|s| s.parse().ok());
+    if let (Some(asked), Some(had)) = (seed, recorded_seed) {
+        if asked != had {
+            anyhow::bail!(
+                "plan run {plan_run} was shuffled with seed {had}, not {asked}: resume without --seed, \
+                 or start over with --restart --seed {asked}"
+            );
+        }
+    }
+    let mut finished = std::collections::BTreeMap::new();
+    for run in runs.iter().filter(|r| r.complete) {
+        if value(&run.tags, "plan_run").as_deref() == Some(plan_run.as_str()) {
+            if let Some(case) = value(&run.tags, "case") {
+                finished.entry(case).or_insert(run.id);
+            }
+        }
+    }
+    Ok(Resume {
+        plan_run,
+        seed: recorded_seed.or(seed).unwrap_or(0),
+        finished,
+        resumed: true,
+    })
+}
+
+/// How one case ended.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Outcome {
+    /// Measured in an earlier invocation of this plan run.
+    Skipped { run_id: i64 },
+    Measured {
+        run_id: Option<i64>,
+        headline: Option<String>,
+        seconds: f64,
+    },
+    Failed {
+        reason: String,
+        exit_code: Option<i32>,
+        seconds: f64,
+    },
+    /// Cut short by Ctrl-C; redone on resume.
+    Interrupted { seconds: f64 },
+}
+
+/// A case, as it appears in the plan run's summary file.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseRecord {
+    pub case: String,
+    pub command_line: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// Files holding the output of the plan's commands for this case.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command_output: Vec<PathBuf>,
+}
+
+/// What the child process printed that the plan needs.
+#[derive(Default)]
+struct Seen {
+    /// Receiver rate of the latest interval, bits/s.
+    rate: Option<f64>,
+    /// Which trial the intervals belong to (a new trial restarts the clock).
+    trial: u32,
+    last_start: f64,
+    result: Option<serde_json::Value>,
+}
+
+/// Runs one case as a child process; `line` is told what the case is doing.
+pub struct CaseRun<'a> {
+    pub exe: &'a Path,
+    pub argv: Vec<String>,
+    pub trials: u32,
+    pub line: &'a dyn Fn(String),
+}
+
+impl CaseRun<'_> {
+    pub fn run(&self) -> Outcome {
+        let started = Instant::now();
+        let seconds = || started.elapsed().as_secs_f64();
+        let mut child = match spawn(self.exe, &self.argv) {
+            Ok(c) => c,
+            Err(e) => {
+                return Outcome::Failed {
+                    reason: format!("cannot start {}: {e}", self.exe.display()),
+                    exit_code: None,
+                    seconds: seconds(),
+                }
+            }
+        };
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let reader = {
+            let seen = Arc::clone(&seen);
+            std::thread::spawn(move || read_events(stdout, &seen))
+        };
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let mut forwarded = 0;
+        let status = loop {
+            if stops() > forwarded {
+                forwarded += 1;
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+            }
+            match child.try_wait() {
+                Ok(Some(status)) => break Ok(status),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+            {
+                let s = seen.lock().expect("not poisoned");
+                let trial = if self.trials > 1 {
+                    format!("trial {} of {}", s.trial.max(1), self.trials)
+                } else {
+                    String::new()
+                };
+                let rate = s
+                    .rate
+                    .map(|r| crate::workload::format_figure(r, "bit/s"))
+                    .unwrap_or_default();
+                (self.line)(format!("{trial}  {rate}").trim().to_string());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let _ = reader.join();
+        let stderr = errors.join().unwrap_or_default();
+        let status = match status {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = child.kill();
+                return Outcome::Failed {
+                    reason: format!("waiting for the case: {e}"),
+                    exit_code: None,
+                    seconds: seconds(),
+                };
+            }
+        };
+        let run_id = saved_run(&stderr);
+        match status.code() {
+            Some(0) => {
+                let result = seen.lock().expect("not poisoned").result.take();
+                Outcome::Measured {
+                    run_id,
+                    headline: result.as_ref().and_then(headline),
+                    seconds: seconds(),
+                }
+            }
+            // 6: cut short (marked, saved incomplete); 130: stopped at once.
+            Some(6) | Some(130) if stops() > 0 => Outcome::Interrupted { seconds: seconds() },
+            None if stops() > 0 => Outcome::Interrupted { seconds: seconds() },
+            code => Outcome::Failed {
+                reason: error_text(&stderr).unwrap_or_else(|| match code {
+                    Some(c) => format!("exit code {c}"),
+                    None => "killed by a signal".into(),
+                }),
+                exit_code: code,
+                seconds: seconds(),
+            },
+        }
+    }
+}
+
+fn spawn(exe: &Path, argv: &[String]) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    Process::new(exe)
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: a Ctrl-C at the terminal reaches the plan
+        // only, which passes it on once, so the case can still save.
+        .process_group(0)
+        .spawn()
+}
+
+fn read_events(stdout: impl Read, seen: &Mutex<Seen>) {
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let mut s = seen.lock().expect("not poisoned");
+        match event.get("event").and_then(|e| e.as_str()) {
+            Some("interval") => {
+                let start = event.get("start_seconds").and_then(|v| v.as_f64()).unwrap_or(0.0);
+                if start < s.last_start || s.trial == 0 {
+                    s.trial += 1;
+                }
+                s.last_start = start;
+                let rate: f64 = event
+                    .get("streams")
+                    .and_then(|v| v.as_array())
+                    .map(|streams| {
+                        streams
+                            .iter()
+                            .filter(|st| st.get("role").and_then(|r| r.as_str()) == Some("receiver"))
+                            .filter_map(|st| st.get("bits_per_second").and_then(|b| b.as_f64()))
+                            .sum()
+                    })
+                    .unwrap_or(0.0);
+                if rate > 0.0 {
+                    s.rate = Some(rate);
+                }
+            }
+            Some("result") => s.result = event.get("result").cloned(),
+            _ => {}
+        }
+    }
+}
+
+/// The run's figure of merit, as `runs` lists it.
+fn headline(doc: &serde_json::Value) -> Option<String> {
+    let columns = crate::store::columns::of_document(doc);
+    crate::store::columns::headline(&columns).map(|h| crate::workload::format_figure(h.value, &h.unit))
+}
+
+/// "saved as run 12 in /path" -> 12.
+fn saved_run(stderr: &str) -> Option<i64> {
+    stderr.lines().rev().find_map(|l| {
+        let rest = l.trim().strip_prefix("saved as run ")?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// The error lines of a failed case ("nicbench: error: ..." and its causes).
+fn error_text(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let start = lines.iter().rposition(|l| l.starts_with("nicbench: error:"))?;
+    Some(
+        lines[start..]
+            .iter()
+            .map(|l| l.trim().trim_start_matches("nicbench: error: "))
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+/// Runs the plan's commands of one kind for a case; their output goes to
+/// files in `dir`. Returns the files, and the reason the case fails when an
+/// essential command failed.
+pub fn run_commands(plan: &Plan, when: When, dir: &Path, case_index: usize) -> (Vec<PathBuf>, Option<String>) {
+    let mut files = Vec::new();
+    let mut failure = None;
+    for (i, c) in plan.commands.iter().enumerate().filter(|(_, c)| c.when == when) {
+        let file = dir.join(format!("case{:03}-{}-{}.txt", case_index + 1, when_name(when), i + 1));
+        let result = Process::new(&c.run[0]).args(&c.run[1..]).stdin(Stdio::null()).output();
+        let (ok, text) = match result {
+            Ok(out) => (
+                out.status.success(),
+                format!(
+                    "$ {}\n{}{}exit: {}\n",
+                    c.run.join(" "),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr),
+                    out.status
+                ),
+            ),
+            Err(e) => (false, format!("$ {}\ncannot run it: {e}\n", c.run.join(" "))),
+        };
+        let _ = std::fs::write(&file, &text);
+        files.push(file);
+        if !ok && c.essential && failure.is_none() {
+            failure = Some(format!(
+                "essential {} command `{}` failed: {}",
+                when_name(when),
+                c.run.join(" "),
+                text.lines().last().unwrap_or("").trim()
+            ));
+        }
+    }
+    (files, failure)
+}
+
+fn when_name(w: When) -> &'static str {
+    match w {
+        When::Before => "before",
+        When::After => "after",
+        When::Alongside => "alongside",
+    }
+}
+
+/// Commands that run alongside a case: started before it, stopped
+/// (SIGTERM) after it.
+pub struct Monitors {
+    running: Vec<(Child, PathBuf, Vec<String>, bool)>,
+}
+
+impl Monitors {
+    pub fn start(plan: &Plan, dir: &Path, case_index: usize) -> Result<Monitors, (Vec<PathBuf>, String)> {
+        let mut running = Vec::new();
+        for (i, c) in plan
+            .commands
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.when == When::Alongside)
+        {
+            let file = dir.join(format!("case{:03}-alongside-{}.txt", case_index + 1, i + 1));
+            let out = std::fs::File::create(&file);
+            let spawned = out.and_then(|out| {
+                let err = out.try_clone()?;
+                Process::new(&c.run[0])
+                    .args(&c.run[1..])
+                    .stdin(Stdio::null())
+                    .stdout(out)
+                    .stderr(err)
+                    .spawn()
+            });
+            match spawned {
+                Ok(child) => running.push((child, file, c.run.clone(), c.essential)),
+                Err(e) => {
+                    let _ = std::fs::write(&file, format!("$ {}\ncannot run it: {e}\n", c.run.join(" ")));
+                    if c.essential {
+                        let mut files: Vec<PathBuf> = running.iter().map(|r| r.1.clone()).collect();
+                        Monitors { running }.stop();
+                        files.push(file);
+                        return Err((
+                            files,
+                            format!("essential alongside command `{}` cannot run: {e}", c.run.join(" ")),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(Monitors { running })
+    }
+
+    /// Stops every monitor; an essential one that ended on its own with a
+    /// failure fails the case.
+    pub fn stop(self) -> (Vec<PathBuf>, Option<String>) {
+        let mut failure = None;
+        let mut files = Vec::new();
+        for (mut child, file, run, essential) in self.running {
+            let ended_on_its_own = child.try_wait().ok().flatten();
+            if ended_on_its_own.is_none() {
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            }
+            let _ = child.wait();
+            if let Some(status) = ended_on_its_own {
+                if !status.success() && essential && failure.is_none() {
+                    failure = Some(format!(
+                        "essential alongside command `{}` failed: {status}",
+                        run.join(" ")
+                    ));
+                }
+            }
+            files.push(file);
+        }
+        (files, failure)
+    }
+}
+
+/// Sleeps, unless a stop signal comes first.
+pub fn pause(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end && stops() == 0 {
+        std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
+    }
+}
+
+pub fn stopped() -> bool {
+    stops() > 0
+}
+
+/// Writes the plan run's summary (every case, its outcome, its command
+/// line) as JSON.
+pub fn write_summary(file: &Path, summary: &impl Serialize) -> std::io::Result<()> {
+    let mut out = std::fs::File::create(file)?;
+    serde_json::to_writer_pretty(&mut out, summary)?;
+    writeln!(out)
+}

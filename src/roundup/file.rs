@@ -1,0 +1,412 @@
+//! The plan file (TOML): agents, defaults, per-workload options, the
+//! matrix with its include/exclude rules, commands around each case, and
+//! the tables of the report. Parsing refuses unknown keys, naming the line
+//! and what is allowed; the checks that need more than one key are in
+//! [`Plan::check`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cli::parse;
+
+/// The workloads a plan can run: the measuring commands.
+pub const WORKLOADS: [&str; 4] = ["tcp", "udp", "rr", "sweep"];
+/// The values of the `direction` axis.
+pub const DIRECTIONS: [&str; 3] = ["forward", "reverse", "bidir"];
+
+/// A plan file, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// The plan's name (tag `plan`); default: the file name without `.toml`.
+    pub name: Option<String>,
+    pub description: Option<String>,
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(default, rename = "agents")]
+    pub agents: Vec<Agent>,
+    /// Options of each workload, as on its command line.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, WorkloadOptions>,
+    pub matrix: Matrix,
+    #[serde(default)]
+    pub commands: Vec<Command>,
+    #[serde(default)]
+    pub report: Report,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    /// `-t`: "10s", "1m".
+    pub duration: Option<String>,
+    /// `-O`: the warm-up.
+    pub omit: Option<String>,
+    /// `--repeat N`.
+    pub repeat: Option<u32>,
+    /// `--pick best|median|mean`.
+    pub pick: Option<String>,
+    /// `--confidence LEVEL,WIDTH`, e.g. "99,5".
+    pub confidence: Option<String>,
+    /// `--iterations MAX,MIN`, e.g. "10,3".
+    pub iterations: Option<String>,
+    /// `--wait`: how long a case waits for a busy agent.
+    pub wait: Option<String>,
+    /// A pause between cases.
+    pub pause: Option<String>,
+    /// Options given to every case, as on the command line.
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// The name used in the matrix and as tag `agent`.
+    pub label: String,
+    /// HOST, HOST:PORT or [V6]:PORT.
+    pub address: String,
+    /// `--psk-file`.
+    pub psk_file: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadOptions {
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+/// The axes; every case is one value of each.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matrix {
+    pub workload: Vec<String>,
+    /// Agent labels (default: every agent).
+    #[serde(default)]
+    pub agent: Vec<String>,
+    /// forward, reverse, bidir (default: forward).
+    #[serde(default)]
+    pub direction: Vec<String>,
+    /// `-P` (default: the workload's own).
+    #[serde(default)]
+    pub streams: Vec<u32>,
+    /// `-l`: "128K", "1M" (default: the workload's own).
+    #[serde(default)]
+    pub message: Vec<String>,
+    /// Further axes: a name, and for each value the options it adds:
+    /// `[matrix.vary.nodelay] on = ["-N"]  off = []`.
+    #[serde(default)]
+    pub vary: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Tags on every case's runs.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Cells removed: every key given must match.
+    #[serde(default)]
+    pub exclude: Vec<BTreeMap<String, toml::Value>>,
+    /// Cells added: the keys given, the first value of every other axis.
+    #[serde(default)]
+    pub include: Vec<BTreeMap<String, toml::Value>>,
+}
+
+/// A command run around each case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Command {
+    /// before, after, or alongside (started before the case, stopped after it).
+    pub when: When,
+    /// The program and its arguments (no shell: `["sh", "-c", "..."]` for one).
+    pub run: Vec<String>,
+    /// A failure (non-zero exit, not found) fails the case.
+    #[serde(default)]
+    pub essential: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    Before,
+    After,
+    Alongside,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// Comparison tables printed at the end.
+    #[serde(default)]
+    pub tables: Vec<ReportTable>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportTable {
+    pub title: Option<String>,
+    /// As `compare --rows`: "workload,tag:direction".
+    #[serde(default = "default_rows")]
+    pub rows: String,
+    /// As `compare --cols`: "tag:mtu".
+    #[serde(default)]
+    pub cols: String,
+    /// As `compare --metric`.
+    #[serde(default = "default_metric")]
+    pub metric: String,
+    /// As `compare --stat`.
+    pub stat: Option<String>,
+    /// As `compare --baseline`.
+    pub baseline: Option<String>,
+}
+
+fn default_rows() -> String {
+    "workload".into()
+}
+
+fn default_metric() -> String {
+    "throughput".into()
+}
+
+/// A plan that cannot be used, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read the plan {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Plan {
+    /// Reads and checks a plan file.
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Plan::parse(&text, path)
+    }
+
+    /// Parses plan text; `path` names it in errors and gives the default name.
+    pub fn parse(text: &str, path: &Path) -> Result<Plan, PlanError> {
+        let invalid = |message: String| PlanError::Invalid {
+            path: path.display().to_string(),
+            message,
+        };
+        let mut plan: Plan = toml::from_str(text).map_err(|e| invalid(toml_message(&e, text)))?;
+        if plan.name.is_none() {
+            plan.name = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        }
+        plan.check().map_err(invalid)?;
+        Ok(plan)
+    }
+
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("plan")
+    }
+
+    /// The checks that span keys: names, values, references.
+    fn check(&self) -> Result<(), String> {
+        let name = self.name();
+        tag("plan", name).map_err(|e| format!("name: {e}"))?;
+        let d = &self.defaults;
+        for (key, value) in [("duration", &d.duration), ("wait", &d.wait), ("pause", &d.pause)] {
+            if let Some(v) = value {
+                parse::duration(v).map_err(|e| format!("[defaults] {key} = \"{v}\": {e}"))?;
+            }
+        }
+        if let Some(v) = &d.duration {
+            parse::positive_duration(v).map_err(|e| format!("[defaults] duration = \"{v}\": {e}"))?;
+        }
+        if let Some(v) = &d.omit {
+            parse::duration(v).map_err(|e| format!("[defaults] omit = \"{v}\": {e}"))?;
+        }
+        if let Some(r) = d.repeat {
+            if !(1..=1000).contains(&r) {
+                return Err(format!("[defaults] repeat = {r}: expected 1 to 1000"));
+            }
+        }
+        if let Some(p) = &d.pick {
+            if !["best", "median", "mean"].contains(&p.as_str()) {
+                return Err(format!("[defaults] pick = \"{p}\": expected best, median or mean"));
+            }
+            if d.repeat.is_none() {
+                return Err("[defaults] pick needs repeat (the number of trials to pick from)".into());
+            }
+        }
+        if d.repeat.is_some() && (d.confidence.is_some() || d.iterations.is_some()) {
+            return Err("[defaults]: repeat/pick and confidence/iterations are two policies: choose one".into());
+        }
+        if let Some(c) = &d.confidence {
+            parse::confidence(c).map_err(|e| format!("[defaults] confidence = \"{c}\": {e}"))?;
+        }
+        if let Some(i) = &d.iterations {
+            parse::iterations(i).map_err(|e| format!("[defaults] iterations = \"{i}\": {e}"))?;
+        }
+        let mut labels = Vec::new();
+        for (i, a) in self.agents.iter().enumerate() {
+            tag("agent", &a.label).map_err(|e| format!("[[agents]] #{} label: {e}", i + 1))?;
+            if labels.contains(&a.label.as_str()) {
+                return Err(format!("[[agents]]: the label '{}' is used twice", a.label));
+            }
+            if a.address.trim().is_empty() {
+                return Err(format!("[[agents]] '{}': address is empty", a.label));
+            }
+            labels.push(&a.label);
+        }
+        if self.agents.is_empty() {
+            return Err(
+                "no [[agents]]: name at least one, e.g.\n  [[agents]]\n  label = \"b\"\n  address = \"10.0.0.2\""
+                    .into(),
+            );
+        }
+        for w in self.workloads.keys() {
+            if !WORKLOADS.contains(&w.as_str()) {
+                return Err(format!(
+                    "[workloads.{w}]: unknown workload; expected one of {}",
+                    WORKLOADS.join(", ")
+                ));
+            }
+        }
+        let m = &self.matrix;
+        if m.workload.is_empty() {
+            return Err("[matrix] workload is empty: name at least one of tcp, udp, rr, sweep".into());
+        }
+        for w in &m.workload {
+            if !WORKLOADS.contains(&w.as_str()) {
+                return Err(format!(
+                    "[matrix] workload \"{w}\": expected one of {}",
+                    WORKLOADS.join(", ")
+                ));
+            }
+        }
+        for a in &m.agent {
+            if !labels.contains(&a.as_str()) {
+                return Err(format!(
+                    "[matrix] agent \"{a}\": no [[agents]] entry has that label (labels: {})",
+                    labels.join(", ")
+                ));
+            }
+        }
+        for d in &m.direction {
+            if !DIRECTIONS.contains(&d.as_str()) {
+                return Err(format!(
+                    "[matrix] direction \"{d}\": expected one of {}",
+                    DIRECTIONS.join(", ")
+                ));
+            }
+        }
+        for s in &m.streams {
+            if !(1..=crate::model::spec::MAX_STREAMS).contains(s) {
+                return Err(format!(
+                    "[matrix] streams = {s}: expected 1 to {}",
+                    crate::model::spec::MAX_STREAMS
+                ));
+            }
+        }
+        for l in &m.message {
+            parse::positive_size(l).map_err(|e| format!("[matrix] message \"{l}\": {e}"))?;
+        }
+        for (axis, values) in &m.vary {
+            if AXES.contains(&axis.as_str()) {
+                return Err(format!(
+                    "[matrix.vary.{axis}]: '{axis}' is a built-in axis; use [matrix] {axis} = [...]"
+                ));
+            }
+            tag(axis, "x").map_err(|e| format!("[matrix.vary.{axis}]: {e}"))?;
+            if values.is_empty() {
+                return Err(format!(
+                    "[matrix.vary.{axis}]: give at least one value, e.g. on = [\"-N\"]"
+                ));
+            }
+            for v in values.keys() {
+                tag(axis, v).map_err(|e| format!("[matrix.vary.{axis}] {v}: {e}"))?;
+            }
+        }
+        for (key, value) in &m.tags {
+            tag(key, value).map_err(|e| format!("[matrix.tags] {key}: {e}"))?;
+            if RESERVED_TAGS.contains(&key.as_str()) || AXES.contains(&key.as_str()) || m.vary.contains_key(key) {
+                return Err(format!(
+                    "[matrix.tags] {key}: that tag is set by the plan itself; choose another key"
+                ));
+            }
+        }
+        for (rules, section) in [(&m.exclude, "exclude"), (&m.include, "include")] {
+            for (i, rule) in rules.iter().enumerate() {
+                if rule.is_empty() {
+                    return Err(format!(
+                        "[[matrix.{section}]] #{}: empty; give the axes it matches",
+                        i + 1
+                    ));
+                }
+                for key in rule.keys() {
+                    if !AXES.contains(&key.as_str()) && !m.vary.contains_key(key) {
+                        let known: Vec<&str> = AXES.iter().copied().chain(m.vary.keys().map(String::as_str)).collect();
+                        return Err(format!(
+                            "[[matrix.{section}]] #{}: unknown axis '{key}'; expected one of {}",
+                            i + 1,
+                            known.join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+        for (i, c) in self.commands.iter().enumerate() {
+            if c.run.is_empty() || c.run[0].is_empty() {
+                return Err(format!(
+                    "[[commands]] #{}: run is empty; e.g. run = [\"ethtool\", \"-S\", \"eth0\"]",
+                    i + 1
+                ));
+            }
+        }
+        for (i, t) in self.report.tables.iter().enumerate() {
+            if let Some(s) = &t.stat {
+                if !["best", "median", "mean"].contains(&s.as_str()) {
+                    return Err(format!(
+                        "[[report.tables]] #{} stat = \"{s}\": expected best, median or mean",
+                        i + 1
+                    ));
+                }
+            }
+            crate::store::compare::Metric::parse(&t.metric)
+                .map_err(|e| format!("[[report.tables]] #{} metric: {e}", i + 1))?;
+            for d in t
+                .rows
+                .split(',')
+                .chain(t.cols.split(','))
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+            {
+                crate::store::compare::Dimension::parse(d).map_err(|e| format!("[[report.tables]] #{}: {e}", i + 1))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn duration(&self, v: &Option<String>) -> Option<Duration> {
+        v.as_deref().and_then(|s| parse::duration(s).ok())
+    }
+}
+
+/// The built-in axes, in the order they appear in a case's name.
+pub const AXES: [&str; 5] = ["workload", "agent", "direction", "streams", "message"];
+/// Tags the plan sets on every run.
+pub const RESERVED_TAGS: [&str; 4] = ["plan", "plan_run", "case", "plan_seed"];
+
+/// A tag, checked as `--tag KEY=VALUE` would be.
+pub fn tag(key: &str, value: &str) -> Result<crate::store::Tag, String> {
+    format!("{key}={value}").parse()
+}
+
+/// toml's message, with the line's text when the message lacks it.
+fn toml_message(e: &toml::de::Error, text: &str) -> String {
+    let message = e.message().trim_end().to_string();
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            let source = text.lines().nth(line - 1).unwrap_or("").trim();
+            format!("line {line}: {message}\n  {line} | {source}")
+        }
+        None => message,
+    }
+}

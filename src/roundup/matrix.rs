@@ -1,0 +1,474 @@
+//! The matrix expanded into cases: the cartesian product of the axes,
+//! less the excluded cells, plus the included ones. Each case is a command
+//! line of a measuring command, so what a plan runs is exactly what a
+//! person could type, and the dry run can show it.
+
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::file::{tag, Agent, Plan};
+use crate::cli::{Cli, Command};
+use crate::model::TestSpec;
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    pub workload: String,
+    pub agent: Agent,
+    pub direction: Option<String>,
+    pub streams: Option<u32>,
+    pub message: Option<String>,
+    /// Further axes: (axis, value, the options the value adds).
+    pub vary: Vec<(String, String, Vec<String>)>,
+}
+
+impl Case {
+    /// The case's name, stable across runs of the plan (tag `case`):
+    /// "tcp agent=b direction=reverse streams=4 nodelay=on".
+    pub fn key(&self) -> String {
+        let mut parts = vec![self.workload.clone()];
+        parts.extend(self.axis_tags().into_iter().map(|(k, v)| format!("{k}={v}")));
+        parts.join(" ")
+    }
+
+    /// The axis values of this case as tags (workload is a column already).
+    pub fn axis_tags(&self) -> Vec<(String, String)> {
+        let mut tags = vec![("agent".to_string(), self.agent.label.clone())];
+        if let Some(d) = &self.direction {
+            tags.push(("direction".into(), d.clone()));
+        }
+        if let Some(s) = self.streams {
+            tags.push(("streams".into(), s.to_string()));
+        }
+        if let Some(m) = &self.message {
+            tags.push(("message".into(), m.clone()));
+        }
+        for (axis, value, _) in &self.vary {
+            tags.push((axis.clone(), value.clone()));
+        }
+        tags
+    }
+
+    fn value_of(&self, axis: &str) -> Option<String> {
+        match axis {
+            "workload" => Some(self.workload.clone()),
+            "agent" => Some(self.agent.label.clone()),
+            "direction" => self.direction.clone(),
+            "streams" => self.streams.map(|s| s.to_string()),
+            "message" => self.message.clone(),
+            other => self.vary.iter().find(|(a, _, _)| a == other).map(|(_, v, _)| v.clone()),
+        }
+    }
+
+    /// The measuring command line (without the program name), as a person
+    /// would type it: workload, agent, the plan's defaults, the workload's
+    /// options, the case's axes.
+    pub fn command_line(&self, plan: &Plan) -> Vec<String> {
+        let d = &plan.defaults;
+        let mut argv = vec![self.workload.clone(), self.agent.address.clone()];
+        // A sweep's -t is the limit of the whole sweep, not a test's length:
+        // it comes from [workloads.sweep] only.
+        if self.workload != "sweep" {
+            if let Some(t) = &d.duration {
+                argv.extend(["-t".into(), t.clone()]);
+            }
+            if let Some(o) = &d.omit {
+                argv.extend(["-O".into(), o.clone()]);
+            }
+        }
+        if let Some(r) = d.repeat {
+            argv.extend(["--repeat".into(), r.to_string()]);
+            if let Some(p) = &d.pick {
+                argv.extend(["--pick".into(), p.clone()]);
+            }
+        }
+        if let Some(c) = &d.confidence {
+            argv.extend(["--confidence".into(), c.clone()]);
+        }
+        if let Some(i) = &d.iterations {
+            argv.extend(["--iterations".into(), i.clone()]);
+        }
+        if let Some(w) = &d.wait {
+            argv.extend(["--wait".into(), w.clone()]);
+        }
+        if let Some(psk) = &self.agent.psk_file {
+            argv.extend(["--psk-file".into(), psk.clone()]);
+        }
+        argv.extend(d.options.iter().cloned());
+        if let Some(w) = plan.workloads.get(&self.workload) {
+            argv.extend(w.options.iter().cloned());
+        }
+        match self.direction.as_deref() {
+            Some("reverse") => argv.push("-R".into()),
+            Some("bidir") => argv.push("--bidir".into()),
+            _ => {}
+        }
+        if let Some(s) = self.streams {
+            argv.extend(["-P".into(), s.to_string()]);
+        }
+        if let Some(m) = &self.message {
+            argv.extend(["-l".into(), m.clone()]);
+        }
+        for (_, _, options) in &self.vary {
+            argv.extend(options.iter().cloned());
+        }
+        argv
+    }
+
+    /// Parses the case's command line as the CLI would, and builds its spec:
+    /// every option error is found before any traffic is sent.
+    pub fn check(&self, plan: &Plan) -> Result<TestSpec, String> {
+        let argv = self.command_line(plan);
+        let cli = Cli::try_parse_from(std::iter::once("nicbench".to_string()).chain(argv.iter().cloned()))
+            .map_err(|e| first_line(&e.to_string()))?;
+        let spec = match &cli.command {
+            Command::Tcp(a) => crate::cmd::tcp::spec(a),
+            Command::Udp(a) => crate::cmd::udp::spec(a),
+            Command::Rr(a) => crate::cmd::rr::spec(a),
+            Command::Sweep(a) => crate::cmd::sweep::spec(a),
+            _ => return Err(format!("'{}' is not a measuring command", self.workload)),
+        };
+        let spec = spec.map_err(|e| format!("{e:#}"))?;
+        spec.validate_common().map_err(|e| e.to_string())?;
+        crate::workload::find(&spec.workload)
+            .and_then(|w| w.validate(&spec))
+            .map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+}
+
+/// An estimate of how long one case takes, from its spec and policy.
+pub fn estimate(spec: &TestSpec, plan: &Plan) -> Duration {
+    let d = &plan.defaults;
+    let trials = match (d.repeat, &d.iterations) {
+        (Some(r), _) => r,
+        (None, Some(i)) => crate::cli::parse::iterations(i).map(|(max, _)| max).unwrap_or(10),
+        (None, None) if d.confidence.is_some() => 10,
+        _ => 1,
+    };
+    let per_trial = if spec.workload == "sweep" {
+        // Every size's point time, plus its probe; never past the limit.
+        let points = spec
+            .params::<crate::workload::sweep::SweepParams>()
+            .map(|p| (p.sizes().0.len() as f64, p.point_seconds))
+            .unwrap_or((100.0, 0.1));
+        (points.0 * points.1 * 1.3).min(spec.duration_seconds)
+    } else {
+        spec.duration_seconds + spec.omit_seconds
+    };
+    // Connection set-up, facts, CPU sampling, and the process itself.
+    const OVERHEAD_PER_TRIAL: f64 = 0.6;
+    const OVERHEAD_PER_CASE: f64 = 0.4;
+    Duration::from_secs_f64(trials as f64 * (per_trial + OVERHEAD_PER_TRIAL) + OVERHEAD_PER_CASE)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+/// Every case of the plan, in the file's order (axes vary fastest at the
+/// right: workload, agent, direction, streams, message, then `vary` axes
+/// by name).
+pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
+    let m = &plan.matrix;
+    let agents: Vec<&Agent> = if m.agent.is_empty() {
+        plan.agents.iter().collect()
+    } else {
+        m.agent
+            .iter()
+            .map(|label| plan.agents.iter().find(|a| &a.label == label).expect("checked labels"))
+            .collect()
+    };
+    let opt = |v: &[String]| -> Vec<Option<String>> {
+        if v.is_empty() {
+            vec![None]
+        } else {
+            v.iter().cloned().map(Some).collect()
+        }
+    };
+    let directions = opt(&m.direction);
+    let streams: Vec<Option<u32>> = if m.streams.is_empty() {
+        vec![None]
+    } else {
+        m.streams.iter().copied().map(Some).collect()
+    };
+    let messages = opt(&m.message);
+    let mut cases = Vec::new();
+    for workload in &m.workload {
+        for agent in &agents {
+            for direction in &directions {
+                for s in &streams {
+                    for message in &messages {
+                        let base = Case {
+                            workload: workload.clone(),
+                            agent: (*agent).clone(),
+                            direction: direction.clone(),
+                            streams: *s,
+                            message: message.clone(),
+                            vary: Vec::new(),
+                        };
+                        let mut partial = vec![base];
+                        for (axis, values) in &m.vary {
+                            partial = partial
+                                .into_iter()
+                                .flat_map(|c| {
+                                    values.iter().map(move |(value, options)| {
+                                        let mut c = c.clone();
+                                        c.vary.push((axis.clone(), value.clone(), options.clone()));
+                                        c
+                                    })
+                                })
+                                .collect();
+                        }
+                        cases.extend(partial);
+                    }
+                }
+            }
+        }
+    }
+    cases.retain(|c| !m.exclude.iter().any(|rule| matches(c, rule)));
+    for (i, rule) in m.include.iter().enumerate() {
+        let case = included(plan, rule, &agents).map_err(|e| format!("[[matrix.include]] #{}: {e}", i + 1))?;
+        if !cases.iter().any(|c| c.key() == case.key()) {
+            cases.push(case);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &cases {
+        let key = c.key();
+        tag("case", &key).map_err(|e| format!("case '{key}': {e}"))?;
+        seen.insert(key);
+    }
+    if cases.is_empty() {
+        return Err("the matrix has no cases left after [[matrix.exclude]]".into());
+    }
+    Ok(cases)
+}
+
+/// A rule value as text (integers for streams, strings elsewhere).
+fn text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn matches(case: &Case, rule: &std::collections::BTreeMap<String, toml::Value>) -> bool {
+    rule.iter().all(|(axis, value)| {
+        let wanted: Vec<String> = match value {
+            toml::Value::Array(values) => values.iter().map(text).collect(),
+            v => vec![text(v)],
+        };
+        case.value_of(axis).is_some_and(|have| wanted.contains(&have))
+    })
+}
+
+fn included(
+    plan: &Plan,
+    rule: &std::collections::BTreeMap<String, toml::Value>,
+    agents: &[&Agent],
+) -> Result<Case, String> {
+    let m = &plan.matrix;
+    let get = |axis: &str| rule.get(axis).map(text);
+    let workload = get("workload").unwrap_or_else(|| m.workload[0].clone());
+    if !super::file::WORKLOADS.contains(&workload.as_str()) {
+        return Err(format!(
+            "workload \"{workload}\": expected one of {}",
+            super::file::WORKLOADS.join(", ")
+        ));
+    }
+    let agent = match get("agent") {
+        Some(label) => plan
+            .agents
+            .iter()
+            .find(|a| a.label == label)
+            .ok_or_else(|| format!("agent \"{label}\": no [[agents]] entry has that label"))?
+            .clone(),
+        None => agents[0].clone(),
+    };
+    let direction = get("direction").or_else(|| m.direction.first().cloned());
+    if let Some(d) = &direction {
+        if !super::file::DIRECTIONS.contains(&d.as_str()) {
+            return Err(format!(
+                "direction \"{d}\": expected one of {}",
+                super::file::DIRECTIONS.join(", ")
+            ));
+        }
+    }
+    let streams = match rule.get("streams") {
+        Some(toml::Value::Integer(n)) if *n >= 1 && *n <= crate::model::spec::MAX_STREAMS as i64 => Some(*n as u32),
+        Some(v) => {
+            return Err(format!(
+                "streams = {v}: expected a number from 1 to {}",
+                crate::model::spec::MAX_STREAMS
+            ))
+        }
+        None => m.streams.first().copied(),
+    };
+    let message = get("message").or_else(|| m.message.first().cloned());
+    if let Some(l) = &message {
+        crate::cli::parse::positive_size(l).map_err(|e| format!("message \"{l}\": {e}"))?;
+    }
+    let mut vary = Vec::new();
+    for (axis, values) in &m.vary {
+        let value = get(axis).unwrap_or_else(|| values.keys().next().expect("checked non-empty").clone());
+        let options = values.get(&value).ok_or_else(|| {
+            format!(
+                "{axis} = \"{value}\": not a value of [matrix.vary.{axis}] (values: {})",
+                values.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        vary.push((axis.clone(), value, options.clone()));
+    }
+    Ok(Case {
+        workload,
+        agent,
+        direction,
+        streams,
+        message,
+        vary,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn plan(text: &str) -> Plan {
+        Plan::parse(text, Path::new("p.toml")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const AGENTS: &str = "[[agents]]\nlabel = \"a\"\naddress = \"127.0.0.1:5999\"\n[[agents]]\nlabel = \"b\"\naddress = \"[::1]:5998\"\n";
+
+    #[test]
+    fn the_product_of_the_axes_less_the_excluded_plus_the_included() {
+        let p = plan(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\", \"udp\"]\nagent = [\"a\"]\ndirection = [\"forward\", \"reverse\"]\n\
+             streams = [1, 4]\n[matrix.vary.cc]\ncubic = [\"-C\", \"cubic\"]\nreno = [\"-C\", \"reno\"]\n\
+             [[matrix.exclude]]\nworkload = \"udp\"\nstreams = 4\n\
+             [[matrix.exclude]]\ncc = \"reno\"\ndirection = [\"reverse\"]\n\
+             [[matrix.include]]\nworkload = \"rr\"\nagent = \"b\"\n"
+        ));
+        let cases = expand(&p).unwrap();
+        let keys: Vec<String> = cases.iter().map(Case::key).collect();
+        // 2 workloads x 2 directions x 2 stream counts x 2 cc = 16; udp with
+        // 4 streams removes 4, reno with reverse removes 3 more (one of them
+        // already gone); rr on b is added with every other axis's first value.
+        assert_eq!(cases.len(), 16 - 4 - 3 + 1, "{keys:#?}");
+        assert!(keys.contains(&"tcp agent=a direction=forward streams=4 cc=reno".to_string()));
+        assert!(!keys.iter().any(|k| k.starts_with("udp") && k.contains("streams=4")));
+        assert!(!keys.iter().any(|k| k.contains("reverse") && k.contains("cc=reno")));
+        assert!(keys.contains(&"rr agent=b direction=forward streams=1 cc=cubic".to_string()));
+        let tcp = cases
+            .iter()
+            .find(|c| c.key() == "tcp agent=a direction=reverse streams=4 cc=cubic")
+            .unwrap();
+        assert_eq!(
+            tcp.command_line(&p),
+            ["tcp", "127.0.0.1:5999", "-R", "-P", "4", "-C", "cubic"]
+                .map(String::from)
+                .to_vec()
+        );
+        let keys_unique: std::collections::BTreeSet<&String> = keys.iter().collect();
+        assert_eq!(keys_unique.len(), keys.len(), "case names are unique");
+    }
+
+    #[test]
+    fn defaults_and_workload_options_go_on_every_command_line_but_a_sweep_keeps_its_limit() {
+        let p = plan(&format!(
+            "{AGENTS}[defaults]\nduration = \"5s\"\nomit = \"1s\"\nrepeat = 3\npick = \"best\"\nwait = \"1m\"\n\
+             options = [\"-w\", \"4M\"]\n[workloads.sweep]\noptions = [\"--max\", \"1M\", \"-t\", \"2m\"]\n\
+             [matrix]\nworkload = [\"tcp\", \"sweep\"]\nagent = [\"b\"]\n"
+        ));
+        let cases = expand(&p).unwrap();
+        assert_eq!(
+            cases[0].command_line(&p).join(" "),
+            "tcp [::1]:5998 -t 5s -O 1s --repeat 3 --pick best --wait 1m -w 4M"
+        );
+        assert_eq!(
+            cases[1].command_line(&p).join(" "),
+            "sweep [::1]:5998 --repeat 3 --pick best --wait 1m -w 4M --max 1M -t 2m"
+        );
+        let tcp = cases[0].check(&p).unwrap();
+        // 3 trials of 6 s plus the overheads.
+        let e = estimate(&tcp, &p).as_secs_f64();
+        assert!((18.0..22.0).contains(&e), "{e}");
+        let sweep = cases[1].check(&p).unwrap();
+        assert!(estimate(&sweep, &p).as_secs_f64() < 3.0 * 120.0 + 5.0);
+    }
+
+    #[test]
+    fn a_cell_that_is_not_a_valid_command_line_is_found_before_any_traffic() {
+        let p = plan(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"rr\"]\nagent = [\"a\"]\ndirection = [\"reverse\"]\n"
+        ));
+        let cases = expand(&p).unwrap();
+        let e = cases[0].check(&p).unwrap_err();
+        assert!(e.contains("--reverse"), "{e}");
+        let p = plan(&format!(
+            "{AGENTS}[workloads.tcp]\noptions = [\"--frobnicate\"]\n[matrix]\nworkload = [\"tcp\"]\n"
+        ));
+        let e = expand(&p).unwrap()[0].check(&p).unwrap_err();
+        assert!(e.contains("--frobnicate"), "{e}");
+    }
+
+    #[test]
+    fn bad_plans_name_the_line_the_key_and_what_is_allowed() {
+        let bad = |text: &str| match Plan::parse(text, Path::new("bad.toml")) {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => e.to_string(),
+        };
+        let e = bad(&format!("{AGENTS}[matrix]\nworkload = [\"tcp\"]\nstreem = [1]\n"));
+        assert!(
+            e.contains("bad.toml: line 9") && e.contains("streem") && e.contains("streams"),
+            "{e}"
+        );
+        let e = bad(&format!("{AGENTS}[matrix]\nworkload = [\"tpc\"]\n"));
+        assert!(e.contains("\"tpc\"") && e.contains("tcp, udp, rr, sweep"), "{e}");
+        let e = bad(&format!("{AGENTS}[matrix]\nworkload = [\"tcp\"]\nagent = [\"c\"]\n"));
+        assert!(e.contains("agent \"c\"") && e.contains("labels: a, b"), "{e}");
+        let e = bad(&format!(
+            "{AGENTS}[defaults]\nduration = \"ten\"\n[matrix]\nworkload = [\"tcp\"]\n"
+        ));
+        assert!(e.contains("duration = \"ten\""), "{e}");
+        let e = bad(&format!(
+            "{AGENTS}[defaults]\npick = \"best\"\n[matrix]\nworkload = [\"tcp\"]\n"
+        ));
+        assert!(e.contains("pick needs repeat"), "{e}");
+        let e = bad(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[matrix.exclude]]\nmtu = 9000\n"
+        ));
+        assert!(e.contains("unknown axis 'mtu'") && e.contains("workload, agent"), "{e}");
+        let e = bad(&format!("{AGENTS}[matrix]\nworkload = [\"tcp\"]\nstreams = [0]\n"));
+        assert!(e.contains("streams = 0") && e.contains("1 to 128"), "{e}");
+        let e = bad("[matrix]\nworkload = [\"tcp\"]\n");
+        assert!(e.contains("no [[agents]]"), "{e}");
+        let e = bad(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\ntags = {{ plan_run = \"x\" }}\n"
+        ));
+        assert!(e.contains("set by the plan itself"), "{e}");
+        let e = bad(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[report.tables]]\nmetric = \"speed\"\n"
+        ));
+        assert!(e.contains("[[report.tables]] #1 metric"), "{e}");
+        let e = bad(&format!("{AGENTS}[matrix]\nworkload = \"tcp\"\n"));
+        assert!(e.contains("line 8"), "{e}");
+    }
+
+    #[test]
+    fn an_include_with_an_unknown_value_is_refused() {
+        let p = plan(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[matrix.vary.nodelay]\non = [\"-N\"]\n\
+             [[matrix.include]]\nnodelay = \"maybe\"\n"
+        ));
+        let e = expand(&p).unwrap_err();
+        assert!(e.contains("[[matrix.include]] #1") && e.contains("values: on"), "{e}");
+    }
+}
