@@ -1,0 +1,292 @@
+//! `nicbench run PLAN.toml`: plans run end to end against an agent on
+//! loopback, are stopped mid-case and resumed, record failed cases and go
+//! on, and refuse bad plans with the line and what is allowed.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::common::{clean_env, nicbench, stderr, AgentProcess, Lines, BIN, COMMAND_LIMIT};
+
+fn write_plan(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    path.display().to_string()
+}
+
+fn tcp_plan(port: u16, extra: &str) -> String {
+    format!(
+        "name = \"resume-test\"\n[defaults]\nduration = \"0.5s\"\n\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:{port}\"\n\n\
+         [matrix]\nworkload = [\"tcp\"]\nstreams = [1, 2]\ndirection = [\"forward\", \"reverse\"]\n{extra}\n\
+         [[report.tables]]\ntitle = \"Receiver throughput\"\nrows = \"tag:direction\"\ncols = \"tag:streams\"\n"
+    )
+}
+
+/// Complete runs of a plan in the database, by case tag.
+fn complete_cases(db: &str, plan: &str) -> Vec<(String, i64)> {
+    let out = nicbench(&[
+        "export",
+        "--db",
+        db,
+        "--tag",
+        &format!("plan={plan}"),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut cases: Vec<(String, i64)> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["complete"] == true)
+        .map(|r| {
+            (
+                r["tags"]["case"].as_str().unwrap().to_string(),
+                r["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    cases.sort();
+    cases
+}
+
+#[test]
+fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(dir.path(), "p.toml", &tcp_plan(agent.port, ""));
+
+    // First invocation: stopped with SIGINT while the second case runs.
+    let mut child = clean_env(&mut Command::new(BIN))
+        .args(["run", &plan, "--db", &db, "--no-shuffle"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = Lines::collect(child.stderr.take().unwrap());
+    let out = Lines::collect(child.stdout.take().unwrap());
+    let mark = agent.log_mark();
+    err.wait_for(0, "[1/4] tcp", COMMAND_LIMIT).unwrap();
+    // The first case's test was logged before its line; the second case
+    // runs when the agent logs another test: SIGINT then.
+    let first_test = agent
+        .logs()
+        .lines()
+        .skip(mark)
+        .filter(|l| l.contains("running tcp test"))
+        .count();
+    assert_eq!(first_test, 1, "{}", agent.logs());
+    let logged = agent.logs().lines().count();
+    agent.wait_for_log_after(logged, "running tcp test");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let (stdout, stderr_text) = (out.text(), err.text());
+    assert_eq!(status.code(), Some(6), "stdout:\n{stdout}\nstderr:\n{stderr_text}");
+    assert!(stderr_text.contains("run `nicbench run"), "{stderr_text}");
+    let first = complete_cases(&db, "resume-test");
+    assert!(
+        (1..4).contains(&first.len()),
+        "stopped mid-plan: some but not all cases are complete: {first:?}"
+    );
+
+    // Second invocation: resumes, skips what finished, redoes the rest.
+    let out = nicbench(&["run", &plan, "--db", &db, "--no-shuffle"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(text.contains("(resumed)"), "{text}");
+    assert!(
+        text.contains(&format!("{} finished earlier and skipped", first.len())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "4 of 4 cases done ({} measured now, {} earlier)",
+            4 - first.len(),
+            first.len()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("Receiver throughput"), "the report table: {text}");
+    let second = complete_cases(&db, "resume-test");
+    assert_eq!(second.len(), 4, "every case once: {second:?}");
+    for done in &first {
+        assert!(
+            second.contains(done),
+            "a finished case was measured again: {done:?} in {second:?}"
+        );
+    }
+
+    // Third invocation: nothing left; --restart measures everything again.
+    let out = nicbench(&["run", &plan, "--db", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("4 finished earlier and skipped"));
+    let out = nicbench(&["run", &plan, "--db", &db, "--restart", "--seed", "7"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("4 of 4 cases done (4 measured now, 0 earlier)") && text.contains("seed 7"),
+        "{text}"
+    );
+    assert_eq!(complete_cases(&db, "resume-test").len(), 8);
+}
+
+#[test]
+fn a_failing_case_is_recorded_with_its_reason_and_the_plan_goes_on() {
+    let agent = AgentProcess::start(&[]);
+    // A port nothing listens on: bind one, note it, close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "f.toml",
+        &format!(
+            "[defaults]\nduration = \"0.3s\"\n[[agents]]\nlabel = \"good\"\naddress = \"127.0.0.1:{}\"\n\
+             [[agents]]\nlabel = \"gone\"\naddress = \"127.0.0.1:{closed}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\n\
+             [[commands]]\nwhen = \"before\"\nrun = [\"sh\", \"-c\", \"echo before-the-case\"]\n\
+             [[commands]]\nwhen = \"alongside\"\nrun = [\"sh\", \"-c\", \"echo watching; sleep 30\"]\n",
+            agent.port
+        ),
+    );
+    let out = nicbench(&["run", &plan, "--db", &db]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("1 of 2 cases done") && text.contains("1 failed"),
+        "{text}"
+    );
+    assert!(text.contains("FAILED tcp agent=gone"), "{text}");
+    assert!(
+        text.contains("refused") || text.contains("cannot connect"),
+        "the reason: {text}"
+    );
+    let summary = text
+        .lines()
+        .find_map(|l| l.strip_prefix("summary: "))
+        .expect("the summary file");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(summary).unwrap()).unwrap();
+    let cases = summary["cases"].as_array().unwrap();
+    let failed = cases.iter().find(|c| c["status"] == "failed").unwrap();
+    assert_eq!(failed["exit_code"], 3, "agent unreachable: {failed}");
+    let measured = cases.iter().find(|c| c["status"] == "measured").unwrap();
+    assert!(measured["run_id"].as_i64().is_some(), "{measured}");
+    // The commands' output is kept beside the summary.
+    let files: Vec<String> = measured["command_output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| std::fs::read_to_string(f.as_str().unwrap()).unwrap())
+        .collect();
+    assert!(files.iter().any(|f| f.contains("before-the-case")), "{files:?}");
+    assert!(files.iter().any(|f| f.contains("watching")), "{files:?}");
+}
+
+#[test]
+fn an_essential_command_that_fails_fails_its_case() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "e.toml",
+        &format!(
+            "[defaults]\nduration = \"0.3s\"\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:{}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\n\
+             [[commands]]\nwhen = \"after\"\nrun = [\"sh\", \"-c\", \"echo no counters; exit 3\"]\nessential = true\n",
+            agent.port
+        ),
+    );
+    let out = nicbench(&["run", &plan, "--db", &db]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(
+        text.contains("essential after command") && text.contains("exit status: 3"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_dry_run_lists_every_case_and_checks_the_agents_without_traffic() {
+    let agent = AgentProcess::start(&[]);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(dir.path(), "d.toml", &tcp_plan(agent.port, ""));
+    let mark = agent.log_mark();
+    let out = nicbench(&["run", &plan, "--db", &db, "--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    for line in [
+        format!("nicbench tcp 127.0.0.1:{} -t 0.5s -P 1", agent.port),
+        format!("nicbench tcp 127.0.0.1:{} -t 0.5s -R -P 2", agent.port),
+        "estimated time:".into(),
+        format!("agent lo (127.0.0.1:{}): nicbench", agent.port),
+    ] {
+        assert!(text.contains(&line), "missing '{line}' in:\n{text}");
+    }
+    assert!(
+        !agent.logs().lines().skip(mark).any(|l| l.contains("test ")),
+        "no test ran: {}",
+        agent.logs()
+    );
+    assert!(!std::path::Path::new(&db).exists(), "a dry run saves nothing");
+
+    let unreachable = write_plan(dir.path(), "u.toml", &tcp_plan(closed, ""));
+    let out = nicbench(&["run", &unreachable, "--db", &db, "--dry-run"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        stderr(&out).contains("the dry run found an agent the plan cannot use"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn bad_plans_are_refused_with_the_line_and_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        "bad.toml",
+        "[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"tcp\"]\nmtus = [9000]\n",
+    );
+    let out = nicbench(&["run", &plan, "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(
+        e.contains("bad.toml: line 6") && e.contains("unknown field `mtus`"),
+        "{e}"
+    );
+
+    let invalid = write_plan(
+        dir.path(),
+        "cells.toml",
+        "[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"rr\", \"tcp\"]\ndirection = [\"bidir\"]\n",
+    );
+    let out = nicbench(&["run", &invalid, "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(
+        e.contains("1 of 2 cases are not valid") && e.contains("rr agent=lo direction=bidir"),
+        "{e}"
+    );
+    assert!(e.contains("[[matrix.exclude]]"), "{e}");
+
+    let out = nicbench(&["run", &dir.path().join("missing.toml").display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read the plan"), "{}", stderr(&out));
+}
