@@ -65,6 +65,9 @@ pub struct AgentConfig {
     /// How long an iperf3 client waits in line for its turn before it is
     /// told busy (`--iperf3-wait`).
     pub iperf3_wait: Duration,
+    /// Authenticated clients may change host settings (the MTU of the
+    /// interface toward them) between tests (`--allow-host-changes`).
+    pub allow_host_changes: bool,
 }
 
 /// Called with every finished iperf3 test the agent served: the hook
@@ -85,6 +88,7 @@ impl AgentConfig {
             handshake_timeout: Duration::from_secs(10),
             iperf3_listen: None,
             iperf3_wait: Duration::from_secs(60),
+            allow_host_changes: false,
         }
     }
 }
@@ -408,6 +412,37 @@ fn expect_hello(channel: &mut Channel, timeout: Duration) -> Result<(), Refusal>
 }
 
 /// The agent's half of the challenge-response (see `protocol::auth`).
+/// A client's request to set the MTU of the interface toward it: only
+/// with `--allow-host-changes`, only for a client that proved the key, and
+/// never while a test runs. Returns the interface's name.
+fn change_mtu(shared: &Shared, local_ip: IpAddr, mtu: u32) -> Result<String, String> {
+    if !shared.config.allow_host_changes {
+        return Err(
+            "this agent does not change host settings: start it with --allow-host-changes \
+                    (and --psk-file) to let an authenticated client set its MTU"
+                .into(),
+        );
+    }
+    if shared.config.psk.is_none() {
+        return Err("this agent changes host settings only for authenticated clients: start it with --psk-file".into());
+    }
+    if !(68..=65535).contains(&mtu) {
+        return Err(format!("MTU {mtu} is outside 68 to 65535"));
+    }
+    let interface = crate::probe::nic::interface_with_address(local_ip)
+        .ok_or_else(|| format!("no interface holds {local_ip}, the address the client reached"))?;
+    if shared.admission.running() > 0 {
+        return Err(
+            "a test is running on this agent; its MTU is changed only between tests (try again, or use --wait)".into(),
+        );
+    }
+    match crate::probe::mtu::set_mtu(&interface, mtu) {
+        Ok(now) if now == mtu => Ok(interface),
+        Ok(now) => Err(format!("set MTU {mtu} on {interface}, but it reads back as {now}")),
+        Err(e) => Err(format!("cannot set the MTU of {interface} to {mtu}: {e}")),
+    }
+}
+
 fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(), Refusal> {
     let agent_nonce = auth::new_nonce();
     channel.send(&Message::AuthChallenge {
@@ -583,6 +618,14 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     let (spec, wait_seconds) = match channel.recv(shared.config.handshake_timeout, "test_request")? {
         Message::TestRequest { spec, wait_seconds } => (spec, wait_seconds),
         Message::FactsRequest => {
+            channel.send(&Message::Facts {
+                facts: facts_toward(local_ip),
+            })?;
+            return Ok(());
+        }
+        Message::SetMtu { mtu } => {
+            let interface = change_mtu(shared, local_ip, mtu).map_err(Refusal::Tell)?;
+            logging::info(&format!("{peer}: MTU of {interface} set to {mtu}"));
             channel.send(&Message::Facts {
                 facts: facts_toward(local_ip),
             })?;

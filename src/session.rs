@@ -505,6 +505,22 @@ pub fn remote_facts(target: &Target) -> Result<crate::model::HostFacts, SessionE
     }
 }
 
+/// Asks the agent at `target` to set the MTU of its interface toward this
+/// client (it must allow host changes, and this client must know its key);
+/// returns its facts read after the change.
+pub fn set_remote_mtu(target: &Target, mtu: u32) -> Result<crate::model::HostFacts, SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    let stream = connect(target)?;
+    let addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    handshake(&mut channel, addr, psk.as_ref())?;
+    channel.send(&Message::SetMtu { mtu })?;
+    match channel.recv(REPLY_TIMEOUT, "the agent's facts after the MTU change")? {
+        Message::Facts { facts } => Ok(facts),
+        other => Err(unexpected("facts", other, addr)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -171,6 +171,11 @@ pub struct ServeArgs {
     /// (HMAC-SHA256 challenge-response; the key never crosses the network).
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// Let clients that proved the key (--psk-file) set the MTU of the
+    /// interface toward them between tests (`nicbench run` plans with an
+    /// mtu axis). Off by default; needs root.
+    #[arg(long, requires = "psk_file")]
+    pub allow_host_changes: bool,
     /// How long a client may take for each message before its test starts
     /// (hello, key proof, request); silent clients are cut off after it.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]

@@ -26,6 +26,10 @@ pub struct RunArgs {
     /// Seed of the shuffle (default: a random one, recorded as tag plan_seed).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Put back host settings (MTUs) that a plan run changed and could not
+    /// restore (it crashed or lost power), from its restore file; then exit.
+    #[arg(long, conflicts_with_all = ["dry_run", "restart"])]
+    pub restore: bool,
     /// Results database (default: $XDG_DATA_HOME/nicbench/results.db).
     #[arg(long, value_name = "PATH", env = "NICBENCH_DB")]
     pub db: Option<PathBuf>,

@@ -14,6 +14,7 @@ use crate::cli::run::RunArgs;
 use crate::cli::Cli;
 use crate::roundup::exec::{self, CaseRecord, CaseRun, Monitors, Outcome};
 use crate::roundup::file::When;
+use crate::roundup::host::{self, HostChanges};
 use crate::roundup::{self, Case, Plan};
 use crate::session::Target;
 
@@ -46,7 +47,56 @@ struct Planned {
     estimate: Duration,
 }
 
+/// Where plan runs keep their summaries, command output and restore files.
+fn plans_dir(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new(".")).join("plans")
+}
+
+/// Restore files of earlier plan runs: applied with `--restore`, else named.
+fn leftover_changes(db: &Path, apply: bool) -> anyhow::Result<()> {
+    let found = host::leftovers(&plans_dir(db));
+    if !apply {
+        for (file, originals) in &found {
+            crate::logging::warn(&format!(
+                "an earlier plan run changed host settings and did not put them back ({}; {}): \
+                 run `nicbench run PLAN --restore` to restore them",
+                originals.describe(),
+                file.display()
+            ));
+        }
+        return Ok(());
+    }
+    if found.is_empty() {
+        println!(
+            "no host settings to restore (no restore file under {})",
+            plans_dir(db).display()
+        );
+        return Ok(());
+    }
+    let mut failed = 0;
+    for (file, originals) in found {
+        let failures = host::apply(&originals);
+        if failures.is_empty() {
+            println!("restored {}", originals.describe());
+            let _ = std::fs::remove_file(&file);
+        } else {
+            failed += failures.len();
+            for f in failures {
+                println!("{f}");
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} setting(s) could not be restored (above); the restore files are kept");
+    }
+    Ok(())
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.restore {
+        let db = absolute(&super::save::database_path(&args.db));
+        return leftover_changes(&db, true);
+    }
     let plan = Plan::load(&args.plan)?;
     let cases = roundup::expand(&plan).map_err(|message| roundup::PlanError::Invalid {
         path: args.plan.display().to_string(),
@@ -84,6 +134,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .into());
     }
     let db = absolute(&super::save::database_path(&args.db));
+    leftover_changes(&db, false)?;
     let resume = exec::resume(&db, &plan, args.restart, args.seed)?;
     // A dry run of a new plan run without --seed cannot know the seed the
     // real run will draw: it lists the file's order and says so.
@@ -209,10 +260,14 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
         };
         writeln!(
             out,
-            "{:>3}  {:<width$}  {:>10}  {}",
+            "{:>3}  {:<width$}  {:>10}  {}{}",
             i + 1,
             p.key,
             estimate,
+            p.case
+                .mtu
+                .map(|m| format!("(MTU {m} on both ends) "))
+                .unwrap_or_default(),
             command_text(&p.case.command_line(plan))
         )?;
     }
@@ -234,6 +289,18 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
         plan.name(),
         db.display()
     )?;
+    if planned.iter().any(|p| p.case.mtu.is_some()) {
+        writeln!(
+            out,
+            "MTU cases: {}; each agent must run with --allow-host-changes and --psk-file; \
+             every MTU changed is restored when the plan ends",
+            if plan.defaults.allow_host_changes {
+                "this host's MTU is set too (allow_host_changes = true; needs root)"
+            } else {
+                "NOT possible: set allow_host_changes = true in [defaults]"
+            }
+        )?;
+    }
     writeln!(out)?;
     // The agents: reachable, their version, authentication; no test traffic.
     let mut failed = None;
@@ -357,12 +424,9 @@ impl Progress {
 fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Resume, db: &Path) -> anyhow::Result<()> {
     exec::install_signals();
     let exe = std::env::current_exe().context("finding this program to run the cases with")?;
-    let dir = db
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("plans")
-        .join(format!("{}-{}", plan.name(), resume.plan_run));
+    let dir = plans_dir(db).join(format!("{}-{}", plan.name(), resume.plan_run));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut host_changes = HostChanges::new(dir.join(host::RESTORE_FILE), plan.defaults.allow_host_changes);
     let total = planned.len();
     let skipped = planned.iter().filter(|p| resume.finished.contains_key(&p.key)).count();
     let mut out = std::io::stdout().lock();
@@ -428,7 +492,17 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         let label = format!("[{}/{total}] {}", i + 1, p.key);
         progress.case(label.clone());
         let started = Instant::now();
-        let (mut files, before_failure) = exec::run_commands(plan, When::Before, &dir, i);
+        let settings = match p.case.mtu {
+            Some(mtu) => {
+                progress.case(format!("{label}  setting MTU {mtu}"));
+                host_changes.set_mtu(&p.case.agent, mtu)
+            }
+            None => Ok(()),
+        };
+        let (mut files, before_failure) = match settings {
+            Ok(()) => exec::run_commands(plan, When::Before, &dir, i),
+            Err(reason) => (Vec::new(), Some(reason)),
+        };
         let outcome = match before_failure {
             Some(reason) => Outcome::Failed {
                 reason,
@@ -495,6 +569,7 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         });
     }
     progress.finish();
+    let restore_failures = host_changes.restore();
     let summary_file = dir.join("summary.json");
     exec::write_summary(
         &summary_file,
@@ -528,6 +603,12 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         if let Outcome::Failed { reason, .. } = &r.outcome {
             writeln!(out, "  FAILED {}: {reason}", r.case)?;
         }
+    }
+    for f in &restore_failures {
+        writeln!(
+            out,
+            "  NOT RESTORED: {f} (the restore file is kept: `nicbench run PLAN --restore`)"
+        )?;
     }
     writeln!(out, "summary: {}", summary_file.display())?;
     out.flush()?;

@@ -45,6 +45,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.handshake_timeout = args.handshake_timeout;
         config.iperf3_listen = args.iperf3_port.map(|port| SocketAddr::new(ip, port));
         config.iperf3_wait = args.iperf3_wait;
+        config.allow_host_changes = args.allow_host_changes;
         match Agent::bind(config) {
             Ok(a) => {
                 agent = Some(a);

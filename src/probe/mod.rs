@@ -10,6 +10,7 @@ pub mod counters;
 pub mod cpu;
 pub mod ethtool;
 pub mod host;
+pub mod mtu;
 pub mod nic;
 pub mod qdisc;
 pub mod sched;

@@ -119,6 +119,10 @@ pub enum Message {
     FactsRequest,
     /// Agent: its facts, with the interface toward the client; then it closes.
     Facts { facts: HostFacts },
+    /// Client (authenticated), instead of a test request: set the MTU of
+    /// the interface toward the client. The agent answers with `facts`
+    /// read after the change, or an `error` (not allowed, not possible).
+    SetMtu { mtu: u32 },
 }
 
 impl Message {
@@ -140,6 +144,7 @@ impl Message {
             Message::Error { .. } => "error",
             Message::FactsRequest => "facts_request",
             Message::Facts { .. } => "facts",
+            Message::SetMtu { .. } => "set_mtu",
         }
     }
 }

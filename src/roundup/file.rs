@@ -60,6 +60,9 @@ pub struct Defaults {
     /// Options given to every case, as on the command line.
     #[serde(default)]
     pub options: Vec<String>,
+    /// The plan may change this host's settings (the MTU axis); needs root.
+    #[serde(default)]
+    pub allow_host_changes: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -97,6 +100,10 @@ pub struct Matrix {
     /// `-l`: "128K", "1M" (default: the workload's own).
     #[serde(default)]
     pub message: Vec<String>,
+    /// The MTU of both ends' interfaces on the path, set before each case
+    /// (needs `allow_host_changes` here and `--allow-host-changes` on the agent).
+    #[serde(default)]
+    pub mtu: Vec<u32>,
     /// Further axes: a name, and for each value the options it adds:
     /// `[matrix.vary.nodelay] on = ["-N"]  off = []`.
     #[serde(default)]
@@ -307,6 +314,11 @@ impl Plan {
         for l in &m.message {
             parse::positive_size(l).map_err(|e| format!("[matrix] message \"{l}\": {e}"))?;
         }
+        for mtu in &m.mtu {
+            if !(68..=65535).contains(mtu) {
+                return Err(format!("[matrix] mtu = {mtu}: expected 68 to 65535"));
+            }
+        }
         for (axis, values) in &m.vary {
             if AXES.contains(&axis.as_str()) {
                 return Err(format!(
@@ -389,7 +401,7 @@ impl Plan {
 }
 
 /// The built-in axes, in the order they appear in a case's name.
-pub const AXES: [&str; 5] = ["workload", "agent", "direction", "streams", "message"];
+pub const AXES: [&str; 6] = ["workload", "agent", "direction", "streams", "message", "mtu"];
 /// Tags the plan sets on every run.
 pub const RESERVED_TAGS: [&str; 4] = ["plan", "plan_run", "case", "plan_seed"];
 

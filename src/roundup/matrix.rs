@@ -19,6 +19,8 @@ pub struct Case {
     pub direction: Option<String>,
     pub streams: Option<u32>,
     pub message: Option<String>,
+    /// The MTU both ends are set to before the case.
+    pub mtu: Option<u32>,
     /// Further axes: (axis, value, the options the value adds).
     pub vary: Vec<(String, String, Vec<String>)>,
 }
@@ -44,6 +46,9 @@ impl Case {
         if let Some(m) = &self.message {
             tags.push(("message".into(), m.clone()));
         }
+        if let Some(m) = self.mtu {
+            tags.push(("mtu".into(), m.to_string()));
+        }
         for (axis, value, _) in &self.vary {
             tags.push((axis.clone(), value.clone()));
         }
@@ -57,6 +62,7 @@ impl Case {
             "direction" => self.direction.clone(),
             "streams" => self.streams.map(|s| s.to_string()),
             "message" => self.message.clone(),
+            "mtu" => self.mtu.map(|m| m.to_string()),
             other => self.vary.iter().find(|(a, _, _)| a == other).map(|(_, v, _)| v.clone()),
         }
     }
@@ -198,18 +204,24 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
         m.streams.iter().copied().map(Some).collect()
     };
     let messages = opt(&m.message);
+    let mtus: Vec<Option<u32>> = if m.mtu.is_empty() {
+        vec![None]
+    } else {
+        m.mtu.iter().copied().map(Some).collect()
+    };
     let mut cases = Vec::new();
     for workload in &m.workload {
         for agent in &agents {
             for direction in &directions {
                 for s in &streams {
-                    for message in &messages {
+                    for (message, mtu) in messages.iter().flat_map(|l| mtus.iter().map(move |u| (l, u))) {
                         let base = Case {
                             workload: workload.clone(),
                             agent: (*agent).clone(),
                             direction: direction.clone(),
                             streams: *s,
                             message: message.clone(),
+                            mtu: *mtu,
                             vary: Vec::new(),
                         };
                         let mut partial = vec![base];
@@ -310,6 +322,11 @@ fn included(
         }
         None => m.streams.first().copied(),
     };
+    let mtu = match rule.get("mtu") {
+        Some(toml::Value::Integer(n)) if (68..=65535).contains(n) => Some(*n as u32),
+        Some(v) => return Err(format!("mtu = {v}: expected a number from 68 to 65535")),
+        None => m.mtu.first().copied(),
+    };
     let message = get("message").or_else(|| m.message.first().cloned());
     if let Some(l) = &message {
         crate::cli::parse::positive_size(l).map_err(|e| format!("message \"{l}\": {e}"))?;
@@ -331,6 +348,7 @@ fn included(
         direction,
         streams,
         message,
+        mtu,
         vary,
     })
 }
@@ -443,9 +461,13 @@ mod tests {
         ));
         assert!(e.contains("pick needs repeat"), "{e}");
         let e = bad(&format!(
-            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[matrix.exclude]]\nmtu = 9000\n"
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[matrix.exclude]]\nmru = 9000\n"
         ));
-        assert!(e.contains("unknown axis 'mtu'") && e.contains("workload, agent"), "{e}");
+        assert!(e.contains("unknown axis 'mru'") && e.contains("workload, agent"), "{e}");
+        let e = bad(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\nmtu = [1500, 99000]\n"
+        ));
+        assert!(e.contains("mtu = 99000") && e.contains("68 to 65535"), "{e}");
         let e = bad(&format!("{AGENTS}[matrix]\nworkload = [\"tcp\"]\nstreams = [0]\n"));
         assert!(e.contains("streams = 0") && e.contains("1 to 128"), "{e}");
         let e = bad("[matrix]\nworkload = [\"tcp\"]\n");

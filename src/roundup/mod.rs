@@ -4,6 +4,7 @@
 
 pub mod exec;
 pub mod file;
+pub mod host;
 pub mod matrix;
 
 pub use file::{Plan, PlanError};

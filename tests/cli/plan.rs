@@ -290,3 +290,85 @@ fn bad_plans_are_refused_with_the_line_and_exit_code_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("cannot read the plan"), "{}", stderr(&out));
 }
+
+#[test]
+fn mtu_cases_set_both_ends_restore_them_and_an_agent_that_does_not_allow_it_is_reported() {
+    require_lab!();
+    let lab = crate::common::lab_builder().no_agents().mtu(9000).build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
+    let psk = psk.display().to_string();
+    let b = lab.addr("b").to_string();
+    let allowing = AgentProcess::start_with(lab.command("b", BIN), &b, &["--psk-file", &psk, "--allow-host-changes"]);
+    let plain = AgentProcess::start_with(lab.command("b", BIN), &b, &["--psk-file", &psk]);
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "mtu.toml",
+        &format!(
+            "name = \"mtu-test\"\n[defaults]\nduration = \"0.3s\"\nallow_host_changes = true\n\
+             [[agents]]\nlabel = \"allows\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
+             [[agents]]\nlabel = \"refuses\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\nmtu = [1500, 4000]\n\
+             [[report.tables]]\nrows = \"tag:agent\"\ncols = \"tag:mtu\"\n",
+            allowing.port, plain.port
+        ),
+    );
+    let mut run = lab.command("a", BIN);
+    run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
+    let out = crate::common::wait_output(
+        clean_env(&mut run)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        COMMAND_LIMIT,
+        "nicbench run in the lab",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{}", stderr(&out));
+    // In the file's order: allows/1500, allows/4000, refuses/1500 (b's
+    // interface is at 4000 then, and this agent may not change it: the case
+    // fails and the plan goes on), refuses/4000 (already so: it runs).
+    assert!(
+        text.contains("3 of 4 cases done") && text.contains("1 failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "FAILED tcp agent=refuses mtu=1500: agent refuses: cannot set MTU 1500: the agent refused: \
+                       this agent does not change host settings: start it with --allow-host-changes"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("NOT RESTORED"), "{text}");
+    // Both ends are back at the lab's MTU.
+    assert_eq!(lab.kernel_link(1, "a").unwrap().mtu, 9000);
+    assert_eq!(lab.kernel_link(1, "b").unwrap().mtu, 9000);
+    // Each measured case ran at its MTU on both ends (the facts recorded with the run).
+    let out = nicbench(&["export", "--db", &db, "--tag", "plan=mtu-test", "--format", "json"]);
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    for r in runs {
+        let mtu: u64 = r["tags"]["mtu"].as_str().unwrap().parse().unwrap();
+        let id = r["id"].as_i64().unwrap().to_string();
+        let doc = crate::common::nicbench_json(&["show", &id, "--db", &db, "--json"]);
+        assert_eq!(
+            doc["client"]["facts"]["interface"]["mtu_bytes"], mtu,
+            "client side of run {id}"
+        );
+        assert_eq!(
+            doc["agent"]["facts"]["interface"]["mtu_bytes"], mtu,
+            "agent side of run {id}"
+        );
+    }
+    assert!(!dir
+        .path()
+        .join("plans")
+        .read_dir()
+        .unwrap()
+        .any(|d| d.unwrap().path().join("restore.json").exists()));
+}

@@ -1,0 +1,245 @@
+//! Host settings a plan changes between cases (the MTU, on both ends), and
+//! putting them back. The first value seen of every setting is recorded —
+//! in memory and in a restore file beside the plan run's summary — before
+//! it is changed; [`HostChanges::restore`] puts every one back at the end,
+//! after Ctrl-C or an error too (also on drop). A crash leaves the restore
+//! file, which the next `nicbench run` names and `--restore` applies.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::file::Agent;
+use crate::session::Target;
+
+/// The settings to put back: the file's contents.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Originals {
+    /// Local interface -> its MTU before the plan changed it.
+    pub local: BTreeMap<String, u32>,
+    /// "HOST interface" -> the agent to ask and the interface's MTU before
+    /// the change (two agents on one host share their interface's entry).
+    pub remote: BTreeMap<String, RemoteOriginal>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemoteOriginal {
+    pub label: String,
+    pub address: String,
+    pub psk_file: Option<String>,
+    pub interface: String,
+    pub mtu: u32,
+}
+
+impl Originals {
+    pub fn is_empty(&self) -> bool {
+        self.local.is_empty() && self.remote.is_empty()
+    }
+
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.local.iter().map(|(i, m)| format!("local {i}: MTU {m}")).collect();
+        parts.extend(
+            self.remote
+                .iter()
+                .map(|(_, r)| format!("agent {} ({}) {}: MTU {}", r.label, r.address, r.interface, r.mtu)),
+        );
+        parts.join(", ")
+    }
+}
+
+/// The changes made so far, and where they are written down.
+pub struct HostChanges {
+    originals: Originals,
+    file: PathBuf,
+    /// The plan's `allow_host_changes`: may this process change this host?
+    allow_local: bool,
+}
+
+fn target(address: &str, psk_file: Option<&str>) -> Result<Target, String> {
+    let (host, port) = crate::cmd::address::agent_address(address, None, None).map_err(|e| format!("{e:#}"))?;
+    Ok(Target {
+        host,
+        port,
+        family: None,
+        bind: None,
+        connect_timeout: Duration::from_secs(5),
+        wait: Duration::from_secs(60),
+        psk_file: psk_file.map(PathBuf::from),
+    })
+}
+
+/// This host's interface that traffic to `address` leaves through.
+fn local_interface(address: &str) -> Result<String, String> {
+    let t = target(address, None)?;
+    let ip: IpAddr = (t.host.as_str(), t.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", t.host))?
+        .next()
+        .ok_or_else(|| format!("{} has no address", t.host))?
+        .ip();
+    let local = crate::probe::nic::local_address_toward(ip).ok_or_else(|| format!("no route to {ip}"))?;
+    crate::probe::nic::interface_with_address(local).ok_or_else(|| format!("no interface holds {local}"))
+}
+
+impl HostChanges {
+    pub fn new(file: PathBuf, allow_local: bool) -> HostChanges {
+        HostChanges {
+            originals: Originals::default(),
+            file,
+            allow_local,
+        }
+    }
+
+    /// Sets the MTU on this host's interface toward `agent` and on the
+    /// agent's interface toward this host; both read back. Err says why the
+    /// case cannot run.
+    pub fn set_mtu(&mut self, agent: &Agent, mtu: u32) -> Result<(), String> {
+        if !self.allow_local {
+            return Err(format!(
+                "the case asks for MTU {mtu}, but the plan does not allow host changes: \
+                 set allow_host_changes = true in [defaults] (and run as root)"
+            ));
+        }
+        let interface = local_interface(&agent.address)?;
+        if interface == "lo" {
+            return Err(format!(
+                "the path to agent {} is the loopback interface; its MTU is not changed by a plan",
+                agent.label
+            ));
+        }
+        let before =
+            crate::probe::mtu::mtu_of(&interface).map_err(|e| format!("reading the MTU of {interface}: {e}"))?;
+        let target = target(&agent.address, agent.psk_file.as_deref())?;
+        // The agent first: a refusal there leaves this host untouched.
+        let remote_before = crate::session::remote_facts(&target).map_err(|e| format!("agent {}: {e}", agent.label))?;
+        let remote_nic = remote_before
+            .interface
+            .ok_or_else(|| format!("agent {} does not know its interface toward this host", agent.label))?;
+        let remote_mtu = remote_nic
+            .mtu_bytes
+            .ok_or_else(|| format!("agent {}: the MTU of {} is unknown", agent.label, remote_nic.name))?;
+        // An original is recorded when a setting is first changed (written
+        // down before the change); what was never changed is never "restored".
+        if remote_mtu != mtu {
+            let key = format!("{} {}", target.host, remote_nic.name);
+            if !self.originals.remote.contains_key(&key) {
+                self.originals.remote.insert(
+                    key,
+                    RemoteOriginal {
+                        label: agent.label.clone(),
+                        address: agent.address.clone(),
+                        psk_file: agent.psk_file.clone(),
+                        interface: remote_nic.name.clone(),
+                        mtu: remote_mtu,
+                    },
+                );
+                self.write()?;
+            }
+            let after = crate::session::set_remote_mtu(&target, mtu)
+                .map_err(|e| format!("agent {}: cannot set MTU {mtu}: {}", agent.label, refusal(e)))?;
+            let now = after.interface.and_then(|n| n.mtu_bytes);
+            if now != Some(mtu) {
+                return Err(format!(
+                    "agent {}: MTU {mtu} did not take on {} (reads {})",
+                    agent.label,
+                    remote_nic.name,
+                    now.map_or("nothing".into(), |m| m.to_string())
+                ));
+            }
+        }
+        if before != mtu {
+            if !self.originals.local.contains_key(&interface) {
+                self.originals.local.insert(interface.clone(), before);
+                self.write()?;
+            }
+            let now = crate::probe::mtu::set_mtu(&interface, mtu).map_err(|e| format!("local {interface}: {e}"))?;
+            if now != mtu {
+                return Err(format!("local {interface}: MTU {mtu} did not take (reads {now})"));
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&self) -> Result<(), String> {
+        let json = serde_json::to_vec_pretty(&self.originals).expect("plain data");
+        std::fs::write(&self.file, json).map_err(|e| format!("writing the restore file {}: {e}", self.file.display()))
+    }
+
+    /// Puts every changed setting back; returns what could not be restored.
+    pub fn restore(&mut self) -> Vec<String> {
+        let failures = apply(&self.originals);
+        if failures.is_empty() {
+            self.originals = Originals::default();
+            let _ = std::fs::remove_file(&self.file);
+        }
+        failures
+    }
+
+    pub fn changed(&self) -> bool {
+        !self.originals.is_empty()
+    }
+}
+
+impl Drop for HostChanges {
+    fn drop(&mut self) {
+        if self.changed() {
+            for failure in self.restore() {
+                crate::logging::warn(&failure);
+            }
+        }
+    }
+}
+
+/// An agent's refusal in its own words (not "refused the test": no test
+/// was asked for).
+fn refusal(e: crate::session::SessionError) -> String {
+    match e {
+        crate::session::SessionError::AgentRefused(words) => format!("the agent refused: {words}"),
+        other => other.to_string(),
+    }
+}
+
+/// Sets every recorded original again; returns the failures.
+pub fn apply(originals: &Originals) -> Vec<String> {
+    let mut failures = Vec::new();
+    for r in originals.remote.values() {
+        let result = target(&r.address, r.psk_file.as_deref())
+            .and_then(|t| crate::session::set_remote_mtu(&t, r.mtu).map_err(refusal));
+        if let Err(e) = result {
+            failures.push(format!(
+                "could not restore MTU {} on {} of agent {} ({}): {e}",
+                r.mtu, r.interface, r.label, r.address
+            ));
+        }
+    }
+    for (interface, mtu) in &originals.local {
+        if let Err(e) = crate::probe::mtu::set_mtu(interface, *mtu) {
+            failures.push(format!("could not restore MTU {mtu} on {interface}: {e}"));
+        }
+    }
+    failures
+}
+
+/// Restore files left by plan runs that did not finish restoring.
+pub fn leftovers(plans_dir: &Path) -> Vec<(PathBuf, Originals)> {
+    let Ok(entries) = std::fs::read_dir(plans_dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(PathBuf, Originals)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path().join(RESTORE_FILE))
+        .filter_map(|f| {
+            let text = std::fs::read(&f).ok()?;
+            let originals: Originals = serde_json::from_slice(&text).ok()?;
+            (!originals.is_empty()).then_some((f, originals))
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// The restore file's name in a plan run's directory.
+pub const RESTORE_FILE: &str = "restore.json";
