@@ -43,8 +43,8 @@ impl Originals {
         let mut parts: Vec<String> = self.local.iter().map(|(i, m)| format!("local {i}: MTU {m}")).collect();
         parts.extend(
             self.remote
-                .iter()
-                .map(|(_, r)| format!("agent {} ({}) {}: MTU {}", r.label, r.address, r.interface, r.mtu)),
+                .values()
+                .map(|r| format!("agent {} ({}) {}: MTU {}", r.label, r.address, r.interface, r.mtu)),
         );
         parts.join(", ")
     }
@@ -125,17 +125,14 @@ impl HostChanges {
         // down before the change); what was never changed is never "restored".
         if remote_mtu != mtu {
             let key = format!("{} {}", target.host, remote_nic.name);
-            if !self.originals.remote.contains_key(&key) {
-                self.originals.remote.insert(
-                    key,
-                    RemoteOriginal {
-                        label: agent.label.clone(),
-                        address: agent.address.clone(),
-                        psk_file: agent.psk_file.clone(),
-                        interface: remote_nic.name.clone(),
-                        mtu: remote_mtu,
-                    },
-                );
+            if let std::collections::btree_map::Entry::Vacant(slot) = self.originals.remote.entry(key) {
+                slot.insert(RemoteOriginal {
+                    label: agent.label.clone(),
+                    address: agent.address.clone(),
+                    psk_file: agent.psk_file.clone(),
+                    interface: remote_nic.name.clone(),
+                    mtu: remote_mtu,
+                });
                 self.write()?;
             }
             let after = crate::session::set_remote_mtu(&target, mtu)
@@ -151,8 +148,8 @@ impl HostChanges {
             }
         }
         if before != mtu {
-            if !self.originals.local.contains_key(&interface) {
-                self.originals.local.insert(interface.clone(), before);
+            if let std::collections::btree_map::Entry::Vacant(slot) = self.originals.local.entry(interface.clone()) {
+                slot.insert(before);
                 self.write()?;
             }
             let now = crate::probe::mtu::set_mtu(&interface, mtu).map_err(|e| format!("local {interface}: {e}"))?;
