@@ -97,7 +97,8 @@ pub struct Matrix {
     /// `-P` (default: the workload's own).
     #[serde(default)]
     pub streams: Vec<u32>,
-    /// `-l`: "128K", "1M" (default: the workload's own).
+    /// Message size: `-l` for tcp and udp, `-r SIZE,SIZE` for rr; a sweep
+    /// covers sizes itself, so the axis does not apply to it.
     #[serde(default)]
     pub message: Vec<String>,
     /// The MTU of both ends' interfaces on the path, set before each case

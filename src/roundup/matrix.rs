@@ -113,8 +113,10 @@ impl Case {
         if let Some(s) = self.streams {
             argv.extend(["-P".into(), s.to_string()]);
         }
-        if let Some(m) = &self.message {
-            argv.extend(["-l".into(), m.clone()]);
+        match (self.message.as_ref(), self.workload.as_str()) {
+            (Some(m), "rr") => argv.extend(["-r".into(), format!("{m},{m}")]),
+            (Some(m), _) => argv.extend(["-l".into(), m.clone()]),
+            (None, _) => {}
         }
         for (_, _, options) in &self.vary {
             argv.extend(options.iter().cloned());
@@ -243,11 +245,38 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
             }
         }
     }
+    // A sweep measures every size itself: the message axis does not apply
+    // to it, and its cells that differ only in message are one case.
+    for c in cases.iter_mut().filter(|c| c.workload == "sweep") {
+        c.message = None;
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    cases.retain(|c| keys.insert(c.key()));
     cases.retain(|c| !m.exclude.iter().any(|rule| matches(c, rule)));
     for (i, rule) in m.include.iter().enumerate() {
-        let case = included(plan, rule, &agents).map_err(|e| format!("[[matrix.include]] #{}: {e}", i + 1))?;
-        if !cases.iter().any(|c| c.key() == case.key()) {
-            cases.push(case);
+        // A list value is one cell per element (the product over the keys).
+        let mut rules = vec![std::collections::BTreeMap::new()];
+        for (axis, value) in rule {
+            let values = match value {
+                toml::Value::Array(values) => values.clone(),
+                v => vec![v.clone()],
+            };
+            rules = rules
+                .into_iter()
+                .flat_map(|r| {
+                    values.iter().map(move |v| {
+                        let mut r = r.clone();
+                        r.insert(axis.clone(), v.clone());
+                        r
+                    })
+                })
+                .collect();
+        }
+        for single in rules {
+            let case = included(plan, &single, &agents).map_err(|e| format!("[[matrix.include]] #{}: {e}", i + 1))?;
+            if !cases.iter().any(|c| c.key() == case.key()) {
+                cases.push(case);
+            }
         }
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -327,13 +356,17 @@ fn included(
         Some(v) => return Err(format!("mtu = {v}: expected a number from 68 to 65535")),
         None => m.mtu.first().copied(),
     };
-    let message = get("message").or_else(|| m.message.first().cloned());
+    let message = get("message")
+        .or_else(|| m.message.first().cloned())
+        .filter(|_| workload != "sweep");
     if let Some(l) = &message {
         crate::cli::parse::positive_size(l).map_err(|e| format!("message \"{l}\": {e}"))?;
     }
+    // A `vary` axis the rule does not name is not applied to the cell (its
+    // options may not even exist for the cell's workload).
     let mut vary = Vec::new();
     for (axis, values) in &m.vary {
-        let value = get(axis).unwrap_or_else(|| values.keys().next().expect("checked non-empty").clone());
+        let Some(value) = get(axis) else { continue };
         let options = values.get(&value).ok_or_else(|| {
             format!(
                 "{axis} = \"{value}\": not a value of [matrix.vary.{axis}] (values: {})",
@@ -378,12 +411,16 @@ mod tests {
         let keys: Vec<String> = cases.iter().map(Case::key).collect();
         // 2 workloads x 2 directions x 2 stream counts x 2 cc = 16; udp with
         // 4 streams removes 4, reno with reverse removes 3 more (one of them
-        // already gone); rr on b is added with every other axis's first value.
+        // already gone); rr on b is added with every other built-in axis's
+        // first value, and without the cc axis it does not name.
         assert_eq!(cases.len(), 16 - 4 - 3 + 1, "{keys:#?}");
         assert!(keys.contains(&"tcp agent=a direction=forward streams=4 cc=reno".to_string()));
         assert!(!keys.iter().any(|k| k.starts_with("udp") && k.contains("streams=4")));
         assert!(!keys.iter().any(|k| k.contains("reverse") && k.contains("cc=reno")));
-        assert!(keys.contains(&"rr agent=b direction=forward streams=1 cc=cubic".to_string()));
+        assert!(
+            keys.contains(&"rr agent=b direction=forward streams=1".to_string()),
+            "{keys:#?}"
+        );
         let tcp = cases
             .iter()
             .find(|c| c.key() == "tcp agent=a direction=reverse streams=4 cc=cubic")
@@ -482,6 +519,45 @@ mod tests {
         assert!(e.contains("[[report.tables]] #1 metric"), "{e}");
         let e = bad(&format!("{AGENTS}[matrix]\nworkload = \"tcp\"\n"));
         assert!(e.contains("line 8"), "{e}");
+    }
+
+    #[test]
+    fn the_message_axis_is_a_request_size_for_rr_and_does_not_apply_to_a_sweep() {
+        let p = plan(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"rr\", \"sweep\"]\nagent = [\"a\"]\nmessage = [\"1\", \"64K\"]\n"
+        ));
+        let cases = expand(&p).unwrap();
+        let lines: Vec<String> = cases.iter().map(|c| c.command_line(&p).join(" ")).collect();
+        assert_eq!(
+            lines,
+            [
+                "rr 127.0.0.1:5999 -r 1,1",
+                "rr 127.0.0.1:5999 -r 64K,64K",
+                "sweep 127.0.0.1:5999"
+            ],
+            "{lines:#?}"
+        );
+        for c in &cases {
+            c.check(&p).unwrap();
+        }
+    }
+
+    #[test]
+    fn every_example_plan_is_valid_in_every_cell() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let p = Plan::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                for c in expand(&p).unwrap() {
+                    c.check(&p)
+                        .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), c.key()));
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 3, "examples/*.toml: {seen}");
     }
 
     #[test]
