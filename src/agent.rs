@@ -65,6 +65,9 @@ pub struct AgentConfig {
     /// How long an iperf3 client waits in line for its turn before it is
     /// told busy (`--iperf3-wait`).
     pub iperf3_wait: Duration,
+    /// Where received files go (`files` workload): `--scratch`, `--keep`,
+    /// `--max-files-bytes`.
+    pub storage: workload::files::scratch::Storage,
 }
 
 /// Called with every finished iperf3 test the agent served: the hook
@@ -85,6 +88,7 @@ impl AgentConfig {
             handshake_timeout: Duration::from_secs(10),
             iperf3_listen: None,
             iperf3_wait: Duration::from_secs(60),
+            storage: Default::default(),
         }
     }
 }
@@ -606,6 +610,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         local_ip,
         peer_ip: peer.ip(),
         token,
+        storage: shared.config.storage.clone(),
     };
     let pending = workload
         .agent_side(&spec, &net)

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod diff;
 pub mod export;
 pub mod failure;
+pub mod files;
 pub mod host;
 pub mod import;
 pub mod lab;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(args) => sweep::run(*args),
         Command::Udp(args) => udp::run(*args),
         Command::Rr(args) => rr::run(*args),
+        Command::Files(args) => files::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
@@ -115,6 +117,7 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Files(args) => files::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) => None,
         Command::Host(_) | Command::Linerate(_) | Command::Man(_) | Command::Completions(_) => None,
         Command::Runs(_)
