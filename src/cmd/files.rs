@@ -18,6 +18,8 @@ use crate::workload::SpecError;
 
 pub fn run(args: FilesArgs) -> anyhow::Result<()> {
     let spec = spec(&args)?;
+    // Refused before the raw TCP trial, not after it.
+    crate::workload::find("files")?.validate(&spec)?;
     files::set_client_storage(Storage {
         scratch: args.scratch.clone(),
         keep: args.keep,

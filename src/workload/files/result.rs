@@ -316,6 +316,18 @@ fn megabytes_per_second(bits_per_second: f64) -> String {
     format!("{:.2} MB/s", bits_per_second / 8e6)
 }
 
+/// Words for a payload rate above raw TCP (compression), else nothing.
+fn above_raw(r: &FilesResult) -> String {
+    match (r.percent_of_raw_tcp, r.compress_level) {
+        (Some(p), Some(level)) if p > 100.0 && r.wire_bytes > 0 => format!(
+            "; above the raw TCP rate: zstd level {level} sent {:.2} payload bytes per byte on the wire",
+            r.payload_bytes as f64 / r.wire_bytes as f64
+        ),
+        (Some(p), None) if p > 100.0 => "; above the raw TCP rate (that trial may have been slowed by others)".into(),
+        _ => String::new(),
+    }
+}
+
 /// The verdict of a files trial: how far from raw TCP and why.
 pub fn verdict(trial: &TrialResult) -> Option<Verdict> {
     let r: FilesResult = trial.sum.extras.get(KEY)?;
@@ -324,10 +336,11 @@ pub fn verdict(trial: &TrialResult) -> Option<Verdict> {
     Some(Verdict::new(
         &format!("files_{}", limit.kind),
         format!(
-            "files: {} = {:.0}% of raw TCP {} on this path; limited by: {}",
+            "files: {} = {:.0}% of raw TCP {} on this path{}; limited by: {}",
             megabytes_per_second(r.payload_bits_per_second),
             r.percent_of_raw_tcp.unwrap_or(0.0),
             megabytes_per_second(raw.bits_per_second),
+            above_raw(&r),
             limit.summary
         ),
     ))
@@ -361,13 +374,14 @@ pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()>
     if let Some(raw) = &r.raw_tcp {
         writeln!(
             out,
-            "Files vs raw TCP: payload {} = {:.0}% of raw TCP {} ({:.1} s, {} stream{}, just before on this path)",
+            "Files vs raw TCP: payload {} = {:.0}% of raw TCP {} ({:.1} s, {} stream{}, just before on this path){}",
             megabytes_per_second(r.payload_bits_per_second),
             r.percent_of_raw_tcp.unwrap_or(0.0),
             megabytes_per_second(raw.bits_per_second),
             raw.seconds,
             raw.streams,
-            if raw.streams == 1 { "" } else { "s" }
+            if raw.streams == 1 { "" } else { "s" },
+            above_raw(&r)
         )?;
     }
     if let Some(limit) = &r.limited_by {

@@ -666,3 +666,164 @@ impl Receiver<'_> {
         Ok(Some(checksum))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    fn scratch(base: &std::path::Path, budget: u64) -> Arc<ReceivePlan> {
+        Arc::new(ReceivePlan {
+            scratch: Arc::new(Scratch::create(base, "t", true, budget).unwrap()),
+            fsync: false,
+        })
+    }
+
+    /// Runs the receiver on `bytes` from a fake sender and returns how it ended.
+    fn receive(bytes: Vec<u8>, plan: &ReceivePlan) -> Ended {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = a.write_all(&bytes);
+            let _ = a.shutdown(std::net::Shutdown::Write);
+            a
+        });
+        let counter = AtomicU64::new(0);
+        let ended = receive_files(&b, plan, &counter);
+        drop(b);
+        drop(writer.join().unwrap());
+        ended
+    }
+
+    fn file_frame(path: &[u8], contents: &[u8], checksum: u128) -> Vec<u8> {
+        let mut out = Vec::new();
+        wire::put_header(&mut out, path, contents.len() as u64);
+        if !contents.is_empty() {
+            out.extend_from_slice(&(contents.len() as u32).to_be_bytes());
+            out.extend_from_slice(contents);
+        }
+        out.extend_from_slice(&checksum.to_be_bytes());
+        out
+    }
+
+    fn good(path: &[u8], contents: &[u8]) -> Vec<u8> {
+        file_frame(path, contents, xxhash_rust::xxh3::xxh3_128(contents))
+    }
+
+    #[test]
+    fn a_generated_compressed_set_arrives_intact_and_both_ends_verify() {
+        let base = tempfile::tempdir().unwrap();
+        let receive_plan = scratch(base.path(), u64::MAX);
+        let plan = SendPlan {
+            files: FileList::Generated {
+                source: Source::Generated {
+                    count: 5,
+                    file_bytes: 300_000,
+                },
+                count: 5,
+            },
+            next: AtomicU64::new(0),
+            compress_level: Some(1),
+            compressibility: 0.5,
+            chunk: 64 * 1024,
+        };
+        let (a, b) = UnixStream::pair().unwrap();
+        let receiver = {
+            let plan = Arc::clone(&receive_plan);
+            std::thread::spawn(move || receive_files(&b, &plan, &AtomicU64::new(0)))
+        };
+        let sent = send_files(&a, &plan, &AtomicU64::new(0), &AtomicBool::new(false));
+        let got = receiver.join().unwrap();
+        assert_eq!(sent.error, None);
+        assert_eq!(got.error, None);
+        assert_eq!(sent.part.verified, Some(true));
+        assert_eq!((got.part.files, got.part.payload_bytes), (5, 1_500_000));
+        assert_eq!(sent.part.digest, got.part.digest);
+        assert!(sent.part.compress_seconds > 0.0 && got.part.decompress_seconds > 0.0);
+        let mut expected = vec![0u8; 300_000];
+        let mut at = 0;
+        while at < expected.len() {
+            let n = (expected.len() - at).min(64 * 1024);
+            set::generate(&mut expected[at..at + n], 3, at as u64, 0.5);
+            at += n;
+        }
+        let written = std::fs::read(receive_plan.scratch.path().join("d00000/f00000003")).unwrap();
+        assert!(written == expected, "file 3 differs from what was generated");
+    }
+
+    #[test]
+    fn hostile_paths_are_refused_and_nothing_is_written_outside() {
+        let base = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let escape = format!("../{}", "x");
+        let absolute = outside.path().join("abs");
+        for (path, needle) in [
+            (escape.as_bytes().to_vec(), "'..'"),
+            (absolute.as_os_str().as_encoded_bytes().to_vec(), "absolute"),
+            (b"a/../../x".to_vec(), "'..'"),
+        ] {
+            let plan = scratch(base.path(), u64::MAX);
+            let ended = receive(good(&path, b"evil"), &plan);
+            let error = ended.error.expect("refused");
+            assert!(error.contains(needle), "{error}");
+            assert_eq!(ended.part.files, 0);
+            drop(plan);
+            std::fs::remove_dir_all(base.path().join("t")).unwrap();
+        }
+        // A symbolic link planted in the scratch directory, and a link entry.
+        let plan = scratch(base.path(), u64::MAX);
+        std::os::unix::fs::symlink(outside.path(), plan.scratch.path().join("link")).unwrap();
+        let ended = receive(good(b"link/x", b"evil"), &plan);
+        assert!(ended.error.unwrap().contains("symbolic link"));
+        let ended = receive(vec![wire::KIND_SYMLINK, 0, 0], &plan);
+        assert!(ended.error.unwrap().contains("symbolic link"));
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "written outside");
+        let names: Vec<_> = std::fs::read_dir(base.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec!["t"], "only the scratch directory exists beside it");
+    }
+
+    #[test]
+    fn a_bad_checksum_or_a_set_over_budget_is_refused_and_the_partial_file_removed() {
+        let base = tempfile::tempdir().unwrap();
+        let plan = scratch(base.path(), u64::MAX);
+        let mut bytes = good(b"ok", b"fine");
+        bytes.extend(file_frame(b"bad", b"contents", 42));
+        let ended = receive(bytes, &plan);
+        assert!(ended.error.unwrap().contains("checksum mismatch on 'bad'"));
+        assert_eq!(ended.part.files, 1);
+        assert_eq!(ended.part.partial_files_removed, 1);
+        assert!(plan.scratch.path().join("ok").exists() && !plan.scratch.path().join("bad").exists());
+
+        let small = tempfile::tempdir().unwrap();
+        let plan = scratch(small.path(), 10);
+        let ended = receive(good(b"big", &[7u8; 100]), &plan);
+        assert!(ended.error.unwrap().contains("exceed"));
+        assert!(!plan.scratch.path().join("big").exists());
+
+        // The same name twice: the second is refused, the first kept.
+        let again = tempfile::tempdir().unwrap();
+        let plan = scratch(again.path(), u64::MAX);
+        let mut bytes = good(b"a/f", b"1");
+        bytes.extend(good(b"a/f", b"2"));
+        assert!(receive(bytes, &plan).error.unwrap().contains("exists already"));
+        assert_eq!(std::fs::read(plan.scratch.path().join("a/f")).unwrap(), b"1");
+    }
+
+    #[test]
+    fn a_sender_told_to_stop_mid_file_leaves_no_partial_file_and_no_error() {
+        let base = tempfile::tempdir().unwrap();
+        let plan = scratch(base.path(), u64::MAX);
+        let mut bytes = Vec::new();
+        wire::put_header(&mut bytes, b"half", 100);
+        bytes.extend_from_slice(&10u32.to_be_bytes());
+        bytes.extend_from_slice(&[1u8; 10]);
+        bytes.extend_from_slice(&ABORT.to_be_bytes());
+        let ended = receive(bytes, &plan);
+        assert_eq!(ended.error, None);
+        assert!(ended.part.aborted);
+        assert_eq!(ended.part.partial_files_removed, 1);
+        assert!(!plan.scratch.path().join("half").exists());
+    }
+}
