@@ -12,6 +12,7 @@ pub mod rr;
 pub mod store;
 pub mod sweep;
 pub mod udp;
+pub mod watch;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -51,6 +52,8 @@ pub enum Command {
     Rr(Box<RrArgs>),
     /// File transfer: a generated set or a directory tree, verified, against raw TCP on the same path.
     Files(Box<files::FilesArgs>),
+    /// Run any command (scp, rsync, curl, a backup job) and measure around it: interface counters, CPU of every core and of its process tree, verdict.
+    Watch(Box<watch::WatchArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
     /// Host and NIC facts: this machine's, or an agent's with --remote.

@@ -51,3 +51,4 @@ mod sweep;
 mod tcp;
 mod udp;
 mod usability;
+mod watch;
