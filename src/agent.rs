@@ -68,6 +68,9 @@ pub struct AgentConfig {
     /// Authenticated clients may change host settings (the MTU of the
     /// interface toward them) between tests (`--allow-host-changes`).
     pub allow_host_changes: bool,
+    /// Where received files go (`files` workload): `--scratch`, `--keep`,
+    /// `--max-files-bytes`.
+    pub storage: workload::files::scratch::Storage,
 }
 
 /// Called with every finished iperf3 test the agent served: the hook
@@ -89,6 +92,7 @@ impl AgentConfig {
             iperf3_listen: None,
             iperf3_wait: Duration::from_secs(60),
             allow_host_changes: false,
+            storage: Default::default(),
         }
     }
 }
@@ -649,6 +653,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         local_ip,
         peer_ip: peer.ip(),
         token,
+        storage: shared.config.storage.clone(),
     };
     let pending = workload
         .agent_side(&spec, &net)

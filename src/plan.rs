@@ -65,6 +65,20 @@ pub fn run_case(
     on_interval: &dyn Fn() -> Option<IntervalCallback>,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
 ) -> Result<RunResult, CaseFailure> {
+    run_case_adjusted(target, spec, options, on_interval, on_progress, &|_| {})
+}
+
+/// [`run_case`], with `adjust` applied to each trial's run the moment it
+/// ends, before the policy sees it and before it is saved (a command that
+/// adds what it measured around the test: `files` adds its raw TCP trial).
+pub fn run_case_adjusted(
+    target: &Target,
+    spec: &TestSpec,
+    options: CaseOptions,
+    on_interval: &dyn Fn() -> Option<IntervalCallback>,
+    on_progress: &dyn Fn() -> Option<ProgressCallback>,
+    adjust: &dyn Fn(&mut RunResult),
+) -> Result<RunResult, CaseFailure> {
     let interrupted = options.interrupted;
     let mut trial = |number: u32| {
         let busy_until = Instant::now() + BUSY_RETRY;
@@ -84,7 +98,12 @@ pub fn run_case(
                 Err(SessionError::Busy { .. }) if number > 1 && Instant::now() < busy_until => {
                     std::thread::sleep(Duration::from_millis(50))
                 }
-                other => return other,
+                other => {
+                    return other.map(|mut run| {
+                        adjust(&mut run);
+                        run
+                    })
+                }
             }
         }
     };

@@ -2,6 +2,7 @@
 //! arguments are turned into a validated configuration in `cmd/`. The doc
 //! comments are the help text.
 
+pub mod files;
 pub mod host;
 pub mod lab;
 pub mod linerate;
@@ -12,6 +13,7 @@ pub mod run;
 pub mod store;
 pub mod sweep;
 pub mod udp;
+pub mod watch;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -49,6 +51,10 @@ pub enum Command {
     Udp(Box<UdpArgs>),
     /// Request/response latency and transactions per second (TCP, UDP, or a TCP connection per transaction).
     Rr(Box<RrArgs>),
+    /// File transfer: a generated set or a directory tree, verified, against raw TCP on the same path.
+    Files(Box<files::FilesArgs>),
+    /// Run any command (scp, rsync, curl, a backup job) and measure around it: interface counters, CPU of every core and of its process tree, verdict.
+    Watch(Box<watch::WatchArgs>),
     /// Start an agent on loopback in this process and run a short standard set.
     Demo(DemoArgs),
     /// Host and NIC facts: this machine's, or an agent's with --remote.
@@ -196,6 +202,17 @@ pub struct ServeArgs {
     /// Tag the saved iperf3 tests, KEY=VALUE (repeatable).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = store::tag, requires = "db")]
     pub tags: Vec<crate::store::Tag>,
+    /// Where `files` tests write what they receive: a new directory per test
+    /// under DIR [default: $XDG_CACHE_HOME/nicbench/scratch].
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<std::path::PathBuf>,
+    /// Keep the files a `files` test received (they are removed after each test otherwise).
+    #[arg(long)]
+    pub keep: bool,
+    /// Largest file set (payload) a `files` test may send here; larger sets
+    /// are refused before anything is written. Default: no limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub max_files_bytes: Option<u64>,
 }
 
 fn rate(s: &str) -> Result<u64, String> {

@@ -81,8 +81,12 @@ pub fn report(error: &anyhow::Error, json: bool) -> i32 {
     for cause in &lines[1..] {
         eprintln!("  caused by: {cause}");
     }
-    // A cut-short run has printed its (marked) result document already.
-    if json && code != super::measure::CutShort::EXIT_CODE {
+    // A cut-short run has printed its (marked) result document already, and
+    // so has `watch` whose command failed (its status is the exit code).
+    let printed = error
+        .chain()
+        .any(|c| c.downcast_ref::<super::watch::CommandExit>().is_some());
+    if json && code != super::measure::CutShort::EXIT_CODE && !printed {
         print_json(&ErrorDocument::new(&lines, code));
     }
     code

@@ -231,6 +231,17 @@ pub fn measure(
     spec: &TestSpec,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
 ) -> anyhow::Result<Measured> {
+    measure_adjusted(m, spec, on_progress, &|_| {})
+}
+
+/// [`measure`], with `adjust` applied to each trial's run as it ends
+/// (see [`plan::run_case_adjusted`]).
+pub fn measure_adjusted(
+    m: &MeasureArgs,
+    spec: &TestSpec,
+    on_progress: &dyn Fn() -> Option<ProgressCallback>,
+    adjust: &dyn Fn(&mut RunResult),
+) -> anyhow::Result<Measured> {
     signals::install();
     let json_stream = m.json_stream;
     let live = m.interval.is_some() && !m.json;
@@ -288,7 +299,7 @@ pub fn measure(
         };
         plan::run_trials(&mut trial, options)
     } else {
-        plan::run_case(&target, spec, options, &on_interval, on_progress)
+        plan::run_case_adjusted(&target, spec, options, &on_interval, on_progress, adjust)
     };
     let mut run = match outcome {
         Ok(run) => run,

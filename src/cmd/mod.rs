@@ -8,6 +8,7 @@ pub mod demo;
 pub mod diff;
 pub mod export;
 pub mod failure;
+pub mod files;
 pub mod host;
 pub mod import;
 pub mod lab;
@@ -23,6 +24,7 @@ pub mod signals;
 pub mod sweep;
 pub mod tcp;
 pub mod udp;
+pub mod watch;
 
 use crate::cli::{Cli, Command, LogFormat};
 use crate::logging::{self, Level};
@@ -43,6 +45,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(args) => sweep::run(*args),
         Command::Udp(args) => udp::run(*args),
         Command::Rr(args) => rr::run(*args),
+        Command::Files(args) => files::run(*args),
+        Command::Watch(args) => watch::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Host(args) => host::run(args),
         Command::Linerate(args) => linerate::run(args),
@@ -75,6 +79,9 @@ pub struct UsageError(pub String);
 /// 130 interrupted before any result.
 pub fn exit_code(error: &anyhow::Error) -> i32 {
     for cause in error.chain() {
+        if let Some(e) = cause.downcast_ref::<watch::CommandExit>() {
+            return e.0;
+        }
         if let Some(e) = cause.downcast_ref::<crate::store::StoreError>() {
             return match e {
                 crate::store::StoreError::NoSuchRun(_) | crate::store::StoreError::NothingMatched(_) => 7,
@@ -123,7 +130,9 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
+        Command::Files(args) => files::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Serve(_) | Command::Demo(_) | Command::Lab(_) | Command::Run(_) => None,
+        Command::Watch(_) => None,
         Command::Host(_) | Command::Linerate(_) | Command::Man(_) | Command::Completions(_) => None,
         Command::Runs(_)
         | Command::Show(_)

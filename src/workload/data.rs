@@ -247,6 +247,7 @@ mod tests {
             local_ip: ip,
             peer_ip: ip,
             token,
+            storage: Default::default(),
         };
         let listener = listen(ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
@@ -277,6 +278,7 @@ mod tests {
             local_ip: "127.0.0.1".parse().unwrap(),
             peer_ip: "::ffff:127.0.0.2".parse().unwrap(),
             token: [0; TOKEN_LEN],
+            storage: Default::default(),
         };
         assert!(check_destination(&net, "127.0.0.2:9".parse().unwrap()).is_ok());
         let err = check_destination(&net, "192.0.2.7:9".parse().unwrap()).unwrap_err();
@@ -290,6 +292,7 @@ mod tests {
             local_ip: ip,
             peer_ip: ip,
             token: [0; TOKEN_LEN],
+            storage: Default::default(),
         };
         let listener = listen(ip, 16, &|_| Ok(())).unwrap();
         let err = accept_streams(&listener, &net, &[1, 2], Instant::now() + Duration::from_millis(100)).unwrap_err();

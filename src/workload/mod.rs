@@ -10,6 +10,7 @@
 //! adding a workload means adding a folder and a line to [`REGISTRY`].
 
 pub mod data;
+pub mod files;
 pub mod rr;
 pub mod runner;
 pub mod sweep;
@@ -36,6 +37,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &udp::UdpStream,
     &rr::RequestResponse,
     &sweep::Sweep,
+    &files::Files,
 ];
 
 /// Looks a workload up by its name (the same string on the command line,
@@ -74,6 +76,9 @@ pub struct AgentNet {
     /// The client; data connections from anywhere else are refused.
     pub peer_ip: IpAddr,
     pub token: [u8; TOKEN_LEN],
+    /// Where the agent writes what a workload receives into files, and its
+    /// limits (`serve --scratch`, `--keep`, `--max-files-bytes`).
+    pub storage: files::scratch::Storage,
 }
 
 /// What the client knows when it connects its data sockets.

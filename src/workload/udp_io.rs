@@ -492,6 +492,7 @@ mod tests {
             local_ip: ip,
             peer_ip: ip,
             token,
+            storage: Default::default(),
         };
         let agent = vec![(1u32, bind_udp(ip, &SideOptions::default()).unwrap())];
         let port = agent[0].1.local_addr().unwrap().as_socket().unwrap().port();

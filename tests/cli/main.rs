@@ -31,6 +31,7 @@ extern "C" fn isolate_results_database() {
 mod common;
 mod demo;
 mod facts;
+mod files;
 mod hostile;
 mod iperf3;
 mod lab;
@@ -51,3 +52,4 @@ mod sweep;
 mod tcp;
 mod udp;
 mod usability;
+mod watch;

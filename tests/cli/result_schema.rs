@@ -93,6 +93,20 @@ fn real_runs_against_a_loopback_agent_match_the_schema() {
             "sweep",
             vec!["--max", "4K", "--point-time", "5ms", "--link-speed", "1G"],
         ),
+        (
+            "files",
+            vec![
+                "--generate",
+                "20x4K",
+                "--raw-time",
+                "0.2s",
+                "--compress",
+                "zstd",
+                "-P",
+                "2",
+            ],
+        ),
+        ("files", vec!["--generate", "3x64K", "--raw-time", "0", "--reverse"]),
     ];
     for (workload, args) in runs {
         let document = agent.run_json(workload, &args);

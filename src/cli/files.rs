@@ -1,0 +1,97 @@
+//! Options of `nicbench files`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{parse, MeasureArgs};
+use crate::workload::files::set::Source;
+
+/// Parses `--compress`: `zstd` (level 3) or `zstd:LEVEL`.
+pub fn compress(s: &str) -> Result<i32, String> {
+    let (name, level) = s.split_once(':').unwrap_or((s, "3"));
+    if !name.eq_ignore_ascii_case("zstd") {
+        return Err(format!("'{s}': the compressor is zstd (zstd or zstd:LEVEL)"));
+    }
+    let level: i32 = level
+        .parse()
+        .map_err(|_| format!("'{s}': the level must be a whole number"))?;
+    let levels = crate::workload::files::ZSTD_LEVELS;
+    if !levels.contains(&level) {
+        return Err(format!("'{s}': zstd levels are {} to {}", levels.start(), levels.end()));
+    }
+    Ok(level)
+}
+
+/// Parses `--compressibility`: a share from 0 to 1.
+pub fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}': a share from 0 (random data) to 1 (all zeros), e.g. 0.5"
+        )),
+    }
+}
+
+/// `nicbench files`
+#[derive(Debug, Clone, Args)]
+pub struct FilesArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// A generated set: COUNTxSIZE (13x1.9G, 200000x8K) or `mixed` (1000
+    /// files from 1 KiB to 16 MiB). Contents are generated as they are sent.
+    #[arg(long, value_name = "SET", value_parser = Source::parse_generate,
+          conflicts_with = "from", required_unless_present = "from")]
+    pub generate: Option<Source>,
+    /// Send the regular files of this directory tree (symbolic links and
+    /// special files are skipped and counted).
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+    /// Files in flight: one data connection each (same as -P).
+    #[arg(long, value_name = "N",
+          value_parser = parse::between::<u32>(1, crate::model::spec::MAX_STREAMS as u64))]
+    pub parallel_files: Option<u32>,
+    /// Compress on the fly: zstd or zstd:LEVEL (1-22; default level 3).
+    #[arg(long, value_name = "zstd[:LEVEL]", value_parser = compress)]
+    pub compress: Option<i32>,
+    /// Share of generated contents a compressor can remove: 0 (random) to 1 (zeros).
+    #[arg(long, value_name = "0..1", default_value = "0", value_parser = share)]
+    pub compressibility: f64,
+    /// fsync every received file before closing it.
+    #[arg(long)]
+    pub fsync: bool,
+    /// Empty the sending host's page cache before the files trial, so the
+    /// source files are read cold (--from; needs root: said when it could not).
+    #[arg(long)]
+    pub drop_caches: bool,
+    /// Length of the raw TCP trial run first on the same path (0: none).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse::duration)]
+    pub raw_time: Duration,
+    /// Bytes per chunk read, sent and written (at most 1M).
+    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K",
+          value_parser = parse::positive_size)]
+    pub length: u64,
+    /// With --reverse: where this host writes what it receives (a new
+    /// directory under DIR) [default: $XDG_CACHE_HOME/nicbench/scratch].
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+    /// With --reverse: keep the received files.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compress_and_share_values() {
+        assert_eq!(compress("zstd").unwrap(), 3);
+        assert_eq!(compress("zstd:19").unwrap(), 19);
+        assert!(compress("gzip").unwrap_err().contains("zstd"));
+        assert!(compress("zstd:30").unwrap_err().contains("1 to 22"));
+        assert_eq!(share("0.5").unwrap(), 0.5);
+        assert!(share("1.5").is_err());
+    }
+}

@@ -1,0 +1,332 @@
+//! `nicbench watch -- COMMAND`: runs any command (scp, rsync, curl, a
+//! backup job) and measures around it what a test measures around its
+//! streams: the interface's counters both ways (sampled every second), the
+//! CPU of every core, the CPU of the command's process tree (from wait4,
+//! which counts every descendant it waited for), the host's facts, the
+//! line rate and the verdict. The run is saved as workload `watch` with
+//! the command line as the tag `command`; the command's exit code is
+//! passed through, and a Ctrl-C reaching nicbench is forwarded to it.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+
+use super::save::{self, Saver};
+use super::signals;
+use crate::cli::watch::WatchArgs;
+use crate::model::{
+    BothCounters, BothCpu, Endpoint, Flow, FlowTotal, HostFacts, Interval, ProcessCpu, Role, RunResult, StreamEnd,
+    StreamResult, Sum, TestSpec, Total, TrialResult, SCHEMA,
+};
+use crate::probe::counters::CounterProbe;
+use crate::probe::cpu::{cpu_report, CpuSampler, ProcStat};
+use crate::probe::nic;
+use crate::report::json::Json;
+use crate::report::text::Text;
+use crate::report::Reporter;
+use crate::store::Tag;
+use crate::units::{bits_per_second, Bytes, Rate};
+use crate::workload::{Direction, SideOptions, SpecError};
+
+/// The command ended with a non-zero status: nicbench exits with it.
+#[derive(Debug, thiserror::Error)]
+#[error("the watched command exited with status {0}")]
+pub struct CommandExit(pub i32);
+
+/// The interface of the default route (IPv4), from /proc/net/route.
+fn default_interface() -> Option<String> {
+    let table = std::fs::read_to_string("/proc/net/route").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.len() > 2 && fields[1] == "00000000").then(|| fields[0].to_string())
+    })
+}
+
+/// Bytes sent and received by `iface` so far.
+fn interface_bytes(iface: &str) -> Option<(u64, u64)> {
+    let read = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((read("tx_bytes")?, read("rx_bytes")?))
+}
+
+pub fn run(args: WatchArgs) -> anyhow::Result<()> {
+    let iface = match &args.iface {
+        Some(i) => i.clone(),
+        None => default_interface()
+            .ok_or_else(|| SpecError::Invalid("no default route to find the interface by: give --iface IF".into()))?,
+    };
+    let Some(start_bytes) = interface_bytes(&iface) else {
+        return Err(SpecError::Invalid(format!(
+            "--iface {iface}: no such interface here (see 'ip link'); its counters are in /sys/class/net/{iface}/statistics"
+        ))
+        .into());
+    };
+    let address: Option<IpAddr> = nic::interface_addresses()
+        .into_iter()
+        .find(|(name, _)| *name == iface)
+        .map(|(_, ip)| ip);
+    signals::install();
+    let probe = match address {
+        Some(ip) => CounterProbe::for_local_address(Some(ip)),
+        None => CounterProbe {
+            interface: Some(iface.clone()),
+            irqs: Vec::new(),
+            cgroup: None,
+        },
+    };
+    let sampler = ProcStat;
+    let command_line = args.command.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ");
+    let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let counters_before = probe.snapshot();
+    let cpu_before = sampler.sample().context("reading /proc/stat")?;
+    let start = Instant::now();
+    let child = std::process::Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .spawn()
+        .with_context(|| format!("starting '{}'", args.command[0]))?;
+    let pid = child.id() as libc::pid_t;
+    let (status, tree_cpu, samples) = wait_sampling(pid, &iface, start, start_bytes);
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_after = sampler.sample().context("reading /proc/stat")?;
+    let counters = probe.delta(&counters_before, &probe.snapshot());
+    let end_bytes = interface_bytes(&iface).unwrap_or(start_bytes);
+    let tx = end_bytes.0.saturating_sub(start_bytes.0);
+    let rx = end_bytes.1.saturating_sub(start_bytes.1);
+    let cpu = cpu_report(
+        &cpu_before,
+        &cpu_after,
+        sampler.ticks_per_second(),
+        seconds,
+        tree_cpu.clone(),
+        tx + rx,
+    );
+    let code = exit_code(status);
+    let trial = TrialResult {
+        trial: 1,
+        streams: vec![
+            stream(1, Flow::ClientToAgent, tx, seconds, &samples, 0),
+            stream(2, Flow::AgentToClient, rx, seconds, &samples, 1),
+        ],
+        sum: Sum {
+            sender: total(tx + rx, seconds),
+            receiver: total(tx + rx, seconds),
+            client_to_agent: Some(flow_total(tx, seconds)),
+            agent_to_client: Some(flow_total(rx, seconds)),
+            extras: Default::default(),
+        },
+        cpu: BothCpu {
+            client: cpu,
+            agent: Default::default(),
+        },
+        counters: BothCounters {
+            client: Some(counters),
+            agent: None,
+        },
+        ..TrialResult::default()
+    };
+    let mut spec = TestSpec {
+        workload: "watch".into(),
+        duration_seconds: seconds.max(1e-3),
+        bytes: None,
+        omit_seconds: 0.0,
+        streams: 1,
+        direction: Direction::Bidir,
+        message_bytes: 1,
+        interval_seconds: 1.0,
+        client: SideOptions::default(),
+        agent: SideOptions::default(),
+        params: serde_json::Value::Null,
+    };
+    spec.params = serde_json::json!({
+        "command": args.command,
+        "interface": iface,
+        "exit_code": code,
+        "process_tree_cpu_seconds": tree_cpu.user_seconds + tree_cpu.system_seconds,
+    });
+    let facts = match address {
+        Some(ip) => crate::probe::host::facts_toward(ip),
+        None => crate::probe::host::facts_toward(IpAddr::from([127, 0, 0, 1])),
+    };
+    let mut run = RunResult {
+        schema: SCHEMA.to_string(),
+        workload: "watch".into(),
+        started_at_unix_seconds: started_at.as_secs_f64(),
+        client: Endpoint {
+            address: address.map_or(iface.clone(), |ip| format!("{ip} ({iface})")),
+            facts,
+        },
+        agent: Endpoint {
+            address: "the other end (not sampled)".into(),
+            facts: HostFacts::default(),
+        },
+        spec,
+        trials: vec![trial.clone()],
+        interrupted: false,
+        result: trial,
+        repetition: None,
+        peer_protocol: None,
+    };
+    crate::verdict::annotate_link(&mut run, args.link_speed, None);
+    let summary = format!(
+        "watch: '{command_line}' ran {seconds:.2} s, exit status {code}; {iface}: sent {} ({}), received {} ({}); \
+         the command's process tree used {:.2} s of CPU (user {:.2} s, sys {:.2} s: {:.0}% of one core)",
+        Bytes(tx),
+        Rate(bits_per_second(tx, seconds)),
+        Bytes(rx),
+        Rate(bits_per_second(rx, seconds)),
+        tree_cpu.user_seconds + tree_cpu.system_seconds,
+        tree_cpu.user_seconds,
+        tree_cpu.system_seconds,
+        (tree_cpu.user_seconds + tree_cpu.system_seconds) * 100.0 / seconds.max(1e-9)
+    );
+    let mut save_args = args.save.clone();
+    save_args.tags.push(Tag {
+        key: "command".into(),
+        value: command_line.clone(),
+    });
+    let mut saver = Saver::start(&save_args, save::command_line(), Some(1));
+    saver.trial(&run);
+    let mut out = std::io::stdout().lock();
+    let text = if args.json {
+        Json.render(&run, &mut out).context("writing the result")?;
+        None
+    } else {
+        let mut buffer = summary.clone().into_bytes();
+        buffer.push(b'\n');
+        let _ = Text.render(&run, &mut buffer);
+        out.write_all(&buffer).context("writing the result")?;
+        Some(String::from_utf8_lossy(&buffer).into_owned())
+    };
+    drop(out);
+    super::measure::save(saver, &run, text.as_deref(), !args.json)?;
+    match code {
+        0 => Ok(()),
+        c => Err(CommandExit(c).into()),
+    }
+}
+
+/// Waits for the command while sampling the interface every second and
+/// forwarding a Ctrl-C; returns its status, its process tree's CPU time and
+/// the samples (tx, rx bytes since the start, at seconds since the start).
+fn wait_sampling(
+    pid: libc::pid_t,
+    iface: &str,
+    start: Instant,
+    start_bytes: (u64, u64),
+) -> (i32, ProcessCpu, Vec<(f64, u64, u64)>) {
+    let mut samples = Vec::new();
+    let mut next = start + Duration::from_secs(1);
+    let mut forwarded = false;
+    loop {
+        let mut status = 0;
+        // SAFETY: rusage is plain data filled by the kernel; pid is our child.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if rc == pid || rc < 0 {
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            let cpu = ProcessCpu {
+                user_seconds: tv(usage.ru_utime),
+                system_seconds: tv(usage.ru_stime),
+            };
+            return (status, cpu, samples);
+        }
+        if !forwarded && signals::client_stop_reason().is_some() {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+            forwarded = true;
+        }
+        if Instant::now() >= next {
+            if let Some((tx, rx)) = interface_bytes(iface) {
+                samples.push((
+                    start.elapsed().as_secs_f64(),
+                    tx.saturating_sub(start_bytes.0),
+                    rx.saturating_sub(start_bytes.1),
+                ));
+            }
+            next += Duration::from_secs(1);
+        }
+        // No notification of a child's exit short of blocking in wait:
+        // poll at 20 ms, which bounds the time error of the result.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The shell's view of a status: the code, or 128 + the signal.
+fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    }
+}
+
+fn total(bytes: u64, seconds: f64) -> Total {
+    Total {
+        bytes,
+        seconds,
+        bits_per_second: bits_per_second(bytes, seconds),
+    }
+}
+
+fn flow_total(bytes: u64, seconds: f64) -> FlowTotal {
+    FlowTotal {
+        sender: total(bytes, seconds),
+        receiver: total(bytes, seconds),
+        extras: Default::default(),
+    }
+}
+
+/// One direction of the interface as a stream, its per-second samples as intervals.
+fn stream(id: u32, flow: Flow, bytes: u64, seconds: f64, samples: &[(f64, u64, u64)], which: usize) -> StreamResult {
+    let mut intervals = Vec::new();
+    let (mut last_at, mut last_bytes) = (0.0, 0u64);
+    for &(at, tx, rx) in samples {
+        let b = if which == 0 { tx } else { rx };
+        intervals.push(Interval {
+            start_seconds: last_at,
+            end_seconds: at,
+            bytes: b - last_bytes,
+            bits_per_second: bits_per_second(b - last_bytes, at - last_at),
+            omitted: false,
+        });
+        (last_at, last_bytes) = (at, b);
+    }
+    let end = |role| StreamEnd {
+        stream_id: id,
+        role,
+        bytes,
+        seconds,
+        bits_per_second: bits_per_second(bytes, seconds),
+        intervals: intervals.clone(),
+        ..StreamEnd::default()
+    };
+    StreamResult {
+        stream_id: id,
+        flow,
+        sender: end(Role::Sender),
+        receiver: end(Role::Receiver),
+        extras: Default::default(),
+    }
+}
+
+/// An argument as a shell would need it quoted.
+fn shell_word(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}

@@ -1,0 +1,384 @@
+//! `files`: what an application that copies files gets from the path. A
+//! set of files — generated (`--generate 13x1.9G`, `200000x8K`, `mixed`)
+//! or a real directory tree (`--from DIR`) — moves from the client to the
+//! agent (or back with `--reverse`) over `--parallel-files` data
+//! connections, each carrying one file at a time: its path and size, its
+//! contents in chunks (optionally zstd-compressed), its xxh3-128 checksum
+//! (the wire format is in [`wire`]). The receiver checks every path, writes
+//! into a scratch directory it owns and never leaves it ([`scratch`]),
+//! verifies every file, and both ends compare a digest of the whole set.
+//! Each end records where its time went ([`result::FilesEnd`]); the
+//! command runs a short raw TCP trial on the same path before, so the
+//! result says how far the files are from raw TCP and why.
+
+pub mod result;
+pub mod scratch;
+pub mod set;
+pub mod transfer;
+pub mod wire;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use socket2::Socket;
+
+use super::data;
+use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
+use super::{
+    Aborter, AgentNet, AgentSide, ClientNet, Direction, Figure, ResultKind, RunControl, Side, SideOutcome, SpecError,
+    TestSpec, Workload, WorkloadError,
+};
+use crate::model::spec::out_of_range;
+use crate::model::{Flow, Party, Role, TrialResult, Verdict};
+use crate::probe::tcpinfo;
+use crate::units::Bytes;
+use scratch::{Scratch, Storage};
+use set::Source;
+use transfer::{FileList, ReceivePlan, SendPlan};
+
+/// zstd levels accepted by `--compress zstd:LEVEL`.
+pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
+
+/// Parameters of the `files` workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesParams {
+    pub source: Source,
+    /// Files and payload bytes of the set (the agent refuses a set larger
+    /// than its `--max-files-bytes` before anything moves).
+    pub files: u64,
+    pub total_bytes: u64,
+    /// Share of generated contents a compressor can remove, 0 to 1.
+    #[serde(default)]
+    pub compressibility: f64,
+    /// zstd level of on-the-fly compression; None: none.
+    #[serde(default)]
+    pub compress_level: Option<i32>,
+    /// fsync every received file before closing it.
+    #[serde(default)]
+    pub fsync: bool,
+}
+
+impl Default for FilesParams {
+    fn default() -> Self {
+        FilesParams {
+            source: Source::Mixed,
+            files: 0,
+            total_bytes: 0,
+            compressibility: 0.0,
+            compress_level: None,
+            fsync: false,
+        }
+    }
+}
+
+/// Where the client writes when it receives (`--reverse`): set once by the
+/// command before the test (the agent's comes from `serve`).
+static CLIENT_STORAGE: OnceLock<Storage> = OnceLock::new();
+
+/// Sets where this process writes the files it receives as a client.
+pub fn set_client_storage(storage: Storage) {
+    let _ = CLIENT_STORAGE.set(storage);
+}
+
+/// The `files` workload.
+pub struct Files;
+
+/// How files results read.
+pub struct FilesResults;
+
+impl ResultKind for FilesResults {
+    fn summarize(&self, trial: &mut TrialResult) {
+        result::summarize(trial)
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let r: result::FilesResult = trial.sum.extras.get(result::KEY).unwrap_or_default();
+        Figure {
+            metric: "payload_bits_per_second",
+            unit: "bit/s",
+            value: r.payload_bits_per_second,
+            qualifier: "payload",
+        }
+    }
+
+    fn verdict(&self, trial: &TrialResult) -> Option<Verdict> {
+        result::verdict(trial)
+    }
+
+    fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        result::write_summary(trial, out)
+    }
+}
+
+impl Workload for Files {
+    fn name(&self) -> &'static str {
+        "files"
+    }
+
+    fn results(&self) -> &'static dyn ResultKind {
+        &FilesResults
+    }
+
+    fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {
+        spec.validate_common()?;
+        let p: FilesParams = spec.params()?;
+        if spec.direction == Direction::Bidir {
+            return Err(SpecError::Invalid(
+                "files moves a set one way: client to agent, or agent to client with --reverse; --bidir does not apply"
+                    .into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&p.compressibility) {
+            return Err(out_of_range("--compressibility", "0 to 1", p.compressibility));
+        }
+        if let Some(level) = p.compress_level {
+            if !ZSTD_LEVELS.contains(&level) {
+                return Err(out_of_range("--compress zstd:LEVEL", "1..=22", level));
+            }
+        }
+        if p.files == 0 || p.files > set::MAX_FILES {
+            return Err(out_of_range(
+                "the number of files",
+                format!("1..={}", set::MAX_FILES),
+                p.files,
+            ));
+        }
+        match (&p.source, spec.direction) {
+            (Source::Directory { .. }, Direction::Reverse) => {
+                return Err(SpecError::Invalid(
+                    "--from reads a directory on the client, so the client sends it; --reverse goes with --generate \
+                     (the agent sends a generated set)"
+                        .into(),
+                ))
+            }
+            (Source::Directory { .. }, _) => {}
+            (source, _) => {
+                let (files, bytes) = source.generated_totals().expect("a generated set");
+                if (files, bytes) != (p.files, p.total_bytes) {
+                    return Err(SpecError::Invalid(format!(
+                        "the set's totals ({} files, {} bytes) do not match its description ({files} files, {bytes} bytes)",
+                        p.files, p.total_bytes
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
+        let params: FilesParams = spec.params()?;
+        let receive = match spec.direction {
+            Direction::Forward => Some(receive_plan(&params, &net.storage)?),
+            _ => None,
+        };
+        let listener = data::listen(net.local_ip, (spec.streams as i32).max(16), &|s| {
+            data::apply_buffers(s, &spec.agent)
+        })?;
+        Ok(Box::new(FilesAgent {
+            listener,
+            spec: spec.clone(),
+            params,
+            net: net.clone(),
+            receive,
+        }))
+    }
+
+    fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
+        let params: FilesParams = spec.params()?;
+        let port = *net
+            .data_ports
+            .first()
+            .ok_or_else(|| WorkloadError::Setup("the agent named no data port".into()))?;
+        let work = match spec.direction {
+            Direction::Reverse => {
+                let storage = CLIENT_STORAGE.get().cloned().unwrap_or_default();
+                Work::Receive(receive_plan(&params, &storage)?)
+            }
+            _ => Work::Send(send_plan(spec, &params)?),
+        };
+        let mut sockets = Vec::new();
+        for (id, _) in spec.flows() {
+            sockets.push((
+                id,
+                data::connect_stream(net, port, id, &|s| data::apply_buffers(s, &spec.client))?,
+            ));
+        }
+        Ok(Box::new(FilesSide {
+            party: Party::Client,
+            spec: spec.clone(),
+            sockets,
+            work,
+        }))
+    }
+
+    fn known_duration_seconds(&self, _spec: &TestSpec) -> Option<f64> {
+        None
+    }
+}
+
+/// The receiver's scratch directory for one test, after the quota check.
+fn receive_plan(params: &FilesParams, storage: &Storage) -> Result<Arc<ReceivePlan>, WorkloadError> {
+    if let Some(max) = storage.max_files_bytes {
+        if params.total_bytes > max {
+            return Err(WorkloadError::Setup(format!(
+                "the set holds {} in {} files; this agent accepts at most {} per test (its --max-files-bytes): \
+                 send a smaller set",
+                Bytes(params.total_bytes),
+                params.files,
+                Bytes(max)
+            )));
+        }
+    }
+    let parent = storage.scratch.clone().unwrap_or_else(scratch::default_scratch);
+    let scratch = Scratch::create(&parent, &scratch::unique_name(), storage.keep, params.total_bytes).map_err(|e| {
+        WorkloadError::Setup(format!(
+            "cannot create a scratch directory under {}: {e} (choose another with --scratch)",
+            parent.display()
+        ))
+    })?;
+    crate::logging::info(&format!("receiving files into {}", scratch.path().display()));
+    Ok(Arc::new(ReceivePlan {
+        scratch: Arc::new(scratch),
+        fsync: params.fsync,
+    }))
+}
+
+/// The sender's list of files.
+fn send_plan(spec: &TestSpec, params: &FilesParams) -> Result<Arc<SendPlan>, WorkloadError> {
+    let files = match &params.source {
+        Source::Directory { path } => {
+            let root = std::path::PathBuf::from(path);
+            let walked = set::walk(&root).map_err(WorkloadError::io(format!("reading the directory {path}")))?;
+            let total: u64 = walked.entries.iter().map(|e| e.size).sum();
+            if (walked.entries.len() as u64, total) != (params.files, params.total_bytes) {
+                return Err(WorkloadError::Setup(format!(
+                    "{path} changed since the test was set up ({} files of {} then, {} files of {} now)",
+                    params.files,
+                    Bytes(params.total_bytes),
+                    walked.entries.len(),
+                    Bytes(total)
+                )));
+            }
+            FileList::Directory {
+                root,
+                entries: walked.entries,
+            }
+        }
+        source => FileList::Generated {
+            source: source.clone(),
+            count: params.files,
+        },
+    };
+    Ok(Arc::new(SendPlan {
+        files,
+        next: AtomicU64::new(0),
+        compress_level: params.compress_level,
+        compressibility: params.compressibility,
+        chunk: (spec.message_bytes as usize).min(wire::MAX_CHUNK),
+    }))
+}
+
+/// What a side does with its connections.
+enum Work {
+    Send(Arc<SendPlan>),
+    Receive(Arc<ReceivePlan>),
+}
+
+struct FilesAgent {
+    listener: Socket,
+    spec: TestSpec,
+    params: FilesParams,
+    net: AgentNet,
+    receive: Option<Arc<ReceivePlan>>,
+}
+
+impl AgentSide for FilesAgent {
+    fn data_ports(&self) -> Vec<u16> {
+        vec![data::local_port(&self.listener)]
+    }
+
+    fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
+        let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
+        let accepted = data::accept_streams(&self.listener, &self.net, &ids, deadline)?;
+        let work = match self.receive {
+            Some(plan) => Work::Receive(plan),
+            None => Work::Send(send_plan(&self.spec, &self.params)?),
+        };
+        Ok(Box::new(FilesSide {
+            party: Party::Agent,
+            spec: self.spec,
+            sockets: accepted.into_iter().collect(),
+            work,
+        }))
+    }
+}
+
+/// One end's connections.
+struct FilesSide {
+    party: Party,
+    spec: TestSpec,
+    sockets: Vec<(u32, Socket)>,
+    work: Work,
+}
+
+impl Side for FilesSide {
+    fn aborter(&self) -> Aborter {
+        data::aborter(&self.sockets.iter().map(|(_, s)| s).collect::<Vec<_>>())
+    }
+
+    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
+        let flows = self.spec.flows();
+        let mut tasks = Vec::new();
+        for (id, socket) in self.sockets {
+            let flow = flows
+                .iter()
+                .find(|(f, _)| *f == id)
+                .map_or(Flow::ClientToAgent, |(_, f)| *f);
+            let role = if flow.sender() == self.party {
+                Role::Sender
+            } else {
+                Role::Receiver
+            };
+            let buffers = tcpinfo::socket_buffers(&socket);
+            let body: StreamBody = match &self.work {
+                Work::Send(plan) => {
+                    let plan = Arc::clone(plan);
+                    Box::new(move |ctx: &StreamContext| {
+                        let ended = transfer::send_files(&socket, &plan, ctx.bytes, ctx.stop);
+                        let _ = socket.shutdown(std::net::Shutdown::Write);
+                        task_end(&socket, ended)
+                    })
+                }
+                Work::Receive(plan) => {
+                    let plan = Arc::clone(plan);
+                    Box::new(move |ctx: &StreamContext| {
+                        let ended = transfer::receive_files(&socket, &plan, ctx.bytes);
+                        task_end(&socket, ended)
+                    })
+                }
+            };
+            tasks.push(StreamTask {
+                stream_id: id,
+                role,
+                socket: buffers,
+                body,
+            });
+        }
+        run_streams(tasks, control)
+    }
+}
+
+fn task_end(socket: &Socket, ended: transfer::Ended) -> TaskEnd {
+    let mut end = TaskEnd {
+        tcp_info: tcpinfo::tcp_info(socket),
+        socket: Some(tcpinfo::socket_buffers(socket)),
+        error: ended.error,
+        last_activity: Some(Instant::now()),
+        ..TaskEnd::default()
+    };
+    end.extras.set(result::KEY, &ended.part);
+    end
+}

@@ -1,0 +1,405 @@
+//! `nicbench files`: sets verified end to end on loopback, the agent's
+//! scratch directory and quota, hostile peers that send paths out of it, a
+//! full scratch filesystem, and in the lab over a 100 Mbit/s router: one
+//! big file against raw TCP, many small files, compression.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use nicbench::model::{Direction, SideOptions, TestSpec};
+use nicbench::protocol::{token_from_hex, Message};
+use nicbench::workload::files::set::Source;
+use nicbench::workload::files::{wire, FilesParams};
+use serde_json::Value;
+
+use super::common::*;
+use super::rawclient::Raw;
+
+fn files_json(agent: &AgentProcess, args: &[&str]) -> Value {
+    let mut all = vec!["--raw-time", "0.3s", "--no-save"];
+    all.extend_from_slice(args);
+    agent.run_json("files", &all)
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_directory_tree_arrives_verified_and_byte_for_byte_with_keep() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path();
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::write(root.join("top.txt"), b"top").unwrap();
+    std::fs::write(root.join("a/empty"), b"").unwrap();
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(root.join("a/b/big.bin"), &big).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("a/link")).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let agent = AgentProcess::start(&["--scratch", scratch.path().to_str().unwrap(), "--keep"]);
+    let run = files_json(
+        &agent,
+        &["--from", root.to_str().unwrap(), "--parallel-files", "2", "-l", "64K"],
+    );
+    let files = &run["sum"]["files"];
+    assert_eq!(files["files"], 3, "{files}");
+    assert_eq!(files["payload_bytes"], 3_000_003);
+    assert_eq!(files["verified"], true);
+    assert_eq!(files["connections"], 2);
+    assert!(files["wire_bytes"].as_u64().unwrap() > 3_000_003);
+    assert!(files["raw_tcp"]["bits_per_second"].as_f64().unwrap() > 0.0);
+    assert!(files["limited_by"]["kind"].is_string());
+    // Kept: one test directory holding the same tree, without the link.
+    let tests = entries(scratch.path());
+    assert_eq!(tests.len(), 1, "{tests:?}");
+    let kept = scratch.path().join(&tests[0]);
+    assert_eq!(std::fs::read(kept.join("a/b/big.bin")).unwrap(), big);
+    assert_eq!(std::fs::read(kept.join("top.txt")).unwrap(), b"top");
+    assert_eq!(std::fs::read(kept.join("a/empty")).unwrap(), b"");
+    assert!(!kept.join("a/link").exists());
+}
+
+#[test]
+fn generated_sets_both_ways_leave_no_scratch_behind() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mine = tempfile::tempdir().unwrap();
+    let agent = AgentProcess::start(&["--scratch", scratch.path().to_str().unwrap()]);
+    let forward = files_json(
+        &agent,
+        &[
+            "--generate",
+            "300x10K",
+            "--compress",
+            "zstd:3",
+            "--compressibility",
+            "0.8",
+        ],
+    );
+    assert_eq!(forward["sum"]["files"]["files"], 300);
+    assert_eq!(forward["sum"]["files"]["verified"], true);
+    assert!(
+        forward["sum"]["files"]["wire_bytes"].as_u64().unwrap() < 300 * 10 * 1024 / 2,
+        "compressed on the wire"
+    );
+    let reverse = files_json(
+        &agent,
+        &[
+            "--generate",
+            "mixed",
+            "--reverse",
+            "--scratch",
+            mine.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(reverse["sum"]["files"]["files"], 1000);
+    assert_eq!(reverse["sum"]["files"]["verified"], true);
+    assert_eq!(reverse["spec"]["direction"], "reverse");
+    assert!(
+        entries(scratch.path()).is_empty(),
+        "the agent's test directory is removed"
+    );
+    assert!(
+        entries(mine.path()).is_empty(),
+        "the client's test directory is removed"
+    );
+}
+
+#[test]
+fn a_set_over_the_agents_quota_is_refused_before_anything_is_written() {
+    let scratch = tempfile::tempdir().unwrap();
+    let agent = AgentProcess::start(&["--scratch", scratch.path().to_str().unwrap(), "--max-files-bytes", "1M"]);
+    let port = agent.port_arg();
+    let out = nicbench(&[
+        "files",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--generate",
+        "3x1M",
+        "--raw-time",
+        "0",
+        "--no-save",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--max-files-bytes") && err.contains("3.15 MB"), "{err}");
+    assert!(entries(scratch.path()).is_empty());
+}
+
+#[test]
+fn bad_options_are_refused_naming_them() {
+    for (args, needle) in [
+        (&["--generate", "10"][..], "COUNTxSIZE"),
+        (&["--generate", "1x1K", "--compress", "gzip"], "zstd"),
+        (&["--generate", "1x1K", "--compressibility", "2"], "0 (random data)"),
+        (&["--generate", "1x1K", "--bidir"], "--bidir does not apply"),
+        (&["--from", "/nonexistent-nicbench-dir"], "/nonexistent-nicbench-dir"),
+    ] {
+        let mut all = vec!["files", "127.0.0.1", "-p", "1", "--no-save"];
+        all.extend_from_slice(args);
+        let out = nicbench(&all);
+        assert_ne!(out.status.code(), Some(0));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// A client that follows the protocol up to the data connection, then
+/// sends one file under `path`; returns the agent's report of its end.
+fn send_hostile(agent: &AgentProcess, path: &[u8]) -> String {
+    let params = FilesParams {
+        source: Source::Generated {
+            count: 1,
+            file_bytes: 4,
+        },
+        files: 1,
+        total_bytes: 4,
+        compressibility: 0.0,
+        compress_level: None,
+        fsync: false,
+    };
+    let mut spec = TestSpec {
+        workload: "files".into(),
+        duration_seconds: 10.0,
+        bytes: Some(4),
+        omit_seconds: 0.0,
+        streams: 1,
+        direction: Direction::Forward,
+        message_bytes: 65536,
+        interval_seconds: 1.0,
+        client: SideOptions::default(),
+        agent: SideOptions::default(),
+        params: Value::Null,
+    };
+    spec.set_params(&params).unwrap();
+    let mut raw = Raw::connect(agent.port);
+    raw.hello().send(&Message::TestRequest {
+        spec,
+        wait_seconds: 0.0,
+    });
+    let (token, port) = match raw.recv() {
+        Some(Message::Accepted { token, data_ports, .. }) => (token_from_hex(&token).unwrap(), data_ports[0]),
+        other => panic!("expected accepted, got {other:?}"),
+    };
+    let mut data = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut preamble = token.to_vec();
+    preamble.extend_from_slice(&1u32.to_be_bytes());
+    data.write_all(&preamble).unwrap();
+    assert!(matches!(raw.recv(), Some(Message::Ready)));
+    raw.send(&Message::Start);
+    let mut frame = Vec::new();
+    wire::put_header(&mut frame, path, 4);
+    frame.extend_from_slice(&4u32.to_be_bytes());
+    frame.extend_from_slice(b"evil");
+    frame.extend_from_slice(&xxhash_rust::xxh3::xxh3_128(b"evil").to_be_bytes());
+    frame.push(wire::KIND_END);
+    let _ = data.write_all(&frame);
+    let _ = data.shutdown(std::net::Shutdown::Write);
+    let mut rest = Vec::new();
+    let _ = data.read_to_end(&mut rest);
+    match raw.recv() {
+        Some(Message::Done { report }) => report.streams[0].error.clone().unwrap_or_default(),
+        other => panic!("expected the agent's report, got {other:?}"),
+    }
+}
+
+#[test]
+fn hostile_peer_paths_are_refused_and_nothing_is_written_outside_the_scratch_directory() {
+    let base = tempfile::tempdir().unwrap();
+    let scratch = base.path().join("scratch");
+    let mut agent = AgentProcess::start(&["--scratch", scratch.to_str().unwrap()]);
+    let absolute = base.path().join("absolute");
+    for (path, needle) in [
+        (b"../x".to_vec(), "'..'"),
+        (b"../../y".to_vec(), "'..'"),
+        (absolute.as_os_str().as_encoded_bytes().to_vec(), "absolute"),
+        (b"a\0b".to_vec(), "NUL"),
+    ] {
+        let error = send_hostile(&agent, &path);
+        assert!(error.contains("refused path") && error.contains(needle), "{error}");
+    }
+    assert_eq!(entries(base.path()), vec!["scratch"], "only the scratch directory");
+    assert!(entries(&scratch).is_empty(), "every test directory removed");
+    assert!(!Path::new("/x").exists() && !Path::new("/y").exists());
+    agent.assert_serves_normally();
+}
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Result<Tmpfs, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "nicbench-test",
+                dir.path().to_str().unwrap(),
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mount -t tmpfs: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_full_scratch_filesystem_stops_the_test_with_a_clear_error_and_no_partial_files() {
+    let tmpfs = match Tmpfs::mount("4m") {
+        Ok(t) => t,
+        Err(why) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("SKIPPED (cannot mount a tmpfs here, needs root): {why}");
+            return;
+        }
+        Err(why) => panic!("CI must be able to mount a tmpfs: {why}"),
+    };
+    let agent = AgentProcess::start(&["--scratch", tmpfs.0.path().to_str().unwrap()]);
+    let port = agent.port_arg();
+    let out = nicbench(&[
+        "files",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--generate",
+        "4x3M",
+        "--raw-time",
+        "0",
+        "--no-save",
+    ]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("is full") && err.contains("partial"), "{err}");
+    assert!(entries(tmpfs.0.path()).is_empty(), "{:?}", entries(tmpfs.0.path()));
+    drop(agent);
+}
+
+// ---- the lab: a 100 Mbit/s router between two hosts ----
+
+/// A lab with a 100 Mbit/s bottleneck in its router and an agent in `b`
+/// writing into its own scratch directory.
+fn lab_with_agent(scratch: &Path) -> (nicbench::lab::Lab, AgentProcess) {
+    let lab = lab_builder()
+        .via_router()
+        .rate(100_000_000)
+        .no_agents()
+        .build()
+        .unwrap();
+    let b = lab.addr("b").to_string();
+    let agent = AgentProcess::start_with(lab.command("b", BIN), &b, &["--scratch", scratch.to_str().unwrap()]);
+    (lab, agent)
+}
+
+fn lab_files(lab: &nicbench::lab::Lab, agent: &AgentProcess, args: &[&str]) -> (Value, String) {
+    let b = lab.addr("b").to_string();
+    let port = agent.port_arg();
+    let mut command = lab.command("a", BIN);
+    clean_env(&mut command)
+        .args(["files", &b, "-p", &port, "--no-save"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = wait_output(command.spawn().unwrap(), COMMAND_LIMIT, "nicbench files in the lab");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    (json, stderr(&out))
+}
+
+#[test]
+fn lab_one_big_file_gets_within_5_percent_of_raw_tcp_on_the_same_path() {
+    require_lab!();
+    let scratch = tempfile::tempdir().unwrap();
+    let (lab, agent) = lab_with_agent(scratch.path());
+    let (run, _) = lab_files(&lab, &agent, &["--generate", "1x200MB", "--raw-time", "3s", "--json"]);
+    let files = &run["sum"]["files"];
+    let percent = files["percent_of_raw_tcp"].as_f64().unwrap();
+    eprintln!(
+        "200 MB file: {:.1} Mbit/s payload, raw TCP {:.1} Mbit/s: {percent:.1}%",
+        files["payload_bits_per_second"].as_f64().unwrap() / 1e6,
+        files["raw_tcp"]["bits_per_second"].as_f64().unwrap() / 1e6
+    );
+    assert_eq!(files["verified"], true);
+    assert!((95.0..=105.0).contains(&percent), "{percent:.1}% of raw TCP: {files}");
+    assert_eq!(files["limited_by"]["kind"], "link", "{files}");
+    drop(agent);
+    drop(lab);
+}
+
+#[test]
+fn lab_many_small_files_are_far_below_raw_tcp_and_the_verdict_names_per_file_overhead() {
+    require_lab!();
+    let scratch = tempfile::tempdir().unwrap();
+    let (lab, agent) = lab_with_agent(scratch.path());
+    let (run, _) = lab_files(&lab, &agent, &["--generate", "20000x256", "--raw-time", "3s", "--json"]);
+    let files = &run["sum"]["files"];
+    let percent = files["percent_of_raw_tcp"].as_f64().unwrap();
+    eprintln!(
+        "20000 files of 256 B: {percent:.1}% of raw TCP; {}",
+        run["verdict"]["summary"]
+    );
+    assert_eq!(files["files"], 20000);
+    assert_eq!(files["verified"], true);
+    assert!(percent < 50.0, "{percent:.1}% of raw TCP: {files}");
+    assert_eq!(files["limited_by"]["kind"], "per_file_overhead", "{files}");
+    let verdict = run["verdict"]["summary"].as_str().unwrap();
+    assert!(verdict.contains("per-file overhead"), "{verdict}");
+}
+
+#[test]
+fn lab_compression_raises_payload_above_the_link_rate_and_says_so() {
+    require_lab!();
+    let scratch = tempfile::tempdir().unwrap();
+    let (lab, agent) = lab_with_agent(scratch.path());
+    let args = [
+        "--generate",
+        "4x40MB",
+        "--compressibility",
+        "0.9",
+        "--compress",
+        "zstd:1",
+        "--raw-time",
+        "3s",
+        "--json",
+    ];
+    let (run, _) = lab_files(&lab, &agent, &args);
+    let files = &run["sum"]["files"];
+    let percent = files["percent_of_raw_tcp"].as_f64().unwrap();
+    eprintln!(
+        "compressed set: {percent:.1}% of raw TCP; {}",
+        run["verdict"]["summary"]
+    );
+    assert_eq!(files["verified"], true);
+    assert!(percent > 100.0, "{percent:.1}% of raw TCP: {files}");
+    assert!(
+        files["payload_bits_per_second"].as_f64().unwrap() > 100e6,
+        "payload above the 100 Mbit/s link: {files}"
+    );
+    let verdict = run["verdict"]["summary"].as_str().unwrap();
+    assert!(
+        verdict.contains("above the raw TCP rate") && verdict.contains("zstd level 1"),
+        "{verdict}"
+    );
+}
