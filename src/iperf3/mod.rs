@@ -9,6 +9,8 @@
 //! reported itself. See docs/IPERF3.md.
 
 pub mod client;
+#[cfg(test)]
+mod properties;
 pub mod server;
 pub mod streams;
 pub mod udp;
@@ -177,6 +179,22 @@ impl Control {
         self.poll_state(timeout)?.ok_or_else(|| timed_out(timeout))
     }
 
+    /// What the peer has done on the connection, without waiting: sent a
+    /// byte (left unread), closed it, or nothing yet.
+    pub fn activity(&self) -> io::Result<Activity> {
+        let mut byte = [0u8];
+        self.stream.set_nonblocking(true)?;
+        let peeked = self.stream.peek(&mut byte);
+        self.stream.set_nonblocking(false)?;
+        match peeked {
+            Ok(0) => Ok(Activity::Closed),
+            Ok(_) => Ok(Activity::Sent),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Activity::Quiet),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(Activity::Closed),
+            Err(e) => Err(e),
+        }
+    }
+
     pub fn send_state(&mut self, state: State) -> io::Result<()> {
         self.stream.write_all(&[state.byte()])
     }
@@ -208,6 +226,14 @@ impl Control {
         frame.extend_from_slice(&errno.to_be_bytes());
         self.stream.write_all(&frame)
     }
+}
+
+/// See [`Control::activity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Quiet,
+    Sent,
+    Closed,
 }
 
 fn timed_out(timeout: Duration) -> WireError {
