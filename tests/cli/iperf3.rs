@@ -27,6 +27,7 @@ macro_rules! require_iperf3 {
         }
     };
 }
+pub(crate) use require_iperf3;
 
 /// A port no one listens on right now (TCP; UDP tests use the same number).
 pub(crate) fn free_port() -> u16 {

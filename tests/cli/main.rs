@@ -33,6 +33,7 @@ mod demo;
 mod facts;
 mod hostile;
 mod iperf3;
+mod iperf3_auth;
 mod lab;
 mod layers;
 mod linerate;
