@@ -34,6 +34,7 @@ mod facts;
 mod hostile;
 mod iperf3;
 mod iperf3_auth;
+mod iperf3_lab;
 mod lab;
 mod layers;
 mod linerate;
