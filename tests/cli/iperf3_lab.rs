@@ -114,7 +114,12 @@ fn percent_apart(a: f64, b: f64) -> f64 {
     (a - b).abs() * 100.0 / b
 }
 
+/// Not in the default suite: under the full `cargo test` on this 2-core
+/// machine, the tests running beside it starve every round (3.6-9.3% apart
+/// in all 3 rounds, while the linerate tbf test failed too). Run alone by
+/// bench/iperf3-lab-agreement.sh, where it agrees within 0.1-0.7%.
 #[test]
+#[ignore = "needs the machine to itself: bench/iperf3-lab-agreement.sh"]
 fn every_iperf3_pairing_agrees_with_iperf3_itself_on_a_shaped_link() {
     require_lab!();
     require_iperf3!();
