@@ -41,6 +41,8 @@ pub struct Target {
     pub wait: Duration,
     /// Pre-shared key file for an agent that requires authentication.
     pub psk_file: Option<std::path::PathBuf>,
+    /// Credentials for an iperf3 server that requires RSA authentication.
+    pub iperf3_auth: Option<crate::iperf3::auth::Credentials>,
 }
 
 /// "Busy" in words: the time left when the agent could say, else how long

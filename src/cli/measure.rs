@@ -102,6 +102,19 @@ pub struct MeasureArgs {
     /// Pre-shared key file, for an agent started with --psk-file.
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// User name for an iperf3 server that requires RSA authentication
+    /// (iperf3's --username); the password is taken from $IPERF3_PASSWORD.
+    #[arg(long, value_name = "USER", requires = "iperf3_rsa_public_key")]
+    pub iperf3_username: Option<String>,
+    /// The iperf3 server's RSA public key in PEM (iperf3's
+    /// --rsa-public-key-path), for --iperf3-username.
+    #[arg(long, value_name = "FILE", requires = "iperf3_username")]
+    pub iperf3_rsa_public_key: Option<std::path::PathBuf>,
+    /// Encrypt the credentials with PKCS#1 v1.5 padding instead of OAEP:
+    /// for iperf3 servers before 3.17 (Debian 12's 3.12), or newer ones
+    /// started with --use-pkcs1-padding.
+    #[arg(long, requires = "iperf3_username")]
+    pub iperf3_use_pkcs1_padding: bool,
     /// Run N trials and report the one chosen by --pick (the median unless
     /// told otherwise), with min/median/max.
     #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["confidence", "iterations"],

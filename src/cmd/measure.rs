@@ -100,7 +100,30 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
         connect_timeout: m.connect_timeout,
         wait: m.wait,
         psk_file: m.psk_file.clone(),
+        iperf3_auth: iperf3_credentials(m)?,
     })
+}
+
+/// The credentials of --iperf3-username, checked before anything connects.
+fn iperf3_credentials(m: &MeasureArgs) -> anyhow::Result<Option<crate::iperf3::auth::Credentials>> {
+    use crate::iperf3::auth::{Credentials, Padding, PASSWORD_ENV};
+    let (Some(username), Some(key)) = (&m.iperf3_username, &m.iperf3_rsa_public_key) else {
+        return Ok(None);
+    };
+    if iperf3_peer(m)?.is_none() {
+        return Err(super::UsageError(
+            "--iperf3-username is for iperf3 servers: give the host as iperf3://HOST or add --iperf3".into(),
+        )
+        .into());
+    }
+    let padding = if m.iperf3_use_pkcs1_padding {
+        Padding::Pkcs1v15
+    } else {
+        Padding::Oaep
+    };
+    Credentials::load(username, std::env::var(PASSWORD_ENV).ok(), key, padding)
+        .map(Some)
+        .map_err(|e| super::UsageError(e.to_string()).into())
 }
 
 /// The iperf3 server's host and port when the peer is one

@@ -349,6 +349,7 @@ fn check_agent(agent: &roundup::file::Agent) -> anyhow::Result<crate::model::Hos
         connect_timeout: Duration::from_secs(5),
         wait: Duration::ZERO,
         psk_file: agent.psk_file.as_ref().map(PathBuf::from),
+        iperf3_auth: None,
     };
     Ok(crate::session::remote_facts(&target)?)
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::auth::{Credentials, Padding};
 use super::streams::{self, DataStream, StreamPlan};
 use super::wire::{self, Params, Results, Transport, MAX_RESULTS_JSON};
 use super::{describe_server_error, Control, Cookie, Iperf3Error, State};
@@ -141,7 +142,7 @@ fn open_control(target: &Target, cookie: &Cookie) -> Result<(Control, SocketAddr
                 std::thread::sleep(BUSY_RETRY);
             }
             State::AccessDenied => return Err(Iperf3Error::Busy { addr }.into()),
-            State::ServerError => return Err(server_error(&mut control).into()),
+            State::ServerError => return Err(server_error(&mut control, None).into()),
             other => {
                 return Err(Iperf3Error::NotIperf3 {
                     addr,
@@ -154,8 +155,9 @@ fn open_control(target: &Target, cookie: &Cookie) -> Result<(Control, SocketAddr
 }
 
 /// Reads the error numbers after SERVER_ERROR (3.12 sends one for an
-/// authentication failure and two otherwise).
-fn server_error(control: &mut Control) -> Iperf3Error {
+/// authentication failure and two otherwise). `auth`: the credentials we
+/// sent, if any, to tell "denied" from "required".
+fn server_error(control: &mut Control, auth: Option<&Credentials>) -> Iperf3Error {
     let mut first = [0u8; 4];
     if control.read_exact(&mut first, REPLY_TIMEOUT).is_err() {
         return Iperf3Error::ServerError("the server reported an error and closed".into());
@@ -168,7 +170,23 @@ fn server_error(control: &mut Control) -> Iperf3Error {
     };
     if i_errno == wire::errno::AUTH_TEST {
         if let Ok(addr) = control.stream().peer_addr() {
-            return Iperf3Error::AuthRequired { addr };
+            return match auth {
+                None => Iperf3Error::AuthRequired { addr },
+                Some(c) => Iperf3Error::AuthDenied {
+                    addr,
+                    username: c.username().to_string(),
+                    hint: match c.padding() {
+                        Padding::Oaep => {
+                            "; and the padding: a server older than 3.17 (Debian 12 has 3.12) reads only \
+                             PKCS#1 v1.5, add --iperf3-use-pkcs1-padding for it"
+                        }
+                        Padding::Pkcs1v15 => {
+                            "; and the padding: a server of 3.17 or later reads PKCS#1 v1.5 only when started \
+                             with --use-pkcs1-padding, else drop --iperf3-use-pkcs1-padding (OAEP)"
+                        }
+                    },
+                },
+            };
         }
     }
     Iperf3Error::ServerError(describe_server_error(i_errno, errno))
@@ -262,9 +280,20 @@ fn configure(socket: &Socket, spec: &TestSpec, tcp: &TcpParams, _role: Role) -> 
 
 /// Waits for a state, turning the server's refusals into errors.
 fn expect(control: &mut Control, want: State, step: &'static str, timeout: Duration) -> Result<(), Iperf3Error> {
+    expect_as(control, want, step, timeout, None)
+}
+
+/// [`expect`], knowing which credentials were sent.
+fn expect_as(
+    control: &mut Control,
+    want: State,
+    step: &'static str,
+    timeout: Duration,
+    auth: Option<&Credentials>,
+) -> Result<(), Iperf3Error> {
     match control.read_state(timeout).map_err(wire_error(step))? {
         s if s == want => Ok(()),
-        State::ServerError => Err(server_error(control)),
+        State::ServerError => Err(server_error(control, auth)),
         State::AccessDenied => Err(Iperf3Error::ServerError("access denied".into())),
         State::ServerTerminate => Err(Iperf3Error::ServerTerminated),
         got => Err(Iperf3Error::UnexpectedState { expected: step, got }),
@@ -283,10 +312,20 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         .stream()
         .local_addr()
         .map_err(io_error("the control connection"))?;
+    let mut params = asked.params.clone();
+    if let Some(credentials) = &target.iperf3_auth {
+        params.authtoken = Some(credentials.token_now().map_err(Iperf3Error::from)?);
+    }
     control
-        .send_json(&asked.params.to_json())
+        .send_json(&params.to_json())
         .map_err(io_error("sending the parameters"))?;
-    expect(&mut control, State::CreateStreams, "CREATE_STREAMS", REPLY_TIMEOUT)?;
+    expect_as(
+        &mut control,
+        State::CreateStreams,
+        "CREATE_STREAMS",
+        REPLY_TIMEOUT,
+        target.iperf3_auth.as_ref(),
+    )?;
     let data = open_streams(spec, &asked, server, target.bind, &cookie)?;
     let peer_streams: Vec<(u32, i64, Role)> = data
         .iter()
@@ -328,7 +367,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         match control.poll_state(Duration::from_millis(20)) {
             Ok(None) => {}
             Ok(Some(State::ServerTerminate)) => return Err(Iperf3Error::ServerTerminated.into()),
-            Ok(Some(State::ServerError)) => return Err(server_error(&mut control).into()),
+            Ok(Some(State::ServerError)) => return Err(server_error(&mut control, None).into()),
             Ok(Some(got)) => {
                 return Err(Iperf3Error::UnexpectedState {
                     expected: "nothing while the test runs",

@@ -8,7 +8,10 @@
 //! [`crate::model::PeerProtocol`] saying who the peer was and what it
 //! reported itself. See docs/IPERF3.md.
 
+pub mod auth;
 pub mod client;
+#[cfg(test)]
+mod properties;
 pub mod server;
 pub mod streams;
 pub mod udp;
@@ -67,8 +70,23 @@ pub enum Iperf3Error {
     Refused { addr: std::net::SocketAddr, port: u16 },
     #[error("the iperf3 server at {addr} is busy running a test (it answered ACCESS_DENIED); try again later, or pass --wait 60s to keep trying")]
     Busy { addr: std::net::SocketAddr },
-    #[error("the iperf3 server at {addr} requires authentication (--username/RSA); nicbench does not implement iperf3's RSA authentication, use iperf3 itself for that server")]
+    #[error(
+        "the iperf3 server at {addr} requires authentication: pass --iperf3-username USER and \
+         --iperf3-rsa-public-key FILE (the server's public key), with the password in IPERF3_PASSWORD"
+    )]
     AuthRequired { addr: std::net::SocketAddr },
+    #[error(
+        "the iperf3 server at {addr} denied user '{username}' (test authorization failed): check the user \
+         name and IPERF3_PASSWORD against the server's --authorized-users-path, and that this host's clock \
+         is within the server's --time-skew-threshold (10 s by default){hint}"
+    )]
+    AuthDenied {
+        addr: std::net::SocketAddr,
+        username: String,
+        hint: &'static str,
+    },
+    #[error("iperf3 authentication: {0}")]
+    Credentials(#[from] auth::AuthError),
     #[error("the iperf3 server refused the test: {0}")]
     ServerError(String),
     #[error("the iperf3 server ended the test (SERVER_TERMINATE)")]
@@ -104,10 +122,11 @@ impl Iperf3Error {
     /// 4 refused, 5 failed while running.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Iperf3Error::Unsupported(_) => 2,
+            Iperf3Error::Unsupported(_) | Iperf3Error::Credentials(_) => 2,
             Iperf3Error::Refused { .. } => 3,
             Iperf3Error::Busy { .. }
             | Iperf3Error::AuthRequired { .. }
+            | Iperf3Error::AuthDenied { .. }
             | Iperf3Error::ServerError(_)
             | Iperf3Error::NotIperf3 { .. } => 4,
             _ => 5,
@@ -177,6 +196,22 @@ impl Control {
         self.poll_state(timeout)?.ok_or_else(|| timed_out(timeout))
     }
 
+    /// What the peer has done on the connection, without waiting: sent a
+    /// byte (left unread), closed it, or nothing yet.
+    pub fn activity(&self) -> io::Result<Activity> {
+        let mut byte = [0u8];
+        self.stream.set_nonblocking(true)?;
+        let peeked = self.stream.peek(&mut byte);
+        self.stream.set_nonblocking(false)?;
+        match peeked {
+            Ok(0) => Ok(Activity::Closed),
+            Ok(_) => Ok(Activity::Sent),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Activity::Quiet),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(Activity::Closed),
+            Err(e) => Err(e),
+        }
+    }
+
     pub fn send_state(&mut self, state: State) -> io::Result<()> {
         self.stream.write_all(&[state.byte()])
     }
@@ -208,6 +243,14 @@ impl Control {
         frame.extend_from_slice(&errno.to_be_bytes());
         self.stream.write_all(&frame)
     }
+}
+
+/// See [`Control::activity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Quiet,
+    Sent,
+    Closed,
 }
 
 fn timed_out(timeout: Duration) -> WireError {

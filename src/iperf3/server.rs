@@ -33,8 +33,6 @@ use crate::workload::tcp_stream::TcpParams;
 use crate::workload::udp::UdpParams;
 use crate::workload::{self, Workload};
 
-/// How long the client may take to open its streams.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the client may take for each step after the test.
 const RESULTS_TIMEOUT: Duration = Duration::from_secs(15);
 /// iperf3's default block sizes (`DEFAULT_TCP_BLKSIZE`, `DEFAULT_UDP_BLKSIZE`).
@@ -45,6 +43,7 @@ const DEFAULT_UDP_LEN: u64 = 1460;
 pub struct ServerSettings<'a> {
     pub limits: &'a TestLimits,
     /// How long the client may take to send its parameters.
+    /// The same deadline applies to opening its data streams.
     pub handshake_timeout: Duration,
     /// The port clients connect to (UDP streams use it too).
     pub port: u16,
@@ -66,8 +65,22 @@ pub enum ServeError {
         #[source]
         source: wire::WireError,
     },
+    /// Refused after the parameters, with the iperf3 error number (and
+    /// errno) the client is told in SERVER_ERROR.
+    #[error("{why}")]
+    Setup { i_errno: i32, errno: i32, why: String },
     #[error("{0}")]
     Failed(String),
+}
+
+impl ServeError {
+    fn setup(i_errno: i32, why: impl Into<String>) -> ServeError {
+        ServeError::Setup {
+            i_errno,
+            errno: 0,
+            why: why.into(),
+        }
+    }
 }
 
 fn wire_err(step: &'static str) -> impl FnOnce(wire::WireError) -> ServeError {
@@ -243,10 +256,20 @@ pub fn serve_test(
     control
         .send_state(State::CreateStreams)
         .map_err(io_err("sending CREATE_STREAMS"))?;
-    let sockets = if let Some(first) = first_udp {
-        accept_udp(first, peer.ip(), local_ip, settings.port, &spec, flows.len())?
+    let deadline = Instant::now() + settings.handshake_timeout;
+    let accepted = if let Some(first) = first_udp {
+        accept_udp(first, peer.ip(), local_ip, settings.port, &spec, flows.len(), deadline)
     } else {
-        accept_tcp(data, peer.ip(), flows.len(), &spec)?
+        accept_tcp(control, data, peer.ip(), flows.len(), &spec, deadline)
+    };
+    let sockets = match accepted {
+        Ok(sockets) => sockets,
+        Err(e) => {
+            if let ServeError::Setup { i_errno, errno, .. } = &e {
+                let _ = control.send_server_error(*i_errno, *errno);
+            }
+            return Err(e);
+        }
     };
     let mut data_streams = Vec::with_capacity(sockets.len());
     for (((id, flow), peer_id), socket) in flows.iter().zip(&ids).zip(sockets) {
@@ -309,7 +332,16 @@ pub fn serve_test(
             Ok(Some(State::ClientTerminate | State::IperfDone)) => {
                 break Err(ServeError::Failed("the client ended the test early".into()))
             }
-            Ok(Some(other)) => break Err(ServeError::Failed(format!("state {other:?} during the test"))),
+            Ok(Some(other)) => {
+                let _ = control.send_server_error(errno::MESSAGE, 0);
+                break Err(ServeError::Failed(format!(
+                    "state {other:?} during the test; answered SERVER_ERROR"
+                )));
+            }
+            Err(e @ wire::WireError::UnknownState(_)) => {
+                let _ = control.send_server_error(errno::MESSAGE, 0);
+                break Err(wire_err("the control connection during the test")(e));
+            }
             Err(e) => break Err(wire_err("the control connection during the test")(e)),
         }
     };
@@ -322,10 +354,18 @@ pub fn serve_test(
     control
         .send_state(State::ExchangeResults)
         .map_err(io_err("sending EXCHANGE_RESULTS"))?;
-    let theirs = control
+    let theirs = match control
         .read_json(MAX_RESULTS_JSON, RESULTS_TIMEOUT)
         .and_then(|m| Results::from_json(&m))
-        .map_err(wire_err("the client's results"))?;
+    {
+        Ok(results) => results,
+        Err(e) => {
+            if !matches!(e, wire::WireError::Io(_)) {
+                let _ = control.send_server_error(errno::RECV_RESULTS, 0);
+            }
+            return Err(wire_err("the client's results")(e));
+        }
+    };
     let mut ours = finished.to_results(params.transport);
     let local = finished.report;
     let fallback = local.streams.iter().map(|e| e.seconds).fold(0.0, f64::max);
@@ -431,14 +471,17 @@ fn accept_udp(
     port: u16,
     spec: &TestSpec,
     count: usize,
+    deadline: Instant,
 ) -> Result<Vec<Socket>, ServeError> {
-    let deadline = Instant::now() + SETUP_TIMEOUT;
     let mut sockets = Vec::with_capacity(count);
     let mut next = Some(first);
     for i in 0..count {
         let socket = next.take().expect("a socket is bound for every stream");
-        super::udp::server_accept(&socket, peer_ip, deadline)
-            .map_err(|e| ServeError::Failed(format!("UDP stream {} of {count}: {e}", i + 1)))?;
+        super::udp::server_accept(&socket, peer_ip, deadline).map_err(|e| ServeError::Setup {
+            i_errno: errno::STREAM_ACCEPT,
+            errno: e.raw_os_error().unwrap_or(0),
+            why: format!("UDP stream {} of {count}: {e}", i + 1),
+        })?;
         if i + 1 < count {
             next = Some(
                 bind_udp(local_ip, port, spec)
@@ -451,32 +494,62 @@ fn accept_udp(
     Ok(sockets)
 }
 
+/// How often the control connection is looked at while streams open.
+const SETUP_POLL: Duration = Duration::from_millis(100);
+
 /// Takes `count` TCP data connections from the agent, in the order it
 /// accepted them (the order the client opened them), from the client's
-/// address only.
+/// address only, before `deadline`. A client that closes its control
+/// connection meanwhile ends the wait at once; one that sends a state
+/// there (a real client sends none now) is answered with SERVER_ERROR.
 fn accept_tcp(
+    control: &mut Control,
     data: &Receiver<DataConnection>,
     peer_ip: IpAddr,
     count: usize,
     spec: &TestSpec,
+    deadline: Instant,
 ) -> Result<Vec<Socket>, ServeError> {
-    let deadline = Instant::now() + SETUP_TIMEOUT;
     let mut got: Vec<DataConnection> = Vec::with_capacity(count);
     while got.len() < count {
         let left = deadline.saturating_duration_since(Instant::now());
-        match data.recv_timeout(left) {
+        if left.is_zero() {
+            return Err(ServeError::Setup {
+                i_errno: errno::STREAM_ACCEPT,
+                errno: libc::ETIMEDOUT,
+                why: format!(
+                    "the client opened {} of its {count} data streams before the deadline (--handshake-timeout)",
+                    got.len()
+                ),
+            });
+        }
+        match data.recv_timeout(left.min(SETUP_POLL)) {
             Ok((seq, stream)) => {
                 if stream.peer_addr().map(|a| a.ip()).ok() != Some(peer_ip) {
                     continue;
                 }
                 got.push((seq, stream));
             }
-            Err(_) => {
-                return Err(ServeError::Failed(format!(
-                    "the client opened {} of its {count} data streams within {} s",
-                    got.len(),
-                    SETUP_TIMEOUT.as_secs()
-                )))
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => match control.activity() {
+                Ok(super::Activity::Quiet) => {}
+                Ok(super::Activity::Closed) | Err(_) => {
+                    return Err(ServeError::Failed(
+                        "the client closed its control connection while opening its streams".into(),
+                    ))
+                }
+                Ok(super::Activity::Sent) => {
+                    let what = match control.read_state(SETUP_POLL) {
+                        Ok(state) => format!("state {state:?}"),
+                        Err(e) => e.to_string(),
+                    };
+                    return Err(ServeError::setup(
+                        errno::MESSAGE,
+                        format!("{what} on the control connection while the streams should open"),
+                    ));
+                }
+            },
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(ServeError::Failed("the agent stopped handing over data streams".into()))
             }
         }
     }

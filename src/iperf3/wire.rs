@@ -57,8 +57,14 @@ pub mod errno {
     pub const TOTAL_RATE: i32 = 27;
     /// IELISTEN: "unable to start listener for connections".
     pub const LISTEN: i32 = 102;
+    /// IEMESSAGE: "received an unknown control message".
+    pub const MESSAGE: i32 = 110;
     /// IERECVPARAMS: "unable to receive parameters from client".
     pub const RECV_PARAMS: i32 = 114;
+    /// IERECVRESULTS: "unable to receive results from client/server".
+    pub const RECV_RESULTS: i32 = 117;
+    /// IESTREAMACCEPT: "unable to accept stream connection".
+    pub const STREAM_ACCEPT: i32 = 204;
     /// IESETCONGESTION: "unable to set TCP_CONGESTION".
     pub const SET_CONGESTION: i32 = 134;
     /// IEAUTHTEST: "test authorization failed".

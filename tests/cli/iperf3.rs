@@ -27,14 +27,15 @@ macro_rules! require_iperf3 {
         }
     };
 }
+pub(crate) use require_iperf3;
 
 /// A port no one listens on right now (TCP; UDP tests use the same number).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// True when a TCP socket listens on 127.0.0.1:`port` (/proc/net/tcp).
-fn listening(port: u16) -> bool {
+pub(crate) fn listening(port: u16) -> bool {
     let wanted = format!("0100007F:{port:04X}");
     std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
         t.lines().any(|l| {
@@ -45,7 +46,7 @@ fn listening(port: u16) -> bool {
 }
 
 /// An iperf3 process, killed when dropped (also when a test fails).
-struct Iperf3(Option<Child>);
+pub(crate) struct Iperf3(pub(crate) Option<Child>);
 
 impl Iperf3 {
     /// `iperf3 -s -1 -J -p PORT` on loopback; waits until it listens.
@@ -124,7 +125,7 @@ fn run_against_iperf3(workload: &str, args: &[&str]) -> (Value, Value) {
     (ours, server.output())
 }
 
-fn n(v: &Value) -> u64 {
+pub(crate) fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
@@ -376,54 +377,266 @@ fn a_second_iperf3_client_is_told_busy_or_waits_its_turn() {
     assert_eq!(read_byte(&mut second), Some(9), "PARAM_EXCHANGE once the first left");
 }
 
+/// What the agent answered a hostile client, read with a 20 s limit far
+/// above the agent's 2 s deadlines (a hang fails the test, it never passes it).
+#[derive(Debug, PartialEq)]
+enum Reply {
+    /// SERVER_ERROR and iperf3's error number.
+    ServerError(i32),
+    State(i8),
+    Closed,
+    Silent,
+}
+
+fn reply(s: &mut TcpStream) -> Reply {
+    let mut b = [0u8];
+    match s.read(&mut b) {
+        Ok(0) => Reply::Closed,
+        Ok(_) if b[0] as i8 == -2 => {
+            let mut n = [0u8; 4];
+            match s.read_exact(&mut n) {
+                Ok(()) => Reply::ServerError(i32::from_be_bytes(n)),
+                Err(_) => Reply::ServerError(-1),
+            }
+        }
+        Ok(_) => Reply::State(b[0] as i8),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => Reply::Silent,
+        Err(_) => Reply::Closed,
+    }
+}
+
+/// A distinct, well-formed cookie for the `i`-th hostile client.
+fn cookie_n(i: usize) -> Vec<u8> {
+    let alphabet = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut v: Vec<u8> = (0..36).map(|k| alphabet[(i >> (5 * k.min(6))) % 32]).collect();
+    v.push(0);
+    v
+}
+
+fn send_frame(s: &mut TcpStream, body: &[u8]) {
+    s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(body).unwrap();
+}
+
+/// Parameters accepted, then CREATE_STREAMS; returns the control connection.
+fn at_create_streams(port: u16, i: usize, params: &str) -> TcpStream {
+    let mut s = raw(port);
+    s.write_all(&cookie_n(i)).unwrap();
+    assert_eq!(reply(&mut s), Reply::State(9), "PARAM_EXCHANGE");
+    send_frame(&mut s, params.as_bytes());
+    assert_eq!(reply(&mut s), Reply::State(10), "CREATE_STREAMS for {params}");
+    s
+}
+
+/// A test under way: one TCP data stream opened with the cookie, TEST_START
+/// and TEST_RUNNING received. Returns the control and the data connection.
+fn running(port: u16, i: usize, seconds: u32) -> (TcpStream, TcpStream) {
+    let mut control = at_create_streams(port, i, &format!(r#"{{"tcp":true,"time":{seconds},"parallel":1}}"#));
+    let mut data = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    data.write_all(&cookie_n(i)).unwrap();
+    assert_eq!(reply(&mut control), Reply::State(1), "TEST_START");
+    assert_eq!(reply(&mut control), Reply::State(2), "TEST_RUNNING");
+    (control, data)
+}
+
+/// A real iperf3 client still gets its test after every hostile one.
+fn still_serves(port: u16, after: &str) {
+    let doc = iperf3_client(port, &["-n", "1M"]);
+    assert!(
+        n(&doc["end"]["sum_received"]["bytes"]) >= 1 << 20,
+        "after {after}: {}",
+        doc["end"]
+    );
+}
+
+/// iperf3's CVE checklist against the agent's iperf3 port (length wrap,
+/// short reads, wrong-typed JSON, out-of-range values, states out of
+/// order, stalls at every step): each is refused the way iperf3 refuses,
+/// with SERVER_ERROR and its error number where iperf3 sends one, at the
+/// deadline at the latest; and after each, a real iperf3 client is served.
 #[test]
 fn hostile_iperf3_clients_are_refused_and_the_agent_keeps_serving() {
     require_iperf3!();
-    let (_agent, port) = agent_with(&["--handshake-timeout", "2s"]);
-    // Bad cookie: not NUL-terminated binary.
+    let (agent, port) = agent_with(&[
+        "--handshake-timeout",
+        "2s",
+        "--max-streams",
+        "8",
+        "--max-message",
+        "512K",
+        "--max-duration",
+        "60s",
+    ]);
+    let mut case = 0usize;
+    let mut next = || {
+        case += 1;
+        case
+    };
+
+    // Bad cookie: binary, not NUL-terminated.
     let mut s = raw(port);
     s.write_all(&[0xff; 37]).unwrap();
-    assert_eq!(read_byte(&mut s), Some(-1));
-    // Length wrap: 0xffffffff would be a 4 GiB allocation (+1 wraps in C).
-    let mut s = admitted(port, b'e');
-    s.write_all(&u32::MAX.to_be_bytes()).unwrap();
-    assert_eq!(read_byte(&mut s), Some(-2), "SERVER_ERROR");
-    // Short read: announces 100 bytes, sends 10, goes away.
-    let mut s = admitted(port, b'f');
+    assert_eq!(reply(&mut s), Reply::State(-1), "ACCESS_DENIED for a bad cookie");
+    still_serves(port, "a bad cookie");
+
+    // Stalled in the cookie: cut off at the handshake deadline.
+    let mut s = raw(port);
+    s.write_all(&cookie_n(next())[..10]).unwrap();
+    assert_eq!(reply(&mut s), Reply::Closed, "a cookie stalled after 10 bytes");
+    still_serves(port, "a stalled cookie");
+
+    // Length prefixes: wrap (0xffffffff + 1 is 0 in C), huge, one past
+    // iperf3's 8 KiB, and zero. Refused from the 4 bytes alone.
+    for length in [u32::MAX, 0x8000_0000, 0x7fff_ffff, 8 * 1024 + 1, 0] {
+        let mut s = raw(port);
+        s.write_all(&cookie_n(next())).unwrap();
+        assert_eq!(reply(&mut s), Reply::State(9));
+        s.write_all(&length.to_be_bytes()).unwrap();
+        assert_eq!(reply(&mut s), Reply::ServerError(114), "length {length:#x}");
+        still_serves(port, &format!("length {length:#x}"));
+    }
+
+    // Short reads: announces 100 bytes, sends 10, then goes away; or stays
+    // silent (the handshake deadline fires).
+    let mut s = raw(port);
+    s.write_all(&cookie_n(next())).unwrap();
+    assert_eq!(reply(&mut s), Reply::State(9));
     s.write_all(&100u32.to_be_bytes()).unwrap();
     s.write_all(b"{\"tcp\":tru").unwrap();
     drop(s);
-    // Wrong-typed JSON and out-of-range values.
-    for body in [
-        &br#"{"tcp":true,"time":"ten"}"#[..],
-        br#"{"tcp":true,"parallel":-3}"#,
-        br#"[1,2,3]"#,
-        br#"{"udp":true,"len":1e300}"#,
-        br#"{"tcp":true,"parallel":100000}"#,
-        b"\xff\xfe\x00",
-    ] {
-        let mut s = admitted(port, b'g');
-        s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
-        s.write_all(body).unwrap();
-        assert_eq!(read_byte(&mut s), Some(-2), "{}", String::from_utf8_lossy(body));
+    still_serves(port, "a short read and a close");
+    let mut s = raw(port);
+    s.write_all(&cookie_n(next())).unwrap();
+    assert_eq!(reply(&mut s), Reply::State(9));
+    s.write_all(&100u32.to_be_bytes()).unwrap();
+    s.write_all(b"{\"tcp\":tru").unwrap();
+    assert_eq!(reply(&mut s), Reply::ServerError(114), "a short read, then silence");
+    still_serves(port, "a stalled short read");
+    // Silent after the cookie.
+    let mut s = raw(port);
+    s.write_all(&cookie_n(next())).unwrap();
+    assert_eq!(reply(&mut s), Reply::State(9));
+    assert_eq!(reply(&mut s), Reply::ServerError(114), "silent after the cookie");
+    still_serves(port, "a silent client");
+
+    // Wrong-typed JSON, malformed JSON, and values out of range: refused
+    // with iperf3's error number (114: unreadable parameters; 5, 6, 7:
+    // the limits iperf3 names "duration", "streams", "block size").
+    let deep_arrays = format!("{}{}", "[".repeat(4000), "]".repeat(4000));
+    let deep_objects = format!("{}1{}", r#"{"a":"#.repeat(1300), "}".repeat(1300));
+    let cases: Vec<(&[u8], i32)> = vec![
+        (br#"{"tcp":true,"time":"ten"}"#, 114),
+        (br#"{"tcp":true,"time":null}"#, 114),
+        (br#"{"tcp":true,"parallel":-3}"#, 114),
+        (br#"{"tcp":true,"parallel":[1]}"#, 114),
+        (br#"{"tcp":true,"parallel":2.5}"#, 114),
+        (br#"{"tcp":true,"omit":{"a":1}}"#, 114),
+        (br#"{"tcp":true,"len":"big"}"#, 114),
+        (br#"{"tcp":true,"congestion":7}"#, 114),
+        (br#"{"tcp":true,"client_version":["3.12"]}"#, 114),
+        (br#"[1,2,3]"#, 114),
+        (br#""tcp""#, 114),
+        (br#"{"tcp":"#, 114),
+        (b"\xff\xfe\x00", 114),
+        (deep_arrays.as_bytes(), 114),
+        (deep_objects.as_bytes(), 114),
+        (br#"{"tcp":true,"time":-1}"#, 114),
+        (br#"{"tcp":true,"time":1e300}"#, 114),
+        (br#"{"tcp":true,"time":86401}"#, 114),
+        (br#"{"tcp":true,"len":4294967297}"#, 114),
+        (br#"{"tcp":true,"bandwidth":-5}"#, 114),
+        (br#"{"tcp":true,"MSS":-1}"#, 114),
+        (br#"{"tcp":true,"num":-1}"#, 114),
+        (br#"{"sctp":true}"#, 114),
+        (br#"{"tcp":true,"time":61}"#, 5),
+        (br#"{"tcp":true,"time":10,"omit":55}"#, 5),
+        (br#"{"tcp":true,"parallel":100000}"#, 6),
+        (br#"{"tcp":true,"parallel":0}"#, 6),
+        (br#"{"tcp":true,"len":2000000000}"#, 7),
+        (br#"{"udp":true,"len":2000000000}"#, 20),
+        (br#"{"tcp":true,"window":1000000000000}"#, 114),
+        (br#"{"tcp":true,"window":2147483648}"#, 8),
+    ];
+    for (body, i_errno) in cases {
+        let shown = String::from_utf8_lossy(&body[..body.len().min(60)]).into_owned();
+        let mut s = raw(port);
+        s.write_all(&cookie_n(next())).unwrap();
+        assert_eq!(reply(&mut s), Reply::State(9));
+        send_frame(&mut s, body);
+        assert_eq!(reply(&mut s), Reply::ServerError(i_errno), "{shown}");
+        still_serves(port, &shown);
     }
-    // A state byte where the parameters belong, then silence.
-    let mut s = admitted(port, b'h');
+    // The same limits through a real iperf3 client, which prints its own text.
+    for (args, text) in [
+        (&["-t", "61"][..], "duration"),
+        (&["-P", "9"][..], "parallel streams"),
+        (&["-l", "1M"][..], "block size"),
+    ] {
+        let out = Command::new("timeout")
+            .args(["60", "iperf3", "-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+            .args(args)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let error = doc["error"].as_str().unwrap_or_default();
+        assert!(error.contains(text), "iperf3 -c {args:?}: {error}");
+    }
+    still_serves(port, "limits");
+
+    // States out of order. A state byte where the parameters belong:
+    // read as the first byte of a length, so the deadline fires.
+    let mut s = raw(port);
+    s.write_all(&cookie_n(next())).unwrap();
+    assert_eq!(reply(&mut s), Reply::State(9));
     s.write_all(&[16]).unwrap();
-    assert_eq!(read_byte(&mut s), Some(-2));
-    // Valid parameters, then TEST_END before any stream: refused at the
-    // setup deadline, never a panic.
-    let mut s = admitted(port, b'i');
-    let body = br#"{"tcp":true,"time":1,"parallel":1}"#;
-    s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    assert_eq!(read_byte(&mut s), Some(10), "CREATE_STREAMS");
+    assert_eq!(
+        reply(&mut s),
+        Reply::ServerError(114),
+        "IPERF_DONE instead of the parameters"
+    );
+    still_serves(port, "a state instead of the parameters");
+    // TEST_START from the client while its streams should open: IEMESSAGE.
+    let mut s = at_create_streams(port, next(), r#"{"tcp":true,"time":1,"parallel":2}"#);
+    s.write_all(&[1]).unwrap();
+    assert_eq!(reply(&mut s), Reply::ServerError(110), "TEST_START from the client");
+    still_serves(port, "TEST_START from the client");
+    // TEST_END and a close before any stream: the wait ends at once.
+    let mut s = at_create_streams(port, next(), r#"{"tcp":true,"time":1,"parallel":1}"#);
     s.write_all(&[4]).unwrap();
     drop(s);
-    // Silent after the cookie: cut off at the handshake deadline.
-    let mut s = admitted(port, b'j');
-    assert!(matches!(read_byte(&mut s), Some(-2) | None));
-    // And a real client still gets its test.
-    let doc = iperf3_client(port, &["-t", "1"]);
-    assert!(n(&doc["end"]["sum_received"]["bytes"]) > 0);
+    still_serves(port, "TEST_END before the streams");
+    // No streams at all: IESTREAMACCEPT at the handshake deadline.
+    let mut s = at_create_streams(port, next(), r#"{"tcp":true,"time":1,"parallel":4}"#);
+    assert_eq!(reply(&mut s), Reply::ServerError(204), "no data streams");
+    still_serves(port, "a client that opened no streams");
+    // During the test: EXCHANGE_RESULTS instead of TEST_END, and a byte
+    // that is no state at all. IEMESSAGE at once, not at the end of -t.
+    for byte in [13u8, 0x55] {
+        let (mut control, _data) = running(port, next(), 30);
+        control.write_all(&[byte]).unwrap();
+        assert_eq!(
+            reply(&mut control),
+            Reply::ServerError(110),
+            "state byte {byte} during the test"
+        );
+        still_serves(port, &format!("state byte {byte} during the test"));
+    }
+    // After TEST_END, results that wrap the length, or have the wrong type.
+    for results in [
+        None,
+        Some(&br#"{"streams":"many"}"#[..]),
+        Some(br#"{"cpu_util_total":[]}"#),
+    ] {
+        let (mut control, data) = running(port, next(), 1);
+        control.write_all(&[4]).unwrap();
+        drop(data);
+        assert_eq!(reply(&mut control), Reply::State(13), "EXCHANGE_RESULTS");
+        match results {
+            None => control.write_all(&u32::MAX.to_be_bytes()).unwrap(),
+            Some(body) => send_frame(&mut control, body),
+        }
+        assert_eq!(reply(&mut control), Reply::ServerError(117), "results {results:?}");
+        still_serves(port, "bad results");
+    }
+    assert!(!agent.logs().contains("panicked"), "{}", agent.logs());
 }

@@ -34,6 +34,8 @@ mod facts;
 mod files;
 mod hostile;
 mod iperf3;
+mod iperf3_auth;
+mod iperf3_lab;
 mod lab;
 mod layers;
 mod linerate;
