@@ -382,12 +382,14 @@ pub fn link_name(l: &LinkResult) -> String {
     }
 }
 
-/// What limited the aggregate. `generic` is the trial's verdict by the
-/// single-path rules; a CPU verdict there wins, with the side's busiest
-/// core and its softirq share.
+/// What limited the aggregate, first rule that holds: one link much slower
+/// than the others (named); a side's CPU (cgroup throttling or threads
+/// waiting for a CPU, the side with the stronger evidence, with its busiest
+/// core and softirq share); every link at its line rate; else `generic`,
+/// the trial's verdict by the single-path rules, or nothing visible.
 pub fn judge(trial: &TrialResult, summary: &LinksSummary, generic: &Verdict) -> Verdict {
-    let verdict = cpu_limit(trial, generic)
-        .or_else(|| slow_link(summary))
+    let verdict = slow_link(summary)
+        .or_else(|| cpu_limit(trial, generic))
         .or_else(|| at_line_rate(summary))
         .unwrap_or_else(|| match generic.kind.as_str() {
             "none" | "link_bound" | "model_exceeded" => Verdict::new(
@@ -407,32 +409,78 @@ pub fn judge(trial: &TrialResult, summary: &LinksSummary, generic: &Verdict) -> 
     }
 }
 
+/// The side whose CPU held the test back most: its cgroup throttled it in
+/// most periods, or its trial threads waited for a CPU most of the time
+/// they were ready to run; else a CPU-bound generic verdict.
 fn cpu_limit(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
-    if !matches!(generic.kind.as_str(), "cgroup_throttled" | "cpu_starved" | "cpu_bound") {
-        return None;
-    }
-    let side = if generic.summary.starts_with("receiver") {
-        trial.streams.first().map(|s| s.flow.receiver())
-    } else if generic.summary.starts_with("sender") {
-        trial.streams.first().map(|s| s.flow.sender())
-    } else {
-        None
+    let evidence = |party: Party| -> Option<(f64, &'static str, String)> {
+        let counters = match party {
+            Party::Client => trial.counters.client.as_ref(),
+            Party::Agent => trial.counters.agent.as_ref(),
+        }?;
+        if let Some(cg) = &counters.cgroup_cpu {
+            let share = cg.throttled_percent_of_periods.unwrap_or(0.0);
+            if share >= crate::verdict::THROTTLED_PERCENT && cg.periods >= 10 {
+                return Some((
+                    100.0 + share,
+                    "cgroup_throttled",
+                    format!("its cgroup {} throttled it in {share:.0}% of CPU periods", cg.cgroup),
+                ));
+            }
+        }
+        let s = counters.scheduling.as_ref()?;
+        let share = s.wait_percent?;
+        let long_enough = s.wait_seconds * 100.0 >= crate::verdict::WAIT_SHARE_OF_TRIAL_PERCENT * counters.seconds;
+        (share >= crate::verdict::WAIT_PERCENT && long_enough).then(|| {
+            (
+                share,
+                "cpu_starved",
+                format!(
+                    "its threads waited for a CPU {share:.0}% of the time they were ready to run \
+                     (ran {:.2} s, waited {:.2} s)",
+                    s.run_seconds, s.wait_seconds
+                ),
+            )
+        })
     };
-    let core = side.map(|p| match p {
+    let found = [Party::Client, Party::Agent]
+        .into_iter()
+        .filter_map(|p| evidence(p).map(|e| (p, e)))
+        .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+    let Some((party, (_, kind, detail))) = found else {
+        return (generic.kind == "cpu_bound")
+            .then(|| Verdict::new(&generic.kind, format!("aggregate limited by the {}", generic.summary)));
+    };
+    let core = match party {
         Party::Client => &trial.cpu.client.busiest_core,
         Party::Agent => &trial.cpu.agent.busiest_core,
-    });
-    let detail = match core {
-        Some(c) if c.utilization_percent > 0.0 && !generic.summary.contains("softirq") => format!(
-            "; busiest core {} at {:.0}% ({:.0}% softirq)",
-            c.core, c.utilization_percent, c.softirq_percent
+    };
+    let core = match core.utilization_percent > 0.0 {
+        true => format!(
+            "; its busiest core {} at {:.0}% ({:.0}% softirq)",
+            core.core, core.utilization_percent, core.softirq_percent
         ),
-        _ => String::new(),
+        false => String::new(),
     };
     Some(Verdict::new(
-        &generic.kind,
-        format!("aggregate limited by the {}{detail}", generic.summary),
+        kind,
+        format!(
+            "aggregate limited by the {}'s CPU ({}): {detail}{core}",
+            role_of(trial, party),
+            party.as_str()
+        ),
     ))
+}
+
+/// "sender", "receiver", or the party's name when it did both.
+fn role_of(trial: &TrialResult, party: Party) -> &'static str {
+    let sends = trial.streams.iter().any(|s| s.flow.sender() == party);
+    let receives = trial.streams.iter().any(|s| s.flow.receiver() == party);
+    match (sends, receives) {
+        (true, false) => "sender",
+        (false, true) => "receiver",
+        _ => party.as_str(),
+    }
 }
 
 fn slow_link(summary: &LinksSummary) -> Option<Verdict> {

@@ -238,22 +238,32 @@ fn links_at_their_rate_say_so_and_nothing_else_says_none() {
 }
 
 #[test]
-fn a_cpu_verdict_wins_and_names_the_core() {
+fn the_side_whose_cpu_held_back_most_is_named_with_its_core() {
+    use crate::model::{SideCounters, ThreadScheduling};
     let (mut trial, _) = three_links([50e6, 48e6, 49e6], Some(100_000_000));
+    let waited = |percent: f64| SideCounters {
+        seconds: 3.0,
+        scheduling: Some(ThreadScheduling {
+            threads: 4,
+            run_seconds: 0.1,
+            wait_seconds: 2.0,
+            wait_percent: Some(percent),
+        }),
+        ..SideCounters::default()
+    };
+    // Both sides waited (a loaded machine), the receiving agent most.
+    trial.counters.client = Some(waited(80.0));
+    trial.counters.agent = Some(waited(99.0));
     trial.cpu.agent.busiest_core = CoreUtilization {
         core: 1,
         utilization_percent: 99.0,
         softirq_percent: 41.0,
         ..CoreUtilization::default()
     };
-    let generic = Verdict::new(
-        "cgroup_throttled",
-        "receiver CPU-bound: its cgroup /nicbench/x/b throttled it in 90% of CPU periods".into(),
-    );
-    let v = judge(&trial, trial.links.as_ref().unwrap(), &generic);
-    assert_eq!(v.kind, "cgroup_throttled");
+    let v = judge(&trial, trial.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "cpu_starved");
     assert!(
-        v.summary.starts_with("aggregate limited by the receiver CPU-bound"),
+        v.summary.starts_with("aggregate limited by the receiver's CPU (agent)"),
         "{}",
         v.summary
     );
@@ -262,6 +272,11 @@ fn a_cpu_verdict_wins_and_names_the_core() {
         "{}",
         v.summary
     );
+    // A much slower link is the more specific answer.
+    let (mut slow, _) = three_links([95e6, 9.5e6, 95e6], None);
+    slow.counters = trial.counters.clone();
+    let v = judge(&slow, slow.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "link_slow", "{}", v.summary);
 }
 
 #[test]

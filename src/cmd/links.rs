@@ -22,6 +22,14 @@ pub fn prepare(m: &MeasureArgs, spec: &TestSpec, target: &Target, iperf3: bool) 
     let Some(arg) = &m.links else {
         return Ok(spec.clone());
     };
+    let workload = crate::workload::find(&spec.workload)?;
+    if !workload.supports_links() {
+        return Err(SpecError::Invalid(format!(
+            "the {} workload does not run over several links; drop --links",
+            spec.workload
+        ))
+        .into());
+    }
     if iperf3 {
         return Err(
             SpecError::Invalid("--links needs a nicbench agent; an iperf3 server cannot take it".into()).into(),

@@ -36,6 +36,7 @@ mod iperf3;
 mod lab;
 mod layers;
 mod linerate;
+mod links;
 mod manual;
 mod rawclient;
 mod repeat;
