@@ -564,6 +564,32 @@ fn admit<'a>(
     }
 }
 
+/// Checks that the workload can run over links and that every agent
+/// address of the spec's links is an address of this host.
+fn check_links_here(spec: &TestSpec, workload: &dyn workload::Workload) -> Result<(), workload::SpecError> {
+    if spec.links.is_empty() {
+        return Ok(());
+    }
+    if !workload.supports_links() {
+        return Err(workload::SpecError::Invalid(format!(
+            "the {} workload does not run over several links (--links)",
+            spec.workload
+        )));
+    }
+    let here = crate::probe::nic::interface_addresses();
+    for link in &spec.links {
+        if !here.iter().any(|(_, a)| a.to_canonical() == link.agent.to_canonical()) {
+            return Err(workload::SpecError::Invalid(format!(
+                "--links: {} is not an address of the agent's host {}; ask it with `nicbench host --remote` \
+                 or use --links auto",
+                link.agent,
+                crate::probe::host::hostname()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Waits for the client's data connections while watching the control
 /// connection, so a client that vanishes now frees its slot at once
 /// instead of at the setup deadline.
@@ -619,28 +645,40 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     if let Some(psk) = &shared.config.psk {
         authenticate(channel, psk, shared)?;
     }
-    let (spec, wait_seconds) = match channel.recv(shared.config.handshake_timeout, "test_request")? {
-        Message::TestRequest { spec, wait_seconds } => (spec, wait_seconds),
-        Message::FactsRequest => {
-            channel.send(&Message::Facts {
-                facts: facts_toward(local_ip),
-            })?;
-            return Ok(());
+    let mut addresses_sent = false;
+    let (spec, wait_seconds) = loop {
+        match channel.recv(shared.config.handshake_timeout, "test_request")? {
+            Message::TestRequest { spec, wait_seconds } => break (spec, wait_seconds),
+            Message::FactsRequest => {
+                channel.send(&Message::Facts {
+                    facts: facts_toward(local_ip),
+                })?;
+                return Ok(());
+            }
+            // Once per connection, so a client cannot keep a control
+            // connection busy with requests.
+            Message::SetMtu { mtu } => {
+                let interface = change_mtu(shared, local_ip, mtu).map_err(Refusal::Tell)?;
+                logging::info(&format!("{peer}: MTU of {interface} set to {mtu}"));
+                channel.send(&Message::Facts {
+                    facts: facts_toward(local_ip),
+                })?;
+                return Ok(());
+            }
+            Message::AddressesRequest if !addresses_sent => {
+                addresses_sent = true;
+                channel.send(&Message::Addresses {
+                    addresses: crate::probe::nic::interface_addresses_with_prefix(),
+                })?;
+            }
+            other => return Err(unexpected("test_request", &other)),
         }
-        Message::SetMtu { mtu } => {
-            let interface = change_mtu(shared, local_ip, mtu).map_err(Refusal::Tell)?;
-            logging::info(&format!("{peer}: MTU of {interface} set to {mtu}"));
-            channel.send(&Message::Facts {
-                facts: facts_toward(local_ip),
-            })?;
-            return Ok(());
-        }
-        other => return Err(unexpected("test_request", &other)),
     };
     let workload = workload::find(&spec.workload).map_err(|e| Refusal::Tell(e.to_string()))?;
     workload
         .validate(&spec)
         .and_then(|()| TestSpec::validate_cpus(&spec.agent.cpus, "--remote-affinity"))
+        .and_then(|()| check_links_here(&spec, workload))
         .map_err(|e| Refusal::Tell(e.to_string()))?;
     shared.config.limits.check(&spec).map_err(Refusal::Tell)?;
     let ticket = admit(channel, shared, &spec, wait_seconds)?;
@@ -649,11 +687,19 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     }
 
     let token = protocol::new_token();
+    let routes = workload::routes_of(&spec);
     let net = AgentNet {
-        local_ip,
+        // With links, TCP data connections may arrive on any link's address:
+        // listen on all, and admit each stream only over its own link.
+        local_ip: match (routes.is_empty(), local_ip) {
+            (true, ip) => ip,
+            (false, IpAddr::V4(_)) => IpAddr::from([0u8; 4]),
+            (false, IpAddr::V6(_)) => IpAddr::from([0u16; 8]),
+        },
         peer_ip: peer.ip(),
         token,
         storage: shared.config.storage.clone(),
+        routes,
     };
     let pending = workload
         .agent_side(&spec, &net)

@@ -12,6 +12,7 @@ pub mod cmd;
 pub mod iperf3;
 pub mod lab;
 pub mod linerate;
+pub mod links;
 pub mod logging;
 pub mod model;
 pub mod plan;

@@ -230,7 +230,7 @@ fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
 }
 
 /// Hellos both ways, then the key proof when the agent asks for it.
-fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Result<(), SessionError> {
+fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Result<Hello, SessionError> {
     channel.send(&Message::Hello(Hello::ours(crate::workload::names())))?;
     let hello = channel.recv(REPLY_TIMEOUT, "the agent's hello").map_err(|e| match e {
         // Something listens there, but it does not speak our protocol.
@@ -254,16 +254,16 @@ fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Resu
         other => other.into(),
     })?;
     match (hello.auth_required, psk) {
-        (false, None) => Ok(()),
+        (false, None) => {}
         (false, Some(_)) => {
             logging::warn(&format!(
                 "the agent at {addr} does not require authentication; the pre-shared key was not used"
             ));
-            Ok(())
         }
-        (true, None) => Err(SessionError::AuthRequired { addr }),
-        (true, Some(psk)) => authenticate(channel, addr, psk),
+        (true, None) => return Err(SessionError::AuthRequired { addr }),
+        (true, Some(psk)) => authenticate(channel, addr, psk)?,
     }
+    Ok(hello)
 }
 
 /// What a service that is no nicbench agent answered, in words: the
@@ -427,13 +427,24 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let client_addr = stream.local_addr().map_err(ProtocolError::Io)?;
     let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
 
-    handshake(&mut channel, agent_addr, psk.as_ref())?;
+    let hello = handshake(&mut channel, agent_addr, psk.as_ref())?;
+    if !spec.links.is_empty() {
+        if !workload.supports_links() {
+            return Err(SpecError::Invalid(format!(
+                "the {} workload does not run over several links; drop --links",
+                spec.workload
+            ))
+            .into());
+        }
+        check_links_supported(&hello, agent_addr)?;
+    }
     let accepted = request(&mut channel, spec, target.wait, agent_addr)?;
     let net = ClientNet {
         agent_ip: agent_addr.ip(),
         data_ports: accepted.data_ports,
         token: accepted.token,
         bind: target.bind,
+        routes: workload::routes_of(spec),
     };
     let side = workload.client_side(spec, &net)?;
     match channel.recv(REPLY_TIMEOUT, "the agent to be ready")? {
@@ -455,8 +466,10 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let outcome = trial::run_side(side, plan, &mut channel, &ProcStat)?;
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
     check_agent_report(&agent_report, spec)?;
+    let (client_links, agent_links) = (outcome.local.links.clone(), agent_report.links.clone());
     let mut result = TrialResult::merge(options.trial, &spec.flows(), outcome.local, agent_report)?;
     workload::results_of(&spec.workload).summarize(&mut result);
+    crate::links::summarize(&mut result, spec, &client_links, &agent_links);
     result.interruption = outcome.interruption;
     for s in &result.streams {
         for (end, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
@@ -490,6 +503,34 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     };
     crate::verdict::annotate(&mut run, None);
     Ok(run)
+}
+
+/// Refuses to ask an agent for links when its hello does not offer them.
+fn check_links_supported(hello: &Hello, addr: SocketAddr) -> Result<(), SessionError> {
+    if hello.has_feature(crate::protocol::FEATURE_LINKS) {
+        return Ok(());
+    }
+    Err(SessionError::AgentRefused(format!(
+        "the agent at {addr} (nicbench {}) does not know --links; run nicbench {} or newer there",
+        hello.software_version,
+        env!("CARGO_PKG_VERSION")
+    )))
+}
+
+/// Asks the agent at `target` for the addresses of its interfaces (for
+/// `--links`), authenticating when it asks.
+pub fn agent_addresses(target: &Target) -> Result<Vec<crate::model::InterfaceAddress>, SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    let stream = connect(target)?;
+    let addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    let hello = handshake(&mut channel, addr, psk.as_ref())?;
+    check_links_supported(&hello, addr)?;
+    channel.send(&Message::AddressesRequest)?;
+    match channel.recv(REPLY_TIMEOUT, "the agent's addresses")? {
+        Message::Addresses { addresses } => Ok(addresses),
+        other => Err(unexpected("addresses", other, addr)),
+    }
 }
 
 /// Asks the agent at `target` for its host facts and the interface toward
@@ -547,6 +588,7 @@ mod tests {
             cpu: CpuReport::default(),
             counters: None,
             overlapped_tests: 0,
+            links: Vec::new(),
         }
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::model::{Interruption, Party, SideReport};
+use crate::model::{Interruption, LinkEnd, Party, SideReport};
 use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
 use crate::probe::sched::ThreadTracker;
@@ -90,6 +90,7 @@ pub fn run_side(
     let abort = side.aborter();
     let counter_probe = CounterProbe::for_local_address(channel.stream().local_addr().ok().map(|a| a.ip()));
     let counters_before = counter_probe.snapshot();
+    let links = LinkProbes::new(spec, plan.host);
     let mut threads = ThreadTracker::start();
     let before = sampler.sample().map_err(TrialError::Cpu)?;
     let control = RunControl {
@@ -180,6 +181,7 @@ pub fn run_side(
     let seconds = start.elapsed().as_secs_f64();
     let after = sampler.sample().map_err(TrialError::Cpu)?;
     let mut counters = counter_probe.delta(&counters_before, &counter_probe.snapshot());
+    let links = links.finish();
     counters.scheduling = threads.report();
     let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.warmup_bytes).sum();
     let mut cpu = cpu_report(
@@ -203,6 +205,7 @@ pub fn run_side(
             cpu,
             counters: Some(counters),
             overlapped_tests: 0,
+            links,
         },
         peer: peer_report,
         interruption: stopped_by.map(|(by, reason)| Interruption {
@@ -212,6 +215,43 @@ pub fn run_side(
             planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
         }),
     })
+}
+
+/// This side's end of every link of a spec, and its interface's counters
+/// from the start of the trial.
+struct LinkProbes(Vec<(LinkEnd, CounterProbe, crate::probe::counters::CounterSnapshot)>);
+
+impl LinkProbes {
+    fn new(spec: &TestSpec, host: Party) -> LinkProbes {
+        LinkProbes(
+            spec.links
+                .iter()
+                .map(|link| {
+                    let address = match host {
+                        Party::Client => link.client,
+                        Party::Agent => link.agent,
+                    };
+                    let end = crate::probe::nic::link_end(address);
+                    let probe = CounterProbe {
+                        interface: end.interface.clone(),
+                        ..CounterProbe::default()
+                    };
+                    let before = probe.snapshot();
+                    (end, probe, before)
+                })
+                .collect(),
+        )
+    }
+
+    fn finish(self) -> Vec<LinkEnd> {
+        self.0
+            .into_iter()
+            .map(|(mut end, probe, before)| {
+                end.nic = probe.delta(&before, &probe.snapshot()).nic;
+                end
+            })
+            .collect()
+    }
 }
 
 /// When a trial of `spec` must have ended, with a grace period; for a

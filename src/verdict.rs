@@ -128,6 +128,20 @@ pub fn annotate_link(run: &mut RunResult, link_speed: Option<u64>, link_overhead
     let (message_bytes, omit_seconds) = (run.spec.message_bytes, run.spec.omit_seconds);
     let kind = crate::workload::results_of(&run.workload);
     let judge_trial = |trial: &mut TrialResult| {
+        if let Some(mut links) = trial.links.take() {
+            // Several links: the line rate is each link's, and the verdict
+            // says what limited the aggregate.
+            trial.line_rate = None;
+            if let Some(speed) = link_speed {
+                crate::links::set_link_speed(&mut links, speed);
+            }
+            let generic = judge(trial, kind, shared);
+            let v = crate::links::judge(trial, &links, &generic);
+            links.verdict = Some(v.clone());
+            trial.links = Some(links);
+            trial.verdict = Some(v);
+            return;
+        }
         trial.line_rate =
             link.and_then(|link| line_rate_share(trial, kind, &link, mtu, ipv6, message_bytes, omit_seconds));
         trial.verdict = Some(judge(trial, kind, shared));

@@ -85,6 +85,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
         verdict: None,
         overlapped_tests: 0,
         interruption: None,
+        links: None,
     }
 }
 

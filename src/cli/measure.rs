@@ -134,6 +134,16 @@ pub struct MeasureArgs {
     /// default 10,3).
     #[arg(long, value_name = "MAX,MIN", value_parser = parse::iterations)]
     pub iterations: Option<(u32, u32)>,
+    /// Several links at once: LOCAL=REMOTE pairs separated by commas (a
+    /// local address or interface name, the agent's address or name on that
+    /// link), each with its own -P streams; or `auto` to pair the agent's
+    /// addresses with local ones on the same subnets (docs/LINKS.md).
+    #[arg(long, value_name = "LOCAL=REMOTE,...|auto", value_parser = crate::links::parse_links)]
+    pub links: Option<crate::links::LinksArg>,
+    /// With --links: measure each link alone first, then all together, in
+    /// one run; the scaling efficiency is then against the best link alone.
+    #[arg(long, requires = "links")]
+    pub scaling: bool,
     #[command(flatten)]
     pub save: super::store::SaveArgs,
 }

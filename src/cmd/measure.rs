@@ -47,6 +47,7 @@ pub fn base_spec(workload: &str, m: &MeasureArgs, message_bytes: u64) -> TestSpe
         client: side(m.sndbuf, m.rcvbuf, &m.affinity),
         agent: side(m.remote_sndbuf, m.remote_rcvbuf, &m.remote_affinity),
         params: serde_json::Value::Null,
+        links: Vec::new(),
     }
 }
 
@@ -298,6 +299,11 @@ pub fn measure_adjusted(
         on_trial: Some(&mut on_trial),
     };
     let iperf3 = iperf3_peer(m)?.is_some();
+    let spec = &super::links::prepare(m, spec, &target, iperf3)?;
+    let alone = match m.scaling {
+        true => Some(super::links::each_alone(m, spec, &target, options.interrupted)?),
+        false => None,
+    };
     let context = || {
         format!(
             "{} test against {}{}",
@@ -342,6 +348,9 @@ pub fn measure_adjusted(
     };
     if m.link_speed.is_some() || m.link_overhead.is_some() {
         crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
+    }
+    if let Some(alone) = alone {
+        super::links::apply_alone(&mut run, &alone, m);
     }
     Ok(Measured { run, saver })
 }

@@ -13,6 +13,7 @@ pub mod host;
 pub mod import;
 pub mod lab;
 pub mod linerate;
+pub mod links;
 pub mod manual;
 pub mod measure;
 pub mod rr;

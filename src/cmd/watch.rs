@@ -143,6 +143,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         client: SideOptions::default(),
         agent: SideOptions::default(),
         params: serde_json::Value::Null,
+        links: Vec::new(),
     };
     spec.params = serde_json::json!({
         "command": args.command,

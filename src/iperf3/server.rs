@@ -165,6 +165,7 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
         client: side.clone(),
         agent: side,
         params: serde_json::Value::Null,
+        links: Vec::new(),
     };
     let set = if udp {
         spec.set_params(&UdpParams {

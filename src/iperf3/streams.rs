@@ -240,6 +240,7 @@ impl RunningSide {
                 cpu,
                 counters: None,
                 overlapped_tests: 0,
+                links: Vec::new(),
             },
             peer_ids: self.peer_ids,
             udp_highest: highest,
@@ -418,6 +419,7 @@ pub fn peer_report(
             cpu,
             counters: None,
             overlapped_tests: 0,
+            links: Vec::new(),
         },
         raw,
     ))

@@ -201,4 +201,8 @@ pub struct SideReport {
     /// (`nicbench serve --max-concurrent`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub overlapped_tests: u32,
+    /// With `--links`: this side's end of each link, in the spec's order,
+    /// with its interface's counters over the trial.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<super::links::LinkEnd>,
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::links::LinkPair;
 use super::side::Flow;
 
 /// Limits every test spec must respect (the agent may impose tighter ones).
@@ -11,6 +12,8 @@ pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
 pub const MAX_DURATION_SECONDS: f64 = 24.0 * 3600.0;
 pub const MIN_INTERVAL_SECONDS: f64 = 0.05;
 pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+/// Most links of one test (`--links`).
+pub const MAX_LINKS: usize = 16;
 
 /// Which way the streams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -68,6 +71,10 @@ pub struct TestSpec {
     /// Workload-specific parameters, checked by the workload.
     #[serde(default)]
     pub params: serde_json::Value,
+    /// Several links at once (`--links`): the streams of each direction
+    /// are dealt out over these client/agent address pairs in turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkPair>,
 }
 
 /// A spec that cannot run, and why.
@@ -94,6 +101,50 @@ pub(crate) fn out_of_range(option: &'static str, allowed: impl Into<String>, got
     }
 }
 
+/// Checks link pairs: at most [`MAX_LINKS`], no pair twice, no address in
+/// two pairs on the same end, one family per pair.
+pub fn validate_link_pairs(links: &[LinkPair]) -> Result<(), SpecError> {
+    if links.len() > MAX_LINKS {
+        return Err(out_of_range("--links", format!("1..={MAX_LINKS} links"), links.len()));
+    }
+    for (i, link) in links.iter().enumerate() {
+        if link.client.is_ipv4() != link.agent.is_ipv4() {
+            return Err(SpecError::Invalid(format!(
+                "--links: link {} pairs {} with {}, addresses of two families; pair IPv4 with IPv4 and IPv6 with IPv6",
+                i + 1,
+                link.client,
+                link.agent
+            )));
+        }
+        for (j, other) in links.iter().enumerate().take(i) {
+            if other == link {
+                return Err(SpecError::Invalid(format!(
+                    "--links: the pair {link} is given twice (links {} and {}); give each link once",
+                    j + 1,
+                    i + 1
+                )));
+            }
+            if other.agent == link.agent {
+                return Err(SpecError::Invalid(format!(
+                    "--links: the agent address {} is in links {} and {}; each link needs its own agent address",
+                    link.agent,
+                    j + 1,
+                    i + 1
+                )));
+            }
+            if other.client == link.client {
+                return Err(SpecError::Invalid(format!(
+                    "--links: the local address {} is in links {} and {}; each link needs its own local address",
+                    link.client,
+                    j + 1,
+                    i + 1
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl TestSpec {
     /// Each stream's id and direction: ids 1..=N go the forward way, and
     /// with `--bidir` ids N+1..=2N go back.
@@ -107,6 +158,33 @@ impl TestSpec {
                 .chain((n + 1..=2 * n).map(|id| (id, Flow::AgentToClient)))
                 .collect(),
         }
+    }
+
+    /// The link stream `id` runs over (index into `links`), when the test
+    /// has links: the streams of each direction are dealt out in turn.
+    pub fn link_of(&self, id: u32) -> Option<usize> {
+        if self.links.is_empty() || id == 0 || self.streams == 0 {
+            return None;
+        }
+        Some(((id - 1) % self.streams) as usize % self.links.len())
+    }
+
+    /// Checks the links: at most [`MAX_LINKS`], no pair twice, no address
+    /// in two pairs on the same end, one family per pair, and a whole
+    /// number of streams per link.
+    pub fn validate_links(&self) -> Result<(), SpecError> {
+        if self.links.is_empty() {
+            return Ok(());
+        }
+        validate_link_pairs(&self.links)?;
+        if self.streams % self.links.len() as u32 != 0 {
+            return Err(SpecError::Invalid(format!(
+                "--links: {} streams per direction do not divide evenly over {} links",
+                self.streams,
+                self.links.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Longest time the test may take when all goes well.
@@ -150,6 +228,7 @@ impl TestSpec {
                 format!("{interval} s"),
             ));
         }
+        self.validate_links()?;
         if self.bytes == Some(0) {
             return Err(out_of_range("-n/--bytes", "at least 1 byte", 0));
         }
@@ -218,6 +297,7 @@ pub(crate) mod tests {
             client: SideOptions::default(),
             agent: SideOptions::default(),
             params: serde_json::Value::Null,
+            links: Vec::new(),
         }
     }
 

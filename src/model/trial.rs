@@ -83,6 +83,10 @@ pub struct TrialResult {
     /// on the agent): its figures cover only the part that ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interruption: Option<Interruption>,
+    /// With `--links`: each link's figures, the aggregate and the scaling
+    /// efficiency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<super::links::LinksSummary>,
 }
 
 /// How a trial was cut short.
@@ -189,6 +193,7 @@ impl TrialResult {
             line_rate: None,
             verdict: None,
             interruption: None,
+            links: None,
         })
     }
 }
@@ -294,6 +299,7 @@ mod tests {
             cpu: CpuReport::default(),
             counters: None,
             overlapped_tests: 0,
+            links: Vec::new(),
         }
     }
 

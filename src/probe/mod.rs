@@ -5,6 +5,7 @@
 //!
 //! Samplers sit behind small traits so tests drive them with fixtures.
 
+pub mod bonding;
 pub mod cgroup;
 pub mod counters;
 pub mod cpu;

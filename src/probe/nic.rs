@@ -9,13 +9,33 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::path::{Path, PathBuf};
 
 use super::ethtool::{self, Ethtool};
-use crate::model::{NicFacts, PcieLink, QdiscShaping, Queues};
+use crate::model::{InterfaceAddress, LinkEnd, NicFacts, PcieLink, QdiscShaping, Queues};
 
 /// Root of the per-interface sysfs directories.
 const SYS_CLASS_NET: &str = "/sys/class/net";
 
 /// Every interface name with its addresses, from getifaddrs(3).
 pub fn interface_addresses() -> Vec<(String, IpAddr)> {
+    interface_addresses_with_prefix()
+        .into_iter()
+        .map(|a| (a.interface, a.address))
+        .collect()
+}
+
+/// The prefix length of a netmask (its leading one bits).
+fn prefix_of(mask: &[u8]) -> u8 {
+    let mut bits = 0;
+    for byte in mask {
+        bits += byte.leading_ones();
+        if *byte != 0xff {
+            break;
+        }
+    }
+    bits as u8
+}
+
+/// Every address of every interface with its prefix length, from getifaddrs(3).
+pub fn interface_addresses_with_prefix() -> Vec<InterfaceAddress> {
     let mut list = Vec::new();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list we free below.
@@ -32,27 +52,60 @@ pub fn interface_addresses() -> Vec<(String, IpAddr)> {
         }
         // SAFETY: ifa_name is a NUL-terminated string.
         let name = unsafe { CStr::from_ptr(entry.ifa_name) }.to_string_lossy().into_owned();
-        // SAFETY: ifa_addr points to a sockaddr of the family it names.
-        let ip = unsafe {
+        let netmask = entry.ifa_netmask;
+        // SAFETY: ifa_addr (and ifa_netmask when set) point to a sockaddr
+        // of the family ifa_addr names.
+        let found = unsafe {
             match i32::from((*entry.ifa_addr).sa_family) {
                 libc::AF_INET => {
                     let a = &*(entry.ifa_addr as *const libc::sockaddr_in);
-                    Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))))
+                    let prefix = if netmask.is_null() {
+                        32
+                    } else {
+                        let m = &*(netmask as *const libc::sockaddr_in);
+                        prefix_of(&m.sin_addr.s_addr.to_ne_bytes())
+                    };
+                    Some((IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))), prefix))
                 }
                 libc::AF_INET6 => {
                     let a = &*(entry.ifa_addr as *const libc::sockaddr_in6);
-                    Some(IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)))
+                    let prefix = if netmask.is_null() {
+                        128
+                    } else {
+                        let m = &*(netmask as *const libc::sockaddr_in6);
+                        prefix_of(&m.sin6_addr.s6_addr)
+                    };
+                    Some((IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)), prefix))
                 }
                 _ => None,
             }
         };
-        if let Some(ip) = ip {
-            list.push((name, ip));
+        if let Some((address, prefix_length)) = found {
+            list.push(InterfaceAddress {
+                interface: name,
+                address,
+                prefix_length,
+            });
         }
     }
     // SAFETY: head came from getifaddrs.
     unsafe { libc::freeifaddrs(head) };
     list
+}
+
+/// What a link's end looks like on this host: the interface holding
+/// `address`, its MTU, link speed and tbf rate (counters come later).
+pub fn link_end(address: IpAddr) -> LinkEnd {
+    let facts = facts_for_address(address);
+    LinkEnd {
+        address: address.to_string(),
+        interface: facts.as_ref().map(|f| f.name.clone()),
+        mtu_bytes: facts.as_ref().and_then(|f| f.mtu_bytes),
+        link_speed_bits_per_second: facts.as_ref().and_then(|f| f.link_speed_bits_per_second),
+        link_speed_nominal: facts.as_ref().is_some_and(speed_is_nominal),
+        shaping_bits_per_second: facts.as_ref().and_then(|f| f.qdisc_rate_bits_per_second),
+        nic: None,
+    }
 }
 
 /// The interface holding `ip` (an IPv4-mapped IPv6 address counts as IPv4).
@@ -239,6 +292,17 @@ pub fn facts_for_address(local: IpAddr) -> Option<NicFacts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn netmasks_give_prefix_lengths() {
+        assert_eq!(prefix_of(&[255, 255, 255, 0]), 24);
+        assert_eq!(prefix_of(&[255, 255, 240, 0]), 20);
+        assert_eq!(prefix_of(&[0, 0, 0, 0]), 0);
+        assert_eq!(prefix_of(&[255; 16]), 128);
+        let mut v6 = [0u8; 16];
+        v6[..8].copy_from_slice(&[255; 8]);
+        assert_eq!(prefix_of(&v6), 64);
+    }
 
     #[test]
     fn a_veth_speed_is_nominal_a_device_speed_is_not() {

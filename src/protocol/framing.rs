@@ -194,10 +194,12 @@ mod properties {
                         software_version: "0.1.0".into(),
                         workloads,
                         auth_required,
+                        features: vec!["links".into()],
                     })
                 ),
             Just(Message::Ready),
             Just(Message::Start),
+            Just(Message::AddressesRequest),
             Just(Message::Stop { reason: None }),
             ".{0,40}".prop_map(|r| Message::Stop { reason: Some(r) }),
             (seconds(), proptest::option::of(seconds())).prop_map(|(seconds_left, running_seconds)| Message::Busy {

@@ -40,7 +40,7 @@ pub mod framing;
 use serde::{Deserialize, Serialize};
 
 use crate::model::TestSpec;
-use crate::model::{HostFacts, SideReport};
+use crate::model::{HostFacts, InterfaceAddress, SideReport};
 
 /// First bytes of every hello, so a stray connection (an HTTP client, an
 /// iperf3 client on the wrong port) is recognised at once.
@@ -123,6 +123,12 @@ pub enum Message {
     /// the interface toward the client. The agent answers with `facts`
     /// read after the change, or an `error` (not allowed, not possible).
     SetMtu { mtu: u32 },
+    /// Client, before its test request (only to an agent whose hello
+    /// offers the `links` feature): list your addresses, for `--links`.
+    AddressesRequest,
+    /// Agent: every address of every interface, with its prefix length;
+    /// it then waits for the test request on the same connection.
+    Addresses { addresses: Vec<InterfaceAddress> },
 }
 
 impl Message {
@@ -145,6 +151,8 @@ impl Message {
             Message::FactsRequest => "facts_request",
             Message::Facts { .. } => "facts",
             Message::SetMtu { .. } => "set_mtu",
+            Message::AddressesRequest => "addresses_request",
+            Message::Addresses { .. } => "addresses",
         }
     }
 }
@@ -160,7 +168,15 @@ pub struct Hello {
     /// Agent: an `auth_challenge` follows; the client needs the key.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auth_required: bool,
+    /// Optional protocol features this end supports, added without a
+    /// version bump (an older peer sends none): `links` = the
+    /// `addresses_request` message and test specs with `links`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
 }
+
+/// Feature of [`Hello::features`]: several links in one test (`--links`).
+pub const FEATURE_LINKS: &str = "links";
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0
@@ -176,7 +192,13 @@ impl Hello {
             software_version: env!("CARGO_PKG_VERSION").to_string(),
             workloads: workloads.into_iter().map(Into::into).collect(),
             auth_required: false,
+            features: vec![FEATURE_LINKS.to_string()],
         }
+    }
+
+    /// True when the peer offers `feature`.
+    pub fn has_feature(&self, feature: &str) -> bool {
+        self.features.iter().any(|f| f == feature)
     }
 
     /// Checks a peer's hello; `peer` is "agent" or "client" for the message.

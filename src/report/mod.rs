@@ -6,6 +6,7 @@ pub mod facts;
 pub mod interruption;
 pub mod json;
 pub mod linerate;
+pub mod links;
 pub mod runs;
 pub mod text;
 

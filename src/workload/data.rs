@@ -42,7 +42,7 @@ fn refuse(peer: Option<SocketAddr>, why: &str) {
 /// workload that learns a destination address (a UDP receiver's reply
 /// address, say) checks it here before sending anything there.
 pub fn check_destination(net: &AgentNet, destination: SocketAddr) -> Result<(), WorkloadError> {
-    if destination.ip().to_canonical() == net.peer_ip.to_canonical() {
+    if net.peer_allowed(destination.ip()) {
         Ok(())
     } else {
         Err(WorkloadError::Setup(format!(
@@ -144,20 +144,27 @@ pub fn accept_streams(
             Err(e) => return Err(WorkloadError::io("accepting a data connection")(e)),
         };
         let peer = peer.as_socket();
-        if peer.map(|p| p.ip().to_canonical()) != Some(net.peer_ip.to_canonical()) {
+        if !peer.is_some_and(|p| net.peer_allowed(p.ip())) {
             refused += 1;
-            refuse(
-                peer,
-                &format!("only the control connection's peer {} may connect", net.peer_ip),
-            );
+            let allowed = match net.routes.is_empty() {
+                true => format!("only the control connection's peer {} may connect", net.peer_ip),
+                false => "only the client addresses of the test's links may connect".to_string(),
+            };
+            refuse(peer, &allowed);
             continue;
         }
+        let local = socket.local_addr().ok().and_then(|a| a.as_socket()).map(|a| a.ip());
         match read_preamble(
             &socket,
             PREAMBLE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
         ) {
             Ok((token, id))
-                if token_matches(&token, &net.token) && expected.contains(&id) && !streams.contains_key(&id) =>
+                if token_matches(&token, &net.token)
+                    && expected.contains(&id)
+                    && !streams.contains_key(&id)
+                    && net
+                        .check_stream(id, peer.map_or(net.peer_ip, |p| p.ip()), local)
+                        .is_ok() =>
             {
                 let _ = socket.set_read_timeout(None);
                 streams.insert(id, socket);
@@ -166,6 +173,8 @@ pub fn accept_streams(
                 refused += 1;
                 let why = if !token_matches(&token, &net.token) {
                     "wrong session token".to_string()
+                } else if let Err(why) = net.check_stream(id, peer.map_or(net.peer_ip, |p| p.ip()), local) {
+                    why
                 } else {
                     format!("stream id {id} not expected or already connected")
                 };
@@ -196,10 +205,11 @@ fn read_preamble(socket: &Socket, timeout: Duration) -> std::io::Result<([u8; TO
 
 /// Connects one data connection for stream `id` and presents the token.
 pub fn connect_stream(net: &ClientNet, port: u16, id: u32, configure: Configure) -> Result<Socket, WorkloadError> {
-    let addr = SocketAddr::new(net.agent_ip, port);
-    let socket = Socket::new(domain_of(net.agent_ip), Type::STREAM, Some(Protocol::TCP))
+    let (bind, agent_ip) = net.route(id);
+    let addr = SocketAddr::new(agent_ip, port);
+    let socket = Socket::new(domain_of(agent_ip), Type::STREAM, Some(Protocol::TCP))
         .map_err(WorkloadError::io("creating a data socket"))?;
-    if let Some(bind) = net.bind {
+    if let Some(bind) = bind {
         socket
             .bind(&SocketAddr::new(bind, 0).into())
             .map_err(WorkloadError::io(format!("binding the data socket to {bind}")))?;
@@ -248,6 +258,7 @@ mod tests {
             peer_ip: ip,
             token,
             storage: Default::default(),
+            routes: BTreeMap::new(),
         };
         let listener = listen(ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
@@ -256,6 +267,7 @@ mod tests {
             data_ports: vec![port],
             token,
             bind: None,
+            routes: BTreeMap::new(),
         };
         // A wrong token, garbage, a silent connection, then the real one.
         let _wrong = connect_stream(&client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
@@ -273,12 +285,62 @@ mod tests {
     }
 
     #[test]
+    fn with_links_a_stream_is_admitted_only_over_its_own_link() {
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let token = crate::protocol::new_token();
+        let link = crate::model::LinkPair {
+            client: ip("127.0.0.2"),
+            agent: ip("127.0.0.3"),
+        };
+        let agent_net = AgentNet {
+            local_ip: ip("0.0.0.0"),
+            peer_ip: ip("127.0.0.9"),
+            token,
+            storage: Default::default(),
+            routes: BTreeMap::from([(1, link)]),
+        };
+        let listener = listen(agent_net.local_ip, 16, &|_| Ok(())).unwrap();
+        let port = local_port(&listener);
+        let client = move |bind: &str, agent: &str| ClientNet {
+            agent_ip: ip(agent),
+            data_ports: vec![port],
+            token,
+            bind: Some(ip(bind)),
+            routes: BTreeMap::new(),
+        };
+        // An address nobody announced, the right client to the wrong agent
+        // address, then the link itself.
+        let _stranger = connect_stream(&client("127.0.0.4", "127.0.0.3"), port, 1, &|_| Ok(())).unwrap();
+        let _astray = connect_stream(&client("127.0.0.2", "127.0.0.5"), port, 1, &|_| Ok(())).unwrap();
+        let good = std::thread::spawn(move || {
+            connect_stream(&client("127.0.0.2", "127.0.0.3"), port, 1, &|_| Ok(())).unwrap()
+        });
+        let refused_before = refused_data_connections();
+        let accepted = accept_streams(&listener, &agent_net, &[1], Instant::now() + Duration::from_secs(5)).unwrap();
+        let socket = &accepted[&1];
+        let peer = socket.peer_addr().unwrap().as_socket().unwrap();
+        let local = socket.local_addr().unwrap().as_socket().unwrap();
+        assert_eq!((peer.ip(), local.ip()), (link.client, link.agent));
+        assert!(refused_data_connections() >= refused_before + 2);
+        drop(good.join().unwrap());
+        assert!(agent_net
+            .check_stream(1, ip("127.0.0.2"), Some(ip("127.0.0.5")))
+            .is_err());
+        assert!(agent_net
+            .check_stream(2, ip("127.0.0.2"), Some(ip("127.0.0.3")))
+            .is_err());
+        assert!(!agent_net.peer_allowed(ip("127.0.0.4")));
+        assert!(agent_net.peer_allowed(ip("::ffff:127.0.0.2")));
+    }
+
+    #[test]
     fn traffic_goes_only_to_the_control_peer() {
         let net = AgentNet {
             local_ip: "127.0.0.1".parse().unwrap(),
             peer_ip: "::ffff:127.0.0.2".parse().unwrap(),
             token: [0; TOKEN_LEN],
             storage: Default::default(),
+            routes: BTreeMap::new(),
         };
         assert!(check_destination(&net, "127.0.0.2:9".parse().unwrap()).is_ok());
         let err = check_destination(&net, "192.0.2.7:9".parse().unwrap()).unwrap_err();
@@ -293,6 +355,7 @@ mod tests {
             peer_ip: ip,
             token: [0; TOKEN_LEN],
             storage: Default::default(),
+            routes: BTreeMap::new(),
         };
         let listener = listen(ip, 16, &|_| Ok(())).unwrap();
         let err = accept_streams(&listener, &net, &[1, 2], Instant::now() + Duration::from_millis(100)).unwrap_err();

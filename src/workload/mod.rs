@@ -19,6 +19,7 @@ pub mod udp;
 pub mod udp_io;
 pub mod udp_wire;
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use std::time::Instant;
 pub use crate::model::spec::{Direction, SideOptions, SpecError, TestSpec};
 pub use runner::{RunControl, SideOutcome};
 
-use crate::model::{Flow, TrialResult, Verdict};
+use crate::model::{Flow, LinkPair, TrialResult, Verdict};
 use crate::protocol::TOKEN_LEN;
 use crate::units::Rate;
 
@@ -79,6 +80,56 @@ pub struct AgentNet {
     /// Where the agent writes what a workload receives into files, and its
     /// limits (`serve --scratch`, `--keep`, `--max-files-bytes`).
     pub storage: files::scratch::Storage,
+    /// With `--links`: each stream's link, by stream id. Data sockets then
+    /// listen on every address (TCP) or bind to the link's agent address
+    /// (UDP), and a stream is admitted only from its link's client address
+    /// to its link's agent address.
+    pub routes: BTreeMap<u32, LinkPair>,
+}
+
+impl AgentNet {
+    /// The address data sockets of stream `id` bind to.
+    pub fn local_ip_for(&self, id: u32) -> IpAddr {
+        self.routes.get(&id).map_or(self.local_ip, |l| l.agent)
+    }
+
+    /// True when `ip` may open data connections: the control connection's
+    /// peer, or a client address of one of the links.
+    pub fn peer_allowed(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        ip == self.peer_ip.to_canonical() || self.routes.values().any(|l| l.client.to_canonical() == ip)
+    }
+
+    /// Checks that stream `id` arrived over its own link: from the link's
+    /// client address to the link's agent address. Without links, only the
+    /// peer is checked.
+    pub fn check_stream(&self, id: u32, peer: IpAddr, local: Option<IpAddr>) -> Result<(), String> {
+        let Some(link) = self.routes.get(&id) else {
+            return match self.routes.is_empty() && peer.to_canonical() == self.peer_ip.to_canonical() {
+                true => Ok(()),
+                false if self.routes.is_empty() => Err(format!(
+                    "only the control connection's peer {} may connect",
+                    self.peer_ip
+                )),
+                false => Err(format!("stream id {id} belongs to no link")),
+            };
+        };
+        if peer.to_canonical() != link.client.to_canonical() {
+            return Err(format!(
+                "stream {id} belongs to link {link} and must come from {}",
+                link.client
+            ));
+        }
+        if let Some(local) = local {
+            if local.to_canonical() != link.agent.to_canonical() {
+                return Err(format!(
+                    "stream {id} belongs to link {link} and must connect to {}",
+                    link.agent
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What the client knows when it connects its data sockets.
@@ -89,6 +140,27 @@ pub struct ClientNet {
     pub token: [u8; TOKEN_LEN],
     /// Local address to bind data sockets to (`-B`).
     pub bind: Option<IpAddr>,
+    /// With `--links`: each stream's link, by stream id.
+    pub routes: BTreeMap<u32, LinkPair>,
+}
+
+impl ClientNet {
+    /// Where stream `id` binds (its link's client address, else `-B`) and
+    /// which agent address it goes to.
+    pub fn route(&self, id: u32) -> (Option<IpAddr>, IpAddr) {
+        match self.routes.get(&id) {
+            Some(link) => (Some(link.client), link.agent),
+            None => (self.bind, self.agent_ip),
+        }
+    }
+}
+
+/// Each stream's link of `spec`, by stream id (empty without links).
+pub fn routes_of(spec: &TestSpec) -> BTreeMap<u32, LinkPair> {
+    spec.flows()
+        .iter()
+        .filter_map(|(id, _)| spec.link_of(*id).map(|l| (*id, spec.links[l])))
+        .collect()
 }
 
 /// Failures while setting up or running a workload.
@@ -232,6 +304,11 @@ pub trait Workload: Sync {
     /// How long a test runs when all goes well, when the spec says: None for
     /// a byte count (`-n`) or a workload whose length follows from its work
     /// (a sweep), so the agent's "busy" answer does not promise an end.
+    /// Whether the workload can spread its streams over several links
+    /// (`--links`); a sweep cannot.
+    fn supports_links(&self) -> bool {
+        true
+    }
     fn known_duration_seconds(&self, spec: &TestSpec) -> Option<f64> {
         spec.bytes.is_none().then(|| spec.expected_seconds())
     }

@@ -125,7 +125,6 @@ pub fn await_registrations(
 ) -> Result<Vec<u64>, WorkloadError> {
     let mut registered = vec![false; sockets.len()];
     let mut refused = vec![0u64; sockets.len()];
-    let peer = net.peer_ip.to_canonical();
     while registered.iter().any(|r| !r) {
         let now = Instant::now();
         if now >= deadline {
@@ -158,7 +157,10 @@ pub fn await_registrations(
             };
             // SAFETY: recv_from initialized the first `len` bytes.
             let data: Vec<u8> = buf[..len].iter().map(|b| unsafe { b.assume_init() }).collect();
-            let from_ok = from.as_socket().map(|a| a.ip().to_canonical()) == Some(peer);
+            let local = socket.local_addr().ok().and_then(|a| a.as_socket()).map(|a| a.ip());
+            let from_ok = from
+                .as_socket()
+                .is_some_and(|a| net.check_stream(*id, a.ip(), local).is_ok());
             match check_register(&data, &net.token) {
                 Some(stream) if from_ok && stream == *id => {
                     if !registered[i] {
@@ -199,16 +201,17 @@ pub fn register_streams(
             ids.len()
         )));
     }
-    let local = net.bind.unwrap_or(if net.agent_ip.is_ipv4() {
-        IpAddr::from([0u8; 4])
-    } else {
-        IpAddr::from([0u16; 8])
-    });
     let mut sockets = Vec::with_capacity(ids.len());
     for (&id, &port) in ids.iter().zip(&net.data_ports) {
+        let (bind, agent_ip) = net.route(id);
+        let local = bind.unwrap_or(if agent_ip.is_ipv4() {
+            IpAddr::from([0u8; 4])
+        } else {
+            IpAddr::from([0u16; 8])
+        });
         let socket = bind_udp(local, side)?;
         configure(&socket)?;
-        let addr = SocketAddr::new(net.agent_ip, port);
+        let addr = SocketAddr::new(agent_ip, port);
         socket
             .connect(&SockAddr::from(addr))
             .map_err(WorkloadError::io(format!("connecting UDP stream {id} to {addr}")))?;
@@ -493,6 +496,7 @@ mod tests {
             peer_ip: ip,
             token,
             storage: Default::default(),
+            routes: Default::default(),
         };
         let agent = vec![(1u32, bind_udp(ip, &SideOptions::default()).unwrap())];
         let port = agent[0].1.local_addr().unwrap().as_socket().unwrap().port();
@@ -509,6 +513,7 @@ mod tests {
             data_ports: vec![port],
             token,
             bind: None,
+            routes: Default::default(),
         };
         let client =
             std::thread::spawn(move || register_streams(&client_net, &[1], &SideOptions::default(), &|_| Ok(())));

@@ -178,6 +178,7 @@ fn send_hostile(agent: &AgentProcess, path: &[u8]) -> String {
         client: SideOptions::default(),
         agent: SideOptions::default(),
         params: Value::Null,
+        links: Vec::new(),
     };
     spec.set_params(&params).unwrap();
     let mut raw = Raw::connect(agent.port);

@@ -39,6 +39,7 @@ mod iperf3_lab;
 mod lab;
 mod layers;
 mod linerate;
+mod links;
 mod manual;
 mod plan;
 mod rawclient;

@@ -240,6 +240,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
         client: SideOptions::default(),
         agent: SideOptions::default(),
         params: serde_json::json!({"rate_bits_per_second": 10_000_000u64}),
+        links: Vec::new(),
     };
     let stream = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
@@ -267,6 +268,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
         data_ports: data_ports.clone(),
         token: token_from_hex(&token).unwrap(),
         bind: None,
+        routes: Default::default(),
     };
     let side = workload::find("udp").unwrap().client_side(&spec, &net).unwrap();
     assert!(matches!(channel.recv(wait, "ready").unwrap(), Message::Ready));

@@ -466,7 +466,7 @@ pub fn crr_requester(
     let mut error = None;
     while !stopped(ctx) {
         let started = Instant::now();
-        match crr_once(addr, net, configure, &message, &mut response) {
+        match crr_once(addr, net.route(id).0, configure, &message, &mut response) {
             Ok(()) => {
                 counter.rr.connections += 1;
                 counter.done(Some(started), Instant::now());
@@ -485,14 +485,14 @@ pub fn crr_requester(
 
 fn crr_once(
     addr: SocketAddr,
-    net: &ClientNet,
+    bind: Option<std::net::IpAddr>,
     configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
     message: &[u8],
     response: &mut [u8],
 ) -> Result<(), String> {
     let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
     let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).map_err(|e| e.to_string())?;
-    if let Some(bind) = net.bind {
+    if let Some(bind) = bind {
         socket
             .bind(&SocketAddr::new(bind, 0).into())
             .map_err(|e| format!("binding to {bind}: {e}"))?;
@@ -527,7 +527,6 @@ pub fn crr_responder(
     let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
     let mut stop_seen: Option<Instant> = None;
-    let peer = net.peer_ip.to_canonical();
     loop {
         if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
             break;
@@ -538,7 +537,7 @@ pub fn crr_responder(
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break, // aborted
             Err(_) => continue,
         };
-        if from.as_socket().map(|a| a.ip().to_canonical()) != Some(peer) {
+        if !from.as_socket().is_some_and(|a| net.peer_allowed(a.ip())) {
             continue;
         }
         let _ = socket.set_read_timeout(Some(Duration::from_secs(2)));

@@ -211,7 +211,7 @@ impl Workload for RequestResponse {
             RrProto::Udp => {
                 let mut sockets = Vec::new();
                 for (id, _) in spec.flows() {
-                    let s = udp_io::bind_udp(net.local_ip, &spec.agent)?;
+                    let s = udp_io::bind_udp(net.local_ip_for(id), &spec.agent)?;
                     configure(&spec.agent, &params)(&s)?;
                     sockets.push((id, s));
                 }
@@ -246,8 +246,10 @@ impl Workload for RequestResponse {
                     ends
                 }
                 (RrProto::Tcp, true) => {
-                    let addr = SocketAddr::new(net.agent_ip, first_port(net)?);
-                    ids.iter().map(|&id| (id, FlowSocket::Connector(addr))).collect()
+                    let port = first_port(net)?;
+                    ids.iter()
+                        .map(|&id| (id, FlowSocket::Connector(SocketAddr::new(net.route(id).1, port))))
+                        .collect()
                 }
             }
         };

@@ -304,6 +304,10 @@ impl Workload for Sweep {
         Ok(())
     }
 
+    fn supports_links(&self) -> bool {
+        false
+    }
+
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: SweepParams = spec.params()?;
         TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity")?;

@@ -138,7 +138,7 @@ impl Workload for UdpStream {
         let params: UdpParams = spec.params()?;
         let mut sockets = Vec::new();
         for (id, _) in spec.flows() {
-            sockets.push((id, udp_io::bind_udp(net.local_ip, &spec.agent)?));
+            sockets.push((id, udp_io::bind_udp(net.local_ip_for(id), &spec.agent)?));
         }
         Ok(Box::new(UdpAgent {
             sockets,

@@ -184,6 +184,7 @@ mod tests {
             cpu: CpuReport::default(),
             counters: None,
             overlapped_tests: 0,
+            links: Vec::new(),
         }
     }
 
