@@ -7,6 +7,7 @@ pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod parse;
+pub mod pictures;
 pub mod rr;
 pub mod store;
 pub mod sweep;
@@ -70,6 +71,10 @@ pub enum Command {
     Rm(store::RmArgs),
     /// Bring in results of iperf3 (-J), NetPIPE (np.out) or nicbench (--json).
     Import(store::ImportArgs),
+    /// One chart of saved runs (or of result files) as SVG or PNG.
+    Plot(Box<pictures::PlotArgs>),
+    /// One self-contained HTML file: charts, comparison tables, facts, verdicts, reproduce commands.
+    Report(pictures::ReportArgs),
     /// Manual page (roff) from the same definitions as --help: to stdout, or
     /// one page per subcommand into a directory.
     Man(ManArgs),

@@ -14,6 +14,7 @@ pub mod lab;
 pub mod linerate;
 pub mod manual;
 pub mod measure;
+pub mod plot;
 pub mod rr;
 pub mod runs;
 pub mod save;
@@ -55,6 +56,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(args) => export::export(args),
         Command::Rm(args) => export::rm(args),
         Command::Import(args) => import::run(args),
+        Command::Plot(args) => plot::plot(*args),
+        Command::Report(args) => plot::report(args),
     }
 }
 
@@ -124,5 +127,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         | Command::Export(_)
         | Command::Rm(_)
         | Command::Import(_) => None,
+        Command::Plot(_) | Command::Report(_) => None,
     }
 }
