@@ -209,4 +209,10 @@ pub struct DemoArgs {
     pub json: bool,
     #[command(flatten)]
     pub save: store::SaveArgs,
+    /// Write the HTML report of the demo's runs to this file.
+    #[arg(long, value_name = "PATH", default_value = "nicbench-demo.html")]
+    pub report: std::path::PathBuf,
+    /// Do not write the HTML report.
+    #[arg(long, conflicts_with = "report")]
+    pub no_report: bool,
 }

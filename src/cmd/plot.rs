@@ -115,14 +115,15 @@ fn report_error(e: ReportError) -> anyhow::Error {
 }
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let store = open(&args.db)?;
     let spec = ReportSpec {
         title: args.title.clone(),
+        source: store.path().display().to_string(),
         filters_text: filters_text(&args.filter),
         rows: dimensions(&args.rows, "--rows")?,
         cols: dimensions(&args.cols, "--cols")?,
         stat: stat(args.stat),
     };
-    let store = open(&args.db)?;
     let written = html::write_file(&store, &filter(&args.filter), &spec, &args.out).map_err(report_error)?;
     println!(
         "wrote the report of {} runs ({} charts, {} tables) to {}",

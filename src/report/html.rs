@@ -23,6 +23,8 @@ use crate::store::{Store, StoreError};
 #[derive(Debug, Clone)]
 pub struct ReportSpec {
     pub title: String,
+    /// Where the runs come from (the database's path), for the header.
+    pub source: String,
     /// The filters as the user gave them, shown in the header.
     pub filters_text: String,
     /// Rows and columns of the comparison tables; the bars and the CPU
@@ -204,7 +206,7 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         escape(&spec.title),
         super::runs::utc(crate::store::now_unix_seconds()),
         env!("CARGO_PKG_VERSION"),
-        escape(&store.path().display().to_string()),
+        escape(&spec.source),
         if spec.filters_text.is_empty() {
             String::new()
         } else {

@@ -37,6 +37,7 @@ mod lab;
 mod layers;
 mod linerate;
 mod manual;
+mod pictures;
 mod rawclient;
 mod repeat;
 mod result_schema;
