@@ -7,16 +7,13 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use serde::Deserialize;
-use serde_json::Value;
-
 use super::chart::data::{self, ChartSpec, SelectError};
 use super::chart::svg::escape;
 use super::chart::{self, ChartError};
 use super::compare::{Stat, Table};
 use crate::model::facts::HostFacts;
 use crate::store::compare::{Dimension, Metric};
-use crate::store::query::{Filter, RunSummary};
+use crate::store::query::{DocumentParts, Filter, RunSummary};
 use crate::store::{Store, StoreError};
 
 /// What the report covers and how its tables are laid out.
@@ -124,17 +121,15 @@ struct RunView {
     line_rate_percent: Option<f64>,
 }
 
-/// The line-rate share of a document: of the measured throughput, or of a
-/// sweep's peak.
-fn line_rate_percent(doc: &Value) -> Option<f64> {
-    doc["line_rate"]["percent_of_theoretical_goodput"].as_f64().or_else(|| {
-        doc["streams"].as_array()?.iter().find_map(|s| {
-            s["sender"]["sweep"]["summary"]["peak_line_rate_percent"]
-                .as_f64()
-                .or_else(|| s["receiver"]["sweep"]["summary"]["peak_line_rate_percent"].as_f64())
-        })
-    })
-}
+/// What the report reads of each document: the verdict, the line-rate
+/// share (of the measured throughput, or of a sweep's peak), both ends' facts.
+const PATHS: [&str; 5] = [
+    "$.verdict.summary",
+    "$.line_rate.percent_of_theoretical_goodput",
+    "$.streams[0].sender.sweep.summary.peak_line_rate_percent",
+    "$.client.facts",
+    "$.agent.facts",
+];
 
 /// The facts block of one host as (name, value) lines, from the text
 /// writer of `nicbench host`.
@@ -167,14 +162,24 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         ))
         .into());
     }
+    let ids: Vec<i64> = summaries.iter().map(|r| r.id).collect();
+    let mut parts: std::collections::HashMap<i64, DocumentParts> = store
+        .document_parts(&ids, &PATHS)?
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
     let mut runs = Vec::with_capacity(summaries.len());
     let mut hosts: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let mut seen_facts = std::collections::HashSet::new();
     let mut seen_hosts = BTreeSet::new();
     for summary in summaries {
-        let saved = store.run(summary.id)?;
-        let doc = &saved.document;
-        for side in ["client", "agent"] {
-            if let Ok(facts) = HostFacts::deserialize(&doc[side]["facts"]) {
+        let Some(p) = parts.remove(&summary.id) else { continue };
+        for (side, at) in [("client", 3), ("agent", 4)] {
+            let Some(text) = p.text(at) else { continue };
+            if !seen_facts.insert(text.to_string()) {
+                continue;
+            }
+            if let Ok(facts) = serde_json::from_str::<HostFacts>(text) {
                 let lines = fact_lines(&facts);
                 if seen_hosts.insert(lines.clone()) {
                     hosts.push((format!("{} ({side} of run {})", facts.hostname, summary.id), lines));
@@ -182,9 +187,9 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
             }
         }
         runs.push(RunView {
-            verdict: doc["verdict"]["summary"].as_str().map(String::from),
-            line_rate_percent: line_rate_percent(doc),
-            command_line: saved.command_line,
+            verdict: p.text(0).map(String::from),
+            line_rate_percent: p.number(1).or(p.number(2)),
+            command_line: p.command_line,
             summary,
         });
     }

@@ -153,7 +153,7 @@ fn number(v: &Value) -> Option<f64> {
     v.as_f64().filter(|x| x.is_finite())
 }
 
-/// user, system, softirq, irq percent of one end.
+/// user, system, softirq, irq percent of one end (irq may be absent: 0).
 fn cpu_parts(side: &Value) -> Option<[f64; 4]> {
     let part = |k: &str| number(&side[k]);
     Some([
@@ -171,12 +171,25 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectEr
         return Err(nothing_complete());
     }
     let mut groups: BTreeMap<Vec<String>, (usize, [f64; 4], [f64; 4])> = BTreeMap::new();
-    for record in &found.records {
-        let doc = store.run(record.run_id)?.document;
-        let (Some(client), Some(agent)) = (cpu_parts(&doc["cpu"]["client"]), cpu_parts(&doc["cpu"]["agent"])) else {
+    // Each document is scanned once by serde, which skips all but `cpu`
+    // without building it (rr documents carry large histograms).
+    #[derive(serde::Deserialize)]
+    struct CpuOnly {
+        #[serde(default)]
+        cpu: Value,
+    }
+    let row_of: BTreeMap<i64, &Vec<String>> = found.records.iter().map(|r| (r.run_id, &r.row)).collect();
+    for (id, document) in store.column_rows(filter, &["document"])? {
+        let (Some(row), rusqlite::types::Value::Text(text)) = (row_of.get(&id), &document[0]) else {
             continue;
         };
-        let entry = groups.entry(record.row.clone()).or_insert((0, [0.0; 4], [0.0; 4]));
+        let Ok(CpuOnly { cpu }) = serde_json::from_str::<CpuOnly>(text) else {
+            continue;
+        };
+        let (Some(client), Some(agent)) = (cpu_parts(&cpu["client"]), cpu_parts(&cpu["agent"])) else {
+            continue;
+        };
+        let entry = groups.entry((*row).clone()).or_insert((0, [0.0; 4], [0.0; 4]));
         entry.0 += 1;
         for i in 0..4 {
             entry.1[i] += client[i];
@@ -241,6 +254,7 @@ fn newest<T>(
     filter: &Filter,
     max: usize,
     only: &[i64],
+    workloads: &[&str],
     read: impl Fn(i64, &Value) -> Result<Option<T>, StoreError>,
 ) -> Result<(Vec<T>, usize), SelectError> {
     let mut ids = store.run_ids(filter)?;
@@ -249,6 +263,17 @@ fn newest<T>(
     }
     if ids.is_empty() {
         return Err(nothing_complete());
+    }
+    let matched = ids.len();
+    if !workloads.is_empty() {
+        // Only these documents can hold the figures: skip reading the others.
+        let of_kind: std::collections::HashSet<i64> = store
+            .column_rows(filter, &["workload"])?
+            .into_iter()
+            .filter(|(_, v)| matches!(&v[0], rusqlite::types::Value::Text(w) if workloads.contains(&w.as_str())))
+            .map(|(id, _)| id)
+            .collect();
+        ids.retain(|id| of_kind.contains(id));
     }
     let mut found = Vec::new();
     for id in ids.iter().rev() {
@@ -260,7 +285,7 @@ fn newest<T>(
         }
     }
     found.reverse();
-    Ok((found, ids.len()))
+    Ok((found, matched))
 }
 
 /// The sweep of a document: its points and summary.
@@ -294,7 +319,7 @@ pub fn sweep_line(name: String, doc: &Value) -> Option<SweepLine> {
 }
 
 fn sweep(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Sweep, SelectError> {
-    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, |id, doc| {
+    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, &["sweep"], |id, doc| {
         Ok(sweep_line(run_label(store, id)?, doc))
     })?;
     if lines.is_empty() {
@@ -322,7 +347,7 @@ pub fn latency_line(name: String, doc: &Value) -> Option<LatencyLine> {
 }
 
 fn latency(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Latency, SelectError> {
-    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, |id, doc| {
+    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, &["rr"], |id, doc| {
         Ok(latency_line(run_label(store, id)?, doc))
     })?;
     if lines.is_empty() {
@@ -373,7 +398,7 @@ pub fn stream_lines(doc: &Value) -> Vec<StreamLine> {
 }
 
 fn timeline(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Timeline, SelectError> {
-    let (mut runs, matched) = newest(store, filter, 1, &spec.runs, |id, doc| {
+    let (mut runs, matched) = newest(store, filter, 1, &spec.runs, &[], |id, doc| {
         let lines = stream_lines(doc);
         Ok((!lines.is_empty()).then_some((id, lines)))
     })?;
