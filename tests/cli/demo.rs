@@ -13,7 +13,7 @@ fn demo_runs_the_standard_set_and_prints_the_summary() {
     assert!(text.contains(&format!("report: {}", page.display())), "{text}");
     let html = std::fs::read_to_string(&page).expect("the demo wrote its report");
     assert!(
-        html.contains("<svg") && html.contains("sweep --max 1M"),
+        html.contains("<svg") && html.contains("--max 1M --point-time 10ms"),
         "report lacks charts or commands"
     );
     let summary = &text[text.find("Summary").expect("a summary table")..];
