@@ -8,6 +8,7 @@ pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod parse;
+pub mod pictures;
 pub mod rr;
 pub mod run;
 pub mod store;
@@ -80,6 +81,10 @@ pub enum Command {
     Rm(store::RmArgs),
     /// Bring in results of iperf3 (-J), NetPIPE (np.out) or nicbench (--json).
     Import(store::ImportArgs),
+    /// One chart of saved runs (or of result files) as SVG or PNG.
+    Plot(Box<pictures::PlotArgs>),
+    /// One self-contained HTML file: charts, comparison tables, facts, verdicts, reproduce commands.
+    Report(pictures::ReportArgs),
     /// Manual page (roff) from the same definitions as --help: to stdout, or
     /// one page per subcommand into a directory.
     Man(ManArgs),
@@ -230,4 +235,10 @@ pub struct DemoArgs {
     pub json: bool,
     #[command(flatten)]
     pub save: store::SaveArgs,
+    /// Write the HTML report of the demo's runs to this file.
+    #[arg(long, value_name = "PATH", default_value = "nicbench-demo.html")]
+    pub report: std::path::PathBuf,
+    /// Do not write the HTML report.
+    #[arg(long, conflicts_with = "report")]
+    pub no_report: bool,
 }

@@ -7,7 +7,7 @@ use crate::report::compare::{Stat, Table};
 use crate::store::compare::{self, Dimension, Metric};
 use crate::store::StoreError;
 
-fn dimensions(names: &[String], option: &str) -> anyhow::Result<Vec<Dimension>> {
+pub fn dimensions(names: &[String], option: &str) -> anyhow::Result<Vec<Dimension>> {
     names
         .iter()
         .map(|n| n.trim())
@@ -16,15 +16,20 @@ fn dimensions(names: &[String], option: &str) -> anyhow::Result<Vec<Dimension>> 
         .collect()
 }
 
+/// The table's statistic for the option's.
+pub fn stat(stat: CliStat) -> Stat {
+    match stat {
+        CliStat::Best => Stat::Best,
+        CliStat::Median => Stat::Median,
+        CliStat::Mean => Stat::Mean,
+    }
+}
+
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let rows = dimensions(&args.rows, "--rows")?;
     let cols = dimensions(&args.cols, "--cols")?;
     let metric = Metric::parse(&args.metric).map_err(|e| UsageError(format!("--metric: {e}")))?;
-    let stat = match args.stat {
-        CliStat::Best => Stat::Best,
-        CliStat::Median => Stat::Median,
-        CliStat::Mean => Stat::Mean,
-    };
+    let stat = stat(args.stat);
     let store = open(&args.db)?;
     let found = compare::records(&store, &filter(&args.filter), &rows, &cols, &metric)?;
     if found.matched_runs == 0 {

@@ -42,6 +42,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         STANDARD_SET.len()
     );
     let mut runs: Vec<(&str, RunResult)> = Vec::new();
+    let mut saved: Vec<(String, String)> = Vec::new();
     for (i, (label, line)) in STANDARD_SET.iter().enumerate() {
         if signals::interrupted() {
             break;
@@ -69,6 +70,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             std::io::stdout().lock().write_all(&text)?;
         }
         super::measure::save(saver, &run, Some(&String::from_utf8_lossy(&text)), !args.json)?;
+        saved.push((argv.clone(), String::from_utf8_lossy(&text).into_owned()));
         if !args.json {
             println!();
         }
@@ -82,10 +84,57 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     } else {
         summary_table(&runs, &mut out)?;
     }
+    if !args.no_report && !runs.is_empty() {
+        let written = report(&runs, &saved, &args)?;
+        // With --json, stdout holds only the document.
+        let line = format!(
+            "report: {} ({} charts; open it in a browser)",
+            args.report.display(),
+            written.charts
+        );
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            writeln!(out, "\n{line}")?;
+        }
+    }
     match runs.iter().find(|(_, run)| run.interrupted) {
         Some((_, run)) => Err(super::measure::CutShort::of(run).into()),
         None => Ok(()),
     }
+}
+
+/// The HTML report of the demo's runs, from a private in-memory store (the
+/// runs are also in the results database unless --no-save).
+fn report(
+    runs: &[(&str, RunResult)],
+    saved: &[(String, String)],
+    args: &DemoArgs,
+) -> anyhow::Result<crate::report::html::Written> {
+    use crate::store::{RunMeta, RunWriter, Store};
+    let mut store = Store::open(std::path::Path::new(":memory:"))?;
+    for ((_, run), (command_line, text)) in runs.iter().zip(saved) {
+        let meta = RunMeta {
+            command_line: command_line.clone(),
+            tags: args.save.tags.clone(),
+            trials_planned: Some(1),
+            source: None,
+        };
+        let mut writer = RunWriter::new(store, meta);
+        writer.trial(run)?;
+        writer.finish(run, Some(text))?;
+        store = writer.into_store();
+    }
+    let spec = crate::report::html::ReportSpec {
+        title: "nicbench demo".into(),
+        source: "the demo's runs on loopback".into(),
+        filters_text: String::new(),
+        rows: vec![crate::store::compare::Dimension::parse("workload").expect("a known column")],
+        cols: Vec::new(),
+        stat: crate::report::compare::Stat::Median,
+    };
+    crate::report::html::write_file(&store, &Default::default(), &spec, &args.report)
+        .with_context(|| format!("writing the demo report {}", args.report.display()))
 }
 
 fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Result<()> {

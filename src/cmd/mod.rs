@@ -16,6 +16,7 @@ pub mod linerate;
 pub mod links;
 pub mod manual;
 pub mod measure;
+pub mod plot;
 pub mod rr;
 pub mod run;
 pub mod runs;
@@ -62,6 +63,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(args) => export::export(args),
         Command::Rm(args) => export::rm(args),
         Command::Import(args) => import::run(args),
+        Command::Plot(args) => plot::plot(*args),
+        Command::Report(args) => plot::report(args),
     }
 }
 
@@ -142,5 +145,6 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         | Command::Export(_)
         | Command::Rm(_)
         | Command::Import(_) => None,
+        Command::Plot(_) | Command::Report(_) => None,
     }
 }

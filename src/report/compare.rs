@@ -52,7 +52,7 @@ pub struct Table {
 }
 
 /// Orders keys as people expect: numbers by value (1500 < 9000), then text.
-fn natural(a: &[String], b: &[String]) -> Ordering {
+pub fn natural(a: &[String], b: &[String]) -> Ordering {
     for (x, y) in a.iter().zip(b) {
         let o = match (x.parse::<f64>(), y.parse::<f64>()) {
             (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(Ordering::Equal),
@@ -235,8 +235,9 @@ impl Table {
         )
     }
 
-    /// Header and body as cells of text.
-    fn grid(&self) -> (Vec<String>, Vec<Vec<String>>) {
+    /// Header and body as cells of text (the text and Markdown tables,
+    /// and the HTML report's).
+    pub fn grid(&self) -> (Vec<String>, Vec<Vec<String>>) {
         let (_, divisor) = self.display_unit();
         let mut header = self.row_keys.clone();
         header.extend(self.cols.iter().map(|c| col_label(c)));

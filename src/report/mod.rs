@@ -1,8 +1,10 @@
 //! Rendering results: one [`Reporter`] per output format, each writing to
 //! any `Write`. A workload's own part reads through its `ResultKind`.
 
+pub mod chart;
 pub mod compare;
 pub mod facts;
+pub mod html;
 pub mod interruption;
 pub mod json;
 pub mod linerate;

@@ -78,6 +78,33 @@ pub struct RunSummary {
     pub tags: Vec<Tag>,
 }
 
+/// What [`Store::document_parts`] read of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentParts {
+    pub id: i64,
+    pub command_line: String,
+    pub values: Vec<Sql>,
+}
+
+impl DocumentParts {
+    /// The number at path `i`.
+    pub fn number(&self, i: usize) -> Option<f64> {
+        match self.values.get(i)? {
+            Sql::Real(r) => Some(*r),
+            Sql::Integer(n) => Some(*n as f64),
+            _ => None,
+        }
+    }
+
+    /// The text at path `i` (a string, or an object's JSON).
+    pub fn text(&self, i: usize) -> Option<&str> {
+        match self.values.get(i)? {
+            Sql::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// A whole saved run.
 #[derive(Debug, Clone)]
 pub struct SavedRun {
@@ -189,6 +216,36 @@ impl Store {
             }
         }
         Ok(by_run)
+    }
+
+    /// Parts of the documents of these runs, by JSON path (`$.cpu.client`),
+    /// read by SQLite without handing whole documents over: a number, a
+    /// string, or the JSON text of an object; NULL where a path is absent.
+    /// Also each run's command line. Oldest first. (`paths` come from fixed
+    /// lists in the caller, never from input.)
+    pub fn document_parts(&self, ids: &[i64], paths: &[&str]) -> Result<Vec<DocumentParts>, StoreError> {
+        let columns: String = paths
+            .iter()
+            .map(|p| format!(", json_extract(document, '{}')", p.replace('\'', "")))
+            .collect();
+        let sql = format!(
+            "SELECT id, command_line{columns} FROM runs WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id"
+        );
+        let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = statement
+            .query_map([ids], |row| {
+                Ok(DocumentParts {
+                    id: row.get(0)?,
+                    command_line: row.get(1)?,
+                    values: (0..paths.len())
+                        .map(|i| row.get::<_, Sql>(i + 2))
+                        .collect::<Result<_, _>>()?,
+                })
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
     }
 
     /// One run, whole.

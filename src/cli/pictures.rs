@@ -1,0 +1,115 @@
+//! Options of `nicbench plot` (one chart, SVG or PNG) and `nicbench report`
+//! (one self-contained HTML file). Both select runs with the filters of
+//! `runs` and `compare`.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::parse;
+use super::store::{DbArgs, FilterArgs, Stat};
+
+/// The kind of chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChartKind {
+    /// A metric per configuration: grouped by --group, coloured by --series, min-max error bars.
+    Bars,
+    /// Bandwidth and latency against message size (log x), one line per sweep run.
+    Sweep,
+    /// CPU of both ends split into user/system/softirq/irq per --group, throughput beside it.
+    Cpu,
+    /// Latency percentile curve (p50..p99.99) of request/response runs.
+    Latency,
+    /// Per-interval throughput of each stream of one run (the newest, or --id).
+    Timeline,
+}
+
+impl ChartKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ChartKind::Bars => "bars",
+            ChartKind::Sweep => "sweep",
+            ChartKind::Cpu => "cpu",
+            ChartKind::Latency => "latency",
+            ChartKind::Timeline => "timeline",
+        }
+    }
+}
+
+/// The image format of a chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImageFormat {
+    Svg,
+    Png,
+}
+
+/// `nicbench plot`
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Draw these files instead of the database: nicbench --json documents,
+    /// iperf3 -J documents, NetPIPE np.out files.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Only this run (repeatable); with --kind timeline, the run to draw.
+    #[arg(long = "id", value_name = "ID")]
+    pub ids: Vec<i64>,
+    /// What to draw.
+    #[arg(long, value_enum)]
+    pub kind: ChartKind,
+    /// The figure of the bars: throughput, sender, loss, p50, p99, tps,
+    /// peak, cpu, agent-cpu, service-demand, agent-service-demand.
+    #[arg(long, value_name = "METRIC", default_value = "throughput")]
+    pub metric: String,
+    /// What makes a group on the x axis: columns or tags, comma-separated (e.g. tag:nic).
+    #[arg(long, value_name = "KEYS", default_value = "workload", value_delimiter = ',')]
+    pub group: Vec<String>,
+    /// What colours the bars of a group (e.g. mtu or tag:mtu).
+    #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
+    pub series: Vec<String>,
+    /// How several runs of one bar are summed up (the error bar spans them all).
+    #[arg(long, value_enum, default_value_t = Stat::Median)]
+    pub stat: Stat,
+    /// Most lines of a sweep or latency chart (the newest matching runs).
+    #[arg(long, value_name = "N", default_value_t = 12, value_parser = parse::between::<usize>(1, 100))]
+    pub max_lines: usize,
+    /// The image file to write (.svg or .png).
+    #[arg(short, long, value_name = "PATH")]
+    pub out: PathBuf,
+    /// Image format (default: from the --out extension).
+    #[arg(long, value_enum)]
+    pub format: Option<ImageFormat>,
+    /// Width in pixels.
+    #[arg(long, value_name = "PX", default_value_t = 900, value_parser = parse::between::<u32>(200, 8000))]
+    pub width: u32,
+    /// Height in pixels.
+    #[arg(long, value_name = "PX", default_value_t = 540, value_parser = parse::between::<u32>(150, 8000))]
+    pub height: u32,
+}
+
+/// `nicbench report`
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "PATH", default_value = "report.html")]
+    pub out: PathBuf,
+    /// Rows of the comparison tables, and the groups of the bar and CPU charts.
+    #[arg(long, value_name = "KEYS", default_value = "workload", value_delimiter = ',')]
+    pub rows: Vec<String>,
+    /// Columns of the tables, and the colours of the bars (e.g. tag:nic).
+    #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
+    pub cols: Vec<String>,
+    /// How several runs of one cell are summed up.
+    #[arg(long, value_enum, default_value_t = Stat::Median)]
+    pub stat: Stat,
+    /// The page's title.
+    #[arg(long, value_name = "TEXT", default_value = "nicbench report")]
+    pub title: String,
+}

@@ -1,0 +1,414 @@
+//! From saved runs to charts: which runs a chart covers (the store's
+//! filters, as for `runs` and `compare`), and the figures each kind reads
+//! from their documents. Bars and the CPU chart's throughput come from the
+//! comparison table of `compare`, so both agree cell for cell.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::cpu::CpuGroup;
+use super::latency::LatencyLine;
+use super::sweep::{SweepLine, SweepPoint};
+use super::timeline::StreamLine;
+use super::{Bars, Chart, ChartError, Cpu, Latency, Sweep, Timeline};
+use crate::report::compare::{col_label, Stat, Table};
+use crate::store::compare::{self, Dimension, Metric};
+use crate::store::query::Filter;
+use crate::store::{Store, StoreError};
+
+/// What to draw.
+#[derive(Debug, Clone)]
+pub struct ChartSpec {
+    /// One of [`super::KINDS`].
+    pub kind: String,
+    /// The figure of `bars`.
+    pub metric: Metric,
+    /// What makes a group on the x axis (`bars`, `cpu`).
+    pub group: Vec<Dimension>,
+    /// What colours the bars of a group (`bars`).
+    pub series: Vec<Dimension>,
+    pub stat: Stat,
+    /// Most lines of a `sweep` or `latency` chart (the newest runs).
+    pub max_lines: usize,
+    /// Only these runs (all matching runs when empty).
+    pub runs: Vec<i64>,
+}
+
+impl ChartSpec {
+    pub fn new(kind: &str) -> ChartSpec {
+        ChartSpec {
+            kind: kind.into(),
+            metric: Metric::parse("throughput").expect("a known metric"),
+            group: vec![Dimension::parse("workload").expect("a known column")],
+            series: Vec::new(),
+            stat: Stat::Median,
+            max_lines: 12,
+            runs: Vec::new(),
+        }
+    }
+}
+
+/// Why a chart could not be made from the store.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Chart(#[from] ChartError),
+}
+
+fn stat_name(stat: Stat) -> &'static str {
+    match stat {
+        Stat::Best => "best",
+        Stat::Median => "median",
+        Stat::Mean => "mean",
+    }
+}
+
+/// The chart `spec` asks for over the complete runs matching `filter`.
+pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, SelectError> {
+    let filter = Filter {
+        complete_only: true,
+        limit: None,
+        ..filter.clone()
+    };
+    match spec.kind.as_str() {
+        "bars" => bars(store, &filter, spec).map(Chart::Bars),
+        "cpu" => cpu(store, &filter, spec).map(Chart::Cpu),
+        "sweep" => sweep(store, &filter, spec).map(Chart::Sweep),
+        "latency" => latency(store, &filter, spec).map(Chart::Latency),
+        "timeline" => timeline(store, &filter, spec).map(Chart::Timeline),
+        other => Err(ChartError::Empty(format!(
+            "unknown chart kind '{other}': use one of {}",
+            super::KINDS.join(", ")
+        ))
+        .into()),
+    }
+}
+
+/// The records of `compare`, restricted to `only` when it names runs.
+fn records(
+    store: &Store,
+    filter: &Filter,
+    rows: &[Dimension],
+    cols: &[Dimension],
+    metric: &Metric,
+    only: &[i64],
+) -> Result<compare::Records, StoreError> {
+    let mut found = compare::records(store, filter, rows, cols, metric)?;
+    if !only.is_empty() {
+        found.records.retain(|r| only.contains(&r.run_id));
+        found.matched_runs = store.run_ids(filter)?.iter().filter(|id| only.contains(id)).count();
+    }
+    Ok(found)
+}
+
+fn empty(message: String) -> SelectError {
+    ChartError::Empty(message).into()
+}
+
+fn nothing_complete() -> SelectError {
+    empty("no complete run matches the filters: `nicbench runs` lists them (unfinished runs are not drawn)".into())
+}
+
+/// The comparison table of `metric` grouped by `rows` and `cols`.
+fn table(
+    store: &Store,
+    filter: &Filter,
+    rows: &[Dimension],
+    cols: &[Dimension],
+    metric: &Metric,
+    stat: Stat,
+    only: &[i64],
+) -> Result<Table, SelectError> {
+    let found = records(store, filter, rows, cols, metric, only)?;
+    if found.matched_runs == 0 {
+        return Err(nothing_complete());
+    }
+    if found.records.is_empty() {
+        return Err(empty(format!(
+            "{} complete run(s) match, but none has a {} figure ({}): choose another --metric or filter",
+            found.matched_runs, metric.name, metric.label
+        )));
+    }
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect();
+    Table::build(&found.records, metric, stat, keys(rows), keys(cols), None).map_err(empty)
+}
+
+fn bars(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Bars, SelectError> {
+    let t = table(
+        store,
+        filter,
+        &spec.group,
+        &spec.series,
+        &spec.metric,
+        spec.stat,
+        &spec.runs,
+    )?;
+    Ok(Bars::from_table(&t, spec.metric.label, stat_name(spec.stat)))
+}
+
+fn number(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|x| x.is_finite())
+}
+
+/// user, system, softirq, irq percent of one end (irq may be absent: 0).
+fn cpu_parts(side: &Value) -> Option<[f64; 4]> {
+    let part = |k: &str| number(&side[k]);
+    Some([
+        part("user_percent")?,
+        part("system_percent")?,
+        part("softirq_percent")?,
+        part("irq_percent").unwrap_or(0.0),
+    ])
+}
+
+fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectError> {
+    let busy = Metric::parse("cpu").expect("a known metric");
+    let found = records(store, filter, &spec.group, &[], &busy, &spec.runs)?;
+    if found.matched_runs == 0 {
+        return Err(nothing_complete());
+    }
+    let mut groups: BTreeMap<Vec<String>, (usize, [f64; 4], [f64; 4])> = BTreeMap::new();
+    // Each document is scanned once by serde, which skips all but `cpu`
+    // without building it (rr documents carry large histograms).
+    #[derive(serde::Deserialize)]
+    struct CpuOnly {
+        #[serde(default)]
+        cpu: Value,
+    }
+    let row_of: BTreeMap<i64, &Vec<String>> = found.records.iter().map(|r| (r.run_id, &r.row)).collect();
+    for (id, document) in store.column_rows(filter, &["document"])? {
+        let (Some(row), rusqlite::types::Value::Text(text)) = (row_of.get(&id), &document[0]) else {
+            continue;
+        };
+        let Ok(CpuOnly { cpu }) = serde_json::from_str::<CpuOnly>(text) else {
+            continue;
+        };
+        let (Some(client), Some(agent)) = (cpu_parts(&cpu["client"]), cpu_parts(&cpu["agent"])) else {
+            continue;
+        };
+        let entry = groups.entry((*row).clone()).or_insert((0, [0.0; 4], [0.0; 4]));
+        entry.0 += 1;
+        for i in 0..4 {
+            entry.1[i] += client[i];
+            entry.2[i] += agent[i];
+        }
+    }
+    if groups.is_empty() {
+        return Err(empty(format!(
+            "{} complete run(s) match, but none carries the CPU split of both ends (imported runs do not): choose other filters",
+            found.matched_runs
+        )));
+    }
+    let rates: BTreeMap<Vec<String>, f64> = match table(
+        store,
+        filter,
+        &spec.group,
+        &[],
+        &Metric::parse("throughput").expect("a known metric"),
+        Stat::Median,
+        &spec.runs,
+    ) {
+        Ok(t) => t.cells.iter().map(|c| (c.row.clone(), c.value)).collect(),
+        Err(_) => BTreeMap::new(),
+    };
+    let mut keys: Vec<Vec<String>> = groups.keys().cloned().collect();
+    keys.sort_by(|a, b| crate::report::compare::natural(a, b));
+    let group_key = spec.group.iter().map(Dimension::label).collect::<Vec<_>>().join(" / ");
+    Ok(Cpu {
+        title: format!("CPU load of both ends by {group_key} (mean of the runs), receiver throughput (median)"),
+        group_key,
+        groups: keys
+            .into_iter()
+            .map(|k| {
+                let (n, c, a) = groups[&k];
+                let mean = |s: [f64; 4]| s.map(|v| v / n as f64);
+                CpuGroup {
+                    name: col_label(&k),
+                    runs: n,
+                    client: mean(c),
+                    agent: mean(a),
+                    throughput_bits_per_second: rates.get(&k).copied(),
+                }
+            })
+            .collect(),
+    })
+}
+
+/// A run's name in a legend: its id and tags.
+pub fn run_label(store: &Store, id: i64) -> Result<String, StoreError> {
+    let tags = store.tags_of(std::iter::once(id))?;
+    let mut name = format!("run {id}");
+    for t in tags.get(&id).into_iter().flatten() {
+        name += &format!(" {}={}", t.key, t.value);
+    }
+    Ok(name)
+}
+
+/// The newest matching runs (at most `max`) whose documents `read` can
+/// draw, oldest first; and how many matched at all.
+fn newest<T>(
+    store: &Store,
+    filter: &Filter,
+    max: usize,
+    only: &[i64],
+    workloads: &[&str],
+    read: impl Fn(i64, &Value) -> Result<Option<T>, StoreError>,
+) -> Result<(Vec<T>, usize), SelectError> {
+    let mut ids = store.run_ids(filter)?;
+    if !only.is_empty() {
+        ids.retain(|id| only.contains(id));
+    }
+    if ids.is_empty() {
+        return Err(nothing_complete());
+    }
+    let matched = ids.len();
+    if !workloads.is_empty() {
+        // Only these documents can hold the figures: skip reading the others.
+        let of_kind: std::collections::HashSet<i64> = store
+            .column_rows(filter, &["workload"])?
+            .into_iter()
+            .filter(|(_, v)| matches!(&v[0], rusqlite::types::Value::Text(w) if workloads.contains(&w.as_str())))
+            .map(|(id, _)| id)
+            .collect();
+        ids.retain(|id| of_kind.contains(id));
+    }
+    let mut found = Vec::new();
+    for id in ids.iter().rev() {
+        if found.len() >= max {
+            break;
+        }
+        if let Some(t) = read(*id, &store.run(*id)?.document)? {
+            found.push(t);
+        }
+    }
+    found.reverse();
+    Ok((found, matched))
+}
+
+/// The sweep of a document: its points and summary.
+pub fn sweep_line(name: String, doc: &Value) -> Option<SweepLine> {
+    let streams = doc["streams"].as_array()?;
+    let sweep = streams
+        .iter()
+        .flat_map(|s| [&s["sender"]["sweep"], &s["receiver"]["sweep"]])
+        .find(|s| s["points"].is_array())?;
+    let points: Vec<SweepPoint> = sweep["points"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| {
+            Some(SweepPoint {
+                size_bytes: number(&p["size_bytes"])?,
+                bits_per_second: number(&p["best_bits_per_second"])?,
+                latency_us: number(&p["best_latency_us"])?,
+            })
+        })
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let summary = &sweep["summary"];
+    Some(SweepLine {
+        name,
+        points,
+        peak: number(&summary["peak_size_bytes"]).zip(number(&summary["peak_bits_per_second"])),
+        half_peak_size_bytes: number(&summary["half_peak_size_bytes"]),
+    })
+}
+
+fn sweep(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Sweep, SelectError> {
+    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, &["sweep"], |id, doc| {
+        Ok(sweep_line(run_label(store, id)?, doc))
+    })?;
+    if lines.is_empty() {
+        return Err(empty(format!(
+            "{matched} complete run(s) match, but none is a sweep with points: add --workload sweep or change the filters"
+        )));
+    }
+    Ok(Sweep {
+        title: "Bandwidth and latency against message size (best of each size)".into(),
+        lines,
+    })
+}
+
+/// The latency curve of a request/response document.
+pub fn latency_line(name: String, doc: &Value) -> Option<LatencyLine> {
+    let buckets: Vec<(f64, u64)> = doc["sum"]["rr"]["latency"]["histogram"]
+        .as_array()?
+        .iter()
+        .filter_map(|b| Some((number(&b["value_us"])?, b["count"].as_u64()?)))
+        .collect();
+    if buckets.is_empty() {
+        return None;
+    }
+    LatencyLine::from_histogram(name, &buckets)
+}
+
+fn latency(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Latency, SelectError> {
+    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, &["rr"], |id, doc| {
+        Ok(latency_line(run_label(store, id)?, doc))
+    })?;
+    if lines.is_empty() {
+        return Err(empty(format!(
+            "{matched} complete run(s) match, but none is a request/response run with a latency histogram: add --workload rr or change the filters"
+        )));
+    }
+    Ok(Latency {
+        title: "Request/response latency percentiles".into(),
+        lines,
+    })
+}
+
+/// The per-interval receiver throughput of each stream of a document.
+pub fn stream_lines(doc: &Value) -> Vec<StreamLine> {
+    let Some(streams) = doc["streams"].as_array() else {
+        return Vec::new();
+    };
+    streams
+        .iter()
+        .filter_map(|s| {
+            let end = if s["receiver"]["intervals"].is_array() {
+                &s["receiver"]
+            } else {
+                &s["sender"]
+            };
+            let intervals: Vec<(f64, f64, f64)> = end["intervals"]
+                .as_array()?
+                .iter()
+                .filter_map(|i| {
+                    Some((
+                        number(&i["start_seconds"])?,
+                        number(&i["end_seconds"])?,
+                        number(&i["bits_per_second"])?,
+                    ))
+                })
+                .collect();
+            if intervals.is_empty() {
+                return None;
+            }
+            let flow = s["flow"].as_str().unwrap_or("").replace("_to_", "->");
+            Some(StreamLine {
+                name: format!("stream {} {flow}", s["stream_id"]).trim().to_string(),
+                intervals,
+            })
+        })
+        .collect()
+}
+
+fn timeline(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Timeline, SelectError> {
+    let (mut runs, matched) = newest(store, filter, 1, &spec.runs, &[], |id, doc| {
+        let lines = stream_lines(doc);
+        Ok((!lines.is_empty()).then_some((id, lines)))
+    })?;
+    let Some((id, streams)) = runs.pop() else {
+        return Err(empty(format!(
+            "{matched} complete run(s) match, but none has per-interval stream figures: choose a tcp or udp run (--id)"
+        )));
+    };
+    Ok(Timeline {
+        title: format!("Per-interval throughput of each stream, {}", run_label(store, id)?),
+        streams,
+    })
+}

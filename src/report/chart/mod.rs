@@ -1,0 +1,402 @@
+//! Charts of saved runs, drawn with plotters: grouped bars of a metric,
+//! the sweep curve, CPU load split by kind, latency percentiles and the
+//! per-interval throughput of one run's streams. Each kind is a plain data
+//! struct (built from run documents in [`data`]) with a `draw` over any
+//! plotters backend; [`render_svg`] and [`render_png`] pick the backend.
+//!
+//! Text is laid out with DejaVu Sans, embedded in the binary (no system
+//! fonts needed; license in assets/fonts/LICENSE-DejaVu.txt).
+
+pub mod bars;
+pub mod cpu;
+pub mod data;
+pub mod latency;
+pub mod svg;
+pub mod sweep;
+pub mod timeline;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+pub use bars::Bars;
+pub use cpu::Cpu;
+pub use latency::Latency;
+pub use sweep::Sweep;
+pub use timeline::Timeline;
+
+/// DejaVu Sans (Bitstream Vera license, see assets/fonts/LICENSE-DejaVu.txt).
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+/// What could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    /// Nothing to draw: says which runs were asked for and what they lacked.
+    #[error("{0}")]
+    Empty(String),
+    #[error("drawing the chart failed: {0}")]
+    Draw(String),
+    #[error("encoding the PNG failed: {0}")]
+    Png(String),
+}
+
+pub(crate) fn draw_err<E: std::error::Error>(e: E) -> ChartError {
+    ChartError::Draw(e.to_string())
+}
+
+/// The kinds of chart, by their `--kind` name.
+pub const KINDS: &[&str] = &["bars", "sweep", "cpu", "latency", "timeline"];
+
+/// One chart, ready to draw.
+#[derive(Debug, Clone)]
+pub enum Chart {
+    Bars(Bars),
+    Sweep(Sweep),
+    Cpu(Cpu),
+    Latency(Latency),
+    Timeline(Timeline),
+}
+
+/// The part of a chart being drawn; the SVG backend groups elements by it.
+#[derive(Clone, Default)]
+pub struct Marks(Rc<Cell<&'static str>>);
+
+impl Marks {
+    pub fn set(&self, part: &'static str) {
+        self.0.set(part);
+    }
+    pub fn get(&self) -> &'static str {
+        let part = self.0.get();
+        if part.is_empty() {
+            "background"
+        } else {
+            part
+        }
+    }
+}
+
+pub(crate) type Area<DB> = DrawingArea<DB, Shift>;
+
+impl Chart {
+    pub fn title(&self) -> &str {
+        match self {
+            Chart::Bars(c) => &c.title,
+            Chart::Sweep(c) => &c.title,
+            Chart::Cpu(c) => &c.title,
+            Chart::Latency(c) => &c.title,
+            Chart::Timeline(c) => &c.title,
+        }
+    }
+
+    /// The names in the legend, for the description (alt text).
+    pub fn series_names(&self) -> Vec<String> {
+        match self {
+            Chart::Bars(c) => c.series.clone(),
+            Chart::Sweep(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
+            Chart::Cpu(_) => cpu::PARTS.iter().map(|(n, _)| n.to_string()).collect(),
+            Chart::Latency(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
+            Chart::Timeline(c) => c.streams.iter().map(|l| l.name.clone()).collect(),
+        }
+    }
+
+    /// A sentence saying what the chart shows, for screen readers.
+    pub fn description(&self) -> String {
+        let what = match self {
+            Chart::Bars(c) => format!("Bar chart of {} per {}", c.axis, c.group_key),
+            Chart::Sweep(_) => "Line chart of bandwidth and latency against message size (log scale)".into(),
+            Chart::Cpu(c) => format!(
+                "Stacked bars of client and agent CPU (user, system, softirq, irq) per {}, with throughput",
+                c.group_key
+            ),
+            Chart::Latency(_) => "Latency percentile curves, p50 to p99.99, log scales".into(),
+            Chart::Timeline(_) => "Per-interval throughput of each stream over time".into(),
+        };
+        format!("{what}; series: {}.", self.series_names().join(", "))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
+        marks.set("background");
+        root.fill(&WHITE).map_err(draw_err)?;
+        match self {
+            Chart::Bars(c) => c.draw(root, marks),
+            Chart::Sweep(c) => c.draw(root, marks),
+            Chart::Cpu(c) => c.draw(root, marks),
+            Chart::Latency(c) => c.draw(root, marks),
+            Chart::Timeline(c) => c.draw(root, marks),
+        }
+    }
+}
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The bytes are a valid TrueType font: a failure here is a build error.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// The chart as an SVG document of `width` x `height` pixels.
+pub fn render_svg(chart: &Chart, size: (u32, u32)) -> Result<String, ChartError> {
+    render_svg_with_id(chart, size, "chart")
+}
+
+/// The same, its title and description ids prefixed by `id` (for several
+/// charts inline in one page).
+pub fn render_svg_with_id(chart: &Chart, (width, height): (u32, u32), id: &str) -> Result<String, ChartError> {
+    register_font();
+    let mut out = String::with_capacity(16 * 1024);
+    let marks = Marks::default();
+    {
+        let backend = svg::SvgBackend::new(
+            &mut out,
+            (width, height),
+            marks.clone(),
+            id,
+            chart.title(),
+            &chart.description(),
+        );
+        let root = backend.into_drawing_area();
+        chart.draw(&root, &marks)?;
+    }
+    Ok(out)
+}
+
+/// The chart as a PNG image of `width` x `height` pixels (RGB).
+pub fn render_png(chart: &Chart, (width, height): (u32, u32)) -> Result<Vec<u8>, ChartError> {
+    register_font();
+    let mut pixels = vec![255u8; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
+        chart.draw(&root, &Marks::default())?;
+        root.present().map_err(draw_err)?;
+    }
+    let mut png_bytes = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut png_bytes, width, height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut writer = encoder.write_header().map_err(|e| ChartError::Png(e.to_string()))?;
+        writer
+            .write_image_data(&pixels)
+            .map_err(|e| ChartError::Png(e.to_string()))?;
+    }
+    Ok(png_bytes)
+}
+
+/// Colours that read on white (Tableau 10).
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// A number with an SI prefix and at most three significant digits:
+/// `12.5 G`, `940 M`, `13.3 µ`, `0`.
+pub fn si(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return "0".into();
+    }
+    const PREFIXES: [(i32, &str); 9] = [
+        (-12, "p"),
+        (-9, "n"),
+        (-6, "µ"),
+        (-3, "m"),
+        (0, ""),
+        (3, "k"),
+        (6, "M"),
+        (9, "G"),
+        (12, "T"),
+    ];
+    let exponent = (value.abs().log10() / 3.0).floor() as i32 * 3;
+    let (e, prefix) = PREFIXES
+        .iter()
+        .copied()
+        .find(|(e, _)| *e == exponent.clamp(-12, 12))
+        .unwrap_or((0, ""));
+    let mantissa = value / 10f64.powi(e);
+    let digits = if mantissa.abs() >= 100.0 {
+        0
+    } else if mantissa.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let mut s = format!("{mantissa:.digits$}");
+    if s.contains('.') {
+        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    if prefix.is_empty() {
+        s
+    } else {
+        format!("{s} {prefix}")
+    }
+}
+
+/// A byte count with a binary prefix: `1`, `64`, `4 Ki`, `1 Mi`.
+pub fn binary(value: f64) -> String {
+    let v = value.round() as u64;
+    for (shift, prefix) in [(30, "Gi"), (20, "Mi"), (10, "Ki")] {
+        if v >= 1 << shift && v % (1 << shift) == 0 {
+            return format!("{} {prefix}", v >> shift);
+        }
+    }
+    v.to_string()
+}
+
+/// How a store unit is shown on an axis: the factor into the base SI unit,
+/// and that unit (`us` becomes seconds, so ticks read `13 µ` over `(s)`).
+pub fn base_unit(unit: &str) -> (f64, String) {
+    match unit {
+        "us" => (1e-6, "s".into()),
+        "us/KB" => (1e-6, "s/KB".into()),
+        other => (1.0, other.into()),
+    }
+}
+
+/// The text style of tick labels, titles and legends.
+pub(crate) fn font(size: u32) -> TextStyle<'static> {
+    ("sans-serif", size).into_font().color(&BLACK)
+}
+
+/// Draws the chart title across the top and returns the area under it.
+pub(crate) fn titled<DB: DrawingBackend>(root: &Area<DB>, marks: &Marks, title: &str) -> Result<Area<DB>, ChartError> {
+    marks.set("title");
+    root.titled(title, font(18)).map_err(draw_err)
+}
+
+/// Ranges that include zero and leave head room for the legend.
+pub(crate) fn upper(max: f64) -> f64 {
+    if max > 0.0 {
+        max * 1.18
+    } else {
+        1.0
+    }
+}
+
+/// A log axis over the decades around `[low, high]`, ticks at 1, 2 and 5
+/// times a power of ten (only the powers when there are many decades).
+pub(crate) fn log_axis(low: f64, high: f64) -> Keyed {
+    let low = if low > 0.0 && low.is_finite() { low } else { 1e-3 };
+    let high = if high > low { high } else { low * 10.0 };
+    let (first, last) = (low.log10().floor() as i32, high.log10().ceil() as i32);
+    let range = 10f64.powi(first)..10f64.powi(last);
+    let steps: &[f64] = if last - first > 3 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+    let points = (first..=last)
+        .flat_map(|e| steps.iter().map(move |m| m * 10f64.powi(e)))
+        .filter(|v| range.contains(v) || *v == range.end)
+        .collect();
+    Keyed::log(range, points)
+}
+
+/// The legend: top right, framed, on white.
+pub(crate) fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    marks: &Marks,
+    position: SeriesLabelPosition,
+) -> Result<(), ChartError> {
+    marks.set("legend");
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font(font(13))
+        .draw()
+        .map_err(draw_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn si_prefixes_keep_three_digits() {
+        assert_eq!(si(12.5e9), "12.5 G");
+        assert_eq!(si(940e6), "940 M");
+        assert_eq!(si(1e9), "1 G");
+        assert_eq!(si(13.3e-6), "13.3 µ");
+        assert_eq!(si(0.0), "0");
+        assert_eq!(si(50.0), "50");
+        assert_eq!(si(1234.0), "1.23 k");
+    }
+
+    #[test]
+    fn byte_sizes_use_binary_prefixes_only_when_exact() {
+        assert_eq!(binary(4096.0), "4 Ki");
+        assert_eq!(binary(1048576.0), "1 Mi");
+        assert_eq!(binary(1000.0), "1000");
+    }
+}
+
+/// A numeric axis, linear or logarithmic, whose ticks sit exactly at the
+/// given points (group centres, powers of two, percentiles), so that the
+/// label formatter can name them.
+#[derive(Debug, Clone)]
+pub(crate) struct Keyed {
+    pub range: std::ops::Range<f64>,
+    pub points: Vec<f64>,
+    pub log: bool,
+}
+
+impl Keyed {
+    pub fn linear(range: std::ops::Range<f64>, points: Vec<f64>) -> Keyed {
+        Keyed {
+            range,
+            points,
+            log: false,
+        }
+    }
+
+    pub fn log(range: std::ops::Range<f64>, points: Vec<f64>) -> Keyed {
+        Keyed {
+            range,
+            points,
+            log: true,
+        }
+    }
+
+    fn fraction(&self, v: f64) -> f64 {
+        let (a, b) = (self.range.start, self.range.end);
+        if self.log {
+            let floor = a.max(f64::MIN_POSITIVE);
+            (v.max(floor).ln() - floor.ln()) / (b.ln() - floor.ln())
+        } else {
+            (v - a) / (b - a)
+        }
+    }
+}
+
+impl plotters::coord::ranged1d::Ranged for Keyed {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let f = self.fraction(*value);
+        let f = if f.is_finite() { f } else { 0.0 };
+        limit.0 + (f * (limit.1 - limit.0) as f64).round() as i32
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        let max = hint.max_num_points().max(1);
+        let step = self.points.len().div_ceil(max).max(1);
+        self.points.iter().step_by(step).copied().collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.clone()
+    }
+}

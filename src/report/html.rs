@@ -1,0 +1,495 @@
+//! The one-file HTML report of `nicbench report` (and of `demo`): inline
+//! SVG charts, the comparison tables of `compare` (sortable by a click on
+//! a header), every host's facts, each run's verdict, line-rate share and
+//! the command that reproduces it. No network fetch, no external file: the
+//! CSS and the few lines of JavaScript are in the page.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::chart::data::{self, ChartSpec, SelectError};
+use super::chart::svg::escape;
+use super::chart::{self, ChartError};
+use super::compare::{Stat, Table};
+use crate::model::facts::HostFacts;
+use crate::store::compare::{Dimension, Metric};
+use crate::store::query::{DocumentParts, Filter, RunSummary};
+use crate::store::{Store, StoreError};
+
+/// What the report covers and how its tables are laid out.
+#[derive(Debug, Clone)]
+pub struct ReportSpec {
+    pub title: String,
+    /// Where the runs come from (the database's path), for the header.
+    pub source: String,
+    /// The filters as the user gave them, shown in the header.
+    pub filters_text: String,
+    /// Rows and columns of the comparison tables; the bars and the CPU
+    /// chart group by the rows and colour by the columns.
+    pub rows: Vec<Dimension>,
+    pub cols: Vec<Dimension>,
+    pub stat: Stat,
+}
+
+/// What was written, for the command's closing line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub runs: usize,
+    pub charts: usize,
+    pub tables: usize,
+}
+
+/// The metrics a comparison table is made of, when some run has them.
+const TABLE_METRICS: &[&str] = &[
+    "throughput",
+    "sender",
+    "loss",
+    "tps",
+    "p50",
+    "p99",
+    "peak",
+    "cpu",
+    "agent-cpu",
+    "service-demand",
+    "agent-service-demand",
+];
+
+const SIZE: (u32, u32) = (900, 520);
+
+const STYLE: &str = r#"
+:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--head:#f6f8fa;--accent:#0b5cad}
+*{box-sizing:border-box}
+body{margin:0;font:16px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);background:var(--bg)}
+main{max-width:1100px;margin:0 auto;padding:1rem}
+h1{font-size:1.6rem;margin:.2rem 0}
+h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid var(--line);padding-bottom:.2rem}
+.meta{color:var(--muted);margin:.2rem 0 1rem}
+.summary{display:flex;flex-wrap:wrap;gap:.6rem;padding:0;margin:0;list-style:none}
+.summary li{flex:1 1 10rem;border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem;background:var(--head)}
+.summary b{display:block;font-size:1.2rem}
+figure{margin:1rem 0;break-inside:avoid}
+figure svg{width:100%;height:auto;max-width:900px;display:block}
+figcaption{color:var(--muted);font-size:.9rem}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+caption{text-align:left;font-weight:600;padding:.3rem 0}
+th,td{border:1px solid var(--line);padding:.25rem .5rem;vertical-align:top}
+th{background:var(--head);text-align:left}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+table.sortable th{cursor:pointer}
+table.sortable th[aria-sort=ascending]::after{content:" \25B2"}
+table.sortable th[aria-sort=descending]::after{content:" \25BC"}
+th:focus{outline:2px solid var(--accent)}
+code,pre{font-family:"DejaVu Sans Mono",ui-monospace,monospace;font-size:.85rem}
+pre{white-space:pre-wrap;word-break:break-all;background:var(--head);padding:.4rem;border-radius:4px;margin:.3rem 0}
+.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(20rem,1fr));gap:.8rem}
+.facts table{width:100%}
+details{border-bottom:1px solid var(--line);padding:.3rem 0}
+summary{cursor:pointer}
+.verdict{font-weight:600}
+@media (max-width:640px){body{font-size:15px}main{padding:.5rem}td,th{padding:.2rem .3rem}}
+@media print{main{max-width:none;padding:0}.scroll{overflow:visible}table.sortable th::after{content:none}
+a{color:inherit;text-decoration:none}h2{break-after:avoid}details{break-inside:avoid}}
+"#;
+
+const SCRIPT: &str = r#"
+document.querySelectorAll('table.sortable th').forEach(function (th) {
+  th.tabIndex = 0;
+  function sort() {
+    var table = th.closest('table'), body = table.tBodies[0], i = th.cellIndex;
+    var up = th.getAttribute('aria-sort') !== 'ascending';
+    table.querySelectorAll('th').forEach(function (h) { h.removeAttribute('aria-sort'); });
+    th.setAttribute('aria-sort', up ? 'ascending' : 'descending');
+    function key(tr) { var c = tr.cells[i]; return c ? (c.dataset.v !== undefined ? c.dataset.v : c.textContent.trim()) : ''; }
+    Array.from(body.rows).sort(function (a, b) {
+      var x = key(a), y = key(b), p = parseFloat(x), q = parseFloat(y);
+      var r = (!isNaN(p) && !isNaN(q)) ? p - q : x.localeCompare(y);
+      return up ? r : -r;
+    }).forEach(function (tr) { body.appendChild(tr); });
+  }
+  th.addEventListener('click', sort);
+  th.addEventListener('keydown', function (e) { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); sort(); } });
+});
+window.addEventListener('beforeprint', function () { document.querySelectorAll('details').forEach(function (d) { d.open = true; }); });
+"#;
+
+/// One run as the report reads it.
+struct RunView {
+    summary: RunSummary,
+    command_line: String,
+    verdict: Option<String>,
+    line_rate_percent: Option<f64>,
+}
+
+/// What the report reads of each document: the verdict, the line-rate
+/// share (of the measured throughput, or of a sweep's peak), both ends' facts.
+const PATHS: [&str; 5] = [
+    "$.verdict.summary",
+    "$.line_rate.percent_of_theoretical_goodput",
+    "$.streams[0].sender.sweep.summary.peak_line_rate_percent",
+    "$.client.facts",
+    "$.agent.facts",
+];
+
+/// The facts block of one host as (name, value) lines, from the text
+/// writer of `nicbench host`.
+fn fact_lines(facts: &HostFacts) -> Vec<(String, String)> {
+    let mut text = Vec::new();
+    let _ = super::facts::write_host(facts, &mut text);
+    if let Some(nic) = &facts.interface {
+        let _ = super::facts::write_nic(nic, &mut text);
+    }
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| match l.split_once("  ") {
+            Some((k, v)) if !k.starts_with(' ') => (k.trim().to_string(), v.trim().to_string()),
+            _ => (String::new(), l.trim().to_string()),
+        })
+        .collect()
+}
+
+/// Writes the report of the runs matching `filter` into `out`.
+pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String) -> Result<Written, SelectError> {
+    let summaries = store.runs(&Filter {
+        limit: None,
+        ..filter.clone()
+    })?;
+    if summaries.is_empty() {
+        return Err(ChartError::Empty(format!(
+            "no run in {} matches the filters: `nicbench runs` lists them",
+            store.path().display()
+        ))
+        .into());
+    }
+    let ids: Vec<i64> = summaries.iter().map(|r| r.id).collect();
+    let mut parts: std::collections::HashMap<i64, DocumentParts> = store
+        .document_parts(&ids, &PATHS)?
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
+    let mut runs = Vec::with_capacity(summaries.len());
+    let mut hosts: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let mut seen_facts = std::collections::HashSet::new();
+    let mut seen_hosts = BTreeSet::new();
+    for summary in summaries {
+        let Some(p) = parts.remove(&summary.id) else { continue };
+        for (side, at) in [("client", 3), ("agent", 4)] {
+            let Some(text) = p.text(at) else { continue };
+            if !seen_facts.insert(text.to_string()) {
+                continue;
+            }
+            if let Ok(facts) = serde_json::from_str::<HostFacts>(text) {
+                let lines = fact_lines(&facts);
+                if seen_hosts.insert(lines.clone()) {
+                    hosts.push((format!("{} ({side} of run {})", facts.hostname, summary.id), lines));
+                }
+            }
+        }
+        runs.push(RunView {
+            verdict: p.text(0).map(String::from),
+            line_rate_percent: p.number(1).or(p.number(2)),
+            command_line: p.command_line,
+            summary,
+        });
+    }
+    let complete = runs.iter().filter(|r| r.summary.complete).count();
+    let tables = tables(store, filter, spec)?;
+    let charts = charts(store, filter, spec)?;
+
+    let _ = writeln!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"generator\" content=\"nicbench {}\"><title>{}</title><style>{STYLE}</style></head>\n<body><main>",
+        env!("CARGO_PKG_VERSION"),
+        escape(&spec.title)
+    );
+    let _ = writeln!(
+        out,
+        "<header><h1>{}</h1><p class=\"meta\">Generated {} UTC by nicbench {} from {}{}</p></header>",
+        escape(&spec.title),
+        super::runs::utc(crate::store::now_unix_seconds()),
+        env!("CARGO_PKG_VERSION"),
+        escape(&spec.source),
+        if spec.filters_text.is_empty() {
+            String::new()
+        } else {
+            format!("; filters: <code>{}</code>", escape(&spec.filters_text))
+        }
+    );
+    write_summary(out, &runs, complete, hosts.len());
+    out.push_str("<nav aria-label=\"Contents\"><p><a href=\"#charts\">Charts</a> · <a href=\"#tables\">Comparison tables</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>\n");
+
+    out.push_str("<section id=\"charts\"><h2>Charts</h2>\n");
+    if charts.is_empty() {
+        out.push_str("<p>No complete run carries figures to draw.</p>\n");
+    }
+    for (i, (chart, svg)) in charts.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "<figure id=\"chart-{i}\">{svg}<figcaption>Figure {}: {}</figcaption></figure>",
+            i + 1,
+            escape(&chart.description())
+        );
+    }
+    out.push_str("</section>\n<section id=\"tables\"><h2>Comparison tables</h2>\n");
+    if tables.is_empty() {
+        out.push_str("<p>No complete run to compare.</p>\n");
+    }
+    for table in &tables {
+        write_table(out, table);
+    }
+    out.push_str("</section>\n");
+    write_runs(out, &runs);
+    out.push_str("<section id=\"facts\"><h2>Hosts</h2><div class=\"facts\">\n");
+    for (name, lines) in &hosts {
+        let _ = write!(out, "<table><caption>{}</caption><tbody>", escape(name));
+        for (k, v) in lines {
+            let _ = write!(
+                out,
+                "<tr><th scope=\"row\">{}</th><td>{}</td></tr>",
+                escape(k),
+                escape(v)
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    out.push_str("</div></section>\n");
+    write_reproduce(out, &runs);
+    let _ = writeln!(out, "</main><script>{SCRIPT}</script></body></html>");
+    Ok(Written {
+        runs: runs.len(),
+        charts: charts.len(),
+        tables: tables.len(),
+    })
+}
+
+fn write_summary(out: &mut String, runs: &[RunView], complete: usize, hosts: usize) {
+    let workloads: BTreeSet<&str> = runs.iter().map(|r| r.summary.workload.as_str()).collect();
+    let first = runs
+        .iter()
+        .map(|r| r.summary.started_at_unix_seconds)
+        .fold(f64::INFINITY, f64::min);
+    let last = runs
+        .iter()
+        .map(|r| r.summary.started_at_unix_seconds)
+        .fold(0.0, f64::max);
+    let verdicts: BTreeSet<&str> = runs.iter().filter_map(|r| r.summary.verdict_kind.as_deref()).collect();
+    let _ = writeln!(
+        out,
+        "<section aria-label=\"Summary\"><ul class=\"summary\">\
+         <li>runs<b>{}</b>{} complete</li><li>workloads<b>{}</b></li><li>hosts<b>{hosts}</b></li>\
+         <li>from<b>{}</b>to {}</li><li>verdicts<b>{}</b></li></ul></section>",
+        runs.len(),
+        complete,
+        escape(&workloads.into_iter().collect::<Vec<_>>().join(", ")),
+        super::runs::utc(first),
+        super::runs::utc(last),
+        escape(&if verdicts.is_empty() {
+            "-".to_string()
+        } else {
+            verdicts.into_iter().collect::<Vec<_>>().join(", ")
+        })
+    );
+}
+
+fn tables(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<Table>, SelectError> {
+    let filter = Filter {
+        complete_only: true,
+        limit: None,
+        ..filter.clone()
+    };
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect::<Vec<_>>();
+    let mut tables = Vec::new();
+    for name in TABLE_METRICS {
+        let metric = Metric::parse(name).expect("a known metric");
+        let found = crate::store::compare::records(store, &filter, &spec.rows, &spec.cols, &metric)?;
+        if found.records.is_empty() {
+            continue;
+        }
+        let table = Table::build(
+            &found.records,
+            &metric,
+            spec.stat,
+            keys(&spec.rows),
+            keys(&spec.cols),
+            None,
+        )
+        .map_err(|e| SelectError::Chart(ChartError::Empty(e)))?;
+        tables.push(table);
+    }
+    Ok(tables)
+}
+
+fn charts(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<(chart::Chart, String)>, SelectError> {
+    let mut charts = Vec::new();
+    let kinds: [(&str, Option<&str>); 6] = [
+        ("bars", Some("throughput")),
+        ("bars", Some("tps")),
+        ("cpu", None),
+        ("sweep", None),
+        ("latency", None),
+        ("timeline", None),
+    ];
+    for (kind, metric) in kinds {
+        let mut chart_spec = ChartSpec::new(kind);
+        chart_spec.group = spec.rows.clone();
+        chart_spec.series = spec.cols.clone();
+        chart_spec.stat = spec.stat;
+        if let Some(m) = metric {
+            chart_spec.metric = Metric::parse(m).expect("a known metric");
+        }
+        match data::build(store, filter, &chart_spec) {
+            Ok(chart) => {
+                let svg = chart::render_svg_with_id(&chart, SIZE, &format!("c{}", charts.len()))?;
+                charts.push((chart, svg));
+            }
+            // A kind without runs to draw is left out of the report.
+            Err(SelectError::Chart(ChartError::Empty(_))) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(charts)
+}
+
+fn write_table(out: &mut String, table: &Table) {
+    let (header, body) = table.grid();
+    let keys = table.row_keys.len();
+    let _ = write!(
+        out,
+        "<div class=\"scroll\"><table class=\"sortable compare\" data-metric=\"{}\"><caption>{}</caption><thead><tr>",
+        escape(&table.metric),
+        escape(&table.title())
+    );
+    for h in &header {
+        let _ = write!(out, "<th scope=\"col\">{}</th>", escape(h));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for line in &body {
+        out.push_str("<tr>");
+        for (i, cell) in line.iter().enumerate() {
+            if i < keys {
+                let _ = write!(out, "<th scope=\"row\">{}</th>", escape(cell));
+            } else {
+                let _ = write!(out, "<td class=\"num\">{}</td>", escape(cell));
+            }
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></div>\n");
+}
+
+fn write_runs(out: &mut String, runs: &[RunView]) {
+    out.push_str(
+        "<section id=\"runs\"><h2>Runs</h2><p>Click a column header to sort.</p><div class=\"scroll\">\
+         <table class=\"sortable runs\"><caption>Every run, newest first: result, share of the line rate, verdict</caption><thead><tr>\
+         <th scope=\"col\">id</th><th scope=\"col\">started (UTC)</th><th scope=\"col\">workload</th>\
+         <th scope=\"col\">hosts</th><th scope=\"col\">tags</th><th scope=\"col\">result</th>\
+         <th scope=\"col\">line rate</th><th scope=\"col\">verdict</th></tr></thead><tbody>\n",
+    );
+    for r in runs {
+        let s = &r.summary;
+        let result = match (s.headline_value, &s.headline_unit) {
+            (Some(v), Some(unit)) => (format!("{v}"), super::runs::figure(v, unit)),
+            _ => (String::new(), "-".to_string()),
+        };
+        let state = if s.complete {
+            String::new()
+        } else {
+            format!(" ({})", super::runs::state(s))
+        };
+        let rate = r
+            .line_rate_percent
+            .map(|p| (format!("{p}"), format!("{p:.1}%")))
+            .unwrap_or_else(|| (String::new(), "-".into()));
+        let tags: Vec<String> = s.tags.iter().map(|t| t.to_string()).collect();
+        let verdict = match (&s.verdict_kind, &r.verdict) {
+            (Some(kind), Some(text)) => format!("<span class=\"verdict\">{}</span>: {}", escape(kind), escape(text)),
+            (Some(kind), None) => escape(kind),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td class=\"num\" data-v=\"{id}\"><a href=\"#run-{id}\">{id}</a></td><td data-v=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\" data-v=\"{}\">{}</td><td>{verdict}{}</td></tr>",
+            s.started_at_unix_seconds,
+            super::runs::utc(s.started_at_unix_seconds),
+            escape(&if s.source == "nicbench" {
+                s.workload.clone()
+            } else {
+                format!("{} ({})", s.workload, s.source)
+            }),
+            escape(&super::runs::hosts(s)),
+            escape(&tags.join(" ")),
+            result.0,
+            escape(&result.1),
+            rate.0,
+            escape(&rate.1),
+            escape(&state),
+            id = s.id,
+        );
+    }
+    out.push_str("</tbody></table></div></section>\n");
+}
+
+fn write_reproduce(out: &mut String, runs: &[RunView]) {
+    out.push_str(
+        "<section id=\"reproduce\"><h2>Reproduce</h2><p>The exact command of each run, as it was typed.</p>\n",
+    );
+    for r in runs {
+        let s = &r.summary;
+        let _ = writeln!(
+            out,
+            "<details id=\"run-{}\"><summary>run {} · {} · {}</summary><pre><code>{}</code></pre>{}</details>",
+            s.id,
+            s.id,
+            escape(&s.workload),
+            super::runs::utc(s.started_at_unix_seconds),
+            escape(&r.command_line),
+            r.verdict
+                .as_ref()
+                .map(|v| format!("<p>Verdict: {}</p>", escape(v)))
+                .unwrap_or_default()
+        );
+    }
+    out.push_str("</section>\n");
+}
+
+/// Writes the report to `path` (through a temporary file beside it, so a
+/// reader never sees half a report).
+pub fn write_file(
+    store: &Store,
+    filter: &Filter,
+    spec: &ReportSpec,
+    path: &std::path::Path,
+) -> Result<Written, ReportError> {
+    let mut page = String::with_capacity(256 * 1024);
+    let written = write(store, filter, spec, &mut page)?;
+    let tmp = path.with_extension("html.tmp");
+    std::fs::write(&tmp, page.as_bytes())
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|source| ReportError::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(written)
+}
+
+/// Why no report was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    #[error("cannot write the report {path}: {source}")]
+    Write {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl From<StoreError> for ReportError {
+    fn from(e: StoreError) -> Self {
+        ReportError::Select(e.into())
+    }
+}

@@ -1,0 +1,422 @@
+//! `nicbench plot` and `nicbench report`: charts that parse and name their
+//! series, PNGs of the asked size, empty selections refused, and the HTML
+//! report rendered in headless Chromium as a person would see it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::common::{clean_env, nicbench, stderr, wait_output, COMMAND_LIMIT};
+
+/// A database of the fixture runs, tagged by two "cards".
+struct Fixtures {
+    dir: tempfile::TempDir,
+}
+
+const FIXTURES: &[(&str, &[&str])] = &[
+    (
+        "nic=e1000",
+        &["run-tcp.json", "run-tcp-repeat.json", "run-sweep.json", "run-rr.json"],
+    ),
+    (
+        "nic=igb",
+        &[
+            "run-tcp-linerate-repeat.json",
+            "run-udp.json",
+            "run-udp-bidir.json",
+            "run-sweep.json",
+            "run-rr.json",
+        ],
+    ),
+];
+
+impl Fixtures {
+    fn new() -> Fixtures {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Fixtures { dir };
+        for (tag, files) in FIXTURES {
+            let mut args = vec![
+                "import".to_string(),
+                "--db".into(),
+                f.db(),
+                "--tag".into(),
+                tag.to_string(),
+            ];
+            args.extend(
+                files
+                    .iter()
+                    .map(|n| format!("{}/tests/fixtures/{n}", env!("CARGO_MANIFEST_DIR"))),
+            );
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = nicbench(&args);
+            assert!(out.status.success(), "{}", stderr(&out));
+        }
+        f
+    }
+
+    fn db(&self) -> String {
+        self.path("r.db").display().to_string()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `nicbench plot --db DB ARGS -o NAME`, which must succeed.
+    fn plot(&self, name: &str, args: &[&str]) -> PathBuf {
+        let out_path = self.path(name);
+        let db = self.db();
+        let mut all = vec!["plot", "--db", &db, "-o", out_path.to_str().unwrap()];
+        all.extend(args);
+        let out = nicbench(&all);
+        assert!(out.status.success(), "plot {args:?}: {}", stderr(&out));
+        out_path
+    }
+}
+
+/// The elements of a parsed SVG under the `<g class=part>` groups.
+fn in_part<'a>(doc: &'a roxmltree::Document, part: &str) -> Vec<roxmltree::Node<'a, 'a>> {
+    doc.descendants()
+        .filter(|n| n.has_tag_name("g") && n.attribute("class") == Some(part))
+        .flat_map(|g| g.descendants().filter(|n| n.is_element() && !n.has_tag_name("g")))
+        .collect()
+}
+
+fn check_svg(path: &Path, series: &[&str]) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{}: not XML: {e}", path.display()));
+    let root = doc.root_element();
+    assert!(root.has_tag_name("svg") && root.attribute("role") == Some("img"));
+    let axes = in_part(&doc, "axes");
+    assert!(axes.iter().any(|n| n.has_tag_name("line")), "no axis line");
+    assert!(
+        axes.iter().filter(|n| n.has_tag_name("text")).count() >= 4,
+        "no tick labels"
+    );
+    let data = in_part(&doc, "data");
+    assert!(
+        data.iter().any(|n| ["rect", "polyline", "circle", "polygon"]
+            .iter()
+            .any(|t| n.has_tag_name(*t))),
+        "no data mark"
+    );
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    for name in series {
+        assert!(
+            texts.iter().any(|t| t.contains(name)),
+            "{}: series {name} not named",
+            path.display()
+        );
+    }
+    // Axis titles carry units.
+    assert!(
+        texts.iter().any(|t| t.contains('(') && t.contains(')')),
+        "no unit in an axis title"
+    );
+}
+
+#[test]
+fn every_chart_kind_is_svg_that_parses_and_names_its_series() {
+    let f = Fixtures::new();
+    let bars = f.plot(
+        "bars.svg",
+        &["--kind", "bars", "--group", "workload", "--series", "tag:nic"],
+    );
+    check_svg(&bars, &["e1000", "igb", "tcp", "receiver throughput (bit/s)"]);
+    let cpu = f.plot("cpu.svg", &["--kind", "cpu", "--group", "tag:nic"]);
+    check_svg(
+        &cpu,
+        &["user", "system", "softirq", "irq", "e1000", "CPU busy (% of all cores)"],
+    );
+    let sweep = f.plot("sweep.svg", &["--kind", "sweep"]);
+    check_svg(&sweep, &["nic=e1000", "nic=igb", "peak", "n½", "bandwidth (bit/s)"]);
+    let latency = f.plot("latency.svg", &["--kind", "latency", "--tag", "nic=igb"]);
+    check_svg(&latency, &["nic=igb", "p99.9", "latency (s, log)"]);
+    let text = std::fs::read_to_string(&latency).unwrap();
+    assert!(!text.contains("nic=e1000"), "the tag filter was not applied");
+    let timeline = f.plot("timeline.svg", &["--kind", "timeline", "--id", "1"]);
+    check_svg(&timeline, &["stream 1", "stream 2", "time since the start (s)"]);
+}
+
+#[test]
+fn a_png_chart_decodes_at_the_asked_size_and_is_not_blank() {
+    let f = Fixtures::new();
+    let path = f.plot(
+        "bars.png",
+        &[
+            "--kind", "bars", "--series", "tag:nic", "--width", "640", "--height", "400",
+        ],
+    );
+    let decoder = png::Decoder::new(std::fs::File::open(&path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    assert_eq!((info.width, info.height), (640, 400));
+    let colours: std::collections::HashSet<&[u8]> = pixels.chunks(3).collect();
+    assert!(colours.len() > 16, "only {} colours", colours.len());
+}
+
+#[test]
+fn a_chart_of_nothing_is_an_error_not_an_empty_picture() {
+    let f = Fixtures::new();
+    let db = f.db();
+    let out_path = f.path("none.svg");
+    let out_arg = out_path.to_str().unwrap();
+    let out = nicbench(&[
+        "plot", "--db", &db, "--kind", "bars", "--tag", "nic=none", "-o", out_arg,
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no complete run matches"), "{}", stderr(&out));
+    // Runs match, but none is a sweep.
+    let out = nicbench(&[
+        "plot",
+        "--db",
+        &db,
+        "--kind",
+        "sweep",
+        "--workload",
+        "tcp",
+        "-o",
+        out_arg,
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("none is a sweep"), "{}", stderr(&out));
+    assert!(!out_path.exists(), "an empty chart was written");
+    // An unknown format is refused before anything is read.
+    let out = nicbench(&["plot", "--db", &db, "--kind", "bars", "-o", "chart.gif"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("end it in .svg or .png"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_chart_can_be_drawn_from_result_files_without_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("sweep.svg");
+    let fixture = format!("{}/tests/fixtures/run-sweep.json", env!("CARGO_MANIFEST_DIR"));
+    let out = nicbench(&["plot", "--kind", "sweep", &fixture, "-o", out_path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    check_svg(&out_path, &["run 1"]);
+}
+
+/// The report of the fixtures, tables by workload and card.
+fn report(f: &Fixtures) -> (PathBuf, String) {
+    let page = f.path("report.html");
+    let db = f.db();
+    let out = nicbench(&["report", "--db", &db, "--cols", "tag:nic", "-o", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("report of 9 runs (6 charts"));
+    let html = std::fs::read_to_string(&page).unwrap();
+    (page, html)
+}
+
+#[test]
+fn the_report_is_one_file_that_fetches_nothing() {
+    let f = Fixtures::new();
+    let (_, html) = report(&f);
+    let without_svg_namespace = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for outside in ["http://", "https://", "<link", " src=", "url(", "@import"] {
+        assert!(
+            !without_svg_namespace.contains(outside),
+            "the report refers outside: {outside}"
+        );
+    }
+    assert_eq!(html.matches("<svg").count(), 6);
+    // Every run's command, verdict and line-rate share; every host's facts.
+    assert!(html.contains("nicbench import"));
+    assert!(html.contains("57.4%"), "line-rate share of the linerate fixture");
+    assert!(html.contains("cpu_starved"));
+    assert!(html.contains("<th scope=\"row\">kernel</th><td>6.18.44-fc-v669</td>"));
+    assert!(html.contains("@media print") && html.contains("name=\"viewport\""));
+    // The comparison table of compare, cell for cell.
+    let db = f.db();
+    let out = nicbench(&["compare", "--db", &db, "--cols", "tag:nic"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let tcp_row = text.lines().find(|l| l.starts_with("tcp")).unwrap();
+    let cell = tcp_row.split("  ").map(str::trim).find(|c| c.contains("(n=2")).unwrap();
+    assert!(
+        html.contains(&format!("<td class=\"num\">{cell}</td>")),
+        "missing {cell}"
+    );
+}
+
+#[test]
+fn a_report_of_nothing_is_an_error() {
+    let f = Fixtures::new();
+    let db = f.db();
+    let page = f.path("none.html");
+    let out = nicbench(&["report", "--db", &db, "--tag", "nic=none", "-o", page.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(!page.exists());
+}
+
+/// Headless Chromium (Debian's `chromium`), or None when absent outside CI.
+fn chromium() -> Option<PathBuf> {
+    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
+        Command::new(name)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()
+            .filter(|s| s.success())
+            .map(|_| PathBuf::from(name))
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is missing in CI: .ci/run must install it"
+        );
+        eprintln!("SKIPPED (chromium not installed): apt-get install chromium");
+    }
+    found
+}
+
+/// Runs headless Chromium on a page; returns its stdout and stderr.
+fn browse(browser: &Path, profile: &Path, window: &str, args: &[&str], page: &Path) -> (String, String) {
+    let mut command = Command::new(browser);
+    clean_env(&mut command)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+        ])
+        .arg("--enable-logging=stderr")
+        .arg("--v=0")
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--window-size={window}"))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = wait_output(command.spawn().expect("start chromium"), COMMAND_LIMIT, "chromium");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Errors the page reports (console.error, uncaught exceptions), caught
+/// before the page's own script runs.
+const CATCH_ERRORS: &str = r#"<script>window.__errors=[];window.addEventListener('error',function(e){__errors.push(String(e.message))});
+var __ce=console.error;console.error=function(){__errors.push(Array.prototype.join.call(arguments,' '));__ce.apply(console,arguments)};</script>"#;
+
+/// After the page's script: what the browser drew and laid out, as JSON in
+/// a <pre id=nicbench-check> that --dump-dom prints.
+const INSPECT: &str = r#"<script>(function(){
+var r={errors:window.__errors,charts:[],cells:[],sorted:[],scroll:[document.documentElement.scrollWidth,window.innerWidth]};
+document.querySelectorAll('svg.chart').forEach(function(svg){
+ var visible=function(sel){return Array.prototype.filter.call(svg.querySelectorAll(sel),function(e){var b=e.getBBox();return b.width>0||b.height>0;}).length;};
+ var box=svg.getBoundingClientRect();
+ r.charts.push({title:svg.querySelector('title').textContent,axes:visible('g.axes line'),ticks:visible('g.axes text'),marks:visible('g.data rect, g.data polyline, g.data circle, g.data polygon'),width:box.width});
+});
+document.querySelectorAll('table.runs tbody tr').forEach(function(tr){r.cells.push(Array.prototype.map.call(tr.cells,function(c){return c.textContent.trim();}));});
+document.querySelector('table.runs th').click();
+document.querySelectorAll('table.runs tbody tr').forEach(function(tr){r.sorted.push(tr.cells[0].textContent.trim());});
+var pre=document.createElement('pre');pre.id='nicbench-check';pre.textContent=JSON.stringify(r);document.body.appendChild(pre);
+})();</script>"#;
+
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+}
+
+/// Pixels of a screenshot: its size, and how many differ from the most common colour.
+fn screenshot_pixels(path: &Path) -> ((u32, u32), usize) {
+    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let step = info.color_type.samples();
+    let mut counts = std::collections::HashMap::new();
+    for p in pixels[..info.buffer_size()].chunks(step) {
+        *counts.entry(&p[..3]).or_insert(0usize) += 1;
+    }
+    let common = counts.values().max().copied().unwrap_or(0);
+    ((info.width, info.height), counts.values().sum::<usize>() - common)
+}
+
+#[test]
+fn the_report_renders_in_headless_chromium() {
+    let Some(browser) = chromium() else { return };
+    let f = Fixtures::new();
+    let (page, html) = report(&f);
+    let profile = f.path("chromium-profile");
+
+    // Screenshots as a person sees the page: a laptop and a phone.
+    for (name, window) in [("laptop.png", "1280,2400"), ("phone.png", "390,1600")] {
+        let shot = f.path(name);
+        let (_, log) = browse(
+            &browser,
+            &profile,
+            window,
+            &[&format!("--screenshot={}", shot.display())],
+            &page,
+        );
+        let ((w, _), differing) = screenshot_pixels(&shot);
+        assert_eq!(w.to_string(), window.split(',').next().unwrap());
+        assert!(
+            differing > 5000,
+            "{name} is blank: {differing} pixels differ from the background"
+        );
+        let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(console.is_empty(), "console output: {console:?}");
+        if let Some(dir) = std::env::var_os("NICBENCH_SCREENSHOTS") {
+            std::fs::copy(&shot, Path::new(&dir).join(name)).unwrap();
+        }
+    }
+
+    // What the browser drew, measured inside it, on a phone-sized window.
+    let inspected = f.path("inspected.html");
+    let with_checks = html.replacen("<head>", &format!("<head>{CATCH_ERRORS}"), 1).replacen(
+        "</body>",
+        &format!("{INSPECT}</body>"),
+        1,
+    );
+    std::fs::write(&inspected, with_checks).unwrap();
+    let (dom, _) = browse(&browser, &profile, "390,844", &["--dump-dom"], &inspected);
+    let marker = "<pre id=\"nicbench-check\">";
+    let start = dom.find(marker).expect("the inspection ran") + marker.len();
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let r: serde_json::Value = serde_json::from_str(&unescape(&dom[start..end])).unwrap();
+
+    assert_eq!(r["errors"], serde_json::json!([]), "errors on the page");
+    let charts = r["charts"].as_array().unwrap();
+    assert_eq!(charts.len(), 6);
+    let (scroll_width, window_width) = (r["scroll"][0].as_u64().unwrap(), r["scroll"][1].as_u64().unwrap());
+    for c in charts {
+        assert!(c["axes"].as_u64().unwrap() >= 2, "no axes drawn: {c}");
+        assert!(c["ticks"].as_u64().unwrap() >= 4, "no tick labels drawn: {c}");
+        assert!(c["marks"].as_u64().unwrap() >= 1, "no data mark drawn: {c}");
+        assert!(
+            c["width"].as_f64().unwrap() <= window_width as f64,
+            "chart wider than the window ({window_width}): {c}"
+        );
+    }
+    assert!(window_width <= 600, "not a phone-sized window: {window_width}");
+    assert!(
+        scroll_width <= window_width,
+        "the page scrolls sideways on a phone: {scroll_width} > {window_width}"
+    );
+    // The runs table: one row per run, newest first, with the expected cells.
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 9);
+    assert_eq!(cells[0][0], "9");
+    let linerate = cells.iter().find(|row| row[6] == "57.4%").expect("the line-rate run");
+    assert_eq!(linerate[4], "nic=igb");
+    assert!(linerate[5].as_str().unwrap().ends_with("Gbit/s"));
+    assert!(linerate[7].as_str().unwrap().starts_with("cpu_starved"));
+    // A click on the id header sorts ascending.
+    let sorted: Vec<&str> = r["sorted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(sorted, ["1", "2", "3", "4", "5", "6", "7", "8", "9"]);
+}
