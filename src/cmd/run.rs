@@ -623,6 +623,7 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         .into());
     }
     report_tables(plan, &resume.plan_run, db)?;
+    html_report(plan, &resume.plan_run, db, &dir.join("report.html"));
     if !failed.is_empty() {
         return Err(PlanStopped::Failed {
             failed: failed.len(),
@@ -631,6 +632,43 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         .into());
     }
     Ok(())
+}
+
+/// The HTML report of exactly this plan run, beside its summary. A plan
+/// whose every case failed has nothing to draw: that is said, not fatal.
+fn html_report(plan: &Plan, plan_run: &str, db: &Path, out: &Path) {
+    let title = format!(
+        "{}: plan run {plan_run}",
+        plan.description.as_deref().unwrap_or(plan.name())
+    );
+    let mut argv: Vec<String> = vec![
+        "nicbench".into(),
+        "report".into(),
+        "--db".into(),
+        db.display().to_string(),
+        "--tag".into(),
+        format!("plan_run={plan_run}"),
+        "--out".into(),
+        out.display().to_string(),
+        "--title".into(),
+        title,
+    ];
+    if let Some(t) = plan.report.tables.first() {
+        argv.extend(["--rows".into(), t.rows.clone()]);
+        if !t.cols.is_empty() {
+            argv.extend(["--cols".into(), t.cols.clone()]);
+        }
+    }
+    let result = Cli::try_parse_from(&argv)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .and_then(|cli| match cli.command {
+            crate::cli::Command::Report(args) => super::plot::report(args),
+            _ => unreachable!("a report command line"),
+        });
+    println!();
+    if let Err(e) = result {
+        println!("(no HTML report: {e:#})");
+    }
 }
 
 /// The tables of the plan's `[report]`, over this plan run's runs.

@@ -113,6 +113,17 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
         "{text}"
     );
     assert!(text.contains("Receiver throughput"), "the report table: {text}");
+    // The HTML report of exactly this plan run, beside its summary: the
+    // four complete runs and the one cut short (shown as such).
+    let report = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("wrote the report of 5 runs")
+                .and_then(|r| r.rsplit(" to ").next())
+        })
+        .unwrap_or_else(|| panic!("no report line: {text}"));
+    let html = std::fs::read_to_string(report).unwrap();
+    assert!(html.contains("<svg") && html.contains("plan_run"), "{report}");
     let second = complete_cases(&db, "resume-test");
     assert_eq!(second.len(), 4, "every case once: {second:?}");
     for done in &first {
