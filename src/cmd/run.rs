@@ -190,21 +190,9 @@ fn human(d: Duration) -> String {
     }
 }
 
-fn quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+[]".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
-}
-
 fn command_text(argv: &[String]) -> String {
     std::iter::once("nicbench".to_string())
-        .chain(argv.iter().map(|a| quote(a)))
+        .chain(argv.iter().map(|a| super::save::quote(a)))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -110,7 +110,7 @@ pub fn command_line() -> String {
     std::env::args().map(|a| quote(&a)).collect::<Vec<_>>().join(" ")
 }
 
-fn quote(arg: &str) -> String {
+pub(crate) fn quote(arg: &str) -> String {
     if !arg.is_empty()
         && arg
             .chars()

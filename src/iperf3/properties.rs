@@ -86,29 +86,13 @@ fn json() -> impl Strategy<Value = Value> {
 /// Keys iperf3 sends in its parameters, plus noise.
 fn params_key() -> impl Strategy<Value = String> {
     prop_oneof![
-        prop::sample::select(vec![
-            "tcp",
-            "udp",
-            "sctp",
-            "omit",
-            "time",
-            "num",
-            "blockcount",
-            "parallel",
-            "reverse",
-            "bidirectional",
-            "window",
-            "len",
-            "bandwidth",
-            "MSS",
-            "nodelay",
-            "congestion",
-            "get_server_output",
-            "udp_counters_64bit",
-            "client_version",
-            "authtoken",
-            "pacing_timer",
-        ])
+        prop::sample::select(
+            crate::iperf3::wire::KNOWN_KEYS
+                .iter()
+                .copied()
+                .chain(["pacing_timer"])
+                .collect::<Vec<_>>(),
+        )
         .prop_map(String::from),
         "[a-zA-Z_]{1,10}",
     ]

@@ -395,7 +395,7 @@ impl Default for Params {
 
 /// Keys of `send_parameters` that change nothing we measure, or that we
 /// cannot honour and say so in `ignored`.
-const KNOWN_KEYS: &[&str] = &[
+pub(crate) const KNOWN_KEYS: &[&str] = &[
     "tcp",
     "udp",
     "sctp",

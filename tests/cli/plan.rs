@@ -24,6 +24,15 @@ fn tcp_plan(port: u16, extra: &str) -> String {
     )
 }
 
+/// A loopback port nothing listens on: bound, noted, closed.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Complete runs of a plan in the database, by case tag.
 fn complete_cases(db: &str, plan: &str) -> Vec<(String, i64)> {
     let out = nicbench(&[
@@ -150,12 +159,7 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
 #[test]
 fn a_failing_case_is_recorded_with_its_reason_and_the_plan_goes_on() {
     let agent = AgentProcess::start(&[]);
-    // A port nothing listens on: bind one, note it, close it.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = closed_port();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db").display().to_string();
     let plan = write_plan(
@@ -230,11 +234,7 @@ fn an_essential_command_that_fails_fails_its_case() {
 #[test]
 fn the_dry_run_lists_every_case_and_checks_the_agents_without_traffic() {
     let agent = AgentProcess::start(&[]);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = closed_port();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db").display().to_string();
     let plan = write_plan(dir.path(), "d.toml", &tcp_plan(agent.port, ""));
