@@ -272,10 +272,27 @@ pub(crate) fn font(size: u32) -> TextStyle<'static> {
     ("sans-serif", size).into_font().color(&BLACK)
 }
 
-/// Draws the chart title across the top and returns the area under it.
+/// Draws the chart title across the top and returns the area under it. A
+/// title wider than the chart (a timeline named by many tags) is cut at a
+/// word with "…", so it stays centred and readable instead of running off
+/// both edges.
 pub(crate) fn titled<DB: DrawingBackend>(root: &Area<DB>, marks: &Marks, title: &str) -> Result<Area<DB>, ChartError> {
     marks.set("title");
-    root.titled(title, font(18)).map_err(draw_err)
+    let style = font(18);
+    // ab_glyph's estimate is in its pixel scale (the font's full height),
+    // smaller than the CSS font-size the SVG text is drawn at by about the
+    // font's line-height ratio (1.16 for DejaVu Sans): leave that margin.
+    let room = root.dim_in_pixel().0 * 4 / 5;
+    let fits = |t: &str| root.estimate_text_size(t, &style).map_or(true, |(w, _)| w <= room);
+    let mut shown = title.to_string();
+    while !fits(&shown) {
+        let cut = shown.trim_end_matches('…').trim_end();
+        match cut.rfind(' ') {
+            Some(at) if at > 0 => shown = format!("{}…", &cut[..at]),
+            _ => break,
+        }
+    }
+    root.titled(&shown, style).map_err(draw_err)
 }
 
 /// Ranges that include zero and leave head room for the legend.
