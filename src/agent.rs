@@ -10,6 +10,7 @@
 mod admission;
 mod iperf3_port;
 pub mod limits;
+pub mod peer;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -68,6 +69,10 @@ pub struct AgentConfig {
     /// Authenticated clients may change host settings (the MTU of the
     /// interface toward them) between tests (`--allow-host-changes`).
     pub allow_host_changes: bool,
+    /// An authenticated coordinator may ask this agent to run a test
+    /// itself, as the client, toward another agent (`--allow-peer-tests`;
+    /// `nicbench mesh`). See `agent::peer` for every condition.
+    pub allow_peer_tests: bool,
     /// Where received files go (`files` workload): `--scratch`, `--keep`,
     /// `--max-files-bytes`.
     pub storage: workload::files::scratch::Storage,
@@ -92,6 +97,7 @@ impl AgentConfig {
             iperf3_listen: None,
             iperf3_wait: Duration::from_secs(60),
             allow_host_changes: false,
+            allow_peer_tests: false,
             storage: Default::default(),
         }
     }
@@ -123,6 +129,9 @@ struct Stats {
     tests_served: AtomicUsize,
     connections_refused: AtomicUsize,
     auth_failures: AtomicUsize,
+    peer_tests_run: AtomicUsize,
+    peer_tests_failed: AtomicUsize,
+    peer_tests_refused: AtomicUsize,
 }
 
 /// State shared by the connection threads.
@@ -272,11 +281,14 @@ impl Agent {
         }
         logging::info(&format!(
             "agent stopped: {} test(s) served, {} connection(s) refused, {} failed authentication(s), \
-             {} data connection(s) refused",
+             {} data connection(s) refused, peer tests: {} run, {} failed, {} refused",
             shared.stats.tests_served.load(Ordering::Relaxed),
             shared.stats.connections_refused.load(Ordering::Relaxed),
             shared.stats.auth_failures.load(Ordering::Relaxed),
-            workload::data::refused_data_connections()
+            workload::data::refused_data_connections(),
+            shared.stats.peer_tests_run.load(Ordering::Relaxed),
+            shared.stats.peer_tests_failed.load(Ordering::Relaxed),
+            shared.stats.peer_tests_refused.load(Ordering::Relaxed),
         ));
     }
 
@@ -641,6 +653,9 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     expect_hello(channel, shared.config.handshake_timeout)?;
     let mut hello = Hello::ours(crate::workload::names());
     hello.auth_required = shared.config.psk.is_some();
+    if shared.config.allow_peer_tests && shared.config.psk.is_some() {
+        hello.features.push(protocol::FEATURE_PEER_TESTS.to_string());
+    }
     channel.send(&Message::Hello(hello))?;
     if let Some(psk) = &shared.config.psk {
         authenticate(channel, psk, shared)?;
@@ -665,6 +680,11 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
                 })?;
                 return Ok(());
             }
+            Message::PeerTestRequest {
+                target,
+                spec,
+                wait_seconds,
+            } => return peer::serve(channel, peer, shared, target, spec, wait_seconds),
             Message::AddressesRequest if !addresses_sent => {
                 addresses_sent = true;
                 channel.send(&Message::Addresses {

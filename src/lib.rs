@@ -6,6 +6,7 @@
 //! `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
 //! `model` (result types), `report` (renderers), `units`, `lab`.
 
+pub mod address;
 pub mod agent;
 pub mod cli;
 pub mod cmd;
@@ -14,6 +15,7 @@ pub mod lab;
 pub mod linerate;
 pub mod links;
 pub mod logging;
+pub mod mesh;
 pub mod model;
 pub mod plan;
 pub mod probe;

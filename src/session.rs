@@ -231,6 +231,19 @@ fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
 
 /// Hellos both ways, then the key proof when the agent asks for it.
 fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Result<Hello, SessionError> {
+    handshake_keyed(channel, addr, psk, false)
+}
+
+/// The handshake; with `require_key`, an agent that does not ask for the
+/// key is refused before anything else is sent: only an agent that proves
+/// it knows our key may receive traffic we send for somebody else (a
+/// peer test, a probe).
+fn handshake_keyed(
+    channel: &mut Channel,
+    addr: SocketAddr,
+    psk: Option<&Psk>,
+    require_key: bool,
+) -> Result<Hello, SessionError> {
     channel.send(&Message::Hello(Hello::ours(crate::workload::names())))?;
     let hello = channel.recv(REPLY_TIMEOUT, "the agent's hello").map_err(|e| match e {
         // Something listens there, but it does not speak our protocol.
@@ -253,6 +266,12 @@ fn handshake(channel: &mut Channel, addr: SocketAddr, psk: Option<&Psk>) -> Resu
         },
         other => other.into(),
     })?;
+    if require_key && !hello.auth_required {
+        return Err(SessionError::AgentRefused(format!(
+            "the agent at {addr} does not ask for a pre-shared key, so it cannot prove it belongs to this \
+             mesh; peer tests go only to agents started with the same --psk-file"
+        )));
+    }
     match (hello.auth_required, psk) {
         (false, None) => {}
         (false, Some(_)) => {
@@ -417,17 +436,29 @@ fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), Sessio
 
 /// Runs one trial of `spec` against the agent at `target`.
 pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    run_keyed(target, psk.as_ref(), false, spec, options)
+}
+
+/// [`run`] with the key in hand (an agent running a peer test holds its
+/// own); `require_key` refuses an agent that does not ask for it.
+pub fn run_keyed(
+    target: &Target,
+    psk: Option<&Psk>,
+    require_key: bool,
+    spec: &TestSpec,
+    options: RunOptions,
+) -> Result<RunResult, SessionError> {
     let workload = workload::find(&spec.workload)?;
     workload.validate(spec)?;
     TestSpec::validate_cpus(&spec.client.cpus, "-A/--affinity")?;
-    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let stream = connect(target)?;
     let agent_addr = stream.peer_addr().map_err(ProtocolError::Io)?;
     let client_addr = stream.local_addr().map_err(ProtocolError::Io)?;
     let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
 
-    let hello = handshake(&mut channel, agent_addr, psk.as_ref())?;
+    let hello = handshake_keyed(&mut channel, agent_addr, psk, require_key)?;
     if !spec.links.is_empty() {
         if !workload.supports_links() {
             return Err(SpecError::Invalid(format!(
@@ -517,6 +548,53 @@ fn check_links_supported(hello: &Hello, addr: SocketAddr) -> Result<(), SessionE
     )))
 }
 
+/// Asks the agent at `from` to run `spec` itself, as the client, toward the
+/// agent at `toward` (HOST:PORT as `from` should reach it): a third-party
+/// test of `nicbench mesh`. The agent at `from` must allow peer tests and
+/// this coordinator must know its key. Returns the run as `from` measured it
+/// (client = `from`, agent = `toward`).
+pub fn peer_test(from: &Target, toward: &str, spec: &TestSpec) -> Result<RunResult, SessionError> {
+    workload::find(&spec.workload)?.validate(spec)?;
+    let psk = from.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    let stream = connect(from)?;
+    let addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    let hello = handshake(&mut channel, addr, psk.as_ref())?;
+    if !hello.has_feature(crate::protocol::FEATURE_PEER_TESTS) {
+        return Err(SessionError::AgentRefused(format!(
+            "the agent at {addr} does not run peer tests: start it with --allow-peer-tests and --psk-file \
+             (nicbench {} or newer)",
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
+    let wait_seconds = from.wait.as_secs_f64().min(crate::agent::MAX_WAIT_SECONDS);
+    channel.send(&Message::PeerTestRequest {
+        target: toward.to_string(),
+        spec: spec.clone(),
+        wait_seconds,
+    })?;
+    // The test itself, both queues, both handshakes and the agent's own
+    // setup timeouts: anything longer is an agent that hangs.
+    let patience = Duration::from_secs_f64(spec.expected_seconds() + 2.0 * wait_seconds) + 4 * REPLY_TIMEOUT;
+    let deadline = Instant::now() + patience;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match channel.recv(left.max(Duration::from_millis(1)), "the peer test's result")? {
+            Message::PeerTestDone { run } => {
+                if run.schema != SCHEMA || run.workload != spec.workload || run.trials.is_empty() {
+                    return Err(SessionError::BadReport(format!(
+                        "the peer test's run is not a {} run of {SCHEMA} with trials",
+                        spec.workload
+                    )));
+                }
+                return Ok(*run);
+            }
+            Message::Queued { .. } if wait_seconds > 0.0 => {}
+            other => return Err(unexpected("peer_test_done", other, addr)),
+        }
+    }
+}
+
 /// Asks the agent at `target` for the addresses of its interfaces (for
 /// `--links`), authenticating when it asks.
 pub fn agent_addresses(target: &Target) -> Result<Vec<crate::model::InterfaceAddress>, SessionError> {
@@ -544,6 +622,33 @@ pub fn remote_facts(target: &Target) -> Result<crate::model::HostFacts, SessionE
     channel.send(&Message::FactsRequest)?;
     match channel.recv(REPLY_TIMEOUT, "the agent's facts")? {
         Message::Facts { facts } => Ok(facts),
+        other => Err(unexpected("facts", other, addr)),
+    }
+}
+
+/// Checks that an agent answers, proves the key, and offers `feature`
+/// (None: any); returns its hello and its host facts. Sends no test.
+pub fn probe_agent(target: &Target, feature: Option<&str>) -> Result<(Hello, crate::model::HostFacts), SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    let stream = connect(target)?;
+    let addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    let hello = handshake(&mut channel, addr, psk.as_ref())?;
+    if let Some(feature) = feature.filter(|f| !hello.has_feature(f)) {
+        let how = match feature {
+            crate::protocol::FEATURE_PEER_TESTS => {
+                "start it with --allow-peer-tests and --psk-file (the same key as the coordinator's)"
+            }
+            _ => "run the same nicbench release there",
+        };
+        return Err(SessionError::AgentRefused(format!(
+            "the agent at {addr} (nicbench {}) does not offer {feature}: {how}",
+            hello.software_version
+        )));
+    }
+    channel.send(&Message::FactsRequest)?;
+    match channel.recv(REPLY_TIMEOUT, "the agent's facts")? {
+        Message::Facts { facts } => Ok((hello, facts)),
         other => Err(unexpected("facts", other, addr)),
     }
 }

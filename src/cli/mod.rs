@@ -7,6 +7,7 @@ pub mod host;
 pub mod lab;
 pub mod linerate;
 pub mod measure;
+pub mod mesh;
 pub mod parse;
 pub mod pictures;
 pub mod rr;
@@ -67,6 +68,9 @@ pub enum Command {
     /// Run a roundup plan (TOML): a test matrix, unattended and resumable,
     /// with its comparison tables at the end.
     Run(run::RunArgs),
+    /// Every ordered pair of many agents, measured by the agents themselves:
+    /// the N x N matrix, its outliers, optionally every --every.
+    Mesh(Box<mesh::MeshArgs>),
     /// Saved runs, one line each, newest first.
     Runs(store::RunsArgs),
     /// One saved run: its text report as printed, or its document.
@@ -187,6 +191,11 @@ pub struct ServeArgs {
     /// mtu axis). Off by default; needs root.
     #[arg(long, requires = "psk_file")]
     pub allow_host_changes: bool,
+    /// Let a coordinator that proved the key (`nicbench mesh`) make this
+    /// agent run tcp/udp/rr tests itself toward other agents that prove
+    /// the same key, within the --max-* limits. Off by default.
+    #[arg(long, requires = "psk_file")]
+    pub allow_peer_tests: bool,
     /// How long a client may take for each message before its test starts
     /// (hello, key proof, request); silent clients are cut off after it.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]

@@ -2,7 +2,7 @@
 //! configuration, run it, print the result. Errors carry context for the
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
-pub mod address;
+pub use crate::address;
 pub mod compare;
 pub mod demo;
 pub mod diff;
@@ -16,6 +16,7 @@ pub mod linerate;
 pub mod links;
 pub mod manual;
 pub mod measure;
+pub mod mesh;
 pub mod plot;
 pub mod rr;
 pub mod run;
@@ -54,6 +55,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Linerate(args) => linerate::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Run(args) => run::run(args),
+        Command::Mesh(args) => mesh::run(*args),
         Command::Man(args) => manual::man(args),
         Command::Completions(args) => manual::completions(args),
         Command::Runs(args) => runs::runs(args),
@@ -135,7 +137,7 @@ pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, cra
         Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
         Command::Files(args) => files::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) | Command::Run(_) => None,
+        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) | Command::Run(_) | Command::Mesh(_) => None,
         Command::Watch(_) => None,
         Command::Host(_) | Command::Linerate(_) | Command::Man(_) | Command::Completions(_) => None,
         Command::Runs(_)

@@ -46,6 +46,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.iperf3_listen = args.iperf3_port.map(|port| SocketAddr::new(ip, port));
         config.iperf3_wait = args.iperf3_wait;
         config.allow_host_changes = args.allow_host_changes;
+        config.allow_peer_tests = args.allow_peer_tests;
         config.storage = crate::workload::files::scratch::Storage {
             scratch: args.scratch.clone(),
             keep: args.keep,

@@ -40,7 +40,7 @@ pub mod framing;
 use serde::{Deserialize, Serialize};
 
 use crate::model::TestSpec;
-use crate::model::{HostFacts, InterfaceAddress, SideReport};
+use crate::model::{HostFacts, InterfaceAddress, RunResult, SideReport};
 
 /// First bytes of every hello, so a stray connection (an HTTP client, an
 /// iperf3 client on the wrong port) is recognised at once.
@@ -129,6 +129,20 @@ pub enum Message {
     /// Agent: every address of every interface, with its prefix length;
     /// it then waits for the test request on the same connection.
     Addresses { addresses: Vec<InterfaceAddress> },
+    /// Coordinator (authenticated, to an agent whose hello offers
+    /// `peer_tests`), instead of a test request: run `spec` yourself as the
+    /// client toward the agent at `target` (HOST:PORT), waiting up to
+    /// `wait_seconds` in either agent's queue. Answered with `queued`
+    /// while waiting, then `peer_test_done` or `error`/`busy`.
+    PeerTestRequest {
+        target: String,
+        spec: TestSpec,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        wait_seconds: f64,
+    },
+    /// Agent: the whole run of a peer test (both ends' reports merged, as
+    /// `--json` prints it), measured by this agent as the client.
+    PeerTestDone { run: Box<RunResult> },
 }
 
 impl Message {
@@ -153,6 +167,8 @@ impl Message {
             Message::SetMtu { .. } => "set_mtu",
             Message::AddressesRequest => "addresses_request",
             Message::Addresses { .. } => "addresses",
+            Message::PeerTestRequest { .. } => "peer_test_request",
+            Message::PeerTestDone { .. } => "peer_test_done",
         }
     }
 }
@@ -177,6 +193,10 @@ pub struct Hello {
 
 /// Feature of [`Hello::features`]: several links in one test (`--links`).
 pub const FEATURE_LINKS: &str = "links";
+
+/// Feature of [`Hello::features`]: this agent runs third-party tests for an
+/// authenticated coordinator (`serve --allow-peer-tests`; `nicbench mesh`).
+pub const FEATURE_PEER_TESTS: &str = "peer_tests";
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0

@@ -10,6 +10,7 @@
 pub mod bars;
 pub mod cpu;
 pub mod data;
+pub mod heatmap;
 pub mod latency;
 pub mod svg;
 pub mod sweep;
@@ -24,6 +25,7 @@ use plotters::prelude::*;
 
 pub use bars::Bars;
 pub use cpu::Cpu;
+pub use heatmap::Heatmap;
 pub use latency::Latency;
 pub use sweep::Sweep;
 pub use timeline::Timeline;
@@ -58,6 +60,8 @@ pub enum Chart {
     Cpu(Cpu),
     Latency(Latency),
     Timeline(Timeline),
+    /// The matrix of a mesh (`nicbench mesh --chart`, and its report).
+    Heatmap(Heatmap),
 }
 
 /// The part of a chart being drawn; the SVG backend groups elements by it.
@@ -88,6 +92,7 @@ impl Chart {
             Chart::Cpu(c) => &c.title,
             Chart::Latency(c) => &c.title,
             Chart::Timeline(c) => &c.title,
+            Chart::Heatmap(c) => &c.title,
         }
     }
 
@@ -99,6 +104,7 @@ impl Chart {
             Chart::Cpu(_) => cpu::PARTS.iter().map(|(n, _)| n.to_string()).collect(),
             Chart::Latency(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
             Chart::Timeline(c) => c.streams.iter().map(|l| l.name.clone()).collect(),
+            Chart::Heatmap(c) => c.names.clone(),
         }
     }
 
@@ -113,6 +119,10 @@ impl Chart {
             ),
             Chart::Latency(_) => "Latency percentile curves, p50 to p99.99, log scales".into(),
             Chart::Timeline(_) => "Per-interval throughput of each stream over time".into(),
+            Chart::Heatmap(c) => format!(
+                "Heat map of {} hosts, senders down and receivers across, lighter is better",
+                c.names.len()
+            ),
         };
         format!("{what}; series: {}.", self.series_names().join(", "))
     }
@@ -126,6 +136,7 @@ impl Chart {
             Chart::Cpu(c) => c.draw(root, marks),
             Chart::Latency(c) => c.draw(root, marks),
             Chart::Timeline(c) => c.draw(root, marks),
+            Chart::Heatmap(c) => c.draw(root, marks),
         }
     }
 }

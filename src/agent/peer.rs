@@ -1,0 +1,163 @@
+//! Peer tests: the agent as the client of a test toward another agent, for
+//! an authenticated coordinator (`nicbench mesh`).
+//!
+//! This is the one place where somebody else makes this host send traffic,
+//! so every condition is checked before a byte of test data leaves:
+//!
+//! 1. the operator allowed it (`serve --allow-peer-tests`, which needs
+//!    `--psk-file`), and the coordinator proved the key (the handshake
+//!    before this request);
+//! 2. the test is a throughput or latency test (tcp, udp, rr) within this
+//!    agent's limits (duration, streams, message size, rate), with no
+//!    `--links` and no local options that name this host's resources;
+//! 3. the target answers as a nicbench agent *and proves it knows the same
+//!    key* (hello and mutual authentication on the control connection)
+//!    before any data connection is opened; data goes only to the address
+//!    that control connection reached;
+//! 4. this agent holds its own test slot while it runs, so it never serves
+//!    another test (or a second peer test) at the same time.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{admit, logging, Refusal, Shared};
+use crate::protocol::channel::Channel;
+use crate::protocol::Message;
+use crate::session::{self, RunOptions, Target};
+use crate::workload::{self, TestSpec};
+
+/// Workloads a coordinator may ask for: what a mesh measures.
+pub const PEER_WORKLOADS: [&str; 3] = ["tcp", "udp", "rr"];
+
+/// How long the agent waits for the target to accept its connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a peer test is refused before anything is sent: checked in order,
+/// each in words for the coordinator's user.
+pub(super) fn check_request(shared: &Shared, target: &str, spec: &TestSpec) -> Result<(String, u16), String> {
+    if !shared.config.allow_peer_tests {
+        return Err(
+            "this agent does not run tests toward other agents: start it with --allow-peer-tests \
+                    (and --psk-file) to let an authenticated coordinator (nicbench mesh) use it"
+                .into(),
+        );
+    }
+    if shared.config.psk.is_none() {
+        return Err(
+            "this agent runs peer tests only for an authenticated coordinator: start it with --psk-file".into(),
+        );
+    }
+    if !PEER_WORKLOADS.contains(&spec.workload.as_str()) {
+        return Err(format!(
+            "a peer test runs {}; '{}' is not one of them",
+            PEER_WORKLOADS.join(", "),
+            spec.workload
+        ));
+    }
+    if !spec.links.is_empty() {
+        return Err("a peer test runs over one path; --links is not allowed".into());
+    }
+    if !spec.client.cpus.is_empty() {
+        return Err("a peer test may not pin this agent's CPUs (-A/--affinity); drop it".into());
+    }
+    let workload = workload::find(&spec.workload).map_err(|e| e.to_string())?;
+    workload.validate(spec).map_err(|e| e.to_string())?;
+    shared.config.limits.check(spec)?;
+    let (host, port) = crate::address::split_host_port(target).map_err(|e| e.to_string())?;
+    let port =
+        port.ok_or_else(|| format!("peer test target '{target}' has no port; the coordinator sends HOST:PORT"))?;
+    if host.is_empty() || host.len() > 253 {
+        return Err(format!("peer test target '{target}' has no valid host name"));
+    }
+    Ok((host, port))
+}
+
+/// True when the coordinator has closed its control connection.
+fn coordinator_gone(stream: &TcpStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK consumes nothing.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
+}
+
+/// Runs one peer test for the coordinator on `channel` and answers with
+/// the run, or refuses in words.
+pub(super) fn serve(
+    channel: &mut Channel,
+    coordinator: SocketAddr,
+    shared: &Shared,
+    target: String,
+    spec: TestSpec,
+    wait_seconds: f64,
+) -> Result<(), Refusal> {
+    let (host, port) = check_request(shared, &target, &spec).map_err(|reason| {
+        shared.stats.peer_tests_refused.fetch_add(1, Ordering::Relaxed);
+        Refusal::Tell(reason)
+    })?;
+    let wait_seconds = if wait_seconds.is_finite() {
+        wait_seconds.clamp(0.0, super::MAX_WAIT_SECONDS)
+    } else {
+        0.0
+    };
+    let ticket = admit(channel, shared, &spec, wait_seconds)?;
+    ticket.started(Some(Duration::from_secs_f64(spec.expected_seconds())), None);
+    let psk = shared.config.psk.as_ref().expect("checked above");
+    let peer_target = Target {
+        host,
+        port,
+        family: None,
+        bind: None,
+        connect_timeout: CONNECT_TIMEOUT,
+        wait: Duration::from_secs_f64(wait_seconds),
+        psk_file: None,
+        iperf3_auth: None,
+    };
+    let watch = channel
+        .stream()
+        .try_clone()
+        .map_err(|e| Refusal::Tell(format!("cannot watch the control connection: {e}")))?;
+    let interrupted = || {
+        if shared.shutdown.load(Ordering::Relaxed) {
+            Some("the agent running the peer test is shutting down".to_string())
+        } else if coordinator_gone(&watch) {
+            Some("the coordinator closed its connection".to_string())
+        } else {
+            None
+        }
+    };
+    logging::info(&format!("{coordinator}: peer test: {} toward {target}", spec.workload));
+    let result = session::run_keyed(
+        &peer_target,
+        Some(psk),
+        true,
+        &spec,
+        RunOptions {
+            interrupted: &interrupted,
+            on_interval: None,
+            on_progress: None,
+            trial: 1,
+        },
+    );
+    drop(ticket);
+    match result {
+        Ok(run) => {
+            shared.stats.peer_tests_run.fetch_add(1, Ordering::Relaxed);
+            logging::info(&format!("{coordinator}: peer test toward {target} done"));
+            channel.send(&Message::PeerTestDone { run: Box::new(run) })?;
+            Ok(())
+        }
+        Err(e) => {
+            shared.stats.peer_tests_failed.fetch_add(1, Ordering::Relaxed);
+            Err(Refusal::Tell(format!("the peer test toward {target} failed: {e}")))
+        }
+    }
+}

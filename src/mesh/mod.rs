@@ -1,0 +1,7 @@
+//! `nicbench mesh`: every ordered pair of many agents, measured by the
+//! agents themselves (peer tests), scheduled in rounds of disjoint pairs,
+//! shown as an N x N matrix with its outliers named.
+
+pub mod matrix;
+pub mod outliers;
+pub mod schedule;
