@@ -84,8 +84,8 @@ pub struct MeshArgs {
     /// With --every: stop after N mesh runs.
     #[arg(long, value_name = "N", requires = "every", value_parser = parse::between::<u32>(1, 1_000_000))]
     pub runs: Option<u32>,
-    /// Remove this mesh's saved runs older than DURATION from the database
-    /// after each mesh run (e.g. 30d).
+    /// After each mesh run, remove this mesh's saved runs that started more
+    /// than DURATION before it (e.g. 30d).
     #[arg(long, value_name = "DURATION", value_parser = parse::positive_duration)]
     pub keep: Option<Duration>,
     /// How to print the matrix.

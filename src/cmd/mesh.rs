@@ -175,7 +175,7 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
             write_chart(&result, path)?;
         }
         if let Some(keep) = args.keep {
-            remove_older(&args, keep)?;
+            remove_older(&args, keep, result.started_at_unix_seconds)?;
         }
         done += 1;
         let measured = result.cells.iter().filter(|c| c.value.is_some()).count();
@@ -336,6 +336,7 @@ pub fn run_once(args: &MeshArgs, spec: &TestSpec, members: &[Member]) -> anyhow:
                 value: None,
                 run_id: None,
                 verdict: None,
+                verdict_kind: None,
                 error: None,
                 started_at_unix_seconds: o.started_at,
                 round: k,
@@ -347,6 +348,7 @@ pub fn run_once(args: &MeshArgs, spec: &TestSpec, members: &[Member]) -> anyhow:
                         cell.error = Some("the run has no figure (nothing received)".into());
                     }
                     cell.verdict = run.result.verdict.as_ref().map(|v| v.summary.clone());
+                    cell.verdict_kind = run.result.verdict.as_ref().map(|v| v.kind.clone());
                     if let Some(db) = store.take() {
                         let (db, id) = save(db, args, spec, &run, &mesh_run, &members[o.src], &members[o.dst]);
                         store = Some(db);
@@ -491,8 +493,9 @@ fn write_chart(result: &MeshResult, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--keep`: removes this mesh's runs older than `keep`.
-fn remove_older(args: &MeshArgs, keep: Duration) -> anyhow::Result<()> {
+/// `--keep`: removes this mesh's runs that started more than `keep` before
+/// the mesh run that just ended (never that run's own).
+fn remove_older(args: &MeshArgs, keep: Duration, this_run_started: f64) -> anyhow::Result<()> {
     if args.save.no_save {
         return Ok(());
     }
@@ -504,7 +507,7 @@ fn remove_older(args: &MeshArgs, keep: Duration) -> anyhow::Result<()> {
         }],
         ..Default::default()
     };
-    let cutoff = store::now_unix_seconds() - keep.as_secs_f64();
+    let cutoff = this_run_started - keep.as_secs_f64();
     let old: Vec<i64> = db
         .runs(&filter)?
         .into_iter()

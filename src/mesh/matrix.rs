@@ -42,6 +42,9 @@ pub struct Cell {
     /// The run's verdict, in one line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
+    /// The verdict's kind (`cpu_bound`, `retransmitting`, ... `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict_kind: Option<String>,
     /// Why there is no figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -124,10 +127,47 @@ impl MeshResult {
         self.outliers = outliers::find(&self.square(), better)
             .into_iter()
             .map(|o| NamedOutlier {
-                words: o.words(&names),
+                // A host's runs agree on why it is slow; a path's one or
+                // two runs are named by the path itself.
+                words: match o {
+                    Outlier::Host { .. } => o.words(&names) + &self.verdicts_of(&o),
+                    Outlier::Path { .. } => o.words(&names),
+                },
                 outlier: o,
             })
             .collect();
+    }
+
+    /// What the verdicts of an outlier's runs say, when most agree:
+    /// "; its runs' verdict: receiver CPU-bound (4 of 4)".
+    fn verdicts_of(&self, o: &Outlier) -> String {
+        let mine = |c: &&Cell| match *o {
+            Outlier::Host {
+                host, sends, receives, ..
+            } => (sends && c.src == host) || (receives && c.dst == host),
+            Outlier::Path {
+                src, dst, both_ways, ..
+            } => (c.src == src && c.dst == dst) || (both_ways && c.src == dst && c.dst == src),
+        };
+        let cells: Vec<&Cell> = self.cells.iter().filter(mine).filter(|c| c.value.is_some()).collect();
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for v in cells.iter().filter_map(|c| c.verdict_kind.as_deref()) {
+            match counts.iter_mut().find(|(k, _)| *k == v) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((v, 1)),
+            }
+        }
+        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        match counts.first() {
+            Some(&(kind, n)) if kind != "none" && n * 2 > cells.len() => {
+                format!(
+                    "; its runs' verdict: {} ({n} of {})",
+                    kind.replace('_', " "),
+                    cells.len()
+                )
+            }
+            _ => String::new(),
+        }
     }
 
     fn better(&self) -> Better {
@@ -368,6 +408,7 @@ mod tests {
                         value: *v,
                         run_id: v.map(|_| (i * n + j) as i64),
                         verdict: None,
+                        verdict_kind: None,
                         error: v.is_none().then(|| "the agent at x is busy".to_string()),
                         started_at_unix_seconds: 0.0,
                         round: 0,

@@ -17,7 +17,9 @@
 //!    everyone: b's receive side").
 //! 3. **Paths.** The residuals of all cells get the same z-score; below
 //!    -3.5 the path itself is slow ("a->c only: the path from a to c"),
-//!    named once when both directions are.
+//!    named once when both directions are. A cell whose sender is a slow
+//!    sender or whose receiver is a slow receiver is explained by that host
+//!    and is not named again as a path.
 //!
 //! The MAD has a floor of [`NOISE_FLOOR`] (5%): when every path agrees to
 //! within a percent, a 2% dip is noise, not a finding. Only slow cells are
@@ -195,12 +197,14 @@ pub fn find(cells: &[Vec<Option<f64>>], better: Better) -> Vec<Outlier> {
     let (cs, cr) = (center(&sends), center(&receives));
 
     let mut out = Vec::new();
+    let (mut slow_sender, mut slow_receiver) = (vec![false; n], vec![false; n]);
     for h in 0..n {
         let s = zs[h].is_some_and(|z| z < Z_LIMIT);
         let r = zr[h].is_some_and(|z| z < Z_LIMIT);
         if !(s || r) {
             continue;
         }
+        (slow_sender[h], slow_receiver[h]) = (s, r);
         let ratio_of = |v: Option<f64>, c: Option<f64>| v.zip(c).map(|(v, c)| (v - c).exp()).unwrap_or(f64::NAN);
         let ratio = match (s, r) {
             (true, true) => ratio_of(sends[h], cs).min(ratio_of(receives[h], cr)),
@@ -220,10 +224,14 @@ pub fn find(cells: &[Vec<Option<f64>>], better: Better) -> Vec<Outlier> {
     let slow = |i: usize, j: usize| z[i * n + j].is_some_and(|z| z < Z_LIMIT);
     for (i, row) in residual.iter().enumerate() {
         for (j, cell) in row.iter().enumerate() {
-            if i == j || !slow(i, j) {
+            // A slow host explains its own cells (a CPU-starved host's
+            // figures also scatter more): a path is named only between
+            // hosts that are fine in the roles it uses.
+            let explained = |i: usize, j: usize| slow_sender[i] || slow_receiver[j];
+            if i == j || !slow(i, j) || explained(i, j) {
                 continue;
             }
-            let both_ways = slow(j, i);
+            let both_ways = slow(j, i) && !explained(j, i);
             if both_ways && j < i {
                 continue; // named once, from the lower index
             }
@@ -361,5 +369,18 @@ mod tests {
         let found = find(&m, Better::Higher);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(matches!(found[0], Outlier::Path { src: 4, dst: 5, .. }));
+    }
+
+    #[test]
+    fn a_slow_hosts_scattered_cells_are_not_named_as_paths() {
+        let mut m = uniform(5, 950e6);
+        // d (3) starved: everything to and from it slow and scattered.
+        for (k, v) in [(0, 400e6), (1, 510e6), (2, 240e6), (4, 420e6)] {
+            m[k][3] = Some(v);
+            m[3][k] = Some(v * 0.9);
+        }
+        let found = find(&m, Better::Higher);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(matches!(found[0], Outlier::Host { host: 3, .. }));
     }
 }
