@@ -157,7 +157,7 @@ impl MeshResult {
                 None => counts.push((v, 1)),
             }
         }
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
         match counts.first() {
             Some(&(kind, n)) if kind != "none" && n * 2 > cells.len() => {
                 format!(
