@@ -22,6 +22,8 @@ pub enum ChartKind {
     Latency,
     /// Per-interval throughput of each stream of one run (the newest, or --id).
     Timeline,
+    /// The matrix of the newest `nicbench mesh` run among the selected runs (--tag mesh_run=ID).
+    Heatmap,
 }
 
 impl ChartKind {
@@ -32,6 +34,7 @@ impl ChartKind {
             ChartKind::Cpu => "cpu",
             ChartKind::Latency => "latency",
             ChartKind::Timeline => "timeline",
+            ChartKind::Heatmap => "heatmap",
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct Cell {
     pub error: Option<String>,
     /// When the test started (Unix seconds).
     pub started_at_unix_seconds: f64,
+    /// How long the peer test took as the coordinator saw it: the test
+    /// itself plus both handshakes, facts, and the result's way back.
+    pub seconds: f64,
     /// Its round (0-based): the tests of a round ran at once.
     pub round: usize,
 }
@@ -411,6 +414,7 @@ mod tests {
                         verdict_kind: None,
                         error: v.is_none().then(|| "the agent at x is busy".to_string()),
                         started_at_unix_seconds: 0.0,
+                        seconds: 0.0,
                         round: 0,
                     });
                 }

@@ -5,3 +5,4 @@
 pub mod matrix;
 pub mod outliers;
 pub mod schedule;
+pub mod stored;

@@ -350,8 +350,17 @@ fn charts(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<(char
             Err(e) => return Err(e),
         }
     }
+    // The newest mesh runs among the runs, each as its heat map.
+    for mesh in crate::mesh::stored::meshes(store, filter)?.iter().take(MAX_HEATMAPS) {
+        let chart = chart::Chart::Heatmap(chart::Heatmap::of(mesh));
+        let svg = chart::render_svg_with_id(&chart, SIZE, &format!("c{}", charts.len()))?;
+        charts.push((chart, svg));
+    }
     Ok(charts)
 }
+
+/// Heat maps in one report: the newest mesh runs.
+const MAX_HEATMAPS: usize = 4;
 
 fn write_table(out: &mut String, table: &Table) {
     let (header, body) = table.grid();

@@ -79,12 +79,26 @@ pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, 
         "sweep" => sweep(store, &filter, spec).map(Chart::Sweep),
         "latency" => latency(store, &filter, spec).map(Chart::Latency),
         "timeline" => timeline(store, &filter, spec).map(Chart::Timeline),
+        "heatmap" => heatmap(store, &filter).map(Chart::Heatmap),
         other => Err(ChartError::Empty(format!(
             "unknown chart kind '{other}': use one of {}",
             super::KINDS.join(", ")
         ))
         .into()),
     }
+}
+
+/// The newest mesh run among the selected runs, as a heat map.
+fn heatmap(store: &Store, filter: &Filter) -> Result<super::Heatmap, SelectError> {
+    let meshes = crate::mesh::stored::meshes(store, filter)?;
+    let newest = meshes.first().ok_or_else(|| {
+        ChartError::Empty(
+            "no mesh run among the selected runs (runs of `nicbench mesh` carry the tags mesh, mesh_run, src, dst); \
+             select one with --tag mesh_run=ID"
+                .into(),
+        )
+    })?;
+    Ok(super::Heatmap::of(newest))
 }
 
 /// The records of `compare`, restricted to `only` when it names runs.

@@ -20,6 +20,8 @@ pub struct Heatmap {
     pub unit: String,
     /// Cells named by an outlier (a host's whole row/column, or a path).
     pub flagged: Vec<(usize, usize)>,
+    /// Hosts left out of the mesh (down, refused): their cells say so.
+    pub down: Vec<bool>,
 }
 
 impl Heatmap {
@@ -55,6 +57,7 @@ impl Heatmap {
                 }
             }
         }
+        flagged.retain(|&(i, j)| cells[i][j].is_some());
         let what = match mesh.unit.as_str() {
             "s" => "median round trip (s)",
             _ => "receiver throughput (bit/s)",
@@ -66,6 +69,7 @@ impl Heatmap {
             shares,
             unit: mesh.unit.clone(),
             flagged,
+            down: mesh.hosts.iter().map(|h| h.status != "ok").collect(),
         }
     }
 
@@ -143,6 +147,7 @@ impl Heatmap {
                 let label = match (i == j, value) {
                     (true, _) => "—".to_string(),
                     (false, Some(v)) => format!("{}{}", si(*v), if self.unit == "s" { "s" } else { "" }),
+                    (false, None) if self.down[i] || self.down[j] => "down".to_string(),
                     (false, None) => "failed".to_string(),
                 };
                 let dark = self.shares[i][j].is_some_and(|s| s < 0.45);

@@ -50,7 +50,7 @@ pub(crate) fn draw_err<E: std::error::Error>(e: E) -> ChartError {
 }
 
 /// The kinds of chart, by their `--kind` name.
-pub const KINDS: &[&str] = &["bars", "sweep", "cpu", "latency", "timeline"];
+pub const KINDS: &[&str] = &["bars", "sweep", "cpu", "latency", "timeline", "heatmap"];
 
 /// One chart, ready to draw.
 #[derive(Debug, Clone)]
