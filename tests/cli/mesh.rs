@@ -224,6 +224,25 @@ fn a_mesh_on_loopback_saves_every_pair_and_prints_every_format() {
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(roxmltree::Document::parse(&svg).is_ok());
     assert!(svg.contains("h0") && svg.contains("h2"), "the heat map names the hosts");
+    // The store is the record: the heat map and the report come back from it.
+    let again = dir.path().join("again.svg").display().to_string();
+    let out = crate::common::nicbench(&[
+        "plot",
+        "--db",
+        &db,
+        "--kind",
+        "heatmap",
+        "--tag",
+        "mesh=loop",
+        "-o",
+        &again,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read_to_string(&again).unwrap().contains("Heat map of 3 hosts"));
+    let html = dir.path().join("r.html").display().to_string();
+    let out = crate::common::nicbench(&["report", "--db", &db, "-o", &html]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("Mesh loop (rr)"));
 
     // The same mesh as CSV, twice with --every/--runs, keeping 1 s before
     // each run: the rr runs, aged past that, go; the last run stays whole.
