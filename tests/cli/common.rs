@@ -23,10 +23,13 @@ pub fn lab_builder() -> nicbench::lab::LabBuilder {
 
 /// Removes every `NICBENCH_*` variable of the test's environment from
 /// `command` (a developer's `NICBENCH_PSK_FILE` or `NICBENCH_PORT` must not
-/// change what a test runs against).
+/// change what a test runs against), but `NICBENCH_DB`, which the test
+/// binary itself points at a database of its own (main.rs): without it a
+/// test's runs would land in the user's `~/.local/share` database.
 pub fn clean_env(command: &mut Command) -> &mut Command {
     for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("NICBENCH_") {
+        let name_text = name.to_string_lossy();
+        if name_text.starts_with("NICBENCH_") && name_text != "NICBENCH_DB" {
             command.env_remove(&name);
         }
     }
