@@ -8,6 +8,7 @@
 //! operator's limits.
 
 mod admission;
+mod host_settings;
 mod iperf3_port;
 pub mod limits;
 
@@ -665,6 +666,8 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
                 })?;
                 return Ok(());
             }
+            // Once per connection too, as set_mtu.
+            Message::SetHost { setting } => return host_settings::serve(channel, peer, local_ip, shared, &setting),
             Message::AddressesRequest if !addresses_sent => {
                 addresses_sent = true;
                 channel.send(&Message::Addresses {
