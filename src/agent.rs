@@ -8,6 +8,7 @@
 //! operator's limits.
 
 mod admission;
+mod host_settings;
 mod iperf3_port;
 pub mod limits;
 pub mod peer;
@@ -685,6 +686,8 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
                 spec,
                 wait_seconds,
             } => return peer::serve(channel, peer, shared, target, spec, wait_seconds),
+            // Once per connection too, as set_mtu.
+            Message::SetHost { setting } => return host_settings::serve(channel, peer, local_ip, shared, &setting),
             Message::AddressesRequest if !addresses_sent => {
                 addresses_sent = true;
                 channel.send(&Message::Addresses {

@@ -669,6 +669,27 @@ pub fn set_remote_mtu(target: &Target, mtu: u32) -> Result<crate::model::HostFac
     }
 }
 
+/// Asks the agent at `target` to apply one host setting to its interface
+/// toward this client (it must allow host changes, and this client must
+/// know its key); returns its facts read after the change.
+pub fn set_remote_host(
+    target: &Target,
+    setting: &crate::model::HostSetting,
+) -> Result<crate::model::HostFacts, SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    let stream = connect(target)?;
+    let addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    handshake(&mut channel, addr, psk.as_ref())?;
+    channel.send(&Message::SetHost {
+        setting: setting.clone(),
+    })?;
+    match channel.recv(REPLY_TIMEOUT, "the agent's facts after the host setting")? {
+        Message::Facts { facts } => Ok(facts),
+        other => Err(unexpected("facts", other, addr)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -252,10 +252,7 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
             i + 1,
             p.key,
             estimate,
-            p.case
-                .mtu
-                .map(|m| format!("(MTU {m} on both ends) "))
-                .unwrap_or_default(),
+            host_text(&p.case),
             command_text(&p.case.command_line(plan))
         )?;
     }
@@ -277,13 +274,13 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
         plan.name(),
         db.display()
     )?;
-    if planned.iter().any(|p| p.case.mtu.is_some()) {
+    if planned.iter().any(|p| p.case.mtu.is_some() || !p.case.host.is_empty()) {
         writeln!(
             out,
-            "MTU cases: {}; each agent must run with --allow-host-changes and --psk-file; \
-             every MTU changed is restored when the plan ends",
+            "host settings (MTU, offloads, rings, coalesce, qdisc): {}; each agent must run with \
+             --allow-host-changes and --psk-file; every setting changed is restored when the plan ends",
             if plan.defaults.allow_host_changes {
-                "this host's MTU is set too (allow_host_changes = true; needs root)"
+                "this host's are set too (allow_host_changes = true; needs root)"
             } else {
                 "NOT possible: set allow_host_changes = true in [defaults]"
             }
@@ -322,6 +319,17 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
     match failed {
         Some(e) => Err(e.context("the dry run found an agent the plan cannot use")),
         None => Ok(()),
+    }
+}
+
+/// "(MTU 9000, offloads tso=off on both ends) ": what a case sets first.
+fn host_text(case: &Case) -> String {
+    let mut parts: Vec<String> = case.mtu.map(|m| format!("MTU {m}")).into_iter().collect();
+    parts.extend(case.host.iter().map(|(axis, value)| format!("{axis} {value}")));
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("({} on both ends) ", parts.join(", "))
     }
 }
 
@@ -481,13 +489,22 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         let label = format!("[{}/{total}] {}", i + 1, p.key);
         progress.case(label.clone());
         let started = Instant::now();
-        let settings = match p.case.mtu {
+        let mut settings = match p.case.mtu {
             Some(mtu) => {
                 progress.case(format!("{label}  setting MTU {mtu}"));
                 host_changes.set_mtu(&p.case.agent, mtu)
             }
             None => Ok(()),
         };
+        for (axis, value) in &p.case.host {
+            if settings.is_err() {
+                break;
+            }
+            settings = crate::model::HostSetting::parse(axis, value).and_then(|setting| {
+                progress.case(format!("{label}  setting {}", setting.describe()));
+                host_changes.set_host(&p.case.agent, &setting)
+            });
+        }
         let (mut files, before_failure) = match settings {
             Ok(()) => exec::run_commands(plan, When::Before, &dir, i),
             Err(reason) => (Vec::new(), Some(reason)),

@@ -11,10 +11,13 @@ const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GSET: u32 = 0x01;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GCOALESCE: u32 = 0x0e;
+const ETHTOOL_SCOALESCE: u32 = 0x0f;
 const ETHTOOL_GRINGPARAM: u32 = 0x10;
+const ETHTOOL_SRINGPARAM: u32 = 0x11;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GFEATURES: u32 = 0x3a;
+const ETHTOOL_SFEATURES: u32 = 0x3b;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GLINKSETTINGS: u32 = 0x4c;
 const ETH_SS_FEATURES: u32 = 4;
@@ -133,6 +136,74 @@ impl Ethtool {
         libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL as _, &mut request as *mut IfReq) == 0
     }
 
+    /// As [`Ethtool::call`], with the kernel's answer: the ioctl's
+    /// non-negative result, or the errno.
+    ///
+    /// # Safety
+    /// As [`Ethtool::call`].
+    unsafe fn call_result(&self, data: *mut libc::c_void) -> std::io::Result<i32> {
+        let mut request = IfReq {
+            name: self.name,
+            data,
+            _pad: [0; 16],
+        };
+        let result = libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL as _, &mut request as *mut IfReq);
+        if result < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(result)
+        }
+    }
+
+    /// Calls a command whose struct is `N` u32 words, `cmd` first, and
+    /// says why it failed.
+    fn words_result<const N: usize>(&self, mut words: [u32; N]) -> std::io::Result<[u32; N]> {
+        // SAFETY: the buffer is N words, the size of the command's struct.
+        unsafe { self.call_result(words.as_mut_ptr().cast()) }.map(|_| words)
+    }
+
+    /// ETHTOOL_GRINGPARAM as its 9 words (`struct ethtool_ringparam`).
+    pub fn ring_words(&self) -> std::io::Result<[u32; 9]> {
+        let mut w = [0u32; 9];
+        w[0] = ETHTOOL_GRINGPARAM;
+        self.words_result(w)
+    }
+
+    /// ETHTOOL_SRINGPARAM with `words` (from [`ring_request`]).
+    pub fn set_ring_words(&self, mut words: [u32; 9]) -> std::io::Result<()> {
+        words[0] = ETHTOOL_SRINGPARAM;
+        self.words_result(words).map(|_| ())
+    }
+
+    /// ETHTOOL_GCOALESCE as its 23 words (`struct ethtool_coalesce`).
+    pub fn coalesce_words(&self) -> std::io::Result<[u32; 23]> {
+        let mut w = [0u32; 23];
+        w[0] = ETHTOOL_GCOALESCE;
+        self.words_result(w)
+    }
+
+    /// ETHTOOL_SCOALESCE with `words` (from [`coalesce_request`]).
+    pub fn set_coalesce_words(&self, mut words: [u32; 23]) -> std::io::Result<()> {
+        words[0] = ETHTOOL_SCOALESCE;
+        self.words_result(words).map(|_| ())
+    }
+
+    /// Every feature with its state (names from ETHTOOL_GSTRINGS, blocks
+    /// from ETHTOOL_GFEATURES); Err says why the driver gave none.
+    pub fn feature_table(&self) -> std::io::Result<Vec<Feature>> {
+        let unsupported = || std::io::Error::from_raw_os_error(libc::EOPNOTSUPP);
+        let (names, blocks) = self.feature_blocks().ok_or_else(unsupported)?;
+        Ok(decode_features(&names, &blocks))
+    }
+
+    /// ETHTOOL_SFEATURES: sets feature `index` to `on` for each pair; the
+    /// kernel's answer flags ([`FEATURES_WISH`], [`FEATURES_UNSUPPORTED`]).
+    pub fn set_features(&self, count: usize, changes: &[(usize, bool)]) -> std::io::Result<i32> {
+        let mut buffer = sfeatures_request(count, changes);
+        // SAFETY: header plus one {valid, requested} pair per block.
+        unsafe { self.call_result(buffer.as_mut_ptr().cast()) }
+    }
+
     /// Calls a command whose struct is `N` u32 words, `cmd` first.
     fn words<const N: usize>(&self, cmd: u32) -> Option<[u32; N]> {
         let mut words = [0u32; N];
@@ -242,6 +313,18 @@ impl Ethtool {
 
     /// Names and active state of every feature.
     pub fn features(&self) -> Option<Vec<(String, bool)>> {
+        let (names, blocks) = self.feature_blocks()?;
+        Some(
+            decode_features(&names, &blocks)
+                .into_iter()
+                .map(|f| (f.name, f.active))
+                .collect(),
+        )
+    }
+
+    /// The feature names and the ETHTOOL_GFEATURES words (two header words,
+    /// then per block of 32 features: available, requested, active, never changed).
+    fn feature_blocks(&self) -> Option<(Vec<String>, Vec<u32>)> {
         // struct ethtool_sset_info: cmd, reserved, u64 mask, then one u32.
         let mut info = [0u32; 5];
         info[0] = ETHTOOL_GSSET_INFO;
@@ -274,16 +357,121 @@ impl Ethtool {
         if !unsafe { self.call(features.as_mut_ptr().cast()) } {
             return None;
         }
-        Some(
-            (0..count)
-                .map(|i| {
-                    let name = c_text(&strings[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN]);
-                    let active = features[2 + 4 * (i / 32) + 2] & (1 << (i % 32)) != 0;
-                    (name.unwrap_or_default(), active)
-                })
-                .collect(),
-        )
+        let names = (0..count)
+            .map(|i| c_text(&strings[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN]).unwrap_or_default())
+            .collect();
+        Some((names, features))
     }
+}
+
+/// One device feature (`ethtool -k` lists them) and its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feature {
+    pub name: String,
+    /// Its index in the kernel's feature strings (the bit to set).
+    pub index: usize,
+    /// The driver lets it be changed (`[fixed]` in `ethtool -k` otherwise).
+    pub changeable: bool,
+    pub requested: bool,
+    pub active: bool,
+}
+
+/// ETHTOOL_SFEATURES's answer bit: some asked-for state could not be had
+/// (a dependency of another feature holds it); read back to see.
+pub const FEATURES_WISH: i32 = 1;
+/// ETHTOOL_SFEATURES's answer bit: some feature asked for cannot be changed.
+pub const FEATURES_UNSUPPORTED: i32 = 2;
+
+/// Features from their names and the ETHTOOL_GFEATURES words.
+fn decode_features(names: &[String], words: &[u32]) -> Vec<Feature> {
+    let bit = |i: usize, field: usize| {
+        words
+            .get(2 + 4 * (i / 32) + field)
+            .is_some_and(|w| w & (1 << (i % 32)) != 0)
+    };
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Feature {
+            name: name.clone(),
+            index: i,
+            changeable: bit(i, 0),
+            requested: bit(i, 1),
+            active: bit(i, 2),
+        })
+        .collect()
+}
+
+/// `struct ethtool_sfeatures` for `count` features: cmd, the number of
+/// blocks, then per block of 32 features the `valid` (bits to change) and
+/// `requested` (their new state) words.
+fn sfeatures_request(count: usize, changes: &[(usize, bool)]) -> Vec<u32> {
+    let blocks = count.div_ceil(32).max(1);
+    let mut words = vec![0u32; 2 + 2 * blocks];
+    words[0] = ETHTOOL_SFEATURES;
+    words[1] = blocks as u32;
+    for &(index, on) in changes.iter().filter(|(i, _)| *i < blocks * 32) {
+        let (block, bit) = (index / 32, 1u32 << (index % 32));
+        words[2 + 2 * block] |= bit;
+        if on {
+            words[3 + 2 * block] |= bit;
+        } else {
+            words[3 + 2 * block] &= !bit;
+        }
+    }
+    words
+}
+
+/// `struct ethtool_ringparam` to set: the current words with the receive
+/// (`rx_pending`, word 5) and transmit (`tx_pending`, word 8) sizes
+/// replaced; Err when one exceeds the driver's maximum (words 1 and 4).
+pub fn ring_request(current: [u32; 9], rx: Option<u32>, tx: Option<u32>) -> Result<[u32; 9], String> {
+    let mut w = current;
+    for (name, wanted, max_word, word) in [("rx", rx, 1, 5), ("tx", tx, 4, 8)] {
+        if let Some(n) = wanted {
+            if n > w[max_word] {
+                return Err(format!(
+                    "{name}={n} exceeds the driver's maximum of {} descriptors",
+                    w[max_word]
+                ));
+            }
+            w[word] = n;
+        }
+    }
+    w[0] = ETHTOOL_SRINGPARAM;
+    Ok(w)
+}
+
+/// The fields of `struct ethtool_coalesce` a plan sets, by word.
+pub struct CoalesceChange {
+    pub rx_usecs: Option<u32>,
+    pub rx_frames: Option<u32>,
+    pub tx_usecs: Option<u32>,
+    pub tx_frames: Option<u32>,
+    pub adaptive_rx: Option<bool>,
+    pub adaptive_tx: Option<bool>,
+}
+
+/// `struct ethtool_coalesce` to set: the current words with the asked
+/// fields replaced (rx_coalesce_usecs 1, rx_max_coalesced_frames 2,
+/// tx_coalesce_usecs 5, tx_max_coalesced_frames 6, use_adaptive_rx 10,
+/// use_adaptive_tx 11).
+pub fn coalesce_request(current: [u32; 23], change: &CoalesceChange) -> [u32; 23] {
+    let mut w = current;
+    for (word, value) in [
+        (1, change.rx_usecs),
+        (2, change.rx_frames),
+        (5, change.tx_usecs),
+        (6, change.tx_frames),
+        (10, change.adaptive_rx.map(u32::from)),
+        (11, change.adaptive_tx.map(u32::from)),
+    ] {
+        if let Some(v) = value {
+            w[word] = v;
+        }
+    }
+    w[0] = ETHTOOL_SCOALESCE;
+    w
 }
 
 /// The offloads a report shows, from the kernel's feature names.
@@ -324,6 +512,64 @@ mod tests {
         assert_eq!(o.gro, Some(false));
         assert_eq!(o.tx_checksum, Some(true));
         assert_eq!(o.lro, None);
+    }
+
+    #[test]
+    fn sfeatures_sets_valid_and_requested_bits_per_block() {
+        // 70 features: 3 blocks. Bit 3 on, bit 40 off, bit 69 on.
+        let w = sfeatures_request(70, &[(3, true), (40, false), (69, true), (500, true)]);
+        assert_eq!(w.len(), 2 + 2 * 3);
+        assert_eq!(&w[..2], &[ETHTOOL_SFEATURES, 3]);
+        assert_eq!((w[2], w[3]), (1 << 3, 1 << 3));
+        assert_eq!((w[4], w[5]), (1 << 8, 0));
+        assert_eq!((w[6], w[7]), (1 << 5, 1 << 5));
+    }
+
+    #[test]
+    fn gfeatures_blocks_decode_to_changeable_requested_and_active() {
+        let names: Vec<String> = (0..34).map(|i| format!("f{i}")).collect();
+        // Block 0: available, requested, active, never changed; block 1 the same.
+        let words = [ETHTOOL_GFEATURES, 2, 0b011, 0b001, 0b101, 0, 0b10, 0b10, 0, 0];
+        let f = decode_features(&names, &words);
+        assert_eq!((f[0].changeable, f[0].requested, f[0].active), (true, true, true));
+        assert_eq!((f[1].changeable, f[1].requested, f[1].active), (true, false, false));
+        assert_eq!((f[2].changeable, f[2].active), (false, true));
+        assert_eq!(
+            (f[33].name.as_str(), f[33].index, f[33].changeable, f[33].requested),
+            ("f33", 33, true, true)
+        );
+        assert!(!f[32].active);
+    }
+
+    #[test]
+    fn ring_and_coalesce_requests_change_only_the_asked_words() {
+        // ethtool_ringparam: cmd, rx_max, rx_mini_max, rx_jumbo_max, tx_max,
+        // rx, rx_mini, rx_jumbo, tx.
+        let current = [ETHTOOL_GRINGPARAM, 4096, 0, 0, 2048, 512, 0, 0, 512];
+        let w = ring_request(current, Some(256), None).unwrap();
+        assert_eq!(w, [ETHTOOL_SRINGPARAM, 4096, 0, 0, 2048, 256, 0, 0, 512]);
+        let w = ring_request(current, None, Some(2048)).unwrap();
+        assert_eq!(w[8], 2048);
+        let e = ring_request(current, Some(256), Some(4096)).unwrap_err();
+        assert_eq!(e, "tx=4096 exceeds the driver's maximum of 2048 descriptors");
+        let mut current = [0u32; 23];
+        current[0] = ETHTOOL_GCOALESCE;
+        current[1] = 8;
+        current[10] = 1;
+        current[20] = 77;
+        let w = coalesce_request(
+            current,
+            &CoalesceChange {
+                rx_usecs: Some(0),
+                rx_frames: Some(1),
+                tx_usecs: None,
+                tx_frames: None,
+                adaptive_rx: Some(false),
+                adaptive_tx: Some(true),
+            },
+        );
+        assert_eq!(w[0], ETHTOOL_SCOALESCE);
+        assert_eq!((w[1], w[2], w[5], w[10], w[11], w[20]), (0, 1, 0, 0, 1, 77));
     }
 
     #[test]

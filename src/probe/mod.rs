@@ -15,4 +15,5 @@ pub mod mtu;
 pub mod nic;
 pub mod qdisc;
 pub mod sched;
+pub mod settings;
 pub mod tcpinfo;

@@ -118,6 +118,129 @@ pub fn root_qdisc(ifindex: i32) -> Option<Qdisc> {
     found
 }
 
+const NLM_F_ACK: u16 = 4;
+const NLM_F_REPLACE: u16 = 0x100;
+const NLM_F_CREATE: u16 = 0x400;
+
+/// The RTM_NEWQDISC request that makes `kind` (without parameters) the
+/// root qdisc of `ifindex`, replacing the one there (`tc qdisc replace dev
+/// X root KIND`); handle 0 lets the kernel choose one.
+fn replace_request(ifindex: i32, kind: &str, sequence: u32) -> Vec<u8> {
+    let kind_attr_len = 4 + kind.len() + 1;
+    let length = NLMSG_HEADER + TCMSG + align4(kind_attr_len);
+    let mut m = vec![0u8; length];
+    m[0..4].copy_from_slice(&(length as u32).to_ne_bytes());
+    m[4..6].copy_from_slice(&RTM_NEWQDISC.to_ne_bytes());
+    m[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE).to_ne_bytes());
+    m[8..12].copy_from_slice(&sequence.to_ne_bytes());
+    // struct tcmsg: family (AF_UNSPEC), pads, ifindex, handle, parent, info.
+    let tc = NLMSG_HEADER;
+    m[tc + 4..tc + 8].copy_from_slice(&ifindex.to_ne_bytes());
+    m[tc + 12..tc + 16].copy_from_slice(&TC_H_ROOT.to_ne_bytes());
+    let a = NLMSG_HEADER + TCMSG;
+    m[a..a + 2].copy_from_slice(&(kind_attr_len as u16).to_ne_bytes());
+    m[a + 2..a + 4].copy_from_slice(&TCA_KIND.to_ne_bytes());
+    m[a + 4..a + 4 + kind.len()].copy_from_slice(kind.as_bytes());
+    m
+}
+
+/// The kernel's answer to a request with NLM_F_ACK: an NLMSG_ERROR whose
+/// first word is 0 (done) or minus the errno. None when `data` holds none.
+fn ack_of(data: &[u8]) -> Option<std::io::Result<()>> {
+    let mut data = data;
+    while data.len() >= NLMSG_HEADER {
+        let length = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
+        if length < NLMSG_HEADER || length > data.len() {
+            return None;
+        }
+        if u16::from_ne_bytes([data[4], data[5]]) == NLMSG_ERROR && length >= NLMSG_HEADER + 4 {
+            let b = &data[NLMSG_HEADER..NLMSG_HEADER + 4];
+            let code = i32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+            return Some(if code == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::from_raw_os_error(-code))
+            });
+        }
+        data = &data[align4(length).min(data.len())..];
+    }
+    None
+}
+
+/// Makes `kind` the root qdisc of interface `ifindex` (needs
+/// CAP_NET_ADMIN); the kernel's refusal as its errno (ENOENT: no such
+/// qdisc in this kernel).
+pub fn replace_root(ifindex: i32, kind: &str) -> std::io::Result<()> {
+    if kind.is_empty() || kind.len() > 15 || !kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("'{kind}' is not a qdisc kind"),
+        ));
+    }
+    let fd = netlink_socket().ok_or_else(std::io::Error::last_os_error)?;
+    let request = replace_request(ifindex, kind, 1);
+    // SAFETY: sending our buffer to the kernel (a zeroed sockaddr_nl is the kernel).
+    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    kernel.nl_family = libc::AF_NETLINK as u16;
+    let sent = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+            (&kernel as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if sent < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut buffer = vec![0u8; 16 * 1024];
+    for _ in 0..16 {
+        // SAFETY: receiving into our buffer.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if let Some(answer) = ack_of(&buffer[..n as usize]) {
+            return answer;
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        "the kernel did not acknowledge the qdisc change",
+    ))
+}
+
+/// A NETLINK_ROUTE socket with a receive deadline of a second.
+fn netlink_socket() -> Option<OwnedFd> {
+    // SAFETY: plain socket(2); owned below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let timeout = libc::timeval { tv_sec: 1, tv_usec: 0 };
+    // SAFETY: valid option struct and size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&timeout as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as u32,
+        );
+    }
+    Some(fd)
+}
+
 /// What one datagram of the dump held.
 #[derive(Debug, PartialEq)]
 enum Dump {
@@ -315,6 +438,44 @@ mod tests {
             panic!("no qdisc")
         };
         assert!(q.atm);
+    }
+
+    #[test]
+    fn the_replace_request_is_a_root_newqdisc_with_its_kind() {
+        let m = replace_request(7, "pfifo", 9);
+        assert_eq!(m.len() % 4, 0);
+        assert_eq!(u32::from_ne_bytes(m[0..4].try_into().unwrap()) as usize, m.len());
+        assert_eq!(u16::from_ne_bytes([m[4], m[5]]), RTM_NEWQDISC);
+        assert_eq!(u16::from_ne_bytes([m[6], m[7]]), 0x505);
+        assert_eq!(u32::from_ne_bytes(m[8..12].try_into().unwrap()), 9);
+        let tc = &m[NLMSG_HEADER..NLMSG_HEADER + TCMSG];
+        assert_eq!(i32::from_ne_bytes(tc[4..8].try_into().unwrap()), 7);
+        assert_eq!(
+            u32::from_ne_bytes(tc[8..12].try_into().unwrap()),
+            0,
+            "handle: the kernel's choice"
+        );
+        assert_eq!(u32::from_ne_bytes(tc[12..16].try_into().unwrap()), TC_H_ROOT);
+        let attrs = attributes(&m[NLMSG_HEADER + TCMSG..]);
+        assert_eq!(attrs, vec![(TCA_KIND, &b"pfifo\0"[..])]);
+    }
+
+    #[test]
+    fn the_ack_is_zero_or_minus_the_errno() {
+        let ack = |code: i32| {
+            let mut m = vec![0u8; NLMSG_HEADER + 20];
+            let len = m.len() as u32;
+            m[0..4].copy_from_slice(&len.to_ne_bytes());
+            m[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+            m[NLMSG_HEADER..NLMSG_HEADER + 4].copy_from_slice(&code.to_ne_bytes());
+            m
+        };
+        assert!(ack_of(&ack(0)).unwrap().is_ok());
+        let e = ack_of(&ack(-libc::ENOENT)).unwrap().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+        assert!(ack_of(&message(3, TC_H_ROOT, "tbf")).is_none());
+        assert!(ack_of(&[0u8; 5]).is_none());
+        assert!(replace_root(1, "x; rm").is_err());
     }
 
     #[test]

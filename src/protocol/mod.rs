@@ -39,6 +39,7 @@ pub mod framing;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::HostSetting;
 use crate::model::TestSpec;
 use crate::model::{HostFacts, InterfaceAddress, RunResult, SideReport};
 
@@ -123,6 +124,11 @@ pub enum Message {
     /// the interface toward the client. The agent answers with `facts`
     /// read after the change, or an `error` (not allowed, not possible).
     SetMtu { mtu: u32 },
+    /// Client (authenticated), instead of a test request: apply one host
+    /// setting (offloads, rings, coalescing, root qdisc) to the interface
+    /// toward the client. Answered like `set_mtu`: `facts` read after the
+    /// change, or an `error` saying why not (not allowed, the driver refused).
+    SetHost { setting: HostSetting },
     /// Client, before its test request (only to an agent whose hello
     /// offers the `links` feature): list your addresses, for `--links`.
     AddressesRequest,
@@ -165,6 +171,7 @@ impl Message {
             Message::FactsRequest => "facts_request",
             Message::Facts { .. } => "facts",
             Message::SetMtu { .. } => "set_mtu",
+            Message::SetHost { .. } => "set_host",
             Message::AddressesRequest => "addresses_request",
             Message::Addresses { .. } => "addresses",
             Message::PeerTestRequest { .. } => "peer_test_request",

@@ -60,7 +60,8 @@ pub struct Defaults {
     /// Options given to every case, as on the command line.
     #[serde(default)]
     pub options: Vec<String>,
-    /// The plan may change this host's settings (the MTU axis); needs root.
+    /// The plan may change this host's settings (the mtu, offloads, rings,
+    /// coalesce and qdisc axes); needs root.
     #[serde(default)]
     pub allow_host_changes: bool,
 }
@@ -105,6 +106,19 @@ pub struct Matrix {
     /// (needs `allow_host_changes` here and `--allow-host-changes` on the agent).
     #[serde(default)]
     pub mtu: Vec<u32>,
+    /// Offloads on both ends, each value "tso=off,gro=on" (names of
+    /// [`crate::model::settings::OFFLOADS`]); as `mtu`, needs host changes allowed.
+    #[serde(default)]
+    pub offloads: Vec<String>,
+    /// Ring sizes on both ends: "rx=256,tx=256".
+    #[serde(default)]
+    pub rings: Vec<String>,
+    /// Interrupt coalescing on both ends: "rx-usecs=0,adaptive-rx=off".
+    #[serde(default)]
+    pub coalesce: Vec<String>,
+    /// The root qdisc on both ends: "pfifo_fast", "fq", "noqueue".
+    #[serde(default)]
+    pub qdisc: Vec<String>,
     /// Further axes: a name, and for each value the options it adds:
     /// `[matrix.vary.nodelay] on = ["-N"]  off = []`.
     #[serde(default)]
@@ -206,6 +220,7 @@ impl Plan {
             plan.name = path.file_stem().map(|s| s.to_string_lossy().into_owned());
         }
         plan.check().map_err(invalid)?;
+        plan.check_host_axes(text).map_err(invalid)?;
         Ok(plan)
     }
 
@@ -396,19 +411,81 @@ impl Plan {
         Ok(())
     }
 
+    /// The values of the host-setting axes, by axis (only the axes given).
+    pub fn host_axes(&self) -> Vec<(&'static str, &[String])> {
+        let m = &self.matrix;
+        crate::model::settings::HOST_AXES
+            .into_iter()
+            .zip([&m.offloads, &m.rings, &m.coalesce, &m.qdisc])
+            .filter(|(_, values)| !values.is_empty())
+            .map(|(axis, values)| (axis, values.as_slice()))
+            .collect()
+    }
+
+    /// Every value of the host-setting axes parses; an error names the
+    /// line of the plan, the key and what is allowed.
+    fn check_host_axes(&self, text: &str) -> Result<(), String> {
+        for (axis, values) in self.host_axes() {
+            let mut seen = Vec::new();
+            for v in values {
+                let setting = crate::model::HostSetting::parse(axis, v).map_err(|e| {
+                    format!(
+                        "{}[matrix] {axis} = \"{v}\": {e}",
+                        line_of(text, axis, v)
+                            .map(|l| format!("line {l}: "))
+                            .unwrap_or_default()
+                    )
+                })?;
+                if seen.contains(&setting) {
+                    return Err(format!("[matrix] {axis}: \"{v}\" is given twice"));
+                }
+                seen.push(setting);
+                tag(axis, v).map_err(|e| format!("[matrix] {axis} = \"{v}\": {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn duration(&self, v: &Option<String>) -> Option<Duration> {
         v.as_deref().and_then(|s| parse::duration(s).ok())
     }
 }
 
 /// The built-in axes, in the order they appear in a case's name.
-pub const AXES: [&str; 6] = ["workload", "agent", "direction", "streams", "message", "mtu"];
+pub const AXES: [&str; 10] = [
+    "workload",
+    "agent",
+    "direction",
+    "streams",
+    "message",
+    "mtu",
+    "offloads",
+    "rings",
+    "coalesce",
+    "qdisc",
+];
 /// Tags the plan sets on every run.
 pub const RESERVED_TAGS: [&str; 4] = ["plan", "plan_run", "case", "plan_seed"];
 
 /// A tag, checked as `--tag KEY=VALUE` would be.
 pub fn tag(key: &str, value: &str) -> Result<crate::store::Tag, String> {
     format!("{key}={value}").parse()
+}
+
+/// The line of `text` where the value `value` of key `key` is written:
+/// the first line quoting it at or after the key's line.
+fn line_of(text: &str, key: &str, value: &str) -> Option<usize> {
+    let quoted = format!("\"{value}\"");
+    let start = text.lines().position(|l| {
+        let l = l.trim_start();
+        l.strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    })?;
+    text.lines()
+        .enumerate()
+        .skip(start)
+        .find(|(_, l)| l.contains(&quoted))
+        .map(|(i, _)| i + 1)
 }
 
 /// toml's message, with the line's text when the message lacks it.

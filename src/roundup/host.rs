@@ -1,4 +1,5 @@
-//! Host settings a plan changes between cases (the MTU, on both ends), and
+//! Host settings a plan changes between cases (the MTU, offloads, rings,
+//! coalescing and the root qdisc, on both ends), and
 //! putting them back. The first value seen of every setting is recorded —
 //! in memory and in a restore file beside the plan run's summary — before
 //! it is changed; [`HostChanges::restore`] puts every one back at the end,
@@ -13,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::file::Agent;
+use crate::model::HostSetting;
 use crate::session::Target;
 
 /// The settings to put back: the file's contents.
@@ -23,6 +25,57 @@ pub struct Originals {
     /// "HOST interface" -> the agent to ask and the interface's MTU before
     /// the change (two agents on one host share their interface's entry).
     pub remote: BTreeMap<String, RemoteOriginal>,
+    /// Other host settings (offloads, rings, coalescing, qdisc), one entry
+    /// per end, interface and setting, holding the first value seen of
+    /// every field changed. Absent from files of older versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<SettingOriginal>,
+}
+
+/// The original of one host setting on one end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingOriginal {
+    /// The agent to ask; None: this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
+    pub interface: String,
+    pub setting: HostSetting,
+}
+
+/// How to reach an agent again to restore its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRef {
+    pub label: String,
+    pub address: String,
+    pub psk_file: Option<String>,
+}
+
+impl SettingOriginal {
+    fn describe(&self) -> String {
+        match &self.agent {
+            Some(a) => format!(
+                "agent {} ({}) {}: {}",
+                a.label,
+                a.address,
+                self.interface,
+                self.setting.describe()
+            ),
+            None => format!("local {}: {}", self.interface, self.setting.describe()),
+        }
+    }
+
+    /// Same end, interface and setting (the entry to merge into): two
+    /// agents on one host share their interface's entry.
+    fn same_place(&self, other: &SettingOriginal) -> bool {
+        let host = |o: &SettingOriginal| {
+            o.agent.as_ref().map(|a| {
+                target(&a.address, None)
+                    .map(|t| t.host)
+                    .unwrap_or_else(|_| a.address.clone())
+            })
+        };
+        self.interface == other.interface && self.setting.axis() == other.setting.axis() && host(self) == host(other)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,7 +89,7 @@ pub struct RemoteOriginal {
 
 impl Originals {
     pub fn is_empty(&self) -> bool {
-        self.local.is_empty() && self.remote.is_empty()
+        self.local.is_empty() && self.remote.is_empty() && self.settings.is_empty()
     }
 
     pub fn describe(&self) -> String {
@@ -46,6 +99,7 @@ impl Originals {
                 .values()
                 .map(|r| format!("agent {} ({}) {}: MTU {}", r.label, r.address, r.interface, r.mtu)),
         );
+        parts.extend(self.settings.iter().map(SettingOriginal::describe));
         parts.join(", ")
     }
 }
@@ -161,6 +215,93 @@ impl HostChanges {
         Ok(())
     }
 
+    /// Applies `setting` to this host's interface toward `agent` and to the
+    /// agent's interface toward this host; both read back from the facts.
+    /// Err says why the case cannot run (not allowed, the driver refused,
+    /// the value read back differs).
+    pub fn set_host(&mut self, agent: &Agent, setting: &HostSetting) -> Result<(), String> {
+        let what = setting.describe();
+        if !self.allow_local {
+            return Err(format!(
+                "the case asks for {what}, but the plan does not allow host changes: \
+                 set allow_host_changes = true in [defaults] (and run as root)"
+            ));
+        }
+        let interface = local_interface(&agent.address)?;
+        if interface == "lo" {
+            return Err(format!(
+                "the path to agent {} is the loopback interface; its settings are not changed by a plan",
+                agent.label
+            ));
+        }
+        let local_before = crate::probe::nic::nic_facts(&interface, None);
+        let local_now = setting.current(&local_before).map_err(|e| format!("local {e}"))?;
+        restorable(&local_now).map_err(|e| format!("local {interface}: {e}"))?;
+        let target = target(&agent.address, agent.psk_file.as_deref())?;
+        // The agent first: a refusal there leaves this host untouched.
+        let remote_before = crate::session::remote_facts(&target).map_err(|e| format!("agent {}: {e}", agent.label))?;
+        let remote_nic = remote_before
+            .interface
+            .ok_or_else(|| format!("agent {} does not know its interface toward this host", agent.label))?;
+        let remote_now = setting
+            .current(&remote_nic)
+            .map_err(|e| format!("agent {}: {e}", agent.label))?;
+        restorable(&remote_now).map_err(|e| format!("agent {} {}: {e}", agent.label, remote_nic.name))?;
+        if &remote_now != setting {
+            let original = SettingOriginal {
+                agent: Some(AgentRef {
+                    label: agent.label.clone(),
+                    address: agent.address.clone(),
+                    psk_file: agent.psk_file.clone(),
+                }),
+                interface: remote_nic.name.clone(),
+                setting: remote_now,
+            };
+            let saved = self.originals.clone();
+            self.record(original)?;
+            let after = crate::session::set_remote_host(&target, setting).map_err(|e| {
+                // An agent that refused changed nothing: what was written
+                // down for it alone is not "restored" through it later.
+                if matches!(e, crate::session::SessionError::AgentRefused(_)) && saved != self.originals {
+                    self.originals = saved;
+                    let _ = self.write();
+                }
+                format!("agent {}: cannot set {what}: {}", agent.label, refusal(e))
+            })?;
+            let nic = after
+                .interface
+                .ok_or_else(|| format!("agent {}: its facts name no interface", agent.label))?;
+            setting.took(&nic).map_err(|e| format!("agent {}: {e}", agent.label))?;
+        }
+        if &local_now != setting {
+            self.record(SettingOriginal {
+                agent: None,
+                interface: interface.clone(),
+                setting: local_now,
+            })?;
+            crate::probe::settings::apply(&interface, setting).map_err(|e| format!("local {interface}: {e}"))?;
+            let nic = crate::probe::nic::nic_facts(&interface, None);
+            setting.took(&nic).map_err(|e| format!("local {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Writes an original down before its setting is changed; a field
+    /// already recorded keeps its first value.
+    fn record(&mut self, original: SettingOriginal) -> Result<(), String> {
+        match self.originals.settings.iter_mut().find(|o| o.same_place(&original)) {
+            Some(o) => {
+                let before = o.setting.clone();
+                o.setting.merge_original(&original.setting);
+                if o.setting == before {
+                    return Ok(());
+                }
+            }
+            None => self.originals.settings.push(original),
+        }
+        self.write()
+    }
+
     fn write(&self) -> Result<(), String> {
         let json = serde_json::to_vec_pretty(&self.originals).expect("plain data");
         std::fs::write(&self.file, json).map_err(|e| format!("writing the restore file {}: {e}", self.file.display()))
@@ -200,9 +341,34 @@ fn refusal(e: crate::session::SessionError) -> String {
     }
 }
 
+/// Refuses to change a setting whose original could not be put back: a
+/// root qdisc with parameters (a tbf shaper, htb) is not rebuilt from its kind.
+fn restorable(original: &HostSetting) -> Result<(), String> {
+    match original {
+        HostSetting::Qdisc { kind } if !crate::model::settings::QDISCS.contains(&kind.as_str()) => Err(format!(
+            "the root qdisc is {kind}, which has parameters a plan cannot put back; \
+             it is not replaced (remove it first, or leave the qdisc axis out)"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Sets every recorded original again; returns the failures.
 pub fn apply(originals: &Originals) -> Vec<String> {
     let mut failures = Vec::new();
+    for o in &originals.settings {
+        let result = match &o.agent {
+            Some(a) => target(&a.address, a.psk_file.as_deref()).and_then(|t| {
+                crate::session::set_remote_host(&t, &o.setting)
+                    .map(|_| ())
+                    .map_err(refusal)
+            }),
+            None => crate::probe::settings::apply(&o.interface, &o.setting),
+        };
+        if let Err(e) = result {
+            failures.push(format!("could not restore {}: {e}", o.describe()));
+        }
+    }
     for r in originals.remote.values() {
         let result = target(&r.address, r.psk_file.as_deref())
             .and_then(|t| crate::session::set_remote_mtu(&t, r.mtu).map_err(refusal));

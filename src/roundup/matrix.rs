@@ -21,6 +21,9 @@ pub struct Case {
     pub message: Option<String>,
     /// The MTU both ends are set to before the case.
     pub mtu: Option<u32>,
+    /// Host settings both ends are given before the case: (axis of
+    /// [`crate::model::settings::HOST_AXES`], the value as the plan writes it).
+    pub host: Vec<(String, String)>,
     /// Further axes: (axis, value, the options the value adds).
     pub vary: Vec<(String, String, Vec<String>)>,
 }
@@ -49,6 +52,7 @@ impl Case {
         if let Some(m) = self.mtu {
             tags.push(("mtu".into(), m.to_string()));
         }
+        tags.extend(self.host.iter().cloned());
         for (axis, value, _) in &self.vary {
             tags.push((axis.clone(), value.clone()));
         }
@@ -63,6 +67,9 @@ impl Case {
             "streams" => self.streams.map(|s| s.to_string()),
             "message" => self.message.clone(),
             "mtu" => self.mtu.map(|m| m.to_string()),
+            other if crate::model::settings::HOST_AXES.contains(&other) => {
+                self.host.iter().find(|(a, _)| a == other).map(|(_, v)| v.clone())
+            }
             other => self.vary.iter().find(|(a, _, _)| a == other).map(|(_, v, _)| v.clone()),
         }
     }
@@ -224,9 +231,22 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
                             streams: *s,
                             message: message.clone(),
                             mtu: *mtu,
+                            host: Vec::new(),
                             vary: Vec::new(),
                         };
                         let mut partial = vec![base];
+                        for (axis, values) in plan.host_axes() {
+                            partial = partial
+                                .into_iter()
+                                .flat_map(|c| {
+                                    values.iter().map(move |value| {
+                                        let mut c = c.clone();
+                                        c.host.push((axis.to_string(), value.trim().to_string()));
+                                        c
+                                    })
+                                })
+                                .collect();
+                        }
                         for (axis, values) in &m.vary {
                             partial = partial
                                 .into_iter()
@@ -362,6 +382,20 @@ fn included(
     if let Some(l) = &message {
         crate::cli::parse::positive_size(l).map_err(|e| format!("message \"{l}\": {e}"))?;
     }
+    let mut host = Vec::new();
+    for (axis, values) in plan.host_axes() {
+        let value = get(axis).unwrap_or_else(|| values[0].clone());
+        crate::model::HostSetting::parse(axis, &value).map_err(|e| format!("{axis} = \"{value}\": {e}"))?;
+        host.push((axis.to_string(), value.trim().to_string()));
+    }
+    // An include may name a host axis the matrix does not list.
+    for axis in crate::model::settings::HOST_AXES {
+        if let (Some(value), false) = (get(axis), host.iter().any(|(a, _)| a == axis)) {
+            crate::model::HostSetting::parse(axis, &value).map_err(|e| format!("{axis} = \"{value}\": {e}"))?;
+            host.push((axis.to_string(), value.trim().to_string()));
+        }
+    }
+    host.sort_by_key(|(a, _)| crate::model::settings::HOST_AXES.iter().position(|h| h == a));
     // A `vary` axis the rule does not name is not applied to the cell (its
     // options may not even exist for the cell's workload).
     let mut vary = Vec::new();
@@ -382,6 +416,7 @@ fn included(
         streams,
         message,
         mtu,
+        host,
         vary,
     })
 }
@@ -558,6 +593,67 @@ mod tests {
             }
         }
         assert!(seen >= 3, "examples/*.toml: {seen}");
+    }
+
+    #[test]
+    fn host_setting_axes_multiply_the_cases_and_are_tags() {
+        let p = plan(&format!(
+            "{AGENTS}[defaults]\nallow_host_changes = true\n[matrix]\nworkload = [\"tcp\"]\nagent = [\"a\"]\n\
+             offloads = [\"tso=off,gro=off\", \"tso=on\"]\nqdisc = [\"pfifo_fast\", \"noqueue\"]\n\
+             [[matrix.exclude]]\noffloads = \"tso=on\"\nqdisc = \"noqueue\"\n\
+             [[matrix.include]]\nrings = \"rx=256\"\n"
+        ));
+        let keys: Vec<String> = expand(&p).unwrap().iter().map(Case::key).collect();
+        assert_eq!(
+            keys,
+            [
+                "tcp agent=a offloads=tso=off,gro=off qdisc=pfifo_fast",
+                "tcp agent=a offloads=tso=off,gro=off qdisc=noqueue",
+                "tcp agent=a offloads=tso=on qdisc=pfifo_fast",
+                "tcp agent=a offloads=tso=off,gro=off rings=rx=256 qdisc=pfifo_fast",
+            ]
+        );
+        // The settings are not options of the measuring command.
+        let c = &expand(&p).unwrap()[0];
+        assert_eq!(c.command_line(&p), ["tcp", "127.0.0.1:5999"].map(String::from).to_vec());
+        assert!(c.axis_tags().contains(&("qdisc".into(), "pfifo_fast".into())));
+    }
+
+    #[test]
+    fn bad_host_settings_name_the_line_the_key_and_what_is_allowed() {
+        let bad = |extra: &str| match Plan::parse(
+            &format!("{AGENTS}[matrix]\nworkload = [\"tcp\"]\n{extra}"),
+            Path::new("bad.toml"),
+        ) {
+            Ok(_) => panic!("accepted: {extra}"),
+            Err(e) => e.to_string(),
+        };
+        let e = bad("offloads = [\"tso=off\",\n  \"tcp-segmentation=off\"]\n");
+        assert!(
+            e.contains("bad.toml: line 10: [matrix] offloads = \"tcp-segmentation=off\"")
+                && e.contains("unknown key 'tcp-segmentation'")
+                && e.contains("tso, gso, gro, lro, sg, rx-checksum, tx-checksum"),
+            "{e}"
+        );
+        let e = bad("rings = [\"rx=-1\"]\n");
+        assert!(
+            e.contains("line 9: [matrix] rings = \"rx=-1\"") && e.contains("from 1 to 65536"),
+            "{e}"
+        );
+        let e = bad("qdisc = [\"fq\", \"fifo\"]\n");
+        assert!(
+            e.contains("line 9: [matrix] qdisc = \"fifo\": unknown qdisc kind 'fifo'") && e.contains("pfifo_fast"),
+            "{e}"
+        );
+        let e = bad("coalesce = [\"rx-usecs=fast\"]\n");
+        assert!(
+            e.contains("rx-usecs=fast: expected a whole number of microseconds"),
+            "{e}"
+        );
+        let e = bad("qdisc = [\"fq\", \"fq\"]\n");
+        assert!(e.contains("given twice"), "{e}");
+        let e = bad("qdisc = \"fq\"\n");
+        assert!(e.contains("line 9"), "{e}");
     }
 
     #[test]

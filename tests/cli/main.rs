@@ -32,6 +32,7 @@ mod common;
 mod demo;
 mod facts;
 mod files;
+mod host_settings;
 mod hostile;
 mod iperf3;
 mod iperf3_auth;
