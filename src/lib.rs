@@ -14,6 +14,8 @@ pub mod lab;
 pub mod linerate;
 pub mod links;
 pub mod logging;
+pub mod mesh;
+pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod probe;

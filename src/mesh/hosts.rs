@@ -1,0 +1,1 @@
+//! Hosts lists (placeholder until written).
