@@ -41,6 +41,7 @@ mod layers;
 mod linerate;
 mod links;
 mod manual;
+mod metrics;
 mod pictures;
 mod plan;
 mod rawclient;
