@@ -36,6 +36,7 @@ mod hostile;
 mod iperf3;
 mod iperf3_auth;
 mod iperf3_lab;
+mod kubernetes;
 mod lab;
 mod layers;
 mod linerate;
