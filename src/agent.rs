@@ -241,6 +241,7 @@ impl Agent {
                 continue;
             }
             shared.connections.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().connection_accepted();
             let conn_shared = Arc::clone(&shared);
             let spawned = thread::Builder::new().name(format!("control-{peer}")).spawn(move || {
                 handle_connection(stream, peer, &conn_shared);
@@ -356,6 +357,7 @@ fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
 /// it, or None to serve it.
 fn admit_connection(shared: &Shared, rate: &mut ConnectionRate, peer: SocketAddr) -> Option<String> {
     if let Err(wait) = rate.admit(peer.ip(), Instant::now()) {
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
         return Some(format!(
             "too many connections from {}: this agent allows {} per minute per address \
              (its --max-connections-per-minute); try again in {wait:.0} s",
@@ -365,6 +367,7 @@ fn admit_connection(shared: &Shared, rate: &mut ConnectionRate, peer: SocketAddr
     }
     let limit = shared.config.max_connections;
     if shared.connections.load(Ordering::Relaxed) >= limit {
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::ConnectionLimit);
         return Some(format!(
             "this agent already has {limit} control connections open (its --max-connections); try again later"
         ));
@@ -410,6 +413,7 @@ enum Refusal {
 
 impl From<ProtocolError> for Refusal {
     fn from(e: ProtocolError) -> Refusal {
+        crate::metrics::AgentMetrics::global().protocol_error(&e);
         match e {
             ProtocolError::Closed(_) | ProtocolError::Io(_) => Refusal::Quiet(e.to_string()),
             other => Refusal::Tell(other.to_string()),
@@ -418,6 +422,7 @@ impl From<ProtocolError> for Refusal {
 }
 
 fn unexpected(expected: &str, got: &Message) -> Refusal {
+    crate::metrics::AgentMetrics::global().closed(crate::metrics::CloseReason::Protocol);
     Refusal::Tell(format!("expected {expected}, got '{}'", got.kind()))
 }
 
@@ -469,6 +474,7 @@ fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(),
         Message::AuthResponse { nonce, mac } => (nonce, mac),
         other => {
             shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
             return Err(Refusal::Tell(format!(
                 "authentication required: this agent needs its pre-shared key \
                  (client: --psk-file or NICBENCH_PSK_FILE); got '{}' instead of auth_response",
@@ -482,12 +488,14 @@ fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(),
     );
     let (Some(client_nonce), Some(mac)) = decoded else {
         shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
         return Err(Refusal::Tell(
             "malformed auth_response: nonce and mac must be hex".into(),
         ));
     };
     if !psk.verify_client(&agent_nonce, &client_nonce, &mac) {
         shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
         return Err(Refusal::Tell(
             "authentication failed: the client's pre-shared key differs from this agent's".into(),
         ));
@@ -531,6 +539,7 @@ fn admit<'a>(
         0.0
     };
     if wait == 0.0 {
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Busy);
         channel.send(&Message::Busy {
             seconds_left: busy.seconds_left,
             running_seconds: busy.running_seconds,
@@ -541,6 +550,7 @@ fn admit<'a>(
         }));
     }
     let place = shared.admission.enqueue(expected).map_err(|full| {
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::QueueFull);
         Refusal::Tell(format!(
             "the agent is busy and {} clients already wait in line (its --max-queue); try again in {:.0} s",
             full.max_queue, busy.seconds_left
@@ -558,12 +568,14 @@ fn admit<'a>(
             Poll::Waiting { position, seconds_left } => (position, seconds_left),
         };
         if shared.shutdown.load(Ordering::Relaxed) {
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::ShuttingDown);
             return Err(Refusal::Tell("the agent is shutting down".into()));
         }
         if peer_gone(channel) {
             return Err(Refusal::Quiet(format!("left the queue at position {position}")));
         }
         if Instant::now() >= deadline {
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Busy);
             channel.send(&Message::Busy {
                 seconds_left,
                 running_seconds: None,
@@ -702,10 +714,17 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         .validate(&spec)
         .and_then(|()| TestSpec::validate_cpus(&spec.agent.cpus, "--remote-affinity"))
         .and_then(|()| check_links_here(&spec, workload))
+        .inspect_err(|_| crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::InvalidRequest))
         .map_err(|e| Refusal::Tell(e.to_string()))?;
-    shared.config.limits.check(&spec).map_err(Refusal::Tell)?;
+    shared
+        .config
+        .limits
+        .check(&spec)
+        .inspect_err(|_| crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Limits))
+        .map_err(Refusal::Tell)?;
     let ticket = admit(channel, shared, &spec, wait_seconds)?;
     if shared.shutdown.load(Ordering::Relaxed) {
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::ShuttingDown);
         return Err(Refusal::Tell("the agent is shutting down".into()));
     }
 
@@ -779,6 +798,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     // be told "busy" by the test it has just finished.
     drop(ticket);
     shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::AgentMetrics::global().test_served(&spec.workload);
     channel.send(&Message::Done { report: outcome.local })?;
     logging::info(&format!(
         "{peer}: test done in {:.1} s{}",

@@ -16,6 +16,7 @@ pub mod linerate;
 pub mod links;
 pub mod logging;
 pub mod mesh;
+pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod probe;

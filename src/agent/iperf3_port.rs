@@ -63,6 +63,7 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         workers.retain(|w| !w.is_finished());
         if in_flight.load(Ordering::Relaxed) >= max_in_flight {
             shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::ConnectionLimit);
             logging::warn(&format!(
                 "{peer}: iperf3 connection refused: {max_in_flight} already open"
             ));
@@ -138,6 +139,7 @@ fn handle(
         .admit(peer.ip(), Instant::now());
     if let Err(wait) = admitted {
         shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
         logging::warn(&format!(
             "{peer}: iperf3 client refused: too many connections from its address (--max-connections-per-minute); \
              allowed again in {wait:.0} s"
@@ -163,6 +165,7 @@ fn handle(
     match outcome {
         Ok(run) => {
             shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().test_served(&run.workload);
             logging::info(&format!(
                 "{peer}: iperf3 {} test done: {:.1} Mbit/s received",
                 run.workload,

@@ -227,6 +227,20 @@ pub struct ServeArgs {
     /// are refused before anything is written. Default: no limit.
     #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
     pub max_files_bytes: Option<u64>,
+    /// Serve Prometheus metrics over HTTP on this address, e.g.
+    /// 127.0.0.1:9310 (GET /metrics): tests served and refused, hostile
+    /// connections closed, the agent's CPU, memory, fds and threads.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Also serve GET /probe?target=HOST[:PORT]&workload=tcp|udp|rr: this
+    /// agent runs one test toward that agent (which must answer as a nicbench
+    /// agent) and answers with its figures, blackbox-exporter style.
+    #[arg(long, requires = "metrics_listen")]
+    pub metrics_probe: bool,
+    /// Require 'Authorization: Bearer TOKEN' on /probe, TOKEN being the first
+    /// line of this file (a probe makes this agent send traffic).
+    #[arg(long, value_name = "FILE", requires = "metrics_probe")]
+    pub metrics_token_file: Option<std::path::PathBuf>,
 }
 
 fn rate(s: &str) -> Result<u64, String> {

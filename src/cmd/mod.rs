@@ -23,6 +23,7 @@ pub mod run;
 pub mod runs;
 pub mod save;
 pub mod serve;
+pub mod serve_metrics;
 pub mod signals;
 pub mod sweep;
 pub mod tcp;

@@ -87,6 +87,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             agent.on_iperf3_result(iperf3_saver(store, args.tags.clone()));
         }
     }
+    let _metrics = super::serve_metrics::start(&args, agent.local_addr()).context("--metrics-listen")?;
     agent.serve();
     watcher.stop();
     Ok(())
