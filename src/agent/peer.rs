@@ -23,6 +23,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{admit, logging, Refusal, Shared};
+use crate::metrics::PeerTestOutcome;
 use crate::protocol::channel::Channel;
 use crate::protocol::Message;
 use crate::session::{self, RunOptions, Target};
@@ -99,8 +100,10 @@ pub(super) fn serve(
     spec: TestSpec,
     wait_seconds: f64,
 ) -> Result<(), Refusal> {
+    let metrics = crate::metrics::AgentMetrics::global();
     let (host, port) = check_request(shared, &target, &spec).map_err(|reason| {
         shared.stats.peer_tests_refused.fetch_add(1, Ordering::Relaxed);
+        metrics.peer_test(&spec.workload, PeerTestOutcome::Refused);
         Refusal::Tell(reason)
     })?;
     let wait_seconds = if wait_seconds.is_finite() {
@@ -151,12 +154,14 @@ pub(super) fn serve(
     match result {
         Ok(run) => {
             shared.stats.peer_tests_run.fetch_add(1, Ordering::Relaxed);
+            metrics.peer_test(&spec.workload, PeerTestOutcome::Done);
             logging::info(&format!("{coordinator}: peer test toward {target} done"));
             channel.send(&Message::PeerTestDone { run: Box::new(run) })?;
             Ok(())
         }
         Err(e) => {
             shared.stats.peer_tests_failed.fetch_add(1, Ordering::Relaxed);
+            metrics.peer_test(&spec.workload, PeerTestOutcome::Failed);
             Err(Refusal::Tell(format!("the peer test toward {target} failed: {e}")))
         }
     }

@@ -36,11 +36,26 @@ pub enum MeshFormat {
 /// `nicbench mesh HOST... --workload tcp|udp|rr`
 #[derive(Debug, Args)]
 pub struct MeshArgs {
-    /// The agents: HOST, HOST:PORT or NAME=HOST[:PORT] (NAME labels the host
-    /// in the matrix, the tags and the metrics). Every agent runs
+    /// The agents: HOST, HOST:PORT, NAME=HOST[:PORT] (NAME labels the host
+    /// in the matrix, the tags and the metrics), or dns:NAME[:PORT] for every
+    /// address of a name (a Kubernetes headless Service). Every agent runs
     /// `nicbench serve --allow-peer-tests --psk-file F` with the same key.
     #[arg(value_name = "HOST")]
     pub hosts: Vec<String>,
+    /// More agents from a file: one `HOST[:PORT] [NAME]` per line, the JSON
+    /// of `kubectl get nodes -o json` (each node's InternalIP), or an Ansible
+    /// INI inventory (`ansible_host`, `ansible_port`, groups, ranges).
+    #[arg(long, value_name = "FILE")]
+    pub hosts_file: Option<PathBuf>,
+    /// With an Ansible inventory: only the hosts of this group (and its
+    /// children).
+    #[arg(long, value_name = "GROUP", requires = "hosts_file")]
+    pub hosts_group: Option<String>,
+    /// Serve Prometheus metrics of the mesh on this address (GET /metrics):
+    /// per pair the latest throughput, loss, RTT, CPU cost and test time;
+    /// tests run and failed. Best with --every.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// What each ordered pair runs: tcp and udp give the receiver's
     /// throughput, rr the median round trip.
     #[arg(short = 'w', long, value_enum, default_value = "tcp")]

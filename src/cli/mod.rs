@@ -233,9 +233,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Also serve GET /probe?target=HOST[:PORT]&workload=tcp|udp|rr: this
-    /// agent runs one test toward that agent (which must answer as a nicbench
-    /// agent) and answers with its figures, blackbox-exporter style.
-    #[arg(long, requires = "metrics_listen")]
+    /// agent runs one peer test toward that agent (which must prove the same
+    /// key; within the --max-* limits) and answers with its figures,
+    /// blackbox-exporter style. Needs --allow-peer-tests.
+    #[arg(long, requires_all = ["metrics_listen", "allow_peer_tests"])]
     pub metrics_probe: bool,
     /// Require 'Authorization: Bearer TOKEN' on /probe, TOKEN being the first
     /// line of this file (a probe makes this agent send traffic).

@@ -17,6 +17,7 @@ use crate::cli::{Cli, Command};
 use crate::logging;
 use crate::mesh::matrix::{self, Cell, MeshHost, MeshResult};
 use crate::mesh::schedule;
+use crate::metrics::{FailureReason, MeshMetrics, MetricsServer, Routes};
 use crate::model::{RunResult, TestSpec};
 use crate::report::text::Text;
 use crate::report::Reporter;
@@ -74,11 +75,39 @@ pub fn parse_member(input: &str, default_port: u16) -> Result<Member, String> {
     })
 }
 
-/// The members, checked: at least two, no name or address twice.
-pub fn members(inputs: &[String], default_port: u16) -> Result<Vec<Member>, String> {
+/// The members from the command line (`HOST`, `NAME=HOST[:PORT]`,
+/// `dns:NAME[:PORT]`) and `--hosts-file`, checked: at least two, no name or
+/// address twice.
+pub fn gather(args: &MeshArgs) -> Result<Vec<Member>, String> {
+    let mut all: Vec<(String, Member)> = Vec::new();
+    let from_list = |h: crate::mesh::hosts::MeshHost| Member {
+        name: h.name,
+        host: h.address,
+        port: h.port.unwrap_or(args.port),
+    };
+    for input in &args.hosts {
+        match crate::mesh::hosts::parse_dns_spec(input).map_err(|e| e.to_string())? {
+            Some((name, port)) => {
+                for h in crate::mesh::hosts::expand_dns(&name, port).map_err(|e| e.to_string())? {
+                    all.push((input.clone(), from_list(h)));
+                }
+            }
+            None => all.push((input.clone(), parse_member(input, args.port)?)),
+        }
+    }
+    if let Some(path) = &args.hosts_file {
+        let hosts = crate::mesh::hosts::parse_hosts_file(path, args.hosts_group.as_deref()).map_err(|e| e.to_string())?;
+        for h in hosts {
+            all.push((format!("{} in {}", h.name, path.display()), from_list(h)));
+        }
+    }
+    checked(all)
+}
+
+/// No name or address twice, and at least two members.
+fn checked(all: Vec<(String, Member)>) -> Result<Vec<Member>, String> {
     let mut out: Vec<Member> = Vec::new();
-    for input in inputs {
-        let m = parse_member(input, default_port)?;
+    for (input, m) in all {
         if let Some(other) = out.iter().find(|o| o.name == m.name || o.address() == m.address()) {
             return Err(format!(
                 "'{input}' and '{}={}' name the same host or the same name; give each agent once",
@@ -95,6 +124,15 @@ pub fn members(inputs: &[String], default_port: u16) -> Result<Vec<Member>, Stri
         ));
     }
     Ok(out)
+}
+
+/// The members of plain `HOST` arguments (tests).
+pub fn members(inputs: &[String], default_port: u16) -> Result<Vec<Member>, String> {
+    let mut all = Vec::new();
+    for input in inputs {
+        all.push((input.clone(), parse_member(input, default_port)?));
+    }
+    checked(all)
 }
 
 /// The test every pair runs, parsed as the workload's own command would.
@@ -156,8 +194,19 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
         .into());
     }
     let spec = spec_of(&args)?;
-    let members = members(&args.hosts, args.port).map_err(UsageError)?;
+    let members = gather(&args).map_err(UsageError)?;
     signals::install();
+    let metrics = std::sync::Arc::new(MeshMetrics::new());
+    let _server = match args.metrics_listen {
+        Some(listen) => {
+            let m = metrics.clone();
+            let server = MetricsServer::start(listen, Routes::metrics(move || m.render()))
+                .with_context(|| format!("--metrics-listen: cannot listen on {listen}"))?;
+            logging::info(&format!("mesh metrics on http://{}/metrics", server.local_addr()));
+            Some(server)
+        }
+        None => None,
+    };
     let mut done = 0u32;
     let started = Instant::now();
     loop {
@@ -169,7 +218,7 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
                 break;
             }
         }
-        let result = run_once(&args, &spec, &members)?;
+        let result = run_once(&args, &spec, &members, &metrics)?;
         print(&args, &result)?;
         if let Some(path) = &args.chart {
             write_chart(&result, path)?;
@@ -228,11 +277,16 @@ struct Outcome {
     dst: usize,
     started_at: f64,
     seconds: f64,
-    result: Result<RunResult, String>,
+    result: Result<RunResult, session::SessionError>,
 }
 
 /// Runs the whole mesh once: checks every agent, then the rounds.
-pub fn run_once(args: &MeshArgs, spec: &TestSpec, members: &[Member]) -> anyhow::Result<MeshResult> {
+pub fn run_once(
+    args: &MeshArgs,
+    spec: &TestSpec,
+    members: &[Member],
+    metrics: &MeshMetrics,
+) -> anyhow::Result<MeshResult> {
     let started_at = store::now_unix_seconds();
     let clock = Instant::now();
     let mesh_run = mesh_run_id();
@@ -321,7 +375,7 @@ pub fn run_once(args: &MeshArgs, spec: &TestSpec, members: &[Member]) -> anyhow:
                     let (from, toward) = (members[src].target(args), members[dst].address());
                     s.spawn(move || {
                         let (started_at, clock) = (store::now_unix_seconds(), Instant::now());
-                        let result = session::peer_test(&from, &toward, spec).map_err(|e| e.to_string());
+                        let result = session::peer_test(&from, &toward, spec);
                         Outcome {
                             src,
                             dst,
@@ -348,8 +402,10 @@ pub fn run_once(args: &MeshArgs, spec: &TestSpec, members: &[Member]) -> anyhow:
                 seconds: o.seconds,
                 round: k,
             };
+            let (src, dst) = (&members[o.src].name, &members[o.dst].name);
             match o.result {
                 Ok(run) => {
+                    metrics.record_run(src, dst, &run);
                     cell.value = matrix::value_of(&run);
                     if cell.value.is_none() {
                         cell.error = Some("the run has no figure (nothing received)".into());
@@ -363,8 +419,9 @@ pub fn run_once(args: &MeshArgs, spec: &TestSpec, members: &[Member]) -> anyhow:
                     }
                 }
                 Err(e) => {
-                    bar.suspend(|| logging::warn(&format!("{}->{}: {e}", members[o.src].name, members[o.dst].name)));
-                    cell.error = Some(e);
+                    metrics.record_failure(src, dst, &spec.workload, failure_reason(&e));
+                    bar.suspend(|| logging::warn(&format!("{src}->{dst}: {e}")));
+                    cell.error = Some(e.to_string());
                 }
             }
             cells.push(cell);
@@ -390,6 +447,22 @@ pub fn run_once(args: &MeshArgs, spec: &TestSpec, members: &[Member]) -> anyhow:
     };
     result.find_outliers();
     Ok(result)
+}
+
+/// The bounded reason label of a failed peer test.
+fn failure_reason(e: &session::SessionError) -> FailureReason {
+    use session::SessionError as E;
+    match e {
+        E::Resolve { .. } | E::Refused { .. } | E::ConnectTimeout { .. } | E::Connect { .. } => {
+            FailureReason::Unreachable
+        }
+        E::Busy { .. } => FailureReason::Busy,
+        E::AgentRefused(_) => FailureReason::Refused,
+        E::Key(_) | E::AuthRequired { .. } | E::AuthFailed(_) => FailureReason::Auth,
+        E::Protocol(crate::protocol::ProtocolError::Timeout { .. }) => FailureReason::Timeout,
+        E::NotAnAgent { .. } | E::Protocol(_) | E::BadReport(_) => FailureReason::Protocol,
+        _ => FailureReason::Other,
+    }
 }
 
 /// The command line that reproduces one test by hand from the sending host.

@@ -1,6 +1,9 @@
 //! `nicbench serve --metrics-listen`: the agent's metrics server, and the
 //! `/probe` handler (`--metrics-probe`) that runs one test from this agent
-//! toward another agent with the client code of `nicbench tcp|udp|rr`.
+//! toward another agent. The handler asks its own agent for a peer test
+//! (the request `nicbench mesh` sends), so a probe passes every check a
+//! peer test does: `--allow-peer-tests`, the key, the agent's limits, its
+//! test slot, and a target that proves the same key before any data.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -10,7 +13,7 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command, ServeArgs};
 use crate::metrics::{self, AgentMetrics, BearerToken, MetricsServer, ProbeError, ProbeQuery, Routes};
-use crate::session::{self, RunOptions};
+use crate::session;
 
 /// Starts the metrics server when `--metrics-listen` asks for one.
 pub fn start(args: &ServeArgs, agent: SocketAddr) -> anyhow::Result<Option<MetricsServer>> {
@@ -28,9 +31,9 @@ pub fn start(args: &ServeArgs, agent: SocketAddr) -> anyhow::Result<Option<Metri
     let psk_file = args.psk_file.clone();
     let routes = Routes {
         metrics: Box::new(|| AgentMetrics::global().render()),
-        probe: args
-            .metrics_probe
-            .then(|| -> metrics::ProbeHandler { Box::new(move |q: &ProbeQuery| run_probe(q, psk_file.as_deref())) }),
+        probe: args.metrics_probe.then(|| -> metrics::ProbeHandler {
+            Box::new(move |q: &ProbeQuery| run_probe(q, psk_file.as_deref(), agent))
+        }),
         probe_token,
     };
     let server = MetricsServer::start(listen, routes).with_context(|| format!("cannot listen on {listen}"))?;
@@ -74,28 +77,43 @@ fn probe_test(
     }
 }
 
-/// Runs one probe: Ok with the run's figures, or with `probe_success 0`
-/// when the test failed (the reason is logged).
-fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>) -> Result<String, ProbeError> {
+/// The agent's own control address as a client reaches it: the loopback
+/// address of its family when it listens on all addresses.
+fn own_address(agent: SocketAddr) -> String {
+    match agent.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => "::1".into(),
+        ip => ip.to_string(),
+    }
+}
+
+/// Runs one probe as a peer test of this agent: Ok with the run's figures,
+/// or with `probe_success 0` when the test failed (the reason is logged);
+/// 503 when this agent is busy with another test.
+fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>, agent: SocketAddr) -> Result<String, ProbeError> {
     let started = Instant::now();
-    let (target, spec) = probe_test(q, psk_file).map_err(|e| ProbeError::BadRequest(format!("{e:#}")))?;
-    let options = RunOptions {
-        interrupted: &|| None,
-        on_interval: None,
-        on_progress: None,
-        trial: 1,
+    let (_, spec) = probe_test(q, psk_file).map_err(|e| ProbeError::BadRequest(format!("{e:#}")))?;
+    let (host, port) = crate::address::agent_address(&q.target, None, None)
+        .map_err(|e| ProbeError::BadRequest(format!("target: {e}")))?;
+    let toward = crate::address::display(&host, port);
+    let me = session::Target {
+        host: own_address(agent),
+        port: agent.port(),
+        family: None,
+        bind: None,
+        connect_timeout: std::time::Duration::from_secs(5),
+        wait: std::time::Duration::ZERO,
+        psk_file: psk_file.map(Into::into),
+        iperf3_auth: None,
     };
-    match session::run(&target, &spec, options) {
+    match session::peer_test(&me, &toward, &spec) {
         Ok(run) => {
-            crate::logging::info(&format!("probe {} toward {}: done", q.workload, q.target));
-            Ok(metrics::probe::probe_exposition_with(
-                &q.target,
-                &run,
-                started.elapsed(),
-            ))
+            crate::logging::info(&format!("probe {} toward {toward}: done", q.workload));
+            Ok(metrics::probe::probe_exposition_with(&q.target, &run, started.elapsed()))
         }
+        Err(e @ session::SessionError::Busy { .. }) => Err(ProbeError::Busy(e.to_string())),
         Err(e) => {
-            crate::logging::warn(&format!("probe {} toward {} failed: {e}", q.workload, q.target));
+            crate::logging::warn(&format!("probe {} toward {toward} failed: {e}", q.workload));
             Ok(metrics::probe_failure_exposition(&q.target, started.elapsed()))
         }
     }
