@@ -10,6 +10,7 @@
 mod admission;
 mod iperf3_port;
 pub mod limits;
+mod watch;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -641,6 +642,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     expect_hello(channel, shared.config.handshake_timeout)?;
     let mut hello = Hello::ours(crate::workload::names());
     hello.auth_required = shared.config.psk.is_some();
+    hello.features.push(protocol::FEATURE_WATCH.to_string());
     channel.send(&Message::Hello(hello))?;
     if let Some(psk) = &shared.config.psk {
         authenticate(channel, psk, shared)?;
@@ -671,6 +673,8 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
                     addresses: crate::probe::nic::interface_addresses_with_prefix(),
                 })?;
             }
+            // `nicbench watch --peer`: sample this side until watch_stop.
+            Message::WatchStart => return watch::serve(channel, peer, local_ip, shared),
             other => return Err(unexpected("test_request", &other)),
         }
     };

@@ -31,6 +31,12 @@
 //! and gets `facts {facts}` back (the agent's host and the interface
 //! toward the client).
 //!
+//! `nicbench watch --peer` sends `watch_start` instead of `test_request`
+//! (to an agent whose hello offers the `watch` feature): the agent answers
+//! `watch_started {agent, max_seconds}` and samples its CPU and the
+//! interface toward the client until `watch_stop`, answered by
+//! `done {report}`; or `busy`/`error` like a test request.
+//!
 //! See `docs/PROTOCOL.md` for the full description.
 
 pub mod auth;
@@ -129,6 +135,15 @@ pub enum Message {
     /// Agent: every address of every interface, with its prefix length;
     /// it then waits for the test request on the same connection.
     Addresses { addresses: Vec<InterfaceAddress> },
+    /// Client (to an agent offering the `watch` feature), instead of a test
+    /// request: sample your CPU and the interface toward me from now on.
+    WatchStart,
+    /// Agent: sampling; it ends at `watch_stop`, when the connection
+    /// closes, or after `max_seconds` (the agent's --max-duration), when
+    /// the agent sends `error` instead of its report.
+    WatchStarted { agent: HostFacts, max_seconds: f64 },
+    /// Client: stop sampling and send your side (`done {report}`).
+    WatchStop,
 }
 
 impl Message {
@@ -153,6 +168,9 @@ impl Message {
             Message::SetMtu { .. } => "set_mtu",
             Message::AddressesRequest => "addresses_request",
             Message::Addresses { .. } => "addresses",
+            Message::WatchStart => "watch_start",
+            Message::WatchStarted { .. } => "watch_started",
+            Message::WatchStop => "watch_stop",
         }
     }
 }
@@ -177,6 +195,10 @@ pub struct Hello {
 
 /// Feature of [`Hello::features`]: several links in one test (`--links`).
 pub const FEATURE_LINKS: &str = "links";
+
+/// Feature of [`Hello::features`]: `watch_start`/`watch_stop` (sampling
+/// the agent's side around a command, `nicbench watch --peer`).
+pub const FEATURE_WATCH: &str = "watch";
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0
