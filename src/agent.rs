@@ -12,6 +12,7 @@ mod host_settings;
 mod iperf3_port;
 pub mod limits;
 pub mod peer;
+mod watch;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -669,6 +670,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     if shared.config.allow_peer_tests && shared.config.psk.is_some() {
         hello.features.push(protocol::FEATURE_PEER_TESTS.to_string());
     }
+    hello.features.push(protocol::FEATURE_WATCH.to_string());
     channel.send(&Message::Hello(hello))?;
     if let Some(psk) = &shared.config.psk {
         authenticate(channel, psk, shared)?;
@@ -706,6 +708,8 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
                     addresses: crate::probe::nic::interface_addresses_with_prefix(),
                 })?;
             }
+            // `nicbench watch --peer`: sample this side until watch_stop.
+            Message::WatchStart => return watch::serve(channel, peer, local_ip, shared),
             other => return Err(unexpected("test_request", &other)),
         }
     };

@@ -690,6 +690,62 @@ pub fn set_remote_host(
     }
 }
 
+/// An agent sampling its side while `nicbench watch --peer` runs a
+/// command: its facts (with the interface toward us) and how long it
+/// samples at most; [`PeerWatch::stop`] collects its report.
+pub struct PeerWatch {
+    channel: Channel,
+    pub addr: SocketAddr,
+    /// This host's address on the control connection (toward the agent).
+    pub local_ip: IpAddr,
+    pub agent: crate::model::HostFacts,
+    pub max_seconds: f64,
+}
+
+/// Asks the agent at `target` to start sampling its CPU and the interface
+/// toward this client (`watch_start`), authenticating when it asks.
+pub fn watch_start(target: &Target) -> Result<PeerWatch, SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    let stream = connect(target)?;
+    let addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let local_ip = stream.local_addr().map_err(ProtocolError::Io)?.ip();
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+    let hello = handshake(&mut channel, addr, psk.as_ref())?;
+    if !hello.has_feature(crate::protocol::FEATURE_WATCH) {
+        return Err(SessionError::AgentRefused(format!(
+            "the agent at {addr} (nicbench {}) cannot sample its side for watch --peer; run nicbench {} or newer there",
+            hello.software_version,
+            env!("CARGO_PKG_VERSION")
+        )));
+    }
+    channel.send(&Message::WatchStart)?;
+    match channel.recv(REPLY_TIMEOUT, "the agent to start sampling")? {
+        Message::WatchStarted { agent, max_seconds } => Ok(PeerWatch {
+            channel,
+            addr,
+            local_ip,
+            agent,
+            max_seconds,
+        }),
+        other => Err(unexpected("watch_started", other, addr)),
+    }
+}
+
+impl PeerWatch {
+    /// Ends the agent's sampling and returns its side: CPU over the
+    /// interval and the counters of its interface toward us.
+    pub fn stop(mut self) -> Result<SideReport, SessionError> {
+        // An agent that gave up (its --max-duration, a shutdown) has sent
+        // an error and closed: the send may fail, the error is still read.
+        let _ = self.channel.send(&Message::WatchStop);
+        match self.channel.recv(REPLY_TIMEOUT, "the agent's side of the watch")? {
+            Message::Done { report } if report.host == Party::Agent => Ok(report),
+            Message::Done { .. } => Err(SessionError::BadReport("the report is not the agent's side".into())),
+            other => Err(unexpected("done", other, self.addr)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,18 @@ pub struct WatchArgs {
     /// (e.g. 1G); default: the interface's link speed.
     #[arg(long, value_name = "RATE", value_parser = super::linerate::link_rate)]
     pub link_speed: Option<u64>,
+    /// An agent (`nicbench serve`) on the far end, HOST or HOST:PORT: its
+    /// CPU (every core, softirq and irq) and the counters of its interface
+    /// toward this host are sampled over the same interval. Checked before
+    /// the command runs: when the agent cannot be used, nothing is run.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub peer: Option<String>,
+    /// Pre-shared key file, for a --peer agent started with --psk-file.
+    #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
+    pub psk_file: Option<std::path::PathBuf>,
+    /// How long to wait for the --peer agent to accept the control connection.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::parse::positive_duration)]
+    pub connect_timeout: std::time::Duration,
     /// Print the result as one JSON document (schema in docs/SCHEMA.md).
     #[arg(long)]
     pub json: bool,

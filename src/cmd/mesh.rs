@@ -96,7 +96,8 @@ pub fn gather(args: &MeshArgs) -> Result<Vec<Member>, String> {
         }
     }
     if let Some(path) = &args.hosts_file {
-        let hosts = crate::mesh::hosts::parse_hosts_file(path, args.hosts_group.as_deref()).map_err(|e| e.to_string())?;
+        let hosts =
+            crate::mesh::hosts::parse_hosts_file(path, args.hosts_group.as_deref()).map_err(|e| e.to_string())?;
         for h in hosts {
             all.push((format!("{} in {}", h.name, path.display()), from_list(h)));
         }

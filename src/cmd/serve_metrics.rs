@@ -109,7 +109,11 @@ fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>, agent: SocketAd
     match session::peer_test(&me, &toward, &spec) {
         Ok(run) => {
             crate::logging::info(&format!("probe {} toward {toward}: done", q.workload));
-            Ok(metrics::probe::probe_exposition_with(&q.target, &run, started.elapsed()))
+            Ok(metrics::probe::probe_exposition_with(
+                &q.target,
+                &run,
+                started.elapsed(),
+            ))
         }
         Err(e @ session::SessionError::Busy { .. }) => Err(ProbeError::Busy(e.to_string())),
         Err(e) => {

@@ -30,6 +30,27 @@ use crate::store::Tag;
 use crate::units::{bits_per_second, Bytes, Rate};
 use crate::workload::{Direction, SideOptions, SpecError};
 
+mod words;
+
+/// Connects to the `--peer` agent and has it start sampling; its address
+/// as shown. Fails, saying why, before the command has run.
+fn start_peer(peer: &str, args: &WatchArgs) -> anyhow::Result<(crate::session::PeerWatch, String)> {
+    let (host, port) = super::address::agent_address(peer, None, None)?;
+    let shown = super::address::display(&host, port);
+    let watch = crate::session::watch_start(&crate::session::Target {
+        host,
+        port,
+        family: None,
+        bind: None,
+        connect_timeout: args.connect_timeout,
+        wait: Duration::ZERO,
+        psk_file: args.psk_file.clone(),
+        iperf3_auth: None,
+    })
+    .with_context(|| format!("--peer {shown}: the peer's side cannot be sampled, so the command was not run"))?;
+    Ok((watch, shown))
+}
+
 /// The command ended with a non-zero status: nicbench exits with it.
 #[derive(Debug, thiserror::Error)]
 #[error("the watched command exited with status {0}")]
@@ -57,9 +78,17 @@ fn interface_bytes(iface: &str) -> Option<(u64, u64)> {
 }
 
 pub fn run(args: WatchArgs) -> anyhow::Result<()> {
-    let iface = match &args.iface {
-        Some(i) => i.clone(),
-        None => default_interface()
+    // The peer first: when it cannot sample, the command is not run at all
+    // (nothing runs unmeasured).
+    let peer = match &args.peer {
+        Some(peer) => Some(start_peer(peer, &args)?),
+        None => None,
+    };
+    let iface = match (&args.iface, &peer) {
+        (Some(i), _) => i.clone(),
+        (None, Some((watch, _))) => nic::interface_with_address(watch.local_ip)
+            .ok_or_else(|| SpecError::Invalid(format!("no interface holds {}: give --iface IF", watch.local_ip)))?,
+        (None, None) => default_interface()
             .ok_or_else(|| SpecError::Invalid("no default route to find the interface by: give --iface IF".into()))?,
     };
     let Some(start_bytes) = interface_bytes(&iface) else {
@@ -99,6 +128,31 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
     let end_bytes = interface_bytes(&iface).unwrap_or(start_bytes);
     let tx = end_bytes.0.saturating_sub(start_bytes.0);
     let rx = end_bytes.1.saturating_sub(start_bytes.1);
+    let (peer_shown, peer_facts, peer_report) = match peer {
+        Some((watch, shown)) => {
+            let facts = watch.agent.clone();
+            match watch.stop() {
+                Ok(report) => (Some(shown), facts, Some(report)),
+                Err(e) => {
+                    // The command has run: keep what this host measured.
+                    eprintln!("nicbench: warning: the peer {shown} sent no measurement: {e}");
+                    (Some(shown), facts, None)
+                }
+            }
+        }
+        None => (None, HostFacts::default(), None),
+    };
+    // What the peer's interface counted, where it could: the far ends of
+    // the two directions.
+    let peer_nic = peer_report
+        .as_ref()
+        .and_then(|r| r.counters.as_ref())
+        .and_then(|c| c.nic.as_ref());
+    let (peer_rx, peer_tx) = match peer_nic {
+        Some(n) => (n.rx_bytes, n.tx_bytes),
+        None => (tx, rx),
+    };
+    let local_ends_only = peer_nic.is_some();
     let cpu = cpu_report(
         &cpu_before,
         &cpu_after,
@@ -111,23 +165,39 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
     let trial = TrialResult {
         trial: 1,
         streams: vec![
-            stream(1, Flow::ClientToAgent, tx, seconds, &samples, 0),
-            stream(2, Flow::AgentToClient, rx, seconds, &samples, 1),
+            stream(
+                1,
+                Flow::ClientToAgent,
+                (tx, peer_rx),
+                seconds,
+                &samples,
+                0,
+                local_ends_only,
+            ),
+            stream(
+                2,
+                Flow::AgentToClient,
+                (peer_tx, rx),
+                seconds,
+                &samples,
+                1,
+                local_ends_only,
+            ),
         ],
         sum: Sum {
-            sender: total(tx + rx, seconds),
-            receiver: total(tx + rx, seconds),
-            client_to_agent: Some(flow_total(tx, seconds)),
-            agent_to_client: Some(flow_total(rx, seconds)),
+            sender: total(tx + peer_tx, seconds),
+            receiver: total(peer_rx + rx, seconds),
+            client_to_agent: Some(flow_total((tx, peer_rx), seconds)),
+            agent_to_client: Some(flow_total((peer_tx, rx), seconds)),
             extras: Default::default(),
         },
         cpu: BothCpu {
             client: cpu,
-            agent: Default::default(),
+            agent: peer_report.as_ref().map(|r| r.cpu.clone()).unwrap_or_default(),
         },
         counters: BothCounters {
             client: Some(counters),
-            agent: None,
+            agent: peer_report.as_ref().and_then(|r| r.counters.clone()),
         },
         ..TrialResult::default()
     };
@@ -151,6 +221,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         "exit_code": code,
         "process_tree_cpu_seconds": tree_cpu.user_seconds + tree_cpu.system_seconds,
     });
+    if let Some(shown) = &peer_shown {
+        spec.params["peer"] = serde_json::Value::String(shown.clone());
+        spec.params["peer_sampled"] = serde_json::Value::Bool(peer_report.is_some());
+    }
     let facts = match address {
         Some(ip) => crate::probe::host::facts_toward(ip),
         None => crate::probe::host::facts_toward(IpAddr::from([127, 0, 0, 1])),
@@ -164,8 +238,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
             facts,
         },
         agent: Endpoint {
-            address: "the other end (not sampled)".into(),
-            facts: HostFacts::default(),
+            address: peer_shown
+                .clone()
+                .unwrap_or_else(|| "the other end (not sampled)".into()),
+            facts: peer_facts,
         },
         spec,
         trials: vec![trial.clone()],
@@ -175,6 +251,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         peer_protocol: None,
     };
     crate::verdict::annotate_link(&mut run, args.link_speed, None);
+    let words = words::Words::of(&run, &iface, peer_report.is_some());
+    if let Some(v) = run.result.verdict.as_mut() {
+        v.summary = words.verdict(&v.summary);
+    }
+    run.trials = vec![run.result.clone()];
     let summary = format!(
         "watch: '{command_line}' ran {seconds:.2} s, exit status {code}; {iface}: sent {} ({}), received {} ({}); \
          the command's process tree used {:.2} s of CPU (user {:.2} s, sys {:.2} s: {:.0}% of one core)",
@@ -186,7 +267,27 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         tree_cpu.user_seconds,
         tree_cpu.system_seconds,
         (tree_cpu.user_seconds + tree_cpu.system_seconds) * 100.0 / seconds.max(1e-9)
-    );
+    ) + &match (&peer_shown, peer_nic, &peer_report) {
+        (Some(shown), Some(_), Some(r)) => format!(
+            "; peer {shown}: {} received {} ({}), sent {} ({}), CPU {:.1}% of {} cores",
+            r.counters
+                .as_ref()
+                .and_then(|c| c.interface.as_deref())
+                .unwrap_or("its interface"),
+            Bytes(peer_rx),
+            Rate(bits_per_second(peer_rx, seconds)),
+            Bytes(peer_tx),
+            Rate(bits_per_second(peer_tx, seconds)),
+            r.cpu.utilization_percent,
+            r.cpu.logical_cpus
+        ),
+        (Some(shown), None, Some(r)) => format!(
+            "; peer {shown}: CPU {:.1}% of {} cores (no interface toward this host found there)",
+            r.cpu.utilization_percent, r.cpu.logical_cpus
+        ),
+        (Some(shown), _, None) => format!("; peer {shown}: not sampled (see the warning above)"),
+        (None, _, _) => String::new(),
+    };
     let mut save_args = args.save.clone();
     save_args.tags.push(Tag {
         key: "command".into(),
@@ -201,7 +302,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
     } else {
         let mut buffer = summary.clone().into_bytes();
         buffer.push(b'\n');
-        let _ = Text.render(&run, &mut buffer);
+        let mut report = Vec::new();
+        let _ = Text.render(&run, &mut report);
+        buffer.extend(words.report(&String::from_utf8_lossy(&report)).into_bytes());
         out.write_all(&buffer).context("writing the result")?;
         Some(String::from_utf8_lossy(&buffer).into_owned())
     };
@@ -278,16 +381,27 @@ fn total(bytes: u64, seconds: f64) -> Total {
     }
 }
 
-fn flow_total(bytes: u64, seconds: f64) -> FlowTotal {
+/// One direction: bytes its sender and its receiver counted.
+fn flow_total((sent, received): (u64, u64), seconds: f64) -> FlowTotal {
     FlowTotal {
-        sender: total(bytes, seconds),
-        receiver: total(bytes, seconds),
+        sender: total(sent, seconds),
+        receiver: total(received, seconds),
         extras: Default::default(),
     }
 }
 
-/// One direction of the interface as a stream, its per-second samples as intervals.
-fn stream(id: u32, flow: Flow, bytes: u64, seconds: f64, samples: &[(f64, u64, u64)], which: usize) -> StreamResult {
+/// One direction of the interface as a stream: the bytes its sending and
+/// its receiving interface counted, this host's per-second samples as
+/// intervals (on this host's end only when the other end is the peer's).
+fn stream(
+    id: u32,
+    flow: Flow,
+    (sent, received): (u64, u64),
+    seconds: f64,
+    samples: &[(f64, u64, u64)],
+    which: usize,
+    local_ends_only: bool,
+) -> StreamResult {
     let mut intervals = Vec::new();
     let (mut last_at, mut last_bytes) = (0.0, 0u64);
     for &(at, tx, rx) in samples {
@@ -301,14 +415,23 @@ fn stream(id: u32, flow: Flow, bytes: u64, seconds: f64, samples: &[(f64, u64, u
         });
         (last_at, last_bytes) = (at, b);
     }
-    let end = |role| StreamEnd {
-        stream_id: id,
-        role,
-        bytes,
-        seconds,
-        bits_per_second: bits_per_second(bytes, seconds),
-        intervals: intervals.clone(),
-        ..StreamEnd::default()
+    // Stream 1 is sent here (its sender end is local), stream 2 received.
+    let local = if which == 0 { Role::Sender } else { Role::Receiver };
+    let end = |role| {
+        let bytes = if role == Role::Sender { sent } else { received };
+        StreamEnd {
+            stream_id: id,
+            role,
+            bytes,
+            seconds,
+            bits_per_second: bits_per_second(bytes, seconds),
+            intervals: if role == local || !local_ends_only {
+                intervals.clone()
+            } else {
+                Vec::new()
+            },
+            ..StreamEnd::default()
+        }
     };
     StreamResult {
         stream_id: id,

@@ -31,6 +31,12 @@
 //! and gets `facts {facts}` back (the agent's host and the interface
 //! toward the client).
 //!
+//! `nicbench watch --peer` sends `watch_start` instead of `test_request`
+//! (to an agent whose hello offers the `watch` feature): the agent answers
+//! `watch_started {agent, max_seconds}` and samples its CPU and the
+//! interface toward the client until `watch_stop`, answered by
+//! `done {report}`; or `busy`/`error` like a test request.
+//!
 //! See `docs/PROTOCOL.md` for the full description.
 
 pub mod auth;
@@ -149,6 +155,15 @@ pub enum Message {
     /// Agent: the whole run of a peer test (both ends' reports merged, as
     /// `--json` prints it), measured by this agent as the client.
     PeerTestDone { run: Box<RunResult> },
+    /// Client (to an agent offering the `watch` feature), instead of a test
+    /// request: sample your CPU and the interface toward me from now on.
+    WatchStart,
+    /// Agent: sampling; it ends at `watch_stop`, when the connection
+    /// closes, or after `max_seconds` (the agent's --max-duration), when
+    /// the agent sends `error` instead of its report.
+    WatchStarted { agent: HostFacts, max_seconds: f64 },
+    /// Client: stop sampling and send your side (`done {report}`).
+    WatchStop,
 }
 
 impl Message {
@@ -176,6 +191,9 @@ impl Message {
             Message::Addresses { .. } => "addresses",
             Message::PeerTestRequest { .. } => "peer_test_request",
             Message::PeerTestDone { .. } => "peer_test_done",
+            Message::WatchStart => "watch_start",
+            Message::WatchStarted { .. } => "watch_started",
+            Message::WatchStop => "watch_stop",
         }
     }
 }
@@ -204,6 +222,9 @@ pub const FEATURE_LINKS: &str = "links";
 /// Feature of [`Hello::features`]: this agent runs third-party tests for an
 /// authenticated coordinator (`serve --allow-peer-tests`; `nicbench mesh`).
 pub const FEATURE_PEER_TESTS: &str = "peer_tests";
+/// Feature of [`Hello::features`]: `watch_start`/`watch_stop` (sampling
+/// the agent's side around a command, `nicbench watch --peer`).
+pub const FEATURE_WATCH: &str = "watch";
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0

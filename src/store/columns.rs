@@ -31,8 +31,61 @@ pub struct Columns {
     pub agent_cpu_percent: Option<f64>,
     pub client_service_demand_us_per_kb: Option<f64>,
     pub agent_service_demand_us_per_kb: Option<f64>,
+    /// The client's CPU split (`cpu.client.user_percent`, ...; schema 3).
+    pub client_cpu_parts: CpuParts,
+    /// The agent's CPU split (`cpu.agent.user_percent`, ...; schema 3).
+    pub agent_cpu_parts: CpuParts,
     pub verdict_kind: Option<String>,
     pub headline: Option<Headline>,
+}
+
+/// One end's CPU time by kind, percent of all cores (the `user_percent`,
+/// `system_percent`, `softirq_percent`, `irq_percent` of its CPU report).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuParts {
+    pub user_percent: Option<f64>,
+    pub system_percent: Option<f64>,
+    pub softirq_percent: Option<f64>,
+    pub irq_percent: Option<f64>,
+}
+
+/// The kinds of CPU time kept as columns, as named in a CPU report.
+pub const CPU_PARTS: [&str; 4] = ["user", "system", "softirq", "irq"];
+
+/// The columns of the CPU split, client's then agent's, each in the order
+/// of [`CPU_PARTS`] (`client_cpu_user_percent`, ..., `agent_cpu_irq_percent`).
+pub const CPU_PART_COLUMNS: [&str; 8] = [
+    "client_cpu_user_percent",
+    "client_cpu_system_percent",
+    "client_cpu_softirq_percent",
+    "client_cpu_irq_percent",
+    "agent_cpu_user_percent",
+    "agent_cpu_system_percent",
+    "agent_cpu_softirq_percent",
+    "agent_cpu_irq_percent",
+];
+
+impl CpuParts {
+    /// The split of the CPU report at `path` (`cpu.client`).
+    fn of(doc: &Value, path: &str) -> CpuParts {
+        let part = |kind: &str| number(doc, &format!("{path}.{kind}_percent"));
+        CpuParts {
+            user_percent: part("user"),
+            system_percent: part("system"),
+            softirq_percent: part("softirq"),
+            irq_percent: part("irq"),
+        }
+    }
+
+    /// In the order of [`CPU_PARTS`].
+    pub fn values(&self) -> [Option<f64>; 4] {
+        [
+            self.user_percent,
+            self.system_percent,
+            self.softirq_percent,
+            self.irq_percent,
+        ]
+    }
 }
 
 /// The one figure a run is listed by, with its unit.
@@ -90,6 +143,8 @@ pub fn of_document(doc: &Value) -> Columns {
         agent_cpu_percent: number(doc, "cpu.agent.utilization_percent"),
         client_service_demand_us_per_kb: number(doc, "cpu.client.service_demand_us_per_kb"),
         agent_service_demand_us_per_kb: number(doc, "cpu.agent.service_demand_us_per_kb"),
+        client_cpu_parts: CpuParts::of(doc, "cpu.client"),
+        agent_cpu_parts: CpuParts::of(doc, "cpu.agent"),
         verdict_kind: text(doc, "verdict.kind"),
         headline: None,
     };
@@ -138,8 +193,27 @@ mod tests {
         assert_eq!((c.client_mtu_bytes, c.agent_mtu_bytes), (Some(65536), Some(9000)));
         assert_eq!(c.link_speed_bits_per_second, Some(1e8));
         assert_eq!(c.loss_percent, None);
+        assert_eq!(c.client_cpu_parts, CpuParts::default());
         let h = c.headline.unwrap();
         assert_eq!((h.metric.as_str(), h.value), ("transactions_per_second", 2e4));
+    }
+
+    #[test]
+    fn the_cpu_split_of_both_ends_is_read_and_a_missing_part_is_null() {
+        let doc = json!({"cpu": {
+            "client": {"user_percent": 1.5, "system_percent": 20.0, "softirq_percent": 7.25, "irq_percent": 0.5},
+            "agent": {"user_percent": 2.0, "system_percent": 30, "softirq_percent": 9.0},
+        }});
+        let c = of_document(&doc);
+        assert_eq!(
+            c.client_cpu_parts.values(),
+            [Some(1.5), Some(20.0), Some(7.25), Some(0.5)]
+        );
+        assert_eq!(c.agent_cpu_parts.values(), [Some(2.0), Some(30.0), Some(9.0), None]);
+        for (i, name) in CPU_PART_COLUMNS.iter().enumerate() {
+            let end = if i < 4 { "client" } else { "agent" };
+            assert_eq!(*name, format!("{end}_cpu_{}_percent", CPU_PARTS[i % 4]));
+        }
     }
 
     #[test]

@@ -294,6 +294,57 @@ mod tests {
     }
 
     #[test]
+    fn migration_3_fills_the_cpu_split_from_documents_and_skips_what_is_not_a_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.db");
+        let conn = Connection::open(&path).unwrap();
+        // A database as schema 2 left it, written by raw SQL.
+        conn.execute_batch(&schema::MIGRATIONS[..2].concat()).unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
+            .unwrap();
+        let documents = [
+            // Integers are numbers too; a missing irq stays NULL.
+            r#"{"cpu": {"client": {"user_percent": 10, "system_percent": 20.5, "softirq_percent": 3.25, "irq_percent": 1.0},
+                        "agent": {"user_percent": 1.5, "system_percent": 2.5, "softirq_percent": 4.5}}}"#,
+            // A string where a number belongs is not a figure.
+            r#"{"cpu": {"client": {"user_percent": "10"}, "agent": null}}"#,
+            // Not JSON at all (never written by nicbench, but no reason to fail).
+            "not json",
+        ];
+        for (i, document) in documents.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, \
+                 nicbench_version, workload, document, complete) VALUES (?1, 1.0, 2.0, 'x', '0.1.0', 'tcp', ?2, 1)",
+                rusqlite::params![i as i64 + 1, document],
+            )
+            .unwrap();
+        }
+        drop(conn);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
+        let split = store
+            .column_rows(&query::Filter::default(), &columns::CPU_PART_COLUMNS)
+            .unwrap();
+        use rusqlite::types::Value::{Null, Real};
+        assert_eq!(
+            split[0].1,
+            vec![
+                Real(10.0),
+                Real(20.5),
+                Real(3.25),
+                Real(1.0),
+                Real(1.5),
+                Real(2.5),
+                Real(4.5),
+                Null
+            ]
+        );
+        assert_eq!(split[1].1, vec![Null; 8]);
+        assert_eq!(split[2].1, vec![Null; 8]);
+    }
+
+    #[test]
     fn a_file_that_is_not_a_database_is_called_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.db");

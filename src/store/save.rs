@@ -155,13 +155,14 @@ impl serde::Serialize for TrialOnly<'_> {
     }
 }
 
-/// The column values of `runs`, in the order of [`COLUMN_NAMES`].
+/// The column values of `runs`, in the order of [`COLUMN_NAMES`] then
+/// [`columns::CPU_PART_COLUMNS`].
 fn column_values(c: &Columns) -> Vec<Sql> {
     let text = |v: &Option<String>| v.clone().map(Sql::Text).unwrap_or(Sql::Null);
     let int = |v: Option<i64>| v.map(Sql::Integer).unwrap_or(Sql::Null);
     let real = |v: Option<f64>| v.filter(|x| x.is_finite()).map(Sql::Real).unwrap_or(Sql::Null);
     let h = c.headline.as_ref();
-    vec![
+    let mut values = vec![
         Sql::Real(c.started_at_unix_seconds),
         text(&c.agent_address),
         text(&c.client_host),
@@ -188,7 +189,14 @@ fn column_values(c: &Columns) -> Vec<Sql> {
         text(&h.map(|h| h.metric.clone())),
         text(&h.map(|h| h.unit.clone())),
         real(h.map(|h| h.value)),
-    ]
+    ];
+    let parts = c
+        .client_cpu_parts
+        .values()
+        .into_iter()
+        .chain(c.agent_cpu_parts.values());
+    values.extend(parts.map(real));
+    values
 }
 
 const COLUMN_NAMES: &[&str] = &[
@@ -233,6 +241,7 @@ fn upsert_run(
     values.push(Sql::Text(doc.to_string()));
     values.push(Sql::Integer(complete as i64));
     let mut names: Vec<&str> = COLUMN_NAMES.to_vec();
+    names.extend(columns::CPU_PART_COLUMNS);
     names.extend(["document", "complete"]);
     if let Some(id) = id {
         let set: Vec<String> = names

@@ -56,6 +56,7 @@ mod service;
 mod snapshots;
 mod store;
 mod store_import;
+mod store_migration;
 mod sweep;
 mod tcp;
 mod udp;

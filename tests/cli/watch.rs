@@ -105,3 +105,199 @@ print('received', n, flush=True)\n";
         .unwrap();
     assert!((rate - sent * 8.0 / seconds).abs() < 1.0);
 }
+
+/// `watch --peer`: the agent on the receiving lab host samples its side
+/// over the same interval; its interface's received bytes agree with what
+/// this host's interface transmitted, and its CPU (every core, softirq) and
+/// counters are in the report, named as the peer.
+#[test]
+fn lab_watch_with_a_peer_has_the_peers_cpu_and_counters_agreeing_with_ours() {
+    require_lab!();
+    if std::process::Command::new("python3").arg("-V").output().is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI needs python3 for the receiver"
+        );
+        eprintln!("SKIPPED: python3 is needed for the receiving end");
+        return;
+    }
+    let lab = lab_builder().mtu(9000).build().unwrap();
+    let b = lab.addr("b").to_string();
+    let peer = format!("{b}:{}", lab.agent_port());
+    let receiver = "import socket\n\
+s = socket.socket(); s.bind(('0.0.0.0', 9000)); s.listen(1)\n\
+print('listening', flush=True)\n\
+while True:\n    c, _ = s.accept()\n    while c.recv(1 << 20): pass\n    c.close(); print('received', flush=True)\n";
+    let mut server = lab
+        .command("b", "python3")
+        .args(["-c", receiver])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = Lines::collect(server.stdout.take().unwrap());
+    lines.wait_for(0, "listening", LOG_LIMIT).unwrap();
+    let copy = format!("head -c 200000000 /dev/zero > /dev/tcp/{b}/9000");
+    let watch = |json: bool| {
+        let mut command = lab.command("a", BIN);
+        clean_env(&mut command)
+            .args(["watch", "--peer", &peer, "--no-save"])
+            .args(if json { &["--json"][..] } else { &[][..] })
+            .args(["--", "bash", "-c", &copy])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = wait_output(command.spawn().unwrap(), COMMAND_LIMIT, "nicbench watch --peer");
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let out = watch(true);
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Without --iface, the interface toward the peer.
+    assert_eq!(run["spec"]["params"]["interface"], "eth0");
+    assert_eq!(run["spec"]["params"]["peer_sampled"], true);
+    let sent = run["sum"]["client_to_agent"]["sender"]["bytes"].as_f64().unwrap();
+    let peer_received = run["counters"]["agent"]["nic"]["rx_bytes"].as_f64().unwrap();
+    eprintln!("this host transmitted {sent} B on eth0, the peer's interface received {peer_received} B");
+    // The command may end with the last bytes still in its socket's send
+    // buffer: the interface then counted a little less than the payload.
+    assert!(sent >= 190_000_000.0, "{sent}");
+    let ratio = peer_received / sent;
+    assert!((0.98..=1.02).contains(&ratio), "{ratio}");
+    assert_eq!(
+        run["sum"]["client_to_agent"]["receiver"]["bytes"].as_f64(),
+        Some(peer_received)
+    );
+    let cpu = &run["cpu"]["agent"];
+    assert!(cpu["logical_cpus"].as_u64().unwrap() > 0, "{cpu}");
+    assert_eq!(
+        cpu["per_core"].as_array().unwrap().len() as u64,
+        cpu["logical_cpus"].as_u64().unwrap()
+    );
+    assert!(cpu["softirq_percent"].is_number() && cpu["utilization_percent"].as_f64().unwrap() > 0.0);
+    let peer_name = run["agent"]["facts"]["hostname"].as_str().unwrap().to_string();
+    assert!(!peer_name.is_empty());
+    assert_eq!(run["counters"]["agent"]["interface"], "eth0");
+
+    // The words: this host and the peer by name, directions by the interface.
+    let out = watch(false);
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("client->agent") && !text.contains("agent->client"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("<-> peer {peer_name}")), "{text}");
+    assert!(text.contains(&format!("CPU peer {peer_name}: ")), "{text}");
+    assert!(text.contains("[SUM] transmitted"), "{text}");
+    assert!(text.contains(&format!("peer {peer}: eth0 received")), "{text}");
+}
+
+/// A `watch --peer` that cannot sample the peer fails before the command
+/// runs: nothing is run unmeasured. Each error says what to do.
+#[test]
+fn watch_with_a_peer_that_cannot_sample_runs_nothing_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let marker = marker.to_str().unwrap();
+    let watch = |peer: &str, extra: &[&str]| {
+        let mut argv = vec!["watch", "--iface", "lo", "--no-save", "--peer", peer];
+        argv.extend_from_slice(extra);
+        argv.extend_from_slice(&["--", "touch", marker]);
+        nicbench(&argv)
+    };
+    // Down: nothing listens.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let out = watch(&format!("127.0.0.1:{port}"), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no nicbench agent listens there"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("the command was not run"), "{}", stderr(&out));
+    // Not an agent: something else answers.
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = http.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::Write;
+        let (mut s, _) = http.accept().unwrap();
+        let _ = s.write_all(b"HTTP/1.0 400 Bad Request\r\n\r\n");
+    });
+    let out = watch(&format!("127.0.0.1:{port}"), &[]);
+    server.join().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a nicbench agent"), "{}", stderr(&out));
+    // An agent that wants a key the client does not give.
+    let key = dir.path().join("key");
+    std::fs::write(&key, "a sufficiently long pre-shared key for the watch test\n").unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let key = key.to_str().unwrap();
+    let agent = AgentProcess::start(&["--psk-file", key]);
+    let out = watch(&format!("127.0.0.1:{}", agent.port), &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--psk-file"), "{}", stderr(&out));
+    assert!(
+        !std::path::Path::new(marker).exists(),
+        "the command ran without its peer"
+    );
+    // With the key it runs, and the peer's side is in the result.
+    let out = watch(&format!("127.0.0.1:{}", agent.port), &["--psk-file", key, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::path::Path::new(marker).exists());
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(run["cpu"]["agent"]["logical_cpus"].as_u64().unwrap() > 0);
+    assert_eq!(run["counters"]["agent"]["interface"], "lo");
+}
+
+/// A client that starts a watch and vanishes frees the agent at once; one
+/// that holds a watch makes others hear `busy` (and their command is not
+/// run); the agent keeps serving.
+#[test]
+fn the_agent_keeps_serving_after_a_watch_client_disappears() {
+    use nicbench::protocol::Message;
+    let mut agent = super::rawclient::LoggedAgent::start(&[]);
+    let mut raw = super::rawclient::Raw::connect(agent.port);
+    raw.hello().send(&Message::WatchStart);
+    match raw.recv() {
+        Some(Message::WatchStarted {
+            agent: facts,
+            max_seconds,
+        }) => {
+            assert!(max_seconds > 0.0);
+            assert_eq!(facts.interface.map(|i| i.name), Some("lo".to_string()));
+        }
+        other => panic!("expected watch_started, got {other:?}"),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = nicbench(&[
+        "watch",
+        "--iface",
+        "lo",
+        "--no-save",
+        "--peer",
+        &format!("127.0.0.1:{}", agent.port),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+    assert!(!marker.exists());
+    let mark = agent.log_mark();
+    drop(raw);
+    agent.wait_for_log_after(mark, "left during its watch");
+    agent.assert_serves_normally();
+    // Bad input in the middle of a watch: refused, never a panic.
+    let mut raw = super::rawclient::Raw::connect(agent.port);
+    raw.hello().send(&Message::WatchStart);
+    assert!(matches!(raw.recv(), Some(Message::WatchStarted { .. })));
+    raw.frame(b"{\"type\": \"watch_stop\", \"extra\": [1,2");
+    raw.expect_error_and_close("malformed");
+    agent.assert_serves_normally();
+}

@@ -123,7 +123,9 @@ impl Cpu {
         let mut rate = ChartBuilder::on(&right)
             .margin(12)
             .x_label_area_size(44)
-            .y_label_area_size(60)
+            // SI tick labels ("350 M") are wider than the left panel's "100":
+            // room for them and the axis title, as the other charts give.
+            .y_label_area_size(72)
             .build_cartesian_2d(Keyed::linear(0f64..n as f64, centers), 0f64..upper(top))
             .map_err(draw_err)?;
         marks.set("axes");

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use rusqlite::types::Value as Sql;
 use serde_json::Value;
 
 use super::cpu::CpuGroup;
@@ -13,6 +14,7 @@ use super::sweep::{SweepLine, SweepPoint};
 use super::timeline::StreamLine;
 use super::{Bars, Chart, ChartError, Cpu, Latency, Sweep, Timeline};
 use crate::report::compare::{col_label, Stat, Table};
+use crate::store::columns;
 use crate::store::compare::{self, Dimension, Metric};
 use crate::store::query::Filter;
 use crate::store::{Store, StoreError};
@@ -167,15 +169,15 @@ fn number(v: &Value) -> Option<f64> {
     v.as_f64().filter(|x| x.is_finite())
 }
 
-/// user, system, softirq, irq percent of one end (irq may be absent: 0).
-fn cpu_parts(side: &Value) -> Option<[f64; 4]> {
-    let part = |k: &str| number(&side[k]);
-    Some([
-        part("user_percent")?,
-        part("system_percent")?,
-        part("softirq_percent")?,
-        part("irq_percent").unwrap_or(0.0),
-    ])
+/// user, system, softirq, irq percent of one end from its columns (in the
+/// order of [`columns::CPU_PARTS`]); irq may be absent (0), the others not.
+fn cpu_parts(values: &[Sql]) -> Option<[f64; 4]> {
+    let part = |i: usize| match values[i] {
+        Sql::Real(r) if r.is_finite() => Some(r),
+        Sql::Integer(n) => Some(n as f64),
+        _ => None,
+    };
+    Some([part(0)?, part(1)?, part(2)?, part(3).unwrap_or(0.0)])
 }
 
 fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectError> {
@@ -185,22 +187,13 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectEr
         return Err(nothing_complete());
     }
     let mut groups: BTreeMap<Vec<String>, (usize, [f64; 4], [f64; 4])> = BTreeMap::new();
-    // Each document is scanned once by serde, which skips all but `cpu`
-    // without building it (rr documents carry large histograms).
-    #[derive(serde::Deserialize)]
-    struct CpuOnly {
-        #[serde(default)]
-        cpu: Value,
-    }
+    // The split is kept as columns (schema 3): no document is read.
     let row_of: BTreeMap<i64, &Vec<String>> = found.records.iter().map(|r| (r.run_id, &r.row)).collect();
-    for (id, document) in store.column_rows(filter, &["document"])? {
-        let (Some(row), rusqlite::types::Value::Text(text)) = (row_of.get(&id), &document[0]) else {
+    for (id, values) in store.column_rows(filter, &columns::CPU_PART_COLUMNS)? {
+        let Some(row) = row_of.get(&id) else {
             continue;
         };
-        let Ok(CpuOnly { cpu }) = serde_json::from_str::<CpuOnly>(text) else {
-            continue;
-        };
-        let (Some(client), Some(agent)) = (cpu_parts(&cpu["client"]), cpu_parts(&cpu["agent"])) else {
+        let (Some(client), Some(agent)) = (cpu_parts(&values[..4]), cpu_parts(&values[4..])) else {
             continue;
         };
         let entry = groups.entry((*row).clone()).or_insert((0, [0.0; 4], [0.0; 4]));
@@ -284,7 +277,7 @@ fn newest<T>(
         let of_kind: std::collections::HashSet<i64> = store
             .column_rows(filter, &["workload"])?
             .into_iter()
-            .filter(|(_, v)| matches!(&v[0], rusqlite::types::Value::Text(w) if workloads.contains(&w.as_str())))
+            .filter(|(_, v)| matches!(&v[0], Sql::Text(w) if workloads.contains(&w.as_str())))
             .map(|(id, _)| id)
             .collect();
         ids.retain(|id| of_kind.contains(id));
