@@ -47,6 +47,7 @@ mod mesh;
 mod metrics;
 mod pictures;
 mod plan;
+mod prometheus;
 mod rawclient;
 mod repeat;
 mod result_schema;
