@@ -158,8 +158,18 @@ fn the_probe_runs_a_test_toward_another_agent_and_needs_its_token() {
     let token = dir.path().join("token");
     std::fs::write(&token, "probe-token-1\n").unwrap();
     let token_arg = token.display().to_string();
-    let (_prober, metrics) = agent_with_metrics(&["--metrics-probe", "--metrics-token-file", &token_arg]);
-    let target = AgentProcess::start(&[]);
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, "the probe test's key, sixteen bytes or more\n").unwrap();
+    let psk = psk.display().to_string();
+    let (prober, metrics) = agent_with_metrics(&[
+        "--psk-file",
+        &psk,
+        "--allow-peer-tests",
+        "--metrics-probe",
+        "--metrics-token-file",
+        &token_arg,
+    ]);
+    let target = AgentProcess::start(&["--psk-file", &psk]);
     let query = format!(
         "GET /probe?target=127.0.0.1:{}&workload=tcp&duration=0.3 HTTP/1.1\r\n",
         target.port
@@ -191,6 +201,20 @@ fn the_probe_runs_a_test_toward_another_agent_and_needs_its_token() {
         .as_bytes(),
     );
     assert_eq!(value(&failed, "probe_success"), Some(0.0), "{failed}");
+    // Toward an agent that does not prove the key: a peer test refuses it,
+    // so the probe fails without sending it any test.
+    let keyless = AgentProcess::start(&[]);
+    let refused = http(
+        metrics,
+        format!(
+            "GET /probe?target=127.0.0.1:{}&workload=tcp&duration=0.3 HTTP/1.1\r\nAuthorization: Bearer probe-token-1\r\n\r\n",
+            keyless.port
+        )
+        .as_bytes(),
+    );
+    assert_eq!(value(&refused, "probe_success"), Some(0.0), "{refused}");
+    prober.wait_for_log("does not ask for a pre-shared key");
+    assert!(!keyless.logs().contains("running tcp test"), "{}", keyless.logs());
     let bad = http(
         metrics,
         b"GET /probe?target=127.0.0.1&workload=sweep HTTP/1.1\r\nAuthorization: Bearer probe-token-1\r\n\r\n",

@@ -95,6 +95,10 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
+    // The reader threads may not have drained the pipes yet: wait for the
+    // hint line (or the pipe's end) instead of reading what is there now.
+    let _ = err.wait_for(0, "run `nicbench run", COMMAND_LIMIT);
+    let _ = out.wait_for(0, "\0", COMMAND_LIMIT); // returns when stdout closes
     let (stdout, stderr_text) = (out.text(), err.text());
     assert_eq!(status.code(), Some(6), "stdout:\n{stdout}\nstderr:\n{stderr_text}");
     assert!(stderr_text.contains("run `nicbench run"), "{stderr_text}");
