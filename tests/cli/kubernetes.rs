@@ -107,29 +107,13 @@ fn check_psk_mount(pod: &Yaml, container: &Yaml, psk_path: &str, secrets: &[&Yam
     );
 }
 
-/// Parses an argument list with the real command line; an option another
-/// branch adds (--allow-peer-tests, the mesh subcommand) is reported, not failed.
+/// Parses an argument list with the real command line: a manifest that
+/// names an option or a subcommand nicbench lacks fails here.
 fn parses_as_nicbench(args: &[String], what: &str) {
     let mut argv = vec!["nicbench".to_string()];
     argv.extend(args.iter().cloned());
-    match nicbench::cli::Cli::try_parse_from(&argv) {
-        Ok(_) => {}
-        Err(e)
-            if matches!(
-                e.kind(),
-                clap::error::ErrorKind::UnknownArgument | clap::error::ErrorKind::InvalidSubcommand
-            ) && (e.to_string().contains("--allow-peer-tests") || e.to_string().contains("'mesh'")) =>
-        {
-            eprintln!(
-                "NOTE {what}: this build's command line lacks what the manifest uses: {}",
-                e.to_string().lines().next().unwrap_or("")
-            );
-            let rest: Vec<String> = argv.iter().filter(|a| *a != "--allow-peer-tests").cloned().collect();
-            if rest.get(1).map(String::as_str) != Some("mesh") {
-                nicbench::cli::Cli::try_parse_from(&rest).unwrap_or_else(|e| panic!("{what}: {e}"));
-            }
-        }
-        Err(e) => panic!("{what}: the arguments do not parse: {e}"),
+    if let Err(e) = nicbench::cli::Cli::try_parse_from(&argv) {
+        panic!("{what}: the arguments do not parse: {e}");
     }
 }
 
