@@ -11,7 +11,8 @@
 #    Reported: medians and their difference. Goal (issue 18): under 50 ms.
 # 2. The whole mesh of N hosts: wall time against 2(N-1) x (test time + the
 #    per-test overhead measured in 1). Goal: within 10%.
-# Needs root (the lab) and python3. Builds and removes lab `mbench`.
+# Needs root (the lab) and python3. Builds lab `mbench` and removes it at exit
+# (also on failure: the trap runs because python3 is not exec'd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-6}
@@ -42,7 +43,7 @@ for h in $hosts; do
   for _ in $(seq 100); do grep -q "listening on" "$WORK/$h.log" && break; sleep 0.1; done
 done
 export NICBENCH_DB=$WORK/bench.db
-exec python3 - "$NB" "$LAB" "$WORK" "$SECONDS_PER_TEST" "$ROUNDS" "${members[@]}" <<'PY'
+python3 - "$NB" "$LAB" "$WORK" "$SECONDS_PER_TEST" "$ROUNDS" "${members[@]}" <<'PY'
 import json, statistics, subprocess, sys, time
 
 nb, lab, work, t, rounds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])

@@ -111,7 +111,12 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         },
     };
     let sampler = ProcStat;
-    let command_line = args.command.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ");
+    let command_line = args
+        .command
+        .iter()
+        .map(|a| super::save::quote(a))
+        .collect::<Vec<_>>()
+        .join(" ");
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let counters_before = probe.snapshot();
     let cpu_before = sampler.sample().context("reading /proc/stat")?;
@@ -439,18 +444,5 @@ fn stream(
         sender: end(Role::Sender),
         receiver: end(Role::Receiver),
         extras: Default::default(),
-    }
-}
-
-/// An argument as a shell would need it quoted.
-fn shell_word(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
     }
 }
