@@ -509,11 +509,17 @@ fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(),
 
 /// True when the peer has closed its end (a queued client that left).
 fn peer_gone(channel: &Channel) -> bool {
+    stream_closed(channel.stream())
+}
+
+/// True when the other end of `stream` has closed it (or it failed);
+/// reads nothing.
+fn stream_closed(stream: &TcpStream) -> bool {
     let mut byte = 0u8;
     // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK consumes nothing.
     let n = unsafe {
         libc::recv(
-            channel.stream().as_raw_fd(),
+            stream.as_raw_fd(),
             (&mut byte as *mut u8).cast(),
             1,
             libc::MSG_PEEK | libc::MSG_DONTWAIT,

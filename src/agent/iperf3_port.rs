@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
@@ -211,7 +210,7 @@ fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<
                 if shared.shutdown.load(Ordering::Relaxed) {
                     return refuse("the agent is shutting down".into());
                 }
-                if gone(control.stream()) {
+                if super::stream_closed(control.stream()) {
                     logging::info(&format!("{peer}: iperf3 client left the queue at position {position}"));
                     return None;
                 }
@@ -221,20 +220,4 @@ fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<
             }
         }
     }
-}
-
-/// True when the peer closed the connection (a waiting iperf3 client
-/// sends nothing, so anything readable is its end).
-fn gone(stream: &TcpStream) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: one byte of buffer; MSG_PEEK leaves it queued.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            &mut byte as *mut u8 as *mut libc::c_void,
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
 }

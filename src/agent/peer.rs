@@ -17,12 +17,11 @@
 //! 4. this agent holds its own test slot while it runs, so it never serves
 //!    another test (or a second peer test) at the same time.
 
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{admit, logging, Refusal, Shared};
+use super::{admit, logging, stream_closed, Refusal, Shared};
 use crate::metrics::PeerTestOutcome;
 use crate::protocol::channel::Channel;
 use crate::protocol::Message;
@@ -75,21 +74,6 @@ pub(super) fn check_request(shared: &Shared, target: &str, spec: &TestSpec) -> R
     Ok((host, port))
 }
 
-/// True when the coordinator has closed its control connection.
-fn coordinator_gone(stream: &TcpStream) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK consumes nothing.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            (&mut byte as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
-}
-
 /// Runs one peer test for the coordinator on `channel` and answers with
 /// the run, or refuses in words.
 pub(super) fn serve(
@@ -131,7 +115,7 @@ pub(super) fn serve(
     let interrupted = || {
         if shared.shutdown.load(Ordering::Relaxed) {
             Some("the agent running the peer test is shutting down".to_string())
-        } else if coordinator_gone(&watch) {
+        } else if stream_closed(&watch) {
             Some("the coordinator closed its connection".to_string())
         } else {
             None
