@@ -96,16 +96,24 @@ pub fn metric_of(workload: &str) -> (&'static str, &'static str, Better) {
     }
 }
 
+/// A round trip in µs (3 significant digits, from the HDR histogram) as
+/// seconds, rounded to the nanosecond so that it prints as it was measured.
+pub fn rtt_seconds(us: f64) -> f64 {
+    (us * 1e3).round() / 1e9
+}
+
 /// The matrix figure of one run: receiver throughput, or the median
 /// round trip of an rr run in seconds.
 pub fn value_of(run: &RunResult) -> Option<f64> {
-    let doc = serde_json::to_value(run).ok()?;
+    let sum = &run.result.sum;
     let v = match run.workload.as_str() {
-        "rr" => doc
-            .pointer("/sum/rr/latency/p50_us")
+        "rr" => sum
+            .extras
+            .get::<Value>("rr")?
+            .pointer("/latency/p50_us")
             .and_then(Value::as_f64)
-            .map(|us| (us * 1e3).round() / 1e9),
-        _ => doc.pointer("/sum/receiver/bits_per_second").and_then(Value::as_f64),
+            .map(rtt_seconds),
+        _ => Some(sum.receiver.bits_per_second),
     }?;
     (v.is_finite() && v > 0.0).then_some(v)
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::matrix::{metric_of, Cell, MeshHost, MeshResult, SCHEMA};
+use super::matrix::{metric_of, rtt_seconds, Cell, MeshHost, MeshResult, SCHEMA};
 use crate::store::query::{Filter, RunSummary};
 use crate::store::{Store, StoreError};
 
@@ -60,7 +60,7 @@ pub fn meshes(store: &Store, filter: &Filter) -> Result<Vec<MeshResult>, StoreEr
             .map(|r| {
                 let p = parts.get(&r.id);
                 let value = match workload.as_str() {
-                    "rr" => p.and_then(|p| p.number(1)).map(|us| (us * 1e3).round() / 1e9),
+                    "rr" => p.and_then(|p| p.number(1)).map(rtt_seconds),
                     _ => p.and_then(|p| p.number(0)),
                 };
                 let text = |i: usize| {
