@@ -22,6 +22,8 @@ pub struct Heatmap {
     pub flagged: Vec<(usize, usize)>,
     /// Hosts left out of the mesh (down, refused): their cells say so.
     pub down: Vec<bool>,
+    /// The outliers in words (what the red frames mean).
+    pub findings: Vec<String>,
 }
 
 impl Heatmap {
@@ -70,6 +72,7 @@ impl Heatmap {
             unit: mesh.unit.clone(),
             flagged,
             down: mesh.hosts.iter().map(|h| h.status != "ok").collect(),
+            findings: mesh.outliers.iter().map(|o| o.words.clone()).collect(),
         }
     }
 

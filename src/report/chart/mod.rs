@@ -120,8 +120,12 @@ impl Chart {
             Chart::Latency(_) => "Latency percentile curves, p50 to p99.99, log scales".into(),
             Chart::Timeline(_) => "Per-interval throughput of each stream over time".into(),
             Chart::Heatmap(c) => format!(
-                "Heat map of {} hosts, senders down and receivers across, lighter is better",
-                c.names.len()
+                "Heat map of {} hosts, senders down and receivers across, lighter is better; {}",
+                c.names.len(),
+                match c.findings.as_slice() {
+                    [] => "no outliers".to_string(),
+                    found => format!("framed in red, the outliers: {}", found.join("; ")),
+                }
             ),
         };
         format!("{what}; series: {}.", self.series_names().join(", "))
