@@ -221,6 +221,10 @@ fn unexpected(expected: &str, got: Message, addr: SocketAddr) -> SessionError {
             seconds_left,
             running_seconds,
         },
+        Message::Error { message } if message.contains("unknown field") => SessionError::AgentRefused(format!(
+            "{message} (the agent runs an older nicbench build than this client, which added that \
+             parameter: run the same build on both ends)"
+        )),
         Message::Error { message } => SessionError::AgentRefused(message),
         other => SessionError::Protocol(ProtocolError::Unexpected {
             expected: expected.to_string(),
