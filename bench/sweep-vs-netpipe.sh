@@ -8,7 +8,7 @@
 #
 # Usage: bench/sweep-vs-netpipe.sh [MAX_SIZE]   (default 8M, NPtcp -u in bytes)
 # Env:   NICBENCH=path/to/nicbench (default target/release/nicbench, built if absent)
-#        POINT_TIME=100ms (nicbench --point-time)
+#        POINT_TIME=130ms, PASSES=2 (nicbench --point-time, --passes; default: nicbench's)
 #        RUNS=3 (rounds of NPtcp and nicbench, interleaved)
 #        KEEP=dir (keep every round's raw output there)
 #
@@ -20,7 +20,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 MAX_ARG=${1:-8M}
-POINT_TIME=${POINT_TIME:-100ms}
+POINT_TIME=${POINT_TIME:-}
+PASSES=${PASSES:-}
 RUNS=${RUNS:-3}
 NICBENCH=${NICBENCH:-target/release/nicbench}
 command -v NPtcp >/dev/null || { echo "NPtcp not found: apt-get install netpipe-tcp" >&2; exit 1; }
@@ -64,7 +65,7 @@ run_nicbench() { # $1: output CSV, then sweep options; sets $wall
     local out=$1 t0 t1
     shift
     t0=$(now)
-    "$NICBENCH" sweep 127.0.0.1 -p "$nb_port" --point-time "$POINT_TIME" --csv "$@" >"$out" 2>"$tmp/nb.log"
+    "$NICBENCH" sweep 127.0.0.1 -p "$nb_port" ${POINT_TIME:+--point-time "$POINT_TIME"} ${PASSES:+--passes "$PASSES"} --csv "$@" >"$out" 2>"$tmp/nb.log"
     t1=$(now)
     wall=$(echo "$t1 - $t0" | bc -l)
 }
@@ -90,7 +91,7 @@ for round in $(seq "$RUNS"); do
 done
 echo "load after the last round: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$tmp" "$RUNS" "$POINT_TIME" "$MAX" <<'PY'
+python3 - "$tmp" "$RUNS" "--point-time ${POINT_TIME:-default} --passes ${PASSES:-default}" "$MAX" <<'PY'
 import csv, statistics, sys
 tmp, runs, point_time, top = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 np_lat, nb_lat, nb_wide, np_peak, nb_peak = {}, {}, {}, [], []
@@ -139,5 +140,5 @@ gb = lambda v: f"{v / 1e9:.2f}"
 print(f"peak, median of {runs}: NPtcp {gb(med(np_peak))} Gbit/s, nicbench {gb(med(nb_peak))} Gbit/s, ratio {med(nb_peak) / med(np_peak):.3f}   (goal: >= 0.95)")
 print(f"  NPtcp peaks {' '.join(gb(p) for p in np_peak)}; nicbench peaks {' '.join(gb(p) for p in nb_peak)} Gbit/s")
 print(f"wall time, median of {runs}: NPtcp {med(walls['np']):.1f} s, nicbench {med(walls['nb']):.1f} s, ratio {med(walls['nb']) / med(walls['np']):.3f}   (goal: <= 0.5)")
-print(f"(nicbench --point-time {point_time}; peaks from size and time in SI Gbit/s, NPtcp's Mbps column is 2^20 bit/s)")
+print(f"(nicbench {point_time}; peaks from size and time in SI Gbit/s, NPtcp's Mbps column is 2^20 bit/s)")
 PY

@@ -35,9 +35,13 @@ pub struct SweepArgs {
     /// Ping-pong over UDP, for the sizes that fit a datagram (at most 65507 B).
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// About how long each size runs; the number of exchanges adapts (at least 7).
-    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse::positive_duration)]
+    /// About how long each size is timed, over all passes; the number of exchanges adapts (at least 7).
+    #[arg(long, value_name = "DURATION", default_value = "130ms", value_parser = parse::positive_duration)]
     pub point_time: Duration,
+    /// Go through the sizes this many times, seconds apart; each size's figure is its best batch of all.
+    #[arg(long, value_name = "N", default_value_t = crate::workload::sweep::DEFAULT_PASSES,
+          value_parser = clap::value_parser!(u32).range(1..=crate::workload::sweep::MAX_PASSES as i64))]
+    pub passes: u32,
     /// Print the points as CSV instead of the text report.
     #[arg(long, conflicts_with_all = ["json", "json_stream"])]
     pub csv: bool,

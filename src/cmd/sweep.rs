@@ -77,6 +77,7 @@ pub fn spec(args: &SweepArgs) -> anyhow::Result<TestSpec> {
         mode: args.mode,
         transport: if args.udp { Transport::Udp } else { Transport::Tcp },
         point_seconds: args.point_time.as_secs_f64(),
+        passes: Some(args.passes),
         link_speed_bits_per_second: args.measure.link_speed.map(|s| s as f64),
     };
     let mut spec = super::measure::base_spec("sweep", &args.measure, params.largest());
@@ -89,7 +90,7 @@ fn progress_display() -> ProgressCallback {
     if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template("sweep [{bar:30}] {pos}/{len} sizes, {elapsed} elapsed  {msg}")
+            ProgressStyle::with_template("sweep [{bar:30}] {pos}/{len} (sizes x passes), {elapsed} elapsed  {msg}")
                 .expect("a valid template")
                 .progress_chars("=> "),
         );

@@ -60,10 +60,31 @@ fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
         let spread = p["spread_percent"].as_f64().unwrap();
         assert!((spread - 100.0 * (max - min) / median).abs() < 1e-6, "{p}");
         assert_eq!(p["wide"].as_bool().unwrap_or(false), spread > 25.0, "{p}");
+        // Two passes by default, then at most two extra rounds; each pass's
+        // fastest batch is there, and the point's figure is the best of them
+        // (or of an extra round's batches).
         let rounds = p["rounds"].as_u64().unwrap();
-        assert!((1..=3).contains(&rounds), "{p}");
+        assert!((2..=4).contains(&rounds), "{p}");
         assert!(p["batches"].as_u64().unwrap() >= rounds, "{p}");
+        let passes: Vec<f64> = p["pass_latency_us"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no pass figures: {p}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(passes.len(), 2, "{p}");
+        let best_pass = passes.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(min <= best_pass + 1e-9, "{p}");
+        if rounds == 2 {
+            assert!(
+                (min - best_pass).abs() < 1e-9,
+                "no extra round: the best pass is the figure: {p}"
+            );
+        }
+        assert!(passes.iter().all(|&v| v <= max + 1e-9), "{p}");
     }
+    assert_eq!(sweep["passes"], 2);
+    assert_eq!(run["spec"]["params"]["passes"], 2);
     // Both ends on one host and no -A: the sweep chose their cores and says so.
     if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
         let placement = sweep["placement"]
@@ -104,8 +125,62 @@ fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
         .filter(|p| p["size_bytes"].as_u64().unwrap() < half)
         .all(|p| p["best_bits_per_second"].as_f64().unwrap() < peak / 2.0));
     assert!(half <= summary["ninety_percent_peak_size_bytes"].as_u64().unwrap());
-    // Progress went to stderr, one line per size (stderr is not a terminal here).
-    assert!(stderr(&out).contains(&format!("sweep [{}/{}]", sizes.len(), sizes.len())));
+    // Progress went to stderr, one line per size and pass (stderr is not a
+    // terminal here).
+    let rounds = 2 * sizes.len();
+    assert!(
+        stderr(&out).contains(&format!("sweep [{rounds}/{rounds}] pass 2/2, 1048576 B: ")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!("sweep [1/{rounds}] pass 1/2, 1 B: ")),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `--passes N`: N rounds of every size, N pass figures each, one batch
+/// per pass from three on; `--passes 1` is one round and no extra pass.
+#[test]
+fn passes_go_through_the_sizes_again() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    for passes in [1u64, 3] {
+        let out = nicbench(&[
+            "sweep",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--sizes",
+            "1,4K,64K",
+            "--point-time",
+            "15ms",
+            "--passes",
+            &passes.to_string(),
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sweep = sweep_of(&run);
+        assert_eq!(sweep["passes"], passes);
+        for p in sweep["points"].as_array().unwrap() {
+            let figures = p["pass_latency_us"].as_array().unwrap();
+            assert_eq!(figures.len() as u64, passes, "{p}");
+            let rounds = p["rounds"].as_u64().unwrap();
+            assert!((passes..=passes + 2).contains(&rounds), "{p}");
+            // One pass: three batches a round; three passes: one.
+            let per_round = if passes == 1 { 3 } else { 1 };
+            assert_eq!(p["batches"].as_u64().unwrap(), per_round * rounds, "{p}");
+        }
+        let text = stderr(&out);
+        if passes == 1 {
+            assert!(text.contains("sweep [3/3] 65536 B: "), "{text}");
+            assert!(!text.contains("pass "), "{text}");
+        } else {
+            assert!(text.contains("sweep [9/9] pass 3/3, 65536 B: "), "{text}");
+        }
+    }
 }
 
 #[test]
@@ -143,7 +218,7 @@ fn table_and_csv_carry_units_and_line_rate() {
     let lines: Vec<&str> = csv.lines().collect();
     assert!(lines[0].starts_with("size_bytes,latency_us,bandwidth_mbit_per_second"));
     assert!(
-        lines[0].ends_with(",median_latency_us,max_latency_us,spread_percent,rounds,wide"),
+        lines[0].ends_with(",median_latency_us,max_latency_us,spread_percent,rounds,wide,pass_latency_us"),
         "{csv}"
     );
     assert_eq!(lines.len(), 4, "{csv}");
@@ -202,8 +277,10 @@ fn stream_mode_reports_time_per_message() {
 fn bad_sweep_options_are_refused_by_name() {
     let agent = AgentProcess::start(&[]);
     let port = agent.port_arg();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--mode", "stream", "-u"], "--mode stream"),
+        (&["--passes", "0"], "--passes"),
+        (&["--passes", "11"], "--passes"),
         (&["--min", "1M", "--max", "1K"], "--min"),
         (&["-P", "2"], "-P/--parallel"),
         (&["-O", "1s"], "-O/--omit"),
@@ -264,5 +341,52 @@ fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
             high_gain < low_gain / 4.0,
             "MTU {mtu}: gains {high_gain} vs {low_gain}: {sweep}"
         );
+    }
+}
+
+/// A time limit that ends the sweep in its second pass keeps every size the
+/// first pass measured, and says from which size on the sizes ran one pass.
+#[test]
+fn a_time_limit_in_the_second_pass_keeps_the_first() {
+    let agent = AgentProcess::start(&[]);
+    // Pass 1: a 150 ms warm-up and two sizes of 300 ms (about 0.75 s); pass
+    // 2 starts on the first size before the 1 s limit and the second size
+    // is past it. Under heavy load pass 1 may be cut short instead: then
+    // the unreached size is skipped and named, and nothing else is lost.
+    let out = nicbench(&[
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "--sizes",
+        "1,2",
+        "--point-time",
+        "600ms",
+        "-t",
+        "1s",
+        "--json",
+    ]);
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    let sweep = sweep_of(&run);
+    let note = sweep["note"].as_str().unwrap_or_else(|| panic!("no note: {sweep}"));
+    assert!(note.contains("time limit"), "{note}");
+    let points = sweep["points"].as_array().unwrap();
+    let skipped = sweep["skipped_sizes_bytes"].as_array().map_or(0, |s| s.len());
+    assert_eq!(points.len() + skipped, 2, "every size is a point or skipped: {sweep}");
+    if skipped == 0 {
+        // Pass 2 stopped before size 1 or before size 2 (depending on how
+        // fast pass 1 went): the note names the size, and the sizes from it
+        // on have one pass figure, those before it two.
+        let from: u64 = note
+            .split_once("in pass 2 of 2: the sizes from ")
+            .and_then(|(_, rest)| rest.split_once(" B on ran 1 pass;"))
+            .unwrap_or_else(|| panic!("the note does not say where pass 2 stopped: {note}"))
+            .0
+            .parse()
+            .unwrap();
+        for size in [1, 2] {
+            let passes = point(sweep, size)["pass_latency_us"].as_array().unwrap().len();
+            assert_eq!(passes, if size < from { 2 } else { 1 }, "{size} B: {sweep}");
+        }
     }
 }

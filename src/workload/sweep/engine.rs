@@ -51,6 +51,8 @@ struct Timing {
     /// Wall time of the point, every round.
     seconds: f64,
     rounds: u32,
+    /// The fastest batch of each pass (seconds per exchange).
+    pass_best: Vec<f64>,
 }
 
 impl Timing {
@@ -65,6 +67,21 @@ impl Timing {
         self.lost += other.lost;
         self.seconds += other.seconds;
         self.rounds += other.rounds;
+        self.pass_best.extend(other.pass_best);
+    }
+
+    /// Marks this round as one pass of the sweep: its fastest batch is
+    /// that pass's figure.
+    fn into_pass(mut self) -> Timing {
+        if let Some(best) = self.batch_each.iter().copied().min_by(f64::total_cmp) {
+            self.pass_best.push(best);
+        }
+        self
+    }
+
+    /// Mean time of one timed exchange.
+    fn mean_each(&self) -> Option<f64> {
+        (self.exchanges > 0).then(|| self.timed_seconds / self.exchanges as f64)
     }
 }
 
@@ -116,9 +133,9 @@ impl Link {
     }
 
     /// Runs one round of a point: header, one untimed warm-up exchange,
-    /// timed batches.
-    fn point(&mut self, op: Op, size: u64, exchanges: u64) -> io::Result<Timing> {
-        let (batch_count, per_batch) = batches(exchanges);
+    /// `exchanges` timed ones in at most `batch_count` batches.
+    fn point(&mut self, op: Op, size: u64, exchanges: u64, batch_count: u64) -> io::Result<Timing> {
+        let (batch_count, per_batch) = batches(exchanges, batch_count);
         let header = FrameHeader {
             op,
             size,
@@ -162,9 +179,9 @@ impl Link {
     fn probe(&mut self, op: Op, size: u64, warm_up_seconds: f64) -> io::Result<Option<f64>> {
         let mut count = points::MIN_EXCHANGES;
         loop {
-            let t = self.point(op, size, count)?;
+            let t = self.point(op, size, count, points::BATCHES)?;
             if t.seconds >= warm_up_seconds || count >= points::MAX_EXCHANGES / 4 {
-                return Ok((t.exchanges > 0).then(|| t.timed_seconds / t.exchanges as f64));
+                return Ok(t.mean_each());
             }
             count *= 4;
         }
@@ -215,17 +232,22 @@ fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
         spread_percent: Some(spread.percent()),
         rounds: Some(t.rounds),
         wide: spread.is_wide(),
+        pass_latency_us: t.pass_best.iter().map(|&each| one_way(each) * 1e6).collect(),
     }
 }
 
-/// Why the sweep must stop before `size`, if it must.
-fn stop_reason(ctx: &StreamContext) -> Option<&'static str> {
+/// Why the sweep must stop before the next round, if it must: what
+/// stopped it, and what to do about it.
+fn stop_reason(ctx: &StreamContext) -> Option<(&'static str, &'static str)> {
     // The deadline first: the runner raises the stop flag at the deadline
     // too, and then the time limit is the reason.
     if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
-        Some("the time limit (-t) ended the sweep early; give a longer -t or a shorter --point-time")
+        Some((
+            "the time limit (-t) ended the sweep early",
+            "; give a longer -t or a shorter --point-time",
+        ))
     } else if ctx.stop.load(Ordering::Relaxed) {
-        Some("stopped before the end (Ctrl-C or the agent asked)")
+        Some(("stopped before the end (Ctrl-C or the agent asked)", ""))
     } else {
         None
     }
@@ -270,52 +292,106 @@ impl Driver {
                 .collect(),
             sent: 0,
         };
+        let passes = params.passes();
+        let plan = Plan {
+            op,
+            round_seconds: params.point_seconds / f64::from(passes),
+            batches: points::batches_per_round(passes),
+        };
         let mut last_activity = None;
-        let mut measured: Vec<SweepPoint> = Vec::with_capacity(sizes.len());
+        // Every size's rounds so far; None until its first pass timed it.
+        let mut timings: Vec<Option<Timing>> = sizes.iter().map(|_| None).collect();
         let mut history: Vec<(u64, f64)> = Vec::new();
         let mut error = None;
         let mut note = (!too_big.is_empty())
             .then(|| format!("sizes above {} B do not fit a UDP datagram", super::MAX_DATAGRAM_BYTES));
         let mut skipped = too_big;
-        // Extra rounds for wide points come out of this budget.
-        let mut extra_budget = points::EXTRA_BUDGET_SHARE * params.point_seconds * sizes.len() as f64;
-        for (i, &size) in sizes.iter().enumerate() {
-            if let Some(why) = stop_reason(ctx) {
-                skipped.extend_from_slice(&sizes[i..]);
-                note = Some(why.to_string());
-                break;
-            }
-            let timing = match self::measure(&mut link, op, size, params, &mut history, &mut extra_budget, ctx) {
-                Ok(t) => t,
-                Err(e) => {
-                    error = Some(e);
-                    break;
+        let total = (sizes.len() * passes as usize) as u64;
+        let mut done = 0u64;
+        let mut stopped = false;
+        'passes: for pass in 0..passes {
+            for (i, &size) in sizes.iter().enumerate() {
+                if pass > 0 && timings[i].is_none() {
+                    continue;
                 }
-            };
-            ctx.bytes.store(link.sent, Ordering::Relaxed);
-            last_activity = Some(Instant::now());
-            if timing.batch_each.is_empty() {
-                // Every batch lost an echo: nothing to time, keep the count.
-                skipped.push(size);
-                note = Some(format!("UDP echoes were lost at every batch of {size} B"));
-                continue;
+                if let Some((what, advice)) = stop_reason(ctx) {
+                    if pass == 0 {
+                        skipped.extend_from_slice(&sizes[i..]);
+                        note = Some(format!("{what}{advice}"));
+                    } else {
+                        note = Some(format!(
+                            "{what} in pass {} of {passes}: the sizes from {size} B on ran {pass} pass{}{advice}",
+                            pass + 1,
+                            if pass == 1 { "" } else { "es" }
+                        ));
+                    }
+                    stopped = true;
+                    break 'passes;
+                }
+                let round = match &timings[i] {
+                    None => first_round(&mut link, &plan, size, params, &mut history),
+                    Some(t) => {
+                        let exchanges = repetitions(plan.round_seconds, t.mean_each());
+                        link.point(op, size, exchanges, plan.batches)
+                            .map_err(|e| format!("sweep point {size} B (pass {}) failed: {e}", pass + 1))
+                    }
+                };
+                let round = match round {
+                    Ok(t) => t.into_pass(),
+                    Err(e) => {
+                        error = Some(e);
+                        break 'passes;
+                    }
+                };
+                ctx.bytes.store(link.sent, Ordering::Relaxed);
+                last_activity = Some(Instant::now());
+                done += 1;
+                match &mut timings[i] {
+                    Some(t) => t.join(round),
+                    None if round.batch_each.is_empty() => {
+                        // Every batch lost an echo: nothing to time, keep the count.
+                        skipped.push(size);
+                        note = Some(format!("UDP echoes were lost at every batch of {size} B"));
+                        done += u64::from(passes - 1);
+                        continue;
+                    }
+                    None => {
+                        history.push((size, round.mean_each().expect("timed batches")));
+                        timings[i] = Some(round);
+                    }
+                }
+                if let (Some(callback), Some(t)) = (ctx.progress, &timings[i]) {
+                    let p = point_of(size, params.mode, t);
+                    callback(&Progress {
+                        done,
+                        total,
+                        message: format!(
+                            "{}{size} B: {:.2} us, {}{}",
+                            if passes > 1 {
+                                format!("pass {}/{passes}, ", pass + 1)
+                            } else {
+                                String::new()
+                            },
+                            p.best_latency_us,
+                            Rate(p.best_bits_per_second),
+                            if p.wide { " (wide)" } else { "" }
+                        ),
+                    });
+                }
             }
-            let p = point_of(size, params.mode, &timing);
-            history.push((size, timing.timed_seconds / timing.exchanges as f64));
-            if let Some(callback) = ctx.progress {
-                callback(&Progress {
-                    done: i as u64 + 1,
-                    total: sizes.len() as u64,
-                    message: format!(
-                        "{size} B: {:.2} us, {}{}",
-                        p.best_latency_us,
-                        Rate(p.best_bits_per_second),
-                        if p.wide { " (wide)" } else { "" }
-                    ),
-                });
-            }
-            measured.push(p);
         }
+        if error.is_none() && !stopped {
+            let budget = points::EXTRA_BUDGET_SHARE * params.point_seconds * sizes.len() as f64;
+            if let Err(e) = extra_rounds(&mut link, &plan, &sizes, &mut timings, budget, ctx) {
+                error = Some(e);
+            }
+            ctx.bytes.store(link.sent, Ordering::Relaxed);
+        }
+        let measured: Vec<SweepPoint> = sizes
+            .iter()
+            .zip(&timings)
+            .filter_map(|(&size, t)| t.as_ref().map(|t| point_of(size, params.mode, t)))
+            .collect();
         if error.is_none() {
             if let Err(e) = link.header(&FrameHeader::END) {
                 error = Some(format!("ending the sweep: {e}"));
@@ -334,6 +410,7 @@ impl Driver {
             points: measured,
             summary,
             placement: self.placement,
+            passes: Some(passes),
         };
         let mut end = TaskEnd {
             socket: Some(tcpinfo::socket_buffers(&link.tcp)),
@@ -347,17 +424,23 @@ impl Driver {
     }
 }
 
-/// One size: a probe when the exchange count cannot be extrapolated, the
-/// point, and while its batches spread wide and the budget lasts, more
-/// rounds of it.
-fn measure(
-    link: &mut Link,
+/// How every round of the sweep runs.
+struct Plan {
     op: Op,
+    /// Timed seconds of one round (the point time over the passes).
+    round_seconds: f64,
+    /// Batches per round.
+    batches: u64,
+}
+
+/// A size's first round: a probe when the exchange count cannot be
+/// extrapolated from the sizes before it, then the round.
+fn first_round(
+    link: &mut Link,
+    plan: &Plan,
     size: u64,
     params: &SweepParams,
     history: &mut Vec<(u64, f64)>,
-    extra_budget: &mut f64,
-    ctx: &StreamContext,
 ) -> Result<Timing, String> {
     // A short untimed probe calibrates the first point and any point more
     // than twice the size of the last (an explicit list's jumps). The very
@@ -368,25 +451,46 @@ fn measure(
         } else {
             0.0
         };
-        match link.probe(op, size, warm_up) {
+        match link.probe(plan.op, size, warm_up) {
             Ok(Some(each)) => history.push((size, each)),
             Ok(None) => {}
             Err(e) => return Err(format!("sweep calibration at {size} B failed: {e}")),
         }
     }
-    let exchanges = repetitions(params.point_seconds, estimate(history, size));
-    let failed = |e: io::Error| format!("sweep point {size} B failed: {e}");
-    let mut timing = link.point(op, size, exchanges).map_err(failed)?;
+    let exchanges = repetitions(plan.round_seconds, estimate(history, size));
+    link.point(plan.op, size, exchanges, plan.batches)
+        .map_err(|e| format!("sweep point {size} B failed: {e}"))
+}
+
+/// After the passes: while the budget (seconds) lasts, one more round of
+/// every point whose batches still spread wide, in size order, up to
+/// [`points::MAX_EXTRA_ROUNDS`] times; each round's batches join the point's.
+fn extra_rounds(
+    link: &mut Link,
+    plan: &Plan,
+    sizes: &[u64],
+    timings: &mut [Option<Timing>],
+    mut budget: f64,
+    ctx: &StreamContext,
+) -> Result<(), String> {
     for _ in 0..points::MAX_EXTRA_ROUNDS {
-        let wide = timing.spread().is_some_and(|s| s.is_wide());
-        if !wide || *extra_budget <= 0.0 || stop_reason(ctx).is_some() {
-            break;
+        for (&size, slot) in sizes.iter().zip(timings.iter_mut()) {
+            let Some(t) = slot else { continue };
+            if budget <= 0.0 || stop_reason(ctx).is_some() {
+                return Ok(());
+            }
+            if !t.spread().is_some_and(|s| s.is_wide()) {
+                continue;
+            }
+            let exchanges = repetitions(plan.round_seconds, t.mean_each());
+            let more = link
+                .point(plan.op, size, exchanges, plan.batches)
+                .map_err(|e| format!("sweep point {size} B (extra round) failed: {e}"))?;
+            budget -= more.seconds;
+            t.join(more);
         }
-        let more = link.point(op, size, exchanges).map_err(failed)?;
-        *extra_budget -= more.seconds;
-        timing.join(more);
     }
-    Ok(timing)
+    Ok(())
 }
 
 /// The agent: follows the client's headers until `end`.

@@ -5,10 +5,12 @@
 //! (latency = round trip / 2, bandwidth = size / (round trip / 2)) or
 //! streaming (messages back to back, acknowledged per batch). Over TCP by
 //! default, or UDP ping-pong for the sizes that fit a datagram. The number
-//! of exchanges per size adapts so each point takes about `point_seconds`,
-//! never fewer than seven ([`points::repetitions`]); the best of three
-//! batches is the point's figure, with the median and slowest batch as its
-//! spread, and a wide point runs again while the sweep's budget lasts. Both
+//! of exchanges per size adapts so each size is timed for about
+//! `point_seconds`, never fewer than seven ([`points::repetitions`]),
+//! split over `passes` trips through the whole list (two by default, some
+//! seconds apart); the best batch of all passes is the point's figure, with
+//! the median and slowest batch as its spread, and a wide point runs again
+//! while the sweep's budget lasts. Both
 //! ends run on the shared stream runner; on one host, with no cores given,
 //! they get a core each. Results travel as the client end's
 //! [`result::SweepResult`].
@@ -43,6 +45,14 @@ use std::io::{self, Write};
 pub const MAX_DATAGRAM_BYTES: u64 = 65_507;
 /// Most sizes in one sweep.
 pub const MAX_POINTS: usize = 10_000;
+/// How long each size is timed by default, over all its passes.
+pub const DEFAULT_POINT_SECONDS: f64 = 0.13;
+/// Passes over the sizes by default: the second pass comes seconds after
+/// the first, so a slow stretch of the host (seconds long on a shared
+/// machine) rarely decides a point alone.
+pub const DEFAULT_PASSES: u32 = 2;
+/// Most passes.
+pub const MAX_PASSES: u32 = 10;
 
 /// Ping-pong or streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -85,8 +95,13 @@ pub struct SweepParams {
     pub sizes_bytes: Vec<u64>,
     pub mode: Mode,
     pub transport: Transport,
-    /// About how long each point takes.
+    /// About how long each size is timed, over all its passes.
     pub point_seconds: f64,
+    /// How many times the sweep goes through its sizes (`--passes`); a
+    /// size's figure is its best batch over all of them. None: one pass
+    /// (runs stored before passes existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passes: Option<u32>,
     /// Line rate to compare the bandwidth with (`--link-speed`).
     pub link_speed_bits_per_second: Option<f64>,
 }
@@ -100,7 +115,8 @@ impl Default for SweepParams {
             sizes_bytes: Vec::new(),
             mode: Mode::PingPong,
             transport: Transport::Tcp,
-            point_seconds: 0.1,
+            point_seconds: DEFAULT_POINT_SECONDS,
+            passes: Some(DEFAULT_PASSES),
             link_speed_bits_per_second: None,
         }
     }
@@ -121,6 +137,11 @@ impl SweepParams {
             Transport::Tcp => (all, Vec::new()),
             Transport::Udp => all.into_iter().partition(|&s| s <= MAX_DATAGRAM_BYTES),
         }
+    }
+
+    /// How many passes the sweep makes over its sizes.
+    pub fn passes(&self) -> u32 {
+        self.passes.unwrap_or(1)
     }
 
     /// The largest size that runs (buffers are this big).
@@ -169,6 +190,9 @@ impl SweepParams {
                 "1 ms..=60 s",
                 format!("{} s", self.point_seconds),
             ));
+        }
+        if !(1..=MAX_PASSES).contains(&self.passes()) {
+            return Err(out_of_range("--passes", format!("1..={MAX_PASSES}"), self.passes()));
         }
         if self.transport == Transport::Udp && self.mode == Mode::Stream {
             return Err(SpecError::Invalid(

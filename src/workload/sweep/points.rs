@@ -9,10 +9,11 @@ use super::result::{SweepPoint, SweepStep, SweepSummary};
 pub const MIN_EXCHANGES: u64 = 7;
 /// Never more, whatever the estimate says (a runaway guard).
 pub const MAX_EXCHANGES: u64 = 50_000_000;
-/// The timed exchanges of a point are split into this many batches (at
-/// most; NetPIPE's three trials); `best` is the fastest batch, `mean` all
-/// of them together. Few long batches: the best of many short ones is a
-/// lucky stretch, lower than NetPIPE's and less repeatable.
+/// The timed exchanges of a point are split into at least this many
+/// batches over all its passes (NetPIPE's three trials); `best` is the
+/// fastest batch, `mean` all of them together. Few long batches: the best
+/// of many short ones is a lucky stretch, lower than NetPIPE's and less
+/// repeatable.
 pub const BATCHES: u64 = 3;
 
 /// A point is marked wide when its batches spread over more than this
@@ -23,7 +24,7 @@ pub const WIDE_SPREAD_PERCENT: f64 = 25.0;
 pub const MAX_EXTRA_ROUNDS: u32 = 2;
 /// Wall time the sweep may spend on extra rounds, as a share of its
 /// planned time (sizes x point time).
-pub const EXTRA_BUDGET_SHARE: f64 = 0.5;
+pub const EXTRA_BUDGET_SHARE: f64 = 0.15;
 
 /// The fastest, median and slowest of a point's batches (seconds per
 /// exchange).
@@ -131,10 +132,17 @@ pub fn repetitions(target_seconds: f64, estimated_seconds_per_exchange: Option<f
     }
 }
 
-/// Splits `exchanges` into batches: (batches, exchanges per batch); the
-/// total is rounded up to a multiple of the batch count.
-pub fn batches(exchanges: u64) -> (u64, u64) {
-    let batches = BATCHES.min(exchanges.max(1));
+/// How many batches one round of a point has when the sweep makes
+/// `passes` passes: together at least [`BATCHES`], each about as long as
+/// a one-pass sweep's (two per round for two passes, one from three on).
+pub fn batches_per_round(passes: u32) -> u64 {
+    BATCHES.div_ceil(u64::from(passes.max(1)))
+}
+
+/// Splits `exchanges` into at most `count` batches: (batches, exchanges
+/// per batch); the total is rounded up to a multiple of the batch count.
+pub fn batches(exchanges: u64, count: u64) -> (u64, u64) {
+    let batches = count.max(1).min(exchanges.max(1));
     (batches, exchanges.div_ceil(batches))
 }
 
@@ -180,7 +188,10 @@ pub const STEP_FALL_PERCENT: f64 = 20.0;
 /// Where the best bandwidth falls by more than [`STEP_FALL_PERCENT`] from
 /// one group of sizes to the next larger one, and every size of the larger
 /// group is below every size of the one before: a fall that repeats at all
-/// the sizes of a group is the path's; one that a single size shows is noise.
+/// the sizes of a group is the path's; one that a single size shows is
+/// noise. When the points carry several passes, every pass must show a
+/// fall there too (of at least [`STEP_PASS_FALL_PERCENT`]): a step that one
+/// pass shows and another does not was a slow stretch of the host.
 pub fn steps(points: &[SweepPoint]) -> Vec<SweepStep> {
     let mut sorted: Vec<&SweepPoint> = points.iter().filter(|p| p.size_bytes >= STEP_MIN_BYTES).collect();
     sorted.sort_by_key(|p| p.size_bytes);
@@ -191,23 +202,69 @@ pub fn steps(points: &[SweepPoint]) -> Vec<SweepStep> {
             _ => groups.push(vec![p]),
         }
     }
-    let rate = |p: &&SweepPoint| p.best_bits_per_second;
     groups
         .windows(2)
         .filter_map(|w| {
-            let from = w[0].iter().min_by(|a, b| rate(a).total_cmp(&rate(b)))?;
-            let to_best = w[1].iter().map(rate).fold(0.0, f64::max);
-            let fall = 100.0 * (1.0 - to_best / from.best_bits_per_second);
-            (from.best_bits_per_second > 0.0 && fall > STEP_FALL_PERCENT).then(|| SweepStep {
+            let (before, after) = (&w[0], &w[1]);
+            let best = |p: &SweepPoint| Some(p.best_bits_per_second);
+            let (from, fall) = fall_between(before, after, best)?;
+            let to_best = after.iter().map(|p| p.best_bits_per_second).fold(0.0, f64::max);
+            if fall <= STEP_FALL_PERCENT || !every_pass_falls(before, after) {
+                return None;
+            }
+            Some(SweepStep {
                 from_size_bytes: from.size_bytes,
                 from_bits_per_second: from.best_bits_per_second,
-                to_min_size_bytes: w[1][0].size_bytes,
-                to_max_size_bytes: w[1][w[1].len() - 1].size_bytes,
+                to_min_size_bytes: after[0].size_bytes,
+                to_max_size_bytes: after[after.len() - 1].size_bytes,
                 to_bits_per_second: to_best,
                 fall_percent: fall,
             })
         })
         .collect()
+}
+
+/// A pass must show a step's fall by at least this much (percent) for the
+/// step to be named.
+pub const STEP_PASS_FALL_PERCENT: f64 = 10.0;
+
+/// The slowest point of `before` by `rate`, and how far (percent) the
+/// fastest of `after` falls below it; None when a rate is missing or zero.
+fn fall_between<'a>(
+    before: &[&'a SweepPoint],
+    after: &[&SweepPoint],
+    rate: impl Fn(&SweepPoint) -> Option<f64>,
+) -> Option<(&'a SweepPoint, f64)> {
+    let mut from: Option<(&SweepPoint, f64)> = None;
+    for p in before {
+        let r = rate(p)?;
+        if from.map_or(true, |(_, lowest)| r < lowest) {
+            from = Some((p, r));
+        }
+    }
+    let (from, from_rate) = from?;
+    let mut to = 0.0f64;
+    for p in after {
+        to = to.max(rate(p)?);
+    }
+    (from_rate > 0.0).then(|| (from, 100.0 * (1.0 - to / from_rate)))
+}
+
+/// Whether every pass shows a fall from `before` to `after`: true when the
+/// points do not all carry the same number (two or more) of passes.
+fn every_pass_falls(before: &[&SweepPoint], after: &[&SweepPoint]) -> bool {
+    let passes = before[0].pass_latency_us.len();
+    let all = before.iter().chain(after);
+    if passes < 2 || all.clone().any(|p| p.pass_latency_us.len() != passes) {
+        return true;
+    }
+    (0..passes).all(|pass| {
+        let rate = |p: &SweepPoint| {
+            let us = p.pass_latency_us[pass];
+            (us > 0.0).then(|| crate::units::bits_per_second(p.size_bytes, us * 1e-6))
+        };
+        fall_between(before, after, rate).is_some_and(|(_, fall)| fall >= STEP_PASS_FALL_PERCENT)
+    })
 }
 
 /// The summary of a sweep from the best figures of its points.
@@ -293,10 +350,21 @@ mod tests {
 
     #[test]
     fn batches_cover_every_exchange() {
-        assert_eq!(batches(7), (3, 3));
-        assert_eq!(batches(100), (3, 34));
-        assert_eq!(batches(3), (3, 1));
-        assert_eq!(batches(2), (2, 1));
+        assert_eq!(batches(7, 3), (3, 3));
+        assert_eq!(batches(100, 3), (3, 34));
+        assert_eq!(batches(3, 3), (3, 1));
+        assert_eq!(batches(2, 3), (2, 1));
+        assert_eq!(batches(100, 2), (2, 50));
+        assert_eq!(batches(100, 0), (1, 100));
+    }
+
+    #[test]
+    fn passes_share_the_batches() {
+        assert_eq!(batches_per_round(1), 3);
+        assert_eq!(batches_per_round(2), 2);
+        assert_eq!(batches_per_round(3), 1);
+        assert_eq!(batches_per_round(10), 1);
+        assert_eq!(batches_per_round(0), 3);
     }
 
     #[test]
@@ -338,6 +406,7 @@ mod tests {
             spread_percent: None,
             rounds: None,
             wide: false,
+            pass_latency_us: Vec::new(),
         }
     }
 
@@ -383,6 +452,47 @@ mod tests {
         // Small sizes are latency-bound: not looked at.
         assert!(steps(&[point(512, 1.0, 1e9), point(1000, 1.0, 1e8)]).is_empty());
         assert_eq!(summarize(&points, None).steps, found);
+    }
+
+    #[test]
+    fn a_step_that_one_pass_does_not_show_is_not_named() {
+        let mib = 1u64 << 20;
+        // Bandwidth from a latency: size / latency.
+        let at = |size: u64, passes_us: &[f64]| {
+            let best = passes_us.iter().copied().fold(f64::INFINITY, f64::min);
+            let mut p = point(size, best, crate::units::bits_per_second(size, best * 1e-6));
+            p.pass_latency_us = passes_us.to_vec();
+            p
+        };
+        let group = |center: u64, passes_us: &[f64]| {
+            [center - 3, center, center + 3]
+                .into_iter()
+                .map(|s| at(s, passes_us))
+                .collect::<Vec<_>>()
+        };
+        // Both passes: 512 KiB in 80 us, 1 MiB in 250 us (a 36% fall): a step.
+        let mut repeated = group(mib / 2, &[80.0, 82.0]);
+        repeated.extend(group(mib, &[250.0, 240.0]));
+        assert_eq!(steps(&repeated).len(), 1);
+        // The second pass ran 512 KiB slowly (130 us) and 1 MiB at the same
+        // rate per byte (260 us): the best figures still fall 36%, but one
+        // pass shows no fall: no step.
+        let mut once = group(mib / 2, &[80.0, 130.0]);
+        once.extend(group(mib, &[250.0, 260.0]));
+        let best_fall = fall_between(
+            &once.iter().take(3).collect::<Vec<_>>(),
+            &once.iter().skip(3).collect::<Vec<_>>(),
+            |p| Some(p.best_bits_per_second),
+        )
+        .unwrap()
+        .1;
+        assert!(best_fall > STEP_FALL_PERCENT, "{best_fall}");
+        assert!(steps(&once).is_empty(), "{:?}", steps(&once));
+        // Points of different pass counts (a sweep stopped in its second
+        // pass): judged by the best figure alone.
+        let mut mixed = group(mib / 2, &[80.0, 82.0]);
+        mixed.extend(group(mib, &[250.0]));
+        assert_eq!(steps(&mixed).len(), 1);
     }
 
     #[test]

@@ -33,13 +33,18 @@ pub struct SweepPoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread_percent: Option<f64>,
     /// How many times the point ran (header, warm-up exchange, batches):
-    /// a wide point runs again while the sweep's budget lasts.
+    /// once per pass, and a wide point again while the sweep's budget lasts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<u32>,
     /// Set when the spread stayed above `points::WIDE_SPREAD_PERCENT`: the
     /// point's figure is not to be trusted on its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wide: bool,
+    /// The fastest batch of each pass over the sizes, in pass order (same
+    /// unit as `best_latency_us`, whose value is the lowest of these or of
+    /// an extra round). Empty in runs stored before passes existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_latency_us: Vec<f64>,
 }
 
 /// What a sweep found, from its best figures.
@@ -101,6 +106,10 @@ pub struct SweepResult {
     /// host, no -A/--remote-affinity): one core each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// Passes made over the sizes (absent in runs stored before passes
+    /// existed: one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes: Option<u32>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

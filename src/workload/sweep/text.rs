@@ -14,13 +14,19 @@ fn line_rate_percent(sweep: &SweepResult, bits_per_second: f64) -> Option<f64> {
 /// The text table and summary of a sweep.
 pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     let with_rate = sweep.link_speed_bits_per_second.is_some();
+    let passes = sweep.passes.unwrap_or(1);
     writeln!(
         out,
-        "Sweep ({}, {}): {} sizes; fastest batch, median and slowest batch, spread = (max - min) / median, \
+        "Sweep ({}, {}): {} sizes{}; fastest batch, median and slowest batch, spread = (max - min) / median, \
          mean of all",
         sweep.mode.replace('_', "-"),
         sweep.transport.to_uppercase(),
-        sweep.points.len()
+        sweep.points.len(),
+        if passes > 1 {
+            format!(", best of {passes} passes")
+        } else {
+            String::new()
+        }
     )?;
     let latency = if sweep.mode == "stream" {
         "us/message"
@@ -141,6 +147,8 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             sweep.skipped_sizes_bytes.iter().max().expect("not empty"),
             sweep.note.as_deref().unwrap_or("not run")
         )?;
+    } else if let Some(note) = &sweep.note {
+        writeln!(out, "Note: {note}")?;
     }
     Ok(())
 }
@@ -150,13 +158,14 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "size_bytes,latency_us,bandwidth_mbit_per_second,mean_latency_us,mean_bandwidth_mbit_per_second,\
-         exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide"
+         exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide,\
+         pass_latency_us"
     )?;
     let opt = |v: Option<f64>, digits: usize| v.map(|v| format!("{v:.digits$}")).unwrap_or_default();
     for p in &sweep.points {
         writeln!(
             out,
-            "{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{}",
+            "{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{},{}",
             p.size_bytes,
             p.best_latency_us,
             p.best_bits_per_second / 1e6,
@@ -171,7 +180,12 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             opt(p.max_latency_us, 3),
             opt(p.spread_percent, 1),
             p.rounds.map(|r| r.to_string()).unwrap_or_default(),
-            u8::from(p.wide)
+            u8::from(p.wide),
+            p.pass_latency_us
+                .iter()
+                .map(|us| format!("{us:.3}"))
+                .collect::<Vec<_>>()
+                .join(";")
         )?;
     }
     Ok(())
@@ -198,6 +212,7 @@ mod tests {
             spread_percent: Some(20.0 / 1.1),
             rounds: Some(1),
             wide: false,
+            pass_latency_us: vec![latency_us * 1.05, latency_us],
         };
         let mut points = vec![point(1, 4.0), point(65536, 20.0)];
         points[1].max_latency_us = Some(20.0 * 1.54);
@@ -213,6 +228,7 @@ mod tests {
             summary: crate::workload::sweep::points::summarize(&points, Some(100e9)),
             points,
             placement: None,
+            passes: Some(2),
         }
     }
 
@@ -222,7 +238,7 @@ mod tests {
         table(&sweep(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let expected = "\
-Sweep (ping-pong, TCP): 2 sizes; fastest batch, median and slowest batch, spread = (max - min) / median, mean of all
+Sweep (ping-pong, TCP): 2 sizes, best of 2 passes; fastest batch, median and slowest batch, spread = (max - min) / median, mean of all
    size B latency us bandwidth Mbit/s median us    max us  spread   mean us exchanges % line rate
         1       4.00             2.00      4.40      4.80    18%       6.00        70        0.0%
     65536      20.00         26214.40     22.00     30.80    40%*     30.00        70       26.2%
@@ -246,12 +262,30 @@ Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep ea
         assert_eq!(
             lines[0],
             "size_bytes,latency_us,bandwidth_mbit_per_second,mean_latency_us,mean_bandwidth_mbit_per_second,\
-             exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide"
+             exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide,\
+             pass_latency_us"
         );
-        assert_eq!(lines[1], "1,4.000,2.000,6.000,1.333,70,0,0.00,4.400,4.800,18.2,1,0");
+        assert_eq!(
+            lines[1],
+            "1,4.000,2.000,6.000,1.333,70,0,0.00,4.400,4.800,18.2,1,0,4.200;4.000"
+        );
         assert_eq!(
             lines[2],
-            "65536,20.000,26214.400,30.000,17476.267,70,0,26.21,22.000,30.800,40.0,3,1"
+            "65536,20.000,26214.400,30.000,17476.267,70,0,26.21,22.000,30.800,40.0,3,1,21.000;20.000"
+        );
+    }
+
+    #[test]
+    fn a_note_without_skipped_sizes_is_printed() {
+        let mut s = sweep();
+        s.skipped_sizes_bytes.clear();
+        s.note = Some("the time limit (-t) ended the sweep early (in pass 2 of 2: ...)".into());
+        let mut out = Vec::new();
+        table(&s, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with("Note: the time limit (-t) ended the sweep early (in pass 2 of 2: ...)\n"),
+            "{text}"
         );
     }
 
