@@ -217,6 +217,19 @@ pub fn wait_output(child: Child, limit: Duration, what: &str) -> Output {
     }
 }
 
+/// Runs a prepared command (a nicbench in a lab host, say) to its end with
+/// the test environment, no stdin and both outputs captured, failing the
+/// test when it runs longer than [`COMMAND_LIMIT`].
+pub fn run_captured(command: &mut Command, what: &str) -> Output {
+    let child = clean_env(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    wait_output(child, COMMAND_LIMIT, what)
+}
+
 /// Runs the client binary with `args`, failing the test when it runs
 /// longer than [`COMMAND_LIMIT`].
 /// Text assertions read whole lines, so the text is not fitted to a

@@ -6,9 +6,8 @@
 //! allowed.
 
 use std::io::Write;
-use std::process::Stdio;
 
-use crate::common::{clean_env, nicbench, stderr, AgentProcess, BIN, COMMAND_LIMIT};
+use crate::common::{clean_env, nicbench, stderr, AgentProcess, BIN};
 
 fn write_plan(dir: &std::path::Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
@@ -74,16 +73,7 @@ fn offload_and_qdisc_cases_set_both_ends_and_both_are_restored_after_failed_case
     );
     let mut run = lab.command("a", BIN);
     run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
-    let out = crate::common::wait_output(
-        clean_env(&mut run)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-        COMMAND_LIMIT,
-        "nicbench run in the lab",
-    );
+    let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(5), "{text}\n{}", stderr(&out));
     // In the file's order: the four cells of `allows` run; b's interface is

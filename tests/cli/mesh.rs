@@ -4,7 +4,6 @@
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +11,7 @@ use std::time::Duration;
 use clap::Parser;
 use nicbench::session::{self, Target};
 
-use crate::common::{clean_env, stderr, AgentProcess, BIN, COMMAND_LIMIT};
+use crate::common::{stderr, AgentProcess, BIN};
 
 const KEY: &str = "a mesh key of at least sixteen bytes\n";
 
@@ -367,16 +366,7 @@ fn a_lab_mesh_names_the_slow_host_and_the_slow_path_and_skips_an_agent_that_is_d
     mesh.arg("mesh")
         .args(&members)
         .args(["-t", "1.5s", "--psk-file", &psk, "--db", &db, "--format", "json"]);
-    let out = crate::common::wait_output(
-        clean_env(&mut mesh)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-        COMMAND_LIMIT,
-        "nicbench mesh in the lab",
-    );
+    let out = crate::common::run_captured(&mut mesh, "nicbench mesh in the lab");
     assert!(out.status.success(), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let hosts = doc["hosts"].as_array().unwrap();

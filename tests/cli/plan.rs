@@ -332,16 +332,7 @@ fn mtu_cases_set_both_ends_restore_them_and_an_agent_that_does_not_allow_it_is_r
     );
     let mut run = lab.command("a", BIN);
     run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
-    let out = crate::common::wait_output(
-        clean_env(&mut run)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-        COMMAND_LIMIT,
-        "nicbench run in the lab",
-    );
+    let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(5), "{text}\n{}", stderr(&out));
     // In the file's order: allows/1500, allows/4000, refuses/1500 (b's
