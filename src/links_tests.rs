@@ -277,6 +277,15 @@ fn the_side_whose_cpu_held_back_most_is_named_with_its_core() {
     slow.counters = trial.counters.clone();
     let v = judge(&slow, slow.links.as_ref().unwrap(), &none());
     assert_eq!(v.kind, "link_slow", "{}", v.summary);
+    // A starved side shares its CPU unevenly: 62 against 82 Mbit/s (76%,
+    // under the 80% that names a link without CPU evidence) is the CPU.
+    let (mut uneven, _) = three_links([62e6, 82e6, 81e6], Some(100_000_000));
+    uneven.counters = trial.counters.clone();
+    let v = judge(&uneven, uneven.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "cpu_starved", "{}", v.summary);
+    uneven.counters = Default::default();
+    let v = judge(&uneven, uneven.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "link_slow", "without CPU evidence: {}", v.summary);
 }
 
 #[test]
