@@ -474,12 +474,14 @@ pub fn run_keyed(
         check_links_supported(&hello, agent_addr)?;
     }
     let accepted = request(&mut channel, spec, target.wait, agent_addr)?;
+    let own_boot_id = crate::probe::host::boot_id();
     let net = ClientNet {
         agent_ip: agent_addr.ip(),
         data_ports: accepted.data_ports,
         token: accepted.token,
         bind: target.bind,
         routes: workload::routes_of(spec),
+        same_kernel: !own_boot_id.is_empty() && accepted.agent.boot_id == own_boot_id,
     };
     let side = workload.client_side(spec, &net)?;
     match channel.recv(REPLY_TIMEOUT, "the agent to be ready")? {

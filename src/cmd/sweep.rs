@@ -28,6 +28,12 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let show = logging::enabled(logging::Level::Warn);
     let mut measured = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
     apply_detected_link_speed(&mut measured.run);
+    // Stopped early (Ctrl-C, the agent): printed and saved like any other
+    // cut-short run, and the exit code says so.
+    let cut_short = measured
+        .run
+        .interrupted
+        .then(|| super::measure::CutShort::of(&measured.run));
     let run = &measured.run;
     if args.csv {
         let stdout = std::io::stdout();
@@ -43,9 +49,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
                 _ => {}
             }
         }
-        return super::measure::save(measured.saver, &measured.run, None, false);
+        super::measure::save(measured.saver, &measured.run, None, false)?;
+    } else {
+        super::measure::finish(m, measured)?;
     }
-    super::measure::finish(m, measured)
+    match cut_short {
+        Some(cut) => Err(cut.into()),
+        None => Ok(()),
+    }
 }
 
 /// Without `--link-speed`, a link speed the host facts found (the slower

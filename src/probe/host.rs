@@ -20,9 +20,7 @@ pub fn local_facts() -> HostFacts {
             .map(|n| n.get() as u32)
             .unwrap_or(1),
         nicbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        boot_id: fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
+        boot_id: boot_id(),
         os: os_name(&fs::read_to_string("/etc/os-release").unwrap_or_default()),
         cpu_cores: physical_cores(&cpuinfo),
         cpu_mhz: cpu_mhz(&cpuinfo),
@@ -43,6 +41,14 @@ pub fn facts_toward(local: IpAddr) -> HostFacts {
         interface: nic::facts_for_address(local),
         ..local_facts()
     }
+}
+
+/// This kernel's boot id (/proc/sys/kernel/random/boot_id): the same in
+/// every network namespace of one host; empty when unreadable.
+pub fn boot_id() -> String {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 pub fn hostname() -> String {

@@ -268,6 +268,7 @@ mod tests {
             token,
             bind: None,
             routes: BTreeMap::new(),
+            same_kernel: true,
         };
         // A wrong token, garbage, a silent connection, then the real one.
         let _wrong = connect_stream(&client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
@@ -307,6 +308,7 @@ mod tests {
             token,
             bind: Some(ip(bind)),
             routes: BTreeMap::new(),
+            same_kernel: true,
         };
         // An address nobody announced, the right client to the wrong agent
         // address, then the link itself.

@@ -142,6 +142,9 @@ pub struct ClientNet {
     pub bind: Option<IpAddr>,
     /// With `--links`: each stream's link, by stream id.
     pub routes: BTreeMap<u32, LinkPair>,
+    /// The agent runs on this kernel (its boot id is ours): loopback, or
+    /// another network namespace of this host, such as a lab host.
+    pub same_kernel: bool,
 }
 
 impl ClientNet {

@@ -514,6 +514,7 @@ mod tests {
             token,
             bind: None,
             routes: Default::default(),
+            same_kernel: true,
         };
         let client =
             std::thread::spawn(move || register_streams(&client_net, &[1], &SideOptions::default(), &|_| Ok(())));

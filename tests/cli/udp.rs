@@ -269,6 +269,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
         token: token_from_hex(&token).unwrap(),
         bind: None,
         routes: Default::default(),
+        same_kernel: true,
     };
     let side = workload::find("udp").unwrap().client_side(&spec, &net).unwrap();
     assert!(matches!(channel.recv(wait, "ready").unwrap(), Message::Ready));

@@ -36,6 +36,9 @@ struct Link {
     buffer: Vec<u8>,
     /// Bytes sent, probes and warm-up exchanges included.
     sent: u64,
+    /// Ask the agent to run its end on a core apart from ours (the wire's
+    /// `pin apart` flag): set when this end chose its core.
+    pin_apart: bool,
 }
 
 /// What one point measured: the time of each timed batch, per exchange.
@@ -142,6 +145,7 @@ impl Link {
             batches: batch_count as u32,
             warmup: 1,
             per_batch,
+            pin_apart: self.pin_apart,
         };
         if op == Op::UdpPingPong {
             self.drain_udp();
@@ -291,6 +295,7 @@ impl Driver {
                 .map(|i| (i % 251) as u8)
                 .collect(),
             sent: 0,
+            pin_apart: self.core.is_some(),
         };
         let passes = params.passes();
         let plan = Plan {
@@ -501,6 +506,10 @@ pub(super) struct AgentServer {
     pub max_size: u64,
     /// The core the sweep chose for this end (ends on one host, no affinity given).
     pub core: Option<u32>,
+    /// The core this end takes if the client's first header asks for it
+    /// (`pin apart`: the client found both ends on one kernel, which the
+    /// addresses did not show); None when cores were given.
+    pub core_if_asked: Option<u32>,
 }
 
 /// Is `fd` readable within `timeout_ms`?
@@ -526,28 +535,24 @@ impl AgentServer {
     /// Follows the client's headers until `end`, as the runner's one
     /// stream body on the agent.
     pub(super) fn serve(self, ctx: &StreamContext) -> TaskEnd {
-        let affinity = self.core.map(pin_current_thread);
-        let mut end = self.follow_all(ctx);
-        if let Some(affinity) = &affinity {
-            end.extras.set(AFFINITY_KEY, affinity);
-        }
-        end
-    }
-
-    fn follow_all(self, ctx: &StreamContext) -> TaskEnd {
+        let mut affinity = self.core.map(pin_current_thread);
         let mut buffer = vec![0u8; self.max_size as usize];
         let mut received = 0u64;
         let error = self
-            .follow(&mut buffer, &mut received, ctx)
+            .follow(&mut buffer, &mut received, &mut affinity, ctx)
             .err()
             .map(|e| e.to_string());
         ctx.bytes.store(received, Ordering::Relaxed);
-        TaskEnd {
+        let mut end = TaskEnd {
             socket: Some(tcpinfo::socket_buffers(&self.tcp)),
             tcp_info: tcpinfo::tcp_info(&self.tcp),
             error,
             ..TaskEnd::default()
+        };
+        if let Some(affinity) = &affinity {
+            end.extras.set(AFFINITY_KEY, affinity);
         }
+        end
     }
 
     fn next_header(&self, ctx: &StreamContext) -> io::Result<FrameHeader> {
@@ -569,10 +574,19 @@ impl AgentServer {
         FrameHeader::decode(&bytes, self.max_size).map_err(io::Error::other)
     }
 
-    fn follow(&self, buffer: &mut [u8], received: &mut u64, ctx: &StreamContext) -> io::Result<()> {
+    fn follow(
+        &self,
+        buffer: &mut [u8],
+        received: &mut u64,
+        affinity: &mut Option<crate::workload::runner::Affinity>,
+        ctx: &StreamContext,
+    ) -> io::Result<()> {
         loop {
             ctx.bytes.store(*received, Ordering::Relaxed);
             let h = self.next_header(ctx)?;
+            if h.pin_apart && affinity.is_none() {
+                *affinity = self.core_if_asked.map(pin_current_thread);
+            }
             let size = h.size as usize;
             match h.op {
                 Op::End => return Ok(()),

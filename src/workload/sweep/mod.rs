@@ -368,13 +368,19 @@ impl Workload for Sweep {
             Transport::Udp => Some(connect_udp(net, port(1)?)?),
         };
         let socket = crate::probe::tcpinfo::socket_buffers(&tcp);
-        let cores = (spec.client.cpus.is_empty() && spec.agent.cpus.is_empty() && one_host(&tcp))
+        let by_address = one_host(&tcp);
+        let cores = (spec.client.cpus.is_empty() && spec.agent.cpus.is_empty() && (by_address || net.same_kernel))
             .then(|| points::apart(&allowed_cpus()))
             .flatten();
         let placement = cores.map(|(client, agent)| {
             format!(
-                "client and agent on one host: the client end ran on core {client}, the agent end on core \
-                 {agent} (choose with -A and --remote-affinity)"
+                "client and agent on one {}: the client end ran on core {client}, the agent end on core \
+                 {agent} (choose with -A and --remote-affinity)",
+                if by_address {
+                    "host"
+                } else {
+                    "kernel (network namespaces of one host)"
+                }
             )
         });
         Ok(Box::new(SweepClient {
@@ -468,12 +474,14 @@ impl AgentSide for SweepAgent {
             .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
         // Options set on the listener are not all inherited: set them again.
         configure(&self.agent_options)(&tcp)?;
-        let core = (self.nobody_pinned && one_host(&tcp))
+        let apart = self
+            .nobody_pinned
             .then(|| points::apart(&allowed_cpus()))
             .flatten()
             .map(|c| c.1);
         Ok(Box::new(engine::AgentServer {
-            core,
+            core: apart.filter(|_| one_host(&tcp)),
+            core_if_asked: apart,
             tcp,
             udp: self.udp,
             peer_ip: self.net.peer_ip,

@@ -2,8 +2,13 @@
 //! telling the agent what to do next. 32 bytes, big-endian:
 //!
 //! ```text
-//! magic "NBSW" (4) | op (1) | zero (3) | size (8) | batches (4) | warm-up (4) | per batch (8)
+//! magic "NBSW" (4) | op (1) | flags (1) | zero (2) | size (8) | batches (4) | warm-up (4) | per batch (8)
 //! ```
+//!
+//! Flags: bit 0 (`pin apart`) = the client found both ends on one kernel
+//! (the agent's boot id is its own: a lab host, another namespace) and ran
+//! its end on its first allowed core; the agent runs its end on its second,
+//! unless cores were given. Agents from before the flag ignored the byte.
 //!
 //! Each point starts with `warm-up` untimed exchanges, then `batches`
 //! batches of `per batch` exchanges. Ops: `end` (the sweep is over),
@@ -32,7 +37,12 @@ pub struct FrameHeader {
     pub batches: u32,
     pub warmup: u32,
     pub per_batch: u64,
+    /// The `pin apart` flag.
+    pub pin_apart: bool,
 }
+
+/// Flag bit of [`FrameHeader::pin_apart`].
+const FLAG_PIN_APART: u8 = 1;
 
 /// A header that cannot be followed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,12 +62,16 @@ impl FrameHeader {
         batches: 0,
         warmup: 0,
         per_batch: 0,
+        pin_apart: false,
     };
 
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[..4].copy_from_slice(&MAGIC);
         b[4] = self.op as u8;
+        if self.pin_apart {
+            b[5] |= FLAG_PIN_APART;
+        }
         b[8..16].copy_from_slice(&self.size.to_be_bytes());
         b[16..20].copy_from_slice(&self.batches.to_be_bytes());
         b[20..24].copy_from_slice(&self.warmup.to_be_bytes());
@@ -85,6 +99,7 @@ impl FrameHeader {
             batches: u32_at(16),
             warmup: u32_at(20),
             per_batch: u64_at(24),
+            pin_apart: b[5] & FLAG_PIN_APART != 0,
         };
         if op != Op::End && !(1..=max_size).contains(&header.size) {
             return Err(FrameHeaderError::Size {
@@ -113,8 +128,14 @@ mod tests {
             batches: 7,
             warmup: 1,
             per_batch: 1000,
+            pin_apart: false,
         };
         assert_eq!(FrameHeader::decode(&h.encode(), 8192), Ok(h));
+        let pinned = FrameHeader { pin_apart: true, ..h };
+        assert_eq!(pinned.encode()[5], 1);
+        assert_eq!(FrameHeader::decode(&pinned.encode(), 8192), Ok(pinned));
+        // An older client left the byte zero.
+        assert!(!FrameHeader::decode(&h.encode(), 8192).unwrap().pin_apart);
         assert_eq!(h.exchanges(), 7001);
         assert_eq!(FrameHeader::decode(&FrameHeader::END.encode(), 1), Ok(FrameHeader::END));
         assert_eq!(
