@@ -758,6 +758,27 @@ mod tests {
     use crate::model::spec::tests::spec;
     use crate::model::{CpuReport, Role, StreamEnd};
 
+    #[test]
+    fn a_refusal_for_an_unknown_field_says_the_agent_is_older() {
+        let addr: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        let refused = |message: &str| {
+            unexpected(
+                "accepted",
+                Message::Error {
+                    message: message.into(),
+                },
+                addr,
+            )
+        };
+        let old = refused("bad parameters for workload 'sweep': unknown field `passes`, expected one of `min_bytes`");
+        let text = old.to_string();
+        assert!(text.contains("unknown field `passes`"), "{text}");
+        assert!(text.contains("run the same build on both ends"), "{text}");
+        // Any other refusal is passed on in the agent's words alone.
+        let busy = refused("the agent allows at most 4 streams").to_string();
+        assert!(!busy.contains("older"), "{busy}");
+    }
+
     fn end(id: u32, role: Role) -> StreamEnd {
         StreamEnd {
             stream_id: id,

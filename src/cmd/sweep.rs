@@ -119,3 +119,27 @@ fn progress_display() -> ProgressCallback {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+    use crate::workload::sweep::SweepParams;
+
+    /// The command line's defaults (clap takes them as text) are the
+    /// workload's: a plain `nicbench sweep HOST` asks for what
+    /// `SweepParams::default()` documents.
+    #[test]
+    fn command_line_defaults_are_the_workload_defaults() {
+        let cli = Cli::try_parse_from(["nicbench", "sweep", "127.0.0.1"]).unwrap();
+        let Command::Sweep(args) = cli.command else {
+            panic!("not a sweep");
+        };
+        let params: SweepParams = super::spec(&args).unwrap().params().unwrap();
+        let defaults = SweepParams::default();
+        assert_eq!(params.point_seconds, defaults.point_seconds);
+        assert_eq!(params.passes, defaults.passes);
+        assert_eq!(params, defaults);
+    }
+}

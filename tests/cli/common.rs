@@ -221,13 +221,18 @@ pub fn wait_output(child: Child, limit: Duration, what: &str) -> Output {
 /// the test environment, no stdin and both outputs captured, failing the
 /// test when it runs longer than [`COMMAND_LIMIT`].
 pub fn run_captured(command: &mut Command, what: &str) -> Output {
-    let child = clean_env(command)
+    wait_output(spawn_captured(command, what), COMMAND_LIMIT, what)
+}
+
+/// Starts a prepared command with the test environment, no stdin and both
+/// outputs piped (for [`wait_output`], or to signal it first).
+pub fn spawn_captured(command: &mut Command, what: &str) -> Child {
+    clean_env(command)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    wait_output(child, COMMAND_LIMIT, what)
+        .unwrap_or_else(|e| panic!("start {what}: {e}"))
 }
 
 /// Runs the client binary with `args`, failing the test when it runs

@@ -367,23 +367,19 @@ fn a_stop_in_the_second_pass_keeps_the_first() {
     // Three sizes of 1 s each (500 ms a pass): the progress line of the
     // third size in pass 1 says pass 1 is over; the stop then lands in
     // pass 2, whose first round takes 500 ms.
-    let mut child = clean_env(&mut std::process::Command::new(BIN))
-        .args([
-            "sweep",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "--sizes",
-            "1,2,3",
-            "--point-time",
-            "1s",
-            "--json",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut command = std::process::Command::new(BIN);
+    command.args([
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--sizes",
+        "1,2,3",
+        "--point-time",
+        "1s",
+        "--json",
+    ]);
+    let mut child = spawn_captured(&mut command, "the sweep to interrupt");
     let progress = Lines::collect(child.stderr.take().unwrap());
     progress
         .wait_for(0, "sweep [3/6] pass 1/2, 3 B: ", COMMAND_LIMIT)
