@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 
-use super::measure::{self, CutShort};
+use super::measure;
 use super::signals;
 use crate::cli::files::FilesArgs;
 use crate::logging;
@@ -43,12 +43,7 @@ pub fn run(args: FilesArgs) -> anyhow::Result<()> {
         crate::verdict::annotate_link(run, m.link_speed, m.link_overhead);
     };
     let measured = measure::measure_adjusted(m, &spec, &|| None, &adjust)?;
-    let cut_short = measured.run.interrupted.then(|| CutShort::of(&measured.run));
-    measure::finish(m, measured)?;
-    match cut_short {
-        Some(cut) => Err(cut.into()),
-        None => Ok(()),
-    }
+    measure::conclude(measured, |measured| measure::finish(m, measured))
 }
 
 /// The test spec a `files` command line asks for.

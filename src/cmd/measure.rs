@@ -203,9 +203,15 @@ impl CutShort {
 /// Runs one test, prints it in the chosen format and saves it.
 pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
     let measured = measure(m, spec, &|| None)?;
-    // A cut-short run is printed and saved (as incomplete), and then fails.
+    conclude(measured, |measured| finish(m, measured))
+}
+
+/// Hands the run to `output` (which prints and saves it), then fails with
+/// [`CutShort`] if the run was cut short: a cut-short run is printed and
+/// saved as incomplete, and the exit code says so.
+pub fn conclude(measured: Measured, output: impl FnOnce(Measured) -> anyhow::Result<()>) -> anyhow::Result<()> {
     let cut_short = measured.run.interrupted.then(|| CutShort::of(&measured.run));
-    finish(m, measured)?;
+    output(measured)?;
     match cut_short {
         Some(cut) => Err(cut.into()),
         None => Ok(()),

@@ -30,15 +30,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     apply_detected_link_speed(&mut measured.run);
     // Stopped early (Ctrl-C, the agent): printed and saved like any other
     // cut-short run, and the exit code says so.
-    let cut_short = measured
-        .run
-        .interrupted
-        .then(|| super::measure::CutShort::of(&measured.run));
-    let run = &measured.run;
-    if args.csv {
+    super::measure::conclude(measured, |measured| {
+        if !args.csv {
+            return super::measure::finish(m, measured);
+        }
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let sweeps = run
+        let sweeps = measured
+            .run
             .result
             .streams
             .iter()
@@ -49,14 +48,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
                 _ => {}
             }
         }
-        super::measure::save(measured.saver, &measured.run, None, false)?;
-    } else {
-        super::measure::finish(m, measured)?;
-    }
-    match cut_short {
-        Some(cut) => Err(cut.into()),
-        None => Ok(()),
-    }
+        super::measure::save(measured.saver, &measured.run, None, false)
+    })
 }
 
 /// Without `--link-speed`, a link speed the host facts found (the slower
