@@ -18,7 +18,7 @@ pub mod logging;
 pub mod mesh;
 pub mod metrics;
 pub mod model;
-pub mod plan;
+pub mod repeat;
 pub mod probe;
 pub mod protocol;
 pub mod report;

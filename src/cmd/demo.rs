@@ -148,7 +148,7 @@ fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Re
         let r = &run.result;
         // Each test's own figure: transactions/s, a sweep's peak, or the
         // receiver's rate (the same figure repetitions compare by).
-        let figure = crate::plan::figure_of_merit(&run.spec, r);
+        let figure = crate::repeat::figure_of_merit(&run.spec, r);
         // The sender's average rate says something only for bulk transfer.
         let sender = if crate::workload::results_of(&run.workload).line_rate_applies() {
             Rate(r.sum.sender.bits_per_second).to_string()

@@ -12,7 +12,7 @@ use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
 use crate::logging;
 use crate::model::RunResult;
-use crate::plan::{self, CaseOptions};
+use crate::repeat::{self, CaseOptions};
 use crate::probe::nic;
 use crate::report::json::{Json, StreamEvent};
 use crate::report::text::{interval_lines, Text};
@@ -265,7 +265,7 @@ pub fn measure(
 }
 
 /// [`measure`], with `adjust` applied to each trial's run as it ends
-/// (see [`plan::run_case_adjusted`]).
+/// (see [`repeat::run_case_adjusted`]).
 pub fn measure_adjusted(
     m: &MeasureArgs,
     spec: &TestSpec,
@@ -332,9 +332,9 @@ pub fn measure_adjusted(
                 },
             )
         };
-        plan::run_trials(&mut trial, options)
+        repeat::run_trials(&mut trial, options)
     } else {
-        plan::run_case_adjusted(&target, spec, options, &on_interval, on_progress, adjust)
+        repeat::run_case_adjusted(&target, spec, options, &on_interval, on_progress, adjust)
     };
     let mut run = match outcome {
         Ok(run) => run,

@@ -21,7 +21,7 @@ const ABOVE_MODEL: &[&str] = &[
     "crate::session",
     "crate::cmd",
     "crate::cli",
-    "crate::plan",
+    "crate::repeat",
     "crate::trial",
     "crate::report",
     "crate::verdict",

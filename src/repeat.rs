@@ -1,4 +1,4 @@
-//! The plan runner: runs the trials of one case under a repetition policy
+//! Repeating one case: runs the trials of one case under a repetition policy
 //! (`--repeat N --pick ...` or `--confidence LEVEL,WIDTH --iterations MAX,MIN`),
 //! shows a line per trial on a progress writer, keeps every trial's raw
 //! result, and reports the picked (or mean) figure with a
