@@ -110,7 +110,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<crate::workload::SpecError>().is_some() {
             return 2;
         }
-        if cause.downcast_ref::<crate::roundup::PlanError>().is_some() {
+        if cause.downcast_ref::<crate::plan::PlanError>().is_some() {
             return 2;
         }
         if let Some(e) = cause.downcast_ref::<run::PlanStopped>() {

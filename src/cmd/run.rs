@@ -12,10 +12,10 @@ use serde::Serialize;
 
 use crate::cli::run::RunArgs;
 use crate::cli::Cli;
-use crate::roundup::exec::{self, CaseRecord, CaseRun, Monitors, Outcome};
-use crate::roundup::file::When;
-use crate::roundup::host::{self, HostChanges};
-use crate::roundup::{self, Case, Plan};
+use crate::plan::exec::{self, CaseRecord, CaseRun, Monitors, Outcome};
+use crate::plan::file::When;
+use crate::plan::host::{self, HostChanges};
+use crate::plan::{self, Case, Plan};
 use crate::session::Target;
 
 /// A plan that ended before every case was measured: cut short by a
@@ -98,7 +98,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         return leftover_changes(&db, true);
     }
     let plan = Plan::load(&args.plan)?;
-    let cases = roundup::expand(&plan).map_err(|message| roundup::PlanError::Invalid {
+    let cases = plan::expand(&plan).map_err(|message| plan::PlanError::Invalid {
         path: args.plan.display().to_string(),
         message,
     })?;
@@ -108,7 +108,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         match case.check(&plan) {
             Ok(spec) => planned.push(Planned {
                 key: case.key(),
-                estimate: roundup::matrix::estimate(&spec, &plan),
+                estimate: plan::matrix::estimate(&spec, &plan),
                 case,
             }),
             Err(e) => problems.push(format!("  {}: {e}", case.key())),
@@ -116,7 +116,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if !problems.is_empty() {
         let shown = problems.len().min(10);
-        return Err(roundup::PlanError::Invalid {
+        return Err(plan::PlanError::Invalid {
             path: args.plan.display().to_string(),
             message: format!(
                 "{} of {} cases are not valid command lines:\n{}{}\nfix the options, or leave such cells out with \
@@ -335,7 +335,7 @@ fn host_text(case: &Case) -> String {
 
 /// Hello, authentication and the agent's facts: what a case needs, without
 /// a test.
-fn check_agent(agent: &roundup::file::Agent) -> anyhow::Result<crate::model::HostFacts> {
+fn check_agent(agent: &plan::file::Agent) -> anyhow::Result<crate::model::HostFacts> {
     let (host, port) = super::address::agent_address(&agent.address, None, None)?;
     let target = Target {
         host,
