@@ -4,8 +4,14 @@
 
 use std::net::IpAddr;
 
-use crate::session::Family;
-use crate::workload::SpecError;
+use crate::model::SpecError;
+
+/// Address family to use when a name resolves to both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
 
 /// Splits `HOST:PORT` and `[V6]:PORT`; a bare IPv6 address (more than one
 /// colon, no brackets) has no port. Brackets are removed from the host.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use crate::address::Family;
 use crate::logging;
 use crate::model::{Endpoint, MergeError, Party, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
@@ -20,13 +21,6 @@ use crate::workload::{self, ClientNet, SpecError, TestSpec, WorkloadError};
 
 /// How long to wait for the agent to answer at each step before the test.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Address family to use when a name resolves to both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    V4,
-    V6,
-}
 
 /// Where the agent is and how to reach it.
 #[derive(Debug, Clone)]

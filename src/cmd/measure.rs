@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::save::{self, Saver};
 use super::signals;
+use crate::address::Family;
 use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
 use crate::logging;
@@ -17,7 +18,7 @@ use crate::repeat::{self, CaseOptions};
 use crate::report::json::{Json, StreamEvent};
 use crate::report::text::{interval_lines, Text};
 use crate::report::Reporter;
-use crate::session::{Family, Target};
+use crate::session::Target;
 use crate::stats::Policy;
 use crate::workload::runner::{IntervalCallback, IntervalTick, ProgressCallback};
 use crate::workload::{Direction, SideOptions, SpecError, TestSpec};
