@@ -430,7 +430,7 @@ fn cpu_limit(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
         }?;
         if let Some(cg) = &counters.cgroup_cpu {
             let share = cg.throttled_percent_of_periods.unwrap_or(0.0);
-            if share >= crate::verdict::THROTTLED_PERCENT && cg.periods >= 10 {
+            if share >= Verdict::THROTTLED_PERCENT && cg.periods >= 10 {
                 return Some((
                     100.0 + share,
                     "cgroup_throttled",
@@ -440,8 +440,8 @@ fn cpu_limit(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
         }
         let s = counters.scheduling.as_ref()?;
         let share = s.wait_percent?;
-        let long_enough = s.wait_seconds * 100.0 >= crate::verdict::WAIT_SHARE_OF_TRIAL_PERCENT * counters.seconds;
-        (share >= crate::verdict::WAIT_PERCENT && long_enough).then(|| {
+        let long_enough = s.wait_seconds * 100.0 >= Verdict::WAIT_SHARE_OF_TRIAL_PERCENT * counters.seconds;
+        (share >= Verdict::WAIT_PERCENT && long_enough).then(|| {
             (
                 share,
                 "cpu_starved",

@@ -37,10 +37,10 @@ pub const WITHIN_PRECISION_PERCENT: f64 = 100.2;
 pub const CPU_BOUND_PERCENT: f64 = 95.0;
 /// Share of their ready time that threads waited for a CPU, and share of
 /// the trial the waiting must cover, to count as CPU-bound.
-pub const WAIT_PERCENT: f64 = 50.0;
-pub const WAIT_SHARE_OF_TRIAL_PERCENT: f64 = 25.0;
+pub const WAIT_PERCENT: f64 = Verdict::WAIT_PERCENT;
+pub const WAIT_SHARE_OF_TRIAL_PERCENT: f64 = Verdict::WAIT_SHARE_OF_TRIAL_PERCENT;
 /// Share of throttled cgroup periods that counts as CPU-bound.
-pub const THROTTLED_PERCENT: f64 = 50.0;
+pub const THROTTLED_PERCENT: f64 = Verdict::THROTTLED_PERCENT;
 /// Drop and retransmission shares worth a verdict.
 pub const LOSS_PERCENT: f64 = Verdict::LOSS_PERCENT;
 

@@ -262,6 +262,13 @@ pub struct Verdict {
 impl Verdict {
     /// Share of datagrams, drops or retransmitted segments worth a verdict.
     pub const LOSS_PERCENT: f64 = 1.0;
+    /// Share of their ready time that threads waited for a CPU, and share of
+    /// the trial the waiting must cover, to count as CPU-bound (here, below
+    /// the verdict and the multi-link verdict, which both judge by them).
+    pub const WAIT_PERCENT: f64 = 50.0;
+    pub const WAIT_SHARE_OF_TRIAL_PERCENT: f64 = 25.0;
+    /// Share of throttled cgroup periods that counts as CPU-bound.
+    pub const THROTTLED_PERCENT: f64 = 50.0;
 
     pub fn new(kind: &str, summary: String) -> Verdict {
         Verdict {
