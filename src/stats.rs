@@ -196,8 +196,8 @@ pub fn mean_interval(values: &[f64], level_percent: f64) -> Option<MeanInterval>
     })
 }
 
-/// Which trial of several is reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+/// Which trial of several is reported (`--pick`: `cli::measure::PickArg`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pick {
     /// The best trial (highest throughput).

@@ -123,9 +123,9 @@ pub struct MeasureArgs {
     /// Which of the --repeat trials to report. The median is the default:
     /// the best of N favours whichever configuration varies more, so it
     /// biases A/B comparisons.
-    #[arg(long, value_enum, value_name = "WHICH", default_value_t = crate::stats::Pick::Median,
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = PickArg::Median,
           requires = "repeat")]
-    pub pick: crate::stats::Pick,
+    pub pick: PickArg,
     /// Repeat trials until the LEVEL% confidence interval of the mean
     /// throughput is at most WIDTH% of the mean wide (netperf -I; e.g. 99,5).
     #[arg(long, value_name = "LEVEL,WIDTH", value_parser = parse::confidence)]
@@ -146,6 +146,28 @@ pub struct MeasureArgs {
     pub scaling: bool,
     #[command(flatten)]
     pub save: super::store::SaveArgs,
+}
+
+/// `--pick`: which of the repeated trials is reported. The command line's
+/// words for `stats::Pick`, which knows nothing of clap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PickArg {
+    /// The best trial (highest throughput).
+    Best,
+    /// The median trial (the lower middle one for an even count).
+    Median,
+    /// The mean over trials; the trial nearest the mean is shown in full.
+    Mean,
+}
+
+impl From<PickArg> for crate::stats::Pick {
+    fn from(pick: PickArg) -> crate::stats::Pick {
+        match pick {
+            PickArg::Best => crate::stats::Pick::Best,
+            PickArg::Median => crate::stats::Pick::Median,
+            PickArg::Mean => crate::stats::Pick::Mean,
+        }
+    }
 }
 
 /// `nicbench tcp`

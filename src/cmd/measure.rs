@@ -149,7 +149,7 @@ pub fn policy(m: &MeasureArgs) -> Policy {
     match (m.confidence, m.iterations) {
         (None, None) => Policy::Repeat {
             trials: m.repeat,
-            pick: m.pick,
+            pick: m.pick.into(),
         },
         (confidence, iterations) => {
             let (level_percent, width_percent) = confidence.unwrap_or((99.0, 5.0));
