@@ -24,6 +24,7 @@ pub mod protocol;
 pub mod repeat;
 pub mod report;
 pub mod session;
+pub mod shell;
 pub mod stats;
 pub mod store;
 pub mod trial;

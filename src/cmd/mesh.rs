@@ -485,11 +485,7 @@ fn command_line(args: &MeshArgs, spec: &TestSpec, dst: &Member) -> String {
     if let Some(psk) = &args.psk_file {
         words.extend(["--psk-file".into(), psk.display().to_string()]);
     }
-    words
-        .iter()
-        .map(|w| super::save::quote(w))
-        .collect::<Vec<_>>()
-        .join(" ")
+    crate::shell::join(&words)
 }
 
 /// Saves one run with the mesh's tags; a failing database is reported and

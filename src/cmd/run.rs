@@ -191,10 +191,7 @@ fn human(d: Duration) -> String {
 }
 
 fn command_text(argv: &[String]) -> String {
-    std::iter::once("nicbench".to_string())
-        .chain(argv.iter().map(|a| super::save::quote(a)))
-        .collect::<Vec<_>>()
-        .join(" ")
+    crate::shell::join(std::iter::once("nicbench").chain(argv.iter().map(String::as_str)))
 }
 
 /// What the plan adds to a case's command line to run it: streaming JSON

@@ -107,17 +107,5 @@ fn write_fallback(run: &RunResult) -> anyhow::Result<PathBuf> {
 
 /// The command line of this process, as typed (arguments with spaces quoted).
 pub fn command_line() -> String {
-    std::env::args().map(|a| quote(&a)).collect::<Vec<_>>().join(" ")
-}
-
-pub(crate) fn quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
+    crate::shell::join(std::env::args())
 }

@@ -111,12 +111,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         },
     };
     let sampler = ProcStat;
-    let command_line = args
-        .command
-        .iter()
-        .map(|a| super::save::quote(a))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let command_line = crate::shell::join(&args.command);
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let counters_before = probe.snapshot();
     let cpu_before = sampler.sample().context("reading /proc/stat")?;
