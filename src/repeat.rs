@@ -4,20 +4,16 @@
 //! result, and reports the picked (or mean) figure with a
 //! [`RepetitionSummary`]. It never looks at the workload kind: trials are
 //! compared by [`figure_of_merit`], the one place that knows which figure
-//! of a trial matters.
+//! of a trial matters. Nor does it know how a trial runs: the caller hands
+//! it a function that runs trial N against an agent (`cmd::measure` over a
+//! session, or over iperf3's protocol), so it sits below the session.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
 
 use crate::model::TestSpec;
 use crate::model::{RepetitionSummary, RunResult, TrialResult};
-use crate::session::{self, RunOptions, SessionError, Target};
 use crate::stats::{self, Decision, Pick, Policy};
-use crate::workload::runner::{IntervalCallback, ProgressCallback};
 use crate::workload::{format_figure, Figure};
-
-/// How long to retry when the agent is still finishing the previous trial.
-const BUSY_RETRY: Duration = Duration::from_secs(10);
 
 /// The figure of merit of a trial of `spec`: its workload's own
 /// (transactions per second, a sweep's peak, the receiver's rate). Every
@@ -30,16 +26,16 @@ pub fn figure_of_merit(spec: &TestSpec, trial: &TrialResult) -> Figure {
 /// finished before it: they are reported (and were saved), never dropped.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
-pub struct CaseFailure {
+pub struct CaseFailure<E: std::error::Error + 'static> {
     #[source]
-    pub error: SessionError,
+    pub error: E,
     /// The run of the finished trials (its repetition summary marked
     /// interrupted); None when the first trial failed.
     pub finished: Option<Box<RunResult>>,
 }
 
-impl From<SessionError> for CaseFailure {
-    fn from(error: SessionError) -> CaseFailure {
+impl<E: std::error::Error + 'static> From<E> for CaseFailure<E> {
+    fn from(error: E) -> CaseFailure<E> {
         CaseFailure { error, finished: None }
     }
 }
@@ -57,64 +53,11 @@ pub struct CaseOptions<'a> {
     pub on_trial: Option<&'a mut dyn FnMut(&RunResult)>,
 }
 
-/// Runs the trials of `spec` against `target` under the policy.
-pub fn run_case(
-    target: &Target,
-    spec: &TestSpec,
-    options: CaseOptions,
-    on_interval: &dyn Fn() -> Option<IntervalCallback>,
-    on_progress: &dyn Fn() -> Option<ProgressCallback>,
-) -> Result<RunResult, CaseFailure> {
-    run_case_adjusted(target, spec, options, on_interval, on_progress, &|_| {})
-}
-
-/// [`run_case`], with `adjust` applied to each trial's run the moment it
-/// ends, before the policy sees it and before it is saved (a command that
-/// adds what it measured around the test: `files` adds its raw TCP trial).
-pub fn run_case_adjusted(
-    target: &Target,
-    spec: &TestSpec,
-    options: CaseOptions,
-    on_interval: &dyn Fn() -> Option<IntervalCallback>,
-    on_progress: &dyn Fn() -> Option<ProgressCallback>,
-    adjust: &dyn Fn(&mut RunResult),
-) -> Result<RunResult, CaseFailure> {
-    let interrupted = options.interrupted;
-    let mut trial = |number: u32| {
-        let busy_until = Instant::now() + BUSY_RETRY;
-        loop {
-            let result = session::run(
-                target,
-                spec,
-                RunOptions {
-                    interrupted,
-                    on_interval: on_interval(),
-                    on_progress: on_progress(),
-                    trial: number,
-                },
-            );
-            match result {
-                // The agent may still be closing the previous trial.
-                Err(SessionError::Busy { .. }) if number > 1 && Instant::now() < busy_until => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                other => {
-                    return other.map(|mut run| {
-                        adjust(&mut run);
-                        run
-                    })
-                }
-            }
-        }
-    };
-    run_trials(&mut trial, options)
-}
-
-/// The repetition loop, with the trial runner injected (tests use a fake).
-pub fn run_trials(
-    run_trial: &mut dyn FnMut(u32) -> Result<RunResult, SessionError>,
+/// The repetition loop: `run_trial(N)` runs trial N (tests use a fake).
+pub fn run_trials<E: std::error::Error + 'static>(
+    run_trial: &mut dyn FnMut(u32) -> Result<RunResult, E>,
     mut options: CaseOptions,
-) -> Result<RunResult, CaseFailure> {
+) -> Result<RunResult, CaseFailure<E>> {
     let policy = options.policy;
     let mut first: Option<(RunResult, Figure)> = None;
     let mut trials: Vec<TrialResult> = Vec::new();
@@ -289,7 +232,7 @@ mod tests {
         let mut progress = Vec::new();
         let mut next = values.iter();
         let mut trial = |n: u32| Ok(fake_run(n, *next.next().expect("the runner asked for too many trials")));
-        let run = run_trials(
+        let run = run_trials::<std::io::Error>(
             &mut trial,
             CaseOptions {
                 policy,
@@ -308,11 +251,7 @@ mod tests {
             if n < 3 {
                 Ok(fake_run(n, 100.0 * f64::from(n)))
             } else {
-                Err(SessionError::Stream {
-                    stream_id: 1,
-                    role: "receiver",
-                    message: "connection reset".into(),
-                })
+                Err(std::io::Error::other("stream 1 (receiver): connection reset"))
             }
         };
         let policy = Policy::Repeat {
@@ -336,13 +275,7 @@ mod tests {
 
     #[test]
     fn a_failing_first_trial_has_nothing_to_keep() {
-        let mut trial = |_| {
-            Err(SessionError::Stream {
-                stream_id: 1,
-                role: "sender",
-                message: "broken pipe".into(),
-            })
-        };
+        let mut trial = |_| Err(std::io::Error::other("stream 1 (sender): broken pipe"));
         let options = CaseOptions {
             policy: Policy::SINGLE,
             interrupted: &|| None,
@@ -423,7 +356,7 @@ mod tests {
             progress: Some(&mut progress),
             on_trial: None,
         };
-        let run = run_trials(&mut trial, options).unwrap();
+        let run = run_trials::<std::io::Error>(&mut trial, options).unwrap();
         assert!(run.interrupted);
         assert_eq!(run.trials.len(), 2, "no trial starts after a cut-short one");
         let r = run.repetition.unwrap();
@@ -453,7 +386,7 @@ mod tests {
             trials: 3,
             pick: Pick::Best,
         };
-        run_trials(
+        run_trials::<std::io::Error>(
             &mut trial,
             CaseOptions {
                 policy,

@@ -11,7 +11,7 @@ use crate::cli::MeasureArgs;
 use crate::links::{self, LinksArg};
 use crate::model::{RunResult, TestSpec};
 use crate::probe::nic;
-use crate::repeat::{self, CaseOptions};
+use crate::repeat::CaseOptions;
 use crate::session::{self, Target};
 use crate::stats::Policy;
 use crate::workload::SpecError;
@@ -94,7 +94,7 @@ pub fn each_alone(
             progress: None,
             on_trial: None,
         };
-        let run = repeat::run_case(target, &one, options, &|| None, &|| None)
+        let run = super::measure::run_case(target, &one, options, &|| None, &|| None)
             .map_err(|f| anyhow::Error::new(f.error))
             .with_context(|| format!("--scaling: link {} ({pair}) alone", i + 1))?;
         let rate = run
