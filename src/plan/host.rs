@@ -113,7 +113,7 @@ pub struct HostChanges {
 }
 
 fn target(address: &str, psk_file: Option<&str>) -> Result<Target, String> {
-    let (host, port) = crate::cmd::address::agent_address(address, None, None).map_err(|e| format!("{e:#}"))?;
+    let (host, port) = crate::address::agent_address(address, None, None).map_err(|e| format!("{e:#}"))?;
     Ok(Target {
         host,
         port,
