@@ -1,10 +1,24 @@
-//! nicbench: a network benchmark suite. See DESIGN.md for the map.
+//! nicbench: a network benchmark suite. docs/ARCHITECTURE.md is the map.
 //!
-//! Layers, top to bottom: `cli` and `cmd` (the command line), `session`
-//! (client side of a test) and `agent` (`nicbench serve`), `trial` (one
-//! side of one trial), `workload` (traffic engines behind one trait),
-//! `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
-//! `model` (result types), `report` (renderers), `units`, `lab`.
+//! Layers, top to bottom; a module names only modules on lower floors, and
+//! on its own floor only where no circle forms (`tests/cli/layers.rs`
+//! checks it):
+//!
+//! 1. `main` (the binary)
+//! 2. `cmd` (one function per subcommand), `cli` (its clap definitions)
+//! 3. `plan` (what users write and `nicbench run` executes), `agent`
+//!    (`nicbench serve`), `lab` (namespaces with links)
+//! 4. `session` (client side of one test), `iperf3` (iperf3's protocol,
+//!    an adapter over the session's services)
+//! 5. `repeat` (one case's trials), `trial` (one side of one trial),
+//!    `verdict`, `report` (renderers), `metrics` (Prometheus), `store`
+//!    (SQLite), `mesh` (matrices, schedules and outliers of many agents)
+//! 6. `workload` (traffic engines behind one trait), `links` (several
+//!    links at once)
+//! 7. `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
+//!    `address` (HOST, HOST:PORT, [v6]:PORT)
+//! 8. `model` (result types)
+//! 9. `units`, `stats`, `linerate`, `logging`, `shell` (quoting)
 
 pub mod address;
 pub mod agent;

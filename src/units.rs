@@ -2,7 +2,7 @@
 //! (`64K`, `1MiB`), rates (`500M`, `100mbit`), durations (`10s`, `500ms`),
 //! and their display with an explicit unit (`Mbit/s`, `Gbit/s`, `MB`, `MiB`).
 //!
-//! Conventions (see DESIGN.md, "Units and words"):
+//! Conventions (every output and option shares them):
 //! - sizes: `K`/`KiB` = 1024, `M`/`MiB` = 2^20, `G`/`GiB` = 2^30 (buffer and
 //!   message sizes are powers of two in practice); `KB`/`MB`/`GB` are SI.
 //! - rates: SI, bits per second: `500M` = 500 * 10^6 bit/s, `2G`, `100mbit`.
