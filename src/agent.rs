@@ -31,7 +31,7 @@ use crate::protocol::auth::{self, Psk};
 use crate::protocol::channel::Channel;
 use crate::protocol::framing::encode;
 use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
-use crate::trial::{self, TrialPlan};
+use crate::side_runner::{self, TrialPlan};
 use crate::workload::runner::IntervalCallback;
 use crate::workload::{self, AgentNet, TestSpec};
 
@@ -788,7 +788,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     let plan = TrialPlan {
         host: Party::Agent,
         spec: &spec,
-        hard_deadline: trial::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
+        hard_deadline: side_runner::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
         wait_for_peer_report: false,
         interrupted: &|| {
             shared
@@ -799,8 +799,8 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         on_interval,
         on_progress: None,
     };
-    let mut outcome =
-        trial::run_side(side, plan, channel, &ProcStat).map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;
+    let mut outcome = side_runner::run_side(side, plan, channel, &ProcStat)
+        .map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;
     let overlapped = ticket.overlapped();
     outcome.local.overlapped_tests = overlapped;
     // The slot is free before the client hears that the test is done: a

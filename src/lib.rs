@@ -10,9 +10,10 @@
 //!    (`nicbench serve`), `lab` (namespaces with links)
 //! 4. `session` (client side of one test), `iperf3` (iperf3's protocol,
 //!    an adapter over the session's services)
-//! 5. `repeat` (one case's trials), `trial` (one side of one trial),
-//!    `verdict`, `report` (renderers), `metrics` (Prometheus), `store`
-//!    (SQLite), `mesh` (matrices, schedules and outliers of many agents)
+//! 5. `repeat` (one case's trials), `side_runner` (runs one side of one
+//!    trial), `verdict`, `report` (renderers), `metrics` (Prometheus),
+//!    `store` (SQLite), `mesh` (matrices, schedules and outliers of many
+//!    agents)
 //! 6. `workload` (traffic engines behind one trait), `links` (several
 //!    links at once)
 //! 7. `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
@@ -39,9 +40,9 @@ pub mod repeat;
 pub mod report;
 pub mod session;
 pub mod shell;
+pub mod side_runner;
 pub mod stats;
 pub mod store;
-pub mod trial;
 pub mod units;
 pub mod verdict;
 pub mod workload;

@@ -15,7 +15,7 @@ use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, KeyError, Psk};
 use crate::protocol::channel::Channel;
 use crate::protocol::{token_from_hex, Hello, Message, ProtocolError, MAX_AGENT_FRAME};
-use crate::trial::{self, TrialError, TrialPlan};
+use crate::side_runner::{self, TrialError, TrialPlan};
 use crate::workload::runner::{IntervalCallback, ProgressCallback};
 use crate::workload::{self, ClientNet, SpecError, TestSpec, WorkloadError};
 
@@ -488,13 +488,13 @@ pub fn run_keyed(
         host: Party::Client,
         spec,
         // A byte-count test has no expected end; never wait for ever.
-        hard_deadline: trial::hard_deadline(spec, start, Some(crate::model::spec::MAX_DURATION_SECONDS)),
+        hard_deadline: side_runner::hard_deadline(spec, start, Some(crate::model::spec::MAX_DURATION_SECONDS)),
         wait_for_peer_report: true,
         interrupted: options.interrupted,
         on_interval: options.on_interval,
         on_progress: options.on_progress,
     };
-    let outcome = trial::run_side(side, plan, &mut channel, &ProcStat)?;
+    let outcome = side_runner::run_side(side, plan, &mut channel, &ProcStat)?;
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
     check_agent_report(&agent_report, spec)?;
     let (client_links, agent_links) = (outcome.local.links.clone(), agent_report.links.clone());

@@ -362,7 +362,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
     let hard_deadline = side.start
         + omit
         + duration.unwrap_or(Duration::from_secs_f64(crate::model::spec::MAX_DURATION_SECONDS))
-        + crate::trial::GRACE;
+        + crate::side_runner::GRACE;
     loop {
         match control.poll_state(Duration::from_millis(20)) {
             Ok(None) => {}
@@ -394,8 +394,8 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
             break;
         }
         if now > hard_deadline {
-            return Err(SessionError::Trial(crate::trial::TrialError::Hung(
-                crate::trial::GRACE.as_secs_f64(),
+            return Err(SessionError::Trial(crate::side_runner::TrialError::Hung(
+                crate::side_runner::GRACE.as_secs_f64(),
             )));
         }
     }

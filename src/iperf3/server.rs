@@ -319,7 +319,7 @@ pub fn serve_test(
     control
         .send_state(State::TestRunning)
         .map_err(io_err("sending TEST_RUNNING"))?;
-    let hard_deadline = side.start + Duration::from_secs_f64(spec.expected_seconds()) + crate::trial::GRACE;
+    let hard_deadline = side.start + Duration::from_secs_f64(spec.expected_seconds()) + crate::side_runner::GRACE;
     let ended = loop {
         if settings.shutdown.load(Ordering::Relaxed) || Instant::now() > hard_deadline {
             let _ = control.send_state(State::ServerTerminate);

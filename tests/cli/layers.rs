@@ -28,7 +28,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("iperf3", 4),
     // What a test's results become, and one side of a trial.
     ("repeat", 5),
-    ("trial", 5),
+    ("side_runner", 5),
     ("verdict", 5),
     ("report", 5),
     ("metrics", 5),

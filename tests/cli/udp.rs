@@ -7,7 +7,7 @@ use nicbench::model::Party;
 use nicbench::probe::cpu::ProcStat;
 use nicbench::protocol::channel::Channel;
 use nicbench::protocol::{token_from_hex, Hello, Message, MAX_AGENT_FRAME};
-use nicbench::trial::{run_side, TrialPlan};
+use nicbench::side_runner::{run_side, TrialPlan};
 use nicbench::workload::udp::result::{self as udp_result, UdpEnd};
 use nicbench::workload::{self, ClientNet, Direction, SideOptions, TestSpec};
 use serde_json::Value;

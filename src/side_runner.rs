@@ -1,4 +1,4 @@
-//! One trial on one side: sample the CPU, run the [`Side`] on its own
+//! Running one side of one trial: sample the CPU, run the [`Side`] on its own
 //! thread, and meanwhile watch the control connection — the peer may ask to
 //! stop, report its side, fail, or vanish. Client and agent both use this,
 //! so neither knows what kind of workload runs.
