@@ -3,7 +3,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
@@ -12,9 +12,11 @@ use serde::Serialize;
 
 use crate::cli::run::RunArgs;
 use crate::cli::Cli;
+use crate::model::HostSetting;
 use crate::plan::exec::{self, CaseRecord, CaseRun, Monitors, Outcome};
-use crate::plan::file::When;
+use crate::plan::file::{Agent, When};
 use crate::plan::host::{self, HostChanges};
+use crate::plan::runner::{self, command_text, human, Planned, Tally};
 use crate::plan::{self, Case, Plan};
 use crate::session::Target;
 
@@ -38,13 +40,6 @@ impl PlanStopped {
             PlanStopped::Failed { .. } => 5,
         }
     }
-}
-
-/// A case with what it runs and how long it should take.
-struct Planned {
-    case: Case,
-    key: String,
-    estimate: Duration,
 }
 
 /// Where plan runs keep their summaries, command output and restore files.
@@ -179,19 +174,6 @@ fn absolute(path: &Path) -> PathBuf {
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     }
-}
-
-fn human(d: Duration) -> String {
-    let s = d.as_secs_f64().round() as u64;
-    match s {
-        0..=59 => format!("{s} s"),
-        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
-        _ => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
-    }
-}
-
-fn command_text(argv: &[String]) -> String {
-    crate::shell::join(std::iter::once("nicbench").chain(argv.iter().map(String::as_str)))
 }
 
 /// What the plan adds to a case's command line to run it: streaming JSON
@@ -384,6 +366,15 @@ impl Progress {
         }
     }
 
+    fn finish(self) {
+        if let Some((_, plan, case)) = self.bars {
+            case.finish_and_clear();
+            plan.finish_and_clear();
+        }
+    }
+}
+
+impl runner::Show for Progress {
     fn plan(&self, done: usize, message: String) {
         if let Some((_, plan, _)) = &self.bars {
             plan.set_position(done as u64);
@@ -406,12 +397,58 @@ impl Progress {
             None => {}
         }
     }
+}
 
-    fn finish(self) {
-        if let Some((_, plan, case)) = self.bars {
-            case.finish_and_clear();
-            plan.finish_and_clear();
+/// The steps of a case as they really happen: host changes, the plan's
+/// commands and monitors, the case as a child process.
+struct RealSteps<'a> {
+    plan: &'a Plan,
+    dir: &'a Path,
+    exe: &'a Path,
+    db: &'a Path,
+    resume: &'a exec::Resume,
+    host_changes: &'a mut HostChanges,
+    monitors: Option<Monitors>,
+}
+
+impl runner::Steps for RealSteps<'_> {
+    fn stopped(&self) -> bool {
+        exec::stopped()
+    }
+
+    fn pause(&mut self, pause: Duration) {
+        exec::pause(pause)
+    }
+
+    fn set_mtu(&mut self, agent: &Agent, mtu: u32) -> Result<(), String> {
+        self.host_changes.set_mtu(agent, mtu)
+    }
+
+    fn set_host(&mut self, agent: &Agent, setting: &HostSetting) -> Result<(), String> {
+        self.host_changes.set_host(agent, setting)
+    }
+
+    fn commands(&mut self, when: When, index: usize) -> (Vec<PathBuf>, Option<String>) {
+        exec::run_commands(self.plan, when, self.dir, index)
+    }
+
+    fn start_monitors(&mut self, index: usize) -> Result<(), (Vec<PathBuf>, String)> {
+        self.monitors = Some(Monitors::start(self.plan, self.dir, index)?);
+        Ok(())
+    }
+
+    fn stop_monitors(&mut self) -> (Vec<PathBuf>, Option<String>) {
+        self.monitors.take().map(Monitors::stop).unwrap_or_default()
+    }
+
+    fn run(&mut self, planned: &Planned, line: &dyn Fn(String)) -> Outcome {
+        CaseRun {
+            exe: self.exe,
+            argv: run_argv(planned, self.plan, self.db, &self.resume.plan_run, self.resume.seed),
+            trials: self.plan.defaults.repeat.unwrap_or(1),
+            line,
         }
+        .run()
     }
 }
 
@@ -440,137 +477,16 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
     out.flush()?;
     drop(out);
     let progress = Progress::new(total);
-    let pause = plan.duration(&plan.defaults.pause).unwrap_or_default();
-    let estimated_left = |from: usize| -> Duration {
-        planned[from..]
-            .iter()
-            .filter(|p| !resume.finished.contains_key(&p.key))
-            .map(|p| p.estimate)
-            .sum()
+    let mut steps = RealSteps {
+        plan,
+        dir: &dir,
+        exe: &exe,
+        db,
+        resume: &resume,
+        host_changes: &mut host_changes,
+        monitors: None,
     };
-    let mut records: Vec<CaseRecord> = Vec::new();
-    let (mut spent, mut estimated_done) = (Duration::ZERO, Duration::ZERO);
-    let mut ran_any = false;
-    let trials = plan.defaults.repeat.unwrap_or(1);
-    for (i, p) in planned.iter().enumerate() {
-        if exec::stopped() {
-            break;
-        }
-        let command_line = command_text(&p.case.command_line(plan));
-        if let Some(&run_id) = resume.finished.get(&p.key) {
-            records.push(CaseRecord {
-                case: p.key.clone(),
-                command_line,
-                outcome: Outcome::Skipped { run_id },
-                command_output: Vec::new(),
-            });
-            continue;
-        }
-        if ran_any && !pause.is_zero() {
-            progress.case(format!("pause {}", human(pause)));
-            exec::pause(pause);
-            if exec::stopped() {
-                break;
-            }
-        }
-        ran_any = true;
-        // ETA from the measured pace: the estimate of what is left, scaled
-        // by how the estimates compared with reality so far.
-        let pace = if estimated_done.is_zero() {
-            1.0
-        } else {
-            spent.as_secs_f64() / estimated_done.as_secs_f64()
-        };
-        let eta = Duration::from_secs_f64(estimated_left(i).as_secs_f64() * pace);
-        progress.plan(i, format!("about {} left", human(eta)));
-        let label = format!("[{}/{total}] {}", i + 1, p.key);
-        progress.case(label.clone());
-        let started = Instant::now();
-        let mut settings = match p.case.mtu {
-            Some(mtu) => {
-                progress.case(format!("{label}  setting MTU {mtu}"));
-                host_changes.set_mtu(&p.case.agent, mtu)
-            }
-            None => Ok(()),
-        };
-        for (axis, value) in &p.case.host {
-            if settings.is_err() {
-                break;
-            }
-            settings = crate::model::HostSetting::parse(axis, value).and_then(|setting| {
-                progress.case(format!("{label}  setting {}", setting.describe()));
-                host_changes.set_host(&p.case.agent, &setting)
-            });
-        }
-        let (mut files, before_failure) = match settings {
-            Ok(()) => exec::run_commands(plan, When::Before, &dir, i),
-            Err(reason) => (Vec::new(), Some(reason)),
-        };
-        let outcome = match before_failure {
-            Some(reason) => Outcome::Failed {
-                reason,
-                exit_code: None,
-                seconds: 0.0,
-            },
-            None => match Monitors::start(plan, &dir, i) {
-                Err((monitor_files, reason)) => {
-                    files.extend(monitor_files);
-                    Outcome::Failed {
-                        reason,
-                        exit_code: None,
-                        seconds: 0.0,
-                    }
-                }
-                Ok(monitors) => {
-                    let line = |m: String| progress.case(format!("{label}  {m}"));
-                    let case_run = CaseRun {
-                        exe: &exe,
-                        argv: run_argv(p, plan, db, &resume.plan_run, resume.seed),
-                        trials,
-                        line: &line,
-                    };
-                    let mut outcome = case_run.run();
-                    let (monitor_files, monitor_failure) = monitors.stop();
-                    files.extend(monitor_files);
-                    let (after_files, after_failure) = exec::run_commands(plan, When::After, &dir, i);
-                    files.extend(after_files);
-                    if let (Outcome::Measured { seconds, .. }, Some(reason)) =
-                        (&outcome, monitor_failure.or(after_failure))
-                    {
-                        outcome = Outcome::Failed {
-                            reason,
-                            exit_code: None,
-                            seconds: *seconds,
-                        };
-                    }
-                    outcome
-                }
-            },
-        };
-        spent += started.elapsed();
-        estimated_done += p.estimate;
-        progress.println(match &outcome {
-            Outcome::Measured {
-                headline,
-                seconds,
-                run_id,
-            } => format!(
-                "{label}: {} ({:.1} s{})",
-                headline.as_deref().unwrap_or("measured"),
-                seconds,
-                run_id.map(|id| format!(", run {id}")).unwrap_or_default()
-            ),
-            Outcome::Failed { reason, .. } => format!("{label}: FAILED: {reason}"),
-            Outcome::Interrupted { seconds } => format!("{label}: interrupted after {seconds:.1} s"),
-            Outcome::Skipped { .. } => unreachable!("skipped cases are not run"),
-        });
-        records.push(CaseRecord {
-            case: p.key.clone(),
-            command_line,
-            outcome,
-            command_output: files,
-        });
-    }
+    let records = runner::run_cases(plan, &planned, &resume.finished, &mut steps, &progress);
     progress.finish();
     let restore_failures = host_changes.restore();
     let summary_file = dir.join("summary.json");
@@ -586,13 +502,11 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         },
     )
     .with_context(|| format!("writing {}", summary_file.display()))?;
-    let count = |f: fn(&Outcome) -> bool| records.iter().filter(|r| f(&r.outcome)).count();
-    let measured = count(|o| matches!(o, Outcome::Measured { .. }));
+    let Tally { measured, done, .. } = Tally::of(&records);
     let failed: Vec<&CaseRecord> = records
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
         .collect();
-    let done = count(|o| matches!(o, Outcome::Measured { .. } | Outcome::Skipped { .. }));
     let mut out = std::io::stdout().lock();
     writeln!(out)?;
     writeln!(

@@ -6,6 +6,7 @@ pub mod exec;
 pub mod file;
 pub mod host;
 pub mod matrix;
+pub mod runner;
 
 pub use file::{Plan, PlanError};
 pub use matrix::{expand, Case};
