@@ -23,6 +23,8 @@ pub fn stddev(values: &[f64]) -> f64 {
 }
 
 /// Median (mean of the two middle values for an even count); NaN for none.
+/// The one median of nicbench: compare tables, mesh outliers, sweep spreads
+/// and repetition summaries all take theirs here.
 pub fn median(values: &[f64]) -> f64 {
     if values.is_empty() {
         return f64::NAN;

@@ -28,6 +28,8 @@
 
 use serde::Serialize;
 
+use crate::stats::median;
+
 /// The modified z-score below which a value is an outlier.
 pub const Z_LIMIT: f64 = -3.5;
 /// Relative deviation that is always noise (the MAD's floor).
@@ -115,27 +117,15 @@ impl Outlier {
     }
 }
 
-fn median(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(|a, b| a.total_cmp(b));
-    let n = values.len();
-    Some(if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    })
-}
-
 /// Modified z-scores of `values` (None stays None), with the MAD floored.
 fn z_scores(values: &[Option<f64>]) -> Vec<Option<f64>> {
-    let mut present: Vec<f64> = values.iter().flatten().copied().collect();
-    let Some(center) = median(&mut present) else {
+    let present: Vec<f64> = values.iter().flatten().copied().collect();
+    if present.is_empty() {
         return vec![None; values.len()];
-    };
-    let mut deviations: Vec<f64> = present.iter().map(|v| (v - center).abs()).collect();
-    let mad = median(&mut deviations).unwrap_or(0.0).max((1.0 + NOISE_FLOOR).ln());
+    }
+    let center = median(&present);
+    let deviations: Vec<f64> = present.iter().map(|v| (v - center).abs()).collect();
+    let mad = median(&deviations).max((1.0 + NOISE_FLOOR).ln());
     values.iter().map(|v| v.map(|v| 0.6745 * (v - center) / mad)).collect()
 }
 
@@ -171,15 +161,17 @@ pub fn find(cells: &[Vec<Option<f64>>], better: Better) -> Vec<Outlier> {
     let (mut sends, mut receives) = (vec![0.0; n], vec![0.0; n]);
     for _ in 0..POLISH_SWEEPS {
         for (i, effect) in sends.iter_mut().enumerate() {
-            let mut row: Vec<f64> = residual[i].iter().flatten().copied().collect();
-            if let Some(m) = median(&mut row) {
+            let row: Vec<f64> = residual[i].iter().flatten().copied().collect();
+            if !row.is_empty() {
+                let m = median(&row);
                 *effect += m;
                 residual[i].iter_mut().flatten().for_each(|v| *v -= m);
             }
         }
         for (j, effect) in receives.iter_mut().enumerate() {
-            let mut col: Vec<f64> = residual.iter().filter_map(|r| r[j]).collect();
-            if let Some(m) = median(&mut col) {
+            let col: Vec<f64> = residual.iter().filter_map(|r| r[j]).collect();
+            if !col.is_empty() {
+                let m = median(&col);
                 *effect += m;
                 residual.iter_mut().for_each(|r| {
                     if let Some(v) = r[j].as_mut() {
@@ -193,7 +185,8 @@ pub fn find(cells: &[Vec<Option<f64>>], better: Better) -> Vec<Outlier> {
     let sends: Vec<Option<f64>> = (0..n).map(|i| present(i, true).then_some(sends[i])).collect();
     let receives: Vec<Option<f64>> = (0..n).map(|j| present(j, false).then_some(receives[j])).collect();
     let (zs, zr) = (z_scores(&sends), z_scores(&receives));
-    let center = |v: &[Option<f64>]| median(&mut v.iter().flatten().copied().collect::<Vec<_>>());
+    // NaN without values, and so a NaN ratio, as for a missing figure.
+    let center = |v: &[Option<f64>]| median(&v.iter().flatten().copied().collect::<Vec<_>>());
     let (cs, cr) = (center(&sends), center(&receives));
 
     let mut out = Vec::new();
@@ -205,7 +198,7 @@ pub fn find(cells: &[Vec<Option<f64>>], better: Better) -> Vec<Outlier> {
             continue;
         }
         (slow_sender[h], slow_receiver[h]) = (s, r);
-        let ratio_of = |v: Option<f64>, c: Option<f64>| v.zip(c).map(|(v, c)| (v - c).exp()).unwrap_or(f64::NAN);
+        let ratio_of = |v: Option<f64>, c: f64| v.map(|v| (v - c).exp()).unwrap_or(f64::NAN);
         let ratio = match (s, r) {
             (true, true) => ratio_of(sends[h], cs).min(ratio_of(receives[h], cr)),
             (true, false) => ratio_of(sends[h], cs),

@@ -65,15 +65,6 @@ pub fn natural(a: &[String], b: &[String]) -> Ordering {
     a.len().cmp(&b.len())
 }
 
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
-}
-
 /// A column's label: its key values joined.
 pub fn col_label(col: &[String]) -> String {
     if col.is_empty() {
@@ -126,7 +117,7 @@ impl Table {
                 let value = match stat {
                     Stat::Best if metric.higher_is_better => max,
                     Stat::Best => min,
-                    Stat::Median => median(&sorted),
+                    Stat::Median => crate::stats::median(&sorted),
                     Stat::Mean => sorted.iter().sum::<f64>() / sorted.len() as f64,
                 };
                 cells.push(Cell {

@@ -44,16 +44,10 @@ impl Spread {
             return None;
         }
         sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
         Some(Spread {
             min: sorted[0],
-            median,
-            max: sorted[n - 1],
+            median: crate::stats::median(&sorted),
+            max: sorted[sorted.len() - 1],
         })
     }
 
