@@ -56,52 +56,13 @@ pub struct Qdisc {
 
 /// The root qdisc of interface `ifindex`.
 pub fn root_qdisc(ifindex: i32) -> Option<Qdisc> {
-    // SAFETY: plain socket(2); owned below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let timeout = libc::timeval { tv_sec: 1, tv_usec: 0 };
-    // SAFETY: valid option struct and size.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&timeout as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as u32,
-        );
-    }
     let mut request = [0u8; NLMSG_HEADER + TCMSG];
     request[0..4].copy_from_slice(&((NLMSG_HEADER + TCMSG) as u32).to_ne_bytes());
     request[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
     request[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
     request[8..12].copy_from_slice(&1u32.to_ne_bytes());
     request[NLMSG_HEADER + 4..NLMSG_HEADER + 8].copy_from_slice(&ifindex.to_ne_bytes());
-    // SAFETY: sending our buffer to the kernel (a zeroed sockaddr_nl is the kernel).
-    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    kernel.nl_family = libc::AF_NETLINK as u16;
-    let sent = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            request.as_ptr().cast(),
-            request.len(),
-            0,
-            (&kernel as *const libc::sockaddr_nl).cast(),
-            std::mem::size_of::<libc::sockaddr_nl>() as u32,
-        )
-    };
-    if sent < 0 {
-        return None;
-    }
+    let fd = ask_kernel(&request).ok()?;
     let mut buffer = vec![0u8; 64 * 1024];
     let mut found = None;
     for _ in 0..1000 {
@@ -177,24 +138,7 @@ pub fn replace_root(ifindex: i32, kind: &str) -> std::io::Result<()> {
             format!("'{kind}' is not a qdisc kind"),
         ));
     }
-    let fd = netlink_socket().ok_or_else(std::io::Error::last_os_error)?;
-    let request = replace_request(ifindex, kind, 1);
-    // SAFETY: sending our buffer to the kernel (a zeroed sockaddr_nl is the kernel).
-    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    kernel.nl_family = libc::AF_NETLINK as u16;
-    let sent = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            request.as_ptr().cast(),
-            request.len(),
-            0,
-            (&kernel as *const libc::sockaddr_nl).cast(),
-            std::mem::size_of::<libc::sockaddr_nl>() as u32,
-        )
-    };
-    if sent < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let fd = ask_kernel(&replace_request(ifindex, kind, 1))?;
     let mut buffer = vec![0u8; 16 * 1024];
     for _ in 0..16 {
         // SAFETY: receiving into our buffer.
@@ -212,8 +156,9 @@ pub fn replace_root(ifindex: i32, kind: &str) -> std::io::Result<()> {
     ))
 }
 
-/// A NETLINK_ROUTE socket with a receive deadline of a second.
-fn netlink_socket() -> Option<OwnedFd> {
+/// Sends `request` to the kernel on a new NETLINK_ROUTE socket, which it
+/// returns for the answer (with a receive deadline of a second).
+fn ask_kernel(request: &[u8]) -> std::io::Result<OwnedFd> {
     // SAFETY: plain socket(2); owned below.
     let fd = unsafe {
         libc::socket(
@@ -223,7 +168,7 @@ fn netlink_socket() -> Option<OwnedFd> {
         )
     };
     if fd < 0 {
-        return None;
+        return Err(std::io::Error::last_os_error());
     }
     // SAFETY: a fresh descriptor.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -238,7 +183,23 @@ fn netlink_socket() -> Option<OwnedFd> {
             std::mem::size_of::<libc::timeval>() as u32,
         );
     }
-    Some(fd)
+    // SAFETY: sending our buffer to the kernel (a zeroed sockaddr_nl is the kernel).
+    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    kernel.nl_family = libc::AF_NETLINK as u16;
+    let sent = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+            (&kernel as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if sent < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
 }
 
 /// What one datagram of the dump held.
