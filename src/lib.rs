@@ -25,6 +25,7 @@ pub mod address;
 pub mod agent;
 pub mod cli;
 pub mod cmd;
+pub mod csv_out;
 pub mod iperf3;
 pub mod lab;
 pub mod linerate;

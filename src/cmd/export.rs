@@ -7,7 +7,7 @@ use rusqlite::types::Value as Sql;
 
 use super::runs::{filter, nothing_matched, open, write_out};
 use crate::cli::store::{ExportArgs, ExportFormat, FilterArgs, RmArgs};
-use crate::report::runs::csv_field;
+use crate::csv_out::Csv;
 use crate::store::Tag;
 
 /// The columns `export --format csv` writes, after id and tags.
@@ -82,21 +82,22 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             keys.sort_unstable();
             keys.dedup();
             write_out(|out| {
+                let mut csv = Csv::new(out);
                 let mut header = vec!["id".to_string()];
                 header.extend(keys.iter().map(|k| format!("tag:{k}")));
                 header.extend(CSV_COLUMNS.iter().map(|c| c.to_string()));
-                writeln!(out, "{}", header.join(","))?;
+                csv.row(&header)?;
                 for (id, values) in &rows {
                     let mut line = vec![id.to_string()];
                     let run_tags = tags.get(id).map(Vec::as_slice).unwrap_or(&[]);
                     for key in &keys {
                         let value = run_tags.iter().find(|t| t.key == *key).map(|t| t.value.as_str());
-                        line.push(csv_field(value.unwrap_or("")));
+                        line.push(value.unwrap_or("").to_string());
                     }
-                    line.extend(values.iter().map(sql_text).map(|v| csv_field(&v)));
-                    writeln!(out, "{}", line.join(","))?;
+                    line.extend(values.iter().map(sql_text));
+                    csv.row(&line)?;
                 }
-                Ok(())
+                csv.finish()
             })
         }
     }

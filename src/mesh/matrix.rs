@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::outliers::{self, Better, Outlier};
+use crate::csv_out::Csv;
 use crate::model::RunResult;
 use crate::units;
 
@@ -361,22 +362,26 @@ impl MeshResult {
 
     /// One line per ordered pair: src,dst,value,unit,run_id,error.
     pub fn csv(&self) -> String {
-        let mut out = String::from("src,dst,metric,value,unit,run_id,round,verdict,error\n");
+        let mut csv = Csv::new(Vec::new());
+        let header = [
+            "src", "dst", "metric", "value", "unit", "run_id", "round", "verdict", "error",
+        ];
+        csv.row(header).expect("writing to memory does not fail");
         for c in &self.cells {
-            out += &format!(
-                "{},{},{},{},{},{},{},{},{}\n",
-                csv_field(&self.hosts[c.src].name),
-                csv_field(&self.hosts[c.dst].name),
-                self.metric,
+            csv.row([
+                self.hosts[c.src].name.clone(),
+                self.hosts[c.dst].name.clone(),
+                self.metric.clone(),
                 c.value.map(|v| format!("{v}")).unwrap_or_default(),
-                self.unit,
+                self.unit.clone(),
                 c.run_id.map(|v| v.to_string()).unwrap_or_default(),
-                c.round,
-                csv_field(c.verdict.as_deref().unwrap_or("")),
-                csv_field(c.error.as_deref().unwrap_or(""))
-            );
+                c.round.to_string(),
+                c.verdict.clone().unwrap_or_default(),
+                c.error.clone().unwrap_or_default(),
+            ])
+            .expect("writing to memory does not fail");
         }
-        out
+        csv.into_string()
     }
 }
 
@@ -393,14 +398,6 @@ pub fn shade(share: f64) -> char {
 
 fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]
@@ -486,10 +483,23 @@ mod tests {
     }
 
     #[test]
-    fn csv_quotes_commas_and_quotes() {
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
-        assert_eq!(csv_field("plain"), "plain");
+    fn csv_quotes_line_breaks_and_carriage_returns_and_neutralises_formulas() {
+        let mut m = mesh(&[&[None, Some(-1.5)], &[None, None]]);
+        m.hosts[0].name = "rack 1, \"a\"".into();
+        m.hosts[1].name = "=cmd".into();
+        m.cells[1].error = Some("refused\r\nby b".into());
+        let csv = m.csv();
+        let rows: Vec<csv::StringRecord> = csv::Reader::from_reader(csv.as_bytes())
+            .records()
+            .map(Result::unwrap)
+            .collect();
+        let cells = |i: usize| rows[i].iter().map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            cells(0)[..4],
+            ["rack 1, \"a\"", "'=cmd", "receiver_bits_per_second", "-1.5"],
+            "{csv}"
+        );
+        assert_eq!(cells(1)[8], "refused\r\nby b", "{csv}");
     }
 
     #[test]

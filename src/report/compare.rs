@@ -9,6 +9,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use crate::csv_out::Csv;
 use crate::store::compare::{Metric, Record};
 
 /// How the runs of one cell are summed up.
@@ -290,16 +291,12 @@ impl Table {
 
     /// One line per cell, in the metric's own unit (bit/s, not scaled).
     pub fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
-        use super::runs::csv_field;
+        let mut csv = Csv::new(out);
         let mut header: Vec<String> = self.row_keys.iter().chain(&self.col_keys).cloned().collect();
         header.extend(["metric", "unit", "stat", "value", "runs", "min", "max", "ratio"].map(String::from));
-        writeln!(
-            out,
-            "{}",
-            header.iter().map(|h| csv_field(h)).collect::<Vec<_>>().join(",")
-        )?;
+        csv.row(&header)?;
         for c in &self.cells {
-            let mut line: Vec<String> = c.row.iter().chain(&c.col).map(|k| csv_field(k)).collect();
+            let mut line: Vec<String> = c.row.iter().chain(&c.col).cloned().collect();
             line.push(self.metric.clone());
             line.push(self.unit.clone());
             line.push(
@@ -314,9 +311,9 @@ impl Table {
                 c.max.to_string(),
             ]);
             line.push(c.ratio.map(|r| r.to_string()).unwrap_or_default());
-            writeln!(out, "{}", line.join(","))?;
+            csv.row(&line)?;
         }
-        Ok(())
+        csv.finish()
     }
 
     pub fn json(&self, out: &mut dyn Write) -> io::Result<()> {

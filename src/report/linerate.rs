@@ -3,6 +3,7 @@
 
 use std::io::{self, Write};
 
+use crate::csv_out::Csv;
 use crate::linerate::{LineRate, Size};
 use crate::model::LineRateShare;
 use crate::units::Rate;
@@ -51,30 +52,31 @@ pub fn text(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
 
 /// CSV with units in the column names.
 pub fn csv(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
+    let mut csv = Csv::new(out);
+    csv.row(
         "link_bits_per_second,stack,vlan,given,given_bytes,frame_bytes,wire_bytes,payload_bytes,padding_bytes,\
          frames_per_second,goodput_bits_per_second,efficiency_percent,frame_interval_ns"
+            .split(','),
     )?;
     for r in rows {
         let (kind, bytes) = size_cell(&r.size);
-        writeln!(
-            out,
-            "{},{},{},{kind},{bytes},{},{},{},{},{:.3},{:.1},{:.4},{:.3}",
-            r.link_bits_per_second,
-            r.stack,
-            r.vlan,
-            r.frame_bytes,
-            r.wire_bytes,
-            r.payload_bytes,
-            r.padding_bytes,
-            r.frames_per_second,
-            r.goodput_bits_per_second,
-            r.efficiency_percent,
-            r.frame_interval_ns
-        )?;
+        csv.row([
+            r.link_bits_per_second.to_string(),
+            r.stack.to_string(),
+            r.vlan.to_string(),
+            kind.to_string(),
+            bytes.to_string(),
+            r.frame_bytes.to_string(),
+            r.wire_bytes.to_string(),
+            r.payload_bytes.to_string(),
+            r.padding_bytes.to_string(),
+            format!("{:.3}", r.frames_per_second),
+            format!("{:.1}", r.goodput_bits_per_second),
+            format!("{:.4}", r.efficiency_percent),
+            format!("{:.3}", r.frame_interval_ns),
+        ])?;
     }
-    Ok(())
+    csv.finish()
 }
 
 pub fn json(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {

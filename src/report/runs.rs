@@ -15,15 +15,6 @@ pub fn figure(value: f64, unit: &str) -> String {
     }
 }
 
-/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
-pub fn csv_field(value: &str) -> String {
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
-    } else {
-        value.to_string()
-    }
-}
-
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` UTC.
 pub fn utc(unix_seconds: f64) -> String {
     let secs = unix_seconds.max(0.0) as i64;

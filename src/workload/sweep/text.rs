@@ -5,6 +5,7 @@
 use std::io::{self, Write};
 
 use super::result::SweepResult;
+use crate::csv_out::Csv;
 use crate::units::{Rate, Size};
 
 fn line_rate_percent(sweep: &SweepResult, bits_per_second: f64) -> Option<f64> {
@@ -155,40 +156,37 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
 
 /// The points as CSV, one header line with units.
 pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
+    let mut csv = Csv::new(out);
+    csv.row(
         "size_bytes,latency_us,bandwidth_mbit_per_second,mean_latency_us,mean_bandwidth_mbit_per_second,\
          exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide,\
          pass_latency_us"
+            .split(','),
     )?;
     let opt = |v: Option<f64>, digits: usize| v.map(|v| format!("{v:.digits$}")).unwrap_or_default();
     for p in &sweep.points {
-        writeln!(
-            out,
-            "{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{},{}",
-            p.size_bytes,
-            p.best_latency_us,
-            p.best_bits_per_second / 1e6,
-            p.mean_latency_us,
-            p.mean_bits_per_second / 1e6,
-            p.exchanges,
-            p.lost,
-            line_rate_percent(sweep, p.best_bits_per_second)
-                .map(|v| format!("{v:.2}"))
-                .unwrap_or_default(),
+        csv.row([
+            p.size_bytes.to_string(),
+            format!("{:.3}", p.best_latency_us),
+            format!("{:.3}", p.best_bits_per_second / 1e6),
+            format!("{:.3}", p.mean_latency_us),
+            format!("{:.3}", p.mean_bits_per_second / 1e6),
+            p.exchanges.to_string(),
+            p.lost.to_string(),
+            opt(line_rate_percent(sweep, p.best_bits_per_second), 2),
             opt(p.median_latency_us, 3),
             opt(p.max_latency_us, 3),
             opt(p.spread_percent, 1),
             p.rounds.map(|r| r.to_string()).unwrap_or_default(),
-            u8::from(p.wide),
+            u8::from(p.wide).to_string(),
             p.pass_latency_us
                 .iter()
                 .map(|us| format!("{us:.3}"))
                 .collect::<Vec<_>>()
-                .join(";")
-        )?;
+                .join(";"),
+        ])?;
     }
-    Ok(())
+    csv.finish()
 }
 
 #[cfg(test)]
