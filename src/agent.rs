@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use self::admission::{Admission, Pace, Poll, Ticket};
 use self::limits::{ConnectionRate, TestLimits};
-use crate::logging;
 use crate::model::{Direction, Party};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
@@ -201,7 +200,7 @@ impl Agent {
     pub fn serve(self) {
         let shared = self.shared;
         let c = &shared.config;
-        logging::info(&format!(
+        log::info!(
             "agent listening on {} (authentication {}, {} concurrent test(s), queue of {}, \
              {} connections at once, {} per address per minute)",
             self.listener.local_addr().map_or("?".into(), |a| a.to_string()),
@@ -210,7 +209,7 @@ impl Agent {
             c.max_queue,
             c.max_connections,
             c.max_connections_per_minute
-        ));
+        );
         let mut rate = ConnectionRate::new(c.max_connections_per_minute);
         let mut workers: Vec<thread::JoinHandle<()>> = Vec::new();
         let iperf3 = self.iperf3_listener.map(|listener| {
@@ -228,7 +227,7 @@ impl Agent {
                 Ok(pair) => pair,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
-                    logging::warn(&format!("accept failed: {e}"));
+                    log::warn!("accept failed: {e}");
                     thread::sleep(Duration::from_millis(100));
                     continue;
                 }
@@ -237,7 +236,7 @@ impl Agent {
             join_finished(&shared.stragglers);
             if let Some(reason) = admit_connection(&shared, &mut rate, peer) {
                 shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
-                logging::warn(&format!("{peer}: connection refused: {reason}"));
+                log::warn!("{peer}: connection refused: {reason}");
                 refuse_at_once(stream, reason);
                 continue;
             }
@@ -252,7 +251,7 @@ impl Agent {
                 Ok(w) => workers.push(w),
                 Err(e) => {
                     shared.connections.fetch_sub(1, Ordering::Relaxed);
-                    logging::error(&format!("{peer}: could not start a thread: {e}"));
+                    log::error!("{peer}: could not start a thread: {e}");
                 }
             }
             if shared.config.once {
@@ -265,11 +264,11 @@ impl Agent {
             }
         }
         if shared.shutdown.load(Ordering::Relaxed) {
-            logging::info(&format!(
+            log::info!(
                 "shutting down: {} test(s) running, {} client(s) waiting",
                 shared.admission.running(),
                 shared.admission.waiting()
-            ));
+            );
         }
         for w in workers {
             let _ = w.join();
@@ -282,7 +281,7 @@ impl Agent {
         for s in stragglers {
             let _ = s.join();
         }
-        logging::info(&format!(
+        log::info!(
             "agent stopped: {} test(s) served, {} connection(s) refused, {} failed authentication(s), \
              {} data connection(s) refused, peer tests: {} run, {} failed, {} refused",
             shared.stats.tests_served.load(Ordering::Relaxed),
@@ -292,7 +291,7 @@ impl Agent {
             shared.stats.peer_tests_run.load(Ordering::Relaxed),
             shared.stats.peer_tests_failed.load(Ordering::Relaxed),
             shared.stats.peer_tests_refused.load(Ordering::Relaxed),
-        ));
+        );
     }
 
     /// Serves on a background thread; for `demo` and tests.
@@ -390,18 +389,18 @@ fn handle_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         Ok(a) => a.ip(),
         Err(_) => return,
     };
-    logging::debug(&format!("{peer}: control connection opened"));
+    log::debug!("{peer}: control connection opened");
     let mut channel = Channel::new(stream, MAX_CLIENT_FRAME);
     match serve_test(&mut channel, peer, local_ip, shared) {
         Ok(()) => {}
-        Err(Refusal::Quiet(reason)) => logging::warn(&format!("{peer}: closed: {reason}")),
-        Err(Refusal::Busy(reason)) => logging::info(&format!("{peer}: {reason}")),
+        Err(Refusal::Quiet(reason)) => log::warn!("{peer}: closed: {reason}"),
+        Err(Refusal::Busy(reason)) => log::info!("{peer}: {reason}"),
         Err(Refusal::Tell(reason)) => {
-            logging::warn(&format!("{peer}: refused: {reason}"));
+            log::warn!("{peer}: refused: {reason}");
             let _ = channel.send(&Message::Error { message: reason });
         }
     }
-    logging::debug(&format!("{peer}: control connection closed"));
+    log::debug!("{peer}: control connection closed");
 }
 
 /// How a connection ended early: told to the client, not worth telling,
@@ -563,10 +562,10 @@ fn admit<'a>(
             full.max_queue, busy.seconds_left
         ))
     })?;
-    logging::info(&format!(
+    log::info!(
         "queued at position {} (waits up to {wait:.0} s)",
         shared.admission.waiting()
-    ));
+    );
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
     let mut patience = Duration::ZERO;
     loop {
@@ -695,7 +694,7 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
             // connection busy with requests.
             Message::SetMtu { mtu } => {
                 let interface = change_mtu(shared, local_ip, mtu).map_err(Refusal::Tell)?;
-                logging::info(&format!("{peer}: MTU of {interface} set to {mtu}"));
+                log::info!("{peer}: MTU of {interface} set to {mtu}");
                 channel.send(&Message::Facts {
                     facts: facts_toward(local_ip),
                 })?;
@@ -767,11 +766,11 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
         Message::Start => {}
         other => return Err(unexpected("start", &other)),
     }
-    logging::info(&format!(
+    log::info!(
         "{peer}: running {} test ({} streams)",
         spec.workload,
         spec.flows().len()
-    ));
+    );
     let start = Instant::now();
     // A byte count ends the test, not a time: its pace tells the end.
     let pace = spec.bytes.map(|bytes| {
@@ -810,13 +809,13 @@ fn serve_test(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared:
     shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
     crate::metrics::AgentMetrics::global().test_served(&spec.workload);
     channel.send(&Message::Done { report: outcome.local })?;
-    logging::info(&format!(
+    log::info!(
         "{peer}: test done in {:.1} s{}",
         start.elapsed().as_secs_f64(),
         match overlapped {
             0 => String::new(),
             n => format!(", overlapped by {n} other test(s)"),
         }
-    ));
+    );
     Ok(())
 }

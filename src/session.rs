@@ -8,7 +8,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::address::Family;
-use crate::logging;
 use crate::model::{Endpoint, MergeError, Party, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
@@ -273,9 +272,7 @@ fn handshake_keyed(
     match (hello.auth_required, psk) {
         (false, None) => {}
         (false, Some(_)) => {
-            logging::warn(&format!(
-                "the agent at {addr} does not require authentication; the pre-shared key was not used"
-            ));
+            log::warn!("the agent at {addr} does not require authentication; the pre-shared key was not used");
         }
         (true, None) => return Err(SessionError::AuthRequired { addr }),
         (true, Some(psk)) => authenticate(channel, addr, psk)?,
@@ -380,10 +377,10 @@ fn request(
                     )));
                 }
                 if last_position != Some(position) {
-                    logging::warn(&format!(
+                    log::warn!(
                         "the agent at {addr} is busy: waiting in line at position {position}, \
                          about {seconds_left:.0} s to go (--wait {wait_seconds:.0} s)"
-                    ));
+                    );
                     last_position = Some(position);
                 }
             }

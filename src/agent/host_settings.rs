@@ -8,7 +8,6 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::{Refusal, Shared};
-use crate::logging;
 use crate::model::HostSetting;
 use crate::probe::host::facts_toward;
 use crate::protocol::channel::Channel;
@@ -23,7 +22,7 @@ pub(super) fn serve(
     setting: &HostSetting,
 ) -> Result<(), Refusal> {
     let interface = change(shared, local_ip, setting).map_err(Refusal::Tell)?;
-    logging::info(&format!("{peer}: {} set on {interface}", setting.describe()));
+    log::info!("{peer}: {} set on {interface}", setting.describe());
     channel.send(&Message::Facts {
         facts: facts_toward(local_ip),
     })?;

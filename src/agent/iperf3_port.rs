@@ -25,7 +25,6 @@ use super::{wait_readable, Shared};
 use crate::iperf3::server::{serve_test, DataConnection, ServerSettings};
 use crate::iperf3::wire::{COOKIE_LEN, MAX_STREAMS};
 use crate::iperf3::{Control, Cookie, State};
-use crate::logging;
 
 /// How long a test is expected to take before its parameters are known
 /// (iperf3's default -t), for queue estimates.
@@ -53,7 +52,7 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let (stream, peer) = match listener.accept() {
             Ok(pair) => pair,
             Err(e) => {
-                logging::warn(&format!("iperf3 port: accept failed: {e}"));
+                log::warn!("iperf3 port: accept failed: {e}");
                 thread::sleep(Duration::from_millis(100));
                 continue;
             }
@@ -63,9 +62,7 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         if in_flight.load(Ordering::Relaxed) >= max_in_flight {
             shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
             crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::ConnectionLimit);
-            logging::warn(&format!(
-                "{peer}: iperf3 connection refused: {max_in_flight} already open"
-            ));
+            log::warn!("{peer}: iperf3 connection refused: {max_in_flight} already open");
             deny(&stream);
             continue;
         }
@@ -83,7 +80,7 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         });
         match spawned {
             Ok(w) => workers.push(w),
-            Err(e) => logging::error(&format!("{peer}: could not start a thread: {e}")),
+            Err(e) => log::error!("{peer}: could not start a thread: {e}"),
         }
     }
     for w in workers {
@@ -114,13 +111,13 @@ fn handle(
     let mut control = Control::new(stream);
     let mut bytes = [0u8; COOKIE_LEN];
     if let Err(e) = control.read_exact(&mut bytes, shared.config.handshake_timeout) {
-        logging::info(&format!("{peer}: iperf3 port: no cookie ({e}); closed"));
+        log::info!("{peer}: iperf3 port: no cookie ({e}); closed");
         return;
     }
     let cookie = match Cookie::parse(&bytes) {
         Ok(c) => c,
         Err(e) => {
-            logging::warn(&format!("{peer}: iperf3 port: {e}; closed"));
+            log::warn!("{peer}: iperf3 port: {e}; closed");
             deny(control.stream());
             return;
         }
@@ -139,10 +136,10 @@ fn handle(
     if let Err(wait) = admitted {
         shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
         crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
-        logging::warn(&format!(
+        log::warn!(
             "{peer}: iperf3 client refused: too many connections from its address (--max-connections-per-minute); \
              allowed again in {wait:.0} s"
-        ));
+        );
         deny(control.stream());
         return;
     }
@@ -157,7 +154,7 @@ fn handle(
         port: control.stream().local_addr().map_or(0, |a| a.port()),
         shutdown: &shared.shutdown,
     };
-    logging::info(&format!("{peer}: iperf3 client admitted"));
+    log::info!("{peer}: iperf3 client admitted");
     let outcome = serve_test(&mut control, peer, local_ip, &settings, &rx);
     registry.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
     drop(ticket);
@@ -165,17 +162,17 @@ fn handle(
         Ok(run) => {
             shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
             crate::metrics::AgentMetrics::global().test_served(&run.workload);
-            logging::info(&format!(
+            log::info!(
                 "{peer}: iperf3 {} test done: {:.1} Mbit/s received",
                 run.workload,
                 run.result.sum.receiver.bits_per_second / 1e6
-            ));
+            );
             let sink = shared.iperf3_sink.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(sink) = sink {
                 sink(&run);
             }
         }
-        Err(e) => logging::warn(&format!("{peer}: iperf3 test ended without a result: {e}")),
+        Err(e) => log::warn!("{peer}: iperf3 test ended without a result: {e}"),
     }
 }
 
@@ -188,7 +185,7 @@ fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<
     };
     let wait = shared.config.iperf3_wait;
     let refuse = |why: String| {
-        logging::info(&format!("{peer}: iperf3 client told busy: {why}"));
+        log::info!("{peer}: iperf3 client told busy: {why}");
         deny(control.stream());
         None
     };
@@ -211,7 +208,7 @@ fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<
                     return refuse("the agent is shutting down".into());
                 }
                 if super::stream_closed(control.stream()) {
-                    logging::info(&format!("{peer}: iperf3 client left the queue at position {position}"));
+                    log::info!("{peer}: iperf3 client left the queue at position {position}");
                     return None;
                 }
                 if Instant::now() >= deadline {

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{admit, logging, stream_closed, Refusal, Shared};
+use super::{admit, stream_closed, Refusal, Shared};
 use crate::metrics::PeerTestOutcome;
 use crate::protocol::channel::Channel;
 use crate::protocol::Message;
@@ -121,7 +121,7 @@ pub(super) fn serve(
             None
         }
     };
-    logging::info(&format!("{coordinator}: peer test: {} toward {target}", spec.workload));
+    log::info!("{coordinator}: peer test: {} toward {target}", spec.workload);
     let result = session::run_keyed(
         &peer_target,
         Some(psk),
@@ -139,7 +139,7 @@ pub(super) fn serve(
         Ok(run) => {
             shared.stats.peer_tests_run.fetch_add(1, Ordering::Relaxed);
             metrics.peer_test(&spec.workload, PeerTestOutcome::Done);
-            logging::info(&format!("{coordinator}: peer test toward {target} done"));
+            log::info!("{coordinator}: peer test toward {target} done");
             channel.send(&Message::PeerTestDone { run: Box::new(run) })?;
             Ok(())
         }

@@ -11,7 +11,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{unexpected, Refusal, Shared};
-use crate::logging;
 use crate::model::{Party, ProcessCpu, SideReport};
 use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{cpu_report, CpuSampler, ProcStat};
@@ -53,10 +52,10 @@ pub(super) fn serve(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, s
         agent: facts_toward(local_ip),
         max_seconds,
     })?;
-    logging::info(&format!(
+    log::info!(
         "{peer}: watch: sampling CPU and {} (at most {max_seconds:.0} s)",
         probe.interface.as_deref().unwrap_or("no interface")
-    ));
+    );
     let deadline = start + bound;
     loop {
         if shared.shutdown.load(Ordering::Relaxed) {
@@ -109,6 +108,6 @@ pub(super) fn serve(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, s
     drop(ticket);
     shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
     channel.send(&Message::Done { report })?;
-    logging::info(&format!("{peer}: watch done after {seconds:.1} s"));
+    log::info!("{peer}: watch done after {seconds:.1} s");
     Ok(())
 }

@@ -6,7 +6,6 @@ use anyhow::Context;
 use super::measure;
 use super::signals;
 use crate::cli::files::FilesArgs;
-use crate::logging;
 use crate::model::{RunResult, TestSpec};
 use crate::session::{self, RunOptions};
 use crate::units::Bytes;
@@ -56,12 +55,12 @@ pub fn spec(args: &FilesArgs) -> anyhow::Result<TestSpec> {
         (None, Some(dir)) => {
             let walked = set::walk(dir).with_context(|| format!("--from {}", dir.display()))?;
             if walked.skipped_symlinks + walked.skipped_other > 0 {
-                logging::warn(&format!(
+                log::warn!(
                     "{}: {} symbolic link(s) and {} special file(s) skipped (only regular files are sent)",
                     dir.display(),
                     walked.skipped_symlinks,
                     walked.skipped_other
-                ));
+                );
             }
             if walked.entries.is_empty() {
                 return Err(
@@ -119,7 +118,7 @@ fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
         },
     )?;
     let receiver = &run.result.sum.receiver;
-    if logging::enabled(logging::Level::Warn) {
+    if log::log_enabled!(log::Level::Warn) {
         eprintln!(
             "raw TCP on this path: {} in {:.1} s ({} stream(s)); now the files",
             crate::units::Rate(receiver.bits_per_second),
@@ -155,7 +154,7 @@ fn page_cache(args: &FilesArgs, params: &FilesParams) -> Option<String> {
                 "warm: could not drop the page cache ({e}; needs root), the source files of {} may be read from memory",
                 Bytes(params.total_bytes)
             );
-            logging::warn(&why);
+            log::warn!("{why}");
             Some(why)
         }
     }

@@ -34,7 +34,7 @@ pub fn small_mtu_warning(mtu: u32) -> Option<String> {
 
 fn warn_small_mtus(settings: &[spec::MtuSetting]) {
     for warning in settings.iter().filter_map(|s| small_mtu_warning(s.mtu)) {
-        crate::logging::warn(&warning);
+        log::warn!("{warning}");
     }
 }
 

@@ -53,10 +53,10 @@ pub fn prepare(m: &MeasureArgs, spec: &TestSpec, target: &Target, iperf3: bool) 
     let pairs = links::resolve(arg, &local, &agent, &resolve_host, &nic::local_address_toward)
         .map_err(|e| SpecError::Invalid(format!("--links: {e}")))?;
     if matches!(arg, LinksArg::Auto) {
-        crate::logging::info(&format!(
+        log::info!(
             "--links auto: {}",
             pairs.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",")
-        ));
+        );
     }
     let mut spec = spec.clone();
     spec.streams = m
@@ -103,7 +103,7 @@ pub fn each_alone(
             .as_ref()
             .and_then(|l| l.links.first())
             .map_or(run.result.sum.receiver.bits_per_second, |l| l.receiver_bits_per_second);
-        if crate::logging::enabled(crate::logging::Level::Warn) {
+        if log::log_enabled!(log::Level::Warn) {
             eprintln!("link {} ({pair}) alone: {}", i + 1, crate::units::Rate(rate));
         }
         alone.push(rate);

@@ -12,7 +12,6 @@ use super::signals;
 use crate::address::Family;
 use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
-use crate::logging;
 use crate::model::RunResult;
 use crate::probe::nic;
 use crate::repeat::{self, CaseFailure, CaseOptions};
@@ -249,7 +248,7 @@ pub fn save(saver: Saver, run: &RunResult, text: Option<&str>, to_stdout: bool) 
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing the result"),
                 _ => {}
             }
-        } else if logging::enabled(logging::Level::Warn) {
+        } else if log::log_enabled!(log::Level::Warn) {
             eprintln!("{line}");
         }
     }
@@ -292,7 +291,7 @@ pub fn measure_adjusted(
     };
     let policy = policy(m);
     let mut stderr = std::io::stderr();
-    let show_trials = policy != Policy::SINGLE && logging::enabled(logging::Level::Warn);
+    let show_trials = policy != Policy::SINGLE && log::log_enabled!(log::Level::Warn);
     let target = target(m)?;
     let trials_planned = match policy {
         Policy::Repeat { trials, .. } => trials,
@@ -345,10 +344,10 @@ pub fn measure_adjusted(
             // show them, then fail with the error.
             if let Some(mut run) = failure.finished {
                 crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
-                logging::warn(&format!(
+                log::warn!(
                     "a trial failed after {} finished; those are shown, marked interrupted",
                     run.trials.len()
-                ));
+                );
                 let _ = print(m, &run);
             }
             return Err(anyhow::Error::new(failure.error)).with_context(context);

@@ -14,7 +14,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::{signals, UsageError};
 use crate::cli::mesh::{MeshArgs, MeshFormat};
 use crate::cli::{Cli, Command};
-use crate::logging;
 use crate::mesh::matrix::{self, Cell, MeshHost, MeshResult};
 use crate::mesh::schedule;
 use crate::metrics::{FailureReason, MeshMetrics, MetricsServer, Routes};
@@ -203,7 +202,7 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
             let m = metrics.clone();
             let server = MetricsServer::start(listen, Routes::metrics(move || m.render()))
                 .with_context(|| format!("--metrics-listen: cannot listen on {listen}"))?;
-            logging::info(&format!("mesh metrics on http://{}/metrics", server.local_addr()));
+            log::info!("mesh metrics on http://{}/metrics", server.local_addr());
             Some(server)
         }
         None => None,
@@ -320,10 +319,7 @@ pub fn run_once(
     });
     for (host, check) in hosts.iter_mut().zip(checks) {
         if let Err(reason) = check {
-            logging::warn(&format!(
-                "{} ({}) is left out of the mesh: {reason}",
-                host.name, host.address
-            ));
+            log::warn!("{} ({}) is left out of the mesh: {reason}", host.name, host.address);
             host.status = if reason.contains("refused") && !reason.contains("connection refused") {
                 "refused".into()
             } else {
@@ -347,7 +343,7 @@ pub fn run_once(
         match Store::open(&path) {
             Ok(s) => Some(s),
             Err(e) => {
-                logging::warn(&format!("the mesh's runs will not be saved: {e}"));
+                log::warn!("the mesh's runs will not be saved: {e}");
                 None
             }
         }
@@ -355,7 +351,7 @@ pub fn run_once(
     let mut cells = Vec::new();
     for (k, round) in rounds.iter().enumerate() {
         if signals::interrupted() {
-            logging::warn("interrupted: the mesh stops after the rounds that finished");
+            log::warn!("interrupted: the mesh stops after the rounds that finished");
             break;
         }
         let tests: Vec<(usize, usize)> = round.iter().map(|&(a, b)| (live[a], live[b])).collect();
@@ -421,7 +417,7 @@ pub fn run_once(
                 }
                 Err(e) => {
                     metrics.record_failure(src, dst, &spec.workload, failure_reason(&e));
-                    bar.suspend(|| logging::warn(&format!("{src}->{dst}: {e}")));
+                    bar.suspend(|| log::warn!("{src}->{dst}: {e}"));
                     cell.error = Some(e.to_string());
                 }
             }
@@ -525,7 +521,7 @@ fn save(
     let id = match saved {
         Ok(id) => Some(id),
         Err(e) => {
-            logging::warn(&format!("{}->{}: not saved: {e}", src.name, dst.name));
+            log::warn!("{}->{}: not saved: {e}", src.name, dst.name);
             None
         }
     };
@@ -564,7 +560,7 @@ fn write_chart(result: &MeshResult, path: &Path) -> anyhow::Result<()> {
         _ => return Err(UsageError(format!("--chart {}: the name must end in .svg or .png", path.display())).into()),
     };
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
-    logging::info(&format!("heat map written to {}", path.display()));
+    log::info!("heat map written to {}", path.display());
     Ok(())
 }
 
@@ -591,11 +587,11 @@ fn remove_older(args: &MeshArgs, keep: Duration, this_run_started: f64) -> anyho
         .collect();
     if !old.is_empty() {
         let removed = db.remove(&old)?;
-        logging::info(&format!(
+        log::info!(
             "--keep: removed {removed} run(s) of mesh '{}' older than {:.0} s",
             args.name,
             keep.as_secs_f64()
-        ));
+        );
     }
     Ok(())
 }

@@ -31,18 +31,21 @@ pub mod udp;
 pub mod watch;
 
 use crate::cli::{Cli, Command, LogFormat};
-use crate::logging::{self, Level};
+use crate::logging;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     let level = match (cli.log.quiet, cli.log.verbose) {
-        (true, _) => Level::Error,
-        (_, 0) => Level::Warn,
-        (_, 1) => Level::Info,
-        _ => Level::Debug,
+        (true, _) => log::LevelFilter::Error,
+        (_, 0) => log::LevelFilter::Warn,
+        (_, 1) => log::LevelFilter::Info,
+        _ => log::LevelFilter::Debug,
     };
-    logging::set_level(level);
-    logging::set_json(cli.log.log_format == LogFormat::Json);
+    let format = match cli.log.log_format {
+        LogFormat::Text => logging::Format::Text,
+        LogFormat::Json => logging::Format::Json,
+    };
+    logging::init(level, format);
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(*args),

@@ -52,12 +52,12 @@ fn leftover_changes(db: &Path, apply: bool) -> anyhow::Result<()> {
     let found = host::leftovers(&plans_dir(db));
     if !apply {
         for (file, originals) in &found {
-            crate::logging::warn(&format!(
+            log::warn!(
                 "an earlier plan run changed host settings and did not put them back ({}; {}): \
                  run `nicbench run PLAN --restore` to restore them",
                 originals.describe(),
                 file.display()
-            ));
+            );
         }
         return Ok(());
     }
@@ -348,7 +348,7 @@ struct Progress {
 
 impl Progress {
     fn new(total: usize) -> Progress {
-        if !std::io::stderr().is_terminal() || !crate::logging::enabled(crate::logging::Level::Warn) {
+        if !std::io::stderr().is_terminal() || !log::log_enabled!(log::Level::Warn) {
             return Progress { bars: None };
         }
         let multi = MultiProgress::new();
@@ -393,7 +393,7 @@ impl runner::Show for Progress {
             Some((multi, _, _)) => {
                 let _ = multi.println(line);
             }
-            None if crate::logging::enabled(crate::logging::Level::Warn) => eprintln!("{line}"),
+            None if log::log_enabled!(log::Level::Warn) => eprintln!("{line}"),
             None => {}
         }
     }

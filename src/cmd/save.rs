@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::cli::store::SaveArgs;
-use crate::logging;
 use crate::model::RunResult;
 use crate::store::{self, RunMeta, RunWriter, Store, StoreError};
 
@@ -55,7 +54,7 @@ impl Saver {
         {
             Ok(db) => State::Writing(Box::new(RunWriter::new(db, meta))),
             Err(e) => {
-                logging::warn(&format!("this run will not be saved: {e}"));
+                log::warn!("this run will not be saved: {e}");
                 State::Failed(e)
             }
         };
@@ -66,7 +65,7 @@ impl Saver {
     pub fn trial(&mut self, run: &RunResult) {
         if let State::Writing(writer) = &mut self.state {
             if let Err(e) = writer.trial(run) {
-                logging::warn(&format!("saving trial {} failed: {e}", run.result.trial));
+                log::warn!("saving trial {} failed: {e}", run.result.trial);
                 self.state = State::Failed(e);
             }
         }

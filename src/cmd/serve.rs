@@ -107,11 +107,8 @@ fn iperf3_saver(store: Store, tags: Vec<Tag>) -> crate::agent::Iperf3ResultSink 
         };
         let mut writer = RunWriter::new(open, meta);
         match writer.finish(run, None) {
-            Ok(id) => crate::logging::info(&format!("iperf3 test from {} saved as run {id}", run.client.address)),
-            Err(e) => crate::logging::warn(&format!(
-                "saving the iperf3 test from {} failed: {e}",
-                run.client.address
-            )),
+            Ok(id) => log::info!("iperf3 test from {} saved as run {id}", run.client.address),
+            Err(e) => log::warn!("saving the iperf3 test from {} failed: {e}", run.client.address),
         }
         *slot = Some(writer.into_store());
     })
@@ -123,11 +120,11 @@ fn warn_if_readable_by_others(path: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(meta) = std::fs::metadata(path) {
         if meta.permissions().mode() & 0o077 != 0 {
-            crate::logging::warn(&format!(
+            log::warn!(
                 "the pre-shared key file {} is readable by other users; 'chmod 600 {}'",
                 path.display(),
                 path.display()
-            ));
+            );
         }
     }
 }

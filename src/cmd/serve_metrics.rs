@@ -108,7 +108,7 @@ fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>, agent: SocketAd
     };
     match session::peer_test(&me, &toward, &spec) {
         Ok(run) => {
-            crate::logging::info(&format!("probe {} toward {toward}: done", q.workload));
+            log::info!("probe {} toward {toward}: done", q.workload);
             Ok(metrics::probe::probe_exposition_with(
                 &q.target,
                 &run,
@@ -117,7 +117,7 @@ fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>, agent: SocketAd
         }
         Err(e @ session::SessionError::Busy { .. }) => Err(ProbeError::Busy(e.to_string())),
         Err(e) => {
-            crate::logging::warn(&format!("probe {} toward {toward} failed: {e}", q.workload));
+            log::warn!("probe {} toward {toward} failed: {e}", q.workload);
             Ok(metrics::probe_failure_exposition(&q.target, started.elapsed()))
         }
     }

@@ -30,9 +30,7 @@ pub fn install() {
             })
         };
         if let Err(e) = registered {
-            crate::logging::warn(&format!(
-                "cannot handle signal {signal} ({e}): Ctrl-C will end the test without a report"
-            ));
+            log::warn!("cannot handle signal {signal} ({e}): Ctrl-C will end the test without a report");
         }
     }
 }
@@ -71,9 +69,7 @@ impl AgentSignals {
                 if SIGNAL.swap(signal, Ordering::SeqCst) != 0 {
                     std::process::exit(EXIT_AT_ONCE);
                 }
-                crate::logging::warn(
-                    "signal received: finishing the running test, then stopping (again to exit at once)",
-                );
+                log::warn!("signal received: finishing the running test, then stopping (again to exit at once)");
                 shutdown.store(true, Ordering::Relaxed);
             }
         })?;

@@ -8,7 +8,6 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::SweepArgs;
-use crate::logging;
 use crate::model::RunResult;
 use crate::model::TestSpec;
 use crate::workload::runner::{Progress, ProgressCallback};
@@ -25,7 +24,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     if m.interval.is_some() {
         bail!("-i/--interval does not apply to a sweep: it reports one line per size instead");
     }
-    let show = logging::enabled(logging::Level::Warn);
+    let show = log::log_enabled!(log::Level::Warn);
     let mut measured = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
     apply_detected_link_speed(&mut measured.run);
     // Stopped early (Ctrl-C, the agent): printed and saved like any other

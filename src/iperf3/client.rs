@@ -138,7 +138,7 @@ fn open_control(target: &Target, cookie: &Cookie) -> Result<(Control, SocketAddr
         match state {
             State::ParamExchange => return Ok((control, addr)),
             State::AccessDenied if Instant::now() + BUSY_RETRY < give_up => {
-                crate::logging::warn(&format!("the iperf3 server at {addr} is busy; trying again (--wait)"));
+                log::warn!("the iperf3 server at {addr} is busy; trying again (--wait)");
                 std::thread::sleep(BUSY_RETRY);
             }
             State::AccessDenied => return Err(Iperf3Error::Busy { addr }.into()),

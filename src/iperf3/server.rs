@@ -228,10 +228,7 @@ pub fn serve_test(
         }
     };
     if !params.ignored.is_empty() {
-        crate::logging::info(&format!(
-            "{peer}: iperf3 options not acted on: {}",
-            params.ignored.join(", ")
-        ));
+        log::info!("{peer}: iperf3 options not acted on: {}", params.ignored.join(", "));
     }
     let spec = match spec_of(&params, settings.limits) {
         Ok(spec) => spec,
@@ -569,7 +566,7 @@ fn accept_tcp(
         if let Some(cc) = &tcp.congestion {
             // iperf3 only warns when the server lacks the algorithm.
             if let Err(e) = socket.set_tcp_congestion(cc.as_bytes()) {
-                crate::logging::warn(&format!("congestion control '{cc}' not set: {e}"));
+                log::warn!("congestion control '{cc}' not set: {e}");
             }
         }
         let _ = socket.set_read_timeout(None);

@@ -94,7 +94,7 @@ pub fn up(spec: &LabSpec, agents: Option<&AgentLaunch>) -> Result<(LabState, Vec
                 let _ = child.wait();
             }
             if let Err(cleanup) = down(&spec.name) {
-                crate::logging::warn(&format!("cleaning up the half-built lab '{}': {cleanup}", spec.name));
+                log::warn!("cleaning up the half-built lab '{}': {cleanup}", spec.name);
             }
             Err(error)
         }

@@ -210,7 +210,7 @@ fn accept_loop(listener: TcpListener, tx: SyncSender<TcpStream>, shutdown: &Atom
         let stream = match listener.accept() {
             Ok((stream, _)) => stream,
             Err(e) => {
-                crate::logging::warn(&format!("metrics: accept failed: {e}"));
+                log::warn!("metrics: accept failed: {e}");
                 thread::sleep(Duration::from_millis(100));
                 continue;
             }
@@ -235,7 +235,7 @@ fn worker(rx: &Mutex<Receiver<TcpStream>>, routes: &Routes, probing: &AtomicUsiz
         let Ok(stream) = next else { return };
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_one(&stream, routes, probing)));
         let response = answer.unwrap_or_else(|_| {
-            crate::logging::error("metrics: a request handler panicked; answered 500");
+            log::error!("metrics: a request handler panicked; answered 500");
             Some(Response::text(500, "internal error"))
         });
         if let Some(response) = response {

@@ -31,9 +31,7 @@ pub fn install_signals() {
             })
         };
         if let Err(e) = registered {
-            crate::logging::warn(&format!(
-                "cannot handle signal {signal} ({e}): Ctrl-C will not resume cleanly"
-            ));
+            log::warn!("cannot handle signal {signal} ({e}): Ctrl-C will not resume cleanly");
         }
     }
 }

@@ -326,7 +326,7 @@ impl Drop for HostChanges {
     fn drop(&mut self) {
         if self.changed() {
             for failure in self.restore() {
-                crate::logging::warn(&failure);
+                log::warn!("{failure}");
             }
         }
     }

@@ -27,7 +27,7 @@ impl Text {
     /// The width to fit: `COLUMNS`, else the terminal's, else
     /// [`DEFAULT_WIDTH`]; None (no limit) with `-v`.
     pub fn width() -> Option<usize> {
-        if crate::logging::enabled(crate::logging::Level::Info) {
+        if log::log_enabled!(log::Level::Info) {
             return None;
         }
         let columns = std::env::var("COLUMNS")

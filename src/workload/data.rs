@@ -33,9 +33,7 @@ pub fn refused_data_connections() -> u64 {
 fn refuse(peer: Option<SocketAddr>, why: &str) {
     let total = REFUSED.fetch_add(1, Ordering::Relaxed) + 1;
     let peer = peer.map_or_else(|| "an unknown address".to_string(), |p| p.to_string());
-    crate::logging::warn(&format!(
-        "refused a data connection from {peer}: {why} ({total} refused since start)"
-    ));
+    log::warn!("refused a data connection from {peer}: {why} ({total} refused since start)");
 }
 
 /// The agent sends traffic only to the control connection's peer: a

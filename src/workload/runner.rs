@@ -175,7 +175,7 @@ pub fn pin_current_thread(core: u32) -> Affinity {
         }
     };
     if let Some(e) = &error {
-        crate::logging::warn(e);
+        log::warn!("{e}");
     }
     Affinity {
         asked_core: core,

@@ -260,7 +260,7 @@ fn last_os_error(what: &str) -> Option<std::io::Error> {
     if e.kind() == std::io::ErrorKind::Interrupted {
         None
     } else {
-        crate::logging::debug(&format!("{what}: {e}"));
+        log::debug!("{what}: {e}");
         Some(e)
     }
 }

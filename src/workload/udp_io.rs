@@ -174,11 +174,11 @@ pub fn await_registrations(
                 _ => {
                     refused[i] += 1;
                     if refused[i] == 1 {
-                        crate::logging::warn(&format!(
+                        log::warn!(
                             "UDP stream {id}: refused a datagram from {:?} (not the control peer's \
                              registration with the session token)",
                             from.as_socket()
-                        ));
+                        );
                     }
                 }
             }
@@ -250,9 +250,7 @@ fn register_one(socket: &Socket, id: u32, token: &[u8; TOKEN_LEN], deadline: Ins
         }
     }
     let _ = socket.set_read_timeout(None);
-    crate::logging::debug(&format!(
-        "UDP stream {id}: no registration ack; relying on the agent's ready"
-    ));
+    log::debug!("UDP stream {id}: no registration ack; relying on the agent's ready");
 }
 
 /// Datagrams the kernel dropped at this socket (receive buffer full), from

@@ -239,7 +239,7 @@ fn receive_plan(params: &FilesParams, storage: &Storage) -> Result<Arc<ReceivePl
             parent.display()
         ))
     })?;
-    crate::logging::info(&format!("receiving files into {}", scratch.path().display()));
+    log::info!("receiving files into {}", scratch.path().display());
     Ok(Arc::new(ReceivePlan {
         scratch: Arc::new(scratch),
         fsync: params.fsync,

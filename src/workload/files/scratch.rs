@@ -163,15 +163,12 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         if self.keep {
-            crate::logging::info(&format!("kept the received files in {}", self.path.display()));
+            log::info!("kept the received files in {}", self.path.display());
             return;
         }
         // remove_dir_all does not follow symbolic links.
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            crate::logging::warn(&format!(
-                "could not remove the scratch directory {}: {e}",
-                self.path.display()
-            ));
+            log::warn!("could not remove the scratch directory {}: {e}", self.path.display());
         }
     }
 }
