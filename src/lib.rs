@@ -19,7 +19,8 @@
 //! 7. `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
 //!    `address` (HOST, HOST:PORT, [v6]:PORT)
 //! 8. `model` (result types)
-//! 9. `units`, `stats`, `linerate`, `logging`, `shell` (quoting)
+//! 9. `units`, `stats`, `linerate`, `logging`, `shell` (quoting),
+//!    `csv_out` (the one CSV writer)
 
 pub mod address;
 pub mod agent;

@@ -49,6 +49,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("linerate", 9),
     ("logging", 9),
     ("shell", 9),
+    ("csv_out", 9),
 ];
 
 /// One `crate::` path in the code: where it is, and which top-level
