@@ -21,6 +21,37 @@ pub fn lab_builder() -> nicbench::lab::LabBuilder {
     nicbench::lab::Lab::builder().agent_program(BIN)
 }
 
+/// What `require!` does with a test whose need is not met: panics with
+/// `why` when the `CI` variable is set (any value: CI must run every test),
+/// otherwise says SKIPPED on stderr and lets the test return.
+pub fn skip_or_fail(why: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{why}\nCI is set, so this fails instead of skipping: .ci/run installs every tool and must run as root with CAP_NET_ADMIN");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+/// Ok when `program ARGS` runs and succeeds here; Err saying how to get it.
+pub fn tool(program: &str, args: &[&str], install: &str) -> Result<(), String> {
+    match Command::new(program).args(args).stdin(Stdio::null()).output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            stderr(&out).trim()
+        )),
+        Err(e) => Err(format!("{program} is not runnable here ({e}): {install}")),
+    }
+}
+
+/// Ok when this host has an IPv6 loopback (a container may have none, or
+/// have it disabled with net.ipv6.conf.lo.disable_ipv6=1).
+pub fn ipv6_loopback() -> Result<(), String> {
+    std::net::TcpListener::bind("[::1]:0")
+        .map(drop)
+        .map_err(|e| format!("no IPv6 loopback here (binding [::1]:0: {e}); sysctl net.ipv6.conf.lo.disable_ipv6=0"))
+}
+
 /// Removes every `NICBENCH_*` variable of the test's environment from
 /// `command` (a developer's `NICBENCH_PSK_FILE` or `NICBENCH_PORT` must not
 /// change what a test runs against), but `NICBENCH_DB`, which the test

@@ -13,21 +13,10 @@ use serde_json::Value;
 
 use crate::common::{nicbench, stderr, AgentProcess};
 
-/// Skips (saying so) when iperf3 is absent and CI is unset; in CI its
-/// absence fails the test.
-macro_rules! require_iperf3 {
-    () => {
-        if Command::new("iperf3").arg("--version").output().is_err() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "iperf3 is missing in CI: .ci/run must install it"
-            );
-            eprintln!("SKIPPED (iperf3 not installed): apt-get install iperf3");
-            return;
-        }
-    };
+/// Ok when Debian's iperf3 is installed, for `require!`.
+pub fn installed() -> Result<(), String> {
+    crate::common::tool("iperf3", &["--version"], "apt-get install iperf3")
 }
-pub(crate) use require_iperf3;
 
 /// A port no one listens on right now (TCP; UDP tests use the same number).
 pub(crate) fn free_port() -> u16 {
@@ -131,7 +120,7 @@ pub(crate) fn n(v: &Value) -> u64 {
 
 #[test]
 fn nicbench_client_against_iperf3_server_tcp() {
-    require_iperf3!();
+    require!(installed());
     let validator = crate::result_schema::schema();
     for (args, streams) in [
         (vec![], 1usize),
@@ -177,7 +166,7 @@ fn nicbench_client_against_iperf3_server_tcp() {
 
 #[test]
 fn nicbench_client_against_iperf3_server_udp() {
-    require_iperf3!();
+    require!(installed());
     for (args, streams) in [
         (vec!["-b", "20M"], 1usize),
         (vec!["-b", "10M", "-P", "4"], 4),
@@ -206,7 +195,7 @@ fn nicbench_client_against_iperf3_server_udp() {
 
 #[test]
 fn a_busy_or_absent_iperf3_server_is_a_clear_error() {
-    require_iperf3!();
+    require!(installed());
     let port = free_port();
     let out = nicbench(&["tcp", &format!("iperf3://127.0.0.1:{port}"), "-t", "1"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
@@ -235,7 +224,7 @@ fn agent_with(extra: &[&str]) -> (AgentProcess, u16) {
 
 #[test]
 fn iperf3_clients_against_the_agent_tcp() {
-    require_iperf3!();
+    require!(installed());
     let (_agent, port) = agent();
     for (args, streams) in [
         (vec![], 1usize),
@@ -265,7 +254,7 @@ fn iperf3_clients_against_the_agent_tcp() {
 /// its peer part; `--db` without `--iperf3-port` is an option error.
 #[test]
 fn iperf3_tests_the_agent_served_are_saved_with_db() {
-    require_iperf3!();
+    require!(installed());
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("agent.db");
     let db_arg = db.to_str().unwrap();
@@ -300,7 +289,7 @@ fn iperf3_tests_the_agent_served_are_saved_with_db() {
 
 #[test]
 fn iperf3_clients_against_the_agent_udp() {
-    require_iperf3!();
+    require!(installed());
     let (_agent, port) = agent();
     for (args, streams) in [
         (vec!["-b", "20M"], 1usize),
@@ -456,7 +445,7 @@ fn still_serves(port: u16, after: &str) {
 /// deadline at the latest; and after each, a real iperf3 client is served.
 #[test]
 fn hostile_iperf3_clients_are_refused_and_the_agent_keeps_serving() {
-    require_iperf3!();
+    require!(installed());
     let (agent, port) = agent_with(&[
         "--handshake-timeout",
         "2s",

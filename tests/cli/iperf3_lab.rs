@@ -15,13 +15,12 @@
 //! root and iproute2 or without iperf3 (failing under CI).
 
 use std::net::Ipv4Addr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::*;
-use crate::iperf3::require_iperf3;
 
 /// The link's rate, and how far apart two tools' figures may be.
 const RATE: u64 = 1_000_000_000;
@@ -122,7 +121,7 @@ fn percent_apart(a: f64, b: f64) -> f64 {
 #[ignore = "needs the machine to itself: bench/iperf3-lab-agreement.sh"]
 fn every_iperf3_pairing_agrees_with_iperf3_itself_on_a_shaped_link() {
     require_lab!();
-    require_iperf3!();
+    require!(crate::iperf3::installed());
     // Jumbo frames: 1 Gbit/s at a sixth of the packets, so the CPU the
     // shaped link needs is small next to what other tests take.
     let lab = lab_builder()

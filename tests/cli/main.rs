@@ -1,15 +1,29 @@
 //! Integration tests: the real `nicbench` binary against a real agent.
-//! One test binary; one module per area. Tests that need root and iproute2
-//! (the lab) say why they skip instead of passing silently.
+//! One test binary; one module per area. Tests that need root, iproute2 or
+//! another tool say why they skip, and fail instead under CI (`require!`).
 
-/// Returns early from a lab test, saying why, when labs cannot be built
-/// here (not root, no iproute2): a skip that says so, never a silent pass.
+/// The one guard for what a test needs from the machine (a tool, root, a
+/// lab, IPv6 loopback). `require!(expr)` takes a `Result<T, String>`: Ok
+/// gives the value, Err(why) ends the test. Outside CI it returns early and
+/// says SKIPPED with why; when the `CI` variable is set (any value) it
+/// fails, so CI cannot pass by skipping (.ci/run sets CI=true and installs
+/// every tool). See [`common::skip_or_fail`].
+macro_rules! require {
+    ($needed:expr) => {
+        match $needed {
+            Ok(value) => value,
+            Err(why) => {
+                $crate::common::skip_or_fail(&why);
+                return;
+            }
+        }
+    };
+}
+
+/// [`require!`] a lab: root, CAP_NET_ADMIN and iproute2.
 macro_rules! require_lab {
     () => {
-        if let Some(why) = nicbench::lab::unavailable() {
-            eprintln!("SKIPPED (lab unavailable): {why}");
-            return;
-        }
+        require!(nicbench::lab::unavailable().map_or(Ok(()), |why| Err(format!("lab unavailable: {why}"))))
     };
 }
 

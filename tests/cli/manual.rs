@@ -44,18 +44,17 @@ fn man_out_writes_one_page_per_subcommand_with_its_options() {
     for option in ["\\-\\-link\\-speed", "\\-\\-link\\-overhead", "\\-\\-json"] {
         assert!(tcp.contains(option), "{option} missing from nicbench-tcp.1");
     }
-    // man(1) itself can read what was written, when it is installed.
-    if let Ok(out) = Command::new("man")
+    // man(1) itself reads what was written: last, as require! ends the test.
+    require!(crate::common::tool("man", &["--version"], "apt-get install man-db"));
+    let out = Command::new("man")
         .arg("-l")
         .arg(dir.path().join("nicbench-tcp.1"))
         .env("MANPAGER", "cat")
         .output()
-    {
-        if out.status.success() {
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains("link-overhead"), "{text}");
-        }
-    }
+        .unwrap();
+    assert!(out.status.success(), "man -l: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("link-overhead"), "{text}");
 }
 
 #[test]

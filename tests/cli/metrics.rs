@@ -68,31 +68,6 @@ fn serve_counts_a_served_test_and_its_scrape_passes_promtool() {
     assert!(value(&after, "process_threads").unwrap() >= 2.0);
     assert!(value(&after, "process_open_fds").unwrap() >= 3.0);
     assert!(after.contains("nicbench_run_info{version=\""), "{after}");
-    // promtool lints the real scrape (skips locally without it, fails in CI).
-    match std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    {
-        Err(_) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "promtool is missing in CI: .ci/run installs prometheus"
-            );
-            eprintln!("SKIPPED promtool check (not installed): apt-get install prometheus");
-        }
-        Ok(mut child) => {
-            child.stdin.take().unwrap().write_all(after.as_bytes()).unwrap();
-            let out = child.wait_with_output().unwrap();
-            let said = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success() && said.trim().is_empty(),
-                "promtool: {said}\n{after}"
-            );
-        }
-    }
     let om = http(
         metrics,
         b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n",
@@ -100,6 +75,26 @@ fn serve_counts_a_served_test_and_its_scrape_passes_promtool() {
     assert!(
         om.contains("Content-Type: application/openmetrics-text") && om.ends_with("# EOF\n"),
         "{om}"
+    );
+    // promtool lints the real scrape: last, as require! ends the test.
+    require!(crate::common::tool(
+        "promtool",
+        &["--version"],
+        "apt-get install prometheus"
+    ));
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(after.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{after}"
     );
 }
 

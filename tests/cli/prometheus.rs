@@ -2,7 +2,7 @@
 //! coordinator that measures lab hosts; the series it stored must equal the
 //! runs in the results database.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{clean_env, AgentProcess, BIN};
@@ -15,21 +15,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn prometheus_missing() -> bool {
-    let found = Command::new("prometheus")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: Debian's prometheus must be installed (.ci/run installs it)"
-        );
-        eprintln!("SKIPPED: no prometheus binary (apt install prometheus)");
-    }
-    !found
 }
 
 /// GET `url` from inside the lab host `host` (Prometheus listens there).
@@ -49,9 +34,12 @@ fn get(lab: &nicbench::lab::Lab, host: &str, url: &str) -> Option<serde_json::Va
 #[test]
 fn prometheus_scrapes_the_mesh_and_its_series_equal_the_stored_runs() {
     require_lab!();
-    if prometheus_missing() {
-        return;
-    }
+    require!(crate::common::tool(
+        "prometheus",
+        &["--version"],
+        "apt-get install prometheus"
+    ));
+    require!(crate::common::tool("python3", &["-V"], "apt-get install python3"));
     let lab = crate::common::lab_builder()
         .hosts(2)
         .via_router()

@@ -10,23 +10,6 @@ use serde_json::Value;
 
 use super::common::{nicbench, stderr};
 
-/// True when iperf3 is here; without it the test skips, saying so, except
-/// under CI (CI=true), where the tool must be installed (.ci/run does).
-fn have_iperf3() -> bool {
-    let found = Command::new("iperf3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "iperf3 is missing under CI: .ci/run installs it"
-        );
-        eprintln!("SKIPPED (iperf3 not installed; apt-get install iperf3)");
-    }
-    found
-}
-
 /// `iperf3 -s -1` on 127.0.0.1 and a free port, killed when dropped.
 struct Iperf3Server {
     child: Child,
@@ -98,9 +81,7 @@ fn export_csv(db: &str) -> (Vec<String>, Vec<Vec<String>>) {
 
 #[test]
 fn real_iperf3_tcp_and_udp_documents_import_with_their_figures() {
-    if !have_iperf3() {
-        return;
-    }
+    require!(crate::iperf3::installed());
     let dir = tempfile::tempdir().unwrap();
     let (tcp_file, udp_file) = (dir.path().join("tcp.json"), dir.path().join("udp.json"));
     let tcp = Iperf3Server::start().run_client(&[], &tcp_file);

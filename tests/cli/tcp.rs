@@ -365,11 +365,7 @@ fn affinity_pins_threads_and_impossible_cores_are_refused() {
 
 #[test]
 fn ipv6_loopback_and_bind_address_work() {
-    let has_ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
-    if !has_ipv6 {
-        eprintln!("skipped: this host has no IPv6 loopback");
-        return;
-    }
+    require!(crate::common::ipv6_loopback());
     let agent = AgentProcess::start_with(std::process::Command::new(BIN), "::1", &[]);
     let run = nicbench_json(&[
         "tcp",

@@ -184,6 +184,7 @@ fn ranges_are_said_in_words() {
 
 #[test]
 fn host_port_and_bracketed_ipv6_are_understood() {
+    require!(crate::common::ipv6_loopback());
     let agent = AgentProcess::start(&[]);
     let at = format!("127.0.0.1:{}", agent.port);
     let out = nicbench(&["tcp", &at, "-t", "0.2", "--json"]);
@@ -202,6 +203,7 @@ fn host_port_and_bracketed_ipv6_are_understood() {
 
 #[test]
 fn ipv6_addresses_in_errors_have_brackets() {
+    require!(crate::common::ipv6_loopback());
     let port = closed_port("::1");
     let (code, _, err) = run(&["tcp", "::1", "-p", &port]);
     assert_eq!(code, 3, "{err}");
@@ -238,6 +240,7 @@ fn a_service_that_is_no_agent_is_named_so() {
 
 #[test]
 fn each_cause_is_printed_once() {
+    require!(crate::common::ipv6_loopback());
     // Address in use: the agent tries the dual-stack address and says so.
     let taken = std::net::TcpListener::bind("[::]:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();

@@ -44,14 +44,7 @@ fn the_exit_code_passes_through_and_the_run_is_saved_with_the_command() {
 #[test]
 fn lab_watch_around_a_plain_socket_copy_agrees_with_the_bytes_moved() {
     require_lab!();
-    if std::process::Command::new("python3").arg("-V").output().is_err() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI needs python3 for the receiver"
-        );
-        eprintln!("SKIPPED: python3 is needed for the receiving end");
-        return;
-    }
+    require!(tool("python3", &["-V"], "apt-get install python3 (the receiving end)"));
     let lab = lab_builder().mtu(9000).no_agents().build().unwrap();
     let b = lab.addr("b").to_string();
     let receiver = "import socket\n\
@@ -113,14 +106,7 @@ print('received', n, flush=True)\n";
 #[test]
 fn lab_watch_with_a_peer_has_the_peers_cpu_and_counters_agreeing_with_ours() {
     require_lab!();
-    if std::process::Command::new("python3").arg("-V").output().is_err() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI needs python3 for the receiver"
-        );
-        eprintln!("SKIPPED: python3 is needed for the receiving end");
-        return;
-    }
+    require!(tool("python3", &["-V"], "apt-get install python3 (the receiving end)"));
     let lab = lab_builder().mtu(9000).build().unwrap();
     let b = lab.addr("b").to_string();
     let peer = format!("{b}:{}", lab.agent_port());
