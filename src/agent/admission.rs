@@ -308,8 +308,11 @@ mod tests {
     fn one_slot_by_default_and_busy_names_the_time_left() {
         let admission = Admission::new(1, 4);
         let ticket = admission.try_enter(TEN).ok().unwrap();
+        let before = ticket_age(&admission);
         let busy = admission.try_enter(TEN).err().unwrap();
-        assert!(busy.seconds_left > 9.0 && busy.seconds_left <= 10.0, "{busy:?}");
+        let after = ticket_age(&admission);
+        // What is left of the 10 s, by the admission's own clock.
+        assert_between(busy.seconds_left, 10.0 - after, 10.0 - before);
         drop(ticket);
         assert!(admission.try_enter(TEN).is_ok());
     }
@@ -327,7 +330,7 @@ mod tests {
         match admission.poll(&second, Duration::from_millis(10)) {
             Poll::Waiting { position, seconds_left } => {
                 assert_eq!(position, 2);
-                assert!(seconds_left > 9.0, "one test of 10 s ahead: {seconds_left}");
+                assert_eq!(seconds_left, 10.0, "one test of 10 s ahead, none running");
             }
             Poll::Granted(_) => panic!("the second in line was served first"),
         }
@@ -357,20 +360,49 @@ mod tests {
 
     #[test]
     fn a_waiter_is_woken_when_the_slot_frees() {
-        let admission = std::sync::Arc::new(Admission::new(1, 1));
-        let ticket_holder = std::sync::Arc::clone(&admission);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let holder = std::thread::spawn(move || {
-            let ticket = ticket_holder.try_enter(TEN).ok().unwrap();
-            tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(50));
-            drop(ticket);
-        });
-        rx.recv().unwrap();
+        let admission = Admission::new(1, 1);
+        let ticket = admission.try_enter(TEN).ok().unwrap();
         let place = admission.enqueue(TEN).ok().unwrap();
-        let granted = matches!(admission.poll(&place, Duration::from_secs(30)), Poll::Granted(_));
-        assert!(granted);
-        holder.join().unwrap();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (admission, place) = (&admission, &place);
+            let waiter = scope.spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                matches!(admission.poll(place, Duration::from_secs(30)), Poll::Granted(_))
+            });
+            let tid = rx.recv().unwrap();
+            // The slot frees once the waiter sleeps inside poll: a state
+            // of its thread, not a time.
+            wait_until_sleeping(tid);
+            drop(ticket);
+            assert!(waiter.join().unwrap(), "the freed slot went to the waiter");
+        });
+    }
+
+    /// Returns when thread `tid` of this process sleeps (state S in its
+    /// /proc stat: here, waiting on the admission's condition variable);
+    /// fails after 30 s.
+    fn wait_until_sleeping(tid: libc::pid_t) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let stat = format!("/proc/self/task/{tid}/stat");
+        loop {
+            let text = std::fs::read_to_string(&stat).unwrap_or_default();
+            let state = text.rsplit_once(") ").and_then(|(_, rest)| rest.split(' ').next());
+            if state == Some("S") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "thread {tid} never slept: {text}");
+            std::thread::yield_now();
+        }
+    }
+
+    /// `value` lies in `low..=high` (a microsecond's rounding allowed).
+    fn assert_between(value: f64, low: f64, high: f64) {
+        assert!(
+            low - 1e-6 <= value && value <= high + 1e-6,
+            "{value} not in {low}..={high}"
+        );
     }
 
     #[test]
@@ -379,24 +411,30 @@ mod tests {
         let ticket = admission.try_enter(TEN).ok().unwrap();
         let pace = Pace::new(1000);
         ticket.started(None, Some(Arc::clone(&pace)));
-        // No pace yet: no end is promised, only how long it has run.
+        // No pace yet: no end is promised, only how long it has run, as
+        // the ticket's own clock says before and after asking.
+        let before = ticket_age(&admission);
         let busy = admission.try_enter(TEN).err().unwrap();
+        let after = ticket_age(&admission);
         assert_eq!(busy.seconds_left, 0.0);
-        let running = busy.running_seconds.unwrap();
-        assert!((0.0..5.0).contains(&running), "{busy:?}");
+        assert_between(busy.running_seconds.unwrap(), before, after);
         // A quarter done: three times as long again as it has run.
         pace.add(250);
+        let before = ticket_age(&admission);
         let busy = admission.try_enter(TEN).err().unwrap();
+        let after = ticket_age(&admission);
         assert_eq!(busy.running_seconds, None);
-        let ran = ticket_age(&admission);
-        assert!(busy.seconds_left <= 3.0 * ran + 0.1, "{busy:?} after {ran} s");
+        assert_between(busy.seconds_left, 3.0 * before, 3.0 * after);
         // Done: ends now.
         pace.add(750);
         assert_eq!(admission.try_enter(TEN).err().unwrap().seconds_left, 0.0);
-        // A fixed duration is what the test asked.
+        // A fixed duration is what the test asked, from when it started.
         ticket.started(Some(TEN), None);
+        let before = ticket_age(&admission);
         let busy = admission.try_enter(TEN).err().unwrap();
-        assert!(busy.seconds_left > 9.0 && busy.running_seconds.is_none(), "{busy:?}");
+        let after = ticket_age(&admission);
+        assert_eq!(busy.running_seconds, None);
+        assert_between(busy.seconds_left, 10.0 - after, 10.0 - before);
     }
 
     /// Seconds since the only running test started.

@@ -110,13 +110,17 @@ mod tests {
         let me = unsafe { libc::gettid() } as u32;
         let mut t = ThreadTracker::start();
         let (sender, receiver) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        // The thread lives until it has been sampled: it waits for the
+        // release, not for a time.
         let handle = std::thread::spawn(move || {
             // SAFETY: as above.
             sender.send(unsafe { libc::gettid() } as u32).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(300));
+            released.recv().unwrap();
         });
         let tid = receiver.recv().unwrap();
         t.sample();
+        release.send(()).unwrap();
         handle.join().unwrap();
         assert!(t.latest.contains_key(&tid), "the new thread is followed");
         assert!(!t.latest.contains_key(&me), "the thread that started tracking is not");
