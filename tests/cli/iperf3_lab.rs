@@ -1,18 +1,13 @@
 //! iperf3 interop on a shaped lab link: two hosts joined through a router
 //! namespace whose tbf holds every direction to 1 Gbit/s. Each pairing
 //! (nicbench client -> `iperf3 -s`, `iperf3 -c` -> `nicbench serve
-//! --iperf3-port`, both directions) must measure what iperf3 measures
-//! against itself on the same link, within 1%.
-//!
-//! This compares two measurements of a rate-limited link, not a timing
-//! of our code: the tbf sets the rate, so the figure is a property of the
-//! link, and a tool that counted bytes or seconds differently (the omit
-//! period, the interval's end, a stream's start) would be off by more.
-//! -O 1 excludes the tbf bucket's burst and TCP's ramp. A round that
-//! disagrees is measured again (at most 3 rounds): on this 2-core machine
-//! a test running beside it can starve one run; a tool that counts
-//! differently disagrees in every round. Skipped, saying why, without
-//! root and iproute2 or without iperf3 (failing under CI).
+//! --iperf3-port`, both directions) is checked for consistency, not speed:
+//! both tools count the same bytes of the same connection (what one side
+//! reports to the other is what that side printed itself; TCP's receiver
+//! never counts more than its sender sent), and no figure exceeds what the
+//! tbf lets through (a loaded machine only gets less). How near the two
+//! tools' rates are on an idle machine is a figure for
+//! bench/iperf3-lab-agreement.sh, not an assertion here.
 
 use std::net::Ipv4Addr;
 use std::process::{Child, Stdio};
@@ -22,26 +17,28 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// The link's rate, and how far apart two tools' figures may be.
-const RATE: u64 = 1_000_000_000;
-const AGREEMENT_PERCENT: f64 = 1.0;
+/// The tbf's rate: no goodput figure may exceed it.
+const RATE: f64 = 1e9;
 const IPERF3_PORT: u16 = 5201;
 const AGENT_IPERF3_PORT: u16 = 5202;
-const SECONDS: &str = "3";
-/// A round whose figures disagree is measured again, up to this many
-/// times: another test saturating this machine's cores can starve one run
-/// (it then reads low, whichever tool ran). A tool that counts differently
-/// disagrees in every round.
-const ROUNDS: usize = 3;
-const OMIT: &str = "1";
+const SECONDS: &str = "2";
 
-/// A process inside a lab host, killed when dropped.
-struct Guard(Child);
+/// A process inside a lab host, killed when dropped unless waited for.
+struct Guard(Option<Child>);
+
+impl Guard {
+    /// Waits for the process to end by itself (within COMMAND_LIMIT).
+    fn output(mut self, what: &str) -> std::process::Output {
+        wait_output(self.0.take().expect("a process"), COMMAND_LIMIT, what)
+    }
+}
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -63,21 +60,11 @@ fn wait_listening(lab: &nicbench::lab::Lab, host: &str, addr: Ipv4Addr, port: u1
     }
 }
 
-/// `iperf3 -c` in host a; the receiver's rate (sum_received), bit/s.
-fn iperf3_client(lab: &nicbench::lab::Lab, server: Ipv4Addr, port: u16, reverse: bool) -> f64 {
+/// `iperf3 -c ... -J` in host a against `server:port`; its JSON document.
+fn iperf3_client(lab: &nicbench::lab::Lab, server: Ipv4Addr, port: u16, reverse: bool) -> Value {
     let mut command = lab.command("a", "iperf3");
     command
-        .args([
-            "-c",
-            &server.to_string(),
-            "-p",
-            &port.to_string(),
-            "-t",
-            SECONDS,
-            "-O",
-            OMIT,
-            "-J",
-        ])
+        .args(["-c", &server.to_string(), "-p", &port.to_string(), "-t", SECONDS, "-J"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -88,15 +75,32 @@ fn iperf3_client(lab: &nicbench::lab::Lab, server: Ipv4Addr, port: u16, reverse:
     let doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("iperf3 -J: {e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert!(doc.get("error").is_none(), "iperf3 -c: {}", doc["error"]);
-    doc["end"]["sum_received"]["bits_per_second"].as_f64().unwrap()
+    doc
 }
 
-/// `nicbench tcp iperf3://SERVER` in host a; the receiver's rate, bit/s.
-fn nicbench_client(lab: &nicbench::lab::Lab, server: Ipv4Addr, reverse: bool) -> f64 {
+/// `nicbench tcp iperf3://SERVER` in host a against a one-off `iperf3 -s
+/// -1 -J` in host b; nicbench's document and the server's.
+fn nicbench_client(lab: &nicbench::lab::Lab, server: Ipv4Addr, reverse: bool) -> (Value, Value) {
+    let mut iperf3 = lab.command("b", "iperf3");
+    iperf3
+        .args([
+            "-s",
+            "-1",
+            "-J",
+            "-B",
+            &server.to_string(),
+            "-p",
+            &IPERF3_PORT.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let iperf3 = Guard(Some(iperf3.spawn().unwrap()));
+    wait_listening(lab, "b", server, IPERF3_PORT, "iperf3 -s");
     let target = format!("iperf3://{server}:{IPERF3_PORT}");
     let mut command = lab.command("a", BIN);
     clean_env(&mut command)
-        .args(["tcp", &target, "-t", SECONDS, "-O", OMIT, "--json"])
+        .args(["tcp", &target, "-t", SECONDS, "--json"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -105,43 +109,46 @@ fn nicbench_client(lab: &nicbench::lab::Lab, server: Ipv4Addr, reverse: bool) ->
     }
     let out = wait_output(command.spawn().unwrap(), COMMAND_LIMIT, "nicbench tcp iperf3://");
     assert!(out.status.success(), "nicbench tcp {target}: {}", stderr(&out));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    doc["sum"]["receiver"]["bits_per_second"].as_f64().unwrap()
+    let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let server_out = iperf3.output("iperf3 -s -1");
+    let theirs: Value = serde_json::from_slice(&server_out.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 -s -J: {e}: {}", String::from_utf8_lossy(&server_out.stdout)));
+    (ours, theirs)
 }
 
-fn percent_apart(a: f64, b: f64) -> f64 {
-    (a - b).abs() * 100.0 / b
+fn n(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// Not in the default suite: under the full `cargo test` on this 2-core
-/// machine, the tests running beside it starve every round (3.6-9.3% apart
-/// in all 3 rounds, while the linerate tbf test failed too). Run alone by
-/// bench/iperf3-lab-agreement.sh, where it agrees within 0.1-0.7%.
+/// TCP's receiver counted no more than its sender sent, and something.
+fn assert_delivered(pairing: &str, sent: f64, received: f64) {
+    assert!(
+        received > 0.0 && received <= sent,
+        "{pairing}: sent {sent} B, received {received} B"
+    );
+}
+
+/// No goodput above the tbf's rate (1% for the bucket's burst).
+fn assert_under_the_shaper(pairing: &str, bits_per_second: f64) {
+    assert!(
+        bits_per_second > 0.0 && bits_per_second <= RATE * 1.01,
+        "{pairing}: {bits_per_second} bit/s through a {RATE} bit/s tbf"
+    );
+}
+
 #[test]
-#[ignore = "needs the machine to itself: bench/iperf3-lab-agreement.sh"]
-fn every_iperf3_pairing_agrees_with_iperf3_itself_on_a_shaped_link() {
+fn every_iperf3_pairing_counts_the_same_bytes_on_a_shaped_link() {
     require_lab!();
     require!(crate::iperf3::installed());
-    // Jumbo frames: 1 Gbit/s at a sixth of the packets, so the CPU the
-    // shaped link needs is small next to what other tests take.
+    // Jumbo frames: 1 Gbit/s at a sixth of the packets.
     let lab = lab_builder()
         .via_router()
-        .rate(RATE)
+        .rate(RATE as u64)
         .mtu(9000)
         .no_agents()
         .build()
         .unwrap();
     let b = lab.addr("b");
-    let iperf3_server = lab
-        .command("b", "iperf3")
-        .args(["-s", "-B", &b.to_string(), "-p", &IPERF3_PORT.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _iperf3_server = Guard(iperf3_server);
-    wait_listening(&lab, "b", b, IPERF3_PORT, "iperf3 -s");
     let agent = AgentProcess::start_with(
         lab.command("b", BIN),
         &b.to_string(),
@@ -149,72 +156,59 @@ fn every_iperf3_pairing_agrees_with_iperf3_itself_on_a_shaped_link() {
     );
     agent.wait_for_log("listening for iperf3 clients");
 
-    let mut rounds = Vec::new();
-    for round in 1..=ROUNDS {
-        let outcome = measure_round(&lab, b);
-        eprintln!("round {round}:\n{}", outcome.figures.join("\n"));
-        if outcome.problems.is_empty() {
-            return;
+    // nicbench's client against iperf3's server: what the server reported
+    // to nicbench is what it printed itself.
+    for reverse in [false, true] {
+        let pairing = if reverse {
+            "nicbench -R <- iperf3 -s"
+        } else {
+            "nicbench -> iperf3 -s"
+        };
+        let (ours, theirs) = nicbench_client(&lab, b, reverse);
+        let peer_bytes: f64 = ours["peer_protocol"]["peer_streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| n(&s["bytes"]))
+            .sum();
+        let (server_own, server_role) = if reverse {
+            (n(&theirs["end"]["sum_sent"]["bytes"]), "sent")
+        } else {
+            (n(&theirs["end"]["sum_received"]["bytes"]), "received")
+        };
+        assert_eq!(
+            peer_bytes, server_own,
+            "{pairing}: iperf3 reported {peer_bytes} B, printed {server_own} B {server_role}"
+        );
+        for s in ours["streams"].as_array().unwrap() {
+            let sent = n(&s["sender"]["bytes"]) + n(&s["sender"]["omitted_bytes"]);
+            assert_delivered(pairing, sent, n(&s["receiver"]["bytes"]));
         }
-        rounds.push(format!("round {round}: {}", outcome.problems.join("; ")));
+        assert_under_the_shaper(pairing, n(&ours["sum"]["receiver"]["bits_per_second"]));
+        eprintln!(
+            "{pairing}: {:.1} Mbit/s",
+            n(&ours["sum"]["receiver"]["bits_per_second"]) / 1e6
+        );
     }
-    panic!(
-        "no round of {ROUNDS} agreed within {AGREEMENT_PERCENT}%:\n{}",
-        rounds.join("\n")
-    );
-}
 
-/// The figures of one round, and what disagreed.
-struct Round {
-    figures: Vec<String>,
-    problems: Vec<String>,
-}
-
-/// iperf3 against itself before and after, each pairing in between.
-fn measure_round(lab: &nicbench::lab::Lab, b: Ipv4Addr) -> Round {
-    let baseline_before = iperf3_client(lab, b, IPERF3_PORT, false);
-    let pairings = [
-        ("nicbench -> iperf3 -s", nicbench_client(lab, b, false)),
-        ("nicbench -R <- iperf3 -s", nicbench_client(lab, b, true)),
-        (
-            "iperf3 -c -> nicbench serve",
-            iperf3_client(lab, b, AGENT_IPERF3_PORT, false),
-        ),
-        (
-            "iperf3 -c -R <- nicbench serve",
-            iperf3_client(lab, b, AGENT_IPERF3_PORT, true),
-        ),
-    ];
-    let baseline_after = iperf3_client(lab, b, IPERF3_PORT, false);
-    let baseline = (baseline_before + baseline_after) / 2.0;
-    let mut figures = vec![format!(
-        "  iperf3 -> iperf3: {:.2} and {:.2} Mbit/s",
-        baseline_before / 1e6,
-        baseline_after / 1e6
-    )];
-    let mut problems = vec![];
-    // The link sets the rate: iperf3 agrees with itself, near the tbf's rate.
-    if percent_apart(baseline_before, baseline_after) > AGREEMENT_PERCENT {
-        problems.push(format!(
-            "iperf3 against itself moved from {baseline_before:.0} to {baseline_after:.0} bit/s (the link was not steady)"
-        ));
+    // iperf3's client against nicbench's iperf3 server: the server's side
+    // of iperf3's sums (reported by nicbench) agrees with the client's.
+    for reverse in [false, true] {
+        let pairing = if reverse {
+            "iperf3 -c -R <- nicbench serve"
+        } else {
+            "iperf3 -c -> nicbench serve"
+        };
+        let doc = iperf3_client(&lab, b, AGENT_IPERF3_PORT, reverse);
+        let (sent, received) = (
+            n(&doc["end"]["sum_sent"]["bytes"]),
+            n(&doc["end"]["sum_received"]["bytes"]),
+        );
+        assert_delivered(pairing, sent, received);
+        assert_under_the_shaper(pairing, n(&doc["end"]["sum_received"]["bits_per_second"]));
+        eprintln!(
+            "{pairing}: {:.1} Mbit/s",
+            n(&doc["end"]["sum_received"]["bits_per_second"]) / 1e6
+        );
     }
-    if !(baseline > 0.9 * RATE as f64 && baseline <= RATE as f64) {
-        problems.push(format!(
-            "iperf3 -> iperf3 {baseline:.0} bit/s: the 1 Gbit/s tbf was not the bottleneck"
-        ));
-    }
-    for (pairing, rate) in pairings {
-        let apart = percent_apart(rate, baseline);
-        figures.push(format!(
-            "  {pairing}: {:.2} Mbit/s ({apart:.2}% from iperf3 -> iperf3)",
-            rate / 1e6
-        ));
-        if apart > AGREEMENT_PERCENT {
-            problems.push(format!(
-                "{pairing}: {rate:.0} bit/s, {apart:.2}% from iperf3's own {baseline:.0} bit/s"
-            ));
-        }
-    }
-    Round { figures, problems }
 }
