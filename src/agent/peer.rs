@@ -28,9 +28,6 @@ use crate::protocol::Message;
 use crate::session::{self, RunOptions, Target};
 use crate::workload::{self, TestSpec};
 
-/// Workloads a coordinator may ask for: what a mesh measures.
-pub const PEER_WORKLOADS: [&str; 3] = ["tcp", "udp", "rr"];
-
 /// How long the agent waits for the target to accept its connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -49,10 +46,10 @@ pub(super) fn check_request(shared: &Shared, target: &str, spec: &TestSpec) -> R
             "this agent runs peer tests only for an authenticated coordinator: start it with --psk-file".into(),
         );
     }
-    if !PEER_WORKLOADS.contains(&spec.workload.as_str()) {
+    if !workload::find(&spec.workload).is_ok_and(|w| w.peer_tests()) {
         return Err(format!(
             "a peer test runs {}; '{}' is not one of them",
-            PEER_WORKLOADS.join(", "),
+            workload::peer_test_names().collect::<Vec<_>>().join(", "),
             spec.workload
         ));
     }

@@ -1,10 +1,18 @@
-//! Options shared by every measuring command, and those of `tcp`.
+//! Options shared by every measuring command, and each measuring command:
+//! the shared options with the workload's own (from its folder).
 
 use std::time::Duration;
 
 use clap::Args;
 
 use super::parse;
+use crate::workload::args::{Context, SpecArgs, WorkloadArgs};
+use crate::workload::files::args::FilesOptions;
+use crate::workload::rr::args::RrOptions;
+use crate::workload::sweep::args::SweepOptions;
+use crate::workload::tcp_stream::args::TcpOptions;
+use crate::workload::udp::args::UdpOptions;
+use crate::workload::SpecError;
 
 /// Where the agent is, how long to run, which way, and output format.
 #[derive(Debug, Clone, Args)]
@@ -32,49 +40,9 @@ pub struct MeasureArgs {
     /// and data sockets (selects the path).
     #[arg(short = 'B', long, value_name = "ADDR|IFACE")]
     pub bind: Option<String>,
-    /// How long to send, after the warm-up.
-    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
-          value_parser = parse::positive_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
-    /// Warm-up at the start that is excluded from the result.
-    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration,
-          allow_hyphen_values = true)]
-    pub omit: Duration,
-    /// Print a line per interval while the test runs (recorded in JSON at
-    /// this interval too; 1 s when not given).
-    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse::positive_duration)]
-    pub interval: Option<Duration>,
-    /// Parallel streams (one thread and one connection each).
-    #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1,
-          value_parser = parse::between::<u32>(1, crate::model::spec::MAX_STREAMS as u64))]
-    pub streams: u32,
-    /// Agent sends, client receives.
-    #[arg(short = 'R', long, conflicts_with = "bidir")]
-    pub reverse: bool,
-    /// Both directions at once (N streams each way).
-    #[arg(long)]
-    pub bidir: bool,
-    /// Socket send and receive buffer on both ends (SO_SNDBUF/SO_RCVBUF).
-    #[arg(short = 'w', long = "window", value_name = "SIZE", value_parser = parse::positive_size)]
-    pub window: Option<u64>,
-    /// Local send buffer (like netperf -s); overrides -w.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
-    pub sndbuf: Option<u64>,
-    /// Local receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
-    pub rcvbuf: Option<u64>,
-    /// Agent's send buffer (like netperf -S); overrides -w.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
-    pub remote_sndbuf: Option<u64>,
-    /// Agent's receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
-    pub remote_rcvbuf: Option<u64>,
-    /// Pin local stream threads to these cores, round-robin (e.g. 0 or 0-3).
-    #[arg(short = 'A', long = "affinity", value_name = "CORES", value_parser = parse::cpu_list)]
-    pub affinity: Option<parse::CpuList>,
-    /// Pin the agent's stream threads to these of its cores.
-    #[arg(long = "remote-affinity", value_name = "CORES", value_parser = parse::cpu_list)]
-    pub remote_affinity: Option<parse::CpuList>,
+    /// What goes into the test's spec: time, streams, direction, buffers, pinning.
+    #[command(flatten)]
+    pub spec: SpecArgs,
     /// Print the result as one JSON document (schema in docs/SCHEMA.md).
     #[arg(long, conflicts_with = "json_stream")]
     pub json: bool,
@@ -175,26 +143,60 @@ impl From<PickArg> for crate::stats::Pick {
 pub struct TcpArgs {
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// Bytes per write and read (the default, 256K, measured faster than
-    /// 64K, 128K, 512K and 1M on loopback: docs/BENCHMARKS.md).
-    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K", value_parser = parse::positive_size)]
-    pub length: u64,
-    /// Send this many bytes per direction instead of running for a time.
-    #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse::positive_size, conflicts_with = "duration")]
-    pub bytes: Option<u64>,
-    /// TCP maximum segment size to request (TCP_MAXSEG).
-    #[arg(short = 'M', long, value_name = "BYTES")]
-    pub mss: Option<u32>,
-    /// Disable Nagle's algorithm (TCP_NODELAY).
-    #[arg(short = 'N', long)]
-    pub nodelay: bool,
-    /// Congestion control algorithm (see /proc/sys/net/ipv4/tcp_available_congestion_control).
-    #[arg(short = 'C', long, value_name = "ALGO")]
-    pub congestion: Option<String>,
-    /// Zero-copy send: sendfile(2) from a memory file instead of send(2).
-    #[arg(short = 'Z', long)]
-    pub zerocopy: bool,
-    /// Discarding receive: recv with MSG_TRUNC, the kernel drops the data uncopied.
-    #[arg(long)]
-    pub discard: bool,
+    #[command(flatten)]
+    pub options: TcpOptions,
+}
+
+/// `nicbench udp`
+#[derive(Debug, Clone, Args)]
+pub struct UdpArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    #[command(flatten)]
+    pub options: UdpOptions,
+}
+
+/// `nicbench rr`
+#[derive(Debug, Clone, Args)]
+pub struct RrArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    #[command(flatten)]
+    pub options: RrOptions,
+}
+
+/// `nicbench sweep`
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    #[command(flatten)]
+    pub options: SweepOptions,
+    /// Print the points as CSV instead of the text report.
+    #[arg(long, conflicts_with_all = ["json", "json_stream"])]
+    pub csv: bool,
+}
+
+/// `nicbench files`
+#[derive(Debug, Clone, Args)]
+pub struct FilesArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    #[command(flatten)]
+    pub options: FilesOptions,
+}
+
+impl MeasureArgs {
+    /// What the options outside the spec mean to it.
+    pub fn context(&self) -> Context {
+        Context {
+            link_speed_bits_per_second: self.link_speed,
+        }
+    }
+
+    /// The spec of a measuring command: these shared options and the
+    /// workload's own.
+    pub fn spec_with<A: WorkloadArgs>(&self, options: &A) -> Result<crate::model::TestSpec, SpecError> {
+        crate::workload::args::spec_of(&self.spec, options, &self.context())
+    }
 }

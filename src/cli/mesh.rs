@@ -9,23 +9,6 @@ use super::parse;
 use super::store::SaveArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MeshWorkload {
-    Tcp,
-    Udp,
-    Rr,
-}
-
-impl MeshWorkload {
-    pub fn name(self) -> &'static str {
-        match self {
-            MeshWorkload::Tcp => "tcp",
-            MeshWorkload::Udp => "udp",
-            MeshWorkload::Rr => "rr",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum MeshFormat {
     Text,
     Markdown,
@@ -58,8 +41,9 @@ pub struct MeshArgs {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// What each ordered pair runs: tcp and udp give the receiver's
     /// throughput, rr the median round trip.
-    #[arg(short = 'w', long, value_enum, default_value = "tcp")]
-    pub workload: MeshWorkload,
+    #[arg(short = 'w', long, default_value = "tcp",
+          value_parser = clap::builder::PossibleValuesParser::new(crate::workload::peer_test_names()))]
+    pub workload: String,
     /// How long each test sends, after its warm-up.
     #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
           value_parser = parse::positive_duration)]

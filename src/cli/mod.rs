@@ -2,29 +2,22 @@
 //! arguments are turned into a validated configuration in `cmd/`. The doc
 //! comments are the help text.
 
-pub mod files;
 pub mod host;
 pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod mesh;
-pub mod parse;
+pub use crate::workload::args::parse;
 pub mod pictures;
-pub mod rr;
 pub mod run;
 pub mod store;
-pub mod sweep;
-pub mod udp;
 pub mod watch;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use host::HostArgs;
 pub use linerate::LinerateArgs;
-pub use measure::{MeasureArgs, TcpArgs};
-pub use rr::RrArgs;
-pub use sweep::SweepArgs;
-pub use udp::UdpArgs;
+pub use measure::{FilesArgs, MeasureArgs, RrArgs, SweepArgs, TcpArgs, UdpArgs};
 
 /// nicbench: what a network path really delivers — adapter, driver, host,
 /// link and stack — with CPU cost on both ends.
@@ -54,7 +47,7 @@ pub enum Command {
     /// Request/response latency and transactions per second (TCP, UDP, or a TCP connection per transaction).
     Rr(Box<RrArgs>),
     /// File transfer: a generated set or a directory tree, verified, against raw TCP on the same path.
-    Files(Box<files::FilesArgs>),
+    Files(Box<FilesArgs>),
     /// Run any command (scp, rsync, curl, a backup job) and measure around it: interface counters, CPU of every core and of its process tree, verdict.
     Watch(Box<watch::WatchArgs>),
     /// Start an agent on loopback in this process and run a short standard set.

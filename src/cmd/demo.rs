@@ -6,12 +6,11 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use anyhow::Context;
-use clap::Parser;
 
 use super::save::Saver;
 use super::signals;
 use crate::agent::{Agent, AgentConfig};
-use crate::cli::{Cli, DemoArgs};
+use crate::cli::DemoArgs;
 use crate::model::RunResult;
 use crate::report::text::Text;
 use crate::report::Reporter;
@@ -49,8 +48,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         let argv = format!("nicbench {line} -p {} -t {seconds}", agent.addr.port()).replace("HOST", "127.0.0.1");
         eprintln!("[{}/{}] {label}: {argv}", i + 1, STANDARD_SET.len());
-        let cli = Cli::try_parse_from(argv.split_whitespace()).with_context(|| format!("demo command '{argv}'"))?;
-        let (measure, spec) = super::measurement_of(&cli.command).context("demo commands are measurements")?;
+        let (measure, spec) =
+            super::measurement(argv.split_whitespace()).with_context(|| format!("demo command '{argv}'"))?;
         let run = session::run(
             &super::measure::target(&measure)?,
             &spec,

@@ -5,28 +5,27 @@ use anyhow::Context;
 
 use super::measure;
 use super::signals;
-use crate::cli::files::FilesArgs;
+use crate::cli::FilesArgs;
 use crate::model::{RunResult, TestSpec};
 use crate::session::{self, RunOptions};
 use crate::units::Bytes;
 use crate::workload::files::result::{self, RawTcp};
 use crate::workload::files::scratch::Storage;
-use crate::workload::files::set::{self, Source};
+use crate::workload::files::set::Source;
 use crate::workload::files::{self as files, FilesParams};
-use crate::workload::SpecError;
 
 pub fn run(args: FilesArgs) -> anyhow::Result<()> {
-    let spec = spec(&args)?;
+    let spec = args.measure.spec_with(&args.options)?;
     // Refused before the raw TCP trial, not after it.
-    crate::workload::find("files")?.validate(&spec)?;
+    crate::workload::args::check(&spec)?;
     files::set_client_storage(Storage {
-        scratch: args.scratch.clone(),
-        keep: args.keep,
+        scratch: args.options.scratch.clone(),
+        keep: args.options.keep,
         max_files_bytes: None,
     });
     let m = &args.measure;
     signals::install();
-    let raw = if args.raw_time.is_zero() {
+    let raw = if args.options.raw_time.is_zero() {
         None
     } else {
         Some(raw_tcp(&args, &spec).context("the raw TCP trial before the files")?)
@@ -45,67 +44,9 @@ pub fn run(args: FilesArgs) -> anyhow::Result<()> {
     measure::conclude(measured, |measured| measure::finish(m, measured))
 }
 
-/// The test spec a `files` command line asks for.
-pub fn spec(args: &FilesArgs) -> anyhow::Result<TestSpec> {
-    let (source, files, total_bytes) = match (&args.generate, &args.from) {
-        (Some(source), _) => {
-            let (files, bytes) = source.generated_totals().expect("a generated set");
-            (source.clone(), files, bytes)
-        }
-        (None, Some(dir)) => {
-            let walked = set::walk(dir).with_context(|| format!("--from {}", dir.display()))?;
-            if walked.skipped_symlinks + walked.skipped_other > 0 {
-                log::warn!(
-                    "{}: {} symbolic link(s) and {} special file(s) skipped (only regular files are sent)",
-                    dir.display(),
-                    walked.skipped_symlinks,
-                    walked.skipped_other
-                );
-            }
-            if walked.entries.is_empty() {
-                return Err(
-                    SpecError::Invalid(format!("--from {}: no regular files there to send", dir.display())).into(),
-                );
-            }
-            let path = std::fs::canonicalize(dir).with_context(|| format!("--from {}", dir.display()))?;
-            let total = walked.entries.iter().map(|e| e.size).sum();
-            (
-                Source::Directory {
-                    path: path.to_string_lossy().into_owned(),
-                },
-                walked.entries.len() as u64,
-                total,
-            )
-        }
-        (None, None) => return Err(SpecError::Invalid("give --generate SET or --from DIR".into()).into()),
-    };
-    let mut measure_args = args.measure.clone();
-    if let Some(n) = args.parallel_files {
-        measure_args.streams = n;
-    }
-    let mut spec = measure::base_spec("files", &measure_args, args.length);
-    // The set ends the test, not a time.
-    spec.bytes = Some(total_bytes.max(1));
-    let params = FilesParams {
-        source,
-        files,
-        total_bytes,
-        compressibility: args.compressibility,
-        compress_level: args.compress,
-        fsync: args.fsync,
-    };
-    spec.set_params(&params)?;
-    Ok(spec)
-}
-
 /// The raw TCP trial: as many connections, the same direction and buffers.
 fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
-    let mut spec = files_spec.clone();
-    spec.workload = "tcp".into();
-    spec.bytes = None;
-    spec.duration_seconds = args.raw_time.as_secs_f64();
-    spec.omit_seconds = 0.0;
-    spec.params = serde_json::Value::Null;
+    let spec = files::raw_tcp_spec(files_spec, args.options.raw_time.as_secs_f64());
     let target = measure::target(&args.measure)?;
     let run = session::run(
         &target,
@@ -138,7 +79,7 @@ fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
 /// held for the sender.
 fn page_cache(args: &FilesArgs, params: &FilesParams) -> Option<String> {
     let reads_files = matches!(params.source, Source::Directory { .. });
-    if !args.drop_caches {
+    if !args.options.drop_caches {
         return reads_files
             .then(|| "warm: the source files may be read from the page cache (--drop-caches to empty it)".into());
     }

@@ -60,6 +60,7 @@ pub fn prepare(m: &MeasureArgs, spec: &TestSpec, target: &Target, iperf3: bool) 
     }
     let mut spec = spec.clone();
     spec.streams = m
+        .spec
         .streams
         .checked_mul(pairs.len() as u32)
         .filter(|n| *n <= crate::model::spec::MAX_STREAMS)
@@ -67,7 +68,7 @@ pub fn prepare(m: &MeasureArgs, spec: &TestSpec, target: &Target, iperf3: bool) 
             SpecError::Invalid(format!(
                 "--links: {} links x {} streams (-P) is more than {} streams",
                 pairs.len(),
-                m.streams,
+                m.spec.streams,
                 crate::model::spec::MAX_STREAMS
             ))
         })?;
@@ -87,7 +88,7 @@ pub fn each_alone(
     for (i, pair) in spec.links.iter().enumerate() {
         let mut one = spec.clone();
         one.links = vec![*pair];
-        one.streams = m.streams;
+        one.streams = m.spec.streams;
         let options = CaseOptions {
             policy: Policy::SINGLE,
             interrupted,

@@ -10,7 +10,6 @@ use anyhow::Context;
 use super::save::{self, Saver};
 use super::signals;
 use crate::address::Family;
-use crate::cli::parse::CpuList;
 use crate::cli::MeasureArgs;
 use crate::model::RunResult;
 use crate::probe::nic;
@@ -21,36 +20,7 @@ use crate::report::Reporter;
 use crate::session::{RunOptions, SessionError, Target};
 use crate::stats::Policy;
 use crate::workload::runner::{IntervalCallback, IntervalTick, ProgressCallback};
-use crate::workload::{Direction, SideOptions, SpecError, TestSpec};
-
-/// The part of a spec every measuring command fills the same way.
-pub fn base_spec(workload: &str, m: &MeasureArgs, message_bytes: u64) -> TestSpec {
-    let side = |send: Option<u64>, receive: Option<u64>, cpus: &Option<CpuList>| SideOptions {
-        send_buffer_bytes: send.or(m.window),
-        receive_buffer_bytes: receive.or(m.window),
-        cpus: cpus.as_ref().map(|c| c.0.clone()).unwrap_or_default(),
-    };
-    TestSpec {
-        workload: workload.to_string(),
-        duration_seconds: m.duration.as_secs_f64(),
-        bytes: None,
-        omit_seconds: m.omit.as_secs_f64(),
-        streams: m.streams,
-        direction: if m.bidir {
-            Direction::Bidir
-        } else if m.reverse {
-            Direction::Reverse
-        } else {
-            Direction::Forward
-        },
-        message_bytes,
-        interval_seconds: m.interval.map(|d| d.as_secs_f64()).unwrap_or(1.0),
-        client: side(m.sndbuf, m.rcvbuf, &m.affinity),
-        agent: side(m.remote_sndbuf, m.remote_rcvbuf, &m.remote_affinity),
-        params: serde_json::Value::Null,
-        links: Vec::new(),
-    }
-}
+use crate::workload::{SpecError, TestSpec};
 
 /// `-B`: an address, or an interface whose address of the wanted family is used.
 pub fn bind_address(bind: &str, family: Option<Family>) -> anyhow::Result<IpAddr> {
@@ -275,7 +245,7 @@ pub fn measure_adjusted(
 ) -> anyhow::Result<Measured> {
     signals::install();
     let json_stream = m.json_stream;
-    let live = m.interval.is_some() && !m.json;
+    let live = m.spec.interval.is_some() && !m.json;
     let on_interval = move || -> Option<IntervalCallback> {
         if json_stream {
             Some(Box::new(|tick: &IntervalTick| {

@@ -8,12 +8,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{signals, UsageError};
 use crate::cli::mesh::{MeshArgs, MeshFormat};
-use crate::cli::{Cli, Command};
 use crate::mesh::matrix::{self, Cell, MeshHost, MeshResult};
 use crate::mesh::schedule;
 use crate::metrics::{FailureReason, MeshMetrics, MetricsServer, Routes};
@@ -137,7 +135,7 @@ pub fn members(inputs: &[String], default_port: u16) -> Result<Vec<Member>, Stri
 
 /// The test every pair runs, parsed as the workload's own command would.
 pub fn spec_of(args: &MeshArgs) -> anyhow::Result<TestSpec> {
-    let workload = args.workload.name();
+    let workload = args.workload.as_str();
     let mut argv: Vec<String> = vec![
         "nicbench".into(),
         workload.into(),
@@ -150,26 +148,11 @@ pub fn spec_of(args: &MeshArgs) -> anyhow::Result<TestSpec> {
         args.streams.to_string(),
     ];
     argv.extend(args.options.iter().cloned());
-    let cli = Cli::try_parse_from(&argv).map_err(|e| {
-        UsageError(format!(
-            "workload options after --: {}",
-            e.to_string()
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid")
-                .trim_start_matches("error: ")
-        ))
+    let (_, spec) = super::measurement(&argv).map_err(|e| match e.downcast::<UsageError>() {
+        Ok(usage) => UsageError(format!("workload options after --: {}", usage.0)).into(),
+        Err(e) => e,
     })?;
-    let spec = match &cli.command {
-        Command::Tcp(a) => super::tcp::spec(a)?,
-        Command::Udp(a) => super::udp::spec(a)?,
-        Command::Rr(a) => super::rr::spec(a)?,
-        _ => unreachable!("the workload is tcp, udp or rr"),
-    };
-    spec.validate_common().map_err(|e| UsageError(e.to_string()))?;
-    crate::workload::find(&spec.workload)
-        .and_then(|w| w.validate(&spec))
-        .map_err(|e| UsageError(e.to_string()))?;
+    crate::workload::args::check(&spec).map_err(|e| UsageError(e.to_string()))?;
     if !spec.client.cpus.is_empty() || !spec.links.is_empty() {
         return Err(
             UsageError("a mesh test may not pin CPUs (-A) or use --links: the agents refuse both".into()).into(),
@@ -187,10 +170,20 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    if args.overlap && args.workload.name() != "rr" {
-        return Err(UsageError(
-            "--overlap is for rr only: throughput tests that share a host measure each other".into(),
-        )
+    // Tests that share a host measure each other's throughput; a figure
+    // the line rate does not bound (round trips) stands it.
+    let throughput = crate::workload::find(&args.workload).map_or(true, |w| w.results().line_rate_applies());
+    if args.overlap && throughput {
+        let without: Vec<&str> = crate::workload::peer_test_names()
+            .filter(|n| crate::workload::results_of(n).line_rate_applies())
+            .collect();
+        return Err(UsageError(format!(
+            "--overlap is for {} only: throughput tests that share a host measure each other",
+            crate::workload::peer_test_names()
+                .filter(|n| !without.contains(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
         .into());
     }
     let spec = spec_of(&args)?;

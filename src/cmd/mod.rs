@@ -132,25 +132,71 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
     1
 }
 
-/// The measurement a command asks for: its shared options and test spec.
-/// The one place that knows which commands measure.
-pub fn measurement_of(command: &Command) -> Option<(crate::cli::MeasureArgs, crate::model::TestSpec)> {
-    match command {
-        Command::Tcp(args) => tcp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Sweep(args) => sweep::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Udp(args) => udp::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Rr(args) => rr::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Files(args) => files::spec(args).ok().map(|spec| (args.measure.clone(), spec)),
-        Command::Serve(_) | Command::Demo(_) | Command::Lab(_) | Command::Run(_) | Command::Mesh(_) => None,
-        Command::Watch(_) => None,
-        Command::Host(_) | Command::Linerate(_) | Command::Man(_) | Command::Completions(_) => None,
-        Command::Runs(_)
-        | Command::Show(_)
-        | Command::Compare(_)
-        | Command::Diff(_)
-        | Command::Export(_)
-        | Command::Rm(_)
-        | Command::Import(_) => None,
-        Command::Plot(_) | Command::Report(_) => None,
+/// The measurement a measuring command line asks for (program name
+/// first): its shared options and test spec, converted by its workload's
+/// registry entry. Options that do not parse are a [`UsageError`] with
+/// clap's first line; a command that is not a measurement is one too.
+pub fn measurement<I, T>(argv: I) -> anyhow::Result<(crate::cli::MeasureArgs, crate::model::TestSpec)>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let usage = |e: clap::Error| UsageError(crate::workload::args::first_line(&e.to_string()));
+    let matches = Cli::command().try_get_matches_from(argv).map_err(usage)?;
+    let Some((name, options)) = matches.subcommand() else {
+        return Err(UsageError("no command given".into()).into());
+    };
+    let workload =
+        crate::workload::find(name).map_err(|_| UsageError(format!("'{name}' is not a measuring command")))?;
+    let measure = crate::cli::MeasureArgs::from_arg_matches(options).map_err(usage)?;
+    Ok((measure, workload.command_line().spec(options)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every registered workload is a measuring command whose command line
+    /// the registry turns into its spec: the one conversion the typed
+    /// commands, plans, the mesh and /probe share.
+    #[test]
+    fn every_registered_workload_converts_its_command_line_into_its_spec() {
+        let cli = Cli::command();
+        for w in crate::workload::REGISTRY {
+            assert!(cli.find_subcommand(w.name()).is_some(), "no `nicbench {}`", w.name());
+            let mut argv = vec!["nicbench", w.name(), "127.0.0.1", "-P", "1"];
+            // The one workload that cannot run without naming its input.
+            if w.name() == "files" {
+                argv.extend(["--generate", "2x1K"]);
+            }
+            let (measure, spec) = measurement(&argv).unwrap_or_else(|e| panic!("{}: {e:#}", w.name()));
+            assert_eq!((spec.workload.as_str(), measure.host.as_str()), (w.name(), "127.0.0.1"));
+            crate::workload::args::check(&spec).unwrap_or_else(|e| panic!("{}: {e}", w.name()));
+            assert!(w.estimated_seconds(&spec) > 0.0, "{}", w.name());
+            if let Some(message) = w.command_line().message_option("64K") {
+                argv.extend(message.iter().map(String::as_str));
+                let (_, sized) = measurement(&argv).unwrap_or_else(|e| panic!("{}: {e:#}", w.name()));
+                assert_eq!(sized.message_bytes, 65536, "{}", w.name());
+            }
+        }
+    }
+
+    /// Errors of the workload's own options are the caller's to see, not
+    /// dropped: a value the workload refuses, and a command that is not a
+    /// measurement.
+    #[test]
+    fn a_command_line_that_is_no_measurement_is_an_error_with_its_reason() {
+        let e = measurement(["nicbench", "udp", "127.0.0.1", "-b", "0"]).unwrap_err();
+        assert!(
+            e.downcast_ref::<UsageError>().unwrap().0.contains("at least 1 bit/s"),
+            "{e}"
+        );
+        let e = measurement(["nicbench", "files", "127.0.0.1", "--from", "/nonexistent/nicbench"]).unwrap_err();
+        assert!(e.to_string().contains("--from /nonexistent/nicbench"), "{e}");
+        let e = measurement(["nicbench", "runs"]).unwrap_err();
+        assert!(e.to_string().contains("'runs' is not a measuring command"), "{e}");
     }
 }

@@ -99,8 +99,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })?;
     let mut problems = Vec::new();
     let mut planned = Vec::new();
+    let grammar = <Cli as clap::CommandFactory>::command();
     for case in cases {
-        match case.check(&plan) {
+        match case.check(&plan, &grammar) {
             Ok(spec) => planned.push(Planned {
                 key: case.key(),
                 estimate: plan::matrix::estimate(&spec, &plan),

@@ -9,9 +9,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use anyhow::Context;
-use clap::Parser;
 
-use crate::cli::{Cli, Command, ServeArgs};
+use crate::cli::ServeArgs;
 use crate::metrics::{self, AgentMetrics, BearerToken, MetricsServer, ProbeError, ProbeQuery, Routes};
 use crate::session;
 
@@ -68,13 +67,8 @@ fn probe_test(
         argv.push("--psk-file".into());
         argv.push(path.display().to_string());
     }
-    let cli = Cli::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?;
-    match cli.command {
-        Command::Tcp(a) => Ok((super::measure::target(&a.measure)?, super::tcp::spec(&a)?)),
-        Command::Udp(a) => Ok((super::measure::target(&a.measure)?, super::udp::spec(&a)?)),
-        Command::Rr(a) => Ok((super::measure::target(&a.measure)?, super::rr::spec(&a)?)),
-        _ => anyhow::bail!("a probe runs tcp, udp or rr"),
-    }
+    let (measure, spec) = super::measurement(&argv)?;
+    Ok((super::measure::target(&measure)?, spec))
 }
 
 /// The agent's own control address as a client reaches it: the loopback

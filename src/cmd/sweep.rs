@@ -9,19 +9,18 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::SweepArgs;
 use crate::model::RunResult;
-use crate::model::TestSpec;
 use crate::workload::runner::{Progress, ProgressCallback};
+use crate::workload::sweep::points;
 use crate::workload::sweep::result::{SweepResult, KEY};
 use crate::workload::sweep::text::csv;
-use crate::workload::sweep::{points, SweepParams, Transport};
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
-    let spec = spec(&args)?;
+    let spec = args.measure.spec_with(&args.options)?;
     let m = &args.measure;
-    if !m.omit.is_zero() {
+    if !m.spec.omit.is_zero() {
         bail!("-O/--omit does not apply to a sweep: every size starts with an untimed warm-up exchange");
     }
-    if m.interval.is_some() {
+    if m.spec.interval.is_some() {
         bail!("-i/--interval does not apply to a sweep: it reports one line per size instead");
     }
     let show = log::log_enabled!(log::Level::Warn);
@@ -70,24 +69,6 @@ fn apply_detected_link_speed(run: &mut RunResult) {
     }
 }
 
-/// The test spec a `sweep` command line asks for.
-pub fn spec(args: &SweepArgs) -> anyhow::Result<TestSpec> {
-    let params = SweepParams {
-        min_bytes: args.min,
-        max_bytes: args.max,
-        perturbation_bytes: args.perturbation,
-        sizes_bytes: args.sizes.clone().unwrap_or_default(),
-        mode: args.mode,
-        transport: if args.udp { Transport::Udp } else { Transport::Tcp },
-        point_seconds: args.point_time.as_secs_f64(),
-        passes: Some(args.passes),
-        link_speed_bits_per_second: args.measure.link_speed.map(|s| s as f64),
-    };
-    let mut spec = super::measure::base_spec("sweep", &args.measure, params.largest());
-    spec.set_params(&params)?;
-    Ok(spec)
-}
-
 /// A progress bar when stderr is a terminal, else a plain line per size.
 fn progress_display() -> ProgressCallback {
     if std::io::stderr().is_terminal() {
@@ -128,7 +109,7 @@ mod tests {
         let Command::Sweep(args) = cli.command else {
             panic!("not a sweep");
         };
-        let params: SweepParams = super::spec(&args).unwrap().params().unwrap();
+        let params: SweepParams = args.measure.spec_with(&args.options).unwrap().params().unwrap();
         let defaults = SweepParams::default();
         assert_eq!(params.point_seconds, defaults.point_seconds);
         assert_eq!(params.passes, defaults.passes);

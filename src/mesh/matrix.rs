@@ -75,7 +75,7 @@ pub struct MeshResult {
     /// This run of the mesh (tag `mesh_run` on every run).
     pub mesh_run: String,
     pub workload: String,
-    /// `receiver_bits_per_second` (tcp, udp) or `rtt_p50_seconds` (rr).
+    /// The workload's mesh figure: `receiver_bits_per_second`, `rtt_p50_seconds`.
     pub metric: String,
     pub unit: String,
     pub started_at_unix_seconds: f64,
@@ -89,34 +89,25 @@ pub struct MeshResult {
     pub outliers: Vec<NamedOutlier>,
 }
 
-/// The figure a workload's matrix shows, and which way is better.
+/// The figure a workload's matrix shows ([`crate::workload::ResultKind::mesh_figure`]):
+/// its name, unit, and which way is better.
 pub fn metric_of(workload: &str) -> (&'static str, &'static str, Better) {
-    match workload {
-        "rr" => ("rtt_p50_seconds", "s", Better::Lower),
-        _ => ("receiver_bits_per_second", "bit/s", Better::Higher),
-    }
+    let m = crate::workload::results_of(workload).mesh_figure();
+    (m.name, m.unit, m.better)
 }
 
-/// A round trip in µs (3 significant digits, from the HDR histogram) as
-/// seconds, rounded to the nanosecond so that it prints as it was measured.
-pub fn rtt_seconds(us: f64) -> f64 {
-    (us * 1e3).round() / 1e9
-}
-
-/// The matrix figure of one run: receiver throughput, or the median
-/// round trip of an rr run in seconds.
+/// The matrix figure of one run, as its workload declares it: receiver
+/// throughput, the median round trip in seconds.
 pub fn value_of(run: &RunResult) -> Option<f64> {
-    let sum = &run.result.sum;
-    let v = match run.workload.as_str() {
-        "rr" => sum
-            .extras
-            .get::<Value>("rr")?
-            .pointer("/latency/p50_us")
-            .and_then(Value::as_f64)
-            .map(rtt_seconds),
-        _ => Some(sum.receiver.bits_per_second),
-    }?;
-    (v.is_finite() && v > 0.0).then_some(v)
+    let trial = serde_json::to_value(&run.result).ok()?;
+    figure_in(&run.workload, &trial)
+}
+
+/// The matrix figure of a run of `workload` in its (trial's) document;
+/// None for a run without it or with nothing measured.
+pub fn figure_in(workload: &str, doc: &Value) -> Option<f64> {
+    let v = crate::workload::results_of(workload).mesh_figure().read(doc)?;
+    (v > 0.0).then_some(v)
 }
 
 impl MeshResult {

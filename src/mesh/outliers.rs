@@ -39,12 +39,7 @@ pub const MIN_HOSTS: usize = 4;
 /// Sweeps of the median polish (it settles in a few).
 const POLISH_SWEEPS: usize = 10;
 
-/// Whether a bigger figure is better (throughput) or worse (latency).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    Higher,
-    Lower,
-}
+pub use crate::workload::Better;
 
 /// What was found, in the terms of the mesh.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -4,16 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::matrix::{metric_of, rtt_seconds, Cell, MeshHost, MeshResult, SCHEMA};
+use super::matrix::{metric_of, Cell, MeshHost, MeshResult, SCHEMA};
 use crate::store::query::{Filter, RunSummary};
 use crate::store::{Store, StoreError};
 
-const PATHS: [&str; 4] = [
-    "$.sum.receiver.bits_per_second",
-    "$.sum.rr.latency.p50_us",
-    "$.verdict.summary",
-    "$.verdict.kind",
-];
+/// What a cell shows besides its figure (read first, at the workload's path).
+const VERDICT_PATHS: [&str; 2] = ["$.verdict.summary", "$.verdict.kind"];
 
 fn tag<'a>(run: &'a RunSummary, key: &str) -> Option<&'a str> {
     run.tags.iter().find(|t| t.key == key).map(|t| t.value.as_str())
@@ -37,8 +33,12 @@ pub fn meshes(store: &Store, filter: &Filter) -> Result<Vec<MeshResult>, StoreEr
     for (mesh_run, mut group) in groups {
         group.sort_by_key(|r| r.id);
         let ids: Vec<i64> = group.iter().map(|r| r.id).collect();
+        let workload = group[0].workload.clone();
+        let figure = crate::workload::results_of(&workload).mesh_figure();
+        let path = figure.json_path();
+        let paths = [path.as_str(), VERDICT_PATHS[0], VERDICT_PATHS[1]];
         let parts: BTreeMap<i64, _> = store
-            .document_parts(&ids, &PATHS)?
+            .document_parts(&ids, &paths)?
             .into_iter()
             .map(|p| (p.id, p))
             .collect();
@@ -52,17 +52,13 @@ pub fn meshes(store: &Store, filter: &Filter) -> Result<Vec<MeshResult>, StoreEr
             }
         }
         names.sort();
-        let workload = group[0].workload.clone();
         let index = |name: &str| names.iter().position(|n| n == name).expect("collected above");
         let cells: Vec<Cell> = group
             .iter()
             .filter(|r| r.workload == workload)
             .map(|r| {
                 let p = parts.get(&r.id);
-                let value = match workload.as_str() {
-                    "rr" => p.and_then(|p| p.number(1)).map(rtt_seconds),
-                    _ => p.and_then(|p| p.number(0)),
-                };
+                let value = p.and_then(|p| p.number(0)).and_then(|v| figure.of_number(v));
                 let text = |i: usize| {
                     p.and_then(|p| match p.values.get(i) {
                         Some(rusqlite::types::Value::Text(t)) => Some(t.clone()),
@@ -74,8 +70,8 @@ pub fn meshes(store: &Store, filter: &Filter) -> Result<Vec<MeshResult>, StoreEr
                     dst: index(tag(r, "dst").expect("grouped by it")),
                     value,
                     run_id: Some(r.id),
-                    verdict: text(2),
-                    verdict_kind: text(3),
+                    verdict: text(1),
+                    verdict_kind: text(2),
                     error: None,
                     started_at_unix_seconds: r.started_at_unix_seconds,
                     seconds: 0.0,

@@ -48,7 +48,7 @@ pub struct RttFigures {
 pub struct RunFigures {
     pub workload: String,
     pub directions: Vec<DirectionFigures>,
-    /// Present for `rr`.
+    /// Present for a workload that measures round trips.
     pub rtt: Option<RttFigures>,
     pub started_at_unix_seconds: f64,
 }
@@ -98,19 +98,10 @@ impl RunFigures {
     }
 }
 
-fn number(v: Option<&serde_json::Value>, key: &str) -> Option<f64> {
-    v?.get(key)?.as_f64().filter(|x| x.is_finite())
-}
-
-/// udp: the flow's `loss_percent`; rr: lost / (done + lost) transactions.
+/// The share of one direction's offer that was lost, as the workload
+/// counts loss (datagrams, transactions).
 fn loss_ratio(total: &FlowTotal, run: &RunResult) -> Option<f64> {
-    if let Some(percent) = number(total.extras.raw().get("udp"), "loss_percent") {
-        return Some(percent / 100.0);
-    }
-    let rr = run.result.sum.extras.raw().get("rr");
-    let lost = number(rr, "lost_transactions")?;
-    let done = number(rr, "transactions")?;
-    (lost + done > 0.0).then(|| lost / (lost + done))
+    crate::workload::results_of(&run.workload).loss_ratio(total, &run.result)
 }
 
 fn cpu(run: &RunResult, party: Party) -> Option<CpuFigures> {
@@ -130,11 +121,11 @@ fn cpu(run: &RunResult, party: Party) -> Option<CpuFigures> {
 }
 
 fn rtt(run: &RunResult) -> Option<RttFigures> {
-    let latency = run.result.sum.extras.raw().get("rr")?.get("latency");
+    let r = crate::workload::results_of(&run.workload).round_trips(&run.result)?;
     Some(RttFigures {
-        p50_seconds: number(latency, "p50_us")? / 1e6,
-        p90_seconds: number(latency, "p90_us")? / 1e6,
-        p99_seconds: number(latency, "p99_us")? / 1e6,
+        p50_seconds: r.p50_seconds,
+        p90_seconds: r.p90_seconds,
+        p99_seconds: r.p99_seconds,
     })
 }
 

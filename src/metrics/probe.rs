@@ -14,8 +14,6 @@ use super::figures::RunFigures;
 use super::mesh::RunSeries;
 use crate::model::RunResult;
 
-/// Workloads a probe may run.
-pub const PROBE_WORKLOADS: [&str; 3] = ["tcp", "udp", "rr"];
 /// Longest probe test; a Prometheus `scrape_timeout` must exceed it.
 pub const MAX_PROBE_SECONDS: f64 = 60.0;
 /// Length of a probe test when the query names none.
@@ -72,10 +70,11 @@ impl ProbeQuery {
         let target = target.ok_or_else(|| bad("the 'target' parameter is missing".into()))?;
         check_target(&target).map_err(|why| bad(format!("target '{}' {why}", truncate(&target))))?;
         let workload = workload.ok_or_else(|| bad("the 'workload' parameter is missing".into()))?;
-        if !PROBE_WORKLOADS.contains(&workload.as_str()) {
+        if !crate::workload::find(&workload).is_ok_and(|w| w.peer_tests()) {
             return Err(bad(format!(
-                "unknown workload '{}': a probe runs tcp, udp or rr",
-                truncate(&workload)
+                "unknown workload '{}': a probe runs {}",
+                truncate(&workload),
+                crate::workload::peer_test_names().collect::<Vec<_>>().join(", ")
             )));
         }
         let duration = match duration {

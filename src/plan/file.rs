@@ -10,10 +10,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::cli::parse;
+use crate::workload::{self, args::parse};
 
-/// The workloads a plan can run: the measuring commands.
-pub const WORKLOADS: [&str; 4] = ["tcp", "udp", "rr", "sweep"];
+/// Whether a plan can run `name`: every registered workload can.
+pub fn known_workload(name: &str) -> bool {
+    workload::find(name).is_ok()
+}
+
+/// The workloads a plan can run, for messages: "tcp, udp, ...".
+pub fn workload_names() -> String {
+    workload::names().collect::<Vec<_>>().join(", ")
+}
 /// The values of the `direction` axis.
 pub const DIRECTIONS: [&str; 3] = ["forward", "reverse", "bidir"];
 
@@ -284,22 +291,25 @@ impl Plan {
             );
         }
         for w in self.workloads.keys() {
-            if !WORKLOADS.contains(&w.as_str()) {
+            if !known_workload(w) {
                 return Err(format!(
                     "[workloads.{w}]: unknown workload; expected one of {}",
-                    WORKLOADS.join(", ")
+                    workload_names()
                 ));
             }
         }
         let m = &self.matrix;
         if m.workload.is_empty() {
-            return Err("[matrix] workload is empty: name at least one of tcp, udp, rr, sweep".into());
+            return Err(format!(
+                "[matrix] workload is empty: name at least one of {}",
+                workload_names()
+            ));
         }
         for w in &m.workload {
-            if !WORKLOADS.contains(&w.as_str()) {
+            if !known_workload(w) {
                 return Err(format!(
                     "[matrix] workload \"{w}\": expected one of {}",
-                    WORKLOADS.join(", ")
+                    workload_names()
                 ));
             }
         }

@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-
 use super::file::{tag, Agent, Plan};
-use crate::cli::{Cli, Command};
 use crate::model::TestSpec;
+use crate::workload::{self, args::parse};
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,9 +78,10 @@ impl Case {
     pub fn command_line(&self, plan: &Plan) -> Vec<String> {
         let d = &plan.defaults;
         let mut argv = vec![self.workload.clone(), self.agent.address.clone()];
-        // A sweep's -t is the limit of the whole sweep, not a test's length:
-        // it comes from [workloads.sweep] only.
-        if self.workload != "sweep" {
+        // Where -t is a limit (a sweep's, of the whole sweep), not a test's
+        // length, it comes from the workload's own [workloads.NAME] only.
+        let duration_is_limit = workload::find(&self.workload).is_ok_and(|w| w.results().duration_is_limit());
+        if !duration_is_limit {
             if let Some(t) = &d.duration {
                 argv.extend(["-t".into(), t.clone()]);
             }
@@ -120,35 +119,32 @@ impl Case {
         if let Some(s) = self.streams {
             argv.extend(["-P".into(), s.to_string()]);
         }
-        match (self.message.as_ref(), self.workload.as_str()) {
-            (Some(m), "rr") => argv.extend(["-r".into(), format!("{m},{m}")]),
-            (Some(m), _) => argv.extend(["-l".into(), m.clone()]),
-            (None, _) => {}
-        }
+        let message = self.message.as_ref().and_then(|m| {
+            let workload = workload::find(&self.workload).ok()?;
+            workload.command_line().message_option(m)
+        });
+        argv.extend(message.into_iter().flatten());
         for (_, _, options) in &self.vary {
             argv.extend(options.iter().cloned());
         }
         argv
     }
 
-    /// Parses the case's command line as the CLI would, and builds its spec:
-    /// every option error is found before any traffic is sent.
-    pub fn check(&self, plan: &Plan) -> Result<TestSpec, String> {
+    /// Parses the case's command line with `grammar` (the CLI's, which
+    /// the caller hands in: the command line is what users type) and builds
+    /// its spec the way the command will: every option error is found
+    /// before any traffic is sent.
+    pub fn check(&self, plan: &Plan, grammar: &clap::Command) -> Result<TestSpec, String> {
         let argv = self.command_line(plan);
-        let cli = Cli::try_parse_from(std::iter::once("nicbench".to_string()).chain(argv.iter().cloned()))
-            .map_err(|e| first_line(&e.to_string()))?;
-        let spec = match &cli.command {
-            Command::Tcp(a) => crate::cmd::tcp::spec(a),
-            Command::Udp(a) => crate::cmd::udp::spec(a),
-            Command::Rr(a) => crate::cmd::rr::spec(a),
-            Command::Sweep(a) => crate::cmd::sweep::spec(a),
-            _ => return Err(format!("'{}' is not a measuring command", self.workload)),
+        let matches = grammar
+            .clone()
+            .try_get_matches_from(std::iter::once("nicbench".to_string()).chain(argv.iter().cloned()))
+            .map_err(|e| workload::args::first_line(&e.to_string()))?;
+        let Some((name, options)) = matches.subcommand() else {
+            return Err(format!("'{}' is not a measuring command", self.workload));
         };
-        let spec = spec.map_err(|e| format!("{e:#}"))?;
-        spec.validate_common().map_err(|e| e.to_string())?;
-        crate::workload::find(&spec.workload)
-            .and_then(|w| w.validate(&spec))
-            .map_err(|e| e.to_string())?;
+        let spec = workload::args::spec_of_matches(name, options).map_err(|e| e.to_string())?;
+        workload::args::check(&spec).map_err(|e| e.to_string())?;
         Ok(spec)
     }
 }
@@ -158,32 +154,17 @@ pub fn estimate(spec: &TestSpec, plan: &Plan) -> Duration {
     let d = &plan.defaults;
     let trials = match (d.repeat, &d.iterations) {
         (Some(r), _) => r,
-        (None, Some(i)) => crate::cli::parse::iterations(i).map(|(max, _)| max).unwrap_or(10),
+        (None, Some(i)) => parse::iterations(i).map(|(max, _)| max).unwrap_or(10),
         (None, None) if d.confidence.is_some() => 10,
         _ => 1,
     };
-    let per_trial = if spec.workload == "sweep" {
-        // Every size's point time, plus its probe; never past the limit.
-        let points = spec
-            .params::<crate::workload::sweep::SweepParams>()
-            .map(|p| (p.sizes().0.len() as f64, p.point_seconds))
-            .unwrap_or((100.0, 0.1));
-        (points.0 * points.1 * 1.3).min(spec.duration_seconds)
-    } else {
-        spec.duration_seconds + spec.omit_seconds
-    };
+    let per_trial = workload::find(&spec.workload)
+        .map(|w| w.estimated_seconds(spec))
+        .unwrap_or(spec.duration_seconds + spec.omit_seconds);
     // Connection set-up, facts, CPU sampling, and the process itself.
     const OVERHEAD_PER_TRIAL: f64 = 0.6;
     const OVERHEAD_PER_CASE: f64 = 0.4;
     Duration::from_secs_f64(trials as f64 * (per_trial + OVERHEAD_PER_TRIAL) + OVERHEAD_PER_CASE)
-}
-
-fn first_line(s: &str) -> String {
-    s.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(s)
-        .trim_start_matches("error: ")
-        .to_string()
 }
 
 /// Every case of the plan, in the file's order (axes vary fastest at the
@@ -267,7 +248,7 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
     }
     // A sweep measures every size itself: the message axis does not apply
     // to it, and its cells that differ only in message are one case.
-    for c in cases.iter_mut().filter(|c| c.workload == "sweep") {
+    for c in cases.iter_mut().filter(|c| !takes_message(&c.workload)) {
         c.message = None;
     }
     let mut keys = std::collections::BTreeSet::new();
@@ -311,6 +292,12 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
     Ok(cases)
 }
 
+/// Whether the message axis applies to the workload (a sweep picks its
+/// sizes itself).
+fn takes_message(workload: &str) -> bool {
+    workload::find(workload).is_ok_and(|w| w.command_line().message_option("1").is_some())
+}
+
 /// A rule value as text (integers for streams, strings elsewhere).
 fn text(v: &toml::Value) -> String {
     match v {
@@ -337,10 +324,10 @@ fn included(
     let m = &plan.matrix;
     let get = |axis: &str| rule.get(axis).map(text);
     let workload = get("workload").unwrap_or_else(|| m.workload[0].clone());
-    if !super::file::WORKLOADS.contains(&workload.as_str()) {
+    if !super::file::known_workload(&workload) {
         return Err(format!(
             "workload \"{workload}\": expected one of {}",
-            super::file::WORKLOADS.join(", ")
+            super::file::workload_names()
         ));
     }
     let agent = match get("agent") {
@@ -378,9 +365,9 @@ fn included(
     };
     let message = get("message")
         .or_else(|| m.message.first().cloned())
-        .filter(|_| workload != "sweep");
+        .filter(|_| takes_message(&workload));
     if let Some(l) = &message {
-        crate::cli::parse::positive_size(l).map_err(|e| format!("message \"{l}\": {e}"))?;
+        parse::positive_size(l).map_err(|e| format!("message \"{l}\": {e}"))?;
     }
     let mut host = Vec::new();
     for (axis, values) in plan.host_axes() {
@@ -426,6 +413,11 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    /// The command line's grammar, which `nicbench run` hands to the plan.
+    fn grammar() -> clap::Command {
+        <crate::cli::Cli as clap::CommandFactory>::command()
+    }
 
     fn plan(text: &str) -> Plan {
         Plan::parse(text, Path::new("p.toml")).unwrap_or_else(|e| panic!("{e}"))
@@ -486,11 +478,11 @@ mod tests {
             cases[1].command_line(&p).join(" "),
             "sweep [::1]:5998 --repeat 3 --pick best --wait 1m -w 4M --max 1M -t 2m"
         );
-        let tcp = cases[0].check(&p).unwrap();
+        let tcp = cases[0].check(&p, &grammar()).unwrap();
         // 3 trials of 6 s plus the overheads.
         let e = estimate(&tcp, &p).as_secs_f64();
         assert!((18.0..22.0).contains(&e), "{e}");
-        let sweep = cases[1].check(&p).unwrap();
+        let sweep = cases[1].check(&p, &grammar()).unwrap();
         assert!(estimate(&sweep, &p).as_secs_f64() < 3.0 * 120.0 + 5.0);
     }
 
@@ -500,12 +492,12 @@ mod tests {
             "{AGENTS}[matrix]\nworkload = [\"rr\"]\nagent = [\"a\"]\ndirection = [\"reverse\"]\n"
         ));
         let cases = expand(&p).unwrap();
-        let e = cases[0].check(&p).unwrap_err();
+        let e = cases[0].check(&p, &grammar()).unwrap_err();
         assert!(e.contains("--reverse"), "{e}");
         let p = plan(&format!(
             "{AGENTS}[workloads.tcp]\noptions = [\"--frobnicate\"]\n[matrix]\nworkload = [\"tcp\"]\n"
         ));
-        let e = expand(&p).unwrap()[0].check(&p).unwrap_err();
+        let e = expand(&p).unwrap()[0].check(&p, &grammar()).unwrap_err();
         assert!(e.contains("--frobnicate"), "{e}");
     }
 
@@ -521,7 +513,7 @@ mod tests {
             "{e}"
         );
         let e = bad(&format!("{AGENTS}[matrix]\nworkload = [\"tpc\"]\n"));
-        assert!(e.contains("\"tpc\"") && e.contains("tcp, udp, rr, sweep"), "{e}");
+        assert!(e.contains("\"tpc\"") && e.contains("tcp, udp, rr, sweep, files"), "{e}");
         let e = bad(&format!("{AGENTS}[matrix]\nworkload = [\"tcp\"]\nagent = [\"c\"]\n"));
         assert!(e.contains("agent \"c\"") && e.contains("labels: a, b"), "{e}");
         let e = bad(&format!(
@@ -573,7 +565,7 @@ mod tests {
             "{lines:#?}"
         );
         for c in &cases {
-            c.check(&p).unwrap();
+            c.check(&p, &grammar()).unwrap();
         }
     }
 
@@ -586,7 +578,7 @@ mod tests {
             if path.extension().is_some_and(|e| e == "toml") {
                 let p = Plan::load(&path).unwrap_or_else(|e| panic!("{e}"));
                 for c in expand(&p).unwrap() {
-                    c.check(&p)
+                    c.check(&p, &grammar())
                         .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), c.key()));
                 }
                 seen += 1;

@@ -9,6 +9,7 @@
 //! Session, agent, plan runner, verdict and reports only see the traits:
 //! adding a workload means adding a folder and a line to [`REGISTRY`].
 
+pub mod args;
 pub mod data;
 pub mod files;
 pub mod rr;
@@ -28,7 +29,7 @@ use std::time::Instant;
 pub use crate::model::spec::{Direction, SideOptions, SpecError, TestSpec};
 pub use runner::{RunControl, SideOutcome};
 
-use crate::model::{Flow, LinkPair, TrialResult, Verdict};
+use crate::model::{Flow, FlowTotal, LinkPair, TrialResult, Verdict};
 use crate::protocol::TOKEN_LEN;
 use crate::units::Rate;
 
@@ -67,6 +68,19 @@ pub fn results_of(name: &str) -> &'static dyn ResultKind {
 /// Names of every registered workload.
 pub fn names() -> impl Iterator<Item = &'static str> {
     REGISTRY.iter().map(|w| w.name())
+}
+
+/// Names of the workloads an agent may run toward another agent (a mesh,
+/// a /probe): [`Workload::peer_tests`].
+pub fn peer_test_names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().filter(|w| w.peer_tests()).map(|w| w.name())
+}
+
+/// Every workload's own chart kinds, with the workload they draw.
+pub fn chart_kinds() -> impl Iterator<Item = (&'static str, &'static ChartKind)> {
+    REGISTRY
+        .iter()
+        .flat_map(|w| w.results().chart_kinds().iter().map(move |k| (w.name(), k)))
 }
 
 /// What the agent knows about the network when it prepares a test.
@@ -226,6 +240,63 @@ impl std::fmt::Display for Figure {
     }
 }
 
+/// Whether a bigger figure is better (throughput) or worse (latency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+/// A figure as a trial's part of a run document holds it: what compare,
+/// plot, the store and metrics read, and which way is better.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Metric {
+    /// Its name as in JSON, the store and reports, e.g. `transactions_per_second`.
+    pub name: &'static str,
+    /// Unit of the value once scaled, e.g. `bit/s`.
+    pub unit: &'static str,
+    /// Where a trial's document (the run document, or a trial of it) holds
+    /// the figure, as a JSON pointer: `/sum/rr/transactions_per_second`.
+    pub pointer: &'static str,
+    /// What the number at `pointer` is divided by to be in `unit` (1e6 for
+    /// a latency in µs read as seconds); the quotient is rounded to a
+    /// billionth of the unit, so that a figure of a few significant digits
+    /// prints as it was measured.
+    pub divisor: f64,
+    pub better: Better,
+}
+
+impl Metric {
+    /// The receiver's throughput: the figure of bulk-transfer workloads.
+    pub const RECEIVER_RATE: Metric = Metric {
+        name: "receiver_bits_per_second",
+        unit: "bit/s",
+        pointer: "/sum/receiver/bits_per_second",
+        divisor: 1.0,
+        better: Better::Higher,
+    };
+
+    /// The figure in a run or trial document, in its unit; None when the
+    /// document does not carry it as a number.
+    pub fn read(&self, doc: &serde_json::Value) -> Option<f64> {
+        self.of_number(doc.pointer(self.pointer)?.as_f64()?)
+    }
+
+    /// The figure of the number found at [`Metric::pointer`], in its unit.
+    pub fn of_number(&self, raw: f64) -> Option<f64> {
+        let value = match self.divisor {
+            1.0 => raw,
+            divisor => (raw * (1e9 / divisor)).round() / 1e9,
+        };
+        value.is_finite().then_some(value)
+    }
+
+    /// The pointer as a SQLite JSON path (`$.sum.rr.transactions_per_second`).
+    pub fn json_path(&self) -> String {
+        format!("${}", self.pointer.replace('/', "."))
+    }
+}
+
 /// Shows a figure with its unit.
 pub fn format_figure(value: f64, unit: &str) -> String {
     match unit {
@@ -244,6 +315,42 @@ pub trait ResultKind: Sync {
     /// The figure trials are compared by; higher is better.
     fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
         Figure::receiver_rate(trial)
+    }
+
+    /// Where a document holds the figure of merit: the store's headline
+    /// of a run and of each trial. Its name is the figure of merit's.
+    fn headline(&self) -> Metric {
+        Metric::RECEIVER_RATE
+    }
+
+    /// The store's columns of the workload's own figures (a column of
+    /// `runs` each, named by the metric), besides the generic ones.
+    fn stored_columns(&self) -> &'static [Metric] {
+        &[]
+    }
+
+    /// The figure a mesh matrix shows for one run of the workload, and the
+    /// /probe and mesh metrics' headline.
+    fn mesh_figure(&self) -> Metric {
+        Metric::RECEIVER_RATE
+    }
+
+    /// The share of what was offered that was lost in one direction
+    /// (`total`) of `trial`: datagrams, transactions. None when the
+    /// workload has no notion of loss.
+    fn loss_ratio(&self, _total: &FlowTotal, _trial: &TrialResult) -> Option<f64> {
+        None
+    }
+
+    /// Round trips of `trial`, when the workload measures them.
+    fn round_trips(&self, _trial: &TrialResult) -> Option<RoundTrips> {
+        None
+    }
+
+    /// The chart kinds this workload's runs can be drawn as, besides the
+    /// generic ones, each with how a run document reads as that chart.
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        &[]
     }
 
     /// Whether the average bit rate is bulk throughput that the line rate
@@ -287,6 +394,37 @@ pub trait ResultKind: Sync {
     }
 }
 
+/// Percentiles of round trips, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoundTrips {
+    pub p50_seconds: f64,
+    pub p90_seconds: f64,
+    pub p99_seconds: f64,
+}
+
+/// A chart a workload's runs can be drawn as: its name (`plot --kind`)
+/// and the shape of data it takes from each run document.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChartKind {
+    pub name: &'static str,
+    pub data: ChartData,
+    /// What to say when no selected run can be drawn this way.
+    pub none_found: &'static str,
+}
+
+/// The data of a workload's chart, found in each run document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartData {
+    /// Bandwidth and latency against message size: the first end whose
+    /// part at `key` holds `points` (`size_bytes`, `best_bits_per_second`,
+    /// `best_latency_us`) and a `summary` (`peak_size_bytes`,
+    /// `peak_bits_per_second`, `half_peak_size_bytes`).
+    SizeCurve { key: &'static str },
+    /// Latency percentiles from the histogram at `pointer` (buckets of
+    /// `value_us` and `count`).
+    LatencyHistogram { pointer: &'static str },
+}
+
 /// Plain bulk throughput: every default of [`ResultKind`].
 pub struct Throughput;
 
@@ -304,16 +442,30 @@ pub trait Workload: Sync {
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError>;
     /// How this workload's results read.
     fn results(&self) -> &'static dyn ResultKind;
-    /// How long a test runs when all goes well, when the spec says: None for
-    /// a byte count (`-n`) or a workload whose length follows from its work
-    /// (a sweep), so the agent's "busy" answer does not promise an end.
+    /// How its command line becomes its spec (its `args.rs`).
+    fn command_line(&self) -> &'static dyn args::CommandLine;
     /// Whether the workload can spread its streams over several links
     /// (`--links`); a sweep cannot.
     fn supports_links(&self) -> bool {
         true
     }
+    /// How long a test runs when all goes well, when the spec says: None for
+    /// a byte count (`-n`) or a workload whose length follows from its work
+    /// (a sweep), so the agent's "busy" answer does not promise an end.
     fn known_duration_seconds(&self, spec: &TestSpec) -> Option<f64> {
         spec.bytes.is_none().then(|| spec.expected_seconds())
+    }
+    /// About how long one test of `spec` takes, for a plan's estimate: the
+    /// known duration, else the spec's time (warm-up included).
+    fn estimated_seconds(&self, spec: &TestSpec) -> f64 {
+        self.known_duration_seconds(spec)
+            .unwrap_or(spec.duration_seconds + spec.omit_seconds)
+    }
+    /// Whether an agent may run it toward another agent (a mesh's peer
+    /// test, a /probe): its length is known and it needs nothing of the
+    /// client's host (no files, no progress display).
+    fn peer_tests(&self) -> bool {
+        false
     }
 }
 
@@ -331,4 +483,94 @@ pub trait Side: Send {
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome;
     /// Something that unblocks `run` from another thread.
     fn aborter(&self) -> Aborter;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> crate::model::RunResult {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    /// The headline a run is stored and listed by is the figure of merit
+    /// the workload compares trials by, read where the document holds it;
+    /// and every figure it declares is a number in a real run of it.
+    #[test]
+    fn the_declared_figures_are_the_figure_of_merit_and_are_in_real_runs() {
+        for name in [
+            "run-tcp.json",
+            "run-udp.json",
+            "run-udp-bidir.json",
+            "run-rr.json",
+            "run-sweep.json",
+        ] {
+            let run = fixture(name);
+            let results = results_of(&run.workload);
+            let doc = serde_json::to_value(&run.result).unwrap();
+            let figure = results.figure_of_merit(&run.result);
+            let headline = results.headline();
+            assert_eq!(figure.metric, headline.name, "{name}");
+            assert_eq!(figure.unit, headline.unit, "{name}");
+            assert_eq!(headline.read(&doc), Some(figure.value), "{name}");
+            for m in results.stored_columns().iter().chain([&results.mesh_figure()]) {
+                assert!(m.read(&doc).is_some(), "{name}: {} at {}", m.name, m.pointer);
+            }
+        }
+    }
+
+    /// What every registered workload declares besides its engine; the
+    /// command line's conversion is checked with the CLI (`cmd` tests).
+    #[test]
+    fn every_registered_workload_declares_its_figures_estimate_and_charts() {
+        let mut chart_names = Vec::new();
+        for w in REGISTRY {
+            let results = w.results();
+            let headline = results.headline();
+            assert!(
+                !headline.name.is_empty() && headline.pointer.starts_with('/'),
+                "{}",
+                w.name()
+            );
+            assert_eq!(
+                results.figure_of_merit(&TrialResult::default()).metric,
+                headline.name,
+                "{}",
+                w.name()
+            );
+            for m in results
+                .stored_columns()
+                .iter()
+                .chain([&headline, &results.mesh_figure()])
+            {
+                assert!(
+                    m.pointer.starts_with('/') && m.divisor > 0.0,
+                    "{}: {}",
+                    w.name(),
+                    m.name
+                );
+            }
+            let spec = crate::model::spec::tests::spec(w.name());
+            let seconds = w.estimated_seconds(&spec);
+            assert!(seconds.is_finite() && seconds > 0.0, "{}: {seconds}", w.name());
+            for kind in results.chart_kinds() {
+                assert!(
+                    !chart_names.contains(&kind.name),
+                    "chart kind {} declared twice",
+                    kind.name
+                );
+                chart_names.push(kind.name);
+            }
+        }
+        assert_eq!(peer_test_names().collect::<Vec<_>>(), ["tcp", "udp", "rr"]);
+    }
+
+    #[test]
+    fn a_scaled_figure_prints_as_it_was_measured() {
+        let rtt = results_of("rr").mesh_figure();
+        assert_eq!(rtt.of_number(40.1), Some(4.01e-5));
+        assert_eq!(rtt.of_number(13.335), Some(13.335 / 1e6));
+        assert_eq!(Metric::RECEIVER_RATE.of_number(f64::NAN), None);
+    }
 }

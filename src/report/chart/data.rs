@@ -18,11 +18,13 @@ use crate::store::columns;
 use crate::store::compare::{self, Dimension, Metric};
 use crate::store::query::Filter;
 use crate::store::{Store, StoreError};
+use crate::workload::{self, ChartData, ChartKind};
 
 /// What to draw.
 #[derive(Debug, Clone)]
 pub struct ChartSpec {
-    /// One of [`super::KINDS`].
+    /// A generic kind (`bars`, `cpu`, `timeline`, `heatmap`) or one a
+    /// workload declares ([`crate::workload::ResultKind::chart_kinds`]).
     pub kind: String,
     /// The figure of `bars`.
     pub metric: Metric,
@@ -76,18 +78,42 @@ pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, 
         ..filter.clone()
     };
     match spec.kind.as_str() {
-        "bars" => bars(store, &filter, spec).map(Chart::Bars),
-        "cpu" => cpu(store, &filter, spec).map(Chart::Cpu),
-        "sweep" => sweep(store, &filter, spec).map(Chart::Sweep),
-        "latency" => latency(store, &filter, spec).map(Chart::Latency),
-        "timeline" => timeline(store, &filter, spec).map(Chart::Timeline),
-        "heatmap" => heatmap(store, &filter).map(Chart::Heatmap),
-        other => Err(ChartError::Empty(format!(
-            "unknown chart kind '{other}': use one of {}",
-            super::KINDS.join(", ")
-        ))
-        .into()),
+        "bars" => return bars(store, &filter, spec).map(Chart::Bars),
+        "cpu" => return cpu(store, &filter, spec).map(Chart::Cpu),
+        "timeline" => return timeline(store, &filter, spec).map(Chart::Timeline),
+        "heatmap" => return heatmap(store, &filter).map(Chart::Heatmap),
+        _ => {}
     }
+    // A kind a workload declares: the runs of every workload that does.
+    let declared: Vec<(&str, &ChartKind)> = workload::chart_kinds().filter(|(_, k)| k.name == spec.kind).collect();
+    let Some((_, kind)) = declared.first() else {
+        let mut kinds = GENERIC_KINDS.to_vec();
+        kinds.extend(workload::chart_kinds().map(|(_, k)| k.name));
+        return Err(ChartError::Empty(format!(
+            "unknown chart kind '{}': use one of {}",
+            spec.kind,
+            kinds.join(", ")
+        ))
+        .into());
+    };
+    let workloads: Vec<&str> = declared.iter().map(|(w, _)| *w).collect();
+    let drawn = Drawn {
+        workloads: &workloads,
+        none_found: kind.none_found,
+    };
+    match kind.data {
+        ChartData::SizeCurve { key } => size_curves(store, &filter, spec, &drawn, key).map(Chart::Sweep),
+        ChartData::LatencyHistogram { pointer } => latencies(store, &filter, spec, &drawn, pointer).map(Chart::Latency),
+    }
+}
+
+/// The chart kinds every run can be drawn as; workloads add their own.
+const GENERIC_KINDS: [&str; 4] = ["bars", "cpu", "timeline", "heatmap"];
+
+/// The runs a workload's chart kind draws, and what to say when none can be.
+struct Drawn<'a> {
+    workloads: &'a [&'a str],
+    none_found: &'static str,
 }
 
 /// The newest mesh run among the selected runs, as a heat map.
@@ -295,12 +321,13 @@ fn newest<T>(
     Ok((found, matched))
 }
 
-/// The sweep of a document: its points and summary.
-pub fn sweep_line(name: String, doc: &Value) -> Option<SweepLine> {
+/// The size curve of a document: the points and summary of the first
+/// stream end whose part at `key` has points.
+pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
     let streams = doc["streams"].as_array()?;
     let sweep = streams
         .iter()
-        .flat_map(|s| [&s["sender"]["sweep"], &s["receiver"]["sweep"]])
+        .flat_map(|s| [&s["sender"][key], &s["receiver"][key]])
         .find(|s| s["points"].is_array())?;
     let points: Vec<SweepPoint> = sweep["points"]
         .as_array()?
@@ -325,13 +352,20 @@ pub fn sweep_line(name: String, doc: &Value) -> Option<SweepLine> {
     })
 }
 
-fn sweep(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Sweep, SelectError> {
-    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, &["sweep"], |id, doc| {
-        Ok(sweep_line(run_label(store, id)?, doc))
+fn size_curves(
+    store: &Store,
+    filter: &Filter,
+    spec: &ChartSpec,
+    drawn: &Drawn,
+    key: &str,
+) -> Result<Sweep, SelectError> {
+    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, drawn.workloads, |id, doc| {
+        Ok(sweep_line(run_label(store, id)?, doc, key))
     })?;
     if lines.is_empty() {
         return Err(empty(format!(
-            "{matched} complete run(s) match, but none is a sweep with points: add --workload sweep or change the filters"
+            "{matched} complete run(s) match, but {}",
+            drawn.none_found
         )));
     }
     Ok(Sweep {
@@ -340,9 +374,10 @@ fn sweep(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Sweep, Sele
     })
 }
 
-/// The latency curve of a request/response document.
-pub fn latency_line(name: String, doc: &Value) -> Option<LatencyLine> {
-    let buckets: Vec<(f64, u64)> = doc["sum"]["rr"]["latency"]["histogram"]
+/// The latency curve of a document, from the histogram at `pointer`.
+pub fn latency_line(name: String, doc: &Value, pointer: &str) -> Option<LatencyLine> {
+    let buckets: Vec<(f64, u64)> = doc
+        .pointer(pointer)?
         .as_array()?
         .iter()
         .filter_map(|b| Some((number(&b["value_us"])?, b["count"].as_u64()?)))
@@ -353,13 +388,20 @@ pub fn latency_line(name: String, doc: &Value) -> Option<LatencyLine> {
     LatencyLine::from_histogram(name, &buckets)
 }
 
-fn latency(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Latency, SelectError> {
-    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, &["rr"], |id, doc| {
-        Ok(latency_line(run_label(store, id)?, doc))
+fn latencies(
+    store: &Store,
+    filter: &Filter,
+    spec: &ChartSpec,
+    drawn: &Drawn,
+    pointer: &str,
+) -> Result<Latency, SelectError> {
+    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, drawn.workloads, |id, doc| {
+        Ok(latency_line(run_label(store, id)?, doc, pointer))
     })?;
     if lines.is_empty() {
         return Err(empty(format!(
-            "{matched} complete run(s) match, but none is a request/response run with a latency histogram: add --workload rr or change the filters"
+            "{matched} complete run(s) match, but {}",
+            drawn.none_found
         )));
     }
     Ok(Latency {

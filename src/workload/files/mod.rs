@@ -11,6 +11,7 @@
 //! command runs a short raw TCP trial on the same path before, so the
 //! result says how far the files are from raw TCP and why.
 
+pub mod args;
 pub mod result;
 pub mod scratch;
 pub mod set;
@@ -27,8 +28,8 @@ use socket2::Socket;
 use super::data;
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::{
-    Aborter, AgentNet, AgentSide, ClientNet, Direction, Figure, ResultKind, RunControl, Side, SideOutcome, SpecError,
-    TestSpec, Workload, WorkloadError,
+    Aborter, AgentNet, AgentSide, Better, ClientNet, Direction, Figure, Metric, ResultKind, RunControl, Side,
+    SideOutcome, SpecError, TestSpec, Workload, WorkloadError,
 };
 use crate::model::spec::out_of_range;
 use crate::model::{Flow, Party, Role, TrialResult, Verdict};
@@ -86,10 +87,33 @@ pub fn set_client_storage(storage: Storage) {
 /// The `files` workload.
 pub struct Files;
 
+/// The raw TCP trial a files run is read against: as many connections, the
+/// same direction and buffers, for `seconds`.
+pub fn raw_tcp_spec(files_spec: &TestSpec, seconds: f64) -> TestSpec {
+    let mut spec = files_spec.clone();
+    spec.workload = super::tcp_stream::TcpStream.name().into();
+    spec.bytes = None;
+    spec.duration_seconds = seconds;
+    spec.omit_seconds = 0.0;
+    spec.params = serde_json::Value::Null;
+    spec
+}
+
 /// How files results read.
 pub struct FilesResults;
 
 impl ResultKind for FilesResults {
+    /// What the files' contents went at: the figure of merit.
+    fn headline(&self) -> Metric {
+        Metric {
+            name: "payload_bits_per_second",
+            unit: "bit/s",
+            pointer: "/sum/files/payload_bits_per_second",
+            divisor: 1.0,
+            better: Better::Higher,
+        }
+    }
+
     fn summarize(&self, trial: &mut TrialResult) {
         result::summarize(trial)
     }
@@ -116,6 +140,11 @@ impl ResultKind for FilesResults {
 impl Workload for Files {
     fn name(&self) -> &'static str {
         "files"
+    }
+
+    fn command_line(&self) -> &'static dyn super::args::CommandLine {
+        static LINE: super::args::ArgsOf<args::FilesOptions> = super::args::ArgsOf::new(super::args::length_option);
+        &LINE
     }
 
     fn results(&self) -> &'static dyn ResultKind {

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data::{self, Configure};
+pub mod args;
 pub mod loops;
 pub mod result;
 pub mod text;
@@ -26,9 +27,9 @@ use super::{
     udp_io, Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
-use super::{Figure, ResultKind};
+use super::{Better, ChartData, ChartKind, Figure, Metric, ResultKind, RoundTrips};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
-use crate::model::{Flow, Role, SocketBuffers, TrialResult};
+use crate::model::{Flow, FlowTotal, Role, SocketBuffers, TrialResult};
 use crate::probe::tcpinfo;
 use loops::{Exchange, FlowCounts};
 use result::{RrEnd, RrResult};
@@ -96,7 +97,78 @@ pub struct RequestResponse;
 /// How request/response results read: transactions per second, latency.
 pub struct RrResults;
 
+const TRANSACTIONS: Metric = Metric {
+    name: "transactions_per_second",
+    unit: "transactions/s",
+    pointer: "/sum/rr/transactions_per_second",
+    divisor: 1.0,
+    better: Better::Higher,
+};
+
+/// A percentile of the transactions' round trips, in µs as recorded.
+const fn latency_us(name: &'static str, pointer: &'static str) -> Metric {
+    Metric {
+        name,
+        unit: "us",
+        pointer,
+        divisor: 1.0,
+        better: Better::Lower,
+    }
+}
+
 impl ResultKind for RrResults {
+    fn headline(&self) -> Metric {
+        TRANSACTIONS
+    }
+
+    fn stored_columns(&self) -> &'static [Metric] {
+        const COLUMNS: [Metric; 3] = [
+            latency_us("p50_latency_us", "/sum/rr/latency/p50_us"),
+            latency_us("p99_latency_us", "/sum/rr/latency/p99_us"),
+            TRANSACTIONS,
+        ];
+        &COLUMNS
+    }
+
+    /// The median round trip, in seconds.
+    fn mesh_figure(&self) -> Metric {
+        Metric {
+            name: "rtt_p50_seconds",
+            unit: "s",
+            pointer: "/sum/rr/latency/p50_us",
+            divisor: 1e6,
+            better: Better::Lower,
+        }
+    }
+
+    /// Transactions lost of those done and lost, in both directions.
+    fn loss_ratio(&self, _total: &FlowTotal, trial: &TrialResult) -> Option<f64> {
+        let total: RrResult = trial.sum.extras.get(result::KEY)?;
+        let (lost, done) = (total.lost_transactions as f64, total.transactions as f64);
+        (lost + done > 0.0).then(|| lost / (lost + done))
+    }
+
+    fn round_trips(&self, trial: &TrialResult) -> Option<RoundTrips> {
+        let total: RrResult = trial.sum.extras.get(result::KEY)?;
+        let l = total.latency?;
+        Some(RoundTrips {
+            p50_seconds: l.p50_us / 1e6,
+            p90_seconds: l.p90_us / 1e6,
+            p99_seconds: l.p99_us / 1e6,
+        })
+    }
+
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        &[ChartKind {
+            name: "latency",
+            data: ChartData::LatencyHistogram {
+                pointer: "/sum/rr/latency/histogram",
+            },
+            none_found:
+                "none is a request/response run with a latency histogram: add --workload rr or change the filters",
+        }]
+    }
+
     fn summarize(&self, trial: &mut TrialResult) {
         result::summarize(trial)
     }
@@ -139,6 +211,15 @@ impl Workload for RequestResponse {
 
     fn name(&self) -> &'static str {
         "rr"
+    }
+
+    fn peer_tests(&self) -> bool {
+        true
+    }
+
+    fn command_line(&self) -> &'static dyn super::args::CommandLine {
+        static LINE: super::args::ArgsOf<args::RrOptions> = super::args::ArgsOf::new(args::message_option);
+        &LINE
     }
 
     fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {

@@ -15,6 +15,7 @@
 //! they get a core each. Results travel as the client end's
 //! [`result::SweepResult`].
 
+pub mod args;
 mod engine;
 pub mod points;
 pub mod result;
@@ -33,7 +34,7 @@ use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
-use super::{Figure, ResultKind};
+use super::{Better, ChartData, ChartKind, Figure, Metric, ResultKind};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use crate::model::{Flow, Role, SocketBuffers, TrialResult};
 use crate::units::{Rate, Size};
@@ -225,7 +226,32 @@ fn sweeps(trial: &TrialResult, flow: Option<Flow>) -> Vec<SweepResult> {
         .collect()
 }
 
+/// The sweep's peak bandwidth, as its first stream's sender records it.
+const PEAK: Metric = Metric {
+    name: "sweep_peak_bits_per_second",
+    unit: "bit/s",
+    pointer: "/streams/0/sender/sweep/summary/peak_bits_per_second",
+    divisor: 1.0,
+    better: Better::Higher,
+};
+
 impl ResultKind for SweepResults {
+    fn headline(&self) -> Metric {
+        PEAK
+    }
+
+    fn stored_columns(&self) -> &'static [Metric] {
+        &[PEAK]
+    }
+
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        &[ChartKind {
+            name: "sweep",
+            data: ChartData::SizeCurve { key: result::KEY },
+            none_found: "none is a sweep with points: add --workload sweep or change the filters",
+        }]
+    }
+
     fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
         let peak = sweeps(trial, None)
             .iter()
@@ -283,9 +309,24 @@ impl Workload for Sweep {
         "sweep"
     }
 
+    fn command_line(&self) -> &'static dyn super::args::CommandLine {
+        // A sweep runs every size itself: no message size to give.
+        static LINE: super::args::ArgsOf<args::SweepOptions> = super::args::ArgsOf::new(|_| None);
+        &LINE
+    }
+
     /// A sweep's length follows from its sizes and how fast each one goes.
     fn known_duration_seconds(&self, _spec: &TestSpec) -> Option<f64> {
         None
+    }
+
+    /// Every size's point time, plus its probe; never past the limit.
+    fn estimated_seconds(&self, spec: &TestSpec) -> f64 {
+        let (sizes, point_seconds) = spec
+            .params::<SweepParams>()
+            .map(|p| (p.sizes().0.len() as f64, p.point_seconds))
+            .unwrap_or((100.0, 0.1));
+        (sizes * point_seconds * 1.3).min(spec.duration_seconds)
     }
 
     fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {

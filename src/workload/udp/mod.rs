@@ -13,6 +13,7 @@
 //! sender's own count travels over the control connection, so a lost last
 //! datagram never hides loss.
 
+pub mod args;
 pub mod result;
 pub mod text;
 
@@ -30,8 +31,9 @@ use super::{
     Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
     WorkloadError,
 };
+use super::{Better, Metric};
 use crate::model::spec::out_of_range;
-use crate::model::{Party, Role, TrialResult, Verdict};
+use crate::model::{FlowTotal, Party, Role, TrialResult, Verdict};
 use crate::probe::tcpinfo;
 use result::{UdpEnd, UdpReceived};
 use std::io::{self, Write};
@@ -89,7 +91,25 @@ pub fn check_datagram_size(option: &'static str, bytes: u64, min: u64) -> Result
 /// How UDP results read.
 pub struct UdpResults;
 
+/// The share of datagrams lost, per direction and in sum.
+const LOSS_PERCENT: Metric = Metric {
+    name: "loss_percent",
+    unit: "%",
+    pointer: "/sum/udp/loss_percent",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
 impl ResultKind for UdpResults {
+    fn stored_columns(&self) -> &'static [Metric] {
+        &[LOSS_PERCENT]
+    }
+
+    fn loss_ratio(&self, total: &FlowTotal, _trial: &TrialResult) -> Option<f64> {
+        let percent = total.extras.raw().get(result::KEY)?.get("loss_percent")?.as_f64()?;
+        percent.is_finite().then_some(percent / 100.0)
+    }
+
     fn summarize(&self, trial: &mut TrialResult) {
         result::summarize(trial)
     }
@@ -117,6 +137,15 @@ impl Workload for UdpStream {
 
     fn name(&self) -> &'static str {
         "udp"
+    }
+
+    fn peer_tests(&self) -> bool {
+        true
+    }
+
+    fn command_line(&self) -> &'static dyn super::args::CommandLine {
+        static LINE: super::args::ArgsOf<args::UdpOptions> = super::args::ArgsOf::new(super::args::length_option);
+        &LINE
     }
 
     fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {

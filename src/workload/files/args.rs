@@ -1,12 +1,14 @@
-//! Options of `nicbench files`.
+//! Options of `nicbench files`, and how they complete its spec.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
-use super::{parse, MeasureArgs};
-use crate::workload::files::set::Source;
+use super::set::{self, Source};
+use super::{Files, FilesParams};
+use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::{SpecError, TestSpec, Workload};
 
 /// Parses `--compress`: `zstd` (level 3) or `zstd:LEVEL`.
 pub fn compress(s: &str) -> Result<i32, String> {
@@ -17,7 +19,7 @@ pub fn compress(s: &str) -> Result<i32, String> {
     let level: i32 = level
         .parse()
         .map_err(|_| format!("'{s}': the level must be a whole number"))?;
-    let levels = crate::workload::files::ZSTD_LEVELS;
+    let levels = super::ZSTD_LEVELS;
     if !levels.contains(&level) {
         return Err(format!("'{s}': zstd levels are {} to {}", levels.start(), levels.end()));
     }
@@ -34,11 +36,10 @@ pub fn share(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `nicbench files`
+/// The options of `nicbench files` besides the shared ones (the last four
+/// say how the client runs it, not what the test is).
 #[derive(Debug, Clone, Args)]
-pub struct FilesArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
+pub struct FilesOptions {
     /// A generated set: COUNTxSIZE (13x1.9G, 200000x8K) or `mixed` (1000
     /// files from 1 KiB to 16 MiB). Contents are generated as they are sent.
     #[arg(long, value_name = "SET", value_parser = Source::parse_generate,
@@ -79,6 +80,62 @@ pub struct FilesArgs {
     /// With --reverse: keep the received files.
     #[arg(long)]
     pub keep: bool,
+}
+
+impl FilesOptions {
+    /// The set to send: its source, number of files and bytes.
+    fn set(&self) -> Result<(Source, u64, u64), SpecError> {
+        let (source, dir) = match (&self.generate, &self.from) {
+            (Some(source), _) => {
+                let (files, bytes) = source.generated_totals().expect("a generated set");
+                return Ok((source.clone(), files, bytes));
+            }
+            (None, Some(dir)) => (dir, dir.display()),
+            (None, None) => return Err(SpecError::Invalid("give --generate SET or --from DIR".into())),
+        };
+        let unreadable = |e: std::io::Error| SpecError::Invalid(format!("--from {dir}: {e}"));
+        let walked = set::walk(source).map_err(unreadable)?;
+        if walked.skipped_symlinks + walked.skipped_other > 0 {
+            log::warn!(
+                "{dir}: {} symbolic link(s) and {} special file(s) skipped (only regular files are sent)",
+                walked.skipped_symlinks,
+                walked.skipped_other
+            );
+        }
+        if walked.entries.is_empty() {
+            return Err(SpecError::Invalid(format!(
+                "--from {dir}: no regular files there to send"
+            )));
+        }
+        let path = std::fs::canonicalize(source).map_err(unreadable)?;
+        let total = walked.entries.iter().map(|e| e.size).sum();
+        let source = Source::Directory {
+            path: path.to_string_lossy().into_owned(),
+        };
+        Ok((source, walked.entries.len() as u64, total))
+    }
+}
+
+impl WorkloadArgs for FilesOptions {
+    const WORKLOAD: &'static dyn Workload = &Files;
+
+    fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
+        let (source, files, total_bytes) = self.set()?;
+        if let Some(n) = self.parallel_files {
+            spec.streams = n;
+        }
+        spec.message_bytes = self.length;
+        // The set ends the test, not a time.
+        spec.bytes = Some(total_bytes.max(1));
+        spec.set_params(&FilesParams {
+            source,
+            files,
+            total_bytes,
+            compressibility: self.compressibility,
+            compress_level: self.compress,
+            fsync: self.fsync,
+        })
+    }
 }
 
 #[cfg(test)]

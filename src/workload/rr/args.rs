@@ -1,10 +1,12 @@
-//! Options of `nicbench rr`.
+//! Options of `nicbench rr`, and how they complete its spec.
 
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{parse, MeasureArgs};
+use super::{RequestResponse, RrParams, RrProto, MIN_UDP_MESSAGE};
+use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::{SpecError, TestSpec, Workload};
 
 /// Transport of `rr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -24,11 +26,9 @@ pub fn sizes(s: &str) -> Result<(u64, u64), String> {
     Ok((one(req, "request")?, one(resp, "response")?))
 }
 
-/// `nicbench rr`
+/// The options of `nicbench rr` besides the shared ones.
 #[derive(Debug, Clone, Args)]
-pub struct RrArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
+pub struct RrOptions {
     /// Transport of the transactions.
     #[arg(long, value_enum, default_value_t = Proto::Tcp)]
     pub proto: Proto,
@@ -55,6 +55,38 @@ pub struct RrArgs {
     /// flow keeps one core busy on both ends). TCP and UDP. Recorded in the result.
     #[arg(long)]
     pub spin: bool,
+}
+
+/// `-r SIZE,SIZE`: the message axis of a plan sets both sizes.
+pub fn message_option(size: &str) -> Option<Vec<String>> {
+    Some(vec!["-r".into(), format!("{size},{size}")])
+}
+
+impl WorkloadArgs for RrOptions {
+    const WORKLOAD: &'static dyn Workload = &RequestResponse;
+
+    fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
+        let proto = match self.proto {
+            Proto::Tcp => RrProto::Tcp,
+            Proto::Udp => RrProto::Udp,
+        };
+        let (request_bytes, response_bytes) = self.sizes.unwrap_or(match proto {
+            RrProto::Tcp => (1, 1),
+            RrProto::Udp => (MIN_UDP_MESSAGE, MIN_UDP_MESSAGE),
+        });
+        spec.message_bytes = request_bytes;
+        spec.set_params(&RrParams {
+            proto,
+            request_bytes,
+            response_bytes,
+            crr: self.crr,
+            burst: self.burst,
+            timeout_us: self.timeout.as_micros().min(u64::MAX as u128) as u64,
+            busy_poll_us: self.busy_poll,
+            quickack: self.quickack,
+            spin: self.spin,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
-//! Options of `nicbench udp`.
+//! Options of `nicbench udp`, and how they complete its spec.
 
 use clap::Args;
 
-use super::{parse, MeasureArgs};
+use super::{UdpParams, UdpStream};
+use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::{SpecError, TestSpec, Workload};
 
 /// A UDP offered rate: bits per second, or as fast as possible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,11 +25,9 @@ pub fn bitrate(s: &str) -> Result<Bitrate, String> {
     }
 }
 
-/// `nicbench udp`
+/// The options of `nicbench udp` besides the shared ones.
 #[derive(Debug, Clone, Args)]
-pub struct UdpArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
+pub struct UdpOptions {
     /// Offered rate per stream in bits per second (SI: 500M, 2G), or `max`
     /// to send as fast as the sender can.
     #[arg(short = 'b', long, value_name = "RATE", default_value = "1G", value_parser = bitrate)]
@@ -41,6 +41,22 @@ pub struct UdpArgs {
     /// Receive with UDP GRO: the kernel hands over several datagrams at once.
     #[arg(long)]
     pub gro: bool,
+}
+
+impl WorkloadArgs for UdpOptions {
+    const WORKLOAD: &'static dyn Workload = &UdpStream;
+
+    fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
+        spec.message_bytes = self.length;
+        spec.set_params(&UdpParams {
+            rate_bits_per_second: match self.bitrate {
+                Bitrate::Max => None,
+                Bitrate::BitsPerSecond(r) => Some(r),
+            },
+            gso: self.gso,
+            gro: self.gro,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! Both fast paths are recorded in the spec of the result, and what they
 //! did in the stream ends (`tcp`: [`TcpEnd`]).
 
+pub mod args;
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -74,6 +76,15 @@ impl Workload for TcpStream {
 
     fn name(&self) -> &'static str {
         "tcp"
+    }
+
+    fn peer_tests(&self) -> bool {
+        true
+    }
+
+    fn command_line(&self) -> &'static dyn super::args::CommandLine {
+        static LINE: super::args::ArgsOf<args::TcpOptions> = super::args::ArgsOf::new(super::args::length_option);
+        &LINE
     }
 
     fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {

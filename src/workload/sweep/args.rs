@@ -1,21 +1,21 @@
-//! `nicbench sweep`: options of the message-size sweep.
+//! Options of `nicbench sweep`, the message-size sweep, and how they
+//! complete its spec.
 
 use std::time::Duration;
 
 use clap::Args;
 
-use super::parse;
-use super::MeasureArgs;
-use crate::workload::sweep::Mode;
+use super::{Mode, Sweep, SweepParams, Transport};
+use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::{SpecError, TestSpec, Workload};
 
-/// `nicbench sweep`
+/// The options of `nicbench sweep` besides the shared ones; `-t` is the
+/// limit of the whole sweep.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("duration", |a| a
     .default_value("10m")
     .help("Time limit of the whole sweep; sizes not reached by then are skipped and listed")))]
-pub struct SweepArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
+pub struct SweepOptions {
     /// Smallest message size.
     #[arg(long, value_name = "SIZE", default_value = "1", value_parser = parse::positive_size)]
     pub min: u64,
@@ -39,10 +39,27 @@ pub struct SweepArgs {
     #[arg(long, value_name = "DURATION", default_value = "130ms", value_parser = parse::positive_duration)]
     pub point_time: Duration,
     /// Go through the sizes this many times, seconds apart; each size's figure is its best batch of all.
-    #[arg(long, value_name = "N", default_value_t = crate::workload::sweep::DEFAULT_PASSES,
-          value_parser = clap::value_parser!(u32).range(1..=crate::workload::sweep::MAX_PASSES as i64))]
+    #[arg(long, value_name = "N", default_value_t = super::DEFAULT_PASSES,
+          value_parser = clap::value_parser!(u32).range(1..=super::MAX_PASSES as i64))]
     pub passes: u32,
-    /// Print the points as CSV instead of the text report.
-    #[arg(long, conflicts_with_all = ["json", "json_stream"])]
-    pub csv: bool,
+}
+
+impl WorkloadArgs for SweepOptions {
+    const WORKLOAD: &'static dyn Workload = &Sweep;
+
+    fn complete(&self, spec: &mut TestSpec, context: &Context) -> Result<(), SpecError> {
+        let params = SweepParams {
+            min_bytes: self.min,
+            max_bytes: self.max,
+            perturbation_bytes: self.perturbation,
+            sizes_bytes: self.sizes.clone().unwrap_or_default(),
+            mode: self.mode,
+            transport: if self.udp { Transport::Udp } else { Transport::Tcp },
+            point_seconds: self.point_time.as_secs_f64(),
+            passes: Some(self.passes),
+            link_speed_bits_per_second: context.link_speed_bits_per_second.map(|s| s as f64),
+        };
+        spec.message_bytes = params.largest();
+        spec.set_params(&params)
+    }
 }

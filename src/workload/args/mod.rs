@@ -1,0 +1,202 @@
+//! A measuring command line as far as it shapes the test: the options every
+//! workload shares ([`SpecArgs`]), each workload's own (the `args.rs` in its
+//! folder, behind [`WorkloadArgs`]), and the one conversion of a parsed
+//! command line into a [`TestSpec`]. The CLI embeds these structs; plans,
+//! the mesh and the /probe endpoint parse a command line with the CLI's
+//! grammar and hand the matches to [`spec_of_matches`], so that every path
+//! into a spec is the same code.
+
+pub mod parse;
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use clap::{ArgMatches, Args, FromArgMatches};
+
+use super::{find, Direction, SideOptions, SpecError, TestSpec, Workload};
+
+/// The options of every measuring command that go into its spec: how long,
+/// how many streams, which way, socket buffers and pinning.
+#[derive(Debug, Clone, Args)]
+pub struct SpecArgs {
+    /// How long to send, after the warm-up.
+    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
+          value_parser = parse::positive_duration, allow_hyphen_values = true)]
+    pub duration: Duration,
+    /// Warm-up at the start that is excluded from the result.
+    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration,
+          allow_hyphen_values = true)]
+    pub omit: Duration,
+    /// Print a line per interval while the test runs (recorded in JSON at
+    /// this interval too; 1 s when not given).
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse::positive_duration)]
+    pub interval: Option<Duration>,
+    /// Parallel streams (one thread and one connection each).
+    #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1,
+          value_parser = parse::between::<u32>(1, crate::model::spec::MAX_STREAMS as u64))]
+    pub streams: u32,
+    /// Agent sends, client receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once (N streams each way).
+    #[arg(long)]
+    pub bidir: bool,
+    /// Socket send and receive buffer on both ends (SO_SNDBUF/SO_RCVBUF).
+    #[arg(short = 'w', long = "window", value_name = "SIZE", value_parser = parse::positive_size)]
+    pub window: Option<u64>,
+    /// Local send buffer (like netperf -s); overrides -w.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub sndbuf: Option<u64>,
+    /// Local receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub rcvbuf: Option<u64>,
+    /// Agent's send buffer (like netperf -S); overrides -w.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub remote_sndbuf: Option<u64>,
+    /// Agent's receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub remote_rcvbuf: Option<u64>,
+    /// Pin local stream threads to these cores, round-robin (e.g. 0 or 0-3).
+    #[arg(short = 'A', long = "affinity", value_name = "CORES", value_parser = parse::cpu_list)]
+    pub affinity: Option<parse::CpuList>,
+    /// Pin the agent's stream threads to these of its cores.
+    #[arg(long = "remote-affinity", value_name = "CORES", value_parser = parse::cpu_list)]
+    pub remote_affinity: Option<parse::CpuList>,
+}
+
+impl SpecArgs {
+    /// The part of a spec every workload fills the same way; the workload's
+    /// own options complete it ([`WorkloadArgs::complete`]).
+    pub fn base_spec(&self, workload: &str) -> TestSpec {
+        let side = |send: Option<u64>, receive: Option<u64>, cpus: &Option<parse::CpuList>| SideOptions {
+            send_buffer_bytes: send.or(self.window),
+            receive_buffer_bytes: receive.or(self.window),
+            cpus: cpus.as_ref().map(|c| c.0.clone()).unwrap_or_default(),
+        };
+        TestSpec {
+            workload: workload.to_string(),
+            duration_seconds: self.duration.as_secs_f64(),
+            bytes: None,
+            omit_seconds: self.omit.as_secs_f64(),
+            streams: self.streams,
+            direction: if self.bidir {
+                Direction::Bidir
+            } else if self.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            message_bytes: 0,
+            interval_seconds: self.interval.map(|d| d.as_secs_f64()).unwrap_or(1.0),
+            client: side(self.sndbuf, self.rcvbuf, &self.affinity),
+            agent: side(self.remote_sndbuf, self.remote_rcvbuf, &self.remote_affinity),
+            params: serde_json::Value::Null,
+            links: Vec::new(),
+        }
+    }
+}
+
+/// What a measuring command's options outside [`SpecArgs`] mean to the
+/// spec, when they matter to it (`--link-speed` gives a sweep its % of line
+/// rate). The CLI fills it from its own options.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Context {
+    pub link_speed_bits_per_second: Option<u64>,
+}
+
+impl Context {
+    /// The id of the option [`Context::link_speed_bits_per_second`] is read
+    /// from when a command line is converted from its matches.
+    pub const LINK_SPEED: &'static str = "link_speed";
+
+    fn of_matches(matches: &ArgMatches) -> Context {
+        let link = matches.try_get_one::<u64>(Context::LINK_SPEED).ok().flatten().copied();
+        Context {
+            link_speed_bits_per_second: link,
+        }
+    }
+}
+
+/// A workload's own command-line options (the `args.rs` in its folder).
+pub trait WorkloadArgs: Args + FromArgMatches {
+    /// The workload these options are for.
+    const WORKLOAD: &'static dyn Workload;
+
+    /// Completes `spec` (filled from [`SpecArgs`]): message size, byte
+    /// count, streams, parameters.
+    fn complete(&self, spec: &mut TestSpec, context: &Context) -> Result<(), SpecError>;
+}
+
+/// The spec a measuring command's parsed options ask for.
+pub fn spec_of<A: WorkloadArgs>(shared: &SpecArgs, own: &A, context: &Context) -> Result<TestSpec, SpecError> {
+    let mut spec = shared.base_spec(A::WORKLOAD.name());
+    own.complete(&mut spec, context)?;
+    Ok(spec)
+}
+
+/// How a workload's command line becomes its spec, for callers that hold
+/// the parsed matches rather than the typed options.
+pub trait CommandLine: Sync {
+    /// The spec of a measuring command's matches (its subcommand's).
+    fn spec(&self, matches: &ArgMatches) -> Result<TestSpec, SpecError>;
+    /// The options that set the message size to `size` (as written, e.g.
+    /// `64K`), or None when the workload picks its sizes itself (a sweep).
+    fn message_option(&self, size: &str) -> Option<Vec<String>>;
+}
+
+/// The [`CommandLine`] of the options `A`: `ArgsOf::<A>::new(message)`,
+/// where `message` turns a message size into options.
+pub struct ArgsOf<A> {
+    message: fn(&str) -> Option<Vec<String>>,
+    options: PhantomData<fn() -> A>,
+}
+
+impl<A> ArgsOf<A> {
+    pub const fn new(message: fn(&str) -> Option<Vec<String>>) -> ArgsOf<A> {
+        ArgsOf {
+            message,
+            options: PhantomData,
+        }
+    }
+}
+
+/// `-l SIZE`: the message size of most workloads.
+pub fn length_option(size: &str) -> Option<Vec<String>> {
+    Some(vec!["-l".into(), size.into()])
+}
+
+impl<A: WorkloadArgs> CommandLine for ArgsOf<A> {
+    fn spec(&self, matches: &ArgMatches) -> Result<TestSpec, SpecError> {
+        let invalid = |e: clap::Error| SpecError::Invalid(first_line(&e.to_string()));
+        let shared = SpecArgs::from_arg_matches(matches).map_err(invalid)?;
+        let own = A::from_arg_matches(matches).map_err(invalid)?;
+        spec_of(&shared, &own, &Context::of_matches(matches))
+    }
+
+    fn message_option(&self, size: &str) -> Option<Vec<String>> {
+        (self.message)(size)
+    }
+}
+
+/// The spec of a measuring command line: the workload its subcommand names
+/// (`name`) and that subcommand's matches. The one conversion every caller
+/// outside the typed CLI goes through.
+pub fn spec_of_matches(name: &str, matches: &ArgMatches) -> Result<TestSpec, SpecError> {
+    find(name)?.command_line().spec(matches)
+}
+
+/// Checks a spec before anything is sent: the rules of every spec, then the
+/// workload's own.
+pub fn check(spec: &TestSpec) -> Result<(), SpecError> {
+    spec.validate_common()?;
+    find(&spec.workload)?.validate(spec)
+}
+
+/// The first line of a clap error, without its `error: ` prefix.
+pub fn first_line(s: &str) -> String {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim_start_matches("error: ")
+        .to_string()
+}

@@ -1,0 +1,50 @@
+//! Options of `nicbench tcp`, and how they complete its spec.
+
+use clap::Args;
+
+use super::{TcpParams, TcpStream};
+use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::{SpecError, TestSpec, Workload};
+
+/// The options of `nicbench tcp` besides the shared ones.
+#[derive(Debug, Clone, Args)]
+pub struct TcpOptions {
+    /// Bytes per write and read (the default, 256K, measured faster than
+    /// 64K, 128K, 512K and 1M on loopback: docs/BENCHMARKS.md).
+    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K", value_parser = parse::positive_size)]
+    pub length: u64,
+    /// Send this many bytes per direction instead of running for a time.
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse::positive_size, conflicts_with = "duration")]
+    pub bytes: Option<u64>,
+    /// TCP maximum segment size to request (TCP_MAXSEG).
+    #[arg(short = 'M', long, value_name = "BYTES")]
+    pub mss: Option<u32>,
+    /// Disable Nagle's algorithm (TCP_NODELAY).
+    #[arg(short = 'N', long)]
+    pub nodelay: bool,
+    /// Congestion control algorithm (see /proc/sys/net/ipv4/tcp_available_congestion_control).
+    #[arg(short = 'C', long, value_name = "ALGO")]
+    pub congestion: Option<String>,
+    /// Zero-copy send: sendfile(2) from a memory file instead of send(2).
+    #[arg(short = 'Z', long)]
+    pub zerocopy: bool,
+    /// Discarding receive: recv with MSG_TRUNC, the kernel drops the data uncopied.
+    #[arg(long)]
+    pub discard: bool,
+}
+
+impl WorkloadArgs for TcpOptions {
+    const WORKLOAD: &'static dyn Workload = &TcpStream;
+
+    fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
+        spec.message_bytes = self.length;
+        spec.bytes = self.bytes;
+        spec.set_params(&TcpParams {
+            mss: self.mss,
+            nodelay: self.nodelay,
+            congestion: self.congestion.clone(),
+            zerocopy: self.zerocopy,
+            discard: self.discard,
+        })
+    }
+}
