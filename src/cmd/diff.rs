@@ -64,7 +64,7 @@ pub fn differences(a: &Value, b: &Value) -> Vec<(String, String, String)> {
 fn facts(run: &SavedRun) -> Value {
     let mut facts = serde_json::Map::new();
     for end in ["client", "agent"] {
-        if let Some(f) = columns::at(&run.document, &format!("{end}.facts")) {
+        if let Some(f) = run.document.pointer(&format!("/{end}/facts")) {
             facts.insert(end.into(), f.clone());
         }
     }
@@ -106,22 +106,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let (a, b) = (store.run(args.first)?, store.run(args.second)?);
     let (ca, cb) = (columns::of_document(&a.document), columns::of_document(&b.document));
-    let value_of = |c: &columns::Columns, column: &str| -> Option<f64> {
-        match column {
-            "receiver_bits_per_second" => c.receiver_bits_per_second,
-            "sender_bits_per_second" => c.sender_bits_per_second,
-            "loss_percent" => c.loss_percent,
-            "p50_latency_us" => c.p50_latency_us,
-            "p99_latency_us" => c.p99_latency_us,
-            "transactions_per_second" => c.transactions_per_second,
-            "sweep_peak_bits_per_second" => c.sweep_peak_bits_per_second,
-            "client_cpu_percent" => c.client_cpu_percent,
-            "agent_cpu_percent" => c.agent_cpu_percent,
-            "client_service_demand_us_per_kb" => c.client_service_demand_us_per_kb,
-            "agent_service_demand_us_per_kb" => c.agent_service_demand_us_per_kb,
-            _ => None,
-        }
-    };
+    let value_of = |c: &columns::Columns, column: &str| c.number(column);
     let (ia, ib) = (format!("run {}", args.first), format!("run {}", args.second));
     let mut figures = vec![["figure".to_string(), ia.clone(), ib.clone(), "change".to_string()]];
     for m in METRICS {

@@ -11,38 +11,7 @@ use crate::csv_out::Csv;
 use crate::store::Tag;
 
 /// The columns `export --format csv` writes, after id and tags.
-const CSV_COLUMNS: &[&str] = &[
-    "started_at_unix_seconds",
-    "command_line",
-    "nicbench_version",
-    "workload",
-    "client_host",
-    "agent_host",
-    "agent_address",
-    "direction",
-    "streams",
-    "message_bytes",
-    "client_mtu_bytes",
-    "agent_mtu_bytes",
-    "link_speed_bits_per_second",
-    "receiver_bits_per_second",
-    "sender_bits_per_second",
-    "loss_percent",
-    "p50_latency_us",
-    "p99_latency_us",
-    "transactions_per_second",
-    "sweep_peak_bits_per_second",
-    "client_cpu_percent",
-    "agent_cpu_percent",
-    "client_service_demand_us_per_kb",
-    "agent_service_demand_us_per_kb",
-    "verdict_kind",
-    "trials_planned",
-    "trials_saved",
-    "complete",
-    "source",
-    "source_file",
-];
+const CSV_COLUMNS: &[&str] = &crate::store::columns::LISTED_COLUMNS;
 
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;

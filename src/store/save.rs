@@ -72,7 +72,8 @@ impl RunWriter {
         let tx = store.conn.transaction().map_err(fail)?;
         let columns = columns::of_document(&doc);
         let id = upsert_run(&tx, self.id, &self.meta, &doc, &columns, false).map_err(fail)?;
-        insert_trial(&tx, id, number, self.trials.last().expect("pushed above")).map_err(fail)?;
+        let trial = self.trials.last().expect("pushed above");
+        insert_trial(&tx, id, &columns.workload, number, trial).map_err(fail)?;
         tx.execute("UPDATE runs SET trials_saved = ?1 WHERE id = ?2", params![number, id])
             .map_err(fail)?;
         tx.commit().map_err(fail)?;
@@ -105,12 +106,12 @@ impl RunWriter {
         // A run cut short (Ctrl-C, SIGTERM) keeps what it measured but is
         // not a complete run: compare leaves it out, runs says INCOMPLETE.
         let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
-            || columns::at(doc, "repetition.interrupted") == Some(&Value::Bool(true));
+            || doc.pointer("/repetition/interrupted") == Some(&Value::Bool(true));
         let tx = self.store.conn.transaction().map_err(fail)?;
         let id = upsert_run(&tx, self.id, &self.meta, doc, columns, !cut_short).map_err(fail)?;
         let trials = doc.get("trials").and_then(Value::as_array).cloned().unwrap_or_default();
         for (i, trial) in trials.iter().enumerate().skip(self.trials.len()) {
-            insert_trial(&tx, id, i as i64 + 1, trial).map_err(fail)?;
+            insert_trial(&tx, id, &columns.workload, i as i64 + 1, trial).map_err(fail)?;
         }
         tx.execute(
             "UPDATE runs SET text_report = ?1, trials_saved = max(trials_saved, ?2) WHERE id = ?3",
@@ -155,78 +156,23 @@ impl serde::Serialize for TrialOnly<'_> {
     }
 }
 
-/// The column values of `runs`, in the order of [`COLUMN_NAMES`] then
-/// [`columns::CPU_PART_COLUMNS`].
-fn column_values(c: &Columns) -> Vec<Sql> {
-    let text = |v: &Option<String>| v.clone().map(Sql::Text).unwrap_or(Sql::Null);
-    let int = |v: Option<i64>| v.map(Sql::Integer).unwrap_or(Sql::Null);
-    let real = |v: Option<f64>| v.filter(|x| x.is_finite()).map(Sql::Real).unwrap_or(Sql::Null);
-    let h = c.headline.as_ref();
-    let mut values = vec![
-        Sql::Real(c.started_at_unix_seconds),
-        text(&c.agent_address),
-        text(&c.client_host),
-        text(&c.agent_host),
-        Sql::Text(c.workload.clone()),
-        text(&c.direction),
-        int(c.streams),
-        int(c.message_bytes),
-        int(c.client_mtu_bytes),
-        int(c.agent_mtu_bytes),
-        real(c.link_speed_bits_per_second),
-        real(c.receiver_bits_per_second),
-        real(c.sender_bits_per_second),
-        real(c.loss_percent),
-        real(c.p50_latency_us),
-        real(c.p99_latency_us),
-        real(c.transactions_per_second),
-        real(c.sweep_peak_bits_per_second),
-        real(c.client_cpu_percent),
-        real(c.agent_cpu_percent),
-        real(c.client_service_demand_us_per_kb),
-        real(c.agent_service_demand_us_per_kb),
-        text(&c.verdict_kind),
-        text(&h.map(|h| h.metric.clone())),
-        text(&h.map(|h| h.unit.clone())),
-        real(h.map(|h| h.value)),
-    ];
-    let parts = c
-        .client_cpu_parts
-        .values()
-        .into_iter()
-        .chain(c.agent_cpu_parts.values());
-    values.extend(parts.map(real));
-    values
+/// The columns of `runs` a document fills, with their values: every one
+/// of [`columns::DOCUMENT_COLUMNS`] but the version (which only a new row
+/// takes), then the headline and the CPU split.
+fn column_values(c: &Columns) -> (Vec<&'static str>, Vec<Sql>) {
+    let names: Vec<&'static str> = columns::DOCUMENT_COLUMNS
+        .iter()
+        .filter(|n| **n != "nicbench_version")
+        .chain(&columns::HEADLINE_COLUMNS)
+        .chain(&columns::CPU_PART_COLUMNS)
+        .copied()
+        .collect();
+    let values = names
+        .iter()
+        .map(|n| c.value(n).expect("a column of the document"))
+        .collect();
+    (names, values)
 }
-
-const COLUMN_NAMES: &[&str] = &[
-    "started_at_unix_seconds",
-    "agent_address",
-    "client_host",
-    "agent_host",
-    "workload",
-    "direction",
-    "streams",
-    "message_bytes",
-    "client_mtu_bytes",
-    "agent_mtu_bytes",
-    "link_speed_bits_per_second",
-    "receiver_bits_per_second",
-    "sender_bits_per_second",
-    "loss_percent",
-    "p50_latency_us",
-    "p99_latency_us",
-    "transactions_per_second",
-    "sweep_peak_bits_per_second",
-    "client_cpu_percent",
-    "agent_cpu_percent",
-    "client_service_demand_us_per_kb",
-    "agent_service_demand_us_per_kb",
-    "verdict_kind",
-    "headline_metric",
-    "headline_unit",
-    "headline_value",
-];
 
 /// Inserts the run row (with its tags) or updates its columns and document.
 fn upsert_run(
@@ -237,11 +183,9 @@ fn upsert_run(
     c: &Columns,
     complete: bool,
 ) -> rusqlite::Result<i64> {
-    let mut values = column_values(c);
+    let (mut names, mut values) = column_values(c);
     values.push(Sql::Text(doc.to_string()));
     values.push(Sql::Integer(complete as i64));
-    let mut names: Vec<&str> = COLUMN_NAMES.to_vec();
-    names.extend(columns::CPU_PART_COLUMNS);
     names.extend(["document", "complete"]);
     if let Some(id) = id {
         let set: Vec<String> = names
@@ -288,8 +232,10 @@ fn upsert_run(
     Ok(id)
 }
 
-fn insert_trial(tx: &Transaction, run_id: i64, number: i64, trial: &Value) -> rusqlite::Result<()> {
-    let headline = columns::headline(&columns::of_document(trial)).map(|h| h.value);
+/// Saves trial `number` of a run of `workload` (the trial's document has
+/// no header: its workload is the run's).
+fn insert_trial(tx: &Transaction, run_id: i64, workload: &str, number: i64, trial: &Value) -> rusqlite::Result<()> {
+    let headline = columns::trial_headline(workload, trial).map(|h| h.value);
     tx.execute(
         "INSERT OR REPLACE INTO trials (run_id, trial, saved_at_unix_seconds, headline_value, document) \
          VALUES (?1, ?2, ?3, ?4, ?5)",

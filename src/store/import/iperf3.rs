@@ -5,7 +5,12 @@
 use serde_json::Value;
 
 use super::Imported;
-use crate::store::columns::{at, headline, Columns};
+use crate::store::columns::{headline, Columns};
+
+/// The value at a dotted path of an iperf3 document (`sum_received.bits_per_second`).
+fn at<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    doc.pointer(&format!("/{}", path.replace('.', "/")))
+}
 
 fn number(doc: &Value, path: &str) -> Option<f64> {
     at(doc, path).and_then(Value::as_f64)
@@ -89,7 +94,7 @@ pub fn parse(doc: &Value) -> Result<Imported, String> {
         message_bytes: test.get("blksize").and_then(Value::as_i64),
         receiver_bits_per_second: received,
         sender_bits_per_second: sent,
-        loss_percent: loss,
+        workload_figures: loss.map(|l| ("loss_percent", l)).into_iter().collect(),
         client_cpu_percent: if client_side { local_cpu } else { remote_cpu },
         agent_cpu_percent: if client_side { remote_cpu } else { local_cpu },
         ..Columns::default()
@@ -121,9 +126,15 @@ mod tests {
         assert_eq!(c.direction.as_deref(), Some("reverse"));
         assert_eq!(c.agent_address.as_deref(), Some("[::1]:5201"));
         assert_eq!(c.client_host.as_deref(), Some("vm"));
-        assert_eq!((c.receiver_bits_per_second, c.loss_percent), (Some(1.5e8), Some(25.0)));
+        assert_eq!(
+            (c.receiver_bits_per_second, c.number("loss_percent")),
+            (Some(1.5e8), Some(25.0))
+        );
         assert_eq!((c.client_cpu_percent, c.agent_cpu_percent), (Some(10.0), Some(20.0)));
-        assert_eq!((c.client_mtu_bytes, c.p99_latency_us, c.agent_host), (None, None, None));
+        assert_eq!(
+            (c.client_mtu_bytes, c.number("p99_latency_us"), c.agent_host),
+            (None, None, None)
+        );
     }
 
     #[test]

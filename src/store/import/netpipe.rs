@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 
 use super::Imported;
 use crate::store::columns::{headline, Columns};
+use crate::workload::sweep::Sweep;
+use crate::workload::Workload;
 
 /// NetPIPE's megabit: 2^20 bits.
 const NETPIPE_MEGABIT: f64 = 1_048_576.0;
@@ -71,9 +73,11 @@ pub fn parse(text: &str) -> Result<Imported, LineError> {
         .iter()
         .filter_map(|p| p["bits_per_second"].as_f64())
         .fold(0.0, f64::max);
+    // A NetPIPE run is a sweep, its peak the sweep's headline.
+    let sweep: &dyn Workload = &Sweep;
     let mut columns = Columns {
-        workload: "sweep".into(),
-        sweep_peak_bits_per_second: Some(peak),
+        workload: sweep.name().into(),
+        workload_figures: [(sweep.results().headline().name, peak)].into(),
         ..Columns::default()
     };
     columns.headline = headline(&columns);
@@ -93,7 +97,10 @@ mod tests {
     fn points_and_the_peak_in_bits_per_second() {
         let text = "       1 0.063584   0.00012000\n    1024 50.000000   0.00001953\n\n 1048576 800.0 0.01\n";
         let run = parse(text).unwrap();
-        assert_eq!(run.columns.sweep_peak_bits_per_second, Some(800.0 * 1_048_576.0));
+        assert_eq!(
+            run.columns.number("sweep_peak_bits_per_second"),
+            Some(800.0 * 1_048_576.0)
+        );
         assert_eq!(run.document["points"].as_array().unwrap().len(), 3);
         assert_eq!(run.document["points"][1]["size_bytes"], 1024);
     }
