@@ -345,6 +345,72 @@ mod tests {
     }
 
     #[test]
+    fn migration_4_heads_files_runs_and_trials_by_their_payload_rate_and_leaves_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&schema::MIGRATIONS[..3].concat()).unwrap();
+        conn.pragma_update(None, "user_version", 3).unwrap();
+        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
+            .unwrap();
+        // As schema 3 stored them: every run headed by the receiver's rate.
+        let runs = [
+            (
+                "files",
+                r#"{"sum": {"receiver": {"bits_per_second": 9e9}, "files": {"payload_bits_per_second": 7e9}}}"#,
+            ),
+            (
+                "files",
+                r#"{"sum": {"receiver": {"bits_per_second": 9e9}, "files": {"payload_bits_per_second": "fast"}}}"#,
+            ),
+            (
+                "tcp",
+                r#"{"sum": {"receiver": {"bits_per_second": 9e9}, "files": {"payload_bits_per_second": 7e9}}}"#,
+            ),
+        ];
+        for (i, (workload, document)) in runs.iter().enumerate() {
+            let id = i as i64 + 1;
+            conn.execute(
+                "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, nicbench_version, \
+                 workload, document, complete, headline_metric, headline_unit, headline_value) \
+                 VALUES (?1, 1.0, 2.0, 'x', '0.1.0', ?2, ?3, 1, 'receiver_bits_per_second', 'bit/s', 9e9)",
+                rusqlite::params![id, workload, document],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO trials (run_id, trial, saved_at_unix_seconds, headline_value, document) \
+                 VALUES (?1, 1, 2.0, 9e9, ?2)",
+                rusqlite::params![id, document],
+            )
+            .unwrap();
+        }
+        drop(conn);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
+        let headlines: Vec<(String, String, f64, f64)> = store
+            .conn
+            .prepare(
+                "SELECT headline_metric, headline_unit, r.headline_value, t.headline_value \
+                 FROM runs r JOIN trials t ON t.run_id = r.id ORDER BY r.id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let receiver = ("receiver_bits_per_second".to_string(), "bit/s".to_string(), 9e9, 9e9);
+        assert_eq!(
+            headlines,
+            vec![
+                ("payload_bits_per_second".into(), "bit/s".into(), 7e9, 7e9),
+                // Not a number: kept as it was, as a new save would not head it.
+                receiver.clone(),
+                receiver,
+            ]
+        );
+    }
+
+    #[test]
     fn a_file_that_is_not_a_database_is_called_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.db");

@@ -107,8 +107,28 @@ UPDATE runs SET
 WHERE json_valid(document);
 ";
 
+/// Version 4: a `files` run is headed by what its command reports, the
+/// payload's rate (`sum.files.payload_bits_per_second`), not the
+/// receiver's wire rate that earlier versions stored; the run and each of
+/// its trials. A run or trial whose document does not carry the payload
+/// rate as a number keeps what it had. (A migration records what one
+/// version stored, so it names the workload; the files workload declares
+/// the same figure as its headline.)
+const V4: &str = "
+UPDATE runs SET
+    headline_metric = 'payload_bits_per_second',
+    headline_unit = 'bit/s',
+    headline_value = json_extract(document, '$.sum.files.payload_bits_per_second')
+WHERE workload = 'files' AND json_valid(document)
+    AND json_type(document, '$.sum.files.payload_bits_per_second') IN ('integer', 'real');
+UPDATE trials SET
+    headline_value = json_extract(document, '$.sum.files.payload_bits_per_second')
+WHERE run_id IN (SELECT id FROM runs WHERE workload = 'files') AND json_valid(document)
+    AND json_type(document, '$.sum.files.payload_bits_per_second') IN ('integer', 'real');
+";
+
 /// Every migration, in order. Never edit a released one: append.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;

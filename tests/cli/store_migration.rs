@@ -173,3 +173,76 @@ fn a_schema_1_database_is_upgraded_through_both_migrations_with_the_split() {
     // tcp, udp, rr and sweep, all measured: all four carry the split.
     assert_eq!(upgrade_and_check(&db, 1, &["source", "source_file"]), 4);
 }
+
+/// `tests/fixtures/store-v3.db` was made by the schema-3 binary: a files
+/// run (`files --generate 20x256K`), stored headed by the receiver's rate
+/// as that version did, and a tcp run of two trials. Opening it heads the
+/// files run and its trial by the payload rate the command reports, as a
+/// run saved now is; nothing else changes.
+#[test]
+fn a_schema_3_database_heads_its_files_run_by_the_payload_rate_and_nothing_else_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture_copy(dir.path(), "store-v3.db");
+    let conn = Connection::open(&db).unwrap();
+    assert_eq!(version(&conn), 3);
+    let (runs, trials) = (rows(&conn, "runs", "id"), rows(&conn, "trials", "run_id, trial"));
+    drop(conn);
+    let files_id = runs
+        .iter()
+        .find(|r| r["workload"] == Sql::Text("files".into()))
+        .map(|r| r["id"].clone())
+        .expect("the fixture has a files run");
+    assert_eq!(
+        runs.iter().find(|r| r["id"] == files_id).unwrap()["headline_metric"],
+        Sql::Text("receiver_bits_per_second".into()),
+        "the fixture is what schema 3 stored"
+    );
+
+    let listing = nicbench(&["runs", "--db", &db.display().to_string()]);
+    assert!(listing.status.success(), "{}", stderr(&listing));
+
+    let conn = Connection::open(&db).unwrap();
+    assert_eq!(version(&conn), nicbench::store::schema::CURRENT_VERSION);
+    let (upgraded, upgraded_trials) = (rows(&conn, "runs", "id"), rows(&conn, "trials", "run_id, trial"));
+    assert_eq!(upgraded.len(), runs.len());
+    let headline = ["headline_metric", "headline_unit", "headline_value"];
+    for (old, new) in runs.iter().zip(&upgraded) {
+        for (name, value) in old {
+            if old["id"] != files_id || !headline.contains(&name.as_str()) {
+                assert_eq!(&new[name], value, "run {:?}: column {name} changed", old["id"]);
+            }
+        }
+    }
+    let files = upgraded.iter().find(|r| r["id"] == files_id).unwrap();
+    let Sql::Text(text) = &files["document"] else {
+        panic!("no document")
+    };
+    let doc: Value = serde_json::from_str(text).unwrap();
+    let payload = doc["sum"]["files"]["payload_bits_per_second"].as_f64().unwrap();
+    let receiver = doc["sum"]["receiver"]["bits_per_second"].as_f64().unwrap();
+    assert_ne!(payload, receiver);
+    assert_eq!(files["headline_metric"], Sql::Text("payload_bits_per_second".into()));
+    assert_eq!(files["headline_unit"], Sql::Text("bit/s".into()));
+    assert_eq!(files["headline_value"], Sql::Real(payload));
+    // The same headline a run saved by this version gets.
+    let saved = columns::of_document(&doc).headline.unwrap();
+    assert_eq!(
+        (saved.metric.as_str(), saved.value),
+        ("payload_bits_per_second", payload)
+    );
+    for (old, new) in trials.iter().zip(&upgraded_trials) {
+        for (name, value) in old {
+            if old["run_id"] != files_id || name != "headline_value" {
+                assert_eq!(
+                    &new[name],
+                    value,
+                    "trial {:?}: column {name} changed",
+                    (&old["run_id"], &old["trial"])
+                );
+            }
+        }
+        if old["run_id"] == files_id {
+            assert_eq!(new["headline_value"], Sql::Real(payload));
+        }
+    }
+}
