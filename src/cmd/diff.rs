@@ -11,7 +11,7 @@ use super::runs::{open, write_out};
 use crate::cli::store::DiffArgs;
 use crate::report::runs::figure;
 use crate::store::columns;
-use crate::store::compare::METRICS;
+use crate::store::compare::all_metrics;
 use crate::store::query::SavedRun;
 
 /// Every leaf of a JSON value by dotted path (arrays of scalars as one leaf).
@@ -109,7 +109,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<()> {
     let value_of = |c: &columns::Columns, column: &str| c.number(column);
     let (ia, ib) = (format!("run {}", args.first), format!("run {}", args.second));
     let mut figures = vec![["figure".to_string(), ia.clone(), ib.clone(), "change".to_string()]];
-    for m in METRICS {
+    for m in all_metrics() {
         let (x, y) = (value_of(&ca, m.column), value_of(&cb, m.column));
         if x.is_none() && y.is_none() {
             continue;

@@ -19,7 +19,8 @@ pub struct Metric {
     pub label: &'static str,
 }
 
-/// Every metric, by its `--metric` name.
+/// The metrics every run has, by their `--metric` name; [`all_metrics`]
+/// adds the workloads' own.
 pub const METRICS: &[Metric] = &[
     Metric {
         name: "throughput",
@@ -34,41 +35,6 @@ pub const METRICS: &[Metric] = &[
         unit: "bit/s",
         higher_is_better: true,
         label: "sender throughput",
-    },
-    Metric {
-        name: "loss",
-        column: "loss_percent",
-        unit: "%",
-        higher_is_better: false,
-        label: "UDP loss",
-    },
-    Metric {
-        name: "p50",
-        column: "p50_latency_us",
-        unit: "us",
-        higher_is_better: false,
-        label: "median latency",
-    },
-    Metric {
-        name: "p99",
-        column: "p99_latency_us",
-        unit: "us",
-        higher_is_better: false,
-        label: "99th percentile latency",
-    },
-    Metric {
-        name: "tps",
-        column: "transactions_per_second",
-        unit: "transactions/s",
-        higher_is_better: true,
-        label: "transactions per second",
-    },
-    Metric {
-        name: "peak",
-        column: "sweep_peak_bits_per_second",
-        unit: "bit/s",
-        higher_is_better: true,
-        label: "sweep peak bandwidth",
     },
     Metric {
         name: "cpu",
@@ -99,6 +65,30 @@ pub const METRICS: &[Metric] = &[
         label: "agent service demand",
     },
 ];
+
+/// Every metric: the receiver's and sender's throughput, the workloads'
+/// own stored figures ([`crate::workload::ResultKind::stored_columns`]:
+/// loss, latency, transactions, a sweep's peak), then CPU.
+pub fn all_metrics() -> Vec<Metric> {
+    let own = crate::workload::REGISTRY
+        .iter()
+        .flat_map(|w| w.results().stored_columns())
+        .map(|m| Metric {
+            name: m.option,
+            column: m.name,
+            unit: m.unit,
+            higher_is_better: m.better == crate::workload::Better::Higher,
+            label: m.label,
+        });
+    let mut all: Vec<Metric> = METRICS[..2].to_vec();
+    for m in own {
+        if !all.iter().any(|a| a.column == m.column) {
+            all.push(m);
+        }
+    }
+    all.extend_from_slice(&METRICS[2..]);
+    all
+}
 
 /// Dimensions that are columns: `--rows` name and column of `runs`.
 pub const COLUMNS: &[(&str, &str)] = &[
@@ -157,8 +147,9 @@ impl Dimension {
 
 impl Metric {
     pub fn parse(s: &str) -> Result<Metric, String> {
-        METRICS.iter().copied().find(|m| m.name == s).ok_or_else(|| {
-            let names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        let all = all_metrics();
+        all.iter().copied().find(|m| m.name == s).ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|m| m.name).collect();
             format!("unknown metric '{s}': use one of {}", names.join(", "))
         })
     }
@@ -244,4 +235,40 @@ pub fn records(
         })
         .collect();
     Ok(Records { records, matched_runs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The workloads' own metrics sit where `compare` and `diff` always
+    /// listed them, with their columns' units and direction.
+    #[test]
+    fn the_workloads_metrics_join_the_generic_ones_in_their_place() {
+        let all = all_metrics();
+        let names: Vec<&str> = all.iter().map(|m| m.name).collect();
+        assert_eq!(
+            names,
+            [
+                "throughput",
+                "sender",
+                "loss",
+                "p50",
+                "p99",
+                "tps",
+                "peak",
+                "cpu",
+                "agent-cpu",
+                "service-demand",
+                "agent-service-demand"
+            ]
+        );
+        let p99 = Metric::parse("p99").unwrap();
+        assert_eq!(
+            (p99.column, p99.unit, p99.higher_is_better),
+            ("p99_latency_us", "us", false)
+        );
+        assert!(Metric::parse("tps").unwrap().higher_is_better);
+        assert!(Metric::parse("nope").unwrap_err().contains("throughput, sender, loss"));
+    }
 }

@@ -253,6 +253,10 @@ pub enum Better {
 pub struct Metric {
     /// Its name as in JSON, the store and reports, e.g. `transactions_per_second`.
     pub name: &'static str,
+    /// Its short name where people choose a figure (`compare --metric tps`).
+    pub option: &'static str,
+    /// In words, e.g. `transactions per second`.
+    pub label: &'static str,
     /// Unit of the value once scaled, e.g. `bit/s`.
     pub unit: &'static str,
     /// Where a trial's document (the run document, or a trial of it) holds
@@ -270,6 +274,8 @@ impl Metric {
     /// The receiver's throughput: the figure of bulk-transfer workloads.
     pub const RECEIVER_RATE: Metric = Metric {
         name: "receiver_bits_per_second",
+        option: "throughput",
+        label: "receiver throughput",
         unit: "bit/s",
         pointer: "/sum/receiver/bits_per_second",
         divisor: 1.0,

@@ -107,6 +107,8 @@ impl ResultKind for FilesResults {
     fn headline(&self) -> Metric {
         Metric {
             name: "payload_bits_per_second",
+            option: "payload",
+            label: "file payload throughput",
             unit: "bit/s",
             pointer: "/sum/files/payload_bits_per_second",
             divisor: 1.0,

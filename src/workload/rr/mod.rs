@@ -99,6 +99,8 @@ pub struct RrResults;
 
 const TRANSACTIONS: Metric = Metric {
     name: "transactions_per_second",
+    option: "tps",
+    label: "transactions per second",
     unit: "transactions/s",
     pointer: "/sum/rr/transactions_per_second",
     divisor: 1.0,
@@ -106,9 +108,11 @@ const TRANSACTIONS: Metric = Metric {
 };
 
 /// A percentile of the transactions' round trips, in µs as recorded.
-const fn latency_us(name: &'static str, pointer: &'static str) -> Metric {
+const fn latency_us(name: &'static str, option: &'static str, label: &'static str, pointer: &'static str) -> Metric {
     Metric {
         name,
+        option,
+        label,
         unit: "us",
         pointer,
         divisor: 1.0,
@@ -123,8 +127,13 @@ impl ResultKind for RrResults {
 
     fn stored_columns(&self) -> &'static [Metric] {
         const COLUMNS: [Metric; 3] = [
-            latency_us("p50_latency_us", "/sum/rr/latency/p50_us"),
-            latency_us("p99_latency_us", "/sum/rr/latency/p99_us"),
+            latency_us("p50_latency_us", "p50", "median latency", "/sum/rr/latency/p50_us"),
+            latency_us(
+                "p99_latency_us",
+                "p99",
+                "99th percentile latency",
+                "/sum/rr/latency/p99_us",
+            ),
             TRANSACTIONS,
         ];
         &COLUMNS
@@ -134,6 +143,8 @@ impl ResultKind for RrResults {
     fn mesh_figure(&self) -> Metric {
         Metric {
             name: "rtt_p50_seconds",
+            option: "rtt",
+            label: "median round trip",
             unit: "s",
             pointer: "/sum/rr/latency/p50_us",
             divisor: 1e6,

@@ -229,6 +229,8 @@ fn sweeps(trial: &TrialResult, flow: Option<Flow>) -> Vec<SweepResult> {
 /// The sweep's peak bandwidth, as its first stream's sender records it.
 const PEAK: Metric = Metric {
     name: "sweep_peak_bits_per_second",
+    option: "peak",
+    label: "sweep peak bandwidth",
     unit: "bit/s",
     pointer: "/streams/0/sender/sweep/summary/peak_bits_per_second",
     divisor: 1.0,

@@ -94,6 +94,8 @@ pub struct UdpResults;
 /// The share of datagrams lost, per direction and in sum.
 const LOSS_PERCENT: Metric = Metric {
     name: "loss_percent",
+    option: "loss",
+    label: "UDP loss",
     unit: "%",
     pointer: "/sum/udp/loss_percent",
     divisor: 1.0,
