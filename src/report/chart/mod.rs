@@ -49,9 +49,6 @@ pub(crate) fn draw_err<E: std::error::Error>(e: E) -> ChartError {
     ChartError::Draw(e.to_string())
 }
 
-/// The kinds of chart, by their `--kind` name.
-pub const KINDS: &[&str] = &["bars", "sweep", "cpu", "latency", "timeline", "heatmap"];
-
 /// One chart, ready to draw.
 #[derive(Debug, Clone)]
 pub enum Chart {
