@@ -199,4 +199,105 @@ mod tests {
         let e = measurement(["nicbench", "runs"]).unwrap_err();
         assert!(e.to_string().contains("'runs' is not a measuring command"), "{e}");
     }
+
+    /// A plan's cases are checked with the CLI's grammar, which `nicbench
+    /// run` hands to the plan (the plan does not import the CLI).
+    mod plan_cases {
+        use std::path::Path;
+
+        use clap::CommandFactory;
+
+        use crate::cli::Cli;
+        use crate::plan::file::Plan;
+        use crate::plan::matrix::{estimate, expand};
+
+        fn grammar() -> clap::Command {
+            Cli::command()
+        }
+
+        fn plan(text: &str) -> Plan {
+            Plan::parse(text, Path::new("p.toml")).unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        const AGENTS: &str =
+            "[[agents]]\nlabel = \"a\"\naddress = \"127.0.0.1:5999\"\n[[agents]]\nlabel = \"b\"\naddress = \"[::1]:5998\"\n";
+
+        #[test]
+        fn defaults_and_workload_options_go_on_every_command_line_but_a_sweep_keeps_its_limit() {
+            let p = plan(&format!(
+                "{AGENTS}[defaults]\nduration = \"5s\"\nomit = \"1s\"\nrepeat = 3\npick = \"best\"\nwait = \"1m\"\n\
+                 options = [\"-w\", \"4M\"]\n[workloads.sweep]\noptions = [\"--max\", \"1M\", \"-t\", \"2m\"]\n\
+                 [matrix]\nworkload = [\"tcp\", \"sweep\"]\nagent = [\"b\"]\n"
+            ));
+            let cases = expand(&p).unwrap();
+            assert_eq!(
+                cases[0].command_line(&p).join(" "),
+                "tcp [::1]:5998 -t 5s -O 1s --repeat 3 --pick best --wait 1m -w 4M"
+            );
+            assert_eq!(
+                cases[1].command_line(&p).join(" "),
+                "sweep [::1]:5998 --repeat 3 --pick best --wait 1m -w 4M --max 1M -t 2m"
+            );
+            let tcp = cases[0].check(&p, &grammar()).unwrap();
+            // 3 trials of 6 s plus the overheads.
+            let e = estimate(&tcp, &p).as_secs_f64();
+            assert!((18.0..22.0).contains(&e), "{e}");
+            let sweep = cases[1].check(&p, &grammar()).unwrap();
+            assert!(estimate(&sweep, &p).as_secs_f64() < 3.0 * 120.0 + 5.0);
+        }
+
+        #[test]
+        fn a_cell_that_is_not_a_valid_command_line_is_found_before_any_traffic() {
+            let p = plan(&format!(
+                "{AGENTS}[matrix]\nworkload = [\"rr\"]\nagent = [\"a\"]\ndirection = [\"reverse\"]\n"
+            ));
+            let cases = expand(&p).unwrap();
+            let e = cases[0].check(&p, &grammar()).unwrap_err();
+            assert!(e.contains("--reverse"), "{e}");
+            let p = plan(&format!(
+                "{AGENTS}[workloads.tcp]\noptions = [\"--frobnicate\"]\n[matrix]\nworkload = [\"tcp\"]\n"
+            ));
+            let e = expand(&p).unwrap()[0].check(&p, &grammar()).unwrap_err();
+            assert!(e.contains("--frobnicate"), "{e}");
+        }
+
+        #[test]
+        fn the_message_axis_is_a_request_size_for_rr_and_does_not_apply_to_a_sweep() {
+            let p = plan(&format!(
+                "{AGENTS}[matrix]\nworkload = [\"rr\", \"sweep\"]\nagent = [\"a\"]\nmessage = [\"1\", \"64K\"]\n"
+            ));
+            let cases = expand(&p).unwrap();
+            let lines: Vec<String> = cases.iter().map(|c| c.command_line(&p).join(" ")).collect();
+            assert_eq!(
+                lines,
+                [
+                    "rr 127.0.0.1:5999 -r 1,1",
+                    "rr 127.0.0.1:5999 -r 64K,64K",
+                    "sweep 127.0.0.1:5999"
+                ],
+                "{lines:#?}"
+            );
+            for c in &cases {
+                c.check(&p, &grammar()).unwrap();
+            }
+        }
+
+        #[test]
+        fn every_example_plan_is_valid_in_every_cell() {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+            let mut seen = 0;
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "toml") {
+                    let p = Plan::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                    for c in expand(&p).unwrap() {
+                        c.check(&p, &grammar())
+                            .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), c.key()));
+                    }
+                    seen += 1;
+                }
+            }
+            assert!(seen >= 3, "examples/*.toml: {seen}");
+        }
+    }
 }
