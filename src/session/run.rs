@@ -1,0 +1,416 @@
+//! One test against an agent: request it (waiting in the agent's queue
+//! when allowed), open the data connections, start, run the local side,
+//! check the agent's report and merge both sides into a [`RunResult`].
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::connect::{check_links_supported, connect, handshake_keyed, unexpected};
+use super::{SessionError, Target, REPLY_TIMEOUT};
+use crate::agent::MAX_WAIT_SECONDS;
+use crate::model::{Endpoint, HostFacts, Party, Role, RunResult, SideReport, TrialResult, SCHEMA};
+use crate::probe::cpu::ProcStat;
+use crate::probe::host::facts_toward;
+use crate::protocol::auth::Psk;
+use crate::protocol::channel::Channel;
+use crate::protocol::{token_from_hex, Message, ProtocolError, MAX_AGENT_FRAME, TOKEN_LEN};
+use crate::side_runner::{self, TrialOutcome, TrialPlan};
+use crate::workload::runner::{IntervalCallback, ProgressCallback};
+use crate::workload::{self, ClientNet, SpecError, TestSpec};
+
+/// Options of one client run that are not part of the spec.
+pub struct RunOptions<'a> {
+    /// Polled during the test: why to stop, once the user pressed Ctrl-C.
+    pub interrupted: &'a (dyn Fn() -> Option<String> + Sync),
+    pub on_interval: Option<IntervalCallback>,
+    /// Called after each step of a workload with steps (sweep points).
+    pub on_progress: Option<ProgressCallback>,
+    /// Number of this trial within the case (1-based).
+    pub trial: u32,
+}
+
+/// What the agent answers when it accepts a test.
+#[derive(Debug)]
+struct Acceptance {
+    token: [u8; TOKEN_LEN],
+    data_ports: Vec<u16>,
+    agent: HostFacts,
+}
+
+/// Most data ports an agent may offer for one test.
+const MAX_DATA_PORTS: usize = 4096;
+
+/// Checks an `accepted` answer: a token in hex and a sane list of ports.
+fn acceptance(token: &str, data_ports: Vec<u16>, agent: HostFacts) -> Result<Acceptance, SessionError> {
+    if data_ports.is_empty() || data_ports.len() > MAX_DATA_PORTS || data_ports.contains(&0) {
+        return Err(SessionError::BadReport(format!(
+            "{} data ports offered ({:?}...)",
+            data_ports.len(),
+            &data_ports[..data_ports.len().min(4)]
+        )));
+    }
+    Ok(Acceptance {
+        token: token_from_hex(token)?,
+        data_ports,
+        agent,
+    })
+}
+
+/// Checks a `queued` answer: a place in line (from 1) and a time to go
+/// that a clock can hold.
+fn check_queue_place(position: u32, seconds_left: f64) -> Result<(), SessionError> {
+    if position == 0 || !(0.0..=1e7).contains(&seconds_left) {
+        return Err(SessionError::BadReport(format!(
+            "queue position {position}, {seconds_left} s left"
+        )));
+    }
+    Ok(())
+}
+
+/// Sends the test request and waits for acceptance, in the agent's queue
+/// when `wait` allows it.
+fn request(
+    channel: &mut Channel,
+    spec: &TestSpec,
+    wait: Duration,
+    addr: SocketAddr,
+) -> Result<Acceptance, SessionError> {
+    let wait_seconds = wait.as_secs_f64().min(MAX_WAIT_SECONDS);
+    channel.send(&Message::TestRequest {
+        spec: spec.clone(),
+        wait_seconds,
+    })?;
+    let mut last_position = None;
+    loop {
+        match channel.recv(REPLY_TIMEOUT, "the agent to accept the test")? {
+            Message::Accepted {
+                token,
+                data_ports,
+                agent,
+            } => return acceptance(&token, data_ports, agent),
+            Message::Queued { position, seconds_left } if wait_seconds > 0.0 => {
+                check_queue_place(position, seconds_left)?;
+                if last_position != Some(position) {
+                    log::warn!(
+                        "the agent at {addr} is busy: waiting in line at position {position}, \
+                         about {seconds_left:.0} s to go (--wait {wait_seconds:.0} s)"
+                    );
+                    last_position = Some(position);
+                }
+            }
+            other => return Err(unexpected("accepted", other, addr)),
+        }
+    }
+}
+
+/// Checks that the agent's report covers only what was asked: its own
+/// ends of the streams of `spec`, once each, with sane numbers.
+fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), SessionError> {
+    let bad = |what: String| Err(SessionError::BadReport(what));
+    if report.host != Party::Agent {
+        return bad(format!("it claims to come from the {}", report.host.as_str()));
+    }
+    let flows = spec.flows();
+    let mut seen = std::collections::BTreeSet::new();
+    for end in &report.streams {
+        let id = end.stream_id;
+        let Some((_, flow)) = flows.iter().find(|(f, _)| *f == id) else {
+            return bad(format!("it reports stream id {id}, which the client did not ask for"));
+        };
+        let agent_role = if flow.sender() == Party::Agent {
+            Role::Sender
+        } else {
+            Role::Receiver
+        };
+        if end.role != agent_role {
+            return bad(format!(
+                "it reports the {:?} end of stream {id}, which is not the agent's",
+                end.role
+            ));
+        }
+        if !seen.insert(id) {
+            return bad(format!("it reports stream {id} twice"));
+        }
+        let numbers = [end.seconds, end.bits_per_second];
+        if numbers.iter().any(|n| !n.is_finite() || *n < 0.0) {
+            return bad(format!("stream {id} has a negative or non-finite time or rate"));
+        }
+    }
+    let cpu = &report.cpu;
+    if !(cpu.seconds.is_finite() && cpu.seconds >= 0.0 && cpu.utilization_percent.is_finite()) {
+        return bad("its CPU report has a negative or non-finite time".into());
+    }
+    Ok(())
+}
+
+/// Runs one trial of `spec` against the agent at `target`.
+pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
+    let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
+    run_keyed(target, psk.as_ref(), false, spec, options)
+}
+
+/// [`run`] with the key in hand (an agent running a peer test holds its
+/// own); `require_key` refuses an agent that does not ask for it.
+pub fn run_keyed(
+    target: &Target,
+    psk: Option<&Psk>,
+    require_key: bool,
+    spec: &TestSpec,
+    options: RunOptions,
+) -> Result<RunResult, SessionError> {
+    let workload = workload::find(&spec.workload)?;
+    workload.validate(spec)?;
+    TestSpec::validate_cpus(&spec.client.cpus, "-A/--affinity")?;
+    let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let stream = connect(target)?;
+    let agent_addr = stream.peer_addr().map_err(ProtocolError::Io)?;
+    let client_addr = stream.local_addr().map_err(ProtocolError::Io)?;
+    let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+
+    let hello = handshake_keyed(&mut channel, agent_addr, psk, require_key)?;
+    if !spec.links.is_empty() {
+        if !workload.supports_links() {
+            return Err(SpecError::Invalid(format!(
+                "the {} workload does not run over several links; drop --links",
+                spec.workload
+            ))
+            .into());
+        }
+        check_links_supported(&hello, agent_addr)?;
+    }
+    let accepted = request(&mut channel, spec, target.wait, agent_addr)?;
+    let own_boot_id = crate::probe::host::boot_id();
+    let net = ClientNet {
+        agent_ip: agent_addr.ip(),
+        data_ports: accepted.data_ports,
+        token: accepted.token,
+        bind: target.bind,
+        routes: workload::routes_of(spec),
+        same_kernel: !own_boot_id.is_empty() && accepted.agent.boot_id == own_boot_id,
+    };
+    let side = workload.client_side(spec, &net)?;
+    match channel.recv(REPLY_TIMEOUT, "the agent to be ready")? {
+        Message::Ready => {}
+        other => return Err(unexpected("ready", other, agent_addr)),
+    }
+    channel.send(&Message::Start)?;
+    let start = Instant::now();
+    let plan = TrialPlan {
+        host: Party::Client,
+        spec,
+        // A byte-count test has no expected end; never wait for ever.
+        hard_deadline: side_runner::hard_deadline(spec, start, Some(crate::model::spec::MAX_DURATION_SECONDS)),
+        wait_for_peer_report: true,
+        interrupted: options.interrupted,
+        on_interval: options.on_interval,
+        on_progress: options.on_progress,
+    };
+    let outcome = side_runner::run_side(side, plan, &mut channel, &ProcStat)?;
+    let result = merge_sides(options.trial, spec, outcome)?;
+    let mut run = RunResult {
+        schema: SCHEMA.to_string(),
+        workload: spec.workload.clone(),
+        started_at_unix_seconds: started_at.as_secs_f64(),
+        client: Endpoint {
+            address: client_addr.to_string(),
+            facts: facts_toward(client_addr.ip()),
+        },
+        agent: Endpoint {
+            address: agent_addr.to_string(),
+            facts: accepted.agent,
+        },
+        spec: spec.clone(),
+        trials: vec![result.clone()],
+        interrupted: result.interruption.is_some(),
+        result,
+        repetition: None,
+        peer_protocol: None,
+    };
+    crate::verdict::annotate(&mut run, None);
+    Ok(run)
+}
+
+/// Both sides' reports of trial number `trial` as one result: the agent's
+/// report checked against `spec`, the workload's and the links' totals,
+/// and the first stream end that failed as the error.
+fn merge_sides(trial: u32, spec: &TestSpec, outcome: TrialOutcome) -> Result<TrialResult, SessionError> {
+    let agent_report = outcome.peer.expect("run_side waits for the peer's report");
+    check_agent_report(&agent_report, spec)?;
+    let (client_links, agent_links) = (outcome.local.links.clone(), agent_report.links.clone());
+    let mut result = TrialResult::merge(trial, &spec.flows(), outcome.local, agent_report)?;
+    workload::results_of(&spec.workload).summarize(&mut result);
+    crate::links::summarize(&mut result, spec, &client_links, &agent_links);
+    result.interruption = outcome.interruption;
+    first_stream_error(&result)?;
+    Ok(result)
+}
+
+/// The first stream end of `result` that reports an error, as the error.
+fn first_stream_error(result: &TrialResult) -> Result<(), SessionError> {
+    for s in &result.streams {
+        for (end, role) in [(&s.sender, "sender"), (&s.receiver, "receiver")] {
+            if let Some(message) = &end.error {
+                return Err(SessionError::Stream {
+                    stream_id: s.stream_id,
+                    role,
+                    message: message.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::connect::open;
+    use super::super::tests::{fake_agent, greet};
+    use super::*;
+    use crate::model::spec::tests::spec;
+    use crate::model::{CpuReport, StreamEnd};
+    use crate::protocol::{token_to_hex, Hello};
+
+    fn end(id: u32, role: Role) -> StreamEnd {
+        StreamEnd {
+            stream_id: id,
+            role,
+            bytes: 1,
+            seconds: 1.0,
+            bits_per_second: 8.0,
+            ..StreamEnd::default()
+        }
+    }
+
+    fn report(streams: Vec<StreamEnd>) -> SideReport {
+        SideReport {
+            host: Party::Agent,
+            streams,
+            cpu: CpuReport::default(),
+            counters: None,
+            overlapped_tests: 0,
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_agents_report_may_hold_only_its_own_ends_of_asked_streams() {
+        let s = spec("tcp");
+        assert!(check_agent_report(&report(vec![end(1, Role::Receiver)]), &s).is_ok());
+        let err = check_agent_report(&report(vec![end(7, Role::Receiver)]), &s).unwrap_err();
+        assert!(err.to_string().contains("stream id 7"), "{err}");
+        let err = check_agent_report(&report(vec![end(1, Role::Sender)]), &s).unwrap_err();
+        assert!(err.to_string().contains("not the agent's"), "{err}");
+        let twice = report(vec![end(1, Role::Receiver), end(1, Role::Receiver)]);
+        assert!(check_agent_report(&twice, &s)
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
+        let mut negative = end(1, Role::Receiver);
+        negative.seconds = -1.0;
+        assert!(check_agent_report(&report(vec![negative]), &s).is_err());
+        let mut client_side = report(vec![]);
+        client_side.host = Party::Client;
+        assert!(check_agent_report(&client_side, &s).is_err());
+        let mut cpu = report(vec![]);
+        cpu.cpu.seconds = f64::NAN;
+        assert!(check_agent_report(&cpu, &s).is_err());
+    }
+
+    fn hex_token() -> String {
+        token_to_hex(&[7; TOKEN_LEN])
+    }
+
+    #[test]
+    fn an_acceptance_needs_ports_and_a_token() {
+        let ok = acceptance(&hex_token(), vec![5311, 5312], HostFacts::default()).unwrap();
+        assert_eq!((ok.token, ok.data_ports), ([7; TOKEN_LEN], vec![5311, 5312]));
+        for ports in [vec![], vec![5311, 0], vec![5311; MAX_DATA_PORTS + 1]] {
+            let e = acceptance(&hex_token(), ports.clone(), HostFacts::default()).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("{} data ports offered", ports.len())),
+                "{e}"
+            );
+        }
+        let e = acceptance("not hex", vec![5311], HostFacts::default()).unwrap_err();
+        assert!(matches!(e, SessionError::Protocol(_)), "{e:?}");
+    }
+
+    #[test]
+    fn a_place_in_line_starts_at_one_and_ends_in_time() {
+        assert!(check_queue_place(1, 0.0).is_ok());
+        assert!(check_queue_place(3, 1e7).is_ok());
+        for (position, seconds_left) in [(0, 5.0), (1, -1.0), (1, f64::NAN), (1, f64::INFINITY), (1, 2e7)] {
+            assert!(
+                check_queue_place(position, seconds_left).is_err(),
+                "{position} {seconds_left}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stream_end_that_failed_fails_the_trial() {
+        let s = spec("tcp");
+        let mut failed = end(1, Role::Receiver);
+        failed.error = Some("connection reset by peer".into());
+        let mut client = report(vec![end(1, Role::Sender)]);
+        client.host = Party::Client;
+        let result = TrialResult::merge(1, &s.flows(), client, report(vec![failed])).unwrap();
+        let e = first_stream_error(&result).unwrap_err();
+        assert!(
+            matches!(&e, SessionError::Stream { stream_id: 1, role: "receiver", message } if message.contains("reset")),
+            "{e:?}"
+        );
+    }
+
+    /// Plays an agent that answers a test request with `answers`.
+    fn agent_answering(answers: Vec<Message>) -> (Target, std::thread::JoinHandle<()>) {
+        fake_agent(move |channel| {
+            greet(channel, Hello::ours(["tcp"]));
+            match channel.recv(Duration::from_secs(10), "test_request").unwrap() {
+                Message::TestRequest { spec, wait_seconds } => {
+                    assert_eq!(spec.workload, "tcp");
+                    assert_eq!(
+                        wait_seconds, MAX_WAIT_SECONDS,
+                        "the client asks for no more than the cap"
+                    );
+                }
+                other => panic!("expected test_request, got {}", other.kind()),
+            }
+            for answer in answers {
+                channel.send(&answer).unwrap();
+            }
+        })
+    }
+
+    #[test]
+    fn a_queued_request_is_accepted_in_turn() {
+        let accepted = Message::Accepted {
+            token: hex_token(),
+            data_ports: vec![6001],
+            agent: HostFacts::default(),
+        };
+        let queued = |position| Message::Queued {
+            position,
+            seconds_left: 1.0,
+        };
+        let (target, agent) = agent_answering(vec![queued(2), queued(1), accepted]);
+        let mut connected = open(&target).unwrap();
+        let wait = Duration::from_secs_f64(MAX_WAIT_SECONDS * 2.0);
+        let acceptance = request(&mut connected.channel, &spec("tcp"), wait, connected.addr).unwrap();
+        agent.join().unwrap();
+        assert_eq!(acceptance.data_ports, vec![6001]);
+    }
+
+    #[test]
+    fn a_bad_place_in_line_ends_the_request() {
+        let (target, agent) = agent_answering(vec![Message::Queued {
+            position: 0,
+            seconds_left: 1.0,
+        }]);
+        let mut connected = open(&target).unwrap();
+        let wait = Duration::from_secs_f64(MAX_WAIT_SECONDS);
+        let e = request(&mut connected.channel, &spec("tcp"), wait, connected.addr).unwrap_err();
+        agent.join().unwrap();
+        assert!(matches!(e, SessionError::BadReport(_)), "{e:?}");
+    }
+}
