@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use super::admission::{Poll, Ticket};
 use super::limits::ConnectionRate;
-use super::{wait_readable, Shared};
+use super::serve::wait_readable;
+use super::Shared;
 use crate::iperf3::server::{serve_test, DataConnection, ServerSettings};
 use crate::iperf3::wire::{COOKIE_LEN, MAX_STREAMS};
 use crate::iperf3::{Control, Cookie, State};
@@ -207,7 +208,7 @@ fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<
                 if shared.shutdown.load(Ordering::Relaxed) {
                     return refuse("the agent is shutting down".into());
                 }
-                if super::stream_closed(control.stream()) {
+                if super::control::stream_closed(control.stream()) {
                     log::info!("{peer}: iperf3 client left the queue at position {position}");
                     return None;
                 }

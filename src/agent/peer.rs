@@ -21,7 +21,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{admit, stream_closed, Refusal, Shared};
+use super::control::stream_closed;
+use super::run::{admit, queue_wait};
+use super::{Refusal, Shared};
 use crate::metrics::PeerTestOutcome;
 use crate::protocol::channel::Channel;
 use crate::protocol::Message;
@@ -87,11 +89,7 @@ pub(super) fn serve(
         metrics.peer_test(&spec.workload, PeerTestOutcome::Refused);
         Refusal::Tell(reason)
     })?;
-    let wait_seconds = if wait_seconds.is_finite() {
-        wait_seconds.clamp(0.0, super::MAX_WAIT_SECONDS)
-    } else {
-        0.0
-    };
+    let wait_seconds = queue_wait(wait_seconds);
     let ticket = admit(channel, shared, &spec, wait_seconds)?;
     ticket.started(Some(Duration::from_secs_f64(spec.expected_seconds())), None);
     let psk = shared.config.psk.as_ref().expect("checked above");

@@ -1,0 +1,276 @@
+//! One control connection: the client's hello, ours, the key proof when
+//! the agent has a key, then the one request the connection carries,
+//! handed to the part that serves it (a test, a host setting, a peer test,
+//! a watch) or answered here (facts, addresses).
+
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{host_settings, peer, run, unexpected, watch, Refusal, Shared};
+use crate::probe::host::facts_toward;
+use crate::protocol::auth::{self, Psk};
+use crate::protocol::channel::Channel;
+use crate::protocol::{self, Hello, Message, MAX_CLIENT_FRAME};
+
+/// Serves one control connection to its end; a refusal is logged, and
+/// told to the client when it is worth telling.
+pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let local_ip = match stream.local_addr() {
+        Ok(a) => a.ip(),
+        Err(_) => return,
+    };
+    log::debug!("{peer}: control connection opened");
+    let mut channel = Channel::new(stream, MAX_CLIENT_FRAME);
+    match serve_connection(&mut channel, peer, local_ip, shared) {
+        Ok(()) => {}
+        Err(Refusal::Quiet(reason)) => log::warn!("{peer}: closed: {reason}"),
+        Err(Refusal::Busy(reason)) => log::info!("{peer}: {reason}"),
+        Err(Refusal::Tell(reason)) => {
+            log::warn!("{peer}: refused: {reason}");
+            let _ = channel.send(&Message::Error { message: reason });
+        }
+    }
+    log::debug!("{peer}: control connection closed");
+}
+
+/// Shakes hands, then serves the one request this connection carries.
+fn serve_connection(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared: &Shared) -> Result<(), Refusal> {
+    expect_hello(channel, shared.config.handshake_timeout)?;
+    channel.send(&Message::Hello(our_hello(shared)))?;
+    if let Some(psk) = &shared.config.psk {
+        authenticate(channel, psk, shared)?;
+    }
+    let mut addresses_sent = false;
+    loop {
+        match channel.recv(shared.config.handshake_timeout, "test_request")? {
+            Message::TestRequest { spec, wait_seconds } => {
+                return run::serve(channel, peer, local_ip, shared, spec, wait_seconds)
+            }
+            Message::FactsRequest => {
+                channel.send(&Message::Facts {
+                    facts: facts_toward(local_ip),
+                })?;
+                return Ok(());
+            }
+            // Once per connection, so a client cannot keep a control
+            // connection busy with requests.
+            Message::SetMtu { mtu } => return host_settings::serve_mtu(channel, peer, local_ip, shared, mtu),
+            Message::PeerTestRequest {
+                target,
+                spec,
+                wait_seconds,
+            } => return peer::serve(channel, peer, shared, target, spec, wait_seconds),
+            // Once per connection too, as set_mtu.
+            Message::SetHost { setting } => return host_settings::serve(channel, peer, local_ip, shared, &setting),
+            Message::AddressesRequest if !addresses_sent => {
+                addresses_sent = true;
+                channel.send(&Message::Addresses {
+                    addresses: crate::probe::nic::interface_addresses_with_prefix(),
+                })?;
+            }
+            // `nicbench watch --peer`: sample this side until watch_stop.
+            Message::WatchStart => return watch::serve(channel, peer, local_ip, shared),
+            other => return Err(unexpected("test_request", &other)),
+        }
+    }
+}
+
+/// The agent's hello: whether it asks for the key, and the features its
+/// configuration offers.
+fn our_hello(shared: &Shared) -> Hello {
+    let mut hello = Hello::ours(crate::workload::names());
+    hello.auth_required = shared.config.psk.is_some();
+    if shared.config.allow_peer_tests && shared.config.psk.is_some() {
+        hello.features.push(protocol::FEATURE_PEER_TESTS.to_string());
+    }
+    hello.features.push(protocol::FEATURE_WATCH.to_string());
+    hello
+}
+
+/// Reads the client's hello and checks it is nicbench of our protocol.
+fn expect_hello(channel: &mut Channel, timeout: Duration) -> Result<(), Refusal> {
+    match channel.recv(timeout, "hello")? {
+        Message::Hello(hello) => hello.check_peer("client").map_err(Refusal::from),
+        other => Err(unexpected("hello", &other)),
+    }
+}
+
+/// The agent's half of the challenge-response (see `protocol::auth`).
+fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(), Refusal> {
+    let agent_nonce = auth::new_nonce();
+    channel.send(&Message::AuthChallenge {
+        nonce: auth::hex_encode(&agent_nonce),
+    })?;
+    let (client_nonce, mac) = match channel.recv(shared.config.handshake_timeout, "auth_response")? {
+        Message::AuthResponse { nonce, mac } => (nonce, mac),
+        other => {
+            shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
+            return Err(Refusal::Tell(format!(
+                "authentication required: this agent needs its pre-shared key \
+                 (client: --psk-file or NICBENCH_PSK_FILE); got '{}' instead of auth_response",
+                other.kind()
+            )));
+        }
+    };
+    let decoded = (
+        auth::hex_decode(&client_nonce, auth::NONCE_LEN),
+        auth::hex_decode(&mac, auth::MAC_LEN),
+    );
+    let (Some(client_nonce), Some(mac)) = decoded else {
+        shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
+        return Err(Refusal::Tell(
+            "malformed auth_response: nonce and mac must be hex".into(),
+        ));
+    };
+    if !psk.verify_client(&agent_nonce, &client_nonce, &mac) {
+        shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
+        return Err(Refusal::Tell(
+            "authentication failed: the client's pre-shared key differs from this agent's".into(),
+        ));
+    }
+    channel.send(&Message::AuthOk {
+        mac: auth::hex_encode(&psk.agent_mac(&client_nonce, &agent_nonce)),
+    })?;
+    Ok(())
+}
+
+/// True when the peer has closed its end (a queued client that left).
+pub(super) fn peer_gone(channel: &Channel) -> bool {
+    stream_closed(channel.stream())
+}
+
+/// True when the other end of `stream` has closed it (or it failed);
+/// reads nothing.
+pub(super) fn stream_closed(stream: &TcpStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK consumes nothing.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::thread;
+
+    use super::super::tests::{control_pair, key, shared};
+    use super::super::{Agent, AgentConfig};
+    use super::*;
+    use crate::protocol::MAX_AGENT_FRAME;
+
+    #[test]
+    fn the_hello_offers_peer_tests_only_with_a_key() {
+        let open = our_hello(&shared(|c| c.allow_peer_tests = true));
+        assert!(!open.auth_required);
+        assert!(!open.has_feature(protocol::FEATURE_PEER_TESTS));
+        assert!(open.has_feature(protocol::FEATURE_WATCH));
+        let keyed = our_hello(&shared(|c| {
+            c.allow_peer_tests = true;
+            c.psk = Some(key());
+        }));
+        assert!(keyed.auth_required);
+        assert!(keyed.has_feature(protocol::FEATURE_PEER_TESTS));
+        let keyed_only = our_hello(&shared(|c| c.psk = Some(key())));
+        assert!(!keyed_only.has_feature(protocol::FEATURE_PEER_TESTS));
+    }
+
+    #[test]
+    fn a_client_that_skips_its_hello_is_told() {
+        let (mut agent, mut client) = control_pair();
+        client.send(&Message::Start).unwrap();
+        match expect_hello(&mut agent, Duration::from_secs(10)) {
+            Err(Refusal::Tell(words)) => assert_eq!(words, "expected hello, got 'start'"),
+            _ => panic!("a start before the hello was accepted"),
+        }
+    }
+
+    /// Plays the agent's half of the key proof on one end of a loopback
+    /// pair, the client's on the other with `client_key`; returns the
+    /// agent's verdict and the failures it counted.
+    fn prove_with(client_key: Psk) -> (Result<(), String>, usize) {
+        let (mut agent, mut client) = control_pair();
+        let state = shared(|c| c.psk = Some(key()));
+        let played = thread::scope(|s| {
+            let agent_side = s.spawn(|| authenticate(&mut agent, &key(), &state));
+            let Message::AuthChallenge { nonce } = client.recv(Duration::from_secs(10), "auth_challenge").unwrap()
+            else {
+                panic!("no challenge");
+            };
+            let agent_nonce = auth::hex_decode(&nonce, auth::NONCE_LEN).unwrap();
+            let client_nonce = auth::new_nonce();
+            client
+                .send(&Message::AuthResponse {
+                    nonce: auth::hex_encode(&client_nonce),
+                    mac: auth::hex_encode(&client_key.client_mac(&agent_nonce, &client_nonce)),
+                })
+                .unwrap();
+            agent_side.join().unwrap()
+        });
+        let verdict = played.map_err(|refusal| match refusal {
+            Refusal::Tell(words) => words,
+            _ => panic!("a failed key proof is told to the client"),
+        });
+        (verdict, state.stats.auth_failures.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn the_right_key_passes_and_a_wrong_one_is_counted() {
+        assert_eq!(prove_with(key()), (Ok(()), 0));
+        let (verdict, failures) = prove_with(Psk::from_bytes(b"not the agent's key"));
+        assert_eq!(
+            verdict.unwrap_err(),
+            "authentication failed: the client's pre-shared key differs from this agent's"
+        );
+        assert_eq!(failures, 1);
+    }
+
+    #[test]
+    fn a_closed_peer_is_seen_without_reading() {
+        let (agent, client) = control_pair();
+        assert!(!peer_gone(&agent));
+        drop(client);
+        // Wait until the end of the stream is readable (the FIN arrived).
+        let mut fds = libc::pollfd {
+            fd: agent.stream().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut fds, 1, 10_000) }, 1);
+        assert!(peer_gone(&agent));
+    }
+
+    #[test]
+    fn addresses_are_answered_once_per_connection() {
+        let handle = Agent::bind(AgentConfig::new("127.0.0.1:0".parse().unwrap()))
+            .unwrap()
+            .spawn();
+        let mut channel = Channel::new(TcpStream::connect(handle.addr).unwrap(), MAX_AGENT_FRAME);
+        channel.send(&Message::Hello(Hello::ours(["tcp"]))).unwrap();
+        let wait = Duration::from_secs(10);
+        assert!(matches!(channel.recv(wait, "hello").unwrap(), Message::Hello(_)));
+        channel.send(&Message::AddressesRequest).unwrap();
+        assert!(matches!(
+            channel.recv(wait, "addresses").unwrap(),
+            Message::Addresses { .. }
+        ));
+        channel.send(&Message::AddressesRequest).unwrap();
+        assert_eq!(
+            channel.recv(wait, "error").unwrap(),
+            Message::Error {
+                message: "expected test_request, got 'addresses_request'".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,395 @@
+//! The agent's side of one test: check the request against the workload,
+//! this host's links and the operator's limits; take a test slot, now or
+//! after waiting in line; open the data connections while watching the
+//! control connection; then run this side and send its report.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::admission::{Pace, Poll, Ticket};
+use super::control::peer_gone;
+use super::link_check::check_links_here;
+use super::{unexpected, Refusal, Shared, MAX_WAIT_SECONDS};
+use crate::metrics::{AgentMetrics, RefusalReason};
+use crate::model::{Direction, Party};
+use crate::probe::cpu::ProcStat;
+use crate::probe::host::facts_toward;
+use crate::protocol::channel::Channel;
+use crate::protocol::{self, Message, TOKEN_LEN};
+use crate::side_runner::{self, TrialPlan};
+use crate::workload::runner::IntervalCallback;
+use crate::workload::{self, AgentNet, TestSpec, Workload};
+
+/// How long the client may take to open its data connections and start.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a waiting client is told its place.
+const QUEUE_UPDATE: Duration = Duration::from_secs(1);
+
+/// Serves one `test_request` (already received) to the report.
+pub(super) fn serve(
+    channel: &mut Channel,
+    peer: SocketAddr,
+    local_ip: IpAddr,
+    shared: &Shared,
+    spec: TestSpec,
+    wait_seconds: f64,
+) -> Result<(), Refusal> {
+    let workload = check_request(shared, &spec)?;
+    let ticket = admit(channel, shared, &spec, wait_seconds)?;
+    if shared.shutdown.load(Ordering::Relaxed) {
+        AgentMetrics::global().refused(RefusalReason::ShuttingDown);
+        return Err(Refusal::Tell("the agent is shutting down".into()));
+    }
+    let token = protocol::new_token();
+    let net = data_net(&spec, local_ip, peer, token, shared);
+    let pending = workload
+        .agent_side(&spec, &net)
+        .map_err(|e| Refusal::Tell(e.to_string()))?;
+    channel.send(&Message::Accepted {
+        token: protocol::token_to_hex(&token),
+        data_ports: pending.data_ports(),
+        agent: facts_toward(local_ip),
+    })?;
+    let side = accept_watching(pending, channel, &shared.stragglers)?;
+    channel.send(&Message::Ready)?;
+    match channel.recv(SETUP_TIMEOUT, "start")? {
+        Message::Start => {}
+        other => return Err(unexpected("start", &other)),
+    }
+    log::info!(
+        "{peer}: running {} test ({} streams)",
+        spec.workload,
+        spec.flows().len()
+    );
+    let start = Instant::now();
+    let pace = pace_of(&spec);
+    ticket.started(
+        workload.known_duration_seconds(&spec).map(Duration::from_secs_f64),
+        pace.clone(),
+    );
+    let on_interval = pace.map(|pace| -> IntervalCallback {
+        Box::new(move |tick| pace.add(tick.streams.iter().map(|&(_, _, bytes)| bytes).sum()))
+    });
+    let plan = TrialPlan {
+        host: Party::Agent,
+        spec: &spec,
+        hard_deadline: side_runner::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
+        wait_for_peer_report: false,
+        interrupted: &|| {
+            shared
+                .shutdown
+                .load(Ordering::Relaxed)
+                .then(|| "the agent is shutting down: SIGTERM or SIGINT on its host".to_string())
+        },
+        on_interval,
+        on_progress: None,
+    };
+    let mut outcome = side_runner::run_side(side, plan, channel, &ProcStat)
+        .map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;
+    let overlapped = ticket.overlapped();
+    outcome.local.overlapped_tests = overlapped;
+    // The slot is free before the client hears that the test is done: a
+    // client that starts its next test at once (demo, a script) must not
+    // be told "busy" by the test it has just finished.
+    drop(ticket);
+    shared.stats.tests_served.fetch_add(1, Ordering::Relaxed);
+    AgentMetrics::global().test_served(&spec.workload);
+    channel.send(&Message::Done { report: outcome.local })?;
+    log::info!(
+        "{peer}: test done in {:.1} s{}",
+        start.elapsed().as_secs_f64(),
+        match overlapped {
+            0 => String::new(),
+            n => format!(", overlapped by {n} other test(s)"),
+        }
+    );
+    Ok(())
+}
+
+/// Checks a test request before it waits for a slot: a workload this
+/// build runs, a valid spec, CPUs and links of this host, and within the
+/// operator's limits. Returns the workload.
+fn check_request(shared: &Shared, spec: &TestSpec) -> Result<&'static dyn Workload, Refusal> {
+    let workload = workload::find(&spec.workload).map_err(|e| Refusal::Tell(e.to_string()))?;
+    workload
+        .validate(spec)
+        .and_then(|()| TestSpec::validate_cpus(&spec.agent.cpus, "--remote-affinity"))
+        .and_then(|()| check_links_here(spec, workload))
+        .inspect_err(|_| AgentMetrics::global().refused(RefusalReason::InvalidRequest))
+        .map_err(|e| Refusal::Tell(e.to_string()))?;
+    shared
+        .config
+        .limits
+        .check(spec)
+        .inspect_err(|_| AgentMetrics::global().refused(RefusalReason::Limits))
+        .map_err(Refusal::Tell)?;
+    Ok(workload)
+}
+
+/// Where this side's data sockets listen and whom they admit.
+fn data_net(spec: &TestSpec, local_ip: IpAddr, peer: SocketAddr, token: [u8; TOKEN_LEN], shared: &Shared) -> AgentNet {
+    let routes = workload::routes_of(spec);
+    AgentNet {
+        local_ip: data_listen_ip(!routes.is_empty(), local_ip),
+        peer_ip: peer.ip(),
+        token,
+        storage: shared.config.storage.clone(),
+        routes,
+    }
+}
+
+/// The address data sockets listen on: the one the control connection
+/// reached; with links, TCP data connections may arrive on any link's
+/// address, so all of its family (each stream is admitted only over its
+/// own link).
+fn data_listen_ip(links: bool, local_ip: IpAddr) -> IpAddr {
+    match (links, local_ip) {
+        (false, ip) => ip,
+        (true, IpAddr::V4(_)) => IpAddr::from([0u8; 4]),
+        (true, IpAddr::V6(_)) => IpAddr::from([0u16; 8]),
+    }
+}
+
+/// A byte count ends the test, not a time: its pace tells the end, over
+/// both directions when both send.
+fn pace_of(spec: &TestSpec) -> Option<Arc<Pace>> {
+    spec.bytes.map(|bytes| {
+        let directions = if spec.direction == Direction::Bidir { 2 } else { 1 };
+        Pace::new(bytes.saturating_mul(directions))
+    })
+}
+
+/// How long a client may wait in line: what it asked, within 0 and
+/// [`MAX_WAIT_SECONDS`]; nothing for a value that is no number of seconds.
+pub(super) fn queue_wait(wait_seconds: f64) -> f64 {
+    if wait_seconds.is_finite() {
+        wait_seconds.clamp(0.0, MAX_WAIT_SECONDS)
+    } else {
+        0.0
+    }
+}
+
+/// A test slot now, or after waiting in line up to `wait_seconds`.
+pub(super) fn admit<'a>(
+    channel: &mut Channel,
+    shared: &'a Shared,
+    spec: &TestSpec,
+    wait_seconds: f64,
+) -> Result<Ticket<'a>, Refusal> {
+    let expected = Duration::from_secs_f64(spec.expected_seconds()) + SETUP_TIMEOUT;
+    let busy = match shared.admission.try_enter(expected) {
+        Ok(ticket) => return Ok(ticket),
+        Err(busy) => busy,
+    };
+    let wait = queue_wait(wait_seconds);
+    if wait == 0.0 {
+        AgentMetrics::global().refused(RefusalReason::Busy);
+        channel.send(&Message::Busy {
+            seconds_left: busy.seconds_left,
+            running_seconds: busy.running_seconds,
+        })?;
+        return Err(Refusal::Busy(match busy.running_seconds {
+            Some(running) => format!("busy, told the running test has run {running:.1} s with no known end"),
+            None => format!("busy, told to come back in {:.1} s", busy.seconds_left),
+        }));
+    }
+    let place = shared.admission.enqueue(expected).map_err(|full| {
+        AgentMetrics::global().refused(RefusalReason::QueueFull);
+        Refusal::Tell(format!(
+            "the agent is busy and {} clients already wait in line (its --max-queue); try again in {:.0} s",
+            full.max_queue, busy.seconds_left
+        ))
+    })?;
+    log::info!(
+        "queued at position {} (waits up to {wait:.0} s)",
+        shared.admission.waiting()
+    );
+    let deadline = Instant::now() + Duration::from_secs_f64(wait);
+    let mut patience = Duration::ZERO;
+    loop {
+        let (position, seconds_left) = match shared.admission.poll(&place, patience) {
+            Poll::Granted(ticket) => return Ok(ticket),
+            Poll::Waiting { position, seconds_left } => (position, seconds_left),
+        };
+        if shared.shutdown.load(Ordering::Relaxed) {
+            AgentMetrics::global().refused(RefusalReason::ShuttingDown);
+            return Err(Refusal::Tell("the agent is shutting down".into()));
+        }
+        if peer_gone(channel) {
+            return Err(Refusal::Quiet(format!("left the queue at position {position}")));
+        }
+        if Instant::now() >= deadline {
+            AgentMetrics::global().refused(RefusalReason::Busy);
+            channel.send(&Message::Busy {
+                seconds_left,
+                running_seconds: None,
+            })?;
+            return Err(Refusal::Busy(format!(
+                "waited {wait:.0} s in line (position {position}) and was told busy"
+            )));
+        }
+        channel.send(&Message::Queued { position, seconds_left })?;
+        patience = QUEUE_UPDATE.min(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
+/// Waits for the client's data connections while watching the control
+/// connection, so a client that vanishes now frees its slot at once
+/// instead of at the setup deadline.
+fn accept_watching(
+    pending: Box<dyn workload::AgentSide>,
+    channel: &Channel,
+    stragglers: &Mutex<Vec<thread::JoinHandle<()>>>,
+) -> Result<Box<dyn workload::Side>, Refusal> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let accepting = thread::Builder::new()
+        .name("accept-data".into())
+        .spawn(move || {
+            let _ = tx.send(pending.accept(deadline));
+        })
+        .map_err(|e| Refusal::Tell(format!("could not start a thread: {e}")))?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(accepted) => {
+                let _ = accepting.join();
+                return accepted.map_err(|e| Refusal::Tell(e.to_string()));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if peer_gone(channel) => {
+                // The accept thread ends by itself at the deadline; the
+                // agent joins it then, while this slot is free at once.
+                stragglers.lock().unwrap_or_else(|e| e.into_inner()).push(accepting);
+                return Err(Refusal::Quiet("left before opening its data connections".into()));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = accepting.join();
+                return Err(Refusal::Tell("accepting the data connections failed".into()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{control_pair, shared};
+    use super::super::{Agent, AgentConfig};
+    use super::*;
+    use crate::model::spec::tests::spec;
+    use crate::session::{self, RunOptions, Target};
+
+    #[test]
+    fn the_wait_in_line_is_what_was_asked_within_the_cap() {
+        assert_eq!(queue_wait(30.0), 30.0);
+        assert_eq!(queue_wait(-5.0), 0.0);
+        assert_eq!(queue_wait(1e9), MAX_WAIT_SECONDS);
+        assert_eq!(queue_wait(f64::NAN), 0.0);
+        assert_eq!(queue_wait(f64::INFINITY), 0.0);
+    }
+
+    #[test]
+    fn data_sockets_listen_on_every_address_of_the_family_only_with_links() {
+        let v4: IpAddr = "10.0.0.2".parse().unwrap();
+        let v6: IpAddr = "fd00::2".parse().unwrap();
+        assert_eq!(data_listen_ip(false, v4), v4);
+        assert_eq!(data_listen_ip(true, v4), "0.0.0.0".parse::<IpAddr>().unwrap());
+        assert_eq!(data_listen_ip(true, v6), "::".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn only_a_byte_count_has_a_pace() {
+        assert!(pace_of(&spec("tcp")).is_none());
+        let mut counted = spec("tcp");
+        counted.bytes = Some(1 << 20);
+        assert!(pace_of(&counted).is_some());
+    }
+
+    fn refused_words(result: Result<&'static dyn Workload, Refusal>) -> String {
+        match result {
+            Err(Refusal::Tell(words)) => words,
+            Err(_) => panic!("a refused request is told to the client"),
+            Ok(w) => panic!("the {} request was accepted", w.name()),
+        }
+    }
+
+    #[test]
+    fn a_request_is_checked_before_it_waits() {
+        let open = shared(|_| {});
+        assert_eq!(check_request(&open, &spec("tcp")).ok().map(|w| w.name()), Some("tcp"));
+        let words = refused_words(check_request(&open, &spec("carrier-pigeon")));
+        assert!(words.contains("carrier-pigeon"), "{words}");
+        let strict = shared(|c| c.limits.max_streams = 1);
+        let mut many = spec("tcp");
+        many.streams = 2;
+        let words = refused_words(check_request(&strict, &many));
+        assert!(words.contains("streams"), "{words}");
+    }
+
+    #[test]
+    fn a_busy_agent_says_so_to_a_client_that_will_not_wait() {
+        let (mut agent, mut client) = control_pair();
+        let state = shared(|_| {});
+        let _running = state.admission.try_enter(Duration::from_secs(30)).unwrap();
+        let refused = match admit(&mut agent, &state, &spec("tcp"), 0.0) {
+            Err(Refusal::Busy(words)) => words,
+            _ => panic!("a second test was admitted"),
+        };
+        assert!(refused.contains("busy, told to come back in"), "{refused}");
+        match client.recv(Duration::from_secs(10), "busy").unwrap() {
+            Message::Busy {
+                seconds_left,
+                running_seconds: None,
+            } => assert!(seconds_left > 0.0 && seconds_left <= 30.0, "{seconds_left}"),
+            other => panic!("expected busy, got {}", other.kind()),
+        }
+    }
+
+    #[test]
+    fn a_full_queue_is_refused_in_words() {
+        let (mut agent, _client) = control_pair();
+        let state = shared(|c| c.max_queue = 0);
+        let _running = state.admission.try_enter(Duration::from_secs(30)).unwrap();
+        let refused = match admit(&mut agent, &state, &spec("tcp"), 60.0) {
+            Err(Refusal::Tell(words)) => words,
+            _ => panic!("a client joined a queue of length 0"),
+        };
+        assert!(refused.contains("0 clients already wait in line"), "{refused}");
+    }
+
+    #[test]
+    fn a_loopback_test_runs_end_to_end() {
+        let handle = Agent::bind(AgentConfig::new("127.0.0.1:0".parse().unwrap()))
+            .unwrap()
+            .spawn();
+        let target = Target {
+            host: "127.0.0.1".into(),
+            port: handle.addr.port(),
+            family: None,
+            bind: None,
+            connect_timeout: Duration::from_secs(5),
+            wait: Duration::ZERO,
+            psk_file: None,
+            iperf3_auth: None,
+        };
+        let mut asked = spec("tcp");
+        asked.bytes = Some(1 << 20);
+        let run = session::run(
+            &target,
+            &asked,
+            RunOptions {
+                interrupted: &|| None,
+                on_interval: None,
+                on_progress: None,
+                trial: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(run.trials.len(), 1);
+        let stream = &run.result.streams[0];
+        assert_eq!(stream.receiver.bytes, 1 << 20, "the agent received every byte sent");
+        assert_eq!(stream.sender.bytes, 1 << 20);
+    }
+}
