@@ -37,9 +37,6 @@ use crate::protocol::auth::Psk;
 use crate::protocol::{Message, ProtocolError};
 use crate::workload;
 
-/// Longest wait in the queue, whatever the client asks.
-pub const MAX_WAIT_SECONDS: f64 = 3600.0;
-
 /// Operator settings of an agent.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {

@@ -70,6 +70,11 @@ pub const MAX_AGENT_FRAME: u32 = 16 * 1024 * 1024;
 /// Length of the random session token that opens every data connection.
 pub const TOKEN_LEN: usize = 16;
 
+/// Longest wait in an agent's queue (`wait_seconds` of a test or peer
+/// test request), whatever the client asks: the client asks for no more,
+/// the agent grants no more.
+pub const MAX_WAIT_SECONDS: f64 = 3600.0;
+
 /// Every message of the control protocol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use super::connect::{check_links_supported, open, unexpected, Connected};
 use super::{SessionError, Target, REPLY_TIMEOUT};
-use crate::agent::MAX_WAIT_SECONDS;
 use crate::model::{HostFacts, HostSetting, InterfaceAddress, Party, RunResult, SideReport, SCHEMA};
 use crate::protocol::channel::Channel;
-use crate::protocol::{Hello, Message, ProtocolError, FEATURE_PEER_TESTS, FEATURE_WATCH};
+use crate::protocol::{Hello, Message, ProtocolError, FEATURE_PEER_TESTS, FEATURE_WATCH, MAX_WAIT_SECONDS};
 use crate::workload::{self, TestSpec};
 
 /// Asks the agent at `from` to run `spec` itself, as the client, toward the

@@ -7,13 +7,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::connect::{check_links_supported, connect, handshake_keyed, unexpected};
 use super::{SessionError, Target, REPLY_TIMEOUT};
-use crate::agent::MAX_WAIT_SECONDS;
 use crate::model::{Endpoint, HostFacts, Party, Role, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::Psk;
 use crate::protocol::channel::Channel;
-use crate::protocol::{token_from_hex, Message, ProtocolError, MAX_AGENT_FRAME, TOKEN_LEN};
+use crate::protocol::{token_from_hex, Message, ProtocolError, MAX_AGENT_FRAME, MAX_WAIT_SECONDS, TOKEN_LEN};
 use crate::side_runner::{self, TrialOutcome, TrialPlan};
 use crate::workload::runner::{IntervalCallback, ProgressCallback};
 use crate::workload::{self, ClientNet, SpecError, TestSpec};
