@@ -101,7 +101,6 @@ pub(super) fn serve(
         connect_timeout: CONNECT_TIMEOUT,
         wait: Duration::from_secs_f64(wait_seconds),
         psk_file: None,
-        iperf3_auth: None,
     };
     let watch = channel
         .stream()

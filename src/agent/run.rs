@@ -372,7 +372,6 @@ mod tests {
             connect_timeout: Duration::from_secs(5),
             wait: Duration::ZERO,
             psk_file: None,
-            iperf3_auth: None,
         };
         let mut asked = spec("tcp");
         asked.bytes = Some(1 << 20);

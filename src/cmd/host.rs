@@ -38,7 +38,6 @@ pub fn run(args: HostArgs) -> anyhow::Result<()> {
                     connect_timeout: args.connect_timeout,
                     wait: Duration::ZERO,
                     psk_file: args.psk_file.clone(),
-                    iperf3_auth: None,
                 })
                 .with_context(|| format!("asking the agent at {shown} for its facts"))?,
                 interfaces: vec![],

@@ -53,6 +53,12 @@ pub fn bind_address(bind: &str, family: Option<Family>) -> anyhow::Result<IpAddr
 }
 
 pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
+    target_and_credentials(m).map(|(target, _)| target)
+}
+
+/// [`target`] and the credentials of --iperf3-username, both checked
+/// before anything connects.
+fn target_and_credentials(m: &MeasureArgs) -> anyhow::Result<(Target, Option<crate::iperf3::auth::Credentials>)> {
     let family = if m.ipv4 {
         Some(Family::V4)
     } else if m.ipv6 {
@@ -64,7 +70,7 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
         Some((host, port)) => super::address::agent_address(&host, Some(port), family)?,
         None => super::address::agent_address(&m.host, m.port, family)?,
     };
-    Ok(Target {
+    let target = Target {
         host,
         port,
         family,
@@ -72,8 +78,8 @@ pub fn target(m: &MeasureArgs) -> anyhow::Result<Target> {
         connect_timeout: m.connect_timeout,
         wait: m.wait,
         psk_file: m.psk_file.clone(),
-        iperf3_auth: iperf3_credentials(m)?,
-    })
+    };
+    Ok((target, iperf3_credentials(m)?))
 }
 
 /// The credentials of --iperf3-username, checked before anything connects.
@@ -262,7 +268,7 @@ pub fn measure_adjusted(
     let policy = policy(m);
     let mut stderr = std::io::stderr();
     let show_trials = policy != Policy::SINGLE && log::log_enabled!(log::Level::Warn);
-    let target = target(m)?;
+    let (target, iperf3_auth) = target_and_credentials(m)?;
     let trials_planned = match policy {
         Policy::Repeat { trials, .. } => trials,
         Policy::Confidence { max_trials, .. } => max_trials,
@@ -294,6 +300,7 @@ pub fn measure_adjusted(
         let mut trial = |number: u32| {
             crate::iperf3::client::run(
                 &target,
+                iperf3_auth.as_ref(),
                 spec,
                 crate::session::RunOptions {
                     interrupted,

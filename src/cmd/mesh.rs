@@ -44,7 +44,6 @@ impl Member {
             connect_timeout: Duration::from_secs(5),
             wait: args.wait,
             psk_file: args.psk_file.clone(),
-            iperf3_auth: None,
         }
     }
 }

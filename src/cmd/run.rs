@@ -325,7 +325,6 @@ fn check_agent(agent: &plan::file::Agent) -> anyhow::Result<crate::model::HostFa
         connect_timeout: Duration::from_secs(5),
         wait: Duration::ZERO,
         psk_file: agent.psk_file.as_ref().map(PathBuf::from),
-        iperf3_auth: None,
     };
     Ok(crate::session::remote_facts(&target)?)
 }

@@ -98,7 +98,6 @@ fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>, agent: SocketAd
         connect_timeout: std::time::Duration::from_secs(5),
         wait: std::time::Duration::ZERO,
         psk_file: psk_file.map(Into::into),
-        iperf3_auth: None,
     };
     match session::peer_test(&me, &toward, &spec) {
         Ok(run) => {

@@ -45,7 +45,6 @@ fn start_peer(peer: &str, args: &WatchArgs) -> anyhow::Result<(crate::session::P
         connect_timeout: args.connect_timeout,
         wait: Duration::ZERO,
         psk_file: args.psk_file.clone(),
-        iperf3_auth: None,
     })
     .with_context(|| format!("--peer {shown}: the peer's side cannot be sampled, so the command was not run"))?;
     Ok((watch, shown))

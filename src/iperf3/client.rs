@@ -300,8 +300,14 @@ fn expect_as(
     }
 }
 
-/// Runs one trial of `spec` against the iperf3 server at `target`.
-pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
+/// Runs one trial of `spec` against the iperf3 server at `target`, with
+/// `auth` for a server that requires RSA authentication.
+pub fn run(
+    target: &Target,
+    auth: Option<&Credentials>,
+    spec: &TestSpec,
+    options: RunOptions,
+) -> Result<RunResult, SessionError> {
     let asked = translate(spec)?;
     let w = workload::find(&spec.workload)?;
     w.validate(spec)?;
@@ -313,7 +319,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         .local_addr()
         .map_err(io_error("the control connection"))?;
     let mut params = asked.params.clone();
-    if let Some(credentials) = &target.iperf3_auth {
+    if let Some(credentials) = auth {
         params.authtoken = Some(credentials.token_now().map_err(Iperf3Error::from)?);
     }
     control
@@ -324,7 +330,7 @@ pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunR
         State::CreateStreams,
         "CREATE_STREAMS",
         REPLY_TIMEOUT,
-        target.iperf3_auth.as_ref(),
+        auth,
     )?;
     let data = open_streams(spec, &asked, server, target.bind, &cookie)?;
     let peer_streams: Vec<(u32, i64, Role)> = data

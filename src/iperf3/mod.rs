@@ -138,6 +138,15 @@ impl Iperf3Error {
     }
 }
 
+/// An iperf3 failure as the session reports it: in iperf3's words, with
+/// iperf3's exit code.
+impl From<Iperf3Error> for crate::session::SessionError {
+    fn from(e: Iperf3Error) -> crate::session::SessionError {
+        let exit_code = e.exit_code();
+        crate::session::SessionError::Peer(crate::session::PeerFailure::new(e, exit_code))
+    }
+}
+
 /// The control connection with a deadline on every read.
 pub struct Control {
     stream: TcpStream,

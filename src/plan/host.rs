@@ -122,7 +122,6 @@ fn target(address: &str, psk_file: Option<&str>) -> Result<Target, String> {
         connect_timeout: Duration::from_secs(5),
         wait: Duration::from_secs(60),
         psk_file: psk_file.map(PathBuf::from),
-        iperf3_auth: None,
     })
 }
 

@@ -42,8 +42,6 @@ pub struct Target {
     pub wait: Duration,
     /// Pre-shared key file for an agent that requires authentication.
     pub psk_file: Option<std::path::PathBuf>,
-    /// Credentials for an iperf3 server that requires RSA authentication.
-    pub iperf3_auth: Option<crate::iperf3::auth::Credentials>,
 }
 
 /// "Busy" in words: the time left when the agent could say, else how long
@@ -116,8 +114,10 @@ pub enum SessionError {
     Trial(#[from] TrialError),
     #[error("the agent's report does not match the test: {0}")]
     Merge(#[from] MergeError),
+    /// A test run over another protocol on top of the session (an iperf3
+    /// server), failed in that protocol's words.
     #[error(transparent)]
-    Iperf3(#[from] crate::iperf3::Iperf3Error),
+    Peer(PeerFailure),
     #[error("the test ran, but stream {stream_id} ({role}) failed: {message}")]
     Stream {
         stream_id: u32,
@@ -141,9 +141,45 @@ impl SessionError {
             | SessionError::AgentRefused(_)
             | SessionError::AuthRequired { .. }
             | SessionError::AuthFailed(_) => 4,
-            SessionError::Iperf3(e) => e.exit_code(),
+            SessionError::Peer(failure) => failure.exit_code,
             _ => 5,
         }
+    }
+}
+
+/// The error of a protocol adapter that runs over the session (the iperf3
+/// client), with the exit code it documents; the session knows no more of
+/// it, so adapters sit above the session and never the other way.
+#[derive(Debug)]
+pub struct PeerFailure {
+    error: Box<dyn std::error::Error + Send + Sync>,
+    exit_code: i32,
+}
+
+impl PeerFailure {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static, exit_code: i32) -> PeerFailure {
+        PeerFailure {
+            error: Box::new(error),
+            exit_code,
+        }
+    }
+
+    /// The adapter's own error, to downcast.
+    pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self.error.as_ref()
+    }
+}
+
+impl std::fmt::Display for PeerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// Transparent: the chain goes on with the adapter's error's own cause.
+impl std::error::Error for PeerFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
     }
 }
 
@@ -166,7 +202,6 @@ pub(super) mod tests {
             connect_timeout: Duration::from_secs(5),
             wait: Duration::ZERO,
             psk_file: None,
-            iperf3_auth: None,
         }
     }
 
@@ -236,6 +271,20 @@ pub(super) mod tests {
         assert_eq!(SessionError::BadReport("x".into()).exit_code(), 5);
         let closed = SessionError::Protocol(ProtocolError::Closed("done".into()));
         assert_eq!(closed.exit_code(), 5);
+    }
+
+    #[test]
+    fn an_adapters_failure_keeps_its_words_cause_and_exit_code() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("the iperf3 server is busy")]
+        struct Busy(#[source] std::io::Error);
+        let e = SessionError::Peer(PeerFailure::new(Busy(std::io::ErrorKind::TimedOut.into()), 4));
+        assert_eq!(e.to_string(), "the iperf3 server is busy");
+        assert_eq!(e.exit_code(), 4);
+        let cause = std::error::Error::source(&e).expect("the adapter's cause");
+        assert!(cause.downcast_ref::<std::io::Error>().is_some(), "{cause}");
+        let SessionError::Peer(failure) = e else { unreachable!() };
+        assert!(failure.error().downcast_ref::<Busy>().is_some());
     }
 
     #[test]

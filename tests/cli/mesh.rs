@@ -39,7 +39,6 @@ fn target(port: u16, psk: Option<&str>) -> Target {
         connect_timeout: Duration::from_secs(5),
         wait: Duration::ZERO,
         psk_file: psk.map(Into::into),
-        iperf3_auth: None,
     }
 }
 
