@@ -17,7 +17,7 @@ mod admission;
 mod control;
 mod host_settings;
 mod iperf3_port;
-pub mod limits;
+mod limits;
 mod link_check;
 pub mod peer;
 mod run;
@@ -31,9 +31,9 @@ use std::thread;
 use std::time::Duration;
 
 use self::admission::Admission;
-use self::limits::TestLimits;
 pub use self::serve::{Agent, AgentHandle};
 use crate::protocol::auth::Psk;
+use crate::protocol::limits::TestLimits;
 use crate::protocol::{Message, ProtocolError};
 use crate::workload;
 

@@ -5,10 +5,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use anyhow::Context;
 
 use super::signals;
-use crate::agent::limits::TestLimits;
 use crate::agent::{Agent, AgentConfig};
 use crate::cli::ServeArgs;
 use crate::protocol::auth::Psk;
+use crate::protocol::limits::TestLimits;
 use crate::store::{RunMeta, RunWriter, Store, Tag};
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {

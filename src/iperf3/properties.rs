@@ -17,8 +17,8 @@ use super::wire::{
     self, decode_object, encode_json, read_json, Cookie, Params, Results, State, Transport, UdpHeader, WireError,
     MAX_PARAMS_JSON, MAX_RESULTS_JSON,
 };
-use crate::agent::limits::TestLimits;
 use crate::model::{Party, Role};
+use crate::protocol::limits::TestLimits;
 
 /// A reader that counts what was taken from it, to show a refused
 /// length is refused before its body is read.

@@ -23,12 +23,12 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::streams::{self, DataStream, StreamPlan};
 use super::wire::{self, errno, Params, Results, Transport, MAX_PARAMS_JSON, MAX_RESULTS_JSON};
 use super::{Control, State};
-use crate::agent::limits::TestLimits;
 use crate::model::{
     Direction, Endpoint, Party, PeerProtocol, Role, RunResult, SideOptions, TestSpec, TrialResult, SCHEMA,
 };
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
+use crate::protocol::limits::TestLimits;
 use crate::workload::tcp_stream::TcpParams;
 use crate::workload::udp::UdpParams;
 use crate::workload::{self, Workload};
