@@ -14,8 +14,8 @@
 //!    trial), `verdict`, `report` (renderers), `metrics` (Prometheus),
 //!    `store` (SQLite), `mesh` (matrices, schedules and outliers of many
 //!    agents)
-//! 6. `workload` (traffic engines behind one trait), `links` (several
-//!    links at once)
+//! 6. `workload` (traffic engines behind one trait), `multilink`
+//!    (several links at once)
 //! 7. `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
 //!    `address` (HOST, HOST:PORT, [v6]:PORT)
 //! 8. `model` (result types)
@@ -30,11 +30,11 @@ pub mod csv_out;
 pub mod iperf3;
 pub mod lab;
 pub mod linerate;
-pub mod links;
 pub mod logging;
 pub mod mesh;
 pub mod metrics;
 pub mod model;
+pub mod multilink;
 pub mod plan;
 pub mod probe;
 pub mod protocol;

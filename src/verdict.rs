@@ -133,10 +133,10 @@ pub fn annotate_link(run: &mut RunResult, link_speed: Option<u64>, link_overhead
             // says what limited the aggregate.
             trial.line_rate = None;
             if let Some(speed) = link_speed {
-                crate::links::set_link_speed(&mut links, speed);
+                crate::multilink::set_link_speed(&mut links, speed);
             }
             let generic = judge(trial, kind, shared);
-            let v = crate::links::judge(trial, &links, &generic);
+            let v = crate::multilink::judge(trial, &links, &generic);
             links.verdict = Some(v.clone());
             trial.links = Some(links);
             trial.verdict = Some(v);

@@ -106,8 +106,8 @@ pub struct MeasureArgs {
     /// local address or interface name, the agent's address or name on that
     /// link), each with its own -P streams; or `auto` to pair the agent's
     /// addresses with local ones on the same subnets (docs/LINKS.md).
-    #[arg(long, value_name = "LOCAL=REMOTE,...|auto", value_parser = crate::links::parse_links)]
-    pub links: Option<crate::links::LinksArg>,
+    #[arg(long, value_name = "LOCAL=REMOTE,...|auto", value_parser = crate::multilink::parse_links)]
+    pub links: Option<crate::multilink::LinksArg>,
     /// With --links: measure each link alone first, then all together, in
     /// one run; the scaling efficiency is then against the best link alone.
     #[arg(long, requires = "links")]

@@ -282,9 +282,9 @@ pub fn measure_adjusted(
         on_trial: Some(&mut on_trial),
     };
     let iperf3 = iperf3_peer(m)?.is_some();
-    let spec = &super::links::prepare(m, spec, &target, iperf3)?;
+    let spec = &super::multilink::prepare(m, spec, &target, iperf3)?;
     let alone = match m.scaling {
-        true => Some(super::links::each_alone(m, spec, &target, options.interrupted)?),
+        true => Some(super::multilink::each_alone(m, spec, &target, options.interrupted)?),
         false => None,
     };
     let context = || {
@@ -334,7 +334,7 @@ pub fn measure_adjusted(
         crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
     }
     if let Some(alone) = alone {
-        super::links::apply_alone(&mut run, &alone, m);
+        super::multilink::apply_alone(&mut run, &alone, m);
     }
     Ok(Measured { run, saver })
 }

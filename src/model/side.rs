@@ -204,5 +204,5 @@ pub struct SideReport {
     /// With `--links`: this side's end of each link, in the spec's order,
     /// with its interface's counters over the trial.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub links: Vec<super::links::LinkEnd>,
+    pub links: Vec<super::multilink::LinkEnd>,
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::links::LinkPair;
+use super::multilink::LinkPair;
 use super::side::Flow;
 
 /// Limits every test spec must respect (the agent may impose tighter ones).

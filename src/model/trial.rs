@@ -86,7 +86,7 @@ pub struct TrialResult {
     /// With `--links`: each link's figures, the aggregate and the scaling
     /// efficiency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub links: Option<super::links::LinksSummary>,
+    pub links: Option<super::multilink::MultilinkSummary>,
 }
 
 /// How a trial was cut short.

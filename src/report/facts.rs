@@ -289,7 +289,7 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
 /// is no bulk throughput, or the only speed known is a virtual link's.
 fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     if let Some(links) = &run.result.links {
-        return super::links::write_links(links, out);
+        return super::multilink::write_links(links, out);
     }
     if run.result.line_rate.is_some() {
         return super::linerate::share_text(run.result.line_rate.as_ref(), out);

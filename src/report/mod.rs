@@ -8,7 +8,7 @@ pub mod html;
 pub mod interruption;
 pub mod json;
 pub mod linerate;
-pub mod links;
+pub mod multilink;
 pub mod runs;
 pub mod text;
 

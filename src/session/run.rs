@@ -238,7 +238,7 @@ fn merge_sides(trial: u32, spec: &TestSpec, outcome: TrialOutcome) -> Result<Tri
     let (client_links, agent_links) = (outcome.local.links.clone(), agent_report.links.clone());
     let mut result = TrialResult::merge(trial, &spec.flows(), outcome.local, agent_report)?;
     workload::results_of(&spec.workload).summarize(&mut result);
-    crate::links::summarize(&mut result, spec, &client_links, &agent_links);
+    crate::multilink::summarize(&mut result, spec, &client_links, &agent_links);
     result.interruption = outcome.interruption;
     first_stream_error(&result)?;
     Ok(result)

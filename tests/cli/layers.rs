@@ -36,7 +36,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("mesh", 5),
     // Traffic engines behind one trait, and the multi-link aggregate.
     ("workload", 6),
-    ("links", 6),
+    ("multilink", 6),
     // Host probes, control messages, addresses as users write them.
     ("probe", 7),
     ("protocol", 7),

@@ -35,11 +35,11 @@ fn rate(v: &Value) -> f64 {
 /// The links' figures hold together and their verdict agrees with them,
 /// whatever the machine's speed: the aggregate is the links' sum, the
 /// scaling efficiency is the aggregate over links x best single link, and
-/// the verdict's cause is in the breakdown by the rules of src/links.rs
+/// the verdict's cause is in the breakdown by the rules of src/multilink.rs
 /// (`judge`: a slow link first, then a side's CPU or the trial's CPU-bound
 /// verdict, then every link at its line rate).
 fn assert_links_verdict_agrees(doc: &Value) {
-    use nicbench::links::{AT_LINE_RATE_PERCENT, SLOW_LINK_PERCENT, SLOW_LINK_UNDER_CPU_PERCENT};
+    use nicbench::multilink::{AT_LINE_RATE_PERCENT, SLOW_LINK_PERCENT, SLOW_LINK_UNDER_CPU_PERCENT};
     let links = &doc["links"];
     let each = links["links"].as_array().unwrap();
     let near = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);

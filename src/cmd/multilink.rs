@@ -8,8 +8,8 @@ use std::net::{IpAddr, ToSocketAddrs};
 use anyhow::Context;
 
 use crate::cli::MeasureArgs;
-use crate::links::{self, LinksArg};
 use crate::model::{RunResult, TestSpec};
+use crate::multilink::{self, LinksArg};
 use crate::probe::nic;
 use crate::repeat::CaseOptions;
 use crate::session::{self, Target};
@@ -50,7 +50,7 @@ pub fn prepare(m: &MeasureArgs, spec: &TestSpec, target: &Target, iperf3: bool) 
             .map(|addrs| addrs.map(|a| a.ip()).collect())
             .unwrap_or_default()
     };
-    let pairs = links::resolve(arg, &local, &agent, &resolve_host, &nic::local_address_toward)
+    let pairs = multilink::resolve(arg, &local, &agent, &resolve_host, &nic::local_address_toward)
         .map_err(|e| SpecError::Invalid(format!("--links: {e}")))?;
     if matches!(arg, LinksArg::Auto) {
         log::info!(
@@ -120,7 +120,7 @@ pub fn apply_alone(run: &mut RunResult, alone: &[f64], m: &MeasureArgs) {
             for (l, rate) in summary.links.iter_mut().zip(alone) {
                 l.alone_receiver_bits_per_second = Some(*rate);
             }
-            links::rescale(summary);
+            multilink::rescale(summary);
         }
     }
     crate::verdict::annotate_link(run, m.link_speed, m.link_overhead);

@@ -5,11 +5,11 @@
 
 use std::io::{self, Write};
 
-use crate::model::{LinkEnd, LinksSummary, NicCounters};
+use crate::model::{LinkEnd, MultilinkSummary, NicCounters};
 use crate::units::Rate;
 
 /// Writes the links section of a trial.
-pub fn write_links(summary: &LinksSummary, out: &mut dyn Write) -> io::Result<()> {
+pub fn write_links(summary: &MultilinkSummary, out: &mut dyn Write) -> io::Result<()> {
     let n = summary.links.len();
     writeln!(
         out,

@@ -12,7 +12,7 @@
 use std::net::IpAddr;
 
 use crate::model::{
-    BondFacts, InterfaceAddress, LinkEnd, LinkPair, LinkResult, LinksSummary, Party, TestSpec, TrialResult, Verdict,
+    BondFacts, InterfaceAddress, LinkEnd, LinkPair, LinkResult, MultilinkSummary, Party, TestSpec, TrialResult, Verdict,
 };
 use crate::probe::bonding;
 use crate::units::Rate;
@@ -322,10 +322,10 @@ pub fn summarize(trial: &mut TrialResult, spec: &TestSpec, client: &[LinkEnd], a
             }
             all
         });
-    let mut summary = LinksSummary {
+    let mut summary = MultilinkSummary {
         links,
         bonds,
-        ..LinksSummary::default()
+        ..MultilinkSummary::default()
     };
     rescale(&mut summary);
     trial.links = Some(summary);
@@ -346,7 +346,7 @@ fn link_rate(client: &LinkEnd, agent: &LinkEnd) -> Option<u64> {
 }
 
 /// Recomputes the aggregate, the best single link and the efficiency.
-pub fn rescale(summary: &mut LinksSummary) {
+pub fn rescale(summary: &mut MultilinkSummary) {
     let links = &summary.links;
     summary.aggregate_receiver_bits_per_second = links.iter().map(|l| l.receiver_bits_per_second).sum();
     summary.aggregate_sender_bits_per_second = links.iter().map(|l| l.sender_bits_per_second).sum();
@@ -369,7 +369,7 @@ pub fn rescale(summary: &mut LinksSummary) {
 }
 
 /// Applies a link speed the user gave (`--link-speed`) to every link.
-pub fn set_link_speed(summary: &mut LinksSummary, bits_per_second: u64) {
+pub fn set_link_speed(summary: &mut MultilinkSummary, bits_per_second: u64) {
     for l in &mut summary.links {
         l.link_bits_per_second = Some(bits_per_second);
         l.percent_of_link = Some(l.receiver_bits_per_second * 100.0 / bits_per_second as f64);
@@ -389,7 +389,7 @@ pub fn link_name(l: &LinkResult) -> String {
 /// waiting for a CPU, the side with the stronger evidence, with its busiest
 /// core and softirq share); every link at its line rate; else `generic`,
 /// the trial's verdict by the single-path rules, or nothing visible.
-pub fn judge(trial: &TrialResult, summary: &LinksSummary, generic: &Verdict) -> Verdict {
+pub fn judge(trial: &TrialResult, summary: &MultilinkSummary, generic: &Verdict) -> Verdict {
     // A side short of CPU shares it unevenly between the links' streams
     // (seen in the lab: 62 against 82 Mbit/s with a starved receiver): then
     // only a link far slower than the others is its own answer.
@@ -493,7 +493,7 @@ fn role_of(trial: &TrialResult, party: Party) -> &'static str {
     }
 }
 
-fn slow_link(summary: &LinksSummary, below_percent: f64) -> Option<Verdict> {
+fn slow_link(summary: &MultilinkSummary, below_percent: f64) -> Option<Verdict> {
     if summary.links.len() < 2 {
         return None;
     }
@@ -531,7 +531,7 @@ fn slow_link(summary: &LinksSummary, below_percent: f64) -> Option<Verdict> {
     ))
 }
 
-fn at_line_rate(summary: &LinksSummary) -> Option<Verdict> {
+fn at_line_rate(summary: &MultilinkSummary) -> Option<Verdict> {
     let shares: Vec<f64> = summary.links.iter().filter_map(|l| l.percent_of_link).collect();
     if shares.len() != summary.links.len() || shares.iter().any(|p| *p < AT_LINE_RATE_PERCENT) {
         return None;
@@ -550,7 +550,7 @@ fn at_line_rate(summary: &LinksSummary) -> Option<Verdict> {
 
 /// A bond that hashes by layer 2 (or 2+3) carries every flow between one
 /// pair of addresses on one slave: the test cannot use more than one.
-pub fn bond_warning(trial: &TrialResult, summary: &LinksSummary) -> Option<String> {
+pub fn bond_warning(trial: &TrialResult, summary: &MultilinkSummary) -> Option<String> {
     let _ = trial;
     summary.bonds.iter().find_map(|b| {
         let policy = b.transmit_hash_policy.as_deref()?;
@@ -577,5 +577,5 @@ pub fn bond_warning(trial: &TrialResult, summary: &LinksSummary) -> Option<Strin
 }
 
 #[cfg(test)]
-#[path = "links_tests.rs"]
+#[path = "multilink_tests.rs"]
 mod tests;

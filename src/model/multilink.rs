@@ -2,7 +2,7 @@
 //! agent address ([`LinkPair`], part of the spec), what each side saw on a
 //! link's interface ([`LinkEnd`], part of a side's report), and the
 //! per-link figures, aggregate and scaling efficiency of a trial
-//! ([`LinksSummary`]), plus the bond or team facts of either end
+//! ([`MultilinkSummary`]), plus the bond or team facts of either end
 //! ([`BondFacts`]).
 
 use std::net::IpAddr;
@@ -112,7 +112,7 @@ pub struct LinkResult {
 
 /// The links of a trial: each link, the aggregate, and how it scales.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LinksSummary {
+pub struct MultilinkSummary {
     pub links: Vec<LinkResult>,
     /// All links' receivers together, in bit/s.
     pub aggregate_receiver_bits_per_second: f64,
