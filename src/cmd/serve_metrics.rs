@@ -102,7 +102,7 @@ fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>, agent: SocketAd
     match session::peer_test(&me, &toward, &spec) {
         Ok(run) => {
             log::info!("probe {} toward {toward}: done", q.workload);
-            Ok(metrics::probe::probe_exposition_with(
+            Ok(metrics::blackbox::probe_exposition_with(
                 &q.target,
                 &run,
                 started.elapsed(),

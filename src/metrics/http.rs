@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::probe::{ProbeError, ProbeQuery};
+use super::blackbox::{ProbeError, ProbeQuery};
 
 /// Largest request head (request line and headers) read.
 pub const MAX_REQUEST_BYTES: usize = 8192;

@@ -1,6 +1,6 @@
 //! Prometheus/OpenMetrics exposition: the agent's own counters
 //! ([`agent`]), the latest figures of every pair of a mesh ([`mesh`]), one
-//! run rendered as a blackbox-style probe ([`probe`]), and the small HTTP
+//! run rendered as a blackbox-style probe ([`blackbox`]), and the small HTTP
 //! server that serves them ([`http`]). The text is encoded by the
 //! `prometheus-client` crate; see docs/METRICS.md for every metric.
 //!
@@ -9,15 +9,15 @@
 //! sessions and the mesh stay above it.
 
 pub mod agent;
+pub mod blackbox;
 pub mod figures;
 pub mod http;
 pub mod mesh;
-pub mod probe;
 
 pub use agent::{AgentMetrics, CloseReason, PeerTestOutcome, RefusalReason};
+pub use blackbox::{probe_exposition, probe_failure_exposition, ProbeError, ProbeQuery};
 pub use http::{BearerToken, MetricsServer, ProbeHandler, Routes};
 pub use mesh::{FailureReason, MeshMetrics};
-pub use probe::{probe_exposition, probe_failure_exposition, ProbeError, ProbeQuery};
 
 use prometheus_client::registry::Registry;
 
