@@ -147,7 +147,7 @@ impl Agent {
             shared.stats.tests_served.load(Ordering::Relaxed),
             shared.stats.connections_refused.load(Ordering::Relaxed),
             shared.stats.auth_failures.load(Ordering::Relaxed),
-            workload::data::refused_data_connections(),
+            workload::data_conn::refused_data_connections(),
             shared.stats.peer_tests_run.load(Ordering::Relaxed),
             shared.stats.peer_tests_failed.load(Ordering::Relaxed),
             shared.stats.peer_tests_refused.load(Ordering::Relaxed),

@@ -226,7 +226,7 @@ fn open_streams(
             }
             Transport::Udp => {
                 let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(|e| setup("socket", e))?;
-                crate::workload::data::apply_buffers(&s, &spec.client)
+                crate::workload::data_conn::apply_buffers(&s, &spec.client)
                     .map_err(|e| Iperf3Error::Streams(e.to_string()))?;
                 if role == Role::Receiver && spec.client.receive_buffer_bytes.is_none() {
                     let _ = s.set_recv_buffer_size(crate::workload::udp::DEFAULT_RECEIVE_BUFFER);
@@ -257,7 +257,7 @@ fn open_streams(
 
 /// Buffers, MSS, NODELAY and congestion control on a TCP data socket.
 fn configure(socket: &Socket, spec: &TestSpec, tcp: &TcpParams, _role: Role) -> Result<(), workload::WorkloadError> {
-    crate::workload::data::apply_buffers(socket, &spec.client)?;
+    crate::workload::data_conn::apply_buffers(socket, &spec.client)?;
     if let Some(mss) = tcp.mss {
         socket
             .set_mss(mss)

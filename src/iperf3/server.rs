@@ -556,7 +556,8 @@ fn accept_tcp(
     let mut sockets = Vec::with_capacity(count);
     for (_, stream) in got {
         let socket = Socket::from(stream);
-        crate::workload::data::apply_buffers(&socket, &spec.agent).map_err(|e| ServeError::Failed(e.to_string()))?;
+        crate::workload::data_conn::apply_buffers(&socket, &spec.agent)
+            .map_err(|e| ServeError::Failed(e.to_string()))?;
         if tcp.nodelay {
             let _ = socket.set_nodelay(true);
         }

@@ -10,7 +10,7 @@
 //! adding a workload means adding a folder and a line to [`REGISTRY`].
 
 pub mod args;
-pub mod data;
+pub mod data_conn;
 pub mod files;
 pub mod rr;
 pub mod runner;

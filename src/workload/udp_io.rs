@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::data::apply_buffers;
+use super::data_conn::apply_buffers;
 use super::udp_wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind, REGISTER_LEN};
 use super::{AgentNet, ClientNet, SideOptions, WorkloadError};
 use crate::protocol::TOKEN_LEN;

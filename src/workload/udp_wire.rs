@@ -107,8 +107,10 @@ pub fn register_datagram(stream_id: u32, attempt: u64, token: &[u8; TOKEN_LEN]) 
 /// The stream id of a valid registration with the right token.
 pub fn check_register(buf: &[u8], token: &[u8; TOKEN_LEN]) -> Option<u32> {
     let h = DatagramHeader::read(buf)?;
-    (h.kind == Kind::Register && buf.len() == REGISTER_LEN && super::data::token_matches(&buf[HEADER_LEN..], token))
-        .then_some(h.stream_id)
+    (h.kind == Kind::Register
+        && buf.len() == REGISTER_LEN
+        && super::data_conn::token_matches(&buf[HEADER_LEN..], token))
+    .then_some(h.stream_id)
 }
 
 pub fn ack_datagram(stream_id: u32) -> [u8; HEADER_LEN] {

@@ -25,7 +25,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data;
+use super::data_conn;
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::{
     Aborter, AgentNet, AgentSide, Better, ClientNet, Direction, Figure, Metric, ResultKind, RunControl, Side,
@@ -205,8 +205,8 @@ impl Workload for Files {
             Direction::Forward => Some(receive_plan(&params, &net.storage)?),
             _ => None,
         };
-        let listener = data::listen(net.local_ip, (spec.streams as i32).max(16), &|s| {
-            data::apply_buffers(s, &spec.agent)
+        let listener = data_conn::listen(net.local_ip, (spec.streams as i32).max(16), &|s| {
+            data_conn::apply_buffers(s, &spec.agent)
         })?;
         Ok(Box::new(FilesAgent {
             listener,
@@ -234,7 +234,7 @@ impl Workload for Files {
         for (id, _) in spec.flows() {
             sockets.push((
                 id,
-                data::connect_stream(net, port, id, &|s| data::apply_buffers(s, &spec.client))?,
+                data_conn::connect_stream(net, port, id, &|s| data_conn::apply_buffers(s, &spec.client))?,
             ));
         }
         Ok(Box::new(FilesSide {
@@ -328,12 +328,12 @@ struct FilesAgent {
 
 impl AgentSide for FilesAgent {
     fn data_ports(&self) -> Vec<u16> {
-        vec![data::local_port(&self.listener)]
+        vec![data_conn::local_port(&self.listener)]
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let accepted = data::accept_streams(&self.listener, &self.net, &ids, deadline)?;
+        let accepted = data_conn::accept_streams(&self.listener, &self.net, &ids, deadline)?;
         let work = match self.receive {
             Some(plan) => Work::Receive(plan),
             None => Work::Send(send_plan(&self.spec, &self.params)?),
@@ -357,7 +357,7 @@ struct FilesSide {
 
 impl Side for FilesSide {
     fn aborter(&self) -> Aborter {
-        data::aborter(&self.sockets.iter().map(|(_, s)| s).collect::<Vec<_>>())
+        data_conn::aborter(&self.sockets.iter().map(|(_, s)| s).collect::<Vec<_>>())
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {

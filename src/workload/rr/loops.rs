@@ -17,7 +17,7 @@ use super::result::RrEnd;
 use super::RrProto;
 use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
-use crate::workload::data::token_matches;
+use crate::workload::data_conn::token_matches;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::udp_wire::DatagramHeader;
 use crate::workload::{AgentNet, ClientNet, WorkloadError};

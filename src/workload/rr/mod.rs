@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data::{self, Configure};
+use super::data_conn::{self, Configure};
 pub mod args;
 pub mod loops;
 pub mod result;
@@ -309,7 +309,10 @@ impl Workload for RequestResponse {
                 }
                 sockets
             }
-            RrProto::Tcp => vec![(0, data::listen(net.local_ip, 1024, &configure(&spec.agent, &params))?)],
+            RrProto::Tcp => vec![(
+                0,
+                data_conn::listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
+            )],
         };
         Ok(Box::new(RrAgent {
             sockets,
@@ -333,7 +336,10 @@ impl Workload for RequestResponse {
                     let port = first_port(net)?;
                     let mut ends = Vec::new();
                     for &id in &ids {
-                        ends.push((id, FlowSocket::Socket(data::connect_stream(net, port, id, &configure)?)));
+                        ends.push((
+                            id,
+                            FlowSocket::Socket(data_conn::connect_stream(net, port, id, &configure)?),
+                        ));
                     }
                     ends
                 }
@@ -368,7 +374,7 @@ pub(super) fn configure<'a>(
     params: &'a RrParams,
 ) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
     move |socket: &Socket| {
-        data::apply_buffers(socket, side)?;
+        data_conn::apply_buffers(socket, side)?;
         if let Some(us) = params.busy_poll_us {
             udp_io::set_busy_poll(socket, us)?;
         }
@@ -392,7 +398,7 @@ struct RrAgent {
 
 impl AgentSide for RrAgent {
     fn data_ports(&self) -> Vec<u16> {
-        self.sockets.iter().map(|(_, s)| data::local_port(s)).collect()
+        self.sockets.iter().map(|(_, s)| data_conn::local_port(s)).collect()
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
@@ -406,7 +412,7 @@ impl AgentSide for RrAgent {
                     .collect()
             }
             (RrProto::Tcp, false) => {
-                let accepted = data::accept_streams(&self.sockets[0].1, &self.net, &ids, deadline)?;
+                let accepted = data_conn::accept_streams(&self.sockets[0].1, &self.net, &ids, deadline)?;
                 let configure: Configure = &configure(&self.spec.agent, &self.params);
                 let mut ends = Vec::new();
                 for (id, socket) in accepted {
@@ -464,7 +470,7 @@ impl Side for RrSide {
                 FlowSocket::Connector(_) => None,
             })
             .collect();
-        data::aborter(&sockets)
+        data_conn::aborter(&sockets)
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {

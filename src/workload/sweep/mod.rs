@@ -28,7 +28,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data;
+use super::data_conn;
 use super::runner::{run_streams, StreamContext, StreamTask};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
@@ -378,7 +378,7 @@ impl Workload for Sweep {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: SweepParams = spec.params()?;
         TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity")?;
-        let listener = data::listen(net.local_ip, 4, &configure(&spec.agent))?;
+        let listener = data_conn::listen(net.local_ip, 4, &configure(&spec.agent))?;
         let udp =
             match params.transport {
                 Transport::Tcp => None,
@@ -405,7 +405,7 @@ impl Workload for Sweep {
                 .copied()
                 .ok_or_else(|| WorkloadError::Setup("the agent named too few data ports for the sweep".into()))
         };
-        let tcp = data::connect_stream(net, port(0)?, 1, &configure(&spec.client))?;
+        let tcp = data_conn::connect_stream(net, port(0)?, 1, &configure(&spec.client))?;
         let udp = match params.transport {
             Transport::Tcp => None,
             Transport::Udp => Some(connect_udp(net, port(1)?)?),
@@ -468,7 +468,7 @@ fn allowed_cpus() -> Vec<u32> {
 
 fn configure(side: &SideOptions) -> impl Fn(&Socket) -> Result<(), WorkloadError> + '_ {
     move |socket: &Socket| {
-        data::apply_buffers(socket, side)?;
+        data_conn::apply_buffers(socket, side)?;
         socket
             .set_nodelay(true)
             .map_err(WorkloadError::io("setting TCP_NODELAY"))
@@ -503,7 +503,7 @@ struct SweepAgent {
 
 impl AgentSide for SweepAgent {
     fn data_ports(&self) -> Vec<u16> {
-        let mut ports = vec![data::local_port(&self.listener)];
+        let mut ports = vec![data_conn::local_port(&self.listener)];
         if let Some(udp) = &self.udp {
             ports.push(udp.local_addr().map(|a| a.port()).unwrap_or(0));
         }
@@ -511,7 +511,7 @@ impl AgentSide for SweepAgent {
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
-        let mut accepted = data::accept_streams(&self.listener, &self.net, &[1], deadline)?;
+        let mut accepted = data_conn::accept_streams(&self.listener, &self.net, &[1], deadline)?;
         let tcp = accepted
             .remove(&1)
             .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
@@ -541,7 +541,7 @@ struct SweepClient {
 
 impl Side for SweepClient {
     fn aborter(&self) -> Aborter {
-        data::aborter(&[&self.driver.tcp])
+        data_conn::aborter(&[&self.driver.tcp])
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
@@ -558,7 +558,7 @@ impl Side for SweepClient {
 
 impl Side for engine::AgentServer {
     fn aborter(&self) -> Aborter {
-        data::aborter(&[&self.tcp])
+        data_conn::aborter(&[&self.tcp])
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {

@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data::{self, Configure};
+use super::data_conn::{self, Configure};
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, RunControl, Side, SideOptions, SideOutcome, SpecError, TestSpec, Workload,
@@ -115,7 +115,7 @@ impl Workload for TcpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: TcpParams = spec.params()?;
-        let listener = data::listen(
+        let listener = data_conn::listen(
             net.local_ip,
             (spec.flows().len() as i32).max(16),
             &configure(&spec.agent, &params),
@@ -138,7 +138,7 @@ impl Workload for TcpStream {
         {
             let configure = configure(&spec.client, &params);
             for (id, _) in spec.flows() {
-                sockets.push((id, data::connect_stream(net, port, id, &configure)?));
+                sockets.push((id, data_conn::connect_stream(net, port, id, &configure)?));
             }
         }
         Ok(Box::new(TcpSide::new(Party::Client, spec, params, sockets)))
@@ -148,7 +148,7 @@ impl Workload for TcpStream {
 /// Socket options set before connect (client) or listen (agent).
 fn configure<'a>(side: &'a SideOptions, params: &'a TcpParams) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
     move |socket: &Socket| {
-        data::apply_buffers(socket, side)?;
+        data_conn::apply_buffers(socket, side)?;
         if let Some(mss) = params.mss {
             socket
                 .set_mss(mss)
@@ -177,12 +177,12 @@ struct TcpAgent {
 
 impl AgentSide for TcpAgent {
     fn data_ports(&self) -> Vec<u16> {
-        vec![data::local_port(&self.listener)]
+        vec![data_conn::local_port(&self.listener)]
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let accepted = data::accept_streams(&self.listener, &self.net, &ids, deadline)?;
+        let accepted = data_conn::accept_streams(&self.listener, &self.net, &ids, deadline)?;
         {
             let configure: Configure = &configure(&self.spec.agent, &self.params);
             for socket in accepted.values() {
@@ -226,7 +226,7 @@ impl TcpSide {
 
 impl Side for TcpSide {
     fn aborter(&self) -> Aborter {
-        data::aborter(&self.sockets.iter().map(|(_, _, s)| s).collect::<Vec<_>>())
+        data_conn::aborter(&self.sockets.iter().map(|(_, _, s)| s).collect::<Vec<_>>())
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {

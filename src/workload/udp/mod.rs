@@ -197,7 +197,10 @@ struct UdpAgent {
 
 impl AgentSide for UdpAgent {
     fn data_ports(&self) -> Vec<u16> {
-        self.sockets.iter().map(|(_, s)| super::data::local_port(s)).collect()
+        self.sockets
+            .iter()
+            .map(|(_, s)| super::data_conn::local_port(s))
+            .collect()
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
@@ -281,7 +284,7 @@ struct EndCounts {
 
 impl Side for UdpSide {
     fn aborter(&self) -> Aborter {
-        super::data::aborter(&self.ends.iter().map(|e| &e.socket).collect::<Vec<_>>())
+        super::data_conn::aborter(&self.ends.iter().map(|e| &e.socket).collect::<Vec<_>>())
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
