@@ -2,13 +2,13 @@
 //! arguments are turned into a validated configuration in `cmd/`. The doc
 //! comments are the help text.
 
+pub mod chart;
 pub mod host;
 pub mod lab;
 pub mod linerate;
 pub mod measure;
 pub mod mesh;
 pub use crate::workload::args::parse;
-pub mod pictures;
 pub mod run;
 pub mod store;
 pub mod watch;
@@ -79,9 +79,9 @@ pub enum Command {
     /// Bring in results of iperf3 (-J), NetPIPE (np.out) or nicbench (--json).
     Import(store::ImportArgs),
     /// One chart of saved runs (or of result files) as SVG or PNG.
-    Plot(Box<pictures::PlotArgs>),
+    Plot(Box<chart::PlotArgs>),
     /// One self-contained HTML file: charts, comparison tables, facts, verdicts, reproduce commands.
-    Report(pictures::ReportArgs),
+    Report(chart::ReportArgs),
     /// Manual page (roff) from the same definitions as --help: to stdout, or
     /// one page per subcommand into a directory.
     Man(ManArgs),

@@ -3,6 +3,7 @@
 //! user; `main` prints the chain once and exits with [`exit_code`].
 
 pub use crate::address;
+pub mod chart;
 pub mod compare;
 pub mod demo;
 pub mod diff;
@@ -17,7 +18,6 @@ pub mod manual;
 pub mod measure;
 pub mod mesh;
 pub mod multilink;
-pub mod plot;
 pub mod rr;
 pub mod run;
 pub mod runs;
@@ -69,8 +69,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(args) => export::export(args),
         Command::Rm(args) => export::rm(args),
         Command::Import(args) => import::run(args),
-        Command::Plot(args) => plot::plot(*args),
-        Command::Report(args) => plot::report(args),
+        Command::Plot(args) => chart::plot(*args),
+        Command::Report(args) => chart::report(args),
     }
 }
 

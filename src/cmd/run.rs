@@ -578,7 +578,7 @@ fn html_report(plan: &Plan, plan_run: &str, db: &Path, out: &Path) {
     let result = Cli::try_parse_from(&argv)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .and_then(|cli| match cli.command {
-            crate::cli::Command::Report(args) => super::plot::report(args),
+            crate::cli::Command::Report(args) => super::chart::report(args),
             _ => unreachable!("a report command line"),
         });
     println!();

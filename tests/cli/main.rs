@@ -42,6 +42,7 @@ extern "C" fn isolate_results_database() {
     );
 }
 
+mod chart;
 mod common;
 mod demo;
 mod facts;
@@ -59,7 +60,6 @@ mod links;
 mod manual;
 mod mesh;
 mod metrics;
-mod pictures;
 mod plan;
 mod prometheus;
 mod rawclient;

@@ -8,7 +8,7 @@ use anyhow::Context;
 use super::compare::{dimensions, stat};
 use super::runs::{filter, open};
 use super::UsageError;
-use crate::cli::pictures::{ImageFormat, PlotArgs, ReportArgs};
+use crate::cli::chart::{ImageFormat, PlotArgs, ReportArgs};
 use crate::cli::store::FilterArgs;
 use crate::report::chart::data::{self, ChartSpec, SelectError};
 use crate::report::chart::{self, ChartError};
