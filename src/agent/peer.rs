@@ -116,7 +116,7 @@ pub(super) fn serve(
         }
     };
     log::info!("{coordinator}: peer test: {} toward {target}", spec.workload);
-    let result = session::run_keyed(
+    let result = session::run_with_psk(
         &peer_target,
         Some(psk),
         true,

@@ -145,12 +145,13 @@ fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), Sessio
 /// Runs one trial of `spec` against the agent at `target`.
 pub fn run(target: &Target, spec: &TestSpec, options: RunOptions) -> Result<RunResult, SessionError> {
     let psk = target.psk_file.as_deref().map(Psk::from_file).transpose()?;
-    run_keyed(target, psk.as_ref(), false, spec, options)
+    run_with_psk(target, psk.as_ref(), false, spec, options)
 }
 
-/// [`run`] with the key in hand (an agent running a peer test holds its
-/// own); `require_key` refuses an agent that does not ask for it.
-pub fn run_keyed(
+/// [`run`] with the pre-shared key in hand rather than read from the
+/// target's key file (an agent running a peer test holds its own);
+/// `require_key` refuses an agent that does not ask for it.
+pub fn run_with_psk(
     target: &Target,
     psk: Option<&Psk>,
     require_key: bool,
