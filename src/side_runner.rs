@@ -12,7 +12,7 @@ use crate::model::{Interruption, LinkEnd, Party, SideReport};
 use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
 use crate::probe::sched::ThreadTracker;
-use crate::protocol::channel::Channel;
+use crate::protocol::channel::{Channel, PeerState};
 use crate::protocol::{Message, ProtocolError};
 use crate::workload::runner::{IntervalCallback, ProgressCallback};
 use crate::workload::{RunControl, Side, TestSpec};
@@ -118,8 +118,25 @@ pub fn run_side(
     let mut stopped_by: Option<(Party, String)> = None;
     loop {
         threads.sample();
-        if worker.is_finished() && (!plan.wait_for_peer_report || peer_report.is_some()) {
+        if worker.is_finished() && plan.wait_for_peer_report && peer_report.is_some() {
             break;
+        }
+        if worker.is_finished() && !plan.wait_for_peer_report {
+            // A receiving side ends when its data connections close: at
+            // the end of the test, or because the peer vanished. Only a
+            // peer still on the control connection ended the test; one
+            // that has closed it lost the test. Unread messages first.
+            match channel.peer_state() {
+                PeerState::Quiet => break,
+                PeerState::Unread => {}
+                PeerState::Closed => {
+                    failure = Some(TrialError::PeerLost {
+                        peer,
+                        source: ProtocolError::Closed("the end of the test".into()),
+                    });
+                    break;
+                }
+            }
         }
         // A side that already finished is not cut short by a late signal.
         let reason = (!stop_sent && !worker.is_finished())
@@ -267,7 +284,80 @@ pub fn hard_deadline(spec: &TestSpec, start: Instant, max_seconds: Option<f64>) 
 
 #[cfg(test)]
 mod tests {
+    use std::net::{TcpListener, TcpStream};
+
     use super::*;
+    use crate::model::spec::tests::spec;
+    use crate::probe::cpu::ProcStat;
+    use crate::protocol::channel::PeerState;
+    use crate::workload::runner::SideOutcome;
+    use crate::workload::Aborter;
+
+    /// A side that ends at once, as a receiving side does when its data
+    /// connections close.
+    struct EndsAtOnce;
+
+    impl Side for EndsAtOnce {
+        fn run(self: Box<Self>, _: &RunControl) -> SideOutcome {
+            SideOutcome::default()
+        }
+        fn aborter(&self) -> Aborter {
+            Arc::new(|| {})
+        }
+    }
+
+    /// The agent's and the client's ends of a control connection.
+    fn control_pair() -> (Channel, Channel) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let agent = listener.accept().unwrap().0;
+        (Channel::new(agent, 1 << 20), Channel::new(client, 1 << 20))
+    }
+
+    fn agent_plan(spec: &TestSpec) -> TrialPlan<'_> {
+        TrialPlan {
+            host: Party::Agent,
+            spec,
+            hard_deadline: None,
+            wait_for_peer_report: false,
+            interrupted: &|| None,
+            on_interval: None,
+            on_progress: None,
+        }
+    }
+
+    #[test]
+    fn a_side_ended_by_a_vanished_client_is_lost_not_done() {
+        let spec = spec("tcp");
+        // Which the agent saw first, the side's end or the closed control
+        // connection, decided the result before: every try is a chance
+        // for the side's end to win.
+        for attempt in 0..50 {
+            let (mut agent, client) = control_pair();
+            drop(client);
+            let closed = Instant::now() + Duration::from_secs(10);
+            while agent.peer_state() != PeerState::Closed && Instant::now() < closed {
+                thread::yield_now();
+            }
+            match run_side(Box::new(EndsAtOnce), agent_plan(&spec), &mut agent, &ProcStat) {
+                Err(TrialError::PeerLost { peer: "client", .. }) => {}
+                Err(e) => panic!("try {attempt}: expected the client lost, got: {e}"),
+                Ok(_) => panic!("try {attempt}: a test whose client vanished was done"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_side_that_ends_with_its_client_still_there_is_done() {
+        let spec = spec("tcp");
+        let (mut agent, mut client) = control_pair();
+        // A message still unread (read before or after the side ended:
+        // either is a normal end) is read before the end is judged.
+        client.send(&Message::Stop { reason: None }).unwrap();
+        let outcome = run_side(Box::new(EndsAtOnce), agent_plan(&spec), &mut agent, &ProcStat);
+        assert!(outcome.is_ok(), "a test whose client is still there was not done");
+        assert_eq!(agent.peer_state(), PeerState::Quiet);
+    }
 
     #[test]
     fn a_panic_in_the_side_thread_surfaces_with_its_message() {

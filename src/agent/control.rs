@@ -4,14 +4,13 @@
 //! a watch) or answered here (facts, addresses).
 
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{host_settings, peer, run, unexpected, watch, Refusal, Shared};
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, Psk};
-use crate::protocol::channel::Channel;
+use crate::protocol::channel::{peer_state, Channel, PeerState};
 use crate::protocol::{self, Hello, Message, MAX_CLIENT_FRAME};
 
 /// Serves one control connection to its end; a refusal is logged, and
@@ -147,21 +146,12 @@ pub(super) fn peer_gone(channel: &Channel) -> bool {
 /// True when the other end of `stream` has closed it (or it failed);
 /// reads nothing.
 pub(super) fn stream_closed(stream: &TcpStream) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK consumes nothing.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            (&mut byte as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
+    peer_state(stream) == PeerState::Closed
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsRawFd;
     use std::thread;
 
     use super::super::tests::{control_pair, key, shared};

@@ -3,6 +3,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use super::framing::{encode, Decoder};
@@ -70,6 +71,44 @@ impl Channel {
     pub fn try_clone(&self) -> std::io::Result<TcpStream> {
         self.stream.try_clone()
     }
+
+    /// Where the peer's end stands, without reading or waiting.
+    pub fn peer_state(&self) -> PeerState {
+        peer_state(&self.stream)
+    }
+}
+
+/// Where the other end of a connection stands, seen without reading from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    /// Open, nothing unread.
+    Quiet,
+    /// Open or not, bytes wait to be read first.
+    Unread,
+    /// Closed by the peer (end of stream), or the connection failed.
+    Closed,
+}
+
+/// Where the other end of `stream` stands; consumes nothing.
+pub fn peer_state(stream: &TcpStream) -> PeerState {
+    let mut byte = 0u8;
+    // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK consumes nothing.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        0 => PeerState::Closed,
+        n if n > 0 => PeerState::Unread,
+        _ => match std::io::Error::last_os_error().kind() {
+            ErrorKind::WouldBlock | ErrorKind::Interrupted => PeerState::Quiet,
+            _ => PeerState::Closed,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -114,5 +153,24 @@ mod tests {
             b.recv(Duration::from_secs(1), "done"),
             Err(ProtocolError::Closed(_))
         ));
+    }
+
+    #[test]
+    fn the_peer_state_is_seen_without_reading() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut a = Channel::new(TcpStream::connect(addr).unwrap(), 1024);
+        let mut b = Channel::new(listener.accept().unwrap().0, 1024);
+        assert_eq!(b.peer_state(), PeerState::Quiet);
+        a.send(&Message::Start).unwrap();
+        drop(a);
+        // The message comes first, and is still there to read.
+        let unread = Instant::now() + Duration::from_secs(10);
+        while b.peer_state() == PeerState::Quiet && Instant::now() < unread {
+            std::thread::yield_now();
+        }
+        assert_eq!(b.peer_state(), PeerState::Unread);
+        assert_eq!(b.recv(Duration::from_secs(1), "start").unwrap(), Message::Start);
+        assert_eq!(b.peer_state(), PeerState::Closed);
     }
 }
