@@ -17,8 +17,8 @@ use super::save::{self, Saver};
 use super::signals;
 use crate::cli::watch::WatchArgs;
 use crate::model::{
-    BothCounters, BothCpu, Endpoint, Flow, FlowTotal, HostFacts, Interval, ProcessCpu, Role, RunResult, StreamEnd,
-    StreamResult, Sum, TestSpec, Total, TrialResult, SCHEMA,
+    BothCounters, BothCpu, CpuReport, Endpoint, Flow, FlowTotal, HostFacts, Interval, NicCounters, ProcessCpu, Role,
+    RunResult, SideCounters, SideReport, StreamEnd, StreamResult, Sum, TestSpec, Total, TrialResult, SCHEMA,
 };
 use crate::probe::counters::CounterProbe;
 use crate::probe::cpu::{cpu_report, CpuSampler, ProcStat};
@@ -83,13 +83,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         Some(peer) => Some(start_peer(peer, &args)?),
         None => None,
     };
-    let iface = match (&args.iface, &peer) {
-        (Some(i), _) => i.clone(),
-        (None, Some((watch, _))) => nic::interface_with_address(watch.local_ip)
-            .ok_or_else(|| SpecError::Invalid(format!("no interface holds {}: give --iface IF", watch.local_ip)))?,
-        (None, None) => default_interface()
-            .ok_or_else(|| SpecError::Invalid("no default route to find the interface by: give --iface IF".into()))?,
-    };
+    let iface = watched_interface(&args, peer.as_ref().map(|(watch, _)| watch.local_ip))?;
     let Some(start_bytes) = interface_bytes(&iface) else {
         return Err(SpecError::Invalid(format!(
             "--iface {iface}: no such interface here (see 'ip link'); its counters are in /sys/class/net/{iface}/statistics"
@@ -127,31 +121,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
     let end_bytes = interface_bytes(&iface).unwrap_or(start_bytes);
     let tx = end_bytes.0.saturating_sub(start_bytes.0);
     let rx = end_bytes.1.saturating_sub(start_bytes.1);
-    let (peer_shown, peer_facts, peer_report) = match peer {
-        Some((watch, shown)) => {
-            let facts = watch.agent.clone();
-            match watch.stop() {
-                Ok(report) => (Some(shown), facts, Some(report)),
-                Err(e) => {
-                    // The command has run: keep what this host measured.
-                    eprintln!("nicbench: warning: the peer {shown} sent no measurement: {e}");
-                    (Some(shown), facts, None)
-                }
-            }
-        }
-        None => (None, HostFacts::default(), None),
-    };
-    // What the peer's interface counted, where it could: the far ends of
-    // the two directions.
-    let peer_nic = peer_report
-        .as_ref()
-        .and_then(|r| r.counters.as_ref())
-        .and_then(|c| c.nic.as_ref());
-    let (peer_rx, peer_tx) = match peer_nic {
-        Some(n) => (n.rx_bytes, n.tx_bytes),
-        None => (tx, rx),
-    };
-    let local_ends_only = peer_nic.is_some();
+    let peer = stop_peer(peer);
+    let traffic = Traffic::of(tx, rx, peer.report.as_ref());
     let cpu = cpu_report(
         &cpu_before,
         &cpu_after,
@@ -161,7 +132,175 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         tx + rx,
     );
     let code = exit_code(status);
-    let trial = TrialResult {
+    let trial = watch_trial(&traffic, seconds, &samples, cpu, counters, peer.report.as_ref());
+    let spec = watch_spec(&args, &iface, code, &tree_cpu, seconds, &peer);
+    let facts = match address {
+        Some(ip) => crate::probe::host::facts_toward(ip),
+        None => crate::probe::host::facts_toward(IpAddr::from([127, 0, 0, 1])),
+    };
+    let mut run = RunResult {
+        schema: SCHEMA.to_string(),
+        workload: "watch".into(),
+        started_at_unix_seconds: started_at.as_secs_f64(),
+        client: Endpoint {
+            address: address.map_or(iface.clone(), |ip| format!("{ip} ({iface})")),
+            facts,
+        },
+        agent: Endpoint {
+            address: peer
+                .shown
+                .clone()
+                .unwrap_or_else(|| "the other end (not sampled)".into()),
+            facts: peer.facts.clone(),
+        },
+        spec,
+        trials: vec![trial.clone()],
+        interrupted: false,
+        result: trial,
+        repetition: None,
+        peer_protocol: None,
+    };
+    crate::verdict::annotate_link(&mut run, args.link_speed, None);
+    let words = words::Words::of(&run, &iface, peer.report.is_some());
+    if let Some(v) = run.result.verdict.as_mut() {
+        v.summary = words.verdict(&v.summary);
+    }
+    run.trials = vec![run.result.clone()];
+    let summary = format!(
+        "watch: '{command_line}' ran {seconds:.2} s, exit status {code}; {iface}: sent {} ({}), received {} ({}); \
+         the command's process tree used {:.2} s of CPU (user {:.2} s, sys {:.2} s: {:.0}% of one core)",
+        Bytes(tx),
+        Rate(bits_per_second(tx, seconds)),
+        Bytes(rx),
+        Rate(bits_per_second(rx, seconds)),
+        tree_cpu.user_seconds + tree_cpu.system_seconds,
+        tree_cpu.user_seconds,
+        tree_cpu.system_seconds,
+        (tree_cpu.user_seconds + tree_cpu.system_seconds) * 100.0 / seconds.max(1e-9)
+    ) + &peer_summary(&peer, &traffic, seconds);
+    let mut save_args = args.save.clone();
+    save_args.tags.push(Tag {
+        key: "command".into(),
+        value: command_line.clone(),
+    });
+    let mut saver = Saver::start(&save_args, save::command_line(), Some(1));
+    saver.trial(&run);
+    let text = write_result(&run, args.json, &summary, &words)?;
+    super::measure::save(saver, &run, text.as_deref(), !args.json)?;
+    match code {
+        0 => Ok(()),
+        c => Err(CommandExit(c).into()),
+    }
+}
+
+/// The interface to watch: `--iface`, else the one holding the address
+/// toward the peer, else the one of the default route.
+fn watched_interface(args: &WatchArgs, peer_local_ip: Option<IpAddr>) -> Result<String, SpecError> {
+    match (&args.iface, peer_local_ip) {
+        (Some(i), _) => Ok(i.clone()),
+        (None, Some(local_ip)) => nic::interface_with_address(local_ip)
+            .ok_or_else(|| SpecError::Invalid(format!("no interface holds {local_ip}: give --iface IF"))),
+        (None, None) => default_interface()
+            .ok_or_else(|| SpecError::Invalid("no default route to find the interface by: give --iface IF".into())),
+    }
+}
+
+/// The `--peer` once the command has run: its address as shown, its facts
+/// and what it measured (none when it sent nothing).
+struct PeerEnd {
+    shown: Option<String>,
+    facts: HostFacts,
+    report: Option<SideReport>,
+}
+
+/// Has the peer stop sampling and send its side; a peer that sends
+/// nothing is a warning, since the command has run.
+fn stop_peer(peer: Option<(crate::session::PeerWatch, String)>) -> PeerEnd {
+    match peer {
+        Some((watch, shown)) => {
+            let facts = watch.agent.clone();
+            match watch.stop() {
+                Ok(report) => PeerEnd {
+                    shown: Some(shown),
+                    facts,
+                    report: Some(report),
+                },
+                Err(e) => {
+                    // The command has run: keep what this host measured.
+                    eprintln!("nicbench: warning: the peer {shown} sent no measurement: {e}");
+                    PeerEnd {
+                        shown: Some(shown),
+                        facts,
+                        report: None,
+                    }
+                }
+            }
+        }
+        None => PeerEnd {
+            shown: None,
+            facts: HostFacts::default(),
+            report: None,
+        },
+    }
+}
+
+/// The bytes of both directions at both ends: this host's interface, and
+/// the peer's where it counted them (else this host's counts stand for the
+/// far ends too).
+struct Traffic {
+    tx: u64,
+    rx: u64,
+    peer_tx: u64,
+    peer_rx: u64,
+    /// The far ends are the peer's own counts: this host's samples are
+    /// intervals of its own ends only.
+    local_ends_only: bool,
+}
+
+impl Traffic {
+    fn of(tx: u64, rx: u64, peer_report: Option<&SideReport>) -> Traffic {
+        // What the peer's interface counted, where it could: the far ends of
+        // the two directions.
+        let peer_nic = peer_nic(peer_report);
+        let (peer_rx, peer_tx) = match peer_nic {
+            Some(n) => (n.rx_bytes, n.tx_bytes),
+            None => (tx, rx),
+        };
+        Traffic {
+            tx,
+            rx,
+            peer_tx,
+            peer_rx,
+            local_ends_only: peer_nic.is_some(),
+        }
+    }
+}
+
+/// The peer's interface counters toward this host, when it found one.
+fn peer_nic(peer_report: Option<&SideReport>) -> Option<&NicCounters> {
+    peer_report
+        .and_then(|r| r.counters.as_ref())
+        .and_then(|c| c.nic.as_ref())
+}
+
+/// The one trial of a watch: the interface's two directions as streams,
+/// both hosts' CPU and counters.
+fn watch_trial(
+    traffic: &Traffic,
+    seconds: f64,
+    samples: &[(f64, u64, u64)],
+    cpu: CpuReport,
+    counters: SideCounters,
+    peer_report: Option<&SideReport>,
+) -> TrialResult {
+    let Traffic {
+        tx,
+        rx,
+        peer_tx,
+        peer_rx,
+        local_ends_only,
+    } = *traffic;
+    TrialResult {
         trial: 1,
         streams: vec![
             stream(
@@ -169,7 +308,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
                 Flow::ClientToAgent,
                 (tx, peer_rx),
                 seconds,
-                &samples,
+                samples,
                 0,
                 local_ends_only,
             ),
@@ -178,7 +317,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
                 Flow::AgentToClient,
                 (peer_tx, rx),
                 seconds,
-                &samples,
+                samples,
                 1,
                 local_ends_only,
             ),
@@ -192,14 +331,26 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         },
         cpu: BothCpu {
             client: cpu,
-            agent: peer_report.as_ref().map(|r| r.cpu.clone()).unwrap_or_default(),
+            agent: peer_report.map(|r| r.cpu.clone()).unwrap_or_default(),
         },
         counters: BothCounters {
             client: Some(counters),
-            agent: peer_report.as_ref().and_then(|r| r.counters.clone()),
+            agent: peer_report.and_then(|r| r.counters.clone()),
         },
         ..TrialResult::default()
-    };
+    }
+}
+
+/// The spec a watch is saved with: workload `watch`, bidirectional over
+/// its duration, the command and its outcome as parameters.
+fn watch_spec(
+    args: &WatchArgs,
+    iface: &str,
+    code: i32,
+    tree_cpu: &ProcessCpu,
+    seconds: f64,
+    peer: &PeerEnd,
+) -> TestSpec {
     let mut spec = TestSpec {
         workload: "watch".into(),
         duration_seconds: seconds.max(1e-3),
@@ -220,53 +371,17 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         "exit_code": code,
         "process_tree_cpu_seconds": tree_cpu.user_seconds + tree_cpu.system_seconds,
     });
-    if let Some(shown) = &peer_shown {
+    if let Some(shown) = &peer.shown {
         spec.params["peer"] = serde_json::Value::String(shown.clone());
-        spec.params["peer_sampled"] = serde_json::Value::Bool(peer_report.is_some());
+        spec.params["peer_sampled"] = serde_json::Value::Bool(peer.report.is_some());
     }
-    let facts = match address {
-        Some(ip) => crate::probe::host::facts_toward(ip),
-        None => crate::probe::host::facts_toward(IpAddr::from([127, 0, 0, 1])),
-    };
-    let mut run = RunResult {
-        schema: SCHEMA.to_string(),
-        workload: "watch".into(),
-        started_at_unix_seconds: started_at.as_secs_f64(),
-        client: Endpoint {
-            address: address.map_or(iface.clone(), |ip| format!("{ip} ({iface})")),
-            facts,
-        },
-        agent: Endpoint {
-            address: peer_shown
-                .clone()
-                .unwrap_or_else(|| "the other end (not sampled)".into()),
-            facts: peer_facts,
-        },
-        spec,
-        trials: vec![trial.clone()],
-        interrupted: false,
-        result: trial,
-        repetition: None,
-        peer_protocol: None,
-    };
-    crate::verdict::annotate_link(&mut run, args.link_speed, None);
-    let words = words::Words::of(&run, &iface, peer_report.is_some());
-    if let Some(v) = run.result.verdict.as_mut() {
-        v.summary = words.verdict(&v.summary);
-    }
-    run.trials = vec![run.result.clone()];
-    let summary = format!(
-        "watch: '{command_line}' ran {seconds:.2} s, exit status {code}; {iface}: sent {} ({}), received {} ({}); \
-         the command's process tree used {:.2} s of CPU (user {:.2} s, sys {:.2} s: {:.0}% of one core)",
-        Bytes(tx),
-        Rate(bits_per_second(tx, seconds)),
-        Bytes(rx),
-        Rate(bits_per_second(rx, seconds)),
-        tree_cpu.user_seconds + tree_cpu.system_seconds,
-        tree_cpu.user_seconds,
-        tree_cpu.system_seconds,
-        (tree_cpu.user_seconds + tree_cpu.system_seconds) * 100.0 / seconds.max(1e-9)
-    ) + &match (&peer_shown, peer_nic, &peer_report) {
+    spec
+}
+
+/// The summary line's part about the peer (empty without `--peer`).
+fn peer_summary(peer: &PeerEnd, traffic: &Traffic, seconds: f64) -> String {
+    let (peer_rx, peer_tx) = (traffic.peer_rx, traffic.peer_tx);
+    match (&peer.shown, peer_nic(peer.report.as_ref()), &peer.report) {
         (Some(shown), Some(_), Some(r)) => format!(
             "; peer {shown}: {} received {} ({}), sent {} ({}), CPU {:.1}% of {} cores",
             r.counters
@@ -286,32 +401,24 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         ),
         (Some(shown), _, None) => format!("; peer {shown}: not sampled (see the warning above)"),
         (None, _, _) => String::new(),
-    };
-    let mut save_args = args.save.clone();
-    save_args.tags.push(Tag {
-        key: "command".into(),
-        value: command_line.clone(),
-    });
-    let mut saver = Saver::start(&save_args, save::command_line(), Some(1));
-    saver.trial(&run);
+    }
+}
+
+/// Writes the run to stdout, as JSON or as the summary line and the text
+/// report; returns the text written (none for JSON) for the store.
+fn write_result(run: &RunResult, json: bool, summary: &str, words: &words::Words) -> anyhow::Result<Option<String>> {
     let mut out = std::io::stdout().lock();
-    let text = if args.json {
-        Json.render(&run, &mut out).context("writing the result")?;
-        None
+    if json {
+        Json.render(run, &mut out).context("writing the result")?;
+        Ok(None)
     } else {
-        let mut buffer = summary.clone().into_bytes();
+        let mut buffer = summary.to_string().into_bytes();
         buffer.push(b'\n');
         let mut report = Vec::new();
-        let _ = Text.render(&run, &mut report);
+        let _ = Text.render(run, &mut report);
         buffer.extend(words.report(&String::from_utf8_lossy(&report)).into_bytes());
         out.write_all(&buffer).context("writing the result")?;
-        Some(String::from_utf8_lossy(&buffer).into_owned())
-    };
-    drop(out);
-    super::measure::save(saver, &run, text.as_deref(), !args.json)?;
-    match code {
-        0 => Ok(()),
-        c => Err(CommandExit(c).into()),
+        Ok(Some(String::from_utf8_lossy(&buffer).into_owned()))
     }
 }
 
