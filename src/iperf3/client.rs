@@ -333,17 +333,7 @@ pub fn run(
         auth,
     )?;
     let data = open_streams(spec, &asked, server, target.bind, &cookie)?;
-    let peer_streams: Vec<(u32, i64, Role)> = data
-        .iter()
-        .map(|d| {
-            let peer_role = if d.role == Role::Sender {
-                Role::Receiver
-            } else {
-                Role::Sender
-            };
-            (d.id, d.peer_id, peer_role)
-        })
-        .collect();
+    let peer_streams = streams::peer_ends(&data);
     expect(&mut control, State::TestStart, "TEST_START", REPLY_TIMEOUT)?;
     expect(&mut control, State::TestRunning, "TEST_RUNNING", REPLY_TIMEOUT)?;
 
@@ -362,49 +352,7 @@ pub fn run(
         &ProcStat,
     )
     .map_err(|e| Iperf3Error::Streams(e.to_string()))?;
-    let deadline = duration.map(|d| side.start + omit + d);
-    // Why the user stopped the test early, if they did (Ctrl-C, SIGTERM).
-    let mut stopped: Option<String> = None;
-    let hard_deadline = side.start
-        + omit
-        + duration.unwrap_or(Duration::from_secs_f64(crate::model::spec::MAX_DURATION_SECONDS))
-        + crate::side_runner::GRACE;
-    loop {
-        match control.poll_state(Duration::from_millis(20)) {
-            Ok(None) => {}
-            Ok(Some(State::ServerTerminate)) => return Err(Iperf3Error::ServerTerminated.into()),
-            Ok(Some(State::ServerError)) => return Err(server_error(&mut control, None).into()),
-            Ok(Some(got)) => {
-                return Err(Iperf3Error::UnexpectedState {
-                    expected: "nothing while the test runs",
-                    got,
-                }
-                .into())
-            }
-            Err(e) => return Err(Iperf3Error::wire("the control connection during the test")(e).into()),
-        }
-        if stopped.is_none() {
-            stopped = (options.interrupted)();
-        }
-        let interrupted = stopped.is_some();
-        if interrupted {
-            side.stop_senders();
-        }
-        let now = Instant::now();
-        let done = if side.senders > 0 {
-            side.senders_left.load(std::sync::atomic::Ordering::Relaxed) == 0
-        } else {
-            interrupted || deadline.is_some_and(|d| now >= d)
-        };
-        if done {
-            break;
-        }
-        if now > hard_deadline {
-            return Err(SessionError::Trial(crate::side_runner::TrialError::Hung(
-                crate::side_runner::GRACE.as_secs_f64(),
-            )));
-        }
-    }
+    let stopped = await_streams_done(&mut control, &side, omit, duration, options.interrupted)?;
     let side_seconds = side.start.elapsed().as_secs_f64();
     side.stop_senders();
     control
@@ -435,16 +383,7 @@ pub fn run(
         fallback,
     )
     .map_err(Iperf3Error::BadResults)?;
-    for end in &local.streams {
-        if let Some(message) = &end.error {
-            return Err(Iperf3Error::Stream {
-                stream_id: end.stream_id,
-                role: if end.role == Role::Sender { "sender" } else { "receiver" },
-                message: message.clone(),
-            }
-            .into());
-        }
-    }
+    first_stream_error(&local)?;
     let flows: Vec<(u32, Flow)> = spec.flows();
     let mut result = TrialResult::merge(options.trial, &flows, local, agent_report)
         .map_err(|e| Iperf3Error::BadResults(e.to_string()))?;
@@ -472,19 +411,95 @@ pub fn run(
         result,
         repetition: None,
         interrupted: false,
-        peer_protocol: Some(PeerProtocol {
-            protocol: "iperf3".into(),
-            peer_role: "server".into(),
-            // iperf3 servers do not announce their version.
-            peer_version: None,
-            peer_cpu_util_total_percent: theirs.cpu_util_total,
-            peer_cpu_util_user_percent: theirs.cpu_util_user,
-            peer_cpu_util_system_percent: theirs.cpu_util_system,
-            peer_congestion_used: theirs.congestion_used.clone(),
-            peer_streams: raw,
-        }),
+        peer_protocol: Some(server_protocol(&theirs, raw)),
     };
     run.interrupted = run.result.interruption.is_some();
     crate::verdict::annotate(&mut run, None);
     Ok(run)
+}
+
+/// While the test runs: watches the control connection (the server may
+/// end or refuse the test), stops the senders when the user stops the
+/// test, and returns once the senders are done (or, with none, the time
+/// is up); why the user stopped it, if they did.
+fn await_streams_done(
+    control: &mut Control,
+    side: &streams::RunningSide,
+    omit: Duration,
+    duration: Option<Duration>,
+    interrupted: &(dyn Fn() -> Option<String> + Sync),
+) -> Result<Option<String>, SessionError> {
+    let deadline = duration.map(|d| side.start + omit + d);
+    // Why the user stopped the test early, if they did (Ctrl-C, SIGTERM).
+    let mut stopped: Option<String> = None;
+    let hard_deadline = side.start
+        + omit
+        + duration.unwrap_or(Duration::from_secs_f64(crate::model::spec::MAX_DURATION_SECONDS))
+        + crate::side_runner::GRACE;
+    loop {
+        match control.poll_state(Duration::from_millis(20)) {
+            Ok(None) => {}
+            Ok(Some(State::ServerTerminate)) => return Err(Iperf3Error::ServerTerminated.into()),
+            Ok(Some(State::ServerError)) => return Err(server_error(control, None).into()),
+            Ok(Some(got)) => {
+                return Err(Iperf3Error::UnexpectedState {
+                    expected: "nothing while the test runs",
+                    got,
+                }
+                .into())
+            }
+            Err(e) => return Err(Iperf3Error::wire("the control connection during the test")(e).into()),
+        }
+        if stopped.is_none() {
+            stopped = interrupted();
+        }
+        let interrupted = stopped.is_some();
+        if interrupted {
+            side.stop_senders();
+        }
+        let now = Instant::now();
+        let done = if side.senders > 0 {
+            side.senders_left.load(std::sync::atomic::Ordering::Relaxed) == 0
+        } else {
+            interrupted || deadline.is_some_and(|d| now >= d)
+        };
+        if done {
+            return Ok(stopped);
+        }
+        if now > hard_deadline {
+            return Err(SessionError::Trial(crate::side_runner::TrialError::Hung(
+                crate::side_runner::GRACE.as_secs_f64(),
+            )));
+        }
+    }
+}
+
+/// A stream of ours that failed fails the trial, with its message.
+fn first_stream_error(local: &crate::model::SideReport) -> Result<(), SessionError> {
+    for end in &local.streams {
+        if let Some(message) = &end.error {
+            return Err(Iperf3Error::Stream {
+                stream_id: end.stream_id,
+                role: if end.role == Role::Sender { "sender" } else { "receiver" },
+                message: message.clone(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The server's own view of the test, kept beside our run.
+fn server_protocol(theirs: &Results, raw: Vec<crate::model::PeerStream>) -> PeerProtocol {
+    PeerProtocol {
+        protocol: "iperf3".into(),
+        peer_role: "server".into(),
+        // iperf3 servers do not announce their version.
+        peer_version: None,
+        peer_cpu_util_total_percent: theirs.cpu_util_total,
+        peer_cpu_util_user_percent: theirs.cpu_util_user,
+        peer_cpu_util_system_percent: theirs.cpu_util_system,
+        peer_congestion_used: theirs.congestion_used.clone(),
+        peer_streams: raw,
+    }
 }

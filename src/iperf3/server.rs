@@ -211,88 +211,11 @@ pub fn serve_test(
     data: &Receiver<DataConnection>,
 ) -> Result<RunResult, ServeError> {
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    control
-        .send_state(State::ParamExchange)
-        .map_err(io_err("sending PARAM_EXCHANGE"))?;
-    let params = match control
-        .read_json(MAX_PARAMS_JSON, settings.handshake_timeout)
-        .and_then(|m| Params::from_json(&m))
-    {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = control.send_server_error(errno::RECV_PARAMS, 0);
-            return Err(ServeError::Wire {
-                step: "the parameters",
-                source: e,
-            });
-        }
-    };
-    if !params.ignored.is_empty() {
-        log::info!("{peer}: iperf3 options not acted on: {}", params.ignored.join(", "));
-    }
-    let spec = match spec_of(&params, settings.limits) {
-        Ok(spec) => spec,
-        Err((n, why)) => {
-            let _ = control.send_server_error(n, 0);
-            return Err(ServeError::Refused(why));
-        }
-    };
-    let udp = params.transport == Transport::Udp;
+    let (params, spec) = exchange_params(control, peer, settings)?;
     let flows = spec.flows();
-    let ids = streams::peer_ids(flows.len());
-    let first_udp = if udp {
-        match bind_udp(local_ip, settings.port, &spec) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                let _ = control.send_server_error(errno::LISTEN, e.raw_os_error().unwrap_or(0));
-                return Err(ServeError::Failed(format!("binding UDP port {}: {e}", settings.port)));
-            }
-        }
-    } else {
-        None
-    };
-    control
-        .send_state(State::CreateStreams)
-        .map_err(io_err("sending CREATE_STREAMS"))?;
-    let deadline = Instant::now() + settings.handshake_timeout;
-    let accepted = if let Some(first) = first_udp {
-        accept_udp(first, peer.ip(), local_ip, settings.port, &spec, flows.len(), deadline)
-    } else {
-        accept_tcp(control, data, peer.ip(), flows.len(), &spec, deadline)
-    };
-    let sockets = match accepted {
-        Ok(sockets) => sockets,
-        Err(e) => {
-            if let ServeError::Setup { i_errno, errno, .. } = &e {
-                let _ = control.send_server_error(*i_errno, *errno);
-            }
-            return Err(e);
-        }
-    };
-    let mut data_streams = Vec::with_capacity(sockets.len());
-    for (((id, flow), peer_id), socket) in flows.iter().zip(&ids).zip(sockets) {
-        data_streams.push(DataStream {
-            id: *id,
-            peer_id: *peer_id,
-            role: if flow.sender() == Party::Agent {
-                Role::Sender
-            } else {
-                Role::Receiver
-            },
-            socket,
-        });
-    }
-    let peer_streams: Vec<(u32, i64, Role)> = data_streams
-        .iter()
-        .map(|d| {
-            let role = if d.role == Role::Sender {
-                Role::Receiver
-            } else {
-                Role::Sender
-            };
-            (d.id, d.peer_id, role)
-        })
-        .collect();
+    let sockets = create_streams(control, data, peer, local_ip, settings, &params, &spec)?;
+    let data_streams = data_streams(&flows, sockets);
+    let peer_streams = streams::peer_ends(&data_streams);
     let plan = StreamPlan {
         transport: params.transport,
         message_bytes: spec.message_bytes as usize,
@@ -317,32 +240,7 @@ pub fn serve_test(
         .send_state(State::TestRunning)
         .map_err(io_err("sending TEST_RUNNING"))?;
     let hard_deadline = side.start + Duration::from_secs_f64(spec.expected_seconds()) + crate::side_runner::GRACE;
-    let ended = loop {
-        if settings.shutdown.load(Ordering::Relaxed) || Instant::now() > hard_deadline {
-            let _ = control.send_state(State::ServerTerminate);
-            break Err(ServeError::Failed(
-                "the test outlived its time (or the agent is stopping); ended with SERVER_TERMINATE".into(),
-            ));
-        }
-        match control.poll_state(Duration::from_millis(50)) {
-            Ok(None) => {}
-            Ok(Some(State::TestEnd)) => break Ok(()),
-            Ok(Some(State::ClientTerminate | State::IperfDone)) => {
-                break Err(ServeError::Failed("the client ended the test early".into()))
-            }
-            Ok(Some(other)) => {
-                let _ = control.send_server_error(errno::MESSAGE, 0);
-                break Err(ServeError::Failed(format!(
-                    "state {other:?} during the test; answered SERVER_ERROR"
-                )));
-            }
-            Err(e @ wire::WireError::UnknownState(_)) => {
-                let _ = control.send_server_error(errno::MESSAGE, 0);
-                break Err(wire_err("the control connection during the test")(e));
-            }
-            Err(e) => break Err(wire_err("the control connection during the test")(e)),
-        }
-    };
+    let ended = await_test_end(control, settings.shutdown, hard_deadline);
     side.stop_senders();
     drain_then_end(&side);
     let finished = side
@@ -352,18 +250,7 @@ pub fn serve_test(
     control
         .send_state(State::ExchangeResults)
         .map_err(io_err("sending EXCHANGE_RESULTS"))?;
-    let theirs = match control
-        .read_json(MAX_RESULTS_JSON, RESULTS_TIMEOUT)
-        .and_then(|m| Results::from_json(&m))
-    {
-        Ok(results) => results,
-        Err(e) => {
-            if !matches!(e, wire::WireError::Io(_)) {
-                let _ = control.send_server_error(errno::RECV_RESULTS, 0);
-            }
-            return Err(wire_err("the client's results")(e));
-        }
-    };
+    let theirs = read_client_results(control)?;
     let mut ours = finished.to_results(params.transport);
     let local = finished.report;
     let fallback = local.streams.iter().map(|e| e.seconds).fold(0.0, f64::max);
@@ -377,49 +264,20 @@ pub fn serve_test(
     )
     .map_err(ServeError::Failed)
     .and_then(|(client_report, raw)| {
-        let mut result = TrialResult::merge(1, &flows, client_report, local)
+        let result = TrialResult::merge(1, &flows, client_report, local)
             .map_err(|e| ServeError::Failed(format!("the client's results do not match the test: {e}")))?;
-        workload::results_of(&spec.workload).summarize(&mut result);
-        let mut run = RunResult {
-            schema: SCHEMA.to_string(),
-            workload: spec.workload.clone(),
-            started_at_unix_seconds: started_at.as_secs_f64(),
-            client: Endpoint {
-                address: peer.to_string(),
-                facts: Default::default(),
-            },
-            agent: Endpoint {
-                address: SocketAddr::new(local_ip, settings.port).to_string(),
-                facts: facts_toward(local_ip),
-            },
-            spec: spec.clone(),
-            trials: vec![result.clone()],
-            result,
-            repetition: None,
-            interrupted: false,
-            peer_protocol: Some(PeerProtocol {
-                protocol: "iperf3".into(),
-                peer_role: "client".into(),
-                peer_version: params.client_version.clone(),
-                peer_cpu_util_total_percent: theirs.cpu_util_total,
-                peer_cpu_util_user_percent: theirs.cpu_util_user,
-                peer_cpu_util_system_percent: theirs.cpu_util_system,
-                peer_congestion_used: theirs.congestion_used.clone(),
-                peer_streams: raw,
-            }),
+        let served = Served {
+            started_at,
+            peer,
+            agent: SocketAddr::new(local_ip, settings.port),
+            params: &params,
+            spec: &spec,
+            theirs: &theirs,
         };
-        crate::verdict::annotate(&mut run, None);
-        Ok(run)
+        Ok(served.run(result, raw))
     });
     if params.get_server_output {
-        ours.server_output_text = Some(match &built {
-            Ok(run) => {
-                let mut text = Vec::new();
-                let _ = crate::report::Reporter::render(&crate::report::text::Text, run, &mut text);
-                String::from_utf8_lossy(&text).into_owned()
-            }
-            Err(e) => format!("nicbench could not read the client's results: {e}\n"),
-        });
+        ours.server_output_text = Some(server_output_text(&built));
     }
     control
         .send_json(&ours.to_json())
@@ -430,6 +288,214 @@ pub fn serve_test(
     // IPERF_DONE, or the client simply closing, both end the test.
     let _ = control.read_state(RESULTS_TIMEOUT);
     built
+}
+
+/// PARAM_EXCHANGE: reads the client's parameters and settles them into
+/// our spec, answering SERVER_ERROR when they cannot be read or are refused.
+fn exchange_params(
+    control: &mut Control,
+    peer: SocketAddr,
+    settings: &ServerSettings,
+) -> Result<(Params, TestSpec), ServeError> {
+    control
+        .send_state(State::ParamExchange)
+        .map_err(io_err("sending PARAM_EXCHANGE"))?;
+    let params = match control
+        .read_json(MAX_PARAMS_JSON, settings.handshake_timeout)
+        .and_then(|m| Params::from_json(&m))
+    {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = control.send_server_error(errno::RECV_PARAMS, 0);
+            return Err(ServeError::Wire {
+                step: "the parameters",
+                source: e,
+            });
+        }
+    };
+    if !params.ignored.is_empty() {
+        log::info!("{peer}: iperf3 options not acted on: {}", params.ignored.join(", "));
+    }
+    match spec_of(&params, settings.limits) {
+        Ok(spec) => Ok((params, spec)),
+        Err((n, why)) => {
+            let _ = control.send_server_error(n, 0);
+            Err(ServeError::Refused(why))
+        }
+    }
+}
+
+/// CREATE_STREAMS: binds the first UDP stream's socket (before asking for
+/// the streams) or takes the TCP connections the agent hands over; one
+/// socket per flow, in the order of the flows.
+fn create_streams(
+    control: &mut Control,
+    data: &Receiver<DataConnection>,
+    peer: SocketAddr,
+    local_ip: IpAddr,
+    settings: &ServerSettings,
+    params: &Params,
+    spec: &TestSpec,
+) -> Result<Vec<Socket>, ServeError> {
+    let udp = params.transport == Transport::Udp;
+    let count = spec.flows().len();
+    let first_udp = if udp {
+        match bind_udp(local_ip, settings.port, spec) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                let _ = control.send_server_error(errno::LISTEN, e.raw_os_error().unwrap_or(0));
+                return Err(ServeError::Failed(format!("binding UDP port {}: {e}", settings.port)));
+            }
+        }
+    } else {
+        None
+    };
+    control
+        .send_state(State::CreateStreams)
+        .map_err(io_err("sending CREATE_STREAMS"))?;
+    let deadline = Instant::now() + settings.handshake_timeout;
+    let accepted = if let Some(first) = first_udp {
+        accept_udp(first, peer.ip(), local_ip, settings.port, spec, count, deadline)
+    } else {
+        accept_tcp(control, data, peer.ip(), count, spec, deadline)
+    };
+    accepted.inspect_err(|e| {
+        if let ServeError::Setup { i_errno, errno, .. } = e {
+            let _ = control.send_server_error(*i_errno, *errno);
+        }
+    })
+}
+
+/// The sockets as our data streams: our ids, iperf3's ids, and our end's
+/// role in each flow.
+fn data_streams(flows: &[(u32, crate::model::Flow)], sockets: Vec<Socket>) -> Vec<DataStream> {
+    let ids = streams::peer_ids(flows.len());
+    let mut data_streams = Vec::with_capacity(sockets.len());
+    for (((id, flow), peer_id), socket) in flows.iter().zip(&ids).zip(sockets) {
+        data_streams.push(DataStream {
+            id: *id,
+            peer_id: *peer_id,
+            role: if flow.sender() == Party::Agent {
+                Role::Sender
+            } else {
+                Role::Receiver
+            },
+            socket,
+        });
+    }
+    data_streams
+}
+
+/// TEST_RUNNING until the client sends TEST_END; a test past its time or
+/// an agent stopping ends with SERVER_TERMINATE, an unexpected state with
+/// SERVER_ERROR.
+fn await_test_end(control: &mut Control, shutdown: &AtomicBool, hard_deadline: Instant) -> Result<(), ServeError> {
+    loop {
+        if shutdown.load(Ordering::Relaxed) || Instant::now() > hard_deadline {
+            let _ = control.send_state(State::ServerTerminate);
+            return Err(ServeError::Failed(
+                "the test outlived its time (or the agent is stopping); ended with SERVER_TERMINATE".into(),
+            ));
+        }
+        match control.poll_state(Duration::from_millis(50)) {
+            Ok(None) => {}
+            Ok(Some(State::TestEnd)) => return Ok(()),
+            Ok(Some(State::ClientTerminate | State::IperfDone)) => {
+                return Err(ServeError::Failed("the client ended the test early".into()))
+            }
+            Ok(Some(other)) => {
+                let _ = control.send_server_error(errno::MESSAGE, 0);
+                return Err(ServeError::Failed(format!(
+                    "state {other:?} during the test; answered SERVER_ERROR"
+                )));
+            }
+            Err(e @ wire::WireError::UnknownState(_)) => {
+                let _ = control.send_server_error(errno::MESSAGE, 0);
+                return Err(wire_err("the control connection during the test")(e));
+            }
+            Err(e) => return Err(wire_err("the control connection during the test")(e)),
+        }
+    }
+}
+
+/// EXCHANGE_RESULTS: the client's results (SERVER_ERROR when they do not
+/// parse; a broken connection is not answered).
+fn read_client_results(control: &mut Control) -> Result<Results, ServeError> {
+    match control
+        .read_json(MAX_RESULTS_JSON, RESULTS_TIMEOUT)
+        .and_then(|m| Results::from_json(&m))
+    {
+        Ok(results) => Ok(results),
+        Err(e) => {
+            if !matches!(e, wire::WireError::Io(_)) {
+                let _ = control.send_server_error(errno::RECV_RESULTS, 0);
+            }
+            Err(wire_err("the client's results")(e))
+        }
+    }
+}
+
+/// What a served test is recorded with besides its merged trial.
+struct Served<'a> {
+    started_at: Duration,
+    peer: SocketAddr,
+    /// Our address and port as the client reached it.
+    agent: SocketAddr,
+    params: &'a Params,
+    spec: &'a TestSpec,
+    theirs: &'a Results,
+}
+
+impl Served<'_> {
+    /// The run document of the test: the trial summarized and judged, the
+    /// client's own view kept as the peer protocol's.
+    fn run(&self, mut result: TrialResult, raw: Vec<crate::model::PeerStream>) -> RunResult {
+        workload::results_of(&self.spec.workload).summarize(&mut result);
+        let theirs = self.theirs;
+        let mut run = RunResult {
+            schema: SCHEMA.to_string(),
+            workload: self.spec.workload.clone(),
+            started_at_unix_seconds: self.started_at.as_secs_f64(),
+            client: Endpoint {
+                address: self.peer.to_string(),
+                facts: Default::default(),
+            },
+            agent: Endpoint {
+                address: self.agent.to_string(),
+                facts: facts_toward(self.agent.ip()),
+            },
+            spec: self.spec.clone(),
+            trials: vec![result.clone()],
+            result,
+            repetition: None,
+            interrupted: false,
+            peer_protocol: Some(PeerProtocol {
+                protocol: "iperf3".into(),
+                peer_role: "client".into(),
+                peer_version: self.params.client_version.clone(),
+                peer_cpu_util_total_percent: theirs.cpu_util_total,
+                peer_cpu_util_user_percent: theirs.cpu_util_user,
+                peer_cpu_util_system_percent: theirs.cpu_util_system,
+                peer_congestion_used: theirs.congestion_used.clone(),
+                peer_streams: raw,
+            }),
+        };
+        crate::verdict::annotate(&mut run, None);
+        run
+    }
+}
+
+/// The text iperf3's `--get-server-output` shows: our text report, or why
+/// there is none.
+fn server_output_text(built: &Result<RunResult, ServeError>) -> String {
+    match built {
+        Ok(run) => {
+            let mut text = Vec::new();
+            let _ = crate::report::Reporter::render(&crate::report::text::Text, run, &mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        }
+        Err(e) => format!("nicbench could not read the client's results: {e}\n"),
+    }
 }
 
 /// After TEST_END the client has stopped sending: let TCP receivers read

@@ -427,6 +427,22 @@ pub fn peer_report(
 
 /// iperf3's ids for our flows in order: the peer numbers streams as they
 /// are created (client) or accepted (server), senders of the client first.
+/// The peer's end of each of our streams: our id, iperf3's id, its role
+/// (the opposite of ours), as [`peer_report`] takes them.
+pub fn peer_ends(data_streams: &[DataStream]) -> Vec<(u32, i64, Role)> {
+    data_streams
+        .iter()
+        .map(|d| {
+            let peer_role = if d.role == Role::Sender {
+                Role::Receiver
+            } else {
+                Role::Sender
+            };
+            (d.id, d.peer_id, peer_role)
+        })
+        .collect()
+}
+
 pub fn peer_ids(count: usize) -> Vec<i64> {
     (0..count).map(wire::stream_id).collect()
 }
