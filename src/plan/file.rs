@@ -239,40 +239,17 @@ impl Plan {
     fn check(&self) -> Result<(), String> {
         let name = self.name();
         tag("plan", name).map_err(|e| format!("name: {e}"))?;
-        let d = &self.defaults;
-        for (key, value) in [("duration", &d.duration), ("wait", &d.wait), ("pause", &d.pause)] {
-            if let Some(v) = value {
-                parse::duration(v).map_err(|e| format!("[defaults] {key} = \"{v}\": {e}"))?;
-            }
-        }
-        if let Some(v) = &d.duration {
-            parse::positive_duration(v).map_err(|e| format!("[defaults] duration = \"{v}\": {e}"))?;
-        }
-        if let Some(v) = &d.omit {
-            parse::duration(v).map_err(|e| format!("[defaults] omit = \"{v}\": {e}"))?;
-        }
-        if let Some(r) = d.repeat {
-            if !(1..=1000).contains(&r) {
-                return Err(format!("[defaults] repeat = {r}: expected 1 to 1000"));
-            }
-        }
-        if let Some(p) = &d.pick {
-            if !["best", "median", "mean"].contains(&p.as_str()) {
-                return Err(format!("[defaults] pick = \"{p}\": expected best, median or mean"));
-            }
-            if d.repeat.is_none() {
-                return Err("[defaults] pick needs repeat (the number of trials to pick from)".into());
-            }
-        }
-        if d.repeat.is_some() && (d.confidence.is_some() || d.iterations.is_some()) {
-            return Err("[defaults]: repeat/pick and confidence/iterations are two policies: choose one".into());
-        }
-        if let Some(c) = &d.confidence {
-            parse::confidence(c).map_err(|e| format!("[defaults] confidence = \"{c}\": {e}"))?;
-        }
-        if let Some(i) = &d.iterations {
-            parse::iterations(i).map_err(|e| format!("[defaults] iterations = \"{i}\": {e}"))?;
-        }
+        check_defaults(&self.defaults)?;
+        let labels = self.check_agents()?;
+        self.check_workload_sections()?;
+        check_matrix(&self.matrix, &labels)?;
+        self.check_commands()?;
+        self.check_report_tables()
+    }
+
+    /// The agents' labels (unique, valid as tags) and addresses; at least one
+    /// agent. Returns the labels.
+    fn check_agents(&self) -> Result<Vec<&str>, String> {
         let mut labels = Vec::new();
         for (i, a) in self.agents.iter().enumerate() {
             tag("agent", &a.label).map_err(|e| format!("[[agents]] #{} label: {e}", i + 1))?;
@@ -282,7 +259,7 @@ impl Plan {
             if a.address.trim().is_empty() {
                 return Err(format!("[[agents]] '{}': address is empty", a.label));
             }
-            labels.push(&a.label);
+            labels.push(a.label.as_str());
         }
         if self.agents.is_empty() {
             return Err(
@@ -290,6 +267,11 @@ impl Plan {
                     .into(),
             );
         }
+        Ok(labels)
+    }
+
+    /// Every `[workloads.NAME]` names a known workload.
+    fn check_workload_sections(&self) -> Result<(), String> {
         for w in self.workloads.keys() {
             if !known_workload(w) {
                 return Err(format!(
@@ -298,97 +280,11 @@ impl Plan {
                 ));
             }
         }
-        let m = &self.matrix;
-        if m.workload.is_empty() {
-            return Err(format!(
-                "[matrix] workload is empty: name at least one of {}",
-                workload_names()
-            ));
-        }
-        for w in &m.workload {
-            if !known_workload(w) {
-                return Err(format!(
-                    "[matrix] workload \"{w}\": expected one of {}",
-                    workload_names()
-                ));
-            }
-        }
-        for a in &m.agent {
-            if !labels.contains(&a.as_str()) {
-                return Err(format!(
-                    "[matrix] agent \"{a}\": no [[agents]] entry has that label (labels: {})",
-                    labels.join(", ")
-                ));
-            }
-        }
-        for d in &m.direction {
-            if !DIRECTIONS.contains(&d.as_str()) {
-                return Err(format!(
-                    "[matrix] direction \"{d}\": expected one of {}",
-                    DIRECTIONS.join(", ")
-                ));
-            }
-        }
-        for s in &m.streams {
-            if !(1..=crate::model::spec::MAX_STREAMS).contains(s) {
-                return Err(format!(
-                    "[matrix] streams = {s}: expected 1 to {}",
-                    crate::model::spec::MAX_STREAMS
-                ));
-            }
-        }
-        for l in &m.message {
-            parse::positive_size(l).map_err(|e| format!("[matrix] message \"{l}\": {e}"))?;
-        }
-        for mtu in &m.mtu {
-            if !(68..=65535).contains(mtu) {
-                return Err(format!("[matrix] mtu = {mtu}: expected 68 to 65535"));
-            }
-        }
-        for (axis, values) in &m.vary {
-            if AXES.contains(&axis.as_str()) {
-                return Err(format!(
-                    "[matrix.vary.{axis}]: '{axis}' is a built-in axis; use [matrix] {axis} = [...]"
-                ));
-            }
-            tag(axis, "x").map_err(|e| format!("[matrix.vary.{axis}]: {e}"))?;
-            if values.is_empty() {
-                return Err(format!(
-                    "[matrix.vary.{axis}]: give at least one value, e.g. on = [\"-N\"]"
-                ));
-            }
-            for v in values.keys() {
-                tag(axis, v).map_err(|e| format!("[matrix.vary.{axis}] {v}: {e}"))?;
-            }
-        }
-        for (key, value) in &m.tags {
-            tag(key, value).map_err(|e| format!("[matrix.tags] {key}: {e}"))?;
-            if RESERVED_TAGS.contains(&key.as_str()) || AXES.contains(&key.as_str()) || m.vary.contains_key(key) {
-                return Err(format!(
-                    "[matrix.tags] {key}: that tag is set by the plan itself; choose another key"
-                ));
-            }
-        }
-        for (rules, section) in [(&m.exclude, "exclude"), (&m.include, "include")] {
-            for (i, rule) in rules.iter().enumerate() {
-                if rule.is_empty() {
-                    return Err(format!(
-                        "[[matrix.{section}]] #{}: empty; give the axes it matches",
-                        i + 1
-                    ));
-                }
-                for key in rule.keys() {
-                    if !AXES.contains(&key.as_str()) && !m.vary.contains_key(key) {
-                        let known: Vec<&str> = AXES.iter().copied().chain(m.vary.keys().map(String::as_str)).collect();
-                        return Err(format!(
-                            "[[matrix.{section}]] #{}: unknown axis '{key}'; expected one of {}",
-                            i + 1,
-                            known.join(", ")
-                        ));
-                    }
-                }
-            }
-        }
+        Ok(())
+    }
+
+    /// Every `[[commands]]` has a command to run.
+    fn check_commands(&self) -> Result<(), String> {
         for (i, c) in self.commands.iter().enumerate() {
             if c.run.is_empty() || c.run[0].is_empty() {
                 return Err(format!(
@@ -397,6 +293,11 @@ impl Plan {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Every `[[report.tables]]`: its statistic, metric and dimensions.
+    fn check_report_tables(&self) -> Result<(), String> {
         for (i, t) in self.report.tables.iter().enumerate() {
             if let Some(s) = &t.stat {
                 if !["best", "median", "mean"].contains(&s.as_str()) {
@@ -459,6 +360,157 @@ impl Plan {
     pub fn duration(&self, v: &Option<String>) -> Option<Duration> {
         v.as_deref().and_then(|s| parse::duration(s).ok())
     }
+}
+
+/// `[defaults]`: durations, repeat and pick, or confidence and iterations.
+fn check_defaults(d: &Defaults) -> Result<(), String> {
+    for (key, value) in [("duration", &d.duration), ("wait", &d.wait), ("pause", &d.pause)] {
+        if let Some(v) = value {
+            parse::duration(v).map_err(|e| format!("[defaults] {key} = \"{v}\": {e}"))?;
+        }
+    }
+    if let Some(v) = &d.duration {
+        parse::positive_duration(v).map_err(|e| format!("[defaults] duration = \"{v}\": {e}"))?;
+    }
+    if let Some(v) = &d.omit {
+        parse::duration(v).map_err(|e| format!("[defaults] omit = \"{v}\": {e}"))?;
+    }
+    if let Some(r) = d.repeat {
+        if !(1..=1000).contains(&r) {
+            return Err(format!("[defaults] repeat = {r}: expected 1 to 1000"));
+        }
+    }
+    if let Some(p) = &d.pick {
+        if !["best", "median", "mean"].contains(&p.as_str()) {
+            return Err(format!("[defaults] pick = \"{p}\": expected best, median or mean"));
+        }
+        if d.repeat.is_none() {
+            return Err("[defaults] pick needs repeat (the number of trials to pick from)".into());
+        }
+    }
+    if d.repeat.is_some() && (d.confidence.is_some() || d.iterations.is_some()) {
+        return Err("[defaults]: repeat/pick and confidence/iterations are two policies: choose one".into());
+    }
+    if let Some(c) = &d.confidence {
+        parse::confidence(c).map_err(|e| format!("[defaults] confidence = \"{c}\": {e}"))?;
+    }
+    if let Some(i) = &d.iterations {
+        parse::iterations(i).map_err(|e| format!("[defaults] iterations = \"{i}\": {e}"))?;
+    }
+    Ok(())
+}
+
+/// `[matrix]`: every axis's values, then its own axes (vary), tags and
+/// include/exclude rules; `labels` are the agents'.
+fn check_matrix(m: &Matrix, labels: &[&str]) -> Result<(), String> {
+    if m.workload.is_empty() {
+        return Err(format!(
+            "[matrix] workload is empty: name at least one of {}",
+            workload_names()
+        ));
+    }
+    for w in &m.workload {
+        if !known_workload(w) {
+            return Err(format!(
+                "[matrix] workload \"{w}\": expected one of {}",
+                workload_names()
+            ));
+        }
+    }
+    for a in &m.agent {
+        if !labels.contains(&a.as_str()) {
+            return Err(format!(
+                "[matrix] agent \"{a}\": no [[agents]] entry has that label (labels: {})",
+                labels.join(", ")
+            ));
+        }
+    }
+    for d in &m.direction {
+        if !DIRECTIONS.contains(&d.as_str()) {
+            return Err(format!(
+                "[matrix] direction \"{d}\": expected one of {}",
+                DIRECTIONS.join(", ")
+            ));
+        }
+    }
+    for s in &m.streams {
+        if !(1..=crate::model::spec::MAX_STREAMS).contains(s) {
+            return Err(format!(
+                "[matrix] streams = {s}: expected 1 to {}",
+                crate::model::spec::MAX_STREAMS
+            ));
+        }
+    }
+    for l in &m.message {
+        parse::positive_size(l).map_err(|e| format!("[matrix] message \"{l}\": {e}"))?;
+    }
+    for mtu in &m.mtu {
+        if !(68..=65535).contains(mtu) {
+            return Err(format!("[matrix] mtu = {mtu}: expected 68 to 65535"));
+        }
+    }
+    check_vary(m)?;
+    check_matrix_tags(m)?;
+    check_rules(m)
+}
+
+/// `[matrix.vary.AXIS]`: a new axis's name and its values' names.
+fn check_vary(m: &Matrix) -> Result<(), String> {
+    for (axis, values) in &m.vary {
+        if AXES.contains(&axis.as_str()) {
+            return Err(format!(
+                "[matrix.vary.{axis}]: '{axis}' is a built-in axis; use [matrix] {axis} = [...]"
+            ));
+        }
+        tag(axis, "x").map_err(|e| format!("[matrix.vary.{axis}]: {e}"))?;
+        if values.is_empty() {
+            return Err(format!(
+                "[matrix.vary.{axis}]: give at least one value, e.g. on = [\"-N\"]"
+            ));
+        }
+        for v in values.keys() {
+            tag(axis, v).map_err(|e| format!("[matrix.vary.{axis}] {v}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// `[matrix.tags]`: valid tags, none the plan sets itself.
+fn check_matrix_tags(m: &Matrix) -> Result<(), String> {
+    for (key, value) in &m.tags {
+        tag(key, value).map_err(|e| format!("[matrix.tags] {key}: {e}"))?;
+        if RESERVED_TAGS.contains(&key.as_str()) || AXES.contains(&key.as_str()) || m.vary.contains_key(key) {
+            return Err(format!(
+                "[matrix.tags] {key}: that tag is set by the plan itself; choose another key"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[[matrix.exclude]]`, `[[matrix.include]]`: each matches known axes.
+fn check_rules(m: &Matrix) -> Result<(), String> {
+    for (rules, section) in [(&m.exclude, "exclude"), (&m.include, "include")] {
+        for (i, rule) in rules.iter().enumerate() {
+            if rule.is_empty() {
+                return Err(format!(
+                    "[[matrix.{section}]] #{}: empty; give the axes it matches",
+                    i + 1
+                ));
+            }
+            for key in rule.keys() {
+                if !AXES.contains(&key.as_str()) && !m.vary.contains_key(key) {
+                    let known: Vec<&str> = AXES.iter().copied().chain(m.vary.keys().map(String::as_str)).collect();
+                    return Err(format!(
+                        "[[matrix.{section}]] #{}: unknown axis '{key}'; expected one of {}",
+                        i + 1,
+                        known.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The built-in axes, in the order they appear in a case's name.
