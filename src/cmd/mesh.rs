@@ -282,6 +282,67 @@ pub fn run_once(
     let started_at = store::now_unix_seconds();
     let clock = Instant::now();
     let mesh_run = mesh_run_id();
+    let hosts = check_hosts(args, members);
+    let live: Vec<usize> = (0..members.len()).filter(|&i| hosts[i].status == "ok").collect();
+    let rounds = schedule::rounds(live.len(), args.overlap);
+    let total: usize = rounds.iter().map(Vec::len).sum();
+    let bar = progress_bar(total);
+    let mut store = open_store(args);
+    let recorder = Recorder {
+        args,
+        spec,
+        members,
+        metrics,
+        mesh_run: &mesh_run,
+        bar: &bar,
+    };
+    let mut cells = Vec::new();
+    for (k, round) in rounds.iter().enumerate() {
+        if signals::interrupted() {
+            log::warn!("interrupted: the mesh stops after the rounds that finished");
+            break;
+        }
+        let tests: Vec<(usize, usize)> = round.iter().map(|&(a, b)| (live[a], live[b])).collect();
+        bar.set_message(format!(
+            "round {}/{}: {}",
+            k + 1,
+            rounds.len(),
+            tests
+                .iter()
+                .map(|&(a, b)| format!("{}->{}", members[a].name, members[b].name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        for o in run_round(args, spec, members, &tests) {
+            bar.inc(1);
+            cells.push(recorder.cell(o, k, &mut store));
+        }
+    }
+    bar.finish_and_clear();
+    cells.sort_by_key(|c| (c.src, c.dst));
+    let (metric, unit, _) = matrix::metric_of(&spec.workload);
+    let mut result = MeshResult {
+        schema: matrix::SCHEMA.into(),
+        mesh: args.name.clone(),
+        mesh_run,
+        workload: spec.workload.clone(),
+        metric: metric.into(),
+        unit: unit.into(),
+        started_at_unix_seconds: started_at,
+        wall_seconds: clock.elapsed().as_secs_f64(),
+        rounds: rounds.len(),
+        test_seconds: spec.expected_seconds(),
+        hosts,
+        cells,
+        outliers: Vec::new(),
+    };
+    result.find_outliers();
+    Ok(result)
+}
+
+/// Checks every agent at once: a host that is down or refuses is left out
+/// of the schedule, so its partners are not kept waiting round after round.
+fn check_hosts(args: &MeshArgs, members: &[Member]) -> Vec<MeshHost> {
     let mut hosts: Vec<MeshHost> = members
         .iter()
         .map(|m| MeshHost {
@@ -291,8 +352,6 @@ pub fn run_once(
             reason: None,
         })
         .collect();
-    // Every agent first: a host that is down or refuses is left out of the
-    // schedule, so its partners are not kept waiting round after round.
     let checks: Vec<Result<(), String>> = std::thread::scope(|s| {
         let handles: Vec<_> = members
             .iter()
@@ -320,122 +379,117 @@ pub fn run_once(
             host.reason = Some(reason);
         }
     }
-    let live: Vec<usize> = (0..members.len()).filter(|&i| hosts[i].status == "ok").collect();
-    let rounds = schedule::rounds(live.len(), args.overlap);
-    let total: usize = rounds.iter().map(Vec::len).sum();
+    hosts
+}
+
+fn progress_bar(total: usize) -> ProgressBar {
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
         ProgressStyle::with_template("{spinner} mesh {pos}/{len} tests [{elapsed_precise}, {eta} left] {msg}")
             .expect("a valid template"),
     );
-    let mut store = if args.save.no_save {
-        None
-    } else {
-        let path = super::save::database_path(&args.save.db);
-        match Store::open(&path) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                log::warn!("the mesh's runs will not be saved: {e}");
-                None
-            }
-        }
-    };
-    let mut cells = Vec::new();
-    for (k, round) in rounds.iter().enumerate() {
-        if signals::interrupted() {
-            log::warn!("interrupted: the mesh stops after the rounds that finished");
-            break;
-        }
-        let tests: Vec<(usize, usize)> = round.iter().map(|&(a, b)| (live[a], live[b])).collect();
-        bar.set_message(format!(
-            "round {}/{}: {}",
-            k + 1,
-            rounds.len(),
-            tests
-                .iter()
-                .map(|&(a, b)| format!("{}->{}", members[a].name, members[b].name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        let outcomes: Vec<Outcome> = std::thread::scope(|s| {
-            let handles: Vec<_> = tests
-                .iter()
-                .map(|&(src, dst)| {
-                    let (from, toward) = (members[src].target(args), members[dst].address());
-                    s.spawn(move || {
-                        let (started_at, clock) = (store::now_unix_seconds(), Instant::now());
-                        let result = session::peer_test(&from, &toward, spec);
-                        Outcome {
-                            src,
-                            dst,
-                            started_at,
-                            seconds: clock.elapsed().as_secs_f64(),
-                            result,
-                        }
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        for o in outcomes {
-            bar.inc(1);
-            let mut cell = Cell {
-                src: o.src,
-                dst: o.dst,
-                value: None,
-                run_id: None,
-                verdict: None,
-                verdict_kind: None,
-                error: None,
-                started_at_unix_seconds: o.started_at,
-                seconds: o.seconds,
-                round: k,
-            };
-            let (src, dst) = (&members[o.src].name, &members[o.dst].name);
-            match o.result {
-                Ok(run) => {
-                    metrics.record_run(src, dst, &run);
-                    cell.value = matrix::value_of(&run);
-                    if cell.value.is_none() {
-                        cell.error = Some("the run has no figure (nothing received)".into());
-                    }
-                    cell.verdict = run.result.verdict.as_ref().map(|v| v.summary.clone());
-                    cell.verdict_kind = run.result.verdict.as_ref().map(|v| v.kind.clone());
-                    if let Some(db) = store.take() {
-                        let (db, id) = save(db, args, spec, &run, &mesh_run, &members[o.src], &members[o.dst]);
-                        store = Some(db);
-                        cell.run_id = id;
-                    }
-                }
-                Err(e) => {
-                    metrics.record_failure(src, dst, &spec.workload, failure_reason(&e));
-                    bar.suspend(|| log::warn!("{src}->{dst}: {e}"));
-                    cell.error = Some(e.to_string());
-                }
-            }
-            cells.push(cell);
+    bar
+}
+
+/// The store the runs are saved to; none with `--no-save`, or (with a
+/// warning) when it cannot be opened.
+fn open_store(args: &MeshArgs) -> Option<Store> {
+    if args.save.no_save {
+        return None;
+    }
+    let path = super::save::database_path(&args.save.db);
+    match Store::open(&path) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!("the mesh's runs will not be saved: {e}");
+            None
         }
     }
-    bar.finish_and_clear();
-    cells.sort_by_key(|c| (c.src, c.dst));
-    let (metric, unit, _) = matrix::metric_of(&spec.workload);
-    let mut result = MeshResult {
-        schema: matrix::SCHEMA.into(),
-        mesh: args.name.clone(),
-        mesh_run,
-        workload: spec.workload.clone(),
-        metric: metric.into(),
-        unit: unit.into(),
-        started_at_unix_seconds: started_at,
-        wall_seconds: clock.elapsed().as_secs_f64(),
-        rounds: rounds.len(),
-        test_seconds: spec.expected_seconds(),
-        hosts,
-        cells,
-        outliers: Vec::new(),
-    };
-    result.find_outliers();
-    Ok(result)
+}
+
+/// One round: its tests (source, destination) all at once, each timed.
+fn run_round(args: &MeshArgs, spec: &TestSpec, members: &[Member], tests: &[(usize, usize)]) -> Vec<Outcome> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = tests
+            .iter()
+            .map(|&(src, dst)| {
+                let (from, toward) = (members[src].target(args), members[dst].address());
+                s.spawn(move || {
+                    let (started_at, clock) = (store::now_unix_seconds(), Instant::now());
+                    let result = session::peer_test(&from, &toward, spec);
+                    Outcome {
+                        src,
+                        dst,
+                        started_at,
+                        seconds: clock.elapsed().as_secs_f64(),
+                        result,
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    })
+}
+
+/// Where a test's outcome goes: the metrics, the store, the log.
+struct Recorder<'a> {
+    args: &'a MeshArgs,
+    spec: &'a TestSpec,
+    members: &'a [Member],
+    metrics: &'a MeshMetrics,
+    mesh_run: &'a str,
+    bar: &'a ProgressBar,
+}
+
+impl Recorder<'_> {
+    /// The matrix cell of a test of round `round`, its run recorded and
+    /// saved (to `store`, given back after each save) or its failure logged.
+    fn cell(&self, o: Outcome, round: usize, store: &mut Option<Store>) -> Cell {
+        let mut cell = Cell {
+            src: o.src,
+            dst: o.dst,
+            value: None,
+            run_id: None,
+            verdict: None,
+            verdict_kind: None,
+            error: None,
+            started_at_unix_seconds: o.started_at,
+            seconds: o.seconds,
+            round,
+        };
+        let (src, dst) = (&self.members[o.src].name, &self.members[o.dst].name);
+        match o.result {
+            Ok(run) => {
+                self.metrics.record_run(src, dst, &run);
+                cell.value = matrix::value_of(&run);
+                if cell.value.is_none() {
+                    cell.error = Some("the run has no figure (nothing received)".into());
+                }
+                cell.verdict = run.result.verdict.as_ref().map(|v| v.summary.clone());
+                cell.verdict_kind = run.result.verdict.as_ref().map(|v| v.kind.clone());
+                if let Some(db) = store.take() {
+                    let (db, id) = save(
+                        db,
+                        self.args,
+                        self.spec,
+                        &run,
+                        self.mesh_run,
+                        &self.members[o.src],
+                        &self.members[o.dst],
+                    );
+                    *store = Some(db);
+                    cell.run_id = id;
+                }
+            }
+            Err(e) => {
+                self.metrics
+                    .record_failure(src, dst, &self.spec.workload, failure_reason(&e));
+                self.bar.suspend(|| log::warn!("{src}->{dst}: {e}"));
+                cell.error = Some(e.to_string());
+            }
+        }
+        cell
+    }
 }
 
 /// The bounded reason label of a failed peer test.
