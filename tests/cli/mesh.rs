@@ -328,7 +328,7 @@ fn shape_path(lab: &nicbench::lab::Lab, from: &str, to: &str, rate: &str) {
 fn a_lab_mesh_names_the_slow_host_and_the_slow_path_and_skips_an_agent_that_is_down() {
     require_lab!();
     // Five hosts behind a router at 1 Gbit/s each; d may use 1% of a CPU
-    // (so it receives slowly); what a sends toward c crosses a 300 Mbit/s
+    // (so it receives slowly); what a sends toward c crosses a 200 Mbit/s
     // class in the router (the path a->c only).
     let lab = crate::common::lab_builder()
         .hosts(5)
@@ -338,7 +338,7 @@ fn a_lab_mesh_names_the_slow_host_and_the_slow_path_and_skips_an_agent_that_is_d
         .no_agents()
         .build()
         .unwrap();
-    shape_path(&lab, "a", "c", "300mbit");
+    shape_path(&lab, "a", "c", "200mbit");
     let dir = tempfile::tempdir().unwrap();
     let psk = key_file(dir.path(), "psk", KEY);
     let names = ["a", "b", "c", "d", "e"];
