@@ -39,21 +39,6 @@ pub struct Written {
     pub tables: usize,
 }
 
-/// The metrics a comparison table is made of, when some run has them.
-const TABLE_METRICS: &[&str] = &[
-    "throughput",
-    "sender",
-    "loss",
-    "tps",
-    "p50",
-    "p99",
-    "peak",
-    "cpu",
-    "agent-cpu",
-    "service-demand",
-    "agent-service-demand",
-];
-
 const SIZE: (u32, u32) = (900, 520);
 
 const STYLE: &str = r#"
@@ -302,8 +287,9 @@ fn tables(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<Table
     };
     let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect::<Vec<_>>();
     let mut tables = Vec::new();
-    for name in TABLE_METRICS {
-        let metric = Metric::parse(name).expect("a known metric");
+    // Every metric, when some run has it: throughput, the workloads' own
+    // stored figures, then CPU.
+    for metric in crate::store::compare::all_metrics() {
         let found = crate::store::compare::records(store, &filter, &spec.rows, &spec.cols, &metric)?;
         if found.records.is_empty() {
             continue;
@@ -324,21 +310,14 @@ fn tables(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<Table
 
 fn charts(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<(chart::Chart, String)>, SelectError> {
     let mut charts = Vec::new();
-    let kinds: [(&str, Option<&str>); 6] = [
-        ("bars", Some("throughput")),
-        ("bars", Some("tps")),
-        ("cpu", None),
-        ("sweep", None),
-        ("latency", None),
-        ("timeline", None),
-    ];
+    let kinds = chart_kinds();
     for (kind, metric) in kinds {
         let mut chart_spec = ChartSpec::new(kind);
         chart_spec.group = spec.rows.clone();
         chart_spec.series = spec.cols.clone();
         chart_spec.stat = spec.stat;
         if let Some(m) = metric {
-            chart_spec.metric = Metric::parse(m).expect("a known metric");
+            chart_spec.metric = m;
         }
         match data::build(store, filter, &chart_spec) {
             Ok(chart) => {
@@ -357,6 +336,27 @@ fn charts(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<(char
         charts.push((chart, svg));
     }
     Ok(charts)
+}
+
+/// The report's charts, in its order: bars of receiver throughput and of
+/// each workload's headline figure that is not a bit rate (transactions
+/// per second; a bit-rate headline is in the throughput bars), CPU, then
+/// the charts the workloads declare ([`crate::workload::ResultKind::chart_kinds`]),
+/// then each run's timeline.
+fn chart_kinds() -> Vec<(&'static str, Option<Metric>)> {
+    let metric = |option: &str| Metric::parse(option).expect("a stored metric");
+    let mut kinds = vec![("bars", Some(metric("throughput")))];
+    for w in crate::workload::REGISTRY {
+        let headline = w.results().headline();
+        let own = kinds.iter().any(|(_, m)| m.is_some_and(|m| m.column == headline.name));
+        if headline.unit != "bit/s" && !own {
+            kinds.push(("bars", Some(metric(headline.option))));
+        }
+    }
+    kinds.push(("cpu", None));
+    kinds.extend(crate::workload::chart_kinds().map(|(_, k)| (k.name, None)));
+    kinds.push(("timeline", None));
+    kinds
 }
 
 /// Heat maps in one report: the newest mesh runs.
