@@ -7,7 +7,8 @@
 //!    110% the assumed link speed is wrong, and the verdict says so);
 //! 3. UDP datagrams were lost: in the receiving socket's buffer (its own
 //!    drop counter), or before it (the path: a link, router or NIC);
-//!    then the receiver's UDP RcvbufErrors of the whole host;
+//!    then, for a UDP test only, the receiver's UDP RcvbufErrors of the
+//!    whole host;
 //! 4. the receiving NIC dropped packets;
 //! 5. TCP retransmitted 1% of its bytes or more: the test's own sockets
 //!    (TCP_INFO), else the sending namespace's RetransSegs/OutSegs;
@@ -17,6 +18,20 @@
 //!
 //! Otherwise: "no bottleneck stands out". [`annotate`] also fills in the
 //! percent of theoretical goodput, so it runs on every result.
+//!
+//! **Evidence belongs to the test.** The test's own sockets (TCP_INFO, the
+//! UDP sockets' drop counters), its threads' CPU and scheduling, its cgroup
+//! and its byte counts are its own. Host-wide counters are shared with
+//! whatever else runs: the interface's drops, the namespace's UDP
+//! RcvbufErrors and TCP RetransSegs/OutSegs, and the busiest core. Rules 3
+//! (host UDP), 4, 5 (namespace) and 7 (core) use them only when the
+//! interface carried no more than the test's own bytes during the test
+//! ([`attribution`]); otherwise they are context, and the counters line
+//! says "other traffic on this interface during the test: host counters
+//! not attributed". The host's UDP counters also need no more datagrams
+//! to have arrived than the test sent (they count every interface), and
+//! a busy core needs to be mostly softirq or half the test's own threads
+//! (a core that someone else's process keeps busy is not the test's).
 
 use crate::linerate::{self, Framing, Stack};
 use crate::model::{CpuReport, LineRateShare, NicFacts, Party, RunResult, SideCounters, TrialResult, Verdict};
@@ -311,11 +326,11 @@ pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdic
     throttled(trial)
         .or_else(|| link_bound(trial))
         .or_else(|| kind.verdict(trial))
-        .or_else(|| socket_buffer_drops(trial))
-        .or_else(|| nic_drops(trial))
-        .or_else(|| retransmitting(trial))
+        .or_else(|| socket_buffer_drops(trial, kind, shared))
+        .or_else(|| nic_drops(trial, kind, shared))
+        .or_else(|| retransmitting(trial, kind, shared))
         .or_else(|| starved(trial))
-        .or_else(|| cpu_bound(trial, shared))
+        .or_else(|| cpu_bound(trial, kind, shared))
         .unwrap_or_else(|| verdict("none", "no bottleneck stands out".into()))
 }
 
@@ -393,6 +408,76 @@ fn link_bound(trial: &TrialResult) -> Option<Verdict> {
     })
 }
 
+/// Bytes per packet allowed for headers (Ethernet, IP with options, TCP
+/// with timestamps and SACK) when an interface's bytes are set against
+/// the test's payload: ACKs and tiny messages cost the wire far more than
+/// their payload, and must not look like other traffic.
+pub const HEADER_BYTES_PER_PACKET: u64 = 100;
+/// Payload beyond the test's own that still counts as the test's traffic:
+/// the control connection, retransmissions, probes (and 15% of the
+/// test's bytes for anything the header allowance misses).
+pub const FOREIGN_SLACK_BYTES: u64 = 2 << 20;
+pub const FOREIGN_SLACK_SHARE: f64 = 0.15;
+
+/// Whether a side's host-wide counters can be put down to the test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attribution {
+    /// The interface carried the test's bytes and not much else.
+    Test,
+    /// The interface carried more than the test could have: someone else's
+    /// traffic shares the host's counters.
+    OtherTraffic {
+        interface_payload_bytes: u64,
+        test_bytes: u64,
+    },
+    /// No interface counters: nothing to check the host's counters against.
+    Unknown,
+}
+
+impl Attribution {
+    pub fn is_test(self) -> bool {
+        self == Attribution::Test
+    }
+}
+
+/// Sets the bytes `host`'s interface carried during the trial (less a
+/// header allowance per packet) against the payload the test's own ends
+/// sent and received there. With both ends on one kernel and interface
+/// (loopback), that interface carries both ends' bytes.
+pub fn attribution(trial: &TrialResult, kind: &dyn ResultKind, host: Party, shared: bool) -> Attribution {
+    let Some(side) = counters(trial, host) else {
+        return Attribution::Unknown;
+    };
+    let Some(nic) = side.nic.as_ref() else {
+        return Attribution::Unknown;
+    };
+    let other = counters(trial, host.other());
+    let same_interface = shared && other.is_some_and(|o| o.interface.is_some() && o.interface == side.interface);
+    let end_bytes = |end: &crate::model::StreamEnd| end.bytes + end.warmup_bytes;
+    let test_bytes: u64 = trial
+        .streams
+        .iter()
+        .map(|s| {
+            let sent = if same_interface || s.flow.sender() == host { end_bytes(&s.sender) } else { 0 };
+            let received = if same_interface || s.flow.receiver() == host { end_bytes(&s.receiver) } else { 0 };
+            sent + received
+        })
+        .sum::<u64>()
+        // Sent at one end and received at the other: twice on one interface.
+        + kind.unseen_bytes(trial) * if same_interface { 2 } else { 1 };
+    let packets = nic.rx_packets + nic.tx_packets;
+    let payload = (nic.rx_bytes + nic.tx_bytes).saturating_sub(packets.saturating_mul(HEADER_BYTES_PER_PACKET));
+    let allowed = test_bytes as f64 * (1.0 + FOREIGN_SLACK_SHARE) + FOREIGN_SLACK_BYTES as f64;
+    if payload as f64 <= allowed {
+        Attribution::Test
+    } else {
+        Attribution::OtherTraffic {
+            interface_payload_bytes: payload,
+            test_bytes,
+        }
+    }
+}
+
 /// Hosts that received data in this trial.
 fn receivers(trial: &TrialResult) -> impl Iterator<Item = Party> + '_ {
     PARTIES
@@ -400,11 +485,22 @@ fn receivers(trial: &TrialResult) -> impl Iterator<Item = Party> + '_ {
         .filter(|&h| trial.streams.iter().any(|s| s.flow.receiver() == h))
 }
 
-/// UDP loss from both ends' own counts: the sender's datagrams against the
-/// receiver's, split by the receiving sockets' drop counters.
-fn socket_buffer_drops(trial: &TrialResult) -> Option<Verdict> {
+/// Datagrams beyond the test's own that the host may see arrive and still
+/// have its UDP counters count as the test's (DNS, NTP, mDNS).
+pub const FOREIGN_DATAGRAMS: u64 = 100;
+
+/// The receiving host's UDP RcvbufErrors, for a UDP test whose own
+/// counts gave no loss verdict, when the interface carried only the test
+/// and no more datagrams arrived at the host than the test sent (UDP
+/// counters are the namespace's: a flood on another interface counts too).
+fn socket_buffer_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
+    let sent = kind.datagrams_sent(trial)?;
     receivers(trial).find_map(|host| {
         let udp = counters(trial, host)?.udp.as_ref()?;
+        let arrived = udp.in_datagrams + udp.in_errors.max(udp.receive_buffer_errors);
+        if !attribution(trial, kind, host, shared).is_test() || arrived > sent + sent / 20 + FOREIGN_DATAGRAMS {
+            return None;
+        }
         let share = udp.receive_buffer_errors_percent?;
         (share >= LOSS_PERCENT && udp.receive_buffer_errors >= 10).then(|| {
             verdict(
@@ -419,8 +515,11 @@ fn socket_buffer_drops(trial: &TrialResult) -> Option<Verdict> {
     })
 }
 
-fn nic_drops(trial: &TrialResult) -> Option<Verdict> {
+fn nic_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
     receivers(trial).find_map(|host| {
+        if !attribution(trial, kind, host, shared).is_test() {
+            return None;
+        }
         let nic = counters(trial, host)?.nic.as_ref()?;
         let dropped = nic.rx_dropped + nic.rx_missed_errors + nic.rx_fifo_errors;
         let arrived = nic.rx_packets + dropped;
@@ -491,7 +590,7 @@ pub fn socket_retransmissions(trial: &TrialResult, host: Party) -> Option<Socket
 
 /// The test's own sockets when they tell, else the namespace-wide
 /// RetransSegs/OutSegs of the sending side (which other traffic shares).
-fn retransmitting(trial: &TrialResult) -> Option<Verdict> {
+fn retransmitting(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
     PARTIES
         .iter()
         .filter(|&&h| trial.streams.iter().any(|s| s.flow.sender() == h))
@@ -499,7 +598,8 @@ fn retransmitting(trial: &TrialResult) -> Option<Verdict> {
             // A kernel too old for the byte and segment counts cannot give a
             // share; the namespace's then speaks.
             Some(own) if own.percent().is_some() => own_retransmissions(trial, host, &own),
-            _ => namespace_retransmissions(trial, host),
+            _ if attribution(trial, kind, host, shared).is_test() => namespace_retransmissions(trial, host),
+            _ => None,
         })
 }
 
@@ -555,7 +655,7 @@ fn namespace_retransmissions(trial: &TrialResult, host: Party) -> Option<Verdict
 
 /// How busy a side was: its stream threads' share of their wall time, and
 /// its busiest core. Returns (percent, description).
-fn cpu_load(trial: &TrialResult, host: Party, shared: bool) -> Option<(f64, String)> {
+fn cpu_load(trial: &TrialResult, kind: &dyn ResultKind, host: Party, shared: bool) -> Option<(f64, String)> {
     let cpu = cpu(trial, host);
     let threads = trial
         .streams
@@ -581,8 +681,10 @@ fn cpu_load(trial: &TrialResult, host: Party, shared: bool) -> Option<(f64, Stri
         ));
     }
     // On one host both sides see the same cores: a busy core cannot be
-    // pinned on either side.
-    (!shared && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
+    // pinned on either side. A busy core is the host's, not the test's:
+    // it counts only when the interface carried nothing but the test.
+    let own_host = attribution(trial, kind, host, shared).is_test() && core_is_the_tests(core, own, cpu.seconds);
+    (!shared && own_host && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
         (
             core.utilization_percent,
             format!(
@@ -593,10 +695,23 @@ fn cpu_load(trial: &TrialResult, host: Party, shared: bool) -> Option<(f64, Stri
     })
 }
 
-fn cpu_bound(trial: &TrialResult, shared: bool) -> Option<Verdict> {
+/// Whether a busy core's time can be the test's: mostly softirq (the
+/// kernel's network work, the interface being the test's), or the test's
+/// own threads used at least half of what the core was busy. A core kept
+/// busy by someone else's process is not the test's bottleneck.
+fn core_is_the_tests(core: &crate::model::CoreUtilization, own_cpu_seconds: f64, seconds: f64) -> bool {
+    let own_percent = if seconds > 0.0 {
+        own_cpu_seconds * 100.0 / seconds
+    } else {
+        0.0
+    };
+    core.softirq_percent >= 50.0 || own_percent >= core.utilization_percent / 2.0
+}
+
+fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
     let loads: Vec<(Party, f64, String)> = PARTIES
         .iter()
-        .filter_map(|&h| cpu_load(trial, h, shared).map(|(p, d)| (h, p, d)))
+        .filter_map(|&h| cpu_load(trial, kind, h, shared).map(|(p, d)| (h, p, d)))
         .collect();
     match loads.as_slice() {
         [(host, _, detail)] => Some(verdict(
@@ -613,7 +728,14 @@ fn cpu_bound(trial: &TrialResult, shared: bool) -> Option<Verdict> {
         )),
         _ => {
             let core = &trial.cpu.client.busiest_core;
-            (shared && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
+            let both = &trial.cpu;
+            let own = [&both.client, &both.agent]
+                .iter()
+                .map(|c| c.process.user_seconds + c.process.system_seconds)
+                .sum();
+            let own_host = attribution(trial, kind, Party::Client, shared).is_test()
+                && core_is_the_tests(core, own, both.client.seconds);
+            (shared && own_host && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
                 verdict(
                     "cpu_bound",
                     format!(

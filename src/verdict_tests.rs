@@ -89,6 +89,42 @@ fn trial(bits_per_second: f64) -> TrialResult {
     }
 }
 
+/// Interface counters of `host` that carried the trial's bytes through
+/// it and nothing else (plus 1,000 packets of headers).
+fn quiet_interface(t: &mut TrialResult, host: Party) {
+    let own: u64 = t
+        .streams
+        .iter()
+        .map(|s| {
+            let sent = if s.flow.sender() == host { s.sender.bytes } else { 0 };
+            let received = if s.flow.receiver() == host { s.receiver.bytes } else { 0 };
+            sent + received
+        })
+        .sum();
+    let side = match host {
+        Party::Client => t.counters.client.as_mut(),
+        Party::Agent => t.counters.agent.as_mut(),
+    }
+    .unwrap();
+    side.interface = Some("eth0".into());
+    let nic = side.nic.get_or_insert_with(NicCounters::default);
+    nic.rx_packets += 1_000;
+    nic.rx_bytes += own + 1_000 * 66;
+}
+
+/// Someone else's transfer through `host`'s interface: 1 GB more.
+fn busy_interface(t: &mut TrialResult, host: Party) {
+    quiet_interface(t, host);
+    let side = match host {
+        Party::Client => t.counters.client.as_mut(),
+        Party::Agent => t.counters.agent.as_mut(),
+    }
+    .unwrap();
+    let nic = side.nic.as_mut().unwrap();
+    nic.tx_bytes += 1_000_000_000 + 700_000 * 66;
+    nic.tx_packets += 700_000;
+}
+
 fn wire(bits_per_second: u64, source: &'static str) -> Link {
     Link {
         bits_per_second,
@@ -238,6 +274,7 @@ fn below_the_link_threshold_is_not_link_bound() {
 fn a_busy_sender_core_names_the_sender() {
     let mut t = trial(500e6);
     t.cpu.client = cpu(0, 99.0, 71.0, 2.0);
+    quiet_interface(&mut t, Party::Client);
     let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "cpu_bound");
     assert!(
@@ -245,6 +282,24 @@ fn a_busy_sender_core_names_the_sender() {
         "{}",
         v.summary
     );
+    // The core is the host's: with someone else's traffic on the
+    // interface it may be theirs, and is not the test's evidence.
+    busy_interface(&mut t, Party::Client);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+}
+
+#[test]
+fn a_core_kept_busy_by_someone_elses_process_is_not_the_tests() {
+    // Core 0 at 99%, little of it softirq, the test's threads on a CPU 10%
+    // of the time: another process's core.
+    let mut t = trial(500e6);
+    t.cpu.client = cpu(0, 99.0, 5.0, 1.0);
+    quiet_interface(&mut t, Party::Client);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    assert_eq!(judge(&t, &Throughput, true).kind, "none");
+    // The same core with the test's threads at 60% is the test's.
+    t.cpu.client = cpu(0, 99.0, 5.0, 6.0);
+    assert_eq!(judge(&t, &Throughput, false).kind, "cpu_bound");
 }
 
 #[test]
@@ -252,6 +307,7 @@ fn a_busy_core_on_a_shared_host_does_not_name_a_side() {
     let mut t = trial(500e6);
     t.cpu.client = cpu(0, 99.0, 71.0, 2.0);
     t.cpu.agent = cpu(0, 99.0, 71.0, 3.0);
+    quiet_interface(&mut t, Party::Client);
     let v = judge(&t, &Throughput, true);
     assert!(v.summary.starts_with("host CPU-bound: core 0 at 99%"), "{}", v.summary);
 }
@@ -272,8 +328,10 @@ fn a_saturated_stream_thread_names_its_side_even_on_a_shared_host() {
 #[test]
 fn both_ends_busy_says_both() {
     let mut t = trial(500e6);
-    t.cpu.client = cpu(0, 99.0, 5.0, 2.0);
-    t.cpu.agent = cpu(1, 97.0, 5.0, 2.0);
+    t.cpu.client = cpu(0, 99.0, 5.0, 6.0);
+    t.cpu.agent = cpu(1, 97.0, 5.0, 6.0);
+    quiet_interface(&mut t, Party::Client);
+    quiet_interface(&mut t, Party::Agent);
     let v = judge(&t, &Throughput, false);
     assert!(
         v.summary.starts_with("both ends CPU-bound: sender core 0"),
@@ -290,6 +348,7 @@ fn retransmissions_of_the_sender_are_reported() {
         retransmitted_segments: 21,
         retransmitted_percent: Some(2.1),
     });
+    quiet_interface(&mut t, Party::Client);
     let v = judge(&t, &Throughput, false);
     assert_eq!(v.kind, "retransmitting");
     assert!(
@@ -300,6 +359,12 @@ fn retransmissions_of_the_sender_are_reported() {
     assert!(v.summary.contains("namespace-wide"), "{}", v.summary);
     // A handful of segments is not evidence.
     t.counters.client.as_mut().unwrap().tcp.as_mut().unwrap().out_segments = 50;
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // The namespace's counters with someone else's traffic through the
+    // interface are not the test's.
+    t.counters.client.as_mut().unwrap().tcp.as_mut().unwrap().out_segments = 1000;
+    assert_eq!(judge(&t, &Throughput, false).kind, "retransmitting");
+    busy_interface(&mut t, Party::Client);
     assert_eq!(judge(&t, &Throughput, false).kind, "none");
 }
 
@@ -346,7 +411,8 @@ fn the_test_sockets_retransmissions_win_over_the_namespace() {
 
 #[test]
 fn socket_buffer_drops_at_the_receiver() {
-    let mut t = trial(300e6);
+    // A UDP test of 100,000 datagrams whose own counts gave no verdict.
+    let mut t = udp_trial(100_000, 100_000, 0);
     t.counters.agent.as_mut().unwrap().udp = Some(UdpCounters {
         in_datagrams: 52_000,
         in_errors: 48_000,
@@ -354,36 +420,113 @@ fn socket_buffer_drops_at_the_receiver() {
         send_buffer_errors: 0,
         receive_buffer_errors_percent: Some(48.0),
     });
-    let v = judge(&t, &Throughput, false);
+    quiet_interface(&mut t, Party::Agent);
+    // A UDP test (whose own counts gave no verdict: the host's speak).
+    let v = judge(&t, &UdpResults, false);
     assert_eq!(v.kind, "socket_buffer_drops");
     assert_eq!(
         v.summary,
         "receiver dropping in the socket buffer: 48.0% of datagrams (48000 dropped)"
     );
+    // A TCP test is never given a UDP cause: those datagrams were
+    // someone else's.
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // Nor a UDP test, when the interface carried other traffic,
+    let mut other = t.clone();
+    busy_interface(&mut other, Party::Agent);
+    assert_eq!(judge(&other, &UdpResults, false).kind, "none");
+    // or when more datagrams arrived at the host than the test sent (a
+    // flood on another interface: UDP counters are the namespace's).
+    let mut flooded = t.clone();
+    flooded
+        .counters
+        .agent
+        .as_mut()
+        .unwrap()
+        .udp
+        .as_mut()
+        .unwrap()
+        .in_datagrams += 1_000_000;
+    assert_eq!(judge(&flooded, &UdpResults, false).kind, "none");
     // The same counters on the sending side are not the receiver's drops.
-    let mut t = trial(300e6);
+    let mut t = udp_trial(100_000, 100_000, 0);
     t.counters.client = t.counters.agent.clone();
     t.counters.client.as_mut().unwrap().udp = Some(UdpCounters {
         receive_buffer_errors: 48_000,
         receive_buffer_errors_percent: Some(48.0),
         ..UdpCounters::default()
     });
-    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    quiet_interface(&mut t, Party::Client);
+    assert_eq!(judge(&t, &UdpResults, false).kind, "none");
 }
 
 #[test]
 fn nic_drops_at_the_receiver() {
     let mut t = trial(300e6);
     t.counters.agent.as_mut().unwrap().nic = Some(NicCounters {
-        rx_packets: 9_800,
+        rx_packets: 8_800,
         rx_dropped: 200,
         ..NicCounters::default()
     });
+    quiet_interface(&mut t, Party::Agent); // + 1,000 packets
     let v = judge(&t, &Throughput, false);
     assert_eq!(
         v.summary,
         "receiver NIC dropping: 2.0% of arriving packets (200 dropped)"
     );
+    // The drops of an interface that carried someone else's gigabyte are
+    // context, not the test's verdict.
+    busy_interface(&mut t, Party::Agent);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+}
+
+#[test]
+fn the_interface_is_the_tests_when_it_carried_only_the_tests_bytes() {
+    let mut t = trial(300e6);
+    assert_eq!(attribution(&t, &Throughput, Party::Agent, false), Attribution::Unknown);
+    quiet_interface(&mut t, Party::Agent);
+    assert_eq!(attribution(&t, &Throughput, Party::Agent, false), Attribution::Test);
+    // Tiny messages: 10 million packets of headers carry almost no payload,
+    // and are still the test's.
+    let nic = t.counters.agent.as_mut().unwrap().nic.as_mut().unwrap();
+    nic.rx_packets += 10_000_000;
+    nic.rx_bytes += 10_000_000 * 70;
+    assert_eq!(attribution(&t, &Throughput, Party::Agent, false), Attribution::Test);
+    busy_interface(&mut t, Party::Agent);
+    match attribution(&t, &Throughput, Party::Agent, false) {
+        Attribution::OtherTraffic {
+            interface_payload_bytes,
+            test_bytes,
+        } => {
+            assert_eq!(test_bytes, 37_500_000);
+            assert!(interface_payload_bytes > 10 * test_bytes, "{interface_payload_bytes}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn on_loopback_one_interface_carries_both_ends_bytes() {
+    // Client and agent on one kernel, both on lo: lo counts what the
+    // client sent and what the agent received (and again as tx and rx).
+    let mut t = trial(300e6);
+    for side in [t.counters.client.as_mut().unwrap(), t.counters.agent.as_mut().unwrap()] {
+        side.interface = Some("lo".into());
+        side.nic = Some(NicCounters {
+            rx_packets: 1_000,
+            tx_packets: 1_000,
+            rx_bytes: 37_500_000 + 66_000,
+            tx_bytes: 37_500_000 + 66_000,
+            ..NicCounters::default()
+        });
+    }
+    assert_eq!(attribution(&t, &Throughput, Party::Agent, true), Attribution::Test);
+    // Counted apart (two hosts), the same interface bytes are twice the
+    // agent's own.
+    assert!(matches!(
+        attribution(&t, &Throughput, Party::Agent, false),
+        Attribution::OtherTraffic { .. }
+    ));
 }
 
 #[test]

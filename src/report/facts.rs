@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use crate::model::{HostFacts, NicFacts, Party, RunResult, SideCounters, TrialResult};
 use crate::units::{Bytes, Rate};
-use crate::verdict::socket_retransmissions;
+use crate::verdict::{attribution, socket_retransmissions, Attribution};
 
 fn or_na<T: Display>(value: Option<T>) -> String {
     value.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
@@ -270,9 +270,18 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "{}", facts_line("client", &run.client.facts))?;
     writeln!(out, "{}", facts_line("agent", &run.agent.facts))?;
     let r = &run.result;
-    for (name, counters) in [("client", &r.counters.client), ("agent", &r.counters.agent)] {
+    let shared = crate::verdict::shared_host(run);
+    let kind = crate::workload::results_of(&run.workload);
+    for (name, party, counters) in [
+        ("client", Party::Client, &r.counters.client),
+        ("agent", Party::Agent, &r.counters.agent),
+    ] {
         if let Some(c) = counters {
-            writeln!(out, "{}", counters_line(name, c))?;
+            let mut line = counters_line(name, c);
+            if let Attribution::OtherTraffic { .. } = attribution(r, kind, party, shared) {
+                line.push_str("; other traffic on this interface during the test: host counters not attributed");
+            }
+            writeln!(out, "{line}")?;
         }
     }
     if let Some(line) = retransmissions_line(r) {

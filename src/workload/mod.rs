@@ -348,6 +348,22 @@ pub trait ResultKind: Sync {
         None
     }
 
+    /// Payload the test moved in `trial` that its streams' byte counts
+    /// leave out (a ping-pong sweep's echoes): the verdict sets an
+    /// interface's bytes against all of the test's own.
+    fn unseen_bytes(&self, _trial: &TrialResult) -> u64 {
+        0
+    }
+
+    /// The UDP datagrams the test sent in `trial` (warm-up included), when
+    /// its traffic is datagrams: the host's UDP counters (RcvbufErrors) may
+    /// then speak for it, if the host saw no more datagrams arrive than
+    /// the test sent. None for a TCP test, which is never given a UDP
+    /// cause from someone else's datagrams.
+    fn datagrams_sent(&self, _trial: &TrialResult) -> Option<u64> {
+        None
+    }
+
     /// Round trips of `trial`, when the workload measures them.
     fn round_trips(&self, _trial: &TrialResult) -> Option<RoundTrips> {
         None

@@ -261,4 +261,87 @@ mod lab {
             assert!(nic["rx_packets"].as_u64().unwrap() > 1000, "{end}: {nic}");
         }
     }
+
+    /// A UDP flood into a socket that never reads, on b's loopback, for
+    /// `seconds`: b's namespace-wide UDP RcvbufErrors climb while a test
+    /// runs between a and b. Killed when dropped.
+    struct Flood(std::process::Child);
+
+    impl Flood {
+        fn start(lab: &Lab, host: &str, seconds: f64) -> Flood {
+            const SCRIPT: &str = "import socket, sys, time\n\
+                r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)\n\
+                r.bind(('127.0.0.1', 0))\n\
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                end, payload, to = time.time() + float(sys.argv[1]), b'x' * 1000, r.getsockname()\n\
+                print('flooding', flush=True)\n\
+                while time.time() < end:\n\
+                \x20   for _ in range(50):\n\
+                \x20       s.sendto(payload, to)\n\
+                \x20   time.sleep(0.001)\n";
+            let mut child = lab
+                .command(host, "python3")
+                .args(["-c", SCRIPT, &seconds.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("python3 in the lab (installed by .ci/run)");
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line)
+                .unwrap();
+            assert_eq!(line.trim(), "flooding");
+            Flood(child)
+        }
+    }
+
+    impl Drop for Flood {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn someone_elses_udp_drops_are_not_the_verdict_of_a_test() {
+        require_lab!();
+        if let Err(why) = tool("python3", &["-c", "pass"], "apt-get install python3") {
+            skip_or_fail(&why);
+            return;
+        }
+        let lab = lab_builder().build().unwrap();
+        let _flood = Flood::start(&lab, "b", 30.0);
+        // A TCP test from a to b while b's namespace drops someone else's
+        // datagrams: the host's UDP counters moved, and are shown, but a
+        // TCP test is never given a UDP cause.
+        let run = tcp_json(&lab, "a", &["b", "-t", "2"]);
+        let udp = &run["counters"]["agent"]["udp"];
+        assert!(udp["receive_buffer_errors"].as_u64().unwrap() >= 1000, "{udp}");
+        let verdict = &run["verdict"];
+        eprintln!("tcp: verdict {verdict}, agent's UDP counters {udp}");
+        assert_ne!(verdict["kind"], "socket_buffer_drops", "{verdict}");
+        // A slow UDP test meanwhile: its own counts say what it lost; the
+        // namespace's drops were not its datagrams (more arrived than it
+        // sent), so they are not its verdict either.
+        let out = lab
+            .command("a", BIN)
+            .args(["udp", "b", "-t", "2", "-b", "20M", "--json"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "udp: {}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let udp = &run["counters"]["agent"]["udp"];
+        assert!(udp["receive_buffer_errors"].as_u64().unwrap() >= 1000, "{udp}");
+        let lost = run["sum"]["udp"]["loss_percent"].as_f64().unwrap();
+        let verdict = &run["verdict"];
+        eprintln!("udp: verdict {verdict}, {lost}% lost, agent's UDP counters {udp}");
+        if lost < 1.0 {
+            assert!(
+                !["socket_buffer_drops", "udp_loss", "path_loss"].contains(&verdict["kind"].as_str().unwrap()),
+                "{verdict} with {lost}% lost by the test's own count"
+            );
+        }
+    }
 }

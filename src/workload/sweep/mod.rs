@@ -246,6 +246,21 @@ impl ResultKind for SweepResults {
         &[PEAK]
     }
 
+    fn unseen_bytes(&self, trial: &TrialResult) -> u64 {
+        // Ping-pong: every message comes back as its echo.
+        trial
+            .streams
+            .iter()
+            .filter(|s| {
+                s.sender
+                    .extras
+                    .get::<result::SweepResult>(result::KEY)
+                    .is_some_and(|r| r.mode == Mode::PingPong.as_str())
+            })
+            .map(|s| s.sender.bytes + s.sender.warmup_bytes)
+            .sum()
+    }
+
     fn chart_kinds(&self) -> &'static [ChartKind] {
         &[ChartKind {
             name: "sweep",

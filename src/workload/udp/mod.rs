@@ -120,6 +120,11 @@ impl ResultKind for UdpResults {
         text::loss_verdict(trial)
     }
 
+    fn datagrams_sent(&self, trial: &TrialResult) -> Option<u64> {
+        let udp: result::UdpResult = trial.sum.extras.get(result::KEY)?;
+        Some(udp.sent_datagrams)
+    }
+
     fn default_buffers_note(&self) -> Option<String> {
         Some(format!(
             "kernel default send buffer; the receiver asked for {}, which Linux doubles for bookkeeping and caps at net.core.rmem_max",
