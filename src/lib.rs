@@ -20,7 +20,8 @@
 //!    `address` (HOST, HOST:PORT, [v6]:PORT)
 //! 8. `model` (result types)
 //! 9. `units`, `stats`, `linerate`, `logging`, `shell` (quoting),
-//!    `csv_out` (the one CSV writer)
+//!    `csv_out` (the one CSV writer), `outside_text` (strings from outside,
+//!    made safe per output)
 
 pub mod address;
 pub mod agent;
@@ -35,6 +36,7 @@ pub mod mesh;
 pub mod metrics;
 pub mod model;
 pub mod multilink;
+pub mod outside_text;
 pub mod plan;
 pub mod probe;
 pub mod protocol;

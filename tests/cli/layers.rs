@@ -50,6 +50,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("logging", 9),
     ("shell", 9),
     ("csv_out", 9),
+    ("outside_text", 9),
 ];
 
 /// One `crate::` path in the code: where it is, and which top-level
