@@ -9,9 +9,14 @@
 //!   name or an error text could run there. Such a text cell gets a single
 //!   quote in front (`'=1+2`), which spreadsheets show and do not run. A
 //!   number (`-3`, `+1.5e3`) stays as it is: it is not a formula.
+//! - **Controls:** a cell is text from outside as often as not (a peer's
+//!   host name, an imported string), and a CSV is read in a terminal too:
+//!   control characters other than line breaks and tabs, and bidi
+//!   overrides, are shown escaped (`\x1b`, `\u{202e}`), as
+//!   [`crate::outside_text::csv_field`] says.
 //!
-//! This module sits on the lowest floor and imports nothing from the crate,
-//! so every layer that writes CSV may use it.
+//! This module sits on the lowest floor and imports only `outside_text`
+//! (on the same floor), so every layer that writes CSV may use it.
 
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -55,14 +60,16 @@ impl Csv<Vec<u8>> {
     }
 }
 
-/// A cell as written: a text a spreadsheet would run as a formula gets a
-/// leading `'`; anything else, numbers included, is unchanged.
+/// A cell as written: controls shown escaped, then a text a spreadsheet
+/// would run as a formula gets a leading `'`; anything else, numbers
+/// included, is unchanged.
 pub fn cell(text: &str) -> Cow<'_, str> {
-    let formula = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
-    if formula && text.parse::<f64>().is_err() {
-        Cow::Owned(format!("'{text}"))
+    let shown = crate::outside_text::csv_field(text);
+    let formula = shown.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if formula && shown.parse::<f64>().is_err() {
+        Cow::Owned(format!("'{shown}"))
     } else {
-        Cow::Borrowed(text)
+        shown
     }
 }
 
@@ -132,6 +139,14 @@ mod tests {
     #[test]
     fn a_leading_carriage_return_is_neutralised_and_quoted() {
         assert_eq!(written(&[&["\rx", "y"]]), "\"'\rx\",y\n");
+    }
+
+    #[test]
+    fn controls_and_bidi_overrides_from_a_peer_are_shown_escaped() {
+        let host = "evil\u{1b}]0;x\u{7}\u{202e}txt";
+        let text = written(&[&[host, "=\u{1b}[2J"]]);
+        assert!(!text.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{text:?}");
+        assert_eq!(read_back(&text)[0], [r"evil\x1b]0;x\x07\u{202e}txt", r"'=\x1b[2J"]);
     }
 
     #[test]
