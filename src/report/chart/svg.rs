@@ -20,20 +20,12 @@ pub struct SvgBackend<'a> {
     open: Option<&'static str>,
 }
 
-/// `&`, `<`, `>` and quotes as entities.
+/// Text for the document: `&`, `<`, `>` and quotes as entities,
+/// characters XML forbids dropped, bidi controls shown escaped
+/// ([`crate::outside_text::xml`]). Every text of a chart and of the HTML
+/// report goes through here: a host name from a peer can hold anything.
 pub fn escape(text: &str) -> String {
-    let mut s = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => s.push_str("&amp;"),
-            '<' => s.push_str("&lt;"),
-            '>' => s.push_str("&gt;"),
-            '"' => s.push_str("&quot;"),
-            '\'' => s.push_str("&#39;"),
-            c => s.push(c),
-        }
-    }
-    s
+    crate::outside_text::xml(text).into_owned()
 }
 
 fn paint(color: BackendColor) -> String {
