@@ -78,7 +78,14 @@ fn facts(run: &SavedRun) -> Value {
     Value::Object(facts)
 }
 
+/// Aligned columns; every cell shown through `outside_text::terminal`
+/// (facts and spec values come from the peer and from imports).
 fn table(out: &mut dyn Write, rows: &[[String; 4]]) -> std::io::Result<()> {
+    let rows: Vec<[String; 4]> = rows
+        .iter()
+        .map(|r| r.clone().map(|c| crate::outside_text::terminal(&c).into_owned()))
+        .collect();
+    let rows = &rows[..];
     let mut widths = [0usize; 4];
     for row in rows {
         for (w, c) in widths.iter_mut().zip(row) {
@@ -128,8 +135,9 @@ pub fn run(args: DiffArgs) -> anyhow::Result<()> {
         ("facts and tags", differences(&facts(&a), &facts(&b))),
     ];
     write_out(|out| {
-        writeln!(out, "{ia}: {} ({})", a.command_line, a.summary.workload)?;
-        writeln!(out, "{ib}: {} ({})", b.command_line, b.summary.workload)?;
+        let shown = crate::outside_text::terminal;
+        writeln!(out, "{ia}: {} ({})", shown(&a.command_line), shown(&a.summary.workload))?;
+        writeln!(out, "{ib}: {} ({})", shown(&b.command_line), shown(&b.summary.workload))?;
         writeln!(out, "\nfigures")?;
         table(out, &figures)?;
         for (name, diffs) in &sections {

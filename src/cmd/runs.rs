@@ -7,6 +7,7 @@ use anyhow::Context;
 use super::save::database_path;
 use crate::cli::store::{DbArgs, FilterArgs, RunsArgs, ShowArgs};
 use crate::model::RunResult;
+use crate::outside_text::{terminal, terminal_text};
 use crate::report::text::Text;
 use crate::report::Reporter;
 use crate::store::query::Filter;
@@ -81,18 +82,20 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
         if !s.complete {
             writeln!(out, "run {}: {}", s.id, crate::report::runs::state(s))?;
         }
+        // Saved as it was printed; one saved before the text was made
+        // safe may still hold a peer's control characters.
         if let Some(text) = &run.text_report {
-            return out.write_all(text.as_bytes());
+            return out.write_all(terminal_text(text).as_bytes());
         }
         if let Ok(result) = serde_json::from_value::<RunResult>(run.document.clone()) {
             return Text.render(&result, out);
         }
         // An imported run: what its columns hold.
-        writeln!(out, "run {} (imported): {}", s.id, run.command_line)?;
-        writeln!(out, "workload: {}", s.workload)?;
-        writeln!(out, "hosts: {}", crate::report::runs::hosts(s))?;
+        writeln!(out, "run {} (imported): {}", s.id, terminal(&run.command_line))?;
+        writeln!(out, "workload: {}", terminal(&s.workload))?;
+        writeln!(out, "hosts: {}", terminal(&crate::report::runs::hosts(s)))?;
         if let (Some(v), Some(unit)) = (s.headline_value, &s.headline_unit) {
-            writeln!(out, "result: {}", crate::report::runs::figure(v, unit))?;
+            writeln!(out, "result: {}", terminal(&crate::report::runs::figure(v, unit)))?;
         }
         Ok(())
     })

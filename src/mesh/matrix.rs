@@ -294,7 +294,7 @@ impl MeshResult {
                 h.name,
                 h.address,
                 h.status,
-                h.reason.as_deref().unwrap_or("")
+                crate::outside_text::terminal(h.reason.as_deref().unwrap_or(""))
             );
         }
         for c in self.cells.iter().filter(|c| c.value.is_none()) {
@@ -302,7 +302,7 @@ impl MeshResult {
                 "{}->{} failed: {}\n",
                 self.hosts[c.src].name,
                 self.hosts[c.dst].name,
-                c.error.as_deref().unwrap_or("no figure")
+                crate::outside_text::terminal(c.error.as_deref().unwrap_or("no figure"))
             );
         }
         if n < outliers::MIN_HOSTS {
@@ -388,7 +388,7 @@ pub fn shade(share: f64) -> char {
 }
 
 fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    crate::outside_text::markdown(s).into_owned()
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! The comparison table of `nicbench compare`: runs grouped into rows and
 //! columns, one statistic per cell with the number of runs and their
 //! range, optional ratios against a baseline column; rendered as aligned
-//! text, Markdown, CSV (one line per cell) or JSON.
+//! text, Markdown, CSV (one line per cell) or JSON. Row and column keys
+//! are stored values (host names from peers, imported strings): the text
+//! shows them through `outside_text::terminal`, the Markdown through
+//! `outside_text::markdown`, the CSV through `csv_out`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -10,6 +13,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::csv_out::Csv;
+use crate::outside_text::{self, terminal};
 use crate::store::compare::{Metric, Record};
 
 /// How the runs of one cell are summed up.
@@ -247,8 +251,10 @@ impl Table {
 
     /// Aligned text: keys left, figures right.
     pub fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{}", self.title())?;
+        writeln!(out, "{}", terminal(&self.title()))?;
         let (header, body) = self.grid();
+        let shown = |line: Vec<String>| -> Vec<String> { line.iter().map(|c| terminal(c).into_owned()).collect() };
+        let (header, body): (Vec<String>, Vec<Vec<String>>) = (shown(header), body.into_iter().map(shown).collect());
         let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
         for line in &body {
             for (w, cell) in widths.iter_mut().zip(line) {
@@ -275,9 +281,9 @@ impl Table {
 
     /// A Markdown table under the title.
     pub fn markdown(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{}\n", self.title())?;
+        writeln!(out, "{}\n", terminal(&self.title()))?;
         let (header, body) = self.grid();
-        let escape = |s: &String| s.replace('|', "\\|");
+        let escape = |s: &String| outside_text::markdown(s).into_owned();
         writeln!(out, "| {} |", header.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
         let align: Vec<&str> = (0..header.len())
             .map(|i| if i < self.row_keys.len() { "---" } else { "---:" })

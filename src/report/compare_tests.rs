@@ -149,3 +149,44 @@ fn unknown_names_are_refused_with_the_choices() {
     let t = Table::build(&[], &compare::METRICS[0], Stat::Median, vec![], vec![], Some("x"));
     assert!(t.unwrap_err().contains("--baseline x: no such column"));
 }
+
+/// A table by agent whose one agent named itself with a terminal title
+/// sequence, a bell, a right-to-left override, a pipe and a line break.
+fn hostile_table() -> Table {
+    let mut store = Store::open(Path::new(":memory:")).unwrap();
+    let mut doc = fixture("tcp", 1500, 940e6);
+    doc["agent"]["facts"]["hostname"] = json!("evil\u{1b}]0;x\u{7}\u{202e}|b\nc");
+    let meta = RunMeta {
+        command_line: "nicbench tcp b".into(),
+        tags: vec![],
+        trials_planned: Some(1),
+        source: None,
+    };
+    let mut writer = RunWriter::new(store, meta);
+    writer.finish_document(&doc, None).unwrap();
+    store = writer.into_store();
+    let rows = vec![Dimension::parse("agent").unwrap()];
+    let metric = compare::Metric::parse("throughput").unwrap();
+    let found = compare::records(&store, &Filter::default(), &rows, &[], &metric).unwrap();
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect();
+    Table::build(&found.records, &metric, Stat::Median, keys(&rows), vec![], None).unwrap()
+}
+
+#[test]
+fn a_peer_host_name_is_escaped_in_text_markdown_and_csv() {
+    let table = hostile_table();
+    let raw = ['\u{1b}', '\u{7}', '\u{202e}'];
+    let text = render(&table, Table::text);
+    assert!(!text.contains(raw), "{text:?}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.contains(r"evil\x1b]0;x\x07\u{202e}|b\nc"), "{text}");
+    let md = render(&table, Table::markdown);
+    assert!(!md.contains(raw), "{md:?}");
+    assert_eq!(
+        md.lines().nth(4),
+        Some(r"| evil\x1b]0;x\x07\u{202e}\|b\nc | 940.00 (n=1) |")
+    );
+    let csv = render(&table, Table::csv);
+    assert!(!csv.contains(raw), "{csv:?}");
+    assert!(csv.contains("\"evil\\x1b]0;x\\x07\\u{202e}|b\nc\""), "{csv:?}");
+}

@@ -1,16 +1,24 @@
 //! Host and NIC facts, trial counters, line rate and verdict as text: the
 //! `nicbench host` blocks and the tail of every throughput summary. What a
-//! device does not report reads "n/a".
+//! device does not report reads "n/a". Every name here may come from a
+//! peer (host name, kernel, interface, driver): it is shown through
+//! [`terminal`], controls and bidi overrides escaped.
 
 use std::fmt::Display;
 use std::io::{self, Write};
 
 use crate::model::{HostFacts, NicFacts, Party, RunResult, SideCounters, TrialResult};
+use crate::outside_text::terminal;
 use crate::units::{Bytes, Rate};
 use crate::verdict::{attribution, socket_retransmissions, Attribution};
 
 fn or_na<T: Display>(value: Option<T>) -> String {
     value.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
+}
+
+/// A name from outside, or "n/a".
+fn name_or_na(value: Option<&String>) -> String {
+    or_na(value.map(|v| terminal(v)))
 }
 
 fn on_off(value: Option<bool>) -> &'static str {
@@ -31,13 +39,13 @@ fn memory(bytes: Option<u64>) -> String {
 
 /// The multi-line host block of `nicbench host`.
 pub fn write_host(facts: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "host          {}", facts.hostname)?;
-    writeln!(out, "os            {}", facts.os)?;
-    writeln!(out, "kernel        {}", facts.kernel)?;
+    writeln!(out, "host          {}", terminal(&facts.hostname))?;
+    writeln!(out, "os            {}", terminal(&facts.os))?;
+    writeln!(out, "kernel        {}", terminal(&facts.kernel))?;
     writeln!(
         out,
         "cpu           {}, {} cores / {} threads, {} MHz now, {} MHz max",
-        facts.cpu_model,
+        terminal(&facts.cpu_model),
         or_na(facts.cpu_cores),
         facts.logical_cpus,
         or_na(facts.cpu_mhz.map(|m| format!("{m:.0}"))),
@@ -45,7 +53,7 @@ pub fn write_host(facts: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
     )?;
     writeln!(out, "memory        {}", memory(facts.memory_bytes))?;
     writeln!(out, "numa nodes    {}", or_na(facts.numa_nodes))?;
-    writeln!(out, "nicbench      {}", facts.nicbench_version)
+    writeln!(out, "nicbench      {}", terminal(&facts.nicbench_version))
 }
 
 /// The multi-line block of one interface.
@@ -53,31 +61,39 @@ pub fn write_nic(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
     let address = nic
         .address
         .as_ref()
-        .map(|a| format!(", address {a}"))
+        .map(|a| format!(", address {}", terminal(a)))
         .unwrap_or_default();
-    writeln!(out, "interface     {} ({}{address})", nic.name, nic.kind)?;
+    writeln!(
+        out,
+        "interface     {} ({}{address})",
+        terminal(&nic.name),
+        terminal(&nic.kind)
+    )?;
     writeln!(
         out,
         "  driver      {}{}, firmware {}, bus {}",
-        or_na(nic.driver.as_ref()),
-        nic.driver_version.as_ref().map(|v| format!(" {v}")).unwrap_or_default(),
-        or_na(nic.firmware_version.as_ref()),
-        or_na(nic.bus_info.as_ref())
+        name_or_na(nic.driver.as_ref()),
+        nic.driver_version
+            .as_ref()
+            .map(|v| format!(" {}", terminal(v)))
+            .unwrap_or_default(),
+        name_or_na(nic.firmware_version.as_ref()),
+        name_or_na(nic.bus_info.as_ref())
     )?;
     writeln!(
         out,
         "  link        {}, duplex {}, autoneg {}, state {}",
         link_speed(nic),
-        or_na(nic.duplex.as_ref()),
+        name_or_na(nic.duplex.as_ref()),
         on_off(nic.autonegotiation),
-        or_na(nic.operstate.as_ref())
+        name_or_na(nic.operstate.as_ref())
     )?;
     writeln!(
         out,
         "  mtu         {}, tx queue length {} packets, qdisc {}{}",
         or_na(nic.mtu_bytes.map(|m| format!("{m} B"))),
         or_na(nic.tx_queue_length),
-        or_na(nic.qdisc.as_ref()),
+        name_or_na(nic.qdisc.as_ref()),
         nic.qdisc_rate_bits_per_second
             .map(|r| format!(" at {}", Rate(r as f64)))
             .unwrap_or_default()
@@ -130,7 +146,7 @@ fn write_nic_queues(nic: &NicFacts, out: &mut dyn Write) -> io::Result<()> {
             q.tx,
             or_na(q.combined),
             or_na(q.max_combined),
-            q.source
+            terminal(&q.source)
         )?,
         None => writeln!(out, "  queues      n/a")?,
     }
@@ -156,12 +172,12 @@ fn facts_line(name: &str, facts: &HostFacts) -> String {
     let nic = match &facts.interface {
         Some(n) => format!(
             "interface {} ({}, driver {}, link {}, MTU {}, qdisc {}{})",
-            n.name,
-            n.kind,
-            or_na(n.driver.as_ref()),
+            terminal(&n.name),
+            terminal(&n.kind),
+            name_or_na(n.driver.as_ref()),
             link_speed(n),
             or_na(n.mtu_bytes.map(|m| format!("{m} B"))),
-            or_na(n.qdisc.as_ref()),
+            name_or_na(n.qdisc.as_ref()),
             n.qdisc_rate_bits_per_second
                 .map(|r| format!(" at {}", Rate(r as f64)))
                 .unwrap_or_default()
@@ -170,10 +186,10 @@ fn facts_line(name: &str, facts: &HostFacts) -> String {
     };
     format!(
         "Facts {name:<6} {}: {}, kernel {}, {} ({} threads), {}; {nic}",
-        facts.hostname,
-        facts.os,
-        facts.kernel,
-        facts.cpu_model,
+        terminal(&facts.hostname),
+        terminal(&facts.os),
+        terminal(&facts.kernel),
+        terminal(&facts.cpu_model),
         facts.logical_cpus,
         memory(facts.memory_bytes)
     )
@@ -183,7 +199,7 @@ fn counters_line(name: &str, c: &SideCounters) -> String {
     let nic = match &c.nic {
         Some(n) => format!(
             "{}: rx {} / tx {} packets, {} dropped, {} errors",
-            c.interface.as_deref().unwrap_or("?"),
+            terminal(c.interface.as_deref().unwrap_or("?")),
             n.rx_packets,
             n.tx_packets,
             n.rx_dropped + n.tx_dropped + n.rx_missed_errors,
@@ -319,8 +335,8 @@ fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             out,
             "Line rate: n/a ({} is a virtual {} link: its {} is nominal, no line rate; \
              shape it (lab --rate) or give --link-speed)",
-            nic.name,
-            nic.driver.as_deref().unwrap_or("?"),
+            terminal(&nic.name),
+            terminal(nic.driver.as_deref().unwrap_or("?")),
             nic.link_speed_bits_per_second
                 .map_or("speed".into(), |s| format!("{} speed", Rate(s as f64)))
         ),

@@ -1,8 +1,11 @@
 //! The run listing of `nicbench runs`, and the small formatting helpers the
-//! store's commands share (UTC time, a figure with its unit).
+//! store's commands share (UTC time, a figure with its unit). Every cell
+//! of the listing is shown through `outside_text::terminal`: host names,
+//! workloads and sources of imported runs come from outside.
 
 use std::io::{self, Write};
 
+use crate::outside_text::terminal;
 use crate::store::query::RunSummary;
 use crate::units::Rate;
 
@@ -72,24 +75,27 @@ pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
             (Some(v), unit) => figure(v, unit.unwrap_or("")),
             (None, _) => "-".into(),
         };
-        rows.push([
-            run.id.to_string(),
-            // Imports whose format records no time (NetPIPE) hold 0.
-            if run.started_at_unix_seconds > 0.0 {
-                utc(run.started_at_unix_seconds)
-            } else {
-                "-".into()
-            },
-            if run.source == "nicbench" {
-                run.workload.clone()
-            } else {
-                format!("{} ({})", run.workload, run.source)
-            },
-            hosts(run),
-            if tags.is_empty() { "-".into() } else { tags.join(" ") },
-            result,
-            state(run),
-        ]);
+        rows.push(
+            [
+                run.id.to_string(),
+                // Imports whose format records no time (NetPIPE) hold 0.
+                if run.started_at_unix_seconds > 0.0 {
+                    utc(run.started_at_unix_seconds)
+                } else {
+                    "-".into()
+                },
+                if run.source == "nicbench" {
+                    run.workload.clone()
+                } else {
+                    format!("{} ({})", run.workload, run.source)
+                },
+                hosts(run),
+                if tags.is_empty() { "-".into() } else { tags.join(" ") },
+                result,
+                state(run),
+            ]
+            .map(|cell| terminal(&cell).into_owned()),
+        );
     }
     let mut widths = [0usize; 7];
     for row in &rows {
@@ -121,6 +127,31 @@ mod tests {
         assert_eq!(utc(0.0), "1970-01-01 00:00:00");
         assert_eq!(utc(951_782_400.0), "2000-02-29 00:00:00");
         assert_eq!(utc(1_700_000_000.0), "2023-11-14 22:13:20");
+    }
+
+    #[test]
+    fn host_names_from_a_peer_are_listed_escaped() {
+        let run = RunSummary {
+            id: 1,
+            started_at_unix_seconds: 0.0,
+            workload: "tcp".into(),
+            client_host: Some("a".into()),
+            agent_host: Some("evil\u{1b}]0;x\u{7}\u{202e}\nb".into()),
+            agent_address: None,
+            headline_unit: Some("bit/s".into()),
+            headline_value: Some(9.41e9),
+            verdict_kind: None,
+            trials_planned: None,
+            trials_saved: 1,
+            complete: true,
+            source: "nicbench".into(),
+            tags: vec![],
+        };
+        let mut out = Vec::new();
+        render(&[run], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.contains(r"a -> evil\x1b]0;x\x07\u{202e}\nb"), "{text}");
     }
 
     #[test]

@@ -1,11 +1,16 @@
 //! The human summary: one line per stream when there are several, a SUM
 //! line per direction, sender and receiver side by side, TCP_INFO, and CPU
 //! cost with service demand for both ends. Every number has its unit.
+//! Names a peer sent (host names, its version, interfaces) are shown
+//! through `outside_text::terminal`, and every line passes
+//! `outside_text::terminal_text` on its way out, so no control character
+//! or bidi override reaches the terminal raw.
 
 use std::io::{self, Write};
 
 use super::Reporter;
 use crate::model::{CpuReport, Flow, FlowTotal, RunResult, StreamResult, TrialResult};
+use crate::outside_text::{terminal, terminal_text};
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::runner::IntervalTick;
 use crate::workload::{Direction, ResultKind};
@@ -44,10 +49,10 @@ impl Text {
         let mut full = Vec::new();
         render_lines(run, layout, &mut full)?;
         let text = String::from_utf8_lossy(&full);
-        for line in text.lines() {
+        for line in text.lines().map(terminal_text) {
             match width {
                 Some(width) => {
-                    for piece in wrap(line, width) {
+                    for piece in wrap(&line, width) {
                         writeln!(out, "{piece}")?;
                     }
                 }
@@ -181,11 +186,14 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
         writeln!(
             out,
             "  peer: {} {} {}; its side's figures are what it reported",
-            p.protocol,
-            p.peer_role,
+            terminal(&p.protocol),
+            terminal(&p.peer_role),
             p.peer_version
                 .as_deref()
-                .map_or("(version not announced)".to_string(), |v| format!("version {v}"))
+                .map_or("(version not announced)".to_string(), |v| format!(
+                    "version {}",
+                    terminal(v)
+                ))
         )?;
     }
     stream_table(r, layout, out)?;
@@ -221,7 +229,11 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
     writeln!(
         out,
         "nicbench {}: client {} ({}) -> agent {} ({})",
-        run.workload, run.client.facts.hostname, run.client.address, run.agent.facts.hostname, run.agent.address
+        terminal(&run.workload),
+        terminal(&run.client.facts.hostname),
+        run.client.address,
+        terminal(&run.agent.facts.hostname),
+        run.agent.address
     )?;
     let direction = match spec.direction {
         Direction::Forward => "client->agent",
@@ -437,7 +449,37 @@ pub fn interval_lines(host: &str, tick: &IntervalTick, out: &mut dyn Write) -> i
 
 #[cfg(test)]
 mod tests {
-    use super::wrap;
+    use super::{wrap, Text};
+    use crate::model::RunResult;
+
+    fn rendered(run: &RunResult) -> String {
+        let mut out = Vec::new();
+        Text.render_fitted(run, None, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_peers_host_name_and_interface_reach_the_terminal_escaped() {
+        let mut run: RunResult = serde_json::from_str(include_str!("../../tests/fixtures/run-tcp.json")).unwrap();
+        let clean = rendered(&run).lines().count();
+        let hostile = "evil\u{1b}]0;pwned\u{7}\u{202e}gpj\nnext\u{9b}2J";
+        run.agent.facts.hostname = hostile.into();
+        run.agent.facts.kernel = hostile.into();
+        if let Some(nic) = run.agent.facts.interface.as_mut() {
+            nic.name = hostile.into();
+        }
+        let text = rendered(&run);
+        assert!(!text.contains(['\u{1b}', '\u{7}', '\u{202e}', '\u{9b}']), "{text:?}");
+        assert!(
+            text.contains(r"evil\x1b]0;pwned\x07\u{202e}gpj\nnext\u{9b}2J"),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().count(),
+            clean,
+            "a line break in a name must not add a line:\n{text}"
+        );
+    }
 
     #[test]
     fn a_long_line_wraps_at_semicolons_then_commas_with_an_indent() {
