@@ -81,7 +81,9 @@ fn line(level: Level, message: &str, time_unix_seconds: f64, json: bool) -> Stri
         })
         .to_string()
     } else {
-        format!("nicbench {level}: {message}")
+        // A message may quote a peer (its host name, its error): one line,
+        // controls and bidi overrides shown escaped.
+        format!("nicbench {level}: {}", crate::outside_text::terminal(message))
     }
 }
 
@@ -99,6 +101,19 @@ mod tests {
         assert_eq!(
             line(Level::Info, "a \"b\"", 1.5, true),
             r#"{"time_unix_seconds":1.5,"level":"info","message":"a \"b\""}"#
+        );
+    }
+
+    #[test]
+    fn a_text_line_shows_a_peers_control_characters_escaped() {
+        assert_eq!(
+            line(
+                Level::Warn,
+                "agent evil\u{1b}]0;x\u{7}\nnicbench info: forged",
+                0.0,
+                false
+            ),
+            r"nicbench warn: agent evil\x1b]0;x\x07\nnicbench info: forged"
         );
     }
 

@@ -54,10 +54,12 @@ impl ErrorDocument {
 
 /// The message and its causes, each once: a cause whose words the line
 /// before already holds (thiserror's `{source}` in the message) is left out.
+/// A cause may quote a peer (its error message, its host name): controls
+/// and bidi overrides are shown escaped (`outside_text::terminal`).
 pub fn lines(error: &anyhow::Error) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for cause in error.chain() {
-        let text = cause.to_string();
+        let text = crate::outside_text::terminal(&cause.to_string()).into_owned();
         if out.last().is_some_and(|previous| previous.contains(&text)) {
             continue;
         }
@@ -184,6 +186,18 @@ mod tests {
         assert_eq!(lines(&error).len(), 3);
         let repeated = anyhow::anyhow!("lost the agent mid-test: closed").context("lost the agent mid-test: closed");
         assert_eq!(lines(&repeated), vec!["lost the agent mid-test: closed".to_string()]);
+    }
+
+    #[test]
+    fn a_peers_message_in_the_chain_is_shown_escaped() {
+        let error = anyhow::anyhow!("the agent refused: busy\u{1b}[2J\u{202e}\nforged").context("running the test");
+        assert_eq!(
+            lines(&error),
+            vec![
+                "running the test".to_string(),
+                r"the agent refused: busy\x1b[2J\u{202e}\nforged".to_string()
+            ]
+        );
     }
 
     #[test]
