@@ -279,9 +279,9 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
                 out,
                 "agent {label} ({}): nicbench {} on {} ({}, {} CPUs), reachable{}",
                 agent.address,
-                facts.nicbench_version,
-                facts.hostname,
-                facts.kernel,
+                crate::outside_text::terminal(&facts.nicbench_version),
+                crate::outside_text::terminal(&facts.hostname),
+                crate::outside_text::terminal(&facts.kernel),
                 facts.logical_cpus,
                 if agent.psk_file.is_some() {
                     ", authenticated"
@@ -290,7 +290,12 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
                 }
             )?,
             Err(e) => {
-                writeln!(out, "agent {label} ({}): {e:#}", agent.address)?;
+                writeln!(
+                    out,
+                    "agent {label} ({}): {}",
+                    agent.address,
+                    crate::outside_text::terminal(&format!("{e:#}"))
+                )?;
                 failed.get_or_insert(e);
             }
         }

@@ -227,6 +227,7 @@ fn stop_peer(peer: Option<(crate::session::PeerWatch, String)>) -> PeerEnd {
                 },
                 Err(e) => {
                     // The command has run: keep what this host measured.
+                    let e = crate::outside_text::terminal(&e.to_string()).into_owned();
                     eprintln!("nicbench: warning: the peer {shown} sent no measurement: {e}");
                     PeerEnd {
                         shown: Some(shown),

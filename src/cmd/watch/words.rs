@@ -28,7 +28,7 @@ impl Words {
             if facts.hostname.is_empty() {
                 address.to_string()
             } else {
-                facts.hostname.clone()
+                crate::outside_text::terminal(&facts.hostname).into_owned()
             }
         };
         let sum = &run.result.sum;
