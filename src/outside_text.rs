@@ -144,17 +144,21 @@ mod tests {
 
     #[test]
     fn a_terminal_sees_every_control_and_bidi_character_escaped() {
-        assert_eq!(
-            terminal(HOSTILE),
-            r"evil\x1b]0;pwned\x07\u{202e}gpj.exe\nnext\u{9b}2J"
-        );
+        assert_eq!(terminal(HOSTILE), r"evil\x1b]0;pwned\x07\u{202e}gpj.exe\nnext\u{9b}2J");
         assert_eq!(terminal("a\tb\rc\u{7f}\u{2066}"), r"a\tb\rc\x7f\u{2066}");
         assert!(terminal(HOSTILE).chars().all(|c| !is_unsafe(c)));
     }
 
     #[test]
     fn plain_text_and_other_scripts_come_back_unchanged_and_borrowed() {
-        for plain in ["vm-1.example.org", "Intel(R) Xeon(R) 8375C", "שרת", "サーバー", "a\\b", ""] {
+        for plain in [
+            "vm-1.example.org",
+            "Intel(R) Xeon(R) 8375C",
+            "שרת",
+            "サーバー",
+            "a\\b",
+            "",
+        ] {
             assert!(matches!(terminal(plain), Cow::Borrowed(_)), "{plain}");
             assert!(matches!(xml(plain), Cow::Borrowed(_)), "{plain}");
         }
@@ -162,7 +166,10 @@ mod tests {
 
     #[test]
     fn a_whole_text_keeps_its_lines_and_tabs() {
-        assert_eq!(terminal_text("a\u{1b}[31m\n\tb\u{202e}\n"), "a\\x1b[31m\n\tb\\u{202e}\n");
+        assert_eq!(
+            terminal_text("a\u{1b}[31m\n\tb\u{202e}\n"),
+            "a\\x1b[31m\n\tb\\u{202e}\n"
+        );
     }
 
     #[test]
@@ -177,10 +184,7 @@ mod tests {
 
     #[test]
     fn xml_drops_what_xml_forbids_escapes_markup_and_shows_bidi() {
-        assert_eq!(
-            xml(HOSTILE),
-            "evil]0;pwned\\u{202e}gpj.exe\nnext\\u{9b}2J"
-        );
+        assert_eq!(xml(HOSTILE), "evil]0;pwned\\u{202e}gpj.exe\nnext\\u{9b}2J");
         assert_eq!(
             xml("<a href=\"x\">&'</a>"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;"
