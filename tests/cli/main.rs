@@ -60,6 +60,7 @@ mod links;
 mod manual;
 mod mesh;
 mod metrics;
+mod outside_text;
 mod plan;
 mod prometheus;
 mod rawclient;
