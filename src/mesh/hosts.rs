@@ -327,137 +327,211 @@ struct Group {
     vars: HashMap<String, String>,
 }
 
+/// What the lines under a section header list.
+#[derive(Clone, Copy)]
+enum Section {
+    /// `[group]`: hosts, with their own variables.
+    Hosts,
+    /// `[group:vars]`: KEY=VALUE for every host of the group.
+    Vars,
+    /// `[group:children]`: groups whose hosts belong to the group too.
+    Children,
+}
+
+/// An Ansible INI inventory as written: its groups, and its hosts in the
+/// order of their first line.
+#[derive(Default)]
+struct Inventory {
+    groups: BTreeMap<String, Group>,
+    hosts: Vec<InventoryHost>,
+    /// Where each host name sits in `hosts`.
+    index: HashMap<String, usize>,
+}
+
 fn ansible(path: &Path, text: &str, select: Option<&str>) -> Result<Vec<MeshHost>, HostsError> {
-    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
-    let mut hosts: Vec<InventoryHost> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut section = ("ungrouped".to_string(), "hosts");
-    groups.entry("ungrouped".into()).or_default();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let syntax = |message: String| HostsError::Syntax {
-            path: path.to_path_buf(),
-            line,
-            message,
-        };
-        let text = strip_comment(raw, &['#', ';']).trim();
-        if text.is_empty() {
-            continue;
-        }
-        if text.starts_with('[') {
-            let inner = text
-                .strip_prefix('[')
-                .and_then(|t| t.strip_suffix(']'))
-                .filter(|_| is_section_header(text))
-                .ok_or_else(|| {
-                    syntax(format!(
-                        "'{text}' is not a section header; use [group], [group:vars] or [group:children]"
-                    ))
-                })?;
-            let (name, kind) = match inner.split_once(':') {
-                None => (inner, "hosts"),
-                Some((n, "vars")) => (n, "vars"),
-                Some((n, "children")) => (n, "children"),
-                Some((_, other)) => {
-                    return Err(syntax(format!(
-                        "unknown section kind ':{other}'; use [group], [group:vars] or [group:children]"
-                    )))
-                }
-            };
-            groups.entry(name.to_string()).or_default();
-            section = (name.to_string(), kind);
-            continue;
-        }
-        match section.1 {
-            "vars" => {
-                let (k, v) = text
-                    .split_once('=')
-                    .ok_or_else(|| syntax(format!("'{text}' in [{}:vars] is not KEY=VALUE", section.0)))?;
-                groups
-                    .entry(section.0.clone())
-                    .or_default()
-                    .vars
-                    .insert(k.trim().into(), unquote(v.trim()));
-            }
-            "children" => {
-                let child = text.split_whitespace().next().unwrap_or(text);
-                if !is_section_header(&format!("[{child}]")) {
-                    return Err(syntax(format!(
-                        "'{child}' in [{}:children] is not a group name",
-                        section.0
-                    )));
-                }
-                groups.entry(child.to_string()).or_default();
-                groups
-                    .entry(section.0.clone())
-                    .or_default()
-                    .children
-                    .push(child.to_string());
-            }
-            _ => {
-                let mut words = text.split_whitespace();
-                let pattern = words.next().unwrap_or_default();
-                let mut vars = HashMap::new();
-                for word in words {
-                    let (k, v) = word
-                        .split_once('=')
-                        .ok_or_else(|| syntax(format!("'{word}' after the host is not KEY=VALUE")))?;
-                    vars.insert(k.to_string(), unquote(v));
-                }
-                for name in expand_range(pattern).map_err(|e| syntax(format!("host '{pattern}': {e}")))? {
-                    match index.get(&name) {
-                        // A host in several groups is one host; its later lines add variables.
-                        Some(&at) => {
-                            for (k, v) in &vars {
-                                hosts[at].vars.entry(k.clone()).or_insert_with(|| v.clone());
-                            }
-                        }
-                        None => {
-                            index.insert(name.clone(), hosts.len());
-                            hosts.push(InventoryHost {
-                                name: name.clone(),
-                                vars: vars.clone(),
-                                line,
-                            });
-                        }
-                    }
-                    let group = groups.entry(section.0.clone()).or_default();
-                    if !group.hosts.contains(&name) {
-                        group.hosts.push(name);
-                    }
-                }
-            }
-        }
-    }
-    let selected: Option<BTreeSet<String>> = match select {
-        None | Some("all") => None,
-        Some(g) if groups.contains_key(g) => Some(members(&groups, g)),
-        Some(g) => {
-            let known: Vec<&str> = groups.keys().map(String::as_str).collect();
-            return Err(HostsError::Invalid {
-                path: path.to_path_buf(),
-                message: format!("no group '{g}' in the inventory; its groups: all, {}", known.join(", ")),
-            });
-        }
-    };
-    let depth = depths(&groups);
+    let inventory = Inventory::read(path, text)?;
+    let selected = inventory.selection(path, select)?;
+    let depth = depths(&inventory.groups);
     let mut out: Vec<(MeshHost, usize)> = Vec::new();
-    for host in &hosts {
+    for host in &inventory.hosts {
         if selected.as_ref().is_some_and(|s| !s.contains(&host.name)) {
             continue;
         }
-        // Group variables from the most general group to the most specific, then the host's own.
-        let mut vars: HashMap<String, String> = groups.get("all").map(|g| g.vars.clone()).unwrap_or_default();
-        let mut mine: Vec<(&String, usize)> = groups
+        out.push((inventory.mesh_host(path, host, &depth)?, host.line));
+    }
+    // The same address and port under two names is two names for one host.
+    let mut unique: Vec<(MeshHost, usize)> = Vec::new();
+    for (host, line) in out {
+        push_unique(path, &mut unique, host, line)?;
+    }
+    Ok(unique.into_iter().map(|(h, _)| h).collect())
+}
+
+/// `[group]`, `[group:vars]` or `[group:children]`: the group, and what
+/// the lines under it list.
+fn section_header(text: &str) -> Result<(&str, Section), String> {
+    let inner = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .filter(|_| is_section_header(text))
+        .ok_or_else(|| format!("'{text}' is not a section header; use [group], [group:vars] or [group:children]"))?;
+    match inner.split_once(':') {
+        None => Ok((inner, Section::Hosts)),
+        Some((name, "vars")) => Ok((name, Section::Vars)),
+        Some((name, "children")) => Ok((name, Section::Children)),
+        Some((_, other)) => Err(format!(
+            "unknown section kind ':{other}'; use [group], [group:vars] or [group:children]"
+        )),
+    }
+}
+
+impl Inventory {
+    /// Reads every line; an error names the file and the line.
+    fn read(path: &Path, text: &str) -> Result<Inventory, HostsError> {
+        let mut inventory = Inventory::default();
+        inventory.groups.entry("ungrouped".into()).or_default();
+        let mut section = ("ungrouped".to_string(), Section::Hosts);
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let syntax = |message: String| HostsError::Syntax {
+                path: path.to_path_buf(),
+                line,
+                message,
+            };
+            let text = strip_comment(raw, &['#', ';']).trim();
+            if text.is_empty() {
+                continue;
+            }
+            if text.starts_with('[') {
+                let (name, kind) = section_header(text).map_err(syntax)?;
+                inventory.groups.entry(name.to_string()).or_default();
+                section = (name.to_string(), kind);
+                continue;
+            }
+            let group = &section.0;
+            match section.1 {
+                Section::Vars => inventory.add_group_var(group, text),
+                Section::Children => inventory.add_child(group, text),
+                Section::Hosts => inventory.add_hosts(group, text, line),
+            }
+            .map_err(syntax)?;
+        }
+        Ok(inventory)
+    }
+
+    /// A `KEY=VALUE` line under `[group:vars]`.
+    fn add_group_var(&mut self, group: &str, text: &str) -> Result<(), String> {
+        let (key, value) = text
+            .split_once('=')
+            .ok_or_else(|| format!("'{text}' in [{group}:vars] is not KEY=VALUE"))?;
+        self.groups
+            .entry(group.to_string())
+            .or_default()
+            .vars
+            .insert(key.trim().into(), unquote(value.trim()));
+        Ok(())
+    }
+
+    /// A group name under `[group:children]`.
+    fn add_child(&mut self, group: &str, text: &str) -> Result<(), String> {
+        let child = text.split_whitespace().next().unwrap_or(text);
+        if !is_section_header(&format!("[{child}]")) {
+            return Err(format!("'{child}' in [{group}:children] is not a group name"));
+        }
+        self.groups.entry(child.to_string()).or_default();
+        self.groups
+            .entry(group.to_string())
+            .or_default()
+            .children
+            .push(child.to_string());
+        Ok(())
+    }
+
+    /// A host line of `group`: a name or a range (`web[01:03]`), then the
+    /// hosts' own `KEY=VALUE` variables.
+    fn add_hosts(&mut self, group: &str, text: &str, line: usize) -> Result<(), String> {
+        let mut words = text.split_whitespace();
+        let pattern = words.next().unwrap_or_default();
+        let mut vars = HashMap::new();
+        for word in words {
+            let (key, value) = word
+                .split_once('=')
+                .ok_or_else(|| format!("'{word}' after the host is not KEY=VALUE"))?;
+            vars.insert(key.to_string(), unquote(value));
+        }
+        for name in expand_range(pattern).map_err(|e| format!("host '{pattern}': {e}"))? {
+            self.add_host(group, name, &vars, line);
+        }
+        Ok(())
+    }
+
+    /// One host of `group`, listed on `line`.
+    fn add_host(&mut self, group: &str, name: String, vars: &HashMap<String, String>, line: usize) {
+        match self.index.get(&name) {
+            // A host in several groups is one host; its later lines add variables.
+            Some(&at) => {
+                for (k, v) in vars {
+                    self.hosts[at].vars.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            None => {
+                self.index.insert(name.clone(), self.hosts.len());
+                self.hosts.push(InventoryHost {
+                    name: name.clone(),
+                    vars: vars.clone(),
+                    line,
+                });
+            }
+        }
+        let group = self.groups.entry(group.to_string()).or_default();
+        if !group.hosts.contains(&name) {
+            group.hosts.push(name);
+        }
+    }
+
+    /// The hosts of the group `select` and of its child groups; None
+    /// for every host (no group, or `all`).
+    fn selection(&self, path: &Path, select: Option<&str>) -> Result<Option<BTreeSet<String>>, HostsError> {
+        match select {
+            None | Some("all") => Ok(None),
+            Some(g) if self.groups.contains_key(g) => Ok(Some(members(&self.groups, g))),
+            Some(g) => {
+                let known: Vec<&str> = self.groups.keys().map(String::as_str).collect();
+                Err(HostsError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!("no group '{g}' in the inventory; its groups: all, {}", known.join(", ")),
+                })
+            }
+        }
+    }
+
+    /// A host's variables: its groups' from the most general group to the
+    /// most specific (`depth`), then its own.
+    fn variables(&self, host: &InventoryHost, depth: &HashMap<String, usize>) -> HashMap<String, String> {
+        let mut vars: HashMap<String, String> = self.groups.get("all").map(|g| g.vars.clone()).unwrap_or_default();
+        let mut mine: Vec<(&String, usize)> = self
+            .groups
             .iter()
-            .filter(|(name, _)| members(&groups, name).contains(&host.name))
+            .filter(|(name, _)| members(&self.groups, name).contains(&host.name))
             .map(|(name, _)| (name, depth.get(name).copied().unwrap_or(0)))
             .collect();
         mine.sort_by_key(|&(name, d)| (d, name.clone()));
         for (name, _) in mine {
-            vars.extend(groups[name].vars.clone());
+            vars.extend(self.groups[name].vars.clone());
         }
         vars.extend(host.vars.clone());
+        vars
+    }
+
+    /// Where to reach `host`: its `ansible_host` (else its name) and
+    /// `ansible_port`, checked.
+    fn mesh_host(
+        &self,
+        path: &Path,
+        host: &InventoryHost,
+        depth: &HashMap<String, usize>,
+    ) -> Result<MeshHost, HostsError> {
+        let vars = self.variables(host, depth);
         let syntax = |message: String| HostsError::Syntax {
             path: path.to_path_buf(),
             line: host.line,
@@ -474,21 +548,12 @@ fn ansible(path: &Path, text: &str, select: Option<&str>) -> Result<Vec<MeshHost
                     .ok_or_else(|| syntax(format!("ansible_port '{p}' of {} is not 1 to 65535", host.name)))
             })
             .transpose()?;
-        out.push((
-            MeshHost {
-                name: host.name.clone(),
-                address,
-                port,
-            },
-            host.line,
-        ));
+        Ok(MeshHost {
+            name: host.name.clone(),
+            address,
+            port,
+        })
     }
-    // The same address and port under two names is two names for one host.
-    let mut unique: Vec<(MeshHost, usize)> = Vec::new();
-    for (host, line) in out {
-        push_unique(path, &mut unique, host, line)?;
-    }
-    Ok(unique.into_iter().map(|(h, _)| h).collect())
 }
 
 fn unquote(v: &str) -> String {
