@@ -283,11 +283,6 @@ impl Driver {
         let params = &self.params;
         let (sizes, too_big) = params.sizes();
         let largest = sizes.last().copied().unwrap_or(1) as usize;
-        let op = match (params.transport, params.mode) {
-            (Transport::Udp, _) => Op::UdpPingPong,
-            (Transport::Tcp, Mode::PingPong) => Op::TcpPingPong,
-            (Transport::Tcp, Mode::Stream) => Op::TcpStream,
-        };
         let mut link = Link {
             tcp: self.tcp,
             udp: self.udp,
@@ -297,135 +292,204 @@ impl Driver {
             sent: 0,
             pin_apart: self.core.is_some(),
         };
-        let passes = params.passes();
-        let plan = Plan {
-            op,
-            round_seconds: params.point_seconds / f64::from(passes),
-            batches: points::batches_per_round(passes),
-        };
-        let mut last_activity = None;
-        // Every size's rounds so far; None until its first pass timed it.
-        let mut timings: Vec<Option<Timing>> = sizes.iter().map(|_| None).collect();
-        let mut history: Vec<(u64, f64)> = Vec::new();
-        let mut error = None;
-        let mut note = (!too_big.is_empty())
-            .then(|| format!("sizes above {} B do not fit a UDP datagram", super::MAX_DATAGRAM_BYTES));
-        let mut skipped = too_big;
-        let total = (sizes.len() * passes as usize) as u64;
-        let mut done = 0u64;
-        let mut stopped = false;
-        'passes: for pass in 0..passes {
-            for (i, &size) in sizes.iter().enumerate() {
-                if pass > 0 && timings[i].is_none() {
-                    continue;
-                }
-                if let Some((what, advice)) = stop_reason(ctx) {
-                    if pass == 0 {
-                        skipped.extend_from_slice(&sizes[i..]);
-                        note = Some(format!("{what}{advice}"));
-                    } else {
-                        note = Some(format!(
-                            "{what} in pass {} of {passes}: the sizes from {size} B on ran {pass} pass{}{advice}",
-                            pass + 1,
-                            if pass == 1 { "" } else { "es" }
-                        ));
-                    }
-                    stopped = true;
-                    break 'passes;
-                }
-                let round = match &timings[i] {
-                    None => first_round(&mut link, &plan, size, params, &mut history),
-                    Some(t) => {
-                        let exchanges = repetitions(plan.round_seconds, t.mean_each());
-                        link.point(op, size, exchanges, plan.batches)
-                            .map_err(|e| format!("sweep point {size} B (pass {}) failed: {e}", pass + 1))
-                    }
-                };
-                let round = match round {
-                    Ok(t) => t.into_pass(),
-                    Err(e) => {
-                        error = Some(e);
-                        break 'passes;
-                    }
-                };
-                ctx.bytes.store(link.sent, Ordering::Relaxed);
-                last_activity = Some(Instant::now());
-                done += 1;
-                match &mut timings[i] {
-                    Some(t) => t.join(round),
-                    None if round.batch_each.is_empty() => {
-                        // Every batch lost an echo: nothing to time, keep the count.
-                        skipped.push(size);
-                        note = Some(format!("UDP echoes were lost at every batch of {size} B"));
-                        done += u64::from(passes - 1);
-                        continue;
-                    }
-                    None => {
-                        history.push((size, round.mean_each().expect("timed batches")));
-                        timings[i] = Some(round);
-                    }
-                }
-                if let (Some(callback), Some(t)) = (ctx.progress, &timings[i]) {
-                    let p = point_of(size, params.mode, t);
-                    callback(&Progress {
-                        done,
-                        total,
-                        message: format!(
-                            "{}{size} B: {:.2} us, {}{}",
-                            if passes > 1 {
-                                format!("pass {}/{passes}, ", pass + 1)
-                            } else {
-                                String::new()
-                            },
-                            p.best_latency_us,
-                            Rate(p.best_bits_per_second),
-                            if p.wide { " (wide)" } else { "" }
-                        ),
-                    });
-                }
-            }
-        }
-        if error.is_none() && !stopped {
-            let budget = points::EXTRA_BUDGET_SHARE * params.point_seconds * sizes.len() as f64;
-            if let Err(e) = extra_rounds(&mut link, &plan, &sizes, &mut timings, budget, ctx) {
-                error = Some(e);
+        let plan = Plan::of(params);
+        let mut sweep = Passes::new(sizes, too_big, params.passes());
+        sweep.run(&mut link, &plan, params, ctx);
+        if sweep.error.is_none() && !sweep.stopped {
+            let budget = points::EXTRA_BUDGET_SHARE * params.point_seconds * sweep.sizes.len() as f64;
+            if let Err(e) = extra_rounds(&mut link, &plan, &sweep.sizes, &mut sweep.timings, budget, ctx) {
+                sweep.error = Some(e);
             }
             ctx.bytes.store(link.sent, Ordering::Relaxed);
         }
-        let measured: Vec<SweepPoint> = sizes
+        let measured: Vec<SweepPoint> = sweep
+            .sizes
             .iter()
-            .zip(&timings)
+            .zip(&sweep.timings)
             .filter_map(|(&size, t)| t.as_ref().map(|t| point_of(size, params.mode, t)))
             .collect();
-        if error.is_none() {
+        if sweep.error.is_none() {
             if let Err(e) = link.header(&FrameHeader::END) {
-                error = Some(format!("ending the sweep: {e}"));
+                sweep.error = Some(format!("ending the sweep: {e}"));
             }
         }
         let summary = points::summarize(&measured, params.link_speed_bits_per_second);
-        let sweep = SweepResult {
+        let result = SweepResult {
             mode: params.mode.as_str().into(),
             transport: match params.transport {
                 Transport::Tcp => "tcp".into(),
                 Transport::Udp => "udp".into(),
             },
             link_speed_bits_per_second: params.link_speed_bits_per_second,
-            skipped_sizes_bytes: skipped,
-            note,
+            skipped_sizes_bytes: sweep.skipped,
+            note: sweep.note,
             points: measured,
             summary,
             placement: self.placement,
-            passes: Some(passes),
+            passes: Some(sweep.passes),
         };
         let mut end = TaskEnd {
             socket: Some(tcpinfo::socket_buffers(&link.tcp)),
             tcp_info: tcpinfo::tcp_info(&link.tcp),
-            error,
-            last_activity,
+            error: sweep.error,
+            last_activity: sweep.last_activity,
             ..TaskEnd::default()
         };
-        end.extras.set(super::result::KEY, &sweep);
+        end.extras.set(super::result::KEY, &result);
         end
+    }
+}
+
+/// The sweep's passes over its sizes as they go: what each size measured
+/// so far, and what the result will say about the sizes that did not run.
+struct Passes {
+    sizes: Vec<u64>,
+    passes: u32,
+    /// Every size's rounds so far; None until its first pass timed it.
+    timings: Vec<Option<Timing>>,
+    /// (size, seconds per exchange) of every size timed so far, in order:
+    /// what the next size's exchange count is extrapolated from.
+    history: Vec<(u64, f64)>,
+    skipped: Vec<u64>,
+    note: Option<String>,
+    error: Option<String>,
+    /// Set when the time limit or a stop ended the passes early.
+    stopped: bool,
+    last_activity: Option<Instant>,
+    /// Rounds done, for the progress callback.
+    done: u64,
+}
+
+impl Passes {
+    /// Before the first pass; `too_big` are the sizes a UDP datagram cannot carry.
+    fn new(sizes: Vec<u64>, too_big: Vec<u64>, passes: u32) -> Passes {
+        Passes {
+            timings: sizes.iter().map(|_| None).collect(),
+            history: Vec::new(),
+            note: (!too_big.is_empty())
+                .then(|| format!("sizes above {} B do not fit a UDP datagram", super::MAX_DATAGRAM_BYTES)),
+            skipped: too_big,
+            error: None,
+            stopped: false,
+            last_activity: None,
+            done: 0,
+            sizes,
+            passes,
+        }
+    }
+
+    /// Every pass over the sizes, in order, until the passes end, a stop
+    /// or the time limit comes, or a round fails. A later pass runs only
+    /// the sizes the first one timed.
+    fn run(&mut self, link: &mut Link, plan: &Plan, params: &SweepParams, ctx: &StreamContext) {
+        for pass in 0..self.passes {
+            for i in 0..self.sizes.len() {
+                if pass > 0 && self.timings[i].is_none() {
+                    continue;
+                }
+                if let Some((what, advice)) = stop_reason(ctx) {
+                    self.stop(pass, i, what, advice);
+                    return;
+                }
+                let round = match self.round(link, plan, params, pass, i) {
+                    Ok(t) => t.into_pass(),
+                    Err(e) => {
+                        self.error = Some(e);
+                        return;
+                    }
+                };
+                ctx.bytes.store(link.sent, Ordering::Relaxed);
+                self.last_activity = Some(Instant::now());
+                self.done += 1;
+                if self.record(i, round) {
+                    self.report_progress(ctx, params.mode, pass, i);
+                }
+            }
+        }
+    }
+
+    /// Ends the passes before size `i` of pass `pass`: says why, and (in
+    /// the first pass) which sizes did not run.
+    fn stop(&mut self, pass: u32, i: usize, what: &str, advice: &str) {
+        let passes = self.passes;
+        if pass == 0 {
+            self.skipped.extend_from_slice(&self.sizes[i..]);
+            self.note = Some(format!("{what}{advice}"));
+        } else {
+            self.note = Some(format!(
+                "{what} in pass {} of {passes}: the sizes from {} B on ran {pass} pass{}{advice}",
+                pass + 1,
+                self.sizes[i],
+                if pass == 1 { "" } else { "es" }
+            ));
+        }
+        self.stopped = true;
+    }
+
+    /// One round of size `i`: its first, or one more for a later pass,
+    /// as long as the sizes' rounds so far say it takes.
+    fn round(
+        &mut self,
+        link: &mut Link,
+        plan: &Plan,
+        params: &SweepParams,
+        pass: u32,
+        i: usize,
+    ) -> Result<Timing, String> {
+        let size = self.sizes[i];
+        match &self.timings[i] {
+            None => first_round(link, plan, size, params, &mut self.history),
+            Some(t) => {
+                let exchanges = repetitions(plan.round_seconds, t.mean_each());
+                link.point(plan.op, size, exchanges, plan.batches)
+                    .map_err(|e| format!("sweep point {size} B (pass {}) failed: {e}", pass + 1))
+            }
+        }
+    }
+
+    /// Adds a round to size `i`'s timing; false when it was the size's
+    /// first and timed nothing (every UDP echo lost), which skips the size.
+    fn record(&mut self, i: usize, round: Timing) -> bool {
+        let size = self.sizes[i];
+        match &mut self.timings[i] {
+            Some(t) => t.join(round),
+            None if round.batch_each.is_empty() => {
+                // Every batch lost an echo: nothing to time, keep the count.
+                self.skipped.push(size);
+                self.note = Some(format!("UDP echoes were lost at every batch of {size} B"));
+                self.done += u64::from(self.passes - 1);
+                return false;
+            }
+            None => {
+                self.history.push((size, round.mean_each().expect("timed batches")));
+                self.timings[i] = Some(round);
+            }
+        }
+        true
+    }
+
+    /// Hands size `i` as it stands after pass `pass` to the progress callback.
+    fn report_progress(&self, ctx: &StreamContext, mode: Mode, pass: u32, i: usize) {
+        let (Some(callback), Some(t)) = (ctx.progress, &self.timings[i]) else {
+            return;
+        };
+        let (size, passes) = (self.sizes[i], self.passes);
+        let p = point_of(size, mode, t);
+        callback(&Progress {
+            done: self.done,
+            total: (self.sizes.len() * passes as usize) as u64,
+            message: format!(
+                "{}{size} B: {:.2} us, {}{}",
+                if passes > 1 {
+                    format!("pass {}/{passes}, ", pass + 1)
+                } else {
+                    String::new()
+                },
+                p.best_latency_us,
+                Rate(p.best_bits_per_second),
+                if p.wide { " (wide)" } else { "" }
+            ),
+        });
     }
 }
 
@@ -436,6 +500,21 @@ struct Plan {
     round_seconds: f64,
     /// Batches per round.
     batches: u64,
+}
+
+impl Plan {
+    fn of(params: &SweepParams) -> Plan {
+        let passes = params.passes();
+        Plan {
+            op: match (params.transport, params.mode) {
+                (Transport::Udp, _) => Op::UdpPingPong,
+                (Transport::Tcp, Mode::PingPong) => Op::TcpPingPong,
+                (Transport::Tcp, Mode::Stream) => Op::TcpStream,
+            },
+            round_seconds: params.point_seconds / f64::from(passes),
+            batches: points::batches_per_round(passes),
+        }
+    }
 }
 
 /// A size's first round: a probe when the exchange count cannot be
