@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use super::result::SweepResult;
+use super::result::{SweepPoint, SweepResult};
 use crate::csv_out::Csv;
 use crate::units::{Rate, Size};
 
@@ -14,7 +14,16 @@ fn line_rate_percent(sweep: &SweepResult, bits_per_second: f64) -> Option<f64> {
 
 /// The text table and summary of a sweep.
 pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
-    let with_rate = sweep.link_speed_bits_per_second.is_some();
+    write_heading(sweep, out)?;
+    for p in &sweep.points {
+        write_row(sweep, p, out)?;
+    }
+    write_summary(sweep, out)?;
+    write_notes(sweep, out)
+}
+
+/// What the table shows, and its column heads.
+fn write_heading(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     let passes = sweep.passes.unwrap_or(1);
     writeln!(
         out,
@@ -42,40 +51,47 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "{}",
-        if with_rate {
+        if sweep.link_speed_bits_per_second.is_some() {
             format!(" {:>11}", "% line rate")
         } else {
             String::new()
         }
-    )?;
+    )
+}
+
+/// One size's row.
+fn write_row(sweep: &SweepResult, p: &SweepPoint, out: &mut dyn Write) -> io::Result<()> {
     let or_blank = |v: Option<f64>, width: usize, digits: usize| match v {
         Some(v) => format!("{v:>width$.digits$}"),
         None => format!("{:>width$}", "-"),
     };
-    for p in &sweep.points {
-        write!(
-            out,
-            "{:>9} {:>10.2} {:>16.2} {} {} {} {:>9.2} {:>9}",
-            p.size_bytes,
-            p.best_latency_us,
-            p.best_bits_per_second / 1e6,
-            or_blank(p.median_latency_us, 9, 2),
-            or_blank(p.max_latency_us, 9, 2),
-            match p.spread_percent {
-                Some(v) => format!("{:>7}", format!("{v:.0}%{}", if p.wide { "*" } else { " " })),
-                None => format!("{:>7}", "- "),
-            },
-            p.mean_latency_us,
-            p.exchanges
-        )?;
-        if let Some(percent) = line_rate_percent(sweep, p.best_bits_per_second) {
-            write!(out, " {percent:>10.1}%")?;
-        }
-        if p.lost > 0 {
-            write!(out, "  ({} lost)", p.lost)?;
-        }
-        writeln!(out)?;
+    write!(
+        out,
+        "{:>9} {:>10.2} {:>16.2} {} {} {} {:>9.2} {:>9}",
+        p.size_bytes,
+        p.best_latency_us,
+        p.best_bits_per_second / 1e6,
+        or_blank(p.median_latency_us, 9, 2),
+        or_blank(p.max_latency_us, 9, 2),
+        match p.spread_percent {
+            Some(v) => format!("{:>7}", format!("{v:.0}%{}", if p.wide { "*" } else { " " })),
+            None => format!("{:>7}", "- "),
+        },
+        p.mean_latency_us,
+        p.exchanges
+    )?;
+    if let Some(percent) = line_rate_percent(sweep, p.best_bits_per_second) {
+        write!(out, " {percent:>10.1}%")?;
     }
+    if p.lost > 0 {
+        write!(out, "  ({} lost)", p.lost)?;
+    }
+    writeln!(out)
+}
+
+/// The figures of the whole sweep: small-message latency, peak, n-1/2,
+/// 90% of the peak, and the steps of the bandwidth curve.
+fn write_summary(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     let s = &sweep.summary;
     if !sweep.points.is_empty() {
         writeln!(
@@ -121,6 +137,12 @@ pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             step.to_max_size_bytes
         )?;
     }
+    Ok(())
+}
+
+/// What to read with care: the wide points, the placement of the ends,
+/// the sizes skipped and why.
+fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     let wide: Vec<String> = sweep
         .points
         .iter()
