@@ -3,6 +3,7 @@
 //! line of a measuring command, so what a plan runs is exactly what a
 //! person could type, and the dry run can show it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::file::{tag, Agent, Plan};
@@ -172,36 +173,66 @@ pub fn estimate(spec: &TestSpec, plan: &Plan) -> Duration {
 /// by name).
 pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
     let m = &plan.matrix;
-    let agents: Vec<&Agent> = if m.agent.is_empty() {
+    let agents = matrix_agents(plan);
+    let mut cases = product(plan, &agents);
+    // A sweep measures every size itself: the message axis does not apply
+    // to it, and its cells that differ only in message are one case.
+    for c in cases.iter_mut().filter(|c| !takes_message(&c.workload)) {
+        c.message = None;
+    }
+    let mut keys = BTreeSet::new();
+    cases.retain(|c| keys.insert(c.key()));
+    cases.retain(|c| !m.exclude.iter().any(|rule| matches(c, rule)));
+    for (i, rule) in m.include.iter().enumerate() {
+        for cell in include_cells(rule) {
+            let case = included(plan, &cell, &agents).map_err(|e| format!("[[matrix.include]] #{}: {e}", i + 1))?;
+            if !cases.iter().any(|c| c.key() == case.key()) {
+                cases.push(case);
+            }
+        }
+    }
+    for c in &cases {
+        let key = c.key();
+        tag("case", &key).map_err(|e| format!("case '{key}': {e}"))?;
+    }
+    if cases.is_empty() {
+        return Err("the matrix has no cases left after [[matrix.exclude]]".into());
+    }
+    Ok(cases)
+}
+
+/// The agents of the matrix's `agent` axis, or every agent of the plan.
+fn matrix_agents(plan: &Plan) -> Vec<&Agent> {
+    let m = &plan.matrix;
+    if m.agent.is_empty() {
         plan.agents.iter().collect()
     } else {
         m.agent
             .iter()
             .map(|label| plan.agents.iter().find(|a| &a.label == label).expect("checked labels"))
             .collect()
-    };
-    let opt = |v: &[String]| -> Vec<Option<String>> {
-        if v.is_empty() {
-            vec![None]
-        } else {
-            v.iter().cloned().map(Some).collect()
-        }
-    };
-    let directions = opt(&m.direction);
-    let streams: Vec<Option<u32>> = if m.streams.is_empty() {
+    }
+}
+
+/// Each value of an axis, or one `None` when the matrix leaves it out.
+fn each_or_unset<T: Clone>(values: &[T]) -> Vec<Option<T>> {
+    if values.is_empty() {
         vec![None]
     } else {
-        m.streams.iter().copied().map(Some).collect()
-    };
-    let messages = opt(&m.message);
-    let mtus: Vec<Option<u32>> = if m.mtu.is_empty() {
-        vec![None]
-    } else {
-        m.mtu.iter().copied().map(Some).collect()
-    };
+        values.iter().cloned().map(Some).collect()
+    }
+}
+
+/// The cartesian product of the axes, in the file's order.
+fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
+    let m = &plan.matrix;
+    let directions = each_or_unset(&m.direction);
+    let streams = each_or_unset(&m.streams);
+    let messages = each_or_unset(&m.message);
+    let mtus = each_or_unset(&m.mtu);
     let mut cases = Vec::new();
     for workload in &m.workload {
-        for agent in &agents {
+        for agent in agents {
             for direction in &directions {
                 for s in &streams {
                     for (message, mtu) in messages.iter().flat_map(|l| mtus.iter().map(move |u| (l, u))) {
@@ -215,81 +246,66 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
                             host: Vec::new(),
                             vary: Vec::new(),
                         };
-                        let mut partial = vec![base];
-                        for (axis, values) in plan.host_axes() {
-                            partial = partial
-                                .into_iter()
-                                .flat_map(|c| {
-                                    values.iter().map(move |value| {
-                                        let mut c = c.clone();
-                                        c.host.push((axis.to_string(), value.trim().to_string()));
-                                        c
-                                    })
-                                })
-                                .collect();
-                        }
-                        for (axis, values) in &m.vary {
-                            partial = partial
-                                .into_iter()
-                                .flat_map(|c| {
-                                    values.iter().map(move |(value, options)| {
-                                        let mut c = c.clone();
-                                        c.vary.push((axis.clone(), value.clone(), options.clone()));
-                                        c
-                                    })
-                                })
-                                .collect();
-                        }
-                        cases.extend(partial);
+                        cases.extend(with_host_and_vary_axes(plan, base));
                     }
                 }
             }
         }
     }
-    // A sweep measures every size itself: the message axis does not apply
-    // to it, and its cells that differ only in message are one case.
-    for c in cases.iter_mut().filter(|c| !takes_message(&c.workload)) {
-        c.message = None;
-    }
-    let mut keys = std::collections::BTreeSet::new();
-    cases.retain(|c| keys.insert(c.key()));
-    cases.retain(|c| !m.exclude.iter().any(|rule| matches(c, rule)));
-    for (i, rule) in m.include.iter().enumerate() {
-        // A list value is one cell per element (the product over the keys).
-        let mut rules = vec![std::collections::BTreeMap::new()];
-        for (axis, value) in rule {
-            let values = match value {
-                toml::Value::Array(values) => values.clone(),
-                v => vec![v.clone()],
-            };
-            rules = rules
-                .into_iter()
-                .flat_map(|r| {
-                    values.iter().map(move |v| {
-                        let mut r = r.clone();
-                        r.insert(axis.clone(), v.clone());
-                        r
-                    })
+    cases
+}
+
+/// `base` once per combination of the host axes' and the `vary` axes' values.
+fn with_host_and_vary_axes(plan: &Plan, base: Case) -> Vec<Case> {
+    let mut partial = vec![base];
+    for (axis, values) in plan.host_axes() {
+        partial = partial
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |value| {
+                    let mut c = c.clone();
+                    c.host.push((axis.to_string(), value.trim().to_string()));
+                    c
                 })
-                .collect();
-        }
-        for single in rules {
-            let case = included(plan, &single, &agents).map_err(|e| format!("[[matrix.include]] #{}: {e}", i + 1))?;
-            if !cases.iter().any(|c| c.key() == case.key()) {
-                cases.push(case);
-            }
-        }
+            })
+            .collect();
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for c in &cases {
-        let key = c.key();
-        tag("case", &key).map_err(|e| format!("case '{key}': {e}"))?;
-        seen.insert(key);
+    for (axis, values) in &plan.matrix.vary {
+        partial = partial
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |(value, options)| {
+                    let mut c = c.clone();
+                    c.vary.push((axis.clone(), value.clone(), options.clone()));
+                    c
+                })
+            })
+            .collect();
     }
-    if cases.is_empty() {
-        return Err("the matrix has no cases left after [[matrix.exclude]]".into());
+    partial
+}
+
+/// The cells of one `[[matrix.include]]` rule: a list value is one cell
+/// per element (the product over the keys).
+fn include_cells(rule: &BTreeMap<String, toml::Value>) -> Vec<BTreeMap<String, toml::Value>> {
+    let mut cells = vec![BTreeMap::new()];
+    for (axis, value) in rule {
+        let values = match value {
+            toml::Value::Array(values) => values.clone(),
+            v => vec![v.clone()],
+        };
+        cells = cells
+            .into_iter()
+            .flat_map(|r| {
+                values.iter().map(move |v| {
+                    let mut r = r.clone();
+                    r.insert(axis.clone(), v.clone());
+                    r
+                })
+            })
+            .collect();
     }
-    Ok(cases)
+    cells
 }
 
 /// Whether the message axis applies to the workload (a sweep picks its
