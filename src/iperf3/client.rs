@@ -18,9 +18,8 @@ use super::auth::{Credentials, Padding};
 use super::streams::{self, DataStream, StreamPlan};
 use super::wire::{self, Params, Results, Transport, MAX_RESULTS_JSON};
 use super::{describe_server_error, Control, Cookie, Iperf3Error, State};
-use crate::model::{Endpoint, Flow, Party, PeerProtocol, Role, RunResult, TrialResult, SCHEMA};
+use crate::model::{Endpoint, Flow, Party, PeerProtocol, Role, RunResult, TrialResult};
 use crate::probe::cpu::ProcStat;
-use crate::probe::host::facts_toward;
 use crate::session::{self, RunOptions, SessionError, Target};
 use crate::workload::tcp_stream::TcpParams;
 use crate::workload::udp::UdpParams;
@@ -394,28 +393,19 @@ pub fn run(
         elapsed_seconds: side_seconds,
         planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
     });
-    let mut run = RunResult {
-        schema: SCHEMA.to_string(),
-        workload: spec.workload.clone(),
-        started_at_unix_seconds: started_at.as_secs_f64(),
-        client: Endpoint {
-            address: client_addr.to_string(),
-            facts: facts_toward(client_addr.ip()),
-        },
-        agent: Endpoint {
-            address: server.to_string(),
-            facts: Default::default(),
-        },
-        spec: spec.clone(),
-        trials: vec![result.clone()],
-        result,
-        repetition: None,
-        interrupted: false,
-        peer_protocol: Some(server_protocol(&theirs, raw)),
+    let agent = Endpoint {
+        address: server.to_string(),
+        facts: Default::default(),
     };
-    run.interrupted = run.result.interruption.is_some();
-    crate::verdict::annotate(&mut run, None);
-    Ok(run)
+    let protocol = server_protocol(&theirs, raw);
+    Ok(session::one_trial_run(
+        spec,
+        started_at,
+        client_addr,
+        agent,
+        result,
+        Some(protocol),
+    ))
 }
 
 /// While the test runs: watches the control connection (the server may

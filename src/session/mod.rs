@@ -18,7 +18,7 @@ pub use self::admin::{
     agent_addresses, peer_test, probe_agent, remote_facts, set_remote_host, set_remote_mtu, watch_start, PeerWatch,
 };
 pub use self::connect::connect;
-pub use self::run::{run, run_with_psk, RunOptions};
+pub use self::run::{one_trial_run, run, run_with_psk, RunOptions};
 use crate::address::Family;
 use crate::model::MergeError;
 use crate::protocol::auth::KeyError;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::connect::{check_links_supported, connect, handshake_keyed, unexpected};
 use super::{SessionError, Target, REPLY_TIMEOUT};
-use crate::model::{Endpoint, HostFacts, Party, Role, RunResult, SideReport, TrialResult, SCHEMA};
+use crate::model::{Endpoint, HostFacts, Party, PeerProtocol, Role, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::Psk;
@@ -207,6 +207,25 @@ pub fn run_with_psk(
     };
     let outcome = side_runner::run_side(side, plan, &mut channel, &ProcStat)?;
     let result = merge_sides(options.trial, spec, outcome)?;
+    let agent = Endpoint {
+        address: agent_addr.to_string(),
+        facts: accepted.agent,
+    };
+    Ok(one_trial_run(spec, started_at, client_addr, agent, result, None))
+}
+
+/// The run document of one trial this host ran from `client_addr`
+/// against `agent`, `started_at` since the Unix epoch: this host's facts
+/// toward the agent, the trial as the reported and only one, judged.
+/// `peer_protocol` says who the agent was when it was not nicbench.
+pub fn one_trial_run(
+    spec: &TestSpec,
+    started_at: Duration,
+    client_addr: SocketAddr,
+    agent: Endpoint,
+    result: TrialResult,
+    peer_protocol: Option<PeerProtocol>,
+) -> RunResult {
     let mut run = RunResult {
         schema: SCHEMA.to_string(),
         workload: spec.workload.clone(),
@@ -215,19 +234,16 @@ pub fn run_with_psk(
             address: client_addr.to_string(),
             facts: facts_toward(client_addr.ip()),
         },
-        agent: Endpoint {
-            address: agent_addr.to_string(),
-            facts: accepted.agent,
-        },
+        agent,
         spec: spec.clone(),
         trials: vec![result.clone()],
         interrupted: result.interruption.is_some(),
         result,
         repetition: None,
-        peer_protocol: None,
+        peer_protocol,
     };
     crate::verdict::annotate(&mut run, None);
-    Ok(run)
+    run
 }
 
 /// Both sides' reports of trial number `trial` as one result: the agent's
