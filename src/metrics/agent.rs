@@ -124,6 +124,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One counter per reason, labelled `reason`: every reason of `all`, at
+/// zero until it first happens, so that a rate over it starts at once.
+fn by_reason<R: Copy + Ord>(
+    counts: &Mutex<BTreeMap<R, u64>>,
+    all: &[R],
+    name: fn(R) -> &'static str,
+) -> Family<Labels, Counter> {
+    let counts = lock(counts).clone();
+    let family: Family<Labels, Counter> = Family::default();
+    for &reason in all {
+        let n = counts.get(&reason).copied().unwrap_or(0);
+        family
+            .get_or_create(&vec![("reason".into(), name(reason).into())])
+            .inc_by(n);
+    }
+    family
+}
+
 /// Adds one under `key`, or under `other` once [`MAX_LABEL_VALUES`] keys exist.
 fn count_bounded(map: &mut BTreeMap<String, u64>, key: &str) {
     let key = if map.contains_key(key) || map.len() < MAX_LABEL_VALUES {
@@ -224,31 +242,15 @@ impl AgentMetrics {
             "Tests served to their end, by workload",
             served,
         );
-        let refused: Family<Labels, Counter> = Family::default();
-        let counts = lock(&self.refused).clone();
-        for reason in RefusalReason::ALL {
-            let n = counts.get(&reason).copied().unwrap_or(0);
-            refused
-                .get_or_create(&vec![("reason".into(), reason.as_str().into())])
-                .inc_by(n);
-        }
         r.register(
             "nicbench_agent_tests_refused",
             "Tests and connections refused, by reason",
-            refused,
+            by_reason(&self.refused, &RefusalReason::ALL, RefusalReason::as_str),
         );
-        let closed: Family<Labels, Counter> = Family::default();
-        let counts = lock(&self.closed).clone();
-        for reason in CloseReason::ALL {
-            let n = counts.get(&reason).copied().unwrap_or(0);
-            closed
-                .get_or_create(&vec![("reason".into(), reason.as_str().into())])
-                .inc_by(n);
-        }
         r.register(
             "nicbench_agent_connections_closed",
             "Control connections closed for breaking the protocol, by reason",
-            closed,
+            by_reason(&self.closed, &CloseReason::ALL, CloseReason::as_str),
         );
         r.register(
             "nicbench_agent_data_connections_refused",
