@@ -101,10 +101,16 @@ pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, 
         workloads: &workloads,
         none_found: kind.none_found,
     };
-    match kind.data {
-        ChartData::SizeCurve { key } => size_curves(store, &filter, spec, &drawn, key).map(Chart::Sweep),
-        ChartData::LatencyHistogram { pointer } => latencies(store, &filter, spec, &drawn, pointer).map(Chart::Latency),
-    }
+    Ok(match kind.data {
+        ChartData::SizeCurve { key } => Chart::Sweep(Sweep {
+            title: "Bandwidth and latency against message size (best of each size)".into(),
+            lines: drawn.lines(store, &filter, spec, |name, doc| sweep_line(name, doc, key))?,
+        }),
+        ChartData::LatencyHistogram { pointer } => Chart::Latency(Latency {
+            title: "Request/response latency percentiles".into(),
+            lines: drawn.lines(store, &filter, spec, |name, doc| latency_line(name, doc, pointer))?,
+        }),
+    })
 }
 
 /// The chart kinds every run can be drawn as; workloads add their own.
@@ -114,6 +120,29 @@ const GENERIC_KINDS: [&str; 4] = ["bars", "cpu", "timeline", "heatmap"];
 struct Drawn<'a> {
     workloads: &'a [&'a str],
     none_found: &'static str,
+}
+
+impl Drawn<'_> {
+    /// The line `line_of` reads from each of the newest selected runs (its
+    /// label and document) that has one; an error saying why when none has.
+    fn lines<T>(
+        &self,
+        store: &Store,
+        filter: &Filter,
+        spec: &ChartSpec,
+        line_of: impl Fn(String, &Value) -> Option<T>,
+    ) -> Result<Vec<T>, SelectError> {
+        let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, self.workloads, |id, doc| {
+            Ok(line_of(run_label(store, id)?, doc))
+        })?;
+        if lines.is_empty() {
+            return Err(empty(format!(
+                "{matched} complete run(s) match, but {}",
+                self.none_found
+            )));
+        }
+        Ok(lines)
+    }
 }
 
 /// The newest mesh run among the selected runs, as a heat map.
@@ -352,28 +381,6 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
     })
 }
 
-fn size_curves(
-    store: &Store,
-    filter: &Filter,
-    spec: &ChartSpec,
-    drawn: &Drawn,
-    key: &str,
-) -> Result<Sweep, SelectError> {
-    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, drawn.workloads, |id, doc| {
-        Ok(sweep_line(run_label(store, id)?, doc, key))
-    })?;
-    if lines.is_empty() {
-        return Err(empty(format!(
-            "{matched} complete run(s) match, but {}",
-            drawn.none_found
-        )));
-    }
-    Ok(Sweep {
-        title: "Bandwidth and latency against message size (best of each size)".into(),
-        lines,
-    })
-}
-
 /// The latency curve of a document, from the histogram at `pointer`.
 pub fn latency_line(name: String, doc: &Value, pointer: &str) -> Option<LatencyLine> {
     let buckets: Vec<(f64, u64)> = doc
@@ -386,28 +393,6 @@ pub fn latency_line(name: String, doc: &Value, pointer: &str) -> Option<LatencyL
         return None;
     }
     LatencyLine::from_histogram(name, &buckets)
-}
-
-fn latencies(
-    store: &Store,
-    filter: &Filter,
-    spec: &ChartSpec,
-    drawn: &Drawn,
-    pointer: &str,
-) -> Result<Latency, SelectError> {
-    let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, drawn.workloads, |id, doc| {
-        Ok(latency_line(run_label(store, id)?, doc, pointer))
-    })?;
-    if lines.is_empty() {
-        return Err(empty(format!(
-            "{matched} complete run(s) match, but {}",
-            drawn.none_found
-        )));
-    }
-    Ok(Latency {
-        title: "Request/response latency percentiles".into(),
-        lines,
-    })
 }
 
 /// The per-interval receiver throughput of each stream of a document.
