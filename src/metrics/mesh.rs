@@ -325,18 +325,21 @@ pub(crate) mod tests {
         })
     }
 
+    /// The labels of the pair figures of a tcp run from a to b, client to agent.
+    const TCP_A_TO_B_FORWARD: [(&str, &str); 4] = [
+        ("src", "a"),
+        ("dst", "b"),
+        ("workload", "tcp"),
+        ("direction", "forward"),
+    ];
+
     #[test]
     fn a_tcp_run_gives_its_pair_figures_in_base_units() {
         let m = MeshMetrics::new();
         let run = fixture("run-tcp.json");
         m.record_run("a", "b", &run);
         let text = m.render();
-        let l = [
-            ("src", "a"),
-            ("dst", "b"),
-            ("workload", "tcp"),
-            ("direction", "forward"),
-        ];
+        let l = TCP_A_TO_B_FORWARD;
         assert_eq!(
             sample(&text, "nicbench_receiver_throughput_bytes_per_second", &l),
             Some(38008844786.30838 / 8.0)
@@ -396,12 +399,7 @@ pub(crate) mod tests {
         m.record_failure("a", "b", "tcp", FailureReason::Busy);
         m.record_failure("b", "a", "tcp", FailureReason::Unreachable);
         let text = m.render();
-        let l = [
-            ("src", "a"),
-            ("dst", "b"),
-            ("workload", "tcp"),
-            ("direction", "forward"),
-        ];
+        let l = TCP_A_TO_B_FORWARD;
         assert_eq!(
             sample(&text, "nicbench_receiver_throughput_bytes_per_second", &l),
             Some(1e9)
