@@ -75,6 +75,23 @@ impl<'a> SvgBackend<'a> {
             style.stroke_width().max(1)
         )
     }
+
+    /// The paint attributes of a shape: filled with the style's colour, or
+    /// only its outline stroked.
+    fn fill_or_stroke<S: BackendStyle>(style: &S, fill: bool) -> String {
+        if fill {
+            format!(r#"fill="{}""#, paint(style.color()))
+        } else {
+            Self::stroke(style)
+        }
+    }
+
+    /// The `points` attribute's value: `x,y` pairs apart by spaces.
+    fn write_points(&mut self, points: impl IntoIterator<Item = BackendCoord>) {
+        for (i, (x, y)) in points.into_iter().enumerate() {
+            let _ = write!(self.out, "{}{x},{y}", if i == 0 { "" } else { " " });
+        }
+    }
 }
 
 impl Drop for SvgBackend<'_> {
@@ -140,11 +157,7 @@ impl DrawingBackend for SvgBackend<'_> {
         self.group();
         let (x, y) = (ul.0.min(br.0), ul.1.min(br.1));
         let (w, h) = ((br.0 - ul.0).abs(), (br.1 - ul.1).abs());
-        let paint_it = if fill {
-            format!(r#"fill="{}""#, paint(style.color()))
-        } else {
-            Self::stroke(style)
-        };
+        let paint_it = Self::fill_or_stroke(style, fill);
         let _ = write!(
             self.out,
             r#"<rect x="{x}" y="{y}" width="{w}" height="{h}" {paint_it}/>"#
@@ -158,9 +171,7 @@ impl DrawingBackend for SvgBackend<'_> {
         }
         self.group();
         self.out.push_str(r#"<polyline points=""#);
-        for (i, (x, y)) in path.into_iter().enumerate() {
-            let _ = write!(self.out, "{}{x},{y}", if i == 0 { "" } else { " " });
-        }
+        self.write_points(path);
         let _ = write!(self.out, r#"" {} stroke-linejoin="round"/>"#, Self::stroke(style));
         Ok(())
     }
@@ -170,11 +181,7 @@ impl DrawingBackend for SvgBackend<'_> {
             return Ok(());
         }
         self.group();
-        let paint_it = if fill {
-            format!(r#"fill="{}""#, paint(style.color()))
-        } else {
-            Self::stroke(style)
-        };
+        let paint_it = Self::fill_or_stroke(style, fill);
         let _ = write!(
             self.out,
             r#"<circle cx="{}" cy="{}" r="{radius}" {paint_it}/>"#,
@@ -189,9 +196,7 @@ impl DrawingBackend for SvgBackend<'_> {
         }
         self.group();
         self.out.push_str(r#"<polygon points=""#);
-        for (i, (x, y)) in vert.into_iter().enumerate() {
-            let _ = write!(self.out, "{}{x},{y}", if i == 0 { "" } else { " " });
-        }
+        self.write_points(vert);
         let _ = write!(self.out, r#"" fill="{}"/>"#, paint(style.color()));
         Ok(())
     }
