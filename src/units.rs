@@ -28,64 +28,138 @@ fn unit_error(what: &'static str, input: &str, hint: impl Into<String>) -> UnitE
     }
 }
 
-/// Splits `"64KiB"` into `(64.0, "kib")`.
-fn split_number(input: &str) -> Option<(f64, String)> {
+/// The first value past a u64 (2^64), as a float.
+const PAST_U64: f64 = 18_446_744_073_709_551_616.0;
+
+/// Splits `"64KiB"` into the number as written (`"64"`) and its unit in
+/// lower case (`"kib"`).
+fn split_number(input: &str) -> Option<(&str, String)> {
     let s = input.trim();
     let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    if end == 0 {
-        return None;
-    }
-    let number: f64 = s[..end].parse().ok()?;
-    if !number.is_finite() {
+    let number = &s[..end];
+    if end == 0 || number.parse::<f64>().is_err() {
         return None;
     }
     Some((number, s[end..].trim().to_ascii_lowercase()))
 }
 
-/// Parses a byte size: `1400`, `64K`, `64KiB`, `1M`, `8MiB`, `1G`, `1500B`, `10MB` (SI).
-pub fn parse_size(input: &str) -> Result<u64, UnitError> {
-    const HINT: &str = "expected a byte count such as 1400, 64K, 8M or 1G (K/M/G = 1024-based; KB/MB/GB = SI)";
-    let (number, suffix) = split_number(input).ok_or_else(|| unit_error("size", input, HINT))?;
-    let multiplier: f64 = match suffix.as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        _ => return Err(unit_error("size", input, HINT)),
-    };
-    let value = number * multiplier;
-    if value.fract() != 0.0 || value > u64::MAX as f64 {
-        return Err(unit_error("size", input, "the size must be a whole number of bytes"));
-    }
-    Ok(value as u64)
+/// A number as written times a whole multiplier.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scaled {
+    /// A whole number that fits a u64, exactly.
+    Whole(u64),
+    /// Written with a fraction; below 2^64.
+    Fraction(f64),
+    /// 2^64 or more (about this much): no u64 holds it.
+    TooLarge(f64),
 }
 
-/// Parses a rate in bits per second: `500M`, `2G`, `100mbit`, `1gbit`, `10k`, `1e9`.
+/// `number` (digits, perhaps a fraction) times `multiplier`, exact when
+/// whole: never rounded to or clamped at the largest u64.
+fn scale(number: &str, multiplier: u64) -> Scaled {
+    let approximate = number.parse::<f64>().unwrap_or(f64::INFINITY) * multiplier as f64;
+    if !number.contains('.') {
+        let exact = number
+            .parse::<u128>()
+            .ok()
+            .and_then(|n| n.checked_mul(u128::from(multiplier)))
+            .and_then(|n| u64::try_from(n).ok());
+        return match exact {
+            Some(n) => Scaled::Whole(n),
+            None => Scaled::TooLarge(approximate),
+        };
+    }
+    if approximate >= PAST_U64 {
+        Scaled::TooLarge(approximate)
+    } else {
+        Scaled::Fraction(approximate)
+    }
+}
+
+/// The size `input` asks for: its number and unit's multiplier.
+fn scaled_size(input: &str) -> Result<Scaled, UnitError> {
+    const HINT: &str = "expected a size in bytes such as 1400, 64K, 8M or 1G (K/M/G = 1024-based; KB/MB/GB = SI)";
+    let (number, suffix) = split_number(input).ok_or_else(|| unit_error("size", input, HINT))?;
+    let multiplier: u64 = match suffix.as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return Err(unit_error("size", input, HINT)),
+    };
+    match scale(number, multiplier) {
+        Scaled::TooLarge(bytes) => Err(unit_error(
+            "size",
+            input,
+            format!("{bytes:.1e} bytes is more than the largest size, {} B", u64::MAX),
+        )),
+        scaled => Ok(scaled),
+    }
+}
+
+/// Parses a byte size: `1400`, `64K`, `64KiB`, `1M`, `8MiB`, `1G`, `1500B`,
+/// `10MB` (SI). A fraction must make whole bytes (`1.5K`); a size past the
+/// largest u64 is refused as such, never clamped.
+pub fn parse_size(input: &str) -> Result<u64, UnitError> {
+    match scaled_size(input)? {
+        Scaled::Whole(n) => Ok(n),
+        Scaled::Fraction(v) if v.fract() == 0.0 => Ok(v as u64),
+        _ => Err(unit_error("size", input, "the size must be a whole number of bytes")),
+    }
+}
+
+/// Parses a byte size like [`parse_size`], rounding a fraction of a byte
+/// (`1.9G` is 2040109466 bytes).
+pub fn parse_size_rounded(input: &str) -> Result<u64, UnitError> {
+    match scaled_size(input)? {
+        Scaled::Whole(n) => Ok(n),
+        // Below 2^64, so the rounded value fits (a float just below 2^64 is 2^64 - 2048).
+        Scaled::Fraction(v) | Scaled::TooLarge(v) => Ok(v.round() as u64),
+    }
+}
+
+/// Parses a rate in bits per second: `500M`, `2G`, `100mbit`, `1gbit`,
+/// `10k`; a fraction is rounded to whole bits, a rate past the largest u64
+/// is refused as such.
 pub fn parse_rate(input: &str) -> Result<u64, UnitError> {
     const HINT: &str = "expected a rate in bits per second such as 100M, 2.5G, 100mbit or 1gbit (SI: M = 10^6)";
     let (number, suffix) = split_number(input).ok_or_else(|| unit_error("rate", input, HINT))?;
-    let multiplier = match suffix.trim_end_matches("/s").trim_end_matches("ps") {
-        "" | "bit" | "b" => 1.0,
-        "k" | "kbit" | "kb" => 1e3,
-        "m" | "mbit" | "mb" => 1e6,
-        "g" | "gbit" | "gb" => 1e9,
-        "t" | "tbit" | "tb" => 1e12,
+    let multiplier: u64 = match suffix.trim_end_matches("/s").trim_end_matches("ps") {
+        "" | "bit" | "b" => 1,
+        "k" | "kbit" | "kb" => 1_000,
+        "m" | "mbit" | "mb" => 1_000_000,
+        "g" | "gbit" | "gb" => 1_000_000_000,
+        "t" | "tbit" | "tb" => 1_000_000_000_000,
         _ => return Err(unit_error("rate", input, HINT)),
     };
-    let value = (number * multiplier).round();
-    if value < 1.0 || value > u64::MAX as f64 {
+    let bits = match scale(number, multiplier) {
+        Scaled::Whole(n) => n,
+        Scaled::Fraction(v) => v.round() as u64,
+        Scaled::TooLarge(v) => {
+            return Err(unit_error(
+                "rate",
+                input,
+                format!("{v:.1e} bit/s is more than the largest rate, {} bit/s", u64::MAX),
+            ))
+        }
+    };
+    if bits == 0 {
         return Err(unit_error("rate", input, "the rate must be at least 1 bit/s"));
     }
-    Ok(value as u64)
+    Ok(bits)
 }
+
+/// The longest duration [`parse_duration`] reads (about 31 years).
+pub const MAX_DURATION_SECONDS: f64 = 1e9;
 
 /// Parses a duration: `10` (seconds), `10s`, `2.5s`, `500ms`, `2m`, `1h`.
 pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
     const HINT: &str = "expected a duration such as 10, 10s, 500ms, 2m or 1h";
     let (number, suffix) = split_number(input).ok_or_else(|| unit_error("duration", input, HINT))?;
+    let number: f64 = number.parse().map_err(|_| unit_error("duration", input, HINT))?;
     let seconds = match suffix.as_str() {
         "" | "s" | "sec" => number,
         "ms" => number / 1e3,
@@ -94,8 +168,12 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
         "h" => number * 3600.0,
         _ => return Err(unit_error("duration", input, HINT)),
     };
-    if seconds > 1e9 {
-        return Err(unit_error("duration", input, "the duration is too long"));
+    if seconds > MAX_DURATION_SECONDS {
+        return Err(unit_error(
+            "duration",
+            input,
+            format!("{seconds:.1e} s is more than the longest duration, {MAX_DURATION_SECONDS:.0e} s"),
+        ));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -188,6 +266,83 @@ mod tests {
         for bad in ["", "K", "-1", "12Q", "0.5", "abc"] {
             let err = parse_size(bad).unwrap_err();
             assert!(err.to_string().contains("size"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn sizes_past_the_largest_u64_are_refused_as_overflow_never_clamped() {
+        assert_eq!(parse_size("18446744073709551615").unwrap(), u64::MAX);
+        for (input, said) in [
+            (
+                "99999999999G",
+                "1.1e20 bytes is more than the largest size, 18446744073709551615 B",
+            ),
+            ("18446744073709551616", "1.8e19 bytes is more than the largest size"),
+            ("16777216T", "size"),
+            (
+                "99999999999999999999999999999999999999999",
+                "more than the largest size",
+            ),
+            ("20000000000.5G", "more than the largest size"),
+        ] {
+            let err = parse_size(input).unwrap_err().to_string();
+            assert!(err.contains(said), "{input}: {err}");
+        }
+        assert!(parse_size_rounded("99999999999G")
+            .unwrap_err()
+            .to_string()
+            .contains("largest size"));
+        assert_eq!(parse_size_rounded("1.9G").unwrap(), 2_040_109_466);
+    }
+
+    #[test]
+    fn rates_past_the_largest_u64_are_refused_as_overflow() {
+        assert_eq!(parse_rate("18446744073709551615").unwrap(), u64::MAX);
+        for input in ["18446744073709551616", "99999999999T", "20000000000.5G"] {
+            let err = parse_rate(input).unwrap_err().to_string();
+            assert!(err.contains("more than the largest rate"), "{input}: {err}");
+        }
+        assert!(parse_rate("0.4").unwrap_err().to_string().contains("at least 1 bit/s"));
+        assert!(parse_duration("99999999999h")
+            .unwrap_err()
+            .to_string()
+            .contains("longest duration"));
+    }
+
+    proptest::proptest! {
+        /// A whole number with a unit is exactly the number times the
+        /// unit, or refused as more than the largest size: never rounded
+        /// or clamped.
+        #[test]
+        fn whole_sizes_are_exact_or_refused_as_overflow(n in 0u64..=u64::MAX, unit in 0usize..7) {
+            let (suffix, multiplier) = [("", 1u128), ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30),
+                ("KB", 1_000), ("MB", 1_000_000), ("GB", 1_000_000_000)][unit];
+            let exact = u128::from(n) * multiplier;
+            match parse_size(&format!("{n}{suffix}")) {
+                Ok(bytes) => proptest::prop_assert_eq!(u128::from(bytes), exact),
+                Err(e) => {
+                    proptest::prop_assert!(exact > u128::from(u64::MAX), "{}", e);
+                    proptest::prop_assert!(e.to_string().contains("more than the largest size"), "{}", e);
+                }
+            }
+            match parse_rate(&format!("{n}{suffix}")) {
+                Ok(bits) => proptest::prop_assert_eq!(u128::from(bits), exact),
+                Err(e) => proptest::prop_assert!(exact == 0 || exact > u128::from(u64::MAX), "{}", e),
+            }
+        }
+
+        /// Nothing typed makes the parsers panic, and what they accept
+        /// reads back as itself.
+        #[test]
+        fn any_input_is_parsed_or_refused_with_a_reason(input in "[0-9.]{0,25}[a-zA-Z/]{0,5}") {
+            if let Ok(bytes) = parse_size(&input) {
+                proptest::prop_assert_eq!(parse_size(&bytes.to_string()).unwrap(), bytes);
+            }
+            let _ = parse_size_rounded(&input);
+            if let Ok(bits) = parse_rate(&input) {
+                proptest::prop_assert!(bits >= 1);
+            }
+            let _ = parse_duration(&input);
         }
     }
 

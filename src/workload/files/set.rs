@@ -44,7 +44,14 @@ impl Source {
         if count == 0 || count > MAX_FILES {
             return Err(format!("'{s}': the count must be 1 to {MAX_FILES}"));
         }
-        let file_bytes = size_rounded(size.trim()).map_err(|e| format!("'{s}': {e}"))?;
+        let file_bytes = crate::units::parse_size_rounded(size.trim()).map_err(|e| format!("'{s}': {}", e.hint))?;
+        if count.checked_mul(file_bytes).is_none() {
+            return Err(format!(
+                "'{s}': {count} files of {file_bytes} B make {:.1e} bytes, more than the largest size, {} B",
+                count as f64 * file_bytes as f64,
+                u64::MAX
+            ));
+        }
         Ok(Source::Generated { count, file_bytes })
     }
 
@@ -66,20 +73,6 @@ impl Source {
         let path = format!("d{:05}/f{index:08}", index / FILES_PER_DIRECTORY);
         (path.into_bytes(), size)
     }
-}
-
-/// A size that may have a fraction of its unit (`1.9G`), rounded to bytes.
-fn size_rounded(s: &str) -> Result<u64, String> {
-    if let Ok(n) = crate::units::parse_size(s) {
-        return Ok(n);
-    }
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size such as 8K or 1.9G"))?;
-    let unit = crate::units::parse_size(&format!("1{unit}")).map_err(|e| e.to_string())?;
-    Ok((number * unit as f64).round() as u64)
 }
 
 /// Size of file `index` of `mixed`: a fixed pseudo-random log-uniform spread.
@@ -192,6 +185,14 @@ mod tests {
         assert!(Source::parse_generate("0x1K").unwrap_err().contains("count"));
         assert!(Source::parse_generate("10").unwrap_err().contains("COUNTxSIZE"));
         assert!(Source::parse_generate("10xfoo").is_err());
+        // Issue 31: never an 18.4 EB file.
+        let err = Source::parse_generate("1x99999999999G").unwrap_err();
+        assert!(err.contains("1.1e20 bytes is more than the largest size"), "{err}");
+        let err = Source::parse_generate("3x8000000000GB").unwrap_err();
+        assert!(
+            err.contains("3 files of") && err.contains("more than the largest size"),
+            "{err}"
+        );
     }
 
     #[test]
