@@ -8,7 +8,7 @@ use crate::linerate::Stack;
 
 /// A link speed: `1G`, `10G`, `100M`, `2.5gbit` (SI, bits per second).
 pub fn link_rate(s: &str) -> Result<u64, String> {
-    crate::units::parse_rate(s).map_err(|e| e.to_string())
+    crate::workload::args::parse::rate_in(1, u64::MAX)(s)
 }
 
 /// `nicbench linerate`

@@ -58,14 +58,14 @@ pub struct MeasureArgs {
     /// elsewhere on the path, which counts the Ethernet header only);
     /// default: 38 on a physical wire (--link-speed, a NIC's speed), or what
     /// a tbf on an end's interface counts.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(0..=65535))]
+    #[arg(long, value_name = "BYTES", value_parser = parse::between::<u64>(0, 65535))]
     pub link_overhead: Option<u64>,
     /// How long to wait for the agent to accept the control connection.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse::positive_duration)]
     pub connect_timeout: Duration,
     /// When the agent is busy, wait in its queue up to this long for a turn
     /// instead of failing (e.g. 60s; at most 1h).
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse::queue_wait)]
     pub wait: Duration,
     /// Pre-shared key file, for an agent started with --psk-file.
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]

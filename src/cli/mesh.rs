@@ -46,10 +46,10 @@ pub struct MeshArgs {
     pub workload: String,
     /// How long each test sends, after its warm-up.
     #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
-          value_parser = parse::positive_duration)]
+          value_parser = parse::test_duration)]
     pub duration: Duration,
     /// Warm-up of each test, excluded from its figure.
-    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration)]
+    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::warmup)]
     pub omit: Duration,
     /// Parallel streams of each test.
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1,
@@ -64,7 +64,7 @@ pub struct MeshArgs {
     pub psk_file: Option<PathBuf>,
     /// How long a test may wait in an agent's queue before its cell is
     /// reported as busy and the mesh goes on.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::queue_wait)]
     pub wait: Duration,
     /// rr only: run both directions of each pair at once (each host in at
     /// most two tests, once per role), halving the rounds. The agents need

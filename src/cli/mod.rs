@@ -147,21 +147,21 @@ pub struct ServeArgs {
     #[arg(long)]
     pub once: bool,
     /// Longest test accepted, warm-up included.
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = max_duration)]
     pub max_duration: std::time::Duration,
     /// Most streams per direction accepted.
     #[arg(long, value_name = "N", default_value_t = crate::model::spec::MAX_STREAMS,
           value_parser = parse::between::<u32>(1, crate::model::spec::MAX_STREAMS as u64))]
     pub max_streams: u32,
     /// Largest message (write, read, datagram: the client's -l) accepted.
-    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse::message_size)]
     pub max_message: u64,
     /// Largest socket buffer (SO_SNDBUF/SO_RCVBUF) a client may ask for on either end.
-    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::buffer_size)]
     pub max_buffer: u64,
     /// Highest offered rate of a paced workload (UDP), per direction over
     /// all streams, e.g. 1G; unpaced tests are then refused. Default: no limit.
-    #[arg(long, value_name = "RATE", value_parser = rate)]
+    #[arg(long, value_name = "RATE", value_parser = parse::rate_in(1, u64::MAX))]
     pub max_rate: Option<u64>,
     /// Tests run at once; every result then records how many others overlapped it.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse::between::<u32>(1, 64))]
@@ -237,15 +237,18 @@ pub struct ServeArgs {
     pub metrics_token_file: Option<std::path::PathBuf>,
 }
 
-fn rate(s: &str) -> Result<u64, String> {
-    crate::units::parse_rate(s).map_err(|e| e.to_string())
+/// `serve --max-duration`: a test's shortest duration up to its longest
+/// with its warm-up (a day each); more would be no limit.
+fn max_duration(s: &str) -> Result<std::time::Duration, String> {
+    use crate::model::spec::{MAX_DURATION_SECONDS, MIN_DURATION_SECONDS};
+    parse::duration_in(MIN_DURATION_SECONDS, 2.0 * MAX_DURATION_SECONDS)(s)
 }
 
 /// `nicbench demo`
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Length of each test in the set.
-    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "3s", value_parser = parse::duration)]
+    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "3s", value_parser = parse::test_duration)]
     pub duration: std::time::Duration,
     /// Print every result as one JSON array instead of text.
     #[arg(long)]

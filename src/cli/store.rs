@@ -65,7 +65,14 @@ pub fn age(s: &str) -> Result<f64, String> {
         "w" => 7.0 * 86400.0,
         _ => return Err(bad()),
     };
-    Ok(number * unit)
+    let seconds = number * unit;
+    if seconds > crate::units::MAX_DURATION_SECONDS {
+        return Err(format!(
+            "invalid age '{s}': {seconds:.1e} s is more than the longest age, {:.0e} s (about 31 years)",
+            crate::units::MAX_DURATION_SECONDS
+        ));
+    }
+    Ok(seconds)
 }
 
 /// `nicbench runs`
@@ -76,7 +83,8 @@ pub struct RunsArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// At most this many runs, newest first.
-    #[arg(long, value_name = "N", default_value_t = 50)]
+    #[arg(long, value_name = "N", default_value_t = 50,
+          value_parser = crate::workload::args::parse::between::<u64>(1, i64::MAX as u64))]
     pub limit: u64,
 }
 

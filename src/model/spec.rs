@@ -10,6 +10,10 @@ use super::side::Flow;
 pub const MAX_STREAMS: u32 = 128;
 pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
 pub const MAX_DURATION_SECONDS: f64 = 24.0 * 3600.0;
+/// Shortest test (`-t`): the shortest interval the runner samples
+/// ([`MIN_INTERVAL_SECONDS`]). A shorter test can end before its stream
+/// threads are under way (issue 31: `-t 0.0000001` saved a 0 bit/s run).
+pub const MIN_DURATION_SECONDS: f64 = MIN_INTERVAL_SECONDS;
 pub const MIN_INTERVAL_SECONDS: f64 = 0.05;
 pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
 /// Most links of one test (`--links`).
@@ -209,10 +213,10 @@ impl TestSpec {
             ));
         }
         let duration = self.duration_seconds;
-        if !(duration > 0.0 && duration <= MAX_DURATION_SECONDS) {
+        if !(MIN_DURATION_SECONDS..=MAX_DURATION_SECONDS).contains(&duration) {
             return Err(out_of_range(
                 "-t/--time",
-                "more than 0 s and at most 24 h",
+                format!("{MIN_DURATION_SECONDS} s to 24 h"),
                 format!("{duration} s"),
             ));
         }

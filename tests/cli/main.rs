@@ -76,5 +76,6 @@ mod store_migration;
 mod sweep;
 mod tcp;
 mod udp;
+mod units;
 mod usability;
 mod watch;

@@ -221,9 +221,9 @@ fn connection_refused_says_how_to_start_an_agent() {
 fn bad_option_values_are_refused_before_connecting() {
     for (args, needle) in [
         (vec!["-P", "0"], "parallel"),
-        (vec!["-l", "0"], "at least 1 byte"),
+        (vec!["-l", "0"], "from 1 B to 64 MiB"),
         (vec!["-t", "-3"], "duration"),
-        (vec!["-t", "0"], "longer than 0"),
+        (vec!["-t", "0"], "from 50 ms to 24 h"),
         (vec!["-w", "lots"], "size"),
         (vec!["--mss", "20"], "--mss"),
         (vec!["--congestion", "warp-drive"], "available"),

@@ -21,15 +21,15 @@ use super::{find, Direction, SideOptions, SpecError, TestSpec, Workload};
 pub struct SpecArgs {
     /// How long to send, after the warm-up.
     #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
-          value_parser = parse::positive_duration, allow_hyphen_values = true)]
+          value_parser = parse::test_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Warm-up at the start that is excluded from the result.
-    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::duration,
+    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::warmup,
           allow_hyphen_values = true)]
     pub omit: Duration,
     /// Print a line per interval while the test runs (recorded in JSON at
     /// this interval too; 1 s when not given).
-    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse::positive_duration)]
+    #[arg(short = 'i', long, value_name = "DURATION", value_parser = parse::interval)]
     pub interval: Option<Duration>,
     /// Parallel streams (one thread and one connection each).
     #[arg(short = 'P', long = "parallel", value_name = "N", default_value_t = 1,
@@ -42,19 +42,19 @@ pub struct SpecArgs {
     #[arg(long)]
     pub bidir: bool,
     /// Socket send and receive buffer on both ends (SO_SNDBUF/SO_RCVBUF).
-    #[arg(short = 'w', long = "window", value_name = "SIZE", value_parser = parse::positive_size)]
+    #[arg(short = 'w', long = "window", value_name = "SIZE", value_parser = parse::buffer_size)]
     pub window: Option<u64>,
     /// Local send buffer (like netperf -s); overrides -w.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse::buffer_size)]
     pub sndbuf: Option<u64>,
     /// Local receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse::buffer_size)]
     pub rcvbuf: Option<u64>,
     /// Agent's send buffer (like netperf -S); overrides -w.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse::buffer_size)]
     pub remote_sndbuf: Option<u64>,
     /// Agent's receive buffer; overrides -w. Unset, a UDP receiver asks for 4 MiB.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse::buffer_size)]
     pub remote_rcvbuf: Option<u64>,
     /// Pin local stream threads to these cores, round-robin (e.g. 0 or 0-3).
     #[arg(short = 'A', long = "affinity", value_name = "CORES", value_parser = parse::cpu_list)]

@@ -2,7 +2,11 @@
 
 use std::time::Duration;
 
-use crate::units;
+use crate::model::spec::{
+    MAX_BUFFER_BYTES, MAX_DURATION_SECONDS, MAX_MESSAGE_BYTES, MIN_DURATION_SECONDS, MIN_INTERVAL_SECONDS,
+};
+use crate::protocol::MAX_WAIT_SECONDS;
+use crate::units::{self, Size};
 
 /// A whole number from `min` to `max`, with a message in words ("1 to
 /// 128"), not Rust's range syntax.
@@ -20,26 +24,137 @@ where
     }
 }
 
-pub fn size(s: &str) -> Result<u64, String> {
-    units::parse_size(s).map_err(|e| e.to_string())
-}
-
-pub fn positive_size(s: &str) -> Result<u64, String> {
-    match size(s)? {
-        0 => Err("must be at least 1 byte".into()),
-        n => Ok(n),
+/// A range in words: "from 1 B to 64 MiB", or "at least 1 B" when the
+/// top is the type's.
+fn range_in_words(min: String, max: Option<String>) -> String {
+    match max {
+        Some(max) => format!("from {min} to {max}"),
+        None => format!("at least {min}"),
     }
 }
 
-pub fn duration(s: &str) -> Result<Duration, String> {
-    units::parse_duration(s).map_err(|e| e.to_string())
+/// A size in bytes, any (`0` to the largest u64; past it is refused as
+/// overflow).
+pub fn size(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.hint)
 }
 
+/// A size of at least 1 byte.
+pub fn positive_size(s: &str) -> Result<u64, String> {
+    size_in(1, u64::MAX)(s)
+}
+
+/// A size option's parser: `size_in(1, MAX_MESSAGE_BYTES)` takes 1 B to
+/// 64 MiB and says that range when refusing (clap names the option).
+pub fn size_in(min: u64, max: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let n = size(s)?;
+        if !(min..=max).contains(&n) {
+            let top = (max != u64::MAX).then(|| Size(max).to_string());
+            return Err(format!(
+                "must be {} (got {})",
+                range_in_words(Size(min).to_string(), top),
+                Size(n)
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// A rate option's parser: bits per second from `min` to `max`.
+pub fn rate_in(min: u64, max: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let n = units::parse_rate(s).map_err(|e| e.hint)?;
+        if !(min..=max).contains(&n) {
+            let top = (max != u64::MAX).then(|| format!("{max} bit/s"));
+            return Err(format!(
+                "must be {} (got {n} bit/s)",
+                range_in_words(format!("{min} bit/s"), top)
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// A duration in words: `24 h`, `10 min`, `1.5 s`, `50 ms`, `100 ns`.
+pub fn duration_in_words(seconds: f64) -> String {
+    let whole = |v: f64| v.fract() == 0.0;
+    if seconds >= 3600.0 && whole(seconds / 3600.0) {
+        format!("{} h", seconds / 3600.0)
+    } else if seconds >= 60.0 && whole(seconds / 60.0) {
+        format!("{} min", seconds / 60.0)
+    } else if seconds >= 1.0 || seconds == 0.0 {
+        format!("{seconds} s")
+    } else if seconds >= 1e-3 {
+        format!("{} ms", (seconds * 1e6).round() / 1e3)
+    } else if seconds >= 1e-6 {
+        format!("{} us", (seconds * 1e9).round() / 1e3)
+    } else {
+        format!("{} ns", (seconds * 1e9).round())
+    }
+}
+
+/// A duration option's parser: from `min` to `max` seconds, said in words
+/// when refused.
+pub fn duration_in(min: f64, max: f64) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let d = duration(s)?;
+        let seconds = d.as_secs_f64();
+        if !(min..=max).contains(&seconds) {
+            return Err(format!(
+                "must be {} (got {})",
+                range_in_words(duration_in_words(min), Some(duration_in_words(max))),
+                duration_in_words(seconds)
+            ));
+        }
+        Ok(d)
+    }
+}
+
+/// A duration, 0 or more (up to [`units::MAX_DURATION_SECONDS`]).
+pub fn duration(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s).map_err(|e| e.hint)
+}
+
+/// A duration of more than 0 s.
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
     match duration(s)? {
         d if d.is_zero() => Err("must be longer than 0 s".into()),
         d => Ok(d),
     }
+}
+
+/// A message (`-l`, rr's and sweep's sizes): 1 B to
+/// [`MAX_MESSAGE_BYTES`].
+pub fn message_size(s: &str) -> Result<u64, String> {
+    size_in(1, MAX_MESSAGE_BYTES)(s)
+}
+
+/// A socket buffer (`-w`, `--sndbuf`, ...): 1 B to [`MAX_BUFFER_BYTES`].
+pub fn buffer_size(s: &str) -> Result<u64, String> {
+    size_in(1, MAX_BUFFER_BYTES)(s)
+}
+
+/// How long a test sends (`-t`): what the runner can measure
+/// ([`MIN_DURATION_SECONDS`]) to a day.
+pub fn test_duration(s: &str) -> Result<Duration, String> {
+    duration_in(MIN_DURATION_SECONDS, MAX_DURATION_SECONDS)(s)
+}
+
+/// How long a client waits in an agent's queue (`--wait`): none to the
+/// agent's longest wait ([`MAX_WAIT_SECONDS`]).
+pub fn queue_wait(s: &str) -> Result<Duration, String> {
+    duration_in(0.0, MAX_WAIT_SECONDS)(s)
+}
+
+/// A warm-up (`-O`): none to a day.
+pub fn warmup(s: &str) -> Result<Duration, String> {
+    duration_in(0.0, MAX_DURATION_SECONDS)(s)
+}
+
+/// An interval of samples (`-i`): the shortest the runner samples to a day.
+pub fn interval(s: &str) -> Result<Duration, String> {
+    duration_in(MIN_INTERVAL_SECONDS, MAX_DURATION_SECONDS)(s)
 }
 
 /// A list of cores (a newtype so clap takes it as one value).
@@ -137,6 +252,34 @@ mod tests {
         for bad in ["0", "129", "x", "-1"] {
             assert_eq!(streams(bad).unwrap_err(), "must be a whole number from 1 to 128");
         }
+    }
+
+    #[test]
+    fn each_kind_of_quantity_states_its_real_range() {
+        let message = size_in(1, 64 << 20);
+        assert_eq!(message("64M").unwrap(), 64 << 20);
+        assert_eq!(message("65M").unwrap_err(), "must be from 1 B to 64 MiB (got 65 MiB)");
+        assert_eq!(message("0").unwrap_err(), "must be from 1 B to 64 MiB (got 0 B)");
+        assert_eq!(
+            message("99999999999G").unwrap_err(),
+            "1.1e20 bytes is more than the largest size, 18446744073709551615 B"
+        );
+        assert_eq!(positive_size("0").unwrap_err(), "must be at least 1 B (got 0 B)");
+        let rate = rate_in(1000, 1_000_000);
+        assert_eq!(rate("1M").unwrap(), 1_000_000);
+        assert!(rate("2M").unwrap_err().contains("from 1000 bit/s to 1000000 bit/s"));
+        assert_eq!(
+            test_duration("0.0000001").unwrap_err(),
+            format!(
+                "must be from {} to 24 h (got 100 ns)",
+                duration_in_words(MIN_DURATION_SECONDS)
+            )
+        );
+        assert!(test_duration("25h").unwrap_err().contains("to 24 h (got 25 h)"));
+        assert_eq!(warmup("0").unwrap(), Duration::ZERO);
+        assert!(interval("10ms").unwrap_err().contains("from 50 ms to 24 h"));
+        assert_eq!(duration_in_words(600.0), "10 min");
+        assert_eq!(duration_in_words(1.5), "1.5 s");
     }
 
     #[test]

@@ -36,6 +36,14 @@ pub fn share(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses `--raw-time`: 0 (no raw TCP trial) or a test's duration.
+pub fn raw_time(s: &str) -> Result<Duration, String> {
+    match parse::duration(s)? {
+        d if d.is_zero() => Ok(d),
+        _ => parse::test_duration(s).map_err(|e| format!("{e}, or 0 for none")),
+    }
+}
+
 /// The options of `nicbench files` besides the shared ones (the last four
 /// say how the client runs it, not what the test is).
 #[derive(Debug, Clone, Args)]
@@ -67,11 +75,11 @@ pub struct FilesOptions {
     #[arg(long)]
     pub drop_caches: bool,
     /// Length of the raw TCP trial run first on the same path (0: none).
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = raw_time)]
     pub raw_time: Duration,
     /// Bytes per chunk read, sent and written (at most 1M).
     #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K",
-          value_parser = parse::positive_size)]
+          value_parser = parse::size_in(1, super::wire::MAX_CHUNK as u64))]
     pub length: u64,
     /// With --reverse: where this host writes what it receives (a new
     /// directory under DIR) [default: $XDG_CACHE_HOME/nicbench/scratch].
@@ -101,6 +109,11 @@ impl FilesOptions {
                 walked.skipped_symlinks,
                 walked.skipped_other
             );
+        }
+        // What the receiver would refuse (a path over its depth limit), said before anything moves.
+        for entry in &walked.entries {
+            super::wire::check_path(&entry.path)
+                .map_err(|why| SpecError::Invalid(format!("--from {dir}: {why}; the receiver would refuse it")))?;
         }
         if walked.entries.is_empty() {
             return Err(SpecError::Invalid(format!(
@@ -150,5 +163,7 @@ mod tests {
         assert!(compress("zstd:30").unwrap_err().contains("1 to 22"));
         assert_eq!(share("0.5").unwrap(), 0.5);
         assert!(share("1.5").is_err());
+        assert_eq!(raw_time("0").unwrap(), Duration::ZERO);
+        assert!(raw_time("0.0000001").unwrap_err().contains("or 0 for none"));
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{RequestResponse, RrParams, RrProto, MIN_UDP_MESSAGE};
+use super::{RequestResponse, RrParams, RrProto, MAX_BURST, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE};
 use crate::workload::args::{parse, Context, WorkloadArgs};
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -15,14 +15,12 @@ pub enum Proto {
     Udp,
 }
 
-/// Parses `-r REQ,RESP` (`1,1`, `64,1K`); one size means both.
+/// Parses `-r REQ,RESP` (`1,1`, `64,1K`); one size means both, each a
+/// message size (1 B to 64 MiB; over UDP the workload holds them to a
+/// datagram).
 pub fn sizes(s: &str) -> Result<(u64, u64), String> {
     let (req, resp) = s.split_once(',').unwrap_or((s, s));
-    let one = |v: &str, which: &str| match parse::size(v.trim()) {
-        Ok(0) => Err(format!("the {which} size must be at least 1 byte")),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("{e} (the {which} size in REQ,RESP)")),
-    };
+    let one = |v: &str, which: &str| parse::message_size(v.trim()).map_err(|e| format!("the {which} size {e}"));
     Ok((one(req, "request")?, one(resp, "response")?))
 }
 
@@ -40,13 +38,13 @@ pub struct RrOptions {
     #[arg(long)]
     pub crr: bool,
     /// Transactions each flow keeps in flight.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse::between::<u32>(1, MAX_BURST as u64))]
     pub burst: u32,
     /// UDP: a request without a response within this time counts as lost (the test goes on).
-    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse::positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse::duration_in(1e-6, MAX_TIMEOUT_SECONDS))]
     pub timeout: Duration,
     /// Busy-poll the receive queue this many microseconds (SO_BUSY_POLL) on both ends.
-    #[arg(long, value_name = "US")]
+    #[arg(long, value_name = "US", value_parser = parse::between::<u32>(0, i32::MAX as u64))]
     pub busy_poll: Option<u32>,
     /// Acknowledge at once after every receive (TCP_QUICKACK) on both ends.
     #[arg(long)]
@@ -100,5 +98,9 @@ mod tests {
         assert_eq!(sizes("100").unwrap(), (100, 100));
         assert!(sizes("0,1").unwrap_err().contains("request"));
         assert!(sizes("1,x").unwrap_err().contains("response"));
+        assert_eq!(
+            sizes("65M,1").unwrap_err(),
+            "the request size must be from 1 B to 64 MiB (got 65 MiB)"
+        );
     }
 }

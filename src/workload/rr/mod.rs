@@ -46,6 +46,8 @@ pub enum RrProto {
 
 /// Most transactions one flow keeps in flight.
 pub const MAX_BURST: u32 = 1024;
+/// Longest `--timeout` of a UDP transaction.
+pub const MAX_TIMEOUT_SECONDS: f64 = 60.0;
 /// UDP requests and responses carry an 8-byte sequence number.
 pub const MIN_UDP_MESSAGE: u64 = 8;
 

@@ -17,16 +17,17 @@ use crate::workload::{SpecError, TestSpec, Workload};
     .help("Time limit of the whole sweep; sizes not reached by then are skipped and listed")))]
 pub struct SweepOptions {
     /// Smallest message size.
-    #[arg(long, value_name = "SIZE", default_value = "1", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", default_value = "1", value_parser = parse::message_size)]
     pub min: u64,
     /// Largest message size.
-    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse::positive_size)]
+    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse::message_size)]
     pub max: u64,
     /// Also run the sizes this many bytes below and above each power of two (NetPIPE's -p).
-    #[arg(long, value_name = "BYTES", default_value_t = 3)]
+    #[arg(long, value_name = "BYTES", default_value_t = 3,
+          value_parser = parse::between::<u64>(0, crate::model::spec::MAX_MESSAGE_BYTES))]
     pub perturbation: u64,
     /// Run exactly these sizes instead (comma-separated, e.g. 1,64,1K,64K).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse::positive_size,
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse::message_size,
           conflicts_with_all = ["min", "max", "perturbation"])]
     pub sizes: Option<Vec<u64>>,
     /// Ping-pong (round trips; latency = RTT/2) or stream (one way, back to back).
@@ -36,11 +37,11 @@ pub struct SweepOptions {
     #[arg(short = 'u', long)]
     pub udp: bool,
     /// About how long each size is timed, over all passes; the number of exchanges adapts (at least 7).
-    #[arg(long, value_name = "DURATION", default_value = "130ms", value_parser = parse::positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "130ms", value_parser = parse::duration_in(0.001, 60.0))]
     pub point_time: Duration,
     /// Go through the sizes this many times, seconds apart; each size's figure is its best batch of all.
     #[arg(long, value_name = "N", default_value_t = super::DEFAULT_PASSES,
-          value_parser = clap::value_parser!(u32).range(1..=super::MAX_PASSES as i64))]
+          value_parser = parse::between::<u32>(1, super::MAX_PASSES as u64))]
     pub passes: u32,
 }
 

@@ -11,13 +11,14 @@ use crate::workload::{SpecError, TestSpec, Workload};
 pub struct TcpOptions {
     /// Bytes per write and read (the default, 256K, measured faster than
     /// 64K, 128K, 512K and 1M on loopback: docs/BENCHMARKS.md).
-    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K", value_parser = parse::positive_size)]
+    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K", value_parser = parse::message_size)]
     pub length: u64,
     /// Send this many bytes per direction instead of running for a time.
     #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse::positive_size, conflicts_with = "duration")]
     pub bytes: Option<u64>,
     /// TCP maximum segment size to request (TCP_MAXSEG).
-    #[arg(short = 'M', long, value_name = "BYTES")]
+    #[arg(short = 'M', long, value_name = "BYTES",
+          value_parser = parse::between::<u32>(*super::MSS_RANGE.start() as u64, *super::MSS_RANGE.end() as u64))]
     pub mss: Option<u32>,
     /// Disable Nagle's algorithm (TCP_NODELAY).
     #[arg(short = 'N', long)]

@@ -64,7 +64,7 @@ pub struct TcpParams {
 }
 
 /// Linux accepts TCP_MAXSEG from 88 bytes; above 65495 it is meaningless.
-const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=65495;
+pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=65495;
 
 /// The `tcp` workload.
 pub struct TcpStream;

@@ -4,6 +4,7 @@ use clap::Args;
 
 use super::{UdpParams, UdpStream};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::udp_wire::{HEADER_LEN, MAX_DATAGRAM_BYTES};
 use crate::workload::{SpecError, TestSpec, Workload};
 
 /// A UDP offered rate: bits per second, or as fast as possible.
@@ -33,7 +34,8 @@ pub struct UdpOptions {
     #[arg(short = 'b', long, value_name = "RATE", default_value = "1G", value_parser = bitrate)]
     pub bitrate: Bitrate,
     /// UDP payload bytes per datagram (28..=65507).
-    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "1400", value_parser = parse::positive_size)]
+    #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "1400",
+          value_parser = parse::size_in(HEADER_LEN as u64, MAX_DATAGRAM_BYTES))]
     pub length: u64,
     /// Send with UDP GSO (UDP_SEGMENT): the kernel cuts large buffers into datagrams.
     #[arg(long)]
