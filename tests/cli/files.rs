@@ -156,13 +156,31 @@ fn bad_options_are_refused_naming_them() {
 /// A client that follows the protocol up to the data connection, then
 /// sends one file under `path`; returns the agent's report of its end.
 fn send_hostile(agent: &AgentProcess, path: &[u8]) -> String {
+    let mut frames = Vec::new();
+    file_frame(&mut frames, path, b"evil");
+    send_set(agent, (1, 4), &frames)
+}
+
+/// Appends the frames of one file to `out`.
+fn file_frame(out: &mut Vec<u8>, path: &[u8], contents: &[u8]) {
+    wire::put_header(out, path, contents.len() as u64);
+    if !contents.is_empty() {
+        out.extend_from_slice(&(contents.len() as u32).to_be_bytes());
+        out.extend_from_slice(contents);
+    }
+    out.extend_from_slice(&xxhash_rust::xxh3::xxh3_128(contents).to_be_bytes());
+}
+
+/// A client that follows the protocol up to the data connection, declaring
+/// a generated set of `declared` (files, bytes per file), then sends
+/// `frames` and the end mark whatever it declared; returns the agent's
+/// report of its end.
+fn send_set(agent: &AgentProcess, declared: (u64, u64), frames: &[u8]) -> String {
+    let (count, file_bytes) = declared;
     let params = FilesParams {
-        source: Source::Generated {
-            count: 1,
-            file_bytes: 4,
-        },
-        files: 1,
-        total_bytes: 4,
+        source: Source::Generated { count, file_bytes },
+        files: count,
+        total_bytes: count * file_bytes,
         compressibility: 0.0,
         compress_level: None,
         fsync: false,
@@ -170,7 +188,7 @@ fn send_hostile(agent: &AgentProcess, path: &[u8]) -> String {
     let mut spec = TestSpec {
         workload: "files".into(),
         duration_seconds: 10.0,
-        bytes: Some(4),
+        bytes: Some((count * file_bytes).max(1)),
         omit_seconds: 0.0,
         streams: 1,
         direction: Direction::Forward,
@@ -197,13 +215,10 @@ fn send_hostile(agent: &AgentProcess, path: &[u8]) -> String {
     data.write_all(&preamble).unwrap();
     assert!(matches!(raw.recv(), Some(Message::Ready)));
     raw.send(&Message::Start);
-    let mut frame = Vec::new();
-    wire::put_header(&mut frame, path, 4);
-    frame.extend_from_slice(&4u32.to_be_bytes());
-    frame.extend_from_slice(b"evil");
-    frame.extend_from_slice(&xxhash_rust::xxh3::xxh3_128(b"evil").to_be_bytes());
-    frame.push(wire::KIND_END);
-    let _ = data.write_all(&frame);
+    let mut frames = frames.to_vec();
+    frames.push(wire::KIND_END);
+    // The agent stops reading at a refusal: the rest may not be taken.
+    let _ = data.write_all(&frames);
     let _ = data.shutdown(std::net::Shutdown::Write);
     let mut rest = Vec::new();
     let _ = data.read_to_end(&mut rest);
@@ -211,6 +226,61 @@ fn send_hostile(agent: &AgentProcess, path: &[u8]) -> String {
         Some(Message::Done { report }) => report.streams[0].error.clone().unwrap_or_default(),
         other => panic!("expected the agent's report, got {other:?}"),
     }
+}
+
+#[test]
+fn a_sender_that_sends_more_files_than_declared_is_stopped_and_the_scratch_cleaned() {
+    // Issue 31: 1 file of 0 bytes declared, then 2,000 empty files.
+    let scratch = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::start(&["--scratch", scratch.path().to_str().unwrap()]);
+    let mut frames = Vec::new();
+    for i in 0..2000 {
+        file_frame(&mut frames, format!("d/f{i:05}").as_bytes(), b"");
+    }
+    let error = send_set(&agent, (1, 0), &frames);
+    assert!(
+        error.contains("refused file 'd/f00001'") && error.contains("declared 1 file(s)"),
+        "{error}"
+    );
+    assert!(entries(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
+    agent.assert_serves_normally();
+}
+
+#[test]
+fn deep_directories_of_long_names_are_charged_against_max_files_bytes_and_stopped() {
+    // Issue 31: 300 files 15 directories deep with 205-byte names (18 MB of
+    // directories) against --max-files-bytes 10M.
+    let scratch = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::start(&[
+        "--scratch",
+        scratch.path().to_str().unwrap(),
+        "--max-files-bytes",
+        "10M",
+    ]);
+    let mut frames = Vec::new();
+    for i in 0..300 {
+        let dirs: Vec<String> = (0..15).map(|d| format!("{i:03}{d:02}{}", "n".repeat(200))).collect();
+        file_frame(&mut frames, format!("{}/f", dirs.join("/")).as_bytes(), b"");
+    }
+    let error = send_set(&agent, (300, 0), &frames);
+    assert!(
+        error.contains("refused")
+            && error.contains("10.49 MB this agent accepts per test on disk (its --max-files-bytes")
+            && error.contains("4 KiB more"),
+        "{error}"
+    );
+    assert!(entries(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
+    // A path deeper than the depth limit is refused by name.
+    let deep = format!("{}/f", vec!["d"; 17].join("/"));
+    let mut frames = Vec::new();
+    file_frame(&mut frames, deep.as_bytes(), b"");
+    let error = send_set(&agent, (1, 0), &frames);
+    assert!(
+        error.contains("17 directory levels deep, more than the depth limit of 16"),
+        "{error}"
+    );
+    assert!(entries(scratch.path()).is_empty());
+    agent.assert_serves_normally();
 }
 
 #[test]

@@ -12,6 +12,8 @@
 //! result says how far the files are from raw TCP and why.
 
 pub mod args;
+#[cfg(test)]
+mod properties;
 pub mod result;
 pub mod scratch;
 pub mod set;
@@ -187,6 +189,14 @@ impl Workload for Files {
             }
             (Source::Directory { .. }, _) => {}
             (source, _) => {
+                if let Source::Generated { count, file_bytes } = source {
+                    if count.checked_mul(*file_bytes).is_none() {
+                        return Err(SpecError::Invalid(format!(
+                            "--generate {count}x{file_bytes}: more bytes than the largest size, {} B",
+                            u64::MAX
+                        )));
+                    }
+                }
                 let (files, bytes) = source.generated_totals().expect("a generated set");
                 if (files, bytes) != (p.files, p.total_bytes) {
                     return Err(SpecError::Invalid(format!(
@@ -250,21 +260,29 @@ impl Workload for Files {
     }
 }
 
-/// The receiver's scratch directory for one test, after the quota check.
+/// The receiver's scratch directory for one test, after the quota check:
+/// what the declared set takes at least on disk (its payload and an entry
+/// per file) must fit `--max-files-bytes`, and the test may then write the
+/// declared files and payload, and on disk what they can take or the
+/// operator's limit ([`scratch::Budget`]).
 fn receive_plan(params: &FilesParams, storage: &Storage) -> Result<Arc<ReceivePlan>, WorkloadError> {
     if let Some(max) = storage.max_files_bytes {
-        if params.total_bytes > max {
+        let least = scratch::Budget::least_disk_bytes(params.files, params.total_bytes);
+        if least > max {
             return Err(WorkloadError::Setup(format!(
-                "the set holds {} in {} files; this agent accepts at most {} per test (its --max-files-bytes): \
-                 send a smaller set",
+                "the set holds {} in {} files ({} on disk with {} per file's entry); this agent accepts at most {} \
+                 per test (its --max-files-bytes): send a smaller set",
                 Bytes(params.total_bytes),
                 params.files,
+                Bytes(least),
+                crate::units::Size(scratch::ENTRY_BYTES),
                 Bytes(max)
             )));
         }
     }
+    let budget = scratch::Budget::of_set(params.files, params.total_bytes, storage.max_files_bytes);
     let parent = storage.scratch.clone().unwrap_or_else(scratch::default_scratch);
-    let scratch = Scratch::create(&parent, &scratch::unique_name(), storage.keep, params.total_bytes).map_err(|e| {
+    let scratch = Scratch::create(&parent, &scratch::unique_name(), storage.keep, budget).map_err(|e| {
         WorkloadError::Setup(format!(
             "cannot create a scratch directory under {}: {e} (choose another with --scratch)",
             parent.display()

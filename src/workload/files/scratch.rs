@@ -2,14 +2,26 @@
 //! file is created relative to a directory descriptor, one name at a time,
 //! with `O_NOFOLLOW` on every component and `O_EXCL` on the file, so no
 //! path a peer sends and no symbolic link planted on the way can lead a
-//! write outside it. The directory is removed when the test ends unless
-//! the operator asked to keep it.
+//! write outside it. Every entry a peer makes is charged against the
+//! test's [`Budget`]: each file against the declared count and payload,
+//! and each file and directory, with its name and metadata, against the
+//! bytes on disk the test may take. The directory is removed when the test
+//! ends unless the operator asked to keep it.
 
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::units::{Bytes, Size};
+
+/// Bytes on disk charged for every entry (a file or a directory) besides
+/// its name: its inode and directory entry.
+pub const ENTRY_BYTES: u64 = 256;
+/// Bytes on disk charged for every directory on top of its entry: the
+/// block its own entries take, as ext4 and xfs allocate one.
+pub const DIRECTORY_BYTES: u64 = 4096;
 
 /// Where a receiver writes, and what it may write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,8 +31,100 @@ pub struct Storage {
     pub scratch: Option<PathBuf>,
     /// Keep the received files after the test.
     pub keep: bool,
-    /// Largest set (payload bytes) accepted; None: no limit.
+    /// Most bytes on disk one test may take, its files' and directories'
+    /// entries charged ([`ENTRY_BYTES`], [`DIRECTORY_BYTES`]); None: no
+    /// limit beyond the declared set's.
     pub max_files_bytes: Option<u64>,
+}
+
+/// What one test may write: the set its sender declared (files and
+/// payload) and the bytes on disk that set may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Files the sender declared.
+    pub files: u64,
+    /// Payload bytes the sender declared.
+    pub payload_bytes: u64,
+    /// Bytes on disk: payload, plus [`ENTRY_BYTES`] and the name of every
+    /// file and directory, plus [`DIRECTORY_BYTES`] per directory.
+    pub disk_bytes: u64,
+    /// Whether `disk_bytes` is the operator's `--max-files-bytes` (else it
+    /// is the most the declared set can take).
+    pub operator_limit: bool,
+}
+
+impl Budget {
+    /// The budget of a declared set of `files` holding `payload_bytes`:
+    /// on disk at most its payload plus, per file, its entry and
+    /// [`super::wire::MAX_DEPTH`] directories of the longest names, or the
+    /// operator's `max_disk_bytes` when that is less.
+    pub fn of_set(files: u64, payload_bytes: u64, max_disk_bytes: Option<u64>) -> Budget {
+        let name = super::wire::MAX_NAME_BYTES as u64;
+        let per_file = (ENTRY_BYTES + name) + super::wire::MAX_DEPTH as u64 * (DIRECTORY_BYTES + ENTRY_BYTES + name);
+        let declared = payload_bytes.saturating_add(files.saturating_mul(per_file));
+        let (disk_bytes, operator_limit) = match max_disk_bytes {
+            Some(max) if max < declared => (max, true),
+            _ => (declared, false),
+        };
+        Budget {
+            files,
+            payload_bytes,
+            disk_bytes,
+            operator_limit,
+        }
+    }
+
+    /// The least the declared set takes on disk: its payload and one
+    /// entry per file.
+    pub fn least_disk_bytes(files: u64, payload_bytes: u64) -> u64 {
+        payload_bytes.saturating_add(files.saturating_mul(ENTRY_BYTES))
+    }
+
+    /// No limit (for tests of the transfer itself).
+    pub fn unlimited() -> Budget {
+        Budget {
+            files: u64::MAX,
+            payload_bytes: u64::MAX,
+            disk_bytes: u64::MAX,
+            operator_limit: false,
+        }
+    }
+
+    /// The disk limit in words, for a refusal.
+    fn disk_limit(&self) -> String {
+        let how = format!(
+            "each file and directory counts {} besides its name, each directory {} more",
+            Size(ENTRY_BYTES),
+            Size(DIRECTORY_BYTES)
+        );
+        if self.operator_limit {
+            format!(
+                "the {} this agent accepts per test on disk (its --max-files-bytes; {how})",
+                Bytes(self.disk_bytes)
+            )
+        } else {
+            format!(
+                "the {} the declared set of {} files may take on disk ({how})",
+                Bytes(self.disk_bytes),
+                self.files
+            )
+        }
+    }
+}
+
+/// Why an entry was not made in the scratch directory.
+#[derive(Debug)]
+pub enum EntryError {
+    /// A limit of the test's [`Budget`]; says which.
+    Limit(String),
+    /// The filesystem's error.
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for EntryError {
+    fn from(e: std::io::Error) -> Self {
+        EntryError::Io(e)
+    }
 }
 
 /// `$XDG_CACHE_HOME/nicbench/scratch`, else `~/.cache/nicbench/scratch`,
@@ -46,9 +150,18 @@ pub struct Scratch {
     path: PathBuf,
     dir: OwnedFd,
     keep: bool,
-    /// Payload bytes the test may still write (the declared set, or the
-    /// operator's limit): a sender that sends more is stopped.
-    left: AtomicU64,
+    budget: Budget,
+    /// What the test may still write (from `budget`): a sender that sends
+    /// more is stopped.
+    files_left: AtomicU64,
+    payload_left: AtomicU64,
+    disk_left: AtomicU64,
+}
+
+/// Takes `n` from `left`; false (and nothing taken) when less is left.
+fn take(left: &AtomicU64, n: u64) -> bool {
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(n))
+        .is_ok()
 }
 
 fn cstring(name: &[u8]) -> std::io::Result<CString> {
@@ -74,25 +187,26 @@ fn open_at(dir: &OwnedFd, name: &[u8], flags: i32, mode: libc::mode_t) -> std::i
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The directory `name` under `dir`, created when missing, never through a
-/// symbolic link.
-fn subdirectory(dir: &OwnedFd, name: &[u8]) -> std::io::Result<OwnedFd> {
+/// mkdirat(2): Ok(true) when `name` was created, Ok(false) when something
+/// of that name exists.
+fn make_directory(dir: &OwnedFd, name: &[u8]) -> std::io::Result<bool> {
     let c = cstring(name)?;
     // SAFETY: valid fd and NUL-terminated name.
-    if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o700) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::AlreadyExists {
-            return Err(e);
-        }
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o700) } == 0 {
+        return Ok(true);
     }
-    open_at(dir, name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)
+    let e = std::io::Error::last_os_error();
+    match e.kind() {
+        std::io::ErrorKind::AlreadyExists => Ok(false),
+        _ => Err(e),
+    }
 }
 
 impl Scratch {
     /// Creates the directory `name` under `parent` (creating `parent` when
-    /// missing); `name` must not exist yet. `budget` is the most payload
-    /// the test may write.
-    pub fn create(parent: &Path, name: &str, keep: bool, budget: u64) -> std::io::Result<Scratch> {
+    /// missing); `name` must not exist yet. `budget` is what the test may
+    /// write there.
+    pub fn create(parent: &Path, name: &str, keep: bool, budget: Budget) -> std::io::Result<Scratch> {
         std::fs::create_dir_all(parent)?;
         let path = parent.join(name);
         std::fs::create_dir(&path)?;
@@ -111,7 +225,10 @@ impl Scratch {
             path,
             dir: unsafe { OwnedFd::from_raw_fd(fd) },
             keep,
-            left: AtomicU64::new(budget),
+            budget,
+            files_left: AtomicU64::new(budget.files),
+            payload_left: AtomicU64::new(budget.payload_bytes),
+            disk_left: AtomicU64::new(budget.disk_bytes),
         })
     }
 
@@ -119,20 +236,72 @@ impl Scratch {
         &self.path
     }
 
-    /// Takes `bytes` from the budget; false (and nothing taken) when the
-    /// budget is smaller.
-    pub fn reserve(&self, bytes: u64) -> bool {
-        self.left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(bytes))
-            .is_ok()
+    /// Charges a file of `size` bytes named `name` (its last component)
+    /// to the budget: one of the declared files, `size` of the declared
+    /// payload, and its size, entry and name on disk. The error names the
+    /// limit it would pass; nothing is taken then.
+    pub fn charge_file(&self, name: &[u8], size: u64) -> Result<(), String> {
+        let b = &self.budget;
+        if !take(&self.files_left, 1) {
+            return Err(format!(
+                "the sender declared {} file(s) for this test and sent more (the declared count is a limit)",
+                b.files
+            ));
+        }
+        if !take(&self.payload_left, size) {
+            self.files_left.fetch_add(1, Ordering::Relaxed);
+            return Err(format!(
+                "the set would exceed the {} declared for this test (the declared size is a limit)",
+                Bytes(b.payload_bytes)
+            ));
+        }
+        let disk = size.saturating_add(ENTRY_BYTES + name.len() as u64);
+        if !take(&self.disk_left, disk) {
+            self.files_left.fetch_add(1, Ordering::Relaxed);
+            self.payload_left.fetch_add(size, Ordering::Relaxed);
+            return Err(format!(
+                "the files and directories would take more than {}",
+                b.disk_limit()
+            ));
+        }
+        Ok(())
     }
 
     /// Opens the directory holding a file at `components` (all but the
-    /// last are directories, created as needed) and returns it.
-    pub fn directory_of(&self, components: &[&[u8]]) -> std::io::Result<OwnedFd> {
+    /// last are directories, created as needed, each new one charged on
+    /// disk) and returns it.
+    pub fn directory_of(&self, components: &[&[u8]]) -> Result<OwnedFd, EntryError> {
         let mut dir = self.dir.try_clone()?;
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
         for name in &components[..components.len().saturating_sub(1)] {
-            dir = subdirectory(&dir, name)?;
+            // There already (another file's): no new cost.
+            match open_at(&dir, name, flags, 0) {
+                Ok(existing) => {
+                    dir = existing;
+                    continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+            let cost = DIRECTORY_BYTES + ENTRY_BYTES + name.len() as u64;
+            if !take(&self.disk_left, cost) {
+                return Err(EntryError::Limit(format!(
+                    "the files and directories would take more than {}",
+                    self.budget.disk_limit()
+                )));
+            }
+            match make_directory(&dir, name) {
+                Ok(true) => {}
+                // Made by another connection meanwhile: charged there.
+                Ok(false) => {
+                    self.disk_left.fetch_add(cost, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.disk_left.fetch_add(cost, Ordering::Relaxed);
+                    return Err(e.into());
+                }
+            }
+            dir = open_at(&dir, name, flags, 0)?;
         }
         Ok(dir)
     }
@@ -187,14 +356,13 @@ mod tests {
     #[test]
     fn files_are_created_inside_and_the_directory_removed_afterwards() {
         let base = tempfile::tempdir().unwrap();
-        let scratch = Scratch::create(base.path(), "t", false, 100).unwrap();
+        let scratch = Scratch::create(base.path(), "t", false, Budget::unlimited()).unwrap();
         let dir = scratch.directory_of(&[b"a", b"b", b"f"]).unwrap();
         let mut f = Scratch::create_file(&dir, b"f").unwrap();
         std::io::Write::write_all(&mut f, b"hello").unwrap();
         assert_eq!(std::fs::read(base.path().join("t/a/b/f")).unwrap(), b"hello");
         // Twice the same name: refused, the first file untouched.
         assert!(Scratch::create_file(&dir, b"f").is_err());
-        assert!(scratch.reserve(60) && !scratch.reserve(60) && scratch.reserve(40));
         drop(scratch);
         assert!(!base.path().join("t").exists());
     }
@@ -203,12 +371,72 @@ mod tests {
     fn a_symlink_planted_on_the_way_is_not_followed() {
         let base = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        let scratch = Scratch::create(base.path(), "t", false, u64::MAX).unwrap();
+        let scratch = Scratch::create(base.path(), "t", false, Budget::unlimited()).unwrap();
         std::os::unix::fs::symlink(outside.path(), scratch.path().join("link")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("x"), scratch.path().join("file")).unwrap();
         assert!(scratch.directory_of(&[b"link", b"x"]).is_err());
         let dir = scratch.directory_of(&[b"file"]).unwrap();
         assert!(Scratch::create_file(&dir, b"file").is_err());
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    fn limited(files: u64, payload_bytes: u64, disk_bytes: u64) -> Budget {
+        Budget {
+            files,
+            payload_bytes,
+            disk_bytes,
+            operator_limit: true,
+        }
+    }
+
+    #[test]
+    fn files_are_charged_against_the_declared_count_and_payload_and_refunded_when_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let scratch = Scratch::create(base.path(), "t", false, limited(2, 100, u64::MAX)).unwrap();
+        assert!(scratch.charge_file(b"a", 60).is_ok());
+        let err = scratch.charge_file(b"b", 60).unwrap_err();
+        assert!(
+            err.contains("100 B declared") && err.contains("declared size is a limit"),
+            "{err}"
+        );
+        // The refused file took nothing: the rest of the payload and the second file are still there.
+        assert!(scratch.charge_file(b"c", 40).is_ok());
+        let err = scratch.charge_file(b"d", 0).unwrap_err();
+        assert!(
+            err.contains("declared 2 file(s)") && err.contains("declared count is a limit"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn every_entry_and_every_new_directory_is_charged_on_disk_once() {
+        let base = tempfile::tempdir().unwrap();
+        // Room for one directory and two files of one-byte names, not for a second directory.
+        let room = (DIRECTORY_BYTES + ENTRY_BYTES + 1) + 2 * (ENTRY_BYTES + 1);
+        let scratch = Scratch::create(base.path(), "t", false, limited(10, 0, room)).unwrap();
+        scratch.directory_of(&[b"a", b"f"]).unwrap();
+        // The same directory again costs nothing.
+        scratch.directory_of(&[b"a", b"g"]).unwrap();
+        assert!(scratch.charge_file(b"f", 0).is_ok() && scratch.charge_file(b"g", 0).is_ok());
+        match scratch.directory_of(&[b"b", b"f"]) {
+            Err(EntryError::Limit(why)) => {
+                assert!(why.contains("--max-files-bytes") && why.contains("4 KiB"), "{why}")
+            }
+            other => panic!("expected the disk limit, got {other:?}"),
+        }
+        assert!(!scratch.path().join("b").exists(), "nothing made past the limit");
+        let err = scratch.charge_file(b"h", 0).unwrap_err();
+        assert!(err.contains("on disk"), "{err}");
+    }
+
+    #[test]
+    fn a_declared_set_may_take_its_payload_and_its_entries_or_the_operators_limit() {
+        let open = Budget::of_set(1, 0, None);
+        assert!(!open.operator_limit);
+        assert!(open.disk_bytes >= ENTRY_BYTES + super::super::wire::MAX_DEPTH as u64 * DIRECTORY_BYTES);
+        let capped = Budget::of_set(300, 0, Some(10 << 20));
+        assert_eq!((capped.disk_bytes, capped.operator_limit), (10 << 20, true));
+        assert_eq!(Budget::of_set(u64::MAX, u64::MAX, None).disk_bytes, u64::MAX);
+        assert_eq!(Budget::least_disk_bytes(3, 1000), 1000 + 3 * ENTRY_BYTES);
     }
 }

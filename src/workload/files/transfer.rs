@@ -18,7 +18,7 @@ use std::time::Instant;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::result::FilesEnd;
-use super::scratch::Scratch;
+use super::scratch::{EntryError, Scratch};
 use super::set::{self, Entry, Source};
 use super::wire::{self, ABORT, COMPRESSED, HEADER_LEN, KIND_END, KIND_FILE, KIND_SYMLINK, MAX_CHUNK};
 use crate::units::Bytes;
@@ -498,20 +498,21 @@ impl Receiver<'_> {
         let header = wire::parse_header(&fixed).map_err(refused)?;
         let path = input.need(header.path_len)?.to_vec();
         let components = wire::check_path(&path).map_err(refused)?;
-        if !self.plan.scratch.reserve(header.size) {
-            return Err(refused(format!(
-                "refused file '{}' of {}: the set would exceed the bytes declared for this test \
-                 (or the agent's --max-files-bytes)",
+        let name = components.last().expect("a checked path has a name").to_vec();
+        self.plan.scratch.charge_file(&name, header.size).map_err(|why| {
+            refused(format!(
+                "refused file '{}' of {}: {why}",
                 wire::shown(&path),
                 Bytes(header.size)
-            )));
-        }
+            ))
+        })?;
         let t = Instant::now();
-        let dir_path = &path[..path.len() - components.last().map_or(0, |c| c.len())];
+        let dir_path = &path[..path.len() - name.len()];
         let dir = match self.last_dir.take() {
             Some((p, fd)) if p == dir_path => fd,
-            _ => self.plan.scratch.directory_of(&components).map_err(|e| {
-                refused(format!(
+            _ => self.plan.scratch.directory_of(&components).map_err(|e| match e {
+                EntryError::Limit(why) => refused(format!("refused the directory of '{}': {why}", wire::shown(&path))),
+                EntryError::Io(e) => refused(format!(
                     "cannot create the directory of '{}' in the scratch directory: {e}{}",
                     wire::shown(&path),
                     if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
@@ -519,10 +520,9 @@ impl Receiver<'_> {
                     } else {
                         ""
                     }
-                ))
+                )),
             })?,
         };
-        let name = components.last().expect("a checked path has a name").to_vec();
         let mut file = Scratch::create_file(&dir, &name).map_err(|e| {
             refused(match e.kind() {
                 io::ErrorKind::AlreadyExists => {
@@ -670,9 +670,10 @@ impl Receiver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::files::scratch::{Budget, DIRECTORY_BYTES};
     use std::os::unix::net::UnixStream;
 
-    fn scratch(base: &std::path::Path, budget: u64) -> Arc<ReceivePlan> {
+    fn scratch(base: &std::path::Path, budget: Budget) -> Arc<ReceivePlan> {
         Arc::new(ReceivePlan {
             scratch: Arc::new(Scratch::create(base, "t", true, budget).unwrap()),
             fsync: false,
@@ -712,7 +713,7 @@ mod tests {
     #[test]
     fn a_generated_compressed_set_arrives_intact_and_both_ends_verify() {
         let base = tempfile::tempdir().unwrap();
-        let receive_plan = scratch(base.path(), u64::MAX);
+        let receive_plan = scratch(base.path(), Budget::unlimited());
         let plan = SendPlan {
             files: FileList::Generated {
                 source: Source::Generated {
@@ -761,7 +762,7 @@ mod tests {
             (absolute.as_os_str().as_encoded_bytes().to_vec(), "absolute"),
             (b"a/../../x".to_vec(), "'..'"),
         ] {
-            let plan = scratch(base.path(), u64::MAX);
+            let plan = scratch(base.path(), Budget::unlimited());
             let ended = receive(good(&path, b"evil"), &plan);
             let error = ended.error.expect("refused");
             assert!(error.contains(needle), "{error}");
@@ -770,7 +771,7 @@ mod tests {
             std::fs::remove_dir_all(base.path().join("t")).unwrap();
         }
         // A symbolic link planted in the scratch directory, and a link entry.
-        let plan = scratch(base.path(), u64::MAX);
+        let plan = scratch(base.path(), Budget::unlimited());
         std::os::unix::fs::symlink(outside.path(), plan.scratch.path().join("link")).unwrap();
         let ended = receive(good(b"link/x", b"evil"), &plan);
         assert!(ended.error.unwrap().contains("symbolic link"));
@@ -787,7 +788,7 @@ mod tests {
     #[test]
     fn a_bad_checksum_or_a_set_over_budget_is_refused_and_the_partial_file_removed() {
         let base = tempfile::tempdir().unwrap();
-        let plan = scratch(base.path(), u64::MAX);
+        let plan = scratch(base.path(), Budget::unlimited());
         let mut bytes = good(b"ok", b"fine");
         bytes.extend(file_frame(b"bad", b"contents", 42));
         let ended = receive(bytes, &plan);
@@ -797,14 +798,14 @@ mod tests {
         assert!(plan.scratch.path().join("ok").exists() && !plan.scratch.path().join("bad").exists());
 
         let small = tempfile::tempdir().unwrap();
-        let plan = scratch(small.path(), 10);
+        let plan = scratch(small.path(), Budget::of_set(1, 10, None));
         let ended = receive(good(b"big", &[7u8; 100]), &plan);
         assert!(ended.error.unwrap().contains("exceed"));
         assert!(!plan.scratch.path().join("big").exists());
 
         // The same name twice: the second is refused, the first kept.
         let again = tempfile::tempdir().unwrap();
-        let plan = scratch(again.path(), u64::MAX);
+        let plan = scratch(again.path(), Budget::unlimited());
         let mut bytes = good(b"a/f", b"1");
         bytes.extend(good(b"a/f", b"2"));
         assert!(receive(bytes, &plan).error.unwrap().contains("exists already"));
@@ -814,7 +815,7 @@ mod tests {
     #[test]
     fn a_sender_told_to_stop_mid_file_leaves_no_partial_file_and_no_error() {
         let base = tempfile::tempdir().unwrap();
-        let plan = scratch(base.path(), u64::MAX);
+        let plan = scratch(base.path(), Budget::unlimited());
         let mut bytes = Vec::new();
         wire::put_header(&mut bytes, b"half", 100);
         bytes.extend_from_slice(&10u32.to_be_bytes());
@@ -825,5 +826,48 @@ mod tests {
         assert!(ended.part.aborted);
         assert_eq!(ended.part.partial_files_removed, 1);
         assert!(!plan.scratch.path().join("half").exists());
+    }
+
+    #[test]
+    fn more_files_than_declared_are_refused_naming_the_count() {
+        let base = tempfile::tempdir().unwrap();
+        let plan = scratch(base.path(), Budget::of_set(1, 0, None));
+        let mut bytes = Vec::new();
+        for i in 0..50 {
+            bytes.extend(good(format!("f{i}").as_bytes(), b""));
+        }
+        let ended = receive(bytes, &plan);
+        let error = ended.error.expect("refused");
+        assert!(
+            error.contains("refused file 'f1'") && error.contains("declared 1 file(s)"),
+            "{error}"
+        );
+        assert_eq!(ended.part.files, 1);
+        assert_eq!(std::fs::read_dir(plan.scratch.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn deep_trees_of_long_names_are_charged_per_directory_and_stopped_at_the_disk_limit() {
+        let base = tempfile::tempdir().unwrap();
+        // Room for about 40 directories.
+        let plan = scratch(base.path(), Budget::of_set(300, 0, Some(40 * DIRECTORY_BYTES)));
+        let mut bytes = Vec::new();
+        for i in 0..300 {
+            let dirs: Vec<String> = (0..15).map(|d| format!("{i:03}{d:02}{}", "n".repeat(200))).collect();
+            bytes.extend(good(format!("{}/f", dirs.join("/")).as_bytes(), b""));
+        }
+        let ended = receive(bytes, &plan);
+        let error = ended.error.expect("refused");
+        assert!(
+            error.contains("--max-files-bytes") && error.contains("4 KiB"),
+            "{error}"
+        );
+        assert!(ended.part.files < 3, "{} files", ended.part.files);
+        // A path one level deeper than the limit is refused before anything is made.
+        let plan = scratch(base.path().join("deep").as_path(), Budget::unlimited());
+        let deep = format!("{}/f", vec!["d"; wire::MAX_DEPTH + 1].join("/"));
+        let error = receive(good(deep.as_bytes(), b""), &plan).error.expect("refused");
+        assert!(error.contains("depth limit of 16"), "{error}");
+        assert_eq!(std::fs::read_dir(plan.scratch.path()).unwrap().count(), 0);
     }
 }

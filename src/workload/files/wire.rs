@@ -34,8 +34,9 @@ pub const MAX_CHUNK: usize = 1 << 20;
 /// Longest path accepted, and longest name of one component.
 pub const MAX_PATH_BYTES: usize = 4096;
 pub const MAX_NAME_BYTES: usize = 255;
-/// Deepest directory nesting accepted.
-pub const MAX_DEPTH: usize = 64;
+/// Most directories above a file (the depth limit): a deeper path is
+/// refused before anything is made.
+pub const MAX_DEPTH: usize = 16;
 
 /// A file's header as read from the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +86,8 @@ pub fn shown(path: &[u8]) -> String {
 
 /// Checks a path from the peer and splits it into its components: a
 /// relative path of plain names, none of them `.` or `..`, no NUL, each
-/// name at most 255 bytes, at most 64 deep. The error says why.
+/// name at most 255 bytes, at most [`MAX_DEPTH`] directories above the
+/// file. The error says why and names the limit.
 pub fn check_path(path: &[u8]) -> Result<Vec<&[u8]>, String> {
     let why = |reason: &str| Err(format!("refused path '{}': {reason}", shown(path)));
     if path.is_empty() {
@@ -101,8 +103,11 @@ pub fn check_path(path: &[u8]) -> Result<Vec<&[u8]>, String> {
         return why("it is absolute; only paths inside the scratch directory are written");
     }
     let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
-    if parts.len() > MAX_DEPTH {
-        return why(&format!("more than {MAX_DEPTH} levels deep"));
+    if parts.len() - 1 > MAX_DEPTH {
+        return why(&format!(
+            "{} directory levels deep, more than the depth limit of {MAX_DEPTH}",
+            parts.len() - 1
+        ));
     }
     for part in &parts {
         match *part {
@@ -148,8 +153,14 @@ mod tests {
         }
         let long = vec![b'n'; 256];
         assert!(check_path(&long).unwrap_err().contains("255"));
-        let deep = vec!["d"; 65].join("/");
-        assert!(check_path(deep.as_bytes()).unwrap_err().contains("deep"));
+        let deep = vec!["d"; MAX_DEPTH + 2].join("/");
+        let err = check_path(deep.as_bytes()).unwrap_err();
+        assert!(
+            err.contains("17 directory levels deep") && err.contains("depth limit of 16"),
+            "{err}"
+        );
+        let deepest = vec!["d"; MAX_DEPTH + 1].join("/");
+        assert_eq!(check_path(deepest.as_bytes()).unwrap().len(), MAX_DEPTH + 1);
     }
 
     #[test]
