@@ -4,19 +4,22 @@
 #   decode       the control-protocol decoder (fuzz/fuzz_targets/decode.rs)
 #   iperf3_wire  iperf3's framing, parameters, results, cookies, states and
 #                UDP headers (fuzz/fuzz_targets/iperf3_wire.rs)
+#   files_wire   the files receiver on a sender's bytes, into a real scratch
+#                directory under a budget (fuzz/fuzz_targets/files_wire.rs)
 #
 #   bench/fuzz.sh                  # 60 s for each target
 #   bench/fuzz.sh 600              # 10 min for each
 #   bench/fuzz.sh 300 iperf3_wire  # one target
 #
 # Without nightly or cargo-fuzz, it falls back to the stable property tests
-# of the same paths (protocol::framing::properties, iperf3::properties),
+# of the same paths (protocol::framing::properties, iperf3::properties,
+# workload::files::properties),
 # repeated with many more cases for about the same time
 # (NICBENCH_FUZZ_STABLE=1 forces that path). A crash leaves its input in
 # fuzz/artifacts/TARGET/.
 set -euo pipefail
 seconds="${1:-60}"
-targets="${2:-decode iperf3_wire}"
+targets="${2:-decode iperf3_wire files_wire}"
 cd "$(dirname "$0")/.."
 
 if [ -z "${NICBENCH_FUZZ_STABLE:-}" ] && rustup toolchain list 2>/dev/null | grep -q '^nightly' \
@@ -36,7 +39,8 @@ else
         case "$target" in
             decode) filter=protocol::framing::properties ;;
             iperf3_wire) filter=iperf3::properties ;;
-            *) echo "fuzz: unknown target '$target' (decode, iperf3_wire)" >&2; exit 2 ;;
+            files_wire) filter=workload::files::properties ;;
+            *) echo "fuzz: unknown target '$target' (decode, iperf3_wire, files_wire)" >&2; exit 2 ;;
         esac
         echo "fuzz: running the stable property tests ${filter} instead for about ${seconds} s" >&2
         end=$((SECONDS + seconds))
