@@ -238,7 +238,9 @@ impl Plan {
     /// The checks that span keys: names, values, references.
     fn check(&self) -> Result<(), String> {
         let name = self.name();
+        check_name(name).map_err(|e| format!("name = {name:?}: {e}"))?;
         tag("plan", name).map_err(|e| format!("name: {e}"))?;
+        self.check_runner_options()?;
         check_defaults(&self.defaults)?;
         let labels = self.check_agents()?;
         self.check_workload_sections()?;
@@ -359,6 +361,98 @@ impl Plan {
 
     pub fn duration(&self, v: &Option<String>) -> Option<Duration> {
         v.as_deref().and_then(|s| parse::duration(s).ok())
+    }
+}
+
+/// The longest plan name: it names files and directories (summary, report,
+/// restore file) under the plans directory.
+pub const MAX_NAME_BYTES: usize = 100;
+
+/// A plan's name is one file-name component under the plans directory:
+/// nothing that leaves it, hides, or cannot be a file name.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let refuse = |why: &str| Err(format!("{why}; a plan name names files in the plans directory"));
+    if name.is_empty() {
+        return refuse("it is empty");
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return refuse(&format!(
+            "it is {} bytes long, more than {MAX_NAME_BYTES}",
+            name.len()
+        ));
+    }
+    if name.contains('/') {
+        return refuse("it holds '/', which would put files outside that directory");
+    }
+    if name.contains("..") {
+        return refuse("it holds '..', which could lead outside that directory");
+    }
+    if name.contains('\0') {
+        return refuse("it holds a NUL byte, which no file name can");
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return refuse(&format!("it holds the control character {c:?}"));
+    }
+    if name.starts_with('.') {
+        return refuse("it starts with '.', which would hide its files");
+    }
+    Ok(())
+}
+
+/// Options the plan runner gives every case itself (or that contradict what
+/// it gives), refused in a plan's `options` with why.
+const RUNNER_OPTIONS: [(&str, &str); 5] = [
+    ("--db", "the runner passes its own --db so that every case saves where `nicbench run` looks for it"),
+    ("--no-save", "the runner finds measured cases in the database: an unsaved case would be measured again on every resume"),
+    ("--json", "the runner reads each case's progress from --json-stream, which it passes itself"),
+    ("--json-stream", "the runner passes --json-stream itself"),
+    ("--csv", "the runner reads each case's --json-stream output, which --csv replaces"),
+];
+
+impl Plan {
+    /// No `options` list (of `[defaults]`, `[workloads.NAME]` or a
+    /// `[matrix.vary]` value) holds an option the runner owns, nor a
+    /// `--tag` whose key the runner sets.
+    fn check_runner_options(&self) -> Result<(), String> {
+        let mut lists: Vec<(String, &[String])> = vec![("[defaults] options".into(), &self.defaults.options)];
+        for (w, o) in &self.workloads {
+            lists.push((format!("[workloads.{w}] options"), &o.options));
+        }
+        for (axis, values) in &self.matrix.vary {
+            for (value, options) in values {
+                lists.push((format!("[matrix.vary.{axis}] {value}"), options));
+            }
+        }
+        let owned_tags: Vec<&str> = RESERVED_TAGS
+            .iter()
+            .chain(AXES.iter().filter(|a| **a != "workload"))
+            .copied()
+            .chain(self.matrix.vary.keys().map(String::as_str))
+            .chain(self.matrix.tags.keys().map(String::as_str))
+            .collect();
+        for (section, options) in lists {
+            for (i, option) in options.iter().enumerate() {
+                let (flag, inline) = match option.split_once('=') {
+                    Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+                    _ => (option.as_str(), None),
+                };
+                if let Some((_, why)) = RUNNER_OPTIONS.iter().find(|(o, _)| *o == flag) {
+                    return Err(format!("{section}: \"{option}\" is not allowed: {why}"));
+                }
+                if flag == "--tag" {
+                    let value = inline.or(options.get(i + 1).map(String::as_str)).unwrap_or("");
+                    let key = value.split('=').next().unwrap_or("");
+                    if owned_tags.contains(&key) {
+                        return Err(format!(
+                            "{section}: \"--tag {value}\" is not allowed: the runner sets the tag '{key}' itself \
+                             (tags it sets: {})",
+                            owned_tags.join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -560,5 +654,54 @@ fn toml_message(e: &toml::de::Error, text: &str) -> String {
             format!("line {line}: {message}\n  {line} | {source}")
         }
         None => message,
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_name_is_one_visible_file_name_of_at_most_100_bytes() {
+        for good in ["nightly", "mtu-sweep_2", "é", &"n".repeat(100)] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for (bad, why) in [
+            ("../x", "'/'"),
+            ("/tmp/x", "'/'"),
+            ("..", "'..'"),
+            ("a\0b", "NUL"),
+            ("a\u{1b}[31m", "control character"),
+            (".x", "starts with '.'"),
+            ("", "empty"),
+        ] {
+            let e = check_name(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        assert!(check_name(&"n".repeat(101)).unwrap_err().contains("101 bytes"));
+    }
+
+    fn plan(options: &str) -> Result<Plan, PlanError> {
+        Plan::parse(
+            &format!(
+                "[defaults]\noptions = {options}\n[[agents]]\nlabel = \"b\"\naddress = \"h\"\n[matrix]\nworkload = [\"tcp\"]\n"
+            ),
+            Path::new("p.toml"),
+        )
+    }
+
+    #[test]
+    fn options_the_runner_sets_are_refused_and_others_pass() {
+        assert!(plan("[\"-N\", \"--tag\", \"nic=x\"]").is_ok());
+        for (options, named) in [
+            ("[\"--no-save\"]", "\"--no-save\" is not allowed"),
+            ("[\"--json-stream\"]", "\"--json-stream\" is not allowed"),
+            ("[\"--csv\"]", "\"--csv\" is not allowed"),
+            ("[\"--tag=case=x\"]", "\"--tag case=x\" is not allowed"),
+            ("[\"--tag\", \"streams=2\"]", "the tag 'streams'"),
+        ] {
+            let e = plan(options).unwrap_err().to_string();
+            assert!(e.contains("[defaults] options: ") && e.contains(named), "{options}: {e}");
+        }
     }
 }

@@ -172,6 +172,7 @@ pub fn estimate(spec: &TestSpec, plan: &Plan) -> Duration {
 /// right: workload, agent, direction, streams, message, then `vary` axes
 /// by name).
 pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
+    check_size(plan)?;
     let m = &plan.matrix;
     let agents = matrix_agents(plan);
     let mut cases = product(plan, &agents);
@@ -306,6 +307,50 @@ fn include_cells(rule: &BTreeMap<String, toml::Value>) -> Vec<BTreeMap<String, t
             .collect();
     }
     cells
+}
+
+/// The most cases a plan may have: more would take longer than anyone
+/// could wait for, and listing them alone takes minutes and gigabytes.
+pub const MAX_CASES: u128 = 100_000;
+
+/// Refuses a matrix of more than [`MAX_CASES`] cells before building any:
+/// the product of the axes' lengths (each `[[matrix.include]]` adds the
+/// product of its lists), with the axes that made it.
+pub fn check_size(plan: &Plan) -> Result<(), String> {
+    let m = &plan.matrix;
+    let agents = if m.agent.is_empty() { plan.agents.len() } else { m.agent.len() };
+    let mut axes: Vec<(String, usize)> = vec![
+        ("workload".into(), m.workload.len()),
+        ("agent".into(), agents),
+        ("direction".into(), m.direction.len()),
+        ("streams".into(), m.streams.len()),
+        ("message".into(), m.message.len()),
+        ("mtu".into(), m.mtu.len()),
+    ];
+    axes.extend(plan.host_axes().into_iter().map(|(a, v)| (a.to_string(), v.len())));
+    axes.extend(m.vary.iter().map(|(a, v)| (a.clone(), v.len())));
+    axes.retain(|(_, n)| *n > 1);
+    let product = axes.iter().fold(1u128, |p, (_, n)| p.saturating_mul(*n as u128));
+    let included = m.include.iter().fold(0u128, |sum, rule| {
+        let cells = rule.values().fold(1u128, |p, v| match v {
+            toml::Value::Array(values) => p.saturating_mul(values.len() as u128),
+            _ => p,
+        });
+        sum.saturating_add(cells)
+    });
+    let total = product.saturating_add(included);
+    if total <= MAX_CASES {
+        return Ok(());
+    }
+    let mut made_of: Vec<String> = axes.iter().map(|(a, n)| format!("{a} {n}")).collect();
+    if included > 0 {
+        made_of.push(format!("+ {included} from [[matrix.include]]"));
+    }
+    Err(format!(
+        "the matrix has {total} cases ({}), more than {MAX_CASES}: split the plan, or drop values from the \
+         largest axes",
+        made_of.join(" x ").replace(" x +", " +")
+    ))
 }
 
 /// Whether the message axis applies to the workload (a sweep picks its

@@ -378,3 +378,82 @@ fn mtu_cases_set_both_ends_restore_them_and_an_agent_that_does_not_allow_it_is_r
         .unwrap()
         .any(|d| d.unwrap().path().join("restore.json").exists()));
 }
+
+/// The dry run of a plan that holds `text` after its agent; exit code 2
+/// and the message are asserted by the caller.
+fn dry_run_of(dir: &std::path::Path, file: &str, head: &str, tail: &str) -> std::process::Output {
+    let plan = write_plan(
+        dir,
+        file,
+        &format!("{head}\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"tcp\"]\n{tail}"),
+    );
+    nicbench(&["run", &plan, "--dry-run"])
+}
+
+#[test]
+fn plan_names_that_are_not_one_file_name_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "n".repeat(101);
+    for (name, reason) in [
+        ("../../../tmp/x", "'/'"),
+        ("/tmp/x", "'/'"),
+        ("a..b", "'..'"),
+        (".hidden", "starts with '.'"),
+        ("bell\\u0007", "control character"),
+        (long.as_str(), "101 bytes long, more than 100"),
+    ] {
+        let out = dry_run_of(dir.path(), "p.toml", &format!("name = \"{name}\""), "");
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        let e = stderr(&out);
+        assert!(e.contains("name = ") && e.contains(reason), "{name}: {e}");
+        assert!(e.contains("names files in the plans directory"), "{e}");
+    }
+    // The default name is the file's: a hidden file's is refused too.
+    let out = dry_run_of(dir.path(), ".dot.toml", "", "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("starts with '.'"), "{}", stderr(&out));
+}
+
+#[test]
+fn options_the_runner_owns_are_refused_in_a_plan_naming_the_option_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    for (section, option, why) in [
+        ("[defaults]\noptions = [\"--no-save\"]", "--no-save", "measured again"),
+        ("[defaults]\noptions = [\"--db\", \"/tmp/x.db\"]", "--db", "its own --db"),
+        ("[defaults]\noptions = [\"--db=/tmp/x.db\"]", "--db=/tmp/x.db", "its own --db"),
+        ("[workloads.tcp]\noptions = [\"--json\"]", "--json", "--json-stream"),
+        ("[workloads.tcp]\noptions = [\"--tag\", \"plan=other\"]", "--tag plan=other", "sets the tag 'plan'"),
+    ] {
+        let out = dry_run_of(dir.path(), "owned.toml", section, "");
+        assert_eq!(out.status.code(), Some(2), "{option}: {}", stderr(&out));
+        let e = stderr(&out);
+        assert!(e.contains(&format!("\"{option}\" is not allowed")) && e.contains(why), "{option}: {e}");
+    }
+    let out = dry_run_of(
+        dir.path(),
+        "vary.toml",
+        "",
+        "[matrix.vary.save]\noff = [\"--no-save\"]\n",
+    );
+    assert!(stderr(&out).contains("[matrix.vary.save] off: \"--no-save\""), "{}", stderr(&out));
+}
+
+#[test]
+fn a_matrix_over_100000_cases_is_refused_with_its_size_and_axes_before_expanding() {
+    let dir = tempfile::tempdir().unwrap();
+    let values = |n: usize| -> String {
+        (0..n).map(|i| format!("v{i} = []")).collect::<Vec<_>>().join("\n")
+    };
+    let tail = format!(
+        "streams = [1, 2, 4, 8]\n[matrix.vary.a]\n{}\n[matrix.vary.b]\n{}\n",
+        values(160),
+        values(160)
+    );
+    let out = dry_run_of(dir.path(), "huge.toml", "", &tail);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("the matrix has 102400 cases (streams 4 x a 160 x b 160), more than 100000"),
+        "{e}"
+    );
+}
