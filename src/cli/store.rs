@@ -1,10 +1,10 @@
 //! Options of the results store: saving (shared by every measuring command
 //! and the demo) and the commands that read it (`runs`, `show`, `compare`,
-//! `diff`, `export`, `rm`, `import`).
+//! `diff`, `export`, `rm`, `import`, `db backup`).
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 use crate::store::Tag;
 
@@ -203,6 +203,31 @@ pub struct ImportArgs {
     /// Tag every imported run, KEY=VALUE (repeatable).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
     pub tags: Vec<Tag>,
+}
+
+/// `nicbench db`
+#[derive(Debug, Args)]
+pub struct DbCommandArgs {
+    #[command(subcommand)]
+    pub action: DbAction,
+}
+
+/// What `nicbench db` does to the database itself.
+#[derive(Debug, Subcommand)]
+pub enum DbAction {
+    /// Copy the database into FILE, consistent even while other processes
+    /// save into it (SQLite's online backup): one self-contained file.
+    Backup(BackupArgs),
+}
+
+/// `nicbench db backup`
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The copy to write; it must not exist.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use anyhow::Context;
 use rusqlite::types::Value as Sql;
 
-use super::runs::{filter, nothing_matched, open, write_out};
+use super::runs::{filter, nothing_matched, open, open_writable, write_out};
 use crate::cli::store::{ExportArgs, ExportFormat, FilterArgs, RmArgs};
 use crate::csv_out::Csv;
 use crate::store::Tag;
@@ -84,7 +84,7 @@ pub fn sql_text(value: &Sql) -> String {
 }
 
 pub fn rm(args: RmArgs) -> anyhow::Result<()> {
-    let mut store = open(&args.db)?;
+    let mut store = open_writable(&args.db)?;
     let ids = if args.tags.is_empty() {
         for id in &args.ids {
             store.run(*id)?;

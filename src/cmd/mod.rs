@@ -5,6 +5,7 @@
 pub use crate::address;
 pub mod chart;
 pub mod compare;
+pub mod db;
 pub mod demo;
 pub mod diff;
 pub mod export;
@@ -69,6 +70,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(args) => export::export(args),
         Command::Rm(args) => export::rm(args),
         Command::Import(args) => import::run(args),
+        Command::Db(args) => db::run(args),
         Command::Plot(args) => chart::plot(*args),
         Command::Report(args) => chart::report(args),
     }

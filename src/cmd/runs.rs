@@ -13,9 +13,21 @@ use crate::report::Reporter;
 use crate::store::query::Filter;
 use crate::store::{now_unix_seconds, Store, StoreError};
 
-/// Opens the database a reading command names. A database that does not
-/// exist yet is not created: there is nothing in it to read.
+/// Opens the database a reading command names, read-only: a database
+/// this user may not write (0444, another user's) can still be read. A
+/// database that does not exist yet is not created: there is nothing in it
+/// to read.
 pub fn open(db: &DbArgs) -> anyhow::Result<Store> {
+    Ok(Store::open_read_only(&existing(db)?)?)
+}
+
+/// Opens the database a command that changes saved runs (`rm`) names; as
+/// [`open`], it must exist.
+pub fn open_writable(db: &DbArgs) -> anyhow::Result<Store> {
+    Ok(Store::open(&existing(db)?)?)
+}
+
+fn existing(db: &DbArgs) -> anyhow::Result<std::path::PathBuf> {
     let path = database_path(&db.db);
     if !path.exists() {
         return Err(StoreError::NothingMatched(format!(
@@ -24,7 +36,7 @@ pub fn open(db: &DbArgs) -> anyhow::Result<Store> {
         ))
         .into());
     }
-    Ok(Store::open(&path)?)
+    Ok(path)
 }
 
 /// The store filter the options ask for.

@@ -1,8 +1,11 @@
 //! The results store: every measured run in one SQLite database (WAL mode,
-//! busy timeout), each trial written in its own transaction as it ends.
-//! It consumes serialized result documents and never reaches into
-//! workloads or sessions. See docs/STORE.md for the schema.
+//! busy timeout), each trial written in its own transaction as it ends, the
+//! log folded back into the database file when the last writer closes it.
+//! Commands that only read open it read-only. It consumes serialized result
+//! documents and never reaches into workloads or sessions. See
+//! docs/STORE.md for the schema.
 
+pub mod backup;
 pub mod columns;
 pub mod compare;
 pub mod import;
@@ -47,6 +50,20 @@ pub enum StoreError {
         known: i64,
         ours: &'static str,
     },
+    #[error(
+        "database {path} has schema version {found}, older than this nicbench's {ours}, and reading it needs \
+         the upgrade, which needs write access: run a nicbench command that saves into it as a user who may \
+         write it (its owner), then read it again"
+    )]
+    NeedsUpgrade { path: PathBuf, found: i64, ours: i64 },
+    #[error(
+        "database {path}: its write-ahead log {path}-wal holds changes, and reading them needs {path}-shm, \
+         which this user cannot create ({detail}): ask its owner to run a nicbench command that saves into it \
+         (closing folds the log into the file), or to give you a copy made with `nicbench db backup FILE`"
+    )]
+    UnreadableLog { path: PathBuf, detail: String },
+    #[error("backup {path}: {detail}")]
+    Backup { path: PathBuf, detail: String },
     #[error("cannot create the directory of database {path}: {source}")]
     Directory { path: PathBuf, source: std::io::Error },
     #[error("database {path}: {detail}")]
@@ -94,6 +111,34 @@ fn is_read_only(path: &Path) -> bool {
             .is_some_and(|d| denied(if d.as_os_str().is_empty() { Path::new(".") } else { d }))
 }
 
+/// Whether a `-wal` file beside the database holds frames (changes not yet
+/// in the database file). An absent or empty one holds none.
+fn wal_holds_changes(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).is_ok_and(|m| m.len() > 0)
+}
+
+/// `path` as an SQLite `file:` URI, every byte outside the unreserved set
+/// and `/` percent-encoded (so `?`, `#` and `%` in a name stay the name's).
+fn file_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut uri = String::from("file:");
+    for &b in absolute.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
+}
+
 /// The database a command uses when no `--db` or `NICBENCH_DB` names one:
 /// `$XDG_DATA_HOME/nicbench/results.db`, else `~/.local/share/nicbench/results.db`.
 pub fn default_path() -> PathBuf {
@@ -136,6 +181,68 @@ impl Store {
         Ok(store)
     }
 
+    /// Opens an existing database for reading only, as commands that only
+    /// read do: it works on a file this user may not write (0444, another
+    /// user's) and never changes it. A database in WAL mode needs its `-shm`
+    /// file; where this user can neither open nor create it (a read-only
+    /// directory) and no `-wal` holds changes, the file alone is the whole
+    /// database and is opened immutable. A database of an older schema is
+    /// upgraded first when this user may write it.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sqlite(path, e))?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| store.err(e))?;
+        // The first read opens the -shm and -wal files (or fails to).
+        let probe = store
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()));
+        if let Err(e) = probe {
+            if !matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::CannotOpen) | Some(ErrorCode::ReadOnly)
+            ) {
+                return Err(store.err(e));
+            }
+            if wal_holds_changes(path) {
+                return Err(StoreError::UnreadableLog {
+                    path: path.to_path_buf(),
+                    detail: e.to_string(),
+                });
+            }
+            store = Store::open_immutable(path)?;
+        }
+        let version = store.check_schema()?;
+        if version < schema::CURRENT_VERSION {
+            drop(store);
+            return match Store::open(path) {
+                Ok(store) => Ok(store),
+                Err(StoreError::ReadOnly { .. }) => Err(StoreError::NeedsUpgrade {
+                    path: path.to_path_buf(),
+                    found: version,
+                    ours: schema::CURRENT_VERSION,
+                }),
+                Err(other) => Err(other),
+            };
+        }
+        Ok(store)
+    }
+
+    /// The database file opened as `immutable` (no locks, no `-shm`): only
+    /// when no `-wal` beside it holds changes.
+    fn open_immutable(path: &Path) -> Result<Store, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let uri = format!("{}?immutable=1", file_uri(path));
+        let conn = Connection::open_with_flags(uri, flags).map_err(|e| StoreError::from_sqlite(path, e))?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
     /// The database's path, as given.
     pub fn path(&self) -> &Path {
         &self.path
@@ -149,8 +256,9 @@ impl Store {
         StoreError::from_sqlite(&self.path, error)
     }
 
-    /// Busy timeout, WAL, foreign keys, then the migrations.
-    fn prepare(&mut self) -> Result<(), StoreError> {
+    /// Busy timeout, then whether the file is a nicbench database of a
+    /// schema this build knows; returns its version.
+    fn check_schema(&self) -> Result<i64, StoreError> {
         self.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| self.err(e))?;
         // Reading the schema first tells a non-database file apart early. One
         // statement reads all three from one snapshot: another process may be
@@ -180,6 +288,12 @@ impl Store {
                 ours: env!("CARGO_PKG_VERSION"),
             });
         }
+        Ok(version)
+    }
+
+    /// The schema check, WAL, foreign keys, then the migrations.
+    fn prepare(&mut self) -> Result<(), StoreError> {
+        let version = self.check_schema()?;
         if self.read_only() {
             return Err(StoreError::ReadOnly {
                 path: self.path.clone(),
@@ -193,11 +307,10 @@ impl Store {
         self.conn
             .pragma_update(None, "synchronous", "NORMAL")
             .map_err(|e| self.err(e))?;
-        // Nor does closing checkpoint (two more fsyncs, up to 25 ms here):
-        // the WAL is folded back by SQLite's automatic checkpoints instead.
-        self.conn
-            .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-            .map_err(|e| self.err(e))?;
+        // Closing the last connection checkpoints (SQLite's default, kept on
+        // purpose): the database file alone then holds every run, so a copy
+        // of it without its -wal is a whole copy. Measuring commands drop
+        // the store after printing the result, so its few ms come after it.
         self.conn
             .pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| self.err(e))?;

@@ -422,3 +422,155 @@ fn export_csv_has_one_line_per_run_with_tags_and_columns() {
     assert_eq!(all.as_array().unwrap().len(), 4);
     assert_eq!(all[0]["document"]["schema"], "nicbench.run/1");
 }
+
+/// The NetPIPE output file kept as a fixture: a run to import, no agent needed.
+fn netpipe_fixture() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/netpipe-3.7.2-loopback.np.out")
+        .display()
+        .to_string()
+}
+
+/// `path` with `suffix` appended (`results.db` + `-wal`).
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+#[test]
+fn the_database_file_alone_holds_every_run_after_a_save() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let first = saved_id(&stdout(&measure(&agent, &db, "tcp", &["-t", "0.2"])), &db);
+    let second = saved_id(&stdout(&measure(&agent, &db, "rr", &["-t", "0.2"])), &db);
+    // `cp results.db` without its -wal, the backup anyone tries first.
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let listed = nicbench(&["runs", "--db", &db_arg(&copy)]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let text = stdout(&listed);
+    for id in [first, second] {
+        assert!(
+            text.lines().any(|l| l.split_whitespace().next() == Some(&id.to_string())),
+            "run {id} missing from the copy:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn db_backup_copies_every_run_into_one_new_file_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let fixture = netpipe_fixture();
+    let out = nicbench(&["import", &fixture, &fixture, "--db", &db_arg(&db)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let copy = dir.path().join("backup.db");
+    let out = nicbench(&["db", "backup", &db_arg(&copy), "--db", &db_arg(&db)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(&format!("copied {} (2 runs, ", db.display())),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!beside(&copy, "-wal").exists() && !beside(&copy, "-journal").exists());
+    let listed = nicbench(&["runs", "--db", &db_arg(&copy)]);
+    assert_eq!(stdout(&listed).lines().filter(|l| l.contains("(netpipe)")).count(), 2);
+    let again = nicbench(&["db", "backup", &db_arg(&copy), "--db", &db_arg(&db)]);
+    assert_eq!(again.status.code(), Some(8));
+    assert!(stderr(&again).contains("exists already"), "{}", stderr(&again));
+}
+
+/// Runs `nicbench ARGS` as a user who may not write `dir` or anything in
+/// it: nobody when the tests run as root (root writes anything), else
+/// this user with the directory and its files made read-only.
+fn as_reader(args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(BIN);
+    command.args(args).env("COLUMNS", "1000").stdin(Stdio::null());
+    if unsafe { libc::geteuid() } == 0 {
+        command.uid(65534).gid(65534).env("TMPDIR", "/tmp");
+    }
+    command.output().unwrap()
+}
+
+/// Makes `dir` and every file in it read-only for everyone (0555, 0444).
+fn make_read_only(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+}
+
+/// The reading commands on the database in the read-only `dir`: each
+/// succeeds, and nothing in `dir` changes.
+fn reading_commands_work_read_only(dir: &Path, db: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let listing = |d: &Path| {
+        let mut names: Vec<(String, u64)> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len())
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(dir);
+    let out_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(out_dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let db = db_arg(db);
+    let report = out_dir.path().join("r.html").display().to_string();
+    let backup = out_dir.path().join("b.db").display().to_string();
+    for args in [
+        vec!["runs", "--db", &db],
+        vec!["show", "1", "--db", &db],
+        vec!["export", "--format", "csv", "--db", &db],
+        vec!["compare", "--metric", "peak", "--db", &db],
+        vec!["report", "-o", &report, "--db", &db],
+        vec!["db", "backup", &backup, "--db", &db],
+    ] {
+        let out = as_reader(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(!stdout(&out).is_empty(), "{args:?}");
+    }
+    let listed = stdout(&as_reader(&["runs", "--db", &db]));
+    assert!(listed.contains("(netpipe)"), "{listed}");
+    assert_eq!(listing(dir), before, "a reading command changed the database directory");
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn reading_commands_work_on_a_read_only_database_folded_into_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let out = nicbench(&["import", &netpipe_fixture(), "--db", &db_arg(&db)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!beside(&db, "-wal").exists(), "the import left a -wal");
+    make_read_only(dir.path());
+    reading_commands_work_read_only(dir.path(), &db);
+}
+
+#[test]
+fn reading_commands_work_on_a_read_only_database_whose_log_holds_the_runs() {
+    use nicbench::store::{import, RunMeta, RunWriter, Store};
+    let scratch = tempfile::tempdir().unwrap();
+    let live = scratch.path().join("live.db");
+    // As a writer still running (or killed) leaves it: the run only in -wal.
+    let run = import::read(Path::new(&netpipe_fixture())).unwrap();
+    let mut writer = RunWriter::new(Store::open(&live).unwrap(), RunMeta::default());
+    writer.finish_with_columns(&run.document, &run.columns, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    for suffix in ["", "-wal", "-shm"] {
+        std::fs::copy(beside(&live, suffix), beside(&db, suffix)).unwrap();
+    }
+    drop(writer);
+    assert!(std::fs::metadata(beside(&db, "-wal")).unwrap().len() > 0);
+    make_read_only(dir.path());
+    reading_commands_work_read_only(dir.path(), &db);
+}
