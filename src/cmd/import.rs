@@ -1,47 +1,57 @@
 //! `nicbench import FILE...`: runs of iperf3 (-J), NetPIPE (np.out) and
-//! nicbench (--json) into the store, marked with their source. Every file is
-//! read before anything is saved: one malformed file imports nothing.
+//! nicbench (--json) into the store, marked with their source. Every file
+//! is checked before the database is opened, then all are saved in one
+//! transaction: one malformed file, a value out of range or a full disk
+//! imports nothing, and a rerun after fixing it duplicates nothing. Files
+//! are streamed, and memory holds one file's run at a time (each is read
+//! twice: checked, then saved).
 
 use anyhow::Context;
 
 use super::runs::write_out;
 use super::save::database_path;
 use crate::cli::store::ImportArgs;
-use crate::store::import::{self, Imported};
-use crate::store::{tags, RunMeta, RunWriter, Store};
+use crate::store::import;
+use crate::store::{tags, RunMeta, Store};
 
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     tags::check_unique(&args.tags).map_err(super::UsageError)?;
-    let runs: Vec<(String, Imported)> = args
-        .files
-        .iter()
-        .map(|file| import::read(file).map(|run| (file.display().to_string(), run)))
-        .collect::<Result<_, _>>()
-        .context("no file was imported")?;
     let path = database_path(&args.db.db);
-    let mut store = Store::open(&path)?;
+    let unchanged = || format!("no file was imported: {} is unchanged", path.display());
+    for file in &args.files {
+        import::read(file).with_context(unchanged)?;
+    }
+    let mut store = Store::open(&path).with_context(unchanged)?;
+    let mut batch = store.batch().with_context(unchanged)?;
     let mut lines = Vec::new();
-    for (file, run) in runs {
+    for file in &args.files {
+        let run = import::read(file).with_context(unchanged)?;
+        let name = file.display().to_string();
         let meta = RunMeta {
-            command_line: format!("nicbench import {file}"),
+            command_line: format!("nicbench import {name}"),
             tags: args.tags.clone(),
             trials_planned: None,
-            source: Some((run.source.to_string(), file.clone())),
+            source: Some((run.source.to_string(), name.clone())),
         };
-        let mut writer = RunWriter::new(store, meta);
-        let id = writer.finish_with_columns(&run.document, &run.columns, None)?;
+        let id = batch.save(&meta, &run.document, &run.columns).with_context(unchanged)?;
         lines.push(format!(
-            "imported {file} ({} {}) as run {id} in {}",
-            run.source,
-            run.columns.workload,
-            path.display()
+            "imported {name} ({} {}) as run {id}",
+            run.source, run.columns.workload
         ));
-        store = writer.into_store();
     }
+    let ids = batch.commit().with_context(unchanged)?;
+    drop(store);
+    let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
     write_out(|out| {
         for line in &lines {
             writeln!(out, "{line}")?;
         }
-        Ok(())
+        writeln!(
+            out,
+            "saved {} run(s) in {}: {}",
+            ids.len(),
+            path.display(),
+            ids.join(", ")
+        )
     })
 }

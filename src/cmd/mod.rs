@@ -103,7 +103,10 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<UsageError>().is_some() {
             return 2;
         }
-        if let Some(crate::store::import::ImportError::Malformed { .. }) = cause.downcast_ref() {
+        if let Some(
+            crate::store::import::ImportError::Malformed { .. } | crate::store::import::ImportError::Invalid { .. },
+        ) = cause.downcast_ref()
+        {
             return 2;
         }
         if cause.downcast_ref::<measure::CutShort>().is_some() {

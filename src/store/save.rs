@@ -103,21 +103,8 @@ impl RunWriter {
     ) -> Result<i64, StoreError> {
         let path = self.store.path.clone();
         let fail = |e| StoreError::from_sqlite(&path, e);
-        // A run cut short (Ctrl-C, SIGTERM) keeps what it measured but is
-        // not a complete run: compare leaves it out, runs says INCOMPLETE.
-        let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
-            || doc.pointer("/repetition/interrupted") == Some(&Value::Bool(true));
         let tx = self.store.conn.transaction().map_err(fail)?;
-        let id = upsert_run(&tx, self.id, &self.meta, doc, columns, !cut_short).map_err(fail)?;
-        let trials = doc.get("trials").and_then(Value::as_array).cloned().unwrap_or_default();
-        for (i, trial) in trials.iter().enumerate().skip(self.trials.len()) {
-            insert_trial(&tx, id, &columns.workload, i as i64 + 1, trial).map_err(fail)?;
-        }
-        tx.execute(
-            "UPDATE runs SET text_report = ?1, trials_saved = max(trials_saved, ?2) WHERE id = ?3",
-            params![text_report, trials.len() as i64, id],
-        )
-        .map_err(fail)?;
+        let id = write_final(&tx, self.id, &self.meta, doc, columns, self.trials.len(), text_report).map_err(fail)?;
         tx.commit().map_err(fail)?;
         self.id = Some(id);
         Ok(id)
@@ -129,6 +116,78 @@ impl RunWriter {
             detail: format!("cannot encode the result as JSON: {e}"),
         }
     }
+}
+
+/// Runs saved together, in one transaction: all of them or none
+/// (`nicbench import FILE...`). Dropped without [`Batch::commit`], nothing
+/// it saved stays.
+pub struct Batch<'s> {
+    tx: Transaction<'s>,
+    path: std::path::PathBuf,
+    ids: Vec<i64>,
+}
+
+impl Store {
+    /// Starts a batch of runs saved in one transaction.
+    pub fn batch(&mut self) -> Result<Batch<'_>, StoreError> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| StoreError::from_sqlite(&path, e))?;
+        Ok(Batch {
+            tx,
+            path,
+            ids: Vec::new(),
+        })
+    }
+}
+
+impl Batch<'_> {
+    /// Saves a whole run (its document, columns and trials); it stays only
+    /// if the batch is committed. Returns its id.
+    pub fn save(&mut self, meta: &RunMeta, doc: &Value, columns: &Columns) -> Result<i64, StoreError> {
+        let id = write_final(&self.tx, None, meta, doc, columns, 0, None)
+            .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
+        self.ids.push(id);
+        Ok(id)
+    }
+
+    /// Commits every run saved; returns their ids in the order saved.
+    pub fn commit(self) -> Result<Vec<i64>, StoreError> {
+        let path = self.path;
+        self.tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
+        Ok(self.ids)
+    }
+}
+
+/// Writes a run's final document: its row (new, or `id`'s), the trials
+/// past the `saved` already written, the text report; marks it complete
+/// unless it was cut short.
+fn write_final(
+    tx: &Transaction,
+    id: Option<i64>,
+    meta: &RunMeta,
+    doc: &Value,
+    columns: &Columns,
+    saved: usize,
+    text_report: Option<&str>,
+) -> rusqlite::Result<i64> {
+    // A run cut short (Ctrl-C, SIGTERM) keeps what it measured but is
+    // not a complete run: compare leaves it out, runs says INCOMPLETE.
+    let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
+        || doc.pointer("/repetition/interrupted") == Some(&Value::Bool(true));
+    let id = upsert_run(tx, id, meta, doc, columns, !cut_short)?;
+    let trials = doc.get("trials").and_then(Value::as_array);
+    let count = trials.map_or(0, Vec::len);
+    for (i, trial) in trials.into_iter().flatten().enumerate().skip(saved) {
+        insert_trial(tx, id, &columns.workload, i as i64 + 1, trial)?;
+    }
+    tx.execute(
+        "UPDATE runs SET text_report = ?1, trials_saved = max(trials_saved, ?2) WHERE id = ?3",
+        params![text_report, count as i64, id],
+    )?;
+    Ok(id)
 }
 
 /// A trial's own fields of a run document: everything but the header.
@@ -242,4 +301,42 @@ fn insert_trial(tx: &Transaction, run_id: i64, workload: &str, number: i64, tria
         params![run_id, number, now_unix_seconds(), headline, trial.to_string()],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imported(i: i64) -> (Value, Columns) {
+        let columns = Columns {
+            workload: "tcp".into(),
+            started_at_unix_seconds: 1.7e9,
+            receiver_bits_per_second: Some(1e9 * i as f64),
+            ..Columns::default()
+        };
+        (serde_json::json!({"format": "test", "i": i}), columns)
+    }
+
+    #[test]
+    fn a_batch_saves_all_its_runs_on_commit_and_none_without_it() {
+        let mut store = Store::open(std::path::Path::new(":memory:")).unwrap();
+        let meta = RunMeta::default();
+        {
+            let mut batch = store.batch().unwrap();
+            for i in 1..=2 {
+                let (doc, columns) = imported(i);
+                batch.save(&meta, &doc, &columns).unwrap();
+            }
+            // Dropped: a later file failed.
+        }
+        assert!(store.run_ids(&Default::default()).unwrap().is_empty());
+        let mut batch = store.batch().unwrap();
+        for i in 1..=3 {
+            let (doc, columns) = imported(i);
+            batch.save(&meta, &doc, &columns).unwrap();
+        }
+        let ids = batch.commit().unwrap();
+        assert_eq!(ids.len(), 3);
+        assert_eq!(store.run_ids(&Default::default()).unwrap().len(), 3);
+    }
 }

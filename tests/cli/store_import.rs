@@ -189,3 +189,98 @@ fn a_malformed_file_is_named_with_its_line_and_nothing_is_imported() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("cut.json: line 1, byte "), "{}", stderr(&out));
 }
+
+/// Run ids listed by `runs` (first column).
+fn run_count(db: &str) -> usize {
+    let out = nicbench(&["runs", "--db", db]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<i64>().is_ok()))
+        .count()
+}
+
+/// An iperf3 -J document as iperf3 prints it (one field a line), with
+/// `end` and the start time given.
+fn iperf3_document(timesecs: &str, end: &str) -> String {
+    format!(
+        "{{\n\t\"start\":\t{{\n\t\t\"timestamp\":\t{{\n\t\t\t\"timesecs\":\t{timesecs}\n\t\t}},\n\t\t\"test_start\":\t{{\n\
+         \t\t\t\"protocol\":\t\"TCP\",\n\t\t\t\"num_streams\":\t1\n\t\t}}\n\t}},\n\t\"end\":\t{end}\n}}\n"
+    )
+}
+
+#[test]
+fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db").display().to_string();
+    let out = nicbench(&["import", &netpipe_fixture(), "--db", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sum = |bits: &str| {
+        format!(
+            "{{\n\t\t\"sum_sent\":\t{{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t}},\n\t\t\"sum_received\":\t{{\n\
+             \t\t\t\"bits_per_second\":\t{bits}\n\t\t}}\n\t}}"
+        )
+    };
+    let cpu = "{\n\t\t\"sum_received\":\t{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t},\n\
+               \t\t\"cpu_utilization_percent\":\t{\n\t\t\t\"host_total\":\t1e308,\n\t\t\t\"remote_total\":\t3\n\t\t}\n\t}";
+    let mut nicbench_doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-tcp.json")).unwrap(),
+    )
+    .unwrap();
+    nicbench_doc["workload"] = Value::from("<script>alert(1)</script>");
+    let cases = [
+        ("negative.json", iperf3_document("1700000000", &sum("-9.4e9")), "line 16: field end.sum_received.bits_per_second: -9400000000"),
+        ("year.json", iperf3_document("9223372036854775807", &sum("9.4e9")), "line 4: field start.timestamp.timesecs"),
+        ("cpu.json", iperf3_document("1700000000", cpu), "line 16: field end.cpu_utilization_percent.host_total"),
+        ("np.out", "1 0.06 0.0001\n2 1e308 0.0002\n".to_string(), "line 2, byte 14: field 2 (Mbit/s) 1e308"),
+        ("script.json", nicbench_doc.to_string(), "field workload: \"<script>alert(1)</script>\" is not a workload"),
+    ];
+    for (name, text, expected) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let out = nicbench(&["import", &netpipe_fixture(), &file.display().to_string(), "--db", &db]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        let e = stderr(&out);
+        assert!(e.contains(&format!("{}: {expected}", file.display())), "{name}: {e}");
+        assert!(e.contains("no file was imported"), "{e}");
+        assert_eq!(run_count(&db), 1, "{name}: a file was imported although another was refused");
+    }
+}
+
+#[test]
+fn an_import_saves_every_file_in_one_transaction_and_lists_the_runs_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db").display().to_string();
+    let good = dir.path().join("good.json");
+    let end = "{\n\t\t\"sum_received\":\t{\n\t\t\t\"bits_per_second\":\t9.4e9\n\t\t}\n\t}";
+    std::fs::write(&good, iperf3_document("1700000000", end)).unwrap();
+    let (fixture, good) = (netpipe_fixture(), good.display().to_string());
+    let out = nicbench(&["import", &fixture, &good, "--db", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains(&format!("imported {good} (iperf3 tcp) as run 2")), "{text}");
+    assert!(text.ends_with(&format!("saved 2 run(s) in {db}: 1, 2\n")), "{text}");
+    // A database that cannot take the write (read-only) saves none of them.
+    use std::os::unix::fs::PermissionsExt;
+    if unsafe { libc::geteuid() } != 0 {
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let out = nicbench(&["import", &fixture, &good, "--db", &db]);
+        assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+        assert!(stderr(&out).contains("is unchanged"), "{}", stderr(&out));
+        assert_eq!(run_count(&db), 2);
+    }
+}
+
+#[test]
+fn an_imported_netpipe_run_draws_as_a_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("np.svg");
+    let out = nicbench(&["plot", "--kind", "sweep", &netpipe_fixture(), "-o", &svg.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    roxmltree::Document::parse(&drawn).expect("a valid SVG");
+    let db = dir.path().join("results.db").display().to_string();
+    assert!(nicbench(&["import", &netpipe_fixture(), "--db", &db]).status.success());
+    let from_db = dir.path().join("db.svg");
+    let out = nicbench(&["plot", "--kind", "sweep", "--db", &db, "-o", &from_db.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

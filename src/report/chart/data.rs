@@ -351,8 +351,12 @@ fn newest<T>(
 }
 
 /// The size curve of a document: the points and summary of the first
-/// stream end whose part at `key` has points.
+/// stream end whose part at `key` has points; or, for an imported NetPIPE
+/// run, its own points.
 pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
+    if doc["format"] == "netpipe-3" {
+        return netpipe_line(name, doc);
+    }
     let streams = doc["streams"].as_array()?;
     let sweep = streams
         .iter()
@@ -378,6 +382,40 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
         points,
         peak: number(&summary["peak_size_bytes"]).zip(number(&summary["peak_bits_per_second"])),
         half_peak_size_bytes: number(&summary["half_peak_size_bytes"]),
+    })
+}
+
+/// The curve of an imported NetPIPE run (`{"format": "netpipe-3",
+/// "points": [{size_bytes, bits_per_second, one_way_seconds}]}`): NetPIPE
+/// keeps one (best) figure per size, its time already one way, as a
+/// sweep's best latency is; the peak is its highest rate, n½ the smallest
+/// size reaching half of it.
+fn netpipe_line(name: String, doc: &Value) -> Option<SweepLine> {
+    let points: Vec<SweepPoint> = doc["points"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| {
+            Some(SweepPoint {
+                size_bytes: number(&p["size_bytes"])?,
+                bits_per_second: number(&p["bits_per_second"])?,
+                latency_us: number(&p["one_way_seconds"])? * 1e6,
+            })
+        })
+        .collect();
+    let peak = points
+        .iter()
+        .max_by(|a, b| a.bits_per_second.total_cmp(&b.bits_per_second))
+        .map(|p| (p.size_bytes, p.bits_per_second))?;
+    let half_peak_size_bytes = points
+        .iter()
+        .filter(|p| p.bits_per_second >= peak.1 / 2.0)
+        .map(|p| p.size_bytes)
+        .reduce(f64::min);
+    Some(SweepLine {
+        name,
+        points,
+        peak: Some(peak),
+        half_peak_size_bytes,
     })
 }
 

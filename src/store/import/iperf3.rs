@@ -4,8 +4,30 @@
 
 use serde_json::Value;
 
+use super::checks::{self, Bad};
 use super::Imported;
 use crate::store::columns::{headline, Columns};
+
+/// Why an iperf3 document is not imported.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// Not the document of a finished iperf3 test.
+    Document(String),
+    /// A figure outside its range.
+    Figure(Bad),
+}
+
+impl From<String> for Error {
+    fn from(what: String) -> Error {
+        Error::Document(what)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(what: &str) -> Error {
+        Error::Document(what.into())
+    }
+}
 
 /// The value at a dotted path of an iperf3 document (`sum_received.bits_per_second`).
 fn at<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
@@ -16,10 +38,36 @@ fn number(doc: &Value, path: &str) -> Option<f64> {
     at(doc, path).and_then(Value::as_f64)
 }
 
-/// Reads an iperf3 document; the error says what was expected.
-pub fn parse(doc: &Value) -> Result<Imported, String> {
+/// Reads an iperf3 document; the error says what was expected, or which
+/// figure is out of its range.
+pub fn parse(doc: Value) -> Result<Imported, Error> {
+    let columns = columns_of(&doc)?;
+    // iperf3 states no core count: CPU is held to the general bound.
+    checks::columns(&columns, &field_of, [None, None]).map_err(Error::Figure)?;
+    Ok(Imported {
+        source: "iperf3",
+        document: doc,
+        columns,
+    })
+}
+
+/// Where iperf3 keeps what each column holds.
+fn field_of(column: &str) -> String {
+    match column {
+        "receiver_bits_per_second" => "end.sum_received.bits_per_second",
+        "sender_bits_per_second" => "end.sum_sent.bits_per_second",
+        "loss_percent" => "end.sum_received.lost_percent",
+        "client_cpu_percent" | "agent_cpu_percent" => "end.cpu_utilization_percent",
+        "streams" => "start.test_start.num_streams",
+        "message_bytes" => "start.test_start.blksize",
+        other => other,
+    }
+    .to_string()
+}
+
+fn columns_of(doc: &Value) -> Result<Columns, Error> {
     if let Some(error) = doc.get("error").and_then(Value::as_str) {
-        return Err(format!("iperf3 reported an error and no result: {error}"));
+        return Err(format!("iperf3 reported an error and no result: {error}").into());
     }
     let (Some(start), Some(end)) = (doc.get("start"), doc.get("end")) else {
         return Err("expected an iperf3 -J document (with \"start\" and \"end\") or a nicbench.run/1 document".into());
@@ -31,9 +79,7 @@ pub fn parse(doc: &Value) -> Result<Imported, String> {
         Some("TCP") => "tcp",
         Some("UDP") => "udp",
         Some(other) => {
-            return Err(format!(
-                "iperf3 protocol '{other}' is not imported (expected TCP or UDP)"
-            ))
+            return Err(format!("iperf3 protocol '{other}' is not imported (expected TCP or UDP)").into())
         }
         None => return Err("iperf3 document without start.test_start.protocol".into()),
     };
@@ -78,8 +124,26 @@ pub fn parse(doc: &Value) -> Result<Imported, String> {
         number(end, "cpu_utilization_percent.host_total"),
         number(end, "cpu_utilization_percent.remote_total"),
     );
+    let started_at = number(start, "timestamp.timesecs");
+    if let Some(t) = started_at {
+        checks::started_at("start.timestamp.timesecs", t).map_err(Error::Figure)?;
+    }
+    // The CPU of this side and of the other, each its own field.
+    for key in ["host_total", "remote_total"] {
+        if let Some(v) = number(end, &format!("cpu_utilization_percent.{key}")) {
+            checks::columns(
+                &Columns {
+                    client_cpu_percent: Some(v),
+                    ..Columns::default()
+                },
+                &|_| format!("end.cpu_utilization_percent.{key}"),
+                [None, None],
+            )
+            .map_err(Error::Figure)?;
+        }
+    }
     let mut columns = Columns {
-        started_at_unix_seconds: number(start, "timestamp.timesecs").unwrap_or(0.0),
+        started_at_unix_seconds: started_at.unwrap_or(0.0),
         nicbench_version: None,
         agent_address: peer.map(|(host, port)| match port {
             Some(p) if host.contains(':') => format!("[{host}]:{p}"),
@@ -100,11 +164,7 @@ pub fn parse(doc: &Value) -> Result<Imported, String> {
         ..Columns::default()
     };
     columns.headline = headline(&columns);
-    Ok(Imported {
-        source: "iperf3",
-        document: doc.clone(),
-        columns,
-    })
+    Ok(columns)
 }
 
 #[cfg(test)]
@@ -121,7 +181,7 @@ mod tests {
             "end": {"sum_sent": {"bits_per_second": 2e8}, "sum_received": {"bits_per_second": 1.5e8, "lost_percent": 25.0},
                     "cpu_utilization_percent": {"host_total": 10.0, "remote_total": 20.0}}
         });
-        let c = parse(&doc).unwrap().columns;
+        let c = parse(doc).unwrap().columns;
         assert_eq!(c.workload, "udp");
         assert_eq!(c.direction.as_deref(), Some("reverse"));
         assert_eq!(c.agent_address.as_deref(), Some("[::1]:5201"));
@@ -140,6 +200,31 @@ mod tests {
     #[test]
     fn an_iperf3_error_document_is_refused_with_its_message() {
         let doc = json!({"start": {}, "end": {}, "error": "unable to connect to server"});
-        assert!(parse(&doc).unwrap_err().contains("unable to connect"));
+        match parse(doc).unwrap_err() {
+            Error::Document(what) => assert!(what.contains("unable to connect"), "{what}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn figures_out_of_range_name_the_iperf3_field() {
+        let doc = |end: Value, timesecs: f64| {
+            json!({
+                "start": {"timestamp": {"timesecs": timesecs}, "test_start": {"protocol": "TCP"}},
+                "end": end,
+            })
+        };
+        let refused = |d: Value| match parse(d).unwrap_err() {
+            Error::Figure(bad) => bad,
+            other => panic!("{other:?}"),
+        };
+        let ok = json!({"sum_received": {"bits_per_second": 1e9}, "sum_sent": {"bits_per_second": 1e9}});
+        assert!(parse(doc(ok.clone(), 1.7e9)).is_ok());
+        let negative = json!({"sum_received": {"bits_per_second": -1e9}});
+        assert_eq!(refused(doc(negative, 1.7e9)).field, "end.sum_received.bits_per_second");
+        let cpu = json!({"sum_received": {"bits_per_second": 1e9},
+                         "cpu_utilization_percent": {"host_total": 1e308, "remote_total": 5.0}});
+        assert_eq!(refused(doc(cpu, 1.7e9)).field, "end.cpu_utilization_percent.host_total");
+        assert_eq!(refused(doc(ok, 9.2e18)).field, "start.timestamp.timesecs");
     }
 }
