@@ -376,10 +376,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
         return refuse("it is empty");
     }
     if name.len() > MAX_NAME_BYTES {
-        return refuse(&format!(
-            "it is {} bytes long, more than {MAX_NAME_BYTES}",
-            name.len()
-        ));
+        return refuse(&format!("it is {} bytes long, more than {MAX_NAME_BYTES}", name.len()));
     }
     if name.contains('/') {
         return refuse("it holds '/', which would put files outside that directory");
@@ -402,11 +399,23 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// Options the plan runner gives every case itself (or that contradict what
 /// it gives), refused in a plan's `options` with why.
 const RUNNER_OPTIONS: [(&str, &str); 5] = [
-    ("--db", "the runner passes its own --db so that every case saves where `nicbench run` looks for it"),
-    ("--no-save", "the runner finds measured cases in the database: an unsaved case would be measured again on every resume"),
-    ("--json", "the runner reads each case's progress from --json-stream, which it passes itself"),
+    (
+        "--db",
+        "the runner passes its own --db so that every case saves where `nicbench run` looks for it",
+    ),
+    (
+        "--no-save",
+        "the runner finds measured cases in the database: an unsaved case would be measured again on every resume",
+    ),
+    (
+        "--json",
+        "the runner reads each case's progress from --json-stream, which it passes itself",
+    ),
     ("--json-stream", "the runner passes --json-stream itself"),
-    ("--csv", "the runner reads each case's --json-stream output, which --csv replaces"),
+    (
+        "--csv",
+        "the runner reads each case's --json-stream output, which --csv replaces",
+    ),
 ];
 
 impl Plan {
@@ -701,7 +710,10 @@ mod name_tests {
             ("[\"--tag\", \"streams=2\"]", "the tag 'streams'"),
         ] {
             let e = plan(options).unwrap_err().to_string();
-            assert!(e.contains("[defaults] options: ") && e.contains(named), "{options}: {e}");
+            assert!(
+                e.contains("[defaults] options: ") && e.contains(named),
+                "{options}: {e}"
+            );
         }
     }
 }

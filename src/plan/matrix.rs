@@ -318,7 +318,11 @@ pub const MAX_CASES: u128 = 100_000;
 /// product of its lists), with the axes that made it.
 pub fn check_size(plan: &Plan) -> Result<(), String> {
     let m = &plan.matrix;
-    let agents = if m.agent.is_empty() { plan.agents.len() } else { m.agent.len() };
+    let agents = if m.agent.is_empty() {
+        plan.agents.len()
+    } else {
+        m.agent.len()
+    };
     let mut axes: Vec<(String, usize)> = vec![
         ("workload".into(), m.workload.len()),
         ("agent".into(), agents),

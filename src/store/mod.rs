@@ -126,7 +126,9 @@ fn file_uri(path: &Path) -> String {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
     };
     let mut uri = String::from("file:");
     for &b in absolute.as_os_str().as_bytes() {

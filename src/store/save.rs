@@ -131,10 +131,7 @@ impl Store {
     /// Starts a batch of runs saved in one transaction.
     pub fn batch(&mut self) -> Result<Batch<'_>, StoreError> {
         let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|e| StoreError::from_sqlite(&path, e))?;
+        let tx = self.conn.transaction().map_err(|e| StoreError::from_sqlite(&path, e))?;
         Ok(Batch {
             tx,
             path,

@@ -385,7 +385,9 @@ fn dry_run_of(dir: &std::path::Path, file: &str, head: &str, tail: &str) -> std:
     let plan = write_plan(
         dir,
         file,
-        &format!("{head}\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"tcp\"]\n{tail}"),
+        &format!(
+            "{head}\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"tcp\"]\n{tail}"
+        ),
     );
     nicbench(&["run", &plan, "--dry-run"])
 }
@@ -419,15 +421,30 @@ fn options_the_runner_owns_are_refused_in_a_plan_naming_the_option_and_why() {
     let dir = tempfile::tempdir().unwrap();
     for (section, option, why) in [
         ("[defaults]\noptions = [\"--no-save\"]", "--no-save", "measured again"),
-        ("[defaults]\noptions = [\"--db\", \"/tmp/x.db\"]", "--db", "its own --db"),
-        ("[defaults]\noptions = [\"--db=/tmp/x.db\"]", "--db=/tmp/x.db", "its own --db"),
+        (
+            "[defaults]\noptions = [\"--db\", \"/tmp/x.db\"]",
+            "--db",
+            "its own --db",
+        ),
+        (
+            "[defaults]\noptions = [\"--db=/tmp/x.db\"]",
+            "--db=/tmp/x.db",
+            "its own --db",
+        ),
         ("[workloads.tcp]\noptions = [\"--json\"]", "--json", "--json-stream"),
-        ("[workloads.tcp]\noptions = [\"--tag\", \"plan=other\"]", "--tag plan=other", "sets the tag 'plan'"),
+        (
+            "[workloads.tcp]\noptions = [\"--tag\", \"plan=other\"]",
+            "--tag plan=other",
+            "sets the tag 'plan'",
+        ),
     ] {
         let out = dry_run_of(dir.path(), "owned.toml", section, "");
         assert_eq!(out.status.code(), Some(2), "{option}: {}", stderr(&out));
         let e = stderr(&out);
-        assert!(e.contains(&format!("\"{option}\" is not allowed")) && e.contains(why), "{option}: {e}");
+        assert!(
+            e.contains(&format!("\"{option}\" is not allowed")) && e.contains(why),
+            "{option}: {e}"
+        );
     }
     let out = dry_run_of(
         dir.path(),
@@ -435,15 +452,17 @@ fn options_the_runner_owns_are_refused_in_a_plan_naming_the_option_and_why() {
         "",
         "[matrix.vary.save]\noff = [\"--no-save\"]\n",
     );
-    assert!(stderr(&out).contains("[matrix.vary.save] off: \"--no-save\""), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[matrix.vary.save] off: \"--no-save\""),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn a_matrix_over_100000_cases_is_refused_with_its_size_and_axes_before_expanding() {
     let dir = tempfile::tempdir().unwrap();
-    let values = |n: usize| -> String {
-        (0..n).map(|i| format!("v{i} = []")).collect::<Vec<_>>().join("\n")
-    };
+    let values = |n: usize| -> String { (0..n).map(|i| format!("v{i} = []")).collect::<Vec<_>>().join("\n") };
     let tail = format!(
         "streams = [1, 2, 4, 8]\n[matrix.vary.a]\n{}\n[matrix.vary.b]\n{}\n",
         values(160),

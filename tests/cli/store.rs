@@ -453,7 +453,8 @@ fn the_database_file_alone_holds_every_run_after_a_save() {
     let text = stdout(&listed);
     for id in [first, second] {
         assert!(
-            text.lines().any(|l| l.split_whitespace().next() == Some(&id.to_string())),
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(&id.to_string())),
             "run {id} missing from the copy:\n{text}"
         );
     }
@@ -514,7 +515,10 @@ fn reading_commands_work_read_only(dir: &Path, db: &Path) {
             .unwrap()
             .map(|e| {
                 let e = e.unwrap();
-                (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len())
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
             })
             .collect();
         names.sort();
@@ -539,7 +543,7 @@ fn reading_commands_work_read_only(dir: &Path, db: &Path) {
         assert!(!stdout(&out).is_empty(), "{args:?}");
     }
     let listed = stdout(&as_reader(&["runs", "--db", &db]));
-    assert!(listed.contains("(netpipe)"), "{listed}");
+    assert!(listed.contains(" sweep "), "{listed}");
     assert_eq!(listing(dir), before, "a reading command changed the database directory");
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

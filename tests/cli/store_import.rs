@@ -228,11 +228,31 @@ fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_impo
     .unwrap();
     nicbench_doc["workload"] = Value::from("<script>alert(1)</script>");
     let cases = [
-        ("negative.json", iperf3_document("1700000000", &sum("-9.4e9")), "line 16: field end.sum_received.bits_per_second: -9400000000"),
-        ("year.json", iperf3_document("9223372036854775807", &sum("9.4e9")), "line 4: field start.timestamp.timesecs"),
-        ("cpu.json", iperf3_document("1700000000", cpu), "line 16: field end.cpu_utilization_percent.host_total"),
-        ("np.out", "1 0.06 0.0001\n2 1e308 0.0002\n".to_string(), "line 2, byte 14: field 2 (Mbit/s) 1e308"),
-        ("script.json", nicbench_doc.to_string(), "field workload: \"<script>alert(1)</script>\" is not a workload"),
+        (
+            "negative.json",
+            iperf3_document("1700000000", &sum("-9.4e9")),
+            "line 16: field end.sum_received.bits_per_second: -9400000000",
+        ),
+        (
+            "year.json",
+            iperf3_document("9223372036854775807", &sum("9.4e9")),
+            "line 4: field start.timestamp.timesecs",
+        ),
+        (
+            "cpu.json",
+            iperf3_document("1700000000", cpu),
+            "line 16: field end.cpu_utilization_percent.host_total",
+        ),
+        (
+            "np.out",
+            "1 0.06 0.0001\n2 1e308 0.0002\n".to_string(),
+            "line 2, byte 14: field 2 (Mbit/s) 1e308",
+        ),
+        (
+            "script.json",
+            nicbench_doc.to_string(),
+            "field workload: \"<script>alert(1)</script>\" is not a workload",
+        ),
     ];
     for (name, text, expected) in cases {
         let file = dir.path().join(name);
@@ -242,7 +262,11 @@ fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_impo
         let e = stderr(&out);
         assert!(e.contains(&format!("{}: {expected}", file.display())), "{name}: {e}");
         assert!(e.contains("no file was imported"), "{e}");
-        assert_eq!(run_count(&db), 1, "{name}: a file was imported although another was refused");
+        assert_eq!(
+            run_count(&db),
+            1,
+            "{name}: a file was imported although another was refused"
+        );
     }
 }
 
@@ -257,7 +281,10 @@ fn an_import_saves_every_file_in_one_transaction_and_lists_the_runs_saved() {
     let out = nicbench(&["import", &fixture, &good, "--db", &db]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(text.contains(&format!("imported {good} (iperf3 tcp) as run 2")), "{text}");
+    assert!(
+        text.contains(&format!("imported {good} (iperf3 tcp) as run 2")),
+        "{text}"
+    );
     assert!(text.ends_with(&format!("saved 2 run(s) in {db}: 1, 2\n")), "{text}");
     // A database that cannot take the write (read-only) saves none of them.
     use std::os::unix::fs::PermissionsExt;
@@ -274,13 +301,28 @@ fn an_import_saves_every_file_in_one_transaction_and_lists_the_runs_saved() {
 fn an_imported_netpipe_run_draws_as_a_sweep() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("np.svg");
-    let out = nicbench(&["plot", "--kind", "sweep", &netpipe_fixture(), "-o", &svg.display().to_string()]);
+    let out = nicbench(&[
+        "plot",
+        "--kind",
+        "sweep",
+        &netpipe_fixture(),
+        "-o",
+        &svg.display().to_string(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let drawn = std::fs::read_to_string(&svg).unwrap();
     roxmltree::Document::parse(&drawn).expect("a valid SVG");
     let db = dir.path().join("results.db").display().to_string();
     assert!(nicbench(&["import", &netpipe_fixture(), "--db", &db]).status.success());
     let from_db = dir.path().join("db.svg");
-    let out = nicbench(&["plot", "--kind", "sweep", "--db", &db, "-o", &from_db.display().to_string()]);
+    let out = nicbench(&[
+        "plot",
+        "--kind",
+        "sweep",
+        "--db",
+        &db,
+        "-o",
+        &from_db.display().to_string(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -149,7 +149,10 @@ pub fn nicbench_document(doc: &Value, c: &Columns) -> Result<(), Bad> {
                 format!("/cpu/{}/utilization_percent", &column[..column.find('_').unwrap_or(0)])
             }
             "client_mtu_bytes" | "agent_mtu_bytes" => {
-                format!("/{}/facts/interface/mtu_bytes", &column[..column.find('_').unwrap_or(0)])
+                format!(
+                    "/{}/facts/interface/mtu_bytes",
+                    &column[..column.find('_').unwrap_or(0)]
+                )
             }
             "streams" | "message_bytes" => format!("/spec/{column}"),
             other => match results.stored_columns().iter().find(|m| m.name == other) {
@@ -216,6 +219,9 @@ mod tests {
         assert!(started_at("t", 1.7e9).is_ok());
         assert!(started_at("t", 0.0).is_err());
         assert!(started_at("t", 9.2e18).unwrap_err().what.contains("1990-01-01"));
-        assert!(workload("workload", "<script>").unwrap_err().what.contains("not a workload"));
+        assert!(workload("workload", "<script>")
+            .unwrap_err()
+            .what
+            .contains("not a workload"));
     }
 }

@@ -78,9 +78,7 @@ fn columns_of(doc: &Value) -> Result<Columns, Error> {
     let workload = match test.get("protocol").and_then(Value::as_str) {
         Some("TCP") => "tcp",
         Some("UDP") => "udp",
-        Some(other) => {
-            return Err(format!("iperf3 protocol '{other}' is not imported (expected TCP or UDP)").into())
-        }
+        Some(other) => return Err(format!("iperf3 protocol '{other}' is not imported (expected TCP or UDP)").into()),
         None => return Err("iperf3 document without start.test_start.protocol".into()),
     };
     let flag = |key: &str| test.get(key).and_then(Value::as_i64).unwrap_or(0) != 0;

@@ -73,7 +73,9 @@ pub fn parse_lines(mut reader: impl BufRead, skipped: Skipped) -> Result<Importe
             return Err(Error::Line(LineError {
                 line: number,
                 byte: start,
-                what: format!("a line longer than {MAX_LINE_BYTES} bytes: expected NetPIPE np.out lines of three numbers"),
+                what: format!(
+                    "a line longer than {MAX_LINE_BYTES} bytes: expected NetPIPE np.out lines of three numbers"
+                ),
             }));
         }
         offset += raw.len();
