@@ -14,10 +14,11 @@ use crate::probe::cpu::{busy_seconds, cpu_report, CpuSampler};
 use crate::probe::sched::ThreadTracker;
 use crate::protocol::channel::{Channel, PeerState};
 use crate::protocol::{Message, ProtocolError};
-use crate::workload::runner::{IntervalCallback, ProgressCallback};
+use crate::workload::runner::{IntervalCallback, ProgressCallback, SideOutcome};
 use crate::workload::{RunControl, Side, TestSpec};
 
-/// Extra time past the expected end before a trial is declared hung.
+/// Extra time past the expected end before a trial is declared hung (the
+/// client's; the agent frees a test slot sooner, see `agent::admission`).
 pub const GRACE: Duration = Duration::from_secs(30);
 
 /// How a trial on one side ended badly.
@@ -55,7 +56,7 @@ pub struct TrialPlan<'a> {
     pub host: Party,
     pub spec: &'a TestSpec,
     /// Latest end of the trial before it is aborted.
-    pub hard_deadline: Option<Instant>,
+    pub hard_deadline: Option<HardDeadline>,
     /// Wait for the peer's `done` report (the client does).
     pub wait_for_peer_report: bool,
     /// Polled every 100 ms: why to stop now (Ctrl-C, SIGTERM), once that
@@ -73,26 +74,25 @@ pub struct TrialOutcome {
     pub interruption: Option<Interruption>,
 }
 
+/// When a trial is aborted as hung: `at`, which is `grace` past its
+/// expected end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HardDeadline {
+    pub at: Instant,
+    pub grace: Duration,
+}
+
 /// Runs one side of a trial to its end while serving the control connection.
 pub fn run_side(
     side: Box<dyn Side>,
-    plan: TrialPlan,
+    mut plan: TrialPlan,
     channel: &mut Channel,
     sampler: &dyn CpuSampler,
 ) -> Result<TrialOutcome, TrialError> {
-    let peer = plan.host.other().as_str();
     let spec = plan.spec;
     let stop = Arc::new(AtomicBool::new(false));
-    let cpus = match plan.host {
-        Party::Client => spec.client.cpus.clone(),
-        Party::Agent => spec.agent.cpus.clone(),
-    };
     let abort = side.aborter();
-    let counter_probe = CounterProbe::for_local_address(channel.stream().local_addr().ok().map(|a| a.ip()));
-    let counters_before = counter_probe.snapshot();
-    let links = LinkProbes::new(spec, plan.host);
-    let mut threads = ThreadTracker::start();
-    let before = sampler.sample().map_err(TrialError::Cpu)?;
+    let mut probes = Probes::start(channel, spec, plan.host, sampler)?;
     let control = RunControl {
         stop: Arc::clone(&stop),
         start: Instant::now(),
@@ -102,24 +102,77 @@ pub fn run_side(
             .is_none()
             .then(|| Duration::from_secs_f64(spec.duration_seconds)),
         interval: Duration::from_secs_f64(spec.interval_seconds),
-        cpus,
-        on_interval: plan.on_interval,
-        on_progress: plan.on_progress,
+        cpus: match plan.host {
+            Party::Client => spec.client.cpus.clone(),
+            Party::Agent => spec.agent.cpus.clone(),
+        },
+        on_interval: plan.on_interval.take(),
+        on_progress: plan.on_progress.take(),
     };
     let start = control.start;
-    let worker = thread::Builder::new()
+    let worker = spawn_side(side, control)?;
+    let watched = watch_peer(&worker, &plan, channel, &stop, &mut probes.threads);
+    if let Some(failure) = watched.failure {
+        stop.store(true, Ordering::Relaxed);
+        abort();
+        let _ = worker.join();
+        return Err(failure);
+    }
+    let outcome = worker
+        .join()
+        .map_err(|payload| TrialError::SidePanicked(panic_message(payload)))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let local = probes.finish(plan.host, outcome, seconds, sampler)?;
+    Ok(TrialOutcome {
+        local,
+        peer: watched.peer_report,
+        interruption: watched.stopped_by.map(|(by, reason)| Interruption {
+            by,
+            reason,
+            elapsed_seconds: seconds,
+            planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
+        }),
+    })
+}
+
+/// Starts the side on its own thread.
+fn spawn_side(side: Box<dyn Side>, control: RunControl) -> Result<thread::JoinHandle<SideOutcome>, TrialError> {
+    thread::Builder::new()
         .name("side".into())
         .spawn(move || side.run(&control))
-        .map_err(|e| TrialError::Cpu(std::io::Error::other(format!("could not start the side thread: {e}"))))?;
+        .map_err(|e| TrialError::Cpu(std::io::Error::other(format!("could not start the side thread: {e}"))))
+}
 
-    let mut peer_report = None;
+/// How the control connection went while the side ran.
+#[derive(Default)]
+struct Watched {
+    peer_report: Option<SideReport>,
+    /// Who stopped the trial early, and why.
+    stopped_by: Option<(Party, String)>,
+    failure: Option<TrialError>,
+}
+
+/// Serves the control connection until the side has finished (and, when
+/// the plan asks, the peer has reported), or the trial fails: the peer
+/// may ask to stop, report, fail, vanish, or the hard deadline may pass.
+fn watch_peer(
+    worker: &thread::JoinHandle<SideOutcome>,
+    plan: &TrialPlan,
+    channel: &mut Channel,
+    stop: &AtomicBool,
+    threads: &mut ThreadTracker,
+) -> Watched {
+    let peer = plan.host.other().as_str();
+    let mut watched = Watched::default();
     let mut stop_sent = false;
-    let mut failure = None;
-    let mut stopped_by: Option<(Party, String)> = None;
+    let fail = |mut watched: Watched, failure: TrialError| {
+        watched.failure = Some(failure);
+        watched
+    };
     loop {
         threads.sample();
-        if worker.is_finished() && plan.wait_for_peer_report && peer_report.is_some() {
-            break;
+        if worker.is_finished() && plan.wait_for_peer_report && watched.peer_report.is_some() {
+            return watched;
         }
         if worker.is_finished() && !plan.wait_for_peer_report {
             // A receiving side ends when its data connections close: at
@@ -127,14 +180,11 @@ pub fn run_side(
             // peer still on the control connection ended the test; one
             // that has closed it lost the test. Unread messages first.
             match channel.peer_state() {
-                PeerState::Quiet => break,
+                PeerState::Quiet => return watched,
                 PeerState::Unread => {}
                 PeerState::Closed => {
-                    failure = Some(TrialError::PeerLost {
-                        peer,
-                        source: ProtocolError::Closed("the end of the test".into()),
-                    });
-                    break;
+                    let source = ProtocolError::Closed("the end of the test".into());
+                    return fail(watched, TrialError::PeerLost { peer, source });
                 }
             }
         }
@@ -145,17 +195,15 @@ pub fn run_side(
         if let Some(reason) = reason {
             stop.store(true, Ordering::Relaxed);
             stop_sent = true;
-            stopped_by.get_or_insert((plan.host, reason.clone()));
-            if let Err(e) = channel.send(&Message::Stop { reason: Some(reason) }) {
-                failure = Some(TrialError::PeerLost { peer, source: e });
-                break;
+            watched.stopped_by.get_or_insert((plan.host, reason.clone()));
+            if let Err(source) = channel.send(&Message::Stop { reason: Some(reason) }) {
+                return fail(watched, TrialError::PeerLost { peer, source });
             }
         }
-        if plan.hard_deadline.is_some_and(|d| Instant::now() > d) {
-            failure = Some(TrialError::Hung(GRACE.as_secs_f64()));
-            break;
+        if let Some(deadline) = plan.hard_deadline.filter(|d| Instant::now() > d.at) {
+            return fail(watched, TrialError::Hung(deadline.grace.as_secs_f64()));
         }
-        if peer_report.is_some() {
+        if watched.peer_report.is_some() {
             thread::sleep(Duration::from_millis(20));
             continue;
         }
@@ -164,74 +212,85 @@ pub fn run_side(
                 stop.store(true, Ordering::Relaxed);
                 if !worker.is_finished() {
                     let reason = reason.unwrap_or_else(|| format!("the {peer} asked to stop"));
-                    stopped_by.get_or_insert((plan.host.other(), reason));
+                    watched.stopped_by.get_or_insert((plan.host.other(), reason));
                 }
             }
-            Ok(Message::Done { report }) if plan.wait_for_peer_report => peer_report = Some(report),
-            Ok(Message::Error { message }) => {
-                failure = Some(TrialError::PeerFailed { peer, message });
-                break;
-            }
+            Ok(Message::Done { report }) if plan.wait_for_peer_report => watched.peer_report = Some(report),
+            Ok(Message::Error { message }) => return fail(watched, TrialError::PeerFailed { peer, message }),
             Ok(other) => {
-                failure = Some(TrialError::Unexpected {
-                    peer,
-                    got: other.kind().to_string(),
-                });
-                break;
+                let got = other.kind().to_string();
+                return fail(watched, TrialError::Unexpected { peer, got });
             }
             Err(ProtocolError::Timeout { .. }) => {}
-            Err(e) => {
-                failure = Some(TrialError::PeerLost { peer, source: e });
-                break;
-            }
+            Err(source) => return fail(watched, TrialError::PeerLost { peer, source }),
         }
     }
-    if let Some(failure) = failure {
-        stop.store(true, Ordering::Relaxed);
-        abort();
-        let _ = worker.join();
-        return Err(failure);
+}
+
+/// What this side samples around the run: CPU, its interface's and links'
+/// counters, and the scheduling of its threads.
+struct Probes {
+    counter_probe: CounterProbe,
+    counters_before: crate::probe::counters::CounterSnapshot,
+    links: LinkProbes,
+    threads: ThreadTracker,
+    cpu_before: crate::probe::cpu::CpuSnapshot,
+}
+
+impl Probes {
+    fn start(channel: &Channel, spec: &TestSpec, host: Party, sampler: &dyn CpuSampler) -> Result<Probes, TrialError> {
+        let counter_probe = CounterProbe::for_local_address(channel.stream().local_addr().ok().map(|a| a.ip()));
+        let counters_before = counter_probe.snapshot();
+        let links = LinkProbes::new(spec, host);
+        let threads = ThreadTracker::start();
+        let cpu_before = sampler.sample().map_err(TrialError::Cpu)?;
+        Ok(Probes {
+            counter_probe,
+            counters_before,
+            links,
+            threads,
+            cpu_before,
+        })
     }
-    let outcome = worker
-        .join()
-        .map_err(|payload| TrialError::SidePanicked(panic_message(payload)))?;
-    let seconds = start.elapsed().as_secs_f64();
-    let after = sampler.sample().map_err(TrialError::Cpu)?;
-    let mut counters = counter_probe.delta(&counters_before, &counter_probe.snapshot());
-    let links = links.finish();
-    counters.scheduling = threads.report();
-    let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.warmup_bytes).sum();
-    let mut cpu = cpu_report(
-        &before,
-        &after,
-        sampler.ticks_per_second(),
-        seconds,
-        outcome.process,
-        bytes_moved,
-    );
-    // Request/response sides count transactions (warm-up included, like bytes_moved).
-    let transactions = outcome.transactions;
-    if transactions > 0 {
-        let busy_us = busy_seconds(&before, &after, sampler.ticks_per_second()) * 1e6;
-        cpu.service_demand_us_per_transaction = Some(busy_us / transactions as f64);
-    }
-    Ok(TrialOutcome {
-        local: SideReport {
-            host: plan.host,
+
+    /// This side's report: its streams with what was sampled over the
+    /// `seconds` the side ran.
+    fn finish(
+        self,
+        host: Party,
+        outcome: SideOutcome,
+        seconds: f64,
+        sampler: &dyn CpuSampler,
+    ) -> Result<SideReport, TrialError> {
+        let after = sampler.sample().map_err(TrialError::Cpu)?;
+        let mut counters = self
+            .counter_probe
+            .delta(&self.counters_before, &self.counter_probe.snapshot());
+        counters.scheduling = self.threads.report();
+        let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.warmup_bytes).sum();
+        let before = &self.cpu_before;
+        let mut cpu = cpu_report(
+            before,
+            &after,
+            sampler.ticks_per_second(),
+            seconds,
+            outcome.process,
+            bytes_moved,
+        );
+        // Request/response sides count transactions (warm-up included, like bytes_moved).
+        if outcome.transactions > 0 {
+            let busy_us = busy_seconds(before, &after, sampler.ticks_per_second()) * 1e6;
+            cpu.service_demand_us_per_transaction = Some(busy_us / outcome.transactions as f64);
+        }
+        Ok(SideReport {
+            host,
             streams: outcome.streams,
             cpu,
             counters: Some(counters),
             overlapped_tests: 0,
-            links,
-        },
-        peer: peer_report,
-        interruption: stopped_by.map(|(by, reason)| Interruption {
-            by,
-            reason,
-            elapsed_seconds: seconds,
-            planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
-        }),
-    })
+            links: self.links.finish(),
+        })
+    }
 }
 
 /// This side's end of every link of a spec, and its interface's counters
@@ -271,15 +330,29 @@ impl LinkProbes {
     }
 }
 
-/// When a trial of `spec` must have ended, with a grace period; for a
+/// When a trial of `spec` must have ended, with [`GRACE`]; for a
 /// byte-count test, `max_seconds` bounds it.
-pub fn hard_deadline(spec: &TestSpec, start: Instant, max_seconds: Option<f64>) -> Option<Instant> {
+pub fn hard_deadline(spec: &TestSpec, start: Instant, max_seconds: Option<f64>) -> Option<HardDeadline> {
+    hard_deadline_with(spec, start, max_seconds, GRACE)
+}
+
+/// [`hard_deadline`] with a grace of the caller's (the agent's is its test
+/// slot's).
+pub fn hard_deadline_with(
+    spec: &TestSpec,
+    start: Instant,
+    max_seconds: Option<f64>,
+    grace: Duration,
+) -> Option<HardDeadline> {
     let expected = if spec.bytes.is_some() {
         max_seconds?
     } else {
         spec.expected_seconds()
     };
-    Some(start + Duration::from_secs_f64(expected) + GRACE)
+    Some(HardDeadline {
+        at: start + Duration::from_secs_f64(expected) + grace,
+        grace,
+    })
 }
 
 #[cfg(test)]
@@ -290,7 +363,6 @@ mod tests {
     use crate::model::spec::tests::spec;
     use crate::probe::cpu::ProcStat;
     use crate::protocol::channel::PeerState;
-    use crate::workload::runner::SideOutcome;
     use crate::workload::Aborter;
 
     /// A side that ends at once, as a receiving side does when its data

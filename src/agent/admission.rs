@@ -7,6 +7,12 @@
 //! pace so far when it reports one, else a busy answer says how long it has
 //! been running instead of promising an end.
 //!
+//! A slot is held at most until its test's time plus [`SLOT_GRACE`] has
+//! passed (a test without a fixed time: the longest test the agent allows,
+//! `--max-duration`), whatever its holder does: a client that stops
+//! reading cannot keep others waiting, and a busy answer never promises an
+//! end later than that.
+//!
 //! No I/O: the agent's connection threads call in, and tests drive it from
 //! plain threads.
 
@@ -16,10 +22,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// How long past its test's time a slot stays held at most: time for a
+/// receiver to drain and both sides to report, not for a stalled client.
+pub const SLOT_GRACE: Duration = Duration::from_secs(5);
+
+/// The longest test assumed when the agent does not say
+/// ([`Admission::longest_test`]): `--max-duration`'s default.
+const DEFAULT_LONGEST: Duration = Duration::from_secs(3600);
+
 /// The test slots and the queue.
 pub struct Admission {
     max_concurrent: usize,
     max_queue: usize,
+    /// The longest test allowed: what bounds a slot whose test has no
+    /// fixed time.
+    longest: Duration,
+    /// How long past its test's time a slot is held: [`SLOT_GRACE`], but
+    /// in tests.
+    grace: Duration,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -41,14 +61,18 @@ struct Running {
     pace: Option<Arc<Pace>>,
     /// Other tests that ran during part of this one.
     overlapped: u32,
+    /// When the slot is freed whatever its holder does.
+    expires: Instant,
 }
 
 impl Running {
-    /// When it should end, if that can be said: its fixed end, else the
-    /// pace so far carried to the end of its work. Otherwise None.
+    /// When it should end, if that can be said: its fixed end (once that
+    /// has passed, its expiry: it ends by then at the latest), else the
+    /// pace so far carried to the end of its work, never past its expiry.
+    /// Otherwise None.
     fn expected_end(&self, now: Instant) -> Option<Instant> {
-        if self.until.is_some() {
-            return self.until;
+        if let Some(until) = self.until {
+            return Some(if until <= now { self.expires } else { until });
         }
         let pace = self.pace.as_ref()?;
         let done = pace.done.load(Ordering::Relaxed);
@@ -57,7 +81,7 @@ impl Running {
         }
         let left = pace.total.saturating_sub(done) as f64 / done as f64;
         let elapsed = now.saturating_duration_since(self.started).as_secs_f64();
-        Some(now + Duration::from_secs_f64((elapsed * left).min(1e6)))
+        Some((now + Duration::from_secs_f64((elapsed * left).min(1e6))).min(self.expires))
     }
 }
 
@@ -131,14 +155,31 @@ impl Admission {
         Admission {
             max_concurrent: max_concurrent.max(1),
             max_queue,
+            longest: DEFAULT_LONGEST,
+            grace: SLOT_GRACE,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
         }
     }
 
+    /// Sets the longest test the agent allows (`--max-duration`): a slot
+    /// whose test has no fixed time is freed after it and the grace.
+    pub fn longest_test(mut self, longest: Duration) -> Admission {
+        self.longest = longest;
+        self
+    }
+
+    /// The state, with every slot past its expiry freed.
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere must not stop the agent: the state stays usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let before = state.running.len();
+        state.running.retain(|r| r.expires > now);
+        if state.running.len() < before {
+            self.changed.notify_all();
+        }
+        state
     }
 
     /// A slot now, if one is free and nobody waits in line.
@@ -193,11 +234,15 @@ impl Admission {
                     seconds_left: self.start_estimate(&state, position).0,
                 };
             }
-            state = self
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            // A slot that expires frees without a ticket dropped: wake then.
+            let wake = state.running.iter().map(|r| r.expires).fold(deadline, Instant::min);
+            drop(
+                self.changed
+                    .wait_timeout(state, wake.saturating_duration_since(now))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0,
+            );
+            state = self.lock();
         }
     }
 
@@ -215,6 +260,9 @@ impl Admission {
             started: now,
             pace: None,
             overlapped: others,
+            // Until the holder says when its test starts, the longest
+            // test it could run bounds the slot.
+            expires: now + expected.max(self.longest) + self.grace,
         });
         Ticket { admission: self, id }
     }
@@ -247,6 +295,13 @@ impl Admission {
         )
     }
 
+    /// Sets the grace past a test's time ([`SLOT_GRACE`] otherwise).
+    #[cfg(test)]
+    fn with_grace(mut self, grace: Duration) -> Admission {
+        self.grace = grace;
+        self
+    }
+
     /// Tests running now.
     pub fn running(&self) -> usize {
         self.lock().running.len()
@@ -261,14 +316,24 @@ impl Admission {
 impl Ticket<'_> {
     /// The test really starts now and should end `expected` later; None
     /// when it has no fixed duration, with its `pace` when it reports one.
+    /// The slot is then freed at that end (or, without one, after the
+    /// longest test allowed) plus [`SLOT_GRACE`], whatever happens.
     pub fn started(&self, expected: Option<Duration>, pace: Option<Arc<Pace>>) {
+        let (longest, grace) = (self.admission.longest, self.admission.grace);
         let mut state = self.admission.lock();
         if let Some(r) = state.running.iter_mut().find(|r| r.id == self.id) {
             let now = Instant::now();
             r.started = now;
             r.until = expected.map(|e| now + e);
             r.pace = pace;
+            r.expires = now + expected.unwrap_or(longest) + grace;
         }
+    }
+
+    /// True once the slot was freed for running past its time and grace:
+    /// its holder should stop.
+    pub fn expired(&self) -> bool {
+        !self.admission.lock().running.iter().any(|r| r.id == self.id)
     }
 
     /// Other tests that ran during part of this one, so far.
@@ -435,6 +500,52 @@ mod tests {
         let after = ticket_age(&admission);
         assert_eq!(busy.running_seconds, None);
         assert_between(busy.seconds_left, 10.0 - after, 10.0 - before);
+    }
+
+    #[test]
+    fn a_slot_is_freed_at_its_time_and_grace_whatever_its_holder_does() {
+        let admission = Admission::new(1, 1).with_grace(Duration::ZERO);
+        let stalled = admission.try_enter(TEN).ok().unwrap();
+        assert!(!stalled.expired());
+        // A test of no time and no grace: over as soon as it started. Its
+        // holder never lets go of the ticket (a client that reads nothing).
+        stalled.started(Some(Duration::ZERO), None);
+        let next = admission.try_enter(TEN).expect("the stalled slot was not freed");
+        assert!(stalled.expired(), "the holder is told its slot is gone");
+        // The stalled ticket's late drop does not free the new test's slot.
+        drop(stalled);
+        assert!(admission.try_enter(TEN).is_err());
+        assert!(!next.expired());
+    }
+
+    #[test]
+    fn a_test_past_its_time_is_said_to_end_by_its_grace() {
+        let grace = Duration::from_secs(60);
+        let admission = Admission::new(1, 1).with_grace(grace);
+        let overrun = admission.try_enter(TEN).ok().unwrap();
+        overrun.started(Some(Duration::ZERO), None);
+        // Its time is up but the slot is held: not "about 0 s more", but
+        // when it is freed at the latest.
+        let before = ticket_age(&admission);
+        let busy = admission.try_enter(TEN).err().unwrap();
+        let after = ticket_age(&admission);
+        assert_eq!(busy.running_seconds, None);
+        assert_between(busy.seconds_left, 60.0 - after, 60.0 - before);
+    }
+
+    #[test]
+    fn a_slot_without_a_fixed_time_is_bounded_by_the_longest_test() {
+        let admission = Admission::new(1, 1)
+            .longest_test(Duration::ZERO)
+            .with_grace(Duration::ZERO);
+        let ticket = admission.try_enter(TEN).ok().unwrap();
+        assert!(!ticket.expired());
+        ticket.started(None, Some(Pace::new(1000)));
+        assert!(
+            ticket.expired(),
+            "a byte-count test holds its slot no longer than --max-duration allows"
+        );
+        assert!(admission.try_enter(TEN).is_ok());
     }
 
     /// Seconds since the only running test started.

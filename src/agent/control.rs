@@ -1,28 +1,69 @@
 //! One control connection: the client's hello, ours, the key proof when
 //! the agent has a key, then the one request the connection carries,
 //! handed to the part that serves it (a test, a host setting, a peer test,
-//! a watch) or answered here (facts, addresses).
+//! a watch) or answered here (facts, addresses). The whole handshake, from
+//! the connection's accept to its request, has one deadline
+//! (`--handshake-timeout`): each message does not start a new one, so a
+//! client cannot hold a connection longer by answering late.
 
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{host_settings, peer, run, unexpected, watch, Refusal, Shared};
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, Psk};
 use crate::protocol::channel::{peer_state, Channel, PeerState};
-use crate::protocol::{self, Hello, Message, MAX_CLIENT_FRAME};
+use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
 
-/// Serves one control connection to its end; a refusal is logged, and
-/// told to the client when it is worth telling.
-pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+/// The one deadline of a connection's handshake: hello, key proof and
+/// request all arrive before it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Handshake {
+    deadline: Instant,
+    allowed: Duration,
+}
+
+impl Handshake {
+    /// A handshake that began at `accepted` and may take `allowed`.
+    pub(super) fn new(accepted: Instant, allowed: Duration) -> Handshake {
+        Handshake {
+            deadline: accepted + allowed,
+            allowed,
+        }
+    }
+
+    /// What is left of the handshake's time at `now`.
+    fn left(&self, now: Instant) -> Duration {
+        self.deadline.saturating_duration_since(now)
+    }
+
+    /// The next message, within what is left of the handshake; a timeout
+    /// names the whole time allowed.
+    fn recv(&self, channel: &mut Channel, waiting_for: &str) -> Result<Message, ProtocolError> {
+        channel
+            .recv(self.left(Instant::now()), waiting_for)
+            .map_err(|e| match e {
+                ProtocolError::Timeout { waiting_for, .. } => ProtocolError::Timeout {
+                    seconds: self.allowed.as_secs_f64(),
+                    waiting_for,
+                },
+                other => other,
+            })
+    }
+}
+
+/// Serves one control connection, accepted at `accepted`, to its end; a
+/// refusal is logged, and told to the client when it is worth telling.
+pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, accepted: Instant, shared: &Shared) {
     let local_ip = match stream.local_addr() {
         Ok(a) => a.ip(),
         Err(_) => return,
     };
     log::debug!("{peer}: control connection opened");
     let mut channel = Channel::new(stream, MAX_CLIENT_FRAME);
-    match serve_connection(&mut channel, peer, local_ip, shared) {
+    let handshake = Handshake::new(accepted, shared.config.handshake_timeout);
+    match serve_connection(&mut channel, peer, local_ip, handshake, shared) {
         Ok(()) => {}
         Err(Refusal::Quiet(reason)) => log::warn!("{peer}: closed: {reason}"),
         Err(Refusal::Busy(reason)) => log::info!("{peer}: {reason}"),
@@ -35,15 +76,21 @@ pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, shared: &Sh
 }
 
 /// Shakes hands, then serves the one request this connection carries.
-fn serve_connection(channel: &mut Channel, peer: SocketAddr, local_ip: IpAddr, shared: &Shared) -> Result<(), Refusal> {
-    expect_hello(channel, shared.config.handshake_timeout)?;
+fn serve_connection(
+    channel: &mut Channel,
+    peer: SocketAddr,
+    local_ip: IpAddr,
+    handshake: Handshake,
+    shared: &Shared,
+) -> Result<(), Refusal> {
+    expect_hello(channel, &handshake)?;
     channel.send(&Message::Hello(our_hello(shared)))?;
     if let Some(psk) = &shared.config.psk {
-        authenticate(channel, psk, shared)?;
+        authenticate(channel, psk, &handshake, shared)?;
     }
     let mut addresses_sent = false;
     loop {
-        match channel.recv(shared.config.handshake_timeout, "test_request")? {
+        match handshake.recv(channel, "test_request")? {
             Message::TestRequest { spec, wait_seconds } => {
                 return run::serve(channel, peer, local_ip, shared, spec, wait_seconds)
             }
@@ -89,20 +136,20 @@ fn our_hello(shared: &Shared) -> Hello {
 }
 
 /// Reads the client's hello and checks it is nicbench of our protocol.
-fn expect_hello(channel: &mut Channel, timeout: Duration) -> Result<(), Refusal> {
-    match channel.recv(timeout, "hello")? {
+fn expect_hello(channel: &mut Channel, handshake: &Handshake) -> Result<(), Refusal> {
+    match handshake.recv(channel, "hello")? {
         Message::Hello(hello) => hello.check_peer("client").map_err(Refusal::from),
         other => Err(unexpected("hello", &other)),
     }
 }
 
 /// The agent's half of the challenge-response (see `protocol::auth`).
-fn authenticate(channel: &mut Channel, psk: &Psk, shared: &Shared) -> Result<(), Refusal> {
+fn authenticate(channel: &mut Channel, psk: &Psk, handshake: &Handshake, shared: &Shared) -> Result<(), Refusal> {
     let agent_nonce = auth::new_nonce();
     channel.send(&Message::AuthChallenge {
         nonce: auth::hex_encode(&agent_nonce),
     })?;
-    let (client_nonce, mac) = match channel.recv(shared.config.handshake_timeout, "auth_response")? {
+    let (client_nonce, mac) = match handshake.recv(channel, "auth_response")? {
         Message::AuthResponse { nonce, mac } => (nonce, mac),
         other => {
             shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
@@ -179,9 +226,27 @@ mod tests {
     fn a_client_that_skips_its_hello_is_told() {
         let (mut agent, mut client) = control_pair();
         client.send(&Message::Start).unwrap();
-        match expect_hello(&mut agent, Duration::from_secs(10)) {
+        match expect_hello(&mut agent, &Handshake::new(Instant::now(), Duration::from_secs(10))) {
             Err(Refusal::Tell(words)) => assert_eq!(words, "expected hello, got 'start'"),
             _ => panic!("a start before the hello was accepted"),
+        }
+    }
+
+    #[test]
+    fn the_handshake_has_one_deadline_that_a_late_message_does_not_extend() {
+        let start = Instant::now();
+        let handshake = Handshake::new(start, Duration::from_secs(10));
+        // A hello at 9 s leaves 1 s for the rest, not another 10 s.
+        assert_eq!(handshake.left(start + Duration::from_secs(9)), Duration::from_secs(1));
+        assert_eq!(handshake.left(start + Duration::from_secs(11)), Duration::ZERO);
+        // On a connection whose handshake time has run out, the next
+        // message is refused at once, naming the whole time allowed.
+        let (mut agent, _client) = control_pair();
+        let accepted = Instant::now().checked_sub(Duration::from_secs(10)).unwrap();
+        let spent = Handshake::new(accepted, Duration::from_secs(10));
+        match expect_hello(&mut agent, &spent) {
+            Err(Refusal::Tell(words)) => assert_eq!(words, "timed out after 10.0 s waiting for hello"),
+            _ => panic!("a handshake past its deadline went on"),
         }
     }
 
@@ -191,8 +256,9 @@ mod tests {
     fn prove_with(client_key: Psk) -> (Result<(), String>, usize) {
         let (mut agent, mut client) = control_pair();
         let state = shared(|c| c.psk = Some(key()));
+        let handshake = Handshake::new(Instant::now(), Duration::from_secs(10));
         let played = thread::scope(|s| {
-            let agent_side = s.spawn(|| authenticate(&mut agent, &key(), &state));
+            let agent_side = s.spawn(|| authenticate(&mut agent, &key(), &handshake, &state));
             let Message::AuthChallenge { nonce } = client.recv(Duration::from_secs(10), "auth_challenge").unwrap()
             else {
                 panic!("no challenge");

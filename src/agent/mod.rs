@@ -10,8 +10,12 @@
 //! `control` reads one connection's hello, key proof and request and hands
 //! it on: to `run` for a test (with `link_check` for its links), to
 //! `host_settings` for the MTU and other host settings, to `peer` for a
-//! peer test, to `watch` for `watch --peer`. `admission` holds the slots
-//! and the queue, `limits` the operator's limits.
+//! peer test, to `watch` for `watch --peer`. Every way in passes one
+//! admission path: a new connection passes the connection gate (`limits`:
+//! per-address connections held and rate, shared with the metrics server),
+//! then the key, then a test takes a slot of `admission` (data connections
+//! open only for a test that holds one), whose slot rules free it at the
+//! test's end plus a short grace whatever the client does.
 
 mod admission;
 mod control;
@@ -31,6 +35,7 @@ use std::thread;
 use std::time::Duration;
 
 use self::admission::Admission;
+use self::limits::ConnectionGate;
 pub use self::serve::{Agent, AgentHandle};
 use crate::protocol::auth::Psk;
 use crate::protocol::limits::TestLimits;
@@ -49,14 +54,18 @@ pub struct AgentConfig {
     pub max_connections: usize,
     /// Control connections accepted per client address per minute (0: no limit).
     pub max_connections_per_minute: u32,
+    /// Connections one client address may hold open at once, control port
+    /// and metrics together (0: no limit).
+    pub max_connections_per_address: usize,
     /// Tests run at once (`--max-concurrent`).
     pub max_concurrent: usize,
     /// Clients that may wait in line (`--max-queue`).
     pub max_queue: usize,
     /// Pre-shared key every client must prove it knows.
     pub psk: Option<Psk>,
-    /// How long a client may take for each message before the test
-    /// (hello, key proof, test request); a silent client is cut off then.
+    /// How long a client may take for its whole handshake, from its
+    /// connection's accept to its request (hello, key proof, request); it
+    /// is cut off then, however it paced its messages.
     pub handshake_timeout: Duration,
     /// Also serve iperf3 clients on this address (`--iperf3-port`).
     pub iperf3_listen: Option<SocketAddr>,
@@ -87,6 +96,7 @@ impl AgentConfig {
             limits: TestLimits::default(),
             max_connections: 64,
             max_connections_per_minute: 600,
+            max_connections_per_address: crate::protocol::gate::DEFAULT_PER_ADDRESS,
             max_concurrent: 1,
             max_queue: 16,
             psk: None,
@@ -135,6 +145,8 @@ struct Stats {
 struct Shared {
     config: AgentConfig,
     admission: Admission,
+    /// Every new connection passes it (control port, metrics).
+    gate: Arc<ConnectionGate>,
     connections: AtomicUsize,
     shutdown: Arc<AtomicBool>,
     stats: Stats,
@@ -148,7 +160,10 @@ struct Shared {
 impl Shared {
     fn new(config: AgentConfig) -> Shared {
         Shared {
-            admission: Admission::new(config.max_concurrent, config.max_queue),
+            admission: Admission::new(config.max_concurrent, config.max_queue).longest_test(Duration::from_secs_f64(
+                config.limits.max_duration_seconds.clamp(0.0, 1e9),
+            )),
+            gate: ConnectionGate::new(config.max_connections_per_minute, config.max_connections_per_address),
             config,
             connections: AtomicUsize::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),

@@ -8,14 +8,16 @@
 //!    `--psk-file`), and the coordinator proved the key (the handshake
 //!    before this request);
 //! 2. the test is a throughput or latency test (tcp, udp, rr) within this
-//!    agent's limits (duration, streams, message size, rate), with no
+//!    agent's limits (duration, streams, message size, and the rate as the
+//!    workload reads its parameters: none set is unlimited), with no
 //!    `--links` and no local options that name this host's resources;
 //! 3. the target answers as a nicbench agent *and proves it knows the same
 //!    key* (hello and mutual authentication on the control connection)
 //!    before any data connection is opened; data goes only to the address
 //!    that control connection reached;
 //! 4. this agent holds its own test slot while it runs, so it never serves
-//!    another test (or a second peer test) at the same time.
+//!    another test (or a second peer test) at the same time; the test is
+//!    stopped when the slot's time and grace have passed.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -32,6 +34,9 @@ use crate::workload::{self, TestSpec};
 
 /// How long the agent waits for the target to accept its connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a peer test may take besides its own and its wait in line: the
+/// control connection, the handshake and the data connections.
+const PEER_SETUP: Duration = Duration::from_secs(20);
 
 /// Why a peer test is refused before anything is sent: checked in order,
 /// each in words for the coordinator's user.
@@ -63,7 +68,7 @@ pub(super) fn check_request(shared: &Shared, target: &str, spec: &TestSpec) -> R
     }
     let workload = workload::find(&spec.workload).map_err(|e| e.to_string())?;
     workload.validate(spec).map_err(|e| e.to_string())?;
-    shared.config.limits.check(spec)?;
+    shared.config.limits.check_offered(spec, workload.offered_rate(spec))?;
     let (host, port) = crate::address::split_host_port(target).map_err(|e| e.to_string())?;
     let port =
         port.ok_or_else(|| format!("peer test target '{target}' has no port; the coordinator sends HOST:PORT"))?;
@@ -91,7 +96,12 @@ pub(super) fn serve(
     })?;
     let wait_seconds = queue_wait(wait_seconds);
     let ticket = admit(channel, shared, &spec, wait_seconds)?;
-    ticket.started(Some(Duration::from_secs_f64(spec.expected_seconds())), None);
+    // Its time here: the wait in the target's line, the connections and
+    // the test itself; the slot ends with it (and the grace).
+    ticket.started(
+        Some(Duration::from_secs_f64(spec.expected_seconds() + wait_seconds) + PEER_SETUP),
+        None,
+    );
     let psk = shared.config.psk.as_ref().expect("checked above");
     let peer_target = Target {
         host,
@@ -111,6 +121,8 @@ pub(super) fn serve(
             Some("the agent running the peer test is shutting down".to_string())
         } else if stream_closed(&watch) {
             Some("the coordinator closed its connection".to_string())
+        } else if ticket.expired() {
+            Some("the peer test ran past its time and grace on the agent running it".to_string())
         } else {
             None
         }
@@ -142,5 +154,37 @@ pub(super) fn serve(
             metrics.peer_test(&spec.workload, PeerTestOutcome::Failed);
             Err(Refusal::Tell(format!("the peer test toward {target} failed: {e}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{key, shared};
+    use super::*;
+    use crate::model::spec::tests::spec;
+
+    /// Issue 31: a peer test without a rate was within --max-rate.
+    #[test]
+    fn a_peer_test_that_sets_no_rate_is_held_to_the_max_rate() {
+        let agent = shared(|c| {
+            c.allow_peer_tests = true;
+            c.psk = Some(key());
+            c.limits.max_rate_bits_per_second = Some(1e6);
+        });
+        let mut rateless = spec("udp");
+        rateless.params = serde_json::json!({});
+        let words = check_request(&agent, "192.0.2.9:5310", &rateless).unwrap_err();
+        assert!(
+            words.contains("an unlimited rate") && words.contains("--max-rate"),
+            "{words}"
+        );
+        let words = check_request(&agent, "192.0.2.9:5310", &spec("tcp")).unwrap_err();
+        assert!(words.contains("--max-rate"), "{words}");
+        let mut paced = spec("udp");
+        paced.params = serde_json::json!({ "rate_bits_per_second": 500_000 });
+        assert_eq!(
+            check_request(&agent, "192.0.2.9:5310", &paced),
+            Ok(("192.0.2.9".to_string(), 5310))
+        );
     }
 }

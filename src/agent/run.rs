@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::admission::{Pace, Poll, Ticket};
+use super::admission::{Pace, Poll, Ticket, SLOT_GRACE};
 use super::control::peer_gone;
 use super::link_check::check_links_here;
 use super::{unexpected, Refusal, Shared};
@@ -66,17 +66,20 @@ pub(super) fn serve(
     );
     let start = Instant::now();
     let pace = pace_of(&spec);
+    // The slot is freed at the test's time plus its grace whatever the
+    // client does; this side is aborted at the same moment.
     ticket.started(
         workload.known_duration_seconds(&spec).map(Duration::from_secs_f64),
         pace.clone(),
     );
+    let max_seconds = shared.config.limits.max_duration_seconds;
     let on_interval = pace.map(|pace| -> IntervalCallback {
         Box::new(move |tick| pace.add(tick.streams.iter().map(|&(_, _, bytes)| bytes).sum()))
     });
     let plan = TrialPlan {
         host: Party::Agent,
         spec: &spec,
-        hard_deadline: side_runner::hard_deadline(&spec, start, Some(shared.config.limits.max_duration_seconds)),
+        hard_deadline: side_runner::hard_deadline_with(&spec, start, Some(max_seconds), SLOT_GRACE),
         wait_for_peer_report: false,
         interrupted: &|| {
             shared
@@ -111,7 +114,8 @@ pub(super) fn serve(
 
 /// Checks a test request before it waits for a slot: a workload this
 /// build runs, a valid spec, CPUs and links of this host, and within the
-/// operator's limits. Returns the workload.
+/// operator's limits, the rate as the workload reads its own parameters.
+/// Returns the workload.
 fn check_request(shared: &Shared, spec: &TestSpec) -> Result<&'static dyn Workload, Refusal> {
     let workload = workload::find(&spec.workload).map_err(|e| Refusal::Tell(e.to_string()))?;
     workload
@@ -123,7 +127,7 @@ fn check_request(shared: &Shared, spec: &TestSpec) -> Result<&'static dyn Worklo
     shared
         .config
         .limits
-        .check(spec)
+        .check_offered(spec, workload.offered_rate(spec))
         .inspect_err(|_| AgentMetrics::global().refused(RefusalReason::Limits))
         .map_err(Refusal::Tell)?;
     Ok(workload)

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::control::handle_connection;
 use super::iperf3_port;
-use super::limits::ConnectionRate;
+use super::limits::{ConnectionGate, GateRefusal, Pass};
 use super::{AgentConfig, AgentError, Iperf3ResultSink, Shared};
 use crate::protocol::framing::encode;
 use crate::protocol::Message;
@@ -50,6 +50,12 @@ impl Agent {
         self.listener.local_addr().expect("a bound listener has an address")
     }
 
+    /// The gate every new connection passes (per-address rate and
+    /// connections held), for the metrics server to share.
+    pub fn connection_gate(&self) -> Arc<ConnectionGate> {
+        Arc::clone(&self.shared.gate)
+    }
+
     /// A flag that ends `serve` when raised (checked every 200 ms).
     pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.shared.shutdown)
@@ -62,15 +68,15 @@ impl Agent {
         let c = &shared.config;
         log::info!(
             "agent listening on {} (authentication {}, {} concurrent test(s), queue of {}, \
-             {} connections at once, {} per address per minute)",
+             {} connections at once, {} per address at once, {} per address per minute)",
             self.listener.local_addr().map_or("?".into(), |a| a.to_string()),
             if c.psk.is_some() { "on" } else { "off" },
             c.max_concurrent,
             c.max_queue,
             c.max_connections,
+            c.max_connections_per_address,
             c.max_connections_per_minute
         );
-        let mut rate = ConnectionRate::new(c.max_connections_per_minute);
         let mut workers: Vec<thread::JoinHandle<()>> = Vec::new();
         let iperf3 = self.iperf3_listener.map(|listener| {
             let shared = Arc::clone(&shared);
@@ -92,20 +98,25 @@ impl Agent {
                     continue;
                 }
             };
+            let accepted = Instant::now();
             workers.retain(|w| !w.is_finished());
             join_finished(&shared.stragglers);
-            if let Some(reason) = admit_connection(&shared, &mut rate, peer) {
-                shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
-                log::warn!("{peer}: connection refused: {reason}");
-                refuse_at_once(stream, reason);
-                continue;
-            }
+            let pass = match admit_connection(&shared, peer, accepted) {
+                Ok(pass) => pass,
+                Err(reason) => {
+                    shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+                    log::warn!("{peer}: connection refused: {reason}");
+                    refuse_at_once(stream, reason);
+                    continue;
+                }
+            };
             shared.connections.fetch_add(1, Ordering::Relaxed);
             crate::metrics::AgentMetrics::global().connection_accepted();
             let conn_shared = Arc::clone(&shared);
             let spawned = thread::Builder::new().name(format!("control-{peer}")).spawn(move || {
-                handle_connection(stream, peer, &conn_shared);
+                handle_connection(stream, peer, accepted, &conn_shared);
                 conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
+                drop(pass);
             });
             match spawned {
                 Ok(w) => workers.push(w),
@@ -213,26 +224,26 @@ pub(super) fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
     unsafe { libc::poll(&mut fds, 1, timeout_ms) > 0 }
 }
 
-/// Why a new control connection is refused before any thread is spent on
-/// it, or None to serve it.
-fn admit_connection(shared: &Shared, rate: &mut ConnectionRate, peer: SocketAddr) -> Option<String> {
-    if let Err(wait) = rate.admit(peer.ip(), Instant::now()) {
-        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
-        return Some(format!(
-            "too many connections from {}: this agent allows {} per minute per address \
-             (its --max-connections-per-minute); try again in {wait:.0} s",
-            peer.ip(),
-            rate.per_minute()
-        ));
-    }
+/// Admits a new control connection through the agent's gate (per-address
+/// connections held and rate) and its limit of connections in all, before
+/// any thread is spent on it; or says why not.
+fn admit_connection(shared: &Shared, peer: SocketAddr, now: Instant) -> Result<Pass, String> {
+    let metrics = crate::metrics::AgentMetrics::global();
+    let pass = shared.gate.admit(peer.ip(), now).map_err(|refusal| {
+        metrics.refused(match refusal {
+            GateRefusal::Rate { .. } => crate::metrics::RefusalReason::RateLimit,
+            GateRefusal::Open { .. } => crate::metrics::RefusalReason::ConnectionLimit,
+        });
+        refusal.to_string()
+    })?;
     let limit = shared.config.max_connections;
     if shared.connections.load(Ordering::Relaxed) >= limit {
-        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::ConnectionLimit);
-        return Some(format!(
+        metrics.refused(crate::metrics::RefusalReason::ConnectionLimit);
+        return Err(format!(
             "this agent already has {limit} control connections open (its --max-connections); try again later"
         ));
     }
-    None
+    Ok(pass)
 }
 
 /// Tells a refused peer why in one frame, without ever blocking the accept
@@ -273,12 +284,15 @@ mod tests {
 
     #[test]
     fn connections_over_the_limit_are_refused_with_the_option_to_raise() {
-        let shared = shared(|c| c.max_connections = 2);
-        let mut rate = ConnectionRate::new(0);
+        let shared = shared(|c| {
+            c.max_connections = 2;
+            c.max_connections_per_minute = 0;
+        });
         let peer: SocketAddr = "192.0.2.7:40000".parse().unwrap();
-        assert_eq!(admit_connection(&shared, &mut rate, peer), None);
+        let now = Instant::now();
+        assert!(admit_connection(&shared, peer, now).is_ok());
         shared.connections.store(2, Ordering::Relaxed);
-        let words = admit_connection(&shared, &mut rate, peer).expect("a third connection");
+        let words = admit_connection(&shared, peer, now).expect_err("a third connection");
         assert!(
             words.contains("already has 2 control connections open (its --max-connections)"),
             "{words}"
@@ -287,18 +301,34 @@ mod tests {
 
     #[test]
     fn a_client_over_its_rate_is_refused_with_the_time_to_wait() {
-        let shared = shared(|_| {});
-        let mut rate = ConnectionRate::new(1);
+        let shared = shared(|c| c.max_connections_per_minute = 1);
         let peer: SocketAddr = "192.0.2.7:40000".parse().unwrap();
-        assert_eq!(admit_connection(&shared, &mut rate, peer), None);
-        let words = admit_connection(&shared, &mut rate, peer).expect("a second connection in the minute");
+        let now = Instant::now();
+        assert!(admit_connection(&shared, peer, now).is_ok());
+        let words = admit_connection(&shared, peer, now).expect_err("a second connection in the minute");
         assert!(words.contains("too many connections from 192.0.2.7"), "{words}");
         assert!(words.contains("--max-connections-per-minute"), "{words}");
         let other: SocketAddr = "192.0.2.8:40000".parse().unwrap();
-        assert_eq!(
-            admit_connection(&shared, &mut rate, other),
-            None,
+        assert!(
+            admit_connection(&shared, other, now).is_ok(),
             "the limit is per address"
+        );
+    }
+
+    #[test]
+    fn one_address_cannot_hold_every_control_connection() {
+        let shared = shared(|c| c.max_connections_per_address = 2);
+        let noisy: SocketAddr = "192.0.2.7:40000".parse().unwrap();
+        let now = Instant::now();
+        let held: Vec<Pass> = (0..2).map(|_| admit_connection(&shared, noisy, now).unwrap()).collect();
+        let words = admit_connection(&shared, noisy, now).expect_err("a third connection from one address");
+        assert!(words.contains("its --max-connections-per-address"), "{words}");
+        let honest: SocketAddr = "192.0.2.8:40000".parse().unwrap();
+        assert!(admit_connection(&shared, honest, now).is_ok());
+        drop(held);
+        assert!(
+            admit_connection(&shared, noisy, now).is_ok(),
+            "closed connections give their places back"
         );
     }
 

@@ -161,8 +161,9 @@ pub struct ServeArgs {
     /// Largest socket buffer (SO_SNDBUF/SO_RCVBUF) a client may ask for on either end.
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::buffer_size)]
     pub max_buffer: u64,
-    /// Highest offered rate of a paced workload (UDP), per direction over
-    /// all streams, e.g. 1G; unpaced tests are then refused. Default: no limit.
+    /// Highest rate a test may offer, per direction over all streams, e.g.
+    /// 1G; a test that sets no rate (tcp, rr, sweep, files, udp -b max) is
+    /// unlimited and then refused. Default: no limit.
     #[arg(long, value_name = "RATE", value_parser = parse::rate_in(1, u64::MAX))]
     pub max_rate: Option<u64>,
     /// Tests run at once; every result then records how many others overlapped it.
@@ -177,6 +178,12 @@ pub struct ServeArgs {
     /// Control connections accepted per client address per minute (0: no limit).
     #[arg(long, value_name = "N", default_value_t = 600)]
     pub max_connections_per_minute: u32,
+    /// Connections one client address may hold open at once, control port
+    /// and metrics together; a silent one is closed at the handshake
+    /// deadline (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = crate::protocol::gate::DEFAULT_PER_ADDRESS as u32,
+          value_parser = parse::between::<u32>(0, 4096))]
+    pub max_connections_per_address: u32,
     /// Require clients to prove they know the pre-shared key in this file
     /// (HMAC-SHA256 challenge-response; the key never crosses the network).
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
@@ -191,8 +198,8 @@ pub struct ServeArgs {
     /// the same key, within the --max-* limits. Off by default.
     #[arg(long, requires = "psk_file")]
     pub allow_peer_tests: bool,
-    /// How long a client may take for each message before its test starts
-    /// (hello, key proof, request); silent clients are cut off after it.
+    /// How long a client may take for its whole handshake, from connecting
+    /// to its request (hello, key proof, request); it is cut off then.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::positive_duration)]
     pub handshake_timeout: std::time::Duration,
     /// Also accept unmodified iperf3 3.x clients on this port (`iperf3 -c

@@ -41,6 +41,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.max_queue = args.max_queue as usize;
         config.max_connections = args.max_connections as usize;
         config.max_connections_per_minute = args.max_connections_per_minute;
+        config.max_connections_per_address = args.max_connections_per_address as usize;
         config.psk = psk.clone();
         config.handshake_timeout = args.handshake_timeout;
         config.iperf3_listen = args.iperf3_port.map(|port| SocketAddr::new(ip, port));
@@ -87,7 +88,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             agent.on_iperf3_result(iperf3_saver(store, args.tags.clone()));
         }
     }
-    let _metrics = super::serve_metrics::start(&args, agent.local_addr()).context("--metrics-listen")?;
+    let _metrics =
+        super::serve_metrics::start(&args, agent.local_addr(), agent.connection_gate()).context("--metrics-listen")?;
     agent.serve();
     watcher.stop();
     Ok(())

@@ -14,8 +14,13 @@ use crate::cli::ServeArgs;
 use crate::metrics::{self, AgentMetrics, BearerToken, MetricsServer, ProbeError, ProbeQuery, Routes};
 use crate::session;
 
-/// Starts the metrics server when `--metrics-listen` asks for one.
-pub fn start(args: &ServeArgs, agent: SocketAddr) -> anyhow::Result<Option<MetricsServer>> {
+/// Starts the metrics server when `--metrics-listen` asks for one; its
+/// connections pass the agent's connection `gate`.
+pub fn start(
+    args: &ServeArgs,
+    agent: SocketAddr,
+    gate: std::sync::Arc<crate::protocol::gate::ConnectionGate>,
+) -> anyhow::Result<Option<MetricsServer>> {
     let Some(listen) = args.metrics_listen else {
         return Ok(None);
     };
@@ -34,6 +39,7 @@ pub fn start(args: &ServeArgs, agent: SocketAddr) -> anyhow::Result<Option<Metri
             Box::new(move |q: &ProbeQuery| run_probe(q, psk_file.as_deref(), agent))
         }),
         probe_token,
+        gate: Some(gate),
     };
     let server = MetricsServer::start(listen, routes).with_context(|| format!("cannot listen on {listen}"))?;
     eprintln!(

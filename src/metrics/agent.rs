@@ -30,7 +30,8 @@ pub enum RefusalReason {
     /// The request itself was invalid (unknown workload, bad spec, a
     /// request the agent does not grant).
     InvalidRequest,
-    /// Too many control connections open (`--max-connections`).
+    /// Too many control connections open (`--max-connections`), or from
+    /// one address (`--max-connections-per-address`).
     ConnectionLimit,
     /// Too many connections from one address (`--max-connections-per-minute`).
     RateLimit,

@@ -5,7 +5,12 @@
 //! (past it a connection is closed at once), a request head of at most
 //! 8 KiB read within one deadline (a slowloris client is cut off at it
 //! however slowly it trickles), a write deadline, and no request body. A
-//! handler that panics answers 500; the server keeps serving.
+//! handler that panics answers 500; the server keeps serving. Before a
+//! connection is queued it passes the agent's connection gate when the
+//! server belongs to one (per-address rate and connections held, shared
+//! with the control port) and this server's own: one address is answered
+//! on at most half the workers at once, so silent sockets from one address
+//! never hold them all.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,6 +25,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::blackbox::{ProbeError, ProbeQuery};
+use crate::protocol::gate::{ConnectionGate, Pass};
 
 /// Largest request head (request line and headers) read.
 pub const MAX_REQUEST_BYTES: usize = 8192;
@@ -31,6 +37,12 @@ pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 pub const WORKERS: usize = 4;
 /// Accepted connections waiting for a worker; more are closed at once.
 pub const QUEUE: usize = 16;
+/// Connections one client address may have queued or answered at once.
+pub const PER_ADDRESS: usize = WORKERS / 2;
+
+/// An accepted connection with its places at the gates, given back when
+/// it is answered or dropped.
+type Admitted = (TcpStream, Vec<Pass>);
 
 /// Runs one probe: the agent's test toward the query's target.
 pub type ProbeHandler = Box<dyn Fn(&ProbeQuery) -> Result<String, ProbeError> + Send + Sync>;
@@ -92,6 +104,9 @@ pub struct Routes {
     pub probe: Option<ProbeHandler>,
     /// Required on `/probe` when set.
     pub probe_token: Option<BearerToken>,
+    /// The gate of the agent this server belongs to: every connection
+    /// passes it as a control connection does.
+    pub gate: Option<Arc<ConnectionGate>>,
 }
 
 impl Routes {
@@ -101,6 +116,7 @@ impl Routes {
             metrics: Box::new(render),
             probe: None,
             probe_token: None,
+            gate: None,
         }
     }
 }
@@ -158,7 +174,11 @@ impl MetricsServer {
         let shutdown = Arc::new(AtomicBool::new(false));
         let routes = Arc::new(routes);
         let probing = Arc::new(AtomicUsize::new(0));
-        let (tx, rx) = sync_channel::<TcpStream>(QUEUE);
+        let (tx, rx) = sync_channel::<Admitted>(QUEUE);
+        let gates = Gates {
+            agent: routes.gate.clone(),
+            own: ConnectionGate::new(0, PER_ADDRESS),
+        };
         let rx = Arc::new(Mutex::new(rx));
         let mut threads = Vec::new();
         for i in 0..WORKERS {
@@ -173,7 +193,7 @@ impl MetricsServer {
         threads.push(
             thread::Builder::new()
                 .name("metrics-accept".into())
-                .spawn(move || accept_loop(listener, tx, &stop))?,
+                .spawn(move || accept_loop(listener, tx, &gates, &stop))?,
         );
         Ok(MetricsServer {
             addr,
@@ -196,7 +216,34 @@ impl Drop for MetricsServer {
     }
 }
 
-fn accept_loop(listener: TcpListener, tx: SyncSender<TcpStream>, shutdown: &AtomicBool) {
+/// The gates a connection passes: the agent's, when the server belongs to
+/// one, and the server's own bound per address.
+struct Gates {
+    agent: Option<Arc<ConnectionGate>>,
+    own: Arc<ConnectionGate>,
+}
+
+impl Gates {
+    /// A place at each gate for a connection from `peer`, or why not (the
+    /// places already taken are given back).
+    fn pass(&self, peer: SocketAddr) -> Result<Vec<Pass>, String> {
+        let now = Instant::now();
+        let mut passes = Vec::with_capacity(2);
+        if let Some(gate) = &self.agent {
+            passes.push(gate.admit(peer.ip(), now).map_err(|refusal| refusal.to_string())?);
+        }
+        passes.push(self.own.admit(peer.ip(), now).map_err(|_| {
+            format!(
+                "{} already has {PER_ADDRESS} requests open on this metrics server, which answers one address \
+                 on at most {PER_ADDRESS} of its {WORKERS} workers at once",
+                peer.ip().to_canonical()
+            )
+        })?);
+        Ok(passes)
+    }
+}
+
+fn accept_loop(listener: TcpListener, tx: SyncSender<Admitted>, gates: &Gates, shutdown: &AtomicBool) {
     while !shutdown.load(Ordering::Relaxed) {
         let mut fds = libc::pollfd {
             fd: listener.as_raw_fd(),
@@ -207,17 +254,33 @@ fn accept_loop(listener: TcpListener, tx: SyncSender<TcpStream>, shutdown: &Atom
         if unsafe { libc::poll(&mut fds, 1, 200) } <= 0 {
             continue;
         }
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept() {
+            Ok(pair) => pair,
             Err(e) => {
                 log::warn!("metrics: accept failed: {e}");
                 thread::sleep(Duration::from_millis(100));
                 continue;
             }
         };
-        match tx.try_send(stream) {
+        let passes = match gates.pass(peer) {
+            Ok(passes) => passes,
+            Err(why) => {
+                log::warn!("{peer}: metrics connection refused: {why}");
+                let _ = stream.set_nonblocking(true);
+                let _ = (&stream).write(
+                    format!(
+                        "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                         Content-Length: {}\r\nConnection: close\r\n\r\n{why}\n",
+                        why.len() + 1
+                    )
+                    .as_bytes(),
+                );
+                continue;
+            }
+        };
+        match tx.try_send((stream, passes)) {
             Ok(()) => {}
-            Err(TrySendError::Full(stream)) => {
+            Err(TrySendError::Full((stream, _))) => {
                 // Every worker busy and the line full: answer without blocking, close.
                 let _ = stream.set_nonblocking(true);
                 let _ = (&stream)
@@ -229,10 +292,11 @@ fn accept_loop(listener: TcpListener, tx: SyncSender<TcpStream>, shutdown: &Atom
     // Dropping the sender ends the workers once the queue is drained.
 }
 
-fn worker(rx: &Mutex<Receiver<TcpStream>>, routes: &Routes, probing: &AtomicUsize) {
+fn worker(rx: &Mutex<Receiver<Admitted>>, routes: &Routes, probing: &AtomicUsize) {
     loop {
         let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok(stream) = next else { return };
+        // The places at the gates are held until the answer is written.
+        let Ok((stream, _passes)) = next else { return };
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_one(&stream, routes, probing)));
         let response = answer.unwrap_or_else(|_| {
             log::error!("metrics: a request handler panicked; answered 500");
@@ -475,6 +539,7 @@ mod tests {
             metrics: Box::new(|| "# HELP t_x X.\n# TYPE t_x counter\nt_x_total 3\n# EOF\n".to_string()),
             probe,
             probe_token: token.map(|t| BearerToken::new(t).unwrap()),
+            gate: None,
         };
         MetricsServer::start("127.0.0.1:0".parse().unwrap(), routes).unwrap()
     }
@@ -554,22 +619,71 @@ mod tests {
         assert_eq!(calls.load(Ordering::Relaxed), 3);
     }
 
+    /// A connection to `addr` from the loopback address `from`.
+    fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let local: SocketAddr = format!("{from}:0").parse().unwrap();
+        socket.bind(&local.into()).unwrap();
+        socket.connect(&addr.into()).unwrap();
+        socket.into()
+    }
+
+    /// Issue 31: silent sockets from one address held every worker (503
+    /// for everybody else while they were held).
     #[test]
-    fn a_slow_client_is_cut_off_at_the_deadline_while_others_are_served() {
+    fn silent_clients_from_one_address_hold_half_the_workers_and_are_cut_off_at_the_deadline() {
         let s = server(None, None);
         let a = s.local_addr();
-        // More silent clients than workers: each holds a worker until its deadline.
-        let silent: Vec<TcpStream> = (0..WORKERS).map(|_| TcpStream::connect(a).unwrap()).collect();
-        for mut c in &silent {
-            c.write_all(b"GET /metr").unwrap();
-        }
-        // The next client waits in line, then is served once the deadline frees a worker.
+        // As many silent clients as workers, all from one address.
+        let silent: Vec<TcpStream> = (0..WORKERS).map(|_| connect_from("127.0.0.2", a)).collect();
+        // Another address is answered at once, by a worker they left free.
         assert!(get(a, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
-        for mut c in silent {
-            let mut out = String::new();
-            let _ = c.read_to_string(&mut out);
-            assert!(out.starts_with("HTTP/1.1 408"), "{out}");
-        }
+        let answers: Vec<String> = silent
+            .into_iter()
+            .map(|mut c| {
+                let mut out = String::new();
+                let _ = c.read_to_string(&mut out);
+                out
+            })
+            .collect();
+        let cut_off = answers.iter().filter(|o| o.starts_with("HTTP/1.1 408")).count();
+        let refused: Vec<&String> = answers.iter().filter(|o| o.starts_with("HTTP/1.1 429")).collect();
+        assert_eq!(
+            (cut_off, refused.len()),
+            (PER_ADDRESS, WORKERS - PER_ADDRESS),
+            "{answers:?}"
+        );
+        assert!(
+            refused[0].contains("127.0.0.2 already has 2 requests open"),
+            "{}",
+            refused[0]
+        );
+    }
+
+    #[test]
+    fn the_agents_gate_is_passed_too() {
+        let gate = ConnectionGate::new(0, 1);
+        let held = gate.admit("127.0.0.2".parse().unwrap(), Instant::now()).unwrap();
+        let mut routes = Routes::metrics(|| "# EOF\n".to_string());
+        routes.gate = Some(Arc::clone(&gate));
+        let s = MetricsServer::start("127.0.0.1:0".parse().unwrap(), routes).unwrap();
+        // Refused as it connects, before it says anything.
+        let mut c = connect_from("127.0.0.2", s.local_addr());
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        assert!(
+            out.starts_with("HTTP/1.1 429") && out.contains("its --max-connections-per-address"),
+            "{out}"
+        );
+        drop(held);
+        let mut c = connect_from("127.0.0.2", s.local_addr());
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        assert!(
+            out.starts_with("HTTP/1.1 200"),
+            "the place given back at the agent's gate: {out}"
+        );
     }
 
     #[test]

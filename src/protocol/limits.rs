@@ -4,24 +4,41 @@
 //! Every refusal names the limit and the option that sets it, so the
 //! client's user knows what to ask the operator for.
 //!
-//! Workloads declare an offered rate generically: a paced workload puts
-//! `rate_bits_per_second` (per stream, a number) in `TestSpec::params`; the
-//! agent multiplies it by the streams of each direction and compares the
-//! total with `--max-rate`. A workload that can send unpaced (no rate, or
-//! 0 for "as fast as possible") is refused when `--max-rate` is set.
-//! Congestion-controlled workloads (`tcp`) declare no rate.
+//! `--max-rate` holds what a test offers to send per direction, all
+//! streams together: [`OfferedRate`]. The agent asks the workload, which
+//! reads its own parameters after parsing them (`Workload::offered_rate`:
+//! a required method, so no workload can leave it out); a test that sets no
+//! rate sends as fast as it can and is unlimited, whatever its workload
+//! (TCP's congestion control is no rate limit). Callers that know no
+//! workload (the iperf3 server) read the rate a spec declares in its
+//! `params` as `rate_bits_per_second` ([`declared_rate`]): absent, null or
+//! not above 0 is unlimited too.
 
 use crate::model::TestSpec;
 use crate::units;
 
-/// The key in `TestSpec::params` by which a workload declares its offered
-/// rate per stream.
+/// The key in `TestSpec::params` by which a paced workload declares its
+/// offered rate per stream.
 pub const RATE_PARAM: &str = "rate_bits_per_second";
 
-/// The key in `TestSpec::params` by which a workload says it sends
-/// datagrams that are not congestion controlled (and so falls under
-/// `--max-rate` even without a rate).
-pub const UNPACED_PARAM: &str = "unpaced";
+/// What a test offers to send, as its workload reads its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OfferedRate {
+    /// Paced at this many bits per second per stream.
+    PerStream(f64),
+    /// As fast as the sender, the network or congestion control allow.
+    Unlimited,
+}
+
+/// The rate `spec` declares in its `params` ([`RATE_PARAM`]), for callers
+/// that know no workload: a positive number is the rate per stream;
+/// absent, null, 0 or anything else is unlimited.
+pub fn declared_rate(spec: &TestSpec) -> OfferedRate {
+    match spec.params.get(RATE_PARAM).and_then(|v| v.as_f64()) {
+        Some(rate) if rate > 0.0 && rate.is_finite() => OfferedRate::PerStream(rate),
+        _ => OfferedRate::Unlimited,
+    }
+}
 
 /// What one test may ask for.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,8 +68,16 @@ impl Default for TestLimits {
 }
 
 impl TestLimits {
-    /// Checks `spec`; the error names the limit and its option.
+    /// Checks `spec` with the rate its `params` declare ([`declared_rate`]);
+    /// the error names the limit and its option. The agent, which knows
+    /// the workload, calls [`TestLimits::check_offered`].
     pub fn check(&self, spec: &TestSpec) -> Result<(), String> {
+        self.check_offered(spec, declared_rate(spec))
+    }
+
+    /// Checks `spec`, offering `offered` per stream; the error names the
+    /// limit and its option.
+    pub fn check_offered(&self, spec: &TestSpec, offered: OfferedRate) -> Result<(), String> {
         if spec.expected_seconds() > self.max_duration_seconds {
             return Err(format!(
                 "the test would last {:.0} s; this agent allows at most {:.0} s (its --max-duration)",
@@ -85,36 +110,29 @@ impl TestLimits {
             ));
         }
         if let Some(max) = self.max_rate_bits_per_second {
-            check_rate(spec, max)?;
+            check_rate(spec, offered, max)?;
         }
         Ok(())
     }
 }
 
-fn check_rate(spec: &TestSpec, max: f64) -> Result<(), String> {
-    let unpaced = spec.params.get(UNPACED_PARAM).and_then(|v| v.as_bool()) == Some(true);
-    // A workload that declares the rate key paces by it; the key present
-    // without a positive number (null for `-b max`, or 0) means unpaced.
-    let total = match spec.params.get(RATE_PARAM) {
-        Some(rate) => match rate.as_f64() {
-            Some(r) if r > 0.0 => r * f64::from(spec.streams),
-            _ => f64::INFINITY,
-        },
-        None if unpaced => f64::INFINITY,
-        None => return Ok(()),
-    };
-    if total > max {
-        let asked = if total.is_finite() {
+/// `offered` per stream, over the streams of one direction, against `max`.
+fn check_rate(spec: &TestSpec, offered: OfferedRate, max: f64) -> Result<(), String> {
+    let asked = match offered {
+        OfferedRate::PerStream(rate) => {
+            let total = rate * f64::from(spec.streams);
+            if total <= max {
+                return Ok(());
+            }
             units::Rate(total).to_string()
-        } else {
-            "an unlimited rate".to_string()
-        };
-        return Err(format!(
-            "{asked} offered per direction; this agent allows at most {} (its --max-rate)",
-            units::Rate(max)
-        ));
-    }
-    Ok(())
+        }
+        OfferedRate::Unlimited => format!("an unlimited rate (a {} test that sets no rate)", spec.workload),
+    };
+    Err(format!(
+        "{asked} offered per direction; this agent allows at most {} (its --max-rate): \
+         ask for a rate within it (udp -b), or ask the operator",
+        units::Rate(max)
+    ))
 }
 
 #[cfg(test)]
@@ -131,7 +149,8 @@ mod tests {
             max_buffer_bytes: 4096,
             max_rate_bits_per_second: Some(1e6),
         };
-        assert!(limits.check(&spec("tcp")).is_ok());
+        // Within every limit: a tcp test that offers a rate within --max-rate.
+        assert!(limits.check_offered(&spec("tcp"), OfferedRate::PerStream(1e6)).is_ok());
         let mut s = spec("tcp");
         s.duration_seconds = 10.0;
         assert!(limits.check(&s).unwrap_err().contains("--max-duration"));
@@ -161,15 +180,19 @@ mod tests {
         assert!(err.contains("--max-rate") && err.contains("Mbit/s"), "{err}");
         s.params = serde_json::json!({ "rate_bits_per_second": 0 });
         assert!(limits.check(&s).unwrap_err().contains("unlimited"));
-        s.params = serde_json::json!({ "unpaced": true });
-        assert!(limits.check(&s).is_err());
         // `udp -b max` sends the key as null: unpaced, so refused (this
         // was a way around --max-rate).
         s.params = serde_json::json!({ "rate_bits_per_second": null, "gso": false });
         assert!(limits.check(&s).unwrap_err().contains("unlimited"));
         assert!(TestLimits::default().check(&s).is_ok());
-        // tcp declares no rate: congestion control paces it.
+        // A rate left out is no rate limit either (issue 31: `params: {}`
+        // sent 1.6 Gbit/s past --max-rate 1M), whatever the workload.
+        s.params = serde_json::json!({});
+        assert!(limits.check(&s).unwrap_err().contains("unlimited"));
         s.params = serde_json::json!({ "nodelay": true });
-        assert!(limits.check(&s).is_ok());
+        assert!(limits.check(&s).unwrap_err().contains("--max-rate"));
+        // What the workload says it offers is what is held.
+        assert!(limits.check_offered(&s, OfferedRate::PerStream(400e3)).is_ok());
+        assert!(limits.check_offered(&s, OfferedRate::Unlimited).is_err());
     }
 }

@@ -42,6 +42,7 @@
 pub mod auth;
 pub mod channel;
 pub mod framing;
+pub mod gate;
 pub mod limits;
 
 use serde::{Deserialize, Serialize};

@@ -30,6 +30,7 @@ pub use crate::model::spec::{Direction, SideOptions, SpecError, TestSpec};
 pub use runner::{RunControl, SideOutcome};
 
 use crate::model::{Flow, FlowTotal, LinkPair, TrialResult, Verdict};
+use crate::protocol::limits::OfferedRate;
 use crate::protocol::TOKEN_LEN;
 use crate::units::Rate;
 
@@ -458,6 +459,10 @@ pub trait Workload: Sync {
     fn name(&self) -> &'static str;
     /// Checks the workload's own parameters; both ends run it.
     fn validate(&self, spec: &TestSpec) -> Result<(), SpecError>;
+    /// What a test of `spec` offers to send per stream, as the workload
+    /// reads its own parameters: what the agent holds to `--max-rate`. No
+    /// default: a workload that sets no rate says it is unlimited.
+    fn offered_rate(&self, spec: &TestSpec) -> OfferedRate;
     /// Agent: binds data sockets and returns what waits for the client.
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError>;
     /// Client: opens data connections to the agent.
@@ -586,6 +591,21 @@ mod tests {
             }
         }
         assert_eq!(peer_test_names().collect::<Vec<_>>(), ["tcp", "udp", "rr"]);
+    }
+
+    /// Issue 31: a test that leaves its rate out is not thereby within
+    /// `--max-rate`: every workload's own reading of a spec without one is
+    /// "unlimited".
+    #[test]
+    fn a_spec_without_a_rate_offers_an_unlimited_rate_for_every_workload() {
+        for w in REGISTRY {
+            let mut spec = crate::model::spec::tests::spec(w.name());
+            spec.params = serde_json::json!({});
+            assert_eq!(w.offered_rate(&spec), OfferedRate::Unlimited, "{}", w.name());
+        }
+        let mut paced = crate::model::spec::tests::spec("udp");
+        paced.params = serde_json::json!({ "rate_bits_per_second": 1_000_000 });
+        assert_eq!(find("udp").unwrap().offered_rate(&paced), OfferedRate::PerStream(1e6));
     }
 
     #[test]

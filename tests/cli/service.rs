@@ -379,3 +379,89 @@ fn busy_with_a_byte_count_test_says_running_then_estimates_from_the_pace() {
     first.kill().unwrap();
     first.wait().unwrap();
 }
+
+/// A control connection to the agent on 127.0.0.1 from the loopback
+/// address `from` (another client address without another host).
+fn connect_from(from: &str, port: u16) -> std::net::TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    let agent: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    socket.connect(&agent.into()).unwrap();
+    socket.into()
+}
+
+/// Issue 31: 64 silent sockets from one address took every control
+/// connection ("64 control connections open" for everybody else).
+#[test]
+fn silent_connections_from_one_address_leave_room_for_others() {
+    let agent = LoggedAgent::start(&[]);
+    let held: Vec<Raw> = (0..64)
+        .map(|_| Raw::from_stream(connect_from("127.0.0.2", agent.port)))
+        .collect();
+    agent.wait_for_log("its --max-connections-per-address");
+    let out = client(&agent, &["--json"]);
+    assert!(out.status.success(), "{}\nagent log:\n{}", stderr(&out), agent.logs());
+    // The ones past the address's share were told why at once.
+    let told = held
+        .into_iter()
+        .skip(8)
+        .map(|mut raw| match raw.recv() {
+            Some(Message::Error { message }) => message,
+            other => panic!("expected a refusal, got {other:?}"),
+        })
+        .next()
+        .unwrap();
+    assert!(
+        told.contains("127.0.0.2 already holds 8 connections open") && told.contains("--max-connections-per-address"),
+        "{told}"
+    );
+}
+
+/// Issue 31: `params: {}` left the rate out and was let through
+/// `--max-rate 1M` (1.6 Gbit/s sent); a tcp test sets no rate either.
+#[test]
+fn a_test_that_sets_no_rate_is_held_to_the_max_rate() {
+    let agent = LoggedAgent::start(&["--max-rate", "1M"]);
+    let rateless = br#"{"type":"test_request","wait_seconds":0,"spec":{"workload":"udp","direction":"reverse","streams":1,"message_bytes":1200,"duration_seconds":2,"interval_seconds":1,"params":{}}}"#;
+    let told = Raw::connect(agent.port)
+        .hello()
+        .frame(rateless)
+        .expect_error_and_close("--max-rate");
+    assert!(told.contains("an unlimited rate"), "{told}");
+    let out = client(&agent, &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("its --max-rate"), "{}", stderr(&out));
+    let port = agent.port_arg();
+    let paced = nicbench(&["udp", "127.0.0.1", "-p", &port, "-t", "0.3", "-b", "500K", "--json"]);
+    assert!(paced.status.success(), "{}", stderr(&paced));
+}
+
+/// Issue 31: a client that reads nothing of its reverse test held the
+/// test slot about 30 s past the test's end.
+#[test]
+fn a_stalled_reverse_client_frees_the_slot_at_the_tests_time_and_grace() {
+    use std::io::Write;
+    let agent = LoggedAgent::start(&[]);
+    let mut stalled = Raw::connect(agent.port);
+    stalled.hello().frame(
+        br#"{"type":"test_request","wait_seconds":0,"spec":{"workload":"tcp","direction":"reverse","streams":1,"message_bytes":131072,"duration_seconds":1,"interval_seconds":1}}"#,
+    );
+    let (token, data_port) = match stalled.recv() {
+        Some(Message::Accepted { token, data_ports, .. }) => (token, data_ports[0]),
+        other => panic!("expected accepted, got {other:?}"),
+    };
+    let mut data = std::net::TcpStream::connect(("127.0.0.1", data_port)).unwrap();
+    data.write_all(&nicbench::protocol::token_from_hex(&token).unwrap())
+        .unwrap();
+    data.write_all(&1u32.to_be_bytes()).unwrap();
+    assert_eq!(stalled.recv(), Some(Message::Ready));
+    stalled.send(&Message::Start);
+    agent.wait_for_log("running tcp test");
+    // It reads nothing from here on, and keeps both connections open. A
+    // client willing to wait 20 s gets the slot (it waited about 30 s).
+    let out = client(&agent, &["--wait", "20s", "--json"]);
+    assert!(out.status.success(), "{}\nagent log:\n{}", stderr(&out), agent.logs());
+    agent.wait_for_log("test aborted: the test did not finish 5 s after its expected end");
+    drop((stalled, data));
+}

@@ -287,7 +287,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
     let plan = TrialPlan {
         host: Party::Client,
         spec: &spec,
-        hard_deadline: Some(Instant::now() + Duration::from_secs(30)),
+        hard_deadline: nicbench::side_runner::hard_deadline(&spec, Instant::now(), None),
         wait_for_peer_report: true,
         interrupted: &|| None,
         on_interval: None,

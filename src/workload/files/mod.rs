@@ -36,6 +36,7 @@ use super::{
 use crate::model::spec::out_of_range;
 use crate::model::{Flow, Party, Role, TrialResult, Verdict};
 use crate::probe::tcpinfo;
+use crate::protocol::limits::OfferedRate;
 use crate::units::Bytes;
 use scratch::{Scratch, Storage};
 use set::Source;
@@ -144,6 +145,11 @@ impl ResultKind for FilesResults {
 impl Workload for Files {
     fn name(&self) -> &'static str {
         "files"
+    }
+
+    fn offered_rate(&self, _spec: &TestSpec) -> OfferedRate {
+        // The set is sent as fast as it can be read and written.
+        OfferedRate::Unlimited
     }
 
     fn command_line(&self) -> &'static dyn super::args::CommandLine {

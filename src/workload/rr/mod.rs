@@ -31,6 +31,7 @@ use super::{Better, ChartData, ChartKind, Figure, Metric, ResultKind, RoundTrips
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use crate::model::{Flow, FlowTotal, Role, SocketBuffers, TrialResult};
 use crate::probe::tcpinfo;
+use crate::protocol::limits::OfferedRate;
 use loops::{Exchange, FlowCounts};
 use result::{RrEnd, RrResult};
 use std::io::{self, Write};
@@ -224,6 +225,11 @@ impl Workload for RequestResponse {
 
     fn name(&self) -> &'static str {
         "rr"
+    }
+
+    fn offered_rate(&self, _spec: &TestSpec) -> OfferedRate {
+        // Transactions back to back, in bursts: no rate of its own.
+        OfferedRate::Unlimited
     }
 
     fn peer_tests(&self) -> bool {

@@ -37,6 +37,7 @@ use super::{
 use super::{Better, ChartData, ChartKind, Figure, Metric, ResultKind};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use crate::model::{Flow, Role, SocketBuffers, TrialResult};
+use crate::protocol::limits::OfferedRate;
 use crate::units::{Rate, Size};
 use result::SweepResult;
 use std::io::{self, Write};
@@ -324,6 +325,11 @@ impl Workload for Sweep {
 
     fn name(&self) -> &'static str {
         "sweep"
+    }
+
+    fn offered_rate(&self, _spec: &TestSpec) -> OfferedRate {
+        // Each size as fast as it goes.
+        OfferedRate::Unlimited
     }
 
     fn command_line(&self) -> &'static dyn super::args::CommandLine {

@@ -25,6 +25,7 @@ use super::{
 use crate::model::spec::out_of_range;
 use crate::model::{Flow, Party, Role};
 use crate::probe::tcpinfo;
+use crate::protocol::limits::OfferedRate;
 
 /// Key of the fast-path record of a stream end.
 pub const KEY: &str = "tcp";
@@ -76,6 +77,11 @@ impl Workload for TcpStream {
 
     fn name(&self) -> &'static str {
         "tcp"
+    }
+
+    fn offered_rate(&self, _spec: &TestSpec) -> OfferedRate {
+        // No pacing: as fast as congestion control allows.
+        OfferedRate::Unlimited
     }
 
     fn peer_tests(&self) -> bool {

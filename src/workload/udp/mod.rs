@@ -35,6 +35,7 @@ use super::{Better, Metric};
 use crate::model::spec::out_of_range;
 use crate::model::{FlowTotal, Party, Role, TrialResult, Verdict};
 use crate::probe::tcpinfo;
+use crate::protocol::limits::OfferedRate;
 use result::{UdpEnd, UdpReceived};
 use std::io::{self, Write};
 
@@ -144,6 +145,17 @@ impl Workload for UdpStream {
 
     fn name(&self) -> &'static str {
         "udp"
+    }
+
+    fn offered_rate(&self, spec: &TestSpec) -> OfferedRate {
+        // `-b max` (no rate) and parameters that do not parse send unpaced.
+        match spec.params::<UdpParams>() {
+            Ok(UdpParams {
+                rate_bits_per_second: Some(rate),
+                ..
+            }) if rate > 0 => OfferedRate::PerStream(rate as f64),
+            _ => OfferedRate::Unlimited,
+        }
     }
 
     fn peer_tests(&self) -> bool {
