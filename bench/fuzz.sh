@@ -6,6 +6,9 @@
 #                UDP headers (fuzz/fuzz_targets/iperf3_wire.rs)
 #   files_wire   the files receiver on a sender's bytes, into a real scratch
 #                directory under a budget (fuzz/fuzz_targets/files_wire.rs)
+#   iperf3_port  what the agent's iperf3 port reads before admitting a
+#                client: parameters and RSA credentials
+#                (fuzz/fuzz_targets/iperf3_port.rs)
 #
 #   bench/fuzz.sh                  # 60 s for each target
 #   bench/fuzz.sh 600              # 10 min for each
@@ -19,7 +22,7 @@
 # fuzz/artifacts/TARGET/.
 set -euo pipefail
 seconds="${1:-60}"
-targets="${2:-decode iperf3_wire files_wire}"
+targets="${2:-decode iperf3_wire files_wire iperf3_port}"
 cd "$(dirname "$0")/.."
 
 if [ -z "${NICBENCH_FUZZ_STABLE:-}" ] && rustup toolchain list 2>/dev/null | grep -q '^nightly' \
@@ -38,9 +41,9 @@ else
     for target in $targets; do
         case "$target" in
             decode) filter=protocol::framing::properties ;;
-            iperf3_wire) filter=iperf3::properties ;;
+            iperf3_wire | iperf3_port) filter=iperf3::properties ;;
             files_wire) filter=workload::files::properties ;;
-            *) echo "fuzz: unknown target '$target' (decode, iperf3_wire, files_wire)" >&2; exit 2 ;;
+            *) echo "fuzz: unknown target '$target' (decode, iperf3_wire, files_wire, iperf3_port)" >&2; exit 2 ;;
         esac
         echo "fuzz: running the stable property tests ${filter} instead for about ${seconds} s" >&2
         end=$((SECONDS + seconds))

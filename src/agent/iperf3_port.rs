@@ -1,10 +1,20 @@
 //! The agent's second port (`nicbench serve --iperf3-port 5201`): it
-//! accepts unmodified iperf3 clients. Every connection opens with a
-//! 37-byte cookie, read with a deadline: a cookie of a test under way
-//! makes it that test's data stream (handed over in accept order); any
-//! other is a new client, which goes through the agent's connection rate
-//! limit and admission queue (it waits up to `--iperf3-wait` for its turn,
-//! then gets ACCESS_DENIED, iperf3's "the server is busy") before
+//! accepts unmodified iperf3 clients. Every connection first passes the
+//! agent's per-address limit (`--max-connections-per-minute`, counted
+//! before a byte is read or a thread spent, data streams included) and
+//! the cap on connections open at once; refused ones get ACCESS_DENIED.
+//! Then it opens with a 37-byte cookie, read with a deadline: a cookie of
+//! a test under way makes it that test's data stream (handed over in
+//! accept order); any other is a new client.
+//!
+//! A new client with iperf3's RSA authentication on (`--iperf3-rsa-private-key`
+//! and `--iperf3-authorized-users`, required with `--psk-file`) sends its
+//! parameters and has its credentials checked before it may wait for or
+//! take a test slot; a failure is refused as iperf3 refuses it
+//! (SERVER_ERROR, IEAUTHTEST: "test authorization failed"), logged with
+//! the peer and counted as an authentication failure. Then the admission
+//! queue: the client waits up to `--iperf3-wait` for its turn, then gets
+//! ACCESS_DENIED, iperf3's "the server is busy", before
 //! `iperf3::server::serve_test` runs its test.
 //!
 //! The finished test is handed to the agent's iperf3 result sink
@@ -17,14 +27,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admission::{Poll, Ticket};
 use super::limits::ConnectionRate;
 use super::serve::wait_readable;
 use super::Shared;
-use crate::iperf3::server::{serve_test, DataConnection, ServerSettings};
-use crate::iperf3::wire::{COOKIE_LEN, MAX_STREAMS};
+use crate::iperf3::server::{read_params, refuse_credentials, serve_test, DataConnection, ServerSettings};
+use crate::iperf3::wire::{Params, COOKIE_LEN, MAX_STREAMS};
 use crate::iperf3::{Control, Cookie, State};
 
 /// How long a test is expected to take before its parameters are known
@@ -38,9 +48,16 @@ type Registry = Arc<Mutex<HashMap<Cookie, Sender<DataConnection>>>>;
 /// Accepts on the iperf3 port until the agent shuts down.
 pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let registry: Registry = Arc::default();
-    let rate = Arc::new(Mutex::new(ConnectionRate::new(
-        shared.config.max_connections_per_minute,
-    )));
+    let mut rate = ConnectionRate::new(shared.config.max_connections_per_minute);
+    // `nicbench serve` refuses to start this way; an agent built otherwise
+    // still never serves keyless iperf3 clients when it has a key.
+    let locked = shared.config.psk.is_some() && shared.config.iperf3_auth.is_none();
+    if locked {
+        log::error!(
+            "iperf3 port: the agent has a pre-shared key but no iperf3 authentication \
+             (--iperf3-rsa-private-key, --iperf3-authorized-users): every iperf3 client is refused"
+        );
+    }
     let in_flight = Arc::new(AtomicUsize::new(0));
     // Room for every data stream of a full test besides the control connections.
     let max_in_flight = shared.config.max_connections + 2 * MAX_STREAMS as usize + 1;
@@ -60,6 +77,24 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         };
         sequence += 1;
         workers.retain(|w| !w.is_finished());
+        if let Err(wait) = rate.admit(peer.ip(), Instant::now()) {
+            shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
+            log::warn!(
+                "{peer}: iperf3 connection refused: too many connections from its address \
+                 (--max-connections-per-minute {}); allowed again in {wait:.0} s",
+                rate.per_minute()
+            );
+            deny(&stream);
+            continue;
+        }
+        if locked {
+            shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
+            log::warn!("{peer}: iperf3 connection refused: no iperf3 authentication configured beside the key");
+            deny(&stream);
+            continue;
+        }
         if in_flight.load(Ordering::Relaxed) >= max_in_flight {
             shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
             crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::ConnectionLimit);
@@ -68,15 +103,10 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             continue;
         }
         in_flight.fetch_add(1, Ordering::Relaxed);
-        let (shared, registry, rate, in_flight) = (
-            Arc::clone(&shared),
-            Arc::clone(&registry),
-            Arc::clone(&rate),
-            Arc::clone(&in_flight),
-        );
+        let (shared, registry, in_flight) = (Arc::clone(&shared), Arc::clone(&registry), Arc::clone(&in_flight));
         let seq = sequence;
         let spawned = thread::Builder::new().name(format!("iperf3-{peer}")).spawn(move || {
-            handle(stream, peer, seq, &shared, &registry, &rate);
+            handle(stream, peer, seq, &shared, &registry);
             in_flight.fetch_sub(1, Ordering::Relaxed);
         });
         match spawned {
@@ -97,14 +127,7 @@ fn deny(stream: &TcpStream) {
     }
 }
 
-fn handle(
-    stream: TcpStream,
-    peer: SocketAddr,
-    seq: u64,
-    shared: &Shared,
-    registry: &Registry,
-    rate: &Mutex<ConnectionRate>,
-) {
+fn handle(stream: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared, registry: &Registry) {
     let local_ip = match stream.local_addr() {
         Ok(a) => a.ip(),
         Err(_) => return,
@@ -130,22 +153,26 @@ fn handle(
         }
         return;
     }
-    let admitted = rate
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .admit(peer.ip(), Instant::now());
-    if let Err(wait) = admitted {
-        shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
-        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
-        log::warn!(
-            "{peer}: iperf3 client refused: too many connections from its address (--max-connections-per-minute); \
-             allowed again in {wait:.0} s"
-        );
-        deny(control.stream());
-        return;
-    }
+    // With authentication, the credentials come before the queue and the slot.
+    let checked = match &shared.config.iperf3_auth {
+        Some(_) => match authenticated(&mut control, peer, shared) {
+            Some(params) => Some(params),
+            None => return,
+        },
+        None => None,
+    };
     let Some(ticket) = admit(&control, peer, shared) else {
         return;
+    };
+    let params = match checked {
+        Some(params) => params,
+        None => match read_params(&mut control, shared.config.handshake_timeout) {
+            Ok(params) => params,
+            Err(e) => {
+                log::warn!("{peer}: iperf3 test ended without a result: {e}");
+                return;
+            }
+        },
     };
     let (tx, rx) = mpsc::channel();
     registry.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
@@ -156,7 +183,7 @@ fn handle(
         shutdown: &shared.shutdown,
     };
     log::info!("{peer}: iperf3 client admitted");
-    let outcome = serve_test(&mut control, peer, local_ip, &settings, &rx);
+    let outcome = serve_test(&mut control, peer, local_ip, &settings, params, &rx);
     registry.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
     drop(ticket);
     match outcome {
@@ -174,6 +201,36 @@ fn handle(
             }
         }
         Err(e) => log::warn!("{peer}: iperf3 test ended without a result: {e}"),
+    }
+}
+
+/// The client's parameters when its credentials pass iperf3's RSA
+/// authentication; None when it was refused (told IEAUTHTEST, logged
+/// with the reason, counted) or sent no readable parameters.
+fn authenticated(control: &mut Control, peer: SocketAddr, shared: &Shared) -> Option<Params> {
+    let auth = shared.config.iperf3_auth.as_ref()?;
+    let params = match read_params(control, shared.config.handshake_timeout) {
+        Ok(params) => params,
+        Err(e) => {
+            log::warn!("{peer}: iperf3 client refused before authentication: {e}");
+            return None;
+        }
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    match auth.check(params.authtoken.as_deref(), params.client_version.as_deref(), now) {
+        Ok(user) => {
+            log::info!("{peer}: iperf3 client authenticated as '{}'", user.escape_debug());
+            Some(params)
+        }
+        Err(denied) => {
+            shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
+            log::warn!("{peer}: iperf3 client refused: test authorization failed: {denied}");
+            refuse_credentials(control);
+            None
+        }
     }
 }
 
@@ -217,5 +274,60 @@ fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::super::tests::{key, shared};
+    use super::*;
+
+    /// Every connection to the port, from its accept loop.
+    fn answer_of(shared: &Arc<Shared>) -> Option<u8> {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let loop_shared = Arc::clone(shared);
+        let accepting = thread::spawn(move || accept_loop(listener, loop_shared));
+        let mut client = TcpStream::connect(addr).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut byte = [0u8];
+        let answer = match client.read(&mut byte) {
+            Ok(1) => Some(byte[0]),
+            _ => None,
+        };
+        shared.shutdown.store(true, Ordering::Relaxed);
+        accepting.join().unwrap();
+        answer
+    }
+
+    #[test]
+    fn a_keyed_agent_without_iperf3_authentication_serves_no_iperf3_client() {
+        let keyed = Arc::new(shared(|c| c.psk = Some(key())));
+        assert_eq!(answer_of(&keyed), Some(State::AccessDenied.byte()), "refused at once");
+        assert_eq!(keyed.stats.auth_failures.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn the_per_minute_limit_counts_connections_before_their_cookie() {
+        // Limit 0 is "no limit"; 1 lets the first in, which then waits for its cookie.
+        let limited = Arc::new(shared(|c| {
+            c.max_connections_per_minute = 1;
+            c.handshake_timeout = Duration::from_millis(300);
+        }));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let loop_shared = Arc::clone(&limited);
+        let accepting = thread::spawn(move || accept_loop(listener, loop_shared));
+        let _silent = TcpStream::connect(addr).unwrap();
+        let mut over = TcpStream::connect(addr).unwrap();
+        over.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut byte = [0u8];
+        assert_eq!(over.read(&mut byte).unwrap(), 1, "an answer, not a close");
+        assert_eq!(byte[0], State::AccessDenied.byte());
+        assert_eq!(limited.stats.connections_refused.load(Ordering::Relaxed), 1);
+        limited.shutdown.store(true, Ordering::Relaxed);
+        accepting.join().unwrap();
     }
 }

@@ -72,6 +72,10 @@ pub struct AgentConfig {
     /// How long an iperf3 client waits in line for its turn before it is
     /// told busy (`--iperf3-wait`).
     pub iperf3_wait: Duration,
+    /// iperf3's RSA authentication on the iperf3 port
+    /// (`--iperf3-rsa-private-key`, `--iperf3-authorized-users`); required
+    /// there when `psk` is set, or the port refuses every client.
+    pub iperf3_auth: Option<Arc<crate::iperf3::server_auth::ServerAuth>>,
     /// Authenticated clients may change host settings (the MTU of the
     /// interface toward them) between tests (`--allow-host-changes`).
     pub allow_host_changes: bool,
@@ -103,6 +107,7 @@ impl AgentConfig {
             handshake_timeout: Duration::from_secs(10),
             iperf3_listen: None,
             iperf3_wait: Duration::from_secs(60),
+            iperf3_auth: None,
             allow_host_changes: false,
             allow_peer_tests: false,
             storage: Default::default(),

@@ -210,6 +210,17 @@ pub struct ServeArgs {
     /// is told "the server is busy" (0: at once, like iperf3 itself).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse::duration)]
     pub iperf3_wait: std::time::Duration,
+    /// Require iperf3's RSA authentication on --iperf3-port (`iperf3 -c
+    /// --username USER --rsa-public-key-path PUBLIC`): this private key in
+    /// PEM, the file iperf3 -s takes as --rsa-private-key-path. Required
+    /// with --psk-file and --iperf3-port, with --iperf3-authorized-users.
+    #[arg(long, value_name = "FILE", requires_all = ["iperf3_port", "iperf3_authorized_users"])]
+    pub iperf3_rsa_private_key: Option<std::path::PathBuf>,
+    /// The users iperf3 clients may authenticate as (iperf3 -s
+    /// --authorized-users-path): lines USER,SHA256 with SHA256 the hex
+    /// SHA-256 of "{USER}PASSWORD"; # starts a comment.
+    #[arg(long, value_name = "FILE", requires_all = ["iperf3_port", "iperf3_rsa_private_key"])]
+    pub iperf3_authorized_users: Option<std::path::PathBuf>,
     /// Save each test an iperf3 client ran on --iperf3-port in this results
     /// database (nicbench clients save their own runs; nothing is saved
     /// without this option).

@@ -1,12 +1,15 @@
 //! `nicbench serve`
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 
 use anyhow::Context;
 
 use super::signals;
+use super::UsageError;
 use crate::agent::{Agent, AgentConfig};
 use crate::cli::ServeArgs;
+use crate::iperf3::server_auth::ServerAuth;
 use crate::protocol::auth::Psk;
 use crate::protocol::limits::TestLimits;
 use crate::store::{RunMeta, RunWriter, Store, Tag};
@@ -15,11 +18,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     limit_malloc_arenas();
     let psk = match &args.psk_file {
         Some(path) => {
-            warn_if_readable_by_others(path);
+            warn_if_readable_by_others(path, "the pre-shared key file");
             Some(Psk::from_file(path).context("--psk-file")?)
         }
         None => None,
     };
+    let iperf3_auth = iperf3_auth(&args)?;
     let ips: Vec<IpAddr> = match args.bind {
         Some(ip) => vec![ip],
         // Dual-stack where the host has IPv6, plain IPv4 otherwise.
@@ -46,6 +50,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.handshake_timeout = args.handshake_timeout;
         config.iperf3_listen = args.iperf3_port.map(|port| SocketAddr::new(ip, port));
         config.iperf3_wait = args.iperf3_wait;
+        config.iperf3_auth = iperf3_auth.clone();
         config.allow_host_changes = args.allow_host_changes;
         config.allow_peer_tests = args.allow_peer_tests;
         config.storage = crate::workload::files::scratch::Storage {
@@ -78,8 +83,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         agent.local_addr()
     );
     if let Some(addr) = agent.iperf3_addr() {
+        let auth = match &iperf3_auth {
+            Some(a) => format!(" (RSA authentication, {} user(s))", a.user_count()),
+            None => String::new(),
+        };
         eprintln!(
-            "nicbench agent {} listening for iperf3 clients on {addr}",
+            "nicbench agent {} listening for iperf3 clients on {addr}{auth}",
             env!("CARGO_PKG_VERSION")
         );
         if let Some(path) = &args.db {
@@ -93,6 +102,29 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     agent.serve();
     watcher.stop();
     Ok(())
+}
+
+/// iperf3's RSA authentication for --iperf3-port, loaded and checked
+/// before anything listens. With --psk-file it is required: the key
+/// would not cover the iperf3 port otherwise.
+fn iperf3_auth(args: &ServeArgs) -> anyhow::Result<Option<Arc<ServerAuth>>> {
+    match (&args.iperf3_rsa_private_key, &args.iperf3_authorized_users) {
+        (Some(key), Some(users)) => {
+            warn_if_readable_by_others(key, "the iperf3 private key file");
+            let auth = ServerAuth::load(key, users)
+                .map_err(|e| UsageError(format!("--iperf3-rsa-private-key/--iperf3-authorized-users: {e}")))?;
+            Ok(Some(Arc::new(auth)))
+        }
+        _ if args.psk_file.is_some() && args.iperf3_port.is_some() => Err(UsageError(
+            "--psk-file does not cover --iperf3-port: iperf3 clients cannot prove the pre-shared key, so \
+             the agent will not open that port to anybody. Give iperf3's own authentication with \
+             --iperf3-rsa-private-key FILE (PEM, e.g. 'openssl genrsa -out private.pem 2048') and \
+             --iperf3-authorized-users FILE (lines USER,SHA256 of \"{USER}PASSWORD\"), or drop --iperf3-port"
+                .into(),
+        )
+        .into()),
+        _ => Ok(None),
+    }
 }
 
 /// Saves each test an iperf3 client ran: one store, one run at a time.
@@ -118,12 +150,12 @@ fn iperf3_saver(store: Store, tags: Vec<Tag>) -> crate::agent::Iperf3ResultSink 
 
 /// A key others can read is no secret: say so (but run, the operator may
 /// have reasons).
-fn warn_if_readable_by_others(path: &std::path::Path) {
+fn warn_if_readable_by_others(path: &std::path::Path, what: &str) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(meta) = std::fs::metadata(path) {
         if meta.permissions().mode() & 0o077 != 0 {
             log::warn!(
-                "the pre-shared key file {} is readable by other users; 'chmod 600 {}'",
+                "{what} {} is readable by other users; 'chmod 600 {}'",
                 path.display(),
                 path.display()
             );

@@ -6,13 +6,15 @@
 //! loops and our own UDP loops for iperf3's datagram header ([`udp`]), and
 //! a test yields our [`crate::model::RunResult`] with
 //! [`crate::model::PeerProtocol`] saying who the peer was and what it
-//! reported itself. See docs/IPERF3.md.
+//! reported itself. With [`server_auth`] the agent requires iperf3's RSA
+//! authentication of its clients. See docs/IPERF3.md.
 
 pub mod auth;
 pub mod client;
 #[cfg(test)]
 mod properties;
 pub mod server;
+pub mod server_auth;
 pub mod streams;
 pub mod udp;
 pub mod wire;

@@ -1,17 +1,23 @@
 //! Property tests of everything that reads an iperf3 peer's bytes: the
 //! length-prefixed JSON framing, the parameter and result decoders, the
 //! server's translation into our spec, the client's reading of a
-//! server's results, cookies, states and UDP headers. Any input is
+//! server's results, cookies, states and UDP headers, and the agent's
+//! check of a client's RSA credentials (token, decrypted text, users
+//! file). Any input is
 //! decoded or refused with an error; nothing panics, nothing allocates
 //! past the announced limit. The same paths run under libFuzzer in
-//! `fuzz/fuzz_targets/iperf3_wire.rs` (bench/fuzz.sh).
+//! `fuzz/fuzz_targets/iperf3_wire.rs` and `iperf3_port.rs` (bench/fuzz.sh).
 
 use std::io::Read;
+use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 
+use base64::Engine;
+
 use super::server::spec_of;
+use super::server_auth::{padding_for, parse_credentials, ServerAuth};
 use super::streams::peer_report;
 use super::wire::{
     self, decode_object, encode_json, read_json, Cookie, Params, Results, State, Transport, UdpHeader, WireError,
@@ -176,6 +182,7 @@ fn valid_params() -> impl Strategy<Value = Params> {
 /// What the agent does with a parameter object; checks what it accepts.
 fn serve_params(map: &Map<String, Value>) {
     let Ok(params) = Params::from_json(map) else { return };
+    check_credentials(&params);
     let limits = TestLimits::default();
     if let Ok(spec) = spec_of(&params, &limits) {
         assert!(spec.streams >= 1 && spec.streams <= wire::MAX_STREAMS);
@@ -208,7 +215,65 @@ fn read_results(map: &Map<String, Value>) {
     }
 }
 
+/// One agent key for every case (making a key takes long).
+fn agent_key() -> &'static rsa::RsaPrivateKey {
+    static KEY: OnceLock<rsa::RsaPrivateKey> = OnceLock::new();
+    KEY.get_or_init(|| rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).expect("an RSA key"))
+}
+
+/// The agent's check with that key and one user.
+fn server_auth() -> &'static ServerAuth {
+    static AUTH: OnceLock<ServerAuth> = OnceLock::new();
+    AUTH.get_or_init(|| {
+        let users = format!("mario,{}\n", "ab".repeat(32));
+        ServerAuth::new(agent_key().clone(), &users, "users.csv").expect("a users file")
+    })
+}
+
+/// What the agent does with a client's credentials: anything but a token
+/// made with its public key is refused, without a panic.
+fn check_credentials(params: &Params) {
+    let checked = server_auth().check(params.authtoken.as_deref(), params.client_version.as_deref(), 0);
+    assert!(checked.is_err(), "{params:?}");
+}
+
 proptest! {
+    #[test]
+    fn any_token_is_refused_without_the_key(
+        token in prop_oneof![
+            ".{0,200}",
+            prop::collection::vec(any::<u8>(), 128)
+                .prop_map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
+        ],
+        version in prop::option::of(prop_oneof![Just("3.12".to_string()), Just("3.17".to_string()), ".{0,12}"]),
+        now in any::<i64>(),
+    ) {
+        let checked = server_auth().check(Some(&token), version.as_deref(), now);
+        prop_assert!(checked.is_err());
+        let _ = padding_for(version.as_deref());
+    }
+
+    #[test]
+    fn any_decrypted_text_is_read_or_refused(
+        text in prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..300),
+            ("[a-z,]{0,8}", "\\PC{0,8}", any::<i64>())
+                .prop_map(|(u, p, t)| format!("user: {u}\npwd:  {p}\nts:   {t}").into_bytes()),
+        ],
+    ) {
+        if let Some((user, password, _)) = parse_credentials(&text) {
+            prop_assert!(!user.is_empty() && !password.is_empty());
+            prop_assert!(!user.contains(',') && !user.contains(char::is_whitespace));
+        }
+    }
+
+    #[test]
+    fn any_users_file_is_read_or_refused(text in "(([a-z#]{0,6},[0-9a-fA-Fx]{0,66})?\r?\n){0,6}|\\PC{0,200}") {
+        if let Ok(auth) = ServerAuth::new(agent_key().clone(), &text, "users.csv") {
+            prop_assert!(auth.user_count() >= 1);
+        }
+    }
+
     #[test]
     fn valid_parameters_round_trip_through_the_framing(p in valid_params()) {
         let frame = encode_json(&p.to_json());

@@ -201,17 +201,19 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
     Ok(spec)
 }
 
-/// Runs one admitted test on `control` (the cookie already read) and
-/// returns it as our run document, the client's side from its results.
+/// Runs one admitted test on `control` (the cookie and the parameters
+/// already read, see [`read_params`]) and returns it as our run document,
+/// the client's side from its results.
 pub fn serve_test(
     control: &mut Control,
     peer: SocketAddr,
     local_ip: IpAddr,
     settings: &ServerSettings,
+    params: Params,
     data: &Receiver<DataConnection>,
 ) -> Result<RunResult, ServeError> {
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let (params, spec) = exchange_params(control, peer, settings)?;
+    let (params, spec) = settle_params(control, peer, settings, params)?;
     let flows = spec.flows();
     let sockets = create_streams(control, data, peer, local_ip, settings, &params, &spec)?;
     let data_streams = data_streams(&flows, sockets);
@@ -290,29 +292,46 @@ pub fn serve_test(
     built
 }
 
-/// PARAM_EXCHANGE: reads the client's parameters and settles them into
-/// our spec, answering SERVER_ERROR when they cannot be read or are refused.
-fn exchange_params(
-    control: &mut Control,
-    peer: SocketAddr,
-    settings: &ServerSettings,
-) -> Result<(Params, TestSpec), ServeError> {
+/// PARAM_EXCHANGE: asks for the client's parameters and reads them
+/// within `timeout`, answering SERVER_ERROR (IERECVPARAMS) when they
+/// cannot be read. The agent calls it before the test's slot is taken
+/// when it must check credentials first, else once the client is admitted.
+pub fn read_params(control: &mut Control, timeout: Duration) -> Result<Params, ServeError> {
     control
         .send_state(State::ParamExchange)
         .map_err(io_err("sending PARAM_EXCHANGE"))?;
-    let params = match control
-        .read_json(MAX_PARAMS_JSON, settings.handshake_timeout)
+    match control
+        .read_json(MAX_PARAMS_JSON, timeout)
         .and_then(|m| Params::from_json(&m))
     {
-        Ok(p) => p,
+        Ok(p) => Ok(p),
         Err(e) => {
             let _ = control.send_server_error(errno::RECV_PARAMS, 0);
-            return Err(ServeError::Wire {
+            Err(ServeError::Wire {
                 step: "the parameters",
                 source: e,
-            });
+            })
         }
-    };
+    }
+}
+
+/// Refuses a client whose credentials failed as iperf3's server does
+/// (`iperf_exchange_parameters`): SERVER_ERROR and IEAUTHTEST, without an
+/// errno; the caller closes the connection.
+pub fn refuse_credentials(control: &Control) {
+    let mut frame = vec![State::ServerError.byte()];
+    frame.extend_from_slice(&errno::AUTH_TEST.to_be_bytes());
+    let _ = std::io::Write::write_all(&mut control.stream(), &frame);
+}
+
+/// Settles the parameters into our spec, answering SERVER_ERROR with
+/// iperf3's error number when they are refused.
+fn settle_params(
+    control: &mut Control,
+    peer: SocketAddr,
+    settings: &ServerSettings,
+    params: Params,
+) -> Result<(Params, TestSpec), ServeError> {
     if !params.ignored.is_empty() {
         log::info!("{peer}: iperf3 options not acted on: {}", params.ignored.join(", "));
     }

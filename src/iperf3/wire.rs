@@ -361,7 +361,8 @@ pub struct Params {
     pub get_server_output: bool,
     pub udp_counters_64bit: bool,
     pub client_version: Option<String>,
-    /// RSA-encrypted credentials (`--username`): we cannot check them.
+    /// RSA-encrypted credentials (`--username`), checked by
+    /// [`super::server_auth`] when the agent requires them.
     pub authtoken: Option<String>,
     /// Keys we received but do not act on.
     pub ignored: Vec<String>,

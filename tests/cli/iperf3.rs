@@ -82,7 +82,7 @@ impl Drop for Iperf3 {
 }
 
 /// `iperf3 -c 127.0.0.1 -p PORT -J ARGS`, with a hard timeout.
-fn iperf3_client(port: u16, args: &[&str]) -> Value {
+pub(crate) fn iperf3_client(port: u16, args: &[&str]) -> Value {
     let mut child = Command::new("timeout")
         .args(["60", "iperf3", "-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
         .args(args)
@@ -208,7 +208,7 @@ fn agent() -> (AgentProcess, u16) {
     agent_with(&[])
 }
 
-fn agent_with(extra: &[&str]) -> (AgentProcess, u16) {
+pub(crate) fn agent_with(extra: &[&str]) -> (AgentProcess, u16) {
     let port = free_port();
     let p = port.to_string();
     let mut args = vec!["--iperf3-port", p.as_str()];
@@ -316,7 +316,7 @@ fn iperf3_clients_against_the_agent_udp() {
 }
 
 /// A raw iperf3 control connection to the agent's port.
-fn raw(port: u16) -> TcpStream {
+pub(crate) fn raw(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s
@@ -366,10 +366,30 @@ fn a_second_iperf3_client_is_told_busy_or_waits_its_turn() {
     assert_eq!(read_byte(&mut second), Some(9), "PARAM_EXCHANGE once the first left");
 }
 
+/// `--max-connections-per-minute` counts every connection to the iperf3
+/// port, before a cookie is read: silent connections used to be free
+/// (the limit applied only after a valid cookie), so one address could
+/// hold every connection the port takes. The one over the limit gets
+/// ACCESS_DENIED at once, not the close at the handshake deadline.
+#[test]
+fn every_iperf3_connection_counts_against_the_per_minute_limit() {
+    let (agent, port) = agent_with(&["--max-connections-per-minute", "3", "--handshake-timeout", "2s"]);
+    // agent_with's own check of the port was the first; two more stay silent.
+    let silent: Vec<TcpStream> = (0..2).map(|_| raw(port)).collect();
+    let mut over = raw(port);
+    assert_eq!(
+        reply(&mut over),
+        Reply::State(-1),
+        "ACCESS_DENIED for the 4th connection"
+    );
+    agent.wait_for_log("too many connections from its address (--max-connections-per-minute 3)");
+    drop(silent);
+}
+
 /// What the agent answered a hostile client, read with a 20 s limit far
 /// above the agent's 2 s deadlines (a hang fails the test, it never passes it).
 #[derive(Debug, PartialEq)]
-enum Reply {
+pub(crate) enum Reply {
     /// SERVER_ERROR and iperf3's error number.
     ServerError(i32),
     State(i8),
@@ -377,7 +397,7 @@ enum Reply {
     Silent,
 }
 
-fn reply(s: &mut TcpStream) -> Reply {
+pub(crate) fn reply(s: &mut TcpStream) -> Reply {
     let mut b = [0u8];
     match s.read(&mut b) {
         Ok(0) => Reply::Closed,
@@ -395,14 +415,14 @@ fn reply(s: &mut TcpStream) -> Reply {
 }
 
 /// A distinct, well-formed cookie for the `i`-th hostile client.
-fn cookie_n(i: usize) -> Vec<u8> {
+pub(crate) fn cookie_n(i: usize) -> Vec<u8> {
     let alphabet = b"abcdefghijklmnopqrstuvwxyz234567";
     let mut v: Vec<u8> = (0..36).map(|k| alphabet[(i >> (5 * k.min(6))) % 32]).collect();
     v.push(0);
     v
 }
 
-fn send_frame(s: &mut TcpStream, body: &[u8]) {
+pub(crate) fn send_frame(s: &mut TcpStream, body: &[u8]) {
     s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
     s.write_all(body).unwrap();
 }
