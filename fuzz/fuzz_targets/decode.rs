@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nicbench::agent::limits::TestLimits;
+use nicbench::protocol::limits::TestLimits;
 use nicbench::protocol::framing::Decoder;
 use nicbench::protocol::{auth, Message, MAX_CLIENT_FRAME};
 

@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nicbench::agent::limits::TestLimits;
+use nicbench::protocol::limits::TestLimits;
 use nicbench::iperf3::server::spec_of;
 use nicbench::iperf3::streams::peer_report;
 use nicbench::iperf3::wire::{
