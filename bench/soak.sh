@@ -191,5 +191,8 @@ echo "soak: issue 31 rounds: ${held_refused} of held sockets refused past the ad
 echo "soak: change: $((fds_end - fds_start)) fds, $((rss_end - rss_start)) KiB RSS, $((threads_end - threads_start)) threads;" \
     "--max-rate agent: $((lfds_end - lfds_start)) fds, $((lrss_end - lrss_start)) KiB RSS, $((lthreads_end - lthreads_start)) threads"
 rounds=$((round / 10))
-[ "$failed" -eq 0 ] && [ "$fds_end" -le "$fds_start" ] && [ "$lfds_end" -le "$lfds_start" ] \
+# The files-flood round (issue 31, item 3): its own agent and scratch.
+files_ok=0
+bench/soak-files.sh "$bin" 5 && files_ok=1
+[ "$files_ok" -eq 1 ] && [ "$failed" -eq 0 ] && [ "$fds_end" -le "$fds_start" ] && [ "$lfds_end" -le "$lfds_start" ] \
     && [ "$held_refused" -eq "$rounds" ] && [ "$rateless_refused" -eq "$rounds" ]

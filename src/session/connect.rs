@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::{SessionError, Target, REPLY_TIMEOUT};
+use super::{SessionError, Target, HELLO_TIMEOUT, REPLY_TIMEOUT};
 use crate::address::Family;
 use crate::protocol::auth::{self, Psk};
 use crate::protocol::channel::Channel;
@@ -127,7 +127,7 @@ pub(super) fn handshake_keyed(
     require_key: bool,
 ) -> Result<Hello, SessionError> {
     channel.send(&Message::Hello(Hello::ours(crate::workload::names())))?;
-    let hello = channel.recv(REPLY_TIMEOUT, "the agent's hello").map_err(|e| match e {
+    let hello = channel.recv(HELLO_TIMEOUT, "the agent's hello").map_err(|e| match e {
         // Something listens there, but it does not speak our protocol.
         ProtocolError::Timeout { .. } | ProtocolError::FrameTooLarge { .. } | ProtocolError::Malformed(_) => {
             SessionError::NotAnAgent {
@@ -144,7 +144,7 @@ pub(super) fn handshake_keyed(
     hello.check_peer("agent").map_err(|e| match e {
         ProtocolError::NotNicbench => SessionError::NotAnAgent {
             addr,
-            detail: "its hello has the wrong magic".into(),
+            detail: "it speaks something else: its hello has the wrong magic".into(),
         },
         other => other.into(),
     })?;
@@ -172,13 +172,18 @@ fn foreign_answer(e: &ProtocolError) -> String {
         ProtocolError::FrameTooLarge { length, .. } => {
             let bytes = length.to_be_bytes();
             if bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
-                format!("its answer starts with \"{}\"", String::from_utf8_lossy(&bytes))
+                format!(
+                    "it speaks something else: its answer starts with \"{}\"",
+                    String::from_utf8_lossy(&bytes)
+                )
             } else {
-                format!("its answer is no nicbench hello: {e}")
+                format!("it speaks something else: its answer is no nicbench hello: {e}")
             }
         }
-        ProtocolError::Timeout { .. } => "it sent no nicbench hello".into(),
-        other => format!("its answer is no nicbench hello: {other}"),
+        ProtocolError::Timeout { seconds, .. } => {
+            format!("it stayed silent: no nicbench hello within {seconds:.0} s of connecting")
+        }
+        other => format!("it speaks something else: its answer is no nicbench hello: {other}"),
     }
 }
 
@@ -282,12 +287,15 @@ mod tests {
             length: u32::from_be_bytes(*b"HTTP"),
             limit: 16 << 20,
         };
-        assert_eq!(foreign_answer(&http), "its answer starts with \"HTTP\"");
+        assert_eq!(
+            foreign_answer(&http),
+            "it speaks something else: its answer starts with \"HTTP\""
+        );
         let binary = ProtocolError::FrameTooLarge {
             length: u32::from_be_bytes([0xff, 0, 1, 2]),
             limit: 16 << 20,
         };
-        assert!(foreign_answer(&binary).starts_with("its answer is no nicbench hello"));
+        assert!(foreign_answer(&binary).starts_with("it speaks something else: its answer is no nicbench hello"));
         let addr: SocketAddr = "[::1]:80".parse().unwrap();
         let e = SessionError::NotAnAgent {
             addr,
@@ -344,7 +352,7 @@ mod tests {
         let e = open(&target).err().expect("an HTTP server passed the handshake");
         server.join().unwrap();
         assert!(
-            matches!(&e, SessionError::NotAnAgent { detail, .. } if detail == "its answer starts with \"HTTP\""),
+            matches!(&e, SessionError::NotAnAgent { detail, .. } if detail.ends_with("its answer starts with \"HTTP\"")),
             "{e:?}"
         );
     }

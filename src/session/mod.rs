@@ -29,6 +29,11 @@ use crate::workload::{SpecError, WorkloadError};
 /// How long to wait for the agent to answer at each step before the test.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long to wait for the agent's hello after connecting. An agent sends
+/// it at once (before any queue or test), so a port that stays silent this
+/// long is no nicbench agent: say so now, not after [`REPLY_TIMEOUT`].
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Where the agent is and how to reach it.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -80,9 +85,11 @@ pub enum SessionError {
         source: std::io::Error,
     },
     #[error(
-        "{addr}: that port is not a nicbench agent (it speaks something else: {detail}); \
+        "{addr}: that port is not a nicbench agent ({detail}); \
          check the port (-p, HOST:PORT) or start 'nicbench serve' on that host"
     )]
+    /// `detail` says what the port did instead: "it speaks something
+    /// else: ...", or that it stayed silent past [`HELLO_TIMEOUT`].
     NotAnAgent { addr: SocketAddr, detail: String },
     #[error("{}", busy_words(*addr, *seconds_left, *running_seconds))]
     Busy {

@@ -436,6 +436,27 @@ fn another_service_on_the_port_is_named_as_such() {
 }
 
 #[test]
+fn a_silent_port_is_named_at_the_hello_deadline_not_the_test_deadline() {
+    // A listener that accepts and never says a word (a service waiting for
+    // its own protocol's request): the client gives up at the hello
+    // deadline and says so, with the port's words, not a test timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            use std::io::Read;
+            let _ = s.set_read_timeout(Some(COMMAND_LIMIT));
+            let _ = s.read_to_end(&mut Vec::new());
+        }
+    });
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let deadline = nicbench::session::HELLO_TIMEOUT.as_secs();
+    let words = format!("that port is not a nicbench agent (it stayed silent: no nicbench hello within {deadline} s");
+    assert!(stderr(&out).contains(&words), "{}", stderr(&out));
+}
+
+#[test]
 fn ctrl_c_stops_the_test_and_still_reports_both_ends() {
     let agent = AgentProcess::start(&[]);
     let port = agent.port_arg();
