@@ -280,6 +280,9 @@ struct Watch {
     omit_at: Instant,
     stop_at: Option<Instant>,
     omit_taken: bool,
+    /// When the warm-up's bytes were taken: the interval sampled at that
+    /// same instant (or before) is the warm-up's, however late the wake-up.
+    omit_taken_at: Option<Instant>,
     warmup_bytes: Vec<u64>,
     last_sample: Vec<u64>,
     last_tick: Instant,
@@ -303,6 +306,7 @@ impl Watch {
             omit_at,
             stop_at: control.duration.map(|d| omit_at + d),
             omit_taken: control.omit.is_zero(),
+            omit_taken_at: control.omit.is_zero().then_some(start),
             warmup_bytes: vec![0; n],
             last_sample: vec![0; n],
             last_tick: start,
@@ -338,10 +342,7 @@ impl Watch {
             }
             let now = Instant::now();
             if !self.omit_taken && now >= self.omit_at {
-                for (i, c) in self.counters.iter().enumerate() {
-                    self.warmup_bytes[i] = c.0.load(Ordering::Relaxed);
-                }
-                self.omit_taken = true;
+                self.take_warmup(now);
             }
             if self.stop_at.is_some_and(|at| now >= at) {
                 control.stop.store(true, Ordering::Relaxed);
@@ -352,12 +353,26 @@ impl Watch {
         }
     }
 
-    /// One interval sample of every running stream end.
+    /// The warm-up's end, seen at `now`: each end's bytes so far are its
+    /// warm-up's.
+    fn take_warmup(&mut self, now: Instant) {
+        for (i, c) in self.counters.iter().enumerate() {
+            self.warmup_bytes[i] = c.0.load(Ordering::Relaxed);
+        }
+        self.omit_taken = true;
+        self.omit_taken_at = Some(now);
+    }
+
+    /// One interval sample of every running stream end. The interval is
+    /// the warm-up's (omitted) when its bytes are in the warm-up snapshot:
+    /// sampled before it or at the same wake-up. The clock's reading does
+    /// not decide it, so a wake-up late by a loaded machine cannot unmark
+    /// the warm-up's interval (issue 32).
     fn sample(&mut self, now: Instant, control: &RunControl) {
         let mut tick = IntervalTick {
             start_seconds: (self.last_tick - self.start).as_secs_f64(),
             end_seconds: (now - self.start).as_secs_f64(),
-            omitted: now <= self.omit_at + Duration::from_millis(1),
+            omitted: self.omit_taken_at.map_or(true, |taken| now <= taken),
             streams: Vec::with_capacity(self.meta.len()),
         };
         let seconds = (now - self.last_tick).as_secs_f64();
@@ -447,7 +462,7 @@ impl Watch {
                 end_seconds: (f.at - self.start).as_secs_f64(),
                 bytes: tail,
                 bits_per_second: bits_per_second(tail, tail_seconds),
-                omitted: f.at <= self.omit_at,
+                omitted: self.omit_taken_at.map_or(true, |taken| f.at <= taken),
             });
         }
         StreamEnd {
@@ -533,6 +548,30 @@ mod tests {
         // One callback per recorded sample time (a late wake-up merges ticks).
         let ticks = *ticks.lock().unwrap();
         assert!(ticks >= 1 && ticks <= end.intervals.len(), "{ticks} ticks");
+    }
+
+    #[test]
+    fn the_warm_up_interval_is_omitted_however_late_the_wake_up() {
+        // -O 100ms -i 100ms: the warm-up's end and the first tick fall on
+        // one instant; a loaded machine wakes 30 ms late.
+        let ctl = control(300, 100, 100);
+        let counters = Arc::new(vec![PaddedCounter::default()]);
+        let meta = vec![(1, Role::Sender, SocketBuffers::default())];
+        let mut w = Watch::new(&ctl, meta, Arc::clone(&counters));
+        let late = ctl.start + Duration::from_millis(130);
+        counters[0].0.store(5000, Ordering::Relaxed);
+        w.take_warmup(late);
+        w.sample(late, &ctl);
+        counters[0].0.store(9000, Ordering::Relaxed);
+        let next = ctl.start + Duration::from_millis(200);
+        w.sample(next, &ctl);
+        let marks: Vec<(u64, bool)> = w.intervals[0].iter().map(|i| (i.bytes, i.omitted)).collect();
+        assert_eq!(marks, [(5000, true), (4000, false)]);
+        assert_eq!(w.warmup_bytes[0], 5000);
+        // A sample before the warm-up ends is the warm-up's too.
+        let mut w = Watch::new(&ctl, vec![(1, Role::Sender, SocketBuffers::default())], counters);
+        w.sample(ctl.start + Duration::from_millis(50), &ctl);
+        assert!(w.intervals[0][0].omitted);
     }
 
     #[test]
