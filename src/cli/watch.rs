@@ -27,6 +27,11 @@ pub struct WatchArgs {
     /// Print the result as one JSON document (schema in docs/SCHEMA.md).
     #[arg(long)]
     pub json: bool,
+    /// Save the run even when the command exits non-zero. By default a
+    /// failed command's run is not saved: its figures measure a failure
+    /// (a copy that never started), and would sit among the real ones.
+    #[arg(long)]
+    pub keep_failed: bool,
     #[command(flatten)]
     pub save: super::store::SaveArgs,
     /// The command to run and watch, after `--`; its exit code is passed through.

@@ -179,6 +179,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<()> {
         (tree_cpu.user_seconds + tree_cpu.system_seconds) * 100.0 / seconds.max(1e-9)
     ) + &peer_summary(&peer, &traffic, seconds);
     let mut save_args = args.save.clone();
+    if code != 0 && !args.keep_failed && !save_args.no_save {
+        save_args.no_save = true;
+        log::warn!(
+            "the run was not saved: '{command_line}' failed (exit status {code}), so its figures measure a failure; \
+             --keep-failed saves it anyway"
+        );
+    }
     save_args.tags.push(Tag {
         key: "command".into(),
         value: command_line.clone(),

@@ -21,6 +21,7 @@ fn the_exit_code_passes_through_and_the_run_is_saved_with_the_command() {
         "--db",
         db,
         "--json",
+        "--keep-failed",
         "--",
         "sh",
         "-c",
@@ -36,6 +37,31 @@ fn the_exit_code_passes_through_and_the_run_is_saved_with_the_command() {
     assert!(runs.status.success(), "{}", stderr(&runs));
     let listed = String::from_utf8_lossy(&runs.stdout);
     assert!(listed.contains("watch"), "{listed}");
+    // Without --keep-failed a failed command's run is not saved, and the
+    // words say why; the exit status and the printed result stay.
+    let failed = nicbench(&[
+        "watch", "--iface", "lo", "--db", db, "--json", "--", "sh", "-c", "exit 1",
+    ]);
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&failed.stdout).expect("JSON")["spec"]["params"]["exit_code"],
+        1
+    );
+    let words = stderr(&failed);
+    assert!(
+        words.contains("the run was not saved") && words.contains("(exit status 1)") && words.contains("--keep-failed"),
+        "{words}"
+    );
+    let exported = nicbench(&["export", "--db", db, "--workload", "watch", "--format", "json"]);
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let exported: Value = serde_json::from_slice(&exported.stdout).expect("export JSON");
+    let codes: Vec<&Value> = exported
+        .as_array()
+        .expect("a list of runs")
+        .iter()
+        .map(|r| r.pointer("/document/spec/params/exit_code").unwrap_or(&Value::Null))
+        .collect();
+    assert_eq!(codes, [&Value::from(7)], "only the kept run: {exported}");
     let missing = nicbench(&["watch", "--iface", "nicbench-no-such-if", "--no-save", "--", "true"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("no such interface"), "{}", stderr(&missing));
