@@ -62,7 +62,9 @@ fn cpu_limit(s: &str) -> Result<CpuLimit, String> {
 /// `nicbench lab up`
 #[derive(Debug, Args)]
 pub struct LabUpArgs {
-    /// Name of the lab (1 to 15 of a-z, 0-9, '-').
+    /// Name of the lab (1 to 15 of a-z, 0-9, '-'). A name t<pid>-<n> belongs
+    /// to process <pid> (the tests name their labs so): once that process is
+    /// gone, the next test lab removes it.
     #[arg(value_parser = lab_name)]
     pub name: String,
     /// Number of hosts, named a, b, c, ...

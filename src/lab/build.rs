@@ -264,6 +264,42 @@ pub fn all_lab_names() -> Result<Vec<String>, LabError> {
     Ok(names)
 }
 
+/// Removes the labs of test processes that died without tearing them
+/// down (a test run killed with SIGKILL leaves its namespaces, links,
+/// cgroups and state): every automatic lab `t<pid>-<n>` whose process is
+/// gone. Labs of live processes, and labs with any other name, are left.
+/// Returns the labs removed; a lab that cannot be removed is logged and
+/// left for `nicbench lab down`.
+pub fn reclaim_orphans() -> Vec<String> {
+    let Ok(names) = all_lab_names() else {
+        return Vec::new();
+    };
+    let mut reclaimed = Vec::new();
+    for name in names {
+        let Some(pid) = spec::auto_name_pid(&name) else {
+            continue;
+        };
+        let Ok(pid) = i32::try_from(pid) else {
+            continue;
+        };
+        if pid as u32 == std::process::id() || sys::alive(pid) {
+            continue;
+        }
+        match down(&name) {
+            Ok(removed) if !removed.is_empty() => {
+                log::info!(
+                    "removed lab {name}, left by process {pid} that is gone: {}",
+                    removed.join(", ")
+                );
+                reclaimed.push(name);
+            }
+            Ok(_) => {}
+            Err(e) => log::warn!("lab {name} was left by process {pid} that is gone, and could not be removed: {e}"),
+        }
+    }
+    reclaimed
+}
+
 /// Removes everything of lab `name`: processes, namespaces (and so their
 /// links), host files, cgroups, state. Works from what exists, so a
 /// half-built lab or one whose builder crashed goes too. Returns what was

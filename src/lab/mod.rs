@@ -186,6 +186,10 @@ impl LabBuilder {
                 source: e,
             })?,
         };
+        if self.auto_name {
+            // Labs of test processes that were killed before their Drop ran.
+            build::reclaim_orphans();
+        }
         if self.auto_name
             && (LabState::load(&self.spec.name).is_ok_and(|s| s.is_some())
                 || existing_netns(&self.spec.name).is_ok_and(|ns| !ns.is_empty()))

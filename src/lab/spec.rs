@@ -116,6 +116,15 @@ pub fn unique_name() -> String {
     format!("t{}-{}", std::process::id(), n)
 }
 
+/// The pid in an automatic lab name `t<pid>-<counter>` ([`unique_name`]),
+/// so that the labs of a test process that died without tearing them down
+/// can be found and removed; None for any other name.
+pub fn auto_name_pid(name: &str) -> Option<u32> {
+    let (pid, counter) = name.strip_prefix('t')?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(counter)).then(|| pid.parse().ok()).flatten()
+}
+
 /// Network namespace of a host: `nicbench-<lab>-<host>`.
 pub fn netns_name(lab: &str, host: &str) -> String {
     format!("{NETNS_PREFIX}{lab}-{host}")
@@ -474,6 +483,15 @@ mod tests {
         for n in [a, b] {
             assert!(n.len() <= 15, "{n}");
             validate_name(&n).unwrap();
+        }
+    }
+
+    #[test]
+    fn automatic_names_give_their_pid_and_no_other_name_does() {
+        assert_eq!(auto_name_pid(&unique_name()), Some(std::process::id()));
+        assert_eq!(auto_name_pid("t24342-0"), Some(24342));
+        for other in ["demo", "t-1", "t12", "t12-", "t12-x", "tx-1", "t1-2-3", "a12-3"] {
+            assert_eq!(auto_name_pid(other), None, "{other}");
         }
     }
 

@@ -35,6 +35,39 @@ fn assert_gone(name: &str) {
     assert!(!Path::new("/sys/fs/cgroup/nicbench").join(name).exists(), "cgroup left");
 }
 
+#[test]
+fn the_labs_of_a_killed_test_process_are_removed_by_the_next_lab() {
+    require_lab!();
+    // A test process killed with SIGKILL cannot run its labs' Drop: here,
+    // the lab of a process that is gone is a real namespace named with its
+    // pid, as the killed process left it.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let orphan = format!("t{pid}-0");
+    let netns = format!("nicbench-{orphan}-a");
+    let created = Command::new("ip").args(["netns", "add", &netns]).status().unwrap();
+    assert!(created.success(), "ip netns add {netns}");
+    // Removed whatever the assertions say, so no run leaves it behind.
+    struct Sweep(String);
+    impl Drop for Sweep {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _sweep = Sweep(netns.clone());
+    // Another test's lab, of a process still alive (this one), is kept.
+    let alive = builder().no_agents().build().unwrap();
+    assert_gone(&orphan);
+    let next = builder().no_agents().build().unwrap();
+    assert!(
+        !lab::existing_netns(alive.name()).unwrap().is_empty(),
+        "a live process's lab was removed"
+    );
+    drop(next);
+    drop(alive);
+}
+
 /// Runs `program args` in `host` and returns stdout, failing with stderr.
 fn run_in(lab: &Lab, host: &str, program: &str, args: &[&str]) -> String {
     let out = lab
