@@ -410,6 +410,33 @@ pub fn apply_rate(state: &mut LabState, settings: &[RateSetting]) -> Result<Vec<
     Ok(changed)
 }
 
+/// The sizes of a link's tbf: its bucket and its queue, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TbfSizes {
+    pub burst_bytes: u64,
+    pub limit_bytes: u64,
+}
+
+impl TbfSizes {
+    /// How long the queue holds at `bits_per_second`, in seconds.
+    pub fn queue_seconds(&self, bits_per_second: u64) -> f64 {
+        self.limit_bytes as f64 * 8.0 / bits_per_second.max(1) as f64
+    }
+}
+
+/// The tbf of a link shaped to `bits_per_second` with MTU `mtu`: the bucket
+/// holds 4 ms at the rate but at least 4 frames; the queue holds 20 ms (at
+/// least 64 KB), beyond which packets are dropped.
+pub fn tbf_sizes(bits_per_second: u64, mtu: u32) -> TbfSizes {
+    let bytes_per_second = bits_per_second / 8;
+    let burst_bytes = (bytes_per_second / 250).max(4 * (mtu as u64 + 14)).max(3000);
+    let limit_bytes = (bytes_per_second / 50).max(65536).max(2 * burst_bytes);
+    TbfSizes {
+        burst_bytes,
+        limit_bytes,
+    }
+}
+
 /// Routes a host needs beyond its connected subnets: `(destination subnet, gateway)`.
 /// Via the router, link i of a host reaches link i of every other host.
 pub fn routes(state: &LabState, host: &str) -> Vec<(Ipv4Addr, Ipv4Addr)> {

@@ -173,9 +173,8 @@ pub fn kernel_link(netns: &str, ifname: &str) -> Result<KernelLink, LabError> {
     })
 }
 
-/// Sets (or with `None` removes) the root tbf of an interface. The bucket
-/// holds 4 ms at the rate but at least 4 frames; the queue holds 20 ms
-/// (at least 64 KB), beyond which packets are dropped.
+/// Sets (or with `None` removes) the root tbf of an interface, sized by
+/// [`super::spec::tbf_sizes`].
 pub fn set_tbf(netns: &str, ifname: &str, rate: Option<u64>, mtu: u32) -> Result<(), LabError> {
     let Some(bits) = rate else {
         // Deleting a qdisc that is not there fails; only delete an existing tbf.
@@ -184,10 +183,12 @@ pub fn set_tbf(netns: &str, ifname: &str, rate: Option<u64>, mtu: u32) -> Result
         }
         return Ok(());
     };
-    let bytes_per_second = bits / 8;
-    let burst = (bytes_per_second / 250).max(4 * (mtu as u64 + 14)).max(3000);
-    let limit = (bytes_per_second / 50).max(65536).max(2 * burst);
-    let (rate, burst, limit) = (format!("{bits}bit"), burst.to_string(), limit.to_string());
+    let sizes = super::spec::tbf_sizes(bits, mtu);
+    let (rate, burst, limit) = (
+        format!("{bits}bit"),
+        sizes.burst_bytes.to_string(),
+        sizes.limit_bytes.to_string(),
+    );
     run(
         "tc",
         &[
