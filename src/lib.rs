@@ -17,7 +17,8 @@
 //! 6. `workload` (traffic engines behind one trait), `multilink`
 //!    (several links at once)
 //! 7. `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),
-//!    `address` (HOST, HOST:PORT, [v6]:PORT)
+//!    `address` (HOST, HOST:PORT, [v6]:PORT), `lab_env` (what `lab exec`
+//!    tells its command about the lab's router)
 //! 8. `model` (result types)
 //! 9. `units`, `stats`, `linerate`, `logging`, `shell` (quoting),
 //!    `csv_out` (the one CSV writer), `outside_text` (strings from outside,
@@ -30,6 +31,7 @@ pub mod cmd;
 pub mod csv_out;
 pub mod iperf3;
 pub mod lab;
+pub mod lab_env;
 pub mod linerate;
 pub mod logging;
 pub mod mesh;

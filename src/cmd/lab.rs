@@ -109,6 +109,9 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
     if let Some(port) = state.agent_port {
         command.env("NICBENCH_PORT", port.to_string());
     }
+    // Where the lab is shaped, for clients that judge a line rate or
+    // sample the router's queue (crate::lab_env reads it).
+    command.envs(lab::env::client_vars(&state, &args.host));
     // exec only returns on failure.
     let error = command.exec();
     Err(error).with_context(|| format!("running {:?} in host {} of lab '{}'", program, args.host, args.name))

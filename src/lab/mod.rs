@@ -39,6 +39,7 @@
 
 mod build;
 pub mod cgroup;
+pub mod env;
 pub mod spec;
 pub mod state;
 pub mod sys;

@@ -41,6 +41,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("probe", 7),
     ("protocol", 7),
     ("address", 7),
+    ("lab_env", 7),
     // Result types.
     ("model", 8),
     // Plain values and helpers that name nothing in the crate.

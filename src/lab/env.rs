@@ -1,0 +1,113 @@
+//! What `lab exec` tells the command it starts about the lab
+//! ([`crate::lab_env`]'s variables): the lab's name, each host's addresses
+//! and the router link toward each.
+
+use crate::lab_env::{EnvHost, EnvLink, EnvRouter, LabEnv, RouterLink, LAB_VAR, PATHS_VAR, SCHEMA};
+
+use super::spec::{tbf_sizes, ROUTER};
+use super::state::LabState;
+
+/// The environment of a command run in `host` of the lab `state` describes.
+pub fn client_env(state: &LabState, host: &str) -> LabEnv {
+    let router = state.host(ROUTER).filter(|h| h.router).map(|h| EnvRouter {
+        name: h.name.clone(),
+        netns: h.netns.clone(),
+    });
+    let hosts = state
+        .hosts
+        .iter()
+        .filter(|h| !h.router)
+        .map(|h| EnvHost {
+            name: h.name.clone(),
+            links: state
+                .links_of(&h.name)
+                .iter()
+                .map(|link| {
+                    let mine = link.end_of(&h.name).expect("a link of this host");
+                    let router_link = link.end_of(ROUTER).filter(|_| router.is_some()).map(|r| RouterLink {
+                        iface: r.ifname.clone(),
+                        rate_bits_per_second: r.rate_bits_per_second,
+                        queue_seconds: r
+                            .rate_bits_per_second
+                            .map(|bits| tbf_sizes(bits, link.mtu).queue_seconds(bits)),
+                        mtu: link.mtu,
+                    });
+                    EnvLink {
+                        address: mine.address.into(),
+                        router_link,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    LabEnv {
+        schema: SCHEMA.to_string(),
+        lab: state.name.clone(),
+        host: host.to_string(),
+        router,
+        hosts,
+    }
+}
+
+/// The variables `lab exec` sets for a command in `host`: `(name, value)`.
+pub fn client_vars(state: &LabState, host: &str) -> [(&'static str, String); 2] {
+    [
+        (LAB_VAR, state.name.clone()),
+        (PATHS_VAR, client_env(state, host).to_json()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::{layout, parse_rate_setting, LabSpec, Topology};
+    use super::*;
+
+    fn lab(topology: Topology, rate: &[&str]) -> LabState {
+        layout(&LabSpec {
+            name: "demo".into(),
+            hosts: 3,
+            links: 1,
+            topology,
+            mtu: vec![],
+            rate: rate.iter().map(|r| parse_rate_setting(r).unwrap()).collect(),
+            cpu_limits: vec![],
+            agent_port: Some(5310),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_client_behind_the_router_finds_the_router_links_toward_both_ends() {
+        // Link 2 joins b and r; only the router's egress toward b is shaped.
+        let state = lab(Topology::ViaRouter, &["2:b=50mbit"]);
+        let env = client_env(&state, "a");
+        let parsed = LabEnv::parse("demo", &env.to_json()).unwrap();
+        let b = state.links[1].end_of("b").unwrap().address;
+        let path = parsed.path_to(b.into()).unwrap();
+        assert_eq!(path.router_netns, "nicbench-demo-r");
+        assert_eq!(path.toward_peer.iface, state.links[1].end_of("r").unwrap().ifname);
+        assert_eq!(path.toward_peer.rate_bits_per_second, Some(50_000_000));
+        let queue = path.toward_peer.queue_seconds.unwrap();
+        assert!((queue - 0.02).abs() < 1e-9, "{queue}");
+        assert_eq!(path.toward_peer.mtu, 1500);
+        assert_eq!(path.toward_me.iface, state.links[0].end_of("r").unwrap().ifname);
+        assert_eq!(
+            (path.toward_me.rate_bits_per_second, path.toward_me.queue_seconds),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn a_direct_lab_and_the_router_itself_have_no_router_path() {
+        let direct = lab(Topology::Direct, &["100mbit"]);
+        let env = LabEnv::parse("demo", &client_env(&direct, "a").to_json()).unwrap();
+        let b = direct.links[0].end_of("b").unwrap().address;
+        assert_eq!(env.path_to(b.into()), None);
+        let routed = lab(Topology::ViaRouter, &["100mbit"]);
+        let env = LabEnv::parse("demo", &client_env(&routed, "r").to_json()).unwrap();
+        let b = routed.links[1].end_of("b").unwrap().address;
+        assert_eq!(env.path_to(b.into()), None);
+        let [(lab_var, name), (paths_var, _)] = client_vars(&routed, "a");
+        assert_eq!((lab_var, paths_var, name.as_str()), (LAB_VAR, PATHS_VAR, "demo"));
+    }
+}

@@ -1,0 +1,401 @@
+//! What a process started by `nicbench lab exec` learns about the lab it
+//! runs in, from its environment: the lab's name in [`LAB_VAR`] and, as
+//! JSON in [`PATHS_VAR`], each host's addresses and, behind a router, the
+//! router interface whose egress carries the traffic toward that address
+//! (its tbf rate, queue length and MTU). `lab exec` writes both
+//! ([`LabEnv::to_json`]); a client reads them with [`path_from_here`] to
+//! know where its path is shaped without asking the user.
+//!
+//! The content comes from outside the process (anyone can set the
+//! variables), so every field is validated: bad content gives `None` and a
+//! warning, never a panic.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// The lab's name, set by `lab exec` in the command's environment.
+pub const LAB_VAR: &str = "NICBENCH_LAB";
+/// The lab's hosts, addresses and router links as JSON ([`LabEnv`]).
+pub const PATHS_VAR: &str = "NICBENCH_LAB_PATHS";
+/// Version tag of [`PATHS_VAR`]'s JSON.
+pub const SCHEMA: &str = "nicbench.lab-env/1";
+
+/// Smallest and largest MTU a lab link takes (as `lab up --mtu` checks).
+const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
+/// Longest interface and namespace names accepted (interface names are at
+/// most 15 bytes in Linux; namespace names are file names).
+const MAX_IFACE_LEN: usize = 15;
+const MAX_NETNS_LEN: usize = 255;
+
+/// The path from this host to a peer in the same lab, through its router.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabPath {
+    /// The lab's name.
+    pub lab: String,
+    /// The router's network namespace (where its qdiscs can be read).
+    pub router_netns: String,
+    /// The router interface whose egress carries traffic to this host.
+    pub toward_me: RouterLink,
+    /// The router interface whose egress carries traffic to the peer.
+    pub toward_peer: RouterLink,
+}
+
+/// One router interface, as the lab configured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouterLink {
+    /// The interface's name inside the router's namespace.
+    pub iface: String,
+    /// The tbf rate on its egress; None: not shaped.
+    pub rate_bits_per_second: Option<u64>,
+    /// How long the tbf's queue holds at its rate (its byte limit over the
+    /// rate); None when not shaped.
+    pub queue_seconds: Option<f64>,
+    /// The link's MTU in bytes.
+    pub mtu: u32,
+}
+
+/// [`PATHS_VAR`]'s content: the lab as a client inside it needs to see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabEnv {
+    pub schema: String,
+    pub lab: String,
+    /// The host this environment was made for (the one `lab exec` ran in,
+    /// a host or the router).
+    pub host: String,
+    /// The router; None in a lab without one.
+    pub router: Option<EnvRouter>,
+    pub hosts: Vec<EnvHost>,
+}
+
+/// The lab's router: its host name and network namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvRouter {
+    pub name: String,
+    pub netns: String,
+}
+
+/// A host of the lab (not the router) and its links, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvHost {
+    pub name: String,
+    pub links: Vec<EnvLink>,
+}
+
+/// One of a host's links: its address there and, behind a router, the
+/// router's interface toward that address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvLink {
+    pub address: IpAddr,
+    pub router_link: Option<RouterLink>,
+}
+
+impl LabEnv {
+    /// Serializes to one line of JSON, for the environment.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a lab environment serializes")
+    }
+
+    /// Parses and validates [`PATHS_VAR`]'s content for lab `lab` (the
+    /// value of [`LAB_VAR`]); the error says what is wrong.
+    pub fn parse(lab: &str, json: &str) -> Result<LabEnv, String> {
+        let env: LabEnv = serde_json::from_str(json).map_err(|e| format!("not the expected JSON: {e}"))?;
+        env.validate(lab)?;
+        Ok(env)
+    }
+
+    fn validate(&self, lab: &str) -> Result<(), String> {
+        if self.schema != SCHEMA {
+            return Err(format!("schema '{}', this nicbench reads '{SCHEMA}'", self.schema));
+        }
+        if self.lab != lab {
+            return Err(format!("it describes lab '{}' but {LAB_VAR} is '{lab}'", self.lab));
+        }
+        if !plain_name(&self.lab, MAX_NETNS_LEN) {
+            return Err(format!("lab name '{}' is not a lab name", self.lab));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        if let Some(router) = &self.router {
+            if !plain_name(&router.netns, MAX_NETNS_LEN) {
+                return Err(format!("router namespace '{}' is not a namespace name", router.netns));
+            }
+            if !plain_name(&router.name, MAX_NETNS_LEN) {
+                return Err(format!("router name '{}' is invalid", router.name));
+            }
+            names.insert(router.name.as_str());
+        }
+        let mut addresses = std::collections::BTreeSet::new();
+        for host in &self.hosts {
+            if !plain_name(&host.name, MAX_NETNS_LEN) || !names.insert(host.name.as_str()) {
+                return Err(format!("host name '{}' is invalid or repeated", host.name));
+            }
+            for link in &host.links {
+                if !addresses.insert(link.address) {
+                    return Err(format!("address {} appears twice", link.address));
+                }
+                if let Some(r) = &link.router_link {
+                    r.validate().map_err(|e| format!("host {}: {e}", host.name))?;
+                    if self.router.is_none() {
+                        return Err(format!(
+                            "host {} has a router link but the lab has no router",
+                            host.name
+                        ));
+                    }
+                }
+            }
+        }
+        if !names.contains(self.host.as_str()) {
+            return Err(format!("this host '{}' is not among the lab's hosts", self.host));
+        }
+        Ok(())
+    }
+
+    /// The path from this environment's host to `peer` through the router;
+    /// None when the peer is not a lab host's address, is this host, or
+    /// there is no router between them.
+    pub fn path_to(&self, peer: IpAddr) -> Option<LabPath> {
+        let peer = canonical(peer);
+        let router_netns = self.router.as_ref()?.netns.clone();
+        let (peer_host, index) = self.hosts.iter().find_map(|h| {
+            let i = h.links.iter().position(|l| l.address == peer)?;
+            Some((h, i))
+        })?;
+        if peer_host.name == self.host {
+            return None;
+        }
+        let me = self.hosts.iter().find(|h| h.name == self.host)?;
+        // Via the router, link i of one host reaches link i of the others.
+        let toward_me = me.links.get(index)?.router_link.clone()?;
+        let toward_peer = peer_host.links[index].router_link.clone()?;
+        Some(LabPath {
+            lab: self.lab.clone(),
+            router_netns,
+            toward_me,
+            toward_peer,
+        })
+    }
+}
+
+impl RouterLink {
+    fn validate(&self) -> Result<(), String> {
+        if !plain_name(&self.iface, MAX_IFACE_LEN) {
+            return Err(format!("router interface '{}' is not an interface name", self.iface));
+        }
+        if !MTU_RANGE.contains(&self.mtu) {
+            return Err(format!(
+                "MTU {} is outside {} to {}",
+                self.mtu,
+                MTU_RANGE.start(),
+                MTU_RANGE.end()
+            ));
+        }
+        if self.rate_bits_per_second == Some(0) {
+            return Err("a rate of 0 bit/s".into());
+        }
+        if let Some(q) = self.queue_seconds {
+            if !(q.is_finite() && q > 0.0 && q <= 3600.0) {
+                return Err(format!("queue of {q} s is not a positive time up to an hour"));
+            }
+            if self.rate_bits_per_second.is_none() {
+                return Err("a queue length without a rate".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 1 to `max` of ASCII letters, digits, `-`, `_` and `.`, not `.`/`..`.
+fn plain_name(name: &str, max: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= max
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it carries.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The lab path from this process's host to `peer`, from the environment
+/// `nicbench lab exec` set. None outside a lab, without a router between
+/// the two, or for a peer that is no lab host; a warning when the
+/// environment is there but malformed.
+pub fn path_from_here(peer: IpAddr) -> Option<LabPath> {
+    let lab = std::env::var_os(LAB_VAR)?;
+    let Some(lab) = lab.to_str() else {
+        log::warn!("${LAB_VAR} is not UTF-8: the lab's router is not known here");
+        return None;
+    };
+    let Some(json) = std::env::var_os(PATHS_VAR) else {
+        log::warn!("${LAB_VAR} is set but ${PATHS_VAR} is not: the lab's router is not known here");
+        return None;
+    };
+    let parsed = json
+        .to_str()
+        .ok_or_else(|| "not UTF-8".to_string())
+        .and_then(|json| LabEnv::parse(lab, json));
+    match parsed {
+        Ok(env) => env.path_to(peer),
+        Err(e) => {
+            log::warn!("${PATHS_VAR} is unusable ({e}): the lab's router is not known here");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shaped(iface: &str) -> RouterLink {
+        RouterLink {
+            iface: iface.into(),
+            rate_bits_per_second: Some(100_000_000),
+            queue_seconds: Some(0.02),
+            mtu: 1500,
+        }
+    }
+
+    fn link(address: &str, router: Option<RouterLink>) -> EnvLink {
+        EnvLink {
+            address: address.parse().unwrap(),
+            router_link: router,
+        }
+    }
+
+    /// a and b behind router r, two links each: a on 10.200.1/2, b on 10.200.3/4.
+    fn two_links() -> LabEnv {
+        LabEnv {
+            schema: SCHEMA.into(),
+            lab: "demo".into(),
+            host: "a".into(),
+            router: Some(EnvRouter {
+                name: "r".into(),
+                netns: "nicbench-demo-r".into(),
+            }),
+            hosts: vec![
+                EnvHost {
+                    name: "a".into(),
+                    links: vec![
+                        link("10.200.1.2", Some(shaped("eth0"))),
+                        link("10.200.2.2", Some(shaped("eth1"))),
+                    ],
+                },
+                EnvHost {
+                    name: "b".into(),
+                    links: vec![
+                        link("10.200.3.2", Some(shaped("eth2"))),
+                        link("10.200.4.2", Some(shaped("eth3"))),
+                    ],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_path_to_a_peer_names_the_router_links_of_the_same_link_index() {
+        let env = LabEnv::parse("demo", &two_links().to_json()).unwrap();
+        let path = env.path_to("10.200.4.2".parse().unwrap()).unwrap();
+        assert_eq!(path.lab, "demo");
+        assert_eq!(path.router_netns, "nicbench-demo-r");
+        assert_eq!(path.toward_me.iface, "eth1");
+        assert_eq!(path.toward_peer.iface, "eth3");
+        assert_eq!(path.toward_peer.rate_bits_per_second, Some(100_000_000));
+        let first = env.path_to("10.200.3.2".parse().unwrap()).unwrap();
+        assert_eq!(
+            (first.toward_me.iface.as_str(), first.toward_peer.iface.as_str()),
+            ("eth0", "eth2")
+        );
+        // An IPv4-mapped IPv6 peer is the same peer.
+        let mapped: IpAddr = "::ffff:10.200.3.2".parse().unwrap();
+        assert_eq!(env.path_to(mapped), Some(first));
+    }
+
+    #[test]
+    fn no_path_to_myself_to_strangers_or_without_a_router() {
+        let env = two_links();
+        for peer in ["10.200.1.2", "10.200.2.2", "10.200.3.1", "127.0.0.1", "::1"] {
+            assert_eq!(env.path_to(peer.parse().unwrap()), None, "{peer}");
+        }
+        let mut direct = two_links();
+        direct.router = None;
+        for h in &mut direct.hosts {
+            for l in &mut h.links {
+                l.router_link = None;
+            }
+        }
+        let direct = LabEnv::parse("demo", &direct.to_json()).unwrap();
+        assert_eq!(direct.path_to("10.200.3.2".parse().unwrap()), None);
+        // The router itself is no host behind the router.
+        let mut in_router = two_links();
+        in_router.host = "r".into();
+        let in_router = LabEnv::parse("demo", &in_router.to_json()).unwrap();
+        assert_eq!(in_router.path_to("10.200.3.2".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn malformed_content_is_refused_with_the_reason() {
+        type Breakage = Box<dyn Fn(&mut LabEnv)>;
+        let cases: Vec<(&str, Breakage)> = vec![
+            ("schema", Box::new(|e| e.schema = "nicbench.lab-env/9".into())),
+            ("lab 'other'", Box::new(|e| e.lab = "other".into())),
+            (
+                "namespace",
+                Box::new(|e| e.router.as_mut().unwrap().netns = "../etc".into()),
+            ),
+            ("repeated", Box::new(|e| e.hosts[1].name = "a".into())),
+            (
+                "twice",
+                Box::new(|e| e.hosts[1].links[0].address = "10.200.1.2".parse().unwrap()),
+            ),
+            (
+                "interface",
+                Box::new(|e| e.hosts[0].links[0].router_link.as_mut().unwrap().iface = "eth0; rm".into()),
+            ),
+            (
+                "MTU 0",
+                Box::new(|e| e.hosts[0].links[0].router_link.as_mut().unwrap().mtu = 0),
+            ),
+            (
+                "0 bit/s",
+                Box::new(|e| e.hosts[0].links[0].router_link.as_mut().unwrap().rate_bits_per_second = Some(0)),
+            ),
+            (
+                "queue",
+                Box::new(|e| e.hosts[0].links[0].router_link.as_mut().unwrap().queue_seconds = Some(-1.0)),
+            ),
+            (
+                "without a rate",
+                Box::new(|e| e.hosts[0].links[0].router_link.as_mut().unwrap().rate_bits_per_second = None),
+            ),
+            ("no router", Box::new(|e| e.router = None)),
+            ("repeated", Box::new(|e| e.router.as_mut().unwrap().name = "b".into())),
+            ("this host", Box::new(|e| e.host = "z".into())),
+        ];
+        for (expected, break_it) in cases {
+            let mut env = two_links();
+            break_it(&mut env);
+            let e = LabEnv::parse("demo", &env.to_json()).unwrap_err();
+            assert!(e.contains(expected), "{expected}: {e}");
+        }
+        for junk in ["", "{", "[]", "{\"schema\":1}", "null"] {
+            assert!(LabEnv::parse("demo", junk).is_err(), "{junk}");
+        }
+        let mut extra: serde_json::Value = serde_json::from_str(&two_links().to_json()).unwrap();
+        extra["surprise"] = 1.into();
+        assert!(LabEnv::parse("demo", &extra.to_string()).is_err());
+        let nan = two_links().to_json().replace("0.02", "1e999");
+        assert!(LabEnv::parse("demo", &nan).is_err(), "{nan}");
+    }
+}
