@@ -63,12 +63,15 @@ pub struct PlotArgs {
     /// What to draw.
     #[arg(long, value_enum)]
     pub kind: ChartKind,
-    /// The figure of the bars: throughput, sender, loss, p50, p99, tps,
-    /// peak, cpu, agent-cpu, service-demand, agent-service-demand.
+    /// The figure of the bars, drawn for the runs that have it: throughput,
+    /// sender, loss, p50, p99, tps, peak, cpu-per-transaction,
+    /// agent-cpu-per-transaction, half-peak-size, small-latency,
+    /// transmitted, received, cpu, agent-cpu, service-demand,
+    /// agent-service-demand.
     #[arg(long, value_name = "METRIC", default_value = "throughput")]
     pub metric: String,
-    /// What makes a group on the x axis: columns or tags, comma-separated (e.g. tag:nic).
-    #[arg(long, value_name = "KEYS", default_value = "workload", value_delimiter = ',')]
+    /// What makes a group on the x axis: the run's case, columns or tags, comma-separated (e.g. tag:nic).
+    #[arg(long, value_name = "KEYS", default_value = "case", value_delimiter = ',')]
     pub group: Vec<String>,
     /// What colours the bars of a group (e.g. mtu or tag:mtu).
     #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
@@ -103,8 +106,9 @@ pub struct ReportArgs {
     /// The HTML file to write.
     #[arg(short, long, value_name = "PATH", default_value = "report.html")]
     pub out: PathBuf,
-    /// Rows of the comparison tables, and the groups of the bar and CPU charts.
-    #[arg(long, value_name = "KEYS", default_value = "workload", value_delimiter = ',')]
+    /// Rows of the comparison tables, and the groups of the bar and CPU charts
+    /// (by default the runs' cases).
+    #[arg(long, value_name = "KEYS", default_value = "case", value_delimiter = ',')]
     pub rows: Vec<String>,
     /// Columns of the tables, and the colours of the bars (e.g. tag:nic).
     #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]

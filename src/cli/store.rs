@@ -125,14 +125,18 @@ pub struct CompareArgs {
     pub db: DbArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// What makes a row: columns or tags, comma-separated (e.g. workload,mtu or tag:test).
-    #[arg(long, value_name = "KEYS", default_value = "workload", value_delimiter = ',')]
+    /// What makes a row: the run's case (what its configuration is), columns
+    /// or tags, comma-separated (e.g. case, workload,mtu or tag:test).
+    #[arg(long, value_name = "KEYS", default_value = "case", value_delimiter = ',')]
     pub rows: Vec<String>,
     /// What makes a column (e.g. tag:nic).
     #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
     pub cols: Vec<String>,
-    /// The figure in each cell: throughput, sender, loss, p50, p99, tps,
-    /// peak, cpu, agent-cpu, service-demand, agent-service-demand.
+    /// The figure in each cell, shown for the runs that have it: throughput,
+    /// sender, loss, p50, p99, tps, peak, cpu-per-transaction,
+    /// agent-cpu-per-transaction, half-peak-size, small-latency,
+    /// transmitted, received, cpu, agent-cpu, service-demand,
+    /// agent-service-demand.
     #[arg(long, value_name = "METRIC", default_value = "throughput")]
     pub metric: String,
     /// How several runs in one cell are summed up.

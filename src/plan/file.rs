@@ -190,7 +190,7 @@ pub struct ReportTable {
 }
 
 fn default_rows() -> String {
-    "workload".into()
+    "case".into()
 }
 
 fn default_metric() -> String {

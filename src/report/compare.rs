@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::csv_out::Csv;
 use crate::outside_text::{self, terminal};
+use crate::store::cases::{self, Case};
 use crate::store::compare::{Metric, Record};
 
 /// How the runs of one cell are summed up.
@@ -37,11 +38,18 @@ pub struct Cell {
     /// This cell over the baseline column's cell of the same row.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
+    /// The labels of the cases of its runs: one, unless the keys given
+    /// pool unlike runs (then the table says which key separates them).
+    pub cases: Vec<String>,
 }
+
+/// The schema of `compare --format json` (docs/SCHEMA.md).
+pub const SCHEMA: &str = "nicbench.compare/2";
 
 /// The whole table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
+    pub schema: &'static str,
     pub metric: String,
     pub unit: String,
     pub stat: Stat,
@@ -52,22 +60,86 @@ pub struct Table {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
     pub cells: Vec<Cell>,
+    /// When some cell pools runs of unlike cases: the `--rows`/`--cols`
+    /// keys that would separate them (`streams`, or `case`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub separate_by: Vec<String>,
     #[serde(skip)]
     label: String,
 }
 
-/// Orders keys as people expect: numbers by value (1500 < 9000), then text.
+/// Orders keys as people expect: numbers by value (1500 < 9000), then
+/// text ([`natural_text`]).
 pub fn natural(a: &[String], b: &[String]) -> Ordering {
     for (x, y) in a.iter().zip(b) {
         let o = match (x.parse::<f64>(), y.parse::<f64>()) {
             (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(Ordering::Equal),
-            _ => x.cmp(y),
+            _ => natural_text(x, y),
         };
         if o != Ordering::Equal {
             return o;
         }
     }
     a.len().cmp(&b.len())
+}
+
+/// Text with its runs of digits read as numbers and letters compared
+/// without regard to case: `rr UDP` < `TCP, 4 streams` < `TCP, 16 streams`.
+pub fn natural_text(a: &str, b: &str) -> Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (x, y) = (chunks(a), chunks(b));
+    for ((dx, cx), (dy, cy)) in x.iter().zip(&y) {
+        let o = match (dx, dy) {
+            (true, true) => {
+                let (p, q) = (cx.trim_start_matches('0'), cy.trim_start_matches('0'));
+                p.len().cmp(&q.len()).then_with(|| p.cmp(q))
+            }
+            _ => cx.to_lowercase().cmp(&cy.to_lowercase()),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    x.len().cmp(&y.len()).then_with(|| a.cmp(b))
+}
+
+/// The keys that separate the runs of cells that pool unlike cases: the
+/// one key that tells every pooled cell's cases apart (`streams`), else
+/// `case`; empty when no cell pools.
+fn separating_keys<'a>(cells: impl Iterator<Item = &'a BTreeMap<&'a str, &'a Case>>) -> Vec<String> {
+    let mut keys: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut pooled = false;
+    for cell in cells.filter(|c| c.len() > 1) {
+        pooled = true;
+        let all: Vec<&Case> = cell.values().copied().collect();
+        let names: std::collections::BTreeSet<&str> = all
+            .iter()
+            .flat_map(|c| c.parts.iter().map(|(n, _)| n.as_str()))
+            .collect();
+        for name in names {
+            let value = |c: &Case| c.parts.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+            let values: std::collections::BTreeSet<Option<String>> = all.iter().map(|c| value(c)).collect();
+            if values.len() > 1 {
+                keys.insert(cases::separating_key(name));
+            }
+        }
+    }
+    match keys.len() {
+        _ if !pooled => Vec::new(),
+        1 => keys.into_iter().collect(),
+        _ => vec!["case".into()],
+    }
 }
 
 /// A column's label: its key values joined.
@@ -91,8 +163,11 @@ impl Table {
         baseline: Option<&str>,
     ) -> Result<Table, String> {
         let mut groups: BTreeMap<(Vec<String>, Vec<String>), Vec<f64>> = BTreeMap::new();
+        let mut cases: BTreeMap<(Vec<String>, Vec<String>), BTreeMap<&str, &Case>> = BTreeMap::new();
         for r in records {
-            groups.entry((r.row.clone(), r.col.clone())).or_default().push(r.value);
+            let at = (r.row.clone(), r.col.clone());
+            cases.entry(at.clone()).or_default().insert(&r.case.key, &r.case);
+            groups.entry(at).or_default().push(r.value);
         }
         let mut rows: Vec<Vec<String>> = groups.keys().map(|(r, _)| r.clone()).collect();
         let mut cols: Vec<Vec<String>> = groups.keys().map(|(_, c)| c.clone()).collect();
@@ -113,9 +188,12 @@ impl Table {
         let mut cells = Vec::new();
         for row in &rows {
             for col in &cols {
-                let Some(values) = groups.get(&(row.clone(), col.clone())) else {
+                let at = (row.clone(), col.clone());
+                let Some(values) = groups.get(&at) else {
                     continue;
                 };
+                let mut labels: Vec<String> = cases[&at].values().map(|c| c.label.clone()).collect();
+                labels.sort_by(|a, b| natural_text(a, b));
                 let mut sorted = values.clone();
                 sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
                 let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
@@ -133,6 +211,7 @@ impl Table {
                     min,
                     max,
                     ratio: None,
+                    cases: labels,
                 });
             }
         }
@@ -149,7 +228,9 @@ impl Table {
                     .map(|b| cell.value / b);
             }
         }
+        let separate_by = separating_keys(cases.values());
         Ok(Table {
+            schema: SCHEMA,
             metric: metric.name.into(),
             unit: metric.unit.into(),
             stat,
@@ -159,8 +240,26 @@ impl Table {
             cols,
             baseline: base_col.map(|c| col_label(&c)),
             cells,
+            separate_by,
             label: metric.label.into(),
         })
+    }
+
+    /// The cells that pool runs of unlike cases.
+    pub fn pooled_cells(&self) -> usize {
+        self.cells.iter().filter(|c| c.cases.len() > 1).count()
+    }
+
+    /// What to say under a table some of whose cells pool unlike cases.
+    pub fn pooling_note(&self) -> Option<String> {
+        if self.separate_by.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "[N cases]: {} cell(s) pool runs of unlike cases; add {} to --rows or --cols to separate them",
+            self.pooled_cells(),
+            self.separate_by.join(" or ")
+        ))
     }
 
     fn cell(&self, row: &[String], col: &[String]) -> Option<&Cell> {
@@ -208,6 +307,9 @@ impl Table {
         }
         if let Some(r) = c.ratio {
             s += &format!(" x{r:.2}");
+        }
+        if c.cases.len() > 1 {
+            s += &format!(" [{} cases]", c.cases.len());
         }
         s
     }
@@ -276,6 +378,9 @@ impl Table {
                 .collect();
             writeln!(out, "{}", cells.join("  ").trim_end())?;
         }
+        if let Some(note) = self.pooling_note() {
+            writeln!(out, "{note}")?;
+        }
         Ok(())
     }
 
@@ -292,6 +397,9 @@ impl Table {
         for line in &body {
             writeln!(out, "| {} |", line.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
         }
+        if let Some(note) = self.pooling_note() {
+            writeln!(out, "\n{}", escape(&note))?;
+        }
         Ok(())
     }
 
@@ -299,7 +407,7 @@ impl Table {
     pub fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
         let mut csv = Csv::new(out);
         let mut header: Vec<String> = self.row_keys.iter().chain(&self.col_keys).cloned().collect();
-        header.extend(["metric", "unit", "stat", "value", "runs", "min", "max", "ratio"].map(String::from));
+        header.extend(["metric", "unit", "stat", "value", "runs", "min", "max", "ratio", "case"].map(String::from));
         csv.row(&header)?;
         for c in &self.cells {
             let mut line: Vec<String> = c.row.iter().chain(&c.col).cloned().collect();
@@ -317,6 +425,7 @@ impl Table {
                 c.max.to_string(),
             ]);
             line.push(c.ratio.map(|r| r.to_string()).unwrap_or_default());
+            line.push(c.cases.join("; "));
             csv.row(&line)?;
         }
         csv.finish()

@@ -112,12 +112,12 @@ fn csv_has_one_line_per_cell_in_bits_per_second() {
     assert_eq!(
         lines,
         vec![
-            "workload,mtu,tag:nic,metric,unit,stat,value,runs,min,max,ratio",
-            "tcp,1500,e1000,throughput,bit/s,median,920000000,3,900000000,940000000,1",
-            "tcp,1500,igb,throughput,bit/s,median,460000000,1,460000000,460000000,0.5",
-            "tcp,9000,e1000,throughput,bit/s,median,990000000,1,990000000,990000000,1",
-            "tcp,9000,igb,throughput,bit/s,median,495000000,1,495000000,495000000,0.5",
-            "udp,1500,igb,throughput,bit/s,median,300000000,1,300000000,300000000,",
+            "workload,mtu,tag:nic,metric,unit,stat,value,runs,min,max,ratio,case",
+            "tcp,1500,e1000,throughput,bit/s,median,920000000,3,900000000,940000000,1,\"tcp, MTU 1500\"",
+            "tcp,1500,igb,throughput,bit/s,median,460000000,1,460000000,460000000,0.5,\"tcp, MTU 1500\"",
+            "tcp,9000,e1000,throughput,bit/s,median,990000000,1,990000000,990000000,1,\"tcp, MTU 9000\"",
+            "tcp,9000,igb,throughput,bit/s,median,495000000,1,495000000,495000000,0.5,\"tcp, MTU 9000\"",
+            "udp,1500,igb,throughput,bit/s,median,300000000,1,300000000,300000000,,\"udp, MTU 1500\"",
         ]
     );
 }
@@ -125,6 +125,7 @@ fn csv_has_one_line_per_cell_in_bits_per_second() {
 #[test]
 fn json_holds_every_cell() {
     let json: Value = serde_json::from_str(&render(&table(Stat::Median, None), Table::json)).unwrap();
+    assert_eq!(json["schema"], "nicbench.compare/2");
     assert_eq!(json["metric"], "throughput");
     assert_eq!(json["unit"], "bit/s");
     assert_eq!(json["stat"], "median");
@@ -133,7 +134,8 @@ fn json_holds_every_cell() {
     assert_eq!(cells.len(), 5);
     assert_eq!(
         cells[0],
-        json!({"row": ["tcp", "1500"], "col": ["e1000"], "value": 920e6, "runs": 3, "min": 900e6, "max": 940e6})
+        json!({"row": ["tcp", "1500"], "col": ["e1000"], "value": 920e6, "runs": 3, "min": 900e6, "max": 940e6,
+               "cases": ["tcp, MTU 1500"]})
     );
     assert_eq!(cells[4]["row"], json!(["udp", "1500"]));
 }
@@ -142,11 +144,18 @@ fn json_holds_every_cell() {
 fn unknown_names_are_refused_with_the_choices() {
     assert!(Dimension::parse("nic")
         .unwrap_err()
-        .contains("use tag:KEY or one of workload"));
+        .contains("use case, tag:KEY or one of workload"));
     assert!(compare::Metric::parse("speed")
         .unwrap_err()
         .contains("throughput, sender, loss"));
-    let t = Table::build(&[], &compare::METRICS[0], Stat::Median, vec![], vec![], Some("x"));
+    let t = Table::build(
+        &[],
+        &compare::Metric::parse("throughput").unwrap(),
+        Stat::Median,
+        vec![],
+        vec![],
+        Some("x"),
+    );
     assert!(t.unwrap_err().contains("--baseline x: no such column"));
 }
 
@@ -189,4 +198,74 @@ fn a_peer_host_name_is_escaped_in_text_markdown_and_csv() {
     let csv = render(&table, Table::csv);
     assert!(!csv.contains(raw), "{csv:?}");
     assert!(csv.contains("\"evil\\x1b]0;x\\x07\\u{202e}|b\nc\""), "{csv:?}");
+}
+
+/// A run of `workload` with a whole spec, as the store sees it.
+fn spec_run(workload: &str, streams: u32, receiver: f64) -> Value {
+    json!({"schema": "nicbench.run/1", "workload": workload, "started_at_unix_seconds": 1.0,
+           "client": {"address": "127.0.0.1:1", "facts": {"hostname": "a", "interface": {"mtu_bytes": 65536}}},
+           "agent": {"address": "127.0.0.1:5201", "facts": {"hostname": "a"}},
+           "spec": {"workload": workload, "duration_seconds": 1.0, "streams": streams, "direction": "forward",
+                    "message_bytes": 131072, "interval_seconds": 1.0},
+           "trial": 1,
+           "sum": {"receiver": {"bits_per_second": receiver}, "sender": {"bits_per_second": receiver},
+                   "rr": {"transactions_per_second": 5e4}},
+           "trials": [{"trial": 1}]})
+}
+
+fn save_all(runs: &[Value]) -> Store {
+    let mut store = Store::open(Path::new(":memory:")).unwrap();
+    for doc in runs {
+        let meta = RunMeta {
+            command_line: "nicbench".into(),
+            tags: vec![],
+            trials_planned: Some(1),
+            source: None,
+        };
+        let mut writer = RunWriter::new(store, meta);
+        writer.finish_document(doc, None).unwrap();
+        store = writer.into_store();
+    }
+    store
+}
+
+/// Issue 29: the demo's "tcp" row pooled 1 and 4 streams into one median.
+/// Grouped by workload, the cell says it holds two cases and the table
+/// names the key that separates them; grouped by case (the default),
+/// each case has its row. An rr run has no throughput to pool.
+#[test]
+fn a_cell_that_pools_unlike_cases_says_so_and_names_the_key_that_separates_them() {
+    let store = save_all(&[
+        spec_run("tcp", 1, 10e9),
+        spec_run("tcp", 4, 20e9),
+        spec_run("tcp", 4, 22e9),
+        spec_run("rr", 1, 1e5),
+    ]);
+    let metric = compare::Metric::parse("throughput").unwrap();
+    let build = |rows: &str| {
+        let rows = vec![Dimension::parse(rows).unwrap()];
+        let found = compare::records(&store, &Filter::default(), &rows, &[], &metric).unwrap();
+        assert_eq!((found.matched_runs, found.not_applicable), (4, 1));
+        let keys = rows.iter().map(Dimension::label).collect();
+        Table::build(&found.records, &metric, Stat::Median, keys, vec![], None).unwrap()
+    };
+    let pooled = build("workload");
+    assert_eq!(pooled.separate_by, ["streams"]);
+    let text = render(&pooled, Table::text);
+    assert!(text.contains("20.00 (n=3, 10.00-22.00) [2 cases]"), "{text}");
+    assert!(
+        text.contains("[N cases]: 1 cell(s) pool runs of unlike cases; add streams to --rows or --cols"),
+        "{text}"
+    );
+    let by_case = build("case");
+    assert!(by_case.separate_by.is_empty());
+    assert_eq!(
+        by_case.rows,
+        [vec!["TCP, 1 stream".to_string()], vec!["TCP, 4 streams".to_string()]]
+    );
+    assert!(by_case.cells.iter().all(|c| c.cases.len() == 1));
+    let tps = compare::Metric::parse("tps").unwrap();
+    let found = compare::records(&store, &Filter::default(), &[Dimension::Case], &[], &tps).unwrap();
+    assert_eq!(found.records.len(), 1);
+    assert_eq!(found.records[0].case.label, "rr TCP");
 }

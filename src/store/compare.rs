@@ -6,87 +6,98 @@ use std::collections::BTreeMap;
 
 use rusqlite::types::Value as Sql;
 
+use super::cases::{Case, CaseBook};
+use super::columns;
 use super::query::Filter;
 use super::{Store, StoreError};
+use crate::workload::{Better, Metric as WorkloadMetric};
 
-/// A figure a comparison cell can show.
+/// A figure a comparison cell can show: one of a workload's figures
+/// ([`crate::workload::ResultKind::figures`]), shown only for runs whose
+/// workload has it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Metric {
     pub name: &'static str,
+    /// Its name in JSON, and its column of `runs` when it has one.
     pub column: &'static str,
     pub unit: &'static str,
     pub higher_is_better: bool,
     pub label: &'static str,
+    /// Where a run's document holds it (JSON pointer), for a figure that
+    /// is not a column.
+    pub pointer: &'static str,
+    /// Whether it is a column of `runs` (else read from the document).
+    pub stored: bool,
 }
 
-/// The metrics every run has, by their `--metric` name; [`all_metrics`]
-/// adds the workloads' own.
-pub const METRICS: &[Metric] = &[
-    Metric {
-        name: "throughput",
-        column: "receiver_bits_per_second",
-        unit: "bit/s",
-        higher_is_better: true,
-        label: "receiver throughput",
-    },
-    Metric {
-        name: "sender",
-        column: "sender_bits_per_second",
-        unit: "bit/s",
-        higher_is_better: true,
-        label: "sender throughput",
-    },
-    Metric {
-        name: "cpu",
-        column: "client_cpu_percent",
-        unit: "%",
-        higher_is_better: false,
-        label: "client CPU busy",
-    },
-    Metric {
-        name: "agent-cpu",
-        column: "agent_cpu_percent",
-        unit: "%",
-        higher_is_better: false,
-        label: "agent CPU busy",
-    },
-    Metric {
-        name: "service-demand",
-        column: "client_service_demand_us_per_kb",
-        unit: "us/KB",
-        higher_is_better: false,
-        label: "client service demand",
-    },
-    Metric {
-        name: "agent-service-demand",
-        column: "agent_service_demand_us_per_kb",
-        unit: "us/KB",
-        higher_is_better: false,
-        label: "agent service demand",
-    },
-];
-
-/// Every metric: the receiver's and sender's throughput, the workloads'
-/// own stored figures ([`crate::workload::ResultKind::stored_columns`]:
-/// loss, latency, transactions, a sweep's peak), then CPU.
-pub fn all_metrics() -> Vec<Metric> {
-    let own = crate::workload::REGISTRY
-        .iter()
-        .flat_map(|w| w.results().stored_columns())
-        .map(|m| Metric {
+impl Metric {
+    /// The comparison metric of a workload's figure.
+    pub fn of(m: &WorkloadMetric) -> Metric {
+        Metric {
             name: m.option,
             column: m.name,
             unit: m.unit,
-            higher_is_better: m.better == crate::workload::Better::Higher,
+            higher_is_better: m.better == Better::Higher,
             label: m.label,
-        });
-    let mut all: Vec<Metric> = METRICS[..2].to_vec();
-    for m in own {
-        if !all.iter().any(|a| a.column == m.column) {
-            all.push(m);
+            pointer: m.pointer,
+            stored: columns::DOCUMENT_COLUMNS.contains(&m.name),
         }
     }
-    all.extend_from_slice(&METRICS[2..]);
+
+    /// Whether runs of `workload` have this figure (a name this build does
+    /// not know reads as bulk throughput).
+    pub fn applies_to(&self, workload: &str) -> bool {
+        crate::workload::results_of(workload)
+            .figures()
+            .iter()
+            .any(|f| f.name == self.column)
+    }
+
+    /// The SQL expression of the figure over `runs`: its column, or the
+    /// document's number at its pointer for the workloads that have it.
+    fn expression(&self) -> String {
+        if self.stored {
+            return self.column.to_string();
+        }
+        let mut names: Vec<&str> = crate::workload::names().filter(|w| self.applies_to(w)).collect();
+        if self.applies_to(crate::workload::watch::NAME) {
+            names.push(crate::workload::watch::NAME);
+        }
+        let path: String = self
+            .pointer
+            .split('/')
+            .skip(1)
+            .map(|s| match s.parse::<u64>() {
+                Ok(i) => format!("[{i}]"),
+                Err(_) => format!(".{s}"),
+            })
+            .collect();
+        let list: Vec<String> = names.iter().map(|n| format!("'{}'", n.replace('\'', ""))).collect();
+        format!(
+            "CASE WHEN workload IN ({}) THEN json_extract(document, '${}') END",
+            list.join(", "),
+            path.replace('\'', "")
+        )
+    }
+}
+
+/// Every metric: the receiver's and sender's throughput, the workloads'
+/// own figures (loss, latency, transactions, a sweep's peak, CPU per
+/// transaction, a watch's two directions), then CPU load and CPU per KB.
+pub fn all_metrics() -> Vec<Metric> {
+    let generic_last = &WorkloadMetric::BULK[2..];
+    let mut all: Vec<Metric> = WorkloadMetric::BULK[..2].iter().map(Metric::of).collect();
+    // The stored figures first, where compare always listed them.
+    let own = crate::workload::all_results()
+        .flat_map(|r| r.stored_columns())
+        .chain(crate::workload::all_results().flat_map(|r| r.figures()))
+        .filter(|m| !generic_last.iter().any(|g| g.name == m.name));
+    for m in own {
+        if !all.iter().any(|a| a.column == m.name) {
+            all.push(Metric::of(m));
+        }
+    }
+    all.extend(generic_last.iter().map(Metric::of));
     all
 }
 
@@ -111,13 +122,21 @@ pub const COLUMNS: &[(&str, &str)] = &[
 /// One way of grouping runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dimension {
-    Column { name: String, column: &'static str },
+    Column {
+        name: String,
+        column: &'static str,
+    },
     Tag(String),
+    /// The run's case ([`super::cases`]), shown by its label.
+    Case,
 }
 
 impl Dimension {
-    /// `tag:KEY`, a name from [`COLUMNS`], or a column's own name.
+    /// `case`, `tag:KEY`, a name from [`COLUMNS`], or a column's own name.
     pub fn parse(s: &str) -> Result<Dimension, String> {
+        if s == "case" {
+            return Ok(Dimension::Case);
+        }
         if let Some(key) = s.strip_prefix("tag:") {
             return match super::Tag::from_key(key) {
                 Ok(()) => Ok(Dimension::Tag(key.to_string())),
@@ -133,7 +152,7 @@ impl Dimension {
             })
             .ok_or_else(|| {
                 let names: Vec<&str> = COLUMNS.iter().map(|(n, _)| *n).collect();
-                format!("unknown column '{s}': use tag:KEY or one of {}", names.join(", "))
+                format!("unknown column '{s}': use case, tag:KEY or one of {}", names.join(", "))
             })
     }
 
@@ -141,6 +160,7 @@ impl Dimension {
         match self {
             Dimension::Column { name, .. } => name.clone(),
             Dimension::Tag(key) => format!("tag:{key}"),
+            Dimension::Case => "case".into(),
         }
     }
 }
@@ -162,13 +182,18 @@ pub struct Record {
     pub row: Vec<String>,
     pub col: Vec<String>,
     pub value: f64,
+    /// The run's case, labelled among the records of the table.
+    pub case: Case,
 }
 
-/// What the matching runs give: records, and how many runs lacked the metric.
+/// What the matching runs give: records, how many runs matched, and how
+/// many of them are of a workload without the metric (an rr run has no
+/// throughput); the rest of those without a record lacked the figure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Records {
     pub records: Vec<Record>,
     pub matched_runs: usize,
+    pub not_applicable: usize,
 }
 
 /// The records of the complete runs matching `filter`.
@@ -179,7 +204,26 @@ pub fn records(
     cols: &[Dimension],
     metric: &Metric,
 ) -> Result<Records, StoreError> {
-    let mut wanted: Vec<&str> = vec![metric.column];
+    let filter = Filter {
+        complete_only: true,
+        ..filter.clone()
+    };
+    let book = CaseBook::read(store, &filter)?;
+    records_in(store, &filter, rows, cols, metric, &book)
+}
+
+/// [`records`] with the runs' cases read once beforehand (a report reads
+/// them once for all its tables): `book` must hold the runs of `filter`.
+pub fn records_in(
+    store: &Store,
+    filter: &Filter,
+    rows: &[Dimension],
+    cols: &[Dimension],
+    metric: &Metric,
+    book: &CaseBook,
+) -> Result<Records, StoreError> {
+    let expression = metric.expression();
+    let mut wanted: Vec<&str> = vec![expression.as_str(), "workload"];
     for d in rows.iter().chain(cols) {
         if let Dimension::Column { column, .. } = d {
             wanted.push(column);
@@ -196,9 +240,33 @@ pub fn records(
     } else {
         BTreeMap::new()
     };
-    let key = |id: i64, values: &[Sql], dims: &[Dimension]| -> Vec<String> {
+    let matched_runs = found.len();
+    let mut not_applicable = 0;
+    let with_value: Vec<(i64, &Vec<Sql>, f64)> = found
+        .iter()
+        .filter_map(|(id, values)| {
+            let workload = match &values[1] {
+                Sql::Text(t) => t.as_str(),
+                _ => "",
+            };
+            if !metric.applies_to(workload) {
+                not_applicable += 1;
+                return None;
+            }
+            let value = match values[0] {
+                Sql::Real(r) => r,
+                Sql::Integer(i) => i as f64,
+                _ => return None,
+            };
+            value.is_finite().then_some((*id, values, value))
+        })
+        .collect();
+    let ids: Vec<i64> = with_value.iter().map(|(id, _, _)| *id).collect();
+    let mut cases = book.cases(&ids);
+    let key = |id: i64, values: &[Sql], dims: &[Dimension], case: &Case| -> Vec<String> {
         dims.iter()
             .map(|d| match d {
+                Dimension::Case => case.label.clone(),
                 Dimension::Tag(k) => tags
                     .get(&id)
                     .and_then(|t| t.iter().find(|t| &t.key == k))
@@ -217,24 +285,28 @@ pub fn records(
             })
             .collect()
     };
-    let matched_runs = found.len();
-    let records = found
-        .iter()
-        .filter_map(|(id, values)| {
-            let value = match values[0] {
-                Sql::Real(r) => r,
-                Sql::Integer(i) => i as f64,
-                _ => return None,
-            };
-            Some(Record {
-                run_id: *id,
-                row: key(*id, values, rows),
-                col: key(*id, values, cols),
+    let records = with_value
+        .into_iter()
+        .map(|(id, values, value)| {
+            let case = cases.remove(&id).unwrap_or_else(|| Case {
+                key: String::new(),
+                label: "-".into(),
+                parts: Vec::new(),
+            });
+            Record {
+                run_id: id,
+                row: key(id, values, rows, &case),
+                col: key(id, values, cols, &case),
                 value,
-            })
+                case,
+            }
         })
         .collect();
-    Ok(Records { records, matched_runs })
+    Ok(Records {
+        records,
+        matched_runs,
+        not_applicable,
+    })
 }
 
 #[cfg(test)]
@@ -257,6 +329,12 @@ mod tests {
                 "p99",
                 "tps",
                 "peak",
+                "cpu-per-transaction",
+                "agent-cpu-per-transaction",
+                "half-peak-size",
+                "small-latency",
+                "transmitted",
+                "received",
                 "cpu",
                 "agent-cpu",
                 "service-demand",

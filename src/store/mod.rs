@@ -6,6 +6,7 @@
 //! docs/STORE.md for the schema.
 
 pub mod backup;
+pub mod cases;
 pub mod columns;
 pub mod compare;
 pub mod import;

@@ -10,6 +10,7 @@
 //! adding a workload means adding a folder and a line to [`REGISTRY`].
 
 pub mod args;
+pub mod case;
 pub mod data_conn;
 pub mod files;
 pub mod rr;
@@ -19,6 +20,7 @@ pub mod tcp_stream;
 pub mod udp;
 pub mod udp_io;
 pub mod udp_wire;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -58,12 +60,23 @@ pub fn find(name: &str) -> Result<&'static dyn Workload, SpecError> {
 
 /// How results of the workload `name` read; a name this build does not
 /// know (a document from another version or tool) reads as plain bulk
-/// throughput.
+/// throughput. A `watch` run (an interface's traffic around a command,
+/// not a workload one can run) reads as [`watch::WatchResults`].
 pub fn results_of(name: &str) -> &'static dyn ResultKind {
     match find(name) {
         Ok(w) => w.results(),
+        Err(_) if name == watch::NAME => &watch::WatchResults,
         Err(_) => &Throughput,
     }
+}
+
+/// Every kind of result this build reads: the registered workloads' and
+/// a watch's.
+pub fn all_results() -> impl Iterator<Item = &'static dyn ResultKind> {
+    REGISTRY
+        .iter()
+        .map(|w| w.results())
+        .chain(std::iter::once(&watch::WatchResults as &'static dyn ResultKind))
 }
 
 /// Names of every registered workload.
@@ -283,6 +296,94 @@ impl Metric {
         better: Better::Higher,
     };
 
+    /// The sender's throughput.
+    pub const SENDER_RATE: Metric = Metric {
+        name: "sender_bits_per_second",
+        option: "sender",
+        label: "sender throughput",
+        unit: "bit/s",
+        pointer: "/sum/sender/bits_per_second",
+        divisor: 1.0,
+        better: Better::Higher,
+    };
+
+    /// The client's CPU busy, percent of all its cores.
+    pub const CLIENT_CPU: Metric = Metric {
+        name: "client_cpu_percent",
+        option: "cpu",
+        label: "client CPU busy",
+        unit: "%",
+        pointer: "/cpu/client/utilization_percent",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The agent's CPU busy, percent of all its cores.
+    pub const AGENT_CPU: Metric = Metric {
+        name: "agent_cpu_percent",
+        option: "agent-cpu",
+        label: "agent CPU busy",
+        unit: "%",
+        pointer: "/cpu/agent/utilization_percent",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The client's CPU time per KB moved: the cost of bulk transfer.
+    pub const CLIENT_SERVICE_DEMAND: Metric = Metric {
+        name: "client_service_demand_us_per_kb",
+        option: "service-demand",
+        label: "client service demand",
+        unit: "us/KB",
+        pointer: "/cpu/client/service_demand_us_per_kb",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The agent's CPU time per KB moved.
+    pub const AGENT_SERVICE_DEMAND: Metric = Metric {
+        name: "agent_service_demand_us_per_kb",
+        option: "agent-service-demand",
+        label: "agent service demand",
+        unit: "us/KB",
+        pointer: "/cpu/agent/service_demand_us_per_kb",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The client's CPU time per transaction: the cost of request/response.
+    pub const CLIENT_CPU_PER_TRANSACTION: Metric = Metric {
+        name: "client_service_demand_us_per_transaction",
+        option: "cpu-per-transaction",
+        label: "client CPU per transaction",
+        unit: "us/transaction",
+        pointer: "/cpu/client/service_demand_us_per_transaction",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The agent's CPU time per transaction.
+    pub const AGENT_CPU_PER_TRANSACTION: Metric = Metric {
+        name: "agent_service_demand_us_per_transaction",
+        option: "agent-cpu-per-transaction",
+        label: "agent CPU per transaction",
+        unit: "us/transaction",
+        pointer: "/cpu/agent/service_demand_us_per_transaction",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The figures of bulk throughput, in the order tables list them:
+    /// both ends' rates, then CPU load and CPU per byte.
+    pub const BULK: [Metric; 6] = [
+        Metric::RECEIVER_RATE,
+        Metric::SENDER_RATE,
+        Metric::CLIENT_CPU,
+        Metric::AGENT_CPU,
+        Metric::CLIENT_SERVICE_DEMAND,
+        Metric::AGENT_SERVICE_DEMAND,
+    ];
+
     /// The figure in a run or trial document, in its unit; None when the
     /// document does not carry it as a number.
     pub fn read(&self, doc: &serde_json::Value) -> Option<f64> {
@@ -312,9 +413,38 @@ pub fn format_figure(value: f64, unit: &str) -> String {
     }
 }
 
+/// One part of a run's case: a stable name (`streams`) and its value in
+/// words (`4 streams`), as a label shows it.
+pub type CasePart = (&'static str, String);
+
 /// What a workload's results hold and how they read. Every method has the
 /// answer of plain bulk throughput (the `tcp` workload) as its default.
 pub trait ResultKind: Sync {
+    /// What distinguishes the configuration of a run of `spec`, in the
+    /// order a label names it: the workload and its mode first (`TCP`,
+    /// `rr UDP`, `sweep stream`), then direction, streams, sizes and the
+    /// options that change what is measured. Runs whose parts are equal
+    /// (with the store's MTU and plan axes) are one case and may be pooled.
+    fn case(&self, spec: &TestSpec) -> Vec<CasePart> {
+        let mut parts = vec![("workload", spec.workload.clone())];
+        parts.extend(case::stream_parts(spec, "writes"));
+        parts
+    }
+
+    /// The figures runs of this workload have, in the order tables list
+    /// them: what compare, charts and the report show for them, and only
+    /// for them (rr has no receiver throughput, nor a CPU cost per KB).
+    fn figures(&self) -> &'static [Metric] {
+        &Metric::BULK
+    }
+
+    /// The figures `runs` lists for a run in place of its headline, when
+    /// one number would mislead (a watch: transmitted and received apart,
+    /// never their sum); empty: the headline.
+    fn listed_figures(&self) -> &'static [Metric] {
+        &[]
+    }
+
     /// Puts the workload's own totals into a freshly merged trial (per
     /// stream, per direction, in sum), from what each end reported.
     fn summarize(&self, _trial: &mut TrialResult) {}

@@ -106,6 +106,37 @@ pub fn raw_tcp_spec(files_spec: &TestSpec, seconds: f64) -> TestSpec {
 pub struct FilesResults;
 
 impl ResultKind for FilesResults {
+    fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
+        let p: FilesParams = spec.params().unwrap_or_default();
+        let set = match &p.source {
+            set::Source::Mixed => "mixed set".to_string(),
+            set::Source::Generated { count, file_bytes } => {
+                format!("{count} x {}", super::case::size(*file_bytes))
+            }
+            set::Source::Directory { path } => format!("from {path}"),
+        };
+        let mut parts = vec![
+            ("workload", "files".to_string()),
+            ("direction", super::case::direction(spec.direction).to_string()),
+            ("streams", super::case::streams(spec.streams)),
+            ("set", set),
+        ];
+        if let Some(level) = p.compress_level {
+            parts.push(("compress", format!("zstd {level}")));
+        }
+        if p.compressibility > 0.0 {
+            parts.push((
+                "compressibility",
+                format!("{:.0}% compressible", p.compressibility * 100.0),
+            ));
+        }
+        if p.fsync {
+            parts.push(("fsync", "fsync".into()));
+        }
+        parts.extend(super::case::window(spec));
+        parts
+    }
+
     /// What the files' contents went at: the figure of merit.
     fn headline(&self) -> Metric {
         Metric {

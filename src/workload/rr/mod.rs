@@ -123,23 +123,76 @@ const fn latency_us(name: &'static str, option: &'static str, label: &'static st
     }
 }
 
+/// rr's median and 99th percentile latency: stored columns.
+const LATENCY: [Metric; 2] = [
+    latency_us("p50_latency_us", "p50", "median latency", "/sum/rr/latency/p50_us"),
+    latency_us(
+        "p99_latency_us",
+        "p99",
+        "99th percentile latency",
+        "/sum/rr/latency/p99_us",
+    ),
+];
+
 impl ResultKind for RrResults {
     fn headline(&self) -> Metric {
         TRANSACTIONS
     }
 
     fn stored_columns(&self) -> &'static [Metric] {
-        const COLUMNS: [Metric; 3] = [
-            latency_us("p50_latency_us", "p50", "median latency", "/sum/rr/latency/p50_us"),
-            latency_us(
-                "p99_latency_us",
-                "p99",
-                "99th percentile latency",
-                "/sum/rr/latency/p99_us",
-            ),
-            TRANSACTIONS,
-        ];
+        const COLUMNS: [Metric; 3] = [LATENCY[0], LATENCY[1], TRANSACTIONS];
         &COLUMNS
+    }
+
+    /// Transactions and their latency, and CPU per transaction: an rr run
+    /// moves a few bytes per round trip, so neither its bit rate nor its
+    /// CPU per KB says anything.
+    fn figures(&self) -> &'static [Metric] {
+        const FIGURES: [Metric; 7] = [
+            TRANSACTIONS,
+            LATENCY[0],
+            LATENCY[1],
+            Metric::CLIENT_CPU,
+            Metric::AGENT_CPU,
+            Metric::CLIENT_CPU_PER_TRANSACTION,
+            Metric::AGENT_CPU_PER_TRANSACTION,
+        ];
+        &FIGURES
+    }
+
+    fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
+        let p: RrParams = spec.params().unwrap_or_default();
+        let mut mode = match p.proto {
+            RrProto::Tcp => "rr TCP".to_string(),
+            RrProto::Udp => "rr UDP".to_string(),
+        };
+        if p.crr {
+            mode += " CRR";
+        }
+        if p.spin {
+            mode += " spin";
+        }
+        // Request/response, as `-r 64,1024` writes them.
+        let sizes = match (p.request_bytes, p.response_bytes) {
+            (q, r) if q < 1 << 16 && r < 1 << 16 => format!("{q}/{r} B"),
+            (q, r) => format!("{}/{}", super::case::size(q), super::case::size(r)),
+        };
+        let mut parts = vec![
+            ("workload", mode),
+            ("sizes", sizes),
+            ("streams", super::case::streams(spec.streams)),
+        ];
+        if p.burst > 1 {
+            parts.push(("burst", format!("burst {}", p.burst)));
+        }
+        if let Some(us) = p.busy_poll_us {
+            parts.push(("busy_poll", format!("busy poll {us} us")));
+        }
+        if p.quickack {
+            parts.push(("quickack", "quickack".into()));
+        }
+        parts.extend(super::case::window(spec));
+        parts
     }
 
     /// The median round trip, in seconds.

@@ -238,6 +238,28 @@ const PEAK: Metric = Metric {
     better: Better::Higher,
 };
 
+/// The size at which the sweep reached half its peak bandwidth (n½).
+const HALF_PEAK_SIZE: Metric = Metric {
+    name: "sweep_half_peak_size_bytes",
+    option: "half-peak-size",
+    label: "sweep n\u{bd} (size at half the peak)",
+    unit: "B",
+    pointer: "/streams/0/sender/sweep/summary/half_peak_size_bytes",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
+/// The latency of the sweep's smallest message (1 B unless asked otherwise).
+const SMALL_LATENCY: Metric = Metric {
+    name: "sweep_small_message_latency_us",
+    option: "small-latency",
+    label: "sweep latency at the smallest size",
+    unit: "us",
+    pointer: "/streams/0/sender/sweep/summary/small_message_latency_us",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
 impl ResultKind for SweepResults {
     fn headline(&self) -> Metric {
         PEAK
@@ -245,6 +267,41 @@ impl ResultKind for SweepResults {
 
     fn stored_columns(&self) -> &'static [Metric] {
         &[PEAK]
+    }
+
+    /// Its peak, n½ and small-message latency: the average bit rate of a
+    /// sweep mixes every size and says nothing.
+    fn figures(&self) -> &'static [Metric] {
+        const FIGURES: [Metric; 5] = [
+            PEAK,
+            HALF_PEAK_SIZE,
+            SMALL_LATENCY,
+            Metric::CLIENT_CPU,
+            Metric::AGENT_CPU,
+        ];
+        &FIGURES
+    }
+
+    fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
+        let p: SweepParams = spec.params().unwrap_or_default();
+        let mut mode = match p.mode {
+            Mode::PingPong => "sweep ping-pong".to_string(),
+            Mode::Stream => "sweep stream".to_string(),
+        };
+        if p.transport == Transport::Udp {
+            mode += " UDP";
+        }
+        let sizes = match p.sizes_bytes.as_slice() {
+            [] => format!(
+                "{} to {}",
+                super::case::size(p.min_bytes),
+                super::case::size(p.max_bytes)
+            ),
+            list => format!("{} sizes", list.len()),
+        };
+        let mut parts = vec![("workload", mode), ("sizes", sizes)];
+        parts.extend(super::case::window(spec));
+        parts
     }
 
     fn unseen_bytes(&self, trial: &TrialResult) -> u64 {

@@ -70,9 +70,36 @@ pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=65495;
 /// The `tcp` workload.
 pub struct TcpStream;
 
+/// How `tcp` results read: bulk throughput, and its own case.
+pub struct TcpResults;
+
+impl super::ResultKind for TcpResults {
+    fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
+        let mut parts = vec![("workload", "TCP".to_string())];
+        parts.extend(super::case::stream_parts(spec, "writes"));
+        let p: TcpParams = spec.params().unwrap_or_default();
+        if p.zerocopy {
+            parts.push(("zerocopy", "zero-copy".into()));
+        }
+        if p.discard {
+            parts.push(("discard", "discarding receive".into()));
+        }
+        if let Some(cc) = p.congestion {
+            parts.push(("congestion", format!("cc {cc}")));
+        }
+        if let Some(mss) = p.mss {
+            parts.push(("mss", format!("MSS {mss}")));
+        }
+        if p.nodelay {
+            parts.push(("nodelay", "nodelay".into()));
+        }
+        parts
+    }
+}
+
 impl Workload for TcpStream {
     fn results(&self) -> &'static dyn super::ResultKind {
-        &super::Throughput
+        &TcpResults
     }
 
     fn name(&self) -> &'static str {

@@ -108,6 +108,35 @@ impl ResultKind for UdpResults {
         &[LOSS_PERCENT]
     }
 
+    fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
+        let p: UdpParams = spec.params().unwrap_or_default();
+        let mode = match (p.gso, p.gro) {
+            (false, false) => "UDP",
+            (true, false) => "UDP GSO",
+            (false, true) => "UDP GRO",
+            (true, true) => "UDP GSO+GRO",
+        };
+        let mut parts = vec![("workload", mode.to_string())];
+        parts.extend(super::case::stream_parts(spec, "datagrams"));
+        if let Some(rate) = p.rate_bits_per_second {
+            parts.push(("rate", format!("{} per stream", super::case::rate(rate as f64))));
+        }
+        parts
+    }
+
+    fn figures(&self) -> &'static [Metric] {
+        const FIGURES: [Metric; 7] = [
+            Metric::RECEIVER_RATE,
+            Metric::SENDER_RATE,
+            LOSS_PERCENT,
+            Metric::CLIENT_CPU,
+            Metric::AGENT_CPU,
+            Metric::CLIENT_SERVICE_DEMAND,
+            Metric::AGENT_SERVICE_DEMAND,
+        ];
+        &FIGURES
+    }
+
     fn loss_ratio(&self, total: &FlowTotal, _trial: &TrialResult) -> Option<f64> {
         let percent = total.extras.raw().get(result::KEY)?.get("loss_percent")?.as_f64()?;
         percent.is_finite().then_some(percent / 100.0)
