@@ -527,6 +527,37 @@ mod tests {
     }
 
     #[test]
+    fn migration_5_adds_an_empty_plan_runs_table_and_keeps_the_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&schema::MIGRATIONS[..4].concat()).unwrap();
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
+            .unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, nicbench_version, \
+             workload, document) VALUES (1, 1.0, 2.0, 'x', '0.1.0', 'tcp', '{}')",
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.version().unwrap(), 5);
+        let count = |sql: &str| -> i64 { store.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM runs"), 1);
+        assert_eq!(count("SELECT count(*) FROM plan_runs"), 0);
+        store
+            .conn
+            .execute(
+                "INSERT INTO plan_runs VALUES ('20261124-000000-abcd', 'p', 1.0, '18446744073709551615', 'f', '{}')",
+                [],
+            )
+            .unwrap();
+        assert_eq!(count("SELECT count(*) FROM plan_runs WHERE plan = 'p'"), 1);
+    }
+
+    #[test]
     fn a_file_that_is_not_a_database_is_called_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.db");

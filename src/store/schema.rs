@@ -127,8 +127,25 @@ WHERE run_id IN (SELECT id FROM runs WHERE workload = 'files') AND json_valid(do
     AND json_type(document, '$.sum.files.payload_bits_per_second') IN ('integer', 'real');
 ";
 
+/// Version 5: the plan runs, each with what it measures (`identity`, the
+/// plan's canonical description as JSON, and its `fingerprint`, a hash of
+/// it), so that `nicbench run` resumes only a plan run of the same plan and
+/// says what changed otherwise. The seed is text: a `--seed` is any u64.
+/// Plan runs of older versions have no row (their runs carry only tags).
+const V5: &str = "
+CREATE TABLE plan_runs (
+    plan_run TEXT PRIMARY KEY,
+    plan TEXT NOT NULL,
+    started_at_unix_seconds REAL NOT NULL,
+    seed TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    identity TEXT NOT NULL
+);
+CREATE INDEX plan_runs_plan ON plan_runs(plan, started_at_unix_seconds);
+";
+
 /// Every migration, in order. Never edit a released one: append.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
