@@ -10,6 +10,7 @@ pub mod cases;
 pub mod columns;
 pub mod compare;
 pub mod import;
+pub mod plan_runs;
 pub mod query;
 pub mod save;
 pub mod schema;
