@@ -19,6 +19,12 @@ pub struct RunArgs {
     /// Start a new plan run instead of resuming the last one of this plan.
     #[arg(long)]
     pub restart: bool,
+    /// Resume the plan run RUN of this plan (its `plan_run` tag, e.g.
+    /// 20261123-201022-d72c) even if the plan changed since it started;
+    /// without it, only the newest plan run that measures what the plan
+    /// measures now is resumed.
+    #[arg(long, value_name = "RUN", conflicts_with = "restart")]
+    pub resume: Option<String>,
     /// Run the cases in the file's order (default: shuffled with a recorded
     /// seed, so a drift during the night does not bias one column).
     #[arg(long)]
@@ -28,7 +34,7 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     /// Put back host settings (MTUs) that a plan run changed and could not
     /// restore (it crashed or lost power), from its restore file; then exit.
-    #[arg(long, conflicts_with_all = ["dry_run", "restart"])]
+    #[arg(long, conflicts_with_all = ["dry_run", "restart", "resume"])]
     pub restore: bool,
     /// Results database (default: $XDG_DATA_HOME/nicbench/results.db).
     #[arg(long, value_name = "PATH", env = "NICBENCH_DB")]

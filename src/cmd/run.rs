@@ -16,6 +16,7 @@ use crate::model::HostSetting;
 use crate::plan::exec::{self, CaseRecord, CaseRun, Monitors, Outcome};
 use crate::plan::file::{Agent, When};
 use crate::plan::host::{self, HostChanges};
+use crate::plan::identity::Identity;
 use crate::plan::runner::{self, command_text, human, Planned, Tally};
 use crate::plan::{self, Case, Plan};
 use crate::session::Target;
@@ -131,7 +132,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let db = absolute(&super::save::database_path(&args.db));
     leftover_changes(&db, false)?;
-    let resume = exec::resume(&db, &plan, args.restart, args.seed)?;
+    let cases: Vec<Case> = planned.iter().map(|p| p.case.clone()).collect();
+    let identity = Identity::of(&plan, &cases);
+    let choose = match (&args.resume, args.restart) {
+        (Some(run), _) => exec::Choose::Resume(run),
+        (None, true) => exec::Choose::Restart,
+        (None, false) => exec::Choose::Newest,
+    };
+    let resume = exec::resume(
+        &db,
+        &plan,
+        &identity,
+        choose,
+        args.seed,
+        &args.plan.display().to_string(),
+    )?;
     // A dry run of a new plan run without --seed cannot know the seed the
     // real run will draw: it lists the file's order and says so.
     let seed_known = resume.resumed || args.seed.is_some();
@@ -206,6 +221,9 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
     let total: Duration = todo.iter().map(|p| p.estimate).sum::<Duration>()
         + plan.duration(&plan.defaults.pause).unwrap_or_default() * todo.len().saturating_sub(1) as u32;
     writeln!(out, "plan {}: {} cases", plan.name(), planned.len())?;
+    if let Some(note) = &resume.note {
+        writeln!(out, "{note}")?;
+    }
     if resume.resumed {
         writeln!(
             out,
@@ -462,10 +480,14 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
     let exe = std::env::current_exe().context("finding this program to run the cases with")?;
     let dir = plans_dir(db).join(format!("{}-{}", plan.name(), resume.plan_run));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    exec::record_plan_run(db, &resume)?;
     let mut host_changes = HostChanges::new(dir.join(host::RESTORE_FILE), plan.defaults.allow_host_changes);
     let total = planned.len();
     let skipped = planned.iter().filter(|p| resume.finished.contains_key(&p.key)).count();
     let mut out = std::io::stdout().lock();
+    if let Some(note) = &resume.note {
+        writeln!(out, "{note}")?;
+    }
     writeln!(
         out,
         "plan {}, run {}{}: {total} cases{}, seed {}",

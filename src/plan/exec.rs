@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::file::{Plan, When};
+use super::identity::Identity;
+use crate::store::plan_runs::PlanRunRecord;
 use crate::store::query::Filter;
 use crate::store::{Store, Tag};
 
@@ -47,12 +49,56 @@ pub struct Resume {
     /// Case key -> run id, for cases whose run is complete.
     pub finished: std::collections::BTreeMap<String, i64>,
     pub resumed: bool,
+    /// Why this plan run and not the newest one of the plan (a changed
+    /// plan, an older plan run without a fingerprint), or what `--resume`
+    /// overrode: printed before the plan starts.
+    pub note: Option<String>,
+    /// The plan run's record to write when the plan starts: a new plan
+    /// run, or one `--resume` adopts with the plan as it is now. None: its
+    /// record is the plan's already.
+    pub record: Option<PlanRunRecord>,
 }
 
-/// Finds the plan run to continue (the newest one of this plan in the
-/// database), or starts a new one.
-pub fn resume(db: &Path, plan: &Plan, restart: bool, seed: Option<u64>) -> anyhow::Result<Resume> {
-    let fresh = |seed: Option<u64>| -> anyhow::Result<Resume> {
+/// How a plan run is chosen: a new one (`--restart`), the one named
+/// (`--resume RUN`), or the newest one of the plan if it measures what the
+/// plan measures now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choose<'a> {
+    Newest,
+    Restart,
+    Resume(&'a str),
+}
+
+/// A plan run of this plan found in the database: its record (None for a
+/// plan run of a version before fingerprints), its seed tag, and the start
+/// of its newest activity.
+struct Found {
+    record: Option<PlanRunRecord>,
+    seed_tag: Option<u64>,
+    latest: f64,
+}
+
+/// Finds the plan run to continue, or starts a new one: the newest plan
+/// run of this plan when its fingerprint is `identity`'s; a new one, with
+/// a note naming what changed, when it is not; the plan run `--resume`
+/// names, whatever it measured. `plan_file` names the file in hints.
+pub fn resume(
+    db: &Path,
+    plan: &Plan,
+    identity: &Identity,
+    choose: Choose,
+    seed: Option<u64>,
+    plan_file: &str,
+) -> anyhow::Result<Resume> {
+    let record_of = |plan_run: &str, seed: u64| PlanRunRecord {
+        plan_run: plan_run.to_string(),
+        plan: plan.name().to_string(),
+        started_at_unix_seconds: crate::store::now_unix_seconds(),
+        seed,
+        fingerprint: identity.fingerprint(),
+        identity: identity.to_json(),
+    };
+    let fresh = |seed: Option<u64>, note: Option<String>| -> anyhow::Result<Resume> {
         let mut bytes = [0u8; 8];
         getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("no random numbers: {e}"))?;
         let stamp: String = crate::report::runs::utc(crate::store::now_unix_seconds())
@@ -63,15 +109,25 @@ pub fn resume(db: &Path, plan: &Plan, restart: bool, seed: Option<u64>) -> anyho
                 c => Some(c),
             })
             .collect();
+        let plan_run = format!("{stamp}-{:04x}", u16::from_le_bytes([bytes[0], bytes[1]]));
+        let seed = seed.unwrap_or_else(|| u64::from_le_bytes(bytes) >> 16);
         Ok(Resume {
-            plan_run: format!("{stamp}-{:04x}", u16::from_le_bytes([bytes[0], bytes[1]])),
-            seed: seed.unwrap_or_else(|| u64::from_le_bytes(bytes) >> 16),
+            record: Some(record_of(&plan_run, seed)),
+            plan_run,
+            seed,
             finished: Default::default(),
             resumed: false,
+            note,
         })
     };
-    if restart || !db.exists() {
-        return fresh(seed);
+    if choose == Choose::Restart || (!db.exists() && choose == Choose::Newest) {
+        return fresh(seed, None);
+    }
+    if !db.exists() {
+        anyhow::bail!(
+            "--resume: there is no database at {}, so no plan run to resume",
+            db.display()
+        );
     }
     let store = Store::open(db)?;
     let filter = Filter {
@@ -79,17 +135,110 @@ pub fn resume(db: &Path, plan: &Plan, restart: bool, seed: Option<u64>) -> anyho
         ..Filter::default()
     };
     let runs = store.runs(&filter)?;
-    let Some(newest) = runs
-        .iter()
-        .max_by(|a, b| a.started_at_unix_seconds.total_cmp(&b.started_at_unix_seconds))
-    else {
-        return fresh(seed);
-    };
     let value = |tags: &[Tag], key: &str| tags.iter().find(|t| t.key == key).map(|t| t.value.clone());
-    let Some(plan_run) = value(&newest.tags, "plan_run") else {
-        return fresh(seed);
+    let mut found: std::collections::BTreeMap<String, Found> = std::collections::BTreeMap::new();
+    for record in store.plan_runs(plan.name())? {
+        found.insert(
+            record.plan_run.clone(),
+            Found {
+                latest: record.started_at_unix_seconds,
+                record: Some(record),
+                seed_tag: None,
+            },
+        );
+    }
+    for run in &runs {
+        let Some(plan_run) = value(&run.tags, "plan_run") else {
+            continue;
+        };
+        let entry = found.entry(plan_run).or_insert(Found {
+            record: None,
+            seed_tag: None,
+            latest: f64::NEG_INFINITY,
+        });
+        entry.latest = entry.latest.max(run.started_at_unix_seconds);
+        if entry.seed_tag.is_none() {
+            entry.seed_tag = value(&run.tags, "plan_seed").and_then(|s| s.parse().ok());
+        }
+    }
+    let (plan_run, chosen, note, record) = match choose {
+        Choose::Resume(asked) => {
+            let Some(chosen) = found.remove(asked) else {
+                if let Some(other) = store.plan_run(asked)? {
+                    anyhow::bail!(
+                        "--resume {asked}: that plan run is of the plan '{}', not '{}' ({plan_file})",
+                        other.plan,
+                        plan.name()
+                    );
+                }
+                let mut known: Vec<(&String, &Found)> = found.iter().collect();
+                known.sort_by(|a, b| b.1.latest.total_cmp(&a.1.latest));
+                let known: Vec<&str> = known.iter().take(5).map(|(k, _)| k.as_str()).collect();
+                anyhow::bail!(
+                    "--resume {asked}: no plan run {asked} of the plan '{}' in {}; {}",
+                    plan.name(),
+                    db.display(),
+                    if known.is_empty() {
+                        "it has no plan runs there".to_string()
+                    } else {
+                        format!("its plan runs, newest first: {}", known.join(", "))
+                    }
+                );
+            };
+            let changed = match &chosen.record {
+                Some(r) if r.fingerprint == identity.fingerprint() => None,
+                Some(r) => Some(format!(
+                    "resuming plan run {asked} as asked, although the plan changed since it started ({}); \
+                     it is recorded with the plan as it is now",
+                    changed(&r.identity, identity)
+                )),
+                None => Some(format!(
+                    "resuming plan run {asked} as asked; it was started by a nicbench that did not record \
+                     what a plan run measures, and is recorded with the plan as it is now"
+                )),
+            };
+            let seed = chosen
+                .record
+                .as_ref()
+                .map(|r| r.seed)
+                .or(chosen.seed_tag)
+                .or(seed)
+                .unwrap_or(0);
+            let record = changed.is_some().then(|| PlanRunRecord {
+                started_at_unix_seconds: chosen
+                    .record
+                    .as_ref()
+                    .map_or(chosen.latest, |r| r.started_at_unix_seconds),
+                ..record_of(asked, seed)
+            });
+            (asked.to_string(), chosen, changed, record)
+        }
+        _ => {
+            let Some((plan_run, newest)) = found.into_iter().max_by(|a, b| a.1.latest.total_cmp(&b.1.latest)) else {
+                return fresh(seed, None);
+            };
+            match &newest.record {
+                Some(r) if r.fingerprint == identity.fingerprint() => (plan_run, newest, None, None),
+                Some(r) => {
+                    let note = format!(
+                        "the plan changed since plan run {plan_run} ({}): a new plan run starts; \
+                         `nicbench run {plan_file} --resume {plan_run}` continues the old one anyway",
+                        changed(&r.identity, identity)
+                    );
+                    return fresh(seed, Some(note));
+                }
+                None => {
+                    let note = format!(
+                        "plan run {plan_run} was started by a nicbench that did not record what a plan run \
+                         measures, so it is not resumed: a new plan run starts; \
+                         `nicbench run {plan_file} --resume {plan_run}` continues it with this plan"
+                    );
+                    return fresh(seed, Some(note));
+                }
+            }
+        }
     };
-    let recorded_seed = value(&newest.tags, "plan_seed").and_then(|s| s.parse().ok());
+    let recorded_seed = chosen.record.as_ref().map(|r| r.seed).or(chosen.seed_tag);
     if let (Some(asked), Some(had)) = (seed, recorded_seed) {
         if asked != had {
             anyhow::bail!(
@@ -111,7 +260,32 @@ pub fn resume(db: &Path, plan: &Plan, restart: bool, seed: Option<u64>) -> anyho
         seed: recorded_seed.or(seed).unwrap_or(0),
         finished,
         resumed: true,
+        note,
+        record,
     })
+}
+
+/// What changed from the stored identity `old` (JSON) to `new`.
+fn changed(old: &str, new: &Identity) -> String {
+    match Identity::from_json(old) {
+        Ok(old) => {
+            let differences = super::identity::differences(&old, new);
+            if differences.is_empty() {
+                "its record was written by another version of nicbench".into()
+            } else {
+                differences.join("; ")
+            }
+        }
+        Err(_) => "its record was written by another version of nicbench".into(),
+    }
+}
+
+/// Writes the plan run's record, when it needs one (see [`Resume::record`]).
+pub fn record_plan_run(db: &Path, resume: &Resume) -> anyhow::Result<()> {
+    if let Some(record) = &resume.record {
+        Store::open(db)?.record_plan_run(record)?;
+    }
+    Ok(())
 }
 
 /// How one case ended.

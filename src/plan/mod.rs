@@ -5,6 +5,7 @@
 pub mod exec;
 pub mod file;
 pub mod host;
+pub mod identity;
 pub mod matrix;
 pub mod runner;
 

@@ -476,3 +476,93 @@ fn a_matrix_over_100000_cases_is_refused_with_its_size_and_axes_before_expanding
         "{e}"
     );
 }
+
+/// The plan run a plan's output names: "plan NAME, run RUN...".
+fn plan_run_of(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.split(", run ").nth(1))
+        .and_then(|r| r.split([':', ' ']).next())
+        .unwrap_or_else(|| panic!("no plan run in:\n{text}"))
+        .to_string()
+}
+
+#[test]
+fn a_changed_plan_with_the_same_name_starts_a_new_plan_run_and_says_what_changed() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let head = format!(
+        "name = \"same\"\n[defaults]\nduration = \"0.3s\"\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:{}\"\n\
+         [matrix]\nworkload = [\"tcp\"]\n",
+        agent.port
+    );
+    let plan = write_plan(dir.path(), "p.toml", &head);
+    let out = nicbench(&["run", &plan, "--db", &db]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    let first_run = plan_run_of(&text);
+
+    // The same plan, its axis values in another order: resumed.
+    let out = nicbench(&["run", &plan, "--db", &db, "--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains(&format!("resumes plan run {first_run}")), "{text}");
+
+    // Another matrix under the same name: a new plan run, and why.
+    let plan = write_plan(dir.path(), "p.toml", &format!("{head}streams = [2, 1]\n"));
+    let out = nicbench(&["run", &plan, "--db", &db]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(&format!(
+            "the plan changed since plan run {first_run} (the matrix changed: streams axis added): a new plan run starts"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("(resumed)"), "{text}");
+    let second_run = plan_run_of(&text.lines().skip(1).collect::<Vec<_>>().join("\n"));
+    assert_ne!(second_run, first_run);
+    assert!(text.contains("2 of 2 cases done (2 measured now, 0 earlier)"), "{text}");
+
+    // --resume names the old one: resumed with this plan, which says so.
+    let out = nicbench(&["run", &plan, "--db", &db, "--resume", &first_run, "--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(&format!(
+            "resuming plan run {first_run} as asked, although the plan changed"
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&format!("resumes plan run {first_run}")), "{text}");
+    // A plan run of no run of this plan is refused, naming the plan's.
+    let out = nicbench(&[
+        "run",
+        &plan,
+        "--db",
+        &db,
+        "--resume",
+        "20000101-000000-0000",
+        "--dry-run",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no plan run 20000101-000000-0000 of the plan 'same'")
+            && stderr(&out).contains(&second_run),
+        "{}",
+        stderr(&out)
+    );
+
+    // A plan run without a record (an older nicbench): not resumed, said.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("DELETE FROM plan_runs", []).unwrap();
+    drop(conn);
+    let out = nicbench(&["run", &plan, "--db", &db, "--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains(&format!(
+            "plan run {second_run} was started by a nicbench that did not record what a plan run measures"
+        )) && !text.contains("resumes plan run"),
+        "{text}"
+    );
+}
+
