@@ -101,8 +101,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut problems = Vec::new();
     let mut planned = Vec::new();
     let grammar = <Cli as clap::CommandFactory>::command();
-    for case in cases {
-        match case.check(&plan, &grammar) {
+    for mut case in cases {
+        let checked = case
+            .resolve_address(&plan, &grammar)
+            .and_then(|()| case.check(&plan, &grammar));
+        match checked {
             Ok(spec) => planned.push(Planned {
                 key: case.key(),
                 estimate: plan::matrix::estimate(&spec, &plan),
@@ -285,17 +288,30 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
         )?;
     }
     writeln!(out)?;
-    // The agents: reachable, their version, authentication; no test traffic.
+    // The agents, at the address and port their cases reach: reachable,
+    // their version, authentication, and whether they accept the host
+    // changes their cases need; no test traffic.
     let mut failed = None;
-    let mut labels: Vec<&str> = planned.iter().map(|p| p.case.agent.label.as_str()).collect();
-    labels.sort();
-    labels.dedup();
-    for label in labels {
-        let agent = plan.agents.iter().find(|a| a.label == label).expect("a planned agent");
-        match check_agent(agent) {
+    let mut agents: Vec<&Agent> = planned.iter().map(|p| &p.case.agent).collect();
+    agents.sort_by(|a, b| (&a.label, &a.address).cmp(&(&b.label, &b.address)));
+    agents.dedup();
+    for agent in agents {
+        let label = &agent.label;
+        let mut needs: Vec<String> = planned
+            .iter()
+            .filter(|p| &p.case.agent == agent)
+            .flat_map(|p| host_changes_of(&p.case))
+            .collect();
+        needs.sort();
+        needs.dedup();
+        let checked = check_agent(agent).and_then(|(hello, facts)| {
+            host_changes_accepted(agent, &hello, &needs)?;
+            Ok(facts)
+        });
+        match checked {
             Ok(facts) => writeln!(
                 out,
-                "agent {label} ({}): nicbench {} on {} ({}, {} CPUs), reachable{}",
+                "agent {label} ({}): nicbench {} on {} ({}, {} CPUs), reachable{}{}",
                 agent.address,
                 crate::outside_text::terminal(&facts.nicbench_version),
                 crate::outside_text::terminal(&facts.hostname),
@@ -305,7 +321,8 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
                     ", authenticated"
                 } else {
                     ""
-                }
+                },
+                if needs.is_empty() { "" } else { ", accepts host changes" }
             )?,
             Err(e) => {
                 writeln!(
@@ -325,10 +342,42 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
     }
 }
 
+/// What a case changes on its agent: "MTU 9000", "offloads tso=off".
+fn host_changes_of(case: &Case) -> Vec<String> {
+    let mut changes: Vec<String> = case.mtu.map(|m| format!("MTU {m}")).into_iter().collect();
+    changes.extend(case.host.iter().map(|(axis, value)| format!("{axis} {value}")));
+    changes
+}
+
+/// The agent will accept the host changes `needs` (none: nothing to
+/// check): the plan knows its key, and it offers `host_changes` (started
+/// with --allow-host-changes and --psk-file). Err says what to fix.
+fn host_changes_accepted(agent: &Agent, hello: &crate::protocol::Hello, needs: &[String]) -> anyhow::Result<()> {
+    if needs.is_empty() {
+        return Ok(());
+    }
+    let label = &agent.label;
+    let needs = needs.join(", ");
+    if !hello.has_feature(crate::protocol::FEATURE_HOST_CHANGES) {
+        anyhow::bail!(
+            "the matrix sets {needs} on agent {label}, which refuses host changes (nicbench {}): restart it \
+             with `nicbench serve --allow-host-changes --psk-file FILE`, or leave those axes out of the matrix",
+            crate::outside_text::terminal(&hello.software_version)
+        );
+    }
+    if agent.psk_file.is_none() {
+        anyhow::bail!(
+            "the matrix sets {needs} on agent {label}, which changes host settings only for a client that \
+             proves its key, and [[agents]] {label} has no psk_file: add psk_file = \"FILE\" (the agent's \
+             --psk-file)"
+        );
+    }
+    Ok(())
+}
+
 /// "(MTU 9000, offloads tso=off on both ends) ": what a case sets first.
 fn host_text(case: &Case) -> String {
-    let mut parts: Vec<String> = case.mtu.map(|m| format!("MTU {m}")).into_iter().collect();
-    parts.extend(case.host.iter().map(|(axis, value)| format!("{axis} {value}")));
+    let parts = host_changes_of(case);
     if parts.is_empty() {
         String::new()
     } else {
@@ -338,7 +387,7 @@ fn host_text(case: &Case) -> String {
 
 /// Hello, authentication and the agent's facts: what a case needs, without
 /// a test.
-fn check_agent(agent: &plan::file::Agent) -> anyhow::Result<crate::model::HostFacts> {
+fn check_agent(agent: &plan::file::Agent) -> anyhow::Result<(crate::protocol::Hello, crate::model::HostFacts)> {
     let (host, port) = super::address::agent_address(&agent.address, None, None)?;
     let target = Target {
         host,
@@ -349,7 +398,7 @@ fn check_agent(agent: &plan::file::Agent) -> anyhow::Result<crate::model::HostFa
         wait: Duration::ZERO,
         psk_file: agent.psk_file.as_ref().map(PathBuf::from),
     };
-    Ok(crate::session::remote_facts(&target)?)
+    Ok(crate::session::probe_agent(&target, None)?)
 }
 
 /// The plan run's record: what ran, how each case ended.

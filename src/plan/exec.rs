@@ -437,6 +437,9 @@ fn spawn(exe: &Path, argv: &[String]) -> std::io::Result<Child> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // The case's address carries its port (`Case::resolve_address`):
+        // the lab's default port must not contradict it.
+        .env_remove("NICBENCH_PORT")
         // Its own process group: a Ctrl-C at the terminal reaches the plan
         // only, which passes it on once, so the case can still save.
         .process_group(0)

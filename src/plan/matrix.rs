@@ -137,8 +137,7 @@ impl Case {
     /// before any traffic is sent.
     pub fn check(&self, plan: &Plan, grammar: &clap::Command) -> Result<TestSpec, String> {
         let argv = self.command_line(plan);
-        let matches = grammar
-            .clone()
+        let matches = without_port_default(grammar, &self.workload)
             .try_get_matches_from(std::iter::once("nicbench".to_string()).chain(argv.iter().cloned()))
             .map_err(|e| workload::args::first_line(&e.to_string()))?;
         let Some((name, options)) = matches.subcommand() else {
@@ -147,6 +146,71 @@ impl Case {
         let spec = workload::args::spec_of_matches(name, options).map_err(|e| e.to_string())?;
         workload::args::check(&spec).map_err(|e| e.to_string())?;
         Ok(spec)
+    }
+}
+
+impl Case {
+    /// Writes into the case's agent address the port its tests reach, so
+    /// that the tests, the host changes and their restore all go to the
+    /// same agent: the port in the address (`HOST:PORT`), else `-p/--port`
+    /// in the case's options, else `$NICBENCH_PORT` (the lab's agent port,
+    /// which `lab exec` sets), else 5310. An address's port and a `-p` that
+    /// differ are refused, naming the agent and both ports. An address with
+    /// a scheme (`iperf3://`) is left as it is.
+    pub fn resolve_address(&mut self, plan: &Plan, grammar: &clap::Command) -> Result<(), String> {
+        let address = self.agent.address.clone();
+        if address.contains("://") {
+            return Ok(());
+        }
+        let (host, in_address) = crate::address::split_host_port(&address).map_err(|e| e.to_string())?;
+        let argv = self.command_line(plan);
+        let matches = without_port_default(grammar, &self.workload)
+            .try_get_matches_from(std::iter::once("nicbench".to_string()).chain(argv))
+            .map_err(|e| workload::args::first_line(&e.to_string()))?;
+        let in_options = matches
+            .subcommand()
+            .and_then(|(_, options)| options.try_get_one::<u16>("port").ok().flatten().copied());
+        let port = match (in_address, in_options) {
+            (Some(a), Some(o)) if a != o => {
+                return Err(format!(
+                    "agent {}: its address \"{address}\" names port {a}, but the options give -p {o}; \
+                     give the port once, in the address or in the options",
+                    self.agent.label
+                ))
+            }
+            (Some(p), _) | (None, Some(p)) => p,
+            (None, None) => environment_port()?.unwrap_or(crate::protocol::DEFAULT_PORT),
+        };
+        self.agent.address = crate::address::display(&host, port);
+        Ok(())
+    }
+}
+
+/// `$NICBENCH_PORT`, the default port of the measuring commands (`lab
+/// exec` sets it to the lab's agent port).
+fn environment_port() -> Result<Option<u16>, String> {
+    match std::env::var("NICBENCH_PORT") {
+        Err(_) => Ok(None),
+        Ok(v) => match v.parse::<u16>() {
+            Ok(p) if p > 0 => Ok(Some(p)),
+            _ => Err(format!("$NICBENCH_PORT = \"{v}\" is not a port (1 to 65535)")),
+        },
+    }
+}
+
+/// The CLI's grammar with the workload's `--port` taking no value from
+/// `$NICBENCH_PORT`: a case's port is its address's (see
+/// [`Case::resolve_address`]), and its process runs without that variable.
+fn without_port_default(grammar: &clap::Command, workload: &str) -> clap::Command {
+    let has_port = grammar
+        .find_subcommand(workload)
+        .is_some_and(|s| s.get_arguments().any(|a| a.get_id() == "port"));
+    if has_port {
+        grammar
+            .clone()
+            .mut_subcommand(workload, |s| s.mut_arg("port", |a| a.env(None)))
+    } else {
+        grammar.clone()
     }
 }
 

@@ -232,6 +232,10 @@ pub const FEATURE_PEER_TESTS: &str = "peer_tests";
 /// Feature of [`Hello::features`]: `watch_start`/`watch_stop` (sampling
 /// the agent's side around a command, `nicbench watch --peer`).
 pub const FEATURE_WATCH: &str = "watch";
+/// Feature of [`Hello::features`]: this agent accepts `set_mtu` and
+/// `set_host` from a client that proves the key (`serve
+/// --allow-host-changes --psk-file`); a plan's dry run checks it.
+pub const FEATURE_HOST_CHANGES: &str = "host_changes";
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0

@@ -566,3 +566,123 @@ fn a_changed_plan_with_the_same_name_starts_a_new_plan_run_and_says_what_changed
     );
 }
 
+/// `nicbench ARGS` with `$NICBENCH_PORT` set, as `lab exec` sets it.
+fn nicbench_with_port_env(port: u16, args: &[&str]) -> std::process::Output {
+    clean_env(&mut Command::new(BIN))
+        .args(args)
+        .env("NICBENCH_PORT", port.to_string())
+        .env("COLUMNS", "1000")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_port_of_an_address_or_of_options_reaches_the_agent_whatever_the_default_port() {
+    let agent = AgentProcess::start(&[]);
+    let closed = closed_port();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    for (file, address, options) in [
+        ("in-address.toml", format!("127.0.0.1:{}", agent.port), String::new()),
+        (
+            "in-options.toml",
+            "127.0.0.1".to_string(),
+            format!("options = [\"-p\", \"{}\"]\n", agent.port),
+        ),
+    ] {
+        let plan = write_plan(
+            dir.path(),
+            file,
+            &format!(
+                "[defaults]\nduration = \"0.3s\"\n{options}[[agents]]\nlabel = \"lo\"\naddress = \"{address}\"\n\
+                 [matrix]\nworkload = [\"tcp\"]\n"
+            ),
+        );
+        // The lab's default port names another port: the plan's wins.
+        let out = nicbench_with_port_env(closed, &["run", &plan, "--db", &db]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{file}: {text}\n{}", stderr(&out));
+        assert!(text.contains("1 of 1 cases done (1 measured now"), "{file}: {text}");
+        let out = nicbench_with_port_env(closed, &["run", &plan, "--db", &db, "--dry-run", "--restart"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("nicbench tcp 127.0.0.1:{} ", agent.port))
+                && text.contains(&format!("agent lo (127.0.0.1:{}): nicbench", agent.port)),
+            "{file}: {text}"
+        );
+    }
+    // An address's port and a -p that differ: refused before anything runs.
+    let plan = write_plan(
+        dir.path(),
+        "both.toml",
+        &format!(
+            "[defaults]\noptions = [\"-p\", \"{closed}\"]\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:{}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\n",
+            agent.port
+        ),
+    );
+    let out = nicbench(&["run", &plan, "--db", &db, "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("both.toml")
+            && e.contains(&format!(
+                "agent lo: its address \"127.0.0.1:{}\" names port {}, but the options give -p {closed}",
+                agent.port, agent.port
+            )),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_dry_run_names_an_agent_that_would_refuse_the_host_changes_of_the_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
+    let psk = psk.display().to_string();
+    let plain = AgentProcess::start(&["--psk-file", &psk]);
+    let allowing = AgentProcess::start(&["--psk-file", &psk, "--allow-host-changes"]);
+    let plan = |port: u16, key: bool| {
+        format!(
+            "[defaults]\nallow_host_changes = true\n[[agents]]\nlabel = \"b\"\naddress = \"127.0.0.1:{port}\"\n{}\
+             [matrix]\nworkload = [\"tcp\"]\nmtu = [9000]\n",
+            if key {
+                format!("psk_file = \"{psk}\"\n")
+            } else {
+                String::new()
+            }
+        )
+    };
+    let db = dir.path().join("r.db").display().to_string();
+    let dry_run = |name: &str, text: String| {
+        let file = write_plan(dir.path(), name, &text);
+        nicbench(&["run", &file, "--db", &db, "--dry-run"])
+    };
+    let out = dry_run("refuses.toml", plan(plain.port, true));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "agent b (127.0.0.1:{}): the matrix sets MTU 9000 on agent b, which refuses host changes",
+            plain.port
+        )) && text.contains("restart it with `nicbench serve --allow-host-changes --psk-file FILE`"),
+        "{text}"
+    );
+    // Without the key the agent is not even reached: said as such.
+    let out = dry_run("keyless.toml", plan(allowing.port, false));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("needs a pre-shared key; pass --psk-file"), "{text}");
+    // An agent without a key cannot allow host changes.
+    let keyless = AgentProcess::start(&[]);
+    let out = dry_run("no-key.toml", plan(keyless.port, false));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("which refuses host changes"), "{text}");
+    let out = dry_run("accepts.toml", plan(allowing.port, true));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(text.contains("authenticated, accepts host changes"), "{text}");
+}
+
