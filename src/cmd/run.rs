@@ -496,6 +496,13 @@ impl runner::Steps for RealSteps<'_> {
         self.host_changes.set_mtu(agent, mtu)
     }
 
+    fn check_path(&mut self, agent: &Agent, mtu: u32) -> Result<(), String> {
+        if let Some(why) = plan::path_mtu::check_agent(&agent.label, &agent.address, mtu)? {
+            log::warn!("{why}");
+        }
+        Ok(())
+    }
+
     fn set_host(&mut self, agent: &Agent, setting: &HostSetting) -> Result<(), String> {
         self.host_changes.set_host(agent, setting)
     }

@@ -7,6 +7,7 @@ pub mod file;
 pub mod host;
 pub mod identity;
 pub mod matrix;
+pub mod path_mtu;
 pub mod runner;
 
 pub use file::{Plan, PlanError};

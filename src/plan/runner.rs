@@ -28,6 +28,9 @@ pub trait Steps {
     /// The plan's pause between two cases.
     fn pause(&mut self, pause: Duration);
     fn set_mtu(&mut self, agent: &Agent, mtu: u32) -> Result<(), String>;
+    /// Whether the path to `agent` passes `mtu`-byte packets (after the
+    /// ends are set): Err names a black hole.
+    fn check_path(&mut self, agent: &Agent, mtu: u32) -> Result<(), String>;
     fn set_host(&mut self, agent: &Agent, setting: &HostSetting) -> Result<(), String>;
     /// The plan's commands before or after case `index`: the files holding
     /// their output, and why they failed.
@@ -168,12 +171,14 @@ fn run_case(index: usize, p: &Planned, label: &str, steps: &mut dyn Steps, show:
     (outcome, files)
 }
 
-/// The case's MTU, then its host settings, in order; the first that fails
-/// ends it.
+/// The case's MTU and the check that the path passes it, then its host
+/// settings, in order; the first that fails ends it.
 fn host_settings(p: &Planned, label: &str, steps: &mut dyn Steps, show: &dyn Show) -> Result<(), String> {
     if let Some(mtu) = p.case.mtu {
         show.case(format!("{label}  setting MTU {mtu}"));
         steps.set_mtu(&p.case.agent, mtu)?;
+        show.case(format!("{label}  checking the path passes {mtu}-byte packets"));
+        steps.check_path(&p.case.agent, mtu)?;
     }
     for (axis, value) in &p.case.host {
         let setting = HostSetting::parse(axis, value)?;
@@ -252,6 +257,7 @@ mod tests {
         stop_after_runs: Option<usize>,
         runs: usize,
         fail_mtu: bool,
+        black_hole: bool,
         fail_before: bool,
         fail_monitor_stop: bool,
     }
@@ -267,6 +273,17 @@ mod tests {
             self.log.push(format!("mtu {mtu}"));
             if self.fail_mtu {
                 Err("cannot set the MTU".into())
+            } else {
+                Ok(())
+            }
+        }
+        fn check_path(&mut self, agent: &Agent, mtu: u32) -> Result<(), String> {
+            self.log.push(format!("path {mtu}"));
+            if self.black_hole {
+                Err(format!(
+                    "path to {} does not pass {mtu}-byte packets: largest that passed 1500",
+                    agent.label
+                ))
             } else {
                 Ok(())
             }
@@ -385,6 +402,30 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_black_hole_fails_its_case_before_it_runs_and_the_plan_goes_on() {
+        let plan = plan("mtu = [1500, 9000]\n[defaults]\nallow_host_changes = true\n");
+        let cases = planned(&plan);
+        let mut fake = Fake {
+            black_hole: true,
+            ..Fake::default()
+        };
+        let records = run_cases(&plan, &cases[..2], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(fake.log, ["mtu 1500", "path 1500", "mtu 9000", "path 9000"]);
+        for r in &records {
+            match &r.outcome {
+                Outcome::Failed { reason, seconds, .. } => {
+                    assert!(reason.starts_with("path to a does not pass"), "{reason}");
+                    assert_eq!(*seconds, 0.0);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut fake = Fake::default();
+        run_cases(&plan, &cases[..1], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(fake.log[..3], ["mtu 1500", "path 1500", "Before 0"]);
     }
 
     #[test]

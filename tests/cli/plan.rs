@@ -686,3 +686,45 @@ fn the_dry_run_names_an_agent_that_would_refuse_the_host_changes_of_the_matrix()
     assert!(text.contains("authenticated, accepts host changes"), "{text}");
 }
 
+#[test]
+fn an_mtu_the_router_does_not_pass_fails_its_case_as_a_black_hole_before_it_runs() {
+    require_lab!();
+    // a and b go to 9000; the router between them stays at 1500.
+    let lab = crate::common::lab_builder().via_router().no_agents().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
+    let psk = psk.display().to_string();
+    let b = lab.addr("b").to_string();
+    let agent = AgentProcess::start_with(lab.command("b", BIN), &b, &["--psk-file", &psk, "--allow-host-changes"]);
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "hole.toml",
+        &format!(
+            "name = \"hole\"\n[defaults]\nduration = \"0.3s\"\nallow_host_changes = true\n\
+             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\nmtu = [1500, 9000]\n",
+            agent.port
+        ),
+    );
+    let mut run = lab.command("a", BIN);
+    run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
+    let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("1 of 2 cases done") && text.contains("1 failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "FAILED tcp agent=b mtu=9000: path to b does not pass 9000-byte packets: largest that passed 1500"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("did not finish"), "the case did not run: {text}");
+    // Both ends back at 1500 (a on link 1 to the router, b on link 2).
+    assert_eq!(lab.kernel_link(1, "a").unwrap().mtu, 1500);
+    assert_eq!(lab.kernel_link(2, "b").unwrap().mtu, 1500);
+}
