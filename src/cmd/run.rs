@@ -233,7 +233,7 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
             "resumes plan run {} in {}: {} of {} cases finished, {} to run (--restart to start over)",
             resume.plan_run,
             db.display(),
-            resume.finished.len().min(planned.len()),
+            planned.len() - todo.len(),
             planned.len(),
             todo.len()
         )?;
