@@ -281,11 +281,11 @@ mod tests {
             "{AGENTS}[defaults]\nduration = \"5s\"\n[matrix]\nworkload = [\"tcp\", \"udp\"]\nstreams = [1, 4]\n\
              tags = {{ nic = \"x\", rack = \"2\" }}\n[matrix.vary.cc]\ncubic = [\"-C\", \"cubic\"]\nbbr = [\"-C\", \"bbr\"]\n"
         ));
-        let two = identity(&format!(
+        let two = identity(
             "[[agents]]\nlabel = \"b\"\naddress = \"10.0.0.2\"\n[[agents]]\nlabel = \"a\"\naddress = \"10.0.0.1\"\n\
              [defaults]\nduration = \"5000ms\"\n[matrix]\nworkload = [\"udp\", \"tcp\"]\nstreams = [4, 1]\n\
-             tags = {{ rack = \"2\", nic = \"x\" }}\n[matrix.vary.cc]\nbbr = [\"-C\", \"bbr\"]\ncubic = [\"-C\", \"cubic\"]\n"
-        ));
+             tags = { rack = \"2\", nic = \"x\" }\n[matrix.vary.cc]\nbbr = [\"-C\", \"bbr\"]\ncubic = [\"-C\", \"cubic\"]\n"
+        );
         assert_eq!(one, two);
         assert_eq!(one.fingerprint(), two.fingerprint());
         assert_eq!(one.fingerprint().len(), 16);
