@@ -14,6 +14,9 @@ const NLM_F_REQUEST: u16 = 1;
 const NLM_F_DUMP: u16 = 0x300;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
+const TCA_STATS2: u16 = 7;
+/// In TCA_STATS2: `struct gnet_stats_queue`.
+const TCA_STATS_QUEUE: u16 = 3;
 const TCA_TBF_PARMS: u16 = 1;
 const TCA_TBF_RATE64: u16 = 4;
 /// Offsets in `struct tc_tbf_qopt`: its first member is the rate's `struct
@@ -56,6 +59,25 @@ pub struct Qdisc {
 
 /// The root qdisc of interface `ifindex`.
 pub fn root_qdisc(ifindex: i32) -> Option<Qdisc> {
+    dump_root(ifindex, parse_qdisc)
+}
+
+/// What a qdisc holds at one moment (`tc -s qdisc`'s "backlog 12000b 8p").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub bytes: u64,
+    pub packets: u64,
+}
+
+/// The backlog of the root qdisc of interface `ifindex` in the calling
+/// thread's network namespace (a multiqueue root, mq, holds the sum of its
+/// children's); None when the kernel does not say.
+pub fn root_backlog(ifindex: i32) -> Option<Backlog> {
+    dump_root(ifindex, parse_backlog).flatten()
+}
+
+/// Dumps the qdiscs and reads the root one of `ifindex` with `parse`.
+fn dump_root<T>(ifindex: i32, parse: fn(&[u8]) -> T) -> Option<T> {
     let mut request = [0u8; NLMSG_HEADER + TCMSG];
     request[0..4].copy_from_slice(&((NLMSG_HEADER + TCMSG) as u32).to_ne_bytes());
     request[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
@@ -71,7 +93,7 @@ pub fn root_qdisc(ifindex: i32) -> Option<Qdisc> {
         if n <= 0 {
             return found;
         }
-        match parse_dump(&buffer[..n as usize], ifindex) {
+        match parse_dump_with(&buffer[..n as usize], ifindex, parse) {
             Dump::More(kind) => found = found.or(kind),
             Dump::Done(kind) => return found.or(kind),
         }
@@ -204,13 +226,20 @@ fn ask_kernel(request: &[u8]) -> std::io::Result<OwnedFd> {
 
 /// What one datagram of the dump held.
 #[derive(Debug, PartialEq)]
-enum Dump {
-    More(Option<Qdisc>),
-    Done(Option<Qdisc>),
+enum Dump<T> {
+    More(Option<T>),
+    Done(Option<T>),
 }
 
 /// Finds the root qdisc of `ifindex` among the messages of one datagram.
-fn parse_dump(mut data: &[u8], ifindex: i32) -> Dump {
+#[cfg(test)]
+fn parse_dump(data: &[u8], ifindex: i32) -> Dump<Qdisc> {
+    parse_dump_with(data, ifindex, parse_qdisc)
+}
+
+/// Reads the root qdisc of `ifindex` with `parse` from the messages of one
+/// datagram.
+fn parse_dump_with<T>(mut data: &[u8], ifindex: i32, parse: fn(&[u8]) -> T) -> Dump<T> {
     let u16_at = |d: &[u8], i: usize| u16::from_ne_bytes([d[i], d[i + 1]]);
     let u32_at = |d: &[u8], i: usize| u32::from_ne_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
     let mut kind = None;
@@ -228,7 +257,7 @@ fn parse_dump(mut data: &[u8], ifindex: i32) -> Dump {
             let index = u32_at(body, 4) as i32;
             let parent = u32_at(body, 12);
             if index == ifindex && parent == TC_H_ROOT {
-                kind = Some(parse_qdisc(&body[TCMSG..]));
+                kind = Some(parse(&body[TCMSG..]));
             }
         }
         data = &data[align4(length).min(data.len())..];
@@ -269,6 +298,21 @@ fn parse_qdisc(attrs: &[u8]) -> Qdisc {
         parse_tbf(options, &mut qdisc);
     }
     qdisc
+}
+
+/// The backlog in a qdisc's TCA_STATS2 → TCA_STATS_QUEUE (`struct
+/// gnet_stats_queue`: qlen, backlog, drops, requeues, overlimits).
+fn parse_backlog(attrs: &[u8]) -> Option<Backlog> {
+    let u32_at = |d: &[u8], i: usize| u32::from_ne_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+    let stats = attributes(attrs).into_iter().find(|(kind, _)| *kind == TCA_STATS2)?.1;
+    let queue = attributes(stats)
+        .into_iter()
+        .find(|(kind, value)| *kind == TCA_STATS_QUEUE && value.len() >= 8)?
+        .1;
+    Some(Backlog {
+        packets: u64::from(u32_at(queue, 0)),
+        bytes: u64::from(u32_at(queue, 4)),
+    })
 }
 
 fn parse_tbf(options: &[u8], qdisc: &mut Qdisc) {
@@ -339,6 +383,37 @@ mod tests {
         m.extend(tc);
         m.extend(attrs);
         m
+    }
+
+    /// A root tbf's stats as the kernel dumps them: the backlog is read
+    /// from TCA_STATS2's queue part, another interface's is not taken.
+    #[test]
+    fn the_backlog_is_read_from_the_root_qdiscs_queue_stats() {
+        let mut queue = Vec::new();
+        for word in [8u32, 12_000, 3, 0, 40] {
+            queue.extend_from_slice(&word.to_ne_bytes());
+        }
+        let stats = attr(TCA_STATS2 | 0x8000, &attr(TCA_STATS_QUEUE, &queue));
+        let with_stats = |ifindex: i32| {
+            let mut m = message(ifindex, TC_H_ROOT, "tbf");
+            m.extend(&stats);
+            let length = m.len() as u32;
+            m[0..4].copy_from_slice(&length.to_ne_bytes());
+            m
+        };
+        let mut data = with_stats(7);
+        data.extend(with_stats(3));
+        assert_eq!(
+            parse_dump_with(&data, 3, parse_backlog),
+            Dump::More(Some(Some(Backlog {
+                bytes: 12_000,
+                packets: 8
+            })))
+        );
+        assert_eq!(
+            parse_dump_with(&message(3, TC_H_ROOT, "tbf"), 3, parse_backlog),
+            Dump::More(Some(None))
+        );
     }
 
     #[test]
