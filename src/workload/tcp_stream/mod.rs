@@ -10,7 +10,7 @@
 pub mod args;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -178,8 +178,9 @@ impl Workload for TcpStream {
     }
 }
 
-/// Socket options set before connect (client) or listen (agent).
-fn configure<'a>(side: &'a SideOptions, params: &'a TcpParams) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
+/// Socket options set before connect (client) or listen (agent); the
+/// `loaded` workload's load streams take the same.
+pub(crate) fn configure<'a>(side: &'a SideOptions, params: &'a TcpParams) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
     move |socket: &Socket| {
         data_conn::apply_buffers(socket, side)?;
         if let Some(mss) = params.mss {
@@ -331,6 +332,20 @@ pub(crate) fn send_stream(
     zerocopy: bool,
     ctx: &StreamContext,
 ) -> TaskEnd {
+    send_stream_held(socket, message, quota, zerocopy, None, ctx)
+}
+
+/// [`send_stream`] that pauses while `hold` is raised (the `loaded`
+/// workload's phases): one more relaxed load per message, and a 1 ms nap
+/// per turn while held.
+pub(crate) fn send_stream_held(
+    socket: Socket,
+    message: usize,
+    quota: Option<u64>,
+    zerocopy: bool,
+    hold: Option<&AtomicBool>,
+    ctx: &StreamContext,
+) -> TaskEnd {
     let fd = socket.as_raw_fd();
     let buffer: Vec<u8> = (0..message).map(|i| (i % 251) as u8).collect();
     let memfd = if zerocopy {
@@ -350,6 +365,10 @@ pub(crate) fn send_stream(
     let mut sendfile_calls = 0u64;
     let mut error = None;
     while !ctx.stop.load(Ordering::Relaxed) {
+        if hold.is_some_and(|h| h.load(Ordering::Relaxed)) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            continue;
+        }
         let want = match quota {
             Some(q) if q - total < message as u64 => (q - total) as usize,
             _ => message,
