@@ -8,6 +8,7 @@ use clap::Args;
 use super::parse;
 use crate::workload::args::{Context, SpecArgs, WorkloadArgs};
 use crate::workload::files::args::FilesOptions;
+use crate::workload::loaded::args::LoadedOptions;
 use crate::workload::rr::args::RrOptions;
 use crate::workload::sweep::args::SweepOptions;
 use crate::workload::tcp_stream::args::TcpOptions;
@@ -163,6 +164,15 @@ pub struct RrArgs {
     pub measure: MeasureArgs,
     #[command(flatten)]
     pub options: RrOptions,
+}
+
+/// `nicbench loaded`
+#[derive(Debug, Clone, Args)]
+pub struct LoadedArgs {
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    #[command(flatten)]
+    pub options: LoadedOptions,
 }
 
 /// `nicbench sweep`

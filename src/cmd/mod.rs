@@ -15,6 +15,7 @@ pub mod host;
 pub mod import;
 pub mod lab;
 pub mod linerate;
+pub mod loaded;
 pub mod manual;
 pub mod measure;
 pub mod mesh;
@@ -54,6 +55,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Udp(args) => udp::run(*args),
         Command::Rr(args) => rr::run(*args),
         Command::Files(args) => files::run(*args),
+        Command::Loaded(args) => loaded::run(*args),
         Command::Watch(args) => watch::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Host(args) => host::run(args),

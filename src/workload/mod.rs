@@ -13,6 +13,7 @@ pub mod args;
 pub mod case;
 pub mod data_conn;
 pub mod files;
+pub mod loaded;
 pub mod rr;
 pub mod runner;
 pub mod sweep;
@@ -43,6 +44,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &rr::RequestResponse,
     &sweep::Sweep,
     &files::Files,
+    &loaded::Loaded,
 ];
 
 /// Looks a workload up by its name (the same string on the command line,
@@ -720,7 +722,7 @@ mod tests {
                 chart_names.push(kind.name);
             }
         }
-        assert_eq!(peer_test_names().collect::<Vec<_>>(), ["tcp", "udp", "rr"]);
+        assert_eq!(peer_test_names().collect::<Vec<_>>(), ["tcp", "udp", "rr", "loaded"]);
     }
 
     /// Issue 31: a test that leaves its rate out is not thereby within

@@ -1,0 +1,264 @@
+//! Where an end's queued bytes sit, sampled every probe interval: the
+//! sending sockets' unsent and unacknowledged bytes (TCP_INFO), the egress
+//! interface's root qdisc backlog (rtnetlink), the NIC's byte queue limit
+//! inflight (sysfs), and in a lab the router's qdiscs, read from a thread
+//! that entered the router's network namespace. The same loop raises and
+//! lowers the load senders' hold flags at the phase boundaries, and reads
+//! the load streams' smoothed RTT (the draft's "self" probe).
+
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use socket2::Socket;
+
+use super::probes::Clock;
+use super::LoadedParams;
+use crate::model::{Flow, Party};
+use crate::probe::qdisc;
+
+/// One sample of an end's queues: at (µs from the start), the mean
+/// smoothed RTT of the sockets sending in this phase (µs; null while
+/// none sends), their unsent bytes, their unacknowledged bytes (unacked
+/// segments x MSS), the egress qdisc's backlog in bytes and packets, and
+/// the NIC's BQL inflight bytes (null where there is none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueSample(
+    pub u64,
+    pub Option<u64>,
+    pub u64,
+    pub u64,
+    pub Option<u64>,
+    pub Option<u64>,
+    pub Option<u64>,
+);
+
+/// One sample of a lab router's qdiscs: at (µs), the backlog in bytes of
+/// the queue toward the client (download) and toward the agent (upload).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouterSample(pub u64, pub Option<u64>, pub Option<u64>);
+
+/// A router on the path whose queues can be read: its network namespace
+/// and the interfaces whose egress queues hold the traffic toward the
+/// client and toward the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Router {
+    /// The lab's name for it.
+    pub name: String,
+    pub netns: String,
+    pub toward_client: String,
+    pub toward_agent: String,
+    /// The shaping rates of those links, when they are shaped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toward_client_bits_per_second: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toward_agent_bits_per_second: Option<u64>,
+}
+
+/// The router between this end and its peer, when this end is a lab
+/// client that can see it. (The lab's API telling a process where its path
+/// is shaped is the one source; without it, None.)
+pub fn router_toward_peer(_host: Party) -> Option<Router> {
+    None
+}
+
+/// Everything an end's sampler recorded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Samples {
+    pub queues: Vec<QueueSample>,
+    pub router: Vec<RouterSample>,
+    pub interface: Option<String>,
+    pub router_facts: Option<Router>,
+}
+
+/// What the sampler watches and steers.
+pub struct Sampler {
+    pub params: LoadedParams,
+    /// This end's sending load sockets (clones), with their direction.
+    pub watched: Vec<(Flow, Socket)>,
+    /// The senders' hold flags, by direction.
+    pub holds: Vec<(Flow, Arc<AtomicBool>)>,
+    /// The egress interface toward the peer.
+    pub interface: Option<String>,
+    pub router: Option<Router>,
+}
+
+impl Sampler {
+    /// Samples every interval until the test is over.
+    pub fn run(self, clock: &Clock) -> Samples {
+        std::thread::scope(|scope| {
+            let router = self.router.as_ref().map(|r| scope.spawn(move || sample_router(r, clock)));
+            let queues = self.sample_local(clock);
+            Samples {
+                queues,
+                router: router.and_then(|h| h.join().ok()).unwrap_or_default(),
+                interface: self.interface.clone(),
+                router_facts: self.router.clone(),
+            }
+        })
+    }
+
+    fn sample_local(&self, clock: &Clock) -> Vec<QueueSample> {
+        let mut egress = self.interface.as_deref().map(Egress::of);
+        let mut samples = Vec::new();
+        let mut next = Instant::now();
+        while clock.tick(&mut next) {
+            let now = Instant::now();
+            let phase = self.params.phase_at(now.saturating_duration_since(clock.start).as_secs_f64());
+            for (flow, hold) in &self.holds {
+                hold.store(!phase.is_some_and(|p| p.loads(*flow)), Ordering::Relaxed);
+            }
+            let (mut rtt_sum, mut senders, mut notsent, mut unacked) = (0u64, 0u64, 0u64, 0u64);
+            for (flow, socket) in &self.watched {
+                let Some(info) = raw_tcp_info(socket) else { continue };
+                notsent += u64::from(info.tcpi_notsent_bytes);
+                unacked += u64::from(info.tcpi_unacked) * u64::from(info.tcpi_snd_mss);
+                if phase.is_some_and(|p| p.loads(*flow)) {
+                    rtt_sum += u64::from(info.tcpi_rtt);
+                    senders += 1;
+                }
+            }
+            let (backlog, bql) = egress.as_mut().map_or((None, None), |e| e.sample());
+            samples.push(QueueSample(
+                clock.micros(now),
+                (senders > 0).then(|| rtt_sum / senders),
+                notsent,
+                unacked,
+                backlog.map(|b| b.bytes),
+                backlog.map(|b| b.packets),
+                bql,
+            ));
+        }
+        samples
+    }
+}
+
+/// The egress interface's queues: its root qdisc and its BQL files.
+struct Egress {
+    ifindex: Option<i32>,
+    bql: Vec<PathBuf>,
+}
+
+impl Egress {
+    fn of(name: &str) -> Egress {
+        let queues = PathBuf::from("/sys/class/net").join(name).join("queues");
+        let bql = std::fs::read_dir(queues)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("tx-"))
+                    .map(|e| e.path().join("byte_queue_limits/inflight"))
+                    .filter(|p| p.exists())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Egress {
+            ifindex: ifindex_of(name),
+            bql,
+        }
+    }
+
+    /// The qdisc backlog and BQL inflight now; a source that fails once is
+    /// not asked again.
+    fn sample(&mut self) -> (Option<qdisc::Backlog>, Option<u64>) {
+        let backlog = self.ifindex.and_then(qdisc::root_backlog);
+        if backlog.is_none() {
+            self.ifindex = None;
+        }
+        let inflight: Option<u64> = (!self.bql.is_empty())
+            .then(|| {
+                self.bql
+                    .iter()
+                    .map(|p| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok())
+                    .sum()
+            })
+            .flatten();
+        if inflight.is_none() {
+            self.bql.clear();
+        }
+        (backlog, inflight)
+    }
+}
+
+fn ifindex_of(name: &str) -> Option<i32> {
+    let name = std::ffi::CString::new(name).ok()?;
+    // SAFETY: a NUL-terminated name; the call only reads it.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    (index > 0).then_some(index as i32)
+}
+
+/// Enters the router's network namespace on this thread (it is the
+/// sampler's own, ended with the test) and samples its two queues.
+fn sample_router(router: &Router, clock: &Clock) -> Vec<RouterSample> {
+    if let Err(e) = enter_netns(&router.netns) {
+        log::warn!(
+            "cannot read the queues of router {} (network namespace {}): {e}",
+            router.name,
+            router.netns
+        );
+        return Vec::new();
+    }
+    let (client, agent) = (ifindex_of(&router.toward_client), ifindex_of(&router.toward_agent));
+    let mut samples = Vec::new();
+    let mut next = Instant::now();
+    while clock.tick(&mut next) {
+        let now = Instant::now();
+        let backlog = |i: Option<i32>| i.and_then(qdisc::root_backlog).map(|b| b.bytes);
+        samples.push(RouterSample(clock.micros(now), backlog(client), backlog(agent)));
+    }
+    samples
+}
+
+/// Moves the calling thread into the network namespace `/run/netns/NAME`.
+fn enter_netns(name: &str) -> std::io::Result<()> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("'{name}' is not a network namespace name"),
+        ));
+    }
+    let file = std::fs::File::open(PathBuf::from("/run/netns").join(name))?;
+    // SAFETY: setns on an open namespace file; affects this thread only.
+    match unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// The kernel's TCP_INFO of a socket, as the kernel lays it out.
+fn raw_tcp_info(socket: &Socket) -> Option<libc::tcp_info> {
+    // SAFETY: getsockopt writes at most `len` bytes into the zeroed struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(info)
+}
+
+/// Sets TCP_NOTSENT_LOWAT: the socket holds at most this many unsent
+/// bytes before it stops accepting writes.
+pub fn set_notsent_lowat(socket: &Socket, bytes: u32) -> std::io::Result<()> {
+    // SAFETY: a valid int option and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&bytes as *const u32).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}

@@ -1,0 +1,538 @@
+//! What a `loaded` test yields. Each end reports its part ([`LoadedEnd`]:
+//! the client its probes, both ends their queue samples) on its first
+//! stream end; [`summarize`] turns both into the figures of each phase
+//! ([`LoadedResult`] at `sum.loaded`): throughput per direction once the
+//! phase is stable, round-trip percentiles, the delay added to the idle
+//! one, responsiveness (RPM), probe loss, the queues and the verdict
+//! naming the one that explains the added delay ([`super::text`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::probes::{Probes, TcpProbe, UdpProbe};
+use super::queues::{QueueSample, Router, RouterSample, Samples};
+use super::{LoadedParams, PhaseName, KEY};
+use crate::model::{Flow, Party, StreamEnd, TrialResult};
+use crate::workload::{Better, Figure, Metric, ResultKind};
+
+/// What one end measured besides its streams.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadedEnd {
+    pub party: Party,
+    /// The schedule, so that a document explains itself.
+    pub idle_seconds: f64,
+    pub phase_seconds: f64,
+    pub phases: Vec<PhaseName>,
+    pub probe_interval_seconds: f64,
+    /// Client: every UDP probe (see [`UdpProbe`] for the columns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub udp_probes: Vec<UdpProbe>,
+    /// Client: every TCP request/response on the idle connection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp_probes: Vec<TcpProbe>,
+    #[serde(default)]
+    pub reordered_probes: u64,
+    /// Agent: probes it answered.
+    #[serde(default)]
+    pub answered_probes: u64,
+    /// This end's queues every probe interval ([`QueueSample`]).
+    #[serde(default)]
+    pub queues: Vec<QueueSample>,
+    /// The egress interface toward the peer whose queues were sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<Router>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub router_queues: Vec<RouterSample>,
+}
+
+impl LoadedEnd {
+    pub fn new(party: Party, params: &LoadedParams, samples: Samples, probes: Probes) -> LoadedEnd {
+        LoadedEnd {
+            party,
+            idle_seconds: params.idle_seconds,
+            phase_seconds: params.phase_seconds,
+            phases: params.phases.clone(),
+            probe_interval_seconds: params.probe_interval_seconds,
+            udp_probes: probes.udp,
+            tcp_probes: probes.tcp,
+            reordered_probes: probes.reordered,
+            answered_probes: probes.answered,
+            queues: samples.queues,
+            interface: samples.interface,
+            router: samples.router_facts,
+            router_queues: samples.router,
+        }
+    }
+
+    fn schedule(&self) -> LoadedParams {
+        LoadedParams {
+            phases: self.phases.clone(),
+            idle_seconds: self.idle_seconds,
+            phase_seconds: self.phase_seconds,
+            probe_interval_seconds: self.probe_interval_seconds,
+            ..LoadedParams::default()
+        }
+    }
+}
+
+/// The idle phase's figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IdleFigures {
+    pub rtt_p50_seconds: Option<f64>,
+    pub rtt_p90_seconds: Option<f64>,
+    pub rtt_p99_seconds: Option<f64>,
+    pub rtt_max_seconds: Option<f64>,
+    /// Trimmed mean of the TCP probes' round trips.
+    pub foreign_rtt_seconds: Option<f64>,
+    pub rpm: Option<f64>,
+    pub probe_loss_percent: Option<f64>,
+    /// The agent's wall clock minus the client's, estimated from the idle
+    /// probe with the shortest round trip assuming a symmetric path: the
+    /// one-way delays stand on this estimate.
+    pub clock_offset_seconds: Option<f64>,
+}
+
+/// A queue's mean backlog over a phase's figures, and what it is as time
+/// at the rate of the traffic it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueFigure {
+    /// Which queue, in words: `agent qdisc (eth0)`, `router r1 toward the client`.
+    pub name: String,
+    /// `client`, `agent` or `router`.
+    pub at: String,
+    /// `qdisc`, `bql`, `socket_unsent`, `socket_unacked`.
+    pub kind: String,
+    pub bytes: f64,
+    pub seconds: Option<f64>,
+    /// Whether probes wait in it (a socket's bytes delay only its own data).
+    pub delays_probes: bool,
+}
+
+/// The figures of one load phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseFigures {
+    pub name: PhaseName,
+    pub start_seconds: f64,
+    pub seconds: f64,
+    /// When the load's throughput became stable, from the phase's start
+    /// (null: never; the figures then cover the phase's second half).
+    pub stable_after_seconds: Option<f64>,
+    /// Receiver throughput, both directions summed, and each.
+    pub receiver_bits_per_second: f64,
+    pub download_bits_per_second: f64,
+    pub upload_bits_per_second: f64,
+    pub rtt_p50_seconds: Option<f64>,
+    pub rtt_p90_seconds: Option<f64>,
+    pub rtt_p99_seconds: Option<f64>,
+    pub rtt_max_seconds: Option<f64>,
+    pub added_p50_seconds: Option<f64>,
+    pub added_p99_seconds: Option<f64>,
+    /// One-way delays' medians (client to agent, agent to client), on the
+    /// estimated clock offset.
+    pub up_delay_p50_seconds: Option<f64>,
+    pub down_delay_p50_seconds: Option<f64>,
+    pub foreign_rtt_seconds: Option<f64>,
+    pub self_rtt_seconds: Option<f64>,
+    pub rpm: Option<f64>,
+    pub probe_loss_percent: Option<f64>,
+    pub queues: Vec<QueueFigure>,
+    /// Which queue explains the added delay, in one line.
+    pub verdict: String,
+}
+
+/// `sum.loaded`: the idle phase, each load phase, and the worst of them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadedResult {
+    pub idle: IdleFigures,
+    pub phases: Vec<PhaseFigures>,
+    /// The lowest responsiveness of the phases.
+    pub rpm: Option<f64>,
+    /// The largest added delay of the phases.
+    pub added_p50_seconds: Option<f64>,
+    pub added_p99_seconds: Option<f64>,
+    /// UDP probes answered after one sent later, over the whole test.
+    pub reordered_probes: u64,
+}
+
+/// How `loaded` results read.
+pub struct LoadedResults;
+
+const RPM: Metric = Metric {
+    name: "rpm",
+    option: "rpm",
+    label: "responsiveness under load (round trips per minute)",
+    unit: "RPM",
+    pointer: "/sum/loaded/rpm",
+    divisor: 1.0,
+    better: Better::Higher,
+};
+
+impl ResultKind for LoadedResults {
+    fn summarize(&self, trial: &mut TrialResult) {
+        if let Some(total) = summarize(trial) {
+            trial.sum.extras.set(KEY, &total);
+        }
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let total: LoadedResult = trial.sum.extras.get(KEY).unwrap_or_default();
+        Figure {
+            metric: RPM.name,
+            unit: RPM.unit,
+            value: total.rpm.unwrap_or(0.0),
+            qualifier: "",
+        }
+    }
+
+    fn headline(&self) -> Metric {
+        RPM
+    }
+
+    /// The delay the load adds to the idle round trip (the worst phase's median).
+    fn mesh_figure(&self) -> Metric {
+        Metric {
+            name: "added_p50_seconds",
+            option: "added",
+            label: "delay added under load (median)",
+            unit: "s",
+            pointer: "/sum/loaded/added_p50_seconds",
+            divisor: 1.0,
+            better: Better::Lower,
+        }
+    }
+
+    fn line_rate_applies(&self) -> bool {
+        // The run's average includes the idle phase and the gaps.
+        false
+    }
+
+    fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match trial.sum.extras.get::<LoadedResult>(KEY) {
+            Some(total) => super::text::write(&total, out),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An end's part, found on whichever of its stream ends carries it.
+fn part_of(trial: &TrialResult, party: Party) -> Option<LoadedEnd> {
+    trial
+        .streams
+        .iter()
+        .flat_map(|s| [&s.sender, &s.receiver])
+        .filter_map(|e| e.extras.get::<LoadedEnd>(KEY))
+        .find(|p| p.party == party)
+}
+
+/// The figures of a merged trial; None without the client's part.
+pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
+    let client = part_of(trial, Party::Client)?;
+    let agent = part_of(trial, Party::Agent);
+    let schedule = client.schedule();
+    let total_seconds = schedule.total_seconds();
+    // Probes sent in the last moments may be cut off by the end, not lost.
+    let countable = total_seconds - 0.3;
+    let udp = |from: f64, to: f64| -> Vec<&UdpProbe> {
+        client
+            .udp_probes
+            .iter()
+            .filter(|p| (from..to).contains(&(p.0 as f64 / 1e6)))
+            .collect()
+    };
+    let idle_probes = udp(0.0, schedule.idle_seconds);
+    let idle_rtts = sorted(idle_probes.iter().filter_map(|p| p.1));
+    let offset_micros = idle_probes
+        .iter()
+        .filter_map(|p| Some((p.1?, p.2?, p.3?)))
+        .min_by_key(|(rtt, _, _)| *rtt)
+        .map(|(_, up, down)| (up - down) as f64 / 2.0);
+    let idle_foreign = trimmed_mean(client.tcp_probes.iter().filter(|p| in_window(p.0, 0.0, schedule.idle_seconds)).map(|p| p.1));
+    let idle = IdleFigures {
+        rtt_p50_seconds: percentile(&idle_rtts, 50.0),
+        rtt_p90_seconds: percentile(&idle_rtts, 90.0),
+        rtt_p99_seconds: percentile(&idle_rtts, 99.0),
+        rtt_max_seconds: idle_rtts.last().map(|&m| m as f64 / 1e6),
+        foreign_rtt_seconds: idle_foreign,
+        rpm: idle_foreign.filter(|&s| s > 0.0).map(|s| 60.0 / s),
+        probe_loss_percent: loss_percent(&idle_probes, countable),
+        clock_offset_seconds: offset_micros.map(|o| o / 1e6),
+    };
+    let mut phases = Vec::new();
+    for (index, &name) in schedule.phases.iter().enumerate() {
+        let (start, end) = schedule.window(index);
+        let rates = Rates::of(trial, start, end);
+        let stable_after = rates.stable_after(start);
+        let from = start + stable_after.unwrap_or((end - start) / 2.0);
+        let probes = udp(from, end);
+        let rtts = sorted(probes.iter().filter_map(|p| p.1));
+        let (download, upload) = rates.mean_after(from);
+        let up = sorted(probes.iter().filter_map(|p| Some((p.2? as f64 - offset_micros?) as u64)));
+        let down = sorted(probes.iter().filter_map(|p| Some((p.3? as f64 + offset_micros?) as u64)));
+        let foreign = trimmed_mean(client.tcp_probes.iter().filter(|p| in_window(p.0, from, end)).map(|p| p.1));
+        let self_rtt = trimmed_mean(
+            [Some(&client), agent.as_ref()]
+                .into_iter()
+                .flatten()
+                .flat_map(|p| p.queues.iter())
+                .filter(|q| in_window(q.0, from, end))
+                .filter_map(|q| q.1),
+        );
+        let rpm = match (foreign, self_rtt) {
+            (Some(f), Some(s)) if f + s > 0.0 => Some(60.0 / (0.5 * f + 0.5 * s)),
+            (Some(f), None) if f > 0.0 => Some(60.0 / f),
+            _ => None,
+        };
+        let p50 = percentile(&rtts, 50.0);
+        let p99 = percentile(&rtts, 99.0);
+        let mut figures = PhaseFigures {
+            name,
+            start_seconds: start,
+            seconds: end - start,
+            stable_after_seconds: stable_after,
+            receiver_bits_per_second: download + upload,
+            download_bits_per_second: download,
+            upload_bits_per_second: upload,
+            rtt_p50_seconds: p50,
+            rtt_p90_seconds: percentile(&rtts, 90.0),
+            rtt_p99_seconds: p99,
+            rtt_max_seconds: rtts.last().map(|&m| m as f64 / 1e6),
+            added_p50_seconds: p50.zip(idle.rtt_p50_seconds).map(|(l, i)| l - i),
+            added_p99_seconds: p99.zip(idle.rtt_p99_seconds).map(|(l, i)| l - i),
+            up_delay_p50_seconds: percentile(&up, 50.0),
+            down_delay_p50_seconds: percentile(&down, 50.0),
+            foreign_rtt_seconds: foreign,
+            self_rtt_seconds: self_rtt,
+            rpm,
+            probe_loss_percent: loss_percent(&probes, countable),
+            queues: queue_figures(&client, agent.as_ref(), from, end, download, upload),
+            verdict: String::new(),
+        };
+        figures.verdict = super::text::verdict(&figures);
+        phases.push(figures);
+    }
+    let worst = |f: fn(&PhaseFigures) -> Option<f64>| phases.iter().filter_map(f).reduce(f64::max);
+    Some(LoadedResult {
+        rpm: phases.iter().filter_map(|p| p.rpm).reduce(f64::min),
+        added_p50_seconds: worst(|p| p.added_p50_seconds),
+        added_p99_seconds: worst(|p| p.added_p99_seconds),
+        reordered_probes: client.reordered_probes,
+        idle,
+        phases,
+    })
+}
+
+fn in_window(micros: u64, from: f64, to: f64) -> bool {
+    (from..to).contains(&(micros as f64 / 1e6))
+}
+
+fn sorted(values: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut v: Vec<u64> = values.collect();
+    v.sort_unstable();
+    v
+}
+
+/// Nearest-rank percentile of sorted µs values, in seconds.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1] as f64 / 1e6)
+}
+
+/// The draft's trimmed mean: the mean of the values after the highest 5%
+/// are left out, in seconds (values in µs).
+pub fn trimmed_mean(values: impl Iterator<Item = u64>) -> Option<f64> {
+    let v = sorted(values);
+    let keep = ((v.len() as f64) * 0.95).ceil() as usize;
+    let kept = &v[..keep.min(v.len())];
+    (!kept.is_empty()).then(|| kept.iter().sum::<u64>() as f64 / kept.len() as f64 / 1e6)
+}
+
+/// Share of the probes sent before `countable` that got no answer.
+fn loss_percent(probes: &[&UdpProbe], countable: f64) -> Option<f64> {
+    let counted: Vec<_> = probes.iter().filter(|p| (p.0 as f64 / 1e6) < countable).collect();
+    let lost = counted.iter().filter(|p| p.1.is_none()).count();
+    (!counted.is_empty()).then(|| 100.0 * lost as f64 / counted.len() as f64)
+}
+
+/// The receivers' intervals of a phase, by direction: (start, end, bytes).
+struct Rates {
+    download: Vec<(f64, f64, u64)>,
+    upload: Vec<(f64, f64, u64)>,
+}
+
+impl Rates {
+    fn of(trial: &TrialResult, start: f64, end: f64) -> Rates {
+        let direction = |flow: Flow| {
+            let receivers: Vec<&StreamEnd> = trial
+                .streams
+                .iter()
+                .filter(|s| s.flow == flow)
+                .map(|s| &s.receiver)
+                .collect();
+            let mut buckets: std::collections::BTreeMap<i64, (f64, f64, u64)> = Default::default();
+            for i in receivers.iter().flat_map(|e| e.intervals.iter()) {
+                if i.start_seconds >= start - 1e-3 && i.end_seconds <= end + 1e-3 {
+                    let b = buckets
+                        .entry((i.start_seconds * 1000.0).round() as i64)
+                        .or_insert((i.start_seconds, i.end_seconds, 0));
+                    b.2 += i.bytes;
+                }
+            }
+            buckets.into_values().collect::<Vec<_>>()
+        };
+        Rates {
+            download: direction(Flow::AgentToClient),
+            upload: direction(Flow::ClientToAgent),
+        }
+    }
+
+    /// The draft's stability rule on the sum of both directions: the
+    /// moving average over 4 intervals, stable once the last 4 moving
+    /// averages lie within 5% (standard deviation) of their mean. The time
+    /// from `start` to the end of that interval.
+    fn stable_after(&self, start: f64) -> Option<f64> {
+        const WINDOW: usize = 4;
+        const TOLERANCE: f64 = 0.05;
+        let mut total: std::collections::BTreeMap<i64, (f64, f64, u64)> = Default::default();
+        for &(s, e, b) in self.download.iter().chain(&self.upload) {
+            total.entry((s * 1000.0).round() as i64).or_insert((s, e, 0)).2 += b;
+        }
+        let series: Vec<(f64, f64)> = total
+            .into_values()
+            .map(|(s, e, b)| (e, b as f64 * 8.0 / (e - s).max(1e-9)))
+            .collect();
+        let averages: Vec<(f64, f64)> = series
+            .windows(WINDOW)
+            .map(|w| (w[WINDOW - 1].0, w.iter().map(|x| x.1).sum::<f64>() / WINDOW as f64))
+            .collect();
+        averages.windows(WINDOW).find_map(|w| {
+            let mean = w.iter().map(|x| x.1).sum::<f64>() / WINDOW as f64;
+            let var = w.iter().map(|x| (x.1 - mean).powi(2)).sum::<f64>() / WINDOW as f64;
+            (mean > 0.0 && var.sqrt() <= TOLERANCE * mean).then(|| w[WINDOW - 1].0 - start)
+        })
+    }
+
+    /// Mean rate of each direction over the intervals from `from` on (the
+    /// whole phase when none starts that late).
+    fn mean_after(&self, from: f64) -> (f64, f64) {
+        let mean = |v: &[(f64, f64, u64)]| {
+            let late: Vec<_> = v.iter().filter(|i| i.0 >= from - 1e-3).collect();
+            let pick: Vec<&(f64, f64, u64)> = if late.is_empty() { v.iter().collect() } else { late };
+            let seconds: f64 = pick.iter().map(|i| i.1 - i.0).sum();
+            let bytes: u64 = pick.iter().map(|i| i.2).sum();
+            if seconds > 0.0 {
+                bytes as f64 * 8.0 / seconds
+            } else {
+                0.0
+            }
+        };
+        (mean(&self.download), mean(&self.upload))
+    }
+}
+
+/// Each queue's mean over the figures' window, as bytes and as time at the
+/// rate of the direction it holds.
+fn queue_figures(
+    client: &LoadedEnd,
+    agent: Option<&LoadedEnd>,
+    from: f64,
+    to: f64,
+    download: f64,
+    upload: f64,
+) -> Vec<QueueFigure> {
+    let mut figures = Vec::new();
+    let time = |bytes: f64, rate: f64| (rate > 0.0).then(|| bytes * 8.0 / rate);
+    for (end, rate) in [(Some(client), upload), (agent, download)] {
+        let Some(end) = end else { continue };
+        let at = match end.party {
+            Party::Client => "client",
+            Party::Agent => "agent",
+        };
+        let window: Vec<&QueueSample> = end.queues.iter().filter(|q| in_window(q.0, from, to)).collect();
+        let mean = |f: fn(&QueueSample) -> Option<u64>| {
+            let v: Vec<u64> = window.iter().filter_map(|q| f(q)).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
+        };
+        let interface = end.interface.as_deref().unwrap_or("?");
+        let mut push = |kind: &str, name: String, bytes: Option<f64>, delays_probes: bool| {
+            if let Some(bytes) = bytes {
+                figures.push(QueueFigure {
+                    name,
+                    at: at.into(),
+                    kind: kind.into(),
+                    bytes,
+                    seconds: time(bytes, rate),
+                    delays_probes,
+                });
+            }
+        };
+        push("socket_unsent", format!("{at}'s sockets, unsent"), mean(|q| Some(q.2)), false);
+        push("socket_unacked", format!("{at}'s sockets, in flight"), mean(|q| Some(q.3)), false);
+        push("qdisc", format!("{at} qdisc ({interface})"), mean(|q| q.4), true);
+        push("bql", format!("{at} NIC queue ({interface}, BQL)"), mean(|q| q.6), true);
+    }
+    if let Some(router) = &client.router {
+        let window: Vec<&RouterSample> = client.router_queues.iter().filter(|q| in_window(q.0, from, to)).collect();
+        for (toward, rate, pick) in [
+            ("client", download, (|q: &RouterSample| q.1) as fn(&RouterSample) -> Option<u64>),
+            ("agent", upload, |q: &RouterSample| q.2),
+        ] {
+            let v: Vec<u64> = window.iter().filter_map(|q| pick(q)).collect();
+            if v.is_empty() {
+                continue;
+            }
+            let bytes = v.iter().sum::<u64>() as f64 / v.len() as f64;
+            figures.push(QueueFigure {
+                name: format!("router {}'s queue toward the {toward}", router.name),
+                at: "router".into(),
+                kind: "qdisc".into(),
+                bytes,
+                seconds: time(bytes, rate),
+                delays_probes: true,
+            });
+        }
+    }
+    figures
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank_and_trimmed_means_drop_the_top_five_percent() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50e-6));
+        assert_eq!(percentile(&v, 99.0), Some(99e-6));
+        assert_eq!(percentile(&[], 50.0), None);
+        // 1..=100 without 96..=100: mean 48.
+        assert_eq!(trimmed_mean(v.into_iter()), Some(48e-6));
+    }
+
+    fn rates(values: &[u64]) -> Rates {
+        Rates {
+            download: values
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| (10.0 + i as f64 * 0.25, 10.25 + i as f64 * 0.25, b))
+                .collect(),
+            upload: Vec::new(),
+        }
+    }
+
+    /// A ramp then a plateau is stable once four moving averages of the
+    /// plateau agree; a rate that keeps swinging never is.
+    #[test]
+    fn stability_waits_for_the_moving_average_to_settle() {
+        let ramp = rates(&[10, 40, 80, 100, 100, 100, 100, 100, 100, 100, 100, 100]);
+        let stable = ramp.stable_after(10.0).unwrap();
+        assert!((stable - 2.25).abs() < 1e-9, "{stable}");
+        let swinging = rates(&[10, 100, 10, 100, 300, 10, 100, 500, 10, 100, 10, 900]);
+        assert_eq!(swinging.stable_after(10.0), None);
+        let (download, upload) = ramp.mean_after(11.0);
+        assert_eq!((download, upload), (100.0 * 8.0 / 0.25, 0.0));
+    }
+}
