@@ -56,6 +56,7 @@ mod kubernetes;
 mod lab;
 mod layers;
 mod linerate;
+mod loaded;
 mod links;
 mod manual;
 mod mesh;

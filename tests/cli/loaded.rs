@@ -1,0 +1,176 @@
+//! `nicbench loaded` against a real agent on loopback, and in a lab with a
+//! shaped router.
+
+use serde_json::Value;
+
+use super::common::*;
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// Short phases: half a second idle, one second per load phase.
+const SHORT: [&str; 6] = ["--idle", "0.5s", "--phase-time", "1s", "--probe-interval", "10ms"];
+
+/// Every phase is there in order, with its figures where the issue puts
+/// them; the probes were answered and the load moved bytes each way it was
+/// asked to. No measured speed is asserted.
+#[test]
+fn a_loaded_run_has_the_idle_and_every_phase_with_their_figures() {
+    let agent = AgentProcess::start(&[]);
+    let mut args = SHORT.to_vec();
+    args.extend(["-P", "2"]);
+    let run = agent.run_json("loaded", &args);
+    assert_eq!(run["workload"], "loaded");
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "a loaded run");
+    let loaded = &run["sum"]["loaded"];
+    let idle = &loaded["idle"];
+    assert!(num(&idle["rtt_p50_seconds"]) > 0.0, "{idle}");
+    assert!(num(&idle["rtt_p99_seconds"]) >= num(&idle["rtt_p50_seconds"]), "{idle}");
+    let phases = loaded["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["download", "upload", "bidirectional"]);
+    for p in phases {
+        for key in ["rtt_p50_seconds", "rtt_p99_seconds", "added_p50_seconds", "added_p99_seconds", "rpm"] {
+            assert!(p[key].is_number(), "{key} of {p}");
+        }
+        assert!(num(&p["rtt_p99_seconds"]) >= num(&p["rtt_p50_seconds"]), "{p}");
+        let added = num(&p["rtt_p50_seconds"]) - num(&idle["rtt_p50_seconds"]);
+        assert!((num(&p["added_p50_seconds"]) - added).abs() < 1e-9, "{p}");
+        assert!(num(&p["probe_loss_percent"]) >= 0.0, "{p}");
+        assert!(p["stable_after_seconds"].is_null() || num(&p["stable_after_seconds"]) >= 0.0);
+        assert!(num(&p["rpm"]) > 0.0, "{p}");
+        assert!(!p["verdict"].as_str().unwrap().is_empty(), "{p}");
+    }
+    let rate = |i: usize, key: &str| num(&phases[i][key]);
+    assert!(rate(0, "download_bits_per_second") > 0.0 && rate(0, "upload_bits_per_second") == 0.0);
+    assert!(rate(1, "upload_bits_per_second") > 0.0 && rate(1, "download_bits_per_second") == 0.0);
+    assert!(rate(2, "upload_bits_per_second") > 0.0 && rate(2, "download_bits_per_second") > 0.0);
+    assert_eq!(
+        num(&phases[2]["receiver_bits_per_second"]),
+        rate(2, "upload_bits_per_second") + rate(2, "download_bits_per_second")
+    );
+    // The headline is the lowest RPM of the phases.
+    let lowest = phases.iter().map(|p| num(&p["rpm"])).fold(f64::INFINITY, f64::min);
+    assert_eq!(num(&loaded["rpm"]), lowest);
+}
+
+/// The text has a line per phase and a verdict per phase.
+#[test]
+fn the_text_has_a_line_and_a_verdict_per_phase() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let mut args = vec!["loaded", "127.0.0.1", "-p", &port, "--phases", "upload", "-P", "1"];
+    args.extend(SHORT);
+    let out = nicbench(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{text}", stderr(&out));
+    assert!(text.lines().any(|l| l.starts_with("LOADED idle")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("LOADED upload")), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("LOADED download")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("upload: added")), "{text}");
+}
+
+/// Values the workload cannot run with are refused before anything is
+/// sent, naming the option.
+#[test]
+fn bad_loaded_options_are_refused_with_the_option_named() {
+    for (args, needle) in [
+        (vec!["--phases", "download,download"], "named twice"),
+        (vec!["--phases", "sideways"], "sideways"),
+        (vec!["--idle", "0s"], "--idle"),
+        (vec!["--phase-time", "0.1s"], "--phase-time"),
+        (vec!["--probe-interval", "2s"], "--probe-interval"),
+        (vec!["--probe-interval", "500ms", "--phase-time", "1s"], "fewer than 4 probes"),
+        (vec!["-R"], "--phases"),
+        (vec!["--bidir"], "--phases"),
+        (vec!["-O", "1s"], "--omit"),
+        (vec!["--notsent-lowat", "0"], "--notsent-lowat"),
+        (vec!["-C", "no-such-congestion"], "no-such-congestion"),
+    ] {
+        let mut argv = vec!["loaded", "127.0.0.1", "-p", "1"];
+        argv.extend(&args);
+        let out = nicbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// `nicbench loaded` from lab host a to an agent in b, download then
+/// upload, cubic; the phases of its JSON.
+fn lab_phases(lab: &nicbench::lab::Lab) -> Vec<Value> {
+    let b = lab.addr("b");
+    let agent = AgentProcess::start_with(lab.command("b", BIN), &b.to_string(), &[]);
+    let mut command = lab.command("a", BIN);
+    clean_env(&mut command).args([
+        "loaded",
+        &b.to_string(),
+        "-p",
+        &agent.port_arg(),
+        "--phases",
+        "download,upload",
+        "--idle",
+        "1s",
+        "-t",
+        "3s",
+        "-P",
+        "2",
+        "-C",
+        "cubic",
+        "--json",
+    ]);
+    let out = run_captured(&mut command, "nicbench loaded in the lab");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    run["sum"]["loaded"]["phases"].as_array().unwrap().clone()
+}
+
+/// A direct link shaped to 100 Mbit/s by a tbf on each host's egress: the
+/// load's queue builds in the sending host's qdisc. The verdict of each
+/// phase names that qdisc, and the qdisc's measured backlog, as time at
+/// the measured rate, holds at least half the added delay (the rule). No
+/// speed is asserted.
+#[test]
+fn in_a_shaped_lab_the_verdict_names_the_senders_qdisc_that_holds_the_delay() {
+    require_lab!();
+    let lab = lab_builder().rate(100_000_000).no_agents().build().unwrap();
+    let phases = lab_phases(&lab);
+    for (phase, sender) in phases.iter().zip(["agent", "client"]) {
+        let added = num(&phase["added_p50_seconds"]);
+        let verdict = phase["verdict"].as_str().unwrap();
+        let qdisc = phase["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["at"] == sender && q["kind"] == "qdisc")
+            .unwrap_or_else(|| panic!("no {sender} qdisc in {phase}"));
+        let name = qdisc["name"].as_str().unwrap();
+        assert!(added > 0.001, "a full 100 Mbit/s tbf adds delay: {phase}");
+        assert!(verdict.contains(name), "the verdict names {name}: {verdict}");
+        assert!(num(&qdisc["seconds"]) >= 0.5 * added, "{name} explains {added} s: {phase}");
+    }
+}
+
+/// Through a router that shapes its egress, no queue of either host holds
+/// the delay: each phase's verdict says the path beyond this host, and no
+/// local queue that probes wait in holds half the added delay.
+#[test]
+fn behind_a_shaping_router_the_verdict_is_the_path_beyond_this_host() {
+    require_lab!();
+    let lab = lab_builder().via_router().rate(100_000_000).no_agents().build().unwrap();
+    for phase in lab_phases(&lab) {
+        let added = num(&phase["added_p50_seconds"]);
+        let verdict = phase["verdict"].as_str().unwrap();
+        assert!(added > 0.001, "a full 100 Mbit/s router queue adds delay: {phase}");
+        if phase["queues"].as_array().unwrap().iter().any(|q| q["at"] == "router") {
+            assert!(verdict.contains("router"), "{verdict}");
+            continue;
+        }
+        assert!(verdict.contains("the path beyond this host"), "{verdict}");
+        for q in phase["queues"].as_array().unwrap() {
+            if q["delays_probes"] == true && q["at"] != "router" {
+                assert!(q["seconds"].as_f64().unwrap_or(0.0) < 0.5 * added, "{q} in {phase}");
+            }
+        }
+    }
+}
