@@ -26,8 +26,13 @@ pub const RATE_INTERVAL_SECONDS: f64 = 0.25;
 #[derive(Debug, Clone, Args)]
 pub struct LoadedOptions {
     /// The load phases, in order, after the idle one.
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "PHASE,...",
-          default_value = "download,upload,bidirectional")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "PHASE,...",
+        default_value = "download,upload,bidirectional"
+    )]
     pub phases: Vec<PhaseName>,
     /// The idle phase at the start: probes only, the baseline (and the
     /// clocks' offset) the load phases are set against.

@@ -27,7 +27,6 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data_conn;
-use probes::ProbeSockets;
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
 use super::tcp_stream::{self, TcpParams};
 use super::{
@@ -38,6 +37,7 @@ use crate::model::spec::out_of_range;
 use crate::model::{Flow, Party, Role};
 use crate::probe::tcpinfo;
 use crate::protocol::limits::OfferedRate;
+use probes::ProbeSockets;
 
 /// The name of the workload and the key of its parts in JSON.
 pub const KEY: &str = "loaded";
@@ -148,9 +148,15 @@ impl LoadedParams {
                 return Err(SpecError::Invalid(format!("--phases: '{}' is named twice", p.as_str())));
             }
         }
-        let range = |option: &'static str, value: f64, min: f64, max: f64| match value.is_finite() && (min..=max).contains(&value) {
+        let range = |option: &'static str, value: f64, min: f64, max: f64| match value.is_finite()
+            && (min..=max).contains(&value)
+        {
             true => Ok(()),
-            false => Err(out_of_range(option, format!("{min} s to {max} s"), format!("{value} s"))),
+            false => Err(out_of_range(
+                option,
+                format!("{min} s to {max} s"),
+                format!("{value} s"),
+            )),
         };
         range("--idle", self.idle_seconds, MIN_IDLE_SECONDS, MAX_PHASE_SECONDS)?;
         range("--phase-time", self.phase_seconds, MIN_PHASE_SECONDS, MAX_PHASE_SECONDS)?;
@@ -217,7 +223,9 @@ impl Workload for Loaded {
             ));
         }
         if spec.bytes.is_some() {
-            return Err(SpecError::Invalid("loaded runs for its phases' time: leave out -n/--bytes".into()));
+            return Err(SpecError::Invalid(
+                "loaded runs for its phases' time: leave out -n/--bytes".into(),
+            ));
         }
         if spec.omit_seconds != 0.0 {
             return Err(SpecError::Invalid(
@@ -232,7 +240,9 @@ impl Workload for Loaded {
             )));
         }
         if !spec.links.is_empty() {
-            return Err(SpecError::Invalid("loaded runs over one path: leave out --links".into()));
+            return Err(SpecError::Invalid(
+                "loaded runs over one path: leave out --links".into(),
+            ));
         }
         // The load streams' options, checked as the tcp workload checks them.
         let mut tcp = spec.clone();
@@ -393,11 +403,9 @@ impl Side for LoadedSide {
         // A sender's direction is held until a phase loads it.
         let upload_hold = Arc::new(AtomicBool::new(true));
         let download_hold = Arc::new(AtomicBool::new(true));
-        let local = sockets
-            .first()
-            .and_then(|(_, _, s)| s.local_addr().ok())
-            .and_then(|a| a.as_socket())
-            .map(|a| a.ip());
+        let address = |a: std::io::Result<socket2::SockAddr>| a.ok().and_then(|a| a.as_socket()).map(|a| a.ip());
+        let local = sockets.first().and_then(|(_, _, s)| address(s.local_addr()));
+        let peer = sockets.first().and_then(|(_, _, s)| address(s.peer_addr()));
         let mut watched = Vec::new();
         let mut tasks = Vec::new();
         for (id, flow, socket) in sockets {
@@ -443,7 +451,7 @@ impl Side for LoadedSide {
             watched,
             holds: vec![(Flow::ClientToAgent, upload_hold), (Flow::AgentToClient, download_hold)],
             interface: local.and_then(crate::probe::nic::interface_with_address),
-            router: queues::router_toward_peer(host),
+            router: queues::router_toward_peer(host, peer),
         };
         let (mut outcome, part) = std::thread::scope(|scope| {
             let sampling = scope.spawn(|| sampler.run(&clock));

@@ -295,7 +295,11 @@ fn tcp_echo(socket: &Socket, clock: &Clock) -> u64 {
                 }
                 answered += n as u64;
             }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(_) => break,
         }
     }
@@ -339,7 +343,10 @@ mod tests {
             probes
         });
         assert!(probes.udp.len() >= 4, "{probes:?}");
-        assert!(probes.udp.iter().all(|p| p.1.is_some() && p.2.is_some() && p.3.is_some()));
+        assert!(probes
+            .udp
+            .iter()
+            .all(|p| p.1.is_some() && p.2.is_some() && p.3.is_some()));
         assert!(probes.udp.windows(2).all(|w| w[0].0 <= w[1].0));
         let mut buffer = [0u8; 64];
         stranger.set_read_timeout(Some(Duration::from_millis(20))).unwrap();

@@ -6,6 +6,7 @@
 //! lowers the load senders' hold flags at the phase boundaries, and reads
 //! the load streams' smoothed RTT (the draft's "self" probe).
 
+use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +47,7 @@ pub struct RouterSample(pub u64, pub Option<u64>, pub Option<u64>);
 /// client and toward the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Router {
-    /// The lab's name for it.
+    /// The lab it routes.
     pub name: String,
     pub netns: String,
     pub toward_client: String,
@@ -58,11 +59,22 @@ pub struct Router {
     pub toward_agent_bits_per_second: Option<u64>,
 }
 
-/// The router between this end and its peer, when this end is a lab
-/// client that can see it. (The lab's API telling a process where its path
-/// is shaped is the one source; without it, None.)
-pub fn router_toward_peer(_host: Party) -> Option<Router> {
-    None
+/// The router between this end and its peer, when this end is the client
+/// of a test in a lab (`nicbench lab exec` says where its path is shaped).
+/// The client alone reads it: one end sees both of its queues.
+pub fn router_toward_peer(host: Party, peer: Option<IpAddr>) -> Option<Router> {
+    if host != Party::Client {
+        return None;
+    }
+    let path = crate::lab_env::path_from_here(peer?)?;
+    Some(Router {
+        name: path.lab,
+        netns: path.router_netns,
+        toward_client: path.toward_me.iface,
+        toward_agent: path.toward_peer.iface,
+        toward_client_bits_per_second: path.toward_me.rate_bits_per_second,
+        toward_agent_bits_per_second: path.toward_peer.rate_bits_per_second,
+    })
 }
 
 /// Everything an end's sampler recorded.
@@ -90,7 +102,10 @@ impl Sampler {
     /// Samples every interval until the test is over.
     pub fn run(self, clock: &Clock) -> Samples {
         std::thread::scope(|scope| {
-            let router = self.router.as_ref().map(|r| scope.spawn(move || sample_router(r, clock)));
+            let router = self
+                .router
+                .as_ref()
+                .map(|r| scope.spawn(move || sample_router(r, clock)));
             let queues = self.sample_local(clock);
             Samples {
                 queues,
@@ -107,7 +122,9 @@ impl Sampler {
         let mut next = Instant::now();
         while clock.tick(&mut next) {
             let now = Instant::now();
-            let phase = self.params.phase_at(now.saturating_duration_since(clock.start).as_secs_f64());
+            let phase = self
+                .params
+                .phase_at(now.saturating_duration_since(clock.start).as_secs_f64());
             for (flow, hold) in &self.holds {
                 hold.store(!phase.is_some_and(|p| p.loads(*flow)), Ordering::Relaxed);
             }

@@ -168,7 +168,79 @@ const RPM: Metric = Metric {
     better: Better::Higher,
 };
 
+/// The delay the load adds to the idle round trip (the worst phase's median).
+const ADDED_P50: Metric = Metric {
+    name: "added_p50_seconds",
+    option: "added",
+    label: "delay added under load (median)",
+    unit: "s",
+    pointer: "/sum/loaded/added_p50_seconds",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
+const ADDED_P99: Metric = Metric {
+    name: "added_p99_seconds",
+    option: "added-p99",
+    label: "delay added under load (99th percentile)",
+    unit: "s",
+    pointer: "/sum/loaded/added_p99_seconds",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
+const IDLE_RTT: Metric = Metric {
+    name: "idle_rtt_p50_seconds",
+    option: "idle-rtt",
+    label: "idle round trip (median)",
+    unit: "s",
+    pointer: "/sum/loaded/idle/rtt_p50_seconds",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
 impl ResultKind for LoadedResults {
+    fn figures(&self) -> &'static [Metric] {
+        const FIGURES: [Metric; 6] = [
+            RPM,
+            ADDED_P50,
+            ADDED_P99,
+            IDLE_RTT,
+            Metric::CLIENT_CPU,
+            Metric::AGENT_CPU,
+        ];
+        &FIGURES
+    }
+
+    /// The phases, the load (streams per direction, writes, window,
+    /// congestion control, unsent limit) and the probe interval.
+    fn case(&self, spec: &crate::model::TestSpec) -> Vec<crate::workload::CasePart> {
+        use crate::workload::case;
+        let p: LoadedParams = spec.params().unwrap_or_default();
+        let phases: Vec<&str> = p.phases.iter().map(|p| p.as_str()).collect();
+        let mut parts = vec![
+            ("workload", "loaded".to_string()),
+            ("phases", phases.join(",")),
+            ("streams", format!("{} per direction", case::streams(spec.streams))),
+            ("message", format!("{} writes", case::size(spec.message_bytes))),
+        ];
+        parts.extend(case::window(spec));
+        if let Some(cc) = &p.tcp.congestion {
+            parts.push(("congestion", format!("cc {cc}")));
+        }
+        if p.tcp.zerocopy {
+            parts.push(("zerocopy", "zero-copy".into()));
+        }
+        if let Some(lowat) = p.notsent_lowat_bytes {
+            parts.push(("notsent_lowat", format!("unsent at most {}", case::size(lowat))));
+        }
+        parts.push((
+            "probe_interval",
+            format!("probes every {} ms", p.probe_interval_seconds * 1e3),
+        ));
+        parts
+    }
+
     fn summarize(&self, trial: &mut TrialResult) {
         if let Some(total) = summarize(trial) {
             trial.sum.extras.set(KEY, &total);
@@ -191,15 +263,7 @@ impl ResultKind for LoadedResults {
 
     /// The delay the load adds to the idle round trip (the worst phase's median).
     fn mesh_figure(&self) -> Metric {
-        Metric {
-            name: "added_p50_seconds",
-            option: "added",
-            label: "delay added under load (median)",
-            unit: "s",
-            pointer: "/sum/loaded/added_p50_seconds",
-            divisor: 1.0,
-            better: Better::Lower,
-        }
+        ADDED_P50
     }
 
     fn line_rate_applies(&self) -> bool {
@@ -247,7 +311,13 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
         .filter_map(|p| Some((p.1?, p.2?, p.3?)))
         .min_by_key(|(rtt, _, _)| *rtt)
         .map(|(_, up, down)| (up - down) as f64 / 2.0);
-    let idle_foreign = trimmed_mean(client.tcp_probes.iter().filter(|p| in_window(p.0, 0.0, schedule.idle_seconds)).map(|p| p.1));
+    let idle_foreign = trimmed_mean(
+        client
+            .tcp_probes
+            .iter()
+            .filter(|p| in_window(p.0, 0.0, schedule.idle_seconds))
+            .map(|p| p.1),
+    );
     let idle = IdleFigures {
         rtt_p50_seconds: percentile(&idle_rtts, 50.0),
         rtt_p90_seconds: percentile(&idle_rtts, 90.0),
@@ -266,10 +336,24 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
         let from = start + stable_after.unwrap_or((end - start) / 2.0);
         let probes = udp(from, end);
         let rtts = sorted(probes.iter().filter_map(|p| p.1));
-        let (download, upload) = rates.mean_after(from);
-        let up = sorted(probes.iter().filter_map(|p| Some((p.2? as f64 - offset_micros?) as u64)));
-        let down = sorted(probes.iter().filter_map(|p| Some((p.3? as f64 + offset_micros?) as u64)));
-        let foreign = trimmed_mean(client.tcp_probes.iter().filter(|p| in_window(p.0, from, end)).map(|p| p.1));
+        let (download, upload) = rates.mean_between(from, end);
+        let up = sorted(
+            probes
+                .iter()
+                .filter_map(|p| Some((p.2? as f64 - offset_micros?) as u64)),
+        );
+        let down = sorted(
+            probes
+                .iter()
+                .filter_map(|p| Some((p.3? as f64 + offset_micros?) as u64)),
+        );
+        let foreign = trimmed_mean(
+            client
+                .tcp_probes
+                .iter()
+                .filter(|p| in_window(p.0, from, end))
+                .map(|p| p.1),
+        );
         let self_rtt = trimmed_mean(
             [Some(&client), agent.as_ref()]
                 .into_iter()
@@ -375,9 +459,11 @@ impl Rates {
             let mut buckets: std::collections::BTreeMap<i64, (f64, f64, u64)> = Default::default();
             for i in receivers.iter().flat_map(|e| e.intervals.iter()) {
                 if i.start_seconds >= start - 1e-3 && i.end_seconds <= end + 1e-3 {
-                    let b = buckets
-                        .entry((i.start_seconds * 1000.0).round() as i64)
-                        .or_insert((i.start_seconds, i.end_seconds, 0));
+                    let b = buckets.entry((i.start_seconds * 1000.0).round() as i64).or_insert((
+                        i.start_seconds,
+                        i.end_seconds,
+                        0,
+                    ));
                     b.2 += i.bytes;
                 }
             }
@@ -415,11 +501,17 @@ impl Rates {
         })
     }
 
-    /// Mean rate of each direction over the intervals from `from` on (the
-    /// whole phase when none starts that late).
-    fn mean_after(&self, from: f64) -> (f64, f64) {
+    /// Mean rate of each direction over the intervals from `from` to a
+    /// little before `to` (the whole phase when none is in between). The
+    /// ends count from their own starts, a few ms apart: an interval at the
+    /// phase's very end may hold the next phase's first bytes.
+    fn mean_between(&self, from: f64, to: f64) -> (f64, f64) {
+        const EDGE_SECONDS: f64 = 0.2;
         let mean = |v: &[(f64, f64, u64)]| {
-            let late: Vec<_> = v.iter().filter(|i| i.0 >= from - 1e-3).collect();
+            let late: Vec<_> = v
+                .iter()
+                .filter(|i| i.0 >= from - 1e-3 && i.1 <= to - EDGE_SECONDS)
+                .collect();
             let pick: Vec<&(f64, f64, u64)> = if late.is_empty() { v.iter().collect() } else { late };
             let seconds: f64 = pick.iter().map(|i| i.1 - i.0).sum();
             let bytes: u64 = pick.iter().map(|i| i.2).sum();
@@ -469,15 +561,33 @@ fn queue_figures(
                 });
             }
         };
-        push("socket_unsent", format!("{at}'s sockets, unsent"), mean(|q| Some(q.2)), false);
-        push("socket_unacked", format!("{at}'s sockets, in flight"), mean(|q| Some(q.3)), false);
+        push(
+            "socket_unsent",
+            format!("{at}'s sockets, unsent"),
+            mean(|q| Some(q.2)),
+            false,
+        );
+        push(
+            "socket_unacked",
+            format!("{at}'s sockets, in flight"),
+            mean(|q| Some(q.3)),
+            false,
+        );
         push("qdisc", format!("{at} qdisc ({interface})"), mean(|q| q.4), true);
         push("bql", format!("{at} NIC queue ({interface}, BQL)"), mean(|q| q.6), true);
     }
     if let Some(router) = &client.router {
-        let window: Vec<&RouterSample> = client.router_queues.iter().filter(|q| in_window(q.0, from, to)).collect();
+        let window: Vec<&RouterSample> = client
+            .router_queues
+            .iter()
+            .filter(|q| in_window(q.0, from, to))
+            .collect();
         for (toward, rate, pick) in [
-            ("client", download, (|q: &RouterSample| q.1) as fn(&RouterSample) -> Option<u64>),
+            (
+                "client",
+                download,
+                (|q: &RouterSample| q.1) as fn(&RouterSample) -> Option<u64>,
+            ),
             ("agent", upload, |q: &RouterSample| q.2),
         ] {
             let v: Vec<u64> = window.iter().filter_map(|q| pick(q)).collect();
@@ -486,7 +596,10 @@ fn queue_figures(
             }
             let bytes = v.iter().sum::<u64>() as f64 / v.len() as f64;
             figures.push(QueueFigure {
-                name: format!("router {}'s queue toward the {toward}", router.name),
+                name: format!(
+                    "the router's queue toward the {toward} ({})",
+                    [&router.toward_client, &router.toward_agent][usize::from(toward == "agent")]
+                ),
                 at: "router".into(),
                 kind: "qdisc".into(),
                 bytes,
@@ -532,7 +645,7 @@ mod tests {
         assert!((stable - 2.25).abs() < 1e-9, "{stable}");
         let swinging = rates(&[10, 100, 10, 100, 300, 10, 100, 500, 10, 100, 10, 900]);
         assert_eq!(swinging.stable_after(10.0), None);
-        let (download, upload) = ramp.mean_after(11.0);
+        let (download, upload) = ramp.mean_between(11.0, 13.25);
         assert_eq!((download, upload), (100.0 * 8.0 / 0.25, 0.0));
     }
 }

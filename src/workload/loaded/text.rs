@@ -3,9 +3,10 @@
 //! the verdict and the queues behind it.
 //!
 //! The verdict's rule: of the queues probes wait in (qdiscs, NIC queues,
-//! a lab router's), the one holding the most time at its direction's
-//! measured rate explains the added delay when it holds at least half of
-//! it; when none does, the delay builds beyond this host's queues. A
+//! a lab router's), the largest ones as time at their direction's
+//! measured rate (as many as hold 90% of the added delay: a bidirectional
+//! phase fills one each way) explain the added delay when they hold at
+//! least half of it; when none does, the delay builds beyond this host's queues. A
 //! sender's socket holds only its own stream's data, which probes do not
 //! wait behind; when it holds more time than the added delay, the verdict
 //! says so and points at `--notsent-lowat`.
@@ -87,18 +88,17 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     for p in &total.phases {
-        writeln!(out, "{}: {}", p.name.as_str(), p.verdict)?;
-        let shown: Vec<String> = p
-            .queues
-            .iter()
-            .filter(|q| q.bytes >= 1.0)
-            .map(|q| match q.seconds {
-                Some(s) => format!("{} {} ({})", q.name, bytes(q.bytes), ms(Some(s))),
-                None => format!("{} {}", q.name, bytes(q.bytes)),
-            })
-            .collect();
-        if !shown.is_empty() {
-            writeln!(out, "  queues: {}", shown.join(", "))?;
+        // The verdict's clauses one to a line, so no terminal cuts them.
+        let mut clauses = p.verdict.split("; ");
+        writeln!(out, "{}: {}", p.name.as_str(), clauses.next().unwrap_or_default())?;
+        for clause in clauses {
+            writeln!(out, "  {clause}")?;
+        }
+        for q in p.queues.iter().filter(|q| q.bytes >= 1.0) {
+            match q.seconds {
+                Some(s) => writeln!(out, "  queue: {} {} ({})", q.name, bytes(q.bytes), ms(Some(s)))?,
+                None => writeln!(out, "  queue: {} {}", q.name, bytes(q.bytes))?,
+            }
         }
         if let (Some(up), Some(down)) = (p.up_delay_p50_seconds, p.down_delay_p50_seconds) {
             writeln!(
@@ -119,13 +119,11 @@ pub fn verdict(p: &PhaseFigures) -> String {
     let Some(added) = p.added_p50_seconds else {
         return "no idle and loaded round trips to compare".into();
     };
-    let largest = |delays: bool| {
-        p.queues
-            .iter()
-            .filter(|q| q.delays_probes == delays && q.seconds.is_some())
-            .max_by(|a, b| a.seconds.partial_cmp(&b.seconds).unwrap_or(std::cmp::Ordering::Equal))
-    };
-    let socket = largest(false).filter(|q| q.kind == "socket_unsent");
+    let socket = p
+        .queues
+        .iter()
+        .filter(|q| q.kind == "socket_unsent" && q.seconds.is_some())
+        .max_by(|a, b| a.seconds.partial_cmp(&b.seconds).unwrap_or(std::cmp::Ordering::Equal));
     let socket_note = socket
         .filter(|q| q.seconds.unwrap_or(0.0) > added.max(0.01))
         .map(|q| {
@@ -137,7 +135,10 @@ pub fn verdict(p: &PhaseFigures) -> String {
         })
         .unwrap_or_default();
     if added < NOTHING_ADDED_SECONDS {
-        return format!("added {}: the load adds no delay to speak of{socket_note}", ms(Some(added)));
+        return format!(
+            "added {}: the load adds no delay to speak of{socket_note}",
+            ms(Some(added))
+        );
     }
     let held = |q: &QueueFigure| {
         format!(
@@ -148,17 +149,34 @@ pub fn verdict(p: &PhaseFigures) -> String {
             rate_of(q)
         )
     };
-    match largest(true) {
-        Some(q) if q.seconds.unwrap_or(0.0) >= 0.5 * added => {
-            format!("added {}: {}{socket_note}", ms(Some(added)), held(q))
+    let mut waits: Vec<&QueueFigure> = p
+        .queues
+        .iter()
+        .filter(|q| q.delays_probes && q.seconds.unwrap_or(0.0) > 0.0)
+        .collect();
+    waits.sort_by(|a, b| b.seconds.partial_cmp(&a.seconds).unwrap_or(std::cmp::Ordering::Equal));
+    // The largest queues, as many as it takes to hold 90% of the added
+    // delay (a bidirectional phase fills a queue each way).
+    let mut named = Vec::new();
+    let mut held_seconds = 0.0;
+    for q in &waits {
+        if held_seconds >= 0.9 * added || q.seconds.unwrap_or(0.0) < 0.1 * added {
+            break;
         }
-        Some(q) if q.seconds.unwrap_or(0.0) > 0.0 => format!(
+        held_seconds += q.seconds.unwrap_or(0.0);
+        named.push(held(q));
+    }
+    match waits.first() {
+        Some(_) if held_seconds >= 0.5 * added => {
+            format!("added {}: {}{socket_note}", ms(Some(added)), named.join(", and "))
+        }
+        Some(q) => format!(
             "added {}: the path beyond this host: no local queue explains it (the largest, {}), \
              a router or switch buffer on the path does{socket_note}",
             ms(Some(added)),
             held(q)
         ),
-        _ => format!(
+        None => format!(
             "added {}: the path beyond this host: no local queue explains it, a router or switch buffer on the path does{socket_note}",
             ms(Some(added))
         ),

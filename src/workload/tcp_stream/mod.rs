@@ -180,7 +180,10 @@ impl Workload for TcpStream {
 
 /// Socket options set before connect (client) or listen (agent); the
 /// `loaded` workload's load streams take the same.
-pub(crate) fn configure<'a>(side: &'a SideOptions, params: &'a TcpParams) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
+pub(crate) fn configure<'a>(
+    side: &'a SideOptions,
+    params: &'a TcpParams,
+) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
     move |socket: &Socket| {
         data_conn::apply_buffers(socket, side)?;
         if let Some(mss) = params.mss {
