@@ -35,6 +35,9 @@ use crate::workload::{self, Workload};
 
 /// How long the client may take for each step after the test.
 const RESULTS_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long our senders may finish the write under way after TEST_END
+/// before it is cut (the client reads no more).
+const SENDER_GRACE: Duration = Duration::from_millis(200);
 /// iperf3's default block sizes (`DEFAULT_TCP_BLKSIZE`, `DEFAULT_UDP_BLKSIZE`).
 const DEFAULT_TCP_LEN: u64 = 128 * 1024;
 const DEFAULT_UDP_LEN: u64 = 1460;
@@ -243,7 +246,7 @@ pub fn serve_test(
         .map_err(io_err("sending TEST_RUNNING"))?;
     let hard_deadline = side.start + Duration::from_secs_f64(spec.expected_seconds()) + crate::side_runner::GRACE;
     let ended = await_test_end(control, settings.shutdown, hard_deadline);
-    side.stop_senders();
+    side.end_senders(SENDER_GRACE);
     drain_then_end(&side);
     let finished = side
         .finish(Party::Agent, Duration::from_secs(5), &ProcStat)

@@ -48,6 +48,11 @@ pub struct RunningSide {
     pub senders_left: Arc<AtomicUsize>,
     pub senders: usize,
     receivers: Vec<Socket>,
+    /// Our senders' sockets, to cut a write the peer no longer reads.
+    sender_sockets: Vec<Socket>,
+    /// Set when [`RunningSide::end_senders`] cut the senders' writes: the
+    /// broken pipe that follows is our doing, not the stream's failure.
+    senders_cut: Arc<AtomicBool>,
     all: Vec<Socket>,
     /// UDP receivers' highest packet counts, by our stream id.
     udp_counts: Vec<(u32, Arc<ReceiveCounts>)>,
@@ -73,6 +78,8 @@ pub fn start(
     let senders = streams.iter().filter(|s| s.role == Role::Sender).count();
     let senders_left = Arc::new(AtomicUsize::new(senders));
     let mut receivers = Vec::new();
+    let mut sender_sockets = Vec::new();
+    let senders_cut = Arc::new(AtomicBool::new(false));
     let mut all = Vec::new();
     let mut udp_counts = Vec::new();
     let mut peer_ids = Vec::new();
@@ -81,9 +88,10 @@ pub fn start(
     for s in streams {
         let buffers = crate::probe::tcpinfo::socket_buffers(&s.socket);
         if let Ok(c) = s.socket.try_clone() {
-            if s.role == Role::Receiver {
-                if let Ok(c2) = c.try_clone() {
-                    receivers.push(c2);
+            if let Ok(c2) = c.try_clone() {
+                match s.role {
+                    Role::Receiver => receivers.push(c2),
+                    Role::Sender => sender_sockets.push(c2),
                 }
             }
             all.push(c);
@@ -98,9 +106,10 @@ pub fn start(
                 });
                 sender_index += 1;
                 let left = Arc::clone(&senders_left);
+                let cut = Arc::clone(&senders_cut);
                 let message = plan.message_bytes;
                 Box::new(move |ctx: &StreamContext| {
-                    let end = match transport {
+                    let mut end = match transport {
                         Transport::Tcp => crate::workload::tcp_stream::send_stream(socket, message, quota, false, ctx),
                         Transport::Udp => iudp::send(
                             socket,
@@ -113,6 +122,9 @@ pub fn start(
                             ctx,
                         ),
                     };
+                    if cut.load(Ordering::Relaxed) {
+                        end.error = None;
+                    }
                     left.fetch_sub(1, Ordering::Relaxed);
                     end
                 })
@@ -158,6 +170,8 @@ pub fn start(
         senders_left,
         senders,
         receivers,
+        sender_sockets,
+        senders_cut,
         all,
         udp_counts,
         peer_ids,
@@ -172,6 +186,25 @@ impl RunningSide {
     /// Stops the senders (they finish the write under way).
     pub fn stop_senders(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Ends the senders when the peer has ended the test (TEST_END): they
+    /// may finish the write under way for up to `grace`; a write still
+    /// blocked then waits on a peer that no longer reads (an iperf3 client
+    /// stops reading its `--bidir` or `-R` streams once it sends TEST_END),
+    /// so it is cut, as iperf3's own server stops sending at once.
+    pub fn end_senders(&self, grace: Duration) {
+        self.stop_senders();
+        let until = Instant::now() + grace;
+        while self.senders_left.load(Ordering::Relaxed) > 0 && Instant::now() < until {
+            thread::sleep(Duration::from_millis(2));
+        }
+        if self.senders_left.load(Ordering::Relaxed) > 0 {
+            self.senders_cut.store(true, Ordering::Relaxed);
+            for s in &self.sender_sockets {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+        }
     }
 
     /// Ends the receivers' reads: TCP receivers see end-of-stream at once,
@@ -445,4 +478,73 @@ pub fn peer_ends(data_streams: &[DataStream]) -> Vec<(u32, i64, Role)> {
 
 pub fn peer_ids(count: usize) -> Vec<i64> {
     (0..count).map(wire::stream_id).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::cpu::ProcStat;
+    use std::net::{TcpListener, TcpStream};
+
+    /// Regression: `iperf3 -c AGENT --bidir` ended 5 s late because the
+    /// agent's sender sat in a write its client no longer read, until the
+    /// side's finish timeout closed the socket.
+    #[test]
+    fn ending_the_senders_cuts_a_write_the_peer_no_longer_reads() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        let side = start(
+            vec![DataStream {
+                id: 0,
+                peer_id: 1,
+                role: Role::Sender,
+                socket: Socket::from(ours),
+            }],
+            StreamPlan {
+                transport: Transport::Tcp,
+                message_bytes: 128 * 1024,
+                rate: None,
+                counters_64bit: false,
+                bytes_total: None,
+            },
+            Duration::ZERO,
+            None,
+            vec![],
+            None,
+            &ProcStat,
+        )
+        .unwrap();
+        // The peer never reads: wait until the send buffers are full and the
+        // sender is blocked in its write.
+        let mut queued = 0;
+        loop {
+            thread::sleep(Duration::from_millis(20));
+            let sent = tcp_unsent(&side.sender_sockets[0]);
+            if sent > 0 && sent == queued {
+                break;
+            }
+            queued = sent;
+        }
+        side.end_senders(Duration::from_millis(10));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while side.senders_left.load(Ordering::Relaxed) > 0 {
+            assert!(Instant::now() < deadline, "the sender is still blocked in its write");
+            thread::sleep(Duration::from_millis(5));
+        }
+        let finished = side.finish(Party::Agent, Duration::ZERO, &ProcStat).unwrap();
+        let end = &finished.report.streams[0];
+        assert!(end.error.is_none(), "{:?}", end.error);
+        assert!(end.bytes > 0);
+        drop(peer);
+    }
+
+    /// Bytes queued on a socket and not yet acknowledged (SIOCOUTQ).
+    fn tcp_unsent(socket: &Socket) -> i32 {
+        use std::os::fd::AsRawFd;
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one int.
+        unsafe { libc::ioctl(socket.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+        queued
+    }
 }
