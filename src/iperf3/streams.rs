@@ -316,6 +316,12 @@ impl Finished {
                     .iter()
                     .find(|(id, _)| *id == end.stream_id)
                     .map_or(0, |(_, h)| *h);
+                // The omit period's datagrams (all of one size), from the
+                // bytes the runner counted before the warm-up snapshot.
+                let omitted_packets = udp
+                    .as_ref()
+                    .filter(|u| u.datagram_bytes > 0)
+                    .map_or(0, |u| end.warmup_bytes / u.datagram_bytes) as i64;
                 let (retransmits, jitter, errors, packets) = match (end.role, tcp) {
                     (Role::Sender, true) => (end.tcp_info.as_ref().map_or(-1, |t| t.retransmits as i64), 0.0, 0, 0),
                     (Role::Receiver, true) => (-1, 0.0, 0, 0),
@@ -334,6 +340,11 @@ impl Finished {
                     jitter_seconds: jitter,
                     errors,
                     packets,
+                    // Errors in the omit period are not told apart: none.
+                    omitted: Some(wire::Omitted {
+                        errors: 0,
+                        packets: omitted_packets,
+                    }),
                     start_time: Some(0.0),
                     end_time: Some(end.seconds),
                 }
@@ -537,6 +548,46 @@ mod tests {
         assert!(end.error.is_none(), "{:?}", end.error);
         assert!(end.bytes > 0);
         drop(peer);
+    }
+
+    /// Regression: a 3.21 client's `-u -R` sender line read "0/0": our
+    /// results lacked `omitted_packets`/`omitted_errors`, so it took every
+    /// packet the agent sent for the omit period's.
+    #[test]
+    fn udp_results_carry_the_omit_periods_counts() {
+        let mut end = StreamEnd {
+            stream_id: 0,
+            role: Role::Sender,
+            bytes: 1400 * 900,
+            warmup_bytes: 1400 * 100,
+            seconds: 1.0,
+            ..StreamEnd::default()
+        };
+        end.extras.set(
+            UDP_KEY,
+            &UdpEnd {
+                datagram_bytes: 1400,
+                datagrams: 1000,
+                ..UdpEnd::default()
+            },
+        );
+        let finished = Finished {
+            report: SideReport {
+                host: Party::Agent,
+                streams: vec![end],
+                cpu: CpuReport::default(),
+                counters: None,
+                overlapped_tests: 0,
+                links: Vec::new(),
+            },
+            peer_ids: vec![(0, 1)],
+            udp_highest: vec![],
+        };
+        let json = finished.to_results(Transport::Udp).to_json();
+        let stream = &json["streams"][0];
+        assert_eq!(stream["packets"], 1000, "{json}");
+        assert_eq!(stream["omitted_packets"], 100, "{json}");
+        assert_eq!(stream["omitted_errors"], 0, "{json}");
     }
 
     /// Bytes queued on a socket and not yet acknowledged (SIOCOUTQ).

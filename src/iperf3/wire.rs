@@ -526,8 +526,20 @@ pub struct StreamResults {
     pub errors: i64,
     /// UDP sender: datagrams sent; receiver: highest sequence number seen.
     pub packets: i64,
+    /// Of `errors` and `packets`, those of the omit period (`-O`): iperf3
+    /// 3.16 on sends both, and its client shows "0/0" datagrams for a
+    /// sender whose results lack them. None: not sent (iperf3 before 3.16).
+    pub omitted: Option<Omitted>,
     pub start_time: Option<f64>,
     pub end_time: Option<f64>,
+}
+
+/// A stream's counts during the omit period (`omitted_errors`,
+/// `omitted_packets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Omitted {
+    pub errors: i64,
+    pub packets: i64,
 }
 
 /// One side's results (`send_results`).
@@ -572,6 +584,10 @@ impl Results {
                 o.insert("jitter".into(), number(s.jitter_seconds));
                 o.insert("errors".into(), s.errors.into());
                 o.insert("packets".into(), s.packets.into());
+                if let Some(omitted) = s.omitted {
+                    o.insert("omitted_errors".into(), omitted.errors.into());
+                    o.insert("omitted_packets".into(), omitted.packets.into());
+                }
                 o.insert("start_time".into(), number(s.start_time.unwrap_or(0.0)));
                 o.insert("end_time".into(), number(s.end_time.unwrap_or(0.0)));
                 Value::Object(o)
@@ -601,7 +617,19 @@ impl Results {
             let Value::Object(o) = s else {
                 return Err(field_error("streams", "holds an entry that is not an object"));
             };
+            // Both or neither, as iperf3 itself requires.
+            let omitted = match (signed(o, "omitted_errors")?, signed(o, "omitted_packets")?) {
+                (Some(errors), Some(packets)) => Some(Omitted { errors, packets }),
+                (None, None) => None,
+                _ => {
+                    return Err(field_error(
+                        "streams",
+                        "holds omitted_errors without omitted_packets, or the other way round",
+                    ))
+                }
+            };
             parsed.push(StreamResults {
+                omitted,
                 id: signed(o, "id")?.ok_or_else(|| required("id"))?,
                 bytes: whole(o, "bytes", u64::MAX >> 11)?.ok_or_else(|| required("bytes"))?,
                 retransmits: counter(o, "retransmits")?.ok_or_else(|| required("retransmits"))?,
@@ -840,6 +868,7 @@ mod tests {
                 jitter_seconds: 0.0,
                 errors: 0,
                 packets: 0,
+                omitted: Some(Omitted { errors: 1, packets: 2 }),
                 start_time: Some(0.0),
                 end_time: Some(10.000_25),
             }],
