@@ -303,17 +303,55 @@ pub fn read_params(control: &mut Control, timeout: Duration) -> Result<Params, S
     control
         .send_state(State::ParamExchange)
         .map_err(io_err("sending PARAM_EXCHANGE"))?;
-    match control
-        .read_json(MAX_PARAMS_JSON, timeout)
-        .and_then(|m| Params::from_json(&m))
-    {
-        Ok(p) => Ok(p),
-        Err(e) => {
-            let _ = control.send_server_error(errno::RECV_PARAMS, 0);
-            Err(ServeError::Wire {
-                step: "the parameters",
-                source: e,
-            })
+    let refused = |control: &mut Control, e: wire::WireError, wants_output: bool| {
+        refuse(
+            control,
+            errno::RECV_PARAMS,
+            &format!("the parameters: {e}"),
+            wants_output,
+        );
+        ServeError::Wire {
+            step: "the parameters",
+            source: e,
+        }
+    };
+    match control.read_json(MAX_PARAMS_JSON, timeout) {
+        Ok(map) => Params::from_json(&map).map_err(|e| refused(control, e, wire::asks_server_output(&map))),
+        Err(e) => Err(refused(control, e, false)),
+    }
+}
+
+/// Refuses a test after the parameters with iperf3's error number
+/// `i_errno`. SERVER_ERROR carries only the number, which the client
+/// prints as iperf3's own text ("unable to receive parameters from
+/// client"); so a client that asked for the server's output
+/// (`--get-server-output`) gets our reason as that output first: the
+/// results exchange comes at once, without streams, and SERVER_TERMINATE
+/// ends the test, after which the client prints "Server output:" with the
+/// reason and fails with "the server has terminated".
+fn refuse(control: &mut Control, i_errno: i32, why: &str, wants_output: bool) {
+    if !wants_output {
+        let _ = control.send_server_error(i_errno, 0);
+        return;
+    }
+    let told = control
+        .send_state(State::ExchangeResults)
+        .map_err(wire::WireError::Io)
+        .and_then(|_| control.read_json(MAX_RESULTS_JSON, RESULTS_TIMEOUT))
+        .and_then(|_| {
+            let ours = Results {
+                sender_has_retransmits: -1,
+                server_output_text: Some(format!("nicbench agent: the test was refused: {why}\n")),
+                ..Results::default()
+            };
+            control.send_json(&ours.to_json()).map_err(wire::WireError::Io)
+        });
+    match told {
+        Ok(()) => {
+            let _ = control.send_state(State::ServerTerminate);
+        }
+        Err(_) => {
+            let _ = control.send_server_error(i_errno, 0);
         }
     }
 }
@@ -341,7 +379,7 @@ fn settle_params(
     match spec_of(&params, settings.limits) {
         Ok(spec) => Ok((params, spec)),
         Err((n, why)) => {
-            let _ = control.send_server_error(n, 0);
+            refuse(control, n, &why, params.get_server_output);
             Err(ServeError::Refused(why))
         }
     }

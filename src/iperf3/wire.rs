@@ -319,6 +319,12 @@ fn text(map: &Map<String, Value>, key: &'static str, max_len: usize) -> Result<O
 
 /// iperf3 flags are set by their presence (`cJSON_AddTrueToObject`, or a
 /// number for some); an explicit `false` or 0 reads as unset.
+/// True when a parameter JSON asks for the server's output
+/// (`--get-server-output`), read even from parameters that are refused.
+pub fn asks_server_output(map: &Map<String, Value>) -> bool {
+    flag(map, "get_server_output")
+}
+
 fn flag(map: &Map<String, Value>, key: &str) -> bool {
     match map.get(key) {
         None | Some(Value::Null) | Some(Value::Bool(false)) => false,

@@ -250,6 +250,49 @@ fn iperf3_clients_against_the_agent_tcp() {
     }
 }
 
+/// Regression: a refused iperf3 client read only iperf3's own text for
+/// the error number; with `--get-server-output` it now reads our reason
+/// as the server's output, and still fails.
+#[test]
+fn a_refused_iperf3_client_that_asks_for_the_servers_output_reads_why() {
+    require!(installed());
+    let (_agent, port) = agent_with(&["--max-duration", "5s"]);
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "iperf3",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "30",
+            "--get-server-output",
+        ])
+        .output()
+        .expect("start iperf3 -c");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("Server output:"), "{text}");
+    assert!(text.contains("nicbench agent: the test was refused: "), "{text}");
+    assert!(text.contains("--max-duration"), "{text}");
+    // Without --get-server-output: iperf3's own text for the error number.
+    let out = Command::new("timeout")
+        .args(["60", "iperf3", "-c", "127.0.0.1", "-p", &port.to_string(), "-t", "30"])
+        .output()
+        .expect("start iperf3 -c");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success() && text.contains("error"), "{text}");
+}
+
 /// `serve --iperf3-port P --db FILE` saves each iperf3 client's test with
 /// its peer part; `--db` without `--iperf3-port` is an option error.
 #[test]
