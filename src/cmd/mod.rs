@@ -254,6 +254,32 @@ mod tests {
             assert!(estimate(&sweep, &p).as_secs_f64() < 3.0 * 120.0 + 5.0);
         }
 
+        /// Regression: `files -t 2` was ignored silently (its option is
+        /// --raw-time); refused now, while a plan's default duration still
+        /// leaves files cases valid.
+        #[test]
+        fn files_refuses_t_on_its_command_line_and_plans_do_not_hand_it_their_duration() {
+            let typed = grammar().try_get_matches_from(["nicbench", "files", "h", "--generate", "2x1K", "-t", "2"]);
+            let (name, options) = typed.as_ref().unwrap().subcommand().unwrap();
+            let e = crate::workload::args::spec_of_matches(name, options)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("-t") && e.contains("--raw-time"), "{e}");
+            let p = plan(&format!(
+                "{AGENTS}[defaults]\nduration = \"5s\"\n[workloads.files]\noptions = [\"--generate\", \"2x1K\"]\n\
+                 [matrix]\nworkload = [\"files\", \"tcp\"]\nagent = [\"a\"]\n"
+            ));
+            let cases = expand(&p).unwrap();
+            assert_eq!(
+                cases[0].command_line(&p).join(" "),
+                "files 127.0.0.1:5999 --generate 2x1K"
+            );
+            assert_eq!(cases[1].command_line(&p).join(" "), "tcp 127.0.0.1:5999 -t 5s");
+            for c in &cases {
+                c.check(&p, &grammar()).unwrap();
+            }
+        }
+
         #[test]
         fn a_cell_that_is_not_a_valid_command_line_is_found_before_any_traffic() {
             let p = plan(&format!(

@@ -82,8 +82,10 @@ impl Case {
         // Where -t is a limit (a sweep's, of the whole sweep), not a test's
         // length, it comes from the workload's own [workloads.NAME] only.
         let duration_is_limit = workload::find(&self.workload).is_ok_and(|w| w.results().duration_is_limit());
+        // A workload that refuses -t (files: its set ends it) is not handed the default.
+        let takes_time = workload::find(&self.workload).is_ok_and(|w| w.command_line().takes_time());
         if !duration_is_limit {
-            if let Some(t) = &d.duration {
+            if let (Some(t), true) = (&d.duration, takes_time) {
                 argv.extend(["-t".into(), t.clone()]);
             }
             if let Some(o) = &d.omit {

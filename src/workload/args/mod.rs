@@ -15,14 +15,17 @@ use clap::{ArgMatches, Args, FromArgMatches};
 
 use super::{find, Direction, SideOptions, SpecError, TestSpec, Workload};
 
+/// How long a test sends when `-t` is not given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
 /// The options of every measuring command that go into its spec: how long,
 /// how many streams, which way, socket buffers and pinning.
 #[derive(Debug, Clone, Args)]
 pub struct SpecArgs {
-    /// How long to send, after the warm-up.
-    #[arg(short = 't', long = "time", value_name = "DURATION", default_value = "10s",
+    /// How long to send, after the warm-up [default: 10s].
+    #[arg(short = 't', long = "time", value_name = "DURATION",
           value_parser = parse::test_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
+    pub duration: Option<Duration>,
     /// Warm-up at the start that is excluded from the result.
     #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = parse::warmup,
           allow_hyphen_values = true)]
@@ -75,7 +78,7 @@ impl SpecArgs {
         };
         TestSpec {
             workload: workload.to_string(),
-            duration_seconds: self.duration.as_secs_f64(),
+            duration_seconds: self.duration.unwrap_or(DEFAULT_DURATION).as_secs_f64(),
             bytes: None,
             omit_seconds: self.omit.as_secs_f64(),
             streams: self.streams,
@@ -122,6 +125,12 @@ pub trait WorkloadArgs: Args + FromArgMatches {
     /// The workload these options are for.
     const WORKLOAD: &'static dyn Workload;
 
+    /// Why the workload takes no `-t` (a test that ends when its work is
+    /// done), when it takes none: a `-t` on its command line is refused
+    /// with this reason rather than ignored. Plans leave their default
+    /// duration out of its command lines ([`CommandLine::takes_time`]).
+    const NO_TIME: Option<&'static str> = None;
+
     /// Completes `spec` (filled from [`SpecArgs`]): message size, byte
     /// count, streams, parameters.
     fn complete(&self, spec: &mut TestSpec, context: &Context) -> Result<(), SpecError>;
@@ -129,6 +138,12 @@ pub trait WorkloadArgs: Args + FromArgMatches {
 
 /// The spec a measuring command's parsed options ask for.
 pub fn spec_of<A: WorkloadArgs>(shared: &SpecArgs, own: &A, context: &Context) -> Result<TestSpec, SpecError> {
+    if let (Some(why), Some(_)) = (A::NO_TIME, shared.duration) {
+        return Err(SpecError::Invalid(format!(
+            "{} takes no -t/--time: {why}",
+            A::WORKLOAD.name()
+        )));
+    }
     let mut spec = shared.base_spec(A::WORKLOAD.name());
     own.complete(&mut spec, context)?;
     Ok(spec)
@@ -142,6 +157,8 @@ pub trait CommandLine: Sync {
     /// The options that set the message size to `size` (as written, e.g.
     /// `64K`), or None when the workload picks its sizes itself (a sweep).
     fn message_option(&self, size: &str) -> Option<Vec<String>>;
+    /// False when the workload refuses `-t` ([`WorkloadArgs::NO_TIME`]).
+    fn takes_time(&self) -> bool;
 }
 
 /// The [`CommandLine`] of the options `A`: `ArgsOf::<A>::new(message)`,
@@ -175,6 +192,10 @@ impl<A: WorkloadArgs> CommandLine for ArgsOf<A> {
 
     fn message_option(&self, size: &str) -> Option<Vec<String>> {
         (self.message)(size)
+    }
+
+    fn takes_time(&self) -> bool {
+        A::NO_TIME.is_none()
     }
 }
 

@@ -131,6 +131,9 @@ impl FilesOptions {
 
 impl WorkloadArgs for FilesOptions {
     const WORKLOAD: &'static dyn Workload = &Files;
+    const NO_TIME: Option<&'static str> = Some(
+        "a files test lasts until its set is sent; the raw TCP trial before it is --raw-time (e.g. --raw-time 2s)",
+    );
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         let (source, files, total_bytes) = self.set()?;
