@@ -258,8 +258,9 @@ pub fn measure_adjusted(
                 let _ = StreamEvent::interval("client", tick).write_line(&mut std::io::stdout().lock());
             }))
         } else if live {
-            Some(Box::new(|tick: &IntervalTick| {
-                let _ = interval_lines("client", tick, &mut std::io::stdout().lock());
+            let header_printed = std::sync::atomic::AtomicBool::new(false);
+            Some(Box::new(move |tick: &IntervalTick| {
+                let _ = live_interval_lines(tick, &header_printed, &mut std::io::stdout().lock());
             }))
         } else {
             None
@@ -339,6 +340,25 @@ pub fn measure_adjusted(
     Ok(Measured { run, saver })
 }
 
+/// The column header of the live interval lines, aligned with
+/// [`interval_lines`]'s columns.
+fn interval_header() -> String {
+    format!("[ ID] {:<15} {:>10} {:>14}  end", "interval", "transfer", "rate")
+}
+
+/// A trial's live interval lines (`-i`), under their column header, which
+/// comes before the first of them.
+fn live_interval_lines(
+    tick: &IntervalTick,
+    header_printed: &std::sync::atomic::AtomicBool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if !header_printed.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        writeln!(out, "{}", interval_header())?;
+    }
+    interval_lines("client", tick, out)
+}
+
 /// How long to retry when the agent is still finishing the previous trial.
 const BUSY_RETRY: Duration = Duration::from_secs(10);
 
@@ -411,5 +431,46 @@ pub fn print(m: &MeasureArgs, run: &RunResult) -> anyhow::Result<()> {
     match written.and_then(|_| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing the result"),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod live_tests {
+    use super::*;
+    use crate::model::Role;
+    use std::sync::atomic::AtomicBool;
+
+    fn tick(start: f64, streams: Vec<(u32, Role, u64)>) -> IntervalTick {
+        IntervalTick {
+            start_seconds: start,
+            end_seconds: start + 1.0,
+            omitted: false,
+            streams,
+        }
+    }
+
+    /// Regression: with `-i 1` the interval lines came before any header
+    /// (the report's header only at the end).
+    #[test]
+    fn live_interval_lines_come_under_one_header_aligned_with_their_columns() {
+        let printed = AtomicBool::new(false);
+        let mut out = Vec::new();
+        let streams = vec![(1, Role::Sender, 1_250_000_000), (2, Role::Sender, 5_000)];
+        live_interval_lines(&tick(0.0, streams.clone()), &printed, &mut out).unwrap();
+        live_interval_lines(&tick(1.0, streams), &printed, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], interval_header(), "{text}");
+        assert_eq!(text.matches("transfer").count(), 1, "{text}");
+        assert_eq!(lines.len(), 1 + 2 * 3, "{text}");
+        // Each column's right edge in the header is the right edge of its values.
+        let header = lines[0];
+        let rate_end = header.find("rate").unwrap() + "rate".len();
+        let transfer_end = header.find("transfer").unwrap() + "transfer".len();
+        for line in &lines[1..] {
+            assert!(line[..rate_end].ends_with("bit/s"), "{line:?} under {header:?}");
+            assert!(line[..transfer_end].ends_with('B'), "{line:?} under {header:?}");
+            assert!(line[transfer_end..].starts_with(' '), "{line:?}");
+        }
     }
 }
