@@ -196,7 +196,7 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
                 ))
         )?;
     }
-    stream_table(r, layout, out)?;
+    stream_table(r, kind, layout, out)?;
     sum_lines(r, kind, layout, out)?;
     kind.write_summary(r, out)?;
     writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
@@ -247,9 +247,16 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
         None if limit => format!("time limit {:.1} s", spec.duration_seconds),
         None => format!("{:.1} s", spec.duration_seconds),
     };
+    let messages = kind.messages_text(spec).unwrap_or_else(|| {
+        format!(
+            "{}{} messages",
+            if limit { "up to " } else { "" },
+            Size(spec.message_bytes)
+        )
+    });
     writeln!(
         out,
-        "  {} stream{} {direction}, {length}{}, {}{} messages",
+        "  {} stream{} {direction}, {length}{}, {messages}",
         spec.streams,
         if spec.streams == 1 { "" } else { "s" },
         if spec.omit_seconds > 0.0 {
@@ -257,8 +264,6 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
         } else {
             String::new()
         },
-        if limit { "up to " } else { "" },
-        Size(spec.message_bytes),
     )?;
     if let Some(line) = super::interruption::line(run) {
         writeln!(out, "{line}")?;
@@ -269,26 +274,39 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
     let asked = [&spec.client, &spec.agent]
         .iter()
         .any(|side| side.send_buffer_bytes.is_some() || side.receive_buffer_bytes.is_some());
-    let why = if asked {
-        "as granted by the kernel for the sizes asked".to_string()
-    } else if s.sender.tcp_info.is_some() {
-        "kernel autotuning".to_string()
-    } else if let Some(note) = kind.default_buffers_note() {
-        note
-    } else {
-        // Only TCP autotunes its buffers; datagram sockets keep the defaults.
-        "kernel defaults".to_string()
-    };
-    writeln!(
-        out,
-        "  socket buffers at the end: sender {} send / receiver {} receive ({why})",
-        Size(s.sender.socket.send_buffer_bytes),
-        Size(s.receiver.socket.receive_buffer_bytes),
-    )
+    let (send, receive) = (
+        s.sender.socket.send_buffer_bytes,
+        s.receiver.socket.receive_buffer_bytes,
+    );
+    if send == 0 && receive == 0 {
+        // No socket lasted to the end (rr --crr: one per transaction).
+        return Ok(());
+    }
+    let buffers = format!(
+        "  socket buffers at the end: sender {} send / receiver {} receive",
+        Size(send),
+        Size(receive)
+    );
+    match kind.default_buffers_note() {
+        // The workload's own note is a sentence: on a line of its own, so
+        // that fitting the width breaks it between its phrases.
+        Some(note) if !asked && s.sender.tcp_info.is_none() => writeln!(out, "{buffers}\n    ({note})"),
+        _ => {
+            let why = if asked {
+                "as granted by the kernel for the sizes asked"
+            } else if s.sender.tcp_info.is_some() {
+                "kernel autotuning"
+            } else {
+                // Only TCP autotunes its buffers; datagram sockets keep the defaults.
+                "kernel defaults"
+            };
+            writeln!(out, "{buffers} ({why})")
+        }
+    }
 }
 
 /// The table head and one row per stream when there are several.
-fn stream_table(r: &TrialResult, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
+fn stream_table(r: &TrialResult, kind: &dyn ResultKind, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
     // TCP_INFO columns only where a stream has TCP_INFO (not for UDP).
     let tcp_header = if r.streams.iter().any(|s| s.sender.tcp_info.is_some()) {
         format!("  {:>6} {:>9} {:>10} {:>7}", "retr", "rtt", "cwnd", "mss")
@@ -296,6 +314,18 @@ fn stream_table(r: &TrialResult, layout: Layout, out: &mut dyn Write) -> io::Res
         String::new()
     };
     let column = layout.column();
+    if let Some(head) = kind.table_head() {
+        // The workload's own columns (rr's transactions), rows included.
+        writeln!(out, "[ ID] {:<14} {head}", "flow")?;
+        if r.streams.len() > 1 {
+            for s in &r.streams {
+                if let Some(cells) = kind.stream_cells(s) {
+                    writeln!(out, "[{:>3}] {:<14} {cells}", s.stream_id, s.flow.arrow())?;
+                }
+            }
+        }
+        return Ok(());
+    }
     writeln!(
         out,
         "[ ID] {:<14} {:>column$}  {:>column$}{tcp_header}",

@@ -538,6 +538,25 @@ pub trait ResultKind: Sync {
         None
     }
 
+    /// What the test's messages are, for the header line (rr: its request
+    /// and response sizes); None: "SIZE messages".
+    fn messages_text(&self, _spec: &crate::model::TestSpec) -> Option<String> {
+        None
+    }
+
+    /// The stream table's column names after "flow" where the workload has
+    /// columns of its own (rr's transactions), aligned with its
+    /// [`ResultKind::sum_cells`] and [`ResultKind::stream_cells`]; None:
+    /// the sender and receiver byte and rate columns.
+    fn table_head(&self) -> Option<String> {
+        None
+    }
+
+    /// One stream's row under [`ResultKind::table_head`].
+    fn stream_cells(&self, _stream: &crate::model::StreamResult) -> Option<String> {
+        None
+    }
+
     /// Lines after the `[SUM]` lines (UDP loss, transactions and latency).
     fn write_summary(&self, _trial: &TrialResult, _out: &mut dyn Write) -> io::Result<()> {
         Ok(())

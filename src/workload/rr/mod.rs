@@ -263,7 +263,20 @@ impl ResultKind for RrResults {
             .collect();
         let transactions: u64 = ends.iter().map(|e| e.transactions).sum();
         let rate: f64 = ends.iter().map(|e| e.transactions_per_second).sum();
-        Some(format!("{transactions:>10} transactions {rate:>14.1} transactions/s"))
+        Some(text::cells(transactions, rate))
+    }
+
+    fn messages_text(&self, spec: &TestSpec) -> Option<String> {
+        spec.params::<RrParams>().ok().map(|p| text::messages(&p))
+    }
+
+    fn table_head(&self) -> Option<String> {
+        Some(text::table_head())
+    }
+
+    fn stream_cells(&self, stream: &crate::model::StreamResult) -> Option<String> {
+        let e: RrEnd = stream.sender.extras.get(result::KEY)?;
+        Some(text::cells(e.transactions, e.transactions_per_second))
     }
 
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {

@@ -4,7 +4,34 @@
 use std::io::{self, Write};
 
 use super::result::{RrEnd, RrResult, KEY};
+use super::RrParams;
 use crate::model::{Role, TrialResult};
+use crate::units::Size;
+
+/// The header's description of the messages: both sizes, and a connection
+/// per transaction with `--crr`.
+pub fn messages(p: &RrParams) -> String {
+    format!(
+        "{} requests, {} responses{}",
+        Size(p.request_bytes),
+        Size(p.response_bytes),
+        if p.crr {
+            ", a new TCP connection per transaction"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The stream table's columns: transactions and their rate.
+pub fn table_head() -> String {
+    format!("{:>12}  {:>16}", "transactions", "transactions/s")
+}
+
+/// A row's or a `[SUM]` line's figures under [`table_head`].
+pub fn cells(transactions: u64, per_second: f64) -> String {
+    format!("{transactions:>12}  {per_second:>16.1}")
+}
 
 /// Totals and latency, then one line per flow when there are several.
 pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {

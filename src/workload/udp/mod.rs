@@ -157,7 +157,7 @@ impl ResultKind for UdpResults {
 
     fn default_buffers_note(&self) -> Option<String> {
         Some(format!(
-            "kernel default send buffer; the receiver asked for {}, which Linux doubles for bookkeeping and caps at net.core.rmem_max",
+            "send: kernel default; receive: {} asked, which Linux doubles, up to net.core.rmem_max",
             crate::units::Size(DEFAULT_RECEIVE_BUFFER as u64)
         ))
     }
