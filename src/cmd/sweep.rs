@@ -1,5 +1,5 @@
 //! `nicbench sweep`: options to a sweep spec, a progress bar on stderr
-//! (plain lines when stderr is not a terminal), and table, CSV or JSON out.
+//! (a plain line per pass when stderr is not a terminal), and table, CSV or JSON out.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -69,7 +69,7 @@ fn apply_detected_link_speed(run: &mut RunResult) {
     }
 }
 
-/// A progress bar when stderr is a terminal, else a plain line per size.
+/// A progress bar when stderr is a terminal, else a plain line per pass.
 fn progress_display() -> ProgressCallback {
     if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
@@ -87,8 +87,11 @@ fn progress_display() -> ProgressCallback {
             }
         })
     } else {
+        // A log, not a bar: one line per pass, not per size.
         Arc::new(|p: &Progress| {
-            let _ = writeln!(std::io::stderr().lock(), "sweep [{}/{}] {}", p.done, p.total, p.message);
+            if p.ends_pass {
+                let _ = writeln!(std::io::stderr().lock(), "sweep [{}/{}] {}", p.done, p.total, p.message);
+            }
         })
     }
 }

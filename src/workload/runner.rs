@@ -54,6 +54,10 @@ pub struct Progress {
     pub total: u64,
     /// One line describing the step just done, units included.
     pub message: String,
+    /// True for the report that closes a pass over the steps (repeating
+    /// the pass's last step): where no progress bar is drawn (stderr is no
+    /// terminal), only these are printed, one line per pass.
+    pub ends_pass: bool,
 }
 
 /// What a side measured in one interval, for live display.

@@ -383,6 +383,7 @@ impl Passes {
     /// the sizes the first one timed.
     fn run(&mut self, link: &mut Link, plan: &Plan, params: &SweepParams, ctx: &StreamContext) {
         for pass in 0..self.passes {
+            let mut reported = None;
             for i in 0..self.sizes.len() {
                 if pass > 0 && self.timings[i].is_none() {
                     continue;
@@ -402,8 +403,12 @@ impl Passes {
                 self.last_activity = Some(Instant::now());
                 self.done += 1;
                 if self.record(i, round) {
-                    self.report_progress(ctx, params.mode, pass, i);
+                    self.report_progress(ctx, params.mode, pass, i, false);
+                    reported = Some(i);
                 }
+            }
+            if let Some(i) = reported {
+                self.report_progress(ctx, params.mode, pass, i, true);
             }
         }
     }
@@ -469,7 +474,8 @@ impl Passes {
     }
 
     /// Hands size `i` as it stands after pass `pass` to the progress callback.
-    fn report_progress(&self, ctx: &StreamContext, mode: Mode, pass: u32, i: usize) {
+    /// `ends_pass`: the pass is over, `i` being the last size it timed.
+    fn report_progress(&self, ctx: &StreamContext, mode: Mode, pass: u32, i: usize, ends_pass: bool) {
         let (Some(callback), Some(t)) = (ctx.progress, &self.timings[i]) else {
             return;
         };
@@ -489,6 +495,7 @@ impl Passes {
                 Rate(p.best_bits_per_second),
                 if p.wide { " (wide)" } else { "" }
             ),
+            ends_pass,
         });
     }
 }
