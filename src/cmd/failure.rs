@@ -68,6 +68,14 @@ pub fn lines(error: &anyhow::Error) -> Vec<String> {
     out
 }
 
+/// The message and its causes on one line, each once (see [`lines`]):
+/// where an error is shown inside other output (a plan's dry run, a report
+/// it could not make). `{:#}` would repeat a cause thiserror's `{source}`
+/// already put in the message.
+pub fn one_line(error: &anyhow::Error) -> String {
+    lines(error).join(": ")
+}
+
 /// True when the command line asks for JSON output (before any `--`).
 pub fn wants_json(args: &[OsString]) -> bool {
     args.iter()
@@ -186,6 +194,22 @@ mod tests {
         assert_eq!(lines(&error).len(), 3);
         let repeated = anyhow::anyhow!("lost the agent mid-test: closed").context("lost the agent mid-test: closed");
         assert_eq!(lines(&repeated), vec!["lost the agent mid-test: closed".to_string()]);
+    }
+
+    /// Regression: a plan's dry run said a missing key file three times
+    /// on one line ("cannot read ...: cannot read ...: No such file...").
+    #[test]
+    fn one_line_says_each_cause_once() {
+        let missing = crate::protocol::auth::Psk::from_file(std::path::Path::new("/nonexistent/nicbench-key"))
+            .expect_err("no such file");
+        let error = anyhow::Error::new(missing).context("asking the agent for its facts");
+        let line = one_line(&error);
+        assert_eq!(line.matches("No such file").count(), 1, "{line}");
+        assert_eq!(line.matches("cannot read the pre-shared key file").count(), 1, "{line}");
+        assert!(
+            line.starts_with("asking the agent for its facts: cannot read"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -136,18 +136,27 @@ fn down(args: LabDownArgs) -> anyhow::Result<()> {
     if args.all && names.is_empty() {
         println!("no labs to remove");
     }
-    let mut failed = None;
+    // Every lab is tried; the failures make one error, which main prints once.
+    let mut failed = Vec::new();
     for name in names {
         match lab::down(&name) {
             Ok(removed) if removed.is_empty() => println!("lab '{name}': nothing to remove"),
             Ok(removed) => println!("lab '{name}' removed: {}", removed.join(", ")),
-            Err(e) => {
-                eprintln!("nicbench: error: removing lab '{name}': {e}");
-                failed.get_or_insert(anyhow::Error::new(e).context(format!("removing lab '{name}'")));
-            }
+            Err(e) => failed.push((name, e)),
         }
     }
-    failed.map_or(Ok(()), Err)
+    let mut failed = failed.into_iter();
+    match (failed.next(), failed.len()) {
+        (None, _) => Ok(()),
+        (Some((name, e)), 0) => Err(anyhow::Error::new(e).context(format!("removing lab '{name}'"))),
+        (Some(first), more) => {
+            let each: Vec<String> = std::iter::once(first)
+                .chain(failed)
+                .map(|(name, e)| format!("'{name}': {e}"))
+                .collect();
+            anyhow::bail!("{} labs could not be removed: {}", more + 1, each.join("; "))
+        }
+    }
 }
 
 /// One line per lab for `lab status` without a name.

@@ -329,7 +329,7 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
                     out,
                     "agent {label} ({}): {}",
                     agent.address,
-                    crate::outside_text::terminal(&format!("{e:#}"))
+                    super::failure::one_line(&e)
                 )?;
                 failed.get_or_insert(e);
             }
@@ -666,7 +666,7 @@ fn html_report(plan: &Plan, plan_run: &str, db: &Path, out: &Path) {
         });
     println!();
     if let Err(e) = result {
-        println!("(no HTML report: {e:#})");
+        println!("(no HTML report: {})", super::failure::one_line(&e));
     }
 }
 
@@ -705,7 +705,7 @@ fn report_tables(plan: &Plan, plan_run: &str, db: &Path) -> anyhow::Result<()> {
         };
         if let Err(e) = super::compare::run(compare) {
             // A table with no data (every case failed) is said, not fatal.
-            println!("  (no table: {e:#})");
+            println!("  (no table: {})", super::failure::one_line(&e));
         }
     }
     Ok(())

@@ -92,7 +92,7 @@ fn own_address(agent: SocketAddr) -> String {
 /// 503 when this agent is busy with another test.
 fn run_probe(q: &ProbeQuery, psk_file: Option<&std::path::Path>, agent: SocketAddr) -> Result<String, ProbeError> {
     let started = Instant::now();
-    let (_, spec) = probe_test(q, psk_file).map_err(|e| ProbeError::BadRequest(format!("{e:#}")))?;
+    let (_, spec) = probe_test(q, psk_file).map_err(|e| ProbeError::BadRequest(super::failure::one_line(&e)))?;
     let (host, port) = crate::address::agent_address(&q.target, None, None)
         .map_err(|e| ProbeError::BadRequest(format!("target: {e}")))?;
     let toward = crate::address::display(&host, port);

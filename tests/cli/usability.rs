@@ -367,3 +367,35 @@ fn an_unshaped_lab_link_makes_no_line_rate_claim_and_names_its_hosts() {
     assert!(text.contains("share one host"), "{text}");
     assert!(text.starts_with(&format!("nicbench tcp: client {name}-a ")), "{text}");
 }
+
+/// Regression: `lab down NAME` as a user without root printed its error
+/// twice (once by the command, once by main).
+#[test]
+fn lab_down_without_root_says_its_error_once() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        crate::common::skip_or_fail("needs root, to run the command as another user");
+        return;
+    }
+    require!(crate::common::tool(
+        "setpriv",
+        &["--version"],
+        "apt-get install util-linux"
+    ));
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "lab",
+            "down",
+            "nicbench-no-such-lab",
+        ])
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(text.matches("nicbench: error").count(), 1, "{text}");
+    assert_eq!(text.matches("missing root privileges").count(), 1, "{text}");
+}
