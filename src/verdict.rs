@@ -68,12 +68,25 @@ pub fn annotate(run: &mut RunResult, link_speed: Option<u64>) {
 
 /// The link the line-rate model assumes: its speed, where the speed came
 /// from, what each packet costs against it, and a shaper's bucket.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Link {
     bits_per_second: u64,
     source: &'static str,
     framing: Framing,
     burst_bytes: Option<u64>,
+    /// Where a shaper beyond both ends sits (`source` "lab").
+    shaper_name: Option<String>,
+}
+
+/// A tbf shaper on the path beyond both ends that the client was told of:
+/// a lab router's egress toward the busier direction's receiver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathShaper {
+    /// Where it sits, in words: `lab router demo-r eth1`.
+    pub name: String,
+    pub bits_per_second: u64,
+    /// Its token bucket.
+    pub burst_bytes: Option<u64>,
 }
 
 /// The shaper of an interface, as the line-rate model counts it.
@@ -88,18 +101,44 @@ fn shaper_link(nic: &NicFacts) -> Option<Link> {
             atm: shaping.linklayer == "atm",
         },
         burst_bytes: shaping.burst_bytes,
+        shaper_name: None,
     })
 }
 
 /// As [`annotate`], with `link_overhead` (bytes per IP packet, from
 /// `--link-overhead`) replacing the overhead the speed's source implies.
 pub fn annotate_link(run: &mut RunResult, link_speed: Option<u64>, link_overhead: Option<u64>) {
+    annotate_path(run, link_speed, link_overhead, None)
+}
+
+/// As [`annotate_link`], with a shaper on the path (a lab router's tbf)
+/// competing with the ends' NIC speeds and shapers when no `link_speed`
+/// is given: the slowest is the line rate.
+pub fn annotate_path(
+    run: &mut RunResult,
+    link_speed: Option<u64>,
+    link_overhead: Option<u64>,
+    shaper: Option<&PathShaper>,
+) {
+    // A tbf counts the frames it dequeues: the Ethernet header, no more.
+    let on_path = shaper.map(|s| Link {
+        bits_per_second: s.bits_per_second,
+        source: "lab",
+        framing: Framing::Qdisc {
+            overhead_bytes: 0,
+            mpu_bytes: 0,
+            atm: false,
+        },
+        burst_bytes: s.burst_bytes,
+        shaper_name: Some(s.name.clone()),
+    });
     let link = link_speed
         .map(|s| Link {
             bits_per_second: s,
             source: "option",
             framing: Framing::EthernetWire,
             burst_bytes: None,
+            shaper_name: None,
         })
         .or_else(|| {
             [&run.client.facts.interface, &run.agent.facts.interface]
@@ -115,12 +154,14 @@ pub fn annotate_link(run: &mut RunResult, link_speed: Option<u64>, link_overhead
                             source: "nic",
                             framing: Framing::EthernetWire,
                             burst_bytes: None,
+                            shaper_name: None,
                         });
                     [phy, shaper_link(nic)]
                         .into_iter()
                         .flatten()
                         .min_by_key(|l| l.bits_per_second)
                 })
+                .chain(on_path)
                 .min_by_key(|l| l.bits_per_second)
         })
         .map(|mut l| {
@@ -157,8 +198,9 @@ pub fn annotate_link(run: &mut RunResult, link_speed: Option<u64>, link_overhead
             trial.verdict = Some(v);
             return;
         }
-        trial.line_rate =
-            link.and_then(|link| line_rate_share(trial, kind, &link, mtu, ipv6, message_bytes, omit_seconds));
+        trial.line_rate = link
+            .as_ref()
+            .and_then(|link| line_rate_share(trial, kind, link, mtu, ipv6, message_bytes, omit_seconds));
         trial.verdict = Some(judge(trial, kind, shared));
     };
     judge_trial(&mut run.result);
@@ -234,6 +276,7 @@ fn line_rate_share(
     let mut share = LineRateShare {
         link_bits_per_second: link.bits_per_second,
         link_speed_source: link.source.to_string(),
+        shaper_name: link.shaper_name.clone(),
         frame_bytes: ip_packet + linerate::ETHERNET_HEADER_BYTES + linerate::FCS_BYTES,
         payload_bytes: payload,
         theoretical_goodput_bits_per_second: theory,

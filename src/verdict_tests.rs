@@ -131,6 +131,7 @@ fn wire(bits_per_second: u64, source: &'static str) -> Link {
         source,
         framing: Framing::EthernetWire,
         burst_bytes: None,
+        shaper_name: None,
     }
 }
 
@@ -149,6 +150,7 @@ fn tbf(rate: u64, burst: u64) -> Link {
             atm: false,
         },
         burst_bytes: Some(burst),
+        shaper_name: None,
     }
 }
 

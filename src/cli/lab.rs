@@ -28,7 +28,8 @@ pub enum LabCommand {
     Status(LabStatusArgs),
     /// Run a command inside a host, e.g. `lab exec demo a -- nicbench tcp b`.
     /// Host names resolve inside the lab; `nicbench` means this executable;
-    /// NICBENCH_PORT is set to the lab's agent port, the clients' default port.
+    /// NICBENCH_PORT is set to the lab's agent port, the clients' default port;
+    /// NICBENCH_LAB and NICBENCH_LAB_PATHS say where the lab is shaped.
     Exec(LabExecArgs),
     /// Change the MTU or rate limits of a running lab.
     Set(LabSetArgs),

@@ -109,12 +109,35 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
     if let Some(port) = state.agent_port {
         command.env("NICBENCH_PORT", port.to_string());
     }
-    // Where the lab is shaped, for clients that judge a line rate or
-    // sample the router's queue (crate::lab_env reads it).
-    command.envs(lab::env::client_vars(&state, &args.host));
     // exec only returns on failure.
     let error = command.exec();
     Err(error).with_context(|| format!("running {:?} in host {} of lab '{}'", program, args.host, args.name))
+}
+
+/// The lab router's shaper on the path to the agent of `run`, from what
+/// `lab exec` put in this process's environment: its egress toward the
+/// receiver of the busier direction. None outside a lab, without a router
+/// between the ends, or when that egress is not shaped.
+pub fn router_shaper(run: &crate::model::RunResult) -> Option<crate::verdict::PathShaper> {
+    let agent: std::net::SocketAddr = run.agent.address.parse().ok()?;
+    let path = crate::lab_env::path_from_here(agent.ip())?;
+    let rate = |f: &Option<crate::model::FlowTotal>| f.as_ref().map_or(0.0, |f| f.receiver.bits_per_second);
+    let sum = &run.result.sum;
+    let link = if rate(&sum.agent_to_client) > rate(&sum.client_to_agent) {
+        &path.toward_me
+    } else {
+        &path.toward_peer
+    };
+    let bits_per_second = link.rate_bits_per_second?;
+    let router = match spec::parse_netns_name(&path.router_netns) {
+        Some((lab, host)) => lab::uts_hostname(lab, host),
+        None => path.router_netns.clone(),
+    };
+    Some(crate::verdict::PathShaper {
+        name: format!("lab router {router} {}", link.iface),
+        bits_per_second,
+        burst_bytes: Some(spec::tbf_sizes(bits_per_second, link.mtu).burst_bytes),
+    })
 }
 
 fn set(args: LabSetArgs) -> anyhow::Result<()> {

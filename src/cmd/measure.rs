@@ -321,7 +321,12 @@ pub fn measure_adjusted(
             // Trials that finished before the failing one are results:
             // show them, then fail with the error.
             if let Some(mut run) = failure.finished {
-                crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
+                let shaper = m
+                    .link_speed
+                    .is_none()
+                    .then(|| super::lab::router_shaper(&run))
+                    .flatten();
+                crate::verdict::annotate_path(&mut run, m.link_speed, m.link_overhead, shaper.as_ref());
                 log::warn!(
                     "a trial failed after {} finished; those are shown, marked interrupted",
                     run.trials.len()
@@ -331,8 +336,14 @@ pub fn measure_adjusted(
             return Err(anyhow::Error::new(failure.error)).with_context(context);
         }
     };
-    if m.link_speed.is_some() || m.link_overhead.is_some() {
-        crate::verdict::annotate_link(&mut run, m.link_speed, m.link_overhead);
+    // In a lab, the router's shaper is the line rate unless --link-speed says otherwise.
+    let shaper = m
+        .link_speed
+        .is_none()
+        .then(|| super::lab::router_shaper(&run))
+        .flatten();
+    if m.link_speed.is_some() || m.link_overhead.is_some() || shaper.is_some() {
+        crate::verdict::annotate_path(&mut run, m.link_speed, m.link_overhead, shaper.as_ref());
     }
     if let Some(alone) = alone {
         super::multilink::apply_alone(&mut run, &alone, m);

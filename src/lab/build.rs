@@ -34,7 +34,8 @@ pub fn uts_hostname(lab: &str, host: &str) -> String {
 
 /// A command that runs `program` inside `host` (in its cgroup if limited),
 /// in a UTS namespace of its own named [`uts_hostname`], so that what runs
-/// there (agents, `lab exec`) reports the lab host, as a container would.
+/// there (agents, `lab exec`) reports the lab host, as a container would,
+/// with the lab's paths in its environment ([`crate::lab_env`]).
 pub fn host_command(state: &LabState, host: &str, program: impl AsRef<std::ffi::OsStr>) -> Result<Command, LabError> {
     let h = state.host(host).ok_or_else(|| unknown_host(state, host))?;
     let mut command = Command::new(sys::ip_program());
@@ -53,6 +54,9 @@ pub fn host_command(state: &LabState, host: &str, program: impl AsRef<std::ffi::
     if let Some(dir) = &h.cgroup {
         cgroup::join_on_spawn(&mut command, dir);
     }
+    // Where the lab is shaped, for clients that judge a line rate or
+    // sample the router's queue (crate::lab_env reads it).
+    command.envs(super::env::client_vars(state, host));
     Ok(command)
 }
 

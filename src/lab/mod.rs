@@ -48,7 +48,7 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
-pub use build::{all_lab_names, down, existing_netns, host_command, load_complete, set, up, AgentLaunch};
+pub use build::{all_lab_names, down, existing_netns, host_command, load_complete, set, up, uts_hostname, AgentLaunch};
 pub use spec::{CpuLimit, LabSpec, LinkSelector, MtuSetting, RateSetting, Topology};
 pub use state::{HostState, LabState, LinkEnd, LinkState};
 pub use sys::KernelLink;

@@ -202,9 +202,14 @@ impl TrialResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LineRateShare {
     pub link_bits_per_second: u64,
-    /// `option` (--link-speed), `nic` (the slower end's link speed) or
-    /// `qdisc` (a tbf shaper on an end's interface, slower than its link).
+    /// `option` (--link-speed), `nic` (the slower end's link speed),
+    /// `qdisc` (a tbf shaper on an end's interface, slower than its link)
+    /// or `lab` (the tbf of the lab's router, which `lab exec` names).
     pub link_speed_source: String,
+    /// Where the shaper sits when it is on neither end (`lab`): `lab
+    /// router demo-r eth1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_name: Option<String>,
     /// Ethernet frame and payload per frame the model assumed.
     pub frame_bytes: u64,
     pub payload_bytes: u64,

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use crate::csv_out::Csv;
 use crate::linerate::{LineRate, Size};
 use crate::model::LineRateShare;
+use crate::outside_text::terminal;
 use crate::units::Rate;
 
 fn size_cell(size: &Size) -> (&'static str, u64) {
@@ -85,11 +86,15 @@ pub fn json(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Where the link speed came from, in words.
-fn speed_source(source: &str) -> &'static str {
-    match source {
-        "option" => "--link-speed",
-        "qdisc" => "the tbf qdisc",
-        _ => "the NIC",
+fn speed_source(share: &LineRateShare) -> String {
+    match share.link_speed_source.as_str() {
+        "option" => "--link-speed".into(),
+        "qdisc" => "the tbf qdisc".into(),
+        "lab" => match &share.shaper_name {
+            Some(name) => terminal(name).to_string(),
+            None => "the lab's router".into(),
+        },
+        _ => "the NIC".into(),
     }
 }
 
@@ -140,7 +145,7 @@ pub fn share_text(share: Option<&LineRateShare>, out: &mut dyn Write) -> io::Res
         l.percent_of_theoretical_goodput,
         Rate(l.theoretical_goodput_bits_per_second),
         Rate(l.link_bits_per_second as f64),
-        speed_source(&l.link_speed_source),
+        speed_source(l),
         l.frame_bytes,
         l.payload_bytes
     )?;

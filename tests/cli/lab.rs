@@ -380,6 +380,41 @@ fn tcp_through_a_100mbit_router_bottleneck_never_gets_more() {
     assert!(goodput > 0.0 && goodput <= 105e6, "{:.1} Mbit/s", goodput / 1e6);
 }
 
+#[test]
+fn a_client_behind_the_router_gets_its_line_rate_from_the_router_without_link_speed() {
+    require_lab!();
+    // Link 1 joins a and r, link 2 b and r: the router sends 50 Mbit/s
+    // toward a and 100 Mbit/s toward b.
+    let lab = builder()
+        .via_router()
+        .link_rate(1, "a", 50_000_000)
+        .link_rate(2, "b", 100_000_000)
+        .build()
+        .unwrap();
+    let router = format!("lab router {}-r", lab.name());
+    for (args, rate, iface) in [
+        (vec!["b", "-t", "1"], 100_000_000, "eth1"),
+        (vec!["b", "-t", "1", "-R"], 50_000_000, "eth0"),
+    ] {
+        let run = tcp_json(&lab, "a", &args);
+        let share = &run["line_rate"];
+        assert_eq!(share["link_speed_source"], "lab", "{args:?}: {share}");
+        assert_eq!(share["link_bits_per_second"], rate, "{args:?}: {share}");
+        assert_eq!(share["shaper_name"], format!("{router} {iface}"), "{args:?}: {share}");
+        assert_eq!(share["overhead_model"], "qdisc", "{args:?}: {share}");
+    }
+    // The text is fitted to the terminal: compare it with its line breaks as spaces.
+    let text = run_in(&lab, "a", BIN, &["tcp", "b", "-t", "1"]);
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains(&format!("100.00 Mbit/s link from {router} eth1")),
+        "{text}"
+    );
+    // --link-speed still wins.
+    let run = tcp_json(&lab, "a", &["b", "-t", "1", "--link-speed", "1G"]);
+    assert_eq!(run["line_rate"]["link_speed_source"], "option");
+}
+
 /// CPU seconds (user + system) a process has used, from /proc/PID/stat.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
