@@ -4,7 +4,7 @@ use std::ffi::OsString;
 
 use clap::{Args, Subcommand};
 
-use crate::lab::spec::{self, CpuLimit, MtuSetting, RateSetting};
+use crate::lab::spec::{self, CpuLimit, MtuSetting, QueueSetting, RateSetting};
 use crate::lab::LabError;
 
 /// `nicbench lab`
@@ -21,6 +21,7 @@ pub enum LabCommand {
     /// Build a lab and start an agent (`nicbench serve`) in every host.
     ///
     /// Examples: `lab up demo --mtu 9000`; `lab up slow --via-router --rate 100mbit`;
+    /// `lab up deep --via-router --rate 100mbit --queue 200ms`;
     /// `lab up trio --links 3 --rate 100mbit`; `lab up weak --cpu-limit a=25%`.
     Up(LabUpArgs),
     /// Show a lab: hosts, links, addresses, MTUs, rates (as the kernel has
@@ -56,6 +57,10 @@ fn rate_setting(s: &str) -> Result<RateSetting, String> {
     spec::parse_rate_setting(s).map_err(hint)
 }
 
+fn queue_setting(s: &str) -> Result<QueueSetting, String> {
+    spec::parse_queue_setting(s).map_err(hint)
+}
+
 fn cpu_limit(s: &str) -> Result<CpuLimit, String> {
     spec::parse_cpu_limit(s).map_err(hint)
 }
@@ -88,6 +93,12 @@ pub struct LabUpArgs {
     /// on link 1 towards host b. `none` removes. Repeatable.
     #[arg(long, value_name = "[LINK[:HOST]=]RATE", value_parser = rate_setting)]
     pub rate: Vec<RateSetting>,
+    /// How long the router's tbf may hold a packet (its queue; tc's
+    /// `latency`), 1ms to 10s: `200ms` on every router link, `1:a=5ms`
+    /// toward host a on link 1. Needs --via-router and --rate; default: 20 ms
+    /// of the rate in all, less the bucket. Repeatable.
+    #[arg(long, value_name = "[LINK[:HOST]=]TIME", value_parser = queue_setting, requires_all = ["via_router", "rate"])]
+    pub queue: Vec<QueueSetting>,
     /// Limit the CPU of everything started in a host, in percent of one core:
     /// `a=25%`. Repeatable.
     #[arg(long, value_name = "HOST=PERCENT", value_parser = cpu_limit)]
@@ -125,16 +136,19 @@ pub struct LabExecArgs {
 
 /// `nicbench lab set`
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["mtu", "rate"]))]
+#[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["mtu", "rate", "queue"]))]
 pub struct LabSetArgs {
     #[arg(value_parser = lab_name)]
     pub name: String,
     /// New MTU of every link or of one link: `1500`, `2=9000`.
     #[arg(long, value_name = "[LINK=]MTU", value_parser = mtu_setting)]
     pub mtu: Vec<MtuSetting>,
-    /// New rate limit, as for `lab up`; `none` removes it.
+    /// New rate limit, as for `lab up`; `none` removes it (and its queue).
     #[arg(long, value_name = "[LINK[:HOST]=]RATE", value_parser = rate_setting)]
     pub rate: Vec<RateSetting>,
+    /// New router queue length, as for `lab up`; `default` puts the default back.
+    #[arg(long, value_name = "[LINK[:HOST]=]TIME", value_parser = queue_setting)]
+    pub queue: Vec<QueueSetting>,
 }
 
 /// `nicbench lab down`

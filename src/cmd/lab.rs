@@ -51,6 +51,7 @@ fn up(args: LabUpArgs) -> anyhow::Result<()> {
         },
         mtu: args.mtu,
         rate: args.rate,
+        queue: args.queue,
         cpu_limits: args.cpu_limit,
         agent_port: (!args.no_agents).then_some(args.agent_port),
     };
@@ -136,14 +137,15 @@ pub fn router_shaper(run: &crate::model::RunResult) -> Option<crate::verdict::Pa
     Some(crate::verdict::PathShaper {
         name: format!("lab router {router} {}", link.iface),
         bits_per_second,
-        burst_bytes: Some(spec::tbf_sizes(bits_per_second, link.mtu).burst_bytes),
+        burst_bytes: Some(spec::tbf_sizes(bits_per_second, link.mtu, None).burst_bytes),
     })
 }
 
 fn set(args: LabSetArgs) -> anyhow::Result<()> {
     warn_small_mtus(&args.mtu);
     let mut state = lab::load_complete(&args.name)?;
-    lab::set(&mut state, &args.mtu, &args.rate).with_context(|| format!("changing lab '{}'", args.name))?;
+    lab::set(&mut state, &args.mtu, &args.rate, &args.queue)
+        .with_context(|| format!("changing lab '{}'", args.name))?;
     print!("{}", render_status(&state));
     Ok(())
 }
@@ -216,6 +218,14 @@ fn rate_text(rate: Option<u64>) -> String {
     rate.map_or_else(|| "unlimited".to_string(), |r| Rate(r as f64).to_string())
 }
 
+/// The tbf's queue as the kernel has it: ", queue 200 ms".
+fn queue_text(kernel: &sys::KernelLink) -> String {
+    match (kernel.tbf_bits_per_second, kernel.tbf_queue_seconds) {
+        (Some(_), Some(seconds)) => format!(", queue {} ms", (seconds * 1e4).round() / 10.0),
+        _ => String::new(),
+    }
+}
+
 fn agent_text(state: &LabState, pid: Option<u32>) -> String {
     match (state.agent_port, pid) {
         (None, _) => "no agent".into(),
@@ -272,10 +282,11 @@ pub fn render_status(state: &LabState) -> String {
             let peer = &link.ends[1 - i].host;
             let line = match sys::kernel_link(&spec::netns_name(&state.name, &end.host), &end.ifname) {
                 Ok(k) => format!(
-                    "MTU {} bytes, {} -> {peer}: {}{}",
+                    "MTU {} bytes, {} -> {peer}: {}{}{}",
                     k.mtu,
                     end.host,
                     rate_text(k.tbf_bits_per_second),
+                    queue_text(&k),
                     if k.up { "" } else { ", DOWN" }
                 ),
                 Err(e) => format!("{} {}: not in the kernel ({e})", end.host, end.ifname),
@@ -300,6 +311,7 @@ struct KernelEndJson {
     ifname: String,
     mtu_bytes: Option<u32>,
     tbf_bits_per_second: Option<u64>,
+    tbf_queue_seconds: Option<f64>,
     up: Option<bool>,
     error: Option<String>,
 }
@@ -315,6 +327,7 @@ fn status_json(state: &LabState) -> StatusJson<'_> {
                 ifname: end.ifname.clone(),
                 mtu_bytes: k.as_ref().ok().map(|k| k.mtu),
                 tbf_bits_per_second: k.as_ref().ok().and_then(|k| k.tbf_bits_per_second),
+                tbf_queue_seconds: k.as_ref().ok().and_then(|k| k.tbf_queue_seconds),
                 up: k.as_ref().ok().map(|k| k.up),
                 error: k.err().map(|e| e.to_string()),
             });

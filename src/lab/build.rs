@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cgroup::{self, CpuController};
-use super::spec::{self, LabSpec, MtuSetting, RateSetting, Topology, PREFIX_LEN, ROUTER};
+use super::spec::{self, LabSpec, MtuSetting, QueueSetting, RateSetting, Topology, PREFIX_LEN, ROUTER};
 use super::state::{self, LabState};
 use super::sys;
 use super::LabError;
@@ -137,7 +137,13 @@ fn build(
             sys::ip_in(&netns, &["addr", "add", &addr, "dev", &end.ifname])?;
             sys::ip_in(&netns, &["link", "set", "dev", &end.ifname, "up"])?;
             if end.rate_bits_per_second.is_some() {
-                sys::set_tbf(&netns, &end.ifname, end.rate_bits_per_second, link.mtu)?;
+                sys::set_tbf(
+                    &netns,
+                    &end.ifname,
+                    end.rate_bits_per_second,
+                    link.mtu,
+                    end.queue_seconds,
+                )?;
             }
         }
     }
@@ -372,12 +378,21 @@ pub fn load_complete(name: &str) -> Result<LabState, LabError> {
     }
 }
 
-/// Changes MTUs and rate limits of a running lab (in the kernel and in its
-/// state file). MTU changes re-apply the tbf of the link, whose bucket
-/// depends on the MTU.
-pub fn set(state: &mut LabState, mtu: &[MtuSetting], rate: &[RateSetting]) -> Result<(), LabError> {
-    let mut changed_mtu = spec::apply_mtu(state, mtu)?;
-    let mut changed_rate = spec::apply_rate(state, rate)?;
+/// Changes MTUs, rate limits and router queues of a running lab (in the
+/// kernel and in its state file). MTU changes re-apply the tbf of the
+/// link, whose bucket depends on the MTU.
+pub fn set(
+    state: &mut LabState,
+    mtu: &[MtuSetting],
+    rate: &[RateSetting],
+    queue: &[QueueSetting],
+) -> Result<(), LabError> {
+    // Checked on a copy first: a refused setting changes nothing.
+    let mut next = state.clone();
+    let mut changed_mtu = spec::apply_mtu(&mut next, mtu)?;
+    let mut changed_rate = spec::apply_rate(&mut next, rate)?;
+    changed_rate.extend(spec::apply_queue(&mut next, queue)?);
+    *state = next;
     let needs_tc = !changed_rate.is_empty()
         || changed_mtu.iter().any(|&id| {
             state.links[id - 1]
@@ -410,6 +425,7 @@ pub fn set(state: &mut LabState, mtu: &[MtuSetting], rate: &[RateSetting]) -> Re
             &end.ifname,
             end.rate_bits_per_second,
             link.mtu,
+            end.queue_seconds,
         )?;
     }
     state.save()

@@ -29,7 +29,7 @@ pub fn client_env(state: &LabState, host: &str) -> LabEnv {
                         rate_bits_per_second: r.rate_bits_per_second,
                         queue_seconds: r
                             .rate_bits_per_second
-                            .map(|bits| tbf_sizes(bits, link.mtu).queue_seconds(bits)),
+                            .map(|bits| tbf_sizes(bits, link.mtu, r.queue_seconds).queue_seconds(bits)),
                         mtu: link.mtu,
                     });
                     EnvLink {
@@ -59,10 +59,14 @@ pub fn client_vars(state: &LabState, host: &str) -> [(&'static str, String); 2] 
 
 #[cfg(test)]
 mod tests {
-    use super::super::spec::{layout, parse_rate_setting, LabSpec, Topology};
+    use super::super::spec::{layout, parse_queue_setting, parse_rate_setting, LabSpec, Topology};
     use super::*;
 
     fn lab(topology: Topology, rate: &[&str]) -> LabState {
+        lab_queued(topology, rate, &[])
+    }
+
+    fn lab_queued(topology: Topology, rate: &[&str], queue: &[&str]) -> LabState {
         layout(&LabSpec {
             name: "demo".into(),
             hosts: 3,
@@ -70,6 +74,7 @@ mod tests {
             topology,
             mtu: vec![],
             rate: rate.iter().map(|r| parse_rate_setting(r).unwrap()).collect(),
+            queue: queue.iter().map(|q| parse_queue_setting(q).unwrap()).collect(),
             cpu_limits: vec![],
             agent_port: Some(5310),
         })
@@ -87,14 +92,26 @@ mod tests {
         assert_eq!(path.router_netns, "nicbench-demo-r");
         assert_eq!(path.toward_peer.iface, state.links[1].end_of("r").unwrap().ifname);
         assert_eq!(path.toward_peer.rate_bits_per_second, Some(50_000_000));
+        // The default queue: 20 ms of the rate in all (125000 B), less the
+        // 25000 B bucket, at 50 Mbit/s.
         let queue = path.toward_peer.queue_seconds.unwrap();
-        assert!((queue - 0.02).abs() < 1e-9, "{queue}");
+        assert!((queue - 0.016).abs() < 1e-9, "{queue}");
         assert_eq!(path.toward_peer.mtu, 1500);
         assert_eq!(path.toward_me.iface, state.links[0].end_of("r").unwrap().ifname);
         assert_eq!(
             (path.toward_me.rate_bits_per_second, path.toward_me.queue_seconds),
             (None, None)
         );
+    }
+
+    #[test]
+    fn a_router_queue_reaches_the_clients_as_set() {
+        let state = lab_queued(Topology::ViaRouter, &["100mbit"], &["200ms", "1:a=5ms"]);
+        let env = LabEnv::parse("demo", &client_env(&state, "a").to_json()).unwrap();
+        let b = state.links[1].end_of("b").unwrap().address;
+        let path = env.path_to(b.into()).unwrap();
+        assert!((path.toward_peer.queue_seconds.unwrap() - 0.2).abs() < 1e-9, "{path:?}");
+        assert!((path.toward_me.queue_seconds.unwrap() - 0.005).abs() < 1e-9, "{path:?}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The lab: an emulated testbed of hosts and links on one machine. Hosts are
 //! network namespaces joined by veth links (MTU per link, optional tbf rate
 //! limit per link and direction), directly or through a router namespace
-//! that carries the limits on its egress; optionally a CPU limit per host;
+//! that carries the limits on its egress, with a queue length of choice; optionally a CPU limit per host;
 //! an agent (`nicbench serve`) in every host; host names resolve inside the
 //! lab. Used by `nicbench lab` and by the integration tests.
 //!
@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 
 pub use build::{all_lab_names, down, existing_netns, host_command, load_complete, set, up, uts_hostname, AgentLaunch};
-pub use spec::{CpuLimit, LabSpec, LinkSelector, MtuSetting, RateSetting, Topology};
+pub use spec::{CpuLimit, LabSpec, LinkSelector, MtuSetting, QueueSetting, RateSetting, Topology};
 pub use state::{HostState, LabState, LinkEnd, LinkState};
 pub use sys::KernelLink;
 
@@ -155,6 +155,29 @@ impl LabBuilder {
         });
         self
     }
+    /// Router queue length on every link (how long the router's tbf may
+    /// hold a packet); needs [`Self::via_router`] and a rate.
+    pub fn queue(mut self, seconds: f64) -> Self {
+        self.spec.queue.push(QueueSetting {
+            select: LinkSelector {
+                link: None,
+                towards: None,
+            },
+            seconds: Some(seconds),
+        });
+        self
+    }
+    /// Router queue length on link `link` for the traffic towards `towards`.
+    pub fn link_queue(mut self, link: usize, towards: &str, seconds: f64) -> Self {
+        self.spec.queue.push(QueueSetting {
+            select: LinkSelector {
+                link: Some(link),
+                towards: Some(towards.to_string()),
+            },
+            seconds: Some(seconds),
+        });
+        self
+    }
     /// Limits the processes started in `host` to `percent` of one core.
     pub fn cpu_limit(mut self, host: &str, percent: f64) -> Self {
         self.spec.cpu_limits.push(CpuLimit {
@@ -223,6 +246,7 @@ impl Lab {
                 topology: Topology::Direct,
                 mtu: Vec::new(),
                 rate: Vec::new(),
+                queue: Vec::new(),
                 cpu_limits: Vec::new(),
                 agent_port: Some(crate::protocol::DEFAULT_PORT),
             },
@@ -279,7 +303,7 @@ impl Lab {
 
     /// Sets the MTU of every link (`link` None) or of one link.
     pub fn set_mtu(&mut self, link: Option<usize>, mtu: u32) -> Result<(), LabError> {
-        set(&mut self.state, &[MtuSetting { link, mtu }], &[])
+        set(&mut self.state, &[MtuSetting { link, mtu }], &[], &[])
     }
 
     /// Sets (or with None removes) a rate limit, as [`LabBuilder::rate`] or
@@ -292,7 +316,14 @@ impl Lab {
                 select,
                 bits_per_second,
             }],
+            &[],
         )
+    }
+
+    /// Sets (or with None puts back to the default) a router queue length,
+    /// as [`LabBuilder::queue`] or [`LabBuilder::link_queue`] would.
+    pub fn set_queue(&mut self, select: LinkSelector, seconds: Option<f64>) -> Result<(), LabError> {
+        set(&mut self.state, &[], &[], &[QueueSetting { select, seconds }])
     }
 
     /// What the kernel reports for `host`'s end of link `link`.

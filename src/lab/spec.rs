@@ -21,6 +21,10 @@ pub const MAX_LINKS: usize = 8;
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
 /// Slowest rate limit accepted (tbf needs at least a few packets per second).
 pub const MIN_RATE_BITS_PER_SECOND: u64 = 8_000;
+/// Shortest and longest router queue (`--queue`), in seconds.
+pub const QUEUE_SECONDS_RANGE: std::ops::RangeInclusive<f64> = 0.001..=10.0;
+/// Largest tbf queue in bytes (the kernel keeps the limit in 32 bits).
+pub const MAX_QUEUE_BYTES: u64 = u32::MAX as u64;
 /// Name of the router host in a via-router lab.
 pub const ROUTER: &str = "r";
 
@@ -58,6 +62,14 @@ pub struct RateSetting {
     pub bits_per_second: Option<u64>,
 }
 
+/// `--queue [LINK[:HOST]=]TIME`: how long the router's tbf may hold a
+/// packet (tc's `latency`); `seconds` None goes back to the default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSetting {
+    pub select: LinkSelector,
+    pub seconds: Option<f64>,
+}
+
 /// `--cpu-limit HOST=PERCENT`: percent of one core (150 = one and a half).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpuLimit {
@@ -74,6 +86,8 @@ pub struct LabSpec {
     pub topology: Topology,
     pub mtu: Vec<MtuSetting>,
     pub rate: Vec<RateSetting>,
+    /// Router queue lengths, applied after the rates.
+    pub queue: Vec<QueueSetting>,
     pub cpu_limits: Vec<CpuLimit>,
     /// Control port of the agent in each host; None: no agents.
     pub agent_port: Option<u16>,
@@ -233,6 +247,60 @@ pub fn parse_rate_setting(input: &str) -> Result<RateSetting, LabError> {
     })
 }
 
+/// Parses a queue length with its unit (`200ms`, `0.2s`, `5000us`), 1 ms
+/// to 10 s, or `default`/`none` for the default sizing.
+pub fn parse_queue(input: &str) -> Result<Option<f64>, LabError> {
+    const HINT: &str = "expected a time with its unit from 1ms to 10s, e.g. 200ms or 0.5s ('default' for the \
+                        default queue)";
+    let trimmed = input.trim();
+    if matches!(trimmed.to_ascii_lowercase().as_str(), "default" | "none") {
+        return Ok(None);
+    }
+    // A bare number is ambiguous between seconds and milliseconds.
+    if !trimmed.ends_with(|c: char| c.is_ascii_alphabetic()) {
+        return Err(invalid("--queue", input, HINT));
+    }
+    let seconds = crate::units::parse_duration(trimmed)
+        .map_err(|_| invalid("--queue", input, HINT))?
+        .as_secs_f64();
+    if !QUEUE_SECONDS_RANGE.contains(&seconds) {
+        return Err(invalid("--queue", input, HINT));
+    }
+    Ok(Some(seconds))
+}
+
+/// Parses `--queue TIME`, `--queue LINK=TIME` or `--queue LINK:HOST=TIME`.
+pub fn parse_queue_setting(input: &str) -> Result<QueueSetting, LabError> {
+    // The same selector grammar as --rate.
+    let Some((select, time)) = input.split_once('=') else {
+        return Ok(QueueSetting {
+            select: LinkSelector {
+                link: None,
+                towards: None,
+            },
+            seconds: parse_queue(input)?,
+        });
+    };
+    let (link, towards) = match select.split_once(':') {
+        Some((link, host)) => (link, Some(host.trim().to_string())),
+        None => (select, None),
+    };
+    if towards.as_deref() == Some("") {
+        return Err(invalid(
+            "--queue",
+            input,
+            "expected LINK:HOST=TIME, e.g. 1:b=200ms (the router's queue toward b)",
+        ));
+    }
+    Ok(QueueSetting {
+        select: LinkSelector {
+            link: Some(parse_link_number("--queue", input, link)?),
+            towards,
+        },
+        seconds: parse_queue(time)?,
+    })
+}
+
 /// Parses `--cpu-limit HOST=PERCENT` (`a=25%`, `a=25`, `a=150%`).
 pub fn parse_cpu_limit(input: &str) -> Result<CpuLimit, LabError> {
     const HINT: &str = "expected HOST=PERCENT of one core, e.g. a=25% (1% to 6400%)";
@@ -318,6 +386,7 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
                 ifname: ifname(host),
                 address: link_address(id, e, spec.topology),
                 rate_bits_per_second: None,
+                queue_seconds: None,
             };
             let ends = [end(x, 0), end(y, 1)];
             LinkState { id, mtu: 1500, ends }
@@ -326,6 +395,7 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
     let mut state = LabState::new(&spec.name, spec.topology, hosts, links, spec.agent_port);
     apply_mtu(&mut state, &spec.mtu)?;
     apply_rate(&mut state, &spec.rate)?;
+    apply_queue(&mut state, &spec.queue)?;
     for limit in &spec.cpu_limits {
         let host = state
             .host_mut(&limit.host)
@@ -403,8 +473,89 @@ pub fn apply_rate(state: &mut LabState, settings: &[RateSetting]) -> Result<Vec<
             };
             for i in ends {
                 link.ends[i].rate_bits_per_second = setting.bits_per_second;
+                // A queue length belongs to the shaper it sizes.
+                if setting.bits_per_second.is_none() {
+                    link.ends[i].queue_seconds = None;
+                }
                 changed.push((link.id, i));
             }
+        }
+    }
+    Ok(changed)
+}
+
+/// Applies router queue settings to a layout, in order, after the rates:
+/// the same selection as a rate without direction (the router's end) or
+/// toward a host. Refused in a lab without a router, and on an end without
+/// a rate (a queue sizes a shaper). Returns the `(link, end)` pairs that changed.
+pub fn apply_queue(state: &mut LabState, settings: &[QueueSetting]) -> Result<Vec<(usize, usize)>, LabError> {
+    let mut changed = Vec::new();
+    for setting in settings {
+        let text = || {
+            setting
+                .seconds
+                .map_or("default".to_string(), |s| format!("{}ms", s * 1e3))
+        };
+        if state.topology != Topology::ViaRouter {
+            return Err(invalid(
+                "--queue",
+                &text(),
+                "the queue is the router's: build the lab with --via-router and --rate",
+            ));
+        }
+        if let Some(link) = setting.select.link {
+            check_link(state, "--queue", link)?;
+        }
+        for link in state
+            .links
+            .iter_mut()
+            .filter(|l| setting.select.link.is_none() || setting.select.link == Some(l.id))
+        {
+            let end = match &setting.select.towards {
+                Some(host) => match link.ends.iter().position(|e| &e.host == host) {
+                    Some(i) => 1 - i,
+                    None => {
+                        let hosts = format!("{} and {}", link.ends[0].host, link.ends[1].host);
+                        return Err(invalid(
+                            "--queue",
+                            host,
+                            format!("unknown host for link {}; it joins {hosts}", link.id),
+                        ));
+                    }
+                },
+                None => link
+                    .ends
+                    .iter()
+                    .position(|e| e.host == ROUTER)
+                    .expect("a link to the router"),
+            };
+            let (mtu, id, toward) = (link.mtu, link.id, link.ends[1 - end].host.clone());
+            let e = &mut link.ends[end];
+            let Some(bits) = e.rate_bits_per_second else {
+                if setting.seconds.is_none() {
+                    continue;
+                }
+                return Err(invalid(
+                    "--queue",
+                    &text(),
+                    format!("link {id} toward {toward} has no rate limit, so no queue to size: give it a --rate"),
+                ));
+            };
+            if let Some(seconds) = setting.seconds {
+                let bytes = tbf_sizes(bits, mtu, Some(seconds)).limit_bytes;
+                if bytes > MAX_QUEUE_BYTES {
+                    return Err(invalid(
+                        "--queue",
+                        &text(),
+                        format!(
+                            "at {} that is {bytes} B, more than a tbf holds ({MAX_QUEUE_BYTES} B): give a shorter queue",
+                            crate::units::Rate(bits as f64)
+                        ),
+                    ));
+                }
+            }
+            e.queue_seconds = setting.seconds;
+            changed.push((id, end));
         }
     }
     Ok(changed)
@@ -418,19 +569,24 @@ pub struct TbfSizes {
 }
 
 impl TbfSizes {
-    /// How long the queue holds at `bits_per_second`, in seconds.
+    /// How long a packet may wait in the tbf at `bits_per_second`: the
+    /// queue beyond the bucket, over the rate (what tc calls its latency).
     pub fn queue_seconds(&self, bits_per_second: u64) -> f64 {
-        self.limit_bytes as f64 * 8.0 / bits_per_second.max(1) as f64
+        self.limit_bytes.saturating_sub(self.burst_bytes) as f64 * 8.0 / bits_per_second.max(1) as f64
     }
 }
 
 /// The tbf of a link shaped to `bits_per_second` with MTU `mtu`: the bucket
-/// holds 4 ms at the rate but at least 4 frames; the queue holds 20 ms (at
-/// least 64 KB), beyond which packets are dropped.
-pub fn tbf_sizes(bits_per_second: u64, mtu: u32) -> TbfSizes {
+/// holds 4 ms at the rate but at least 4 frames; the queue holds `queue`
+/// seconds beyond the bucket (tc's `latency`), by default 20 ms of the rate
+/// in all (at least 64 KB and twice the bucket), beyond which packets are dropped.
+pub fn tbf_sizes(bits_per_second: u64, mtu: u32, queue: Option<f64>) -> TbfSizes {
     let bytes_per_second = bits_per_second / 8;
     let burst_bytes = (bytes_per_second / 250).max(4 * (mtu as u64 + 14)).max(3000);
-    let limit_bytes = (bytes_per_second / 50).max(65536).max(2 * burst_bytes);
+    let limit_bytes = match queue {
+        Some(seconds) => burst_bytes + (bytes_per_second as f64 * seconds).round() as u64,
+        None => (bytes_per_second / 50).max(65536).max(2 * burst_bytes),
+    };
     TbfSizes {
         burst_bytes,
         limit_bytes,
@@ -497,6 +653,7 @@ mod tests {
             topology,
             mtu: vec![],
             rate: vec![],
+            queue: vec![],
             cpu_limits: vec![],
             agent_port: Some(5310),
         }
@@ -539,6 +696,68 @@ mod tests {
         assert_eq!(parse_netns_name(&ns), Some(("t42-7", "b")));
         assert_eq!(parse_netns_name("other-ns"), None);
         assert_eq!(parse_netns_name("nicbench-x"), None);
+    }
+
+    #[test]
+    fn queue_lengths_need_a_unit_a_range_a_router_and_a_rate() {
+        assert_eq!(parse_queue("200ms").unwrap(), Some(0.2));
+        assert_eq!(parse_queue("0.5s").unwrap(), Some(0.5));
+        assert_eq!(parse_queue("default").unwrap(), None);
+        for bad in ["200", "0.2", "0ms", "500us", "11s", "fast", "-5ms", ""] {
+            let e = parse_queue(bad).unwrap_err().to_string();
+            assert!(e.contains("--queue") && e.contains("1ms to 10s"), "{bad}: {e}");
+        }
+        let q = parse_queue_setting("2:b=5ms").unwrap();
+        assert_eq!(
+            (q.select.link, q.select.towards.as_deref(), q.seconds),
+            (Some(2), Some("b"), Some(0.005))
+        );
+        assert!(parse_queue_setting("0=5ms").is_err());
+        assert!(parse_queue_setting("1:=5ms").is_err());
+
+        let mut routed = spec(2, 1, Topology::ViaRouter);
+        routed.rate = vec![parse_rate_setting("100mbit").unwrap()];
+        routed.queue = vec![
+            parse_queue_setting("200ms").unwrap(),
+            parse_queue_setting("1:a=5ms").unwrap(),
+        ];
+        let state = layout(&routed).unwrap();
+        // Link 1 joins a and r: the router's end (toward a) got 5 ms; link 2's router end 200 ms.
+        assert_eq!(state.links[0].end_of(ROUTER).unwrap().queue_seconds, Some(0.005));
+        assert_eq!(state.links[1].end_of(ROUTER).unwrap().queue_seconds, Some(0.2));
+        assert_eq!(state.links[1].end_of("b").unwrap().queue_seconds, None);
+
+        let mut direct = spec(2, 1, Topology::Direct);
+        direct.rate = routed.rate.clone();
+        direct.queue = vec![parse_queue_setting("200ms").unwrap()];
+        let e = layout(&direct).unwrap_err().to_string();
+        assert!(e.contains("--via-router"), "{e}");
+        let mut unshaped = spec(2, 1, Topology::ViaRouter);
+        unshaped.queue = vec![parse_queue_setting("200ms").unwrap()];
+        let e = layout(&unshaped).unwrap_err().to_string();
+        assert!(e.contains("no rate limit") && e.contains("--rate"), "{e}");
+        let mut huge = routed.clone();
+        huge.rate = vec![parse_rate_setting("100G").unwrap()];
+        huge.queue = vec![parse_queue_setting("10s").unwrap()];
+        let e = layout(&huge).unwrap_err().to_string();
+        assert!(e.contains("more than a tbf holds"), "{e}");
+        // Removing the rate removes its queue.
+        let mut state = layout(&routed).unwrap();
+        apply_rate(&mut state, &[parse_rate_setting("none").unwrap()]).unwrap();
+        assert!(state
+            .links
+            .iter()
+            .all(|l| l.ends.iter().all(|e| e.queue_seconds.is_none())));
+    }
+
+    #[test]
+    fn the_tbf_queue_is_the_time_beyond_the_bucket() {
+        let default = tbf_sizes(100_000_000, 1500, None);
+        assert_eq!((default.burst_bytes, default.limit_bytes), (50_000, 250_000));
+        assert!((default.queue_seconds(100_000_000) - 0.016).abs() < 1e-12);
+        let deep = tbf_sizes(100_000_000, 1500, Some(0.2));
+        assert_eq!((deep.burst_bytes, deep.limit_bytes), (50_000, 2_550_000));
+        assert!((deep.queue_seconds(100_000_000) - 0.2).abs() < 1e-12);
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct LinkEnd {
     pub address: Ipv4Addr,
     /// tbf limit on this interface's egress (traffic leaving this end).
     pub rate_bits_per_second: Option<u64>,
+    /// How long that tbf may hold a packet (`--queue`); None: the default sizing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_seconds: Option<f64>,
 }
 
 impl HostState {
@@ -221,7 +224,7 @@ pub fn saved_lab_names() -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::spec::{layout, parse_cpu_limit, parse_rate_setting, LabSpec};
+    use super::super::spec::{layout, parse_cpu_limit, parse_queue_setting, parse_rate_setting, LabSpec};
     use super::*;
 
     #[test]
@@ -233,6 +236,7 @@ mod tests {
             topology: Topology::ViaRouter,
             mtu: vec![],
             rate: vec![parse_rate_setting("100mbit").unwrap()],
+            queue: vec![parse_queue_setting("200ms").unwrap()],
             cpu_limits: vec![parse_cpu_limit("a=25%").unwrap()],
             agent_port: None,
         };
@@ -242,6 +246,7 @@ mod tests {
         let text = state.to_json();
         assert!(text.contains("\"rate_bits_per_second\": 100000000"), "{text}");
         assert!(text.contains("\"topology\": \"via_router\""), "{text}");
+        assert!(text.contains("\"queue_seconds\": 0.2"), "{text}");
         let back = LabState::from_json(&text, Path::new("x.json")).unwrap();
         assert_eq!(back, state);
     }
@@ -259,6 +264,7 @@ mod tests {
             topology: Topology::Direct,
             mtu: vec![],
             rate: vec![],
+            queue: vec![],
             cpu_limits: vec![],
             agent_port: None,
         };

@@ -133,12 +133,14 @@ pub fn terminate(pids: &[i32], grace: Duration) {
     }
 }
 
-/// What the kernel reports for an interface: MTU and tbf rate (if any).
+/// What the kernel reports for an interface: MTU, tbf rate and queue (if any).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelLink {
     pub mtu: u32,
     pub up: bool,
     pub tbf_bits_per_second: Option<u64>,
+    /// How long the tbf may hold a packet (tc's `lat`).
+    pub tbf_queue_seconds: Option<f64>,
 }
 
 /// Reads back an interface's MTU, state and root tbf rate from the kernel.
@@ -162,20 +164,19 @@ pub fn kernel_link(netns: &str, ifname: &str) -> Result<KernelLink, LabError> {
         .as_array()
         .into_iter()
         .flatten()
-        .find(|q| q["kind"] == "tbf" && q["root"] == true)
-        // tc's JSON gives the rate in bytes per second.
-        .and_then(|q| q["options"]["rate"].as_u64())
-        .map(|bytes| bytes * 8);
+        .find(|q| q["kind"] == "tbf" && q["root"] == true);
     Ok(KernelLink {
         mtu: link["mtu"].as_u64().unwrap_or(0) as u32,
         up: link["flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "UP")),
-        tbf_bits_per_second: tbf,
+        // tc's JSON gives the rate in bytes per second, the latency in microseconds.
+        tbf_bits_per_second: tbf.and_then(|q| q["options"]["rate"].as_u64()).map(|bytes| bytes * 8),
+        tbf_queue_seconds: tbf.and_then(|q| q["options"]["lat"].as_f64()).map(|us| us / 1e6),
     })
 }
 
 /// Sets (or with `None` removes) the root tbf of an interface, sized by
-/// [`super::spec::tbf_sizes`].
-pub fn set_tbf(netns: &str, ifname: &str, rate: Option<u64>, mtu: u32) -> Result<(), LabError> {
+/// [`super::spec::tbf_sizes`] (`queue`: how long it may hold a packet).
+pub fn set_tbf(netns: &str, ifname: &str, rate: Option<u64>, mtu: u32, queue: Option<f64>) -> Result<(), LabError> {
     let Some(bits) = rate else {
         // Deleting a qdisc that is not there fails; only delete an existing tbf.
         if kernel_link(netns, ifname)?.tbf_bits_per_second.is_some() {
@@ -183,7 +184,7 @@ pub fn set_tbf(netns: &str, ifname: &str, rate: Option<u64>, mtu: u32) -> Result
         }
         return Ok(());
     };
-    let sizes = super::spec::tbf_sizes(bits, mtu);
+    let sizes = super::spec::tbf_sizes(bits, mtu, queue);
     let (rate, burst, limit) = (
         format!("{bits}bit"),
         sizes.burst_bytes.to_string(),

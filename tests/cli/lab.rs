@@ -191,6 +191,19 @@ fn cli_refuses_bad_values_naming_the_option() {
         (vec!["lab", "up", "Bad_Name"], "a-z, 0-9"),
         (vec!["lab", "up", "x", "--cpu-limit", "a"], "HOST=PERCENT"),
         (vec!["lab", "up", "x", "--hosts", "1"], "--hosts"),
+        (
+            vec!["lab", "up", "x", "--via-router", "--rate", "1G", "--queue", "200"],
+            "1ms to 10s",
+        ),
+        (
+            vec!["lab", "up", "x", "--via-router", "--rate", "1G", "--queue", "20s"],
+            "1ms to 10s",
+        ),
+        (
+            vec!["lab", "up", "x", "--rate", "1G", "--queue", "200ms"],
+            "--via-router",
+        ),
+        (vec!["lab", "up", "x", "--via-router", "--queue", "200ms"], "--rate"),
     ] {
         let out = nicbench(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -413,6 +426,69 @@ fn a_client_behind_the_router_gets_its_line_rate_from_the_router_without_link_sp
     // --link-speed still wins.
     let run = tcp_json(&lab, "a", &["b", "-t", "1", "--link-speed", "1G"]);
     assert_eq!(run["line_rate"]["link_speed_source"], "option");
+}
+
+/// The router's tbf latency on `iface`, in microseconds, as tc reads it back.
+fn router_queue_us(lab: &str, iface: &str) -> u64 {
+    let out = Command::new("tc")
+        .args(["-n", &format!("nicbench-{lab}-r"), "-j", "qdisc", "show", "dev", iface])
+        .output()
+        .unwrap();
+    let qdiscs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tbf = qdiscs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["kind"] == "tbf")
+        .unwrap_or_else(|| panic!("{qdiscs}"));
+    tbf["options"]["lat"].as_u64().unwrap_or_else(|| panic!("{tbf}"))
+}
+
+#[test]
+fn the_router_queue_is_set_as_asked_shown_and_changed() {
+    require_lab!();
+    let name = lab::spec::unique_name();
+    let _guard = CliLab(name.clone());
+    // Link 1 joins a and r (the router's eth0), link 2 b and r (eth1).
+    let shown = ok(&[
+        "lab",
+        "up",
+        &name,
+        "--via-router",
+        "--rate",
+        "100mbit",
+        "--queue",
+        "200ms",
+        "--queue",
+        "1:a=5ms",
+        "--no-agents",
+    ]);
+    assert_eq!(router_queue_us(&name, "eth1"), 200_000);
+    assert_eq!(router_queue_us(&name, "eth0"), 5_000);
+    assert!(shown.contains("r -> b: 100.00 Mbit/s, queue 200 ms"), "{shown}");
+    assert!(shown.contains("r -> a: 100.00 Mbit/s, queue 5 ms"), "{shown}");
+    let status: Value = serde_json::from_str(&ok(&["lab", "status", &name, "--json"])).unwrap();
+    let toward_b = status["lab"]["links"][1]["ends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["host"] == "r")
+        .unwrap()
+        .clone();
+    assert_eq!(toward_b["queue_seconds"], 0.2, "{toward_b}");
+    ok(&["lab", "set", &name, "--queue", "2:b=50ms"]);
+    assert_eq!(router_queue_us(&name, "eth1"), 50_000);
+    // A changed rate keeps the queue's time.
+    ok(&["lab", "set", &name, "--rate", "2:b=50mbit"]);
+    assert_eq!(router_queue_us(&name, "eth1"), 50_000);
+    let refused = nicbench(&["lab", "set", &name, "--queue", "1:r=5ms"]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("no rate limit"), "{}", stderr(&refused));
+    assert_eq!(
+        router_queue_us(&name, "eth0"),
+        5_000,
+        "a refused change changed nothing"
+    );
 }
 
 /// CPU seconds (user + system) a process has used, from /proc/PID/stat.
