@@ -3,10 +3,23 @@
 #
 #   bench/tcp-vs-peers.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds, 5 s per test)
 #   NICBENCH_BEFORE=/tmp/old/nicbench bench/tcp-vs-peers.sh 3 3
+#   IPERF3_SRC=/tmp/iperf3-src bench/tcp-vs-peers.sh fast 3 5
 #
 # With NICBENCH_BEFORE (another build of nicbench, e.g. from `git worktree add /tmp/old
 # COMMIT`), that binary runs too, against its own agent, in the same rotation: a
 # restructuring is checked by the ratio now / before, measured side by side.
+#
+# `fast` compares the fast paths with upstream iperf3, one stream: copy, zero-copy send
+# (`-Z` both), discarding receive (`--discard` / `--skip-rx-copy`) and both, each round
+# running every mode of both tools in turn. It prints medians and spread of the
+# throughput and the sender's (client's) CPU seconds per GB received (its rusage), with
+# the receiver's (server's, from /proc) beside it.
+#
+# Upstream iperf3 is built when asked, never committed: IPERF3_SRC=DIR names a source
+# tree (built into IPERF3_PREFIX, default /tmp/iperf3-bin, unless already built there)
+# or a git directory (e.g. the bare copy a `fetch` of github:esnet/iperf gives), whose
+# latest release tag (3.N, or IPERF3_TAG) is exported into /tmp/iperf3-src first.
+# Without IPERF3_SRC the `iperf3` on PATH runs (Debian's may be older).
 #
 # For 1 and 2 streams, each round runs every tool once, in turn, so drifts of the
 # machine hit all of them alike. Throughput is what each tool reports at the receiver;
@@ -16,16 +29,41 @@
 # the ratio nicbench / best peer. Needs iperf3 and nuttcp (apt-get install iperf3 nuttcp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+MODE=peers
+if [ "${1:-}" = fast ]; then MODE=fast; shift; fi
 ROUNDS=${1:-5}
 SECONDS_PER_TEST=${2:-5}
-for tool in iperf3 nuttcp python3; do
-  command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install $tool" >&2; exit 1; }
+IPERF3=iperf3
+if [ -n "${IPERF3_SRC:-}" ]; then
+  prefix=${IPERF3_PREFIX:-/tmp/iperf3-bin}
+  src=$IPERF3_SRC
+  if git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 && [ ! -f "$src/configure" ]; then
+    tag=${IPERF3_TAG:-$(git --git-dir="$src" tag | grep -E '^3\.[0-9]+$' | sort -V | tail -1)}
+    [ -n "$tag" ] || { echo "no iperf3 release tag (3.N) in $src" >&2; exit 1; }
+    src=/tmp/iperf3-src
+    if [ ! -f "$src/configure" ]; then
+      echo "exporting iperf3 $tag from $IPERF3_SRC into $src" >&2
+      mkdir -p "$src" && git --git-dir="$IPERF3_SRC" archive "$tag" | tar x -C "$src"
+    fi
+  fi
+  [ -f "$src/configure" ] || { echo "IPERF3_SRC=$IPERF3_SRC is neither an iperf3 source tree nor a git directory" >&2; exit 1; }
+  if [ ! -x "$prefix/bin/iperf3" ]; then
+    echo "building iperf3 from $src into $prefix" >&2
+    (cd "$src" && ./configure --prefix="$prefix" >/dev/null && make -j2 >/dev/null && make install >/dev/null)
+  fi
+  IPERF3=$prefix/bin/iperf3
+  export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+needed="python3 $IPERF3"
+[ "$MODE" = peers ] && needed="$needed nuttcp"
+for tool in $needed; do
+  command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install $(basename "$tool")" >&2; exit 1; }
 done
 cargo build --release --quiet
-exec python3 - "$ROUNDS" "$SECONDS_PER_TEST" <<'PY'
-import json, os, re, signal, statistics, subprocess, sys, time
+exec python3 - "$MODE" "$ROUNDS" "$SECONDS_PER_TEST" "$IPERF3" <<'PY'
+import json, os, re, resource, signal, statistics, subprocess, sys, time
 
-rounds, secs = int(sys.argv[1]), float(sys.argv[2])
+mode, rounds, secs, IPERF3 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 NB = "./target/release/nicbench"
 NB_PORT, IPERF_PORT, NUTTCP_CTL, NUTTCP_DATA, NB_BEFORE_PORT = 5410, 5411, 5412, 5413, 5420  # nuttcp -N n takes 5413..5413+n-1
 NB_BEFORE = os.environ.get("NICBENCH_BEFORE")
@@ -71,7 +109,7 @@ def iperf3(streams):
     def parse(s):
         d = json.loads(s)["end"]["sum_received"]
         return d["bits_per_second"], d["bytes"]
-    return measured(["iperf3", "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-P", str(streams), "-J"], parse)
+    return measured([IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-P", str(streams), "-J"], parse)
 
 def nuttcp(streams):
     def parse(s):
@@ -81,9 +119,95 @@ def nuttcp(streams):
     nuttcp_server()
     return measured(["nuttcp", "-T", str(secs), "-N", str(streams), "-P", str(NUTTCP_CTL), "-p", str(NUTTCP_DATA), "127.0.0.1"], parse)
 
+def proc_cpu_seconds(pid):
+    """User + system CPU of a running process, its exited threads included."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+def fast_paths():
+    """Copy, -Z, discard, both: nicbench and iperf3 alternating, one stream."""
+    agent = subprocess.Popen([NB, "serve", "-p", str(NB_PORT), "-B", "127.0.0.1"], stderr=subprocess.DEVNULL)
+    server = subprocess.Popen([IPERF3, "-s", "-p", str(IPERF_PORT), "-B", "127.0.0.1"], stdout=subprocess.DEVNULL)
+    pids = {"nicbench": agent.pid, "iperf3": server.pid}
+
+    def client(tool, extra):
+        if tool == "nicbench":
+            cmd = [NB, "tcp", "127.0.0.1", "-p", str(NB_PORT), "-t", str(secs), "--json", "--no-save", *extra]
+        else:
+            cmd = [IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-J", *extra]
+        server_before = proc_cpu_seconds(pids[tool])
+        # The servers are not reaped before the end: the children's usage
+        # grows by this client's alone.
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = child.communicate(timeout=secs * 4 + 30)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        if child.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed: {err.strip()[:300]}")
+        time.sleep(0.2)  # the server's last reads and report
+        server_cpu = proc_cpu_seconds(pids[tool]) - server_before
+        d = json.loads(out)
+        if tool == "nicbench":
+            bps, nbytes = d["sum"]["receiver"]["bits_per_second"], d["sum"]["receiver"]["bytes"]
+        else:
+            e = d["end"]["sum_received"]
+            bps, nbytes = e["bits_per_second"], e["bytes"]
+        return bps, client_cpu / (nbytes / 1e9), server_cpu / (nbytes / 1e9)
+
+    modes = [
+        ("copy", [], []),
+        ("zero-copy send (-Z)", ["-Z"], ["-Z"]),
+        ("discarding receive", ["--discard"], ["--skip-rx-copy"]),
+        ("-Z + discard", ["-Z", "--discard"], ["-Z", "--skip-rx-copy"]),
+    ]
+    version = subprocess.run([IPERF3, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    print(f"fast paths, loopback, 1 stream, {rounds} rounds x {secs:g} s, {version}, "
+          f"kernel {os.uname().release}, {os.cpu_count()} cores")
+    results = {}
+    try:
+        time.sleep(0.5)
+        for r in range(rounds):
+            line = []
+            for name, nb_args, ip_args in modes:
+                for tool, extra in (("nicbench", nb_args), ("iperf3", ip_args)):
+                    if extra is None:
+                        continue
+                    results.setdefault((name, tool), []).append(client(tool, extra))
+                    line.append(f"{name} {tool} {results[(name, tool)][-1][0] / 1e9:.1f}")
+                    time.sleep(0.3)
+            print(f"  round {r + 1}/{rounds}: " + ", ".join(line) + " Gbit/s", file=sys.stderr)
+    finally:
+        for p in (agent, server):
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=5)
+    med = lambda xs: statistics.median(xs)
+    print(f"\n  {'mode':<31} {'tool':<9} {'throughput':>12} {'spread':>13} {'sender CPU':>13} {'receiver CPU':>13}")
+    for name, _, _ in modes:
+        for tool in ("nicbench", "iperf3"):
+            rs = results.get((name, tool))
+            if not rs:
+                continue
+            bps = [x[0] for x in rs]
+            print(f"  {name:<31} {tool:<9} {med(bps) / 1e9:>6.2f} Gbit/s {min(bps) / 1e9:>6.2f}-{max(bps) / 1e9:<6.2f}"
+                  f" {med(x[1] for x in rs):>7.3f} s/GB {med(x[2] for x in rs):>7.3f} s/GB")
+    print()
+    for name, _, ip_args in modes:
+        if ip_args is None:
+            continue
+        a, b = results[(name, "nicbench")], results[(name, "iperf3")]
+        print(f"  {name:<31} nicbench / iperf3: throughput x{med(x[0] for x in a) / med(x[0] for x in b):.3f},"
+              f" sender CPU per GB x{med(x[1] for x in a) / med(x[1] for x in b):.2f},"
+              f" receiver CPU per GB x{med(x[2] for x in a) / med(x[2] for x in b):.2f}")
+
+if mode == "fast":
+    fast_paths()
+    sys.exit(0)
+
 servers = [
     subprocess.Popen([NB, "serve", "-p", str(NB_PORT), "-B", "127.0.0.1"], stderr=subprocess.DEVNULL),
-    subprocess.Popen(["iperf3", "-s", "-p", str(IPERF_PORT), "-B", "127.0.0.1"], stdout=subprocess.DEVNULL),
+    subprocess.Popen([IPERF3, "-s", "-p", str(IPERF_PORT), "-B", "127.0.0.1"], stdout=subprocess.DEVNULL),
     None,  # nuttcp's, started by nuttcp_server()
 ]
 
