@@ -13,7 +13,8 @@
 # (`-Z` both), discarding receive (`--discard` / `--skip-rx-copy`) and both, each round
 # running every mode of both tools in turn. It prints medians and spread of the
 # throughput and the sender's (client's) CPU seconds per GB received (its rusage), with
-# the receiver's (server's, from /proc) beside it.
+# the receiver's (server's, from /proc) beside it. nicbench's `--zerocopy=msg` runs too (iperf3
+# has no such mode; on loopback the kernel copies its pages anyway).
 #
 # Upstream iperf3 is built when asked, never committed: IPERF3_SRC=DIR names a source
 # tree (built into IPERF3_PREFIX, default /tmp/iperf3-bin, unless already built there)
@@ -161,6 +162,7 @@ def fast_paths():
         ("zero-copy send (-Z)", ["-Z"], ["-Z"]),
         ("discarding receive", ["--discard"], ["--skip-rx-copy"]),
         ("-Z + discard", ["-Z", "--discard"], ["-Z", "--skip-rx-copy"]),
+        ("MSG_ZEROCOPY (--zerocopy=msg)", ["--zerocopy=msg"], None),
     ]
     version = subprocess.run([IPERF3, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     print(f"fast paths, loopback, 1 stream, {rounds} rounds x {secs:g} s, {version}, "

@@ -110,7 +110,13 @@ pub fn start(
                 let message = plan.message_bytes;
                 Box::new(move |ctx: &StreamContext| {
                     let mut end = match transport {
-                        Transport::Tcp => crate::workload::tcp_stream::send_stream(socket, message, quota, false, ctx),
+                        Transport::Tcp => crate::workload::tcp_stream::send_stream(
+                            socket,
+                            message,
+                            quota,
+                            crate::workload::tcp_stream::SendPath::Copy,
+                            ctx,
+                        ),
                         Transport::Udp => iudp::send(
                             socket,
                             SendPlan {
@@ -132,7 +138,12 @@ pub fn start(
             (Role::Receiver, Transport::Tcp) => {
                 let message = plan.message_bytes;
                 Box::new(move |ctx: &StreamContext| {
-                    crate::workload::tcp_stream::receive_stream(socket, message, false, ctx)
+                    crate::workload::tcp_stream::receive_stream(
+                        socket,
+                        message,
+                        crate::workload::tcp_stream::ReceivePath::Copy,
+                        ctx,
+                    )
                 })
             }
             (Role::Receiver, Transport::Udp) => {

@@ -132,6 +132,100 @@ fn zerocopy_and_discard_move_the_same_bytes_and_are_recorded() {
 }
 
 #[test]
+fn each_send_and_receive_mode_is_recorded_in_the_spec_and_the_store() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let db = db.to_str().unwrap();
+    let schema = crate::result_schema::schema();
+    let cases: &[(&[&str], bool, Option<&str>, bool)] = &[
+        (&[], false, None, false),
+        (&["-Z"], true, Some("sendfile"), false),
+        (&["--zerocopy=sendfile"], true, Some("sendfile"), false),
+        (&["--zerocopy=msg"], true, Some("msg"), false),
+        (&["--discard"], false, None, true),
+        (&["--zerocopy=msg", "--discard", "-R"], true, Some("msg"), true),
+    ];
+    let port = agent.port_arg();
+    for (args, zerocopy, method, discard) in cases {
+        let mut argv = vec!["tcp", "127.0.0.1", "-p", &port, "-t", "0.3", "--db", db, "--json"];
+        argv.extend_from_slice(args);
+        let out = nicbench(&argv);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        crate::result_schema::assert_valid(&schema, &run, &format!("tcp {args:?}"));
+        let params = &run["spec"]["params"];
+        assert_eq!(params["zerocopy"], *zerocopy, "{args:?}: {params}");
+        assert_eq!(params["zerocopy_method"].as_str(), *method, "{args:?}: {params}");
+        assert_eq!(params["discard"], *discard, "{args:?}: {params}");
+        // The store gives back the document as printed, spec included.
+        let err = stderr(&out);
+        let id = err
+            .lines()
+            .find_map(|l| l.strip_prefix("saved as run "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("no 'saved as run' line: {err}"));
+        let shown = nicbench_json(&["show", id, "--db", db, "--json"]);
+        assert_eq!(shown["spec"], run["spec"], "{args:?}");
+    }
+}
+
+#[test]
+fn msg_zerocopy_collects_every_completion_and_says_loopback_copies() {
+    let agent = AgentProcess::start(&[]);
+    for direction in [&[][..], &["-R"][..]] {
+        let mut argv = vec!["-t", "0.5", "--zerocopy=msg"];
+        argv.extend_from_slice(direction);
+        let run = agent.run_json("tcp", &argv);
+        assert_ends_agree(&run);
+        let z = &run["streams"][0]["sender"]["tcp"]["msg_zerocopy"];
+        let sends = z["sends"].as_u64().unwrap();
+        assert!(sends > 0, "{z}");
+        // Every send's completion was read off the error queue: no page
+        // left pinned when the stream ended.
+        assert_eq!(z["completions"].as_u64(), Some(sends), "{z}");
+        assert!(run["streams"][0]["sender"]["error"].is_null(), "{run}");
+        // On loopback the kernel copies on delivery, and the result says so.
+        assert_eq!(z["copied"].as_u64(), Some(sends), "{z}");
+        assert!(z["note"].as_str().unwrap().contains("saved no copy"), "{z}");
+    }
+    let port = agent.port_arg();
+    let text = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.3",
+        "--zerocopy=msg",
+        "--no-save",
+    ]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("MSG_ZEROCOPY stream 1:") && l.contains("saved no copy")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_bad_zero_copy_method_is_refused_with_the_choices() {
+    for (bad, says) in [
+        ("--zerocopy=foo", "invalid value 'foo'"),
+        ("--zerocopy=", "a value is required"),
+    ] {
+        let out = nicbench(&["tcp", "127.0.0.1", "-t", "1", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(says) && err.contains("possible values: sendfile, msg"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn omit_excludes_the_warm_up() {
     let agent = AgentProcess::start(&[]);
     let run = agent.run_json("tcp", &["-t", "1", "-O", "0.5"]);

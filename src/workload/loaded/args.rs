@@ -59,7 +59,7 @@ pub struct LoadedOptions {
     /// Congestion control of the load streams.
     #[arg(short = 'C', long, value_name = "ALGO")]
     pub congestion: Option<String>,
-    /// Zero-copy send for the load streams: sendfile(2) from a memory file.
+    /// Zero-copy send for the load streams: sendfile(2) from a file in the page cache.
     #[arg(short = 'Z', long)]
     pub zerocopy: bool,
     /// Keep at most this many unsent bytes in a load stream's socket
@@ -87,6 +87,7 @@ impl WorkloadArgs for LoadedOptions {
                 nodelay: self.nodelay,
                 congestion: self.congestion.clone(),
                 zerocopy: self.zerocopy,
+                zerocopy_method: None,
                 discard: false,
             },
             notsent_lowat_bytes: self.notsent_lowat,

@@ -418,18 +418,18 @@ impl Side for LoadedSide {
                     Flow::ClientToAgent => Arc::clone(&upload_hold),
                     Flow::AgentToClient => Arc::clone(&download_hold),
                 };
-                let zerocopy = params.tcp.zerocopy;
+                let path = params.tcp.send_path();
                 (
                     Role::Sender,
                     Box::new(move |ctx: &StreamContext| {
-                        tcp_stream::send_stream_held(socket, message, None, zerocopy, Some(&hold), ctx)
+                        tcp_stream::send_stream_held(socket, message, None, path, Some(&hold), ctx)
                     }),
                 )
             } else {
-                let discard = params.tcp.discard;
+                let path = params.tcp.receive_path();
                 (
                     Role::Receiver,
-                    Box::new(move |ctx: &StreamContext| tcp_stream::receive_stream(socket, message, discard, ctx)),
+                    Box::new(move |ctx: &StreamContext| tcp_stream::receive_stream(socket, message, path, ctx)),
                 )
             };
             tasks.push(StreamTask {

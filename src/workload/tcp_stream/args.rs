@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::{TcpParams, TcpStream};
+use super::{TcpParams, TcpStream, ZeroCopyMethod};
 use crate::workload::args::{parse, Context, WorkloadArgs};
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -26,9 +26,12 @@ pub struct TcpOptions {
     /// Congestion control algorithm (see /proc/sys/net/ipv4/tcp_available_congestion_control).
     #[arg(short = 'C', long, value_name = "ALGO")]
     pub congestion: Option<String>,
-    /// Zero-copy send: sendfile(2) from a memory file instead of send(2).
-    #[arg(short = 'Z', long)]
-    pub zerocopy: bool,
+    /// Zero-copy send: `sendfile` (the default for -Z alone: sendfile(2)
+    /// from a file in the page cache) or `msg` (send(2) with MSG_ZEROCOPY;
+    /// on loopback and veth the kernel copies anyway).
+    #[arg(short = 'Z', long, value_name = "METHOD", num_args = 0..=1, require_equals = true,
+          default_missing_value = "sendfile", value_enum)]
+    pub zerocopy: Option<ZeroCopyMethod>,
     /// Discarding receive: recv with MSG_TRUNC, the kernel drops the data uncopied.
     #[arg(long)]
     pub discard: bool,
@@ -44,7 +47,8 @@ impl WorkloadArgs for TcpOptions {
             mss: self.mss,
             nodelay: self.nodelay,
             congestion: self.congestion.clone(),
-            zerocopy: self.zerocopy,
+            zerocopy: self.zerocopy.is_some(),
+            zerocopy_method: self.zerocopy,
             discard: self.discard,
         })
     }

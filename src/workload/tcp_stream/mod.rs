@@ -2,30 +2,36 @@
 //! either or both directions, like netperf TCP_STREAM and iperf3.
 //!
 //! Options of its own (in `TestSpec::params`): MSS, TCP_NODELAY, congestion
-//! control, zero-copy send through `sendfile` from a memfd, and discarding
-//! receive with `MSG_TRUNC` (the kernel drops the data without copying it).
-//! Both fast paths are recorded in the spec of the result, and what they
-//! did in the stream ends (`tcp`: [`TcpEnd`]).
+//! control, zero-copy send (`-Z`: `sendfile` from a file in the page cache,
+//! or `--zerocopy=msg`: `MSG_ZEROCOPY`), and discarding receive with
+//! `MSG_TRUNC` (the kernel drops the data without copying it). The fast
+//! paths are recorded in the spec of the result, and what they did in the
+//! stream ends (`tcp`: [`TcpEnd`]). The hot loops are in `send.rs`.
 
 pub mod args;
+mod send;
+pub mod zerocopy;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data_conn::{self, Configure};
-use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
+use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
 use super::{
-    Aborter, AgentNet, AgentSide, ClientNet, RunControl, Side, SideOptions, SideOutcome, SpecError, TestSpec, Workload,
-    WorkloadError,
+    Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOptions, SideOutcome, SpecError,
+    TestSpec, Workload, WorkloadError,
 };
 use crate::model::spec::out_of_range;
-use crate::model::{Flow, Party, Role};
+use crate::model::{Flow, Party, Role, TrialResult};
 use crate::probe::tcpinfo;
 use crate::protocol::limits::OfferedRate;
+pub(crate) use send::{receive_stream, send_stream, send_stream_held};
+pub use send::{ReceivePath, SendPath};
+pub use zerocopy::MsgZeroCopy;
 
 /// Key of the fast-path record of a stream end.
 pub const KEY: &str = "tcp";
@@ -34,9 +40,13 @@ pub const KEY: &str = "tcp";
 /// sender, `--discard` on the receiver): evidence, not the option echoed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TcpEnd {
-    /// sendfile(2) calls that moved bytes (`--zerocopy`, sender).
+    /// sendfile(2) calls that moved bytes (`-Z`, sender).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sendfile_calls: Option<u64>,
+    /// What MSG_ZEROCOPY did (`--zerocopy=msg`, sender): sends, their
+    /// completions, how many the kernel copied after all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_zerocopy: Option<MsgZeroCopy>,
     /// Whether the receive buffer was still never written at the end, i.e.
     /// the kernel discarded the data without copying it (`--discard`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,12 +66,46 @@ pub struct TcpParams {
     /// TCP_CONGESTION on both ends (the sender's matters).
     #[serde(default)]
     pub congestion: Option<String>,
-    /// Send with sendfile(2) from a memory file instead of send(2).
+    /// Send without the user-to-kernel copy, by `zerocopy_method`.
     #[serde(default)]
     pub zerocopy: bool,
+    /// How a zero-copy sender sends; absent (runs before it) = sendfile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy_method: Option<ZeroCopyMethod>,
     /// Receive with MSG_TRUNC: the kernel discards the data, no copy.
     #[serde(default)]
     pub discard: bool,
+}
+
+/// How `-Z` sends: `--zerocopy=sendfile` (the default) or `--zerocopy=msg`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroCopyMethod {
+    /// sendfile(2) from a file: the socket takes references to its pages.
+    #[default]
+    Sendfile,
+    /// send(2) with MSG_ZEROCOPY: the kernel pins the sender's pages and
+    /// reports on the socket's error queue when it is done with them.
+    Msg,
+}
+
+impl TcpParams {
+    /// The sender's path these parameters ask for.
+    pub fn send_path(&self) -> SendPath {
+        match (self.zerocopy, self.zerocopy_method.unwrap_or_default()) {
+            (false, _) => SendPath::Copy,
+            (true, ZeroCopyMethod::Sendfile) => SendPath::Sendfile,
+            (true, ZeroCopyMethod::Msg) => SendPath::MsgZeroCopy,
+        }
+    }
+
+    /// The receiver's path these parameters ask for.
+    pub fn receive_path(&self) -> ReceivePath {
+        match self.discard {
+            true => ReceivePath::Discard,
+            false => ReceivePath::Copy,
+        }
+    }
 }
 
 /// Linux accepts TCP_MAXSEG from 88 bytes; above 65495 it is meaningless.
@@ -70,16 +114,19 @@ pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=65495;
 /// The `tcp` workload.
 pub struct TcpStream;
 
-/// How `tcp` results read: bulk throughput, and its own case.
+/// How `tcp` results read: bulk throughput, its own case, and a line on
+/// what MSG_ZEROCOPY did.
 pub struct TcpResults;
 
-impl super::ResultKind for TcpResults {
+impl ResultKind for TcpResults {
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
         let mut parts = vec![("workload", "TCP".to_string())];
         parts.extend(super::case::stream_parts(spec, "writes"));
         let p: TcpParams = spec.params().unwrap_or_default();
-        if p.zerocopy {
-            parts.push(("zerocopy", "zero-copy".into()));
+        match p.send_path() {
+            SendPath::Copy => {}
+            SendPath::Sendfile => parts.push(("zerocopy", "zero-copy".into())),
+            SendPath::MsgZeroCopy => parts.push(("zerocopy", "MSG_ZEROCOPY".into())),
         }
         if p.discard {
             parts.push(("discard", "discarding receive".into()));
@@ -94,6 +141,22 @@ impl super::ResultKind for TcpResults {
             parts.push(("nodelay", "nodelay".into()));
         }
         parts
+    }
+
+    fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+        for stream in &trial.streams {
+            let Some(part) = stream.sender.extras.get::<TcpEnd>(KEY) else {
+                continue;
+            };
+            if let Some(z) = part.msg_zerocopy {
+                writeln!(
+                    out,
+                    "MSG_ZEROCOPY stream {}: {} sends, {} completions, {} copied by the kernel: {}",
+                    stream.stream_id, z.sends, z.completions, z.copied, z.note
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -131,6 +194,11 @@ impl Workload for TcpStream {
                     mss,
                 ));
             }
+        }
+        if params.zerocopy_method.is_some() && !params.zerocopy {
+            return Err(SpecError::Invalid(
+                "a zero-copy method without zero-copy send: set zerocopy too (-Z/--zerocopy=METHOD)".into(),
+            ));
         }
         if let Some(cc) = &params.congestion {
             let available = tcpinfo::available_congestion_controls();
@@ -170,8 +238,10 @@ impl Workload for TcpStream {
         let mut sockets = Vec::new();
         {
             let configure = configure(&spec.client, &params);
-            for (id, _) in spec.flows() {
-                sockets.push((id, data_conn::connect_stream(net, port, id, &configure)?));
+            for (id, flow) in spec.flows() {
+                let socket = data_conn::connect_stream(net, port, id, &configure)?;
+                prepare_sender(&socket, flow.sender() == Party::Client, &params)?;
+                sockets.push((id, socket));
             }
         }
         Ok(Box::new(TcpSide::new(Party::Client, spec, params, sockets)))
@@ -205,6 +275,15 @@ pub(crate) fn configure<'a>(
     }
 }
 
+/// What a sending socket needs before the test: SO_ZEROCOPY for
+/// `--zerocopy=msg`, so a kernel without it is refused before any traffic.
+fn prepare_sender(socket: &Socket, sends: bool, params: &TcpParams) -> Result<(), WorkloadError> {
+    if sends && params.send_path() == SendPath::MsgZeroCopy {
+        zerocopy::enable(socket.as_raw_fd())?;
+    }
+    Ok(())
+}
+
 struct TcpAgent {
     listener: Socket,
     spec: TestSpec,
@@ -222,10 +301,13 @@ impl AgentSide for TcpAgent {
         let accepted = data_conn::accept_streams(&self.listener, &self.net, &ids, deadline)?;
         {
             let configure: Configure = &configure(&self.spec.agent, &self.params);
-            for socket in accepted.values() {
+            let flows = self.spec.flows();
+            for (id, socket) in &accepted {
                 // Buffers and MSS are inherited from the listener, but set
                 // everything again: NODELAY and congestion are per socket.
                 configure(socket)?;
+                let sends = flows.iter().any(|(f, flow)| f == id && flow.sender() == Party::Agent);
+                prepare_sender(socket, sends, &self.params)?;
             }
         }
         Ok(Box::new(TcpSide::new(
@@ -280,16 +362,16 @@ impl Side for TcpSide {
                     .bytes
                     .map(|total| total / senders + u64::from(sender_index < total % senders));
                 sender_index += 1;
-                let zerocopy = self.params.zerocopy;
+                let path = self.params.send_path();
                 (
                     Role::Sender,
-                    Box::new(move |ctx: &StreamContext| send_stream(socket, message, quota, zerocopy, ctx)),
+                    Box::new(move |ctx: &StreamContext| send_stream(socket, message, quota, path, ctx)),
                 )
             } else {
-                let discard = self.params.discard;
+                let path = self.params.receive_path();
                 (
                     Role::Receiver,
-                    Box::new(move |ctx: &StreamContext| receive_stream(socket, message, discard, ctx)),
+                    Box::new(move |ctx: &StreamContext| receive_stream(socket, message, path, ctx)),
                 )
             };
             tasks.push(StreamTask {
@@ -303,157 +385,39 @@ impl Side for TcpSide {
     }
 }
 
-fn last_os_error(what: &str) -> Option<std::io::Error> {
-    let e = std::io::Error::last_os_error();
-    if e.kind() == std::io::ErrorKind::Interrupted {
-        None
-    } else {
-        log::debug!("{what}: {e}");
-        Some(e)
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A memory file of `len` bytes to sendfile(2) from.
-fn memfd_of(len: usize) -> std::io::Result<OwnedFd> {
-    // SAFETY: memfd_create takes a NUL-terminated name; the fd is owned here.
-    let fd = unsafe { libc::memfd_create(c"nicbench-send".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+    #[test]
+    fn each_zero_copy_method_round_trips_and_older_specs_read_as_sendfile() {
+        for method in [ZeroCopyMethod::Sendfile, ZeroCopyMethod::Msg] {
+            let params = TcpParams {
+                zerocopy: true,
+                zerocopy_method: Some(method),
+                ..TcpParams::default()
+            };
+            let mut spec = crate::model::spec::tests::spec("tcp");
+            spec.set_params(&params).unwrap();
+            assert_eq!(spec.params::<TcpParams>().unwrap(), params);
+        }
+        let older: TcpParams = serde_json::from_str(r#"{"zerocopy": true, "discard": true}"#).unwrap();
+        assert_eq!(older.send_path(), SendPath::Sendfile);
+        assert_eq!(older.receive_path(), ReceivePath::Discard);
+        let msg: TcpParams = serde_json::from_str(r#"{"zerocopy": true, "zerocopy_method": "msg"}"#).unwrap();
+        assert_eq!(msg.send_path(), SendPath::MsgZeroCopy);
+        assert!(serde_json::from_str::<TcpParams>(r#"{"zerocopy": true, "zerocopy_method": "foo"}"#).is_err());
     }
-    let file = unsafe { OwnedFd::from_raw_fd(fd) };
-    let pattern: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-    let mut f = std::fs::File::from(file.try_clone()?);
-    std::io::Write::write_all(&mut f, &pattern)?;
-    Ok(file)
-}
 
-/// The sender's hot loop: one syscall and one counter store per message.
-pub(crate) fn send_stream(
-    socket: Socket,
-    message: usize,
-    quota: Option<u64>,
-    zerocopy: bool,
-    ctx: &StreamContext,
-) -> TaskEnd {
-    send_stream_held(socket, message, quota, zerocopy, None, ctx)
-}
-
-/// [`send_stream`] that pauses while `hold` is raised (the `loaded`
-/// workload's phases): one more relaxed load per message, and a 1 ms nap
-/// per turn while held.
-pub(crate) fn send_stream_held(
-    socket: Socket,
-    message: usize,
-    quota: Option<u64>,
-    zerocopy: bool,
-    hold: Option<&AtomicBool>,
-    ctx: &StreamContext,
-) -> TaskEnd {
-    let fd = socket.as_raw_fd();
-    let buffer: Vec<u8> = (0..message).map(|i| (i % 251) as u8).collect();
-    let memfd = if zerocopy {
-        match memfd_of(message) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                return TaskEnd {
-                    error: Some(format!("zero-copy send needs a memory file: {e}")),
-                    ..TaskEnd::default()
-                }
-            }
-        }
-    } else {
-        None
-    };
-    let mut total = 0u64;
-    let mut sendfile_calls = 0u64;
-    let mut error = None;
-    while !ctx.stop.load(Ordering::Relaxed) {
-        if hold.is_some_and(|h| h.load(Ordering::Relaxed)) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            continue;
-        }
-        let want = match quota {
-            Some(q) if q - total < message as u64 => (q - total) as usize,
-            _ => message,
-        };
-        if want == 0 {
-            break;
-        }
-        // SAFETY: the buffer outlives the call; fds are open.
-        let n = unsafe {
-            match &memfd {
-                Some(file) => {
-                    let mut offset: libc::off_t = 0;
-                    libc::sendfile(fd, file.as_raw_fd(), &mut offset, want)
-                }
-                None => libc::send(fd, buffer.as_ptr() as *const libc::c_void, want, libc::MSG_NOSIGNAL),
-            }
-        };
-        if n < 0 {
-            if let Some(e) = last_os_error("send") {
-                error = Some(format!("send failed after {total} bytes: {e}"));
-                break;
-            }
-            continue;
-        }
-        total += n as u64;
-        sendfile_calls += u64::from(memfd.is_some() && n > 0);
-        ctx.bytes.store(total, Ordering::Relaxed);
+    #[test]
+    fn a_method_without_zero_copy_is_refused() {
+        let mut spec = crate::model::spec::tests::spec("tcp");
+        spec.set_params(&TcpParams {
+            zerocopy_method: Some(ZeroCopyMethod::Msg),
+            ..TcpParams::default()
+        })
+        .unwrap();
+        let err = TcpStream.validate(&spec).unwrap_err().to_string();
+        assert!(err.contains("without zero-copy send"), "{err}");
     }
-    let _ = socket.shutdown(std::net::Shutdown::Write);
-    let mut end = TaskEnd {
-        tcp_info: tcpinfo::tcp_info(&socket),
-        socket: Some(tcpinfo::socket_buffers(&socket)),
-        error,
-        ..TaskEnd::default()
-    };
-    if zerocopy {
-        let part = TcpEnd {
-            sendfile_calls: Some(sendfile_calls),
-            ..TcpEnd::default()
-        };
-        end.extras.set(KEY, &part);
-    }
-    end
-}
-
-/// The receiver's hot loop: read until the sender closes.
-pub(crate) fn receive_stream(socket: Socket, message: usize, discard: bool, ctx: &StreamContext) -> TaskEnd {
-    let fd = socket.as_raw_fd();
-    let mut buffer = vec![0u8; message];
-    let flags = if discard { libc::MSG_TRUNC } else { 0 };
-    let mut total = 0u64;
-    let mut error = None;
-    loop {
-        // SAFETY: the buffer is `message` bytes long and outlives the call.
-        let n = unsafe { libc::recv(fd, buffer.as_mut_ptr() as *mut libc::c_void, message, flags) };
-        if n == 0 {
-            break;
-        }
-        if n < 0 {
-            if let Some(e) = last_os_error("recv") {
-                error = Some(format!("receive failed after {total} bytes: {e}"));
-                break;
-            }
-            continue;
-        }
-        total += n as u64;
-        ctx.bytes.store(total, Ordering::Relaxed);
-    }
-    let mut end = TaskEnd {
-        tcp_info: tcpinfo::tcp_info(&socket),
-        socket: Some(tcpinfo::socket_buffers(&socket)),
-        error,
-        ..TaskEnd::default()
-    };
-    if discard {
-        // The buffer starts zeroed and the sender's pattern is not: a
-        // single copied byte would show.
-        let part = TcpEnd {
-            receive_buffer_untouched: Some(total > 0 && buffer.iter().all(|&b| b == 0)),
-            ..TcpEnd::default()
-        };
-        end.extras.set(KEY, &part);
-    }
-    end
 }

@@ -1,0 +1,235 @@
+//! The hot loops of a TCP stream end: the sender (copying send(2),
+//! sendfile(2), send with MSG_ZEROCOPY) and the receiver (copying recv(2),
+//! or recv with MSG_TRUNC that discards). Each loop owns its buffers and
+//! counters; per call it makes the one syscall and stores one counter, and
+//! never allocates, locks, logs or reads the clock.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use socket2::Socket;
+
+use super::zerocopy::{self, Completions};
+use super::{TcpEnd, KEY};
+use crate::probe::tcpinfo;
+use crate::workload::runner::{StreamContext, TaskEnd};
+
+/// How a sender hands its bytes to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendPath {
+    /// send(2) from a buffer: the kernel copies it.
+    Copy,
+    /// sendfile(2) from a file in the page cache: the socket takes
+    /// references to its pages (`-Z`).
+    Sendfile,
+    /// send(2) with MSG_ZEROCOPY on a socket with SO_ZEROCOPY
+    /// (`--zerocopy=msg`); completions read from the error queue.
+    MsgZeroCopy,
+}
+
+/// How a receiver takes its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceivePath {
+    /// recv(2) into a buffer.
+    Copy,
+    /// recv(2) with MSG_TRUNC: the kernel drops the bytes uncopied.
+    Discard,
+}
+
+fn last_os_error(what: &str) -> Option<std::io::Error> {
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::Interrupted {
+        None
+    } else {
+        log::debug!("{what}: {e}");
+        Some(e)
+    }
+}
+
+/// The bytes every sender sends: a pattern no receive buffer starts with.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// A memory file of `len` bytes to sendfile(2) from.
+fn sendfile_source(len: usize) -> std::io::Result<OwnedFd> {
+    let file = memory_file()?;
+    let mut f = std::fs::File::from(file.try_clone()?);
+    std::io::Write::write_all(&mut f, &pattern(len))?;
+    Ok(file)
+}
+
+fn memory_file() -> std::io::Result<OwnedFd> {
+    // SAFETY: memfd_create takes a NUL-terminated name; the fd is owned here.
+    let fd = unsafe { libc::memfd_create(c"nicbench-send".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The sender's hot loop: one syscall and one counter store per message.
+pub(crate) fn send_stream(
+    socket: Socket,
+    message: usize,
+    quota: Option<u64>,
+    path: SendPath,
+    ctx: &StreamContext,
+) -> TaskEnd {
+    send_stream_held(socket, message, quota, path, None, ctx)
+}
+
+/// [`send_stream`] that pauses while `hold` is raised (the `loaded`
+/// workload's phases): one more relaxed load per message, and a 1 ms nap
+/// per turn while held.
+pub(crate) fn send_stream_held(
+    socket: Socket,
+    message: usize,
+    quota: Option<u64>,
+    path: SendPath,
+    hold: Option<&AtomicBool>,
+    ctx: &StreamContext,
+) -> TaskEnd {
+    let fd = socket.as_raw_fd();
+    let buffer = pattern(message);
+    let source = match path {
+        SendPath::Sendfile => match sendfile_source(message) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                return TaskEnd {
+                    error: Some(format!("zero-copy send needs a file to send from: {e}")),
+                    ..TaskEnd::default()
+                }
+            }
+        },
+        _ => None,
+    };
+    let source_fd = source.as_ref().map_or(-1, |f| f.as_raw_fd());
+    let mut completions = (path == SendPath::MsgZeroCopy).then(Completions::default);
+    let mut total = 0u64;
+    let mut calls = 0u64;
+    let mut error = None;
+    while !ctx.stop.load(Ordering::Relaxed) {
+        if hold.is_some_and(|h| h.load(Ordering::Relaxed)) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            continue;
+        }
+        let want = match quota {
+            Some(q) if q - total < message as u64 => (q - total) as usize,
+            _ => message,
+        };
+        if want == 0 {
+            break;
+        }
+        // SAFETY: the buffer outlives the call and is never written while
+        // MSG_ZEROCOPY may still read it; the fds are open.
+        let n = unsafe {
+            match path {
+                SendPath::Sendfile => {
+                    let mut offset: libc::off_t = 0;
+                    libc::sendfile(fd, source_fd, &mut offset, want)
+                }
+                SendPath::Copy => libc::send(fd, buffer.as_ptr() as *const libc::c_void, want, libc::MSG_NOSIGNAL),
+                SendPath::MsgZeroCopy => {
+                    libc::send(fd, buffer.as_ptr() as *const libc::c_void, want, zerocopy::SEND_FLAGS)
+                }
+            }
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if let (Some(c), Some(libc::ENOBUFS)) = (completions.as_mut(), e.raw_os_error()) {
+                // The pages pinned by earlier sends used up the socket's
+                // option memory: collect completions, then try again.
+                if let Err(e) = c.wait_for_room(fd) {
+                    error = Some(format!("reading MSG_ZEROCOPY completions after {total} bytes: {e}"));
+                    break;
+                }
+                continue;
+            }
+            if let Some(e) = last_os_error("send") {
+                error = Some(format!("send failed after {total} bytes: {e}"));
+                break;
+            }
+            continue;
+        }
+        total += n as u64;
+        calls += u64::from(n > 0);
+        ctx.bytes.store(total, Ordering::Relaxed);
+        if let Some(c) = completions.as_mut() {
+            if n > 0 {
+                c.sent();
+                if c.drain_due() {
+                    if let Err(e) = c.drain(fd) {
+                        error = Some(format!("reading MSG_ZEROCOPY completions after {total} bytes: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let _ = socket.shutdown(std::net::Shutdown::Write);
+    let mut part = TcpEnd::default();
+    match path {
+        SendPath::Copy => {}
+        SendPath::Sendfile => part.sendfile_calls = Some(calls),
+        SendPath::MsgZeroCopy => {
+            let (record, late) = completions.take().unwrap_or_default().finish(fd);
+            error = error.or(late);
+            part.msg_zerocopy = Some(record);
+        }
+    }
+    let mut end = TaskEnd {
+        tcp_info: tcpinfo::tcp_info(&socket),
+        socket: Some(tcpinfo::socket_buffers(&socket)),
+        error,
+        ..TaskEnd::default()
+    };
+    if path != SendPath::Copy {
+        end.extras.set(KEY, &part);
+    }
+    end
+}
+
+/// The receiver's hot loop: read until the sender closes.
+pub(crate) fn receive_stream(socket: Socket, message: usize, path: ReceivePath, ctx: &StreamContext) -> TaskEnd {
+    let fd = socket.as_raw_fd();
+    let mut buffer = vec![0u8; message];
+    let flags = match path {
+        ReceivePath::Copy => 0,
+        ReceivePath::Discard => libc::MSG_TRUNC,
+    };
+    let mut total = 0u64;
+    let mut error = None;
+    loop {
+        // SAFETY: the buffer is `message` bytes long and outlives the call.
+        let n = unsafe { libc::recv(fd, buffer.as_mut_ptr() as *mut libc::c_void, message, flags) };
+        if n == 0 {
+            break;
+        }
+        if n < 0 {
+            if let Some(e) = last_os_error("recv") {
+                error = Some(format!("receive failed after {total} bytes: {e}"));
+                break;
+            }
+            continue;
+        }
+        total += n as u64;
+        ctx.bytes.store(total, Ordering::Relaxed);
+    }
+    let mut end = TaskEnd {
+        tcp_info: tcpinfo::tcp_info(&socket),
+        socket: Some(tcpinfo::socket_buffers(&socket)),
+        error,
+        ..TaskEnd::default()
+    };
+    if path == ReceivePath::Discard {
+        // The buffer starts zeroed and the sender's pattern is not: a
+        // single copied byte would show.
+        let part = TcpEnd {
+            receive_buffer_untouched: Some(total > 0 && buffer.iter().all(|&b| b == 0)),
+            ..TcpEnd::default()
+        };
+        end.extras.set(KEY, &part);
+    }
+    end
+}
