@@ -51,12 +51,38 @@ fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }
 
-/// A memory file of `len` bytes to sendfile(2) from.
+/// A file of `len` bytes to sendfile(2) from: an unnamed file in the page
+/// cache (O_TMPFILE in the temporary directory), or a memory file where
+/// that is refused (a read-only or private /tmp). The page cache's
+/// splice-read looks the pages up in batches and in large folios, where a
+/// memory file's (shmem) looks up each 4 KiB page alone: that lookup was
+/// 14% of the sender's time with -Z (docs/BENCHMARKS.md, issue 33).
 fn sendfile_source(len: usize) -> std::io::Result<OwnedFd> {
-    let file = memory_file()?;
+    let file = match page_cache_file() {
+        Ok(file) => file,
+        Err(e) => {
+            log::debug!(
+                "no unnamed file in {}: {e}; sending from a memory file",
+                std::env::temp_dir().display()
+            );
+            memory_file()?
+        }
+    };
     let mut f = std::fs::File::from(file.try_clone()?);
     std::io::Write::write_all(&mut f, &pattern(len))?;
     Ok(file)
+}
+
+fn page_cache_file() -> std::io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::ffi::CString::new(std::env::temp_dir().as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a NUL-terminated path; the fd is owned here.
+    let fd = unsafe { libc::open(dir.as_ptr(), libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC, 0o600) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 fn memory_file() -> std::io::Result<OwnedFd> {
