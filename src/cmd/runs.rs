@@ -94,6 +94,11 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
         if !s.complete {
             writeln!(out, "run {}: {}", s.id, crate::report::runs::state(s))?;
         }
+        // Whole here: `runs` cuts a long tag short.
+        if !s.tags.is_empty() {
+            let tags: Vec<String> = s.tags.iter().map(|t| t.to_string()).collect();
+            writeln!(out, "tags: {}", terminal(&tags.join(" ")))?;
+        }
         // Saved as it was printed; one saved before the text was made
         // safe may still hold a peer's control characters.
         if let Some(text) = &run.text_report {

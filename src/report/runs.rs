@@ -1,8 +1,12 @@
-//! The run listing of `nicbench runs`, and the small formatting helpers the
-//! store's commands share (UTC time, a figure with its unit). Every cell
-//! of the listing is shown through `outside_text::terminal`: host names,
+//! The run listing of `nicbench runs`, the small formatting helpers the
+//! store's commands share (UTC time, a figure with its unit), and what a
+//! set of runs says about itself for a report's header: its time range
+//! (runs without a start time are "unknown", not 1970), how many distinct
+//! hosts, its verdicts in words with their counts. Every cell of the
+//! listing is shown through `outside_text::terminal`: host names,
 //! workloads and sources of imported runs come from outside.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 use crate::outside_text::terminal;
@@ -48,6 +52,173 @@ pub fn hosts(run: &RunSummary) -> String {
     }
 }
 
+/// Widest tags cell of the listing, in characters; `show` has them whole.
+pub const TAGS_WIDTH: usize = 40;
+
+/// When a run started, or `unknown` for an import whose format records
+/// no time (NetPIPE), which holds 0.
+pub fn started(run: &RunSummary) -> String {
+    match has_start(run) {
+        true => utc(run.started_at_unix_seconds),
+        false => "unknown".into(),
+    }
+}
+
+fn has_start(run: &RunSummary) -> bool {
+    run.started_at_unix_seconds > 0.0 && run.started_at_unix_seconds.is_finite()
+}
+
+/// The span of time a set of runs was measured in: the first and last
+/// start of the runs that have one, and how many have none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeRange {
+    pub first_unix_seconds: Option<f64>,
+    pub last_unix_seconds: Option<f64>,
+    /// Runs without a start time, left out of the range.
+    pub unknown: usize,
+}
+
+impl TimeRange {
+    pub fn of(runs: &[RunSummary]) -> TimeRange {
+        let timed: Vec<f64> = runs
+            .iter()
+            .filter(|r| has_start(r))
+            .map(|r| r.started_at_unix_seconds)
+            .collect();
+        TimeRange {
+            first_unix_seconds: timed.iter().copied().reduce(f64::min),
+            last_unix_seconds: timed.iter().copied().reduce(f64::max),
+            unknown: runs.len() - timed.len(),
+        }
+    }
+
+    /// `2026-11-24 10:00:00 to 2026-11-24 11:30:00 (1 run: unknown)`, or
+    /// `unknown` when no run has a time.
+    pub fn words(&self) -> String {
+        let range = match (self.first_unix_seconds, self.last_unix_seconds) {
+            (Some(a), Some(b)) if a == b => utc(a),
+            (Some(a), Some(b)) => format!("{} to {}", utc(a), utc(b)),
+            _ => return "unknown".into(),
+        };
+        match self.unknown {
+            0 => range,
+            1 => format!("{range} (1 run: unknown)"),
+            n => format!("{range} ({n} runs: unknown)"),
+        }
+    }
+}
+
+/// How many distinct hosts took part in these runs: both ends' host names
+/// (a loopback run is one host; a lab host has a name of its own), else
+/// the agent's address when a run has no names (an import).
+pub fn host_count(runs: &[RunSummary]) -> usize {
+    let mut hosts: BTreeSet<String> = BTreeSet::new();
+    let mut unnamed_loopback = false;
+    for run in runs {
+        for name in [&run.client_host, &run.agent_host].into_iter().flatten() {
+            if !name.is_empty() {
+                hosts.insert(format!("name {name}"));
+            }
+        }
+        if !run.agent_host.as_deref().unwrap_or("").is_empty() {
+            continue;
+        }
+        let address = run
+            .agent_address
+            .as_deref()
+            .and_then(|a| crate::address::split_host_port(a).ok())
+            .map(|(host, _)| host);
+        match address {
+            // Loopback is the client's own host, named by another run.
+            Some(ip) if ip == "localhost" || ip.parse::<std::net::IpAddr>().is_ok_and(|i| i.is_loopback()) => {
+                unnamed_loopback = true;
+            }
+            Some(host) => {
+                hosts.insert(format!("address {host}"));
+            }
+            None => {}
+        }
+    }
+    hosts.len() + usize::from(unnamed_loopback && hosts.is_empty())
+}
+
+/// A verdict kind in words (`cpu_starved`: "starved of CPU").
+pub fn verdict_words(kind: &str) -> String {
+    if let Some(rest) = kind.strip_prefix("files_") {
+        return format!("files: {}", verdict_words(rest));
+    }
+    let words = match kind {
+        "none" => "no bottleneck",
+        "cpu_bound" => "CPU-bound",
+        "cpu_starved" => "starved of CPU",
+        "cgroup_throttled" => "throttled by its cgroup",
+        "link_bound" => "at line rate",
+        "model_exceeded" => "above the line-rate model",
+        "udp_loss" => "UDP loss",
+        "path_loss" => "loss on the path",
+        "socket_buffer_drops" => "socket buffer drops",
+        "nic_drops" => "NIC drops",
+        "retransmitting" => "retransmitting",
+        "warmup_excluded" => "no bottleneck (warm-up excluded)",
+        "link_slow" => "a link slower than the others",
+        "links_at_line_rate" => "links at line rate",
+        "per_file_overhead" => "per-file overhead",
+        "sender_disk_reads" => "sender's disk reads",
+        "receiver_disk_writes" => "receiver's disk writes",
+        "sender_cpu" => "sender's CPU",
+        "receiver_cpu" => "receiver's CPU",
+        "link" => "the link",
+        other => return other.replace('_', " "),
+    };
+    words.into()
+}
+
+/// The verdicts of these runs in words with their counts, most frequent
+/// first: `CPU-bound (3), no bottleneck (2)`; `-` when none has one.
+pub fn verdict_counts(runs: &[RunSummary]) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for kind in runs.iter().filter_map(|r| r.verdict_kind.as_deref()) {
+        *counts.entry(verdict_words(kind)).or_default() += 1;
+    }
+    if counts.is_empty() {
+        return "-".into();
+    }
+    let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    counts
+        .iter()
+        .map(|(w, n)| format!("{w} ({n})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The run's result as listed: its headline, or the figures its workload
+/// lists in its place (a watch: `transmitted 11.57 Gbit/s, received ...`).
+pub fn result(run: &RunSummary) -> String {
+    if !run.listed.is_empty() {
+        return run
+            .listed
+            .iter()
+            .map(|f| format!("{} {}", f.name, figure(f.value, f.unit)))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    match (run.headline_value, run.headline_unit.as_deref()) {
+        (Some(v), unit) => figure(v, unit.unwrap_or("")),
+        (None, _) => "-".into(),
+    }
+}
+
+/// Cuts `text` to `width` characters, the last one an ellipsis.
+fn truncated(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('\u{2026}');
+    cut
+}
+
 /// What the run's state and verdict say, in a few words.
 pub fn state(run: &RunSummary) -> String {
     let verdict = run.verdict_kind.clone().unwrap_or_else(|| "-".into());
@@ -71,31 +242,24 @@ pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
     ]];
     for run in runs {
         let tags: Vec<String> = run.tags.iter().map(|t| t.to_string()).collect();
-        let result = match (run.headline_value, run.headline_unit.as_deref()) {
-            (Some(v), unit) => figure(v, unit.unwrap_or("")),
-            (None, _) => "-".into(),
-        };
-        rows.push(
-            [
-                run.id.to_string(),
-                // Imports whose format records no time (NetPIPE) hold 0.
-                if run.started_at_unix_seconds > 0.0 {
-                    utc(run.started_at_unix_seconds)
-                } else {
-                    "-".into()
-                },
-                if run.source == "nicbench" {
-                    run.workload.clone()
-                } else {
-                    format!("{} ({})", run.workload, run.source)
-                },
-                hosts(run),
-                if tags.is_empty() { "-".into() } else { tags.join(" ") },
-                result,
-                state(run),
-            ]
-            .map(|cell| terminal(&cell).into_owned()),
-        );
+        let result = result(run);
+        let mut row = [
+            run.id.to_string(),
+            started(run),
+            if run.source == "nicbench" {
+                run.workload.clone()
+            } else {
+                format!("{} ({})", run.workload, run.source)
+            },
+            hosts(run),
+            if tags.is_empty() { "-".into() } else { tags.join(" ") },
+            result,
+            state(run),
+        ]
+        .map(|cell| terminal(&cell).into_owned());
+        // A watch's command line as a tag would widen every row.
+        row[4] = truncated(&row[4], TAGS_WIDTH);
+        rows.push(row);
     }
     let mut widths = [0usize; 7];
     for row in &rows {
@@ -146,6 +310,7 @@ mod tests {
             complete: true,
             source: "nicbench".into(),
             tags: vec![],
+            listed: vec![],
         };
         let mut out = Vec::new();
         render(&[run], &mut out).unwrap();
@@ -171,6 +336,7 @@ mod tests {
             complete: false,
             source: "nicbench".into(),
             tags: vec!["nic=igb".parse().unwrap()],
+            listed: vec![],
         };
         let mut out = Vec::new();
         render(&[run], &mut out).unwrap();
@@ -179,5 +345,115 @@ mod tests {
             text.contains("a -> b  nic=igb  9.41 Gbit/s  INCOMPLETE (2 of 5 trials saved)"),
             "{text}"
         );
+    }
+
+    fn run(id: i64, started: f64, client: &str, agent: &str, verdict: Option<&str>) -> RunSummary {
+        RunSummary {
+            id,
+            started_at_unix_seconds: started,
+            workload: "tcp".into(),
+            client_host: (!client.is_empty()).then(|| client.into()),
+            agent_host: (!agent.is_empty()).then(|| agent.into()),
+            agent_address: Some("127.0.0.1:5201".into()),
+            headline_unit: Some("bit/s".into()),
+            headline_value: Some(1e9),
+            verdict_kind: verdict.map(String::from),
+            trials_planned: Some(1),
+            trials_saved: 1,
+            complete: true,
+            source: "nicbench".into(),
+            tags: vec![],
+            listed: vec![],
+        }
+    }
+
+    /// Issue 29: an imported NetPIPE run (no time) made the report say
+    /// "from 1970-01-01"; loopback runs counted 3 hosts.
+    #[test]
+    fn an_untimed_run_is_unknown_and_left_out_of_the_time_range() {
+        let runs = [
+            run(1, 1_700_000_000.0, "vm", "vm", Some("cpu_bound")),
+            run(2, 0.0, "", "", None),
+            run(3, 1_700_003_600.0, "vm", "vm", Some("cpu_bound")),
+        ];
+        let range = TimeRange::of(&runs);
+        assert_eq!(range.first_unix_seconds, Some(1_700_000_000.0));
+        assert_eq!(
+            range.words(),
+            "2023-11-14 22:13:20 to 2023-11-14 23:13:20 (1 run: unknown)"
+        );
+        assert_eq!(started(&runs[1]), "unknown");
+        assert_eq!(TimeRange::of(&runs[1..2]).words(), "unknown");
+    }
+
+    #[test]
+    fn hosts_are_counted_once_by_name_and_loopback_is_the_clients_host() {
+        let loopback = [
+            run(1, 1.0, "vm", "vm", None),
+            run(2, 1.0, "vm", "vm", None),
+            run(3, 0.0, "", "", None),
+        ];
+        assert_eq!(host_count(&loopback), 2 - 1);
+        let lab = [
+            run(1, 1.0, "demo-a", "demo-b", None),
+            run(2, 1.0, "demo-b", "demo-a", None),
+        ];
+        assert_eq!(host_count(&lab), 2);
+        let mut far = run(3, 1.0, "", "", None);
+        far.agent_address = Some("10.0.0.9:5201".into());
+        assert_eq!(host_count(&[lab[0].clone(), far]), 3);
+    }
+
+    #[test]
+    fn verdicts_read_in_words_with_their_counts() {
+        let runs = [
+            run(1, 1.0, "a", "b", Some("cpu_starved")),
+            run(2, 1.0, "a", "b", Some("files_per_file_overhead")),
+            run(3, 1.0, "a", "b", Some("cpu_starved")),
+            run(4, 1.0, "a", "b", None),
+        ];
+        assert_eq!(
+            verdict_counts(&runs),
+            "starved of CPU (2), files: per-file overhead (1)"
+        );
+        assert_eq!(verdict_counts(&runs[3..]), "-");
+    }
+
+    /// Issue 29: a watch's command line as a tag made rows 190 columns
+    /// wide; issue 32: a watch listed transmitted plus received.
+    #[test]
+    fn long_tags_are_cut_and_a_watch_lists_both_directions_apart() {
+        let mut watch = run(5, 1.0, "a", "a", None);
+        watch.workload = "watch".into();
+        watch.tags = vec![crate::store::Tag {
+            key: "command".into(),
+            value: "iperf3 -c 127.0.0.1 -p 5201 -t 30 --bidir --json --logfile /tmp/a-long-file-name.json".into(),
+        }];
+        watch.headline_value = Some(23.14e9);
+        watch.listed = vec![
+            crate::store::query::ListedFigure {
+                name: "transmitted",
+                unit: "bit/s",
+                value: 11.57e9,
+            },
+            crate::store::query::ListedFigure {
+                name: "received",
+                unit: "bit/s",
+                value: 11.57e9,
+            },
+        ];
+        let mut out = Vec::new();
+        render(&[watch], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let row = text.lines().nth(1).unwrap();
+        assert!(
+            row.contains("command=iperf3 -c 127.0.0.1 -p 5201 -t \u{2026}"),
+            "{text}"
+        );
+        assert!(
+            row.contains("transmitted 11.57 Gbit/s, received 11.57 Gbit/s"),
+            "{text}"
+        );
+        assert!(!row.contains("23.14"), "{text}");
     }
 }

@@ -205,11 +205,12 @@ pub fn separating_key(name: &str) -> String {
     }
 }
 
-/// The parts of the cases of runs, read once for every table and chart
-/// of a report: labels are made later, among the runs each one shows.
+/// The cases of runs, read once for every table and chart of a report
+/// and labelled among all of them, so that a case reads the same in every
+/// table (the CPU chart sets its throughput beside it by label).
 #[derive(Debug, Clone, Default)]
 pub struct CaseBook {
-    parts: HashMap<i64, Parts>,
+    cases: HashMap<i64, Case>,
 }
 
 fn text(v: &Sql) -> Option<&str> {
@@ -242,7 +243,7 @@ impl CaseBook {
     pub fn read(store: &Store, filter: &Filter) -> Result<CaseBook, StoreError> {
         let rows = store.column_rows(filter, &CASE_COLUMNS)?;
         let tags = store.tags_of(rows.iter().map(|(id, _)| *id))?;
-        let parts = rows
+        let parts: Vec<(i64, Parts)> = rows
             .iter()
             .map(|(id, v)| {
                 let facts = RunFacts {
@@ -258,15 +259,22 @@ impl CaseBook {
                 (*id, parts(&facts))
             })
             .collect();
-        Ok(CaseBook { parts })
+        let all: Vec<Parts> = parts.iter().map(|(_, p)| p.clone()).collect();
+        let cases = parts.iter().map(|(id, _)| *id).zip(cases(&all)).collect();
+        Ok(CaseBook { cases })
+    }
+
+    /// Run `id`'s case, labelled among the book's runs.
+    pub fn case(&self, id: i64) -> Option<&Case> {
+        self.cases.get(&id)
     }
 
     /// The parts of run `id`'s case (empty when the book does not hold it).
     pub fn parts(&self, id: i64) -> Parts {
-        self.parts.get(&id).cloned().unwrap_or_default()
+        self.case(id).map(|c| c.parts.clone()).unwrap_or_default()
     }
 
-    /// The cases of these runs, labelled among them.
+    /// The cases of these runs, labelled among them only.
     pub fn cases(&self, ids: &[i64]) -> HashMap<i64, Case> {
         let parts: Vec<Parts> = ids.iter().map(|id| self.parts(*id)).collect();
         ids.iter().copied().zip(cases(&parts)).collect()

@@ -63,18 +63,14 @@ impl Metric {
         if self.applies_to(crate::workload::watch::NAME) {
             names.push(crate::workload::watch::NAME);
         }
-        let path: String = self
-            .pointer
-            .split('/')
-            .skip(1)
-            .map(|s| match s.parse::<u64>() {
-                Ok(i) => format!("[{i}]"),
-                Err(_) => format!(".{s}"),
-            })
-            .collect();
+        let path = WorkloadMetric {
+            pointer: self.pointer,
+            ..WorkloadMetric::RECEIVER_RATE
+        }
+        .json_path();
         let list: Vec<String> = names.iter().map(|n| format!("'{}'", n.replace('\'', ""))).collect();
         format!(
-            "CASE WHEN workload IN ({}) THEN json_extract(document, '${}') END",
+            "CASE WHEN workload IN ({}) THEN json_extract(document, '{}') END",
             list.join(", "),
             path.replace('\'', "")
         )
@@ -182,7 +178,7 @@ pub struct Record {
     pub row: Vec<String>,
     pub col: Vec<String>,
     pub value: f64,
-    /// The run's case, labelled among the records of the table.
+    /// The run's case, labelled among the runs of the filter.
     pub case: Case,
 }
 
@@ -261,8 +257,6 @@ pub fn records_in(
             value.is_finite().then_some((*id, values, value))
         })
         .collect();
-    let ids: Vec<i64> = with_value.iter().map(|(id, _, _)| *id).collect();
-    let mut cases = book.cases(&ids);
     let key = |id: i64, values: &[Sql], dims: &[Dimension], case: &Case| -> Vec<String> {
         dims.iter()
             .map(|d| match d {
@@ -288,7 +282,7 @@ pub fn records_in(
     let records = with_value
         .into_iter()
         .map(|(id, values, value)| {
-            let case = cases.remove(&id).unwrap_or_else(|| Case {
+            let case = book.case(id).cloned().unwrap_or_else(|| Case {
                 key: String::new(),
                 label: "-".into(),
                 parts: Vec::new(),

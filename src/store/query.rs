@@ -76,6 +76,19 @@ pub struct RunSummary {
     /// `nicbench` for a run measured here, else the tool it was imported from.
     pub source: String,
     pub tags: Vec<Tag>,
+    /// The figures listed in place of the headline, when the workload
+    /// lists its own ([`crate::workload::ResultKind::listed_figures`]: a
+    /// watch's transmitted and received rates, never their sum).
+    pub listed: Vec<ListedFigure>,
+}
+
+/// One figure of a run as `runs` lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedFigure {
+    /// Its short name (`transmitted`).
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub value: f64,
 }
 
 /// What [`Store::document_parts`] read of one run.
@@ -134,6 +147,7 @@ fn summary(row: &Row) -> rusqlite::Result<RunSummary> {
         complete: row.get(11)?,
         source: row.get(12)?,
         tags: Vec::new(),
+        listed: Vec::new(),
     })
 }
 
@@ -152,7 +166,41 @@ impl Store {
         for run in &mut runs {
             run.tags = tags.remove(&run.id).unwrap_or_default();
         }
+        self.fill_listed(&mut runs)?;
         Ok(runs)
+    }
+
+    /// Reads the figures of the runs whose workload lists its own in
+    /// place of the headline (one query per such workload).
+    fn fill_listed(&self, runs: &mut [RunSummary]) -> Result<(), StoreError> {
+        let mut by_workload: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for run in runs.iter() {
+            if !crate::workload::results_of(&run.workload).listed_figures().is_empty() {
+                by_workload.entry(run.workload.clone()).or_default().push(run.id);
+            }
+        }
+        for (workload, ids) in by_workload {
+            let figures = crate::workload::results_of(&workload).listed_figures();
+            let paths: Vec<String> = figures.iter().map(|m| m.json_path()).collect();
+            let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+            for parts in self.document_parts(&ids, &paths)? {
+                let Some(run) = runs.iter_mut().find(|r| r.id == parts.id) else {
+                    continue;
+                };
+                run.listed = figures
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, m)| {
+                        Some(ListedFigure {
+                            name: m.option,
+                            unit: m.unit,
+                            value: m.of_number(parts.number(i)?)?,
+                        })
+                    })
+                    .collect();
+            }
+        }
+        Ok(())
     }
 
     /// The ids of the runs matching `filter`, oldest first.

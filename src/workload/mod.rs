@@ -401,9 +401,19 @@ impl Metric {
         value.is_finite().then_some(value)
     }
 
-    /// The pointer as a SQLite JSON path (`$.sum.rr.transactions_per_second`).
+    /// The pointer as a SQLite JSON path (`$.sum.rr.transactions_per_second`,
+    /// `$.streams[0].sender`).
     pub fn json_path(&self) -> String {
-        format!("${}", self.pointer.replace('/', "."))
+        let path: String = self
+            .pointer
+            .split('/')
+            .skip(1)
+            .map(|s| match s.parse::<u64>() {
+                Ok(i) => format!("[{i}]"),
+                Err(_) => format!(".{s}"),
+            })
+            .collect();
+        format!("${path}")
     }
 }
 

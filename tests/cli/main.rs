@@ -42,6 +42,7 @@ extern "C" fn isolate_results_database() {
     );
 }
 
+mod cases;
 mod chart;
 mod common;
 mod demo;
