@@ -43,6 +43,12 @@ pub struct Cell {
     pub cases: Vec<String>,
 }
 
+/// A cell's place: its row's and its column's key values.
+type Place = (Vec<String>, Vec<String>);
+
+/// The cases of a cell's runs, by key.
+type CasesIn<'a> = BTreeMap<&'a str, &'a Case>;
+
 /// The schema of `compare --format json` (docs/SCHEMA.md).
 pub const SCHEMA: &str = "nicbench.compare/2";
 
@@ -117,7 +123,7 @@ pub fn natural_text(a: &str, b: &str) -> Ordering {
 /// The keys that separate the runs of cells that pool unlike cases: the
 /// one key that tells every pooled cell's cases apart (`streams`), else
 /// `case`; empty when no cell pools.
-fn separating_keys<'a>(cells: impl Iterator<Item = &'a BTreeMap<&'a str, &'a Case>>) -> Vec<String> {
+fn separating_keys<'a>(cells: impl Iterator<Item = &'a CasesIn<'a>>) -> Vec<String> {
     let mut keys: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut pooled = false;
     for cell in cells.filter(|c| c.len() > 1) {
@@ -162,8 +168,8 @@ impl Table {
         col_keys: Vec<String>,
         baseline: Option<&str>,
     ) -> Result<Table, String> {
-        let mut groups: BTreeMap<(Vec<String>, Vec<String>), Vec<f64>> = BTreeMap::new();
-        let mut cases: BTreeMap<(Vec<String>, Vec<String>), BTreeMap<&str, &Case>> = BTreeMap::new();
+        let mut groups: BTreeMap<Place, Vec<f64>> = BTreeMap::new();
+        let mut cases: BTreeMap<Place, CasesIn> = BTreeMap::new();
         for r in records {
             let at = (r.row.clone(), r.col.clone());
             cases.entry(at.clone()).or_default().insert(&r.case.key, &r.case);
@@ -407,7 +413,12 @@ impl Table {
     pub fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
         let mut csv = Csv::new(out);
         let mut header: Vec<String> = self.row_keys.iter().chain(&self.col_keys).cloned().collect();
-        header.extend(["metric", "unit", "stat", "value", "runs", "min", "max", "ratio", "case"].map(String::from));
+        header.extend(
+            [
+                "metric", "unit", "stat", "value", "runs", "min", "max", "ratio", "cases",
+            ]
+            .map(String::from),
+        );
         csv.row(&header)?;
         for c in &self.cells {
             let mut line: Vec<String> = c.row.iter().chain(&c.col).cloned().collect();

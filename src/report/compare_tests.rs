@@ -112,7 +112,7 @@ fn csv_has_one_line_per_cell_in_bits_per_second() {
     assert_eq!(
         lines,
         vec![
-            "workload,mtu,tag:nic,metric,unit,stat,value,runs,min,max,ratio,case",
+            "workload,mtu,tag:nic,metric,unit,stat,value,runs,min,max,ratio,cases",
             "tcp,1500,e1000,throughput,bit/s,median,920000000,3,900000000,940000000,1,\"tcp, MTU 1500\"",
             "tcp,1500,igb,throughput,bit/s,median,460000000,1,460000000,460000000,0.5,\"tcp, MTU 1500\"",
             "tcp,9000,e1000,throughput,bit/s,median,990000000,1,990000000,990000000,1,\"tcp, MTU 9000\"",
