@@ -12,7 +12,7 @@ use crate::cli::chart::{ImageFormat, PlotArgs, ReportArgs};
 use crate::cli::store::FilterArgs;
 use crate::report::chart::data::{self, ChartSpec, SelectError};
 use crate::report::chart::{self, ChartError};
-use crate::report::html::{self, ReportError, ReportSpec};
+use crate::report::html::{self, PlanCell, ReportError, ReportSpec};
 use crate::store::compare::Metric;
 use crate::store::import;
 use crate::store::{RunMeta, RunWriter, Store, StoreError};
@@ -65,8 +65,27 @@ fn format_of(args: &PlotArgs) -> anyhow::Result<ImageFormat> {
     }
 }
 
+/// How many times larger than its layout the image is drawn: --scale, or
+/// 2 for a PNG (slide-ready) and 1 for an SVG; at most 8000 pixels a side.
+fn scale_of(args: &PlotArgs, format: ImageFormat) -> anyhow::Result<u32> {
+    let scale = args.scale.unwrap_or(match format {
+        ImageFormat::Png => 2,
+        ImageFormat::Svg => 1,
+    });
+    let (w, h) = (args.width * scale, args.height * scale);
+    if w > 8000 || h > 8000 {
+        return Err(UsageError(format!(
+            "--scale {scale}: the image would be {w}x{h} pixels, more than 8000 a side: \
+             give a smaller --scale, --width or --height"
+        ))
+        .into());
+    }
+    Ok(scale)
+}
+
 pub fn plot(args: PlotArgs) -> anyhow::Result<()> {
     let format = format_of(&args)?;
+    let scale = scale_of(&args, format)?;
     let mut spec = ChartSpec::new(args.kind.name());
     spec.metric = Metric::parse(&args.metric).map_err(|e| UsageError(format!("--metric: {e}")))?;
     spec.group = dimensions(&args.group, "--group")?;
@@ -85,8 +104,8 @@ pub fn plot(args: PlotArgs) -> anyhow::Result<()> {
     let chart = data::build(&store, &filter(&args.filter), &spec).map_err(selection_error)?;
     let size = (args.width, args.height);
     let bytes = match format {
-        ImageFormat::Svg => chart::render_svg(&chart, size)?.into_bytes(),
-        ImageFormat::Png => chart::render_png(&chart, size)?,
+        ImageFormat::Svg => chart::render_svg_scaled(&chart, size, scale)?.into_bytes(),
+        ImageFormat::Png => chart::render_png_scaled(&chart, size, scale)?,
     };
     std::fs::write(&args.out, bytes).with_context(|| format!("cannot write the chart to {}", args.out.display()))?;
     println!(
@@ -114,9 +133,77 @@ fn report_error(e: ReportError) -> anyhow::Error {
     }
 }
 
+/// The cases of the plan runs among the selected runs (or named by a
+/// `plan_run=` filter) that have no complete run, with the reason their
+/// summary file gives. A plan run's summary is where `nicbench run` wrote
+/// it, beside the database; one that cannot be read is left out.
+fn plan_cells(store: &Store, filter: &crate::store::query::Filter) -> anyhow::Result<Vec<PlanCell>> {
+    let runs = store.runs(&crate::store::query::Filter {
+        limit: None,
+        ..filter.clone()
+    })?;
+    let mut plan_runs: std::collections::BTreeSet<String> = filter
+        .tags
+        .iter()
+        .filter(|t| t.key == "plan_run")
+        .map(|t| t.value.clone())
+        .collect();
+    let tag = |tags: &[crate::store::Tag], key: &str| tags.iter().find(|t| t.key == key).map(|t| t.value.clone());
+    plan_runs.extend(runs.iter().filter_map(|r| tag(&r.tags, "plan_run")));
+    let complete: std::collections::BTreeSet<(String, String)> = runs
+        .iter()
+        .filter(|r| r.complete)
+        .filter_map(|r| Some((tag(&r.tags, "plan_run")?, tag(&r.tags, "case")?)))
+        .collect();
+    let dir = super::run::plans_dir(store.path());
+    let mut cells = Vec::new();
+    for plan_run in plan_runs {
+        let Ok(entries) = std::fs::read_dir(&dir) else { break };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(&format!("-{plan_run}")) {
+                continue;
+            }
+            let Ok(text) = std::fs::read(entry.path().join("summary.json")) else {
+                continue;
+            };
+            let Ok(summary) = serde_json::from_slice::<serde_json::Value>(&text) else {
+                continue;
+            };
+            for case in summary["cases"].as_array().into_iter().flatten() {
+                let key = case["case"].as_str().unwrap_or("?").to_string();
+                if complete.contains(&(plan_run.clone(), key.clone())) {
+                    continue;
+                }
+                let seconds = case["seconds"].as_f64().unwrap_or(0.0);
+                let (status, reason) = match case["status"].as_str().unwrap_or("") {
+                    "failed" => ("failed", case["reason"].as_str().unwrap_or("no reason recorded").to_string()),
+                    "interrupted" => ("interrupted", format!("stopped by a signal after {seconds:.1} s")),
+                    "measured" => match case["run_id"].as_i64() {
+                        Some(id) => ("incomplete", format!("run {id} was saved incomplete")),
+                        None => ("not saved", "measured, but no run was saved".to_string()),
+                    },
+                    // Skipped: measured earlier, in a run this selection leaves out.
+                    _ => continue,
+                };
+                cells.push(PlanCell {
+                    plan_run: plan_run.clone(),
+                    case: key,
+                    status: status.into(),
+                    reason,
+                });
+            }
+        }
+    }
+    Ok(cells)
+}
+
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
+    let filter = filter(&args.filter);
     let spec = ReportSpec {
+        plan_cells: plan_cells(&store, &filter)?,
+        lead: None,
         title: args.title.clone(),
         source: store.path().display().to_string(),
         filters_text: filters_text(&args.filter),
@@ -124,7 +211,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         cols: dimensions(&args.cols, "--cols")?,
         stat: stat(args.stat),
     };
-    let written = html::write_file(&store, &filter(&args.filter), &spec, &args.out).map_err(report_error)?;
+    let written = html::write_file(&store, &filter, &spec, &args.out).map_err(report_error)?;
     println!(
         "wrote the report of {} runs ({} charts, {} tables) to {}",
         written.runs,

@@ -112,10 +112,18 @@ fn report(
 ) -> anyhow::Result<crate::report::html::Written> {
     use crate::store::{RunMeta, RunWriter, Store};
     let mut store = Store::open(std::path::Path::new(":memory:"))?;
-    for ((_, run), (command_line, text)) in runs.iter().zip(saved) {
+    for ((label, run), (command_line, text)) in runs.iter().zip(saved) {
+        // The report's own copy names each run by its test: one bar and one
+        // table row per test, not per workload.
+        let mut tags = args.save.tags.clone();
+        tags.retain(|t| t.key != "test");
+        tags.push(crate::store::Tag {
+            key: "test".into(),
+            value: label.to_string(),
+        });
         let meta = RunMeta {
             command_line: command_line.clone(),
-            tags: args.save.tags.clone(),
+            tags,
             trials_planned: Some(1),
             source: None,
         };
@@ -128,42 +136,60 @@ fn report(
         title: "nicbench demo".into(),
         source: "the demo's runs on loopback".into(),
         filters_text: String::new(),
-        rows: vec![crate::store::compare::Dimension::parse("workload").expect("a known column")],
+        rows: vec![crate::store::compare::Dimension::parse("tag:test").expect("a tag key")],
         cols: Vec::new(),
         stat: crate::report::compare::Stat::Median,
+        plan_cells: Vec::new(),
+        lead: Some(crate::report::html::LeadTable {
+            caption: SUMMARY_TITLE.into(),
+            header: SUMMARY_HEADER.iter().map(|h| h.to_string()).collect(),
+            rows: summary_rows(runs),
+        }),
     };
     crate::report::html::write_file(&store, &Default::default(), &spec, &args.report)
         .with_context(|| format!("writing the demo report {}", args.report.display()))
 }
 
+const SUMMARY_TITLE: &str = "Summary (loopback; client and agent share the CPU)";
+const SUMMARY_HEADER: [&str; 5] = ["test", "result", "sender", "CPU busy", "service demand"];
+
+/// The summary's rows, one per test: its label, its own figure, the
+/// sender's rate, the client's CPU and service demand. The text summary
+/// and the report's table are both these rows.
+fn summary_rows(runs: &[(&str, RunResult)]) -> Vec<Vec<String>> {
+    runs.iter()
+        .map(|(label, run)| {
+            let r = &run.result;
+            // Each test's own figure: transactions/s, a sweep's peak, or the
+            // receiver's rate (the same figure repetitions compare by).
+            let figure = crate::repeat::figure_of_merit(&run.spec, r);
+            // The sender's average rate says something only for bulk transfer.
+            let sender = if crate::workload::results_of(&run.workload).line_rate_applies() {
+                Rate(r.sum.sender.bits_per_second).to_string()
+            } else {
+                "-".to_string()
+            };
+            let c = &r.cpu.client;
+            vec![
+                label.to_string(),
+                figure.to_string(),
+                sender,
+                format!("{:.1}%", c.utilization_percent),
+                crate::report::text::service_demand(c),
+            ]
+        })
+        .collect()
+}
+
 fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(out, "Summary (loopback; client and agent share the CPU)")?;
-    writeln!(
-        out,
-        "{:<32} {:>26} {:>16} {:>10} {:>22}",
-        "test", "result", "sender", "CPU busy", "service demand"
-    )?;
-    for (label, run) in runs {
-        let r = &run.result;
-        // Each test's own figure: transactions/s, a sweep's peak, or the
-        // receiver's rate (the same figure repetitions compare by).
-        let figure = crate::repeat::figure_of_merit(&run.spec, r);
-        // The sender's average rate says something only for bulk transfer.
-        let sender = if crate::workload::results_of(&run.workload).line_rate_applies() {
-            Rate(r.sum.sender.bits_per_second).to_string()
-        } else {
-            "-".to_string()
-        };
-        let c = &r.cpu.client;
-        let demand = crate::report::text::service_demand(c);
+    writeln!(out, "{SUMMARY_TITLE}")?;
+    let [test, result, sender, cpu, demand] = SUMMARY_HEADER;
+    writeln!(out, "{test:<32} {result:>26} {sender:>16} {cpu:>10} {demand:>22}")?;
+    for row in summary_rows(runs) {
         writeln!(
             out,
-            "{:<32} {:>26} {:>16} {:>9.1}% {:>22}",
-            label,
-            figure.to_string(),
-            sender,
-            c.utilization_percent,
-            demand
+            "{:<32} {:>26} {:>16} {:>10} {:>22}",
+            row[0], row[1], row[2], row[3], row[4]
         )?;
     }
     Ok(())

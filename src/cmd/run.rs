@@ -44,7 +44,7 @@ impl PlanStopped {
 }
 
 /// Where plan runs keep their summaries, command output and restore files.
-fn plans_dir(db: &Path) -> PathBuf {
+pub(crate) fn plans_dir(db: &Path) -> PathBuf {
     db.parent().unwrap_or(Path::new(".")).join("plans")
 }
 

@@ -29,6 +29,30 @@ pub struct ReportSpec {
     pub rows: Vec<Dimension>,
     pub cols: Vec<Dimension>,
     pub stat: Stat,
+    /// The cases of the plan runs among the runs that have no complete
+    /// run, each with the reason (from the plans' summary files).
+    pub plan_cells: Vec<PlanCell>,
+    /// A table shown first, as the command that made the runs printed it
+    /// (the demo's summary).
+    pub lead: Option<LeadTable>,
+}
+
+/// A table of text cells: a caption, a header, rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeadTable {
+    pub caption: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// A plan case that was not measured: which, in which plan run, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanCell {
+    pub plan_run: String,
+    pub case: String,
+    /// `failed`, `interrupted`, `incomplete`, `not saved`.
+    pub status: String,
+    pub reason: String,
 }
 
 /// What was written, for the command's closing line.
@@ -53,7 +77,10 @@ h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid var(--line);padding
 .summary li{flex:1 1 10rem;border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem;background:var(--head)}
 .summary b{display:block;font-size:1.2rem}
 figure{margin:1rem 0;break-inside:avoid}
-figure svg{width:100%;height:auto;max-width:900px;display:block}
+figure svg{width:100%;height:auto;display:block}
+.tip{position:absolute;display:none;z-index:9;max-width:24rem;background:#fff;border:1px solid var(--muted);border-radius:4px;padding:.3rem .5rem;font-size:.85rem;white-space:pre-line;pointer-events:none;box-shadow:0 2px 6px rgba(0,0,0,.2)}
+[data-tip]:hover{opacity:.8}
+.failed td:first-child{font-weight:600}
 figcaption{color:var(--muted);font-size:.9rem}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
@@ -74,7 +101,7 @@ summary{cursor:pointer}
 .verdict{font-weight:600}
 @media (max-width:640px){body{font-size:15px}main{padding:.5rem}td,th{padding:.2rem .3rem}}
 @media print{main{max-width:none;padding:0}.scroll{overflow:visible}table.sortable th::after{content:none}
-a{color:inherit;text-decoration:none}h2{break-after:avoid}details{break-inside:avoid}}
+a{color:inherit;text-decoration:none}h2{break-after:avoid}details{break-inside:avoid}.tip{display:none!important}}
 "#;
 
 const SCRIPT: &str = r#"
@@ -95,6 +122,20 @@ document.querySelectorAll('table.sortable th').forEach(function (th) {
   th.addEventListener('click', sort);
   th.addEventListener('keydown', function (e) { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); sort(); } });
 });
+(function () {
+  var tip = document.createElement('div');
+  tip.className = 'tip'; tip.setAttribute('role', 'tooltip'); document.body.appendChild(tip);
+  document.addEventListener('mouseover', function (e) {
+    var mark = e.target.closest ? e.target.closest('[data-tip]') : null;
+    if (!mark) { tip.style.display = 'none'; return; }
+    tip.textContent = mark.getAttribute('data-tip'); tip.style.display = 'block';
+  });
+  document.addEventListener('mousemove', function (e) {
+    if (tip.style.display !== 'block') return;
+    var x = Math.min(e.pageX + 14, window.scrollX + document.documentElement.clientWidth - tip.offsetWidth - 4);
+    tip.style.left = x + 'px'; tip.style.top = (e.pageY + 14) + 'px';
+  });
+})();
 window.addEventListener('beforeprint', function () { document.querySelectorAll('details').forEach(function (d) { d.open = true; }); });
 "#;
 
@@ -203,7 +244,11 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
             format!("; filters: <code>{}</code>", escape(&spec.filters_text))
         }
     );
-    write_summary(out, &runs, complete, hosts.len());
+    write_summary(out, &runs, complete, spec.plan_cells.len());
+    write_plan_cells(out, &spec.plan_cells);
+    if let Some(lead) = &spec.lead {
+        write_lead(out, lead);
+    }
     out.push_str("<nav aria-label=\"Contents\"><p><a href=\"#charts\">Charts</a> · <a href=\"#tables\">Comparison tables</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>\n");
 
     out.push_str("<section id=\"charts\"><h2>Charts</h2>\n");
@@ -250,33 +295,150 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     })
 }
 
-fn write_summary(out: &mut String, runs: &[RunView], complete: usize, hosts: usize) {
+/// When a run started, or "unknown" (an imported file without a time).
+fn started(unix_seconds: f64) -> String {
+    if has_start(unix_seconds) {
+        super::runs::utc(unix_seconds)
+    } else {
+        "unknown".into()
+    }
+}
+
+fn has_start(unix_seconds: f64) -> bool {
+    unix_seconds.is_finite() && unix_seconds > 0.0
+}
+
+/// The distinct hosts among the runs: both ends by name (a loopback run
+/// is one host), or the agent's address when no name was recorded.
+fn distinct_hosts(runs: &[RunView]) -> usize {
+    let mut hosts = BTreeSet::new();
+    for r in runs {
+        let s = &r.summary;
+        let named: Vec<&String> = [&s.client_host, &s.agent_host]
+            .into_iter()
+            .flatten()
+            .filter(|h| !h.is_empty())
+            .collect();
+        if named.is_empty() {
+            if let Some(address) = &s.agent_address {
+                hosts.insert(address.clone());
+            }
+        }
+        hosts.extend(named.into_iter().cloned());
+    }
+    hosts.len()
+}
+
+/// The verdicts in words with their counts: "2 cpu starved, 1 link bound".
+fn verdicts_in_words(runs: &[RunView]) -> String {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for kind in runs.iter().filter_map(|r| r.summary.verdict_kind.as_deref()) {
+        *counts.entry(kind.replace('_', " ")).or_default() += 1;
+    }
+    let mut by_count: Vec<(String, usize)> = counts.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    if by_count.is_empty() {
+        return "-".into();
+    }
+    by_count
+        .iter()
+        .map(|(words, n)| format!("{n} {words}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn write_summary(out: &mut String, runs: &[RunView], complete: usize, plan_cells: usize) {
     let workloads: BTreeSet<&str> = runs.iter().map(|r| r.summary.workload.as_str()).collect();
-    let first = runs
+    let timed: Vec<f64> = runs
         .iter()
         .map(|r| r.summary.started_at_unix_seconds)
-        .fold(f64::INFINITY, f64::min);
-    let last = runs
-        .iter()
-        .map(|r| r.summary.started_at_unix_seconds)
-        .fold(0.0, f64::max);
-    let verdicts: BTreeSet<&str> = runs.iter().filter_map(|r| r.summary.verdict_kind.as_deref()).collect();
+        .filter(|t| has_start(*t))
+        .collect();
+    let untimed = runs.len() - timed.len();
+    let range = match (
+        timed.iter().copied().reduce(f64::min),
+        timed.iter().copied().reduce(f64::max),
+    ) {
+        (Some(first), Some(last)) => format!(
+            "<li>from<b>{}</b>to {}{}</li>",
+            super::runs::utc(first),
+            super::runs::utc(last),
+            if untimed > 0 {
+                format!("; {untimed} run(s) without a start time")
+            } else {
+                String::new()
+            }
+        ),
+        _ => "<li>from<b>unknown</b>no run has a start time</li>".into(),
+    };
+    let cells = if plan_cells > 0 {
+        format!("<li>plan cells not measured<b><a href=\"#plan-cells\">{plan_cells}</a></b>listed with the reason</li>")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
         "<section aria-label=\"Summary\"><ul class=\"summary\">\
-         <li>runs<b>{}</b>{} complete</li><li>workloads<b>{}</b></li><li>hosts<b>{hosts}</b></li>\
-         <li>from<b>{}</b>to {}</li><li>verdicts<b>{}</b></li></ul></section>",
+         <li>runs<b>{}</b>{} complete</li><li>workloads<b>{}</b></li><li>hosts<b>{}</b></li>\
+         {range}<li>verdicts<b>{}</b></li>{cells}</ul></section>",
         runs.len(),
         complete,
         escape(&workloads.into_iter().collect::<Vec<_>>().join(", ")),
-        super::runs::utc(first),
-        super::runs::utc(last),
-        escape(&if verdicts.is_empty() {
-            "-".to_string()
-        } else {
-            verdicts.into_iter().collect::<Vec<_>>().join(", ")
-        })
+        distinct_hosts(runs),
+        escape(&verdicts_in_words(runs)),
     );
+}
+
+/// The lead table: the first column names the row, the others are figures.
+fn write_lead(out: &mut String, lead: &LeadTable) {
+    let _ = write!(
+        out,
+        "<section id=\"lead\"><div class=\"scroll\"><table class=\"lead\"><caption>{}</caption><thead><tr>",
+        escape(&lead.caption)
+    );
+    for h in &lead.header {
+        let _ = write!(out, "<th scope=\"col\">{}</th>", escape(h));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for row in &lead.rows {
+        out.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(out, "<th scope=\"row\">{}</th>", escape(cell));
+            } else {
+                let _ = write!(out, "<td class=\"num\">{}</td>", escape(cell));
+            }
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></div></section>\n");
+}
+
+/// Every plan cell without a complete run, and why.
+fn write_plan_cells(out: &mut String, cells: &[PlanCell]) {
+    if cells.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<section id=\"plan-cells\"><h2>Plan cells not measured</h2><p>{} of the plan's cases have no complete run; \
+         a resumed plan (<code>nicbench run PLAN</code>) runs them again.</p><div class=\"scroll\">\
+         <table class=\"sortable plan-cells\"><caption>Failed and missing cells, with the reason</caption><thead><tr>\
+         <th scope=\"col\">case</th><th scope=\"col\">status</th><th scope=\"col\">reason</th>\
+         <th scope=\"col\">plan run</th></tr></thead><tbody>",
+        cells.len()
+    );
+    for c in cells {
+        let _ = write!(
+            out,
+            "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&c.case),
+            escape(&c.status),
+            escape(&c.reason),
+            escape(&c.plan_run)
+        );
+    }
+    out.push_str("</tbody></table></div></section>\n");
 }
 
 fn tables(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<Table>, SelectError> {
@@ -423,7 +585,7 @@ fn write_runs(out: &mut String, runs: &[RunView]) {
             "<tr><td class=\"num\" data-v=\"{id}\"><a href=\"#run-{id}\">{id}</a></td><td data-v=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\" data-v=\"{}\">{}</td><td>{verdict}{}</td></tr>",
             s.started_at_unix_seconds,
-            super::runs::utc(s.started_at_unix_seconds),
+            started(s.started_at_unix_seconds),
             escape(&if s.source == "nicbench" {
                 s.workload.clone()
             } else {
@@ -454,7 +616,7 @@ fn write_reproduce(out: &mut String, runs: &[RunView]) {
             s.id,
             s.id,
             escape(&s.workload),
-            super::runs::utc(s.started_at_unix_seconds),
+            started(s.started_at_unix_seconds),
             escape(&r.command_line),
             r.verdict
                 .as_ref()

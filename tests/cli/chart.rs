@@ -150,9 +150,23 @@ fn a_png_chart_decodes_at_the_asked_size_and_is_not_blank() {
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut pixels).unwrap();
-    assert_eq!((info.width, info.height), (640, 400));
+    // Slide-ready by default: laid out at 640x400, drawn twice as large.
+    assert_eq!((info.width, info.height), (1280, 800));
     let colours: std::collections::HashSet<&[u8]> = pixels.chunks(3).collect();
     assert!(colours.len() > 16, "only {} colours", colours.len());
+    let one = f.plot(
+        "bars-1x.png",
+        &["--kind", "bars", "--width", "640", "--height", "400", "--scale", "1"],
+    );
+    let info = png::Decoder::new(std::fs::File::open(&one).unwrap()).read_info().unwrap().info().clone();
+    assert_eq!((info.width, info.height), (640, 400));
+    // Too large an image is refused with the size it would have had.
+    let db = f.db();
+    let out = nicbench(&[
+        "plot", "--db", &db, "--kind", "bars", "--width", "5000", "-o", "big.png",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("10000x1080"), "{}", stderr(&out));
 }
 
 #[test]
@@ -194,7 +208,8 @@ fn a_chart_can_be_drawn_from_result_files_without_a_database() {
     let fixture = format!("{}/tests/fixtures/run-sweep.json", env!("CARGO_MANIFEST_DIR"));
     let out = nicbench(&["plot", "--kind", "sweep", &fixture, "-o", out_path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    check_svg(&out_path, &["run 1"]);
+    // Named by what it is, not "run 1".
+    check_svg(&out_path, &["sweep ping-pong, TCP"]);
 }
 
 /// The report of the fixtures, tables by workload and card.
@@ -412,4 +427,76 @@ fn the_report_renders_in_headless_chromium() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert_eq!(sorted, ["1", "2", "3", "4", "5", "6", "7", "8", "9"]);
+}
+
+/// After the page's script: each row of the failed-cells table as the
+/// browser laid it out (its cells' text, and whether it has a height).
+const INSPECT_PLAN_CELLS: &str = r#"<script>(function(){
+var rows=[];document.querySelectorAll('table.plan-cells tbody tr').forEach(function(tr){
+ rows.push({cells:Array.prototype.map.call(tr.cells,function(c){return c.textContent.trim();}),shown:tr.getBoundingClientRect().height>0});});
+var box=document.querySelector('.summary');
+var pre=document.createElement('pre');pre.id='nicbench-check';pre.textContent=JSON.stringify({rows:rows,summary:box?box.textContent:''});document.body.appendChild(pre);
+})();</script>"#;
+
+#[test]
+fn a_plan_report_lists_each_failed_cell_with_its_reason_in_headless_chromium() {
+    let browser = require!(chromium());
+    let agent = crate::common::AgentProcess::start(&[]);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = dir.path().join("cells.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"cells\"\n[defaults]\nduration = \"0.3s\"\n\
+             [[agents]]\nlabel = \"good\"\naddress = \"127.0.0.1:{}\"\n\
+             [[agents]]\nlabel = \"gone\"\naddress = \"127.0.0.1:{closed}\"\n\
+             [matrix]\nworkload = [\"tcp\", \"udp\"]\n",
+            agent.port
+        ),
+    )
+    .unwrap();
+    let out = nicbench(&["run", plan.to_str().unwrap(), "--db", &db]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{}", stderr(&out));
+    let summary = text
+        .lines()
+        .find_map(|l| l.strip_prefix("summary: "))
+        .expect("the summary file");
+    let page = Path::new(summary).with_file_name("report.html");
+    let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}\n{text}", page.display()));
+    let inspected = dir.path().join("inspected.html");
+    std::fs::write(&inspected, html.replacen("</body>", &format!("{INSPECT_PLAN_CELLS}</body>"), 1)).unwrap();
+    let profile = dir.path().join("chromium-profile");
+    let (dom, _) = browse(&browser, &profile, "1280,2000", &["--dump-dom"], &inspected);
+    let marker = "<pre id=\"nicbench-check\">";
+    let start = dom.find(marker).expect("the inspection ran") + marker.len();
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let r: serde_json::Value = serde_json::from_str(&unescape(&dom[start..end])).unwrap();
+    let rows = r["rows"].as_array().unwrap();
+    // Both cases of the agent that is gone, each with the reason its run failed.
+    let failed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("FAILED "))
+        .collect();
+    assert_eq!(failed.len(), 2, "{text}");
+    for line in failed {
+        let (case, reason) = line.split_once(": ").unwrap();
+        let row = rows
+            .iter()
+            .find(|row| row["cells"][0] == case)
+            .unwrap_or_else(|| panic!("failed cell {case} not listed: {rows:?}"));
+        assert_eq!(row["cells"][1], "failed", "{row}");
+        assert_eq!(row["cells"][2], reason, "{row}");
+        assert_eq!(row["shown"], true, "{row}");
+    }
+    assert_eq!(rows.len(), 2, "only the failed cells: {rows:?}");
+    let summary_box = r["summary"].as_str().unwrap();
+    assert!(summary_box.contains("plan cells not measured2"), "{summary_box}");
+    assert!(summary_box.contains("hosts1"), "one host on loopback: {summary_box}");
 }

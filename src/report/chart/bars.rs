@@ -3,7 +3,12 @@
 
 use plotters::prelude::*;
 
-use super::{base_unit, color, draw_err, font, legend, si, titled, upper, Area, ChartError, Keyed, Marks};
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::FontTransform;
+
+use super::legend::{self, Entry, Swatch};
+use super::sweep::run_list;
+use super::{base_unit, color, draw_err, font, si, titled, upper, Area, ChartError, Keyed, Marks};
 use crate::report::compare::{col_label, Table};
 
 /// One bar: the statistic of a cell of the comparison table.
@@ -15,6 +20,8 @@ pub struct Bar {
     pub min: f64,
     pub max: f64,
     pub runs: usize,
+    /// The runs of the bar, for its hover tip (empty when not known).
+    pub run_ids: Vec<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +55,7 @@ impl Bars {
                     min: c.min,
                     max: c.max,
                     runs: c.runs,
+                    run_ids: Vec::new(),
                 })
             })
             .collect();
@@ -70,8 +78,41 @@ impl Bars {
         }
     }
 
+    /// What a hover over bar `b` shows: its group and series, value,
+    /// spread and runs.
+    fn tip(&self, b: &Bar, factor: f64, unit: &str) -> String {
+        let mut tip = self.groups[b.group].clone();
+        if !self.series_key.is_empty() {
+            tip += &format!(", {}", self.series[b.series]);
+        }
+        tip += &format!("\n{}: {}{unit}", self.axis, si(b.value * factor));
+        if b.runs > 1 {
+            tip += &format!(" ({} to {})", si(b.min * factor), si(b.max * factor));
+        }
+        if b.run_ids.is_empty() {
+            tip += &format!("\n{} run(s)", b.runs);
+        } else {
+            tip += &format!("\nruns {}", run_list(&b.run_ids));
+        }
+        tip
+    }
+
     pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
         let area = titled(root, marks, &self.title)?;
+        let entries: Vec<Entry> = if self.series_key.is_empty() {
+            Vec::new()
+        } else {
+            self.series
+                .iter()
+                .enumerate()
+                .map(|(s, name)| Entry {
+                    swatch: Swatch::Box,
+                    color: color(s),
+                    text: name.clone(),
+                })
+                .collect()
+        };
+        let area = legend::strip(&area, marks, &entries)?;
         let (factor, unit) = base_unit(&self.unit);
         let n = self.groups.len().max(1);
         let top = self
@@ -80,44 +121,79 @@ impl Bars {
             .map(|b| b.max.max(b.value) * factor)
             .fold(0.0, f64::max);
         let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
+        // Group names wider than their group ("TCP, 8 KiB writes, nodelay")
+        // are written upright under it, not run into each other.
+        let (w, h) = area.dim_in_pixel();
+        let widest = self
+            .groups
+            .iter()
+            .filter_map(|g| area.estimate_text_size(g, &font(13)).ok())
+            .map(|(w, _)| w as f64 * 1.2)
+            .fold(0.0, f64::max);
+        let upright = widest > (w as f64 - 100.0) / n as f64 * 0.95;
+        let label_room = if upright {
+            (widest as u32 + 30).min(h * 2 / 5)
+        } else {
+            44
+        };
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
-            .x_label_area_size(44)
+            .x_label_area_size(label_room)
             .y_label_area_size(72)
             .build_cartesian_2d(Keyed::linear(0f64..n as f64, centers), 0f64..upper(top))
             .map_err(draw_err)?;
         marks.set("axes");
         let groups = &self.groups;
-        let group_name = |v: &f64| groups.get(v.floor().max(0.0) as usize).cloned().unwrap_or_default();
+        let group_name = |v: &f64| {
+            if upright {
+                return String::new();
+            }
+            groups.get(v.floor().max(0.0) as usize).cloned().unwrap_or_default()
+        };
         let y_name = format!("{} ({unit})", self.axis);
+        let x_name = if upright { String::new() } else { self.group_key.clone() };
         chart
             .configure_mesh()
             .max_light_lines(0)
             .disable_x_mesh()
             .x_label_formatter(&group_name)
             .y_label_formatter(&|v| si(*v))
-            .x_desc(self.group_key.as_str())
+            .x_desc(x_name.as_str())
             .y_desc(y_name.as_str())
             .label_style(font(13))
             .axis_desc_style(font(14))
             .draw()
             .map_err(draw_err)?;
+        if upright {
+            let style = font(13)
+                .transform(FontTransform::Rotate90)
+                .pos(Pos::new(HPos::Left, VPos::Center));
+            chart
+                .draw_series(self.groups.iter().enumerate().map(|(i, g)| {
+                    EmptyElement::at((i as f64 + 0.5, 0.0)) + Text::new(g.clone(), (0, 8), style.clone())
+                }))
+                .map_err(draw_err)?;
+        }
         marks.set("data");
         let k = self.series.len().max(1);
         let width = 0.8 / k as f64;
         let x_of = |b: &Bar| b.group as f64 + 0.1 + b.series as f64 * width;
-        let show_values = self.bars.len() <= 24;
-        for (s, name) in self.series.iter().enumerate() {
+        // The width of one bar in pixels: its value is written above it
+        // when it fits, turned upright when it fits that way, else left
+        // to the hover tip and the table.
+        let plot_width = chart.plotting_area().dim_in_pixel().0 as f64;
+        let bar_pixels = plot_width / n as f64 * width * 0.9;
+        for (s, _) in self.series.iter().enumerate() {
             let c = color(s);
             let mine: Vec<&Bar> = self.bars.iter().filter(|b| b.series == s).collect();
-            chart
-                .draw_series(mine.iter().map(|b| {
-                    let x0 = x_of(b);
-                    Rectangle::new([(x0, 0.0), (x0 + width * 0.9, b.value * factor)], c.filled())
-                }))
-                .map_err(draw_err)?
-                .label(name.as_str())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], c.filled()));
+            for b in &mine {
+                marks.tip(Some(self.tip(b, factor, &unit)));
+                let x0 = x_of(b);
+                chart
+                    .draw_series([Rectangle::new([(x0, 0.0), (x0 + width * 0.9, b.value * factor)], c.filled())])
+                    .map_err(draw_err)?;
+            }
+            marks.tip(None);
             let whisker = |b: &&Bar| {
                 let xc = x_of(b) + width * 0.45;
                 let cap = width * 0.15;
@@ -131,22 +207,36 @@ impl Bars {
             chart
                 .draw_series(mine.iter().filter(|b| b.runs > 1).flat_map(whisker))
                 .map_err(draw_err)?;
-            if show_values {
-                let label = font(11).pos(plotters::style::text_anchor::Pos::new(
-                    plotters::style::text_anchor::HPos::Center,
-                    plotters::style::text_anchor::VPos::Bottom,
-                ));
-                chart
-                    .draw_series(mine.iter().map(|b| {
-                        let xc = x_of(b) + width * 0.45;
-                        Text::new(si(b.value * factor), (xc, b.max.max(b.value) * factor), label.clone())
-                    }))
-                    .map_err(draw_err)?;
-            }
-        }
-        if !self.series_key.is_empty() {
-            legend(&mut chart, marks, SeriesLabelPosition::UpperRight)?;
+            let area = chart.plotting_area().clone();
+            let labels = mine.iter().filter_map(|b| {
+                let text = si(b.value * factor);
+                let xc = x_of(b) + width * 0.45;
+                let at = (xc, b.max.max(b.value) * factor);
+                value_label(&area, text, at, bar_pixels)
+            });
+            chart.draw_series(labels).map_err(draw_err)?;
         }
         Ok(())
     }
+}
+
+/// A bar's value over it: level when it fits the bar's width, upright
+/// when the bar is too narrow but the text fits that way, else none.
+pub(crate) fn value_label<DB: DrawingBackend>(
+    area: &plotters::drawing::DrawingArea<DB, plotters::coord::cartesian::Cartesian2d<Keyed, plotters::coord::types::RangedCoordf64>>,
+    text: String,
+    at: (f64, f64),
+    bar_pixels: f64,
+) -> Option<Text<'static, (f64, f64), String>> {
+    let style = font(11);
+    let (w, h) = area.estimate_text_size(&text, &style).ok()?;
+    // ab_glyph's measure is about 1/1.16 of the drawn SVG text.
+    if w as f64 * 1.2 <= bar_pixels {
+        return Some(Text::new(text, at, style.pos(Pos::new(HPos::Center, VPos::Bottom))));
+    }
+    if h as f64 * 1.2 <= bar_pixels {
+        let upright = style.transform(FontTransform::Rotate270).pos(Pos::new(HPos::Left, VPos::Center));
+        return Some(Text::new(text, at, upright));
+    }
+    None
 }

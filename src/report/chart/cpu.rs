@@ -3,9 +3,10 @@
 //! the "CPU load" chart of a NIC roundup.
 
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{color, draw_err, font, legend, si, titled, upper, Area, ChartError, Keyed, Marks};
+use super::bars::value_label;
+use super::legend::{self, Entry, Swatch};
+use super::{color, draw_err, font, si, titled, upper, Area, ChartError, Keyed, Marks};
 
 /// The kinds of CPU time, bottom to top, and their colours.
 pub const PARTS: [(&str, RGBColor); 4] = [
@@ -36,6 +37,15 @@ pub struct Cpu {
 impl Cpu {
     pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
         let area = titled(root, marks, &self.title)?;
+        let entries: Vec<Entry> = PARTS
+            .iter()
+            .map(|(name, c)| Entry {
+                swatch: Swatch::Box,
+                color: *c,
+                text: name.to_string(),
+            })
+            .collect();
+        let area = legend::strip(&area, marks, &entries)?;
         let with_rate = self.groups.iter().any(|g| g.throughput_bits_per_second.is_some());
         let (left, right) = if with_rate {
             let (w, _) = area.dim_in_pixel();
@@ -74,46 +84,55 @@ impl Cpu {
             .draw()
             .map_err(draw_err)?;
         marks.set("data");
-        let sides = |g: &CpuGroup| [(0.12, g.client), (0.53, g.agent)];
-        for (p, (name, c)) in PARTS.iter().enumerate() {
-            let c = *c;
-            let rects: Vec<Rectangle<(f64, f64)>> = self
-                .groups
-                .iter()
-                .enumerate()
-                .flat_map(|(i, g)| {
-                    sides(g).map(|(offset, parts)| {
-                        let below: f64 = parts[..p].iter().sum();
-                        let x0 = i as f64 + offset;
-                        Rectangle::new([(x0, below), (x0 + 0.35, below + parts[p])], c.filled())
+        let sides = |g: &CpuGroup| [(0.12, g.client, "client"), (0.53, g.agent, "agent")];
+        for (i, g) in self.groups.iter().enumerate() {
+            for (offset, parts, side) in sides(g) {
+                let total: f64 = parts.iter().sum();
+                let split: Vec<String> = PARTS
+                    .iter()
+                    .zip(parts)
+                    .map(|((name, _), v)| format!("{name} {v:.1}%"))
+                    .collect();
+                marks.tip(Some(format!(
+                    "{}, {side}: {total:.1}% busy\n{}\n{} run(s)",
+                    g.name,
+                    split.join(", "),
+                    g.runs
+                )));
+                let x0 = i as f64 + offset;
+                let mut below = 0.0;
+                let rects: Vec<Rectangle<(f64, f64)>> = PARTS
+                    .iter()
+                    .zip(parts)
+                    .map(|((_, c), v)| {
+                        let r = Rectangle::new([(x0, below), (x0 + 0.35, below + v)], c.filled());
+                        below += v;
+                        r
                     })
-                })
-                .collect();
-            chart
-                .draw_series(rects)
-                .map_err(draw_err)?
-                .label(*name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], c.filled()));
+                    .collect();
+                chart.draw_series(rects).map_err(draw_err)?;
+            }
         }
-        let tag = font(11).pos(Pos::new(HPos::Center, VPos::Bottom));
-        chart
-            .draw_series(self.groups.iter().enumerate().flat_map(|(i, g)| {
-                let total = |parts: [f64; 4]| parts.iter().sum::<f64>();
-                [
-                    Text::new(
-                        format!("c {:.0}%", total(g.client)),
-                        (i as f64 + 0.295, total(g.client)),
-                        tag.clone(),
-                    ),
-                    Text::new(
-                        format!("a {:.0}%", total(g.agent)),
-                        (i as f64 + 0.705, total(g.agent)),
-                        tag.clone(),
-                    ),
-                ]
-            }))
-            .map_err(draw_err)?;
-        legend(&mut chart, marks, SeriesLabelPosition::UpperLeft)?;
+        marks.tip(None);
+        // "c 99%" over the client's bar and "a 12%" over the agent's, when
+        // they fit the bar (level or upright); else the tip and x title say it.
+        let plot_width = chart.plotting_area().dim_in_pixel().0 as f64;
+        let bar_pixels = plot_width / n as f64 * 0.35;
+        let plot = chart.plotting_area().clone();
+        let labels: Vec<_> = self
+            .groups
+            .iter()
+            .enumerate()
+            .flat_map(|(i, g)| {
+                sides(g).map(|(offset, parts, side)| {
+                    let total: f64 = parts.iter().sum();
+                    let text = format!("{} {total:.0}%", &side[..1]);
+                    value_label(&plot, text, (i as f64 + offset + 0.175, total), bar_pixels)
+                })
+            })
+            .flatten()
+            .collect();
+        chart.draw_series(labels).map_err(draw_err)?;
         let Some(right) = right else { return Ok(()) };
         let top = self
             .groups
@@ -142,11 +161,13 @@ impl Cpu {
             .map_err(draw_err)?;
         marks.set("data");
         let c = color(4);
-        rate.draw_series(self.groups.iter().enumerate().filter_map(|(i, g)| {
-            let v = g.throughput_bits_per_second?;
-            Some(Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, v)], c.filled()))
-        }))
-        .map_err(draw_err)?;
+        for (i, g) in self.groups.iter().enumerate() {
+            let Some(v) = g.throughput_bits_per_second else { continue };
+            marks.tip(Some(format!("{}\nreceiver throughput {}bit/s (median)", g.name, si(v))));
+            rate.draw_series([Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, v)], c.filled())])
+                .map_err(draw_err)?;
+        }
+        marks.tip(None);
         Ok(())
     }
 }

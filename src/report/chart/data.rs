@@ -104,11 +104,24 @@ pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, 
     Ok(match kind.data {
         ChartData::SizeCurve { key } => Chart::Sweep(Sweep {
             title: "Bandwidth and latency against message size (best of each size)".into(),
-            lines: drawn.lines(store, &filter, spec, |name, doc| sweep_line(name, doc, key))?,
+            lines: merge_sweeps(drawn.lines(store, &filter, spec, |id, doc| {
+                Ok(sweep_line(String::new(), doc, key).map(|mut l| {
+                    l.runs = vec![id];
+                    (series_traits(store, id, doc), l)
+                }))
+            })?),
         }),
         ChartData::LatencyHistogram { pointer } => Chart::Latency(Latency {
             title: "Request/response latency percentiles".into(),
-            lines: drawn.lines(store, &filter, spec, |name, doc| latency_line(name, doc, pointer))?,
+            lines: name_lines(drawn.lines(store, &filter, spec, |id, doc| {
+                Ok(latency_line(String::new(), doc, pointer).map(|l| (series_traits(store, id, doc), l)))
+            })?)
+            .into_iter()
+            .map(|(name, mut l)| {
+                l.name = name;
+                l
+            })
+            .collect(),
         }),
     })
 }
@@ -124,17 +137,15 @@ struct Drawn<'a> {
 
 impl Drawn<'_> {
     /// The line `line_of` reads from each of the newest selected runs (its
-    /// label and document) that has one; an error saying why when none has.
+    /// id and document) that has one; an error saying why when none has.
     fn lines<T>(
         &self,
         store: &Store,
         filter: &Filter,
         spec: &ChartSpec,
-        line_of: impl Fn(String, &Value) -> Option<T>,
+        line_of: impl Fn(i64, &Value) -> Result<Option<T>, StoreError>,
     ) -> Result<Vec<T>, SelectError> {
-        let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, self.workloads, |id, doc| {
-            Ok(line_of(run_label(store, id)?, doc))
-        })?;
+        let (lines, matched) = newest(store, filter, spec.max_lines, &spec.runs, self.workloads, line_of)?;
         if lines.is_empty() {
             return Err(empty(format!(
                 "{matched} complete run(s) match, but {}",
@@ -217,7 +228,19 @@ fn bars(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Bars, Select
         spec.stat,
         &spec.runs,
     )?;
-    Ok(Bars::from_table(&t, spec.metric.label, stat_name(spec.stat)))
+    let mut bars = Bars::from_table(&t, spec.metric.label, stat_name(spec.stat));
+    // Each bar's runs, for its hover tip.
+    let found = records(store, filter, &spec.group, &spec.series, &spec.metric, &spec.runs)?;
+    for r in &found.records {
+        let at = |keys: &[Vec<String>], key: &Vec<String>| keys.iter().position(|k| k == key);
+        let (Some(group), Some(series)) = (at(&t.rows, &r.row), at(&t.cols, &r.col)) else {
+            continue;
+        };
+        if let Some(bar) = bars.bars.iter_mut().find(|b| b.group == group && b.series == series) {
+            bar.run_ids.push(r.run_id);
+        }
+    }
+    Ok(bars)
 }
 
 fn number(v: &Value) -> Option<f64> {
@@ -297,6 +320,93 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectEr
             })
             .collect(),
     })
+}
+
+/// What tells a run's series apart, as (what, value) pairs: the mode of
+/// its workload, its transport, the hosts, its tags. A legend names a
+/// series by the values that differ among the series shown
+/// ([`name_lines`]), never by a run id alone.
+pub type Traits = Vec<(String, String)>;
+
+/// The traits of the run `id` with document `doc`.
+fn series_traits(store: &Store, id: i64, doc: &Value) -> Traits {
+    let mut traits = Vec::new();
+    let params = &doc["spec"]["params"];
+    let text = |v: &Value| v.as_str().map(|s| s.replace('_', "-"));
+    if doc["format"] == "netpipe-3" {
+        traits.push(("mode".into(), "NetPIPE".into()));
+    } else if let Some(mode) = text(&params["mode"]) {
+        traits.push(("mode".into(), format!("{} {mode}", doc["workload"].as_str().unwrap_or(""))));
+    } else if let Some(w) = text(&doc["workload"]) {
+        traits.push(("mode".into(), w));
+    }
+    if let Some(t) = text(&params["transport"]) {
+        traits.push(("transport".into(), t.to_uppercase()));
+    }
+    let host = |side: &str| doc[side]["facts"]["hostname"].as_str().map(String::from);
+    if let (Some(c), Some(a)) = (host("client"), host("agent")) {
+        traits.push(("hosts".into(), format!("{c} -> {a}")));
+    }
+    if let Ok(tags) = store.tags_of(std::iter::once(id)) {
+        for t in tags.get(&id).into_iter().flatten() {
+            traits.push((format!("tag:{}", t.key), format!("{}={}", t.key, t.value)));
+        }
+    }
+    traits
+}
+
+/// Names for series from their traits: the values that differ among
+/// them, joined by ", "; when none differ, what they have in common.
+/// Series of equal names are the same configuration.
+pub fn name_lines<T>(lines: Vec<(Traits, T)>) -> Vec<(String, T)> {
+    let value = |traits: &Traits, key: &str| traits.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    let mut keys: Vec<String> = Vec::new();
+    for (traits, _) in &lines {
+        for (k, _) in traits {
+            if !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    let differing: Vec<&String> = keys
+        .iter()
+        .filter(|k| {
+            let first = value(&lines[0].0, k);
+            lines.iter().any(|(t, _)| value(t, k) != first)
+        })
+        .collect();
+    lines
+        .into_iter()
+        .map(|(traits, line)| {
+            let shown: Vec<String> = if differing.is_empty() {
+                traits.iter().filter(|(k, _)| k != "hosts").map(|(_, v)| v.clone()).collect()
+            } else {
+                differing.iter().filter_map(|k| value(&traits, k)).collect()
+            };
+            let name = if shown.is_empty() { "all runs".to_string() } else { shown.join(", ") };
+            (name, line)
+        })
+        .collect()
+}
+
+/// One sweep line per series: the runs of one name merged, best per size.
+fn merge_sweeps(lines: Vec<(Traits, SweepLine)>) -> Vec<SweepLine> {
+    let mut merged: Vec<SweepLine> = Vec::new();
+    for (name, line) in name_lines(lines) {
+        match merged.iter_mut().find(|m| m.name == name) {
+            Some(m) => {
+                m.runs.extend(line.runs);
+                let points = std::mem::take(&mut m.points);
+                m.points = super::sweep::best_per_size(points.into_iter().chain(line.points));
+                if line.peak.map(|p| p.1) > m.peak.map(|p| p.1) {
+                    m.peak = line.peak;
+                    m.half_peak_size_bytes = line.half_peak_size_bytes;
+                }
+            }
+            None => merged.push(SweepLine { name, ..line }),
+        }
+    }
+    merged
 }
 
 /// A run's name in a legend: its id and tags.
@@ -379,7 +489,8 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
     let summary = &sweep["summary"];
     Some(SweepLine {
         name,
-        points,
+        runs: Vec::new(),
+        points: super::sweep::best_per_size(points),
         peak: number(&summary["peak_size_bytes"]).zip(number(&summary["peak_bits_per_second"])),
         half_peak_size_bytes: number(&summary["half_peak_size_bytes"]),
     })
@@ -413,7 +524,8 @@ fn netpipe_line(name: String, doc: &Value) -> Option<SweepLine> {
         .reduce(f64::min);
     Some(SweepLine {
         name,
-        points,
+        runs: Vec::new(),
+        points: super::sweep::best_per_size(points),
         peak: Some(peak),
         half_peak_size_bytes,
     })
@@ -483,4 +595,59 @@ fn timeline(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Timeline
         title: format!("Per-interval throughput of each stream, {}", run_label(store, id)?),
         streams,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traits(pairs: &[(&str, &str)]) -> Traits {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn series_are_named_by_what_differs_among_them_not_by_run_id() {
+        let lines = vec![
+            (traits(&[("mode", "sweep stream"), ("tag:nic", "nic=e1000")]), 1),
+            (traits(&[("mode", "sweep stream"), ("tag:nic", "nic=igb")]), 2),
+            (traits(&[("mode", "sweep ping-pong"), ("tag:nic", "nic=igb")]), 3),
+        ];
+        let names: Vec<String> = name_lines(lines).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "sweep stream, nic=e1000",
+                "sweep stream, nic=igb",
+                "sweep ping-pong, nic=igb"
+            ]
+        );
+        // Alike runs share a name (and so one line): what they have in common.
+        let alike = vec![
+            (traits(&[("mode", "sweep stream"), ("hosts", "a -> b")]), 1),
+            (traits(&[("mode", "sweep stream"), ("hosts", "a -> b")]), 2),
+        ];
+        let names: Vec<String> = name_lines(alike).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["sweep stream", "sweep stream"]);
+    }
+
+    #[test]
+    fn runs_of_one_series_merge_into_one_line_best_per_size() {
+        let line = |id: i64, bits_per_second: f64| SweepLine {
+            name: String::new(),
+            runs: vec![id],
+            points: vec![SweepPoint {
+                size_bytes: 64.0,
+                bits_per_second,
+                latency_us: 5.0,
+            }],
+            peak: Some((64.0, bits_per_second)),
+            half_peak_size_bytes: None,
+        };
+        let same = traits(&[("mode", "sweep stream")]);
+        let merged = merge_sweeps(vec![(same.clone(), line(1, 1e9)), (same, line(2, 2e9))]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].runs, [1, 2]);
+        assert_eq!(merged[0].points.len(), 1);
+        assert_eq!(merged[0].peak, Some((64.0, 2e9)));
+    }
 }

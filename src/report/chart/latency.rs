@@ -4,7 +4,8 @@
 
 use plotters::prelude::*;
 
-use super::{color, draw_err, font, legend, log_axis, si, titled, Area, ChartError, Keyed, Marks};
+use super::legend::{self, Entry, Swatch};
+use super::{color, draw_err, font, log_axis, si, titled, Area, ChartError, Keyed, Marks};
 
 /// The percentiles marked on the x axis, and where they sit on it
 /// (`-log10(1 - p)`: p90 at 1, p99 at 2, ...).
@@ -63,6 +64,17 @@ pub struct Latency {
 impl Latency {
     pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
         let area = titled(root, marks, &self.title)?;
+        let entries: Vec<Entry> = self
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Entry {
+                swatch: Swatch::Line,
+                color: color(i),
+                text: l.name.clone(),
+            })
+            .collect();
+        let area = legend::strip(&area, marks, &entries)?;
         let all = || self.lines.iter().flat_map(|l| l.points.iter());
         let low = all().map(|p| p.1).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
         let high = all().map(|p| p.1).fold(0.0, f64::max);
@@ -103,11 +115,16 @@ impl Latency {
                     line.points.iter().map(|(p, v)| (nines(*p), *v)),
                     c.stroke_width(2),
                 ))
-                .map_err(draw_err)?
-                .label(line.name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+                .map_err(draw_err)?;
+            for (p, v) in &line.points {
+                marks.tip(Some(format!("{}\np{}: {}s", line.name, p * 100.0, si(v * 1e-6))));
+                chart
+                    .draw_series([Circle::new((nines(*p), *v), 3, c.filled())])
+                    .map_err(draw_err)?;
+            }
+            marks.tip(None);
         }
-        legend(&mut chart, marks, SeriesLabelPosition::UpperLeft)
+        Ok(())
     }
 }
 

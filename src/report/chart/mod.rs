@@ -12,11 +12,13 @@ pub mod cpu;
 pub mod data;
 pub mod heatmap;
 pub mod latency;
+pub mod legend;
+pub mod scaled;
 pub mod svg;
 pub mod sweep;
 pub mod timeline;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Once;
 
@@ -62,20 +64,33 @@ pub enum Chart {
 }
 
 /// The part of a chart being drawn; the SVG backend groups elements by it.
+/// A data mark may carry a tip (its value, runs and case), which the SVG
+/// writes as `data-tip` for the HTML report's hover box.
 #[derive(Clone, Default)]
-pub struct Marks(Rc<Cell<&'static str>>);
+pub struct Marks {
+    part: Rc<Cell<&'static str>>,
+    tip: Rc<RefCell<Option<String>>>,
+}
 
 impl Marks {
     pub fn set(&self, part: &'static str) {
-        self.0.set(part);
+        self.part.set(part);
+        self.tip.replace(None);
     }
     pub fn get(&self) -> &'static str {
-        let part = self.0.get();
+        let part = self.part.get();
         if part.is_empty() {
             "background"
         } else {
             part
         }
+    }
+    /// The tip of the marks drawn next (none after the next [`Marks::set`]).
+    pub fn tip(&self, tip: Option<String>) {
+        self.tip.replace(tip);
+    }
+    pub fn current_tip(&self) -> Option<String> {
+        self.tip.borrow().clone()
     }
 }
 
@@ -176,12 +191,34 @@ pub fn render_svg_with_id(chart: &Chart, (width, height): (u32, u32), id: &str) 
     Ok(out)
 }
 
+/// The SVG of a chart laid out at `size`, shown `scale` times as large
+/// (its `width` and `height`; the `viewBox` keeps the layout).
+pub fn render_svg_scaled(chart: &Chart, (width, height): (u32, u32), scale: u32) -> Result<String, ChartError> {
+    let svg = render_svg(chart, (width, height))?;
+    let scale = scale.max(1);
+    Ok(svg.replacen(
+        &format!(r#"width="{width}" height="{height}""#),
+        &format!(r#"width="{}" height="{}""#, width * scale, height * scale),
+        1,
+    ))
+}
+
 /// The chart as a PNG image of `width` x `height` pixels (RGB).
-pub fn render_png(chart: &Chart, (width, height): (u32, u32)) -> Result<Vec<u8>, ChartError> {
+pub fn render_png(chart: &Chart, size: (u32, u32)) -> Result<Vec<u8>, ChartError> {
+    render_png_scaled(chart, size, 1)
+}
+
+/// The chart laid out at `width` x `height`, drawn `scale` times as
+/// large: a PNG of `width * scale` x `height * scale` pixels whose text
+/// and lines are as sharp as the rest (for slides and print).
+pub fn render_png_scaled(chart: &Chart, (width, height): (u32, u32), scale: u32) -> Result<Vec<u8>, ChartError> {
     register_font();
+    let scale = scale.max(1);
+    let (width, height) = (width * scale, height * scale);
     let mut pixels = vec![255u8; width as usize * height as usize * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
+        let bitmap = BitMapBackend::with_buffer(&mut pixels, (width, height));
+        let root = scaled::Scaled::new(bitmap, scale).into_drawing_area();
         chart.draw(&root, &Marks::default())?;
         root.present().map_err(draw_err)?;
     }
@@ -329,23 +366,6 @@ pub(crate) fn log_axis(low: f64, high: f64) -> Keyed {
         .filter(|v| range.contains(v) || *v == range.end)
         .collect();
     Keyed::log(range, points)
-}
-
-/// The legend: top right, framed, on white.
-pub(crate) fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    marks: &Marks,
-    position: SeriesLabelPosition,
-) -> Result<(), ChartError> {
-    marks.set("legend");
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font(font(13))
-        .draw()
-        .map_err(draw_err)
 }
 
 #[cfg(test)]

@@ -86,6 +86,16 @@ impl<'a> SvgBackend<'a> {
         }
     }
 
+    /// ` data-tip="..."` when the mark being drawn has a tip.
+    fn tip(&self) -> String {
+        match self.marks.current_tip() {
+            // A line break as a reference: an XML parser reads a raw one in
+            // an attribute as a space.
+            Some(tip) => format!(r#" data-tip="{}""#, escape(&tip).replace('\n', "&#10;")),
+            None => String::new(),
+        }
+    }
+
     /// The `points` attribute's value: `x,y` pairs apart by spaces.
     fn write_points(&mut self, points: impl IntoIterator<Item = BackendCoord>) {
         for (i, (x, y)) in points.into_iter().enumerate() {
@@ -158,9 +168,10 @@ impl DrawingBackend for SvgBackend<'_> {
         let (x, y) = (ul.0.min(br.0), ul.1.min(br.1));
         let (w, h) = ((br.0 - ul.0).abs(), (br.1 - ul.1).abs());
         let paint_it = Self::fill_or_stroke(style, fill);
+        let tip = self.tip();
         let _ = write!(
             self.out,
-            r#"<rect x="{x}" y="{y}" width="{w}" height="{h}" {paint_it}/>"#
+            r#"<rect x="{x}" y="{y}" width="{w}" height="{h}" {paint_it}{tip}/>"#
         );
         Ok(())
     }
@@ -172,7 +183,12 @@ impl DrawingBackend for SvgBackend<'_> {
         self.group();
         self.out.push_str(r#"<polyline points=""#);
         self.write_points(path);
-        let _ = write!(self.out, r#"" {} stroke-linejoin="round"/>"#, Self::stroke(style));
+        let tip = self.tip();
+        let _ = write!(
+            self.out,
+            r#"" {} stroke-linejoin="round"{tip}/>"#,
+            Self::stroke(style)
+        );
         Ok(())
     }
 
@@ -182,9 +198,10 @@ impl DrawingBackend for SvgBackend<'_> {
         }
         self.group();
         let paint_it = Self::fill_or_stroke(style, fill);
+        let tip = self.tip();
         let _ = write!(
             self.out,
-            r#"<circle cx="{}" cy="{}" r="{radius}" {paint_it}/>"#,
+            r#"<circle cx="{}" cy="{}" r="{radius}" {paint_it}{tip}/>"#,
             c.0, c.1
         );
         Ok(())
@@ -197,7 +214,8 @@ impl DrawingBackend for SvgBackend<'_> {
         self.group();
         self.out.push_str(r#"<polygon points=""#);
         self.write_points(vert);
-        let _ = write!(self.out, r#"" fill="{}"/>"#, paint(style.color()));
+        let tip = self.tip();
+        let _ = write!(self.out, r#"" fill="{}"{tip}/>"#, paint(style.color()));
         Ok(())
     }
 

@@ -1,11 +1,13 @@
 //! `sweep`: bandwidth and latency against message size (log x), one line
-//! per run, with the peak and n-1/2 (the size that reaches half the peak)
-//! marked: the NetPIPE picture.
+//! per series (one point per size, the best of its passes and runs), with
+//! the peak and n-1/2 (the size that reaches half the peak) marked on the
+//! curve and written out in the legend, where no two notes can overlap:
+//! the NetPIPE picture.
 
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{binary, color, draw_err, font, legend, log_axis, si, titled, upper, Area, ChartError, Keyed, Marks};
+use super::legend::{self, Entry, Swatch};
+use super::{binary, color, draw_err, font, log_axis, si, titled, upper, Area, ChartError, Keyed, Marks};
 
 /// One point of a sweep: message size, best bandwidth, best latency.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -18,6 +20,9 @@ pub struct SweepPoint {
 #[derive(Debug, Clone)]
 pub struct SweepLine {
     pub name: String,
+    /// The runs the line is drawn from.
+    pub runs: Vec<i64>,
+    /// By size, one point each.
     pub points: Vec<SweepPoint>,
     /// Peak bandwidth and the size where it was reached.
     pub peak: Option<(f64, f64)>,
@@ -29,6 +34,73 @@ pub struct SweepLine {
 pub struct Sweep {
     pub title: String,
     pub lines: Vec<SweepLine>,
+}
+
+/// One point per size, in size order: the highest bandwidth and the
+/// lowest latency any pass reached at that size. Two passes drawn in the
+/// order they ran would zig-zag back and forth.
+pub fn best_per_size(points: impl IntoIterator<Item = SweepPoint>) -> Vec<SweepPoint> {
+    let mut by_size: Vec<SweepPoint> = Vec::new();
+    for p in points {
+        match by_size.iter_mut().find(|q| q.size_bytes == p.size_bytes) {
+            Some(q) => {
+                q.bits_per_second = q.bits_per_second.max(p.bits_per_second);
+                q.latency_us = match (q.latency_us > 0.0, p.latency_us > 0.0) {
+                    (true, true) => q.latency_us.min(p.latency_us),
+                    (false, _) => p.latency_us,
+                    (true, false) => q.latency_us,
+                };
+            }
+            None => by_size.push(p),
+        }
+    }
+    by_size.sort_by(|a, b| a.size_bytes.total_cmp(&b.size_bytes));
+    by_size
+}
+
+impl SweepLine {
+    /// The line's name and its peak and n½, for the legend.
+    pub fn legend_text(&self) -> String {
+        let mut text = self.name.clone();
+        if let Some((size, peak)) = self.peak {
+            text += &format!(": peak {}bit/s at {}B", si(peak), binary_unit(size));
+        }
+        if let Some(half) = self.half_peak_size_bytes {
+            text += &format!(", n½ {}B", binary_unit(half));
+        }
+        text
+    }
+
+    fn tip(&self, p: &SweepPoint) -> String {
+        format!(
+            "{}\n{}B: {}bit/s, {}s\nruns {}",
+            self.name,
+            binary_unit(p.size_bytes),
+            si(p.bits_per_second),
+            si(p.latency_us * 1e-6),
+            run_list(&self.runs)
+        )
+    }
+}
+
+/// A size ready for its unit: `4 Ki` (then `B`: `4 KiB`), `1000 ` (`1000 B`).
+fn binary_unit(size: f64) -> String {
+    let shown = binary(size);
+    if shown.contains(' ') {
+        shown
+    } else {
+        format!("{shown} ")
+    }
+}
+
+/// Run ids as `3, 5, 9`, the middle elided past eight.
+pub fn run_list(runs: &[i64]) -> String {
+    let ids: Vec<String> = runs.iter().map(i64::to_string).collect();
+    if ids.len() > 8 {
+        format!("{}, … {} ({} runs)", ids[..3].join(", "), ids[ids.len() - 1], ids.len())
+    } else {
+        ids.join(", ")
+    }
 }
 
 /// Powers of two every `step` doublings inside the range, for the size axis.
@@ -45,6 +117,17 @@ fn size_ticks(range: &std::ops::Range<f64>) -> Vec<f64> {
 impl Sweep {
     pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
         let area = titled(root, marks, &self.title)?;
+        let entries: Vec<Entry> = self
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Entry {
+                swatch: Swatch::Line,
+                color: color(i),
+                text: l.legend_text(),
+            })
+            .collect();
+        let area = legend::strip(&area, marks, &entries)?;
         let (_, h) = area.dim_in_pixel();
         let (upper_area, lower_area) = area.split_vertically(h * 58 / 100);
         let all = || self.lines.iter().flat_map(|l| l.points.iter());
@@ -71,7 +154,6 @@ impl Sweep {
             .draw()
             .map_err(draw_err)?;
         marks.set("data");
-        let note = font(12).pos(Pos::new(HPos::Right, VPos::Bottom));
         for (i, line) in self.lines.iter().enumerate() {
             let c = color(i);
             bandwidth
@@ -79,29 +161,26 @@ impl Sweep {
                     line.points.iter().map(|p| (p.size_bytes, p.bits_per_second)),
                     c.stroke_width(2),
                 ))
-                .map_err(draw_err)?
-                .label(line.name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+                .map_err(draw_err)?;
+            for p in &line.points {
+                marks.tip(Some(line.tip(p)));
+                bandwidth
+                    .draw_series([Circle::new((p.size_bytes, p.bits_per_second), 3, c.filled())])
+                    .map_err(draw_err)?;
+            }
+            marks.tip(None);
+            // The peak (ringed) and n½ (a triangle); their figures are in the legend.
             if let Some((size, peak)) = line.peak {
                 bandwidth
-                    .draw_series([EmptyElement::at((size, peak))
-                        + Circle::new((0, 0), 5, c.filled())
-                        + Text::new(
-                            format!("peak {}bit/s at {} B", si(peak), binary(size)),
-                            (-8, -6),
-                            note.clone(),
-                        )])
+                    .draw_series([Circle::new((size, peak), 7, c.stroke_width(2))])
                     .map_err(draw_err)?;
-                if let Some(half) = line.half_peak_size_bytes {
-                    bandwidth
-                        .draw_series([EmptyElement::at((half, peak / 2.0))
-                            + TriangleMarker::new((0, 0), 6, c.filled())
-                            + Text::new(format!("n½ = {} B", binary(half)), (-8, -6), note.clone())])
-                        .map_err(draw_err)?;
-                }
+            }
+            if let (Some(half), Some((_, peak))) = (line.half_peak_size_bytes, line.peak) {
+                bandwidth
+                    .draw_series([TriangleMarker::new((half, peak / 2.0), 7, c.filled())])
+                    .map_err(draw_err)?;
             }
         }
-        legend(&mut bandwidth, marks, SeriesLabelPosition::UpperLeft)?;
         let low = all()
             .map(|p| p.latency_us)
             .filter(|v| *v > 0.0)
@@ -138,5 +217,52 @@ impl Sweep {
                 .map_err(draw_err)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(size_bytes: f64, bits_per_second: f64, latency_us: f64) -> SweepPoint {
+        SweepPoint {
+            size_bytes,
+            bits_per_second,
+            latency_us,
+        }
+    }
+
+    #[test]
+    fn two_passes_make_one_point_per_size_in_size_order() {
+        // Pass 1 then pass 2 over the same sizes: drawn in that order the
+        // line went back from 4 to 1 and forth again.
+        let passes = [
+            point(1.0, 1e6, 7.0),
+            point(2.0, 2e6, 7.0),
+            point(4.0, 4e6, 8.0),
+            point(1.0, 1.5e6, 6.5),
+            point(2.0, 1.8e6, 6.9),
+            point(4.0, 4.2e6, 0.0),
+        ];
+        let best = best_per_size(passes);
+        assert_eq!(
+            best,
+            [point(1.0, 1.5e6, 6.5), point(2.0, 2e6, 6.9), point(4.0, 4.2e6, 8.0)]
+        );
+    }
+
+    #[test]
+    fn the_legend_carries_the_peak_and_half_peak_size() {
+        let line = SweepLine {
+            name: "sweep stream".into(),
+            runs: vec![3],
+            points: vec![point(1.0, 1e6, 7.0)],
+            peak: Some((1048576.0, 28.5e9)),
+            half_peak_size_bytes: Some(262144.0),
+        };
+        assert_eq!(
+            line.legend_text(),
+            "sweep stream: peak 28.5 Gbit/s at 1 MiB, n½ 256 KiB"
+        );
     }
 }
