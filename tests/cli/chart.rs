@@ -209,7 +209,7 @@ fn a_chart_can_be_drawn_from_result_files_without_a_database() {
     let out = nicbench(&["plot", "--kind", "sweep", &fixture, "-o", out_path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     // Named by what it is, not "run 1".
-    check_svg(&out_path, &["sweep ping-pong, TCP"]);
+    check_svg(&out_path, &["sweep ping-pong"]);
 }
 
 /// The report of the fixtures, tables by workload and card.
@@ -245,7 +245,7 @@ fn the_report_is_one_file_that_fetches_nothing() {
     let db = f.db();
     let out = nicbench(&["compare", "--db", &db, "--cols", "tag:nic"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    let tcp_row = text.lines().find(|l| l.starts_with("tcp")).unwrap();
+    let tcp_row = text.lines().find(|l| l.starts_with("TCP")).unwrap();
     let cell = tcp_row.split("  ").map(str::trim).find(|c| c.contains("(n=2")).unwrap();
     assert!(
         html.contains(&format!("<td class=\"num\">{cell}</td>")),

@@ -168,9 +168,28 @@ impl Bars {
             let style = font(13)
                 .transform(FontTransform::Rotate90)
                 .pos(Pos::new(HPos::Left, VPos::Center));
+            // A name longer than the room is cut at a word with "…" (the
+            // table and the hover tip carry it whole).
+            let room = label_room.saturating_sub(16) as f64;
+            let fits = |t: &str| area.estimate_text_size(t, &font(13)).map_or(true, |(w, _)| w as f64 * 1.2 <= room);
+            let shown: Vec<String> = self
+                .groups
+                .iter()
+                .map(|g| {
+                    let mut t = g.clone();
+                    while !fits(&t) {
+                        let cut = t.trim_end_matches('…').trim_end_matches([',', ' ']);
+                        match cut.rfind(' ') {
+                            Some(at) if at > 0 => t = format!("{}…", &cut[..at]),
+                            _ => break,
+                        }
+                    }
+                    t
+                })
+                .collect();
             chart
-                .draw_series(self.groups.iter().enumerate().map(|(i, g)| {
-                    EmptyElement::at((i as f64 + 0.5, 0.0)) + Text::new(g.clone(), (0, 8), style.clone())
+                .draw_series(shown.into_iter().enumerate().map(|(i, g)| {
+                    EmptyElement::at((i as f64 + 0.5, 0.0)) + Text::new(g, (0, 8), style.clone())
                 }))
                 .map_err(draw_err)?;
         }

@@ -3,7 +3,7 @@
 //! from their documents. Bars and the CPU chart's throughput come from the
 //! comparison table of `compare`, so both agree cell for cell.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::types::Value as Sql;
 use serde_json::Value;
@@ -101,20 +101,22 @@ pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, 
         workloads: &workloads,
         none_found: kind.none_found,
     };
+    let book = crate::store::cases::CaseBook::read(store, &filter)?;
+    let series_traits = |id: i64, doc: &Value| series_traits(store, &book, id, doc);
     Ok(match kind.data {
         ChartData::SizeCurve { key } => Chart::Sweep(Sweep {
             title: "Bandwidth and latency against message size (best of each size)".into(),
             lines: merge_sweeps(drawn.lines(store, &filter, spec, |id, doc| {
                 Ok(sweep_line(String::new(), doc, key).map(|mut l| {
                     l.runs = vec![id];
-                    (series_traits(store, id, doc), l)
+                    (series_traits(id, doc), l)
                 }))
             })?),
         }),
         ChartData::LatencyHistogram { pointer } => Chart::Latency(Latency {
             title: "Request/response latency percentiles".into(),
             lines: name_lines(drawn.lines(store, &filter, spec, |id, doc| {
-                Ok(latency_line(String::new(), doc, pointer).map(|l| (series_traits(store, id, doc), l)))
+                Ok(latency_line(String::new(), doc, pointer).map(|l| (series_traits(id, doc), l)))
             })?)
             .into_iter()
             .map(|(name, mut l)| {
@@ -328,20 +330,13 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectEr
 /// ([`name_lines`]), never by a run id alone.
 pub type Traits = Vec<(String, String)>;
 
-/// The traits of the run `id` with document `doc`.
-fn series_traits(store: &Store, id: i64, doc: &Value) -> Traits {
-    let mut traits = Vec::new();
-    let params = &doc["spec"]["params"];
-    let text = |v: &Value| v.as_str().map(|s| s.replace('_', "-"));
-    if doc["format"] == "netpipe-3" {
-        traits.push(("mode".into(), "NetPIPE".into()));
-    } else if let Some(mode) = text(&params["mode"]) {
-        traits.push(("mode".into(), format!("{} {mode}", doc["workload"].as_str().unwrap_or(""))));
-    } else if let Some(w) = text(&doc["workload"]) {
-        traits.push(("mode".into(), w));
-    }
-    if let Some(t) = text(&params["transport"]) {
-        traits.push(("transport".into(), t.to_uppercase()));
+/// The traits of the run `id` with document `doc`: the parts of its case
+/// (mode, direction, streams, sizes, options, plan axes), the hosts, and
+/// its other tags (the column values: `nic=igb`).
+fn series_traits(store: &Store, book: &crate::store::cases::CaseBook, id: i64, doc: &Value) -> Traits {
+    let mut traits = book.parts(id);
+    if traits.is_empty() && doc["format"] == "netpipe-3" {
+        traits.push(("workload".into(), "NetPIPE".into()));
     }
     let host = |side: &str| doc[side]["facts"]["hostname"].as_str().map(String::from);
     if let (Some(c), Some(a)) = (host("client"), host("agent")) {
@@ -349,7 +344,10 @@ fn series_traits(store: &Store, id: i64, doc: &Value) -> Traits {
     }
     if let Ok(tags) = store.tags_of(std::iter::once(id)) {
         for t in tags.get(&id).into_iter().flatten() {
-            traits.push((format!("tag:{}", t.key), format!("{}={}", t.key, t.value)));
+            let name = format!("tag:{}", t.key);
+            if t.key != "case" && !traits.iter().any(|(n, _)| *n == name || n.ends_with(&format!(":{}", t.key))) {
+                traits.push((name, format!("{}={}", t.key, t.value)));
+            }
         }
     }
     traits
@@ -371,8 +369,10 @@ pub fn name_lines<T>(lines: Vec<(Traits, T)>) -> Vec<(String, T)> {
     let differing: Vec<&String> = keys
         .iter()
         .filter(|k| {
-            let first = value(&lines[0].0, k);
-            lines.iter().any(|(t, _)| value(t, k) != first)
+            // Two series with different values; a part one series lacks
+            // (an import has no sizes) does not name the others.
+            let values: BTreeSet<String> = lines.iter().filter_map(|(t, _)| value(t, k)).collect();
+            values.len() > 1
         })
         .collect();
     lines
