@@ -177,7 +177,10 @@ fn plan_cells(store: &Store, filter: &crate::store::query::Filter) -> anyhow::Re
                 }
                 let seconds = case["seconds"].as_f64().unwrap_or(0.0);
                 let (status, reason) = match case["status"].as_str().unwrap_or("") {
-                    "failed" => ("failed", case["reason"].as_str().unwrap_or("no reason recorded").to_string()),
+                    "failed" => (
+                        "failed",
+                        case["reason"].as_str().unwrap_or("no reason recorded").to_string(),
+                    ),
                     "interrupted" => ("interrupted", format!("stopped by a signal after {seconds:.1} s")),
                     "measured" => match case["run_id"].as_i64() {
                         Some(id) => ("incomplete", format!("run {id} was saved incomplete")),

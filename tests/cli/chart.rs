@@ -158,7 +158,11 @@ fn a_png_chart_decodes_at_the_asked_size_and_is_not_blank() {
         "bars-1x.png",
         &["--kind", "bars", "--width", "640", "--height", "400", "--scale", "1"],
     );
-    let info = png::Decoder::new(std::fs::File::open(&one).unwrap()).read_info().unwrap().info().clone();
+    let info = png::Decoder::new(std::fs::File::open(&one).unwrap())
+        .read_info()
+        .unwrap()
+        .info()
+        .clone();
     assert_eq!((info.width, info.height), (640, 400));
     // Too large an image is refused with the size it would have had.
     let db = f.db();
@@ -471,7 +475,11 @@ fn a_plan_report_lists_each_failed_cell_with_its_reason_in_headless_chromium() {
     let page = Path::new(summary).with_file_name("report.html");
     let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}\n{text}", page.display()));
     let inspected = dir.path().join("inspected.html");
-    std::fs::write(&inspected, html.replacen("</body>", &format!("{INSPECT_PLAN_CELLS}</body>"), 1)).unwrap();
+    std::fs::write(
+        &inspected,
+        html.replacen("</body>", &format!("{INSPECT_PLAN_CELLS}</body>"), 1),
+    )
+    .unwrap();
     let profile = dir.path().join("chromium-profile");
     let (dom, _) = browse(&browser, &profile, "1280,2000", &["--dump-dom"], &inspected);
     let marker = "<pre id=\"nicbench-check\">";
@@ -480,10 +488,7 @@ fn a_plan_report_lists_each_failed_cell_with_its_reason_in_headless_chromium() {
     let r: serde_json::Value = serde_json::from_str(&unescape(&dom[start..end])).unwrap();
     let rows = r["rows"].as_array().unwrap();
     // Both cases of the agent that is gone, each with the reason its run failed.
-    let failed: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("FAILED "))
-        .collect();
+    let failed: Vec<&str> = text.lines().filter_map(|l| l.trim().strip_prefix("FAILED ")).collect();
     assert_eq!(failed.len(), 2, "{text}");
     for line in failed {
         let (case, reason) = line.split_once(": ").unwrap();

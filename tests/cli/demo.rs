@@ -34,7 +34,9 @@ fn demo_runs_the_standard_set_and_prints_the_summary() {
     );
     // The report leads with the same summary, row for row, and its tables
     // and bars have one row per test, not one "tcp" row pooling five.
-    let lead = &html[html.find("<table class=\"lead\">").expect("the summary table in the report")..];
+    let lead = &html[html
+        .find("<table class=\"lead\">")
+        .expect("the summary table in the report")..];
     let lead = &lead[..lead.find("</table>").unwrap()];
     let test_rows: Vec<&str> = summary.lines().skip(2).filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lead.matches("<tr>").count(), test_rows.len() + 1, "{lead}");
@@ -43,11 +45,15 @@ fn demo_runs_the_standard_set_and_prints_the_summary() {
         let cell = format!("<th scope=\"row\">{label}</th>");
         assert!(lead.contains(&cell), "{label} not in the report's summary");
         let figure = line[32..].split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-        assert!(lead.contains(&format!("<td class=\"num\">{figure}")), "{figure} of {label}: {lead}");
+        assert!(
+            lead.contains(&format!("<td class=\"num\">{figure}")),
+            "{figure} of {label}: {lead}"
+        );
     }
     let compare = &html[html.find("class=\"sortable compare\"").expect("a comparison table")..];
     assert!(
-        compare.contains("<th scope=\"row\">TCP, 4 streams</th>") && compare.contains("<th scope=\"row\">TCP, reverse</th>"),
+        compare.contains("<th scope=\"row\">TCP, 4 streams</th>")
+            && compare.contains("<th scope=\"row\">TCP, reverse</th>"),
         "tests pooled into workloads"
     );
 }

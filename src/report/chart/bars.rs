@@ -171,7 +171,10 @@ impl Bars {
             // A name longer than the room is cut at a word with "…" (the
             // table and the hover tip carry it whole).
             let room = label_room.saturating_sub(16) as f64;
-            let fits = |t: &str| area.estimate_text_size(t, &font(13)).map_or(true, |(w, _)| w as f64 * 1.2 <= room);
+            let fits = |t: &str| {
+                area.estimate_text_size(t, &font(13))
+                    .map_or(true, |(w, _)| w as f64 * 1.2 <= room)
+            };
             let shown: Vec<String> = self
                 .groups
                 .iter()
@@ -188,9 +191,12 @@ impl Bars {
                 })
                 .collect();
             chart
-                .draw_series(shown.into_iter().enumerate().map(|(i, g)| {
-                    EmptyElement::at((i as f64 + 0.5, 0.0)) + Text::new(g, (0, 8), style.clone())
-                }))
+                .draw_series(
+                    shown
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, g)| EmptyElement::at((i as f64 + 0.5, 0.0)) + Text::new(g, (0, 8), style.clone())),
+                )
                 .map_err(draw_err)?;
         }
         marks.set("data");
@@ -209,7 +215,10 @@ impl Bars {
                 marks.tip(Some(self.tip(b, factor, &unit)));
                 let x0 = x_of(b);
                 chart
-                    .draw_series([Rectangle::new([(x0, 0.0), (x0 + width * 0.9, b.value * factor)], c.filled())])
+                    .draw_series([Rectangle::new(
+                        [(x0, 0.0), (x0 + width * 0.9, b.value * factor)],
+                        c.filled(),
+                    )])
                     .map_err(draw_err)?;
             }
             marks.tip(None);
@@ -242,7 +251,10 @@ impl Bars {
 /// A bar's value over it: level when it fits the bar's width, upright
 /// when the bar is too narrow but the text fits that way, else none.
 pub(crate) fn value_label<DB: DrawingBackend>(
-    area: &plotters::drawing::DrawingArea<DB, plotters::coord::cartesian::Cartesian2d<Keyed, plotters::coord::types::RangedCoordf64>>,
+    area: &plotters::drawing::DrawingArea<
+        DB,
+        plotters::coord::cartesian::Cartesian2d<Keyed, plotters::coord::types::RangedCoordf64>,
+    >,
     text: String,
     at: (f64, f64),
     bar_pixels: f64,
@@ -254,7 +266,9 @@ pub(crate) fn value_label<DB: DrawingBackend>(
         return Some(Text::new(text, at, style.pos(Pos::new(HPos::Center, VPos::Bottom))));
     }
     if h as f64 * 1.2 <= bar_pixels {
-        let upright = style.transform(FontTransform::Rotate270).pos(Pos::new(HPos::Left, VPos::Center));
+        let upright = style
+            .transform(FontTransform::Rotate270)
+            .pos(Pos::new(HPos::Left, VPos::Center));
         return Some(Text::new(text, at, upright));
     }
     None

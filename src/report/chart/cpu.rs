@@ -162,7 +162,9 @@ impl Cpu {
         marks.set("data");
         let c = color(4);
         for (i, g) in self.groups.iter().enumerate() {
-            let Some(v) = g.throughput_bits_per_second else { continue };
+            let Some(v) = g.throughput_bits_per_second else {
+                continue;
+            };
             marks.tip(Some(format!("{}\nreceiver throughput {}bit/s (median)", g.name, si(v))));
             rate.draw_series([Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, v)], c.filled())])
                 .map_err(draw_err)?;

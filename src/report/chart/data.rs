@@ -345,7 +345,11 @@ fn series_traits(store: &Store, book: &crate::store::cases::CaseBook, id: i64, d
     if let Ok(tags) = store.tags_of(std::iter::once(id)) {
         for t in tags.get(&id).into_iter().flatten() {
             let name = format!("tag:{}", t.key);
-            if t.key != "case" && !traits.iter().any(|(n, _)| *n == name || n.ends_with(&format!(":{}", t.key))) {
+            if t.key != "case"
+                && !traits
+                    .iter()
+                    .any(|(n, _)| *n == name || n.ends_with(&format!(":{}", t.key)))
+            {
                 traits.push((name, format!("{}={}", t.key, t.value)));
             }
         }
@@ -379,11 +383,19 @@ pub fn name_lines<T>(lines: Vec<(Traits, T)>) -> Vec<(String, T)> {
         .into_iter()
         .map(|(traits, line)| {
             let shown: Vec<String> = if differing.is_empty() {
-                traits.iter().filter(|(k, _)| k != "hosts").map(|(_, v)| v.clone()).collect()
+                traits
+                    .iter()
+                    .filter(|(k, _)| k != "hosts")
+                    .map(|(_, v)| v.clone())
+                    .collect()
             } else {
                 differing.iter().filter_map(|k| value(&traits, k)).collect()
             };
-            let name = if shown.is_empty() { "all runs".to_string() } else { shown.join(", ") };
+            let name = if shown.is_empty() {
+                "all runs".to_string()
+            } else {
+                shown.join(", ")
+            };
             (name, line)
         })
         .collect()

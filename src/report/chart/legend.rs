@@ -102,6 +102,9 @@ mod tests {
             assert!(x + SWATCH + GAP + w <= 368, "{} runs off at {x}", e.text);
         }
         let rest = strip(&root, &Marks::default(), &entries).unwrap();
-        assert!(rest.dim_in_pixel().1 < 200 - 2 * ROW, "the plot did not give room to the rows");
+        assert!(
+            rest.dim_in_pixel().1 < 200 - 2 * ROW,
+            "the plot did not give room to the rows"
+        );
     }
 }

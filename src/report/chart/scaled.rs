@@ -170,9 +170,13 @@ mod tests {
                 let backend = Scaled::new(BitMapBackend::with_buffer(&mut pixels, (w, h)), factor);
                 assert_eq!(backend.get_size(), (120, 80));
                 let root = backend.into_drawing_area();
-                root.draw(&Rectangle::new([(10, 10), (30, 40)], BLACK.filled())).unwrap();
-                root.draw(&PathElement::new(vec![(50, 10), (50, 70)], Color::stroke_width(&BLACK, 2)))
+                root.draw(&Rectangle::new([(10, 10), (30, 40)], BLACK.filled()))
                     .unwrap();
+                root.draw(&PathElement::new(
+                    vec![(50, 10), (50, 70)],
+                    Color::stroke_width(&BLACK, 2),
+                ))
+                .unwrap();
                 root.present().unwrap();
             }
             inked(&pixels)

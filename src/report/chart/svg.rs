@@ -184,11 +184,7 @@ impl DrawingBackend for SvgBackend<'_> {
         self.out.push_str(r#"<polyline points=""#);
         self.write_points(path);
         let tip = self.tip();
-        let _ = write!(
-            self.out,
-            r#"" {} stroke-linejoin="round"{tip}/>"#,
-            Self::stroke(style)
-        );
+        let _ = write!(self.out, r#"" {} stroke-linejoin="round"{tip}/>"#, Self::stroke(style));
         Ok(())
     }
 

@@ -46,7 +46,11 @@ pub fn scale_top(streams: &[StreamLine]) -> f64 {
     if top > 0.0 {
         top
     } else {
-        streams.iter().flat_map(|s| &s.intervals).map(|i| i.2).fold(0.0, f64::max)
+        streams
+            .iter()
+            .flat_map(|s| &s.intervals)
+            .map(|i| i.2)
+            .fold(0.0, f64::max)
     }
 }
 
@@ -122,7 +126,12 @@ mod tests {
     fn a_sliver_interval_does_not_set_the_scale() {
         let stream = StreamLine {
             name: "stream 1".into(),
-            intervals: vec![(0.0, 1.0, 20e9), (1.0, 2.0, 21e9), (2.0, 3.0, 19e9), (3.0, 3.002, 140e9)],
+            intervals: vec![
+                (0.0, 1.0, 20e9),
+                (1.0, 2.0, 21e9),
+                (2.0, 3.0, 19e9),
+                (3.0, 3.002, 140e9),
+            ],
         };
         assert_eq!(scale_top(std::slice::from_ref(&stream)), 21e9);
         // Without a sliver, the highest interval is the top.
