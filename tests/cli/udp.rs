@@ -144,7 +144,7 @@ fn the_text_summary_shows_both_rates_and_the_loss() {
     );
     // Datagram sockets are not autotuned; the receiver's buffer is nicbench's.
     assert!(
-        text.contains("the receiver asked for 4 MiB") && !text.contains("autotuning"),
+        text.contains("receive: 4 MiB asked") && !text.contains("autotuning"),
         "{text}"
     );
     let header = text.lines().find(|l| l.starts_with("[ ID]")).expect(&text);

@@ -104,7 +104,9 @@ fn a_cut_short_run_says_so_in_one_text_line() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // The first live interval line: the test runs.
+    // The column header, then the first live interval line: the test runs.
+    let header = lines.next().expect("the interval header").unwrap();
+    assert!(header.starts_with("[ ID]"), "{header}");
     let first = lines.next().expect("an interval line").unwrap();
     assert!(first.contains("bit/s"), "{first}");
     signal(child.id(), libc::SIGINT);
@@ -390,7 +392,7 @@ fn lab_down_without_root_says_its_error_once() {
             BIN,
             "lab",
             "down",
-            "nicbench-no-such-lab",
+            "nb-no-such-lab",
         ])
         .output()
         .unwrap();
