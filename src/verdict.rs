@@ -366,7 +366,9 @@ const PARTIES: [Party; 2] = [Party::Client, Party::Agent];
 
 /// The verdict of one trial; `shared` when both ends ran on one host.
 pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdict {
+    let own_first = kind.own_verdict_before_the_link();
     throttled(trial)
+        .or_else(|| own_first.then(|| kind.verdict(trial)).flatten())
         .or_else(|| link_bound(trial))
         .or_else(|| kind.verdict(trial))
         .or_else(|| socket_buffer_drops(trial, kind, shared))

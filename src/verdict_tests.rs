@@ -668,3 +668,52 @@ fn udp_loss_in_the_socket_names_the_receiver() {
 fn negligible_udp_loss_is_not_a_verdict() {
     assert_eq!(judge(&udp_trial(100_000, 99_995, 0), &UdpResults, false).kind, "none");
 }
+
+#[test]
+fn a_files_verdict_that_names_the_link_goes_before_the_generic_link_rule() {
+    use crate::workload::files::result::{FilesResult, RawTcp, KEY};
+    use crate::workload::files::FilesResults;
+    let mut t = trial(99e6);
+    t.line_rate = share(&t, 100_000_000);
+    assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
+    // A compressed set over the same full link: the files verdict says the
+    // link is the limit and what zstd carried over it, so it is the one.
+    let files = FilesResult {
+        files: 4,
+        payload_bytes: 1_000_000_000,
+        wire_bytes: 100_000_000,
+        seconds: 8.0,
+        connections: 1,
+        compress_level: Some(1),
+        payload_bits_per_second: 990e6,
+        wire_bits_per_second: 99e6,
+        percent_of_raw_tcp: Some(1000.0),
+        raw_tcp: Some(RawTcp {
+            bits_per_second: 99e6,
+            seconds: 3.0,
+            streams: 1,
+            verdict: None,
+        }),
+        ..FilesResult::default()
+    };
+    t.sum.extras.set(KEY, &files);
+    let v = judge(&t, &FilesResults, false);
+    assert_eq!(v.kind, "files_link", "{}", v.summary);
+    assert!(
+        v.summary.contains("above the raw TCP rate: zstd level 1"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
+fn udp_offered_above_a_full_link_names_the_path_loss_not_only_the_link() {
+    let mut t = udp_trial(10_000, 5_000, 0);
+    t.line_rate = share(&t, 101_000_000);
+    assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
+    assert_eq!(judge(&t, &UdpResults, false).kind, "path_loss");
+    // Without loss, the link is the verdict for UDP too.
+    let mut full = udp_trial(100_000, 99_995, 0);
+    full.line_rate = share(&full, 101_000_000);
+    assert_eq!(judge(&full, &UdpResults, false).kind, "link_bound");
+}

@@ -530,6 +530,14 @@ pub trait ResultKind: Sync {
         None
     }
 
+    /// True when [`ResultKind::verdict`] says more than the generic
+    /// link-bound rule where both apply, so it goes first: a files transfer
+    /// names the link and what compression carried over it; UDP offered
+    /// above a link's rate names the datagrams the path dropped.
+    fn own_verdict_before_the_link(&self) -> bool {
+        false
+    }
+
     /// True when the spec's duration is a limit rather than the test's
     /// length (a sweep ends when its sizes are done).
     fn duration_is_limit(&self) -> bool {

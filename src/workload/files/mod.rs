@@ -168,6 +168,10 @@ impl ResultKind for FilesResults {
         result::verdict(trial)
     }
 
+    fn own_verdict_before_the_link(&self) -> bool {
+        true
+    }
+
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         result::write_summary(trial, out)
     }

@@ -150,6 +150,10 @@ impl ResultKind for UdpResults {
         text::loss_verdict(trial)
     }
 
+    fn own_verdict_before_the_link(&self) -> bool {
+        true
+    }
+
     fn datagrams_sent(&self, trial: &TrialResult) -> Option<u64> {
         let udp: result::UdpResult = trial.sum.extras.get(result::KEY)?;
         Some(udp.sent_datagrams)
