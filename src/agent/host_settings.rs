@@ -67,9 +67,32 @@ pub(super) fn serve_mtu(
 ) -> Result<(), Refusal> {
     let interface = change_mtu(shared, local_ip, mtu).map_err(Refusal::Tell)?;
     log::info!("{peer}: MTU of {interface} set to {mtu}");
+    follow_in_lab(peer, &interface, mtu).map_err(Refusal::Tell)?;
     channel.send(&Message::Facts {
         facts: facts_toward(local_ip),
     })?;
+    Ok(())
+}
+
+/// In a lab with a router between this agent and the client, sets the
+/// router's links on the path to `mtu` too (the restore, a later
+/// `set_mtu` with the original MTU, sets them back the same way): a plan's
+/// MTU axis over a router lab then carries its packets instead of dropping
+/// them at a router left at the old MTU. Nothing outside a lab.
+fn follow_in_lab(peer: SocketAddr, interface: &str, mtu: u32) -> Result<(), String> {
+    let Some(path) = crate::lab_env::path_from_here(peer.ip()) else {
+        return Ok(());
+    };
+    let changes = crate::lab::follow::follow_mtu(&path, mtu).map_err(|e| {
+        format!(
+            "set MTU {mtu} on {interface}, but the router of lab '{}' between this agent and the client \
+             did not follow: {e}",
+            path.lab
+        )
+    })?;
+    for change in changes {
+        log::info!("{peer}: lab '{}': {}", path.lab, change.describe());
+    }
     Ok(())
 }
 

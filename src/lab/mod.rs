@@ -40,6 +40,7 @@
 mod build;
 pub mod cgroup;
 pub mod env;
+pub mod follow;
 pub mod spec;
 pub mod state;
 pub mod sys;

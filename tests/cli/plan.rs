@@ -696,7 +696,13 @@ fn an_mtu_the_router_does_not_pass_fails_its_case_as_a_black_hole_before_it_runs
     std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
     let psk = psk.display().to_string();
     let b = lab.addr("b").to_string();
-    let agent = AgentProcess::start_with(lab.command("b", BIN), &b, &["--psk-file", &psk, "--allow-host-changes"]);
+    // An agent that does not know it is in a lab (as on a host whose router
+    // nicbench cannot reach): the router does not follow its MTU.
+    let mut agent_command = lab.command("b", BIN);
+    agent_command
+        .env_remove(nicbench::lab_env::LAB_VAR)
+        .env_remove(nicbench::lab_env::PATHS_VAR);
+    let agent = AgentProcess::start_with(agent_command, &b, &["--psk-file", &psk, "--allow-host-changes"]);
     let db = dir.path().join("r.db").display().to_string();
     let plan = write_plan(
         dir.path(),
@@ -727,4 +733,64 @@ fn an_mtu_the_router_does_not_pass_fails_its_case_as_a_black_hole_before_it_runs
     // Both ends back at 1500 (a on link 1 to the router, b on link 2).
     assert_eq!(lab.kernel_link(1, "a").unwrap().mtu, 1500);
     assert_eq!(lab.kernel_link(2, "b").unwrap().mtu, 1500);
+}
+
+#[test]
+fn an_agent_in_a_router_lab_takes_the_router_links_to_the_plan_mtu_and_back() {
+    require_lab!();
+    // a -> r -> b, shaped at the router; a and b go to 9000 for a case and
+    // the router's links toward both follow, through b's agent.
+    let lab = crate::common::lab_builder()
+        .via_router()
+        .rate(100_000_000)
+        .no_agents()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
+    let psk = psk.display().to_string();
+    let b = lab.addr("b").to_string();
+    let agent = AgentProcess::start_with(lab.command("b", BIN), &b, &["--psk-file", &psk, "--allow-host-changes"]);
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "follow.toml",
+        &format!(
+            "name = \"follow\"\n[defaults]\nduration = \"0.3s\"\nallow_host_changes = true\n\
+             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\nmtu = [9000]\n",
+            agent.port
+        ),
+    );
+    let mut run = lab.command("a", BIN);
+    run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
+    let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}\n{}", stderr(&out), agent.logs());
+    assert!(
+        text.contains("1 of 1 cases done (1 measured now, 0 earlier), 0 failed"),
+        "{text}"
+    );
+    // The agent said what it did to the router, and set it back.
+    let logs = agent.logs();
+    let toward_b = lab.state().links[1].end_of("r").unwrap().ifname.clone();
+    let toward_a = lab.state().links[0].end_of("r").unwrap().ifname.clone();
+    for (iface, mtu) in [
+        (&toward_b, 9000),
+        (&toward_a, 9000),
+        (&toward_b, 1500),
+        (&toward_a, 1500),
+    ] {
+        let said = format!("{iface}: MTU {mtu}");
+        assert!(logs.contains(&said), "{said}: {logs}");
+    }
+    // Everything back at 1500, the router's shaping as it was.
+    for (link, host) in [(1, "a"), (1, "r"), (2, "r"), (2, "b")] {
+        let now = lab.kernel_link(link, host).unwrap();
+        assert_eq!(now.mtu, 1500, "link {link} in {host}");
+        if host == "r" {
+            assert_eq!(now.tbf_bits_per_second, Some(100_000_000), "link {link}");
+        }
+    }
 }
