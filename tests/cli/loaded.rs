@@ -123,33 +123,97 @@ fn bad_loaded_options_are_refused_with_the_option_named() {
 /// `nicbench loaded` from lab host a to an agent in b, download then
 /// upload, cubic; the phases of its JSON.
 fn lab_phases(lab: &nicbench::lab::Lab) -> Vec<Value> {
+    let run = lab_run(
+        lab,
+        &[
+            "--phases",
+            "download,upload",
+            "--idle",
+            "1s",
+            "-t",
+            "3s",
+            "-P",
+            "2",
+            "-C",
+            "cubic",
+        ],
+    );
+    run["sum"]["loaded"]["phases"].as_array().unwrap().clone()
+}
+
+/// `nicbench loaded ARGS --json` from lab host a to an agent in b, told
+/// where the path is shaped as `nicbench lab exec` tells it; the whole run.
+fn lab_run(lab: &nicbench::lab::Lab, args: &[&str]) -> Value {
     let b = lab.addr("b");
     let agent = AgentProcess::start_with(lab.command("b", BIN), &b.to_string(), &[]);
     let mut command = lab.command("a", BIN);
     clean_env(&mut command);
     // What `nicbench lab exec` tells its command: where the path is shaped.
     command.envs(nicbench::lab::env::client_vars(lab.state(), "a"));
-    command.args([
-        "loaded",
-        &b.to_string(),
-        "-p",
-        &agent.port_arg(),
-        "--phases",
-        "download,upload",
-        "--idle",
-        "1s",
-        "-t",
-        "3s",
-        "-P",
-        "2",
-        "-C",
-        "cubic",
-        "--json",
-    ]);
+    command.args(["loaded", &b.to_string(), "-p", &agent.port_arg(), "--json"]);
+    command.args(args);
     let out = run_captured(&mut command, "nicbench loaded in the lab");
     assert!(out.status.success(), "{}", stderr(&out));
-    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
-    run["sum"]["loaded"]["phases"].as_array().unwrap().clone()
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The download phase of a run behind a 100 Mbit/s router whose queue
+/// toward the client may hold `queue` seconds, and that queue's figure.
+fn download_behind_a_router(queue: f64, congestion: &str) -> (Value, Value, Value) {
+    let lab = lab_builder()
+        .via_router()
+        .rate(100_000_000)
+        .queue(queue)
+        .no_agents()
+        .build()
+        .unwrap();
+    let run = lab_run(
+        &lab,
+        &[
+            "--phases", "download", "--idle", "1s", "-t", "3s", "-P", "2", "-C", congestion,
+        ],
+    );
+    let phase = run["sum"]["loaded"]["phases"][0].clone();
+    assert_eq!(phase["name"], "download", "{run}");
+    let router = phase["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["at"] == "router" && q["name"].as_str().unwrap().contains("toward the client"))
+        .unwrap_or_else(|| panic!("no router queue toward the client in {phase}"))
+        .clone();
+    (run, phase, router)
+}
+
+/// The first "done when": a 100 Mbit/s router with a 200 ms queue
+/// and cubic. The download phase's verdict names the router's queue, and
+/// the added p50 is within 20% of what the router's backlog, measured in
+/// the same run, predicts at the measured rate (both numbers from one
+/// run's JSON: consistency, not a machine's speed).
+#[test]
+fn a_deep_router_queue_explains_the_added_delay_and_is_named() {
+    require_lab!();
+    let (_, phase, router) = download_behind_a_router(0.2, "cubic");
+    let added = figure(&phase, "added_p50_seconds");
+    let predicted = figure(&router, "seconds");
+    let verdict = phase["verdict"].as_str().unwrap();
+    assert!(verdict.contains(router["name"].as_str().unwrap()), "{verdict}");
+    assert!(
+        (added - predicted).abs() <= 0.2 * predicted,
+        "added p50 {added} s against the router's backlog {predicted} s: {phase}"
+    );
+}
+
+/// With a 5 ms router queue the path cannot add much: the added p50 stays
+/// under 15 ms and the verdict does not blame the path's buffer.
+#[test]
+fn a_shallow_router_queue_adds_little_delay() {
+    require_lab!();
+    let (_, phase, _) = download_behind_a_router(0.005, "cubic");
+    let added = figure(&phase, "added_p50_seconds");
+    let verdict = phase["verdict"].as_str().unwrap();
+    assert!(added < 0.015, "a 5 ms queue added {added} s: {phase}");
+    assert!(!verdict.contains("path beyond"), "{verdict}");
 }
 
 /// A direct link shaped to 100 Mbit/s by a tbf on each host's egress: the
