@@ -198,6 +198,7 @@ fn a_deep_router_queue_explains_the_added_delay_and_is_named() {
     let predicted = figure(&router, "seconds");
     let verdict = phase["verdict"].as_str().unwrap();
     assert!(verdict.contains(router["name"].as_str().unwrap()), "{verdict}");
+    assert!(verdict.contains("with cubic"), "{verdict}");
     assert!(
         (added - predicted).abs() <= 0.2 * predicted,
         "added p50 {added} s against the router's backlog {predicted} s: {phase}"
@@ -280,4 +281,30 @@ fn behind_a_shaping_router_the_verdict_names_the_routers_queue() {
             }
         }
     }
+}
+
+/// bbr paces to the path's rate and keeps the router's deep queue mostly
+/// empty: the run says it was bbr (as the load's kernels reported it), and
+/// its verdict follows the backlog it measured — the router's queue is
+/// named exactly when it holds half the added delay or more. Skipped (CI:
+/// fails) where the kernel has no bbr.
+#[test]
+fn with_bbr_the_verdict_names_it_and_follows_the_measured_backlog() {
+    require_lab!();
+    let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+    if !available.split_whitespace().any(|cc| cc == "bbr") {
+        let _ = std::process::Command::new("modprobe").arg("tcp_bbr").status();
+    }
+    let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+    if !available.split_whitespace().any(|cc| cc == "bbr") {
+        skip_or_fail("this kernel has no bbr (modprobe tcp_bbr)");
+        return;
+    }
+    let (_, phase, router) = download_behind_a_router(0.2, "bbr");
+    let added = figure(&phase, "added_p50_seconds");
+    let verdict = phase["verdict"].as_str().unwrap();
+    assert!(verdict.contains("with bbr"), "{verdict}");
+    let named = verdict.contains(router["name"].as_str().unwrap());
+    let explains = added >= 0.001 && figure(&router, "seconds") >= 0.5 * added;
+    assert_eq!(named, explains, "{verdict}: {router}, added {added} s");
 }

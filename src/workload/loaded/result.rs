@@ -328,6 +328,7 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
         probe_loss_percent: loss_percent(&idle_probes, countable),
         clock_offset_seconds: offset_micros.map(|o| o / 1e6),
     };
+    let load_congestion = congestion_used(trial);
     let mut phases = Vec::new();
     for (index, &name) in schedule.phases.iter().enumerate() {
         let (start, end) = schedule.window(index);
@@ -392,7 +393,7 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
             queues: queue_figures(&client, agent.as_ref(), from, end, download, upload),
             verdict: String::new(),
         };
-        figures.verdict = super::text::verdict(&figures);
+        figures.verdict = super::text::verdict(&figures, load_congestion.as_deref());
         phases.push(figures);
     }
     let worst = |f: fn(&PhaseFigures) -> Option<f64>| phases.iter().filter_map(f).reduce(f64::max);
@@ -404,6 +405,22 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
         idle,
         phases,
     })
+}
+
+/// The congestion control the load's senders used, as their kernels
+/// reported it (TCP_INFO); the distinct names joined by "/" when the ends
+/// differ, None when no sender said.
+fn congestion_used(trial: &TrialResult) -> Option<String> {
+    let mut names: Vec<&str> = trial
+        .streams
+        .iter()
+        .filter_map(|s| s.sender.tcp_info.as_ref())
+        .map(|info| info.congestion_control.as_str())
+        .filter(|name| !name.is_empty())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    (!names.is_empty()).then(|| names.join("/"))
 }
 
 fn in_window(micros: u64, from: f64, to: f64) -> bool {

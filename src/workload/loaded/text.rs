@@ -115,9 +115,15 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Which queue explains a phase's added delay, in one line.
-pub fn verdict(p: &PhaseFigures) -> String {
+pub fn verdict(p: &PhaseFigures, congestion: Option<&str>) -> String {
     let Some(added) = p.added_p50_seconds else {
         return "no idle and loaded round trips to compare".into();
+    };
+    // The load's congestion control decides how deep the queues grow (bbr
+    // keeps them short, cubic fills them): the verdict says which it was.
+    let added_text = match congestion {
+        Some(cc) => format!("{} with {cc}", ms(Some(added))),
+        None => ms(Some(added)),
     };
     let socket = p
         .queues
@@ -135,10 +141,7 @@ pub fn verdict(p: &PhaseFigures) -> String {
         })
         .unwrap_or_default();
     if added < NOTHING_ADDED_SECONDS {
-        return format!(
-            "added {}: the load adds no delay to speak of{socket_note}",
-            ms(Some(added))
-        );
+        return format!("added {}: the load adds no delay to speak of{socket_note}", added_text);
     }
     let held = |q: &QueueFigure| {
         format!(
@@ -168,17 +171,17 @@ pub fn verdict(p: &PhaseFigures) -> String {
     }
     match waits.first() {
         Some(_) if held_seconds >= 0.5 * added => {
-            format!("added {}: {}{socket_note}", ms(Some(added)), named.join(", and "))
+            format!("added {}: {}{socket_note}", added_text, named.join(", and "))
         }
         Some(q) => format!(
             "added {}: the path beyond this host: no local queue explains it (the largest, {}), \
              a router or switch buffer on the path does{socket_note}",
-            ms(Some(added)),
+            added_text,
             held(q)
         ),
         None => format!(
             "added {}: the path beyond this host: no local queue explains it, a router or switch buffer on the path does{socket_note}",
-            ms(Some(added))
+            added_text
         ),
     }
 }
