@@ -12,6 +12,7 @@ use super::chart::svg::escape;
 use super::chart::{self, ChartError};
 use super::compare::{Stat, Table};
 use crate::model::facts::HostFacts;
+use crate::store::cases::CaseBook;
 use crate::store::compare::{Dimension, Metric};
 use crate::store::query::{DocumentParts, Filter, RunSummary};
 use crate::store::{Store, StoreError};
@@ -220,8 +221,10 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         });
     }
     let complete = runs.iter().filter(|r| r.summary.complete).count();
-    let tables = tables(store, filter, spec)?;
-    let charts = charts(store, filter, spec)?;
+    // The cases of the complete runs, read once for every table and chart.
+    let book = crate::store::cases::CaseBook::read(store, &data::complete(filter))?;
+    let tables = tables(store, filter, spec, &book)?;
+    let charts = charts(store, filter, spec, &book)?;
 
     let _ = writeln!(
         out,
@@ -441,18 +444,14 @@ fn write_plan_cells(out: &mut String, cells: &[PlanCell]) {
     out.push_str("</tbody></table></div></section>\n");
 }
 
-fn tables(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<Table>, SelectError> {
-    let filter = Filter {
-        complete_only: true,
-        limit: None,
-        ..filter.clone()
-    };
+fn tables(store: &Store, filter: &Filter, spec: &ReportSpec, book: &CaseBook) -> Result<Vec<Table>, SelectError> {
+    let filter = data::complete(filter);
     let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect::<Vec<_>>();
     let mut tables = Vec::new();
     // Every metric, when some run has it: throughput, the workloads' own
     // stored figures, then CPU.
     for metric in crate::store::compare::all_metrics() {
-        let found = crate::store::compare::records(store, &filter, &spec.rows, &spec.cols, &metric)?;
+        let found = crate::store::compare::records_in(store, &filter, &spec.rows, &spec.cols, &metric, book)?;
         if found.records.is_empty() {
             continue;
         }
@@ -470,7 +469,12 @@ fn tables(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<Table
     Ok(tables)
 }
 
-fn charts(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<(chart::Chart, String)>, SelectError> {
+fn charts(
+    store: &Store,
+    filter: &Filter,
+    spec: &ReportSpec,
+    book: &CaseBook,
+) -> Result<Vec<(chart::Chart, String)>, SelectError> {
     let mut charts = Vec::new();
     let kinds = chart_kinds();
     for (kind, metric) in kinds {
@@ -481,7 +485,7 @@ fn charts(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Vec<(char
         if let Some(m) = metric {
             chart_spec.metric = m;
         }
-        match data::build(store, filter, &chart_spec) {
+        match data::build_in(store, filter, &chart_spec, Some(book)) {
             Ok(chart) => {
                 let svg = chart::render_svg_with_id(&chart, SIZE, &format!("c{}", charts.len()))?;
                 charts.push((chart, svg));
@@ -551,15 +555,41 @@ fn write_table(out: &mut String, table: &Table) {
     out.push_str("</tbody></table></div>\n");
 }
 
+/// Most runs the Runs table and the Reproduce section list (the newest):
+/// past that a page is too long to read and slow to open; the comparison
+/// tables and charts still cover every run.
+pub const MAX_LISTED_RUNS: usize = 500;
+
+/// The line under a list cut at [`MAX_LISTED_RUNS`], saying how many runs
+/// it leaves out and how to see them.
+fn left_out(out: &mut String, runs: &[RunView]) {
+    if runs.len() > MAX_LISTED_RUNS {
+        let _ = writeln!(
+            out,
+            "<p class=\"left-out\">The newest {MAX_LISTED_RUNS} of {} runs are listed; {} older run(s) are left out \
+             (the tables and charts above count them): narrow the report with <code>--tag KEY=VALUE</code>, \
+             <code>--workload</code>, <code>--host</code> or <code>--since</code>, or list them with <code>nicbench runs</code>.</p>",
+            runs.len(),
+            runs.len() - MAX_LISTED_RUNS
+        );
+    }
+}
+
 fn write_runs(out: &mut String, runs: &[RunView]) {
-    out.push_str(
+    let caption = if runs.len() > MAX_LISTED_RUNS {
+        "The newest runs: result, share of the line rate, verdict"
+    } else {
+        "Every run, newest first: result, share of the line rate, verdict"
+    };
+    let _ = write!(
+        out,
         "<section id=\"runs\"><h2>Runs</h2><p>Click a column header to sort.</p><div class=\"scroll\">\
-         <table class=\"sortable runs\"><caption>Every run, newest first: result, share of the line rate, verdict</caption><thead><tr>\
+         <table class=\"sortable runs\"><caption>{caption}</caption><thead><tr>\
          <th scope=\"col\">id</th><th scope=\"col\">started (UTC)</th><th scope=\"col\">workload</th>\
          <th scope=\"col\">hosts</th><th scope=\"col\">tags</th><th scope=\"col\">result</th>\
          <th scope=\"col\">line rate</th><th scope=\"col\">verdict</th></tr></thead><tbody>\n",
     );
-    for r in runs {
+    for r in runs.iter().take(MAX_LISTED_RUNS) {
         let s = &r.summary;
         let result = match (s.headline_value, &s.headline_unit) {
             (Some(v), Some(unit)) => (format!("{v}"), super::runs::figure(v, unit)),
@@ -601,14 +631,16 @@ fn write_runs(out: &mut String, runs: &[RunView]) {
             id = s.id,
         );
     }
-    out.push_str("</tbody></table></div></section>\n");
+    out.push_str("</tbody></table></div>\n");
+    left_out(out, runs);
+    out.push_str("</section>\n");
 }
 
 fn write_reproduce(out: &mut String, runs: &[RunView]) {
     out.push_str(
         "<section id=\"reproduce\"><h2>Reproduce</h2><p>The exact command of each run, as it was typed.</p>\n",
     );
-    for r in runs {
+    for r in runs.iter().take(MAX_LISTED_RUNS) {
         let s = &r.summary;
         let _ = writeln!(
             out,
@@ -624,6 +656,7 @@ fn write_reproduce(out: &mut String, runs: &[RunView]) {
                 .unwrap_or_default()
         );
     }
+    left_out(out, runs);
     out.push_str("</section>\n");
 }
 

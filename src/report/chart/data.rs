@@ -15,6 +15,7 @@ use super::timeline::StreamLine;
 use super::{Bars, Chart, ChartError, Cpu, Latency, Sweep, Timeline};
 use crate::report::compare::{col_label, Stat, Table};
 use crate::store::columns;
+use crate::store::cases::CaseBook;
 use crate::store::compare::{self, Dimension, Metric};
 use crate::store::query::Filter;
 use crate::store::{Store, StoreError};
@@ -72,21 +73,33 @@ fn stat_name(stat: Stat) -> &'static str {
 
 /// The chart `spec` asks for over the complete runs matching `filter`.
 pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, SelectError> {
-    let filter = Filter {
+    build_in(store, filter, spec, None)
+}
+
+/// The complete runs of `filter`: those a chart draws and a [`CaseBook`]
+/// for [`build_in`] must hold.
+pub fn complete(filter: &Filter) -> Filter {
+    Filter {
         complete_only: true,
         limit: None,
         ..filter.clone()
-    };
+    }
+}
+
+/// [`build`] with the runs' cases read beforehand (a report draws many
+/// charts and tables over the same runs: it reads them once); `book`, when
+/// given, must hold the runs of [`complete`]`(filter)`. Without it the
+/// kinds that label by case read it themselves.
+pub fn build_in(store: &Store, filter: &Filter, spec: &ChartSpec, book: Option<&CaseBook>) -> Result<Chart, SelectError> {
+    let filter = complete(filter);
     match spec.kind.as_str() {
-        "bars" => return bars(store, &filter, spec).map(Chart::Bars),
-        "cpu" => return cpu(store, &filter, spec).map(Chart::Cpu),
         "timeline" => return timeline(store, &filter, spec).map(Chart::Timeline),
         "heatmap" => return heatmap(store, &filter).map(Chart::Heatmap),
         _ => {}
     }
-    // A kind a workload declares: the runs of every workload that does.
     let declared: Vec<(&str, &ChartKind)> = workload::chart_kinds().filter(|(_, k)| k.name == spec.kind).collect();
-    let Some((_, kind)) = declared.first() else {
+    let generic = matches!(spec.kind.as_str(), "bars" | "cpu");
+    if !generic && declared.is_empty() {
         let mut kinds = GENERIC_KINDS.to_vec();
         kinds.extend(workload::chart_kinds().map(|(_, k)| k.name));
         return Err(ChartError::Empty(format!(
@@ -95,14 +108,28 @@ pub fn build(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Chart, 
             kinds.join(", ")
         ))
         .into());
+    }
+    let read;
+    let book = match book {
+        Some(b) => b,
+        None => {
+            read = CaseBook::read(store, &filter)?;
+            &read
+        }
     };
+    match spec.kind.as_str() {
+        "bars" => return bars(store, &filter, spec, book).map(Chart::Bars),
+        "cpu" => return cpu(store, &filter, spec, book).map(Chart::Cpu),
+        _ => {}
+    }
+    // A kind a workload declares: the runs of every workload that does.
+    let (_, kind) = declared[0];
     let workloads: Vec<&str> = declared.iter().map(|(w, _)| *w).collect();
     let drawn = Drawn {
         workloads: &workloads,
         none_found: kind.none_found,
     };
-    let book = crate::store::cases::CaseBook::read(store, &filter)?;
-    let series_traits = |id: i64, doc: &Value| series_traits(store, &book, id, doc);
+    let series_traits = |id: i64, doc: &Value| series_traits(store, book, id, doc);
     Ok(match kind.data {
         ChartData::SizeCurve { key } => Chart::Sweep(Sweep {
             title: "Bandwidth and latency against message size (best of each size)".into(),
@@ -179,8 +206,9 @@ fn records(
     cols: &[Dimension],
     metric: &Metric,
     only: &[i64],
+    book: &CaseBook,
 ) -> Result<compare::Records, StoreError> {
-    let mut found = compare::records(store, filter, rows, cols, metric)?;
+    let mut found = compare::records_in(store, filter, rows, cols, metric, book)?;
     if !only.is_empty() {
         found.records.retain(|r| only.contains(&r.run_id));
         found.matched_runs = store.run_ids(filter)?.iter().filter(|id| only.contains(id)).count();
@@ -196,17 +224,14 @@ fn nothing_complete() -> SelectError {
     empty("no complete run matches the filters: `nicbench runs` lists them (unfinished runs are not drawn)".into())
 }
 
-/// The comparison table of `metric` grouped by `rows` and `cols`.
+/// The comparison table of `metric` over `found`, grouped by `rows` and `cols`.
 fn table(
-    store: &Store,
-    filter: &Filter,
+    found: &compare::Records,
     rows: &[Dimension],
     cols: &[Dimension],
     metric: &Metric,
     stat: Stat,
-    only: &[i64],
 ) -> Result<Table, SelectError> {
-    let found = records(store, filter, rows, cols, metric, only)?;
     if found.matched_runs == 0 {
         return Err(nothing_complete());
     }
@@ -220,19 +245,11 @@ fn table(
     Table::build(&found.records, metric, stat, keys(rows), keys(cols), None).map_err(empty)
 }
 
-fn bars(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Bars, SelectError> {
-    let t = table(
-        store,
-        filter,
-        &spec.group,
-        &spec.series,
-        &spec.metric,
-        spec.stat,
-        &spec.runs,
-    )?;
+fn bars(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Result<Bars, SelectError> {
+    let found = records(store, filter, &spec.group, &spec.series, &spec.metric, &spec.runs, book)?;
+    let t = table(&found, &spec.group, &spec.series, &spec.metric, spec.stat)?;
     let mut bars = Bars::from_table(&t, spec.metric.label, stat_name(spec.stat));
     // Each bar's runs, for its hover tip.
-    let found = records(store, filter, &spec.group, &spec.series, &spec.metric, &spec.runs)?;
     for r in &found.records {
         let at = |keys: &[Vec<String>], key: &Vec<String>| keys.iter().position(|k| k == key);
         let (Some(group), Some(series)) = (at(&t.rows, &r.row), at(&t.cols, &r.col)) else {
@@ -260,9 +277,9 @@ fn cpu_parts(values: &[Sql]) -> Option<[f64; 4]> {
     Some([part(0)?, part(1)?, part(2)?, part(3).unwrap_or(0.0)])
 }
 
-fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectError> {
+fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Result<Cpu, SelectError> {
     let busy = Metric::parse("cpu").expect("a known metric");
-    let found = records(store, filter, &spec.group, &[], &busy, &spec.runs)?;
+    let found = records(store, filter, &spec.group, &[], &busy, &spec.runs, book)?;
     if found.matched_runs == 0 {
         return Err(nothing_complete());
     }
@@ -289,15 +306,11 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec) -> Result<Cpu, SelectEr
             found.matched_runs
         )));
     }
-    let rates: BTreeMap<Vec<String>, f64> = match table(
-        store,
-        filter,
-        &spec.group,
-        &[],
-        &Metric::parse("throughput").expect("a known metric"),
-        Stat::Median,
-        &spec.runs,
-    ) {
+    let throughput = Metric::parse("throughput").expect("a known metric");
+    let rates: BTreeMap<Vec<String>, f64> = match records(store, filter, &spec.group, &[], &throughput, &spec.runs, book)
+        .map_err(SelectError::from)
+        .and_then(|found| table(&found, &spec.group, &[], &throughput, Stat::Median))
+    {
         Ok(t) => t.cells.iter().map(|c| (c.row.clone(), c.value)).collect(),
         Err(_) => BTreeMap::new(),
     };
