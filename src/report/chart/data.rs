@@ -14,8 +14,8 @@ use super::sweep::{SweepLine, SweepPoint};
 use super::timeline::StreamLine;
 use super::{Bars, Chart, ChartError, Cpu, Latency, Sweep, Timeline};
 use crate::report::compare::{col_label, Stat, Table};
-use crate::store::columns;
 use crate::store::cases::CaseBook;
+use crate::store::columns;
 use crate::store::compare::{self, Dimension, Metric};
 use crate::store::query::Filter;
 use crate::store::{Store, StoreError};
@@ -90,7 +90,12 @@ pub fn complete(filter: &Filter) -> Filter {
 /// charts and tables over the same runs: it reads them once); `book`, when
 /// given, must hold the runs of [`complete`]`(filter)`. Without it the
 /// kinds that label by case read it themselves.
-pub fn build_in(store: &Store, filter: &Filter, spec: &ChartSpec, book: Option<&CaseBook>) -> Result<Chart, SelectError> {
+pub fn build_in(
+    store: &Store,
+    filter: &Filter,
+    spec: &ChartSpec,
+    book: Option<&CaseBook>,
+) -> Result<Chart, SelectError> {
     let filter = complete(filter);
     match spec.kind.as_str() {
         "timeline" => return timeline(store, &filter, spec).map(Chart::Timeline),
@@ -307,13 +312,14 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Res
         )));
     }
     let throughput = Metric::parse("throughput").expect("a known metric");
-    let rates: BTreeMap<Vec<String>, f64> = match records(store, filter, &spec.group, &[], &throughput, &spec.runs, book)
-        .map_err(SelectError::from)
-        .and_then(|found| table(&found, &spec.group, &[], &throughput, Stat::Median))
-    {
-        Ok(t) => t.cells.iter().map(|c| (c.row.clone(), c.value)).collect(),
-        Err(_) => BTreeMap::new(),
-    };
+    let rates: BTreeMap<Vec<String>, f64> =
+        match records(store, filter, &spec.group, &[], &throughput, &spec.runs, book)
+            .map_err(SelectError::from)
+            .and_then(|found| table(&found, &spec.group, &[], &throughput, Stat::Median))
+        {
+            Ok(t) => t.cells.iter().map(|c| (c.row.clone(), c.value)).collect(),
+            Err(_) => BTreeMap::new(),
+        };
     let mut keys: Vec<Vec<String>> = groups.keys().cloned().collect();
     keys.sort_by(|a, b| crate::report::compare::natural(a, b));
     let group_key = spec.group.iter().map(Dimension::label).collect::<Vec<_>>().join(" / ");
