@@ -697,3 +697,59 @@ impl From<StoreError> for ReportError {
         ReportError::Select(e.into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: i64) -> RunView {
+        RunView {
+            summary: RunSummary {
+                id,
+                started_at_unix_seconds: 1.7e9 + id as f64,
+                workload: "tcp".into(),
+                client_host: Some("a".into()),
+                agent_host: Some("b".into()),
+                agent_address: None,
+                headline_unit: Some("bit/s".into()),
+                headline_value: Some(1e9),
+                verdict_kind: None,
+                trials_planned: Some(1),
+                trials_saved: 1,
+                complete: true,
+                source: "nicbench".into(),
+                tags: Vec::new(),
+                listed: Vec::new(),
+            },
+            command_line: format!("nicbench tcp b # {id}"),
+            verdict: None,
+            line_rate_percent: None,
+        }
+    }
+
+    /// Past MAX_LISTED_RUNS the Runs table and Reproduce list the newest
+    /// runs and say how many are left out and how to see them; up to it,
+    /// every run and no such line.
+    #[test]
+    fn the_runs_lists_stop_at_the_newest_and_say_what_is_left_out() {
+        let many: Vec<RunView> = (0..MAX_LISTED_RUNS as i64 + 7).rev().map(run).collect();
+        let mut page = String::new();
+        write_runs(&mut page, &many);
+        write_reproduce(&mut page, &many);
+        assert_eq!(page.matches("<tr><td class=\"num\"").count(), MAX_LISTED_RUNS);
+        assert_eq!(page.matches("<details id=").count(), MAX_LISTED_RUNS);
+        let newest = format!("id=\"run-{}\"", MAX_LISTED_RUNS + 6);
+        assert!(page.contains(&newest));
+        assert!(!page.contains("id=\"run-6\""), "the oldest runs are left out");
+        assert_eq!(page.matches("7 older run(s) are left out").count(), 2);
+        assert!(page.contains("--tag KEY=VALUE"));
+
+        let few: Vec<RunView> = (0..3).rev().map(run).collect();
+        let mut page = String::new();
+        write_runs(&mut page, &few);
+        write_reproduce(&mut page, &few);
+        assert_eq!(page.matches("<details id=").count(), 3);
+        assert!(page.contains("Every run, newest first"));
+        assert!(!page.contains("left out"));
+    }
+}
