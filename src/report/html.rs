@@ -581,13 +581,13 @@ fn write_runs(out: &mut String, runs: &[RunView]) {
     } else {
         "Every run, newest first: result, share of the line rate, verdict"
     };
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<section id=\"runs\"><h2>Runs</h2><p>Click a column header to sort.</p><div class=\"scroll\">\
          <table class=\"sortable runs\"><caption>{caption}</caption><thead><tr>\
          <th scope=\"col\">id</th><th scope=\"col\">started (UTC)</th><th scope=\"col\">workload</th>\
          <th scope=\"col\">hosts</th><th scope=\"col\">tags</th><th scope=\"col\">result</th>\
-         <th scope=\"col\">line rate</th><th scope=\"col\">verdict</th></tr></thead><tbody>\n",
+         <th scope=\"col\">line rate</th><th scope=\"col\">verdict</th></tr></thead><tbody>",
     );
     for r in runs.iter().take(MAX_LISTED_RUNS) {
         let s = &r.summary;
