@@ -48,9 +48,15 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 "$NB" lab up "$LAB" --via-router --rate "$RATE" >"$WORK/lab-up.txt" 2>&1 || { cat "$WORK/lab-up.txt" >&2; exit 1; }
 B=$("$NB" lab status "$LAB" --json | python3 -c 'import json,sys; s=json.load(sys.stdin)["lab"]; print(next(e["address"] for l in s["links"] for e in l["ends"] if e["host"]=="b"))')
-"$NB" lab exec "$LAB" b -- irtt server -b "$B:2112" -q >"$WORK/irtt-server.log" 2>&1 &
+"$NB" lab exec "$LAB" b -- irtt server -b "$B:2112" >"$WORK/irtt-server.log" 2>&1 &
 pids+=($!)
-sleep 1
+# Wait for the server's socket, not a fixed time: a client that starts first is refused.
+for _ in $(seq 100); do
+  "$NB" lab exec "$LAB" b -- ss -Huln "sport = :2112" 2>/dev/null | grep -q . && break
+  sleep 0.1
+done
+"$NB" lab exec "$LAB" b -- ss -Huln "sport = :2112" | grep -q . \
+  || { echo "irtt server in b did not listen on $B:2112:" >&2; cat "$WORK/irtt-server.log" >&2; exit 1; }
 
 # Loopback agent for the idle comparison.
 "$NB" serve -B 127.0.0.1 -p 0 -v 2>"$WORK/agent.log" &
