@@ -98,7 +98,7 @@ def irtt_rtts(path):
 rows = {}
 for r in range(1, rounds + 1):
     run = json.load(open(f"{work}/loaded-{r}.json"))
-    loaded = run["result"]["sum"]["loaded"]
+    loaded = run["sum"]["loaded"]
     start = run["started_at_unix_seconds"] if "started_at_unix_seconds" in run else None
     rtts = irtt_rtts(f"{work}/irtt-{r}.json")
     t0 = rtts[0][0] if start is None else start
@@ -110,8 +110,8 @@ for r in range(1, rounds + 1):
         if theirs:
             rows.setdefault(name, []).append((ours, statistics.median(theirs)))
             print(f"round {r} {name:14} nicbench p50 {ours*1e3:8.3f} ms   irtt p50 {statistics.median(theirs)*1e3:8.3f} ms")
-    idle = json.load(open(f"{work}/idle-{r}.json"))["result"]["sum"]["loaded"]["idle"]["rtt_p50_seconds"]
-    rr = json.load(open(f"{work}/rr-{r}.json"))["result"]["sum"]["rr"]["latency"]["p50_us"] / 1e6
+    idle = json.load(open(f"{work}/idle-{r}.json"))["sum"]["loaded"]["idle"]["rtt_p50_seconds"]
+    rr = json.load(open(f"{work}/rr-{r}.json"))["sum"]["rr"]["latency"]["p50_us"] / 1e6
     rows.setdefault("loopback idle vs rr", []).append((idle, rr))
     print(f"round {r} loopback       loaded idle p50 {idle*1e6:8.1f} us   rr p50 {rr*1e6:8.1f} us")
 print()
