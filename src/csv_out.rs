@@ -42,13 +42,25 @@ impl<W: Write> Csv<W> {
     {
         self.out
             .write_record(cells.into_iter().map(|c| cell(c.as_ref()).into_owned()))
-            .map_err(io::Error::from)
+            .map_err(io_error)
     }
 
     /// Writes what is still buffered. Call it last: dropping the writer
     /// also flushes, but loses the error (a closed pipe, a full disk).
     pub fn finish(mut self) -> io::Result<()> {
         self.out.flush()
+    }
+}
+
+/// The csv crate's error as the io error it wraps, so a closed pipe stays
+/// a closed pipe (`nicbench export --format csv | head` ends quietly).
+fn io_error(e: csv::Error) -> io::Error {
+    if !e.is_io_error() {
+        return io::Error::other(e);
+    }
+    match e.into_kind() {
+        csv::ErrorKind::Io(e) => e,
+        other => io::Error::other(format!("{other:?}")),
     }
 }
 

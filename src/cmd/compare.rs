@@ -1,6 +1,7 @@
 //! `nicbench compare`: the comparison table from the store.
 
-use super::runs::{filter, nothing_matched, open, write_out};
+use super::runs::{filter, nothing_matched, open};
+use super::stdout::write_out;
 use super::UsageError;
 use crate::cli::store::{CompareArgs, Stat as CliStat, TableFormat};
 use crate::report::compare::{Stat, Table};

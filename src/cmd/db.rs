@@ -8,14 +8,13 @@ pub fn run(args: DbCommandArgs) -> anyhow::Result<()> {
         DbAction::Backup(backup) => {
             let store = super::runs::open(&backup.db)?;
             let copied = store.backup_to(&backup.file)?;
-            println!(
-                "copied {} ({} runs, {} bytes) to {}",
+            super::stdout::print_out(&format!(
+                "copied {} ({} runs, {} bytes) to {}\n",
                 store.path().display(),
                 copied.runs,
                 copied.bytes,
                 backup.file.display()
-            );
-            Ok(())
+            ))
         }
     }
 }

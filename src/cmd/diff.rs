@@ -7,7 +7,8 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use super::runs::{open, write_out};
+use super::runs::open;
+use super::stdout::write_out;
 use crate::cli::store::DiffArgs;
 use crate::report::runs::figure;
 use crate::store::columns;

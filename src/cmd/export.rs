@@ -5,7 +5,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use anyhow::Context;
 use rusqlite::types::Value as Sql;
 
-use super::runs::{filter, nothing_matched, open, open_writable, write_out};
+use super::runs::{filter, nothing_matched, open, open_writable};
+use super::stdout::{print_out, write_out};
 use crate::cli::store::{ExportArgs, ExportFormat, FilterArgs, RmArgs};
 use crate::csv_out::Csv;
 use crate::store::Tag;
@@ -106,8 +107,7 @@ pub fn rm(args: RmArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let removed = store.remove(&ids)?;
-    println!("removed {removed} run(s) from {}", store.path().display());
-    Ok(())
+    print_out(&format!("removed {removed} run(s) from {}\n", store.path().display()))
 }
 
 /// Asks on the terminal; without one, refuses and names `--yes`.

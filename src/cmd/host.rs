@@ -54,10 +54,7 @@ pub fn run(args: HostArgs) -> anyhow::Result<()> {
     } else {
         write_text(&report, &mut out)
     };
-    match written.and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing the facts"),
-        _ => Ok(()),
-    }
+    super::stdout::closed_pipe_is_the_end(written.and_then(|_| out.flush()), "writing the facts")
 }
 
 fn local_report(args: &HostArgs) -> anyhow::Result<HostReport> {

@@ -8,8 +8,8 @@
 
 use anyhow::Context;
 
-use super::runs::write_out;
 use super::save::database_path;
+use super::stdout::write_out;
 use crate::cli::store::ImportArgs;
 use crate::store::import;
 use crate::store::{tags, RunMeta, Store};

@@ -6,6 +6,7 @@ use std::os::unix::process::CommandExt;
 use anyhow::Context;
 use serde::Serialize;
 
+use super::stdout::{print_out, write_out};
 use crate::cli::lab::{LabArgs, LabCommand, LabDownArgs, LabExecArgs, LabSetArgs, LabStatusArgs, LabUpArgs};
 use crate::lab::{self, spec, state::LabState, sys, AgentLaunch, LabSpec, Topology};
 use crate::units::Rate;
@@ -59,38 +60,36 @@ fn up(args: LabUpArgs) -> anyhow::Result<()> {
     let launch = AgentLaunch { program, detach: true };
     // The agents run in their own sessions and outlive this process.
     let (state, _agents) = lab::up(&spec, Some(&launch)).with_context(|| format!("building lab '{}'", args.name))?;
-    print!("{}", render_status(&state));
-    Ok(())
+    print_out(&render_status(&state))
 }
 
 fn status(args: LabStatusArgs) -> anyhow::Result<()> {
     let Some(name) = args.name else {
         let names = lab::all_lab_names()?;
         if names.is_empty() {
-            println!("no labs");
+            return print_out("no labs\n");
         }
-        for name in names {
-            println!("{}", summary_line(&name));
-        }
-        return Ok(());
+        return write_out(|out| {
+            names
+                .iter()
+                .try_for_each(|name| writeln!(out, "{}", summary_line(name)))
+        });
     };
     let Some(state) = LabState::load(&name)? else {
         let leftovers = lab::existing_netns(&name)?;
         if leftovers.is_empty() {
             return Err(lab::LabError::NotFound { name }.into());
         }
-        println!(
-            "lab {name}: no state file, but namespaces {} exist; remove them with `nicbench lab down {name}`",
+        return print_out(&format!(
+            "lab {name}: no state file, but namespaces {} exist; remove them with `nicbench lab down {name}`\n",
             leftovers.join(", ")
-        );
-        return Ok(());
+        ));
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&status_json(&state))?);
+        print_out(&format!("{}\n", serde_json::to_string_pretty(&status_json(&state))?))
     } else {
-        print!("{}", render_status(&state));
+        print_out(&render_status(&state))
     }
-    Ok(())
 }
 
 fn exec(args: LabExecArgs) -> anyhow::Result<()> {
@@ -146,8 +145,7 @@ fn set(args: LabSetArgs) -> anyhow::Result<()> {
     let mut state = lab::load_complete(&args.name)?;
     lab::set(&mut state, &args.mtu, &args.rate, &args.queue)
         .with_context(|| format!("changing lab '{}'", args.name))?;
-    print!("{}", render_status(&state));
-    Ok(())
+    print_out(&render_status(&state))
 }
 
 fn down(args: LabDownArgs) -> anyhow::Result<()> {

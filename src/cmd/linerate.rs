@@ -50,8 +50,5 @@ pub fn run(args: LinerateArgs) -> anyhow::Result<()> {
     } else {
         render::text(&rows, &mut out)
     };
-    match written.and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing the table"),
-        _ => Ok(()),
-    }
+    super::stdout::closed_pipe_is_the_end(written.and_then(|_| out.flush()), "writing the table")
 }

@@ -1,34 +1,21 @@
 //! `nicbench man` and `nicbench completions`: the manual page and shell
 //! completions, generated from the same clap definitions as `--help`.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
 use clap::CommandFactory;
 
+use super::stdout::write_out;
 use crate::cli::{Cli, CompletionShell, CompletionsArgs, ManArgs};
-
-/// Writes to stdout; a closed pipe (`nicbench man | head`) is not an error.
-fn to_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> anyhow::Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    match write(&mut out).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
-        _ => Ok(()),
-    }
-}
 
 pub fn man(args: ManArgs) -> anyhow::Result<()> {
     let command = Cli::command();
     match args.out {
-        None => to_stdout(|out| clap_mangen::Man::new(command).render(out)),
+        None => write_out(|out| clap_mangen::Man::new(command).render(out)),
         Some(dir) => {
             let written = write_pages(command, &dir)?;
-            for path in written {
-                println!("{}", path.display());
-            }
-            Ok(())
+            write_out(|out| written.iter().try_for_each(|path| writeln!(out, "{}", path.display())))
         }
     }
 }
@@ -71,5 +58,5 @@ pub fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
     // Into memory first: clap_complete panics when its writer fails.
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "nicbench", &mut script);
-    to_stdout(|out| out.write_all(&script))
+    write_out(|out| out.write_all(&script))
 }

@@ -220,10 +220,8 @@ pub fn save(saver: Saver, run: &RunResult, text: Option<&str>, to_stdout: bool) 
     if let Some(line) = saver.finish(run, text)? {
         if to_stdout {
             let mut out = std::io::stdout().lock();
-            match writeln!(out, "{line}").and_then(|_| out.flush()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing the result"),
-                _ => {}
-            }
+            let written = writeln!(out, "{line}").and_then(|_| out.flush());
+            super::stdout::closed_pipe_is_the_end(written, "writing the result")?;
         } else if log::log_enabled!(log::Level::Warn) {
             eprintln!("{line}");
         }
@@ -439,10 +437,7 @@ pub fn print(m: &MeasureArgs, run: &RunResult) -> anyhow::Result<()> {
     } else {
         Text.render(run, &mut out)
     };
-    match written.and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing the result"),
-        _ => Ok(()),
-    }
+    super::stdout::closed_pipe_is_the_end(written.and_then(|_| out.flush()), "writing the result")
 }
 
 #[cfg(test)]

@@ -591,10 +591,10 @@ fn print(args: &MeshArgs, result: &MeshResult) -> anyhow::Result<()> {
         MeshFormat::Json => serde_json::to_string_pretty(result)? + "\n",
     };
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing the matrix"),
-        _ => Ok(()),
-    }
+    super::stdout::closed_pipe_is_the_end(
+        out.write_all(text.as_bytes()).and_then(|_| out.flush()),
+        "writing the matrix",
+    )
 }
 
 fn write_chart(result: &MeshResult, path: &Path) -> anyhow::Result<()> {

@@ -27,6 +27,7 @@ pub mod save;
 pub mod serve;
 pub mod serve_metrics;
 pub mod signals;
+pub mod stdout;
 pub mod sweep;
 pub mod tcp;
 pub mod udp;

@@ -1,10 +1,9 @@
 //! `nicbench runs` and `nicbench show`: the run history and one saved run.
 
-use std::io::Write;
-
 use anyhow::Context;
 
 use super::save::database_path;
+use super::stdout::write_out;
 use crate::cli::store::{DbArgs, FilterArgs, RunsArgs, ShowArgs};
 use crate::model::RunResult;
 use crate::outside_text::{terminal, terminal_text};
@@ -117,14 +116,4 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
         Ok(())
     })
     .with_context(|| format!("showing run {}", args.id))
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn write_out(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> anyhow::Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match f(&mut out).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
-        _ => Ok(()),
-    }
 }

@@ -4,7 +4,7 @@
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::SweepArgs;
@@ -41,10 +41,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             .iter()
             .filter_map(|s| s.sender.extras.get::<SweepResult>(KEY));
         for sweep in sweeps {
-            match csv(&sweep, &mut out).and_then(|_| out.flush()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing the CSV"),
-                _ => {}
-            }
+            super::stdout::closed_pipe_is_the_end(csv(&sweep, &mut out).and_then(|_| out.flush()), "writing the CSV")?;
         }
         super::measure::save(measured.saver, &measured.run, None, false)
     })

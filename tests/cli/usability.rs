@@ -401,3 +401,55 @@ fn lab_down_without_root_says_its_error_once() {
     assert_eq!(text.matches("nicbench: error").count(), 1, "{text}");
     assert_eq!(text.matches("missing root privileges").count(), 1, "{text}");
 }
+
+/// Runs nicbench with its stdout a pipe whose reading end is already
+/// closed, as `nicbench ... | head` leaves it once head has its lines.
+fn run_into_a_closed_pipe(args: &[&str], db: &std::path::Path) -> std::process::Output {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two fds into the array; each is owned below.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe(2)");
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Command::new(BIN)
+        .args(args)
+        .env("NICBENCH_DB", db)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(write))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// `nicbench runs | head` and the like: the reader leaving early ends the
+/// output quietly, with status 0, never a panic or an error message.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let out = Command::new(BIN)
+        .args(["import", &format!("{fixtures}/run-tcp.json"), &format!("{fixtures}/netpipe-3.7.2-loopback.np.out")])
+        .env("NICBENCH_DB", &db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let commands: &[&[&str]] = &[
+        &["runs"],
+        &["show", "1"],
+        &["export"],
+        &["export", "--format", "csv"],
+        &["compare"],
+        &["diff", "1", "2"],
+        &["linerate", "--speed", "10G"],
+        &["lab", "status"],
+        &["man"],
+    ];
+    for args in commands {
+        let out = run_into_a_closed_pipe(args, &db);
+        let text = stderr(&out);
+        assert!(!text.contains("panicked"), "nicbench {}: {text}", args.join(" "));
+        assert!(!text.contains("error"), "nicbench {}: {text}", args.join(" "));
+        assert_eq!(out.status.code(), Some(0), "nicbench {}: {text}", args.join(" "));
+    }
+}
