@@ -14,6 +14,7 @@
 
 use crate::lab_env::{LabPath, RouterLink};
 
+use super::state::LabState;
 use super::sys;
 use super::LabError;
 
@@ -56,10 +57,44 @@ pub fn router_changes(path: &LabPath, mtu: u32) -> Vec<RouterChange> {
     changes
 }
 
-/// Sets the router's links on `path` to `mtu` (and their tbf for it).
-/// Returns what was changed, for the log.
+/// `changes` with each router link's shaping as the lab's state file has it
+/// now. The environment is a snapshot from when the process started: a
+/// `lab set --rate/--queue` (or a plan's `queue` axis) since then changed
+/// the router, and setting the tbf again from the snapshot would undo it.
+/// A link the state does not know keeps the snapshot's shaping.
+pub fn with_current_shaping(mut changes: Vec<RouterChange>, state: &LabState) -> Vec<RouterChange> {
+    let Some(router) = state.hosts.iter().find(|h| h.router) else {
+        return changes;
+    };
+    for change in changes.iter_mut().filter(|c| c.router_netns == router.netns) {
+        let end = state
+            .links
+            .iter()
+            .flat_map(|l| l.ends.iter())
+            .find(|e| e.host == router.name && e.ifname == change.iface);
+        if let Some(end) = end {
+            change.tbf = end.rate_bits_per_second.map(|bits| (bits, end.queue_seconds));
+        }
+    }
+    changes
+}
+
+/// Sets the router's links on `path` to `mtu` (and their tbf for it, at
+/// the shaping the lab's state file records now). Returns what was
+/// changed, for the log.
 pub fn follow_mtu(path: &LabPath, mtu: u32) -> Result<Vec<RouterChange>, LabError> {
-    let changes = router_changes(path, mtu);
+    let mut changes = router_changes(path, mtu);
+    match LabState::load(&path.lab) {
+        Ok(Some(state)) => changes = with_current_shaping(changes, &state),
+        Ok(None) => log::warn!(
+            "lab '{}' has no state file: its router's shaping is taken from this process's environment",
+            path.lab
+        ),
+        Err(e) => log::warn!(
+            "lab '{}': {e}; its router's shaping is taken from this process's environment",
+            path.lab
+        ),
+    }
     for c in &changes {
         sys::ip_in(
             &c.router_netns,
@@ -115,6 +150,62 @@ mod tests {
             changes[1].describe(),
             "router nicbench-demo-r eth0: MTU 9000, its tbf at 50000000 bit/s resized for it"
         );
+    }
+
+    /// A router lab's state after `lab set --rate 20mbit --queue 200ms` on
+    /// the router's end toward b, with `a` unshaped.
+    fn state_after_a_set() -> LabState {
+        use super::super::state::{HostState, LinkEnd, LinkState};
+        let end = |host: &str, ifname: &str, rate: Option<u64>, queue: Option<f64>| LinkEnd {
+            host: host.into(),
+            ifname: ifname.into(),
+            address: std::net::Ipv4Addr::LOCALHOST,
+            rate_bits_per_second: rate,
+            queue_seconds: queue,
+        };
+        let link = |id, ends| LinkState { id, mtu: 1500, ends };
+        LabState::new(
+            "demo",
+            super::super::spec::Topology::ViaRouter,
+            vec![
+                HostState::new("demo", "a", false),
+                HostState::new("demo", "b", false),
+                HostState::new("demo", "r", true),
+            ],
+            vec![
+                link(1, [end("a", "eth0", None, None), end("r", "eth1", None, None)]),
+                link(
+                    2,
+                    [
+                        end("b", "eth0", None, None),
+                        end("r", "eth0", Some(20_000_000), Some(0.2)),
+                    ],
+                ),
+            ],
+            None,
+        )
+    }
+
+    #[test]
+    fn the_router_keeps_the_shaping_the_lab_has_now_not_the_snapshot() {
+        // The agent's environment says 50 Mbit/s with a 16 ms queue toward
+        // b; since then `lab set` made it 20 Mbit/s with 200 ms.
+        let path = LabPath {
+            lab: "demo".into(),
+            router_netns: super::super::spec::netns_name("demo", "r"),
+            toward_me: link("eth1", None),
+            toward_peer: link("eth0", Some(50_000_000)),
+        };
+        let changes = with_current_shaping(router_changes(&path, 9000), &state_after_a_set());
+        assert_eq!(changes[0].tbf, None);
+        assert_eq!(changes[1].tbf, Some((20_000_000, Some(0.2))));
+        // A router interface the state does not know keeps the snapshot.
+        let unknown = LabPath {
+            toward_peer: link("eth7", Some(50_000_000)),
+            ..path
+        };
+        let changes = with_current_shaping(router_changes(&unknown, 9000), &state_after_a_set());
+        assert_eq!(changes[1].tbf, Some((50_000_000, Some(0.016))));
     }
 
     #[test]

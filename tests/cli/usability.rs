@@ -429,7 +429,11 @@ fn output_into_a_closed_pipe_ends_quietly() {
     let db = dir.path().join("results.db");
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
     let out = Command::new(BIN)
-        .args(["import", &format!("{fixtures}/run-tcp.json"), &format!("{fixtures}/netpipe-3.7.2-loopback.np.out")])
+        .args([
+            "import",
+            &format!("{fixtures}/run-tcp.json"),
+            &format!("{fixtures}/netpipe-3.7.2-loopback.np.out"),
+        ])
         .env("NICBENCH_DB", &db)
         .output()
         .unwrap();
