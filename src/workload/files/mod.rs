@@ -12,6 +12,7 @@
 //! result says how far the files are from raw TCP and why.
 
 pub mod args;
+pub mod harness;
 #[cfg(test)]
 mod properties;
 pub mod result;
