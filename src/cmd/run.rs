@@ -94,6 +94,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         return leftover_changes(&db, true);
     }
     let plan = Plan::load(&args.plan)?;
+    // The queue axis needs the lab this runs in: checked before the dry run.
+    let queues =
+        match plan.matrix.queue.is_empty() {
+            true => None,
+            false => Some(plan::queue::RouterQueues::here(&plan.matrix.queue).map_err(|message| {
+                plan::PlanError::Invalid {
+                    path: args.plan.display().to_string(),
+                    message,
+                }
+            })?),
+        };
     let cases = plan::expand(&plan).map_err(|message| plan::PlanError::Invalid {
         path: args.plan.display().to_string(),
         message,
@@ -168,7 +179,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         };
         return dry_run(&plan, &planned, &resume, &db, &order);
     }
-    execute(&args, &plan, planned, resume, &db)
+    execute(&args, &plan, planned, resume, &db, queues)
 }
 
 /// Shuffles the cases with the plan run's seed: the same order on every
@@ -481,6 +492,10 @@ struct RealSteps<'a> {
     resume: &'a exec::Resume,
     host_changes: &'a mut HostChanges,
     monitors: Option<Monitors>,
+    /// The lab router's queues, when the matrix has a `queue` axis.
+    queues: Option<plan::queue::RouterQueues>,
+    /// What the case in flight gets in its environment beyond ours.
+    case_env: Vec<(&'static str, String)>,
 }
 
 impl runner::Steps for RealSteps<'_> {
@@ -507,6 +522,17 @@ impl runner::Steps for RealSteps<'_> {
         self.host_changes.set_host(agent, setting)
     }
 
+    fn set_queue(&mut self, queue: &str) -> Result<(), String> {
+        let queues = self.queues.as_mut().ok_or("the plan has no queue axis")?;
+        self.case_env = queues.set(queue)?;
+        Ok(())
+    }
+
+    fn restore_queue(&mut self) -> Result<(), String> {
+        self.case_env.clear();
+        self.queues.as_mut().map_or(Ok(()), |q| q.restore())
+    }
+
     fn commands(&mut self, when: When, index: usize) -> (Vec<PathBuf>, Option<String>) {
         exec::run_commands(self.plan, when, self.dir, index)
     }
@@ -525,13 +551,21 @@ impl runner::Steps for RealSteps<'_> {
             exe: self.exe,
             argv: run_argv(planned, self.plan, self.db, &self.resume.plan_run, self.resume.seed),
             trials: self.plan.defaults.repeat.unwrap_or(1),
+            env: &self.case_env,
             line,
         }
         .run()
     }
 }
 
-fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Resume, db: &Path) -> anyhow::Result<()> {
+fn execute(
+    args: &RunArgs,
+    plan: &Plan,
+    planned: Vec<Planned>,
+    resume: exec::Resume,
+    db: &Path,
+    queues: Option<plan::queue::RouterQueues>,
+) -> anyhow::Result<()> {
     exec::install_signals();
     let exe = std::env::current_exe().context("finding this program to run the cases with")?;
     let dir = plans_dir(db).join(format!("{}-{}", plan.name(), resume.plan_run));
@@ -568,6 +602,8 @@ fn execute(args: &RunArgs, plan: &Plan, planned: Vec<Planned>, resume: exec::Res
         resume: &resume,
         host_changes: &mut host_changes,
         monitors: None,
+        queues,
+        case_env: Vec::new(),
     };
     let records = runner::run_cases(plan, &planned, &resume.finished, &mut steps, &progress);
     progress.finish();

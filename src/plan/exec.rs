@@ -336,6 +336,9 @@ pub struct CaseRun<'a> {
     pub exe: &'a Path,
     pub argv: Vec<String>,
     pub trials: u32,
+    /// Environment variables the case gets beyond this process's (the
+    /// lab's description after its router queue was set for the case).
+    pub env: &'a [(&'static str, String)],
     pub line: &'a dyn Fn(String),
 }
 
@@ -343,7 +346,7 @@ impl CaseRun<'_> {
     pub fn run(&self) -> Outcome {
         let started = Instant::now();
         let seconds = || started.elapsed().as_secs_f64();
-        let mut child = match spawn(self.exe, &self.argv) {
+        let mut child = match spawn(self.exe, &self.argv, self.env) {
             Ok(c) => c,
             Err(e) => {
                 return Outcome::Failed {
@@ -430,10 +433,11 @@ impl CaseRun<'_> {
     }
 }
 
-fn spawn(exe: &Path, argv: &[String]) -> std::io::Result<Child> {
+fn spawn(exe: &Path, argv: &[String], env: &[(&'static str, String)]) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
     Process::new(exe)
         .args(argv)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -126,6 +126,11 @@ pub struct Matrix {
     /// The root qdisc on both ends: "pfifo_fast", "fq", "noqueue".
     #[serde(default)]
     pub qdisc: Vec<String>,
+    /// The lab router's queue on every shaped link, as `lab set --queue`
+    /// takes it: "5ms", "200ms", "default". Set before each case and put
+    /// back after it; only in a lab (`nicbench lab exec LAB HOST nicbench run PLAN`).
+    #[serde(default)]
+    pub queue: Vec<String>,
     /// Further axes: a name, and for each value the options it adds:
     /// `[matrix.vary.nodelay] on = ["-N"]  off = []`.
     #[serde(default)]
@@ -552,9 +557,24 @@ fn check_matrix(m: &Matrix, labels: &[&str]) -> Result<(), String> {
             return Err(format!("[matrix] mtu = {mtu}: expected 68 to 65535"));
         }
     }
+    check_queue_axis(m)?;
     check_vary(m)?;
     check_matrix_tags(m)?;
     check_rules(m)
+}
+
+/// `[matrix] queue`: each value a queue length the lab takes, given once.
+fn check_queue_axis(m: &Matrix) -> Result<(), String> {
+    let mut seen = Vec::new();
+    for v in &m.queue {
+        let seconds = super::queue::parse(v).map_err(|e| format!("[matrix] queue = \"{v}\": {e}"))?;
+        if seen.contains(&seconds) {
+            return Err(format!("[matrix] queue: \"{v}\" is given twice"));
+        }
+        seen.push(seconds);
+        tag("queue", v).map_err(|e| format!("[matrix] queue = \"{v}\": {e}"))?;
+    }
+    Ok(())
 }
 
 /// `[matrix.vary.AXIS]`: a new axis's name and its values' names.
@@ -617,7 +637,7 @@ fn check_rules(m: &Matrix) -> Result<(), String> {
 }
 
 /// The built-in axes, in the order they appear in a case's name.
-pub const AXES: [&str; 10] = [
+pub const AXES: [&str; 11] = [
     "workload",
     "agent",
     "direction",
@@ -628,6 +648,7 @@ pub const AXES: [&str; 10] = [
     "rings",
     "coalesce",
     "qdisc",
+    "queue",
 ];
 /// Tags the plan sets on every run.
 pub const RESERVED_TAGS: [&str; 4] = ["plan", "plan_run", "case", "plan_seed"];

@@ -65,6 +65,7 @@ impl Identity {
             ("streams", m.streams.iter().map(u32::to_string).collect()),
             ("message", m.message.clone()),
             ("mtu", m.mtu.iter().map(u32::to_string).collect()),
+            ("queue", m.queue.iter().map(|q| q.trim().to_string()).collect()),
         ] {
             if !values.is_empty() {
                 axes.insert(axis.to_string(), set(values));

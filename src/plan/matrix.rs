@@ -23,6 +23,9 @@ pub struct Case {
     /// Host settings both ends are given before the case: (axis of
     /// [`crate::model::settings::HOST_AXES`], the value as the plan writes it).
     pub host: Vec<(String, String)>,
+    /// The lab router's queue during the case, as the plan writes it
+    /// ("200ms"); see [`super::queue`].
+    pub queue: Option<String>,
     /// Further axes: (axis, value, the options the value adds).
     pub vary: Vec<(String, String, Vec<String>)>,
 }
@@ -52,6 +55,9 @@ impl Case {
             tags.push(("mtu".into(), m.to_string()));
         }
         tags.extend(self.host.iter().cloned());
+        if let Some(q) = &self.queue {
+            tags.push(("queue".into(), q.clone()));
+        }
         for (axis, value, _) in &self.vary {
             tags.push((axis.clone(), value.clone()));
         }
@@ -66,6 +72,7 @@ impl Case {
             "streams" => self.streams.map(|s| s.to_string()),
             "message" => self.message.clone(),
             "mtu" => self.mtu.map(|m| m.to_string()),
+            "queue" => self.queue.clone(),
             other if crate::model::settings::HOST_AXES.contains(&other) => {
                 self.host.iter().find(|(a, _)| a == other).map(|(_, v)| v.clone())
             }
@@ -297,23 +304,27 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
     let streams = each_or_unset(&m.streams);
     let messages = each_or_unset(&m.message);
     let mtus = each_or_unset(&m.mtu);
+    let queues = each_or_unset(&m.queue);
     let mut cases = Vec::new();
     for workload in &m.workload {
         for agent in agents {
             for direction in &directions {
                 for s in &streams {
                     for (message, mtu) in messages.iter().flat_map(|l| mtus.iter().map(move |u| (l, u))) {
-                        let base = Case {
-                            workload: workload.clone(),
-                            agent: (*agent).clone(),
-                            direction: direction.clone(),
-                            streams: *s,
-                            message: message.clone(),
-                            mtu: *mtu,
-                            host: Vec::new(),
-                            vary: Vec::new(),
-                        };
-                        cases.extend(with_host_and_vary_axes(plan, base));
+                        for queue in &queues {
+                            let base = Case {
+                                workload: workload.clone(),
+                                agent: (*agent).clone(),
+                                direction: direction.clone(),
+                                streams: *s,
+                                message: message.clone(),
+                                mtu: *mtu,
+                                host: Vec::new(),
+                                queue: queue.clone(),
+                                vary: Vec::new(),
+                            };
+                            cases.extend(with_host_and_vary_axes(plan, base));
+                        }
                     }
                 }
             }
@@ -396,6 +407,7 @@ pub fn check_size(plan: &Plan) -> Result<(), String> {
         ("streams".into(), m.streams.len()),
         ("message".into(), m.message.len()),
         ("mtu".into(), m.mtu.len()),
+        ("queue".into(), m.queue.len()),
     ];
     axes.extend(plan.host_axes().into_iter().map(|(a, v)| (a.to_string(), v.len())));
     axes.extend(m.vary.iter().map(|(a, v)| (a.clone(), v.len())));
@@ -500,6 +512,10 @@ fn included(
     if let Some(l) = &message {
         parse::positive_size(l).map_err(|e| format!("message \"{l}\": {e}"))?;
     }
+    let queue = get("queue").or_else(|| m.queue.first().cloned());
+    if let Some(q) = &queue {
+        super::queue::parse(q).map_err(|e| format!("queue = \"{q}\": {e}"))?;
+    }
     let mut host = Vec::new();
     for (axis, values) in plan.host_axes() {
         let value = get(axis).unwrap_or_else(|| values[0].clone());
@@ -535,6 +551,7 @@ fn included(
         message,
         mtu,
         host,
+        queue,
         vary,
     })
 }

@@ -8,6 +8,7 @@ pub mod host;
 pub mod identity;
 pub mod matrix;
 pub mod path_mtu;
+pub mod queue;
 pub mod runner;
 
 pub use file::{Plan, PlanError};

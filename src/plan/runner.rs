@@ -32,6 +32,11 @@ pub trait Steps {
     /// ends are set): Err names a black hole.
     fn check_path(&mut self, agent: &Agent, mtu: u32) -> Result<(), String>;
     fn set_host(&mut self, agent: &Agent, setting: &HostSetting) -> Result<(), String>;
+    /// Sets the lab router's queue for the next case (a value of the
+    /// `queue` axis, see [`super::queue`]).
+    fn set_queue(&mut self, queue: &str) -> Result<(), String>;
+    /// Puts back what [`Steps::set_queue`] changed (nothing changed: Ok).
+    fn restore_queue(&mut self) -> Result<(), String>;
     /// The plan's commands before or after case `index`: the files holding
     /// their output, and why they failed.
     fn commands(&mut self, when: When, index: usize) -> (Vec<PathBuf>, Option<String>);
@@ -138,19 +143,50 @@ pub fn run_cases(
     records
 }
 
-/// One case: its host settings (the first failure ends the case before its
-/// commands), the commands before, the monitors, the case, the commands
-/// after. A measured case whose monitor or after-command failed is a
-/// failure, with the time it measured for.
-fn run_case(index: usize, p: &Planned, label: &str, steps: &mut dyn Steps, show: &dyn Show) -> (Outcome, Vec<PathBuf>) {
-    let failed = |reason: String, seconds: f64| Outcome::Failed {
+fn failed(reason: String, seconds: f64) -> Outcome {
+    Outcome::Failed {
         reason,
         exit_code: None,
         seconds,
-    };
+    }
+}
+
+/// One case: its host settings (the first failure ends the case before its
+/// commands), the lab router's queue, the commands before, the monitors,
+/// the case, the commands after, the queue put back. A measured case whose
+/// monitor or after-command failed, or whose queue could not be put back,
+/// is a failure, with the time it measured for.
+fn run_case(index: usize, p: &Planned, label: &str, steps: &mut dyn Steps, show: &dyn Show) -> (Outcome, Vec<PathBuf>) {
     if let Err(reason) = host_settings(p, label, steps, show) {
         return (failed(reason, 0.0), Vec::new());
     }
+    let Some(queue) = &p.case.queue else {
+        return run_case_here(index, p, label, steps, show);
+    };
+    show.case(format!("{label}  setting the lab router's queue to {queue}"));
+    let (mut outcome, files) = match steps.set_queue(queue) {
+        Ok(()) => run_case_here(index, p, label, steps, show),
+        Err(reason) => (failed(reason, 0.0), Vec::new()),
+    };
+    if let Err(e) = steps.restore_queue() {
+        outcome = match outcome {
+            Outcome::Failed { reason, seconds, .. } => failed(format!("{reason}; {e}"), seconds),
+            Outcome::Measured { seconds, .. } | Outcome::Interrupted { seconds } => failed(e, seconds),
+            skipped @ Outcome::Skipped { .. } => skipped,
+        };
+    }
+    (outcome, files)
+}
+
+/// The case with its settings in place: the commands before, the
+/// monitors, the case, the commands after.
+fn run_case_here(
+    index: usize,
+    p: &Planned,
+    label: &str,
+    steps: &mut dyn Steps,
+    show: &dyn Show,
+) -> (Outcome, Vec<PathBuf>) {
     let (mut files, before_failure) = steps.commands(When::Before, index);
     if let Some(reason) = before_failure {
         return (failed(reason, 0.0), files);
@@ -260,6 +296,8 @@ mod tests {
         black_hole: bool,
         fail_before: bool,
         fail_monitor_stop: bool,
+        fail_queue: bool,
+        fail_queue_restore: bool,
     }
 
     impl Steps for Fake {
@@ -291,6 +329,22 @@ mod tests {
         fn set_host(&mut self, _: &Agent, setting: &HostSetting) -> Result<(), String> {
             self.log.push(format!("host {}", setting.describe()));
             Ok(())
+        }
+        fn set_queue(&mut self, queue: &str) -> Result<(), String> {
+            self.log.push(format!("queue {queue}"));
+            if self.fail_queue {
+                Err("the router refused".into())
+            } else {
+                Ok(())
+            }
+        }
+        fn restore_queue(&mut self) -> Result<(), String> {
+            self.log.push("queue restored".into());
+            if self.fail_queue_restore {
+                Err("could not restore the queue".into())
+            } else {
+                Ok(())
+            }
         }
         fn commands(&mut self, when: When, index: usize) -> (Vec<PathBuf>, Option<String>) {
             self.log.push(format!("{when:?} {index}"));
@@ -399,6 +453,65 @@ mod tests {
             Outcome::Failed { reason, seconds, .. } => {
                 assert_eq!(reason, "cannot set the MTU");
                 assert_eq!(*seconds, 0.0);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_router_queue_is_set_before_the_commands_and_put_back_after_the_case_even_when_it_fails() {
+        let plan = plan("queue = [\"5ms\", \"200ms\"]\n");
+        let cases = planned(&plan);
+        assert_eq!(cases[0].key, "tcp agent=a streams=1 queue=5ms");
+        let mut fake = Fake::default();
+        let records = run_cases(&plan, &cases[..2], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(
+            fake.log,
+            [
+                "queue 5ms",
+                "Before 0",
+                "monitors 0",
+                &format!("run {}", cases[0].key),
+                "monitors stopped",
+                "After 0",
+                "queue restored",
+                "queue 200ms",
+                "Before 1",
+                "monitors 1",
+                &format!("run {}", cases[1].key),
+                "monitors stopped",
+                "After 1",
+                "queue restored",
+            ]
+        );
+        assert!(records.iter().all(|r| matches!(r.outcome, Outcome::Measured { .. })));
+        // A failed before-command still puts the queue back.
+        let mut fake = Fake {
+            fail_before: true,
+            ..Fake::default()
+        };
+        run_cases(&plan, &cases[..1], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(fake.log, ["queue 5ms", "Before 0", "queue restored"]);
+        // A queue the router refused fails the case before it runs, and
+        // whatever part of it was set is put back.
+        let mut fake = Fake {
+            fail_queue: true,
+            ..Fake::default()
+        };
+        let records = run_cases(&plan, &cases[..1], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(fake.log, ["queue 5ms", "queue restored"]);
+        assert!(matches!(&records[0].outcome, Outcome::Failed { reason, .. } if reason == "the router refused"));
+        // A measured case whose queue could not be put back is a failure
+        // that keeps its time.
+        let mut fake = Fake {
+            fail_queue_restore: true,
+            ..Fake::default()
+        };
+        let records = run_cases(&plan, &cases[..1], &BTreeMap::new(), &mut fake, &Lines::default());
+        match &records[0].outcome {
+            Outcome::Failed { reason, seconds, .. } => {
+                assert_eq!(reason, "could not restore the queue");
+                assert_eq!(*seconds, 2.5);
             }
             other => panic!("{other:?}"),
         }

@@ -794,3 +794,135 @@ fn an_agent_in_a_router_lab_takes_the_router_links_to_the_plan_mtu_and_back() {
         }
     }
 }
+
+/// The router's tbf latency (tc's `lat`, in seconds) on `iface`, from
+/// `tc -j qdisc show` output as a plan command saved it.
+fn tbf_latency_in(saved: &str, iface: &str) -> Option<f64> {
+    let json = saved.lines().find(|l| l.starts_with('['))?;
+    let qdiscs: serde_json::Value = serde_json::from_str(json).ok()?;
+    qdiscs
+        .as_array()?
+        .iter()
+        .find(|q| q["kind"] == "tbf" && q["dev"] == iface)
+        .and_then(|q| q["options"]["lat"].as_f64())
+        .map(|us| us / 1e6)
+}
+
+/// The queue axis: a plan run inside a lab (`lab exec` style) measures
+/// `loaded` behind the router with a 5 ms and a 200 ms queue. Each case's
+/// run is tagged with its queue; a command before each case reads the
+/// router's tbf from the kernel and finds the case's queue set; after the
+/// plan the router's queue is back at what the lab had.
+#[test]
+fn a_queue_axis_sets_the_lab_routers_queue_around_each_case_and_puts_it_back() {
+    require_lab!();
+    let lab = crate::common::lab_builder()
+        .via_router()
+        .rate(100_000_000)
+        .no_agents()
+        .build()
+        .unwrap();
+    let before: Vec<Option<f64>> = [1, 2]
+        .iter()
+        .map(|&l| lab.kernel_link(l, "r").unwrap().tbf_queue_seconds)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let b = lab.addr("b").to_string();
+    let agent = AgentProcess::start_with(lab.command("b", BIN), &b, &[]);
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "queues.toml",
+        &format!(
+            "name = \"queues\"\n[defaults]\nduration = \"1s\"\n\
+             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\n\
+             [workloads.loaded]\noptions = [\"--phases\", \"download\", \"--idle\", \"1s\", \"-P\", \"1\"]\n\
+             [matrix]\nworkload = [\"loaded\"]\nqueue = [\"5ms\", \"200ms\"]\n\
+             [[commands]]\nwhen = \"before\"\nrun = [\"tc\", \"-n\", \"{}\", \"-j\", \"qdisc\", \"show\"]\n",
+            agent.port,
+            lab.netns("r")
+        ),
+    );
+    let mut run = lab.command("a", BIN);
+    run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
+    let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}\n{}", stderr(&out), agent.logs());
+    assert!(text.contains("2 of 2 cases done"), "{text}");
+    // Each case's run carries its queue.
+    assert_eq!(
+        complete_cases(&db, "queues")
+            .into_iter()
+            .map(|(case, _)| case)
+            .collect::<Vec<_>>(),
+        ["loaded agent=b queue=200ms", "loaded agent=b queue=5ms"]
+    );
+    let out = nicbench(&["export", "--db", &db, "--tag", "plan=queues", "--format", "json"]);
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in runs.as_array().unwrap() {
+        let case = r["tags"]["case"].as_str().unwrap();
+        assert!(
+            case.ends_with(&format!("queue={}", r["tags"]["queue"].as_str().unwrap())),
+            "{r}"
+        );
+    }
+    // While each case ran, the router's queues were the case's (in the
+    // file's order: 5 ms, then 200 ms), on both of its shaped egresses.
+    let plans = dir.path().join("plans");
+    let run_dir = plans.read_dir().unwrap().next().unwrap().unwrap().path();
+    for (index, queue) in [(1, 0.005), (2, 0.2)] {
+        let saved = std::fs::read_to_string(run_dir.join(format!("case{index:03}-before-1.txt"))).unwrap();
+        for link in [1, 2] {
+            let iface = &lab.state().links[link - 1].end_of("r").unwrap().ifname;
+            let set = tbf_latency_in(&saved, iface).unwrap_or_else(|| panic!("no tbf on {iface}: {saved}"));
+            assert!(
+                (set - queue).abs() < 0.001,
+                "case {index}, {iface}: {set} s, not {queue} s\n{saved}"
+            );
+        }
+    }
+    // And afterwards as the lab had them.
+    let after: Vec<Option<f64>> = [1, 2]
+        .iter()
+        .map(|&l| lab.kernel_link(l, "r").unwrap().tbf_queue_seconds)
+        .collect();
+    assert_eq!(after, before);
+    assert!(before
+        .iter()
+        .all(|q| q.is_some_and(|s| (s - 0.005).abs() > 0.001 && (s - 0.2).abs() > 0.001)));
+}
+
+/// Outside a lab, a plan with a queue axis is refused before anything
+/// runs (the dry run too), saying how to run it.
+#[test]
+fn a_queue_axis_outside_a_lab_is_refused_naming_lab_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        "q.toml",
+        "[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"loaded\"]\nqueue = [\"5ms\"]\n",
+    );
+    let mut command = Command::new(BIN);
+    clean_env(&mut command);
+    command.env_remove("NICBENCH_LAB").env_remove("NICBENCH_LAB_PATHS");
+    let out = command.args(["run", &plan, "--dry-run"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("[matrix] queue sets the queue of a lab's router") && e.contains("nicbench lab exec LAB HOST"),
+        "{e}"
+    );
+    // A value the lab does not take is refused at load, with what it takes.
+    let plan = write_plan(
+        dir.path(),
+        "bad.toml",
+        "[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"loaded\"]\nqueue = [\"200\"]\n",
+    );
+    let out = nicbench(&["run", &plan, "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("[matrix] queue = \"200\"") && e.contains("from 1ms to 10s"),
+        "{e}"
+    );
+}

@@ -1,0 +1,151 @@
+//! The `queue` axis: how long the lab router's queue holds (its tbf's
+//! latency, as `nicbench lab set --queue` sets it) during a case. It
+//! exists only in a lab: the plan runs under `nicbench lab exec LAB HOST
+//! nicbench run PLAN`, and [`RouterQueues`] sets every shaped egress of the
+//! router to the case's value before the case, hands the case the lab's
+//! description as it now is, and puts each queue back after the case —
+//! after a failure too, and on drop.
+
+use crate::lab::{self, LabError, LabState, LinkSelector, QueueSetting};
+use crate::lab_env::{LabEnv, LAB_VAR, PATHS_VAR};
+
+/// A value of the axis: `200ms`, `0.5s`, `default` (None: the lab's
+/// default sizing). The error says what is allowed.
+pub fn parse(value: &str) -> Result<Option<f64>, String> {
+    lab::spec::parse_queue(value).map_err(|e| match e {
+        LabError::Invalid { hint, .. } => hint,
+        other => other.to_string(),
+    })
+}
+
+/// How to run a plan with the axis, for messages.
+const HOW: &str = "run the plan inside the lab: `nicbench lab exec LAB HOST nicbench run PLAN`";
+
+/// The router queues of the lab this process runs in, set per case.
+pub struct RouterQueues {
+    lab: String,
+    /// The lab host this process runs in (its environment is handed to
+    /// each case).
+    host: String,
+    /// Each shaped router egress's queue before the first change (None:
+    /// nothing changed since the last restore).
+    original: Option<Vec<QueueSetting>>,
+}
+
+impl RouterQueues {
+    /// The lab this process runs in, checked for every value of the axis
+    /// (`values`): refused outside a lab (without [`LAB_VAR`]), in a lab
+    /// without a router that shapes a link, and for a queue the router's
+    /// tbf cannot hold at its rate. Changes nothing.
+    pub fn here(values: &[String]) -> Result<RouterQueues, String> {
+        let lab = std::env::var(LAB_VAR)
+            .map_err(|_| format!("[matrix] queue sets the queue of a lab's router, and this is not a lab: {HOW}"))?;
+        let paths = std::env::var(PATHS_VAR)
+            .map_err(|_| format!("[matrix] queue: ${LAB_VAR} is '{lab}' but ${PATHS_VAR} is not set: {HOW}"))?;
+        let env = LabEnv::parse(&lab, &paths).map_err(|e| format!("[matrix] queue: ${PATHS_VAR}: {e}"))?;
+        let state = lab::load_complete(&lab).map_err(|e| format!("[matrix] queue: {e}"))?;
+        let queues = RouterQueues {
+            lab,
+            host: env.host,
+            original: None,
+        };
+        if shaped_router_ends(&state).is_empty() {
+            return Err(format!(
+                "[matrix] queue: lab '{}' has no router queue to set: build it with --via-router and --rate",
+                queues.lab
+            ));
+        }
+        for v in values {
+            let mut copy = state.clone();
+            lab::spec::apply_queue(&mut copy, &every_end(&state, parse(v)?))
+                .map_err(|e| format!("[matrix] queue = \"{v}\": {e}"))?;
+        }
+        Ok(queues)
+    }
+
+    /// Sets every shaped router egress to `value`; returns the lab's
+    /// environment variables as they now read, for the case.
+    pub fn set(&mut self, value: &str) -> Result<Vec<(&'static str, String)>, String> {
+        let seconds = parse(value).map_err(|e| format!("queue = \"{value}\": {e}"))?;
+        let mut state = lab::load_complete(&self.lab).map_err(|e| e.to_string())?;
+        if self.original.is_none() {
+            let original = shaped_router_ends(&state)
+                .into_iter()
+                .map(|(select, seconds)| QueueSetting { select, seconds })
+                .collect();
+            self.original = Some(original);
+        }
+        let settings = every_end(&state, seconds);
+        lab::set(&mut state, &[], &[], &settings)
+            .map_err(|e| format!("setting the lab router's queue to {value}: {e}"))?;
+        Ok(lab::env::client_vars(&state, &self.host).into())
+    }
+
+    /// Puts back every queue [`RouterQueues::set`] changed.
+    pub fn restore(&mut self) -> Result<(), String> {
+        let Some(original) = self.original.take() else {
+            return Ok(());
+        };
+        let mut state = lab::load_complete(&self.lab).map_err(|e| e.to_string())?;
+        lab::set(&mut state, &[], &[], &original).map_err(|e| {
+            self.original = Some(original.clone());
+            format!("restoring the lab router's queues: {e}")
+        })
+    }
+}
+
+impl Drop for RouterQueues {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore() {
+            eprintln!(
+                "nicbench run: {e}; put them back with `nicbench lab set {} --queue ...`",
+                self.lab
+            );
+        }
+    }
+}
+
+/// Every router egress with a rate limit, as a selector of that egress
+/// alone (its link, toward the host at its other end), with its queue.
+fn shaped_router_ends(state: &LabState) -> Vec<(LinkSelector, Option<f64>)> {
+    if state.topology != lab::Topology::ViaRouter {
+        return Vec::new();
+    }
+    let router = lab::spec::ROUTER;
+    let mut ends = Vec::new();
+    for link in &state.links {
+        for (i, end) in link.ends.iter().enumerate() {
+            if end.host == router && end.rate_bits_per_second.is_some() {
+                let select = LinkSelector {
+                    link: Some(link.id),
+                    towards: Some(link.ends[1 - i].host.clone()),
+                };
+                ends.push((select, end.queue_seconds));
+            }
+        }
+    }
+    ends
+}
+
+/// `seconds` on every shaped router egress.
+fn every_end(state: &LabState, seconds: Option<f64>) -> Vec<QueueSetting> {
+    shaped_router_ends(state)
+        .into_iter()
+        .map(|(select, _)| QueueSetting { select, seconds })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_times_from_1ms_to_10s_or_default() {
+        assert_eq!(parse("200ms"), Ok(Some(0.2)));
+        assert_eq!(parse("default"), Ok(None));
+        for bad in ["200", "0.5ms", "11s", "fast", ""] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("from 1ms to 10s"), "{bad}: {e}");
+        }
+    }
+}
