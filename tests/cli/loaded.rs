@@ -54,6 +54,27 @@ fn a_loaded_run_has_the_idle_and_every_phase_with_their_figures() {
         assert!(p["stable_after_seconds"].is_null() || num(&p["stable_after_seconds"]) >= 0.0);
         assert!(num(&p["rpm"]) > 0.0, "{p}");
         assert!(!p["verdict"].as_str().unwrap().is_empty(), "{p}");
+        // Both hosts' CPU over the phase, read at its boundaries: shares of
+        // all cores that add up, over a span no longer than the phase and
+        // one probe interval.
+        for end in ["client", "agent"] {
+            let cpu = &p["cpu"][end];
+            let share = |key: &str| num(&cpu[key]);
+            for key in [
+                "utilization_percent",
+                "user_percent",
+                "system_percent",
+                "softirq_percent",
+            ] {
+                assert!((0.0..=100.0).contains(&share(key)), "{end} {key} of {p}");
+            }
+            assert!(
+                share("user_percent") + share("system_percent") + share("softirq_percent")
+                    <= share("utilization_percent") + 1e-6,
+                "{end} of {p}"
+            );
+            assert!(share("seconds") > 0.0 && share("seconds") <= 1.0 + 0.2, "{end} of {p}");
+        }
     }
     // Each phase loads its own directions (the ends' clocks start a few ms
     // apart, so the other direction's last or first bytes may show).
@@ -90,6 +111,20 @@ fn the_text_has_a_line_and_a_verdict_per_phase() {
     assert!(text.lines().any(|l| l.starts_with("LOADED upload")), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("LOADED download")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("upload: added")), "{text}");
+    // The phase's line ends with both hosts' CPU over the phase (a narrow
+    // terminal continues it on indented lines).
+    let phase_line: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("LOADED upload"))
+        .enumerate()
+        .take_while(|(i, l)| *i == 0 || l.starts_with(' '))
+        .map(|(_, l)| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        phase_line.contains("CPU client ") && phase_line.contains(", agent ") && phase_line.contains("softirq"),
+        "{phase_line}"
+    );
 }
 
 /// Values the workload cannot run with are refused before anything is

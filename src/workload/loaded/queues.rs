@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::probes::Clock;
-use super::LoadedParams;
+use super::{LoadedParams, PhaseName};
 use crate::model::{Flow, Party};
+use crate::probe::cpu::{cpu_report, CpuSampler, CpuSnapshot, ProcStat};
 use crate::probe::qdisc;
 
 /// One sample of an end's queues: at (µs from the start), the mean
@@ -81,6 +82,9 @@ pub fn router_toward_peer(host: Party, peer: Option<IpAddr>) -> Option<Router> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Samples {
     pub queues: Vec<QueueSample>,
+    /// This host's CPU over each load phase, from /proc/stat read at the
+    /// phase's boundaries.
+    pub phase_cpu: Vec<PhaseCpu>,
     pub router: Vec<RouterSample>,
     pub interface: Option<String>,
     pub router_facts: Option<Router>,
@@ -106,9 +110,10 @@ impl Sampler {
                 .router
                 .as_ref()
                 .map(|r| scope.spawn(move || sample_router(r, clock)));
-            let queues = self.sample_local(clock);
+            let (queues, phase_cpu) = self.sample_local(clock);
             Samples {
                 queues,
+                phase_cpu,
                 router: router.and_then(|h| h.join().ok()).unwrap_or_default(),
                 interface: self.interface.clone(),
                 router_facts: self.router.clone(),
@@ -116,15 +121,17 @@ impl Sampler {
         })
     }
 
-    fn sample_local(&self, clock: &Clock) -> Vec<QueueSample> {
+    fn sample_local(&self, clock: &Clock) -> (Vec<QueueSample>, Vec<PhaseCpu>) {
         let mut egress = self.interface.as_deref().map(Egress::of);
         let mut samples = Vec::new();
+        let mut cpu = PhaseBoundaries::default();
         let mut next = Instant::now();
         while clock.tick(&mut next) {
             let now = Instant::now();
             let phase = self
                 .params
                 .phase_at(now.saturating_duration_since(clock.start).as_secs_f64());
+            cpu.at(phase, now);
             for (flow, hold) in &self.holds {
                 hold.store(!phase.is_some_and(|p| p.loads(*flow)), Ordering::Relaxed);
             }
@@ -149,7 +156,65 @@ impl Sampler {
                 bql,
             ));
         }
-        samples
+        cpu.at(None, Instant::now());
+        (samples, cpu.phases)
+    }
+}
+
+/// An end's CPU over one load phase: all its cores, from /proc/stat read
+/// at the phase's first and last sample (as the run's CPU lines, over the
+/// phase alone).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PhaseCpu {
+    pub phase: PhaseName,
+    /// The wall time between the two readings.
+    pub seconds: f64,
+    pub utilization_percent: f64,
+    pub user_percent: f64,
+    pub system_percent: f64,
+    pub softirq_percent: f64,
+}
+
+/// Reads /proc/stat where the phase changes and keeps each load phase's
+/// CPU; a failed reading leaves that phase out.
+#[derive(Default)]
+struct PhaseBoundaries {
+    /// The phase running since the last reading, and that reading.
+    last: Option<(Option<PhaseName>, Instant, CpuSnapshot)>,
+    phases: Vec<PhaseCpu>,
+}
+
+impl PhaseBoundaries {
+    /// The sampler is in `phase` at `now`: reads the CPU when it changed.
+    fn at(&mut self, phase: Option<PhaseName>, now: Instant) {
+        if self.last.as_ref().is_some_and(|(p, _, _)| *p == phase) {
+            return;
+        }
+        let snapshot = ProcStat.sample().ok();
+        if let (Some((Some(ran), since, before)), Some(after)) = (self.last.take(), snapshot.as_ref()) {
+            self.phases
+                .push(phase_cpu(ran, before, after, now.duration_since(since).as_secs_f64()));
+        }
+        self.last = snapshot.map(|s| (phase, now, s));
+    }
+}
+
+fn phase_cpu(phase: PhaseName, before: CpuSnapshot, after: &CpuSnapshot, seconds: f64) -> PhaseCpu {
+    let report = cpu_report(
+        &before,
+        after,
+        ProcStat.ticks_per_second(),
+        seconds,
+        Default::default(),
+        0,
+    );
+    PhaseCpu {
+        phase,
+        seconds,
+        utilization_percent: report.utilization_percent,
+        user_percent: report.user_percent,
+        system_percent: report.system_percent,
+        softirq_percent: report.softirq_percent,
     }
 }
 

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::probes::{Probes, TcpProbe, UdpProbe};
-use super::queues::{QueueSample, Router, RouterSample, Samples};
+use super::queues::{PhaseCpu, QueueSample, Router, RouterSample, Samples};
 use super::{LoadedParams, PhaseName, KEY};
 use crate::model::{Flow, Party, StreamEnd, TrialResult};
 use crate::workload::{Better, Figure, Metric, ResultKind};
@@ -44,6 +44,10 @@ pub struct LoadedEnd {
     pub router: Option<Router>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub router_queues: Vec<RouterSample>,
+    /// This host's CPU over each load phase (absent in documents of
+    /// builds before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phase_cpu: Vec<PhaseCpu>,
 }
 
 impl LoadedEnd {
@@ -62,6 +66,7 @@ impl LoadedEnd {
             interface: samples.interface,
             router: samples.router_facts,
             router_queues: samples.router,
+            phase_cpu: samples.phase_cpu,
         }
     }
 
@@ -139,6 +144,49 @@ pub struct PhaseFigures {
     pub queues: Vec<QueueFigure>,
     /// Which queue explains the added delay, in one line.
     pub verdict: String,
+    /// Both hosts' CPU over the phase (absent in documents of builds
+    /// before it).
+    #[serde(default, skip_serializing_if = "BothEnds::is_empty")]
+    pub cpu: BothEnds,
+}
+
+/// A phase's CPU on each host: all cores over the whole phase (from
+/// /proc/stat at its boundaries, not only once stable).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BothEnds {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<CpuShare>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<CpuShare>,
+}
+
+impl BothEnds {
+    pub fn is_empty(&self) -> bool {
+        self.client.is_none() && self.agent.is_none()
+    }
+}
+
+/// One host's CPU over a phase, as the run's CPU lines give it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuShare {
+    pub seconds: f64,
+    pub utilization_percent: f64,
+    pub user_percent: f64,
+    pub system_percent: f64,
+    pub softirq_percent: f64,
+}
+
+impl CpuShare {
+    fn of(end: Option<&LoadedEnd>, phase: PhaseName) -> Option<CpuShare> {
+        let c = end?.phase_cpu.iter().find(|c| c.phase == phase)?;
+        Some(CpuShare {
+            seconds: c.seconds,
+            utilization_percent: c.utilization_percent,
+            user_percent: c.user_percent,
+            system_percent: c.system_percent,
+            softirq_percent: c.softirq_percent,
+        })
+    }
 }
 
 /// `sum.loaded`: the idle phase, each load phase, and the worst of them.
@@ -392,6 +440,10 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
             probe_loss_percent: loss_percent(&probes, countable),
             queues: queue_figures(&client, agent.as_ref(), from, end, download, upload),
             verdict: String::new(),
+            cpu: BothEnds {
+                client: CpuShare::of(Some(&client), name),
+                agent: CpuShare::of(agent.as_ref(), name),
+            },
         };
         figures.verdict = super::text::verdict(&figures, load_congestion.as_deref());
         phases.push(figures);

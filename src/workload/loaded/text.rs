@@ -13,7 +13,7 @@
 
 use std::io::{self, Write};
 
-use super::result::{LoadedResult, PhaseFigures, QueueFigure};
+use super::result::{BothEnds, CpuShare, LoadedResult, PhaseFigures, QueueFigure};
 use crate::units::Rate;
 
 /// Below this the load added no delay worth attributing.
@@ -67,7 +67,7 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
     for p in &total.phases {
         writeln!(
             out,
-            "LOADED {:<13} {:>15}  rtt p50 {:>9}  p99 {:>9}  added {:>10} {:>10}  RPM {:>6}  loss {}  stable {}",
+            "LOADED {:<13} {:>15}  rtt p50 {:>9}  p99 {:>9}  added {:>10} {:>10}  RPM {:>6}  loss {}  stable {}{}",
             p.name.as_str(),
             Rate(p.receiver_bits_per_second).to_string(),
             ms(p.rtt_p50_seconds),
@@ -78,6 +78,7 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
             percent(p.probe_loss_percent),
             p.stable_after_seconds
                 .map_or("never (second half used)".into(), |s| format!("after {s:.2} s")),
+            cpu_text(&p.cpu),
         )?;
     }
     if let Some(offset) = idle.clock_offset_seconds {
@@ -112,6 +113,27 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A phase's CPU on both hosts, as the run's CPU lines say it:
+/// "  CPU client 41.0% (user 3.1%, sys 30.2%, softirq 7.7%), agent ...".
+fn cpu_text(cpu: &BothEnds) -> String {
+    let one = |name: &str, c: &Option<CpuShare>| {
+        c.map(|c| {
+            format!(
+                "{name} {:.1}% (user {:.1}%, sys {:.1}%, softirq {:.1}%)",
+                c.utilization_percent, c.user_percent, c.system_percent, c.softirq_percent
+            )
+        })
+    };
+    let ends: Vec<String> = [one("client", &cpu.client), one("agent", &cpu.agent)]
+        .into_iter()
+        .flatten()
+        .collect();
+    match ends.is_empty() {
+        true => String::new(),
+        false => format!("  CPU {}", ends.join(", ")),
+    }
 }
 
 /// Which queue explains a phase's added delay, in one line.
