@@ -926,3 +926,48 @@ fn a_queue_axis_outside_a_lab_is_refused_naming_lab_exec() {
         "{e}"
     );
 }
+
+/// The congestion-control axis (a `[matrix.vary]` over `-C`) runs `loaded`
+/// like any workload: each case's load streams used its algorithm, as
+/// their kernels reported it, and each phase's verdict names it.
+#[test]
+fn a_congestion_control_axis_runs_loaded_with_each_algorithm() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "cc.toml",
+        &format!(
+            "name = \"loaded-cc\"\n[defaults]\nduration = \"0.5s\"\n\
+             [[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:{}\"\n\
+             [workloads.loaded]\noptions = [\"--phases\", \"download\", \"--idle\", \"0.5s\", \"-P\", \"1\"]\n\
+             [matrix]\nworkload = [\"loaded\"]\n\
+             [matrix.vary.cc]\ncubic = [\"-C\", \"cubic\"]\nreno = [\"-C\", \"reno\"]\n",
+            agent.port
+        ),
+    );
+    let out = nicbench(&["run", &plan, "--db", &db, "--no-shuffle"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    let cases = complete_cases(&db, "loaded-cc");
+    let names: Vec<&str> = cases.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(names, ["loaded agent=lo cc=cubic", "loaded agent=lo cc=reno"]);
+    for (case, id) in &cases {
+        let cc = case.rsplit('=').next().unwrap();
+        let doc = crate::common::nicbench_json(&["show", &id.to_string(), "--db", &db, "--json"]);
+        let senders: Vec<&str> = doc["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["flow"] == "agent_to_client")
+            .filter_map(|s| s["sender"]["tcp_info"]["congestion_control"].as_str())
+            .collect();
+        assert!(
+            !senders.is_empty() && senders.iter().all(|s| *s == cc),
+            "{case}: {senders:?}"
+        );
+        let verdict = doc["sum"]["loaded"]["phases"][0]["verdict"].as_str().unwrap();
+        assert!(verdict.contains(&format!("with {cc}")), "{case}: {verdict}");
+    }
+}
