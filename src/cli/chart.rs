@@ -115,12 +115,19 @@ pub struct ReportArgs {
     /// (by default the runs' cases).
     #[arg(long, value_name = "KEYS", default_value = "case", value_delimiter = ',')]
     pub rows: Vec<String>,
-    /// Columns of the tables, and the colours of the bars (e.g. tag:nic).
+    /// Columns of the tables, and the colours of the bars (e.g. tag:nic);
+    /// by default one column per host pair (client -> agent) when the runs
+    /// span several, else one column.
     #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
     pub cols: Vec<String>,
     /// How several runs of one cell are summed up.
     #[arg(long, value_enum, default_value_t = Stat::Median)]
     pub stat: Stat,
+    /// Compare every column of a table with this one (a column's label as
+    /// the tables head it, e.g. nic=a or "hostA -> hostB"): a ratio column
+    /// ("1.23x") per other column.
+    #[arg(long, value_name = "COLUMN")]
+    pub baseline: Option<String>,
     /// The page's title.
     #[arg(long, value_name = "TEXT", default_value = "nicbench report")]
     pub title: String,

@@ -129,6 +129,7 @@ pub fn filters_text(f: &FilterArgs) -> String {
 fn report_error(e: ReportError) -> anyhow::Error {
     match e {
         ReportError::Select(e) => selection_error(e),
+        ReportError::Baseline(message) => UsageError(message).into(),
         other => other.into(),
     }
 }
@@ -213,6 +214,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         rows: dimensions(&args.rows, "--rows")?,
         cols: dimensions(&args.cols, "--cols")?,
         stat: stat(args.stat),
+        baseline: args.baseline.clone(),
     };
     let written = html::write_file(&store, &filter, &spec, &args.out).map_err(report_error)?;
     println!(

@@ -139,6 +139,7 @@ fn report(
         rows: vec![crate::store::compare::Dimension::parse("tag:test").expect("a tag key")],
         cols: Vec::new(),
         stat: crate::report::compare::Stat::Median,
+        baseline: None,
         plan_cells: Vec::new(),
         lead: Some(crate::report::html::LeadTable {
             caption: SUMMARY_TITLE.into(),

@@ -10,10 +10,10 @@ use std::fmt::Write as _;
 use super::chart::data::{self, ChartSpec, SelectError};
 use super::chart::svg::escape;
 use super::chart::{self, ChartError};
-use super::compare::{Stat, Table};
+use super::compare::{col_label, Stat, Table};
 use crate::model::facts::HostFacts;
 use crate::store::cases::CaseBook;
-use crate::store::compare::{Dimension, Metric};
+use crate::store::compare::Dimension;
 use crate::store::query::{DocumentParts, Filter, RunSummary};
 use crate::store::{Store, StoreError};
 
@@ -27,9 +27,14 @@ pub struct ReportSpec {
     pub filters_text: String,
     /// Rows and columns of the comparison tables; the bars and the CPU
     /// chart group by the rows and colour by the columns.
+    /// No columns: one column per host pair (client -> agent) when the
+    /// runs span more than one, else one column of all runs.
     pub rows: Vec<Dimension>,
     pub cols: Vec<Dimension>,
     pub stat: Stat,
+    /// The column (its label, as the tables head it) every other column
+    /// of a table is compared with: a ratio column per other column.
+    pub baseline: Option<String>,
     /// The cases of the plan runs among the runs that have no complete
     /// run, each with the reason (from the plans' summary files).
     pub plan_cells: Vec<PlanCell>,
@@ -70,7 +75,7 @@ const STYLE: &str = r#"
 :root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--head:#f6f8fa;--accent:#0b5cad}
 *{box-sizing:border-box}
 body{margin:0;font:16px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);background:var(--bg)}
-main{max-width:1100px;margin:0 auto;padding:1rem}
+main{max-width:1240px;margin:0 auto;padding:1rem}
 h1{font-size:1.6rem;margin:.2rem 0}
 h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid var(--line);padding-bottom:.2rem}
 .meta{color:var(--muted);margin:.2rem 0 1rem}
@@ -78,6 +83,10 @@ h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid var(--line);padding
 .summary li{flex:1 1 10rem;border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem;background:var(--head)}
 .summary b{display:block;font-size:1.2rem}
 figure{margin:1rem 0;break-inside:avoid}
+.metric{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:0 1.2rem;align-items:start;margin:1.2rem 0;padding-top:.4rem;border-top:1px solid var(--line)}
+.metric.with-cpu>.scroll,.metric.with-cpu>.note{grid-column:1/-1}
+.note{color:var(--muted);font-size:.9rem;margin:.2rem 0}
+@media (max-width:900px){.metric{grid-template-columns:minmax(0,1fr)}}
 figure svg{width:100%;height:auto;display:block}
 .tip{position:absolute;display:none;z-index:9;max-width:24rem;background:#fff;border:1px solid var(--muted);border-radius:4px;padding:.3rem .5rem;font-size:.85rem;white-space:pre-line;pointer-events:none;box-shadow:0 2px 6px rgba(0,0,0,.2)}
 [data-tip]:hover{opacity:.8}
@@ -177,16 +186,16 @@ fn fact_lines(facts: &HostFacts) -> Vec<(String, String)> {
 }
 
 /// Writes the report of the runs matching `filter` into `out`.
-pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String) -> Result<Written, SelectError> {
+pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String) -> Result<Written, ReportError> {
     let summaries = store.runs(&Filter {
         limit: None,
         ..filter.clone()
     })?;
     if summaries.is_empty() {
-        return Err(ChartError::Empty(format!(
+        return Err(SelectError::from(ChartError::Empty(format!(
             "no run in {} matches the filters: `nicbench runs` lists them",
             store.path().display()
-        ))
+        )))
         .into());
     }
     let ids: Vec<i64> = summaries.iter().map(|r| r.id).collect();
@@ -223,8 +232,25 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     let complete = runs.iter().filter(|r| r.summary.complete).count();
     // The cases of the complete runs, read once for every table and chart.
     let book = crate::store::cases::CaseBook::read(store, &data::complete(filter))?;
-    let tables = tables(store, filter, spec, &book)?;
-    let charts = charts(store, filter, spec, &book)?;
+    let pairs = host_pairs(&runs);
+    let cols = if spec.cols.is_empty() && pairs > 1 {
+        host_pair_dimensions()
+    } else {
+        spec.cols.clone()
+    };
+    let mut ids = 0..;
+    let mut parts = metric_parts(store, filter, spec, &cols, &book, &mut ids)?;
+    check_baseline(spec, &parts)?;
+    let mut charts = Vec::new();
+    // CPU beside throughput: one stacked pair of bars per cell of the
+    // throughput table (its rows and columns), else among the curves.
+    if let Some(cpu) = cpu_chart(store, filter, spec, &cols, &book, &mut ids)? {
+        match parts.iter_mut().find(|p| p.table.metric == THROUGHPUT) {
+            Some(part) => part.cpu = Some(cpu),
+            None => charts.push(cpu),
+        }
+    }
+    charts.extend(charts_of_runs(store, filter, spec, &book, &mut ids)?);
 
     let _ = writeln!(
         out,
@@ -252,28 +278,24 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     if let Some(lead) = &spec.lead {
         write_lead(out, lead);
     }
-    out.push_str("<nav aria-label=\"Contents\"><p><a href=\"#charts\">Charts</a> · <a href=\"#tables\">Comparison tables</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>\n");
+    out.push_str("<nav aria-label=\"Contents\"><p><a href=\"#tables\">Tables and bars</a> · <a href=\"#charts\">Curves</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>\n");
 
-    out.push_str("<section id=\"charts\"><h2>Charts</h2>\n");
-    if charts.is_empty() {
-        out.push_str("<p>No complete run carries figures to draw.</p>\n");
-    }
-    for (i, (chart, svg)) in charts.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "<figure id=\"chart-{i}\">{svg}<figcaption>Figure {}: {}</figcaption></figure>",
-            i + 1,
-            escape(&chart.description())
-        );
-    }
-    out.push_str("</section>\n<section id=\"tables\"><h2>Comparison tables</h2>\n");
-    if tables.is_empty() {
+    out.push_str("<section id=\"tables\"><h2>Tables and bars</h2>\n");
+    if parts.is_empty() {
         out.push_str("<p>No complete run to compare.</p>\n");
     }
-    for table in &tables {
-        write_table(out, table);
+    let mut figures = 0;
+    for part in &parts {
+        write_part(out, part, spec.baseline.as_deref(), &mut figures);
     }
     out.push_str("</section>\n");
+    if !charts.is_empty() {
+        out.push_str("<section id=\"charts\"><h2>Curves</h2>\n");
+        for figure in &charts {
+            write_figure(out, figure, &mut figures);
+        }
+        out.push_str("</section>\n");
+    }
     write_runs(out, &runs);
     out.push_str("<section id=\"facts\"><h2>Hosts</h2><div class=\"facts\">\n");
     for (name, lines) in &hosts {
@@ -291,10 +313,14 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     out.push_str("</div></section>\n");
     write_reproduce(out, &runs);
     let _ = writeln!(out, "</main><script>{SCRIPT}</script></body></html>");
+    let drawn_with_tables: usize = parts
+        .iter()
+        .map(|p| p.bars.is_some() as usize + p.cpu.is_some() as usize)
+        .sum();
     Ok(Written {
         runs: runs.len(),
-        charts: charts.len(),
-        tables: tables.len(),
+        charts: charts.len() + drawn_with_tables,
+        tables: parts.len(),
     })
 }
 
@@ -444,98 +470,257 @@ fn write_plan_cells(out: &mut String, cells: &[PlanCell]) {
     out.push_str("</tbody></table></div></section>\n");
 }
 
-fn tables(store: &Store, filter: &Filter, spec: &ReportSpec, book: &CaseBook) -> Result<Vec<Table>, SelectError> {
+/// The metric of the table the CPU chart stands beside.
+const THROUGHPUT: &str = "throughput";
+
+/// The layout of a bar chart beside its table (half the page's width),
+/// and of a curve or timeline (the page's width).
+const BESIDE: (u32, u32) = (640, 440);
+
+/// A chart and its SVG.
+type Figure = (chart::Chart, String);
+
+/// One metric's part of the report: its table, its bar chart (a group per
+/// row, a bar per column) and, beside throughput, the CPU chart.
+struct MetricPart {
+    table: Table,
+    bars: Option<Figure>,
+    cpu: Option<Figure>,
+}
+
+/// The dimensions of a host pair column: client, then agent.
+fn host_pair_dimensions() -> Vec<Dimension> {
+    ["client", "agent"]
+        .iter()
+        .map(|d| Dimension::parse(d).expect("a known column"))
+        .collect()
+}
+
+/// How many host pairs (client host, agent host) the complete runs span.
+fn host_pairs(runs: &[RunView]) -> usize {
+    runs.iter()
+        .filter(|r| r.summary.complete)
+        .map(|r| (&r.summary.client_host, &r.summary.agent_host))
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+/// A host pair column's values as one, "client -> agent".
+fn pair_label(col: &[String]) -> Vec<String> {
+    match col {
+        [client, agent] => vec![format!("{client} -> {agent}")],
+        other => other.to_vec(),
+    }
+}
+
+/// Renames the two-key host pair columns of `table` (and of the records
+/// it was built from) to one "client -> agent" column each.
+fn as_host_pairs(table: &mut Table, records: &mut [crate::store::compare::Record]) {
+    table.col_keys = vec!["client -> agent".into()];
+    for col in &mut table.cols {
+        *col = pair_label(col);
+    }
+    for cell in &mut table.cells {
+        cell.col = pair_label(&cell.col);
+    }
+    for r in records {
+        r.col = pair_label(&r.col);
+    }
+}
+
+fn svg_of(chart: chart::Chart, size: (u32, u32), ids: &mut std::ops::RangeFrom<usize>) -> Result<Figure, SelectError> {
+    let id = ids.next().unwrap_or_default();
+    let svg = chart::render_svg_with_id(&chart, size, &format!("c{id}"))?;
+    Ok((chart, svg))
+}
+
+/// Every metric some run has (throughput, the workloads' own stored
+/// figures, then CPU): its comparison table and its bar chart.
+fn metric_parts(
+    store: &Store,
+    filter: &Filter,
+    spec: &ReportSpec,
+    cols: &[Dimension],
+    book: &CaseBook,
+    ids: &mut std::ops::RangeFrom<usize>,
+) -> Result<Vec<MetricPart>, SelectError> {
     let filter = data::complete(filter);
     let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect::<Vec<_>>();
-    let mut tables = Vec::new();
-    // Every metric, when some run has it: throughput, the workloads' own
-    // stored figures, then CPU.
+    let pairs = spec.cols.is_empty() && !cols.is_empty();
+    let mut parts = Vec::new();
     for metric in crate::store::compare::all_metrics() {
-        let found = crate::store::compare::records_in(store, &filter, &spec.rows, &spec.cols, &metric, book)?;
+        let mut found = crate::store::compare::records_in(store, &filter, &spec.rows, cols, &metric, book)?;
         if found.records.is_empty() {
             continue;
         }
-        let table = Table::build(
-            &found.records,
-            &metric,
-            spec.stat,
-            keys(&spec.rows),
-            keys(&spec.cols),
-            None,
-        )
-        .map_err(|e| SelectError::Chart(ChartError::Empty(e)))?;
-        tables.push(table);
+        let mut table = Table::build(&found.records, &metric, spec.stat, keys(&spec.rows), keys(cols), None)
+            .map_err(|e| SelectError::Chart(ChartError::Empty(e)))?;
+        if pairs {
+            as_host_pairs(&mut table, &mut found.records);
+        }
+        let bars = data::bars_of_table(&table, &found.records, metric.label, spec.stat);
+        let bars = svg_of(chart::Chart::Bars(bars), BESIDE, ids)?;
+        parts.push(MetricPart {
+            table,
+            bars: Some(bars),
+            cpu: None,
+        });
     }
-    Ok(tables)
+    Ok(parts)
 }
 
-fn charts(
+/// A `--baseline` that no table has as a column is an error naming the
+/// columns there are.
+fn check_baseline(spec: &ReportSpec, parts: &[MetricPart]) -> Result<(), ReportError> {
+    let Some(baseline) = &spec.baseline else {
+        return Ok(());
+    };
+    let mut names: Vec<Vec<String>> = parts.iter().flat_map(|p| p.table.cols.iter().cloned()).collect();
+    names.sort_by(|a, b| super::compare::natural(a, b));
+    names.dedup();
+    let names: Vec<String> = names.iter().map(|c| col_label(c)).collect();
+    if names.iter().any(|n| n == baseline) {
+        return Ok(());
+    }
+    Err(ReportError::Baseline(format!(
+        "--baseline {baseline}: no table has such a column; the columns are: {} (give --cols to choose them)",
+        names.join(", ")
+    )))
+}
+
+/// The CPU chart: both ends' CPU per cell of the tables (rows, then
+/// columns), when some run carries it.
+fn cpu_chart(
+    store: &Store,
+    filter: &Filter,
+    spec: &ReportSpec,
+    cols: &[Dimension],
+    book: &CaseBook,
+    ids: &mut std::ops::RangeFrom<usize>,
+) -> Result<Option<Figure>, SelectError> {
+    let mut chart_spec = ChartSpec::new("cpu");
+    chart_spec.group = spec.rows.iter().chain(cols).cloned().collect();
+    chart_spec.stat = spec.stat;
+    match data::build_in(store, filter, &chart_spec, Some(book)) {
+        Ok(chart) => Ok(Some(svg_of(chart, BESIDE, ids)?)),
+        Err(SelectError::Chart(ChartError::Empty(_))) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The charts of runs rather than of cells: those the workloads declare
+/// ([`crate::workload::ResultKind::chart_kinds`]: sweep curves, latency
+/// percentiles), the newest stream run's timeline, the newest meshes.
+fn charts_of_runs(
     store: &Store,
     filter: &Filter,
     spec: &ReportSpec,
     book: &CaseBook,
-) -> Result<Vec<(chart::Chart, String)>, SelectError> {
+    ids: &mut std::ops::RangeFrom<usize>,
+) -> Result<Vec<Figure>, SelectError> {
     let mut charts = Vec::new();
-    let kinds = chart_kinds();
-    for (kind, metric) in kinds {
+    let kinds = crate::workload::chart_kinds().map(|(_, k)| k.name).chain(["timeline"]);
+    let mut seen = BTreeSet::new();
+    for kind in kinds.filter(|k| seen.insert(*k)) {
         let mut chart_spec = ChartSpec::new(kind);
         chart_spec.group = spec.rows.clone();
         chart_spec.series = spec.cols.clone();
         chart_spec.stat = spec.stat;
-        if let Some(m) = metric {
-            chart_spec.metric = m;
-        }
         match data::build_in(store, filter, &chart_spec, Some(book)) {
-            Ok(chart) => {
-                let svg = chart::render_svg_with_id(&chart, SIZE, &format!("c{}", charts.len()))?;
-                charts.push((chart, svg));
-            }
+            Ok(chart) => charts.push(svg_of(chart, SIZE, ids)?),
             // A kind without runs to draw is left out of the report.
             Err(SelectError::Chart(ChartError::Empty(_))) => {}
             Err(e) => return Err(e),
         }
     }
-    // The newest mesh runs among the runs, each as its heat map.
     for mesh in crate::mesh::stored::meshes(store, filter)?.iter().take(MAX_HEATMAPS) {
-        let chart = chart::Chart::Heatmap(chart::Heatmap::of(mesh));
-        let svg = chart::render_svg_with_id(&chart, SIZE, &format!("c{}", charts.len()))?;
-        charts.push((chart, svg));
+        charts.push(svg_of(chart::Chart::Heatmap(chart::Heatmap::of(mesh)), SIZE, ids)?);
     }
     Ok(charts)
-}
-
-/// The report's charts, in its order: bars of receiver throughput and of
-/// each workload's headline figure that is not a bit rate (transactions
-/// per second; a bit-rate headline is in the throughput bars), CPU, then
-/// the charts the workloads declare ([`crate::workload::ResultKind::chart_kinds`]),
-/// then each run's timeline.
-fn chart_kinds() -> Vec<(&'static str, Option<Metric>)> {
-    let metric = |option: &str| Metric::parse(option).expect("a stored metric");
-    let mut kinds = vec![("bars", Some(metric("throughput")))];
-    for w in crate::workload::REGISTRY {
-        let headline = w.results().headline();
-        let own = kinds.iter().any(|(_, m)| m.is_some_and(|m| m.column == headline.name));
-        if headline.unit != "bit/s" && !own {
-            kinds.push(("bars", Some(metric(headline.option))));
-        }
-    }
-    kinds.push(("cpu", None));
-    kinds.extend(crate::workload::chart_kinds().map(|(_, k)| (k.name, None)));
-    kinds.push(("timeline", None));
-    kinds
 }
 
 /// Heat maps in one report: the newest mesh runs.
 const MAX_HEATMAPS: usize = 4;
 
-fn write_table(out: &mut String, table: &Table) {
-    let (header, body) = table.grid();
+/// A chart with its caption; `number` counts the page's figures.
+fn write_figure(out: &mut String, (chart, svg): &Figure, number: &mut usize) {
+    *number += 1;
+    let _ = writeln!(
+        out,
+        "<figure id=\"chart-{number}\">{svg}<figcaption>Figure {number}: {}</figcaption></figure>",
+        escape(&chart.description())
+    );
+}
+
+/// A metric's table with its bar chart beside it (and, for throughput,
+/// the CPU chart beside the bars, the table over both).
+fn write_part(out: &mut String, part: &MetricPart, baseline: Option<&str>, number: &mut usize) {
+    let wide = if part.cpu.is_some() { " with-cpu" } else { "" };
+    let _ = write!(
+        out,
+        "<section class=\"metric{wide}\" data-metric=\"{}\">",
+        escape(&part.table.metric)
+    );
+    write_table(out, &part.table, baseline);
+    for figure in [&part.bars, &part.cpu].into_iter().flatten() {
+        write_figure(out, figure, number);
+    }
+    out.push_str("</section>\n");
+}
+
+/// Each column's cells over the baseline column's of the same row: the
+/// header and the cells (`1.23x`, or `-` without both figures) of one
+/// ratio column per other column; none when the table lacks the baseline.
+fn ratio_columns(table: &Table, baseline: &str) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    let base = table.cols.iter().find(|c| col_label(c) == baseline)?;
+    let value = |row: &Vec<String>, col: &Vec<String>| {
+        table
+            .cells
+            .iter()
+            .find(|c| &c.row == row && &c.col == col)
+            .map(|c| c.value)
+    };
+    let others: Vec<&Vec<String>> = table.cols.iter().filter(|c| *c != base).collect();
+    let header = others
+        .iter()
+        .map(|c| format!("{} vs {baseline}", col_label(c)))
+        .collect();
+    let body = table
+        .rows
+        .iter()
+        .map(|row| {
+            others
+                .iter()
+                .map(|col| match (value(row, col), value(row, base)) {
+                    (Some(v), Some(b)) if b != 0.0 => format!("{:.2}x", v / b),
+                    _ => "-".into(),
+                })
+                .collect()
+        })
+        .collect();
+    Some((header, body))
+}
+
+fn write_table(out: &mut String, table: &Table, baseline: Option<&str>) {
+    let (mut header, mut body) = table.grid();
+    let mut caption = table.title();
+    match baseline.map(|b| (b, ratio_columns(table, b))) {
+        Some((b, Some((ratio_header, ratio_body)))) => {
+            caption += &format!("; baseline {b}: the \"vs\" columns are each column's figure over {b}'s");
+            header.extend(ratio_header);
+            for (line, ratios) in body.iter_mut().zip(ratio_body) {
+                line.extend(ratios);
+            }
+        }
+        Some((b, None)) => caption += &format!("; no ratios: no run of baseline {b} has this figure"),
+        None => {}
+    }
     let keys = table.row_keys.len();
     let _ = write!(
         out,
         "<div class=\"scroll\"><table class=\"sortable compare\" data-metric=\"{}\"><caption>{}</caption><thead><tr>",
         escape(&table.metric),
-        escape(&table.title())
+        escape(&caption)
     );
     for h in &header {
         let _ = write!(out, "<th scope=\"col\">{}</th>", escape(h));
@@ -553,6 +738,9 @@ fn write_table(out: &mut String, table: &Table) {
         out.push_str("</tr>");
     }
     out.push_str("</tbody></table></div>\n");
+    if let Some(note) = table.pooling_note() {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&note));
+    }
 }
 
 /// Most runs the Runs table and the Reproduce section list (the newest):
@@ -685,6 +873,9 @@ pub fn write_file(
 pub enum ReportError {
     #[error(transparent)]
     Select(#[from] SelectError),
+    /// `--baseline` names a column no table has.
+    #[error("{0}")]
+    Baseline(String),
     #[error("cannot write the report {path}: {source}")]
     Write {
         path: std::path::PathBuf,

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{clean_env, nicbench, stderr, wait_output, COMMAND_LIMIT};
+use crate::common::{clean_env, nicbench, nicbench_json, stderr, wait_output, COMMAND_LIMIT};
 
 /// A database of the fixture runs, tagged by two "cards".
 struct Fixtures {
@@ -222,7 +222,8 @@ fn report(f: &Fixtures) -> (PathBuf, String) {
     let db = f.db();
     let out = nicbench(&["report", "--db", &db, "--cols", "tag:nic", "-o", page.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("report of 9 runs (6 charts"));
+    // A bar chart per table (15), CPU, sweep, latency, timeline.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("report of 9 runs (19 charts, 15 tables)"));
     let html = std::fs::read_to_string(&page).unwrap();
     (page, html)
 }
@@ -238,7 +239,7 @@ fn the_report_is_one_file_that_fetches_nothing() {
             "the report refers outside: {outside}"
         );
     }
-    assert_eq!(html.matches("<svg").count(), 6);
+    assert_eq!(html.matches("<svg").count(), 19);
     // Every run's command, verdict and line-rate share; every host's facts.
     assert!(html.contains("nicbench import"));
     assert!(html.contains("57.4%"), "line-rate share of the linerate fixture");
@@ -270,6 +271,204 @@ fn a_report_of_nothing_is_an_error() {
     let out = nicbench(&["report", "--db", &db, "--tag", "nic=none", "-o", page.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert!(!page.exists());
+}
+
+/// A database of one fixture file per value of `nic=`, each imported
+/// under its tag (and, for `agent`, with that agent host name).
+fn imported(dir: &Path, runs: &[(&str, &str, Option<&str>)]) -> String {
+    let db = dir.join("r.db").display().to_string();
+    for (i, (tag, file, agent)) in runs.iter().enumerate() {
+        let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+        let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        if let Some(agent) = agent {
+            doc["agent"]["facts"]["hostname"] = (*agent).into();
+        }
+        let copy = dir.join(format!("{i}-{file}"));
+        std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let out = nicbench(&["import", "--db", &db, "--tag", tag, copy.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    db
+}
+
+/// The cells of the comparison table of `metric` in a report, header first.
+fn table_cells(html: &str, metric: &str) -> Vec<Vec<String>> {
+    let at = html
+        .find(&format!("<table class=\"sortable compare\" data-metric=\"{metric}\">"))
+        .unwrap_or_else(|| panic!("no {metric} table"));
+    let table = &html[at..at + html[at..].find("</table>").unwrap()];
+    table
+        .split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("</t")
+                .filter_map(|c| c.rfind('>').map(|i| unescape(&c[i + 1..])))
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn report_baseline_adds_a_ratio_column_per_other_column_and_refuses_an_unknown_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = imported(
+        dir.path(),
+        &[
+            ("nic=a", "run-tcp-repeat.json", None),
+            ("nic=b", "run-tcp-linerate-repeat.json", None),
+        ],
+    );
+    let page = dir.path().join("r.html");
+    let out = nicbench(&[
+        "report",
+        "--db",
+        &db,
+        "--cols",
+        "tag:nic",
+        "--baseline",
+        "a",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // The ratio is b's figure over a's, as compare computes the cells.
+    let table = nicbench_json(&["compare", "--db", &db, "--cols", "tag:nic", "--format", "json"]);
+    let value = |col: &str| {
+        table["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["col"][0] == col)
+            .unwrap()["value"]
+            .as_f64()
+            .unwrap()
+    };
+    let ratio = format!("{:.2}x", value("b") / value("a"));
+    assert_ne!(ratio, "1.00x", "the fixtures differ");
+    let cells = table_cells(&html, "throughput");
+    assert_eq!(cells[0], ["case", "a", "b", "b vs a"], "{cells:?}");
+    assert_eq!(cells[1].last().unwrap(), &ratio, "{cells:?}");
+    assert!(
+        html.contains("baseline a: the &quot;vs&quot; columns"),
+        "the caption names the baseline"
+    );
+
+    let out = nicbench(&[
+        "report",
+        "--db",
+        &db,
+        "--cols",
+        "tag:nic",
+        "--baseline",
+        "c",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--baseline c: no table has such a column; the columns are: a, b"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_report_without_cols_has_one_column_per_host_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = imported(
+        dir.path(),
+        &[("nic=a", "run-tcp.json", None), ("nic=b", "run-tcp.json", Some("box2"))],
+    );
+    let page = dir.path().join("r.html");
+    let out = nicbench(&["report", "--db", &db, "-o", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let cells = table_cells(&html, "throughput");
+    assert_eq!(cells[0], ["case", "vm -> box2", "vm -> vm"], "{cells:?}");
+    // One pair: one column of all runs, as before.
+    let out = nicbench(&["report", "--db", &db, "--tag", "nic=a", "-o", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cells = table_cells(&std::fs::read_to_string(&page).unwrap(), "throughput");
+    assert_eq!(cells[0], ["case", "all"], "{cells:?}");
+}
+
+/// The numbers of an SVG polyline's or rect's coordinates.
+fn number(node: &roxmltree::Node, name: &str) -> f64 {
+    node.attribute(name).unwrap().parse().unwrap()
+}
+
+#[test]
+fn every_report_table_has_its_bar_chart_beside_it_a_bar_per_cell_and_whiskers_from_min_to_max() {
+    let f = Fixtures::new();
+    let page = f.path("all.html");
+    let db = f.db();
+    // One column: the TCP 1-stream cell pools two runs of the same case.
+    let out = nicbench(&["report", "--db", &db, "-o", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let sections: Vec<&str> = html.split("<section class=\"metric").skip(1).collect();
+    assert!(sections.len() >= 10, "{} metric sections", sections.len());
+    let mut whiskers_checked = 0;
+    for section in sections {
+        let section = &section[..section.find("</section>").unwrap()];
+        let metric = section.split('"').nth(2).unwrap().to_string();
+        let cells = table_cells(section, &metric);
+        let filled = cells[1..].iter().flatten().filter(|c| c.contains("(n=")).count();
+        let start = section
+            .find("<svg")
+            .unwrap_or_else(|| panic!("{metric}: no chart beside its table"));
+        let svg = &section[start..start + section[start..].find("</svg>").unwrap() + 6];
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        let bars: Vec<_> = in_part(&doc, "data")
+            .into_iter()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("data-tip").is_some())
+            .collect();
+        assert_eq!(bars.len(), filled, "{metric}: one bar per cell of the table");
+        // A bar of several runs: its whisker spans their min to max.
+        for bar in bars
+            .iter()
+            .filter(|b| b.attribute("data-tip").unwrap().contains(" to "))
+        {
+            let tip = bar.attribute("data-tip").unwrap();
+            let cell = tip.lines().next().unwrap();
+            let row = cells.iter().find(|r| r[0] == cell).unwrap();
+            // "23.79 (n=2, 22.92-24.66)": the median and the range.
+            let text = &row[1];
+            let figures: Vec<f64> = text
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            let (value, min, max) = (figures[0], figures[2], figures[3]);
+            let (y, height) = (number(bar, "y"), number(bar, "height"));
+            let (bottom, per_unit) = (y + height, height / value);
+            let centre = number(bar, "x") + number(bar, "width") / 2.0;
+            let whisker = in_part(&doc, "data")
+                .into_iter()
+                .filter(|n| n.has_tag_name("polyline"))
+                .map(|n| {
+                    n.attribute("points")
+                        .unwrap()
+                        .split([' ', ','])
+                        .map(|v| v.parse::<f64>().unwrap())
+                        .collect::<Vec<_>>()
+                })
+                .find(|p| p.len() == 4 && p[0] == p[2] && (p[0] - centre).abs() <= 2.0)
+                .unwrap_or_else(|| panic!("{metric}: no whisker on {tip}"));
+            let (lo, hi) = (whisker[1].max(whisker[3]), whisker[1].min(whisker[3]));
+            assert!(
+                (lo - (bottom - min * per_unit)).abs() <= 2.0,
+                "{metric}: whisker low {lo}, min {min}"
+            );
+            assert!(
+                (hi - (bottom - max * per_unit)).abs() <= 2.0,
+                "{metric}: whisker high {hi}, max {max}"
+            );
+            whiskers_checked += 1;
+        }
+    }
+    assert!(whiskers_checked >= 1, "no bar of several runs with distinct figures");
 }
 
 /// Headless Chromium (Debian's `chromium`), for `require!`.
@@ -404,7 +603,7 @@ fn the_report_renders_in_headless_chromium() {
 
     assert_eq!(r["errors"], serde_json::json!([]), "errors on the page");
     let charts = r["charts"].as_array().unwrap();
-    assert_eq!(charts.len(), 6);
+    assert_eq!(charts.len(), 19);
     let (scroll_width, window_width) = (r["scroll"][0].as_u64().unwrap(), r["scroll"][1].as_u64().unwrap());
     for c in charts {
         assert!(c["axes"].as_u64().unwrap() >= 2, "no axes drawn: {c}");

@@ -253,9 +253,15 @@ fn table(
 fn bars(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Result<Bars, SelectError> {
     let found = records(store, filter, &spec.group, &spec.series, &spec.metric, &spec.runs, book)?;
     let t = table(&found, &spec.group, &spec.series, &spec.metric, spec.stat)?;
-    let mut bars = Bars::from_table(&t, spec.metric.label, stat_name(spec.stat));
-    // Each bar's runs, for its hover tip.
-    for r in &found.records {
+    Ok(bars_of_table(&t, &found.records, spec.metric.label, spec.stat))
+}
+
+/// The bars of a comparison table (a group per row, a bar per column,
+/// whiskers from min to max), each with the runs of its cell from
+/// `records` (those the table was built from) for its hover tip.
+pub fn bars_of_table(t: &Table, records: &[compare::Record], axis: &str, stat: Stat) -> Bars {
+    let mut bars = Bars::from_table(t, axis, stat_name(stat));
+    for r in records {
         let at = |keys: &[Vec<String>], key: &Vec<String>| keys.iter().position(|k| k == key);
         let (Some(group), Some(series)) = (at(&t.rows, &r.row), at(&t.cols, &r.col)) else {
             continue;
@@ -264,7 +270,7 @@ fn bars(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Re
             bar.run_ids.push(r.run_id);
         }
     }
-    Ok(bars)
+    bars
 }
 
 fn number(v: &Value) -> Option<f64> {
