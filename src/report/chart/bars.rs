@@ -121,21 +121,7 @@ impl Bars {
             .map(|b| b.max.max(b.value) * factor)
             .fold(0.0, f64::max);
         let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
-        // Group names wider than their group ("TCP, 8 KiB writes, nodelay")
-        // are written upright under it, not run into each other.
-        let (w, h) = area.dim_in_pixel();
-        let widest = self
-            .groups
-            .iter()
-            .filter_map(|g| area.estimate_text_size(g, &font(13)).ok())
-            .map(|(w, _)| w as f64 * 1.2)
-            .fold(0.0, f64::max);
-        let upright = widest > (w as f64 - 100.0) / n as f64 * 0.95;
-        let label_room = if upright {
-            (widest as u32 + 30).min(h * 2 / 5)
-        } else {
-            44
-        };
+        let (upright, label_room) = group_label_room(&area, &self.groups, 100);
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(label_room)
@@ -165,39 +151,7 @@ impl Bars {
             .draw()
             .map_err(draw_err)?;
         if upright {
-            let style = font(13)
-                .transform(FontTransform::Rotate90)
-                .pos(Pos::new(HPos::Left, VPos::Center));
-            // A name longer than the room is cut at a word with "…" (the
-            // table and the hover tip carry it whole).
-            let room = label_room.saturating_sub(16) as f64;
-            let fits = |t: &str| {
-                area.estimate_text_size(t, &font(13))
-                    .map_or(true, |(w, _)| w as f64 * 1.2 <= room)
-            };
-            let shown: Vec<String> = self
-                .groups
-                .iter()
-                .map(|g| {
-                    let mut t = g.clone();
-                    while !fits(&t) {
-                        let cut = t.trim_end_matches('…').trim_end_matches([',', ' ']);
-                        match cut.rfind(' ') {
-                            Some(at) if at > 0 => t = format!("{}…", &cut[..at]),
-                            _ => break,
-                        }
-                    }
-                    t
-                })
-                .collect();
-            chart
-                .draw_series(
-                    shown
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, g)| EmptyElement::at((i as f64 + 0.5, 0.0)) + Text::new(g, (0, 8), style.clone())),
-                )
-                .map_err(draw_err)?;
+            draw_upright_names(&mut chart, &area, &self.groups, label_room)?;
         }
         marks.set("data");
         let k = self.series.len().max(1);
@@ -246,6 +200,72 @@ impl Bars {
         }
         Ok(())
     }
+}
+
+/// Whether group names under a bar chart's groups are written upright
+/// (when the widest is wider than its group: "TCP, 8 KiB writes,
+/// nodelay" would run into its neighbours), and the room under the plot
+/// for them; `margins` is the width of the area not in the plot.
+pub(crate) fn group_label_room<DB: DrawingBackend>(area: &Area<DB>, groups: &[String], margins: u32) -> (bool, u32) {
+    let (w, h) = area.dim_in_pixel();
+    let n = groups.len().max(1);
+    let widest = groups
+        .iter()
+        .filter_map(|g| area.estimate_text_size(g, &font(13)).ok())
+        .map(|(w, _)| w as f64 * 1.2)
+        .fold(0.0, f64::max);
+    let upright = widest > w.saturating_sub(margins) as f64 / n as f64 * 0.95;
+    if upright {
+        (true, (widest as u32 + 30).min(h * 2 / 5))
+    } else {
+        (false, 44)
+    }
+}
+
+/// The group names written upright under the groups (centred at 0.5,
+/// 1.5, ...), each cut at a word with "…" when longer than `room` (the
+/// table and the hover tip carry it whole).
+pub(crate) fn draw_upright_names<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        plotters::coord::cartesian::Cartesian2d<Keyed, plotters::coord::types::RangedCoordf64>,
+    >,
+    area: &Area<DB>,
+    groups: &[String],
+    room: u32,
+) -> Result<(), ChartError> {
+    let style = font(13)
+        .transform(FontTransform::Rotate90)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let room = room.saturating_sub(16) as f64;
+    let fits = |t: &str| {
+        area.estimate_text_size(t, &font(13))
+            .map_or(true, |(w, _)| w as f64 * 1.2 <= room)
+    };
+    let shown: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            let mut t = g.clone();
+            while !fits(&t) {
+                let cut = t.trim_end_matches('…').trim_end_matches([',', ' ']);
+                match cut.rfind(' ') {
+                    Some(at) if at > 0 => t = format!("{}…", &cut[..at]),
+                    _ => break,
+                }
+            }
+            t
+        })
+        .collect();
+    chart
+        .draw_series(
+            shown
+                .into_iter()
+                .enumerate()
+                .map(|(i, g)| EmptyElement::at((i as f64 + 0.5, 0.0)) + Text::new(g, (0, 8), style.clone())),
+        )
+        .map_err(draw_err)?;
+    Ok(())
 }
 
 /// A bar's value over it: level when it fits the bar's width, upright

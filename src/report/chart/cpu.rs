@@ -4,7 +4,7 @@
 
 use plotters::prelude::*;
 
-use super::bars::value_label;
+use super::bars::{draw_upright_names, group_label_room, value_label};
 use super::legend::{self, Entry, Swatch};
 use super::{color, draw_err, font, si, titled, upper, Area, ChartError, Keyed, Marks};
 
@@ -57,7 +57,14 @@ impl Cpu {
         let n = self.groups.len().max(1);
         let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
         let groups = &self.groups;
+        // Names wider than their group are written upright, in both
+        // panels alike (the narrower decides), so the plots stay level.
+        let names: Vec<String> = groups.iter().map(|g| g.name.clone()).collect();
+        let (upright, label_room) = group_label_room(right.as_ref().unwrap_or(&left), &names, 108);
         let group_name = |v: &f64| {
+            if upright {
+                return String::new();
+            }
             groups
                 .get(v.floor().max(0.0) as usize)
                 .map(|g| g.name.clone())
@@ -65,12 +72,16 @@ impl Cpu {
         };
         let mut chart = ChartBuilder::on(&left)
             .margin(12)
-            .x_label_area_size(44)
+            .x_label_area_size(label_room)
             .y_label_area_size(60)
             .build_cartesian_2d(Keyed::linear(0f64..n as f64, centers.clone()), 0f64..118.0)
             .map_err(draw_err)?;
         marks.set("axes");
-        let x_desc = format!("{} (bars: c = client, a = agent)", self.group_key);
+        let x_desc = if upright {
+            "bars: c = client, a = agent".to_string()
+        } else {
+            format!("{} (bars: c = client, a = agent)", self.group_key)
+        };
         chart
             .configure_mesh()
             .max_light_lines(0)
@@ -83,6 +94,9 @@ impl Cpu {
             .axis_desc_style(font(14))
             .draw()
             .map_err(draw_err)?;
+        if upright {
+            draw_upright_names(&mut chart, &left, &names, label_room)?;
+        }
         marks.set("data");
         let sides = |g: &CpuGroup| [(0.12, g.client, "client"), (0.53, g.agent, "agent")];
         for (i, g) in self.groups.iter().enumerate() {
@@ -141,7 +155,7 @@ impl Cpu {
             .fold(0.0, f64::max);
         let mut rate = ChartBuilder::on(&right)
             .margin(12)
-            .x_label_area_size(44)
+            .x_label_area_size(label_room)
             // SI tick labels ("350 M") are wider than the left panel's "100":
             // room for them and the axis title, as the other charts give.
             .y_label_area_size(72)
@@ -153,12 +167,15 @@ impl Cpu {
             .disable_x_mesh()
             .x_label_formatter(&group_name)
             .y_label_formatter(&|v| si(*v))
-            .x_desc(self.group_key.as_str())
+            .x_desc(if upright { "" } else { self.group_key.as_str() })
             .y_desc("receiver throughput (bit/s)")
             .label_style(font(13))
             .axis_desc_style(font(14))
             .draw()
             .map_err(draw_err)?;
+        if upright {
+            draw_upright_names(&mut rate, &right, &names, label_room)?;
+        }
         marks.set("data");
         let c = color(4);
         for (i, g) in self.groups.iter().enumerate() {
