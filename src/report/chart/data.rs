@@ -509,12 +509,15 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
         .iter()
         .flat_map(|s| [&s["sender"][key], &s["receiver"][key]])
         .find(|s| s["points"].is_array())?;
+    // One point per size: a perturbed size counts as its power of two.
+    let perturbation = number(&doc["spec"]["params"]["perturbation_bytes"]).unwrap_or(0.0);
+    let nominal = |size: f64| super::sweep::nominal_size(size, perturbation);
     let points: Vec<SweepPoint> = sweep["points"]
         .as_array()?
         .iter()
         .filter_map(|p| {
             Some(SweepPoint {
-                size_bytes: number(&p["size_bytes"])?,
+                size_bytes: nominal(number(&p["size_bytes"])?),
                 bits_per_second: number(&p["best_bits_per_second"])?,
                 latency_us: number(&p["best_latency_us"])?,
             })
@@ -528,8 +531,10 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
         name,
         runs: Vec::new(),
         points: super::sweep::best_per_size(points),
-        peak: number(&summary["peak_size_bytes"]).zip(number(&summary["peak_bits_per_second"])),
-        half_peak_size_bytes: number(&summary["half_peak_size_bytes"]),
+        peak: number(&summary["peak_size_bytes"])
+            .map(nominal)
+            .zip(number(&summary["peak_bits_per_second"])),
+        half_peak_size_bytes: number(&summary["half_peak_size_bytes"]).map(nominal),
     })
 }
 

@@ -58,6 +58,24 @@ pub fn best_per_size(points: impl IntoIterator<Item = SweepPoint>) -> Vec<SweepP
     by_size
 }
 
+/// The size a perturbed size stands for: a sweep measures each power of
+/// two and its neighbours `perturbation` bytes either side (32765, 32768,
+/// 32771); drawn apart on a log axis they make a vertical hook at every
+/// size. Where the perturbation is small beside the size (an eighth or
+/// less), a size within it of a power of two is that power of two; the
+/// small sizes (5 is 8 - 3) are sizes of their own.
+pub fn nominal_size(size_bytes: f64, perturbation_bytes: f64) -> f64 {
+    if perturbation_bytes <= 0.0 || size_bytes <= 0.0 {
+        return size_bytes;
+    }
+    let power = 2f64.powf(size_bytes.log2().round());
+    if perturbation_bytes <= power / 8.0 && (size_bytes - power).abs() <= perturbation_bytes {
+        power
+    } else {
+        size_bytes
+    }
+}
+
 impl SweepLine {
     /// The line's name and its peak and n½, for the legend.
     pub fn legend_text(&self) -> String {
@@ -115,16 +133,40 @@ fn size_ticks(range: &std::ops::Range<f64>) -> Vec<f64> {
 }
 
 impl Sweep {
-    pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
-        let area = titled(root, marks, &self.title)?;
-        let entries: Vec<Entry> = self
-            .lines
+    /// For each line, the earlier line with the very same points, if any:
+    /// drawn, it would lie exactly on that one and hide it.
+    pub fn same_as(&self) -> Vec<Option<usize>> {
+        self.lines
             .iter()
             .enumerate()
-            .map(|(i, l)| Entry {
+            .map(|(i, l)| self.lines[..i].iter().position(|m| m.points == l.points))
+            .collect()
+    }
+
+    /// The legend's lines: a line's name, peak and n½, or for a line the
+    /// same as an earlier one, that it is (it is not drawn).
+    pub fn legend_texts(&self) -> Vec<String> {
+        self.same_as()
+            .iter()
+            .zip(&self.lines)
+            .map(|(same, l)| match same {
+                Some(j) => format!("{}: the same points as {} (drawn once)", l.name, self.lines[*j].name),
+                None => l.legend_text(),
+            })
+            .collect()
+    }
+
+    pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
+        let area = titled(root, marks, &self.title)?;
+        let same_as = self.same_as();
+        let entries: Vec<Entry> = self
+            .legend_texts()
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| Entry {
                 swatch: Swatch::Line,
-                color: color(i),
-                text: l.legend_text(),
+                color: color(same_as[i].unwrap_or(i)),
+                text,
             })
             .collect();
         let area = legend::strip(&area, marks, &entries)?;
@@ -154,7 +196,8 @@ impl Sweep {
             .draw()
             .map_err(draw_err)?;
         marks.set("data");
-        for (i, line) in self.lines.iter().enumerate() {
+        let drawn = || self.lines.iter().enumerate().filter(|(i, _)| same_as[*i].is_none());
+        for (i, line) in drawn() {
             let c = color(i);
             bandwidth
                 .draw_series(LineSeries::new(
@@ -205,7 +248,7 @@ impl Sweep {
             .draw()
             .map_err(draw_err)?;
         marks.set("data");
-        for (i, line) in self.lines.iter().enumerate() {
+        for (i, line) in drawn() {
             latency
                 .draw_series(LineSeries::new(
                     line.points
@@ -232,6 +275,37 @@ mod tests {
         }
     }
 
+    /// A sweep's perturbed sizes (32765, 32768, 32771) were three points
+    /// a hair apart on the log axis: the line hooked up and down at each
+    /// power of two (the latency panel's hook at 32-64 KiB).
+    #[test]
+    fn perturbed_sizes_are_one_point_at_their_power_of_two() {
+        assert_eq!(nominal_size(32765.0, 3.0), 32768.0);
+        assert_eq!(nominal_size(32771.0, 3.0), 32768.0);
+        assert_eq!(nominal_size(32768.0, 3.0), 32768.0);
+        assert_eq!(nominal_size(35.0, 3.0), 32.0);
+        // Small sizes are sizes of their own: 5 is not 4, 11 not 8.
+        assert_eq!(nominal_size(5.0, 3.0), 5.0);
+        assert_eq!(nominal_size(11.0, 3.0), 11.0);
+        assert_eq!(nominal_size(1000.0, 0.0), 1000.0);
+        let doc = serde_json::json!({
+            "spec": {"params": {"perturbation_bytes": 3}},
+            "streams": [{"sender": {"sweep": {
+                "points": [
+                    {"size_bytes": 5, "best_bits_per_second": 1e6, "best_latency_us": 9.0},
+                    {"size_bytes": 32765, "best_bits_per_second": 3e9, "best_latency_us": 30.0},
+                    {"size_bytes": 32768, "best_bits_per_second": 2e9, "best_latency_us": 20.0},
+                    {"size_bytes": 32771, "best_bits_per_second": 1e9, "best_latency_us": 40.0}
+                ],
+                "summary": {"peak_size_bytes": 32765, "peak_bits_per_second": 3e9, "half_peak_size_bytes": 32771}
+            }}}]
+        });
+        let line = crate::report::chart::data::sweep_line("s".into(), &doc, "sweep").unwrap();
+        assert_eq!(line.points, [point(5.0, 1e6, 9.0), point(32768.0, 3e9, 20.0)]);
+        assert_eq!(line.peak, Some((32768.0, 3e9)));
+        assert_eq!(line.half_peak_size_bytes, Some(32768.0));
+    }
+
     #[test]
     fn two_passes_make_one_point_per_size_in_size_order() {
         // Pass 1 then pass 2 over the same sizes: drawn in that order the
@@ -249,6 +323,37 @@ mod tests {
             best,
             [point(1.0, 1.5e6, 6.5), point(2.0, 2e6, 6.9), point(4.0, 4.2e6, 8.0)]
         );
+    }
+
+    /// Two series of the very same points (one file imported under two
+    /// tags) drew one line exactly over the other: the legend showed two
+    /// names and the picture one line.
+    #[test]
+    fn a_series_identical_to_another_is_said_so_in_the_legend_and_drawn_once() {
+        let line = |name: &str, bits: f64| SweepLine {
+            name: name.into(),
+            runs: vec![1],
+            points: vec![point(1.0, bits, 7.0), point(2.0, 2.0 * bits, 8.0)],
+            peak: None,
+            half_peak_size_bytes: None,
+        };
+        let sweep = Sweep {
+            title: "t".into(),
+            lines: vec![line("nic=a", 1e6), line("nic=b", 1e6), line("nic=c", 3e6)],
+        };
+        assert_eq!(sweep.same_as(), [None, Some(0), None]);
+        let legend = sweep.legend_texts();
+        assert_eq!(legend[1], "nic=b: the same points as nic=a (drawn once)");
+        assert_eq!(legend[2], "nic=c");
+        let svg = crate::report::chart::render_svg(&crate::report::chart::Chart::Sweep(sweep), (900, 540)).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let lines = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("g") && n.attribute("class") == Some("data"))
+            .flat_map(|g| g.descendants().filter(|n| n.has_tag_name("polyline")))
+            .count();
+        // Two lines in each panel, not three.
+        assert_eq!(lines, 4, "{svg}");
     }
 
     #[test]
