@@ -121,7 +121,8 @@ impl Bars {
             .map(|b| b.max.max(b.value) * factor)
             .fold(0.0, f64::max);
         let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
-        let (upright, label_room) = group_label_room(&area, &self.groups, 100);
+        let (names, label_room) = group_label_room(&area, &self.groups, 100);
+        let apart = names.drawn_apart();
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(label_room)
@@ -131,13 +132,17 @@ impl Bars {
         marks.set("axes");
         let groups = &self.groups;
         let group_name = |v: &f64| {
-            if upright {
+            if apart {
                 return String::new();
             }
             groups.get(v.floor().max(0.0) as usize).cloned().unwrap_or_default()
         };
         let y_name = format!("{} ({unit})", self.axis);
-        let x_name = if upright { String::new() } else { self.group_key.clone() };
+        let x_name = if names == GroupNames::Upright {
+            String::new()
+        } else {
+            self.group_key.clone()
+        };
         chart
             .configure_mesh()
             .max_light_lines(0)
@@ -150,9 +155,7 @@ impl Bars {
             .axis_desc_style(font(14))
             .draw()
             .map_err(draw_err)?;
-        if upright {
-            draw_upright_names(&mut chart, &area, &self.groups, label_room)?;
-        }
+        draw_group_names(&mut chart, &area, &self.groups, &names, label_room)?;
         marks.set("data");
         let k = self.series.len().max(1);
         let width = 0.8 / k as f64;
@@ -202,30 +205,105 @@ impl Bars {
     }
 }
 
-/// Whether group names under a bar chart's groups are written upright
-/// (when the widest is wider than its group: "TCP, 8 KiB writes,
-/// nodelay" would run into its neighbours), and the room under the plot
-/// for them; `margins` is the width of the area not in the plot.
-pub(crate) fn group_label_room<DB: DrawingBackend>(area: &Area<DB>, groups: &[String], margins: u32) -> (bool, u32) {
+/// How the names under a bar chart's groups are written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum GroupNames {
+    /// Level, on one line each: they fit their groups.
+    Level,
+    /// Level, wrapped at words into these lines (at most three per name).
+    Wrapped(Vec<Vec<String>>),
+    /// Upright, cut at a word where too long: more groups than room.
+    Upright,
+}
+
+impl GroupNames {
+    /// Whether the axis's own tick labels are left out (drawn apart).
+    pub(crate) fn drawn_apart(&self) -> bool {
+        *self != GroupNames::Level
+    }
+}
+
+/// A name's words in lines no wider than `width`, or none when a word is
+/// wider or it takes more than three lines.
+fn wrap<DB: DrawingBackend>(area: &Area<DB>, name: &str, width: f64) -> Option<Vec<String>> {
+    let wide = |t: &str| {
+        area.estimate_text_size(t, &font(13))
+            .map_or(0.0, |(w, _)| w as f64 * 1.2)
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for word in name.split(' ') {
+        match lines.last_mut() {
+            Some(line) if wide(&format!("{line} {word}")) <= width => *line = format!("{line} {word}"),
+            _ if wide(word) <= width => lines.push(word.to_string()),
+            _ => return None,
+        }
+    }
+    (lines.len() <= 3).then_some(lines)
+}
+
+/// How the names under the groups are written (level on one line, level
+/// wrapped at words, or upright: "TCP, 8 KiB writes, nodelay" never runs
+/// into its neighbours), and the room under the plot for them; `margins`
+/// is the width of the area not in the plot.
+pub(crate) fn group_label_room<DB: DrawingBackend>(
+    area: &Area<DB>,
+    groups: &[String],
+    margins: u32,
+) -> (GroupNames, u32) {
     let (w, h) = area.dim_in_pixel();
     let n = groups.len().max(1);
+    let room = w.saturating_sub(margins) as f64 / n as f64 * 0.95;
     let widest = groups
         .iter()
         .filter_map(|g| area.estimate_text_size(g, &font(13)).ok())
         .map(|(w, _)| w as f64 * 1.2)
         .fold(0.0, f64::max);
-    let upright = widest > w.saturating_sub(margins) as f64 / n as f64 * 0.95;
-    if upright {
-        (true, (widest as u32 + 30).min(h * 2 / 5))
-    } else {
-        (false, 44)
+    if widest <= room {
+        return (GroupNames::Level, 44);
+    }
+    let wrapped: Option<Vec<Vec<String>>> = groups.iter().map(|g| wrap(area, g, room)).collect();
+    if let Some(lines) = wrapped {
+        let most = lines.iter().map(Vec::len).max().unwrap_or(1) as u32;
+        return (GroupNames::Wrapped(lines), 30 + most * 16);
+    }
+    (GroupNames::Upright, (widest as u32 + 30).min(h * 3 / 5))
+}
+
+/// The group names under the groups as `names` says (level ones are the
+/// axis's tick labels, drawn with it).
+pub(crate) fn draw_group_names<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        plotters::coord::cartesian::Cartesian2d<Keyed, plotters::coord::types::RangedCoordf64>,
+    >,
+    area: &Area<DB>,
+    groups: &[String],
+    names: &GroupNames,
+    room: u32,
+) -> Result<(), ChartError> {
+    match names {
+        GroupNames::Level => Ok(()),
+        GroupNames::Upright => draw_upright_names(chart, area, groups, room),
+        GroupNames::Wrapped(lines) => {
+            let style = font(13).pos(Pos::new(HPos::Center, VPos::Top));
+            let texts = lines.iter().enumerate().flat_map(|(i, name)| {
+                let style = style.clone();
+                name.iter().enumerate().map(move |(k, line)| {
+                    EmptyElement::at((i as f64 + 0.5, 0.0))
+                        + Text::new(line.clone(), (0, 8 + 16 * k as i32), style.clone())
+                })
+            });
+            chart.draw_series(texts).map_err(draw_err)?;
+            Ok(())
+        }
     }
 }
 
 /// The group names written upright under the groups (centred at 0.5,
 /// 1.5, ...), each cut at a word with "…" when longer than `room` (the
 /// table and the hover tip carry it whole).
-pub(crate) fn draw_upright_names<DB: DrawingBackend>(
+fn draw_upright_names<DB: DrawingBackend>(
     chart: &mut ChartContext<
         '_,
         DB,

@@ -4,7 +4,7 @@
 
 use plotters::prelude::*;
 
-use super::bars::{draw_upright_names, group_label_room, value_label};
+use super::bars::{draw_group_names, group_label_room, value_label, GroupNames};
 use super::legend::{self, Entry, Swatch};
 use super::{color, draw_err, font, si, titled, upper, Area, ChartError, Keyed, Marks};
 
@@ -60,9 +60,11 @@ impl Cpu {
         // Names wider than their group are written upright, in both
         // panels alike (the narrower decides), so the plots stay level.
         let names: Vec<String> = groups.iter().map(|g| g.name.clone()).collect();
-        let (upright, label_room) = group_label_room(right.as_ref().unwrap_or(&left), &names, 108);
+        let (shown, label_room) = group_label_room(right.as_ref().unwrap_or(&left), &names, 108);
+        let upright = shown == GroupNames::Upright;
+        let apart = shown.drawn_apart();
         let group_name = |v: &f64| {
-            if upright {
+            if apart {
                 return String::new();
             }
             groups
@@ -94,9 +96,7 @@ impl Cpu {
             .axis_desc_style(font(14))
             .draw()
             .map_err(draw_err)?;
-        if upright {
-            draw_upright_names(&mut chart, &left, &names, label_room)?;
-        }
+        draw_group_names(&mut chart, &left, &names, &shown, label_room)?;
         marks.set("data");
         let sides = |g: &CpuGroup| [(0.12, g.client, "client"), (0.53, g.agent, "agent")];
         for (i, g) in self.groups.iter().enumerate() {
@@ -173,9 +173,7 @@ impl Cpu {
             .axis_desc_style(font(14))
             .draw()
             .map_err(draw_err)?;
-        if upright {
-            draw_upright_names(&mut rate, &right, &names, label_room)?;
-        }
+        draw_group_names(&mut rate, &right, &names, &shown, label_room)?;
         marks.set("data");
         let c = color(4);
         for (i, g) in self.groups.iter().enumerate() {
