@@ -85,6 +85,7 @@ h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid var(--line);padding
 figure{margin:1rem 0;break-inside:avoid}
 .metric{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:0 1.2rem;align-items:start;margin:1.2rem 0;padding-top:.4rem;border-top:1px solid var(--line)}
 .metric.with-cpu>.scroll,.metric.with-cpu>.note{grid-column:1/-1}
+.metric table{min-width:min(100%,36rem)}
 .note{color:var(--muted);font-size:.9rem;margin:.2rem 0}
 @media (max-width:900px){.metric{grid-template-columns:minmax(0,1fr)}}
 figure svg{width:100%;height:auto;display:block}
@@ -477,6 +478,10 @@ const THROUGHPUT: &str = "throughput";
 /// and of a curve or timeline (the page's width).
 const BESIDE: (u32, u32) = (640, 440);
 
+/// The CPU chart's layout beside the throughput bars: taller, for a name
+/// per cell (case and column) written upright under its pair of bars.
+const CPU_BESIDE: (u32, u32) = (640, 660);
+
 /// A chart and its SVG.
 type Figure = (chart::Chart, String);
 
@@ -602,7 +607,17 @@ fn cpu_chart(
     chart_spec.group = spec.rows.iter().chain(cols).cloned().collect();
     chart_spec.stat = spec.stat;
     match data::build_in(store, filter, &chart_spec, Some(book)) {
-        Ok(chart) => Ok(Some(svg_of(chart, BESIDE, ids)?)),
+        Ok(mut chart) => {
+            // Beside the throughput bars, its own throughput panel would
+            // say the same again in half the room.
+            if let chart::Chart::Cpu(cpu) = &mut chart {
+                for group in &mut cpu.groups {
+                    group.throughput_bits_per_second = None;
+                }
+                cpu.title = format!("CPU load of both ends by {} (mean of the runs)", cpu.group_key);
+            }
+            Ok(Some(svg_of(chart, CPU_BESIDE, ids)?))
+        }
         Err(SelectError::Chart(ChartError::Empty(_))) => Ok(None),
         Err(e) => Err(e),
     }

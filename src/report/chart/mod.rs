@@ -126,8 +126,13 @@ impl Chart {
             Chart::Bars(c) => format!("Bar chart of {} per {}", c.axis, c.group_key),
             Chart::Sweep(_) => "Line chart of bandwidth and latency against message size (log scale)".into(),
             Chart::Cpu(c) => format!(
-                "Stacked bars of client and agent CPU (user, system, softirq, irq) per {}, with throughput",
-                c.group_key
+                "Stacked bars of client and agent CPU (user, system, softirq, irq) per {}{}",
+                c.group_key,
+                if c.groups.iter().any(|g| g.throughput_bits_per_second.is_some()) {
+                    ", with throughput"
+                } else {
+                    ""
+                }
             ),
             Chart::Latency(_) => "Latency percentile curves, p50 to p99.99, log scales".into(),
             Chart::Timeline(_) => "Per-interval throughput of each stream over time".into(),
