@@ -121,7 +121,7 @@ impl Bars {
             .map(|b| b.max.max(b.value) * factor)
             .fold(0.0, f64::max);
         let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
-        let (names, label_room) = group_label_room(&area, &self.groups, 100);
+        let (names, label_room) = group_label_room(&area, &self.groups, 100, 0.4);
         let apart = names.drawn_apart();
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
@@ -210,7 +210,7 @@ impl Bars {
 pub(crate) enum GroupNames {
     /// Level, on one line each: they fit their groups.
     Level,
-    /// Level, wrapped at words into these lines (at most three per name).
+    /// Level, wrapped at words into these lines (at most five per name).
     Wrapped(Vec<Vec<String>>),
     /// Upright, cut at a word where too long: more groups than room.
     Upright,
@@ -224,7 +224,7 @@ impl GroupNames {
 }
 
 /// A name's words in lines no wider than `width`, or none when a word is
-/// wider or it takes more than three lines.
+/// wider or it takes more than five lines.
 fn wrap<DB: DrawingBackend>(area: &Area<DB>, name: &str, width: f64) -> Option<Vec<String>> {
     let wide = |t: &str| {
         area.estimate_text_size(t, &font(13))
@@ -238,17 +238,19 @@ fn wrap<DB: DrawingBackend>(area: &Area<DB>, name: &str, width: f64) -> Option<V
             _ => return None,
         }
     }
-    (lines.len() <= 3).then_some(lines)
+    (lines.len() <= 5).then_some(lines)
 }
 
 /// How the names under the groups are written (level on one line, level
 /// wrapped at words, or upright: "TCP, 8 KiB writes, nodelay" never runs
 /// into its neighbours), and the room under the plot for them; `margins`
-/// is the width of the area not in the plot.
+/// is the width of the area not in the plot, `most` the share of the
+/// height upright names may take (the rest is the plot's).
 pub(crate) fn group_label_room<DB: DrawingBackend>(
     area: &Area<DB>,
     groups: &[String],
     margins: u32,
+    most: f64,
 ) -> (GroupNames, u32) {
     let (w, h) = area.dim_in_pixel();
     let n = groups.len().max(1);
@@ -266,7 +268,7 @@ pub(crate) fn group_label_room<DB: DrawingBackend>(
         let most = lines.iter().map(Vec::len).max().unwrap_or(1) as u32;
         return (GroupNames::Wrapped(lines), 30 + most * 16);
     }
-    (GroupNames::Upright, (widest as u32 + 30).min(h * 3 / 5))
+    (GroupNames::Upright, (widest as u32 + 30).min((h as f64 * most) as u32))
 }
 
 /// The group names under the groups as `names` says (level ones are the

@@ -57,10 +57,12 @@ impl Cpu {
         let n = self.groups.len().max(1);
         let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
         let groups = &self.groups;
-        // Names wider than their group are written upright, in both
-        // panels alike (the narrower decides), so the plots stay level.
+        // Names wider than their group are wrapped or written upright, in
+        // both panels alike (the narrower decides), so the plots stay level;
+        // a name per cell of the tables may take more room than a bar
+        // chart's (the plot's 0-100% scale needs less).
         let names: Vec<String> = groups.iter().map(|g| g.name.clone()).collect();
-        let (shown, label_room) = group_label_room(right.as_ref().unwrap_or(&left), &names, 108);
+        let (shown, label_room) = group_label_room(right.as_ref().unwrap_or(&left), &names, 108, 0.55);
         let upright = shown == GroupNames::Upright;
         let apart = shown.drawn_apart();
         let group_name = |v: &f64| {
