@@ -373,3 +373,54 @@ pub(crate) fn value_label<DB: DrawingBackend>(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The roundup's four cases under a bar chart beside its table: upright
+    /// and cut at a word they read "TCP, 256 KiB…" four times, the MTU
+    /// that tells them apart lost; wrapped level, every word is there.
+    #[test]
+    fn group_names_that_fit_wrapped_are_written_level_over_lines_not_cut() {
+        let groups: Vec<String> = ["TCP", "UDP"]
+            .iter()
+            .flat_map(|w| [1500, 9000].map(|mtu| format!("{w}, 256 KiB writes, MTU {mtu}")))
+            .collect();
+        let bars = Bars {
+            title: "t".into(),
+            axis: "receiver throughput".into(),
+            unit: "bit/s".into(),
+            group_key: "case".into(),
+            series_key: "tag:nic".into(),
+            series: vec!["a".into(), "b".into()],
+            bars: (0..groups.len())
+                .map(|group| Bar {
+                    group,
+                    series: 0,
+                    value: 1e9,
+                    min: 1e9,
+                    max: 1e9,
+                    runs: 1,
+                    run_ids: vec![1],
+                })
+                .collect(),
+            groups,
+        };
+        let svg = super::super::render_svg(&super::super::Chart::Bars(bars), (640, 440)).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<roxmltree::Node> = doc.descendants().filter(|n| n.has_tag_name("text")).collect();
+        for mtu in ["1500", "9000"] {
+            let lines: Vec<&roxmltree::Node> = texts
+                .iter()
+                .filter(|t| t.text().is_some_and(|t| t.contains(mtu)))
+                .collect();
+            assert_eq!(lines.len(), 2, "{mtu} under both its groups: {svg}");
+            assert!(
+                lines.iter().all(|t| t.attribute("transform").is_none()),
+                "level, not turned"
+            );
+        }
+        assert!(!svg.contains('…'), "no name cut");
+    }
+}
