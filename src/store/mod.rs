@@ -9,6 +9,7 @@ pub mod backup;
 pub mod cases;
 pub mod columns;
 pub mod compare;
+pub mod digest;
 pub mod import;
 pub mod plan_runs;
 pub mod query;
@@ -360,6 +361,10 @@ impl Store {
                 continue;
             }
             tx.execute_batch(sql)
+                .and_then(|_| match schema::fills_digests(sql) {
+                    true => digest::fill(&tx),
+                    false => Ok(()),
+                })
                 .and_then(|_| tx.pragma_update(None, "user_version", to))
                 .and_then(|_| tx.pragma_update(None, "application_id", schema::APPLICATION_ID))
                 .and_then(|_| tx.commit())
@@ -544,7 +549,7 @@ mod tests {
         .unwrap();
         drop(conn);
         let store = Store::open(&path).unwrap();
-        assert_eq!(store.version().unwrap(), 5);
+        assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
         let count = |sql: &str| -> i64 { store.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
         assert_eq!(count("SELECT count(*) FROM runs"), 1);
         assert_eq!(count("SELECT count(*) FROM plan_runs"), 0);
@@ -556,6 +561,46 @@ mod tests {
             )
             .unwrap();
         assert_eq!(count("SELECT count(*) FROM plan_runs WHERE plan = 'p'"), 1);
+    }
+
+    #[test]
+    fn migration_6_gives_every_run_the_digest_of_its_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v5.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(&schema::MIGRATIONS[..5].concat()).unwrap();
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
+            .unwrap();
+        let documents = [
+            r#"{"spec": {"streams": 4}, "client": {"facts": {"hostname": "a"}}, "intervals": [1, 2, 3]}"#,
+            // Not JSON (never written by nicbench): no digest, read from the document.
+            "not json",
+        ];
+        for (i, document) in documents.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, \
+                 nicbench_version, workload, document, complete) VALUES (?1, 1.0, 2.0, 'x', '0.1.0', 'tcp', ?2, 1)",
+                rusqlite::params![i as i64 + 1, document],
+            )
+            .unwrap();
+        }
+        drop(conn);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
+        let digests: Vec<Option<String>> = store
+            .conn
+            .prepare("SELECT d.digest FROM runs r LEFT JOIN digests d ON d.run_id = r.id ORDER BY r.id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let first: serde_json::Value = serde_json::from_str(digests[0].as_deref().unwrap()).unwrap();
+        assert_eq!(first["spec"], serde_json::json!({"streams": 4}));
+        assert_eq!(first["client"], serde_json::json!({"facts": {"hostname": "a"}}));
+        assert!(first.get("intervals").is_none(), "{first}");
+        assert_eq!(digests[1], None);
     }
 
     #[test]

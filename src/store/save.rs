@@ -72,6 +72,7 @@ impl RunWriter {
         let tx = store.conn.transaction().map_err(fail)?;
         let columns = columns::of_document(&doc);
         let id = upsert_run(&tx, self.id, &self.meta, &doc, &columns, false).map_err(fail)?;
+        super::digest::save(&tx, id, &doc).map_err(fail)?;
         let trial = self.trials.last().expect("pushed above");
         insert_trial(&tx, id, &columns.workload, number, trial).map_err(fail)?;
         tx.execute("UPDATE runs SET trials_saved = ?1 WHERE id = ?2", params![number, id])
@@ -175,6 +176,7 @@ fn write_final(
     let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
         || doc.pointer("/repetition/interrupted") == Some(&Value::Bool(true));
     let id = upsert_run(tx, id, meta, doc, columns, !cut_short)?;
+    super::digest::save(tx, id, doc)?;
     let trials = doc.get("trials").and_then(Value::as_array);
     let count = trials.map_or(0, Vec::len);
     for (i, trial) in trials.into_iter().flatten().enumerate().skip(saved) {

@@ -144,8 +144,27 @@ CREATE TABLE plan_runs (
 CREATE INDEX plan_runs_plan ON plan_runs(plan, started_at_unix_seconds);
 ";
 
+/// Version 6: each run's digest (`store::digest`), the few parts of its
+/// document that listings and reports read by path, so that they need not
+/// parse whole documents. A table of its own: a column of `runs` would sit
+/// after the document, and SQLite reaches it by walking the document's
+/// overflow pages. Filled from the documents in the migration's
+/// transaction by [`crate::store::digest::fill`] (see [`fills_digests`]).
+pub const DIGESTS: &str = "
+CREATE TABLE digests (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    digest TEXT NOT NULL
+);
+";
+
 /// Every migration, in order. Never edit a released one: append.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, DIGESTS];
+
+/// Whether migration `sql` is the one after which every run's digest is
+/// made from its document (wherever it sits in [`MIGRATIONS`]).
+pub fn fills_digests(sql: &str) -> bool {
+    sql == DIGESTS
+}
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
