@@ -211,6 +211,8 @@ pub fn separating_key(name: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct CaseBook {
     cases: HashMap<i64, Case>,
+    /// How many of its runs each workload has.
+    workloads: Vec<(String, usize)>,
 }
 
 fn text(v: &Sql) -> Option<&str> {
@@ -228,20 +230,23 @@ fn integer(v: &Sql) -> Option<i64> {
 }
 
 /// The columns a case is read from, and the document's spec.
-const CASE_COLUMNS: [&str; 7] = [
-    "workload",
-    "source",
-    "client_mtu_bytes",
-    "direction",
-    "streams",
-    "message_bytes",
-    "json_extract(document, '$.spec')",
-];
+fn case_columns() -> [String; 7] {
+    [
+        "workload".into(),
+        "source".into(),
+        "client_mtu_bytes".into(),
+        "direction".into(),
+        "streams".into(),
+        "message_bytes".into(),
+        format!("json_extract({}, '$.spec')", super::digest::source_of(&["$.spec"])),
+    ]
+}
 
 impl CaseBook {
     /// The case parts of every run matching `filter`.
     pub fn read(store: &Store, filter: &Filter) -> Result<CaseBook, StoreError> {
-        let rows = store.column_rows(filter, &CASE_COLUMNS)?;
+        let columns = case_columns();
+        let rows = store.column_rows(filter, &columns.each_ref().map(String::as_str))?;
         let tags = store.tags_of(rows.iter().map(|(id, _)| *id))?;
         let parts: Vec<(i64, Parts)> = rows
             .iter()
@@ -261,7 +266,20 @@ impl CaseBook {
             .collect();
         let all: Vec<Parts> = parts.iter().map(|(_, p)| p.clone()).collect();
         let cases = parts.iter().map(|(id, _)| *id).zip(cases(&all)).collect();
-        Ok(CaseBook { cases })
+        let mut workloads: Vec<(String, usize)> = Vec::new();
+        for (_, v) in &rows {
+            let workload = text(&v[0]).unwrap_or("");
+            match workloads.iter_mut().find(|(w, _)| w == workload) {
+                Some((_, n)) => *n += 1,
+                None => workloads.push((workload.to_string(), 1)),
+            }
+        }
+        Ok(CaseBook { cases, workloads })
+    }
+
+    /// How many of the book's runs each workload has.
+    pub fn workload_counts(&self) -> &[(String, usize)] {
+        &self.workloads
     }
 
     /// Run `id`'s case, labelled among the book's runs.

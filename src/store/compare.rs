@@ -70,8 +70,9 @@ impl Metric {
         .json_path();
         let list: Vec<String> = names.iter().map(|n| format!("'{}'", n.replace('\'', ""))).collect();
         format!(
-            "CASE WHEN workload IN ({}) THEN json_extract(document, '{}') END",
+            "CASE WHEN workload IN ({}) THEN json_extract({}, '{}') END",
             list.join(", "),
+            super::digest::source_of(&[&path]),
             path.replace('\'', "")
         )
     }
@@ -229,26 +230,24 @@ pub fn records_in(
         complete_only: true,
         ..filter.clone()
     };
-    let found = store.column_rows(&filter, &wanted)?;
-    let needs_tags = rows.iter().chain(cols).any(|d| matches!(d, Dimension::Tag(_)));
-    let tags = if needs_tags {
-        store.tags_of(found.iter().map(|(id, _)| *id))?
-    } else {
-        BTreeMap::new()
-    };
-    let matched_runs = found.len();
-    let mut not_applicable = 0;
+    // The runs of workloads the metric does not apply to are counted (the
+    // book holds the runs), not read: a report asks for every metric.
+    let counts = book.workload_counts();
+    let matched_runs = counts.iter().map(|(_, n)| n).sum();
+    let applicable: Vec<&str> = counts
+        .iter()
+        .filter(|(w, _)| metric.applies_to(w))
+        .map(|(w, _)| w.as_str())
+        .collect();
+    let not_applicable = counts
+        .iter()
+        .filter(|(w, _)| !metric.applies_to(w))
+        .map(|(_, n)| n)
+        .sum();
+    let found = store.column_rows_of(&filter, &wanted, &applicable)?;
     let with_value: Vec<(i64, &Vec<Sql>, f64)> = found
         .iter()
         .filter_map(|(id, values)| {
-            let workload = match &values[1] {
-                Sql::Text(t) => t.as_str(),
-                _ => "",
-            };
-            if !metric.applies_to(workload) {
-                not_applicable += 1;
-                return None;
-            }
             let value = match values[0] {
                 Sql::Real(r) => r,
                 Sql::Integer(i) => i as f64,
@@ -257,6 +256,12 @@ pub fn records_in(
             value.is_finite().then_some((*id, values, value))
         })
         .collect();
+    let needs_tags = rows.iter().chain(cols).any(|d| matches!(d, Dimension::Tag(_)));
+    let tags = if needs_tags {
+        store.tags_of(with_value.iter().map(|(id, _, _)| *id))?
+    } else {
+        BTreeMap::new()
+    };
     let key = |id: i64, values: &[Sql], dims: &[Dimension], case: &Case| -> Vec<String> {
         dims.iter()
             .map(|d| match d {

@@ -240,7 +240,30 @@ impl Store {
     /// Rows of arbitrary `runs` columns for the runs matching `filter`
     /// (`columns` come from a fixed list in the caller, never from input).
     pub fn column_rows(&self, filter: &Filter, columns: &[&str]) -> Result<Vec<(i64, Vec<Sql>)>, StoreError> {
-        let (clause, values) = filter.clause();
+        self.rows_of(filter, columns, None)
+    }
+
+    /// [`Store::column_rows`] of the runs of these workloads only.
+    pub fn column_rows_of(
+        &self,
+        filter: &Filter,
+        columns: &[&str],
+        workloads: &[&str],
+    ) -> Result<Vec<(i64, Vec<Sql>)>, StoreError> {
+        self.rows_of(filter, columns, Some(workloads))
+    }
+
+    fn rows_of(
+        &self,
+        filter: &Filter,
+        columns: &[&str],
+        workloads: Option<&[&str]>,
+    ) -> Result<Vec<(i64, Vec<Sql>)>, StoreError> {
+        let (mut clause, mut values) = filter.clause();
+        if let Some(workloads) = workloads {
+            values.push(Sql::Text(serde_json::to_string(workloads).unwrap_or_else(|_| "[]".into())));
+            clause += &format!(" AND workload IN (SELECT value FROM json_each(?{}))", values.len());
+        }
         let sql = format!("SELECT id, {} FROM runs WHERE {clause} ORDER BY id", columns.join(", "));
         let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = statement
@@ -297,9 +320,18 @@ impl Store {
         // One json_extract of every path: SQLite parses each document once
         // (a call per path parsed it once per path: most of a report's time
         // over thousands of runs), and answers with a JSON array of them.
+        // From the runs' digests when they hold every path: a few kB each,
+        // one json_extract per path (SQLite keeps the parsed digest for the
+        // row), no array of them to parse again.
         let quoted: Vec<String> = paths.iter().map(|p| format!("'{}'", p.replace('\'', ""))).collect();
+        let from_digest = !paths.is_empty() && super::digest::holds(paths);
         let extract = match quoted.len() {
             0 => String::new(),
+            _ if from_digest => {
+                let source = super::digest::source_of(paths);
+                let each: Vec<String> = quoted.iter().map(|q| format!(", json_extract({source}, {q})")).collect();
+                each.concat()
+            }
             _ => format!(", json_extract(document, {})", quoted.join(", ")),
         };
         let sql = format!(
@@ -311,6 +343,7 @@ impl Store {
             .query_map([ids], |row| {
                 let values = match paths.len() {
                     0 => Vec::new(),
+                    n if from_digest => (2..2 + n).map(|i| row.get::<_, Sql>(i)).collect::<Result<_, _>>()?,
                     1 => vec![row.get::<_, Sql>(2)?],
                     n => match row.get::<_, Sql>(2)? {
                         Sql::Text(array) => json_values(&array, n),
@@ -487,6 +520,34 @@ mod tests {
             let one = store.document_parts(&[id], &[path]).unwrap();
             assert_eq!(one[0].values, vec![p.values[i].clone()], "{path}");
         }
+    }
+
+    /// Kept paths are read from the digest, and only from one of this
+    /// build's: a digest of another key (or none) sends them to the document.
+    #[test]
+    fn document_parts_read_kept_paths_from_the_digest_of_this_build_only() {
+        let store = Store::open(Path::new(":memory:")).unwrap();
+        let (store, id) = save(store, doc("tcp", 1.5e9, 100.0), &[]);
+        let paths = ["$.client.facts.hostname", "$.spec.streams"];
+        // The document emptied: what is read comes from the digest.
+        store
+            .conn
+            .execute("UPDATE runs SET document = '{}' WHERE id = ?1", [id])
+            .unwrap();
+        let parts = store.document_parts(&[id], &paths).unwrap();
+        assert_eq!(parts[0].text(0), Some("a"));
+        assert_eq!(parts[0].values[1], Sql::Integer(1));
+        // A path no digest keeps is read from the document.
+        assert_eq!(store.document_parts(&[id], &["$.trial"]).unwrap()[0].values, vec![Sql::Null]);
+        store
+            .conn
+            .execute(
+                "UPDATE digests SET digest = json_set(digest, '$.nicbench_digest', 'another') WHERE run_id = ?1",
+                [id],
+            )
+            .unwrap();
+        let parts = store.document_parts(&[id], &paths).unwrap();
+        assert_eq!(parts[0].values, vec![Sql::Null, Sql::Null], "read from the document");
     }
 
     #[test]
