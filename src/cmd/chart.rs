@@ -139,10 +139,16 @@ fn report_error(e: ReportError) -> anyhow::Error {
 /// summary file gives. A plan run's summary is where `nicbench run` wrote
 /// it, beside the database; one that cannot be read is left out.
 fn plan_cells(store: &Store, filter: &crate::store::query::Filter) -> anyhow::Result<Vec<PlanCell>> {
-    let runs = store.runs(&crate::store::query::Filter {
-        limit: None,
-        ..filter.clone()
-    })?;
+    // Only whether each run is complete and its tags: the report reads
+    // the runs' summaries itself.
+    let runs = store.column_rows(
+        &crate::store::query::Filter {
+            limit: None,
+            ..filter.clone()
+        },
+        &["complete"],
+    )?;
+    let mut tags = store.tags_of(runs.iter().map(|(id, _)| *id))?;
     let mut plan_runs: std::collections::BTreeSet<String> = filter
         .tags
         .iter()
@@ -150,12 +156,17 @@ fn plan_cells(store: &Store, filter: &crate::store::query::Filter) -> anyhow::Re
         .map(|t| t.value.clone())
         .collect();
     let tag = |tags: &[crate::store::Tag], key: &str| tags.iter().find(|t| t.key == key).map(|t| t.value.clone());
-    plan_runs.extend(runs.iter().filter_map(|r| tag(&r.tags, "plan_run")));
-    let complete: std::collections::BTreeSet<(String, String)> = runs
-        .iter()
-        .filter(|r| r.complete)
-        .filter_map(|r| Some((tag(&r.tags, "plan_run")?, tag(&r.tags, "case")?)))
-        .collect();
+    let mut complete = std::collections::BTreeSet::new();
+    for (id, values) in &runs {
+        let tags = tags.remove(id).unwrap_or_default();
+        let Some(plan_run) = tag(&tags, "plan_run") else { continue };
+        if values[0] == rusqlite::types::Value::Integer(1) {
+            if let Some(case) = tag(&tags, "case") {
+                complete.insert((plan_run.clone(), case));
+            }
+        }
+        plan_runs.insert(plan_run);
+    }
     let dir = super::run::plans_dir(store.path());
     let mut cells = Vec::new();
     for plan_run in plan_runs {
