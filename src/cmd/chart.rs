@@ -159,7 +159,9 @@ fn plan_cells(store: &Store, filter: &crate::store::query::Filter) -> anyhow::Re
     let mut complete = std::collections::BTreeSet::new();
     for (id, values) in &runs {
         let tags = tags.remove(id).unwrap_or_default();
-        let Some(plan_run) = tag(&tags, "plan_run") else { continue };
+        let Some(plan_run) = tag(&tags, "plan_run") else {
+            continue;
+        };
         if values[0] == rusqlite::types::Value::Integer(1) {
             if let Some(case) = tag(&tags, "case") {
                 complete.insert((plan_run.clone(), case));

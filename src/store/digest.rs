@@ -43,11 +43,7 @@ fn kept() -> &'static Kept {
             pointers.extend(listed.map(|m| m.pointer.to_string()));
             pointers.extend([r.headline().pointer.to_string(), r.mesh_figure().pointer.to_string()]);
         }
-        pointers.extend(
-            crate::workload::Metric::BULK
-                .iter()
-                .map(|m| m.pointer.to_string()),
-        );
+        pointers.extend(crate::workload::Metric::BULK.iter().map(|m| m.pointer.to_string()));
         pointers.sort();
         pointers.dedup();
         // Leave out pointers under another one: the part above holds them.
@@ -179,9 +175,9 @@ fn pointer_of(path: &str) -> Option<String> {
 
 /// Whether every one of these JSON paths is kept in a digest.
 pub fn holds(paths: &[&str]) -> bool {
-    paths.iter().all(|path| {
-        pointer_of(path).is_some_and(|p| !p.is_empty() && kept().pointers.iter().any(|q| under(&p, q)))
-    })
+    paths
+        .iter()
+        .all(|path| pointer_of(path).is_some_and(|p| !p.is_empty() && kept().pointers.iter().any(|q| under(&p, q))))
 }
 
 /// The SQL of the JSON to read `paths` from in a row of `runs`: its digest

@@ -261,7 +261,9 @@ impl Store {
     ) -> Result<Vec<(i64, Vec<Sql>)>, StoreError> {
         let (mut clause, mut values) = filter.clause();
         if let Some(workloads) = workloads {
-            values.push(Sql::Text(serde_json::to_string(workloads).unwrap_or_else(|_| "[]".into())));
+            values.push(Sql::Text(
+                serde_json::to_string(workloads).unwrap_or_else(|_| "[]".into()),
+            ));
             clause += &format!(" AND workload IN (SELECT value FROM json_each(?{}))", values.len());
         }
         let sql = format!("SELECT id, {} FROM runs WHERE {clause} ORDER BY id", columns.join(", "));
@@ -329,7 +331,10 @@ impl Store {
             0 => String::new(),
             _ if from_digest => {
                 let source = super::digest::source_of(paths);
-                let each: Vec<String> = quoted.iter().map(|q| format!(", json_extract({source}, {q})")).collect();
+                let each: Vec<String> = quoted
+                    .iter()
+                    .map(|q| format!(", json_extract({source}, {q})"))
+                    .collect();
                 each.concat()
             }
             _ => format!(", json_extract(document, {})", quoted.join(", ")),
@@ -538,7 +543,10 @@ mod tests {
         assert_eq!(parts[0].text(0), Some("a"));
         assert_eq!(parts[0].values[1], Sql::Integer(1));
         // A path no digest keeps is read from the document.
-        assert_eq!(store.document_parts(&[id], &["$.trial"]).unwrap()[0].values, vec![Sql::Null]);
+        assert_eq!(
+            store.document_parts(&[id], &["$.trial"]).unwrap()[0].values,
+            vec![Sql::Null]
+        );
         store
             .conn
             .execute(
