@@ -9,7 +9,8 @@
 //!
 //! A digest names the list of pointers it was made from (its key): a path
 //! is read from the digest only when the list holds it and the row's digest
-//! has this build's key; else from the document, as before.
+//! has this build's key; else from the document, as before (correct, but
+//! slow again: a change of the list wants a migration that calls [`fill`]).
 
 use std::sync::OnceLock;
 
