@@ -1,11 +1,16 @@
 //! Issue 29's first "Done when": a database with the demo's runs, rr runs
 //! of four kinds and an imported NetPIPE file. No table cell pools unlike
 //! cases, rr rows carry no throughput nor per-KB figure, the header's time
-//! range leaves the untimed import out, and the host count is right.
+//! range leaves the untimed import out, and the host count is right; the
+//! report's bars hold one case each and its header says the same.
 
 use std::path::Path;
 
+use nicbench::report::chart::data::{self, ChartSpec};
+use nicbench::report::chart::Chart;
 use nicbench::report::runs::{host_count, TimeRange};
+use nicbench::store::cases::CaseBook;
+use nicbench::store::compare::{Dimension, Metric};
 use nicbench::store::query::Filter;
 use nicbench::store::Store;
 use serde_json::Value;
@@ -109,4 +114,54 @@ fn a_roundup_of_the_demo_rr_kinds_and_netpipe_pools_no_unlike_cases() {
     assert!(range.first_unix_seconds.unwrap() > 1.6e9, "{}", range.words());
     assert!(range.words().ends_with("(1 run: unknown)"), "{}", range.words());
     assert_eq!(host_count(&runs), 1);
+
+    // The report's bars, grouped by case as the report draws them: each
+    // bar's runs are of one case.
+    let book = CaseBook::read(&store, &data::complete(&Filter::default())).unwrap();
+    for metric in ["throughput", "tps"] {
+        let mut spec = ChartSpec::new("bars");
+        spec.metric = Metric::parse(metric).unwrap();
+        spec.group = vec![Dimension::parse("case").unwrap()];
+        let Chart::Bars(bars) = data::build(&store, &Filter::default(), &spec).unwrap() else {
+            panic!("{metric}: not bars")
+        };
+        assert!(!bars.bars.is_empty(), "{metric}");
+        for bar in &bars.bars {
+            let cases: std::collections::BTreeSet<&str> = bar
+                .run_ids
+                .iter()
+                .map(|id| book.case(*id).expect("a complete run").key.as_str())
+                .collect();
+            assert_eq!(
+                cases.len(),
+                1,
+                "{metric}: bar {:?} pools {cases:?}",
+                bars.groups[bar.group]
+            );
+            assert!(!bar.run_ids.is_empty(), "{metric}: {bar:?}");
+        }
+        if metric == "throughput" {
+            assert!(bars.groups.iter().all(|g| !g.starts_with("rr ")), "{:?}", bars.groups);
+        }
+    }
+    // The report's header: one host, the untimed import apart from the range.
+    let page = dir.path().join("report.html");
+    let out = nicbench(&["report", "--db", &db, "-o", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let start = html.find("<section aria-label=\"Summary\">").expect("the summary");
+    let end = start + html[start..].find("</section>").unwrap();
+    let mut header = String::new();
+    let mut in_tag = false;
+    for c in html[start..end].chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => header.push(c),
+            _ => {}
+        }
+    }
+    assert!(header.contains("hosts1"), "{header}");
+    assert!(header.contains("1 run(s) without a start time"), "{header}");
+    assert!(!header.contains("1970"), "{header}");
 }
