@@ -24,6 +24,12 @@ pub enum ChartKind {
     Timeline,
     /// The matrix of the newest `nicbench mesh` run among the selected runs (--tag mesh_run=ID).
     Heatmap,
+    /// Throughput per direction and probe round trips over time, phases shaded, of one
+    /// `nicbench loaded` run (the newest, or --id).
+    Loaded,
+    /// The UDP probes' round-trip distribution, idle against each load phase, of one
+    /// `nicbench loaded` run (the newest, or --id).
+    LoadedCdf,
 }
 
 impl ChartKind {
@@ -35,6 +41,8 @@ impl ChartKind {
             ChartKind::Latency => "latency",
             ChartKind::Timeline => "timeline",
             ChartKind::Heatmap => "heatmap",
+            ChartKind::Loaded => "loaded",
+            ChartKind::LoadedCdf => "loaded-cdf",
         }
     }
 }
@@ -57,7 +65,7 @@ pub struct PlotArgs {
     /// iperf3 -J documents, NetPIPE np.out files.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Only this run (repeatable); with --kind timeline, the run to draw.
+    /// Only this run (repeatable); with --kind timeline, loaded or loaded-cdf, the run to draw.
     #[arg(long = "id", value_name = "ID")]
     pub ids: Vec<i64>,
     /// What to draw.

@@ -611,10 +611,26 @@ pub enum ChartData {
     /// part at `key` holds `points` (`size_bytes`, `best_bits_per_second`,
     /// `best_latency_us`) and a `summary` (`peak_size_bytes`,
     /// `peak_bits_per_second`, `half_peak_size_bytes`).
-    SizeCurve { key: &'static str },
+    SizeCurve {
+        key: &'static str,
+    },
     /// Latency percentiles from the histogram at `pointer` (buckets of
     /// `value_us` and `count`).
-    LatencyHistogram { pointer: &'static str },
+    LatencyHistogram {
+        pointer: &'static str,
+    },
+    /// Latency under load, one run at a time: throughput per direction and
+    /// round trips over time with the phases shaded
+    /// (`LoadTimeline`), or the round trips' distribution per phase
+    /// (`LoadCdf`). The schedule, probes and queue samples are the part at
+    /// `key` of the stream ends that carry one; the phases' windows are at
+    /// `/sum/KEY/phases` (`name`, `start_seconds`, `seconds`).
+    LoadTimeline {
+        key: &'static str,
+    },
+    LoadCdf {
+        key: &'static str,
+    },
 }
 
 /// Plain bulk throughput: every default of [`ResultKind`].

@@ -12,7 +12,7 @@ use super::cpu::CpuGroup;
 use super::latency::LatencyLine;
 use super::sweep::{SweepLine, SweepPoint};
 use super::timeline::StreamLine;
-use super::{Bars, Chart, ChartError, Cpu, Latency, Sweep, Timeline};
+use super::{Bars, Chart, ChartError, Cpu, Latency, LoadCdf, LoadTimeline, Sweep, Timeline};
 use crate::report::compare::{col_label, Stat, Table};
 use crate::store::cases::CaseBook;
 use crate::store::columns;
@@ -157,6 +157,12 @@ pub fn build_in(
             })
             .collect(),
         }),
+        ChartData::LoadTimeline { key } => Chart::LoadTimeline(drawn.one(store, &filter, spec, |id, doc| {
+            Ok(LoadTimeline::of(doc, key, &run_label(store, id)?))
+        })?),
+        ChartData::LoadCdf { key } => Chart::LoadCdf(drawn.one(store, &filter, spec, |id, doc| {
+            Ok(LoadCdf::of(doc, key, &run_label(store, id)?))
+        })?),
     })
 }
 
@@ -187,6 +193,22 @@ impl Drawn<'_> {
             )));
         }
         Ok(lines)
+    }
+
+    /// The newest selected run (or the one `--id` names) that `read` can draw.
+    fn one<T>(
+        &self,
+        store: &Store,
+        filter: &Filter,
+        spec: &ChartSpec,
+        read: impl Fn(i64, &Value) -> Result<Option<T>, StoreError>,
+    ) -> Result<T, SelectError> {
+        let newest = ChartSpec {
+            max_lines: 1,
+            ..spec.clone()
+        };
+        let mut found = self.lines(store, filter, &newest, read)?;
+        Ok(found.remove(0))
     }
 }
 

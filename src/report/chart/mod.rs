@@ -13,6 +13,8 @@ pub mod data;
 pub mod heatmap;
 pub mod latency;
 pub mod legend;
+pub mod loaded;
+pub mod loaded_cdf;
 pub mod scaled;
 pub mod svg;
 pub mod sweep;
@@ -29,6 +31,8 @@ pub use bars::Bars;
 pub use cpu::Cpu;
 pub use heatmap::Heatmap;
 pub use latency::Latency;
+pub use loaded::LoadTimeline;
+pub use loaded_cdf::LoadCdf;
 pub use sweep::Sweep;
 pub use timeline::Timeline;
 
@@ -61,6 +65,10 @@ pub enum Chart {
     Timeline(Timeline),
     /// The matrix of a mesh (`nicbench mesh --chart`, and its report).
     Heatmap(Heatmap),
+    /// Throughput and round trips over time of one latency-under-load run.
+    LoadTimeline(LoadTimeline),
+    /// The round trips' distributions of its phases.
+    LoadCdf(LoadCdf),
 }
 
 /// The part of a chart being drawn; the SVG backend groups elements by it.
@@ -105,6 +113,8 @@ impl Chart {
             Chart::Latency(c) => &c.title,
             Chart::Timeline(c) => &c.title,
             Chart::Heatmap(c) => &c.title,
+            Chart::LoadTimeline(c) => &c.title,
+            Chart::LoadCdf(c) => &c.title,
         }
     }
 
@@ -117,6 +127,8 @@ impl Chart {
             Chart::Latency(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
             Chart::Timeline(c) => c.streams.iter().map(|l| l.name.clone()).collect(),
             Chart::Heatmap(c) => c.names.clone(),
+            Chart::LoadTimeline(c) => c.series_names(),
+            Chart::LoadCdf(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
         }
     }
 
@@ -144,6 +156,15 @@ impl Chart {
                     found => format!("framed in red, the outliers: {}", found.join("; ")),
                 }
             ),
+            Chart::LoadTimeline(c) => format!(
+                "Receiver throughput per direction above, probe round trips below ({}), over time, \
+                 the phases shaded: {}",
+                if c.rtt_axis().log { "log scale" } else { "linear scale" },
+                c.phases.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            Chart::LoadCdf(_) => {
+                "Cumulative distribution of the UDP probes' round trips (log scale), one curve per phase".into()
+            }
         };
         format!("{what}; series: {}.", self.series_names().join(", "))
     }
@@ -158,6 +179,8 @@ impl Chart {
             Chart::Latency(c) => c.draw(root, marks),
             Chart::Timeline(c) => c.draw(root, marks),
             Chart::Heatmap(c) => c.draw(root, marks),
+            Chart::LoadTimeline(c) => c.draw(root, marks),
+            Chart::LoadCdf(c) => c.draw(root, marks),
         }
     }
 }

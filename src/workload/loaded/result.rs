@@ -12,7 +12,7 @@ use super::probes::{Probes, TcpProbe, UdpProbe};
 use super::queues::{PhaseCpu, QueueSample, Router, RouterSample, Samples};
 use super::{LoadedParams, PhaseName, KEY};
 use crate::model::{Flow, Party, StreamEnd, TrialResult};
-use crate::workload::{Better, Figure, Metric, ResultKind};
+use crate::workload::{Better, ChartData, ChartKind, Figure, Metric, ResultKind};
 
 /// What one end measured besides its streams.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -312,6 +312,25 @@ impl ResultKind for LoadedResults {
     /// The delay the load adds to the idle round trip (the worst phase's median).
     fn mesh_figure(&self) -> Metric {
         ADDED_P50
+    }
+
+    /// The classic view of the test (throughput and round trips over
+    /// time, the phases shaded) and the round trips' distribution per phase.
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        const NONE_FOUND: &str = "none is a latency-under-load run (nicbench loaded) with its probes: \
+                                  add --workload loaded or change the filters";
+        &[
+            ChartKind {
+                name: "loaded",
+                data: ChartData::LoadTimeline { key: KEY },
+                none_found: NONE_FOUND,
+            },
+            ChartKind {
+                name: "loaded-cdf",
+                data: ChartData::LoadCdf { key: KEY },
+                none_found: NONE_FOUND,
+            },
+        ]
     }
 
     fn line_rate_applies(&self) -> bool {
