@@ -251,7 +251,8 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
             None => charts.push(cpu),
         }
     }
-    charts.extend(charts_of_runs(store, filter, spec, &book, &mut ids)?);
+    let (of_runs, loaded_note) = charts_of_runs(store, filter, spec, &book, &mut ids)?;
+    charts.extend(of_runs);
 
     let _ = writeln!(
         out,
@@ -294,6 +295,9 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         out.push_str("<section id=\"charts\"><h2>Curves</h2>\n");
         for figure in &charts {
             write_figure(out, figure, &mut figures);
+        }
+        if let Some(note) = &loaded_note {
+            let _ = writeln!(out, "<p class=\"meta\">{}</p>", escape(note));
         }
         out.push_str("</section>\n");
     }
@@ -625,16 +629,21 @@ fn cpu_chart(
 
 /// The charts of runs rather than of cells: those the workloads declare
 /// ([`crate::workload::ResultKind::chart_kinds`]: sweep curves, latency
-/// percentiles), the newest stream run's timeline, the newest meshes.
+/// percentiles), the newest stream run's timeline, each of the newest
+/// loaded runs (and, when there are more, a sentence saying which are
+/// drawn), the newest meshes.
 fn charts_of_runs(
     store: &Store,
     filter: &Filter,
     spec: &ReportSpec,
     book: &CaseBook,
     ids: &mut std::ops::RangeFrom<usize>,
-) -> Result<Vec<Figure>, SelectError> {
+) -> Result<(Vec<Figure>, Option<String>), SelectError> {
     let mut charts = Vec::new();
-    let kinds = crate::workload::chart_kinds().map(|(_, k)| k.name).chain(["timeline"]);
+    let kinds = crate::workload::chart_kinds()
+        .filter(|(_, k)| !chart::loaded::is_per_run(&k.data))
+        .map(|(_, k)| k.name)
+        .chain(["timeline"]);
     let mut seen = BTreeSet::new();
     for kind in kinds.filter(|k| seen.insert(*k)) {
         let mut chart_spec = ChartSpec::new(kind);
@@ -648,11 +657,19 @@ fn charts_of_runs(
             Err(e) => return Err(e),
         }
     }
+    // Latency under load, per run: the newest few, and which when more.
+    let (loaded, note) = chart::loaded::report_charts(store, filter, book, MAX_LOADED_RUNS)?;
+    for chart in loaded {
+        charts.push(svg_of(chart, SIZE, ids)?);
+    }
     for mesh in crate::mesh::stored::meshes(store, filter)?.iter().take(MAX_HEATMAPS) {
         charts.push(svg_of(chart::Chart::Heatmap(chart::Heatmap::of(mesh)), SIZE, ids)?);
     }
-    Ok(charts)
+    Ok((charts, note))
 }
+
+/// Latency-under-load runs drawn in one report (two charts each): the newest.
+const MAX_LOADED_RUNS: usize = 3;
 
 /// Heat maps in one report: the newest mesh runs.
 const MAX_HEATMAPS: usize = 4;
