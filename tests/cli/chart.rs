@@ -216,6 +216,86 @@ fn a_chart_can_be_drawn_from_result_files_without_a_database() {
     check_svg(&out_path, &["sweep ping-pong"]);
 }
 
+/// A real loopback `nicbench loaded` run, drawn from its file as the
+/// classic time series and as its round-trip distribution.
+#[test]
+fn a_loaded_run_is_drawn_as_its_time_series_and_its_round_trip_distribution() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = format!("{}/tests/fixtures/loaded-loopback.json", env!("CARGO_MANIFEST_DIR"));
+    let svg = dir.path().join("loaded.svg");
+    let out = nicbench(&["plot", "--kind", "loaded", &fixture, "-o", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    check_svg(
+        &svg,
+        &[
+            "download (agent -> client)",
+            "upload (client -> agent)",
+            "UDP probes",
+            "TCP probes, idle connection (foreign)",
+            "client sending (self)",
+            "agent sending (self)",
+            "idle",
+            "bidirectional",
+            "round trip (s, log)",
+        ],
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    assert_eq!(
+        in_part(&doc, "phases")
+            .iter()
+            .filter(|n| n.has_tag_name("rect"))
+            .count(),
+        8,
+        "four phases shaded in each of two panels"
+    );
+    let png = dir.path().join("cdf.png");
+    let out = nicbench(&["plot", "--kind", "loaded-cdf", &fixture, "-o", png.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    for phase in ["idle (", "download (", "upload (", "bidirectional ("] {
+        assert!(said.contains(phase), "{said}");
+    }
+    let mut reader = png::Decoder::new(std::fs::File::open(&png).unwrap())
+        .read_info()
+        .unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    reader.next_frame(&mut pixels).unwrap();
+    assert!(pixels.chunks(3).collect::<std::collections::HashSet<_>>().len() > 16);
+    // A run of another workload has nothing to draw so: refused, saying why.
+    let tcp = format!("{}/tests/fixtures/run-tcp.json", env!("CARGO_MANIFEST_DIR"));
+    let out = nicbench(&["plot", "--kind", "loaded", &tcp, "-o", svg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nicbench loaded"), "{}", stderr(&out));
+}
+
+/// The report draws the newest three loaded runs, two charts each, and
+/// says which when it leaves one out.
+#[test]
+fn the_report_draws_the_newest_loaded_runs_and_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let fixture = format!("{}/tests/fixtures/loaded-loopback.json", env!("CARGO_MANIFEST_DIR"));
+    for _ in 0..4 {
+        let out = nicbench(&["import", "--db", &db, &fixture]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let page = dir.path().join("report.html");
+    let out = nicbench(&["report", "--db", &db, "-o", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for run in 2..=4 {
+        for title in ["Throughput and round trips under load", "idle against each load phase"] {
+            assert!(html.contains(&format!("{title}, run {run}")), "{title}, run {run}");
+        }
+    }
+    assert!(!html.contains("under load, run 1"), "the oldest run was drawn");
+    assert!(
+        html.contains("drawn for the newest 3 of 4 runs (run 2, 3, 4)"),
+        "no note of the runs left out"
+    );
+}
+
 /// The report of the fixtures, tables by workload and card.
 fn report(f: &Fixtures) -> (PathBuf, String) {
     let page = f.path("report.html");
