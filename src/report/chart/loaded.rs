@@ -275,6 +275,22 @@ impl LoadTimeline {
         }
     }
 
+    /// The top of the throughput panel: the highest rate of the intervals
+    /// that make up the run; a sliver at the end (a few bytes over almost
+    /// no time) is drawn clipped, with its value, instead of setting the
+    /// scale ([`super::timeline::scale_top`]).
+    pub fn rate_top(&self) -> f64 {
+        let lines: Vec<super::timeline::StreamLine> = self
+            .rates
+            .iter()
+            .map(|r| super::timeline::StreamLine {
+                name: r.name.clone(),
+                intervals: r.steps.clone(),
+            })
+            .collect();
+        super::timeline::scale_top(&lines)
+    }
+
     fn end(&self) -> f64 {
         let phases = self.phases.iter().map(|p| p.end);
         let rates = self.rates.iter().flat_map(|r| r.steps.iter().map(|s| s.1));
@@ -298,13 +314,7 @@ impl LoadTimeline {
         let (top, bottom) = area.split_vertically(h * 2 / 5);
         let end = self.end();
 
-        let ceiling = upper(
-            self.rates
-                .iter()
-                .flat_map(|r| &r.steps)
-                .map(|s| s.2)
-                .fold(0.0, f64::max),
-        );
+        let ceiling = upper(self.rate_top());
         let mut rate = ChartBuilder::on(&top)
             .margin(12)
             .margin_bottom(4)
@@ -324,10 +334,21 @@ impl LoadTimeline {
             .draw()
             .map_err(draw_err)?;
         marks.set("data");
+        let note = font(11).pos(Pos::new(HPos::Right, VPos::Top));
         for (i, line) in self.rates.iter().enumerate() {
-            let steps = line.steps.iter().flat_map(|(s, e, r)| [(*s, *r), (*e, *r)]);
+            let steps = line
+                .steps
+                .iter()
+                .flat_map(|(s, e, r)| [(*s, r.min(ceiling)), (*e, r.min(ceiling))]);
             rate.draw_series(LineSeries::new(steps, series_color(i).stroke_width(2)))
                 .map_err(draw_err)?;
+            let clipped = line.steps.iter().filter(|s| s.2 > ceiling);
+            rate.draw_series(clipped.map(|(start, end, r)| {
+                let text = format!("↑ {}bit/s over {} s", si(*r), seconds(end - start));
+                // Under the phases' names.
+                Text::new(text, (*start, ceiling * 0.9), note.clone())
+            }))
+            .map_err(draw_err)?;
         }
 
         let axis = self.rtt_axis();
@@ -523,6 +544,18 @@ pub(crate) mod tests {
         assert_eq!(mean(download, 0.0, 1.0) + mean(upload, 0.0, 1.0), 0.0);
         assert!(mean(download, 1.25, 1.9) > 10.0 * mean(upload, 1.25, 1.9).max(1.0));
         assert!(mean(upload, 2.25, 2.9) > 10.0 * mean(download, 2.25, 2.9).max(1.0));
+    }
+
+    /// The lab run's picture had its scale set by the last 2 ms of upload
+    /// (1.1 Gbit/s), flattening 95 Mbit/s phases to the axis.
+    #[test]
+    fn a_sliver_interval_at_the_end_does_not_set_the_throughput_scale() {
+        let mut chart = LoadTimeline::of(&fixture(), "loaded", "run 1").unwrap();
+        let whole = chart.rate_top();
+        let upload = &mut chart.rates[1].steps;
+        let end = upload.last().unwrap().1;
+        upload.push((end, end + 0.002, whole * 20.0));
+        assert_eq!(chart.rate_top(), whole);
     }
 
     #[test]
