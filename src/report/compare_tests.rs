@@ -270,3 +270,38 @@ fn a_cell_that_pools_unlike_cases_says_so_and_names_the_key_that_separates_them(
     // Labelled among every run matched: the same words in every table.
     assert_eq!(found.records[0].case.label, "rr TCP, 1 stream");
 }
+
+/// A delay in seconds reads in milliseconds: the added delay of a loaded
+/// run behind a 200 ms queue is "192.93" ms, not "0.19" s (nor a loopback
+/// run's "0.00").
+#[test]
+fn delays_in_seconds_are_shown_in_milliseconds() {
+    let mut doc: Value = serde_json::from_str(include_str!("../../tests/fixtures/loaded-loopback.json")).unwrap();
+    doc["sum"]["loaded"]["added_p50_seconds"] = json!(0.19293);
+    let meta = RunMeta {
+        command_line: "nicbench loaded b".into(),
+        tags: vec![],
+        trials_planned: Some(1),
+        source: None,
+    };
+    let mut writer = RunWriter::new(Store::open(Path::new(":memory:")).unwrap(), meta);
+    writer.finish_document(&doc, None).unwrap();
+    let store = writer.into_store();
+    let rows = vec![Dimension::parse("workload").unwrap()];
+    let metric = compare::Metric::parse("added").unwrap();
+    let found = compare::records(&store, &Filter::default(), &rows, &[], &metric).unwrap();
+    let t = Table::build(
+        &found.records,
+        &metric,
+        Stat::Median,
+        vec!["workload".into()],
+        vec![],
+        None,
+    )
+    .unwrap();
+    assert!(t.title().contains("(added), ms:"), "{}", t.title());
+    let (_, body) = t.grid();
+    assert_eq!(body[0][1], "192.93 (n=1)");
+    // JSON keeps the stored unit and value.
+    assert_eq!((t.unit.as_str(), t.cells[0].value), ("s", 0.19293));
+}
