@@ -262,6 +262,22 @@ fn a_loaded_run_is_drawn_as_its_time_series_and_its_round_trip_distribution() {
     let mut pixels = vec![0; reader.output_buffer_size()];
     reader.next_frame(&mut pixels).unwrap();
     assert!(pixels.chunks(3).collect::<std::collections::HashSet<_>>().len() > 16);
+    // Its figures as bars: the added delay is a delay (lower is better), RPM is not.
+    for (metric, lower) in [("added", true), ("rpm", false)] {
+        let out = nicbench(&[
+            "plot",
+            "--kind",
+            "bars",
+            "--metric",
+            metric,
+            &fixture,
+            "-o",
+            svg.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert_eq!(text.contains("lower is better"), lower, "{metric}");
+    }
     // A run of another workload has nothing to draw so: refused, saying why.
     let tcp = format!("{}/tests/fixtures/run-tcp.json", env!("CARGO_MANIFEST_DIR"));
     let out = nicbench(&["plot", "--kind", "loaded", &tcp, "-o", svg.to_str().unwrap()]);

@@ -275,7 +275,12 @@ fn table(
 fn bars(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Result<Bars, SelectError> {
     let found = records(store, filter, &spec.group, &spec.series, &spec.metric, &spec.runs, book)?;
     let t = table(&found, &spec.group, &spec.series, &spec.metric, spec.stat)?;
-    Ok(bars_of_table(&t, &found.records, spec.metric.label, spec.stat))
+    let mut bars = bars_of_table(&t, &found.records, spec.metric.label, spec.stat);
+    if !spec.metric.higher_is_better {
+        // A taller bar is worse: a delay, a loss, a latency.
+        bars.title += "; lower is better";
+    }
+    Ok(bars)
 }
 
 /// The bars of a comparison table (a group per row, a bar per column,
