@@ -660,7 +660,12 @@ fn charts_of_runs(
     // Latency under load, per run: the newest few, and which when more.
     let (loaded, note) = chart::loaded::report_charts(store, filter, book, MAX_LOADED_RUNS)?;
     for chart in loaded {
-        charts.push(svg_of(chart, SIZE, ids)?);
+        // Two panels over one time axis: taller than the others.
+        let size = match chart {
+            chart::Chart::LoadTimeline(_) => (SIZE.0, SIZE.1 * 5 / 4),
+            _ => SIZE,
+        };
+        charts.push(svg_of(chart, size, ids)?);
     }
     for mesh in crate::mesh::stored::meshes(store, filter)?.iter().take(MAX_HEATMAPS) {
         charts.push(svg_of(chart::Chart::Heatmap(chart::Heatmap::of(mesh)), SIZE, ids)?);
