@@ -216,9 +216,28 @@ pub(crate) fn send_stream_held(
     end
 }
 
-/// The receiver's hot loop: read until the sender closes.
+/// The most a receiver asks of one recv(2), whatever the message size.
+///
+/// While recv(2) copies, the socket belongs to the reader: segments that
+/// arrive meanwhile wait in its backlog, unacknowledged, until the copy
+/// ends. A read of 256 KiB held them long enough that a bbr sender on
+/// loopback ran out of window and sent a third less (iperf3 3.21's reader,
+/// which asks only for what its 128 KiB buffer still lacks, got more); with
+/// reads of at most 64 KiB nicbench's copying receiver went from 31-32 to
+/// 44-47 Gbit/s, at no cost with cubic (docs/BENCHMARKS.md, issue 33).
+pub const RECEIVE_CHUNK: usize = 64 * 1024;
+
+/// The receiver's hot loop: read until the sender closes; a copying
+/// receiver asks for at most [`RECEIVE_CHUNK`] bytes per call.
 pub(crate) fn receive_stream(socket: Socket, message: usize, path: ReceivePath, ctx: &StreamContext) -> TaskEnd {
     let fd = socket.as_raw_fd();
+    // A discarding read (MSG_TRUNC) copies nothing and holds the socket
+    // briefly whatever it asks: smaller reads only cost it calls (with a
+    // zero-copy sender, -Z --discard fell from 45 to 21 Gbit/s at 64 KiB).
+    let message = match path {
+        ReceivePath::Copy => message.clamp(1, RECEIVE_CHUNK),
+        ReceivePath::Discard => message.max(1),
+    };
     let mut buffer = vec![0u8; message];
     let flags = match path {
         ReceivePath::Copy => 0,
