@@ -553,35 +553,50 @@ fn first_round(
         .map_err(|e| format!("sweep point {size} B failed: {e}"))
 }
 
-/// After the passes: while the budget (seconds) lasts, one more round of
-/// every point whose batches still spread wide, in size order, up to
-/// [`points::MAX_EXTRA_ROUNDS`] times; each round's batches join the point's.
+/// After the passes: extra rounds where the batches have not settled, as
+/// [`points::next_extra_round`] chooses, until none is left to run or the
+/// budget (seconds) is used; each round's batches join the point's.
 fn extra_rounds(
     link: &mut Link,
     plan: &Plan,
     sizes: &[u64],
     timings: &mut [Option<Timing>],
-    mut budget: f64,
+    budget: f64,
     ctx: &StreamContext,
 ) -> Result<(), String> {
-    for _ in 0..points::MAX_EXTRA_ROUNDS {
-        for (&size, slot) in sizes.iter().zip(timings.iter_mut()) {
-            let Some(t) = slot else { continue };
-            if budget <= 0.0 || stop_reason(ctx).is_some() {
-                return Ok(());
-            }
-            if !t.spread().is_some_and(|s| s.is_wide()) {
-                continue;
-            }
-            let exchanges = repetitions(plan.round_seconds, t.mean_each());
-            let more = link
-                .point(plan.op, size, exchanges, plan.batches)
-                .map_err(|e| format!("sweep point {size} B (extra round) failed: {e}"))?;
-            budget -= more.seconds;
-            t.join(more);
+    let mut spent = vec![0.0f64; sizes.len()];
+    let mut left = budget;
+    loop {
+        if stop_reason(ctx).is_some() {
+            return Ok(());
         }
+        let timed: Vec<(usize, &Timing)> = timings
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.as_ref().map(|t| (i, t)))
+            .collect();
+        let candidates: Vec<points::ExtraCandidate> = timed
+            .iter()
+            .map(|&(i, t)| points::ExtraCandidate {
+                batch_each: t.batch_each.clone(),
+                best_bits_per_second: t.spread().map_or(0.0, |s| bits_per_second(sizes[i], s.min)),
+                round_seconds: t.seconds / f64::from(t.rounds.max(1)),
+                spent_seconds: spent[i],
+            })
+            .collect();
+        let Some(chosen) = points::next_extra_round(&candidates, budget, left) else {
+            return Ok(());
+        };
+        let i = timed[chosen].0;
+        let (size, t) = (sizes[i], timings[i].as_mut().expect("a timed point"));
+        let exchanges = repetitions(plan.round_seconds, t.mean_each());
+        let more = link
+            .point(plan.op, size, exchanges, plan.batches)
+            .map_err(|e| format!("sweep point {size} B (extra round) failed: {e}"))?;
+        spent[i] += more.seconds;
+        left -= more.seconds;
+        t.join(more);
     }
-    Ok(())
 }
 
 /// The agent: follows the client's headers until `end`.

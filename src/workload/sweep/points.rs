@@ -19,12 +19,18 @@ pub const BATCHES: u64 = 3;
 /// A point is marked wide when its batches spread over more than this
 /// share of their median ((max - min) / median, in percent).
 pub const WIDE_SPREAD_PERCENT: f64 = 25.0;
-/// A wide point runs again at most this many times (its batches join the
-/// first round's).
-pub const MAX_EXTRA_ROUNDS: u32 = 2;
-/// Wall time the sweep may spend on extra rounds, as a share of its
-/// planned time (sizes x point time).
-pub const EXTRA_BUDGET_SHARE: f64 = 0.15;
+/// Wall time the sweep may spend on extra rounds after its passes, as a
+/// share of its planned time (sizes x point time).
+pub const EXTRA_BUDGET_SHARE: f64 = 0.3;
+/// No point takes more than this share of the extra rounds' budget, so
+/// that one scattered point cannot use it all.
+pub const POINT_BUDGET_SHARE: f64 = 0.2;
+/// A point's fastest two batches agree when the second is within this
+/// share (percent) of the first: its figure was reached twice.
+pub const AGREE_PERCENT: f64 = 2.0;
+/// The sizes where the peak is decided: those whose best bandwidth is at
+/// least this share of the sweep's best so far.
+pub const PEAK_REGION_SHARE: f64 = 0.5;
 
 /// The fastest, median and slowest of a point's batches (seconds per
 /// exchange).
@@ -65,6 +71,57 @@ impl Spread {
     pub fn is_wide(&self) -> bool {
         self.percent() > WIDE_SPREAD_PERCENT
     }
+}
+
+/// Whether the fastest two of `batch_each` (seconds per exchange) agree
+/// within [`AGREE_PERCENT`]; false with fewer than two.
+pub fn best_two_agree(batch_each: &[f64]) -> bool {
+    let mut sorted: Vec<f64> = batch_each.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    match sorted[..] {
+        [first, second, ..] if first > 0.0 => 100.0 * (second - first) / first <= AGREE_PERCENT,
+        _ => false,
+    }
+}
+
+/// What the extra rounds' allocation knows of one point after the passes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtraCandidate {
+    /// Seconds per exchange of every timed batch so far.
+    pub batch_each: Vec<f64>,
+    /// The point's best bandwidth so far.
+    pub best_bits_per_second: f64,
+    /// What one more round of it is expected to take (its rounds' mean).
+    pub round_seconds: f64,
+    /// Seconds its extra rounds took so far.
+    pub spent_seconds: f64,
+}
+
+/// Which point gets the next extra round, if any. A point is a candidate
+/// while its batches have not settled: they spread wide (any size), or
+/// it is in the peak region ([`PEAK_REGION_SHARE`] of the best bandwidth:
+/// the large sizes, where the peak is a maximum of noisy points) and its
+/// fastest two batches do not agree. It must fit its own share of the
+/// budget ([`POINT_BUDGET_SHARE`] of `budget_seconds`) and what is `left`
+/// of it. Of the candidates, the one whose batches spread widest goes
+/// first (the smaller size on a tie). None: the extra rounds are over.
+pub fn next_extra_round(candidates: &[ExtraCandidate], budget_seconds: f64, left_seconds: f64) -> Option<usize> {
+    let peak = candidates.iter().map(|c| c.best_bits_per_second).fold(0.0, f64::max);
+    let point_cap = POINT_BUDGET_SHARE * budget_seconds;
+    let mut chosen: Option<(usize, f64)> = None;
+    for (i, c) in candidates.iter().enumerate() {
+        let Some(spread) = Spread::of(&c.batch_each) else {
+            continue;
+        };
+        let unsettled =
+            spread.is_wide() || (c.best_bits_per_second >= PEAK_REGION_SHARE * peak && !best_two_agree(&c.batch_each));
+        let fits =
+            c.round_seconds > 0.0 && c.round_seconds <= left_seconds && c.spent_seconds + c.round_seconds <= point_cap;
+        if unsettled && fits && chosen.map_or(true, |(_, widest)| spread.percent() > widest) {
+            chosen = Some((i, spread.percent()));
+        }
+    }
+    chosen.map(|(i, _)| i)
 }
 
 /// The cores for the two ends of a sweep on one host when nobody chose
@@ -487,6 +544,103 @@ mod tests {
         let mut mixed = group(mib / 2, &[80.0, 82.0]);
         mixed.extend(group(mib, &[250.0]));
         assert_eq!(steps(&mixed).len(), 1);
+    }
+
+    /// Runs the extra rounds' allocation on synthetic points: `next_batches`
+    /// gives the batches of a point's next round. Returns each point's extra
+    /// rounds and the seconds they took.
+    fn allocate(
+        candidates: &mut [ExtraCandidate],
+        budget: f64,
+        mut next_batches: impl FnMut(usize, u32) -> Vec<f64>,
+    ) -> (Vec<u32>, f64) {
+        let mut rounds = vec![0u32; candidates.len()];
+        let mut left = budget;
+        while let Some(i) = next_extra_round(candidates, budget, left) {
+            let c = &mut candidates[i];
+            assert!(c.round_seconds <= left, "a round must fit what is left");
+            c.batch_each.extend(next_batches(i, rounds[i]));
+            c.spent_seconds += c.round_seconds;
+            left -= c.round_seconds;
+            rounds[i] += 1;
+            assert!(rounds.iter().sum::<u32>() < 10_000, "the allocation must end");
+        }
+        (rounds, budget - left)
+    }
+
+    fn candidate(batch_each: &[f64], size_bytes: u64, round_seconds: f64) -> ExtraCandidate {
+        let best = batch_each.iter().copied().fold(f64::INFINITY, f64::min);
+        ExtraCandidate {
+            batch_each: batch_each.to_vec(),
+            best_bits_per_second: crate::units::bits_per_second(size_bytes, best),
+            round_seconds,
+            spent_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn extra_rounds_go_where_the_batches_scatter_and_stop_when_they_agree() {
+        let mib = 1u64 << 20;
+        let mut points = vec![
+            // 0: latency-bound 64 B, 10% apart but not wide: not where the peak is.
+            candidate(&[20e-6, 22e-6, 21e-6, 20.5e-6], 64, 0.065),
+            // 1: 4 MiB, fastest two 10% apart: scattered, runs again.
+            candidate(&[1.0e-3, 1.1e-3, 1.2e-3, 1.15e-3], 4 * mib, 0.065),
+            // 2: 8 MiB, fastest two 1% apart: agree, no extra round.
+            candidate(&[2.0e-3, 2.02e-3, 2.2e-3, 2.3e-3], 8 * mib, 0.065),
+            // 3: 2 MiB, scattered until its second extra round lands by its best.
+            candidate(&[0.6e-3, 0.66e-3, 0.7e-3, 0.72e-3], 2 * mib, 0.065),
+        ];
+        let budget = 1.0;
+        let (rounds, spent) = allocate(&mut points, budget, |i, round| match (i, round) {
+            // Point 1 never settles: every round 8-9% slower than its best.
+            (1, _) => vec![1.08e-3, 1.09e-3],
+            // Point 3: one more scattered round, then one at 0.605 ms (within 2% of 0.6).
+            (3, 0) => vec![0.68e-3, 0.69e-3],
+            (3, _) => vec![0.605e-3, 0.7e-3],
+            _ => vec![9.9e-3, 9.9e-3],
+        });
+        assert_eq!(rounds[0], 0, "outside the peak region, not wide");
+        assert_eq!(rounds[2], 0, "its batches agree");
+        assert_eq!(rounds[3], 2, "stops once its fastest two agree");
+        // Point 1 runs until its share of the budget (0.2 s, three 65 ms rounds) is used.
+        assert_eq!(rounds[1], 3);
+        assert!(points[1].spent_seconds <= POINT_BUDGET_SHARE * budget);
+        assert!(spent <= budget);
+    }
+
+    #[test]
+    fn extra_rounds_never_exceed_the_budget() {
+        // Ten scattered peak-region points whose rounds never settle, costs
+        // of 30-120 ms, a budget smaller than their shares together.
+        let mut points: Vec<ExtraCandidate> = (0..10u64)
+            .map(|k| candidate(&[1.0e-3, 1.2e-3], 1 << 20, 0.03 + 0.01 * k as f64))
+            .collect();
+        for budget in [0.0, 0.05, 0.5, 1.3] {
+            for p in &mut points {
+                p.spent_seconds = 0.0;
+                p.batch_each.truncate(2);
+            }
+            let (rounds, spent) = allocate(&mut points, budget, |_, _| vec![1.3e-3, 1.5e-3]);
+            assert!(spent <= budget + 1e-12, "budget {budget}: spent {spent}");
+            for p in &points {
+                assert!(p.spent_seconds <= POINT_BUDGET_SHARE * budget + 1e-12);
+            }
+            if POINT_BUDGET_SHARE * budget < 0.03 {
+                // No round fits a point's share.
+                assert!(rounds.iter().all(|&r| r == 0), "{budget}: {rounds:?}");
+            } else {
+                // Something fit, and the rounds went to more than one point.
+                assert!(rounds.iter().filter(|&&r| r > 0).count() >= 2, "{budget}: {rounds:?}");
+            }
+        }
+        // Wide points run again at any size, as before.
+        let wide = [
+            candidate(&[20e-6, 30e-6, 40e-6], 64, 0.065),
+            candidate(&[1e-3, 1.001e-3], 1 << 20, 0.065),
+        ];
+        assert_eq!(next_extra_round(&wide, 1.0, 1.0), Some(0));
+        assert!(!best_two_agree(&[1.0]) && best_two_agree(&[1.0, 1.019]) && !best_two_agree(&[1.0, 1.03]));
     }
 
     #[test]

@@ -152,9 +152,8 @@ fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     if !wide.is_empty() {
         writeln!(
             out,
-            "* wide: spread over {}% after up to {} extra rounds at {} B; do not read those points alone",
+            "* wide: spread over {}% after extra rounds within its share of the budget at {} B; do not read those points alone",
             crate::workload::sweep::points::WIDE_SPREAD_PERCENT,
-            crate::workload::sweep::points::MAX_EXTRA_ROUNDS,
             wide.join(", ")
         )?;
     }
@@ -265,7 +264,7 @@ Sweep (ping-pong, TCP): 2 sizes, best of 2 passes; fastest batch, median and slo
 Small-message latency: 4.00 us at 1 B
 Peak bandwidth: 26.21 Gbit/s at 65536 B (64 KiB) (26.2% of the 100.00 Gbit/s line rate)
 Half of the peak (n-1/2) at 65536 B; 90% of the peak at 65536 B
-* wide: spread over 25% after up to 2 extra rounds at 65536 B; do not read those points alone
+* wide: spread over 25% after extra rounds within its share of the budget at 65536 B; do not read those points alone
 Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep early
 ";
         assert_eq!(text, expected);
