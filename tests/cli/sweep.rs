@@ -60,11 +60,13 @@ fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
         let spread = p["spread_percent"].as_f64().unwrap();
         assert!((spread - 100.0 * (max - min) / median).abs() < 1e-6, "{p}");
         assert_eq!(p["wide"].as_bool().unwrap_or(false), spread > 25.0, "{p}");
-        // Two passes by default, then at most two extra rounds; each pass's
+        // Two passes by default, then extra rounds where the batches have
+        // not settled, within each point's share of the budget (the
+        // allocation is tested in src/workload/sweep/points.rs); each pass's
         // fastest batch is there, and the point's figure is the best of them
         // (or of an extra round's batches).
         let rounds = p["rounds"].as_u64().unwrap();
-        assert!((2..=4).contains(&rounds), "{p}");
+        assert!(rounds >= 2, "{p}");
         assert!(p["batches"].as_u64().unwrap() >= rounds, "{p}");
         let passes: Vec<f64> = p["pass_latency_us"]
             .as_array()
@@ -171,7 +173,8 @@ fn passes_go_through_the_sizes_again() {
             let figures = p["pass_latency_us"].as_array().unwrap();
             assert_eq!(figures.len() as u64, passes, "{p}");
             let rounds = p["rounds"].as_u64().unwrap();
-            assert!((passes..=passes + 2).contains(&rounds), "{p}");
+            // Every pass, then any extra rounds the point's batches asked for.
+            assert!(rounds >= passes, "{p}");
             // One pass: three batches a round; three passes: one.
             let per_round = if passes == 1 { 3 } else { 1 };
             assert_eq!(p["batches"].as_u64().unwrap(), per_round * rounds, "{p}");
