@@ -427,16 +427,28 @@ mod tests {
         );
     }
 
+    /// A database as schema `version` left it, written by raw SQL, with a
+    /// complete tcp run per document (ids from 1), for a migration to upgrade.
+    fn tcp_runs_at_version(path: &Path, version: usize, documents: &[&str]) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(&schema::MIGRATIONS[..version].concat()).unwrap();
+        conn.pragma_update(None, "user_version", version as i64).unwrap();
+        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
+            .unwrap();
+        for (i, document) in documents.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, \
+                 nicbench_version, workload, document, complete) VALUES (?1, 1.0, 2.0, 'x', '0.1.0', 'tcp', ?2, 1)",
+                rusqlite::params![i as i64 + 1, document],
+            )
+            .unwrap();
+        }
+    }
+
     #[test]
     fn migration_3_fills_the_cpu_split_from_documents_and_skips_what_is_not_a_number() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v2.db");
-        let conn = Connection::open(&path).unwrap();
-        // A database as schema 2 left it, written by raw SQL.
-        conn.execute_batch(&schema::MIGRATIONS[..2].concat()).unwrap();
-        conn.pragma_update(None, "user_version", 2).unwrap();
-        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
-            .unwrap();
         let documents = [
             // Integers are numbers too; a missing irq stays NULL.
             r#"{"cpu": {"client": {"user_percent": 10, "system_percent": 20.5, "softirq_percent": 3.25, "irq_percent": 1.0},
@@ -446,15 +458,7 @@ mod tests {
             // Not JSON at all (never written by nicbench, but no reason to fail).
             "not json",
         ];
-        for (i, document) in documents.iter().enumerate() {
-            conn.execute(
-                "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, \
-                 nicbench_version, workload, document, complete) VALUES (?1, 1.0, 2.0, 'x', '0.1.0', 'tcp', ?2, 1)",
-                rusqlite::params![i as i64 + 1, document],
-            )
-            .unwrap();
-        }
-        drop(conn);
+        tcp_runs_at_version(&path, 2, &documents);
         let store = Store::open(&path).unwrap();
         assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
         let split = store
@@ -579,25 +583,12 @@ mod tests {
     fn migration_6_gives_every_run_the_digest_of_its_document() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v5.db");
-        let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(&schema::MIGRATIONS[..5].concat()).unwrap();
-        conn.pragma_update(None, "user_version", 5).unwrap();
-        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
-            .unwrap();
         let documents = [
             r#"{"spec": {"streams": 4}, "client": {"facts": {"hostname": "a"}}, "intervals": [1, 2, 3]}"#,
             // Not JSON (never written by nicbench): no digest, read from the document.
             "not json",
         ];
-        for (i, document) in documents.iter().enumerate() {
-            conn.execute(
-                "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, \
-                 nicbench_version, workload, document, complete) VALUES (?1, 1.0, 2.0, 'x', '0.1.0', 'tcp', ?2, 1)",
-                rusqlite::params![i as i64 + 1, document],
-            )
-            .unwrap();
-        }
-        drop(conn);
+        tcp_runs_at_version(&path, 5, &documents);
         let store = Store::open(&path).unwrap();
         assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
         let digests: Vec<Option<String>> = store
