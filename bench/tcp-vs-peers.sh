@@ -4,6 +4,7 @@
 #   bench/tcp-vs-peers.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds, 5 s per test)
 #   NICBENCH_BEFORE=/tmp/old/nicbench bench/tcp-vs-peers.sh 3 3
 #   IPERF3_SRC=/tmp/iperf3-src bench/tcp-vs-peers.sh fast 3 5
+#   TCP_CC=cubic IPERF3_SRC=/tmp/iperf3-src bench/tcp-vs-peers.sh fast 7 4
 #
 # With NICBENCH_BEFORE (another build of nicbench, e.g. from `git worktree add /tmp/old
 # COMMIT`), that binary runs too, against its own agent, in the same rotation: a
@@ -21,6 +22,8 @@
 # or a git directory (e.g. the bare copy a `fetch` of github:esnet/iperf gives), whose
 # latest release tag (3.N, or IPERF3_TAG) is exported into /tmp/iperf3-src first.
 # Without IPERF3_SRC the `iperf3` on PATH runs (Debian's may be older).
+# TCP_CC=ALGO gives both tools' clients that congestion control (`-C ALGO` each); without it
+# each runs the machine's default (net.ipv4.tcp_congestion_control), printed in the header.
 #
 # For 1 and 2 streams, each round runs every tool once, in turn, so drifts of the
 # machine hit all of them alike. Throughput is what each tool reports at the receiver;
@@ -65,6 +68,10 @@ exec python3 - "$MODE" "$ROUNDS" "$SECONDS_PER_TEST" "$IPERF3" <<'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, time
 
 mode, rounds, secs, IPERF3 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+CC = os.environ.get("TCP_CC", "")
+CC_ARGS = ["-C", CC] if CC else []
+with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+    CC_NAME = CC or f.read().strip() + " (machine default)"
 NB = "./target/release/nicbench"
 NB_PORT, IPERF_PORT, NUTTCP_CTL, NUTTCP_DATA, NB_BEFORE_PORT = 5410, 5411, 5412, 5413, 5420  # nuttcp -N n takes 5413..5413+n-1
 NB_BEFORE = os.environ.get("NICBENCH_BEFORE")
@@ -134,9 +141,9 @@ def fast_paths():
 
     def client(tool, extra):
         if tool == "nicbench":
-            cmd = [NB, "tcp", "127.0.0.1", "-p", str(NB_PORT), "-t", str(secs), "--json", "--no-save", *extra]
+            cmd = [NB, "tcp", "127.0.0.1", "-p", str(NB_PORT), "-t", str(secs), "--json", "--no-save", *CC_ARGS, *extra]
         else:
-            cmd = [IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-J", *extra]
+            cmd = [IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-J", *CC_ARGS, *extra]
         server_before = proc_cpu_seconds(pids[tool])
         # The servers are not reaped before the end: the children's usage
         # grows by this client's alone.
@@ -166,7 +173,7 @@ def fast_paths():
     ]
     version = subprocess.run([IPERF3, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     print(f"fast paths, loopback, 1 stream, {rounds} rounds x {secs:g} s, {version}, "
-          f"kernel {os.uname().release}, {os.cpu_count()} cores")
+          f"kernel {os.uname().release}, {os.cpu_count()} cores, congestion control {CC_NAME}")
     results = {}
     try:
         time.sleep(0.5)
