@@ -14,6 +14,7 @@ pub mod case;
 pub mod data_conn;
 pub mod files;
 pub mod loaded;
+pub mod pace;
 pub mod rr;
 pub mod runner;
 pub mod sweep;

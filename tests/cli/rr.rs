@@ -202,6 +202,54 @@ fn spinning_udp_rr_answers_every_request_and_is_recorded() {
     assert!(again["sum"]["rr"]["transactions"].as_u64().unwrap() > 0);
 }
 
+/// `--every`: each flow starts a transaction every interval, never
+/// more (a pacer that did not wait would do thousands in the second), over
+/// TCP, UDP and with a connection per transaction; recorded in the spec
+/// and said in the text; absent from an unpaced run's spec.
+#[test]
+fn paced_rr_starts_one_transaction_per_interval() {
+    let agent = AgentProcess::start(&[]);
+    for extra in [&[][..], &["--proto", "udp"][..], &["--crr"][..]] {
+        let mut args = vec!["--every", "50ms", "-P", "2"];
+        args.extend_from_slice(extra);
+        let run = rr(&agent, &args);
+        assert_eq!(run["spec"]["params"]["interval_us"], 50_000, "{extra:?}");
+        let seconds = num(&run["spec"]["duration_seconds"]) + num(&run["spec"]["omit_seconds"]);
+        for s in run["streams"].as_array().unwrap() {
+            let e = &s["sender"]["rr"];
+            assert_counted(e);
+            let started = e["transactions"].as_u64().unwrap()
+                + e["warmup_transactions"].as_u64().unwrap()
+                + e["lost_transactions"].as_u64().unwrap_or(0);
+            let most = (seconds / 0.05).floor() as u64 + 1;
+            assert!(
+                started <= most,
+                "{extra:?}: {started} transactions in {seconds} s, at most {most} every 50 ms"
+            );
+            assert_eq!(e["max_in_flight"].as_u64().unwrap_or(1), 1, "{extra:?}");
+        }
+    }
+    let unpaced = rr(&agent, &[]);
+    assert!(
+        unpaced["spec"]["params"].get("interval_us").is_none(),
+        "{}",
+        unpaced["spec"]
+    );
+    let out = nicbench(&[
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "-t",
+        "0.3",
+        "--every",
+        "20ms",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("one transaction every 20 ms per flow"), "{text}");
+}
+
 #[test]
 fn bad_rr_options_are_refused_with_exit_code_2() {
     for (args, expect) in [
@@ -215,6 +263,10 @@ fn bad_rr_options_are_refused_with_exit_code_2() {
         (&["--reverse"][..], "--reverse"),
         (&["--proto", "udp", "--quickack"][..], "--quickack"),
         (&["--crr", "--spin"][..], "--spin"),
+        (&["--every", "0"][..], "--every"),
+        (&["--every", "2min"][..], "--every"),
+        (&["--every", "soon"][..], "--every"),
+        (&["--every", "10ms", "--burst", "4"][..], "--burst"),
     ] {
         let mut argv = vec!["rr", "127.0.0.1", "-p", "1"];
         argv.extend_from_slice(args);

@@ -125,7 +125,7 @@ impl Sampler {
         let mut egress = self.interface.as_deref().map(Egress::of);
         let mut samples = Vec::new();
         let mut cpu = PhaseBoundaries::default();
-        let mut next = Instant::now();
+        let mut next = clock.first_slot(1);
         while clock.tick(&mut next) {
             let now = Instant::now();
             let phase = self
@@ -284,7 +284,7 @@ fn sample_router(router: &Router, clock: &Clock) -> Vec<RouterSample> {
     }
     let (client, agent) = (ifindex_of(&router.toward_client), ifindex_of(&router.toward_agent));
     let mut samples = Vec::new();
-    let mut next = Instant::now();
+    let mut next = clock.first_slot(3);
     while clock.tick(&mut next) {
         let now = Instant::now();
         let backlog = |i: Option<i32>| i.and_then(qdisc::root_backlog).map(|b| b.bytes);

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{RequestResponse, RrParams, RrProto, MAX_BURST, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE};
+use super::{
+    RequestResponse, RrParams, RrProto, MAX_BURST, MAX_INTERVAL_SECONDS, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE,
+};
 use crate::workload::args::{parse, Context, WorkloadArgs};
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -53,6 +55,11 @@ pub struct RrOptions {
     /// flow keeps one core busy on both ends). TCP and UDP. Recorded in the result.
     #[arg(long)]
     pub spin: bool,
+    /// Pace each flow: start a transaction every DURATION (e.g. 10ms) instead of
+    /// back to back, so each round trip pays the wake-up of an idle host, like sparse
+    /// RPCs (and `nicbench loaded`'s probes). Not with --burst. Recorded in the result.
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration_in(1e-6, MAX_INTERVAL_SECONDS))]
+    pub every: Option<Duration>,
 }
 
 /// `-r SIZE,SIZE`: the message axis of a plan sets both sizes.
@@ -83,6 +90,7 @@ impl WorkloadArgs for RrOptions {
             busy_poll_us: self.busy_poll,
             quickack: self.quickack,
             spin: self.spin,
+            interval_us: self.every.map(|d| (d.as_micros().min(u64::MAX as u128) as u64).max(1)),
         })
     }
 }

@@ -40,6 +40,8 @@ pub struct Exchange {
     pub quickack: bool,
     /// Poll without sleeping while waiting for data.
     pub spin: bool,
+    /// Paced: a transaction starts this often (`--every`, burst 1).
+    pub interval: Option<Duration>,
     pub omit_at: Instant,
 }
 
@@ -115,6 +117,15 @@ fn timed_out(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
     )
+}
+
+/// Waits for a paced flow's next start (at once when unpaced); false when
+/// the test stopped first.
+fn paced(exchange: &Exchange, next: &mut Instant, ctx: &StreamContext) -> bool {
+    match exchange.interval {
+        Some(interval) => crate::workload::pace::wait_for_slot(next, interval, || !stopped(ctx)),
+        None => true,
+    }
 }
 
 /// Asks for an immediate ACK; true when the kernel took the option.
@@ -247,8 +258,12 @@ fn tcp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
     let mut counter = Counter::new(exchange, ctx, true);
     let mut in_flight: VecDeque<Instant> = VecDeque::with_capacity(exchange.burst);
     let mut writer: &Socket = socket;
+    let mut next = Instant::now();
     let error = 'flow: loop {
         while in_flight.len() < exchange.burst && !stopped(ctx) {
+            if !paced(exchange, &mut next, ctx) {
+                break;
+            }
             in_flight.push_back(Instant::now());
             if let Err(e) = writer.write_all(&request) {
                 break 'flow Some(format!("sending a request: {e}"));
@@ -320,8 +335,12 @@ fn udp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
     let mut in_flight: Vec<(u64, Instant)> = Vec::with_capacity(exchange.burst);
     let mut seq = 0u64;
     let mut tail_until: Option<Instant> = None;
+    let mut next = Instant::now();
     let error = loop {
         while in_flight.len() < exchange.burst && !stopped(ctx) {
+            if !paced(exchange, &mut next, ctx) {
+                break;
+            }
             seq += 1;
             request[..8].copy_from_slice(&seq.to_be_bytes());
             let now = Instant::now();
@@ -464,7 +483,8 @@ pub fn crr_requester(
     let mut response = vec![0u8; exchange.response];
     let mut counter = Counter::new(exchange, ctx, true);
     let mut error = None;
-    while !stopped(ctx) {
+    let mut next = Instant::now();
+    while !stopped(ctx) && paced(exchange, &mut next, ctx) {
         let started = Instant::now();
         match crr_once(addr, net.route(id).0, configure, &message, &mut response) {
             Ok(()) => {

@@ -49,6 +49,8 @@ pub enum RrProto {
 pub const MAX_BURST: u32 = 1024;
 /// Longest `--timeout` of a UDP transaction.
 pub const MAX_TIMEOUT_SECONDS: f64 = 60.0;
+/// Longest `--every` between paced transactions.
+pub const MAX_INTERVAL_SECONDS: f64 = 60.0;
 /// UDP requests and responses carry an 8-byte sequence number.
 pub const MIN_UDP_MESSAGE: u64 = 8;
 
@@ -76,6 +78,10 @@ pub struct RrParams {
     /// flow's thread keeps a core busy on both ends) instead of blocking.
     #[serde(default)]
     pub spin: bool,
+    /// Paced: each flow starts a transaction this often (µs) instead of
+    /// back to back (sockperf's `--mps`, netperf's `-w`). Absent when unpaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_us: Option<u64>,
 }
 
 impl Default for RrParams {
@@ -90,6 +96,7 @@ impl Default for RrParams {
             busy_poll_us: None,
             quickack: false,
             spin: false,
+            interval_us: None,
         }
     }
 }
@@ -171,6 +178,12 @@ impl ResultKind for RrResults {
         }
         if p.spin {
             mode += " spin";
+        }
+        if let Some(us) = p.interval_us {
+            mode += &format!(
+                " every {}",
+                crate::workload::args::parse::duration_in_words(us as f64 / 1e6)
+            );
         }
         // Request/response, as `-r 64,1024` writes them.
         let sizes = match (p.request_bytes, p.response_bytes) {
@@ -362,6 +375,22 @@ impl Workload for RequestResponse {
                 "more than 0 s and at most 60 s",
                 format!("{} us", p.timeout_us),
             ));
+        }
+        if let Some(us) = p.interval_us {
+            if us == 0 || us > MAX_INTERVAL_SECONDS as u64 * 1_000_000 {
+                return Err(out_of_range(
+                    "--every",
+                    format!("more than 0 s and at most {MAX_INTERVAL_SECONDS} s"),
+                    format!("{us} us"),
+                ));
+            }
+            if p.burst > 1 {
+                return Err(SpecError::Invalid(
+                    "--every starts one transaction at a time, every interval; --burst keeps several in \
+                     flight at once: use one or the other"
+                        .into(),
+                ));
+            }
         }
         if p.quickack && p.proto == RrProto::Udp {
             return Err(SpecError::Invalid(
@@ -556,6 +585,7 @@ impl Side for RrSide {
             timeout: Duration::from_micros(self.params.timeout_us),
             quickack: self.params.quickack,
             spin: self.params.spin,
+            interval: self.params.interval_us.map(Duration::from_micros),
             omit_at: control.start + control.omit,
         };
         let mut tasks = Vec::new();

@@ -12,13 +12,20 @@ use crate::units::Size;
 /// per transaction with `--crr`.
 pub fn messages(p: &RrParams) -> String {
     format!(
-        "{} requests, {} responses{}",
+        "{} requests, {} responses{}{}",
         Size(p.request_bytes),
         Size(p.response_bytes),
         if p.crr {
             ", a new TCP connection per transaction"
         } else {
             ""
+        },
+        match p.interval_us {
+            Some(us) => format!(
+                ", one transaction every {} per flow",
+                crate::workload::args::parse::duration_in_words(us as f64 / 1e6)
+            ),
+            None => String::new(),
         }
     )
 }
