@@ -8,7 +8,7 @@ use plotters::style::FontTransform;
 
 use super::legend::{self, Entry, Swatch};
 use super::sweep::run_list;
-use super::{base_unit, color, draw_err, font, si, titled, upper, Area, ChartError, Keyed, Marks};
+use super::{base_unit, color, draw_err, font, in_unit, titled, upper, Area, ChartError, Keyed, Marks};
 use crate::report::compare::{col_label, Table};
 
 /// One bar: the statistic of a cell of the comparison table.
@@ -85,9 +85,13 @@ impl Bars {
         if !self.series_key.is_empty() {
             tip += &format!(", {}", self.series[b.series]);
         }
-        tip += &format!("\n{}: {}{unit}", self.axis, si(b.value * factor));
+        tip += &format!("\n{}: {}{unit}", self.axis, in_unit(b.value * factor, unit));
         if b.runs > 1 {
-            tip += &format!(" ({} to {})", si(b.min * factor), si(b.max * factor));
+            tip += &format!(
+                " ({} to {})",
+                in_unit(b.min * factor, unit),
+                in_unit(b.max * factor, unit)
+            );
         }
         if b.run_ids.is_empty() {
             tip += &format!("\n{} run(s)", b.runs);
@@ -148,7 +152,7 @@ impl Bars {
             .max_light_lines(0)
             .disable_x_mesh()
             .x_label_formatter(&group_name)
-            .y_label_formatter(&|v| si(*v))
+            .y_label_formatter(&|v| in_unit(*v, &unit))
             .x_desc(x_name.as_str())
             .y_desc(y_name.as_str())
             .label_style(font(13))
@@ -194,7 +198,7 @@ impl Bars {
                 .map_err(draw_err)?;
             let area = chart.plotting_area().clone();
             let labels = mine.iter().filter_map(|b| {
-                let text = si(b.value * factor);
+                let text = in_unit(b.value * factor, &unit);
                 let xc = x_of(b) + width * 0.45;
                 let at = (xc, b.max.max(b.value) * factor);
                 value_label(&area, text, at, bar_pixels)

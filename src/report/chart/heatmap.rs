@@ -4,7 +4,7 @@
 
 use plotters::prelude::*;
 
-use super::{draw_err, font, si, titled, Area, ChartError, Marks};
+use super::{draw_err, font, in_unit, titled, Area, ChartError, Marks};
 use crate::mesh::matrix::MeshResult;
 use crate::mesh::outliers::Outlier;
 
@@ -149,7 +149,9 @@ impl Heatmap {
                 }
                 let label = match (i == j, value) {
                     (true, _) => "—".to_string(),
-                    (false, Some(v)) => format!("{}{}", si(*v), if self.unit == "s" { "s" } else { "" }),
+                    (false, Some(v)) => {
+                        format!("{}{}", in_unit(*v, &self.unit), if self.unit == "s" { "s" } else { "" })
+                    }
                     (false, None) if self.down[i] || self.down[j] => "down".to_string(),
                     (false, None) => "failed".to_string(),
                 };

@@ -298,28 +298,55 @@ pub fn si(value: f64) -> String {
         (9, "G"),
         (12, "T"),
     ];
-    let exponent = (value.abs().log10() / 3.0).floor() as i32 * 3;
+    let mut exponent = ((value.abs().log10() / 3.0).floor() as i32 * 3).clamp(-12, 12);
+    // A value a hair under a power of 1000 (an axis tick of 10 x 0.1)
+    // rounds to "1000 m": say it with the next prefix, "1".
+    if exponent < 12 && value.abs() / 10f64.powi(exponent) >= 999.5 {
+        exponent += 3;
+    }
     let (e, prefix) = PREFIXES
         .iter()
         .copied()
-        .find(|(e, _)| *e == exponent.clamp(-12, 12))
+        .find(|(e, _)| *e == exponent)
         .unwrap_or((0, ""));
     let mantissa = value / 10f64.powi(e);
-    let digits = if mantissa.abs() >= 100.0 {
-        0
-    } else if mantissa.abs() >= 10.0 {
-        1
-    } else {
-        2
-    };
-    let mut s = format!("{mantissa:.digits$}");
-    if s.contains('.') {
-        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
-    }
+    let s = three_digits(mantissa);
     if prefix.is_empty() {
         s
     } else {
         format!("{s} {prefix}")
+    }
+}
+
+/// At most three significant digits, trailing zeros dropped: `12.5`, `940`, `0.25`.
+fn three_digits(value: f64) -> String {
+    let digits = if value.abs() >= 100.0 {
+        0
+    } else if value.abs() >= 10.0 {
+        1
+    } else if value.abs() >= 1.0 || value == 0.0 {
+        2
+    } else {
+        // 0.125, 0.0125: three significant digits below one.
+        (2 - value.abs().log10().floor() as i32).clamp(2, 12) as usize
+    };
+    let mut s = format!("{value:.digits$}");
+    if s.contains('.') {
+        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    s
+}
+
+/// A figure in its unit: percentages as plain numbers (`0.1`, `45`: a
+/// "100 m%" reads as nothing), everything else with an SI prefix ([`si`]).
+pub fn in_unit(value: f64, unit: &str) -> String {
+    if unit == "%" {
+        if value == 0.0 || !value.is_finite() {
+            return "0".into();
+        }
+        three_digits(value)
+    } else {
+        si(value)
     }
 }
 
@@ -409,6 +436,21 @@ mod tests {
         assert_eq!(si(0.0), "0");
         assert_eq!(si(50.0), "50");
         assert_eq!(si(1234.0), "1.23 k");
+        // Ten ticks of 0.1 add up to a hair under one.
+        assert_eq!(si((0..10).map(|_| 0.1).sum::<f64>()), "1");
+        assert_eq!(si(0.9995e6), "1 M");
+        assert_eq!(si(0.999e6), "999 k");
+        assert_eq!(si(0.25), "250 m");
+    }
+
+    #[test]
+    fn percentages_are_plain_numbers() {
+        assert_eq!(in_unit(0.1, "%"), "0.1");
+        assert_eq!(in_unit((0..10).map(|_| 0.1).sum::<f64>(), "%"), "1");
+        assert_eq!(in_unit(0.0125, "%"), "0.0125");
+        assert_eq!(in_unit(48.0, "%"), "48");
+        assert_eq!(in_unit(0.0, "%"), "0");
+        assert_eq!(in_unit(0.25, "Gbit/s"), "250 m");
     }
 
     #[test]
