@@ -400,10 +400,18 @@ fn a_lab_mesh_names_the_slow_host_and_the_slow_path_and_skips_an_agent_that_is_d
             "round {round}: a host in two tests: {pairs:?}"
         );
     }
-    // The slow receiver and the slow path, and nothing else.
+    // The slow receiver and the slow path, and nothing among the healthy
+    // hosts. d's 1% of a CPU also slows what it sends when the scheduler
+    // starves it (on 2 shared cores under a parallel test run: "d->a only,
+    // 57%" once), so a path from d may be named too; none other may.
     let outliers = doc["outliers"].as_array().unwrap();
     let words: Vec<&str> = outliers.iter().map(|o| o["words"].as_str().unwrap()).collect();
-    assert_eq!(outliers.len(), 2, "{words:#?}\n{doc:#}");
+    assert!((2..=3).contains(&outliers.len()), "{words:#?}\n{doc:#}");
+    assert!(
+        outliers.iter().all(|o| o["kind"] == "host" && o["host"] == 3
+            || o["kind"] == "path" && (o["src"] == 3 || (o["src"] == 0 && o["dst"] == 2))),
+        "an outlier among the healthy hosts: {words:#?}\n{doc:#}"
+    );
     assert!(
         outliers
             .iter()
