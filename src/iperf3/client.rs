@@ -103,6 +103,8 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
         rate,
         counters_64bit: false,
         bytes_total: spec.bytes,
+        // --discard is refused against iperf3 (see above).
+        discard: false,
     };
     Ok(Asked { params, plan, tcp })
 }

@@ -180,6 +180,7 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
             mss: params.mss.map(|m| m.min(u32::MAX as u64) as u32),
             nodelay: params.nodelay,
             congestion: params.congestion.clone(),
+            discard: params.skip_rx_copy,
             ..TcpParams::default()
         })
     };
@@ -227,6 +228,7 @@ pub fn serve_test(
         rate: params.bandwidth,
         counters_64bit: params.udp_counters_64bit,
         bytes_total: spec.bytes,
+        discard: spec.params::<TcpParams>().is_ok_and(|p| p.discard),
     };
     control
         .send_state(State::TestStart)
@@ -731,6 +733,24 @@ mod tests {
         assert_eq!(spec.message_bytes, DEFAULT_UDP_LEN);
         let spec = spec_of(&params(r#"{"tcp":true,"time":0,"num":1000000,"parallel":1}"#), &limits).unwrap();
         assert_eq!(spec.bytes, Some(1_000_000));
+    }
+
+    /// iperf3 3.16+ sends `"skip_rx_copy": 1` for `--skip-rx-copy`: our
+    /// receivers then discard (MSG_TRUNC), recorded as the tcp spec's
+    /// `discard`; the key is known, not listed as ignored.
+    #[test]
+    fn skip_rx_copy_becomes_a_discarding_receive() {
+        let limits = TestLimits::default();
+        let asked = params(r#"{"tcp":true,"time":2,"parallel":1,"skip_rx_copy":1}"#);
+        assert!(asked.skip_rx_copy && asked.ignored.is_empty(), "{asked:?}");
+        let tcp: TcpParams = spec_of(&asked, &limits).unwrap().params().unwrap();
+        assert!(tcp.discard);
+        let plain: TcpParams = spec_of(&params(r#"{"tcp":true,"time":2,"parallel":1}"#), &limits)
+            .unwrap()
+            .params()
+            .unwrap();
+        assert!(!plain.discard);
+        assert!(!params(r#"{"tcp":true,"skip_rx_copy":0}"#).skip_rx_copy);
     }
 
     #[test]

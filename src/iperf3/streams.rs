@@ -39,6 +39,8 @@ pub struct StreamPlan {
     pub counters_64bit: bool,
     /// `-n`: bytes our senders send in all.
     pub bytes_total: Option<u64>,
+    /// TCP receivers discard with MSG_TRUNC (the client's `--skip-rx-copy`).
+    pub discard: bool,
 }
 
 /// A side running on its own thread, and the handles to steer it.
@@ -137,13 +139,13 @@ pub fn start(
             }
             (Role::Receiver, Transport::Tcp) => {
                 let message = plan.message_bytes;
+                let path = if plan.discard {
+                    crate::workload::tcp_stream::ReceivePath::Discard
+                } else {
+                    crate::workload::tcp_stream::ReceivePath::Copy
+                };
                 Box::new(move |ctx: &StreamContext| {
-                    crate::workload::tcp_stream::receive_stream(
-                        socket,
-                        message,
-                        crate::workload::tcp_stream::ReceivePath::Copy,
-                        ctx,
-                    )
+                    crate::workload::tcp_stream::receive_stream(socket, message, path, ctx)
                 })
             }
             (Role::Receiver, Transport::Udp) => {
@@ -529,6 +531,7 @@ mod tests {
                 rate: None,
                 counters_64bit: false,
                 bytes_total: None,
+                discard: false,
             },
             Duration::ZERO,
             None,
