@@ -216,7 +216,7 @@ pub(crate) fn send_stream_held(
     end
 }
 
-/// The most a receiver asks of one recv(2), whatever the message size.
+/// The most a copying receiver asks of one recv(2), whatever the message size.
 ///
 /// While recv(2) copies, the socket belongs to the reader: segments that
 /// arrive meanwhile wait in its backlog, unacknowledged, until the copy
@@ -227,27 +227,32 @@ pub(crate) fn send_stream_held(
 /// 44-47 Gbit/s, at no cost with cubic (docs/BENCHMARKS.md, issue 33).
 pub const RECEIVE_CHUNK: usize = 64 * 1024;
 
-/// The receiver's hot loop: read until the sender closes; a copying
-/// receiver asks for at most [`RECEIVE_CHUNK`] bytes per call.
+/// The receiver's hot loop: read until the sender closes. Each call asks
+/// for what the current message still lacks (a copying receiver at most
+/// [`RECEIVE_CHUNK`] of it), so that after a short read the next one asks
+/// for less and returns sooner, as iperf3's reader does. A discarding
+/// receiver (MSG_TRUNC) that asked for a whole message every time read at
+/// 38-46 Gbit/s under bbr on loopback where the same reader filling its
+/// messages read 49-64 (docs/BENCHMARKS.md, issue 33).
 pub(crate) fn receive_stream(socket: Socket, message: usize, path: ReceivePath, ctx: &StreamContext) -> TaskEnd {
     let fd = socket.as_raw_fd();
-    // A discarding read (MSG_TRUNC) copies nothing and holds the socket
-    // briefly whatever it asks: smaller reads only cost it calls (with a
-    // zero-copy sender, -Z --discard fell from 45 to 21 Gbit/s at 64 KiB).
-    let message = match path {
-        ReceivePath::Copy => message.clamp(1, RECEIVE_CHUNK),
-        ReceivePath::Discard => message.max(1),
+    let message = message.max(1);
+    let most = match path {
+        ReceivePath::Copy => message.min(RECEIVE_CHUNK),
+        ReceivePath::Discard => message,
     };
-    let mut buffer = vec![0u8; message];
+    let mut buffer = vec![0u8; most];
     let flags = match path {
         ReceivePath::Copy => 0,
         ReceivePath::Discard => libc::MSG_TRUNC,
     };
     let mut total = 0u64;
+    let mut lacking = message;
     let mut error = None;
     loop {
-        // SAFETY: the buffer is `message` bytes long and outlives the call.
-        let n = unsafe { libc::recv(fd, buffer.as_mut_ptr() as *mut libc::c_void, message, flags) };
+        let ask = lacking.min(most);
+        // SAFETY: the buffer is `most` >= `ask` bytes long and outlives the call.
+        let n = unsafe { libc::recv(fd, buffer.as_mut_ptr() as *mut libc::c_void, ask, flags) };
         if n == 0 {
             break;
         }
@@ -258,6 +263,11 @@ pub(crate) fn receive_stream(socket: Socket, message: usize, path: ReceivePath, 
             }
             continue;
         }
+        // MSG_TRUNC on TCP never reports more than asked; stay in step if it did.
+        lacking = match lacking.saturating_sub(n as usize) {
+            0 => message,
+            left => left,
+        };
         total += n as u64;
         ctx.bytes.store(total, Ordering::Relaxed);
     }
