@@ -295,8 +295,12 @@ fn accept_loop(listener: TcpListener, tx: SyncSender<Admitted>, gates: &Gates, s
 fn worker(rx: &Mutex<Receiver<Admitted>>, routes: &Routes, probing: &AtomicUsize) {
     loop {
         let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        // The places at the gates are held until the answer is written.
-        let Ok((stream, _passes)) = next else { return };
+        // The places at the gates are held until the answer is written,
+        // and given back before the client can see the end of it: a client
+        // that reads the answer to its end and connects again at once must
+        // find its place free (under load it was refused with 429 when this
+        // thread had not yet run on from the close).
+        let Ok((stream, passes)) = next else { return };
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_one(&stream, routes, probing)));
         let response = answer.unwrap_or_else(|_| {
             log::error!("metrics: a request handler panicked; answered 500");
@@ -305,6 +309,8 @@ fn worker(rx: &Mutex<Receiver<Admitted>>, routes: &Routes, probing: &AtomicUsize
         if let Some(response) = response {
             write_response(&stream, &response);
         }
+        drop(passes);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
     }
 }
 
@@ -519,7 +525,6 @@ fn write_response(mut stream: &TcpStream, r: &Response) {
     let _ = stream
         .write_all(head.as_bytes())
         .and_then(|()| stream.write_all(r.body.as_bytes()));
-    let _ = stream.shutdown(std::net::Shutdown::Write);
 }
 
 #[cfg(test)]

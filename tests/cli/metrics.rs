@@ -107,9 +107,12 @@ fn hostile_http_clients_are_closed_and_the_agent_still_serves() {
     let answer = http(metrics, &huge);
     assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 431"), "{answer}");
     // Garbage and binary noise.
-    assert!(http(metrics, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n").starts_with("HTTP/1.1 400"));
-    assert!(http(metrics, b"BREW /pot HTCPCP/1.0\r\n\r\n").starts_with("HTTP/1.1 400"));
-    assert!(http(metrics, b"DELETE /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    let noise = http(metrics, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n");
+    assert!(noise.starts_with("HTTP/1.1 400"), "{noise:?}");
+    let brew = http(metrics, b"BREW /pot HTCPCP/1.0\r\n\r\n");
+    assert!(brew.starts_with("HTTP/1.1 400"), "{brew:?}");
+    let delete = http(metrics, b"DELETE /metrics HTTP/1.1\r\n\r\n");
+    assert!(delete.starts_with("HTTP/1.1 405"), "{delete:?}");
     // A slowloris: a few bytes, then silence; the server cuts it off at its
     // deadline and says so, while another client is served meanwhile.
     let mut slow = TcpStream::connect(metrics).unwrap();
