@@ -45,9 +45,14 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
     let (transport, tcp, rate) = match spec.workload.as_str() {
         "tcp" => {
             let p: TcpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
-            if p.zerocopy || p.discard {
+            if p.zerocopy {
+                return unsupported("-Z/--zerocopy is not available with iperf3 (use nicbench's own agent)");
+            }
+            if p.discard && spec.direction != crate::model::Direction::Reverse {
                 return unsupported(
-                    "-Z/--zerocopy and --discard are not available with iperf3 (use nicbench's own agent)",
+                    "--discard against an iperf3 server only with -R, where nicbench receives and discards: \
+                     iperf3 3.16+ servers discard when asked, but do not report whether they did \
+                     (use nicbench's own agent, which does)",
                 );
             }
             (Transport::Tcp, p, None)
@@ -94,6 +99,8 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
         mss: tcp.mss.map(u64::from),
         nodelay: tcp.nodelay,
         congestion: tcp.congestion.clone(),
+        // As iperf3 --skip-rx-copy sends it; with -R only our end receives.
+        skip_rx_copy: tcp.discard,
         client_version: Some(format!("nicbench {}", env!("CARGO_PKG_VERSION"))),
         ..Params::default()
     };
@@ -103,8 +110,8 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
         rate,
         counters_64bit: false,
         bytes_total: spec.bytes,
-        // --discard is refused against iperf3 (see above).
-        discard: false,
+        // With -R (the only direction it is allowed in): our receivers.
+        discard: tcp.discard,
     };
     Ok(Asked { params, plan, tcp })
 }

@@ -466,6 +466,9 @@ impl Params {
         if let Some(c) = &self.congestion {
             m.insert("congestion".into(), c.clone().into());
         }
+        if self.skip_rx_copy {
+            m.insert("skip_rx_copy".into(), 1.into());
+        }
         if self.get_server_output {
             m.insert("get_server_output".into(), 1.into());
         }

@@ -193,6 +193,37 @@ fn nicbench_client_against_iperf3_server_udp() {
     }
 }
 
+/// `--discard` against an iperf3 server: with -R our receiver discards
+/// (MSG_TRUNC, not one byte copied into its buffer) and the spec says so;
+/// forward, where only the server could discard and would not say whether
+/// it did, and -Z are refused with what to do.
+#[test]
+fn a_discarding_receive_against_an_iperf3_server_runs_on_our_end_only() {
+    require!(installed());
+    let (ours, server) = run_against_iperf3("tcp", &["-R", "--discard"]);
+    assert_eq!(ours["spec"]["params"]["discard"], true);
+    let receiver = &ours["streams"][0]["receiver"];
+    assert_eq!(receiver["tcp"]["receive_buffer_untouched"], true, "{receiver}");
+    assert!(n(&receiver["bytes"]) > 0);
+    assert_eq!(
+        n(&server["end"]["sum_sent"]["bytes"]),
+        n(&ours["peer_protocol"]["peer_streams"][0]["bytes"])
+    );
+    let port = free_port();
+    let _server = Iperf3::server(port);
+    let target = format!("iperf3://127.0.0.1:{port}");
+    for (args, says) in [
+        (&["--discard"][..], "only with -R"),
+        (&["-Z", "-R"][..], "-Z/--zerocopy"),
+    ] {
+        let mut argv = vec!["tcp", target.as_str(), "-t", "1"];
+        argv.extend_from_slice(args);
+        let out = nicbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}
+
 #[test]
 fn a_busy_or_absent_iperf3_server_is_a_clear_error() {
     require!(installed());
