@@ -228,7 +228,8 @@ pub fn serve_test(
         rate: params.bandwidth,
         counters_64bit: params.udp_counters_64bit,
         bytes_total: spec.bytes,
-        discard: spec.params::<TcpParams>().is_ok_and(|p| p.discard),
+        // TCP receivers only; the spec records it as the tcp params' discard.
+        discard: params.skip_rx_copy,
     };
     control
         .send_state(State::TestStart)

@@ -1,5 +1,5 @@
 //! Starting things at a fixed interval: the loaded workload's probes and
-//! samplers, and `rr --interval`'s transactions. A slot missed (the last
+//! samplers, and `rr --every`'s transactions. A slot missed (the last
 //! transaction took longer than the interval) is skipped, not made up in a
 //! burst: the next start is one interval after now.
 

@@ -209,10 +209,12 @@ fn spinning_udp_rr_answers_every_request_and_is_recorded() {
 #[test]
 fn paced_rr_starts_one_transaction_per_interval() {
     let agent = AgentProcess::start(&[]);
+    let validator = crate::result_schema::schema();
     for extra in [&[][..], &["--proto", "udp"][..], &["--crr"][..]] {
         let mut args = vec!["--every", "50ms", "-P", "2"];
         args.extend_from_slice(extra);
         let run = rr(&agent, &args);
+        crate::result_schema::assert_valid(&validator, &run, &format!("rr --every 50ms {extra:?}"));
         assert_eq!(run["spec"]["params"]["interval_us"], 50_000, "{extra:?}");
         let seconds = num(&run["spec"]["duration_seconds"]) + num(&run["spec"]["omit_seconds"]);
         for s in run["streams"].as_array().unwrap() {
