@@ -5,6 +5,7 @@
 #   NICBENCH_BEFORE=/tmp/old/nicbench bench/tcp-vs-peers.sh 3 3
 #   IPERF3_SRC=/tmp/iperf3-src bench/tcp-vs-peers.sh fast 3 5
 #   TCP_CC=cubic IPERF3_SRC=/tmp/iperf3-src bench/tcp-vs-peers.sh fast 7 4
+#   BLOCK=128K IPERF3_SRC=/tmp/iperf3-src bench/tcp-vs-peers.sh fast 5 4
 #
 # With NICBENCH_BEFORE (another build of nicbench, e.g. from `git worktree add /tmp/old
 # COMMIT`), that binary runs too, against its own agent, in the same rotation: a
@@ -24,6 +25,8 @@
 # Without IPERF3_SRC the `iperf3` on PATH runs (Debian's may be older).
 # TCP_CC=ALGO gives both tools' clients that congestion control (`-C ALGO` each); without it
 # each runs the machine's default (net.ipv4.tcp_congestion_control), printed in the header.
+# BLOCK=SIZE gives both tools' clients that write (and read) size (`-l SIZE` each, e.g. 128K);
+# without it each uses its own default (nicbench 256 KiB, iperf3 128 KiB), printed in the header.
 #
 # For 1 and 2 streams, each round runs every tool once, in turn, so drifts of the
 # machine hit all of them alike. Throughput is what each tool reports at the receiver;
@@ -70,6 +73,11 @@ import json, os, re, resource, signal, statistics, subprocess, sys, time
 mode, rounds, secs, IPERF3 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 CC = os.environ.get("TCP_CC", "")
 CC_ARGS = ["-C", CC] if CC else []
+BLOCK = os.environ.get("BLOCK", "")
+if BLOCK and not re.fullmatch(r"[1-9][0-9]*[KM]?", BLOCK):
+    raise SystemExit(f"BLOCK={BLOCK} is not a size like 128K or 1M (both tools take it as -l)")
+BLOCK_ARGS = ["-l", BLOCK] if BLOCK else []
+BLOCK_NAME = f"block {BLOCK} both" if BLOCK else "each tool's default block (nicbench 256K, iperf3 128K)"
 with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
     CC_NAME = CC or f.read().strip() + " (machine default)"
 NB = "./target/release/nicbench"
@@ -141,9 +149,9 @@ def fast_paths():
 
     def client(tool, extra):
         if tool == "nicbench":
-            cmd = [NB, "tcp", "127.0.0.1", "-p", str(NB_PORT), "-t", str(secs), "--json", "--no-save", *CC_ARGS, *extra]
+            cmd = [NB, "tcp", "127.0.0.1", "-p", str(NB_PORT), "-t", str(secs), "--json", "--no-save", *CC_ARGS, *BLOCK_ARGS, *extra]
         else:
-            cmd = [IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-J", *CC_ARGS, *extra]
+            cmd = [IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-J", *CC_ARGS, *BLOCK_ARGS, *extra]
         server_before = proc_cpu_seconds(pids[tool])
         # The servers are not reaped before the end: the children's usage
         # grows by this client's alone.
@@ -173,7 +181,7 @@ def fast_paths():
     ]
     version = subprocess.run([IPERF3, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     print(f"fast paths, loopback, 1 stream, {rounds} rounds x {secs:g} s, {version}, "
-          f"kernel {os.uname().release}, {os.cpu_count()} cores, congestion control {CC_NAME}")
+          f"kernel {os.uname().release}, {os.cpu_count()} cores, congestion control {CC_NAME}, {BLOCK_NAME}")
     results = {}
     try:
         time.sleep(0.5)
