@@ -283,9 +283,10 @@ fn a_mesh_on_loopback_saves_every_pair_and_prints_every_format() {
     assert!(left.iter().all(|r| r.contains(" tcp ")), "{left:#?}");
 }
 
-/// Shapes what `from` sends toward `to` in the router: an htb on the
-/// router's interface toward `to`, with a slow class for `from`'s address.
-fn shape_path(lab: &nicbench::lab::Lab, from: &str, to: &str, rate: &str) {
+/// Shapes what the router forwards toward `to`: an htb on the router's
+/// interface toward `to` whose default class takes `rate`, and, with
+/// `slow_from`, a class of `rate2` for what one sender's address sends there.
+fn shape_toward(lab: &nicbench::lab::Lab, to: &str, rate: &str, slow_from: Option<(&str, &str)>) {
     let state = lab.state();
     let router_end = state
         .links
@@ -295,7 +296,6 @@ fn shape_path(lab: &nicbench::lab::Lab, from: &str, to: &str, rate: &str) {
         .expect("a link toward the host");
     let netns = lab.netns(&router_end.host).to_string();
     let dev = router_end.ifname.clone();
-    let src = format!("{}/32", lab.addr(from));
     let tc = |args: &[&str]| {
         let out = std::process::Command::new("tc")
             .arg("-n")
@@ -313,32 +313,40 @@ fn shape_path(lab: &nicbench::lab::Lab, from: &str, to: &str, rate: &str) {
         "qdisc", "replace", "dev", &dev, "root", "handle", "1:", "htb", "default", "10", "r2q", "1000",
     ]);
     tc(&[
-        "class", "add", "dev", &dev, "parent", "1:", "classid", "1:10", "htb", "rate", "1gbit",
+        "class", "add", "dev", &dev, "parent", "1:", "classid", "1:10", "htb", "rate", rate,
     ]);
-    tc(&[
-        "class", "add", "dev", &dev, "parent", "1:", "classid", "1:20", "htb", "rate", rate,
-    ]);
-    tc(&[
-        "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "u32", "match", "ip", "src", &src, "flowid",
-        "1:20",
-    ]);
+    if let Some((from, slow_rate)) = slow_from {
+        let src = format!("{}/32", lab.addr(from));
+        tc(&[
+            "class", "add", "dev", &dev, "parent", "1:", "classid", "1:20", "htb", "rate", slow_rate,
+        ]);
+        tc(&[
+            "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "u32", "match", "ip", "src", &src,
+            "flowid", "1:20",
+        ]);
+    }
 }
 
 #[test]
 fn a_lab_mesh_names_the_slow_host_and_the_slow_path_and_skips_an_agent_that_is_down() {
     require_lab!();
-    // Five hosts behind a router at 1 Gbit/s each; d may use 1% of a CPU
-    // (so it receives slowly); what a sends toward c crosses a 200 Mbit/s
-    // class in the router (the path a->c only).
+    // Five hosts behind a router at 1 Gbit/s each; the router forwards to d
+    // at 250 Mbit/s (d receives slowly from everyone: its receive side), and
+    // what a sends toward c crosses a 200 Mbit/s class (the path a->c only).
+    // Both are shaped in the router, so the finding does not depend on the
+    // scheduler: a host held to 1% of a CPU here was slow as a receiver but
+    // now and then as a sender too, and with a->c and d->c both slow, c's
+    // column read as "c receives slowly" (the analysis was right about the
+    // figures it got).
     let lab = crate::common::lab_builder()
         .hosts(5)
         .via_router()
         .rate(1_000_000_000)
-        .cpu_limit("d", 1.0)
         .no_agents()
         .build()
         .unwrap();
-    shape_path(&lab, "a", "c", "200mbit");
+    shape_toward(&lab, "d", "250mbit", None);
+    shape_toward(&lab, "c", "1gbit", Some(("a", "200mbit")));
     let dir = tempfile::tempdir().unwrap();
     let psk = key_file(dir.path(), "psk", KEY);
     let names = ["a", "b", "c", "d", "e"];
@@ -400,22 +408,18 @@ fn a_lab_mesh_names_the_slow_host_and_the_slow_path_and_skips_an_agent_that_is_d
             "round {round}: a host in two tests: {pairs:?}"
         );
     }
-    // The slow receiver and the slow path, and nothing among the healthy
-    // hosts. d's 1% of a CPU also slows what it sends when the scheduler
-    // starves it (on 2 shared cores under a parallel test run: "d->a only,
-    // 57%" once), so a path from d may be named too; none other may.
+    // The slow receiver and the slow path, and nothing else.
     let outliers = doc["outliers"].as_array().unwrap();
     let words: Vec<&str> = outliers.iter().map(|o| o["words"].as_str().unwrap()).collect();
-    assert!((2..=3).contains(&outliers.len()), "{words:#?}\n{doc:#}");
-    assert!(
-        outliers.iter().all(|o| o["kind"] == "host" && o["host"] == 3
-            || o["kind"] == "path" && (o["src"] == 3 || (o["src"] == 0 && o["dst"] == 2))),
-        "an outlier among the healthy hosts: {words:#?}\n{doc:#}"
-    );
+    assert_eq!(outliers.len(), 2, "{words:#?}\n{doc:#}");
     assert!(
         outliers
             .iter()
-            .any(|o| o["kind"] == "host" && o["host"] == 3 && o["receives"] == true),
+            .any(|o| o["kind"] == "host" && o["host"] == 3 && o["receives"] == true && o["sends"] == false),
+        "{words:#?}"
+    );
+    assert!(
+        words.iter().any(|w| w.starts_with("d receives slowly from everyone")),
         "{words:#?}"
     );
     assert!(
