@@ -15,7 +15,9 @@
 # (`-Z` both), discarding receive (`--discard` / `--skip-rx-copy`) and both, each round
 # running every mode of both tools in turn. It prints medians and spread of the
 # throughput and the sender's (client's) CPU seconds per GB received (its rusage), with
-# the receiver's (server's, from /proc) beside it. nicbench's `--zerocopy=msg` runs too (iperf3
+# the receiver's (server's, from /proc) beside it, and the HRTIMER softirqs of the whole
+# machine per GB (bbr without an fq qdisc paces with an hrtimer: a run with several thousand
+# per GB spent its time waiting on the pacing timer, docs/BENCHMARKS.md issue 33). nicbench's `--zerocopy=msg` runs too (iperf3
 # has no such mode; on loopback the kernel copies its pages anyway).
 #
 # Upstream iperf3 is built when asked, never committed: IPERF3_SRC=DIR names a source
@@ -141,6 +143,15 @@ def proc_cpu_seconds(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / HZ
 
+def hrtimer_softirqs():
+    """HRTIMER softirqs so far, all cores: bbr without an fq qdisc paces each
+    socket with an hrtimer, one softirq per expiry."""
+    with open("/proc/softirqs") as f:
+        for line in f:
+            if line.split(":")[0].strip() == "HRTIMER":
+                return sum(int(x) for x in line.split(":")[1].split())
+    return 0
+
 def fast_paths():
     """Copy, -Z, discard, both: nicbench and iperf3 alternating, one stream."""
     agent = subprocess.Popen([NB, "serve", "-p", str(NB_PORT), "-B", "127.0.0.1"], stderr=subprocess.DEVNULL)
@@ -153,6 +164,7 @@ def fast_paths():
         else:
             cmd = [IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-J", *CC_ARGS, *BLOCK_ARGS, *extra]
         server_before = proc_cpu_seconds(pids[tool])
+        timers_before = hrtimer_softirqs()
         # The servers are not reaped before the end: the children's usage
         # grows by this client's alone.
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -164,13 +176,14 @@ def fast_paths():
             raise SystemExit(f"{' '.join(cmd)} failed: {err.strip()[:300]}")
         time.sleep(0.2)  # the server's last reads and report
         server_cpu = proc_cpu_seconds(pids[tool]) - server_before
+        timers = hrtimer_softirqs() - timers_before
         d = json.loads(out)
         if tool == "nicbench":
             bps, nbytes = d["sum"]["receiver"]["bits_per_second"], d["sum"]["receiver"]["bytes"]
         else:
             e = d["end"]["sum_received"]
             bps, nbytes = e["bits_per_second"], e["bytes"]
-        return bps, client_cpu / (nbytes / 1e9), server_cpu / (nbytes / 1e9)
+        return bps, client_cpu / (nbytes / 1e9), server_cpu / (nbytes / 1e9), timers / (nbytes / 1e9)
 
     modes = [
         ("copy", [], []),
@@ -200,7 +213,8 @@ def fast_paths():
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=5)
     med = lambda xs: statistics.median(xs)
-    print(f"\n  {'mode':<31} {'tool':<9} {'throughput':>12} {'spread':>13} {'sender CPU':>13} {'receiver CPU':>13}")
+    print(f"\n  {'mode':<31} {'tool':<9} {'throughput':>12} {'spread':>13} {'sender CPU':>13} {'receiver CPU':>13}"
+          f" {'timer softirqs':>16}")
     for name, _, _ in modes:
         for tool in ("nicbench", "iperf3"):
             rs = results.get((name, tool))
@@ -208,7 +222,8 @@ def fast_paths():
                 continue
             bps = [x[0] for x in rs]
             print(f"  {name:<31} {tool:<9} {med(bps) / 1e9:>6.2f} Gbit/s {min(bps) / 1e9:>6.2f}-{max(bps) / 1e9:<6.2f}"
-                  f" {med(x[1] for x in rs):>7.3f} s/GB {med(x[2] for x in rs):>7.3f} s/GB")
+                  f" {med(x[1] for x in rs):>7.3f} s/GB {med(x[2] for x in rs):>7.3f} s/GB"
+                  f" {med(x[3] for x in rs):>10.0f} per GB")
     print()
     for name, _, ip_args in modes:
         if ip_args is None:
