@@ -236,6 +236,9 @@ pub fn rtts(doc: &Value, key: &str) -> Vec<RttLine> {
         .collect()
 }
 
+/// Pixels between the plot's right edge and a note that would touch it.
+const NOTE_INSET: i32 = 8;
+
 impl LoadTimeline {
     /// The view of `doc`, titled after `run` (its label); None when the
     /// document has no phases or no probe.
@@ -342,13 +345,19 @@ impl LoadTimeline {
                 .flat_map(|(s, e, r)| [(*s, r.min(ceiling)), (*e, r.min(ceiling))]);
             rate.draw_series(LineSeries::new(steps, series_color(i).stroke_width(2)))
                 .map_err(draw_err)?;
-            let clipped = line.steps.iter().filter(|s| s.2 > ceiling);
-            rate.draw_series(clipped.map(|(start, end, r)| {
+            // Each interval above the scale is named where it starts, under
+            // the phases' names, its text ending there; one that starts at
+            // the right edge ends a few pixels inside it, not cut by the edge.
+            let pixels = rate.plotting_area().strip_coord_spec();
+            let (base_x, base_y) = pixels.get_base_pixel();
+            let right = pixels.dim_in_pixel().0 as i32 - NOTE_INSET;
+            for (start, end, r) in line.steps.iter().filter(|s| s.2 > ceiling) {
                 let text = format!("↑ {}bit/s over {} s", si(*r), seconds(end - start));
-                // Under the phases' names.
-                Text::new(text, (*start, ceiling * 0.9), note.clone())
-            }))
-            .map_err(draw_err)?;
+                let (x, y) = rate.backend_coord(&(*start, ceiling * 0.9));
+                pixels
+                    .draw(&Text::new(text, ((x - base_x).min(right), y - base_y), note.clone()))
+                    .map_err(draw_err)?;
+            }
         }
 
         let axis = self.rtt_axis();
@@ -556,6 +565,38 @@ pub(crate) mod tests {
         let end = upload.last().unwrap().1;
         upload.push((end, end + 0.002, whole * 20.0));
         assert_eq!(chart.rate_top(), whole);
+    }
+
+    /// A note on an interval above the scale ends where the interval starts,
+    /// except at the right edge, where it ends a few pixels inside the plot
+    /// (the lab picture's "0.093 s" lost its last letter to the edge).
+    #[test]
+    fn a_note_at_the_right_edge_ends_inside_the_plot() {
+        let mut chart = LoadTimeline::of(&fixture(), "loaded", "run 1").unwrap();
+        let whole = chart.rate_top();
+        let upload = &mut chart.rates[1].steps;
+        let end = upload.last().unwrap().1;
+        for start in [1.0, 2.0, end] {
+            upload.push((start, start + 0.001_f64.min(end - start).max(0.0), whole * 20.0));
+        }
+        let svg = crate::report::chart::render_svg(&Chart::LoadTimeline(chart), (1000, 600)).unwrap();
+        let xs: Vec<f64> = svg
+            .split("<text")
+            .filter(|t| t.contains('↑'))
+            .map(|t| {
+                let x = t.split(" x=\"").nth(1).unwrap();
+                x[..x.find('"').unwrap()].parse().unwrap()
+            })
+            .collect();
+        assert_eq!(xs.len(), 3, "{svg}");
+        let per_second = xs[1] - xs[0];
+        assert!(per_second > 100.0, "{xs:?}");
+        let unclamped = xs[0] + (end - 1.0) * per_second;
+        let inset = unclamped - xs[2];
+        assert!(
+            (f64::from(NOTE_INSET) - 1.5..=f64::from(NOTE_INSET) + 1.5).contains(&inset),
+            "the note at the edge should end {NOTE_INSET} px inside it: {xs:?}, {inset} px"
+        );
     }
 
     #[test]
