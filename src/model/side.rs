@@ -107,6 +107,27 @@ pub struct TcpInfo {
     pub receive_mss_bytes: u32,
     pub path_mtu_bytes: u32,
     pub congestion_control: String,
+    /// Time with data outstanding, in microseconds (`tcpi_busy_time`, Linux
+    /// 4.10+; the kernel counts in jiffies, 1-10 ms): the two limited times
+    /// below are parts of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_us: Option<u64>,
+    /// Of the busy time, how long the peer's receive window held the sender
+    /// back (`tcpi_rwnd_limited`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rwnd_limited_us: Option<u64>,
+    /// Of the busy time, how long its own send buffer held it back
+    /// (`tcpi_sndbuf_limited`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_limited_us: Option<u64>,
+    /// The kernel's pacing rate at the end (`tcpi_pacing_rate`, bytes/s, here
+    /// bits/s): enforced only by an `fq` qdisc or by a congestion control
+    /// that paces itself (bbr); absent when unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_rate_bits_per_second: Option<f64>,
+    /// The delivery rate of the last acknowledged data (`tcpi_delivery_rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_rate_bits_per_second: Option<f64>,
 }
 
 /// One end (sender or receiver) of one stream, as measured by that end.

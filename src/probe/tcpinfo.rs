@@ -46,6 +46,29 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
         receive_mss_bytes: info.tcpi_rcv_mss,
         path_mtu_bytes: info.tcpi_pmtu,
         congestion_control: congestion_control(socket).unwrap_or_default(),
+        busy_us: u64_field(
+            std::mem::offset_of!(libc::tcp_info, tcpi_busy_time),
+            info.tcpi_busy_time,
+        ),
+        rwnd_limited_us: u64_field(
+            std::mem::offset_of!(libc::tcp_info, tcpi_rwnd_limited),
+            info.tcpi_rwnd_limited,
+        ),
+        sndbuf_limited_us: u64_field(
+            std::mem::offset_of!(libc::tcp_info, tcpi_sndbuf_limited),
+            info.tcpi_sndbuf_limited,
+        ),
+        pacing_rate_bits_per_second: u64_field(
+            std::mem::offset_of!(libc::tcp_info, tcpi_pacing_rate),
+            info.tcpi_pacing_rate,
+        )
+        .filter(|&r| r != u64::MAX)
+        .map(|r| r as f64 * 8.0),
+        delivery_rate_bits_per_second: u64_field(
+            std::mem::offset_of!(libc::tcp_info, tcpi_delivery_rate),
+            info.tcpi_delivery_rate,
+        )
+        .map(|r| r as f64 * 8.0),
     })
 }
 

@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 
 use super::Reporter;
-use crate::model::{CpuReport, Flow, FlowTotal, RunResult, StreamResult, TrialResult};
+use crate::model::{CpuReport, Flow, FlowTotal, RunResult, StreamResult, TcpInfo, TrialResult};
 use crate::outside_text::{terminal, terminal_text};
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::runner::IntervalTick;
@@ -198,6 +198,9 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
     }
     stream_table(r, kind, layout, out)?;
     sum_lines(r, kind, layout, out)?;
+    for line in sender_limits(r) {
+        writeln!(out, "{line}")?;
+    }
     kind.write_summary(r, out)?;
     writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
     writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
@@ -303,6 +306,63 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
             writeln!(out, "{buffers} ({why})")
         }
     }
+}
+
+/// What held the TCP senders back, per direction, from TCP_INFO at the end
+/// of each stream (as `ss -i` shows it): of the time with data in flight,
+/// the share the receiver's window and the share the sender's own buffer
+/// held it back, and the kernel's pacing and delivery rates, summed over
+/// the direction's streams. Nothing for runs without those fields (UDP, an
+/// older kernel, documents written before they were recorded).
+pub fn sender_limits(r: &TrialResult) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut arrows = Vec::new();
+    for s in &r.streams {
+        if !arrows.contains(&s.flow.arrow()) {
+            arrows.push(s.flow.arrow());
+        }
+    }
+    for arrow in arrows {
+        let infos: Vec<&TcpInfo> = r
+            .streams
+            .iter()
+            .filter(|s| s.flow.arrow() == arrow)
+            .filter_map(|s| s.sender.tcp_info.as_ref())
+            .filter(|i| i.busy_us.is_some_and(|b| b > 0))
+            .collect();
+        if infos.is_empty() {
+            continue;
+        }
+        let total = |f: fn(&TcpInfo) -> Option<u64>| infos.iter().filter_map(|i| f(i)).sum::<u64>() as f64;
+        let busy = total(|i| i.busy_us);
+        let share = |us: f64| format!("{:.1}%", 100.0 * us / busy);
+        let rate = |f: fn(&TcpInfo) -> Option<f64>| {
+            let rates: Vec<f64> = infos.iter().filter_map(|i| f(i)).collect();
+            (!rates.is_empty()).then(|| Rate(rates.iter().sum()).to_string())
+        };
+        let in_flight = match infos.len() {
+            1 => format!("{:.2} s", busy / 1e6),
+            n => format!("{:.2} s each (mean of {n} streams)", busy / 1e6 / n as f64),
+        };
+        let mut line = format!(
+            "TCP {arrow} sender{}: data in flight {in_flight}; held back by the receive window {}, by the send buffer {} of it",
+            if infos.len() == 1 { "" } else { "s" },
+            share(total(|i| i.rwnd_limited_us)),
+            share(total(|i| i.sndbuf_limited_us)),
+        );
+        let rates: Vec<String> = [
+            rate(|i| i.pacing_rate_bits_per_second).map(|r| format!("pacing rate {r}")),
+            rate(|i| i.delivery_rate_bits_per_second).map(|r| format!("last delivery rate {r}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !rates.is_empty() {
+            line.push_str(&format!(";\n    {} at the end", rates.join(", ")));
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 /// The table head and one row per stream when there are several.
@@ -486,6 +546,41 @@ mod tests {
         let mut out = Vec::new();
         Text.render_fitted(run, None, &mut out).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    /// The senders' limits: shares of the time with data in flight, summed
+    /// over a direction's streams; pacing only where the kernel limited it.
+    #[test]
+    fn what_held_the_senders_back_is_said_per_direction() {
+        let mut run: RunResult = serde_json::from_str(include_str!("../../tests/fixtures/run-tcp.json")).unwrap();
+        // A document written before the fields were recorded: no line.
+        assert!(super::sender_limits(&run.result).is_empty());
+        assert!(!rendered(&run).contains("held back"));
+        let trial = &mut run.result;
+        for (s, (busy, rwnd, sndbuf)) in trial
+            .streams
+            .iter_mut()
+            .zip([(2_000_000, 500_000, 0), (1_000_000, 250_000, 300_000)])
+        {
+            let info = s.sender.tcp_info.as_mut().unwrap();
+            (info.busy_us, info.rwnd_limited_us, info.sndbuf_limited_us) = (Some(busy), Some(rwnd), Some(sndbuf));
+            info.delivery_rate_bits_per_second = Some(1e9);
+        }
+        let lines = super::sender_limits(trial);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = lines[0].replace('\n', " ");
+        // 750 of 3000 ms by the window, 300 of 3000 ms by the buffer.
+        for part in [
+            "TCP client->agent senders:",
+            "data in flight 1.50 s each (mean of 2 streams)",
+            "receive window 25.0%",
+            "send buffer 10.0%",
+            "last delivery rate 2.00 Gbit/s",
+        ] {
+            assert!(line.contains(part), "{part:?} in {line}");
+        }
+        assert!(!line.contains("pacing"), "{line}");
+        assert!(rendered(&run).contains("held back by the receive window 25.0%"));
     }
 
     #[test]

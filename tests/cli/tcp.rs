@@ -47,6 +47,14 @@ fn forward_single_stream_counts_agree_and_cpu_is_reported() {
     }
     let info = &run["streams"][0]["sender"]["tcp_info"];
     assert!(info["send_mss_bytes"].as_u64().unwrap() > 0);
+    // What held the sender back (Linux 4.10+): parts of the time with data
+    // in flight, which is no longer than the stream (plus the kernel's
+    // jiffy and the warm-up); a delivery rate once anything was acknowledged.
+    let us = |k: &str| info[k].as_u64().unwrap_or_else(|| panic!("tcp_info.{k}: {info}"));
+    let busy = us("busy_us");
+    assert!(busy > 0 && busy <= 3_000_000, "{info}");
+    assert!(us("rwnd_limited_us") + us("sndbuf_limited_us") <= busy, "{info}");
+    assert!(info["delivery_rate_bits_per_second"].as_f64().unwrap() > 0.0, "{info}");
     assert!(!run["streams"][0]["sender"]["intervals"].as_array().unwrap().is_empty());
     assert_eq!(run["trials"].as_array().unwrap().len(), 1);
 }
