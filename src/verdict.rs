@@ -14,7 +14,9 @@
 //!    (TCP_INFO), else the sending namespace's RetransSegs/OutSegs;
 //! 6. a side's trial threads waited for a CPU most of the time they were
 //!    ready to run (schedstat run delay: a cgroup quota, or other work);
-//! 7. a side's stream threads or one of its cores were busy 95% of the time.
+//! 7. a side's stream threads or one of its cores were busy 95% of the time;
+//! 8. the test's TCP senders were held back by the receiver's window, or by
+//!    their own send buffer, half the time they had data in flight or more.
 //!
 //! Otherwise: "no bottleneck stands out". [`annotate`] also fills in the
 //! percent of theoretical goodput, so it runs on every result.
@@ -56,6 +58,9 @@ pub const WAIT_PERCENT: f64 = Verdict::WAIT_PERCENT;
 pub const WAIT_SHARE_OF_TRIAL_PERCENT: f64 = Verdict::WAIT_SHARE_OF_TRIAL_PERCENT;
 /// Share of throttled cgroup periods that counts as CPU-bound.
 pub const THROTTLED_PERCENT: f64 = Verdict::THROTTLED_PERCENT;
+/// Share of the time with data in flight that TCP senders spent held back
+/// by the receive window or their send buffer, to count as limited by it.
+pub const WINDOW_LIMITED_PERCENT: f64 = 50.0;
 /// Drop and retransmission shares worth a verdict.
 pub const LOSS_PERCENT: f64 = Verdict::LOSS_PERCENT;
 
@@ -376,6 +381,7 @@ pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdic
         .or_else(|| retransmitting(trial, kind, shared))
         .or_else(|| starved(trial))
         .or_else(|| cpu_bound(trial, kind, shared))
+        .or_else(|| window_limited(trial))
         .unwrap_or_else(|| verdict("none", "no bottleneck stands out".into()))
 }
 
@@ -792,6 +798,71 @@ fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option
             })
         }
     }
+}
+
+/// Time with data in flight below which the senders' limited shares say
+/// little (the kernel counts them in jiffies of 1-10 ms).
+const WINDOW_MIN_BUSY_US: u64 = 200_000;
+
+/// Rule 8: the test's own TCP senders spent most of the time they had data
+/// in flight held back by the receiver's window or by their own send
+/// buffer (TCP_INFO `tcpi_rwnd_limited`, `tcpi_sndbuf_limited`, summed over
+/// the streams of one direction).
+fn window_limited(trial: &TrialResult) -> Option<Verdict> {
+    PARTIES.iter().find_map(|&sender| {
+        let streams: Vec<_> = trial
+            .streams
+            .iter()
+            .filter(|s| s.flow.sender() == sender)
+            .filter_map(|s| s.sender.tcp_info.as_ref().map(|i| (s, i)))
+            .collect();
+        let sum = |f: fn(&crate::model::TcpInfo) -> Option<u64>| streams.iter().filter_map(|(_, i)| f(i)).sum::<u64>();
+        let busy = sum(|i| i.busy_us);
+        if busy < WINDOW_MIN_BUSY_US {
+            return None;
+        }
+        let share = |us: u64| us as f64 * 100.0 / busy as f64;
+        let (rwnd, sndbuf) = (share(sum(|i| i.rwnd_limited_us)), share(sum(|i| i.sndbuf_limited_us)));
+        let receiver = sender.other();
+        let buffer = |f: fn(&crate::model::SocketBuffers) -> u64,
+                      of: fn(&crate::model::StreamResult) -> &crate::model::SocketBuffers| {
+            streams
+                .iter()
+                .map(|(s, _)| f(of(s)))
+                .max()
+                .map_or(String::new(), |b| crate::units::Size(b).to_string())
+        };
+        let option = |party: Party, local: &str, remote: &str| match party {
+            Party::Client => local.to_string(),
+            Party::Agent => remote.to_string(),
+        };
+        if rwnd >= WINDOW_LIMITED_PERCENT && rwnd >= sndbuf {
+            Some(verdict(
+                "receive_window_limited",
+                format!(
+                    "receive-window-limited: the receiver's window held the {} back {rwnd:.0}% of the time it had \
+                     data in flight (receive buffer {} at the end): a larger one (-w or {}) lets more be in flight, \
+                     unless the receiver reads too slowly",
+                    role_name(trial, sender),
+                    buffer(|b| b.receive_buffer_bytes, |s| &s.receiver.socket),
+                    option(receiver, "--rcvbuf", "--remote-rcvbuf"),
+                ),
+            ))
+        } else if sndbuf >= WINDOW_LIMITED_PERCENT {
+            Some(verdict(
+                "send_buffer_limited",
+                format!(
+                    "send-buffer-limited: the {}'s own send buffer held it back {sndbuf:.0}% of the time it had data \
+                     in flight (send buffer {} at the end): a larger one (-w or {}) lets more be in flight",
+                    role_name(trial, sender),
+                    buffer(|b| b.send_buffer_bytes, |s| &s.sender.socket),
+                    option(sender, "--sndbuf", "--remote-sndbuf"),
+                ),
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 #[cfg(test)]

@@ -717,3 +717,65 @@ fn udp_offered_above_a_full_link_names_the_path_loss_not_only_the_link() {
     full.line_rate = share(&full, 101_000_000);
     assert_eq!(judge(&full, &UdpResults, false).kind, "link_bound");
 }
+
+/// The senders' TCP_INFO limited times, summed over a trial's one stream.
+fn limited(t: &mut TrialResult, busy: u64, rwnd: u64, sndbuf: u64) {
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    (info.busy_us, info.rwnd_limited_us, info.sndbuf_limited_us) = (Some(busy), Some(rwnd), Some(sndbuf));
+    t.streams[0].receiver.socket.receive_buffer_bytes = 8 * 1024;
+    t.streams[0].sender.socket.send_buffer_bytes = 16 * 1024;
+}
+
+#[test]
+fn a_sender_held_back_by_the_receive_window_is_named_with_the_option_to_raise() {
+    let mut t = trial(500e6);
+    limited(&mut t, 1_000_000, 800_000, 100_000);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(v.kind, "receive_window_limited");
+    assert!(
+        v.summary
+            .starts_with("receive-window-limited: the receiver's window held the sender back 80%")
+            && v.summary.contains("receive buffer 8 KiB at the end")
+            && v.summary.contains("-w or --remote-rcvbuf"),
+        "{}",
+        v.summary
+    );
+    // The agent sending (-R): the client receives, --rcvbuf is its option.
+    t.streams[0].flow = Flow::AgentToClient;
+    assert!(judge(&t, &Throughput, false).summary.contains("-w or --rcvbuf)"));
+}
+
+#[test]
+fn a_sender_held_back_by_its_send_buffer_is_named() {
+    let mut t = trial(500e6);
+    limited(&mut t, 1_000_000, 100_000, 600_000);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(v.kind, "send_buffer_limited");
+    assert!(
+        v.summary
+            .starts_with("send-buffer-limited: the sender's own send buffer held it back 60%")
+            && v.summary.contains("send buffer 16 KiB at the end")
+            && v.summary.contains("-w or --sndbuf"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
+fn window_limits_speak_only_when_most_of_a_long_enough_busy_time_and_after_the_cpu() {
+    // Under half: nothing.
+    let mut t = trial(500e6);
+    limited(&mut t, 1_000_000, 490_000, 0);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // Most of too short a busy time (a few jiffies): nothing.
+    limited(&mut t, WINDOW_MIN_BUSY_US - 1, WINDOW_MIN_BUSY_US - 1, 0);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // A CPU-bound receiver also fills its window: the CPU is the cause.
+    limited(&mut t, 1_000_000, 900_000, 0);
+    t.cpu.agent = cpu(1, 99.0, 71.0, 2.0);
+    quiet_interface(&mut t, Party::Agent);
+    assert_eq!(judge(&t, &Throughput, false).kind, "cpu_bound");
+    // Runs recorded before the fields existed: nothing.
+    let t = trial(500e6);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+}

@@ -259,7 +259,7 @@ pub struct LineRateShare {
 pub struct Verdict {
     /// `cpu_bound`, `cpu_starved`, `cgroup_throttled`, `link_bound`,
     /// `model_exceeded`, `udp_loss`, `path_loss`, `socket_buffer_drops`, `nic_drops`,
-    /// `retransmitting` or `none`.
+    /// `retransmitting`, `receive_window_limited`, `send_buffer_limited` or `none`.
     pub kind: String,
     pub summary: String,
 }

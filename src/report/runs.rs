@@ -159,6 +159,8 @@ pub fn verdict_words(kind: &str) -> String {
         "socket_buffer_drops" => "socket buffer drops",
         "nic_drops" => "NIC drops",
         "retransmitting" => "retransmitting",
+        "receive_window_limited" => "receive-window-limited",
+        "send_buffer_limited" => "send-buffer-limited",
         "warmup_excluded" => "no bottleneck (warm-up excluded)",
         "link_slow" => "a link slower than the others",
         "links_at_line_rate" => "links at line rate",
