@@ -686,37 +686,49 @@ fn the_dry_run_names_an_agent_that_would_refuse_the_host_changes_of_the_matrix()
     assert!(text.contains("authenticated, accepts host changes"), "{text}");
 }
 
-#[test]
-fn an_mtu_the_router_does_not_pass_fails_its_case_as_a_black_hole_before_it_runs() {
-    require_lab!();
-    // a and b go to 9000; the router between them stays at 1500.
-    let lab = crate::common::lab_builder().via_router().no_agents().build().unwrap();
+/// Starts an agent in lab host b from `agent_command` (allowing host
+/// changes) and runs, from host a, a plan `name` of tcp cases at the MTUs
+/// `mtus` ("1500, 9000") against it; the run's output and the agent.
+fn run_mtu_plan_from_a(
+    lab: &nicbench::lab::Lab,
+    agent_command: std::process::Command,
+    name: &str,
+    mtus: &str,
+) -> (std::process::Output, AgentProcess) {
     let dir = tempfile::tempdir().unwrap();
     let psk = dir.path().join("psk");
     std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
     let psk = psk.display().to_string();
     let b = lab.addr("b").to_string();
+    let agent = AgentProcess::start_with(agent_command, &b, &["--psk-file", &psk, "--allow-host-changes"]);
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        &format!("{name}.toml"),
+        &format!(
+            "name = \"{name}\"\n[defaults]\nduration = \"0.3s\"\nallow_host_changes = true\n\
+             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\nmtu = [{mtus}]\n",
+            agent.port
+        ),
+    );
+    let mut run = lab.command("a", BIN);
+    run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
+    (crate::common::run_captured(&mut run, "nicbench run in the lab"), agent)
+}
+
+#[test]
+fn an_mtu_the_router_does_not_pass_fails_its_case_as_a_black_hole_before_it_runs() {
+    require_lab!();
+    // a and b go to 9000; the router between them stays at 1500.
+    let lab = crate::common::lab_builder().via_router().no_agents().build().unwrap();
     // An agent that does not know it is in a lab (as on a host whose router
     // nicbench cannot reach): the router does not follow its MTU.
     let mut agent_command = lab.command("b", BIN);
     agent_command
         .env_remove(nicbench::lab_env::LAB_VAR)
         .env_remove(nicbench::lab_env::PATHS_VAR);
-    let agent = AgentProcess::start_with(agent_command, &b, &["--psk-file", &psk, "--allow-host-changes"]);
-    let db = dir.path().join("r.db").display().to_string();
-    let plan = write_plan(
-        dir.path(),
-        "hole.toml",
-        &format!(
-            "name = \"hole\"\n[defaults]\nduration = \"0.3s\"\nallow_host_changes = true\n\
-             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
-             [matrix]\nworkload = [\"tcp\"]\nmtu = [1500, 9000]\n",
-            agent.port
-        ),
-    );
-    let mut run = lab.command("a", BIN);
-    run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
-    let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
+    let (out, _agent) = run_mtu_plan_from_a(&lab, agent_command, "hole", "1500, 9000");
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(5), "{text}\n{}", stderr(&out));
     assert!(
@@ -746,26 +758,7 @@ fn an_agent_in_a_router_lab_takes_the_router_links_to_the_plan_mtu_and_back() {
         .no_agents()
         .build()
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let psk = dir.path().join("psk");
-    std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
-    let psk = psk.display().to_string();
-    let b = lab.addr("b").to_string();
-    let agent = AgentProcess::start_with(lab.command("b", BIN), &b, &["--psk-file", &psk, "--allow-host-changes"]);
-    let db = dir.path().join("r.db").display().to_string();
-    let plan = write_plan(
-        dir.path(),
-        "follow.toml",
-        &format!(
-            "name = \"follow\"\n[defaults]\nduration = \"0.3s\"\nallow_host_changes = true\n\
-             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
-             [matrix]\nworkload = [\"tcp\"]\nmtu = [9000]\n",
-            agent.port
-        ),
-    );
-    let mut run = lab.command("a", BIN);
-    run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
-    let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
+    let (out, agent) = run_mtu_plan_from_a(&lab, lab.command("b", BIN), "follow", "9000");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}\n{}", stderr(&out), agent.logs());
     assert!(
