@@ -36,8 +36,10 @@
 //! (a core that someone else's process keeps busy is not the test's).
 
 use crate::linerate::{self, Framing, Stack};
-use crate::model::{CpuReport, LineRateShare, NicFacts, Party, RunResult, SideCounters, TrialResult, Verdict};
-use crate::units::{Bytes, Rate};
+use crate::model::{
+    CpuReport, LineRateShare, NicFacts, Party, RunResult, SideCounters, StreamResult, TcpInfo, TrialResult, Verdict,
+};
+use crate::units::{Bytes, Rate, Size};
 use crate::workload::ResultKind;
 
 /// Share of the theoretical goodput from which a result is link-bound.
@@ -816,25 +818,20 @@ fn window_limited(trial: &TrialResult) -> Option<Verdict> {
             .filter(|s| s.flow.sender() == sender)
             .filter_map(|s| s.sender.tcp_info.as_ref().map(|i| (s, i)))
             .collect();
-        let sum = |f: fn(&crate::model::TcpInfo) -> Option<u64>| streams.iter().filter_map(|(_, i)| f(i)).sum::<u64>();
+        let sum = |f: fn(&TcpInfo) -> Option<u64>| streams.iter().filter_map(|(_, i)| f(i)).sum::<u64>();
         let busy = sum(|i| i.busy_us);
         if busy < WINDOW_MIN_BUSY_US {
             return None;
         }
         let share = |us: u64| us as f64 * 100.0 / busy as f64;
         let (rwnd, sndbuf) = (share(sum(|i| i.rwnd_limited_us)), share(sum(|i| i.sndbuf_limited_us)));
-        let receiver = sender.other();
-        let buffer = |f: fn(&crate::model::SocketBuffers) -> u64,
-                      of: fn(&crate::model::StreamResult) -> &crate::model::SocketBuffers| {
-            streams
-                .iter()
-                .map(|(s, _)| f(of(s)))
-                .max()
-                .map_or(String::new(), |b| crate::units::Size(b).to_string())
-        };
-        let option = |party: Party, local: &str, remote: &str| match party {
-            Party::Client => local.to_string(),
-            Party::Agent => remote.to_string(),
+        // The largest granted buffer among the direction's streams.
+        let largest =
+            |bytes: &dyn Fn(&StreamResult) -> u64| Size(streams.iter().map(|(s, _)| bytes(s)).max().unwrap_or(0));
+        // The option that sizes a buffer on that side: the client's own, or the agent's.
+        let option = |party: Party, own: &'static str, agent: &'static str| match party {
+            Party::Client => own,
+            Party::Agent => agent,
         };
         if rwnd >= WINDOW_LIMITED_PERCENT && rwnd >= sndbuf {
             Some(verdict(
@@ -844,8 +841,8 @@ fn window_limited(trial: &TrialResult) -> Option<Verdict> {
                      data in flight (receive buffer {} at the end): a larger one (-w or {}) lets more be in flight, \
                      unless the receiver reads too slowly",
                     role_name(trial, sender),
-                    buffer(|b| b.receive_buffer_bytes, |s| &s.receiver.socket),
-                    option(receiver, "--rcvbuf", "--remote-rcvbuf"),
+                    largest(&|s| s.receiver.socket.receive_buffer_bytes),
+                    option(sender.other(), "--rcvbuf", "--remote-rcvbuf"),
                 ),
             ))
         } else if sndbuf >= WINDOW_LIMITED_PERCENT {
@@ -855,7 +852,7 @@ fn window_limited(trial: &TrialResult) -> Option<Verdict> {
                     "send-buffer-limited: the {}'s own send buffer held it back {sndbuf:.0}% of the time it had data \
                      in flight (send buffer {} at the end): a larger one (-w or {}) lets more be in flight",
                     role_name(trial, sender),
-                    buffer(|b| b.send_buffer_bytes, |s| &s.sender.socket),
+                    largest(&|s| s.sender.socket.send_buffer_bytes),
                     option(sender, "--sndbuf", "--remote-sndbuf"),
                 ),
             ))

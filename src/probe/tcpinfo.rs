@@ -25,20 +25,20 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
     // An older kernel fills less of the struct: a field counts only when the
     // kernel wrote all of it.
     let filled = len as usize;
-    let has = |offset: usize, size: usize| offset + size <= filled;
-    let u64_field = |offset: usize, value: u64| has(offset, 8).then_some(value);
+    // A field of the struct, widened to u64, when the kernel filled it.
+    macro_rules! filled {
+        ($field:ident) => {{
+            let offset = std::mem::offset_of!(libc::tcp_info, $field);
+            (offset + std::mem::size_of_val(&info.$field) <= filled).then_some(u64::from(info.$field))
+        }};
+    }
+    // Rates: bytes/s in the struct, bits/s here; all ones means unlimited.
+    let bits = |bytes_per_second: Option<u64>| bytes_per_second.map(|r| r as f64 * 8.0);
     Some(TcpInfo {
-        retransmits: info.tcpi_total_retrans as u64,
-        bytes_retransmitted: u64_field(
-            std::mem::offset_of!(libc::tcp_info, tcpi_bytes_retrans),
-            info.tcpi_bytes_retrans,
-        ),
-        bytes_sent: u64_field(
-            std::mem::offset_of!(libc::tcp_info, tcpi_bytes_sent),
-            info.tcpi_bytes_sent,
-        ),
-        data_segments_sent: has(std::mem::offset_of!(libc::tcp_info, tcpi_data_segs_out), 4)
-            .then_some(u64::from(info.tcpi_data_segs_out)),
+        retransmits: u64::from(info.tcpi_total_retrans),
+        bytes_retransmitted: filled!(tcpi_bytes_retrans),
+        bytes_sent: filled!(tcpi_bytes_sent),
+        data_segments_sent: filled!(tcpi_data_segs_out),
         rtt_us: info.tcpi_rtt,
         rtt_var_us: info.tcpi_rttvar,
         congestion_window_segments: info.tcpi_snd_cwnd,
@@ -46,29 +46,11 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
         receive_mss_bytes: info.tcpi_rcv_mss,
         path_mtu_bytes: info.tcpi_pmtu,
         congestion_control: congestion_control(socket).unwrap_or_default(),
-        busy_us: u64_field(
-            std::mem::offset_of!(libc::tcp_info, tcpi_busy_time),
-            info.tcpi_busy_time,
-        ),
-        rwnd_limited_us: u64_field(
-            std::mem::offset_of!(libc::tcp_info, tcpi_rwnd_limited),
-            info.tcpi_rwnd_limited,
-        ),
-        sndbuf_limited_us: u64_field(
-            std::mem::offset_of!(libc::tcp_info, tcpi_sndbuf_limited),
-            info.tcpi_sndbuf_limited,
-        ),
-        pacing_rate_bits_per_second: u64_field(
-            std::mem::offset_of!(libc::tcp_info, tcpi_pacing_rate),
-            info.tcpi_pacing_rate,
-        )
-        .filter(|&r| r != u64::MAX)
-        .map(|r| r as f64 * 8.0),
-        delivery_rate_bits_per_second: u64_field(
-            std::mem::offset_of!(libc::tcp_info, tcpi_delivery_rate),
-            info.tcpi_delivery_rate,
-        )
-        .map(|r| r as f64 * 8.0),
+        busy_us: filled!(tcpi_busy_time),
+        rwnd_limited_us: filled!(tcpi_rwnd_limited),
+        sndbuf_limited_us: filled!(tcpi_sndbuf_limited),
+        pacing_rate_bits_per_second: bits(filled!(tcpi_pacing_rate).filter(|&r| r != u64::MAX)),
+        delivery_rate_bits_per_second: bits(filled!(tcpi_delivery_rate)),
     })
 }
 
