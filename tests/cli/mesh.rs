@@ -285,7 +285,8 @@ fn a_mesh_on_loopback_saves_every_pair_and_prints_every_format() {
 
 /// Shapes what the router forwards toward `to`: an htb on the router's
 /// interface toward `to` whose default class takes `rate`, and, with
-/// `slow_from`, a class of `rate2` for what one sender's address sends there.
+/// `slow_from` = (sender, its rate), a class of that rate for what the
+/// sender's address sends there.
 fn shape_toward(lab: &nicbench::lab::Lab, to: &str, rate: &str, slow_from: Option<(&str, &str)>) {
     let state = lab.state();
     let router_end = state
