@@ -21,7 +21,7 @@ use crate::protocol::channel::Channel;
 use crate::protocol::{self, Message, MAX_WAIT_SECONDS, TOKEN_LEN};
 use crate::side_runner::{self, TrialPlan};
 use crate::workload::runner::IntervalCallback;
-use crate::workload::{self, AgentNet, TestSpec, Workload};
+use crate::workload::{self, address_proof, AgentNet, TestSpec, Workload};
 
 /// How long the client may take to open its data connections and start.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,12 +48,14 @@ pub(super) fn serve(
     let pending = workload
         .agent_side(&spec, &net)
         .map_err(|e| Refusal::Tell(e.to_string()))?;
+    let proofs = ProofsAwaited::for_links(&spec, &net)?;
     channel.send(&Message::Accepted {
         token: protocol::token_to_hex(&token),
         data_ports: pending.data_ports(),
         agent: facts_toward(local_ip),
+        address_proof: proofs.as_ref().map(ProofsAwaited::announcement),
     })?;
-    let side = accept_watching(pending, channel, &shared.stragglers)?;
+    let side = accept_watching(pending, proofs, channel, &shared.stragglers)?;
     channel.send(&Message::Ready)?;
     match channel.recv(SETUP_TIMEOUT, "start")? {
         Message::Start => {}
@@ -136,12 +138,51 @@ fn check_request(shared: &Shared, spec: &TestSpec) -> Result<&'static dyn Worklo
 /// Where this side's data sockets listen and whom they admit.
 fn data_net(spec: &TestSpec, local_ip: IpAddr, peer: SocketAddr, token: [u8; TOKEN_LEN], shared: &Shared) -> AgentNet {
     let routes = workload::routes_of(spec);
-    AgentNet {
-        local_ip: data_listen_ip(!routes.is_empty(), local_ip),
-        peer_ip: peer.ip(),
+    AgentNet::new(
+        data_listen_ip(!routes.is_empty(), local_ip),
+        peer.ip(),
         token,
-        storage: shared.config.storage.clone(),
+        shared.config.storage.clone(),
         routes,
+    )
+}
+
+/// The link client addresses a test must prove before any data flows
+/// (`workload::address_proof`), with the listener they prove themselves on.
+struct ProofsAwaited {
+    listener: socket2::Socket,
+    needed: Vec<IpAddr>,
+    net: AgentNet,
+}
+
+impl ProofsAwaited {
+    /// None when the test names no address but the control peer's.
+    fn for_links(spec: &TestSpec, net: &AgentNet) -> Result<Option<ProofsAwaited>, Refusal> {
+        let needed = address_proof::needed(&spec.links, net.peer_ip);
+        if needed.is_empty() {
+            return Ok(None);
+        }
+        let listener = address_proof::listen(&needed).map_err(|e| Refusal::Tell(e.to_string()))?;
+        Ok(Some(ProofsAwaited {
+            listener,
+            needed,
+            net: net.clone(),
+        }))
+    }
+
+    fn announcement(&self) -> protocol::AddressProof {
+        protocol::AddressProof {
+            port: workload::data_conn::local_port(&self.listener),
+            from: self.needed.clone(),
+        }
+    }
+
+    /// Waits for every proof and records the proven addresses in the
+    /// test's net, which the workload's sockets share.
+    fn receive(self, deadline: Instant) -> Result<(), workload::WorkloadError> {
+        let proven = address_proof::await_proofs(&self.listener, &self.needed, &self.net.token, deadline)?;
+        log::info!("link client addresses proved over TCP: {proven:?}");
+        self.net.proven.record(proven)
     }
 }
 
@@ -245,6 +286,7 @@ pub(super) fn admit<'a>(
 /// instead of at the setup deadline.
 fn accept_watching(
     pending: Box<dyn workload::AgentSide>,
+    proofs: Option<ProofsAwaited>,
     channel: &Channel,
     stragglers: &Mutex<Vec<thread::JoinHandle<()>>>,
 ) -> Result<Box<dyn workload::Side>, Refusal> {
@@ -253,7 +295,13 @@ fn accept_watching(
     let accepting = thread::Builder::new()
         .name("accept-data".into())
         .spawn(move || {
-            let _ = tx.send(pending.accept(deadline));
+            // Proofs first: nothing is sent to a link address, and no
+            // datagram from it registers, before it proved itself.
+            let accepted = match proofs.map(|p| p.receive(deadline)) {
+                Some(Err(e)) => Err(e),
+                _ => pending.accept(deadline),
+            };
+            let _ = tx.send(accepted);
         })
         .map_err(|e| Refusal::Tell(format!("could not start a thread: {e}")))?;
     loop {

@@ -17,6 +17,7 @@ use socket2::Socket;
 
 use super::wire::{UdpHeader, LEGACY_UDP_CONNECT_MSG, LEGACY_UDP_CONNECT_REPLY, UDP_CONNECT_MSG, UDP_CONNECT_REPLY};
 use crate::probe::tcpinfo;
+use crate::workload::address_proof::ProvenAddresses;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::udp::result::{UdpEnd, UdpReceived, KEY};
 use crate::workload::udp_io::{realtime_nanos, socket_drops};
@@ -91,7 +92,11 @@ pub fn server_accept(socket: &Socket, peer_ip: std::net::IpAddr, deadline: Insta
         let Some(from) = from.as_socket() else { continue };
         // SAFETY: recv_from initialised the first n bytes.
         let got: Vec<u8> = buf[..n.min(16)].iter().map(|b| unsafe { b.assume_init() }).collect();
-        if from.ip() != peer_ip || (got != UDP_CONNECT_MSG && got != LEGACY_UDP_CONNECT_MSG) {
+        // The one rule of where the agent sends (workload::address_proof):
+        // only to the control connection's peer.
+        if !ProvenAddresses::peer_only(peer_ip).admits(from.ip())
+            || (got != UDP_CONNECT_MSG && got != LEGACY_UDP_CONNECT_MSG)
+        {
             refused += 1;
             continue;
         }

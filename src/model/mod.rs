@@ -6,6 +6,7 @@
 //! schema is described in `docs/SCHEMA.md`; bump [`SCHEMA`] on any
 //! incompatible change.
 
+pub mod bounds;
 pub mod counters;
 pub mod extras;
 pub mod facts;

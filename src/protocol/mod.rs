@@ -77,6 +77,15 @@ pub const TOKEN_LEN: usize = 16;
 /// the agent grants no more.
 pub const MAX_WAIT_SECONDS: f64 = 3600.0;
 
+/// Where and from which addresses a client proves the link addresses of a
+/// test (`workload::address_proof`): before any data flows, a TCP
+/// connection from each address of `from` to `port` presents the token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AddressProof {
+    pub port: u16,
+    pub from: Vec<std::net::IpAddr>,
+}
+
 /// Every message of the control protocol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -105,6 +114,11 @@ pub enum Message {
         token: String,
         data_ports: Vec<u16>,
         agent: HostFacts,
+        /// Over links: the client addresses the agent will send nothing to
+        /// until each has proved itself over TCP with the token, and the
+        /// port to prove them on (absent when the peer is the only one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        address_proof: Option<AddressProof>,
     },
     /// Agent has every data connection; the client may start.
     Ready,

@@ -12,10 +12,12 @@ use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::Psk;
 use crate::protocol::channel::Channel;
-use crate::protocol::{token_from_hex, Message, ProtocolError, MAX_AGENT_FRAME, MAX_WAIT_SECONDS, TOKEN_LEN};
+use crate::protocol::{
+    token_from_hex, AddressProof, Message, ProtocolError, MAX_AGENT_FRAME, MAX_WAIT_SECONDS, TOKEN_LEN,
+};
 use crate::side_runner::{self, TrialOutcome, TrialPlan};
 use crate::workload::runner::{IntervalCallback, ProgressCallback};
-use crate::workload::{self, ClientNet, SpecError, TestSpec};
+use crate::workload::{self, address_proof, ClientNet, SpecError, TestSpec};
 
 /// Options of one client run that are not part of the spec.
 pub struct RunOptions<'a> {
@@ -34,13 +36,26 @@ struct Acceptance {
     token: [u8; TOKEN_LEN],
     data_ports: Vec<u16>,
     agent: HostFacts,
+    address_proof: Option<AddressProof>,
 }
+
+/// How long past `--wait` an agent may take to say `busy` (it checks its
+/// queue every second).
+const QUEUE_GRACE: Duration = Duration::from_secs(5);
+
+/// How long one link address's proof may take (connect, and the answer).
+const PROOF_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Most data ports an agent may offer for one test.
 const MAX_DATA_PORTS: usize = 4096;
 
 /// Checks an `accepted` answer: a token in hex and a sane list of ports.
-fn acceptance(token: &str, data_ports: Vec<u16>, agent: HostFacts) -> Result<Acceptance, SessionError> {
+fn acceptance(
+    token: &str,
+    data_ports: Vec<u16>,
+    agent: HostFacts,
+    address_proof: Option<AddressProof>,
+) -> Result<Acceptance, SessionError> {
     if data_ports.is_empty() || data_ports.len() > MAX_DATA_PORTS || data_ports.contains(&0) {
         return Err(SessionError::BadReport(format!(
             "{} data ports offered ({:?}...)",
@@ -52,7 +67,42 @@ fn acceptance(token: &str, data_ports: Vec<u16>, agent: HostFacts) -> Result<Acc
         token: token_from_hex(token)?,
         data_ports,
         agent,
+        address_proof,
     })
+}
+
+/// Proves each link address the agent asked for, from that address, before
+/// any data flows (`workload::address_proof`). The agent may ask only for
+/// client addresses of the test's own links, on a real port.
+fn prove_link_addresses(
+    proof: &AddressProof,
+    spec: &TestSpec,
+    token: &[u8; TOKEN_LEN],
+    agent: SocketAddr,
+) -> Result<(), SessionError> {
+    if proof.port == 0 || proof.from.len() > spec.links.len() {
+        return Err(SessionError::BadReport(format!(
+            "it asks for {} address proofs on port {} for {} links",
+            proof.from.len(),
+            proof.port,
+            spec.links.len()
+        )));
+    }
+    for &from in &proof.from {
+        let Some(link) = spec
+            .links
+            .iter()
+            .find(|l| l.client.to_canonical() == from.to_canonical())
+        else {
+            return Err(SessionError::BadReport(format!(
+                "it asks to prove {from}, which is no client address of this test's links"
+            )));
+        };
+        let to = SocketAddr::new(link.agent, proof.port);
+        log::debug!("proving the link address {from} to the agent at {to} (agent {agent})");
+        address_proof::prove(from, to, token, PROOF_TIMEOUT)?;
+    }
+    Ok(())
 }
 
 /// Checks a `queued` answer: a place in line (from 1) and a time to go
@@ -80,13 +130,25 @@ fn request(
         wait_seconds,
     })?;
     let mut last_position = None;
+    // The agent answers `busy` when the wait is over; one that keeps
+    // saying `queued` past it (plus its reply time) is not believed.
+    let give_up = Instant::now() + Duration::from_secs_f64(wait_seconds) + QUEUE_GRACE;
     loop {
+        if Instant::now() >= give_up {
+            return Err(SessionError::BadReport(format!(
+                "it still kept this client in line after --wait {wait_seconds:.0} s and {} s more for its \
+                 answer (last at position {}); an agent tells 'busy' when the wait is over",
+                QUEUE_GRACE.as_secs(),
+                last_position.map_or("?".to_string(), |p: u32| p.to_string())
+            )));
+        }
         match channel.recv(REPLY_TIMEOUT, "the agent to accept the test")? {
             Message::Accepted {
                 token,
                 data_ports,
                 agent,
-            } => return acceptance(&token, data_ports, agent),
+                address_proof,
+            } => return acceptance(&token, data_ports, agent, address_proof),
             Message::Queued { position, seconds_left } if wait_seconds > 0.0 => {
                 check_queue_place(position, seconds_left)?;
                 if last_position != Some(position) {
@@ -130,16 +192,8 @@ fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), Sessio
         if !seen.insert(id) {
             return bad(format!("it reports stream {id} twice"));
         }
-        let numbers = [end.seconds, end.bits_per_second];
-        if numbers.iter().any(|n| !n.is_finite() || *n < 0.0) {
-            return bad(format!("stream {id} has a negative or non-finite time or rate"));
-        }
     }
-    let cpu = &report.cpu;
-    if !(cpu.seconds.is_finite() && cpu.seconds >= 0.0 && cpu.utilization_percent.is_finite()) {
-        return bad("its CPU report has a negative or non-finite time".into());
-    }
-    Ok(())
+    crate::model::bounds::side_report(report).or_else(bad)
 }
 
 /// Runs one trial of `spec` against the agent at `target`.
@@ -179,6 +233,9 @@ pub fn run_with_psk(
         check_links_supported(&hello, agent_addr)?;
     }
     let accepted = request(&mut channel, spec, target.wait, agent_addr)?;
+    if let Some(proof) = &accepted.address_proof {
+        prove_link_addresses(proof, spec, &accepted.token, agent_addr)?;
+    }
     let own_boot_id = crate::probe::host::boot_id();
     let net = ClientNet {
         agent_ip: agent_addr.ip(),
@@ -338,16 +395,16 @@ mod tests {
 
     #[test]
     fn an_acceptance_needs_ports_and_a_token() {
-        let ok = acceptance(&hex_token(), vec![5311, 5312], HostFacts::default()).unwrap();
+        let ok = acceptance(&hex_token(), vec![5311, 5312], HostFacts::default(), None).unwrap();
         assert_eq!((ok.token, ok.data_ports), ([7; TOKEN_LEN], vec![5311, 5312]));
         for ports in [vec![], vec![5311, 0], vec![5311; MAX_DATA_PORTS + 1]] {
-            let e = acceptance(&hex_token(), ports.clone(), HostFacts::default()).unwrap_err();
+            let e = acceptance(&hex_token(), ports.clone(), HostFacts::default(), None).unwrap_err();
             assert!(
                 e.to_string().contains(&format!("{} data ports offered", ports.len())),
                 "{e}"
             );
         }
-        let e = acceptance("not hex", vec![5311], HostFacts::default()).unwrap_err();
+        let e = acceptance("not hex", vec![5311], HostFacts::default(), None).unwrap_err();
         assert!(matches!(e, SessionError::Protocol(_)), "{e:?}");
     }
 
@@ -399,11 +456,47 @@ mod tests {
     }
 
     #[test]
+    fn the_wait_in_line_is_a_deadline_even_when_the_agent_keeps_saying_queued() {
+        let (target, agent) = fake_agent(|channel| {
+            greet(channel, Hello::ours(["tcp"]));
+            let _ = channel.recv(Duration::from_secs(10), "test_request");
+            // Queued for ever (until the client hangs up).
+            while channel
+                .send(&Message::Queued {
+                    position: 1,
+                    seconds_left: 1.0,
+                })
+                .is_ok()
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut connected = open(&target).unwrap();
+        let started = Instant::now();
+        let e = request(
+            &mut connected.channel,
+            &spec("tcp"),
+            Duration::from_millis(200),
+            connected.addr,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("still kept this client in line after --wait 0 s"),
+            "{e}"
+        );
+        assert!(started.elapsed() >= QUEUE_GRACE, "not before the wait and the grace");
+        drop(connected);
+        agent.join().unwrap();
+    }
+
+    #[test]
     fn a_queued_request_is_accepted_in_turn() {
         let accepted = Message::Accepted {
             token: hex_token(),
             data_ports: vec![6001],
             agent: HostFacts::default(),
+            address_proof: None,
         };
         let queued = |position| Message::Queued {
             position,

@@ -36,18 +36,13 @@ fn refuse(peer: Option<SocketAddr>, why: &str) {
     log::warn!("refused a data connection from {peer}: {why} ({total} refused since start)");
 }
 
-/// The agent sends traffic only to the control connection's peer: a
-/// workload that learns a destination address (a UDP receiver's reply
-/// address, say) checks it here before sending anything there.
+/// The agent sends traffic only to an address that proved itself over
+/// TCP (the control connection's peer, or a link client address that
+/// presented the token on the proof port: [`super::address_proof`]). Every
+/// place a workload learns a destination (a UDP registration's source, a
+/// datagram to answer) checks it here before sending anything there.
 pub fn check_destination(net: &AgentNet, destination: SocketAddr) -> Result<(), WorkloadError> {
-    if net.peer_allowed(destination.ip()) {
-        Ok(())
-    } else {
-        Err(WorkloadError::Setup(format!(
-            "refusing to send to {destination}: the agent sends only to the client at {}",
-            net.peer_ip
-        )))
-    }
+    net.proven.check(destination)
 }
 
 /// Per-socket settings a workload applies before connecting or listening.
@@ -251,13 +246,7 @@ mod tests {
     fn strangers_and_wrong_tokens_are_refused_and_the_right_one_admitted() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let token = crate::protocol::new_token();
-        let agent_net = AgentNet {
-            local_ip: ip,
-            peer_ip: ip,
-            token,
-            storage: Default::default(),
-            routes: BTreeMap::new(),
-        };
+        let agent_net = AgentNet::new(ip, ip, token, Default::default(), BTreeMap::new());
         let listener = listen(ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let client = move |token| ClientNet {
@@ -291,13 +280,22 @@ mod tests {
             client: ip("127.0.0.2"),
             agent: ip("127.0.0.3"),
         };
-        let agent_net = AgentNet {
-            local_ip: ip("0.0.0.0"),
-            peer_ip: ip("127.0.0.9"),
+        let agent_net = AgentNet::new(
+            ip("0.0.0.0"),
+            ip("127.0.0.9"),
             token,
-            storage: Default::default(),
-            routes: BTreeMap::from([(1, link)]),
-        };
+            Default::default(),
+            BTreeMap::from([(1, link)]),
+        );
+        let unproven = agent_net
+            .check_stream(1, ip("127.0.0.2"), Some(ip("127.0.0.3")))
+            .unwrap_err();
+        assert!(unproven.contains("has not proved itself"), "{unproven}");
+        assert!(
+            !agent_net.peer_allowed(ip("127.0.0.2")),
+            "a link's client is admitted only once proven"
+        );
+        agent_net.proven.record(vec![ip("127.0.0.2")]).unwrap();
         let listener = listen(agent_net.local_ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let client = move |bind: &str, agent: &str| ClientNet {
@@ -334,29 +332,25 @@ mod tests {
     }
 
     #[test]
-    fn traffic_goes_only_to_the_control_peer() {
-        let net = AgentNet {
-            local_ip: "127.0.0.1".parse().unwrap(),
-            peer_ip: "::ffff:127.0.0.2".parse().unwrap(),
-            token: [0; TOKEN_LEN],
-            storage: Default::default(),
-            routes: BTreeMap::new(),
-        };
+    fn traffic_goes_only_to_the_control_peer_and_proven_addresses() {
+        let net = AgentNet::new(
+            "127.0.0.1".parse().unwrap(),
+            "::ffff:127.0.0.2".parse().unwrap(),
+            [0; TOKEN_LEN],
+            Default::default(),
+            BTreeMap::new(),
+        );
         assert!(check_destination(&net, "127.0.0.2:9".parse().unwrap()).is_ok());
-        let err = check_destination(&net, "192.0.2.7:9".parse().unwrap()).unwrap_err();
+        let err = check_destination(&net, "127.0.0.7:9".parse().unwrap()).unwrap_err();
         assert!(err.to_string().contains("only to the client"), "{err}");
+        net.proven.record(vec!["127.0.0.7".parse().unwrap()]).unwrap();
+        assert!(check_destination(&net, "127.0.0.7:9".parse().unwrap()).is_ok());
     }
 
     #[test]
     fn missing_connections_time_out_with_a_count() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        let net = AgentNet {
-            local_ip: ip,
-            peer_ip: ip,
-            token: [0; TOKEN_LEN],
-            storage: Default::default(),
-            routes: BTreeMap::new(),
-        };
+        let net = AgentNet::new(ip, ip, [0; TOKEN_LEN], Default::default(), BTreeMap::new());
         let listener = listen(ip, 16, &|_| Ok(())).unwrap();
         let err = accept_streams(&listener, &net, &[1, 2], Instant::now() + Duration::from_millis(100)).unwrap_err();
         assert!(err.to_string().contains("0 of 2"), "{err}");

@@ -9,6 +9,7 @@
 //! Session, agent, plan runner, verdict and reports only see the traits:
 //! adding a workload means adding a folder and a line to [`REGISTRY`].
 
+pub mod address_proof;
 pub mod args;
 pub mod case;
 pub mod data_conn;
@@ -116,19 +117,41 @@ pub struct AgentNet {
     /// (UDP), and a stream is admitted only from its link's client address
     /// to its link's agent address.
     pub routes: BTreeMap<u32, LinkPair>,
+    /// Where this test may send and whom it admits: the peer, and the
+    /// link client addresses once they proved themselves over TCP.
+    pub proven: address_proof::ProvenAddresses,
 }
 
 impl AgentNet {
+    /// A test's net before any link address proved itself: only `peer_ip`
+    /// is admitted.
+    pub fn new(
+        local_ip: IpAddr,
+        peer_ip: IpAddr,
+        token: [u8; TOKEN_LEN],
+        storage: files::scratch::Storage,
+        routes: BTreeMap<u32, LinkPair>,
+    ) -> AgentNet {
+        AgentNet {
+            local_ip,
+            peer_ip,
+            token,
+            storage,
+            routes,
+            proven: address_proof::ProvenAddresses::peer_only(peer_ip),
+        }
+    }
+
     /// The address data sockets of stream `id` bind to.
     pub fn local_ip_for(&self, id: u32) -> IpAddr {
         self.routes.get(&id).map_or(self.local_ip, |l| l.agent)
     }
 
-    /// True when `ip` may open data connections: the control connection's
-    /// peer, or a client address of one of the links.
+    /// True when `ip` may open data connections and be sent to: the
+    /// control connection's peer, or a link client address that proved
+    /// itself over TCP ([`address_proof`]).
     pub fn peer_allowed(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
-        ip == self.peer_ip.to_canonical() || self.routes.values().any(|l| l.client.to_canonical() == ip)
+        self.proven.admits(ip)
     }
 
     /// Checks that stream `id` arrived over its own link: from the link's
@@ -149,6 +172,11 @@ impl AgentNet {
             return Err(format!(
                 "stream {id} belongs to link {link} and must come from {}",
                 link.client
+            ));
+        }
+        if !self.proven.admits(peer) {
+            return Err(format!(
+                "stream {id}'s client address {peer} has not proved itself over TCP with the test's token"
             ));
         }
         if let Some(local) = local {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::data_conn::apply_buffers;
+use super::data_conn::{apply_buffers, check_destination};
 use super::udp_wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind, REGISTER_LEN};
 use super::{AgentNet, ClientNet, SideOptions, WorkloadError};
 use crate::protocol::TOKEN_LEN;
@@ -158,11 +158,17 @@ pub fn await_registrations(
             // SAFETY: recv_from initialized the first `len` bytes.
             let data: Vec<u8> = buf[..len].iter().map(|b| unsafe { b.assume_init() }).collect();
             let local = socket.local_addr().ok().and_then(|a| a.as_socket()).map(|a| a.ip());
-            let from_ok = from
-                .as_socket()
-                .is_some_and(|a| net.check_stream(*id, a.ip(), local).is_ok());
+            // A datagram proves nothing about its source: the source must
+            // be an address that proved itself over TCP, or the agent would
+            // stream to whomever a forged registration names.
+            let from_ok: Result<(), String> = match from.as_socket() {
+                Some(a) => net
+                    .check_stream(*id, a.ip(), local)
+                    .and_then(|()| check_destination(net, a).map_err(|e| e.to_string())),
+                None => Err("not an IP address".into()),
+            };
             match check_register(&data, &net.token) {
-                Some(stream) if from_ok && stream == *id => {
+                Some(stream) if from_ok.is_ok() && stream == *id => {
                     if !registered[i] {
                         socket
                             .connect(&from)
@@ -174,11 +180,10 @@ pub fn await_registrations(
                 _ => {
                     refused[i] += 1;
                     if refused[i] == 1 {
-                        log::warn!(
-                            "UDP stream {id}: refused a datagram from {:?} (not the control peer's \
-                             registration with the session token)",
-                            from.as_socket()
-                        );
+                        let why = from_ok
+                            .err()
+                            .unwrap_or_else(|| "not a registration with the session token".into());
+                        log::warn!("UDP stream {id}: refused a datagram from {:?}: {why}", from.as_socket());
                     }
                 }
             }
@@ -489,13 +494,7 @@ mod tests {
     fn registration_admits_the_token_and_counts_strangers() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let token = crate::protocol::new_token();
-        let agent_net = AgentNet {
-            local_ip: ip,
-            peer_ip: ip,
-            token,
-            storage: Default::default(),
-            routes: Default::default(),
-        };
+        let agent_net = AgentNet::new(ip, ip, token, Default::default(), Default::default());
         let agent = vec![(1u32, bind_udp(ip, &SideOptions::default()).unwrap())];
         let port = agent[0].1.local_addr().unwrap().as_socket().unwrap().port();
         let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -66,6 +66,7 @@ mod outside_text;
 mod plan;
 mod prometheus;
 mod rawclient;
+mod reflection;
 mod repeat;
 mod result_schema;
 mod rr;

@@ -365,7 +365,7 @@ impl AgentSide for LoadedAgent {
                 tcp: tcp_probe,
                 udp: self.echo,
                 token: self.net.token,
-                peer: self.net.peer_ip,
+                proven: self.net.proven.clone(),
             },
         }))
     }

@@ -19,6 +19,7 @@ use socket2::Socket;
 use super::super::udp_io::realtime_nanos;
 use super::WorkloadError;
 use crate::protocol::TOKEN_LEN;
+use crate::workload::address_proof::ProvenAddresses;
 
 /// What a probe starts with.
 const MAGIC: &[u8; 4] = b"NBLP";
@@ -102,7 +103,8 @@ pub enum ProbeSockets {
         tcp: Socket,
         udp: UdpSocket,
         token: [u8; TOKEN_LEN],
-        peer: IpAddr,
+        /// Whom probes are answered: the control connection's peer.
+        proven: ProvenAddresses,
     },
 }
 
@@ -142,9 +144,14 @@ pub fn run(sockets: ProbeSockets, clock: &Clock) -> Probes {
             probes.tcp = foreign.join().unwrap_or_default();
             probes
         }
-        ProbeSockets::Agent { tcp, udp, token, peer } => {
+        ProbeSockets::Agent {
+            tcp,
+            udp,
+            token,
+            proven,
+        } => {
             let tcp_answered = scope.spawn(|| tcp_echo(tcp, clock));
-            let answered = udp_echo(udp, token, *peer, clock);
+            let answered = udp_echo(udp, token, proven, clock);
             Probes {
                 answered: answered + tcp_answered.join().unwrap_or(0),
                 ..Probes::default()
@@ -229,7 +236,7 @@ fn udp_prober(socket: &UdpSocket, token: &[u8; TOKEN_LEN], clock: &Clock) -> Pro
 }
 
 /// Answers the client's UDP probes with the agent's receive and send times.
-fn udp_echo(socket: &UdpSocket, token: &[u8; TOKEN_LEN], peer: IpAddr, clock: &Clock) -> u64 {
+fn udp_echo(socket: &UdpSocket, token: &[u8; TOKEN_LEN], proven: &ProvenAddresses, clock: &Clock) -> u64 {
     let _ = socket.set_read_timeout(Some(POLL));
     let mut buffer = [0u8; 2 * PROBE_BYTES];
     let mut answered = 0;
@@ -238,7 +245,7 @@ fn udp_echo(socket: &UdpSocket, token: &[u8; TOKEN_LEN], peer: IpAddr, clock: &C
             continue;
         };
         let received = realtime_nanos();
-        if from.ip().to_canonical() != peer.to_canonical() || !is_probe(&buffer[..n], token) {
+        if !proven.admits(from.ip()) || !is_probe(&buffer[..n], token) {
             continue;
         }
         buffer[AGENT_RECEIVED_AT..AGENT_SENT_AT].copy_from_slice(&received.to_be_bytes());
@@ -332,7 +339,14 @@ mod tests {
         foreign[..4].copy_from_slice(MAGIC);
         stranger.send(&foreign).unwrap();
         let probes = std::thread::scope(|s| {
-            let answering = s.spawn(|| udp_echo(&echo, &token, IpAddr::from([127, 0, 0, 1]), &clock));
+            let answering = s.spawn(|| {
+                udp_echo(
+                    &echo,
+                    &token,
+                    &ProvenAddresses::peer_only(IpAddr::from([127, 0, 0, 1])),
+                    &clock,
+                )
+            });
             let probing = s.spawn(|| udp_prober(&prober, &token, &clock));
             std::thread::sleep(Duration::from_millis(60));
             clock.stop.store(true, Ordering::Relaxed);

@@ -6,7 +6,7 @@
 //! progress leaves through the runner's progress callback.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use super::wire::{FrameHeader, Op, HEADER_LEN};
 use super::{Mode, SweepParams, Transport};
 use crate::probe::tcpinfo;
 use crate::units::{bits_per_second, Rate};
+use crate::workload::address_proof::ProvenAddresses;
 use crate::workload::runner::{pin_current_thread, Progress, StreamContext, TaskEnd, AFFINITY_KEY};
 
 /// How long the client waits for a UDP echo before counting it lost.
@@ -603,7 +604,8 @@ fn extra_rounds(
 pub(super) struct AgentServer {
     pub tcp: Socket,
     pub udp: Option<UdpSocket>,
-    pub peer_ip: IpAddr,
+    /// Whom UDP points are answered: the control connection's peer.
+    pub proven: ProvenAddresses,
     pub max_size: u64,
     /// The core the sweep chose for this end (ends on one host, no affinity given).
     pub core: Option<u32>,
@@ -626,10 +628,6 @@ fn readable(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<bool> {
         };
     }
     Ok(n > 0)
-}
-
-fn same_host(a: IpAddr, b: IpAddr) -> bool {
-    a.to_canonical() == b.to_canonical()
 }
 
 impl AgentServer {
@@ -744,8 +742,9 @@ impl AgentServer {
             }
             if fds[0].revents & libc::POLLIN != 0 {
                 let (n, from): (usize, SocketAddr) = udp.recv_from(buffer)?;
-                // Only ever answer the control connection's peer.
-                if same_host(from.ip(), self.peer_ip) {
+                // Only ever answer an address that proved itself (the
+                // control connection's peer).
+                if self.proven.admits(from.ip()) {
                     udp.send_to(&buffer[..n], from)?;
                     echoed += 1;
                     *received += n as u64;

@@ -605,7 +605,7 @@ impl AgentSide for SweepAgent {
             core_if_asked: apart,
             tcp,
             udp: self.udp,
-            peer_ip: self.net.peer_ip,
+            proven: self.net.proven.clone(),
             max_size: self.max_size,
         }))
     }
