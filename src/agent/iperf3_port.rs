@@ -1,8 +1,13 @@
 //! The agent's second port (`nicbench serve --iperf3-port 5201`): it
 //! accepts unmodified iperf3 clients. Every connection first passes the
-//! agent's per-address limit (`--max-connections-per-minute`, counted
-//! before a byte is read or a thread spent, data streams included) and
-//! the cap on connections open at once; refused ones get ACCESS_DENIED.
+//! agent's per-address limits before a byte is read or a thread spent: a
+//! connection from an address with no iperf3 test under way takes a place
+//! at the agent's one gate, shared with the control port
+//! (`--max-connections-per-address`, `--max-connections-per-minute`),
+//! held until it turns out to be a data stream or, for a new client, until
+//! its test ends; an address whose test is under way opens that test's
+//! data streams, counted per minute. Then the cap on connections open at
+//! once; refused ones get ACCESS_DENIED.
 //! Then it opens with a 37-byte cookie, read with a deadline: a cookie of
 //! a test under way makes it that test's data stream (handed over in
 //! accept order); any other is a new client.
@@ -30,7 +35,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admission::{Poll, Ticket};
-use super::limits::ConnectionRate;
+use super::limits::{ConnectionRate, Pass};
 use super::serve::wait_readable;
 use super::Shared;
 use crate::iperf3::server::{read_params, refuse_credentials, serve_test, DataConnection, ServerSettings};
@@ -45,10 +50,51 @@ const QUEUE_POLL: Duration = Duration::from_millis(500);
 
 type Registry = Arc<Mutex<HashMap<Cookie, Sender<DataConnection>>>>;
 
+/// Tests under way on this port, per client address: connections from
+/// such an address are that test's data streams.
+type UnderWay = Arc<Mutex<HashMap<std::net::IpAddr, usize>>>;
+
+/// Marks a test from `ip` under way for as long as it lives.
+struct TestUnderWay {
+    under_way: UnderWay,
+    ip: std::net::IpAddr,
+}
+
+impl TestUnderWay {
+    fn new(under_way: &UnderWay, ip: std::net::IpAddr) -> TestUnderWay {
+        let ip = ip.to_canonical();
+        *under_way
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(ip)
+            .or_insert(0) += 1;
+        TestUnderWay {
+            under_way: Arc::clone(under_way),
+            ip,
+        }
+    }
+}
+
+impl Drop for TestUnderWay {
+    fn drop(&mut self) {
+        let mut map = self.under_way.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// Accepts on the iperf3 port until the agent shuts down.
 pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let registry: Registry = Arc::default();
-    let mut rate = ConnectionRate::new(shared.config.max_connections_per_minute);
+    let under_way: UnderWay = Arc::default();
+    let mut rate = ConnectionRate::grouped(
+        shared.config.max_connections_per_minute,
+        shared.config.ipv6_prefix_per_address,
+    );
     // `nicbench serve` refuses to start this way; an agent built otherwise
     // still never serves keyless iperf3 clients when it has a key.
     let locked = shared.config.psk.is_some() && shared.config.iperf3_auth.is_none();
@@ -77,7 +123,27 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         };
         sequence += 1;
         workers.retain(|w| !w.is_finished());
-        if let Err(wait) = rate.admit(peer.ip(), Instant::now()) {
+        let testing = under_way
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&peer.ip().to_canonical());
+        let pass = match testing {
+            true => None,
+            false => match shared.gate.admit(peer.ip(), Instant::now()) {
+                Ok(pass) => Some(pass),
+                Err(refusal) => {
+                    shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
+                    crate::metrics::AgentMetrics::global().refused(match refusal {
+                        super::limits::GateRefusal::Rate { .. } => crate::metrics::RefusalReason::RateLimit,
+                        super::limits::GateRefusal::Open { .. } => crate::metrics::RefusalReason::ConnectionLimit,
+                    });
+                    log::warn!("{peer}: iperf3 connection refused: {refusal}");
+                    deny(&stream);
+                    continue;
+                }
+            },
+        };
+        if let Err(wait) = testing.then(|| rate.admit(peer.ip(), Instant::now())).unwrap_or(Ok(())) {
             shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
             crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
             log::warn!(
@@ -104,9 +170,10 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         }
         in_flight.fetch_add(1, Ordering::Relaxed);
         let (shared, registry, in_flight) = (Arc::clone(&shared), Arc::clone(&registry), Arc::clone(&in_flight));
+        let under_way = Arc::clone(&under_way);
         let seq = sequence;
         let spawned = thread::Builder::new().name(format!("iperf3-{peer}")).spawn(move || {
-            handle(stream, peer, seq, &shared, &registry);
+            handle(stream, peer, seq, pass, &shared, &registry, &under_way);
             in_flight.fetch_sub(1, Ordering::Relaxed);
         });
         match spawned {
@@ -127,7 +194,18 @@ fn deny(stream: &TcpStream) {
     }
 }
 
-fn handle(stream: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared, registry: &Registry) {
+/// One connection to the port, holding its place at the gate (`pass`,
+/// None for a data stream of a test under way) until it is known to be a
+/// data stream or, for a new client, until its test ends.
+fn handle(
+    stream: TcpStream,
+    peer: SocketAddr,
+    seq: u64,
+    pass: Option<Pass>,
+    shared: &Shared,
+    registry: &Registry,
+    under_way: &UnderWay,
+) {
     let local_ip = match stream.local_addr() {
         Ok(a) => a.ip(),
         Err(_) => return,
@@ -148,6 +226,7 @@ fn handle(stream: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared, regist
     };
     let data_for = registry.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
     if let Some(test) = data_for {
+        drop(pass);
         if let Ok(stream) = control.stream().try_clone() {
             let _ = test.send((seq, stream));
         }
@@ -175,6 +254,7 @@ fn handle(stream: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared, regist
         },
     };
     let (tx, rx) = mpsc::channel();
+    let _under_way = TestUnderWay::new(under_way, peer.ip());
     registry.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
     let settings = ServerSettings {
         limits: &shared.config.limits,
@@ -328,6 +408,54 @@ mod tests {
         assert_eq!(byte[0], State::AccessDenied.byte());
         assert_eq!(limited.stats.connections_refused.load(Ordering::Relaxed), 1);
         limited.shutdown.store(true, Ordering::Relaxed);
+        accepting.join().unwrap();
+    }
+
+    /// A TCP connection to `addr` from the loopback address `from`.
+    fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.bind(&SocketAddr::new(from.parse().unwrap(), 0).into()).unwrap();
+        socket.connect(&addr.into()).unwrap();
+        socket.into()
+    }
+
+    #[test]
+    fn silent_iperf3_sockets_from_one_address_take_its_share_of_the_gate_and_no_more() {
+        let gate_of_8 = Arc::new(shared(|c| {
+            c.max_connections_per_address = 8;
+            c.handshake_timeout = Duration::from_secs(30);
+        }));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let loop_shared = Arc::clone(&gate_of_8);
+        let accepting = thread::spawn(move || accept_loop(listener, loop_shared));
+        let noisy: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+        let honest: std::net::IpAddr = "127.0.0.3".parse().unwrap();
+        let silent: Vec<TcpStream> = (0..8).map(|_| connect_from("127.0.0.2", addr)).collect();
+        let mut ninth = connect_from("127.0.0.2", addr);
+        ninth.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut byte = [0u8];
+        assert_eq!(ninth.read(&mut byte).unwrap(), 1, "an answer, not a close");
+        assert_eq!(byte[0], State::AccessDenied.byte());
+        assert_eq!(
+            gate_of_8.gate.open_from(noisy),
+            8,
+            "the eight silent sockets hold their places"
+        );
+        assert!(
+            gate_of_8.gate.admit(noisy, Instant::now()).is_err(),
+            "the same budget as the control port: it is spent"
+        );
+        let honest_client = connect_from("127.0.0.3", addr);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while gate_of_8.gate.open_from(honest) == 0 {
+            assert!(Instant::now() < deadline, "another address is admitted");
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(gate_of_8.stats.connections_refused.load(Ordering::Relaxed), 1);
+        // Closed sockets end their handlers at once (no cookie: EOF).
+        drop((silent, honest_client, ninth));
+        gate_of_8.shutdown.store(true, Ordering::Relaxed);
         accepting.join().unwrap();
     }
 }

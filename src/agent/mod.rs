@@ -57,6 +57,8 @@ pub struct AgentConfig {
     /// Connections one client address may hold open at once, control port
     /// and metrics together (0: no limit).
     pub max_connections_per_address: usize,
+    /// IPv6 clients count as one address per network of this many bits.
+    pub ipv6_prefix_per_address: u8,
     /// Tests run at once (`--max-concurrent`).
     pub max_concurrent: usize,
     /// Clients that may wait in line (`--max-queue`).
@@ -101,6 +103,7 @@ impl AgentConfig {
             max_connections: 64,
             max_connections_per_minute: 600,
             max_connections_per_address: crate::protocol::gate::DEFAULT_PER_ADDRESS,
+            ipv6_prefix_per_address: crate::protocol::gate::DEFAULT_IPV6_PREFIX,
             max_concurrent: 1,
             max_queue: 16,
             psk: None,
@@ -168,7 +171,11 @@ impl Shared {
             admission: Admission::new(config.max_concurrent, config.max_queue).longest_test(Duration::from_secs_f64(
                 config.limits.max_duration_seconds.clamp(0.0, 1e9),
             )),
-            gate: ConnectionGate::new(config.max_connections_per_minute, config.max_connections_per_address),
+            gate: ConnectionGate::grouped(
+                config.max_connections_per_minute,
+                config.max_connections_per_address,
+                config.ipv6_prefix_per_address,
+            ),
             config,
             connections: AtomicUsize::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),

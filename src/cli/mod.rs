@@ -196,6 +196,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = crate::protocol::gate::DEFAULT_PER_ADDRESS as u32,
           value_parser = parse::between::<u32>(0, 4096))]
     pub max_connections_per_address: u32,
+    /// IPv6 clients are counted by network of this many bits for the two
+    /// per-address limits above (a host is usually given a whole /64 and
+    /// may use any address in it); 128 counts each address.
+    #[arg(long, value_name = "BITS", default_value_t = crate::protocol::gate::DEFAULT_IPV6_PREFIX,
+          value_parser = parse::between::<u8>(1, 128))]
+    pub ipv6_prefix_per_address: u8,
     /// Require clients to prove they know the pre-shared key in this file
     /// (HMAC-SHA256 challenge-response; the key never crosses the network).
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]

@@ -46,6 +46,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.max_connections = args.max_connections as usize;
         config.max_connections_per_minute = args.max_connections_per_minute;
         config.max_connections_per_address = args.max_connections_per_address as usize;
+        config.ipv6_prefix_per_address = args.ipv6_prefix_per_address;
         config.psk = psk.clone();
         config.handshake_timeout = args.handshake_timeout;
         config.iperf3_listen = args.iperf3_port.map(|port| SocketAddr::new(ip, port));

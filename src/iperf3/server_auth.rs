@@ -15,6 +15,14 @@
 //! with IEAUTHTEST, "test authorization failed"; the reason ([`Denied`])
 //! is for the agent's log only.
 //!
+//! Replays: iperf3 accepts the same token again for as long as its
+//! timestamp is within the skew, so anybody who recorded one could run
+//! tests in the user's name for that long. This agent remembers each token
+//! it accepted (a SHA-256 of its encrypted bytes) until its timestamp has
+//! left the window, and refuses a repeat ([`Denied::Replayed`]). A client's
+//! every token differs (both paddings are randomized), so honest clients
+//! never meet this.
+//!
 //! Padding: iperf3 before 3.17 (Debian 12's 3.12) encrypts with PKCS#1
 //! v1.5 only; 3.17 and later with OAEP (SHA-1, MGF1-SHA-1) unless both
 //! ends pass `--use-pkcs1-padding`. A server cannot tell from the token,
@@ -104,6 +112,10 @@ pub enum Denied {
     Malformed,
     #[error("user '{user}': its timestamp is {skew} s from this host's clock (at most {SKEW_SECONDS} s)")]
     Stale { user: String, skew: i64 },
+    #[error("user '{0}': this token was used already (a replayed token; every test needs a fresh one)")]
+    Replayed(String),
+    #[error("{0} tokens accepted within the last {SKEW_SECONDS} s: refusing more until they expire")]
+    TooManyRecent(usize),
     #[error("unknown user '{0}'")]
     UnknownUser(String),
     #[error("user '{0}': wrong password")]
@@ -120,7 +132,15 @@ struct User {
 pub struct ServerAuth {
     key: RsaPrivateKey,
     users: Vec<User>,
+    /// Tokens accepted while their timestamp may still pass: digest of the
+    /// encrypted bytes, and the Unix second after which it cannot.
+    accepted: std::sync::Mutex<Vec<([u8; 32], i64)>>,
 }
+
+/// Most accepted tokens remembered at once; past it, new ones are refused
+/// until old ones expire (the per-minute connection limit keeps an honest
+/// agent far below it).
+const MAX_REMEMBERED_TOKENS: usize = 100_000;
 
 impl std::fmt::Debug for ServerAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,7 +162,11 @@ impl ServerAuth {
         };
         let key = parse_private_key(&read(key_path)?, &key_path.display().to_string())?;
         let users = parse_users(&read(users_path)?, &users_path.display().to_string())?;
-        Ok(ServerAuth { key, users })
+        Ok(ServerAuth {
+            key,
+            users,
+            accepted: Default::default(),
+        })
     }
 
     /// From a key and the users file's text (`path` names it in errors).
@@ -150,6 +174,7 @@ impl ServerAuth {
         Ok(ServerAuth {
             key,
             users: parse_users(users_text, path)?,
+            accepted: Default::default(),
         })
     }
 
@@ -200,6 +225,7 @@ impl ServerAuth {
         for u in self.users.iter().filter(|u| u.name == user) {
             named = true;
             if bool::from(u.sha256[..].ct_eq(digest.as_slice())) {
+                self.remember(&encrypted, ts, now_unix_seconds, &shown)?;
                 return Ok(user.to_string());
             }
         }
@@ -208,6 +234,24 @@ impl ServerAuth {
         } else {
             Denied::UnknownUser(shown)
         })
+    }
+}
+
+impl ServerAuth {
+    /// Records an accepted token until its timestamp `ts` leaves the skew
+    /// window; a token already recorded is a replay.
+    fn remember(&self, encrypted: &[u8], ts: i64, now: i64, user: &str) -> Result<(), Denied> {
+        let digest: [u8; 32] = sha2::Sha256::digest(encrypted).into();
+        let mut accepted = self.accepted.lock().unwrap_or_else(|p| p.into_inner());
+        accepted.retain(|(_, until)| *until >= now);
+        if accepted.iter().any(|(seen, _)| *seen == digest) {
+            return Err(Denied::Replayed(user.to_string()));
+        }
+        if accepted.len() >= MAX_REMEMBERED_TOKENS {
+            return Err(Denied::TooManyRecent(accepted.len()));
+        }
+        accepted.push((digest, ts.saturating_add(SKEW_SECONDS)));
+        Ok(())
     }
 }
 
@@ -345,13 +389,14 @@ mod tests {
     #[test]
     fn our_clients_tokens_pass_with_the_padding_its_version_implies() {
         let (server, public) = server();
-        let oaep = token(&public, "mario", "rossi", Padding::Oaep, NOW);
-        assert_eq!(server.check(Some(&oaep), Some("3.17.1"), NOW), Ok("mario".into()));
+        let oaep = |ts| token(&public, "mario", "rossi", Padding::Oaep, ts);
+        assert_eq!(server.check(Some(&oaep(NOW)), Some("3.17.1"), NOW), Ok("mario".into()));
         assert_eq!(
-            server.check(Some(&oaep), Some("nicbench 1.0"), NOW + 10),
+            server.check(Some(&oaep(NOW)), Some("nicbench 1.0"), NOW + 10),
             Ok("mario".into())
         );
-        assert_eq!(server.check(Some(&oaep), None, NOW - 10), Ok("mario".into()));
+        assert_eq!(server.check(Some(&oaep(NOW)), None, NOW - 10), Ok("mario".into()));
+        let oaep = oaep(NOW);
         let pkcs1 = token(&public, "luigi", "verdi", Padding::Pkcs1v15, NOW);
         assert_eq!(server.check(Some(&pkcs1), Some("3.12"), NOW), Ok("luigi".into()));
         // One padding per token: the version decides, never a second try.
@@ -363,6 +408,32 @@ mod tests {
             server.check(Some(&oaep), Some("3.12"), NOW),
             Err(Denied::Undecryptable { .. })
         ));
+    }
+
+    #[test]
+    fn an_accepted_token_is_refused_when_it_comes_again_within_the_skew() {
+        let (server, public) = server();
+        let once = token(&public, "mario", "rossi", Padding::Oaep, NOW);
+        assert_eq!(server.check(Some(&once), Some("3.17"), NOW), Ok("mario".into()));
+        for later in [NOW, NOW + 5, NOW + 10] {
+            assert_eq!(
+                server.check(Some(&once), Some("3.17"), later),
+                Err(Denied::Replayed("mario".into())),
+                "at {later}"
+            );
+        }
+        assert!(matches!(
+            server.check(Some(&once), Some("3.17"), NOW + 11),
+            Err(Denied::Stale { .. })
+        ));
+        // The same user and second, freshly encrypted: a new token.
+        let again = token(&public, "mario", "rossi", Padding::Oaep, NOW);
+        assert_eq!(server.check(Some(&again), Some("3.17"), NOW + 1), Ok("mario".into()));
+        // Remembered only while they could pass: two old ones are forgotten.
+        assert_eq!(server.accepted.lock().unwrap().len(), 2);
+        let fresh = token(&public, "mario", "rossi", Padding::Oaep, NOW + 100);
+        assert_eq!(server.check(Some(&fresh), Some("3.17"), NOW + 100), Ok("mario".into()));
+        assert_eq!(server.accepted.lock().unwrap().len(), 1);
     }
 
     #[test]

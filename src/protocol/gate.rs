@@ -7,6 +7,11 @@
 //! connection slot or keep them held by reconnecting. What one test may
 //! ask for is [`super::limits`].
 //!
+//! "One address" is one IPv4 address, or one IPv6 network of
+//! `--ipv6-prefix-per-address` bits (64 by default): a single host is handed
+//! a whole /64 and may pick any address in it, so counting IPv6 addresses
+//! one by one would let it take every slot.
+//!
 //! No I/O and no clock of its own: callers pass the address and the time.
 
 use std::collections::{HashMap, VecDeque};
@@ -24,18 +29,68 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// one address cannot take the default 64 control connections.
 pub const DEFAULT_PER_ADDRESS: usize = 8;
 
+/// The default of `serve --ipv6-prefix-per-address`: the network one
+/// IPv6 host is usually given.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+/// What the per-address limits count by: an IPv4 address, or the IPv6
+/// network of `prefix` bits holding the client's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientKey {
+    network: IpAddr,
+    /// Some for an IPv6 network shorter than 128 bits.
+    prefix: Option<u8>,
+}
+
+impl ClientKey {
+    /// The key of `ip` when IPv6 clients are grouped by `ipv6_prefix` bits
+    /// (1-128; an IPv4 address mapped into IPv6 is the IPv4 address).
+    pub fn of(ip: IpAddr, ipv6_prefix: u8) -> ClientKey {
+        match ip.to_canonical() {
+            IpAddr::V6(v6) if ipv6_prefix < 128 => {
+                let bits = u128::from(v6);
+                let mask = u128::MAX.checked_shl(128 - u32::from(ipv6_prefix.max(1))).unwrap_or(0);
+                ClientKey {
+                    network: IpAddr::V6((bits & mask).into()),
+                    prefix: Some(ipv6_prefix.max(1)),
+                }
+            }
+            other => ClientKey {
+                network: other,
+                prefix: None,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.prefix {
+            Some(bits) => write!(f, "{}/{bits}", self.network),
+            None => write!(f, "{}", self.network),
+        }
+    }
+}
+
 /// Connections per client address in the last minute.
 #[derive(Debug)]
 pub struct ConnectionRate {
     per_minute: u32,
-    seen: HashMap<IpAddr, VecDeque<Instant>>,
+    ipv6_prefix: u8,
+    seen: HashMap<ClientKey, VecDeque<Instant>>,
 }
 
 impl ConnectionRate {
     /// `per_minute` 0 means no limit.
     pub fn new(per_minute: u32) -> ConnectionRate {
+        ConnectionRate::grouped(per_minute, DEFAULT_IPV6_PREFIX)
+    }
+
+    /// [`Self::new`] with IPv6 clients grouped by `ipv6_prefix` bits.
+    pub fn grouped(per_minute: u32, ipv6_prefix: u8) -> ConnectionRate {
         ConnectionRate {
             per_minute,
+            ipv6_prefix,
             seen: HashMap::new(),
         }
     }
@@ -53,7 +108,7 @@ impl ConnectionRate {
                 self.seen.clear();
             }
         }
-        let times = self.seen.entry(ip.to_canonical()).or_default();
+        let times = self.seen.entry(ClientKey::of(ip, self.ipv6_prefix)).or_default();
         while times.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
             times.pop_front();
         }
@@ -75,13 +130,14 @@ impl ConnectionRate {
 pub struct ConnectionGate {
     /// Connections one address may hold at once (0: no limit).
     per_address: usize,
+    ipv6_prefix: u8,
     state: Mutex<GateState>,
 }
 
 #[derive(Debug)]
 struct GateState {
     rate: ConnectionRate,
-    open: HashMap<IpAddr, usize>,
+    open: HashMap<ClientKey, usize>,
 }
 
 /// Why a connection is refused at the gate, in words that name the option
@@ -90,12 +146,12 @@ struct GateState {
 pub enum GateRefusal {
     /// The address opened `per_minute` connections in the last minute.
     Rate {
-        ip: IpAddr,
+        ip: ClientKey,
         per_minute: u32,
         wait_seconds: f64,
     },
     /// The address holds `per_address` connections open already.
-    Open { ip: IpAddr, per_address: usize },
+    Open { ip: ClientKey, per_address: usize },
 }
 
 impl std::fmt::Display for GateRefusal {
@@ -124,16 +180,22 @@ impl std::fmt::Display for GateRefusal {
 #[derive(Debug)]
 pub struct Pass {
     gate: Arc<ConnectionGate>,
-    ip: IpAddr,
+    ip: ClientKey,
 }
 
 impl ConnectionGate {
     /// `per_minute` and `per_address` 0 mean no limit.
     pub fn new(per_minute: u32, per_address: usize) -> Arc<ConnectionGate> {
+        ConnectionGate::grouped(per_minute, per_address, DEFAULT_IPV6_PREFIX)
+    }
+
+    /// [`Self::new`] with IPv6 clients grouped by `ipv6_prefix` bits (1-128).
+    pub fn grouped(per_minute: u32, per_address: usize, ipv6_prefix: u8) -> Arc<ConnectionGate> {
         Arc::new(ConnectionGate {
             per_address,
+            ipv6_prefix,
             state: Mutex::new(GateState {
-                rate: ConnectionRate::new(per_minute),
+                rate: ConnectionRate::grouped(per_minute, ipv6_prefix),
                 open: HashMap::new(),
             }),
         })
@@ -147,7 +209,7 @@ impl ConnectionGate {
     /// Admits a new connection from `ip` at `now`, or says why not. A
     /// refused connection does not count against the address's rate.
     pub fn admit(self: &Arc<Self>, ip: IpAddr, now: Instant) -> Result<Pass, GateRefusal> {
-        let ip = ip.to_canonical();
+        let ip = ClientKey::of(ip, self.ipv6_prefix);
         let mut state = self.lock();
         let open = state.open.get(&ip).copied().unwrap_or(0);
         if self.per_address > 0 && open >= self.per_address {
@@ -156,7 +218,7 @@ impl ConnectionGate {
                 per_address: self.per_address,
             });
         }
-        if let Err(wait_seconds) = state.rate.admit(ip, now) {
+        if let Err(wait_seconds) = state.rate.admit(ip.network, now) {
             return Err(GateRefusal::Rate {
                 ip,
                 per_minute: state.rate.per_minute(),
@@ -172,7 +234,11 @@ impl ConnectionGate {
 
     /// Connections `ip` holds open now.
     pub fn open_from(&self, ip: IpAddr) -> usize {
-        self.lock().open.get(&ip.to_canonical()).copied().unwrap_or(0)
+        self.lock()
+            .open
+            .get(&ClientKey::of(ip, self.ipv6_prefix))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Connections one address may hold at once (0: no limit).
@@ -224,7 +290,7 @@ mod tests {
         assert_eq!(
             refused,
             GateRefusal::Open {
-                ip: noisy,
+                ip: ClientKey::of(noisy, DEFAULT_IPV6_PREFIX),
                 per_address: 2
             }
         );
@@ -248,6 +314,55 @@ mod tests {
         let _held = gate.admit("192.0.2.1".parse().unwrap(), now).unwrap();
         let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
         assert!(matches!(gate.admit(mapped, now), Err(GateRefusal::Open { .. })));
+    }
+
+    #[test]
+    fn ipv6_addresses_of_one_64_share_one_budget() {
+        let gate = ConnectionGate::new(0, 8);
+        let now = Instant::now();
+        let mut held = Vec::new();
+        for host in 1..=8 {
+            let ip: IpAddr = format!("fd00:1:2:3::{host:x}").parse().unwrap();
+            held.push(gate.admit(ip, now).unwrap());
+        }
+        let ninth: IpAddr = "fd00:1:2:3:ffff::9".parse().unwrap();
+        let refused = gate.admit(ninth, now).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("fd00:1:2:3::/64 already holds 8 connections"),
+            "{refused}"
+        );
+        let next_network: IpAddr = "fd00:1:2:4::1".parse().unwrap();
+        assert!(gate.admit(next_network, now).is_ok(), "another /64 is another client");
+        assert_eq!(gate.open_from("fd00:1:2:3::1234".parse().unwrap()), 8);
+        // Counted one by one when asked (--ipv6-prefix-per-address 128).
+        let each = ConnectionGate::grouped(0, 1, 128);
+        let _one = each.admit("fd00::1".parse().unwrap(), now).unwrap();
+        assert!(each.admit("fd00::2".parse().unwrap(), now).is_ok());
+        let refused = each.admit("fd00::1".parse().unwrap(), now).unwrap_err();
+        assert!(refused.to_string().starts_with("fd00::1 already holds 1"), "{refused}");
+    }
+
+    #[test]
+    fn the_rate_per_minute_counts_a_64_as_one_address() {
+        let mut rate = ConnectionRate::new(2);
+        let now = Instant::now();
+        assert!(rate.admit("fd00:9::1".parse().unwrap(), now).is_ok());
+        assert!(rate.admit("fd00:9::2".parse().unwrap(), now).is_ok());
+        assert!(rate.admit("fd00:9::3".parse().unwrap(), now).is_err());
+        assert!(rate.admit("::ffff:127.0.0.1".parse().unwrap(), now).is_ok());
+    }
+
+    #[test]
+    fn a_client_key_masks_ipv6_only() {
+        let key = |ip: &str, bits| ClientKey::of(ip.parse().unwrap(), bits).to_string();
+        assert_eq!(key("fd00:1:2:3:4:5:6:7", 64), "fd00:1:2:3::/64");
+        assert_eq!(key("fd00:1:2:3:4:5:6:7", 48), "fd00:1:2::/48");
+        assert_eq!(key("fd00:1:2:3:4:5:6:7", 128), "fd00:1:2:3:4:5:6:7");
+        assert_eq!(key("fd00:1:2:3:4:5:6:7", 0), "8000::/1", "0 is taken as 1");
+        assert_eq!(key("127.0.0.9", 64), "127.0.0.9");
+        assert_eq!(key("::ffff:127.0.0.9", 64), "127.0.0.9");
     }
 
     #[test]
