@@ -69,6 +69,10 @@ pub(super) fn check_request(shared: &Shared, target: &str, spec: &TestSpec) -> R
     let workload = workload::find(&spec.workload).map_err(|e| e.to_string())?;
     workload.validate(spec).map_err(|e| e.to_string())?;
     shared.config.limits.check_offered(spec, workload.offered_rate(spec))?;
+    shared
+        .config
+        .limits
+        .check_memory(spec, workload.agent_memory_bytes(spec))?;
     let (host, port) = crate::address::split_host_port(target).map_err(|e| e.to_string())?;
     let port =
         port.ok_or_else(|| format!("peer test target '{target}' has no port; the coordinator sends HOST:PORT"))?;

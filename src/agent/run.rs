@@ -130,6 +130,12 @@ fn check_request(shared: &Shared, spec: &TestSpec) -> Result<&'static dyn Worklo
         .config
         .limits
         .check_offered(spec, workload.offered_rate(spec))
+        .and_then(|()| {
+            shared
+                .config
+                .limits
+                .check_memory(spec, workload.agent_memory_bytes(spec))
+        })
         .inspect_err(|_| AgentMetrics::global().refused(RefusalReason::Limits))
         .map_err(Refusal::Tell)?;
     Ok(workload)

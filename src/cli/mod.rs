@@ -173,6 +173,11 @@ pub struct ServeArgs {
     /// Largest socket buffer (SO_SNDBUF/SO_RCVBUF) a client may ask for on either end.
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::buffer_size)]
     pub max_buffer: u64,
+    /// Most memory one test's buffers may hold on this agent (streams x
+    /// message size, as the workload counts them), checked before anything
+    /// is allocated.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse::size_in(1 << 20, 1 << 40))]
+    pub max_test_memory: u64,
     /// Highest rate a test may offer, per direction over all streams, e.g.
     /// 1G; a test that sets no rate (tcp, rr, sweep, files, udp -b max) is
     /// unlimited and then refused. Default: no limit.

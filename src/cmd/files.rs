@@ -22,6 +22,7 @@ pub fn run(args: FilesArgs) -> anyhow::Result<()> {
         scratch: args.options.scratch.clone(),
         keep: args.options.keep,
         max_files_bytes: None,
+        remove_in_background: false,
     });
     let m = &args.measure;
     signals::install();

@@ -39,6 +39,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_streams: args.max_streams,
             max_message_bytes: args.max_message,
             max_buffer_bytes: args.max_buffer,
+            max_test_memory_bytes: args.max_test_memory,
             max_rate_bits_per_second: args.max_rate.map(|r| r as f64),
         };
         config.max_concurrent = args.max_concurrent as usize;
@@ -58,6 +59,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             scratch: args.scratch.clone(),
             keep: args.keep,
             max_files_bytes: args.max_files_bytes,
+            remove_in_background: true,
         };
         match Agent::bind(config) {
             Ok(a) => {

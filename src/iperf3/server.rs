@@ -762,6 +762,7 @@ mod tests {
             max_message_bytes: 1 << 20,
             max_buffer_bytes: 1 << 20,
             max_rate_bits_per_second: None,
+            max_test_memory_bytes: crate::protocol::limits::DEFAULT_MAX_TEST_MEMORY,
         };
         let refused = |json: &str| spec_of(&params(json), &limits).unwrap_err();
         assert_eq!(refused(r#"{"tcp":true,"time":61}"#).0, errno::DURATION);

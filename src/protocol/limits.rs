@@ -53,6 +53,19 @@ pub struct TestLimits {
     pub max_buffer_bytes: u64,
     /// Highest offered rate of a paced workload per direction, all streams.
     pub max_rate_bits_per_second: Option<f64>,
+    /// Most memory one test's buffers may hold on the agent (its message
+    /// buffers: streams x message size, as the workload counts them).
+    pub max_test_memory_bytes: u64,
+}
+
+/// The default of `serve --max-test-memory`: 16 streams of 64 MiB, or 128
+/// of 8 MiB; far above any ordinary test (128 streams of 128 KiB hold 16 MiB).
+pub const DEFAULT_MAX_TEST_MEMORY: u64 = 1 << 30;
+
+/// The buffers a test of `spec` holds on one end when each of its stream
+/// ends holds one message: what a workload that says no more holds.
+pub fn message_buffers(spec: &TestSpec) -> u64 {
+    (spec.flows().len() as u64).saturating_mul(spec.message_bytes)
 }
 
 impl Default for TestLimits {
@@ -63,6 +76,7 @@ impl Default for TestLimits {
             max_message_bytes: crate::model::spec::MAX_MESSAGE_BYTES,
             max_buffer_bytes: crate::model::spec::MAX_BUFFER_BYTES,
             max_rate_bits_per_second: None,
+            max_test_memory_bytes: DEFAULT_MAX_TEST_MEMORY,
         }
     }
 }
@@ -72,7 +86,24 @@ impl TestLimits {
     /// the error names the limit and its option. The agent, which knows
     /// the workload, calls [`TestLimits::check_offered`].
     pub fn check(&self, spec: &TestSpec) -> Result<(), String> {
-        self.check_offered(spec, declared_rate(spec))
+        self.check_offered(spec, declared_rate(spec))?;
+        self.check_memory(spec, message_buffers(spec))
+    }
+
+    /// Checks the `bytes` of buffers a test of `spec` would hold on the
+    /// agent (`Workload::agent_memory_bytes`), before anything is allocated.
+    pub fn check_memory(&self, spec: &TestSpec, bytes: u64) -> Result<(), String> {
+        if bytes <= self.max_test_memory_bytes {
+            return Ok(());
+        }
+        Err(format!(
+            "the test would hold {} of buffers on the agent ({} stream ends of {} messages); this agent allows \
+             at most {} per test (its --max-test-memory): ask for fewer streams (-P) or a smaller -l",
+            units::Size(bytes),
+            spec.flows().len(),
+            units::Size(spec.message_bytes),
+            units::Size(self.max_test_memory_bytes)
+        ))
     }
 
     /// Checks `spec`, offering `offered` per stream; the error names the
@@ -148,6 +179,7 @@ mod tests {
             max_message_bytes: 1000,
             max_buffer_bytes: 4096,
             max_rate_bits_per_second: Some(1e6),
+            max_test_memory_bytes: 1 << 20,
         };
         // Within every limit: a tcp test that offers a rate within --max-rate.
         assert!(limits.check_offered(&spec("tcp"), OfferedRate::PerStream(1e6)).is_ok());
@@ -163,6 +195,31 @@ mod tests {
         let mut s = spec("tcp");
         s.agent.receive_buffer_bytes = Some(8192);
         assert!(limits.check(&s).unwrap_err().contains("--max-buffer"));
+    }
+
+    #[test]
+    fn the_buffers_a_test_would_hold_are_checked_before_anything_is_allocated() {
+        let limits = TestLimits::default();
+        let mut s = spec("tcp");
+        s.direction = crate::model::Direction::Reverse;
+        s.streams = 16;
+        s.message_bytes = 64 << 20;
+        assert_eq!(message_buffers(&s), 1 << 30);
+        assert!(limits.check(&s).is_ok(), "16 x 64 MiB is the default's edge");
+        s.streams = 17;
+        let e = limits.check(&s).unwrap_err();
+        assert!(
+            e.contains("17 stream ends of 64 MiB") && e.contains("its --max-test-memory"),
+            "{e}"
+        );
+        // Both directions: two ends per stream.
+        s.streams = 9;
+        s.direction = crate::model::Direction::Bidir;
+        assert!(limits.check(&s).unwrap_err().contains("18 stream ends"));
+        assert!(
+            limits.check_memory(&s, 1 << 20).is_ok(),
+            "the workload's own count decides"
+        );
     }
 
     #[test]

@@ -702,6 +702,12 @@ pub trait Workload: Sync {
         self.known_duration_seconds(spec)
             .unwrap_or(spec.duration_seconds + spec.omit_seconds)
     }
+    /// The memory the agent's buffers hold for a test of `spec`, which the
+    /// agent checks against `--max-test-memory` before it allocates
+    /// anything: one message per stream end, unless the workload says more.
+    fn agent_memory_bytes(&self, spec: &TestSpec) -> u64 {
+        crate::protocol::limits::message_buffers(spec)
+    }
     /// Whether an agent may run it toward another agent (a mesh's peer
     /// test, a /probe): its length is known and it needs nothing of the
     /// client's host (no files, no progress display).

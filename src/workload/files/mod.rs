@@ -324,12 +324,22 @@ fn receive_plan(params: &FilesParams, storage: &Storage) -> Result<Arc<ReceivePl
     }
     let budget = scratch::Budget::of_set(params.files, params.total_bytes, storage.max_files_bytes);
     let parent = storage.scratch.clone().unwrap_or_else(scratch::default_scratch);
-    let scratch = Scratch::create(&parent, &scratch::unique_name(), storage.keep, budget).map_err(|e| {
-        WorkloadError::Setup(format!(
-            "cannot create a scratch directory under {}: {e} (choose another with --scratch)",
-            parent.display()
-        ))
-    })?;
+    let scratch = Scratch::create(&parent, &scratch::unique_name(), storage.keep, budget)
+        .map_err(|e| {
+            WorkloadError::Setup(format!(
+                "cannot create a scratch directory under {}: {e} (choose another with --scratch)",
+                parent.display()
+            ))
+        })?
+        .removed_in_background(storage.remove_in_background);
+    // Whatever the operator allows, never more than the filesystem can
+    // spare: checked before a single entry is made.
+    let free = scratch::free_space(scratch.path()).map_err(WorkloadError::io(format!(
+        "reading the free space of {}",
+        parent.display()
+    )))?;
+    let least = scratch::Budget::least_disk_bytes(params.files, params.total_bytes);
+    scratch::check_room(params.files, least, free, &parent).map_err(WorkloadError::Setup)?;
     log::info!("receiving files into {}", scratch.path().display());
     Ok(Arc::new(ReceivePlan {
         scratch: Arc::new(scratch),

@@ -35,6 +35,68 @@ pub struct Storage {
     /// entries charged ([`ENTRY_BYTES`], [`DIRECTORY_BYTES`]); None: no
     /// limit beyond the declared set's.
     pub max_files_bytes: Option<u64>,
+    /// Remove a test's directory on a thread of its own after the test,
+    /// so its slot is free at once (the agent, a long-lived process);
+    /// else before the test's end returns (the client, which then exits).
+    pub remove_in_background: bool,
+}
+
+/// Most files one test may declare unless the operator says otherwise
+/// (`--max-files-bytes` bounds the bytes, this the count).
+pub const DEFAULT_MAX_FILES: u64 = 1_000_000;
+
+/// What the filesystem holding a directory has free: bytes an
+/// unprivileged writer may use, and inodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Free {
+    pub bytes: u64,
+    pub inodes: u64,
+}
+
+/// [`Free`] of the filesystem holding `dir` (statvfs(3)).
+pub fn free_space(dir: &Path) -> std::io::Result<Free> {
+    let c = cstring(dir.as_os_str().as_encoded_bytes())?;
+    // SAFETY: statvfs writes into the zeroed struct; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Free {
+        bytes: (st.f_bavail as u64).saturating_mul(st.f_frsize as u64),
+        inodes: st.f_favail as u64,
+    })
+}
+
+/// Checks a declared set of `files` and `least_disk_bytes` against what
+/// one test may take of a filesystem with `free`: at most half its free
+/// bytes and half its free inodes (so a test never fills the disk other
+/// work lives on), and at most [`DEFAULT_MAX_FILES`] files. A filesystem
+/// that reports no inode count (0) is held to bytes only.
+pub fn check_room(files: u64, least_disk_bytes: u64, free: Free, dir: &Path) -> Result<(), String> {
+    if files > DEFAULT_MAX_FILES {
+        return Err(format!(
+            "the set holds {files} files; this agent accepts at most {DEFAULT_MAX_FILES} per test: send fewer, \
+             larger files"
+        ));
+    }
+    if free.inodes > 0 && files > free.inodes / 2 {
+        return Err(format!(
+            "the set holds {files} files, and the filesystem of {} has {} free inodes: a test may take at most \
+             half of them; send fewer files, or start the agent with another --scratch",
+            dir.display(),
+            free.inodes
+        ));
+    }
+    if least_disk_bytes > free.bytes / 2 {
+        return Err(format!(
+            "the set takes at least {} on disk, and the filesystem of {} has {} free: a test may take at most \
+             half of it; send a smaller set, or start the agent with another --scratch",
+            Bytes(least_disk_bytes),
+            dir.display(),
+            Bytes(free.bytes)
+        ));
+    }
+    Ok(())
 }
 
 /// What one test may write: the set its sender declared (files and
@@ -150,6 +212,7 @@ pub struct Scratch {
     path: PathBuf,
     dir: OwnedFd,
     keep: bool,
+    remove_in_background: bool,
     budget: Budget,
     /// What the test may still write (from `budget`): a sender that sends
     /// more is stopped.
@@ -225,6 +288,7 @@ impl Scratch {
             path,
             dir: unsafe { OwnedFd::from_raw_fd(fd) },
             keep,
+            remove_in_background: false,
             budget,
             files_left: AtomicU64::new(budget.files),
             payload_left: AtomicU64::new(budget.payload_bytes),
@@ -234,6 +298,13 @@ impl Scratch {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes the directory on a thread of its own when dropped
+    /// ([`Storage::remove_in_background`]).
+    pub fn removed_in_background(mut self, yes: bool) -> Scratch {
+        self.remove_in_background = yes;
+        self
     }
 
     /// Charges a file of `size` bytes named `name` (its last component)
@@ -335,9 +406,35 @@ impl Drop for Scratch {
             log::info!("kept the received files in {}", self.path.display());
             return;
         }
-        // remove_dir_all does not follow symbolic links.
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            log::warn!("could not remove the scratch directory {}: {e}", self.path.display());
+        let path = match self.remove_in_background {
+            // Renamed at once, so the name is free and nobody mistakes it
+            // for a test's; removed by a thread while the next test runs.
+            true => {
+                let trash = self.path.with_file_name(format!(
+                    ".removing-{}",
+                    self.path.file_name().map_or("files".into(), |n| n.to_string_lossy())
+                ));
+                match std::fs::rename(&self.path, &trash) {
+                    Ok(()) => trash,
+                    Err(_) => self.path.clone(),
+                }
+            }
+            false => self.path.clone(),
+        };
+        let remove = move || {
+            // remove_dir_all does not follow symbolic links.
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                log::warn!("could not remove the scratch directory {}: {e}", path.display());
+            }
+        };
+        match self.remove_in_background {
+            true => {
+                let spawned = std::thread::Builder::new().name("scratch-removal".into()).spawn(remove);
+                if let Err(e) = spawned {
+                    log::warn!("could not start the removal of {}: {e}", self.path.display());
+                }
+            }
+            false => remove(),
         }
     }
 }
@@ -438,5 +535,61 @@ mod tests {
         assert_eq!((capped.disk_bytes, capped.operator_limit), (10 << 20, true));
         assert_eq!(Budget::of_set(u64::MAX, u64::MAX, None).disk_bytes, u64::MAX);
         assert_eq!(Budget::least_disk_bytes(3, 1000), 1000 + 3 * ENTRY_BYTES);
+    }
+
+    #[test]
+    fn a_set_takes_at_most_half_the_free_inodes_and_bytes_and_a_million_files() {
+        let free = Free {
+            bytes: 10 << 30,
+            inodes: 1000,
+        };
+        let dir = Path::new("/scratch");
+        assert!(check_room(500, 1 << 20, free, dir).is_ok());
+        let e = check_room(501, 1 << 20, free, dir).unwrap_err();
+        assert!(e.contains("501 files") && e.contains("1000 free inodes"), "{e}");
+        let e = check_room(10, (5 << 30) + 1, free, dir).unwrap_err();
+        assert!(e.contains("at most half of it"), "{e}");
+        let e = check_room(
+            10_000_000,
+            0,
+            Free {
+                bytes: u64::MAX,
+                inodes: 0,
+            },
+            dir,
+        )
+        .unwrap_err();
+        assert!(e.contains("at most 1000000 per test"), "{e}");
+        assert!(
+            check_room(
+                10,
+                0,
+                Free {
+                    bytes: 1 << 20,
+                    inodes: 0
+                },
+                dir
+            )
+            .is_ok(),
+            "no inode count: bytes only"
+        );
+    }
+
+    #[test]
+    fn a_directory_removed_in_the_background_is_gone_from_its_name_at_once() {
+        let base = tempfile::tempdir().unwrap();
+        let scratch = Scratch::create(base.path(), "t", false, Budget::unlimited())
+            .unwrap()
+            .removed_in_background(true);
+        let dir = scratch.directory_of(&[b"a", b"b"]).unwrap();
+        drop(Scratch::create_file(&dir, b"f").unwrap());
+        let path = scratch.path().to_path_buf();
+        drop(scratch);
+        assert!(!path.exists(), "renamed before the drop returned");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::fs::read_dir(base.path()).unwrap().next().is_some() {
+            assert!(std::time::Instant::now() < deadline, "removed by its thread");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }

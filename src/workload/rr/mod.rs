@@ -311,6 +311,16 @@ impl Workload for RequestResponse {
         OfferedRate::Unlimited
     }
 
+    fn agent_memory_bytes(&self, spec: &TestSpec) -> u64 {
+        // Each responding flow holds a request and a response buffer.
+        let per_flow = spec
+            .params::<RrParams>()
+            .map_or(spec.message_bytes.saturating_mul(2), |p| {
+                p.request_bytes.saturating_add(p.response_bytes)
+            });
+        (spec.flows().len() as u64).saturating_mul(per_flow)
+    }
+
     fn peer_tests(&self) -> bool {
         true
     }
