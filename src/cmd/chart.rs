@@ -108,11 +108,12 @@ pub fn plot(args: PlotArgs) -> anyhow::Result<()> {
         ImageFormat::Png => chart::render_png_scaled(&chart, size, scale)?,
     };
     std::fs::write(&args.out, bytes).with_context(|| format!("cannot write the chart to {}", args.out.display()))?;
+    // Series names come from stored facts and tags: outside text.
     println!(
         "wrote {} chart ({}) to {}",
         args.kind.name(),
-        chart.series_names().join(", "),
-        args.out.display()
+        crate::outside_text::terminal(&chart.series_names().join(", ")),
+        crate::outside_text::terminal(&args.out.display().to_string())
     );
     Ok(())
 }

@@ -71,6 +71,11 @@ pub enum StoreError {
     Directory { path: PathBuf, source: std::io::Error },
     #[error("database {path}: {detail}")]
     Other { path: PathBuf, detail: String },
+    #[error(
+        "not saved into {path}: {field}: {what}; whoever measured it (an agent, an iperf3 peer, a file) \
+         sent a figure no network gives"
+    )]
+    Implausible { path: PathBuf, field: String, what: String },
     #[error("no run with id {0} in the database: `nicbench runs` lists the ids")]
     NoSuchRun(i64),
     #[error("{0}")]

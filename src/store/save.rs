@@ -71,6 +71,7 @@ impl RunWriter {
         let fail = |e| StoreError::from_sqlite(&path, e);
         let tx = store.conn.transaction().map_err(fail)?;
         let columns = columns::of_document(&doc);
+        plausible(&path, &columns)?;
         let id = upsert_run(&tx, self.id, &self.meta, &doc, &columns, false).map_err(fail)?;
         super::digest::save(&tx, id, &doc).map_err(fail)?;
         let trial = self.trials.last().expect("pushed above");
@@ -103,6 +104,7 @@ impl RunWriter {
         text_report: Option<&str>,
     ) -> Result<i64, StoreError> {
         let path = self.store.path.clone();
+        plausible(&path, columns)?;
         let fail = |e| StoreError::from_sqlite(&path, e);
         let tx = self.store.conn.transaction().map_err(fail)?;
         let id = write_final(&tx, self.id, &self.meta, doc, columns, self.trials.len(), text_report).map_err(fail)?;
@@ -145,6 +147,7 @@ impl Batch<'_> {
     /// Saves a whole run (its document, columns and trials); it stays only
     /// if the batch is committed. Returns its id.
     pub fn save(&mut self, meta: &RunMeta, doc: &Value, columns: &Columns) -> Result<i64, StoreError> {
+        plausible(&self.path, columns)?;
         let id = write_final(&self.tx, None, meta, doc, columns, 0, None)
             .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
         self.ids.push(id);
@@ -157,6 +160,20 @@ impl Batch<'_> {
         self.tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
         Ok(self.ids)
     }
+}
+
+/// Every figure the store keeps as a column within the physical bounds
+/// imports are held to (`import::checks`): whatever measured it, a run
+/// with a rate over 1 Pbit/s or a negative CPU is not saved, so no
+/// report or chart ever meets one.
+fn plausible(path: &std::path::Path, columns: &Columns) -> Result<(), StoreError> {
+    super::import::checks::columns(columns, &|column| format!("its {column}"), [None, None]).map_err(|bad| {
+        StoreError::Implausible {
+            path: path.to_path_buf(),
+            field: bad.field,
+            what: bad.what,
+        }
+    })
 }
 
 /// Writes a run's final document: its row (new, or `id`'s), the trials

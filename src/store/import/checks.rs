@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use crate::store::columns::{Columns, CPU_PARTS};
 
-/// The fastest rate any import may claim: 1 Pbit/s.
-pub const MAX_BITS_PER_SECOND: f64 = 1e15;
+/// The fastest rate any import may claim: 1 Pbit/s (`model::bounds`).
+pub const MAX_BITS_PER_SECOND: f64 = crate::model::bounds::MAX_BITS_PER_SECOND;
 /// CPU percent where the cores are not known: 100 cores.
 pub const MAX_CPU_PERCENT: f64 = 1e4;
 /// 1990-01-01T00:00:00Z.
