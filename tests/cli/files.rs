@@ -35,6 +35,20 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
+/// [`entries`] once the agent's removal threads are done: an agent renames
+/// a finished test's directory to `.removing-...` at once and removes it
+/// on a thread of its own (so its slot is free meanwhile).
+fn entries_once_removed(dir: &Path) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let names = entries(dir);
+        if !names.iter().any(|n| n.starts_with(".removing-")) || std::time::Instant::now() > deadline {
+            return names;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_directory_tree_arrives_verified_and_byte_for_byte_with_keep() {
     let tree = tempfile::tempdir().unwrap();
@@ -105,11 +119,11 @@ fn generated_sets_both_ways_leave_no_scratch_behind() {
     assert_eq!(reverse["sum"]["files"]["verified"], true);
     assert_eq!(reverse["spec"]["direction"], "reverse");
     assert!(
-        entries(scratch.path()).is_empty(),
+        entries_once_removed(scratch.path()).is_empty(),
         "the agent's test directory is removed"
     );
     assert!(
-        entries(mine.path()).is_empty(),
+        entries_once_removed(mine.path()).is_empty(),
         "the client's test directory is removed"
     );
 }
@@ -133,7 +147,7 @@ fn a_set_over_the_agents_quota_is_refused_before_anything_is_written() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("--max-files-bytes") && err.contains("3.15 MB"), "{err}");
-    assert!(entries(scratch.path()).is_empty());
+    assert!(entries_once_removed(scratch.path()).is_empty());
 }
 
 #[test]
@@ -242,7 +256,7 @@ fn a_sender_that_sends_more_files_than_declared_is_stopped_and_the_scratch_clean
         error.contains("refused file 'd/f00001'") && error.contains("declared 1 file(s)"),
         "{error}"
     );
-    assert!(entries(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
+    assert!(entries_once_removed(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
     agent.assert_serves_normally();
 }
 
@@ -269,7 +283,7 @@ fn deep_directories_of_long_names_are_charged_against_max_files_bytes_and_stoppe
             && error.contains("4 KiB more"),
         "{error}"
     );
-    assert!(entries(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
+    assert!(entries_once_removed(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
     // A path deeper than the depth limit is refused by name.
     let deep = format!("{}/f", vec!["d"; 17].join("/"));
     let mut frames = Vec::new();
@@ -279,7 +293,7 @@ fn deep_directories_of_long_names_are_charged_against_max_files_bytes_and_stoppe
         error.contains("17 directory levels deep, more than the depth limit of 16"),
         "{error}"
     );
-    assert!(entries(scratch.path()).is_empty());
+    assert!(entries_once_removed(scratch.path()).is_empty());
     agent.assert_serves_normally();
 }
 
@@ -298,8 +312,8 @@ fn hostile_peer_paths_are_refused_and_nothing_is_written_outside_the_scratch_dir
         let error = send_hostile(&agent, &path);
         assert!(error.contains("refused path") && error.contains(needle), "{error}");
     }
-    assert_eq!(entries(base.path()), vec!["scratch"], "only the scratch directory");
-    assert!(entries(&scratch).is_empty(), "every test directory removed");
+    assert_eq!(entries_once_removed(base.path()), vec!["scratch"], "only the scratch directory");
+    assert!(entries_once_removed(&scratch).is_empty(), "every test directory removed");
     assert!(!Path::new("/x").exists() && !Path::new("/y").exists());
     agent.assert_serves_normally();
 }
@@ -343,6 +357,7 @@ fn a_full_scratch_filesystem_stops_the_test_with_a_clear_error_and_no_partial_fi
     let tmpfs = require!(Tmpfs::mount("4m").map_err(|why| format!("cannot mount a tmpfs here (needs root): {why}")));
     let agent = AgentProcess::start(&["--scratch", tmpfs.0.path().to_str().unwrap()]);
     let port = agent.port_arg();
+    // Over half the free space: refused before anything is written.
     let out = nicbench(&[
         "files",
         "127.0.0.1",
@@ -354,10 +369,26 @@ fn a_full_scratch_filesystem_stops_the_test_with_a_clear_error_and_no_partial_fi
         "0",
         "--no-save",
     ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a test may take at most half of it"), "{}", stderr(&out));
+    let out = nicbench(&[
+        "files",
+        "127.0.0.1",
+        "-p",
+        &port,
+        // 2000 files of one byte: 514 kB of payload and entries, within
+        // half the 4 MiB free, but a tmpfs spends a 4 KiB page per file,
+        // so it fills around the thousandth file, during the test.
+        "--generate",
+        "2000x1",
+        "--raw-time",
+        "0",
+        "--no-save",
+    ]);
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("is full") && err.contains("partial"), "{err}");
-    assert!(entries(tmpfs.0.path()).is_empty(), "{:?}", entries(tmpfs.0.path()));
+    assert!(entries_once_removed(tmpfs.0.path()).is_empty(), "{:?}", entries(tmpfs.0.path()));
     drop(agent);
 }
 

@@ -456,7 +456,11 @@ fn every_iperf3_connection_counts_against_the_per_minute_limit() {
         Reply::State(-1),
         "ACCESS_DENIED for the 4th connection"
     );
-    agent.wait_for_log("too many connections from its address (--max-connections-per-minute 3)");
+    // The agent's one gate, shared with the control port, said why.
+    agent.wait_for_log(
+        "iperf3 connection refused: too many connections from 127.0.0.1: this agent allows 3 per minute per \
+         address (its --max-connections-per-minute)",
+    );
     drop(silent);
 }
 
