@@ -139,4 +139,8 @@ pub struct ReportArgs {
     /// The page's title.
     #[arg(long, value_name = "TEXT", default_value = "nicbench report")]
     pub title: String,
+    /// Add the tables of this plan's [[report.tables]] (several figures
+    /// per cell, under the plan's titles) before the one-figure tables.
+    #[arg(long, value_name = "PLAN.toml")]
+    pub plan: Option<PathBuf>,
 }

@@ -109,12 +109,16 @@ pub enum TableFormat {
     Json,
 }
 
-/// Which run of a cell is reported when several fall in it.
+/// What a cell of several trials or runs reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Stat {
-    /// The best run (highest throughput, lowest latency, loss or CPU).
+    /// The best trial (highest throughput, lowest latency, loss or CPU).
     Best,
+    /// The worst trial.
+    Worst,
+    /// The median of the runs' reported figures.
     Median,
+    /// The mean of the runs' reported figures.
     Mean,
 }
 
@@ -132,14 +136,16 @@ pub struct CompareArgs {
     /// What makes a column (e.g. tag:nic).
     #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
     pub cols: Vec<String>,
-    /// The figure in each cell, shown for the runs that have it: throughput,
-    /// sender, loss, p50, p99, tps, peak, cpu-per-transaction,
-    /// agent-cpu-per-transaction, half-peak-size, small-latency,
-    /// transmitted, received, cpu, agent-cpu, service-demand,
+    /// The figures in each cell, comma-separated (e.g.
+    /// throughput,cpu,agent-cpu,service-demand), each shown for the runs
+    /// that have it: throughput, sender, loss, p50, p99, tps, peak,
+    /// cpu-per-transaction, agent-cpu-per-transaction, half-peak-size,
+    /// small-latency, transmitted, received, cpu, agent-cpu, service-demand,
     /// agent-service-demand.
-    #[arg(long, value_name = "METRIC", default_value = "throughput")]
-    pub metric: String,
-    /// How several runs in one cell are summed up.
+    #[arg(long, value_name = "METRICS", default_value = "throughput", value_delimiter = ',')]
+    pub metric: Vec<String>,
+    /// How a cell sums up its runs: the best or worst of its trials, the
+    /// median or mean of its runs.
     #[arg(long, value_enum, default_value_t = Stat::Median)]
     pub stat: Stat,
     /// Add each cell's ratio to this column's cell of the same row.

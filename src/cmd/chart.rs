@@ -216,12 +216,42 @@ fn plan_cells(store: &Store, filter: &crate::store::query::Filter) -> anyhow::Re
     Ok(cells)
 }
 
+/// The `[[report.tables]]` of the plan at `path`, as tables of the report.
+fn roundups_of_plan(path: &Path) -> anyhow::Result<Vec<html::RoundupSpec>> {
+    let plan = crate::plan::Plan::load(path)?;
+    plan.report
+        .tables
+        .iter()
+        .map(|t| {
+            let list = |s: &str| s.split(',').map(String::from).collect::<Vec<_>>();
+            let stat = match t.stat.as_deref() {
+                Some("best") => crate::report::compare::Stat::Best,
+                Some("worst") => crate::report::compare::Stat::Worst,
+                Some("mean") => crate::report::compare::Stat::Mean,
+                _ => crate::report::compare::Stat::Median,
+            };
+            Ok(html::RoundupSpec {
+                title: t.title.clone(),
+                rows: dimensions(&list(&t.rows), "[[report.tables]] rows")?,
+                cols: dimensions(&list(&t.cols), "[[report.tables]] cols")?,
+                metrics: super::compare::metrics(&list(&t.metric))?,
+                stat,
+                baseline: t.baseline.clone(),
+            })
+        })
+        .collect()
+}
+
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let filter = filter(&args.filter);
     let spec = ReportSpec {
         plan_cells: plan_cells(&store, &filter)?,
         lead: None,
+        roundups: match &args.plan {
+            Some(path) => roundups_of_plan(path)?,
+            None => Vec::new(),
+        },
         title: args.title.clone(),
         source: store.path().display().to_string(),
         filters_text: filters_text(&args.filter),

@@ -141,6 +141,7 @@ fn report(
         stat: crate::report::compare::Stat::Median,
         baseline: None,
         plan_cells: Vec::new(),
+        roundups: Vec::new(),
         lead: Some(crate::report::html::LeadTable {
             caption: SUMMARY_TITLE.into(),
             header: SUMMARY_HEADER.iter().map(|h| h.to_string()).collect(),

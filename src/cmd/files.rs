@@ -1,7 +1,7 @@
-//! `nicbench files`: a short raw TCP trial on the path, then the file set,
-//! and the result read against the raw figure.
-
-use anyhow::Context;
+//! `nicbench files`: the file set, a short raw TCP trial on the same path
+//! right after its first trial, and the result read against the raw figure.
+//! The set goes first so that an agent that refuses it (over its
+//! `--max-files-bytes`) does so before any traffic at all.
 
 use super::measure;
 use super::signals;
@@ -26,15 +26,27 @@ pub fn run(args: FilesArgs) -> anyhow::Result<()> {
     });
     let m = &args.measure;
     signals::install();
-    let raw = if args.options.raw_time.is_zero() {
-        None
-    } else {
-        Some(raw_tcp(&args, &spec).context("the raw TCP trial before the files")?)
-    };
     let params: FilesParams = spec.params()?;
     let page_cache = page_cache(&args, &params);
     let level = params.compress_level;
+    // Run once, when the first files trial has ended (the agent accepted
+    // the set): every trial is read against it.
+    let raw: std::cell::OnceCell<Option<RawTcp>> = std::cell::OnceCell::new();
     let adjust = |run: &mut RunResult| {
+        let raw = raw.get_or_init(|| {
+            if args.options.raw_time.is_zero() || signals::client_stop_reason().is_some() {
+                return None;
+            }
+            match raw_tcp(&args, &spec) {
+                Ok(raw) => Some(raw),
+                Err(e) => {
+                    log::warn!(
+                        "the raw TCP trial after the files failed ({e:#}): the files result is not read against it"
+                    );
+                    None
+                }
+            }
+        });
         result::attach(&mut run.result, raw.as_ref(), page_cache.as_deref(), level);
         for trial in &mut run.trials {
             result::attach(trial, raw.as_ref(), page_cache.as_deref(), level);
@@ -49,20 +61,30 @@ pub fn run(args: FilesArgs) -> anyhow::Result<()> {
 fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
     let spec = files::raw_tcp_spec(files_spec, args.options.raw_time.as_secs_f64());
     let target = measure::target(&args.measure)?;
-    let run = session::run(
-        &target,
-        &spec,
-        RunOptions {
-            interrupted: &signals::client_stop_reason,
-            on_interval: None,
-            on_progress: None,
-            trial: 1,
-        },
-    )?;
+    // The agent may still be closing the files trial just before.
+    let busy_until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let run = loop {
+        let result = session::run(
+            &target,
+            &spec,
+            RunOptions {
+                interrupted: &signals::client_stop_reason,
+                on_interval: None,
+                on_progress: None,
+                trial: 1,
+            },
+        );
+        match result {
+            Err(session::SessionError::Busy { .. }) if std::time::Instant::now() < busy_until => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            other => break other?,
+        }
+    };
     let receiver = &run.result.sum.receiver;
     if log::log_enabled!(log::Level::Warn) {
         eprintln!(
-            "raw TCP on this path: {} in {:.1} s ({} stream(s)); now the files",
+            "raw TCP on this path, after the files: {} in {:.1} s ({} stream(s))",
             crate::units::Rate(receiver.bits_per_second),
             receiver.seconds,
             spec.streams

@@ -247,12 +247,48 @@ mod tests {
                 cases[1].command_line(&p).join(" "),
                 "sweep [::1]:5998 --repeat 3 --pick best --wait 1m -w 4M --max 1M -t 2m"
             );
-            let tcp = cases[0].check(&p, &grammar()).unwrap();
+            let tcp = cases[0].checked(&p, &grammar()).unwrap();
             // 3 trials of 6 s plus the overheads.
-            let e = estimate(&tcp, &p).as_secs_f64();
+            assert_eq!(tcp.trials, 3);
+            let e = tcp.estimate.as_secs_f64();
             assert!((18.0..22.0).contains(&e), "{e}");
-            let sweep = cases[1].check(&p, &grammar()).unwrap();
-            assert!(estimate(&sweep, &p).as_secs_f64() < 3.0 * 120.0 + 5.0);
+            let sweep = cases[1].checked(&p, &grammar()).unwrap();
+            assert!(sweep.estimate.as_secs_f64() < 3.0 * 120.0 + 5.0);
+        }
+
+        /// Regression: a plan giving `--repeat 5` as a workload's option was
+        /// estimated at one trial per case (1 min 21 s for a plan that took 5
+        /// min). The trials come from the case's whole command line: the
+        /// workload's options, a `vary` axis, `--iterations`; a files case
+        /// adds its raw TCP trial once.
+        #[test]
+        fn the_estimate_counts_the_repetitions_wherever_the_plan_asks_for_them() {
+            let p = plan(&format!(
+                "{AGENTS}[defaults]\nduration = \"2s\"\n\
+                 [workloads.tcp]\noptions = [\"--repeat\", \"5\"]\n\
+                 [workloads.rr]\noptions = [\"--confidence\", \"99,5\", \"--iterations\", \"7,3\"]\n\
+                 [workloads.files]\noptions = [\"--generate\", \"2x1K\", \"--raw-time\", \"4s\", \"--repeat\", \"2\"]\n\
+                 [matrix]\nworkload = [\"tcp\", \"rr\", \"files\", \"udp\"]\nagent = [\"a\"]\n"
+            ));
+            let checked: Vec<_> = expand(&p)
+                .unwrap()
+                .iter()
+                .map(|c| (c.workload.clone(), c.checked(&p, &grammar()).unwrap()))
+                .collect();
+            let trials: Vec<(&str, u32)> = checked.iter().map(|(w, c)| (w.as_str(), c.trials)).collect();
+            assert_eq!(trials, [("tcp", 5), ("rr", 7), ("files", 2), ("udp", 1)]);
+            for (workload, c) in &checked {
+                let one = estimate(&c.spec, 1, 0.0);
+                let before = if workload == "files" { 4.0 + 0.6 } else { 0.0 };
+                let expected = estimate(&c.spec, c.trials, before);
+                assert_eq!(c.estimate, expected, "{workload}");
+                if c.trials > 1 {
+                    assert!(c.estimate > one * 2, "{workload}: {:?} against {:?}", c.estimate, one);
+                }
+            }
+            // 5 trials of 2 s, their overheads, and the case's.
+            let tcp = checked[0].1.estimate.as_secs_f64();
+            assert!((5.0 * 2.6 + 0.4 - 0.01..5.0 * 2.6 + 0.4 + 0.01).contains(&tcp), "{tcp}");
         }
 
         /// Regression: `files -t 2` was ignored silently (its option is

@@ -115,11 +115,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     for mut case in cases {
         let checked = case
             .resolve_address(&plan, &grammar)
-            .and_then(|()| case.check(&plan, &grammar));
+            .and_then(|()| case.checked(&plan, &grammar));
         match checked {
-            Ok(spec) => planned.push(Planned {
+            Ok(checked) => planned.push(Planned {
                 key: case.key(),
-                estimate: plan::matrix::estimate(&spec, &plan),
+                trials: checked.trials,
+                estimate: checked.estimate,
                 case,
             }),
             Err(e) => problems.push(format!("  {}: {e}", case.key())),
@@ -550,7 +551,7 @@ impl runner::Steps for RealSteps<'_> {
         CaseRun {
             exe: self.exe,
             argv: run_argv(planned, self.plan, self.db, &self.resume.plan_run, self.resume.seed),
-            trials: self.plan.defaults.repeat.unwrap_or(1),
+            trials: planned.trials,
             env: &self.case_env,
             line,
         }
@@ -658,7 +659,7 @@ fn execute(
         .into());
     }
     report_tables(plan, &resume.plan_run, db)?;
-    html_report(plan, &resume.plan_run, db, &dir.join("report.html"));
+    html_report(plan, &args.plan, &resume.plan_run, db, &dir.join("report.html"));
     if !failed.is_empty() {
         return Err(PlanStopped::Failed {
             failed: failed.len(),
@@ -671,7 +672,7 @@ fn execute(
 
 /// The HTML report of exactly this plan run, beside its summary. A plan
 /// whose every case failed has nothing to draw: that is said, not fatal.
-fn html_report(plan: &Plan, plan_run: &str, db: &Path, out: &Path) {
+fn html_report(plan: &Plan, plan_file: &Path, plan_run: &str, db: &Path, out: &Path) {
     let title = format!(
         "{}: plan run {plan_run}",
         plan.description.as_deref().unwrap_or(plan.name())
@@ -688,6 +689,9 @@ fn html_report(plan: &Plan, plan_run: &str, db: &Path, out: &Path) {
         "--title".into(),
         title,
     ];
+    if !plan.report.tables.is_empty() {
+        argv.extend(["--plan".into(), plan_file.display().to_string()]);
+    }
     if let Some(t) = plan.report.tables.first() {
         argv.extend(["--rows".into(), t.rows.clone()]);
         if !t.cols.is_empty() {

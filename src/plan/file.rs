@@ -185,8 +185,9 @@ pub struct ReportTable {
     /// As `compare --cols`: "tag:mtu".
     #[serde(default)]
     pub cols: String,
-    /// As `compare --metric`.
-    #[serde(default = "default_metric")]
+    /// As `compare --metric`: one figure or several, as a list
+    /// (`["throughput", "cpu"]`) or comma-separated.
+    #[serde(default = "default_metric", deserialize_with = "metric_list")]
     pub metric: String,
     /// As `compare --stat`.
     pub stat: Option<String>,
@@ -200,6 +201,28 @@ fn default_rows() -> String {
 
 fn default_metric() -> String {
     "throughput".into()
+}
+
+/// A table's `metric`: a string (`"throughput,cpu"`) or a list of them,
+/// kept as the comma-separated string `compare --metric` takes.
+fn metric_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => s,
+        OneOrMany::Many(list) => list.join(","),
+    })
+}
+
+impl ReportTable {
+    /// The figures of the table, in order.
+    pub fn metrics(&self) -> impl Iterator<Item = &str> {
+        self.metric.split(',').map(str::trim).filter(|m| !m.is_empty())
+    }
 }
 
 /// A plan that cannot be used, with what to do about it.
@@ -307,15 +330,17 @@ impl Plan {
     fn check_report_tables(&self) -> Result<(), String> {
         for (i, t) in self.report.tables.iter().enumerate() {
             if let Some(s) = &t.stat {
-                if !["best", "median", "mean"].contains(&s.as_str()) {
+                if !["best", "worst", "median", "mean"].contains(&s.as_str()) {
                     return Err(format!(
-                        "[[report.tables]] #{} stat = \"{s}\": expected best, median or mean",
+                        "[[report.tables]] #{} stat = \"{s}\": expected best, worst, median or mean",
                         i + 1
                     ));
                 }
             }
-            crate::store::compare::Metric::parse(&t.metric)
-                .map_err(|e| format!("[[report.tables]] #{} metric: {e}", i + 1))?;
+            for metric in t.metrics() {
+                crate::store::compare::Metric::parse(metric)
+                    .map_err(|e| format!("[[report.tables]] #{} metric: {e}", i + 1))?;
+            }
             for d in t
                 .rows
                 .split(',')

@@ -150,6 +150,13 @@ impl HostChanges {
     /// Sets the MTU on this host's interface toward `agent` and on the
     /// agent's interface toward this host; both read back. Err says why the
     /// case cannot run.
+    ///
+    /// The agent is asked even when its interface reads `mtu` already: in a
+    /// lab, its answer sets the router's links toward this host and toward
+    /// it (see [`crate::lab::follow`]), and a case before this one, toward
+    /// another agent behind the same router, may have left the link toward
+    /// this host at another MTU. So each case sets its whole path, whatever
+    /// order the cases run in.
     pub fn set_mtu(&mut self, agent: &Agent, mtu: u32) -> Result<(), String> {
         if !self.allow_local {
             return Err(format!(
@@ -175,31 +182,50 @@ impl HostChanges {
         let remote_mtu = remote_nic
             .mtu_bytes
             .ok_or_else(|| format!("agent {}: the MTU of {} is unknown", agent.label, remote_nic.name))?;
-        // An original is recorded when a setting is first changed (written
-        // down before the change); what was never changed is never "restored".
-        if remote_mtu != mtu {
-            let key = format!("{} {}", target.host, remote_nic.name);
-            if let std::collections::btree_map::Entry::Vacant(slot) = self.originals.remote.entry(key) {
-                slot.insert(RemoteOriginal {
+        // An original is recorded when the agent is first asked (written
+        // down before the change): its restore puts the agent, and in a lab
+        // the router's links that followed it, back at the agent's MTU.
+        let key = format!("{} {}", target.host, remote_nic.name);
+        let recorded_now = !self.originals.remote.contains_key(&key);
+        if recorded_now {
+            self.originals.remote.insert(
+                key.clone(),
+                RemoteOriginal {
                     label: agent.label.clone(),
                     address: agent.address.clone(),
                     psk_file: agent.psk_file.clone(),
                     interface: remote_nic.name.clone(),
                     mtu: remote_mtu,
-                });
-                self.write()?;
+                },
+            );
+            self.write()?;
+        }
+        let after = match crate::session::set_remote_mtu(&target, mtu) {
+            Ok(after) => Some(after),
+            // An agent that does not change its host, already at the MTU:
+            // the case can run; the path check that follows finds a hop it
+            // left at another MTU. What it refused is not "restored" later.
+            Err(crate::session::SessionError::AgentRefused(words)) if remote_mtu == mtu => {
+                log::info!(
+                    "agent {} is at MTU {mtu} already and refused to set it: {words}",
+                    agent.label
+                );
+                if recorded_now {
+                    self.originals.remote.remove(&key);
+                    self.write()?;
+                }
+                None
             }
-            let after = crate::session::set_remote_mtu(&target, mtu)
-                .map_err(|e| format!("agent {}: cannot set MTU {mtu}: {}", agent.label, refusal(e)))?;
-            let now = after.interface.and_then(|n| n.mtu_bytes);
-            if now != Some(mtu) {
-                return Err(format!(
-                    "agent {}: MTU {mtu} did not take on {} (reads {})",
-                    agent.label,
-                    remote_nic.name,
-                    now.map_or("nothing".into(), |m| m.to_string())
-                ));
-            }
+            Err(e) => return Err(format!("agent {}: cannot set MTU {mtu}: {}", agent.label, refusal(e))),
+        };
+        let now = after.map_or(Some(remote_mtu), |a| a.interface.and_then(|n| n.mtu_bytes));
+        if now != Some(mtu) {
+            return Err(format!(
+                "agent {}: MTU {mtu} did not take on {} (reads {})",
+                agent.label,
+                remote_nic.name,
+                now.map_or("nothing".into(), |m| m.to_string())
+            ));
         }
         if before != mtu {
             if let std::collections::btree_map::Entry::Vacant(slot) = self.originals.local.entry(interface.clone()) {

@@ -145,6 +145,12 @@ impl Case {
     /// its spec the way the command will: every option error is found
     /// before any traffic is sent.
     pub fn check(&self, plan: &Plan, grammar: &clap::Command) -> Result<TestSpec, String> {
+        self.checked(plan, grammar).map(|c| c.spec)
+    }
+
+    /// [`Case::check`], with the trials the command line asks for and the
+    /// case's estimate from them.
+    pub fn checked(&self, plan: &Plan, grammar: &clap::Command) -> Result<Checked, String> {
         let argv = self.command_line(plan);
         let matches = without_port_default(grammar, &self.workload)
             .try_get_matches_from(std::iter::once("nicbench".to_string()).chain(argv.iter().cloned()))
@@ -154,8 +160,47 @@ impl Case {
         };
         let spec = workload::args::spec_of_matches(name, options).map_err(|e| e.to_string())?;
         workload::args::check(&spec).map_err(|e| e.to_string())?;
-        Ok(spec)
+        let trials = trials_asked(options);
+        let before = before_trials_seconds(options);
+        Ok(Checked {
+            estimate: estimate(&spec, trials, before),
+            spec,
+            trials,
+        })
     }
+}
+
+/// A case whose command line parsed: its spec, the trials it asks for, and
+/// about how long it takes.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub spec: TestSpec,
+    pub trials: u32,
+    pub estimate: Duration,
+}
+
+/// The trials a command line asks for, wherever its options came from (the
+/// plan's defaults, a workload's options, a `vary` axis): `--repeat N`, or
+/// the most `--iterations MAX,MIN` allows (10 with `--confidence` alone).
+fn trials_asked(options: &clap::ArgMatches) -> u32 {
+    let one = |id: &str| options.try_get_one::<u32>(id).ok().flatten().copied();
+    if let Some((max, _)) = options.try_get_one::<(u32, u32)>("iterations").ok().flatten() {
+        return *max;
+    }
+    if options.try_get_one::<(f64, f64)>("confidence").ok().flatten().is_some() {
+        return 10;
+    }
+    one("repeat").unwrap_or(1).max(1)
+}
+
+/// Seconds a command runs once before its trials: the raw TCP trial of
+/// `files` (`--raw-time`, 3 s unless told).
+fn before_trials_seconds(options: &clap::ArgMatches) -> f64 {
+    options
+        .try_get_one::<Duration>("raw_time")
+        .ok()
+        .flatten()
+        .map_or(0.0, Duration::as_secs_f64)
 }
 
 impl Case {
@@ -223,22 +268,17 @@ fn without_port_default(grammar: &clap::Command, workload: &str) -> clap::Comman
     }
 }
 
-/// An estimate of how long one case takes, from its spec and policy.
-pub fn estimate(spec: &TestSpec, plan: &Plan) -> Duration {
-    let d = &plan.defaults;
-    let trials = match (d.repeat, &d.iterations) {
-        (Some(r), _) => r,
-        (None, Some(i)) => parse::iterations(i).map(|(max, _)| max).unwrap_or(10),
-        (None, None) if d.confidence.is_some() => 10,
-        _ => 1,
-    };
+/// An estimate of how long one case takes: `trials` of the workload's
+/// estimate of its spec, and `before` seconds run once before them.
+pub fn estimate(spec: &TestSpec, trials: u32, before: f64) -> Duration {
     let per_trial = workload::find(&spec.workload)
         .map(|w| w.estimated_seconds(spec))
         .unwrap_or(spec.duration_seconds + spec.omit_seconds);
     // Connection set-up, facts, CPU sampling, and the process itself.
     const OVERHEAD_PER_TRIAL: f64 = 0.6;
     const OVERHEAD_PER_CASE: f64 = 0.4;
-    Duration::from_secs_f64(trials as f64 * (per_trial + OVERHEAD_PER_TRIAL) + OVERHEAD_PER_CASE)
+    let before = if before > 0.0 { before + OVERHEAD_PER_TRIAL } else { 0.0 };
+    Duration::from_secs_f64(f64::from(trials) * (per_trial + OVERHEAD_PER_TRIAL) + before + OVERHEAD_PER_CASE)
 }
 
 /// Every case of the plan, in the file's order (axes vary fastest at the

@@ -18,6 +18,9 @@ use crate::model::HostSetting;
 pub struct Planned {
     pub case: Case,
     pub key: String,
+    /// The trials its command line asks for (`--repeat`, `--iterations`),
+    /// wherever in the plan the option was given.
+    pub trials: u32,
     pub estimate: Duration,
 }
 
@@ -280,6 +283,7 @@ mod tests {
             .into_iter()
             .map(|case| Planned {
                 key: case.key(),
+                trials: 1,
                 estimate: Duration::from_secs(10),
                 case,
             })

@@ -1,7 +1,9 @@
 //! The comparison table of `nicbench compare`: runs grouped into rows and
-//! columns, one statistic per cell with the number of runs and their
-//! range, optional ratios against a baseline column; rendered as aligned
-//! text, Markdown, CSV (one line per cell) or JSON. Row and column keys
+//! columns, one statistic per cell with the trials behind it (how many, the
+//! stopping rule's interval or their range, whether the rule was met),
+//! cells whose spread overlaps their neighbour's marked, optional ratios
+//! against a baseline column; rendered as aligned text, Markdown, CSV (one
+//! line per cell) or JSON. Several figures per cell: [`super::roundup`]. Row and column keys
 //! are stored values (host names from peers, imported strings): the text
 //! shows them through `outside_text::terminal`, the Markdown through
 //! `outside_text::markdown`, the CSV through `csv_out`.
@@ -17,30 +19,104 @@ use crate::outside_text::{self, terminal};
 use crate::store::cases::{self, Case};
 use crate::store::compare::{Metric, Record};
 
-/// How the runs of one cell are summed up.
+/// How the runs of one cell are summed up: the best or worst of its
+/// trials, the median or mean of its runs' reported figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stat {
     Best,
+    Worst,
     Median,
     Mean,
 }
 
-/// One cell: the statistic over its runs, how many, and their range.
+impl Stat {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Best => "best",
+            Stat::Worst => "worst",
+            Stat::Median => "median",
+            Stat::Mean => "mean",
+        }
+    }
+
+    /// What the statistic is taken over, for titles.
+    fn over(self) -> &'static str {
+        match self {
+            Stat::Best | Stat::Worst => "trials",
+            Stat::Median | Stat::Mean => "runs",
+        }
+    }
+}
+
+/// What a cell's `low`-`high` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spread {
+    /// The stopping rule's confidence interval of the mean (one run whose
+    /// trials were compared by this figure).
+    Interval,
+    /// The lowest and highest trial.
+    Range,
+}
+
+/// One cell: the statistic, the runs and trials behind it and their spread.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
     pub row: Vec<String>,
     pub col: Vec<String>,
     pub value: f64,
     pub runs: usize,
+    /// Trials of all its runs.
+    pub trials: usize,
+    /// The lowest and highest trial.
     pub min: f64,
     pub max: f64,
+    /// The spread shown: the interval, or `min`-`max`.
+    pub low: f64,
+    pub high: f64,
+    pub spread: Spread,
+    /// The interval's confidence level, percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level_percent: Option<f64>,
+    /// `--confidence`: whether every run's interval met the asked width.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub met: Option<bool>,
+    /// Its spread overlaps a neighbour's (or the baseline's): the
+    /// difference between them is not told apart (`~` in text).
+    pub unsettled: bool,
     /// This cell over the baseline column's cell of the same row.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
     /// The labels of the cases of its runs: one, unless the keys given
     /// pool unlike runs (then the table says which key separates them).
     pub cases: Vec<String>,
+}
+
+impl Cell {
+    /// Whether the spreads of the two cells overlap: the difference between
+    /// them is within what their trials vary by. Two cells without spread
+    /// (one trial each, or trials all equal) are not judged.
+    fn overlaps(&self, other: &Cell) -> bool {
+        let spread = |c: &Cell| c.high > c.low;
+        (spread(self) || spread(other)) && self.low <= other.high && other.low <= self.high
+    }
+}
+
+/// Whether two rows' (or columns') keys differ in exactly one place: such
+/// neighbours are compared (tcp 1500 with tcp 9000, not sweep 16128 with
+/// tcp 1500).
+fn one_apart(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).filter(|(x, y)| x != y).count() == 1
+}
+
+/// Two cells told apart by less than their spread.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unsettled {
+    pub row: Vec<String>,
+    pub col: Vec<String>,
+    pub other_row: Vec<String>,
+    pub other_col: Vec<String>,
 }
 
 /// A cell's place: its row's and its column's key values.
@@ -50,11 +126,32 @@ type Place = (Vec<String>, Vec<String>);
 type CasesIn<'a> = BTreeMap<&'a str, &'a Case>;
 
 /// The schema of `compare --format json` (docs/SCHEMA.md).
-pub const SCHEMA: &str = "nicbench.compare/2";
+pub const SCHEMA: &str = "nicbench.compare/3";
+
+/// The fields of a CSV line after the row and column keys.
+pub const CSV_FIELDS: [&str; 16] = [
+    "metric",
+    "unit",
+    "stat",
+    "value",
+    "runs",
+    "trials",
+    "min",
+    "max",
+    "low",
+    "high",
+    "spread",
+    "level_percent",
+    "met",
+    "unsettled",
+    "ratio",
+    "cases",
+];
 
 /// The whole table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
+    #[serde(skip)]
     pub schema: &'static str,
     pub metric: String,
     pub unit: String,
@@ -70,8 +167,11 @@ pub struct Table {
     /// keys that would separate them (`streams`, or `case`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub separate_by: Vec<String>,
+    /// The pairs of cells whose spreads overlap.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsettled: Vec<Unsettled>,
     #[serde(skip)]
-    label: String,
+    pub label: String,
 }
 
 /// Orders keys as people expect: numbers by value (1500 < 9000), then
@@ -157,6 +257,104 @@ pub fn col_label(col: &[String]) -> String {
     }
 }
 
+/// The cell of the runs `runs` at `row`, `col`.
+fn cell_of(row: &[String], col: &[String], runs: &[&Record], metric: &Metric, stat: Stat, cases: Vec<String>) -> Cell {
+    let mut trials: Vec<f64> = runs.iter().flat_map(|r| r.trials.iter().copied()).collect();
+    trials.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
+    let mut reported: Vec<f64> = runs.iter().map(|r| r.value).collect();
+    reported.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
+    let (min, max) = (trials[0], trials[trials.len() - 1]);
+    let value = match stat {
+        Stat::Best if metric.higher_is_better => max,
+        Stat::Best => min,
+        Stat::Worst if metric.higher_is_better => min,
+        Stat::Worst => max,
+        Stat::Median => crate::stats::median(&reported),
+        Stat::Mean => reported.iter().sum::<f64>() / reported.len() as f64,
+    };
+    let rule = match runs {
+        [only] => only.rule,
+        _ => None,
+    };
+    let met = if runs.iter().all(|r| r.rule.and_then(|rule| rule.met).is_some()) {
+        Some(runs.iter().all(|r| r.rule.and_then(|rule| rule.met) == Some(true)))
+    } else {
+        None
+    };
+    let (low, high, spread, level_percent) = match rule {
+        Some(r) => (r.low, r.high, Spread::Interval, Some(r.level_percent)),
+        None => (min, max, Spread::Range, None),
+    };
+    Cell {
+        row: row.to_vec(),
+        col: col.to_vec(),
+        value,
+        runs: runs.len(),
+        trials: trials.len(),
+        min,
+        max,
+        low,
+        high,
+        spread,
+        level_percent,
+        met,
+        unsettled: false,
+        ratio: None,
+        cases,
+    }
+}
+
+/// Marks the cells whose spread overlaps that of their neighbour to the
+/// right, below, or (with a baseline) the baseline's cell of their row;
+/// returns the pairs.
+fn mark_unsettled(
+    cells: &mut [Cell],
+    rows: &[Vec<String>],
+    cols: &[Vec<String>],
+    base: Option<&[String]>,
+) -> Vec<Unsettled> {
+    let at = |cells: &[Cell], row: &[String], col: &[String]| cells.iter().position(|c| c.row == row && c.col == col);
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for (r, row) in rows.iter().enumerate() {
+        for (c, col) in cols.iter().enumerate() {
+            let Some(here) = at(cells, row, col) else { continue };
+            let mut others = Vec::new();
+            match base {
+                Some(base) if base != col.as_slice() => others.push(at(cells, row, base)),
+                Some(_) => {}
+                None => others.push(
+                    cols.get(c + 1)
+                        .filter(|next| one_apart(col, next))
+                        .and_then(|next| at(cells, row, next)),
+                ),
+            }
+            others.push(
+                rows.get(r + 1)
+                    .filter(|next| one_apart(row, next))
+                    .and_then(|next| at(cells, next, col)),
+            );
+            for other in others.into_iter().flatten() {
+                if cells[here].overlaps(&cells[other]) {
+                    pairs.push((here, other));
+                }
+            }
+        }
+    }
+    for &(a, b) in &pairs {
+        cells[a].unsettled = true;
+        cells[b].unsettled = true;
+    }
+    pairs
+        .into_iter()
+        .map(|(a, b)| Unsettled {
+            row: cells[a].row.clone(),
+            col: cells[a].col.clone(),
+            other_row: cells[b].row.clone(),
+            other_col: cells[b].col.clone(),
+        })
+        .collect()
+}
+
 impl Table {
     /// Groups the records. `baseline` names a column (its label); an
     /// unknown one is an error listing the columns.
@@ -168,12 +366,12 @@ impl Table {
         col_keys: Vec<String>,
         baseline: Option<&str>,
     ) -> Result<Table, String> {
-        let mut groups: BTreeMap<Place, Vec<f64>> = BTreeMap::new();
+        let mut groups: BTreeMap<Place, Vec<&Record>> = BTreeMap::new();
         let mut cases: BTreeMap<Place, CasesIn> = BTreeMap::new();
         for r in records {
             let at = (r.row.clone(), r.col.clone());
             cases.entry(at.clone()).or_default().insert(&r.case.key, &r.case);
-            groups.entry(at).or_default().push(r.value);
+            groups.entry(at).or_default().push(r);
         }
         let mut rows: Vec<Vec<String>> = groups.keys().map(|(r, _)| r.clone()).collect();
         let mut cols: Vec<Vec<String>> = groups.keys().map(|(_, c)| c.clone()).collect();
@@ -195,30 +393,12 @@ impl Table {
         for row in &rows {
             for col in &cols {
                 let at = (row.clone(), col.clone());
-                let Some(values) = groups.get(&at) else {
+                let Some(runs) = groups.get(&at) else {
                     continue;
                 };
                 let mut labels: Vec<String> = cases[&at].values().map(|c| c.label.clone()).collect();
                 labels.sort_by(|a, b| natural_text(a, b));
-                let mut sorted = values.clone();
-                sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
-                let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
-                let value = match stat {
-                    Stat::Best if metric.higher_is_better => max,
-                    Stat::Best => min,
-                    Stat::Median => crate::stats::median(&sorted),
-                    Stat::Mean => sorted.iter().sum::<f64>() / sorted.len() as f64,
-                };
-                cells.push(Cell {
-                    row: row.clone(),
-                    col: col.clone(),
-                    value,
-                    runs: sorted.len(),
-                    min,
-                    max,
-                    ratio: None,
-                    cases: labels,
-                });
+                cells.push(cell_of(row, col, runs, metric, stat, labels));
             }
         }
         if let Some(base) = &base_col {
@@ -235,6 +415,7 @@ impl Table {
             }
         }
         let separate_by = separating_keys(cases.values());
+        let unsettled = mark_unsettled(&mut cells, &rows, &cols, base_col.as_deref());
         Ok(Table {
             schema: SCHEMA,
             metric: metric.name.into(),
@@ -247,6 +428,7 @@ impl Table {
             baseline: base_col.map(|c| col_label(&c)),
             cells,
             separate_by,
+            unsettled,
             label: metric.label.into(),
         })
     }
@@ -305,20 +487,37 @@ impl Table {
         }
     }
 
-    /// A cell as text: `9.41 (n=3, 9.35-9.44) x1.05`.
-    fn cell_text(&self, cell: Option<&Cell>, divisor: f64) -> String {
+    /// A cell as text: `9.41 (n=3, 9.35-9.44) x1.05`; `n` counts trials
+    /// (`n=15 [3 runs]`), the range is the stopping rule's interval
+    /// (`99% ci 9.30-9.52`, `not met` when it was not as narrow as asked)
+    /// or the trials' min-max; `~` marks a cell not told apart from its
+    /// neighbour.
+    pub fn cell_text(&self, cell: Option<&Cell>, divisor: f64) -> String {
         let Some(c) = cell else { return "-".into() };
-        let mut s = self.number(c.value, divisor);
-        if c.runs > 1 {
-            s += &format!(
-                " (n={}, {}-{})",
-                c.runs,
-                self.number(c.min, divisor),
-                self.number(c.max, divisor)
-            );
-        } else {
-            s += " (n=1)";
+        let mut s = String::new();
+        if c.unsettled {
+            s.push('~');
         }
+        s += &self.number(c.value, divisor);
+        let n = match c.runs {
+            1 => format!("n={}", c.trials),
+            runs => format!("n={} [{runs} runs]", c.trials),
+        };
+        // "2.00-70.00", or "-9.85 to 40.61" when the interval reaches below 0.
+        let range = |low: f64, high: f64| {
+            let between = if low < 0.0 { " to " } else { "-" };
+            format!("{}{between}{}", self.number(low, divisor), self.number(high, divisor))
+        };
+        let spread = match (c.spread, c.level_percent) {
+            (Spread::Interval, Some(level)) => format!(", {level:.0}% ci {}", range(c.low, c.high)),
+            _ if c.trials > 1 => format!(", {}", range(c.low, c.high)),
+            _ => String::new(),
+        };
+        let met = match c.met {
+            Some(false) => ", not met",
+            _ => "",
+        };
+        s += &format!(" ({n}{spread}{met})");
         if let Some(r) = c.ratio {
             s += &format!(" x{r:.2}");
         }
@@ -328,23 +527,83 @@ impl Table {
         s
     }
 
+    /// What to say under a table with cells not told apart: each pair
+    /// (the first few), and what would separate them.
+    pub fn unsettled_note(&self) -> Option<String> {
+        if self.unsettled.is_empty() {
+            return None;
+        }
+        // "mtu 1500 vs 9000 (tcp, card-a)": the key that differs, its two
+        // values, and where (the other keys' values).
+        fn pair(keys: &[String], a: &[String], b: &[String], place: &[String]) -> String {
+            let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
+            let key = keys.get(at).map(|k| k.strip_prefix("tag:").unwrap_or(k)).unwrap_or("");
+            let context: Vec<&str> = a
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != at)
+                .map(|(_, v)| v.as_str())
+                .chain(place.iter().map(String::as_str))
+                .collect();
+            let what = format!(
+                "{key} {} vs {}",
+                a.get(at).map_or("", |v| v),
+                b.get(at).map_or("", |v| v)
+            );
+            match context.is_empty() {
+                true => what.trim_start().to_string(),
+                false => format!("{} ({})", what.trim_start(), context.join(", ")),
+            }
+        }
+        const SHOWN: usize = 4;
+        let pairs: Vec<String> = self
+            .unsettled
+            .iter()
+            .take(SHOWN)
+            .map(|u| {
+                if u.row == u.other_row {
+                    pair(&self.col_keys, &u.col, &u.other_col, &u.row)
+                } else {
+                    pair(&self.row_keys, &u.row, &u.other_row, &u.col)
+                }
+            })
+            .collect();
+        let more = match self.unsettled.len() {
+            n if n > SHOWN => format!(" (and {} more pairs)", n - SHOWN),
+            _ => String::new(),
+        };
+        Some(format!(
+            "~: {}{more}: their spreads overlap; more trials or a longer -t would separate them",
+            pairs.join("; ")
+        ))
+    }
+
+    /// The notes under the table: cells not told apart, pooled cases.
+    pub fn notes(&self) -> Vec<String> {
+        self.unsettled_note().into_iter().chain(self.pooling_note()).collect()
+    }
+
     /// The title line: metric, unit, statistic.
     pub fn title(&self) -> String {
         let (unit, _) = self.display_unit();
-        let stat = match self.stat {
-            Stat::Best => "best",
-            Stat::Median => "median",
-            Stat::Mean => "mean",
-        };
         let base = self
             .baseline
             .as_ref()
             .map(|b| format!("; xR = ratio to {b}"))
             .unwrap_or_default();
         format!(
-            "{} ({}), {unit}: {stat} of the runs in each cell (n = runs, min-max){base}",
-            self.label, self.metric
+            "{} ({}), {unit}: {} of the {} in each cell (n = trials; low-high: the stopping rule's interval, \
+             else the trials' min-max){base}",
+            self.label,
+            self.metric,
+            self.stat.name(),
+            self.stat.over()
         )
+    }
+
+    /// The unit shown, as the title gives it, and the divisor into it.
+    pub fn shown_unit(&self) -> (String, f64) {
+        self.display_unit()
     }
 
     /// Header and body as cells of text (the text and Markdown tables,
@@ -392,8 +651,8 @@ impl Table {
                 .collect();
             writeln!(out, "{}", cells.join("  ").trim_end())?;
         }
-        if let Some(note) = self.pooling_note() {
-            writeln!(out, "{note}")?;
+        for note in self.notes() {
+            writeln!(out, "{}", terminal(&note))?;
         }
         Ok(())
     }
@@ -411,7 +670,7 @@ impl Table {
         for line in &body {
             writeln!(out, "| {} |", line.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
         }
-        if let Some(note) = self.pooling_note() {
+        for note in self.notes() {
             writeln!(out, "\n{}", escape(&note))?;
         }
         Ok(())
@@ -420,39 +679,56 @@ impl Table {
     /// One line per cell, in the metric's own unit (bit/s, not scaled).
     pub fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
         let mut csv = Csv::new(out);
-        let mut header: Vec<String> = self.row_keys.iter().chain(&self.col_keys).cloned().collect();
-        header.extend(
-            [
-                "metric", "unit", "stat", "value", "runs", "min", "max", "ratio", "cases",
-            ]
-            .map(String::from),
-        );
-        csv.row(&header)?;
-        for c in &self.cells {
-            let mut line: Vec<String> = c.row.iter().chain(&c.col).cloned().collect();
-            line.push(self.metric.clone());
-            line.push(self.unit.clone());
-            line.push(
-                serde_json::to_value(self.stat)
-                    .map(|v| v.as_str().unwrap_or("").to_string())
-                    .unwrap_or_default(),
-            );
-            line.extend([
-                c.value.to_string(),
-                c.runs.to_string(),
-                c.min.to_string(),
-                c.max.to_string(),
-            ]);
-            line.push(c.ratio.map(|r| r.to_string()).unwrap_or_default());
-            line.push(c.cases.join("; "));
+        csv.row(self.csv_header())?;
+        for line in self.csv_lines() {
             csv.row(&line)?;
         }
         csv.finish()
     }
 
+    /// The CSV's header: the row and column keys, then the cell's fields.
+    pub fn csv_header(&self) -> Vec<String> {
+        let mut header: Vec<String> = self.row_keys.iter().chain(&self.col_keys).cloned().collect();
+        header.extend(CSV_FIELDS.map(String::from));
+        header
+    }
+
+    /// The CSV's lines, one per cell.
+    pub fn csv_lines(&self) -> Vec<Vec<String>> {
+        let optional = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+        self.cells
+            .iter()
+            .map(|c| {
+                let mut line: Vec<String> = c.row.iter().chain(&c.col).cloned().collect();
+                line.extend([
+                    self.metric.clone(),
+                    self.unit.clone(),
+                    self.stat.name().to_string(),
+                    c.value.to_string(),
+                    c.runs.to_string(),
+                    c.trials.to_string(),
+                    c.min.to_string(),
+                    c.max.to_string(),
+                    c.low.to_string(),
+                    c.high.to_string(),
+                    match c.spread {
+                        Spread::Interval => "interval".into(),
+                        Spread::Range => "range".into(),
+                    },
+                    optional(c.level_percent),
+                    c.met.map(|m| m.to_string()).unwrap_or_default(),
+                    c.unsettled.to_string(),
+                    optional(c.ratio),
+                    c.cases.join("; "),
+                ]);
+                line
+            })
+            .collect()
+    }
+
+    /// The document of `compare --format json` for this one figure.
     pub fn json(&self, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, self)?;
-        writeln!(out)
+        super::roundup::Roundup::new(vec![self.clone()]).json(out)
     }
 }
 

@@ -41,6 +41,20 @@ pub struct ReportSpec {
     /// A table shown first, as the command that made the runs printed it
     /// (the demo's summary).
     pub lead: Option<LeadTable>,
+    /// Tables of several figures per cell, each with its title (a plan's
+    /// `[[report.tables]]`), shown before the one-figure tables.
+    pub roundups: Vec<RoundupSpec>,
+}
+
+/// One table of several figures per cell.
+#[derive(Debug, Clone)]
+pub struct RoundupSpec {
+    pub title: Option<String>,
+    pub rows: Vec<Dimension>,
+    pub cols: Vec<Dimension>,
+    pub metrics: Vec<crate::store::compare::Metric>,
+    pub stat: Stat,
+    pub baseline: Option<String>,
 }
 
 /// A table of text cells: a caption, a header, rows.
@@ -99,6 +113,8 @@ caption{text-align:left;font-weight:600;padding:.3rem 0}
 th,td{border:1px solid var(--line);padding:.25rem .5rem;vertical-align:top}
 th{background:var(--head);text-align:left}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+table.roundup tr.first>*{border-top:2px solid var(--muted)}
+td.unsettled{background:repeating-linear-gradient(135deg,transparent 0 4px,#f2e3c6 4px 6px)}
 table.sortable th{cursor:pointer}
 table.sortable th[aria-sort=ascending]::after{content:" \25B2"}
 table.sortable th[aria-sort=descending]::after{content:" \25BC"}
@@ -280,8 +296,9 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     if let Some(lead) = &spec.lead {
         write_lead(out, lead);
     }
-    out.push_str("<nav aria-label=\"Contents\"><p><a href=\"#tables\">Tables and bars</a> · <a href=\"#charts\">Curves</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>\n");
+    let _ = writeln!(out, "<nav aria-label=\"Contents\"><p>{}<a href=\"#tables\">Tables and bars</a> · <a href=\"#charts\">Curves</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>", if spec.roundups.is_empty() { "" } else { "<a href=\"#roundup\">The plan's tables</a> · " });
 
+    write_roundups(out, store, filter, &spec.roundups, &book)?;
     out.push_str("<section id=\"tables\"><h2>Tables and bars</h2>\n");
     if parts.is_empty() {
         out.push_str("<p>No complete run to compare.</p>\n");
@@ -446,6 +463,53 @@ fn write_lead(out: &mut String, lead: &LeadTable) {
         out.push_str("</tr>");
     }
     out.push_str("</tbody></table></div></section>\n");
+}
+
+/// The tables of several figures per cell, each under its title; one
+/// whose figures no run has says so.
+fn write_roundups(
+    out: &mut String,
+    store: &Store,
+    filter: &Filter,
+    specs: &[RoundupSpec],
+    book: &CaseBook,
+) -> Result<(), ReportError> {
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let filter = data::complete(filter);
+    out.push_str("<section id=\"roundup\"><h2>The plan's tables</h2>\n");
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect::<Vec<_>>();
+    for spec in specs {
+        let mut tables = Vec::new();
+        for metric in &spec.metrics {
+            let found = crate::store::compare::records_in(store, &filter, &spec.rows, &spec.cols, metric, book)?;
+            if found.records.is_empty() {
+                continue;
+            }
+            let table = Table::build(
+                &found.records,
+                metric,
+                spec.stat,
+                keys(&spec.rows),
+                keys(&spec.cols),
+                spec.baseline.as_deref(),
+            )
+            .map_err(ReportError::Baseline)?;
+            tables.push(table);
+        }
+        if tables.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">{}: no complete run has these figures.</p>",
+                escape(spec.title.as_deref().unwrap_or("A table"))
+            );
+            continue;
+        }
+        super::roundup::Roundup::new(tables).write_html(out, spec.title.as_deref());
+    }
+    out.push_str("</section>\n");
+    Ok(())
 }
 
 /// Every plan cell without a complete run, and why.
@@ -775,7 +839,7 @@ fn write_table(out: &mut String, table: &Table, baseline: Option<&str>) {
         out.push_str("</tr>");
     }
     out.push_str("</tbody></table></div>\n");
-    if let Some(note) = table.pooling_note() {
+    for note in table.notes() {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&note));
     }
 }

@@ -9,6 +9,7 @@ pub mod interruption;
 pub mod json;
 pub mod linerate;
 pub mod multilink;
+pub mod roundup;
 pub mod runs;
 pub mod text;
 

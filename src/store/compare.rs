@@ -28,6 +28,8 @@ pub struct Metric {
     pub pointer: &'static str,
     /// Whether it is a column of `runs` (else read from the document).
     pub stored: bool,
+    /// What the number at `pointer` is divided by to be in `unit`.
+    pub divisor: f64,
 }
 
 impl Metric {
@@ -41,6 +43,7 @@ impl Metric {
             label: m.label,
             pointer: m.pointer,
             stored: columns::DOCUMENT_COLUMNS.contains(&m.name),
+            divisor: m.divisor,
         }
     }
 
@@ -181,6 +184,95 @@ pub struct Record {
     pub value: f64,
     /// The run's case, labelled among the runs of the filter.
     pub case: Case,
+    /// The figure of each of the run's trials, in order (the run's own
+    /// figure alone when its document lists no trial carrying it).
+    pub trials: Vec<f64>,
+    /// The run's stopping rule on this figure: its interval and whether it
+    /// met the asked width. None when the run's trials were compared by
+    /// another figure, or it ran once.
+    pub rule: Option<Rule>,
+}
+
+/// What a run's stopping rule gave on the figure it compared trials by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule {
+    /// The confidence interval of the mean, and its level in percent.
+    pub low: f64,
+    pub high: f64,
+    pub level_percent: f64,
+    /// `--confidence`: whether the interval met the asked width; None for
+    /// `--repeat` (no width was asked).
+    pub met: Option<bool>,
+}
+
+/// A run's trial figures and its stopping rule, by run id.
+type TrialsByRun = BTreeMap<i64, (Vec<f64>, Option<Rule>)>;
+
+/// The trials of `ids` for `metric`, and the stopping rule of the runs
+/// whose trials were compared by it: read from the documents of these runs
+/// only (a table's, not the whole store's).
+fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun, StoreError> {
+    let mut out = BTreeMap::new();
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    let trial_path = WorkloadMetric {
+        pointer: metric.pointer,
+        ..WorkloadMetric::RECEIVER_RATE
+    }
+    .json_path()
+    .replace('\'', "");
+    let sql = format!(
+        "SELECT id, (SELECT json_group_array(json_extract(t.value, '{trial_path}')) \
+                     FROM json_each(runs.document, '$.trials') AS t), \
+                json_extract(document, '$.repetition.metric'), \
+                json_extract(document, '$.repetition.interval.low'), \
+                json_extract(document, '$.repetition.interval.high'), \
+                json_extract(document, '$.repetition.interval.level_percent'), \
+                json_extract(document, '$.repetition.width_met') \
+         FROM runs WHERE id IN (SELECT value FROM json_each(?1))"
+    );
+    let ids_json = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+    let mut statement = store.conn.prepare(&sql).map_err(|e| store.err(e))?;
+    let rows = statement
+        .query_map([ids_json], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, Option<f64>>(3)?,
+                row.get::<_, Option<f64>>(4)?,
+                row.get::<_, Option<f64>>(5)?,
+                row.get::<_, Option<bool>>(6)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| store.err(e))?;
+    let unit = WorkloadMetric {
+        pointer: metric.pointer,
+        divisor: metric.divisor,
+        ..WorkloadMetric::RECEIVER_RATE
+    };
+    for (id, values, compared_by, low, high, level, met) in rows {
+        let values: Vec<f64> = values
+            .and_then(|v| serde_json::from_str::<Vec<Option<f64>>>(&v).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| unit.of_number(v))
+            .collect();
+        let rule = match (compared_by.as_deref() == Some(metric.column), low, high, level) {
+            (true, Some(low), Some(high), Some(level_percent)) => Some(Rule {
+                low,
+                high,
+                level_percent,
+                met,
+            }),
+            _ => None,
+        };
+        out.insert(id, (values, rule));
+    }
+    Ok(out)
 }
 
 /// What the matching runs give: records, how many runs matched, and how
@@ -284,6 +376,8 @@ pub fn records_in(
             })
             .collect()
     };
+    let ids: Vec<i64> = with_value.iter().map(|(id, _, _)| *id).collect();
+    let mut trials = trials_of(store, &ids, metric)?;
     let records = with_value
         .into_iter()
         .map(|(id, values, value)| {
@@ -292,12 +386,18 @@ pub fn records_in(
                 label: "-".into(),
                 parts: Vec::new(),
             });
+            let (mut trial_values, rule) = trials.remove(&id).unwrap_or_default();
+            if trial_values.is_empty() {
+                trial_values.push(value);
+            }
             Record {
                 run_id: id,
                 row: key(id, values, rows, &case),
                 col: key(id, values, cols, &case),
                 value,
                 case,
+                trials: trial_values,
+                rule,
             }
         })
         .collect();

@@ -437,7 +437,7 @@ fn report_baseline_adds_a_ratio_column_per_other_column_and_refuses_an_unknown_o
             .unwrap()
             .iter()
             .find(|c| c["col"][0] == col)
-            .unwrap()["value"]
+            .unwrap()["figures"]["throughput"]["value"]
             .as_f64()
             .unwrap()
     };
@@ -530,13 +530,13 @@ fn every_report_table_has_its_bar_chart_beside_it_a_bar_per_cell_and_whiskers_fr
             let tip = bar.attribute("data-tip").unwrap();
             let cell = tip.lines().next().unwrap();
             let row = cells.iter().find(|r| r[0] == cell).unwrap();
-            // "23.79 (n=2, 22.92-24.66)": the median and the range.
+            // "23.79 (n=2 [2 runs], 22.92-24.66)": the median and the range.
             let text = &row[1];
             let figures: Vec<f64> = text
                 .split(|c: char| !(c.is_ascii_digit() || c == '.'))
                 .filter_map(|t| t.parse().ok())
                 .collect();
-            let (value, min, max) = (figures[0], figures[2], figures[3]);
+            let (value, min, max) = (figures[0], figures[figures.len() - 2], figures[figures.len() - 1]);
             let (y, height) = (number(bar, "y"), number(bar, "height"));
             let (bottom, per_unit) = (y + height, height / value);
             let centre = number(bar, "x") + number(bar, "width") / 2.0;

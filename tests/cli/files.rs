@@ -551,3 +551,25 @@ fn lab_compression_carries_more_payload_than_wire_and_the_verdict_says_when_it_b
         "{percent:.1}% of raw TCP: {verdict}"
     );
 }
+
+/// Regression: `files --generate` ran its raw TCP trial before the agent
+/// refused a set over its quota. The set goes first now: refused before
+/// any traffic, with the raw trial left at its default.
+#[test]
+fn a_set_over_the_quota_is_refused_before_the_raw_tcp_trial_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let agent = AgentProcess::start(&["--scratch", scratch.path().to_str().unwrap(), "--max-files-bytes", "1M"]);
+    let port = agent.port_arg();
+    let out = nicbench(&["files", "127.0.0.1", "-p", &port, "--generate", "3x1M", "--no-save"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--max-files-bytes") && err.contains("3.15 MB"), "{err}");
+    assert!(!err.contains("raw TCP on this path"), "{err}");
+    // The agent ran no test at all: no raw TCP trial before the refusal.
+    let logs = agent.logs();
+    assert!(
+        !logs.contains("running tcp test") && !logs.contains("test done"),
+        "{logs}"
+    );
+    assert!(entries(scratch.path()).is_empty());
+}

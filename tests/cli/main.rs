@@ -45,6 +45,7 @@ extern "C" fn isolate_results_database() {
 mod cases;
 mod chart;
 mod common;
+mod compare;
 mod demo;
 mod facts;
 mod files;

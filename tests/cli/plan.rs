@@ -964,3 +964,116 @@ fn a_congestion_control_axis_runs_loaded_with_each_algorithm() {
         assert!(verdict.contains(&format!("with {cc}")), "{case}: {verdict}");
     }
 }
+
+/// The cases of a plan run in the order they ran, from its output lines
+/// (`[3/8] tcp agent=b mtu=9000 streams=2: ...`): (agent, mtu) each.
+fn agents_and_mtus_in_order(text: &str) -> Vec<(String, String)> {
+    let value = |line: &str, key: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .map(|v| v.trim_end_matches(':').to_string())
+    };
+    text.lines()
+        .filter(|l| l.starts_with('['))
+        .filter_map(|l| Some((value(l, "agent=")?, value(l, "mtu=")?)))
+        .collect()
+}
+
+/// Whether a case at 9000 of one agent comes after a case at 1500 of the
+/// other that came after an earlier 9000 case of the first: the order that
+/// once left the router's link toward the client at 1500.
+fn leaves_the_client_link_behind(order: &[(String, String)]) -> bool {
+    (0..order.len()).any(|k| {
+        let (x, mtu) = &order[k];
+        mtu == "9000"
+            && (0..k).any(|j| {
+                order[j].0 != *x && order[j].1 == "1500" && (0..j).any(|i| order[i].0 == *x && order[i].1 == "9000")
+            })
+    })
+}
+
+#[test]
+fn a_two_agent_mtu_plan_through_a_router_measures_every_case_whatever_the_shuffle() {
+    require_lab!();
+    // a -> r -> b and a -> r -> c: both agents' paths share the router's
+    // link toward a, which each MTU case must set, whatever ran before.
+    let lab = crate::common::lab_builder()
+        .hosts(3)
+        .via_router()
+        .no_agents()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, "a key of at least sixteen bytes, for the plan test\n").unwrap();
+    let psk = psk.display().to_string();
+    let (b, c) = (lab.addr("b").to_string(), lab.addr("c").to_string());
+    let extra = ["--psk-file", psk.as_str(), "--allow-host-changes"];
+    let agent_b = AgentProcess::start_with(lab.command("b", BIN), &b, &extra);
+    let agent_c = AgentProcess::start_with(lab.command("c", BIN), &c, &extra);
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "two.toml",
+        &format!(
+            "name = \"two-agents\"\n[defaults]\nduration = \"0.3s\"\nallow_host_changes = true\n\
+             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\npsk_file = \"{psk}\"\n\
+             [[agents]]\nlabel = \"c\"\naddress = \"{c}:{}\"\npsk_file = \"{psk}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\nmtu = [1500, 9000]\nstreams = [1, 2]\n",
+            agent_b.port, agent_c.port
+        ),
+    );
+    let mut exercised = 0;
+    for seed in ["1", "2", "3"] {
+        let mut run = lab.command("a", BIN);
+        run.args(["run", &plan, "--db", &db, "--restart", "--seed", seed]);
+        let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(
+            out.status.success(),
+            "seed {seed}: {text}\n{}\n{}",
+            agent_b.logs(),
+            agent_c.logs()
+        );
+        assert!(
+            text.contains("8 of 8 cases done (8 measured now, 0 earlier), 0 failed"),
+            "seed {seed}: {text}"
+        );
+        let order = agents_and_mtus_in_order(&text);
+        assert_eq!(order.len(), 8, "seed {seed}: {text}");
+        exercised += usize::from(leaves_the_client_link_behind(&order));
+        // Every link back at the lab's MTU after each plan run.
+        for (link, host) in [(1, "a"), (1, "r"), (2, "r"), (2, "b"), (3, "r"), (3, "c")] {
+            assert_eq!(
+                lab.kernel_link(link, host).unwrap().mtu,
+                1500,
+                "seed {seed}: link {link} in {host}"
+            );
+        }
+    }
+    // At least one of the seeds ran the order that once failed (so this
+    // test would catch it again).
+    assert!(
+        exercised > 0,
+        "no seed ran a 9000 case after the other agent's 1500 case"
+    );
+    // Each run measured at its case's MTU on both ends (the facts recorded
+    // with the run): 24 runs, 8 per plan run.
+    let out = nicbench(&["export", "--db", &db, "--tag", "plan=two-agents", "--format", "json"]);
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.iter().filter(|r| r["complete"] == true).count(), 24, "{runs:#?}");
+    for r in runs {
+        let mtu: u64 = r["tags"]["mtu"].as_str().unwrap().parse().unwrap();
+        let id = r["id"].as_i64().unwrap().to_string();
+        let doc = crate::common::nicbench_json(&["show", &id, "--db", &db, "--json"]);
+        assert_eq!(
+            doc["client"]["facts"]["interface"]["mtu_bytes"], mtu,
+            "client side of run {id}"
+        );
+        assert_eq!(
+            doc["agent"]["facts"]["interface"]["mtu_bytes"], mtu,
+            "agent side of run {id}"
+        );
+    }
+}

@@ -1,5 +1,5 @@
 //! `bars`: a metric per configuration, grouped by one key and coloured by
-//! another, with the spread of repeated runs (min-max) as error bars.
+//! another, with the spread of its trials (the stopping rule's interval, else min-max) as error bars.
 
 use plotters::prelude::*;
 
@@ -17,9 +17,13 @@ pub struct Bar {
     pub group: usize,
     pub series: usize,
     pub value: f64,
+    /// The whisker: the cell's stopping-rule interval, else its trials'
+    /// min-max.
     pub min: f64,
     pub max: f64,
     pub runs: usize,
+    /// The trials of its runs: a whisker is drawn for two or more.
+    pub trials: usize,
     /// The runs of the bar, for its hover tip (empty when not known).
     pub run_ids: Vec<i64>,
 }
@@ -52,9 +56,10 @@ impl Bars {
                     group: table.rows.iter().position(|r| *r == c.row)?,
                     series: table.cols.iter().position(|s| *s == c.col)?,
                     value: c.value,
-                    min: c.min,
-                    max: c.max,
+                    min: c.low,
+                    max: c.high,
                     runs: c.runs,
+                    trials: c.trials,
                     run_ids: Vec::new(),
                 })
             })
@@ -67,7 +72,7 @@ impl Bars {
             format!(" and {series_key}")
         };
         Bars {
-            title: format!("{axis} by {group_key}{by} ({stat}, bars: min-max)"),
+            title: format!("{axis} by {group_key}{by} ({stat}; whiskers: interval, else min-max of the trials)"),
             axis: axis.into(),
             unit: table.unit.clone(),
             group_key,
@@ -86,15 +91,16 @@ impl Bars {
             tip += &format!(", {}", self.series[b.series]);
         }
         tip += &format!("\n{}: {}{unit}", self.axis, in_unit(b.value * factor, unit));
-        if b.runs > 1 {
+        if b.trials > 1 {
             tip += &format!(
                 " ({} to {})",
                 in_unit(b.min * factor, unit),
                 in_unit(b.max * factor, unit)
             );
         }
+        tip += &format!("\n{} trial(s)", b.trials);
         if b.run_ids.is_empty() {
-            tip += &format!("\n{} run(s)", b.runs);
+            tip += &format!(", {} run(s)", b.runs);
         } else {
             tip += &format!("\nruns {}", run_list(&b.run_ids));
         }
@@ -194,7 +200,7 @@ impl Bars {
                 ]
             };
             chart
-                .draw_series(mine.iter().filter(|b| b.runs > 1).flat_map(whisker))
+                .draw_series(mine.iter().filter(|b| b.trials > 1).flat_map(whisker))
                 .map_err(draw_err)?;
             let area = chart.plotting_area().clone();
             let labels = mine.iter().filter_map(|b| {
@@ -406,6 +412,7 @@ mod tests {
                     min: 1e9,
                     max: 1e9,
                     runs: 1,
+                    trials: 1,
                     run_ids: vec![1],
                 })
                 .collect(),

@@ -66,6 +66,7 @@ pub enum SelectError {
 fn stat_name(stat: Stat) -> &'static str {
     match stat {
         Stat::Best => "best",
+        Stat::Worst => "worst",
         Stat::Median => "median",
         Stat::Mean => "mean",
     }

@@ -74,7 +74,7 @@ pub struct FilesOptions {
     /// source files are read cold (--from; needs root: said when it could not).
     #[arg(long)]
     pub drop_caches: bool,
-    /// Length of the raw TCP trial run first on the same path (0: none).
+    /// Length of the raw TCP trial run on the same path right after the first files trial (0: none).
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = raw_time)]
     pub raw_time: Duration,
     /// Bytes per chunk read, sent and written (at most 1M).

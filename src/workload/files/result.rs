@@ -1,7 +1,7 @@
 //! What a `files` trial measured: each connection end's counts and where
 //! its time went ([`FilesEnd`], key `files` of a stream end), the totals
 //! of the trial ([`FilesResult`], key `files` of `sum`), the comparison
-//! with the raw TCP trial run just before on the same path, and the rule
+//! with the raw TCP trial run on the same path in the same run, and the rule
 //! that names what limited the transfer.
 
 use std::io::{self, Write};
@@ -103,8 +103,8 @@ impl FilesEnd {
     }
 }
 
-/// The raw TCP trial run just before the files, on the same path, with as
-/// many connections.
+/// The raw TCP trial run with the files (right after the first files
+/// trial), on the same path, with as many connections.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawTcp {
     pub bits_per_second: f64,
@@ -374,7 +374,7 @@ pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()>
     if let Some(raw) = &r.raw_tcp {
         writeln!(
             out,
-            "Files vs raw TCP: payload {} = {:.0}% of raw TCP {} ({:.1} s, {} stream{}, just before on this path){}",
+            "Files vs raw TCP: payload {} = {:.0}% of raw TCP {} ({:.1} s, {} stream{}, same path, same run){}",
             megabytes_per_second(r.payload_bits_per_second),
             r.percent_of_raw_tcp.unwrap_or(0.0),
             megabytes_per_second(raw.bits_per_second),
