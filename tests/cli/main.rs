@@ -46,6 +46,8 @@ mod cases;
 mod chart;
 mod common;
 mod demo;
+mod doc_examples;
+mod every_command;
 mod facts;
 mod files;
 mod host_settings;
