@@ -508,9 +508,9 @@ mod tests {
     fn a_host_that_was_down_is_neither_named_nor_counted() {
         // The sixth host measured nothing: its row and column are empty.
         let mut m = uniform(6, 95e6);
-        for k in 0..6 {
-            m[5][k] = None;
-            m[k][5] = None;
+        m[5] = vec![None; 6];
+        for row in m.iter_mut() {
+            row[5] = None;
         }
         assert!(find(&m, Better::Higher).is_empty());
         slow_receiver(&mut m, 3, 0.25);
