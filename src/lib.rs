@@ -24,6 +24,26 @@
 //!    `csv_out` (the one CSV writer), `outside_text` (strings from outside,
 //!    made safe per output)
 
+/// `println!`, `print!`, `eprintln!` and `eprint!` for every module of the
+/// crate (defined before them, these shadow std's): std's panic when the
+/// reader of a pipe has gone (`nicbench ... 2>&1 | head -1` exited 101),
+/// these end the output ([`logging::print_text`]).
+macro_rules! println {
+    () => { $crate::logging::print_text(false, format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::logging::print_text(false, format_args!("{}\n", format_args!($($arg)*))) };
+}
+#[allow(unused_macros)] // for the next `print!`: none is in use now
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::logging::print_text(false, format_args!($($arg)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::logging::print_text(true, format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::logging::print_text(true, format_args!("{}\n", format_args!($($arg)*))) };
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => { $crate::logging::print_text(true, format_args!($($arg)*)) };
+}
+
 pub mod address;
 pub mod agent;
 pub mod cli;

@@ -15,6 +15,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
+/// What the crate's `println!`, `print!`, `eprintln!` and `eprint!` write
+/// (lib.rs routes them here): std's, except that a closed pipe (`nicbench
+/// run plan.toml 2>&1 | head -3`) ends the output instead of panicking,
+/// and a failed write is not worth ending the command for either.
+pub fn print_text(to_stderr: bool, text: std::fmt::Arguments) {
+    let _ = if to_stderr {
+        std::io::stderr().lock().write_fmt(text)
+    } else {
+        std::io::stdout().lock().write_fmt(text)
+    };
+}
+
 /// How log lines look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

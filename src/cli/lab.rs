@@ -157,7 +157,11 @@ pub struct LabSetArgs {
 pub struct LabDownArgs {
     #[arg(value_parser = lab_name)]
     pub name: Option<String>,
-    /// Remove every lab nicbench made (found by name, with or without state).
+    /// Remove every lab nicbench made (found by name, with or without state),
+    /// also other people's: lists them and asks on a terminal, else needs --yes.
     #[arg(long)]
     pub all: bool,
+    /// With --all: remove without asking.
+    #[arg(long, short = 'y', requires = "all")]
+    pub yes: bool,
 }

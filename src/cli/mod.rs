@@ -81,6 +81,7 @@ pub enum Command {
     /// One saved run: its text report as printed, or its document.
     Show(store::ShowArgs),
     /// A comparison table of saved runs: rows and columns by tags or columns.
+    #[command(mut_arg("metric", |a| a.help(metric_help())))]
     Compare(store::CompareArgs),
     /// Two saved runs side by side: figures, and the spec and facts that differ.
     Diff(store::DiffArgs),
@@ -101,6 +102,23 @@ pub enum Command {
     Man(ManArgs),
     /// Shell completion script for bash, zsh or fish, to stdout.
     Completions(CompletionsArgs),
+}
+
+/// `compare --metric`'s help: every metric `compare` takes, from the same
+/// list it parses them by, so that the help cannot leave one out (it left
+/// out rpm, added, added-p99 and idle-rtt once).
+fn metric_help() -> String {
+    let names: Vec<&str> = crate::store::compare::all_metrics().iter().map(|m| m.name).collect();
+    format!(
+        "The figure in each cell, shown for the runs that have it: {}",
+        names.join(", ")
+    )
+}
+
+/// `--workload`'s help: every registered workload.
+pub(crate) fn workload_filter_help() -> String {
+    let names: Vec<&str> = crate::workload::names().collect();
+    format!("Only runs of this workload ({})", names.join(", "))
 }
 
 /// `nicbench man`

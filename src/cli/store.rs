@@ -41,8 +41,7 @@ pub struct FilterArgs {
     /// Only runs with this tag (repeatable; all must match).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag)]
     pub tags: Vec<Tag>,
-    /// Only runs of this workload (tcp, udp, rr, sweep).
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", help = super::workload_filter_help())]
     pub workload: Option<String>,
     /// Only runs whose client or agent host name, or agent address, is H.
     #[arg(long, value_name = "H")]

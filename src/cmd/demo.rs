@@ -66,7 +66,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         let mut text = Vec::new();
         Text.render(&run, &mut text)?;
         if !args.json {
-            std::io::stdout().lock().write_all(&text)?;
+            super::stdout::out().write_all(&text)?;
         }
         super::measure::save(saver, &run, Some(&String::from_utf8_lossy(&text)), !args.json)?;
         saved.push((argv.clone(), String::from_utf8_lossy(&text).into_owned()));
@@ -75,7 +75,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
         runs.push((label, run));
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::out();
     if args.json {
         let all: Vec<&RunResult> = runs.iter().map(|(_, r)| r).collect();
         serde_json::to_writer_pretty(&mut out, &all)?;

@@ -87,9 +87,9 @@ pub fn wants_json(args: &[OsString]) -> bool {
 pub fn report(error: &anyhow::Error, json: bool) -> i32 {
     let code = super::exit_code(error);
     let lines = lines(error);
-    eprintln!("nicbench: error: {}", lines[0]);
+    super::stdout::err_line(format_args!("nicbench: error: {}", lines[0]));
     for cause in &lines[1..] {
-        eprintln!("  caused by: {cause}");
+        super::stdout::err_line(format_args!("  caused by: {cause}"));
     }
     // A cut-short run has printed its (marked) result document already, and
     // so has `watch` whose command failed (its status is the exit code).
@@ -122,7 +122,7 @@ pub fn exit_on_usage_error(mut error: clap::Error, command: &clap::Command, args
 
 fn print_json(doc: &ErrorDocument) {
     if let Ok(text) = serde_json::to_string(doc) {
-        println!("{text}");
+        super::stdout::line(text);
     }
 }
 

@@ -1,6 +1,7 @@
 //! `nicbench lab up|status|exec|set|down`
 
 use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
 use std::os::unix::process::CommandExt;
 
 use anyhow::Context;
@@ -157,14 +158,17 @@ fn down(args: LabDownArgs) -> anyhow::Result<()> {
         }
     };
     if args.all && names.is_empty() {
-        println!("no labs to remove");
+        super::stdout::line("no labs to remove");
+    }
+    if args.all && !names.is_empty() && !args.yes && !confirmed(&names)? {
+        return Ok(());
     }
     // Every lab is tried; the failures make one error, which main prints once.
     let mut failed = Vec::new();
     for name in names {
         match lab::down(&name) {
-            Ok(removed) if removed.is_empty() => println!("lab '{name}': nothing to remove"),
-            Ok(removed) => println!("lab '{name}' removed: {}", removed.join(", ")),
+            Ok(removed) if removed.is_empty() => super::stdout::line(format_args!("lab '{name}': nothing to remove")),
+            Ok(removed) => super::stdout::line(format_args!("lab '{name}' removed: {}", removed.join(", "))),
             Err(e) => failed.push((name, e)),
         }
     }
@@ -182,22 +186,63 @@ fn down(args: LabDownArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `lab down --all` without `--yes`: every lab is listed with who made it
+/// (labs are global: on a shared machine some are other people's); on a
+/// terminal the answer `y` removes them, elsewhere the command fails and
+/// says to add `--yes`.
+fn confirmed(names: &[String]) -> anyhow::Result<bool> {
+    super::stdout::line(format_args!("lab down --all would remove {} lab(s):", names.len()));
+    for name in names {
+        super::stdout::line(format_args!("  {}", summary_line(name)));
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(crate::workload::SpecError::Invalid(format!(
+            "lab down --all removes every lab on this machine, also other people's ({} listed above): \
+             add --yes to remove them all, or name one: `nicbench lab down NAME`",
+            names.len()
+        ))
+        .into());
+    }
+    let mut out = super::stdout::out();
+    let _ = write!(out, "remove them all? [y/N] ").and_then(|_| out.flush());
+    drop(out);
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).context("reading the answer")?;
+    let yes = matches!(answer.trim(), "y" | "Y" | "yes");
+    if !yes {
+        super::stdout::line("nothing removed");
+    }
+    Ok(yes)
+}
+
 /// One line per lab for `lab status` without a name.
 fn summary_line(name: &str) -> String {
     match LabState::load(name) {
         Ok(Some(s)) => format!(
-            "{name}\t{}\t{} hosts\t{}\t{}",
+            "{name}\t{}\t{}\t{}\t{}\t{}",
             topology_name(s.topology),
-            s.hosts.len(),
+            hosts_text(&s),
             links_text(s.links.len()),
             if s.complete {
                 "up"
             } else {
                 "incomplete (remove with `nicbench lab down`)"
-            }
+            },
+            made_text(&s)
         ),
         Ok(None) => format!("{name}\tleftovers without a state file (remove with `nicbench lab down {name}`)"),
         Err(e) => format!("{name}\t{e}"),
+    }
+}
+
+/// "2 hosts and a router" for `--hosts 2 --via-router`: the router is not
+/// one of the hosts the user asked for (it read "3 hosts").
+fn hosts_text(state: &LabState) -> String {
+    let hosts = state.hosts.iter().filter(|h| !h.router).count();
+    match state.hosts.len() - hosts {
+        0 => format!("{hosts} hosts"),
+        1 => format!("{hosts} hosts and a router"),
+        routers => format!("{hosts} hosts and {routers} routers"),
     }
 }
 
@@ -224,13 +269,59 @@ fn queue_text(kernel: &sys::KernelLink) -> String {
     }
 }
 
-fn agent_text(state: &LabState, pid: Option<u32>) -> String {
-    match (state.agent_port, pid) {
-        (None, _) => "no agent".into(),
-        (Some(_), None) => "agent not started".into(),
-        (Some(port), Some(pid)) if sys::alive(pid as i32) => format!("agent pid {pid} port {port}"),
-        (Some(_), Some(pid)) => format!("agent pid {pid} NOT RUNNING"),
+/// "made by alice on /dev/pts/3 at 2026-11-27 04:30:00 UTC".
+fn made_text(state: &LabState) -> String {
+    let when = format!("{} UTC", crate::report::runs::utc(state.created_unix_seconds as f64));
+    match &state.made_by {
+        Some(maker) => format!("made by {} at {when}", maker.describe()),
+        None => format!("made at {when} (by pid {}; who, not recorded)", state.created_by_pid),
     }
+}
+
+fn agent_text(state: &LabState, host: &crate::lab::state::HostState) -> String {
+    let recorded = match (state.agent_port, host.agent_pid) {
+        (None, _) => "no agent".to_string(),
+        (Some(_), None) => "agent not started".into(),
+        (Some(port), Some(pid)) if sys::alive(pid as i32) => return format!("agent pid {pid} port {port}"),
+        (Some(_), Some(pid)) => format!("agent pid {pid} NOT RUNNING"),
+    };
+    match agents_by_hand(&host.netns, host.agent_pid) {
+        by_hand if by_hand.is_empty() => recorded,
+        by_hand => format!("{recorded}; started by hand: {}", by_hand.join(", ")),
+    }
+}
+
+/// Agents (`nicbench serve`) running in a host's namespace that the lab
+/// did not start: "pid 4242 (nicbench serve -p 5999)".
+fn agents_by_hand(netns: &str, recorded: Option<u32>) -> Vec<String> {
+    sys::netns_pids(netns)
+        .into_iter()
+        .filter(|&pid| Some(pid as u32) != recorded)
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let argv: Vec<String> = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            is_agent_command(&argv).then(|| {
+                let mut shown = argv.clone();
+                shown[0] = "nicbench".into();
+                format!("pid {pid} ({})", crate::shell::join(&shown))
+            })
+        })
+        .collect()
+}
+
+/// Whether a command line is a nicbench agent's: `nicbench [OPTIONS] serve ...`.
+fn is_agent_command(argv: &[String]) -> bool {
+    let program = argv.first().map(|p| p.rsplit('/').next().unwrap_or(p));
+    program.is_some_and(|p| p.starts_with("nicbench"))
+        && argv
+            .iter()
+            .skip(1)
+            .find(|a| !a.starts_with('-'))
+            .is_some_and(|a| a == "serve")
 }
 
 /// The human view of a lab, with MTU and rates as the kernel reports them.
@@ -238,10 +329,10 @@ pub fn render_status(state: &LabState) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "lab {}: {}, {} hosts, {}{}",
+        "lab {}: {}, {}, {}{}",
         state.name,
         topology_name(state.topology),
-        state.hosts.len(),
+        hosts_text(state),
         links_text(state.links.len()),
         if state.complete {
             ""
@@ -255,18 +346,13 @@ pub fn render_status(state: &LabState) -> String {
         crate::lab::state::state_path(&state.name).display(),
         crate::lab::state::log_dir(&state.name).display()
     );
+    let _ = writeln!(out, "{}", made_text(state));
     let _ = writeln!(out, "hosts:");
     for h in &state.hosts {
         let cpu = h
             .cpu_limit_percent
             .map_or(String::new(), |p| format!(", CPU limit {p}% of one core"));
-        let _ = writeln!(
-            out,
-            "  {:<2} netns {}, {}{cpu}",
-            h.name,
-            h.netns,
-            agent_text(state, h.agent_pid)
-        );
+        let _ = writeln!(out, "  {:<2} netns {}, {}{cpu}", h.name, h.netns, agent_text(state, h));
     }
     let _ = writeln!(out, "links:");
     for link in &state.links {

@@ -201,6 +201,7 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
     };
     let mut done = 0u32;
     let started = Instant::now();
+    let mut left_out = Vec::new();
     loop {
         if let Some(every) = args.every {
             // The k-th run starts at k x every plus a random tenth of it.
@@ -220,6 +221,12 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
         }
         done += 1;
         let measured = result.cells.iter().filter(|c| c.value.is_some()).count();
+        left_out = result
+            .hosts
+            .iter()
+            .filter(|h| h.status != "ok")
+            .map(|h| format!("{} ({})", h.name, h.status))
+            .collect();
         if args.every.is_none() || signals::interrupted() || args.runs.is_some_and(|n| done >= n) {
             if measured == 0 {
                 anyhow::bail!("no pair of the mesh could be measured (see above)");
@@ -227,8 +234,22 @@ pub fn run(args: MeshArgs) -> anyhow::Result<()> {
             break;
         }
     }
-    Ok(())
+    match left_out.is_empty() {
+        true => Ok(()),
+        false => Err(HostsLeftOut(left_out).into()),
+    }
 }
+
+/// A mesh that measured the others but had to leave hosts out (down, or
+/// refusing): its matrix is printed and saved, and it exits 3 (an agent
+/// unreachable), so that a script notices the missing rows.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the mesh left out {} host(s) it could not test: {} (their rows and columns are empty; the other pairs are printed and saved)",
+    .0.len(),
+    .0.join(", ")
+)]
+pub struct HostsLeftOut(pub Vec<String>);
 
 /// A uniform number in [0, 1) from the OS's random source.
 fn random_fraction() -> f64 {

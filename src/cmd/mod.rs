@@ -106,6 +106,9 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<UsageError>().is_some() {
             return 2;
         }
+        if cause.downcast_ref::<mesh::HostsLeftOut>().is_some() {
+            return 3;
+        }
         if let Some(
             crate::store::import::ImportError::Malformed { .. } | crate::store::import::ImportError::Invalid { .. },
         ) = cause.downcast_ref()

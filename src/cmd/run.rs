@@ -63,22 +63,22 @@ fn leftover_changes(db: &Path, apply: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     if found.is_empty() {
-        println!(
+        super::stdout::line(format_args!(
             "no host settings to restore (no restore file under {})",
             plans_dir(db).display()
-        );
+        ));
         return Ok(());
     }
     let mut failed = 0;
     for (file, originals) in found {
         let failures = host::apply(&originals);
         if failures.is_empty() {
-            println!("restored {}", originals.describe());
+            super::stdout::line(format_args!("restored {}", originals.describe()));
             let _ = std::fs::remove_file(&file);
         } else {
             failed += failures.len();
             for f in failures {
-                println!("{f}");
+                super::stdout::line(f);
             }
         }
     }
@@ -228,7 +228,7 @@ fn run_argv(case: &Planned, plan: &Plan, db: &Path, plan_run: &str, seed: u64) -
 }
 
 fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, order: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::out();
     let todo: Vec<&Planned> = planned
         .iter()
         .filter(|p| !resume.finished.contains_key(&p.key))
@@ -477,7 +477,7 @@ impl runner::Show for Progress {
             Some((multi, _, _)) => {
                 let _ = multi.println(line);
             }
-            None if log::log_enabled!(log::Level::Warn) => eprintln!("{line}"),
+            None if log::log_enabled!(log::Level::Warn) => super::stdout::err_line(line),
             None => {}
         }
     }
@@ -575,7 +575,7 @@ fn execute(
     let mut host_changes = HostChanges::new(dir.join(host::RESTORE_FILE), plan.defaults.allow_host_changes);
     let total = planned.len();
     let skipped = planned.iter().filter(|p| resume.finished.contains_key(&p.key)).count();
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::out();
     if let Some(note) = &resume.note {
         writeln!(out, "{note}")?;
     }
@@ -627,7 +627,7 @@ fn execute(
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
         .collect();
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::out();
     writeln!(out)?;
     writeln!(
         out,
@@ -704,9 +704,9 @@ fn html_report(plan: &Plan, plan_file: &Path, plan_run: &str, db: &Path, out: &P
             crate::cli::Command::Report(args) => super::chart::report(args),
             _ => unreachable!("a report command line"),
         });
-    println!();
+    super::stdout::line("");
     if let Err(e) = result {
-        println!("(no HTML report: {})", super::failure::one_line(&e));
+        super::stdout::line(format_args!("(no HTML report: {})", super::failure::one_line(&e)));
     }
 }
 
@@ -738,14 +738,14 @@ fn report_tables(plan: &Plan, plan_run: &str, db: &Path) -> anyhow::Result<()> {
             .title
             .clone()
             .unwrap_or_else(|| format!("Table {}: {}", i + 1, t.metric));
-        println!("\n{title}");
+        super::stdout::line(format_args!("\n{title}"));
         let cli = Cli::try_parse_from(&argv).map_err(|e| anyhow::anyhow!("[[report.tables]] #{}: {e}", i + 1))?;
         let crate::cli::Command::Compare(compare) = cli.command else {
             unreachable!("a compare command line")
         };
         if let Err(e) = super::compare::run(compare) {
             // A table with no data (every case failed) is said, not fatal.
-            println!("  (no table: {})", super::failure::one_line(&e));
+            super::stdout::line(format_args!("  (no table: {})", super::failure::one_line(&e)));
         }
     }
     Ok(())

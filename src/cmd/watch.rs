@@ -235,7 +235,9 @@ fn stop_peer(peer: Option<(crate::session::PeerWatch, String)>) -> PeerEnd {
                 Err(e) => {
                     // The command has run: keep what this host measured.
                     let e = crate::outside_text::terminal(&e.to_string()).into_owned();
-                    eprintln!("nicbench: warning: the peer {shown} sent no measurement: {e}");
+                    super::stdout::err_line(format_args!(
+                        "nicbench: warning: the peer {shown} sent no measurement: {e}"
+                    ));
                     PeerEnd {
                         shown: Some(shown),
                         facts,
@@ -415,7 +417,7 @@ fn peer_summary(peer: &PeerEnd, traffic: &Traffic, seconds: f64) -> String {
 /// Writes the run to stdout, as JSON or as the summary line and the text
 /// report; returns the text written (none for JSON) for the store.
 fn write_result(run: &RunResult, json: bool, summary: &str, words: &words::Words) -> anyhow::Result<Option<String>> {
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::out();
     if json {
         Json.render(run, &mut out).context("writing the result")?;
         Ok(None)

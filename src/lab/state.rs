@@ -49,6 +49,63 @@ pub struct LabState {
     pub agent_port: Option<u16>,
     pub hosts: Vec<HostState>,
     pub links: Vec<LinkState>,
+    /// Who made the lab (labs are global on a machine several people
+    /// share); absent in state files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<Maker>,
+}
+
+/// Who made a lab, from the login that ran `lab up`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Maker {
+    /// The user: the one who ran sudo when it ran under sudo.
+    pub user: String,
+    /// The terminal (`/dev/pts/3`), when stdin is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
+    /// The remote address of an SSH login (SSH_CONNECTION's first field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+}
+
+impl Maker {
+    /// This process's login, read from `env` (a variable's value by name).
+    pub fn from_env(env: impl Fn(&str) -> Option<String>, uid: u32, terminal: Option<String>) -> Maker {
+        let nonempty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let user = match (nonempty("SUDO_USER"), nonempty("USER").or_else(|| nonempty("LOGNAME"))) {
+            (Some(sudoer), Some(user)) if sudoer != user => format!("{sudoer} (sudo as {user})"),
+            (Some(sudoer), _) => sudoer,
+            (None, Some(user)) => user,
+            (None, None) => format!("uid {uid}"),
+        };
+        let remote = nonempty("SSH_CONNECTION")
+            .or_else(|| nonempty("SSH_CLIENT"))
+            .and_then(|v| v.split_whitespace().next().map(str::to_string));
+        Maker { user, terminal, remote }
+    }
+
+    /// The login running this process.
+    pub fn here() -> Maker {
+        let terminal = std::fs::read_link("/proc/self/fd/0")
+            .ok()
+            .map(|p| p.display().to_string())
+            .filter(|p| p.starts_with("/dev/pts/") || p.starts_with("/dev/tty"));
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        Maker::from_env(|name| std::env::var(name).ok(), uid, terminal)
+    }
+
+    /// "alice on /dev/pts/3 from 127.0.0.1".
+    pub fn describe(&self) -> String {
+        let mut out = self.user.clone();
+        if let Some(t) = &self.terminal {
+            out += &format!(" on {t}");
+        }
+        if let Some(r) = &self.remote {
+            out += &format!(" from {r}");
+        }
+        out
+    }
 }
 
 /// A host: one network namespace.
@@ -127,6 +184,7 @@ impl LabState {
             agent_port,
             hosts,
             links,
+            made_by: Some(Maker::here()),
         }
     }
 
@@ -226,6 +284,37 @@ pub fn saved_lab_names() -> Vec<String> {
 mod tests {
     use super::super::spec::{layout, parse_cpu_limit, parse_queue_setting, parse_rate_setting, LabSpec};
     use super::*;
+
+    #[test]
+    fn the_maker_is_the_login_behind_sudo_with_its_terminal_and_remote_address() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let m = Maker::from_env(
+            env(&[
+                ("SUDO_USER", "alice"),
+                ("USER", "root"),
+                ("SSH_CONNECTION", "127.0.0.9 50122 127.0.0.1 22"),
+            ]),
+            0,
+            Some("/dev/pts/3".into()),
+        );
+        assert_eq!(m.describe(), "alice (sudo as root) on /dev/pts/3 from 127.0.0.9");
+        let m = Maker::from_env(env(&[("USER", "bob")]), 1000, None);
+        assert_eq!(m.describe(), "bob");
+        let m = Maker::from_env(env(&[("USER", "")]), 1000, None);
+        assert_eq!(m.describe(), "uid 1000");
+    }
+
+    #[test]
+    fn a_state_file_without_its_maker_still_reads() {
+        let mut state = LabState::new("old", Topology::Direct, Vec::new(), Vec::new(), None);
+        state.made_by = None;
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(!text.contains("made_by"), "{text}");
+        let back: LabState = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, state);
+    }
 
     #[test]
     fn state_round_trips_through_json() {

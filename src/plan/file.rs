@@ -706,7 +706,9 @@ fn toml_message(e: &toml::de::Error, text: &str) -> String {
         Some(span) => {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
             let source = text.lines().nth(line - 1).unwrap_or("").trim();
-            format!("line {line}: {message}\n  {line} | {source}")
+            // One line: the error chain is printed with its control
+            // characters escaped, which showed a newline here as `\n`.
+            format!("line {line}: {message} (line {line}: `{source}`)")
         }
         None => message,
     }

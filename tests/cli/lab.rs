@@ -570,3 +570,42 @@ fn mss_reported_by_tcp_info_follows_the_mtu() {
     let run = tcp_json(&lab, "a", &["b", "-t", "1"]);
     assert_eq!(run["streams"][0]["sender"]["tcp_info"]["send_mss_bytes"], 8948);
 }
+
+/// Issue 43: a machine several people share. `lab status` says who made a
+/// lab and when, and names an agent someone started by hand in a host (it
+/// said "no agent"); `lab down --all` lists what it would remove and,
+/// without `--yes` and without a terminal to ask on, removes nothing.
+#[test]
+fn status_names_the_maker_and_agents_started_by_hand_and_down_all_asks_first() {
+    require_lab!();
+    let lab = builder().no_agents().build().unwrap();
+    let agent = AgentProcess::start_with(lab.command("a", BIN), &lab.addr("a").to_string(), &[]);
+    let status = ok(&["lab", "status", lab.name()]);
+    assert!(status.contains("\nmade by "), "{status}");
+    assert!(status.contains(" UTC\n"), "{status}");
+    let by_hand = format!(
+        "no agent; started by hand: pid {} (nicbench serve -p 0",
+        agent.child.id()
+    );
+    assert!(status.contains(&by_hand), "{status}");
+    let list = ok(&["lab", "status"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("{}\t", lab.name())))
+        .unwrap();
+    assert!(line.contains("\t2 hosts\t") && line.contains("\tmade by "), "{line}");
+
+    let out = Command::new(BIN)
+        .args(["lab", "down", "--all"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{text}{err}");
+    assert!(text.starts_with("lab down --all would remove "), "{text}");
+    assert!(text.contains(&format!("\n  {}\t", lab.name())), "{text}");
+    assert!(err.contains("add --yes to remove them all"), "{err}");
+    // Nothing was removed: the lab is still there.
+    assert!(ok(&["lab", "status", lab.name()]).contains("made by "));
+    drop(agent);
+}

@@ -47,6 +47,8 @@ mod chart;
 mod common;
 mod compare;
 mod demo;
+mod doc_examples;
+mod every_command;
 mod facts;
 mod files;
 mod host_settings;
