@@ -377,7 +377,16 @@ const PARTIES: [Party; 2] = [Party::Client, Party::Agent];
 /// Every rule gives its findings; [`reason::conclude`] orders them by
 /// what explains what and names the cause.
 pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdict {
-    reason::conclude(findings(trial, kind, shared), kind.own_verdict_before_the_link())
+    let all = findings(trial, kind, shared);
+    // A paced test whose sender reached its offer and lost nothing was
+    // limited by nothing: what held is shown, none of it named the cause.
+    let lost = all
+        .iter()
+        .any(|f| matches!(f.class, Class::Drops { .. } | Class::PathLoss));
+    if kind.sender_reached_offer(trial) == Some(true) && !lost {
+        return reason::delivered(all);
+    }
+    reason::conclude(all, kind.own_verdict_before_the_link())
 }
 
 /// Every finding of the rules that hold for `trial`, in the rules' order.

@@ -908,6 +908,22 @@ fn a_sender_that_reached_its_offer_is_not_the_cause_beside_a_starved_receiver() 
         "{}",
         v.summary
     );
+    // Nothing lost and the offer reached: nothing limited the figure.
+    let mut delivered = udp_trial(10_000, 10_000, 0);
+    let mut u: crate::workload::udp::result::UdpResult =
+        delivered.sum.extras.get(crate::workload::udp::result::KEY).unwrap();
+    u.offered_bits_per_second = Some(210e6);
+    delivered.sum.extras.set(crate::workload::udp::result::KEY, &u);
+    delivered.counters = t.counters.clone();
+    let v = judge(&delivered, &UdpResults, true);
+    assert_eq!((v.kind.as_str(), v.side), ("none", None));
+    assert!(
+        v.summary
+            .starts_with("no bottleneck: the sender reached its offered rate and nothing was lost; also: "),
+        "{}",
+        v.summary
+    );
+    assert!(v.evidence.iter().all(|e| e.role == "also"), "{:?}", v.evidence);
     // Without the offer, both ends waited alike: both are named.
     udp.offered_bits_per_second = None;
     t.sum.extras.set(crate::workload::udp::result::KEY, &udp);

@@ -52,7 +52,11 @@ pub fn write_host(facts: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
         or_na(facts.cpu_max_mhz.map(|m| format!("{m:.0}"))),
     )?;
     if let Some(limit) = &facts.cpu_limit {
-        writeln!(out, "cpu limit     {}", cpu_limit_words(limit))?;
+        writeln!(
+            out,
+            "cpu limit     {}",
+            cpu_limit_words(limit).trim_start_matches("CPU limit ")
+        )?;
     }
     writeln!(out, "memory        {}", memory(facts.memory_bytes))?;
     writeln!(out, "numa nodes    {}", or_na(facts.numa_nodes))?;

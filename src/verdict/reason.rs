@@ -230,6 +230,39 @@ fn both_ends(findings: &[Finding], explained_by: &[Option<usize>], ends: &[usize
     }
 }
 
+/// The verdict of a paced test that delivered its offered rate: nothing
+/// limited the figure; every finding is "also".
+pub fn delivered(findings: Vec<Finding>) -> Verdict {
+    let findings = merge_cpu(findings);
+    let mut summary = "no bottleneck: the sender reached its offered rate and nothing was lost".to_string();
+    let words: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.class != Class::BelowLink)
+        .map(|f| f.summary.as_str())
+        .collect();
+    if !words.is_empty() {
+        summary.push_str("; also: ");
+        summary.push_str(&words.join("; "));
+    }
+    let evidence = findings
+        .iter()
+        .map(|f| Evidence {
+            kind: f.kind.clone(),
+            side: f.side.clone(),
+            strength: if f.strong { "strong" } else { "weak" }.into(),
+            role: "also".into(),
+            explained_by: None,
+            summary: f.summary.clone(),
+        })
+        .collect();
+    Verdict {
+        kind: "none".into(),
+        summary,
+        side: None,
+        evidence,
+    }
+}
+
 /// One finding per end for its CPU: a throttled cgroup, waiting threads
 /// and busy threads of the same end are one cause seen three ways. The
 /// most specific kind names it (`cgroup_throttled`, then `cpu_starved`).
