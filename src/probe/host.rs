@@ -16,9 +16,7 @@ pub fn local_facts() -> HostFacts {
         hostname: hostname(),
         kernel: kernel_release(),
         cpu_model: cpu_model(&cpuinfo),
-        logical_cpus: std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1),
+        logical_cpus: crate::model::spec::usable_cpus(),
         nicbench_version: env!("CARGO_PKG_VERSION").to_string(),
         boot_id: boot_id(),
         os: os_name(&fs::read_to_string("/etc/os-release").unwrap_or_default()),
