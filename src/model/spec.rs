@@ -284,6 +284,22 @@ impl TestSpec {
     }
 }
 
+/// CPUs this process may run on (its affinity mask). Unlike
+/// `available_parallelism`, not shrunk by a cgroup CPU quota: a lab host
+/// held to 3% of a core still has every core to pin on, and its facts
+/// say so (the quota is `facts.cpu_limit`).
+pub fn usable_cpus() -> u32 {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set, which
+    // sched_getaffinity fills for this process.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return libc::CPU_COUNT(&set).max(1) as u32;
+        }
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -346,20 +362,4 @@ pub(crate) mod tests {
         let err = serde_json::from_str::<TestSpec>(bad).unwrap_err().to_string();
         assert!(err.contains("invalid type"), "{err}");
     }
-}
-
-/// CPUs this process may run on (its affinity mask). Unlike
-/// `available_parallelism`, not shrunk by a cgroup CPU quota: a lab host
-/// held to 3% of a core still has every core to pin on, and its facts
-/// say so (the quota is `facts.cpu_limit`).
-pub fn usable_cpus() -> u32 {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set, which
-    // sched_getaffinity fills for this process.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            return libc::CPU_COUNT(&set).max(1) as u32;
-        }
-    }
-    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
