@@ -42,6 +42,9 @@ use crate::model::{
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::ResultKind;
 
+mod reason;
+pub use reason::{Class, Finding};
+
 /// Share of the theoretical goodput from which a result is link-bound.
 pub const LINK_BOUND_PERCENT: f64 = 90.0;
 /// Above this share of the theoretical goodput the assumed link speed is
@@ -65,6 +68,9 @@ pub const THROTTLED_PERCENT: f64 = Verdict::THROTTLED_PERCENT;
 pub const WINDOW_LIMITED_PERCENT: f64 = 50.0;
 /// Drop and retransmission shares worth a verdict.
 pub const LOSS_PERCENT: f64 = Verdict::LOSS_PERCENT;
+/// Share of their ready time that threads waited for a CPU from which
+/// the waiting is strong evidence (between [`WAIT_PERCENT`] and this, weak).
+pub const STRONG_WAIT_PERCENT: f64 = 75.0;
 
 /// Fills in `line_rate` and `verdict` of every trial of `run`; the link
 /// speed is `link_speed` when given, else the slowest of both ends' NIC
@@ -339,10 +345,6 @@ fn above_model(share: &LineRateShare) -> Option<String> {
     Some(why)
 }
 
-fn verdict(kind: &str, summary: String) -> Verdict {
-    Verdict::new(kind, summary)
-}
-
 /// What a host did in the trial: "sender", "receiver", or its process
 /// name when it did both.
 fn role_name(trial: &TrialResult, host: Party) -> &'static str {
@@ -372,68 +374,179 @@ fn cpu(trial: &TrialResult, host: Party) -> &CpuReport {
 const PARTIES: [Party; 2] = [Party::Client, Party::Agent];
 
 /// The verdict of one trial; `shared` when both ends ran on one host.
+/// Every rule gives its findings; [`reason::conclude`] orders them by
+/// what explains what and names the cause.
 pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdict {
-    let own_first = kind.own_verdict_before_the_link();
-    throttled(trial)
-        .or_else(|| own_first.then(|| kind.verdict(trial)).flatten())
-        .or_else(|| link_bound(trial))
-        .or_else(|| kind.verdict(trial))
-        .or_else(|| socket_buffer_drops(trial, kind, shared))
-        .or_else(|| nic_drops(trial, kind, shared))
-        .or_else(|| retransmitting(trial, kind, shared))
-        .or_else(|| starved(trial))
-        .or_else(|| cpu_bound(trial, kind, shared))
-        .or_else(|| window_limited(trial))
-        .unwrap_or_else(|| verdict("none", "no bottleneck stands out".into()))
+    let all = findings(trial, kind, shared);
+    // A paced test whose sender reached its offer and lost nothing was
+    // limited by nothing: what held is shown, none of it named the cause.
+    let lost = all
+        .iter()
+        .any(|f| matches!(f.class, Class::Drops { .. } | Class::PathLoss));
+    if kind.sender_reached_offer(trial) == Some(true) && !lost {
+        return reason::delivered(all);
+    }
+    reason::conclude(all, kind.own_verdict_before_the_link())
 }
 
-fn throttled(trial: &TrialResult) -> Option<Verdict> {
-    PARTIES.iter().find_map(|&host| {
-        let cg = counters(trial, host)?.cgroup_cpu.as_ref()?;
-        let share = cg.throttled_percent_of_periods?;
-        (share >= THROTTLED_PERCENT && cg.periods >= 10).then(|| {
-            let quota = match (cg.quota_us, cg.period_us) {
-                (Some(q), Some(p)) => format!(" (quota {q} us per {p} us)"),
-                _ => String::new(),
-            };
-            verdict(
-                "cgroup_throttled",
-                format!(
-                    "{} CPU-bound: its cgroup {} throttled it in {share:.0}% of CPU periods{quota}",
-                    role_name(trial, host),
-                    cg.cgroup
-                ),
-            )
-        })
+/// Every finding of the rules that hold for `trial`, in the rules' order.
+pub fn findings(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+    let mut all: Vec<Finding> = Vec::new();
+    all.extend(throttled(trial));
+    all.extend(starved(trial));
+    all.extend(cpu_bound(trial, kind, shared));
+    all.extend(link_bound(trial));
+    all.extend(kind.findings(trial).into_iter().map(|v| workload_finding(trial, v)));
+    // The workload's own loss figures are the test's: the host's speak
+    // only when the workload has none.
+    if !all
+        .iter()
+        .any(|f| matches!(f.class, Class::Drops { .. } | Class::PathLoss))
+    {
+        all.extend(socket_buffer_drops(trial, kind, shared));
+    }
+    all.extend(nic_drops(trial, kind, shared));
+    all.extend(retransmitting(trial, kind, shared));
+    all.extend(window_limited(trial));
+    all.extend(below_link(trial));
+    // A sender that reached its offered rate was not held back by its CPU:
+    // its waiting threads (a busy machine) are weak evidence of nothing it did.
+    if kind.sender_reached_offer(trial) == Some(true) {
+        let sender = party_of(trial, "sender");
+        for f in all
+            .iter_mut()
+            .filter(|f| f.class == Class::Cpu && f.party.is_some() && f.party == sender)
+        {
+            f.strong = false;
+            f.summary.push_str(" (it still reached its offered rate)");
+            f.consequence = f.summary.clone();
+        }
+    }
+    all
+}
+
+/// The party that played `role` ("sender", "receiver") in the trial, when one did.
+fn party_of(trial: &TrialResult, role: &str) -> Option<Party> {
+    PARTIES.into_iter().find(|&h| role_name(trial, h) == role)
+}
+
+/// A workload's own finding (UDP loss, a files transfer's limit) placed in
+/// the explanation order by its kind and side.
+fn workload_finding(trial: &TrialResult, v: Verdict) -> Finding {
+    let receiver = party_of(trial, "receiver");
+    let sender = party_of(trial, "sender");
+    let (class, party) = match v.kind.as_str() {
+        "socket_buffer_drops" | "udp_loss" if receiver.is_some() => (
+            Class::Drops {
+                receiver: receiver.unwrap_or(Party::Agent),
+            },
+            receiver,
+        ),
+        "path_loss" => (Class::PathLoss, None),
+        "offered_rate_not_reached" if sender.is_some() => (
+            Class::OfferShort {
+                sender: sender.unwrap_or(Party::Client),
+            },
+            sender,
+        ),
+        _ => (
+            Class::Workload,
+            match v.side.as_deref() {
+                Some("receiver") => receiver,
+                Some("sender") => sender,
+                _ => None,
+            },
+        ),
+    };
+    let side = v
+        .side
+        .clone()
+        .or_else(|| party.map(|p| role_name(trial, p).to_string()));
+    Finding::new(&v.kind, class, party, side.as_deref(), v.summary)
+}
+
+/// The measured rate below the line rate: never a finding on its own, a
+/// consequence of a cause that explains it.
+fn below_link(trial: &TrialResult) -> Option<Finding> {
+    let share = trial.line_rate.as_ref()?;
+    (share.percent_of_theoretical_goodput < LINK_BOUND_PERCENT).then(|| {
+        Finding::new(
+            "below_line_rate",
+            Class::BelowLink,
+            None,
+            Some("path"),
+            format!(
+                "{:.0}% of line rate ({} of {})",
+                share.percent_of_theoretical_goodput,
+                Rate(share.measured_bits_per_second),
+                Rate(share.theoretical_goodput_bits_per_second)
+            ),
+        )
     })
 }
 
-fn starved(trial: &TrialResult) -> Option<Verdict> {
-    PARTIES.iter().find_map(|&host| {
-        let c = counters(trial, host)?;
-        let s = c.scheduling.as_ref()?;
-        let share = s.wait_percent?;
-        let long_enough = s.wait_seconds * 100.0 >= WAIT_SHARE_OF_TRIAL_PERCENT * c.seconds;
-        (share >= WAIT_PERCENT && long_enough).then(|| {
-            verdict(
-                "cpu_starved",
-                format!(
-                    "{} CPU-bound: its threads waited for a CPU {share:.0}% of the time they were ready to run \
+fn throttled(trial: &TrialResult) -> Vec<Finding> {
+    PARTIES
+        .iter()
+        .filter_map(|&host| {
+            let cg = counters(trial, host)?.cgroup_cpu.as_ref()?;
+            let share = cg.throttled_percent_of_periods?;
+            (share >= THROTTLED_PERCENT && cg.periods >= 10).then(|| {
+                let quota = match (cg.quota_us, cg.period_us) {
+                    (Some(q), Some(p)) => format!(" (quota {q} us per {p} us)"),
+                    _ => String::new(),
+                };
+                let side = role_name(trial, host);
+                Finding::new(
+                    "cgroup_throttled",
+                    Class::Cpu,
+                    Some(host),
+                    Some(side),
+                    format!(
+                        "{side} CPU-starved: its cgroup {} throttled it in {share:.0}% of CPU periods{quota}",
+                        cg.cgroup
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+fn starved(trial: &TrialResult) -> Vec<Finding> {
+    PARTIES
+        .iter()
+        .filter_map(|&host| {
+            let c = counters(trial, host)?;
+            let s = c.scheduling.as_ref()?;
+            let share = s.wait_percent?;
+            let long_enough = s.wait_seconds * 100.0 >= WAIT_SHARE_OF_TRIAL_PERCENT * c.seconds;
+            (share >= WAIT_PERCENT && long_enough).then(|| {
+                let side = role_name(trial, host);
+                Finding::new(
+                    "cpu_starved",
+                    Class::Cpu,
+                    Some(host),
+                    Some(side),
+                    format!(
+                    "{side} CPU-starved: its threads waited for a CPU {share:.0}% of the time they were ready to run \
                      (ran {:.2} s, waited {:.2} s)",
-                    role_name(trial, host),
-                    s.run_seconds,
-                    s.wait_seconds
+                    s.run_seconds, s.wait_seconds
                 ),
-            )
+                )
+                .strong_if(share >= STRONG_WAIT_PERCENT)
+            })
         })
-    })
+        .collect()
 }
 
-fn link_bound(trial: &TrialResult) -> Option<Verdict> {
+fn link_bound(trial: &TrialResult) -> Option<Finding> {
     let share = trial.line_rate.as_ref()?;
     if share.percent_of_theoretical_goodput > MODEL_EXCEEDED_PERCENT {
-        return Some(verdict(
+        return Some(Finding::new(
             "model_exceeded",
+            Class::ModelExceeded,
+            None,
+            Some("path"),
             format!(
                 "faster than the line-rate model allows: {:.1}% of the theoretical goodput of a {} link; \
                  the link is faster than assumed (check --link-speed)",
@@ -448,8 +561,11 @@ fn link_bound(trial: &TrialResult) -> Option<Verdict> {
             .as_ref()
             .map(|why| format!("; above the model: {why}"))
             .unwrap_or_default();
-        verdict(
+        Finding::new(
             "link_bound",
+            Class::Link,
+            None,
+            Some("path"),
             format!(
                 "link-bound: {:.1}% of line rate ({} of {} theoretical goodput on a {} link){above}",
                 share.percent_of_theoretical_goodput,
@@ -546,51 +662,67 @@ pub const FOREIGN_DATAGRAMS: u64 = 100;
 /// counts gave no loss verdict, when the interface carried only the test
 /// and no more datagrams arrived at the host than the test sent (UDP
 /// counters are the namespace's: a flood on another interface counts too).
-fn socket_buffer_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
-    let sent = kind.datagrams_sent(trial)?;
-    receivers(trial).find_map(|host| {
-        let udp = counters(trial, host)?.udp.as_ref()?;
-        let arrived = udp.in_datagrams + udp.in_errors.max(udp.receive_buffer_errors);
-        if !attribution(trial, kind, host, shared).is_test() || arrived > sent + sent / 20 + FOREIGN_DATAGRAMS {
-            return None;
-        }
-        let share = udp.receive_buffer_errors_percent?;
-        (share >= LOSS_PERCENT && udp.receive_buffer_errors >= 10).then(|| {
-            verdict(
-                "socket_buffer_drops",
-                format!(
-                    "{} dropping in the socket buffer: {share:.1}% of datagrams ({} dropped)",
-                    role_name(trial, host),
-                    udp.receive_buffer_errors
-                ),
-            )
+fn socket_buffer_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+    let Some(sent) = kind.datagrams_sent(trial) else {
+        return Vec::new();
+    };
+    receivers(trial)
+        .filter_map(|host| {
+            let udp = counters(trial, host)?.udp.as_ref()?;
+            let arrived = udp.in_datagrams + udp.in_errors.max(udp.receive_buffer_errors);
+            if !attribution(trial, kind, host, shared).is_test() || arrived > sent + sent / 20 + FOREIGN_DATAGRAMS {
+                return None;
+            }
+            let share = udp.receive_buffer_errors_percent?;
+            (share >= LOSS_PERCENT && udp.receive_buffer_errors >= 10).then(|| {
+                let side = role_name(trial, host);
+                Finding::new(
+                    "socket_buffer_drops",
+                    Class::Drops { receiver: host },
+                    Some(host),
+                    Some(side),
+                    format!(
+                        "{side} dropping in the socket buffer: {share:.1}% of datagrams ({} dropped, host-wide count)",
+                        udp.receive_buffer_errors
+                    ),
+                )
+                .consequence(format!(
+                    "its socket buffer overflowed ({share:.1}% of datagrams, host-wide count)"
+                ))
+                .weak()
+            })
         })
-    })
+        .collect()
 }
 
-fn nic_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
-    receivers(trial).find_map(|host| {
-        if !attribution(trial, kind, host, shared).is_test() {
-            return None;
-        }
-        let nic = counters(trial, host)?.nic.as_ref()?;
-        let dropped = nic.rx_dropped + nic.rx_missed_errors + nic.rx_fifo_errors;
-        let arrived = nic.rx_packets + dropped;
-        let share = if arrived > 0 {
-            dropped as f64 * 100.0 / arrived as f64
-        } else {
-            0.0
-        };
-        (share >= LOSS_PERCENT && dropped >= 10).then(|| {
-            verdict(
-                "nic_drops",
-                format!(
-                    "{} NIC dropping: {share:.1}% of arriving packets ({dropped} dropped)",
-                    role_name(trial, host)
-                ),
-            )
+fn nic_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+    receivers(trial)
+        .filter_map(|host| {
+            if !attribution(trial, kind, host, shared).is_test() {
+                return None;
+            }
+            let nic = counters(trial, host)?.nic.as_ref()?;
+            let dropped = nic.rx_dropped + nic.rx_missed_errors + nic.rx_fifo_errors;
+            let arrived = nic.rx_packets + dropped;
+            let share = if arrived > 0 {
+                dropped as f64 * 100.0 / arrived as f64
+            } else {
+                0.0
+            };
+            (share >= LOSS_PERCENT && dropped >= 10).then(|| {
+                let side = role_name(trial, host);
+                Finding::new(
+                    "nic_drops",
+                    Class::Drops { receiver: host },
+                    Some(host),
+                    Some(side),
+                    format!("{side} NIC dropping: {share:.1}% of arriving packets ({dropped} dropped)"),
+                )
+                .consequence(format!("its NIC dropped {share:.1}% of arriving packets"))
+                .weak()
+            })
         })
-    })
+        .collect()
 }
 
 /// Retransmissions of the test's own TCP sockets that sent from one host,
@@ -643,20 +775,21 @@ pub fn socket_retransmissions(trial: &TrialResult, host: Party) -> Option<Socket
 
 /// The test's own sockets when they tell, else the namespace-wide
 /// RetransSegs/OutSegs of the sending side (which other traffic shares).
-fn retransmitting(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
+fn retransmitting(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
     PARTIES
         .iter()
         .filter(|&&h| trial.streams.iter().any(|s| s.flow.sender() == h))
-        .find_map(|&host| match socket_retransmissions(trial, host) {
+        .filter_map(|&host| match socket_retransmissions(trial, host) {
             // A kernel too old for the byte and segment counts cannot give a
             // share; the namespace's then speaks.
             Some(own) if own.percent().is_some() => own_retransmissions(trial, host, &own),
             _ if attribution(trial, kind, host, shared).is_test() => namespace_retransmissions(trial, host),
             _ => None,
         })
+        .collect()
 }
 
-fn own_retransmissions(trial: &TrialResult, host: Party, own: &SocketRetransmissions) -> Option<Verdict> {
+fn own_retransmissions(trial: &TrialResult, host: Party, own: &SocketRetransmissions) -> Option<Finding> {
     let share = own.percent()?;
     // A handful of segments is not evidence.
     let enough = match (own.data_segments_sent, own.bytes_sent) {
@@ -679,30 +812,40 @@ fn own_retransmissions(trial: &TrialResult, host: Party, own: &SocketRetransmiss
             ),
         };
         let plural = if own.streams == 1 { "" } else { "s" };
-        verdict(
+        let side = role_name(trial, host);
+        Finding::new(
             "retransmitting",
+            Class::Retransmits { sender: host },
+            Some(host),
+            Some(side),
             format!(
-                "retransmitting: {what} sent by the {}'s {} test socket{plural}",
-                role_name(trial, host),
+                "retransmitting: {what} sent by the {side}'s {} test socket{plural}",
                 own.streams
             ),
         )
+        .consequence(format!("the {side} retransmitted {share:.1}% of what it sent"))
     })
 }
 
-fn namespace_retransmissions(trial: &TrialResult, host: Party) -> Option<Verdict> {
+fn namespace_retransmissions(trial: &TrialResult, host: Party) -> Option<Finding> {
     let tcp = counters(trial, host)?.tcp.as_ref()?;
     let share = tcp.retransmitted_percent?;
     (share >= LOSS_PERCENT && tcp.out_segments >= 100).then(|| {
-        verdict(
+        let side = role_name(trial, host);
+        Finding::new(
             "retransmitting",
+            Class::Retransmits { sender: host },
+            Some(host),
+            Some(side),
             format!(
-                "retransmitting: {share:.1}% of segments ({} of {} sent namespace-wide on the {}'s host)",
-                tcp.retransmitted_segments,
-                tcp.out_segments,
-                role_name(trial, host)
+                "retransmitting: {share:.1}% of segments ({} of {} sent namespace-wide on the {side}'s host)",
+                tcp.retransmitted_segments, tcp.out_segments
             ),
         )
+        .consequence(format!(
+            "the {side}'s host retransmitted {share:.1}% of its segments (namespace-wide)"
+        ))
+        .weak()
     })
 }
 
@@ -761,45 +904,53 @@ fn core_is_the_tests(core: &crate::model::CoreUtilization, own_cpu_seconds: f64,
     core.softirq_percent >= 50.0 || own_percent >= core.utilization_percent / 2.0
 }
 
-fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Option<Verdict> {
-    let loads: Vec<(Party, f64, String)> = PARTIES
+fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+    let loads: Vec<Finding> = PARTIES
         .iter()
-        .filter_map(|&h| cpu_load(trial, kind, h, shared).map(|(p, d)| (h, p, d)))
-        .collect();
-    match loads.as_slice() {
-        [(host, _, detail)] => Some(verdict(
-            "cpu_bound",
-            format!("{} CPU-bound: {detail}", role_name(trial, *host)),
-        )),
-        [(a, _, da), (b, _, db)] => Some(verdict(
-            "cpu_bound",
-            format!(
-                "both ends CPU-bound: {} {da}; {} {db}",
-                role_name(trial, *a),
-                role_name(trial, *b)
-            ),
-        )),
-        _ => {
-            let core = &trial.cpu.client.busiest_core;
-            let both = &trial.cpu;
-            let own = [&both.client, &both.agent]
-                .iter()
-                .map(|c| c.process.user_seconds + c.process.system_seconds)
-                .sum();
-            let own_host = attribution(trial, kind, Party::Client, shared).is_test()
-                && core_is_the_tests(core, own, both.client.seconds);
-            (shared && own_host && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
-                verdict(
+        .filter_map(|&h| {
+            let (percent, detail) = cpu_load(trial, kind, h, shared)?;
+            let side = role_name(trial, h);
+            // The test's own threads are strong evidence; a busy core is the host's.
+            let own_threads = detail.starts_with("its ");
+            Some(
+                Finding::new(
                     "cpu_bound",
-                    format!(
-                        "host CPU-bound: core {} at {:.0}% ({:.0}% softirq); client and agent share this host, \
-                         so the side cannot be named",
-                        core.core, core.utilization_percent, core.softirq_percent
-                    ),
+                    Class::Cpu,
+                    Some(h),
+                    Some(side),
+                    format!("{side} CPU-bound: {detail}"),
                 )
-            })
-        }
+                .strong_if(own_threads && percent >= CPU_BOUND_PERCENT),
+            )
+        })
+        .collect();
+    if !loads.is_empty() {
+        return loads;
     }
+    let core = &trial.cpu.client.busiest_core;
+    let both = &trial.cpu;
+    let own = [&both.client, &both.agent]
+        .iter()
+        .map(|c| c.process.user_seconds + c.process.system_seconds)
+        .sum();
+    let own_host =
+        attribution(trial, kind, Party::Client, shared).is_test() && core_is_the_tests(core, own, both.client.seconds);
+    (shared && own_host && core.utilization_percent >= CPU_BOUND_PERCENT)
+        .then(|| {
+            Finding::new(
+                "cpu_bound",
+                Class::Cpu,
+                None,
+                Some("both"),
+                format!(
+                    "host CPU-bound: core {} at {:.0}% ({:.0}% softirq); client and agent share this host, \
+                     so the side cannot be named",
+                    core.core, core.utilization_percent, core.softirq_percent
+                ),
+            )
+        })
+        .into_iter()
+        .collect()
 }
 
 /// Time with data in flight below which the senders' limited shares say
@@ -810,56 +961,69 @@ const WINDOW_MIN_BUSY_US: u64 = 200_000;
 /// in flight held back by the receiver's window or by their own send
 /// buffer (TCP_INFO `tcpi_rwnd_limited`, `tcpi_sndbuf_limited`, summed over
 /// the streams of one direction).
-fn window_limited(trial: &TrialResult) -> Option<Verdict> {
-    PARTIES.iter().find_map(|&sender| {
-        let streams: Vec<_> = trial
-            .streams
-            .iter()
-            .filter(|s| s.flow.sender() == sender)
-            .filter_map(|s| s.sender.tcp_info.as_ref().map(|i| (s, i)))
-            .collect();
-        let sum = |f: fn(&TcpInfo) -> Option<u64>| streams.iter().filter_map(|(_, i)| f(i)).sum::<u64>();
-        let busy = sum(|i| i.busy_us);
-        if busy < WINDOW_MIN_BUSY_US {
-            return None;
-        }
-        let share = |us: u64| us as f64 * 100.0 / busy as f64;
-        let (rwnd, sndbuf) = (share(sum(|i| i.rwnd_limited_us)), share(sum(|i| i.sndbuf_limited_us)));
-        // The largest granted buffer among the direction's streams.
-        let largest =
-            |bytes: &dyn Fn(&StreamResult) -> u64| Size(streams.iter().map(|(s, _)| bytes(s)).max().unwrap_or(0));
-        // The option that sizes a buffer on that side: the client's own, or the agent's.
-        let option = |party: Party, own: &'static str, agent: &'static str| match party {
-            Party::Client => own,
-            Party::Agent => agent,
-        };
-        if rwnd >= WINDOW_LIMITED_PERCENT && rwnd >= sndbuf {
-            Some(verdict(
-                "receive_window_limited",
-                format!(
-                    "receive-window-limited: the receiver's window held the {} back {rwnd:.0}% of the time it had \
+fn window_limited(trial: &TrialResult) -> Vec<Finding> {
+    PARTIES
+        .iter()
+        .filter_map(|&sender| {
+            let streams: Vec<_> = trial
+                .streams
+                .iter()
+                .filter(|s| s.flow.sender() == sender)
+                .filter_map(|s| s.sender.tcp_info.as_ref().map(|i| (s, i)))
+                .collect();
+            let sum = |f: fn(&TcpInfo) -> Option<u64>| streams.iter().filter_map(|(_, i)| f(i)).sum::<u64>();
+            let busy = sum(|i| i.busy_us);
+            if busy < WINDOW_MIN_BUSY_US {
+                return None;
+            }
+            let share = |us: u64| us as f64 * 100.0 / busy as f64;
+            let (rwnd, sndbuf) = (share(sum(|i| i.rwnd_limited_us)), share(sum(|i| i.sndbuf_limited_us)));
+            // The largest granted buffer among the direction's streams.
+            let largest =
+                |bytes: &dyn Fn(&StreamResult) -> u64| Size(streams.iter().map(|(s, _)| bytes(s)).max().unwrap_or(0));
+            // The option that sizes a buffer on that side: the client's own, or the agent's.
+            let option = |party: Party, own: &'static str, agent: &'static str| match party {
+                Party::Client => own,
+                Party::Agent => agent,
+            };
+            if rwnd >= WINDOW_LIMITED_PERCENT && rwnd >= sndbuf {
+                let side = role_name(trial, sender);
+                Some(Finding::new(
+                    "receive_window_limited",
+                    Class::ReceiveWindow {
+                        receiver: sender.other(),
+                    },
+                    Some(sender),
+                    Some(side),
+                    format!(
+                        "receive-window-limited: the receiver's window held the {} back {rwnd:.0}% of the time it had \
                      data in flight (receive buffer {} at the end): a larger one (-w or {}) lets more be in flight, \
                      unless the receiver reads too slowly",
-                    role_name(trial, sender),
-                    largest(&|s| s.receiver.socket.receive_buffer_bytes),
-                    option(sender.other(), "--rcvbuf", "--remote-rcvbuf"),
-                ),
-            ))
-        } else if sndbuf >= WINDOW_LIMITED_PERCENT {
-            Some(verdict(
-                "send_buffer_limited",
-                format!(
+                        role_name(trial, sender),
+                        largest(&|s| s.receiver.socket.receive_buffer_bytes),
+                        option(sender.other(), "--rcvbuf", "--remote-rcvbuf"),
+                    ),
+                ))
+            } else if sndbuf >= WINDOW_LIMITED_PERCENT {
+                let side = role_name(trial, sender);
+                Some(Finding::new(
+                    "send_buffer_limited",
+                    Class::SendBuffer,
+                    Some(sender),
+                    Some(side),
+                    format!(
                     "send-buffer-limited: the {}'s own send buffer held it back {sndbuf:.0}% of the time it had data \
                      in flight (send buffer {} at the end): a larger one (-w or {}) lets more be in flight",
                     role_name(trial, sender),
                     largest(&|s| s.sender.socket.send_buffer_bytes),
                     option(sender, "--sndbuf", "--remote-sndbuf"),
                 ),
-            ))
-        } else {
-            None
-        }
-    })
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

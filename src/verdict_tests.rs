@@ -336,7 +336,8 @@ fn both_ends_busy_says_both() {
     quiet_interface(&mut t, Party::Agent);
     let v = judge(&t, &Throughput, false);
     assert!(
-        v.summary.starts_with("both ends CPU-bound: sender core 0"),
+        v.summary
+            .starts_with("both ends short of CPU: sender CPU-bound: core 0"),
         "{}",
         v.summary
     );
@@ -428,7 +429,8 @@ fn socket_buffer_drops_at_the_receiver() {
     assert_eq!(v.kind, "socket_buffer_drops");
     assert_eq!(
         v.summary,
-        "receiver dropping in the socket buffer: 48.0% of datagrams (48000 dropped)"
+        "receiver dropping in the socket buffer: 48.0% of datagrams (48000 dropped, host-wide count) \
+         (weak evidence)"
     );
     // A TCP test is never given a UDP cause: those datagrams were
     // someone else's.
@@ -474,7 +476,7 @@ fn nic_drops_at_the_receiver() {
     let v = judge(&t, &Throughput, false);
     assert_eq!(
         v.summary,
-        "receiver NIC dropping: 2.0% of arriving packets (200 dropped)"
+        "receiver NIC dropping: 2.0% of arriving packets (200 dropped) (weak evidence)"
     );
     // The drops of an interface that carried someone else's gigabyte are
     // context, not the test's verdict.
@@ -544,14 +546,32 @@ fn cgroup_throttling_comes_first() {
         quota_us: Some(20_000),
         period_us: Some(100_000),
     });
+    // At the line rate, the link limited the figure: the throttling is "also".
     let v = judge(&t, &Throughput, false);
-    assert_eq!(v.kind, "cgroup_throttled");
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("link_bound", Some("path")));
     assert!(
-        v.summary
-            .starts_with("sender CPU-bound: its cgroup /nicbench-slow throttled it in 97%"),
+        v.summary.contains("; also: sender CPU-starved: its cgroup"),
         "{}",
         v.summary
     );
+    assert_eq!(
+        (v.evidence[1].kind.as_str(), v.evidence[1].role.as_str()),
+        ("cgroup_throttled", "also")
+    );
+    // Below it, the throttled sender is the cause.
+    t.line_rate = share(&t, 10_000_000_000);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("cgroup_throttled", Some("sender"))
+    );
+    assert!(
+        v.summary
+            .starts_with("sender CPU-starved: its cgroup /nicbench-slow throttled it in 97%"),
+        "{}",
+        v.summary
+    );
+    assert!(v.summary.contains(" → 10% of line rate"), "{}", v.summary);
 }
 
 #[test]
@@ -592,7 +612,7 @@ fn threads_waiting_for_a_cpu_name_their_side() {
     assert_eq!(v.kind, "cpu_starved");
     assert!(
         v.summary
-            .starts_with("sender CPU-bound: its threads waited for a CPU 90% of the time"),
+            .starts_with("sender CPU-starved: its threads waited for a CPU 90% of the time"),
         "{}",
         v.summary
     );
@@ -707,11 +727,22 @@ fn a_files_verdict_that_names_the_link_goes_before_the_generic_link_rule() {
 }
 
 #[test]
-fn udp_offered_above_a_full_link_names_the_path_loss_not_only_the_link() {
+fn udp_offered_above_a_full_link_names_the_link_and_the_path_loss_it_explains() {
     let mut t = udp_trial(10_000, 5_000, 0);
     t.line_rate = share(&t, 101_000_000);
     assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
-    assert_eq!(judge(&t, &UdpResults, false).kind, "path_loss");
+    let v = judge(&t, &UdpResults, false);
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("link_bound", Some("path")));
+    assert!(
+        v.summary
+            .contains(" → UDP lost 50.0% of datagrams before the receiving socket"),
+        "{}",
+        v.summary
+    );
+    assert_eq!(
+        (v.evidence[1].kind.as_str(), v.evidence[1].explained_by),
+        ("path_loss", Some(0))
+    );
     // Without loss, the link is the verdict for UDP too.
     let mut full = udp_trial(100_000, 99_995, 0);
     full.line_rate = share(&full, 101_000_000);
@@ -778,4 +809,123 @@ fn window_limits_speak_only_when_most_of_a_long_enough_busy_time_and_after_the_c
     // Runs recorded before the fields existed: nothing.
     let t = trial(500e6);
     assert_eq!(judge(&t, &Throughput, false).kind, "none");
+}
+
+#[test]
+fn a_starved_receiver_is_the_cause_of_its_senders_retransmissions() {
+    // The issue's case: b held to 2% of a core behind a 1 Gbit/s router.
+    let mut t = trial(624e6);
+    t.line_rate = share(&t, 1_000_000_000);
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    (
+        info.bytes_retransmitted,
+        info.bytes_sent,
+        info.data_segments_sent,
+        info.retransmits,
+    ) = (Some(43_000), Some(1_000_000), Some(700), 30);
+    assert_eq!(judge(&t, &Throughput, true).kind, "retransmitting");
+    let agent = t.counters.agent.as_mut().unwrap();
+    agent.seconds = 3.0;
+    agent.scheduling = scheduling(0.05, 2.15);
+    let v = judge(&t, &Throughput, true);
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("receiver")));
+    assert!(
+        v.summary
+            .starts_with("receiver CPU-starved: its threads waited for a CPU 98%")
+            && v.summary.contains(" → the sender retransmitted 4.3% of what it sent")
+            && v.summary.contains(" → 66% of line rate"),
+        "{}",
+        v.summary
+    );
+    let roles: Vec<(&str, &str, Option<usize>)> = v
+        .evidence
+        .iter()
+        .map(|e| (e.kind.as_str(), e.role.as_str(), e.explained_by))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("cpu_starved", "cause", None),
+            ("retransmitting", "consequence", Some(0)),
+            ("below_line_rate", "consequence", Some(0)),
+        ]
+    );
+    // A starved sender does not explain retransmissions: both are shown.
+    let mut s = trial(624e6);
+    let info = s.streams[0].sender.tcp_info.as_mut().unwrap();
+    (info.bytes_retransmitted, info.bytes_sent, info.data_segments_sent) = (Some(43_000), Some(1_000_000), Some(700));
+    let client = s.counters.client.as_mut().unwrap();
+    client.seconds = 3.0;
+    client.scheduling = scheduling(0.05, 2.15);
+    let v = judge(&s, &Throughput, true);
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("sender")));
+    assert!(v.summary.contains("; also: retransmitting: 4.3%"), "{}", v.summary);
+}
+
+#[test]
+fn a_udp_sender_below_its_offer_is_a_finding_its_starvation_explains() {
+    let mut t = udp_trial(10_000, 10_000, 0);
+    let mut udp: crate::workload::udp::result::UdpResult = t.sum.extras.get(crate::workload::udp::result::KEY).unwrap();
+    udp.offered_bits_per_second = Some(2e9);
+    t.sum.extras.set(crate::workload::udp::result::KEY, &udp);
+    let v = judge(&t, &UdpResults, true);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("offered_rate_not_reached", Some("sender"))
+    );
+    assert!(
+        v.summary
+            .contains("offered 2.00 Gbit/s, sender reached 200.00 Mbit/s = 10%"),
+        "{}",
+        v.summary
+    );
+    let client = t.counters.client.as_mut().unwrap();
+    client.seconds = 3.0;
+    client.scheduling = scheduling(0.05, 2.15);
+    let v = judge(&t, &UdpResults, true);
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("sender")));
+    assert!(v.summary.contains(" → sender below its offered rate"), "{}", v.summary);
+}
+
+#[test]
+fn a_sender_that_reached_its_offer_is_not_the_cause_beside_a_starved_receiver() {
+    // b held to 2%, a busy machine: the sender's threads waited too, yet it
+    // sent what it was asked to.
+    let mut t = udp_trial(10_000, 3_000, 7_000);
+    let mut udp: crate::workload::udp::result::UdpResult = t.sum.extras.get(crate::workload::udp::result::KEY).unwrap();
+    udp.offered_bits_per_second = Some(210e6);
+    t.sum.extras.set(crate::workload::udp::result::KEY, &udp);
+    for side in [t.counters.client.as_mut().unwrap(), t.counters.agent.as_mut().unwrap()] {
+        side.seconds = 3.0;
+        side.scheduling = scheduling(0.05, 2.15);
+    }
+    let v = judge(&t, &UdpResults, true);
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("receiver")));
+    assert!(
+        v.summary.contains(" → receiver dropping in the socket buffer")
+            && v.summary.contains("; also: sender CPU-starved")
+            && v.summary.contains("(it still reached its offered rate)"),
+        "{}",
+        v.summary
+    );
+    // Nothing lost and the offer reached: nothing limited the figure.
+    let mut delivered = udp_trial(10_000, 10_000, 0);
+    let mut u: crate::workload::udp::result::UdpResult =
+        delivered.sum.extras.get(crate::workload::udp::result::KEY).unwrap();
+    u.offered_bits_per_second = Some(210e6);
+    delivered.sum.extras.set(crate::workload::udp::result::KEY, &u);
+    delivered.counters = t.counters.clone();
+    let v = judge(&delivered, &UdpResults, true);
+    assert_eq!((v.kind.as_str(), v.side), ("none", None));
+    assert!(
+        v.summary
+            .starts_with("no bottleneck: the sender reached its offered rate and nothing was lost; also: "),
+        "{}",
+        v.summary
+    );
+    assert!(v.evidence.iter().all(|e| e.role == "also"), "{:?}", v.evidence);
+    // Without the offer, both ends waited alike: both are named.
+    udp.offered_bits_per_second = None;
+    t.sum.extras.set(crate::workload::udp::result::KEY, &udp);
+    assert_eq!(judge(&t, &UdpResults, true).side.as_deref(), Some("both"));
 }

@@ -53,6 +53,11 @@ pub fn host_command(state: &LabState, host: &str, program: impl AsRef<std::ffi::
     }
     if let Some(dir) = &h.cgroup {
         cgroup::join_on_spawn(&mut command, dir);
+        // Where the host's processes read their own cgroup (probe::cgroup).
+        command.env(
+            crate::probe::cgroup::CGROUP_VAR,
+            cgroup::published_dir(&state.name, host),
+        );
     }
     // Where the lab is shaped, for clients that judge a line rate or
     // sample the router's queue (crate::lab_env reads it).
@@ -118,7 +123,10 @@ fn build(
         sys::ip_in(&netns, &["link", "set", "dev", "lo", "up"])?;
         write_hosts_file(&netns, &spec::hosts_file(state, &name))?;
         if let (Some(percent), Some(controller)) = (state.hosts[i].cpu_limit_percent, controller) {
-            state.hosts[i].cgroup = Some(controller.create(&lab, &name, percent)?);
+            let dir = controller.create(&lab, &name, percent)?;
+            state.hosts[i].cgroup = Some(dir.clone());
+            state.save()?;
+            cgroup::publish(&dir, &lab, &name)?;
         }
         state.save()?;
     }
@@ -349,6 +357,15 @@ pub fn down(name: &str) -> Result<Vec<String>, LabError> {
             source: e,
         });
         note(result, format!("{}", dir.display()));
+    }
+    // The published cgroups go first: a mounted cgroup directory is busy.
+    match cgroup::unpublish_lab(name) {
+        Ok(dirs) => {
+            for dir in dirs {
+                note(Ok(()), format!("published cgroup {}", dir.display()));
+            }
+        }
+        Err(e) => note(Err(e), "published cgroups".into()),
     }
     for dir in cgroups {
         note(cgroup::remove_lab_dir(&dir), format!("cgroup {}", dir.display()));

@@ -82,6 +82,79 @@ impl CpuController {
     }
 }
 
+/// Where the lab publishes its hosts' cgroups for the processes in them
+/// (`/run` stays visible inside `ip netns exec`, /sys/fs/cgroup does not).
+pub const PUBLISHED_ROOT: &str = "/run/nicbench/cgroups";
+
+/// The directory where host `host` of lab `lab` finds its cgroup.
+pub fn published_dir(lab: &str, host: &str) -> PathBuf {
+    Path::new(PUBLISHED_ROOT).join(lab).join(host)
+}
+
+/// Bind-mounts the host's cgroup directory `dir` at [`published_dir`], so
+/// that nicbench running in the host reads its own quota and throttling
+/// ([`crate::probe::cgroup::CGROUP_VAR`] names it). Returns that directory.
+pub fn publish(dir: &Path, lab: &str, host: &str) -> Result<PathBuf, LabError> {
+    let target = published_dir(lab, host);
+    std::fs::create_dir_all(&target).map_err(|e| LabError::Io {
+        what: format!("creating {}", target.display()),
+        source: e,
+    })?;
+    let c = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).expect("a path has no NUL byte");
+    let (source, at) = (c(dir), c(&target));
+    // SAFETY: both are valid NUL-terminated paths; a bind mount takes no
+    // file system type or data.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            at.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(LabError::Io {
+            what: format!("bind-mounting the cgroup {} at {}", dir.display(), target.display()),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(target)
+}
+
+/// Removes what [`publish`] made for lab `lab`: unmounts every host's
+/// directory and removes them. Returns the directories removed.
+pub fn unpublish_lab(lab: &str) -> Result<Vec<PathBuf>, LabError> {
+    let dir = Path::new(PUBLISHED_ROOT).join(lab);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut removed = Vec::new();
+    for entry in entries.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        let at = CString::new(path.as_os_str().as_encoded_bytes()).expect("a path has no NUL byte");
+        // SAFETY: a valid NUL-terminated path. EINVAL: not mounted (a
+        // half-built lab), which is fine.
+        if unsafe { libc::umount2(at.as_ptr(), libc::MNT_DETACH) } != 0 {
+            let error = std::io::Error::last_os_error();
+            if error.raw_os_error() != Some(libc::EINVAL) {
+                return Err(LabError::Io {
+                    what: format!("unmounting {}", path.display()),
+                    source: error,
+                });
+            }
+        }
+        std::fs::remove_dir(&path).map_err(|e| LabError::Io {
+            what: format!("removing {}", path.display()),
+            source: e,
+        })?;
+        removed.push(path);
+    }
+    let _ = std::fs::remove_dir(&dir);
+    let _ = std::fs::remove_dir(PUBLISHED_ROOT);
+    Ok(removed)
+}
+
 /// Every cgroup directory nicbench may have made for lab `lab`, on either version.
 pub fn lab_dirs(lab: &str) -> Vec<PathBuf> {
     ["/sys/fs/cgroup/nicbench", "/sys/fs/cgroup/cpu/nicbench"]
@@ -91,9 +164,9 @@ pub fn lab_dirs(lab: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Names of labs that have a cgroup directory.
+/// Names of labs that have a cgroup directory (or a published one).
 pub fn lab_names() -> Vec<String> {
-    ["/sys/fs/cgroup/nicbench", "/sys/fs/cgroup/cpu/nicbench"]
+    ["/sys/fs/cgroup/nicbench", "/sys/fs/cgroup/cpu/nicbench", PUBLISHED_ROOT]
         .iter()
         .filter_map(|root| std::fs::read_dir(root).ok())
         .flatten()

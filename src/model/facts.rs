@@ -37,6 +37,23 @@ pub struct HostFacts {
     /// of the control connection.
     #[serde(default)]
     pub interface: Option<NicFacts>,
+    /// A CPU quota on this process's cgroup, when one is set and visible.
+    /// Absent without a quota, and in runs before 2026-11-27.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_limit: Option<CpuLimit>,
+}
+
+/// A cgroup CPU quota: how much of one core the host's processes may use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuLimit {
+    /// The quota as a share of one core (3 for 3000 us per 100000 us).
+    pub percent_of_one_core: f64,
+    pub quota_us: u64,
+    pub period_us: u64,
+    /// The cgroup, as /proc/self/cgroup names it.
+    pub cgroup: String,
+    /// `lab` when a nicbench lab set it (`--cpu-limit`), else `cgroup`.
+    pub set_by: String,
 }
 
 /// Facts about the network interface a test used. Virtual and loopback

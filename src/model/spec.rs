@@ -251,7 +251,7 @@ impl TestSpec {
 
     /// Checks that `cpus` of this end exist here.
     pub fn validate_cpus(cpus: &[u32], option: &'static str) -> Result<(), SpecError> {
-        let available = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u32;
+        let available = usable_cpus();
         match cpus.iter().find(|&&c| c >= available) {
             Some(c) => Err(out_of_range(
                 option,
@@ -282,6 +282,22 @@ impl TestSpec {
         serde_json::from_value(self.params.clone())
             .map_err(|e| SpecError::Invalid(format!("bad parameters for workload '{}': {e}", self.workload)))
     }
+}
+
+/// CPUs this process may run on (its affinity mask). Unlike
+/// `available_parallelism`, not shrunk by a cgroup CPU quota: a lab host
+/// held to 3% of a core still has every core to pin on, and its facts
+/// say so (the quota is `facts.cpu_limit`).
+pub fn usable_cpus() -> u32 {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set, which
+    // sched_getaffinity fills for this process.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return libc::CPU_COUNT(&set).max(1) as u32;
+        }
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
 #[cfg(test)]

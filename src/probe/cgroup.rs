@@ -2,10 +2,18 @@
 //! throttled time from `cpu.stat`, and the quota, for cgroup v1 (`cpu`
 //! controller) and v2 (`cpu.max`). A process started with `ip netns exec`
 //! sees a fresh /sys without the cgroup mounts, so the hierarchy is also
-//! looked up through /proc/1/root, the initial mount namespace.
+//! looked up through /proc/1/root, the initial mount namespace, and, in a
+//! lab host, where the lab published the host's cgroup ([`CGROUP_VAR`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
+
+/// Set by the lab for every process it starts in a CPU-limited host: a
+/// directory visible inside `ip netns exec` (under /run) where the lab
+/// bind-mounted the host's cgroup. `ip netns exec` mounts a fresh /sys
+/// without the cgroup hierarchies, and /proc/1/root is often closed to
+/// the process, so without it a lab host could not see its own limit.
+pub const CGROUP_VAR: &str = "NICBENCH_LAB_CGROUP";
 
 /// Which cgroup interface the cgroup belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +88,20 @@ pub fn parse_cpu_max(text: &str) -> (Option<u64>, Option<u64>) {
     (quota, period)
 }
 
-/// Finds this process's CPU cgroup directory, when cpu.stat is readable.
+/// Finds this process's CPU cgroup directory, when cpu.stat is readable:
+/// first where a lab published it ([`CGROUP_VAR`]), if this process is in
+/// it, else under the usual mount points.
 pub fn locate() -> Option<CpuCgroup> {
     let (path, version) = parse_cpu_cgroup(&fs::read_to_string("/proc/self/cgroup").ok()?)?;
+    if let Some(published) = std::env::var_os(CGROUP_VAR).map(PathBuf::from) {
+        if holds_this_process(&published) {
+            return Some(CpuCgroup {
+                path,
+                dir: published,
+                version,
+            });
+        }
+    }
     let roots: &[&str] = match version {
         Version::V1 => &["/sys/fs/cgroup/cpu", "/proc/1/root/sys/fs/cgroup/cpu"],
         Version::V2 => &["/sys/fs/cgroup", "/proc/1/root/sys/fs/cgroup"],
@@ -95,6 +114,20 @@ pub fn locate() -> Option<CpuCgroup> {
             version,
         })
     })
+}
+
+/// Whether the cgroup directory `dir` lists this process: the variable
+/// comes from outside, so a directory that is not this process's cgroup
+/// (a copied environment) is not used.
+fn holds_this_process(dir: &Path) -> bool {
+    let me = std::process::id().to_string();
+    dir.join("cpu.stat").is_file()
+        && fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|procs| procs.split_whitespace().any(|p| p == me))
+}
+
+/// The quota as a share of one core: 3.0 for 3000 us per 100000 us.
+pub fn percent_of_one_core(quota_us: u64, period_us: u64) -> Option<f64> {
+    (period_us > 0).then(|| quota_us as f64 * 100.0 / period_us as f64)
 }
 
 impl CpuCgroup {
@@ -139,6 +172,20 @@ mod tests {
         );
         let v2 = parse_cpu_stat("usage_usec 10\nnr_periods 50\nnr_throttled 20\nthrottled_usec 300\n");
         assert_eq!((v2.periods, v2.throttled_periods, v2.throttled_ns), (50, 20, 300_000));
+    }
+
+    #[test]
+    fn a_published_directory_that_does_not_list_this_process_is_not_its_cgroup() {
+        let dir = std::env::temp_dir().join(format!("nicbench-cgroup-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("cpu.stat"), "nr_periods 1\n").unwrap();
+        fs::write(dir.join("cgroup.procs"), "1\n2\n").unwrap();
+        assert!(!holds_this_process(&dir));
+        fs::write(dir.join("cgroup.procs"), format!("1\n{}\n", std::process::id())).unwrap();
+        assert!(holds_this_process(&dir));
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(percent_of_one_core(3000, 100_000), Some(3.0));
+        assert_eq!(percent_of_one_core(3000, 0), None);
     }
 
     #[test]

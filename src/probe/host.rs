@@ -16,9 +16,7 @@ pub fn local_facts() -> HostFacts {
         hostname: hostname(),
         kernel: kernel_release(),
         cpu_model: cpu_model(&cpuinfo),
-        logical_cpus: std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1),
+        logical_cpus: crate::model::spec::usable_cpus(),
         nicbench_version: env!("CARGO_PKG_VERSION").to_string(),
         boot_id: boot_id(),
         os: os_name(&fs::read_to_string("/etc/os-release").unwrap_or_default()),
@@ -31,7 +29,29 @@ pub fn local_facts() -> HostFacts {
         memory_bytes: memory_bytes(&fs::read_to_string("/proc/meminfo").unwrap_or_default()),
         numa_nodes: numa_nodes(),
         interface: None,
+        cpu_limit: cpu_limit(),
     }
+}
+
+/// The quota of this process's CPU cgroup, when one is set and visible
+/// (a lab host's through the directory the lab published).
+fn cpu_limit() -> Option<crate::model::CpuLimit> {
+    let cgroup = super::cgroup::locate()?;
+    let stat = cgroup.read()?;
+    let (quota_us, period_us) = (stat.quota_us?, stat.period_us?);
+    Some(crate::model::CpuLimit {
+        percent_of_one_core: super::cgroup::percent_of_one_core(quota_us, period_us)?,
+        quota_us,
+        period_us,
+        set_by:
+            if std::env::var_os(super::cgroup::CGROUP_VAR).is_some_and(|d| cgroup.dir == std::path::Path::new(&d)) {
+                "lab"
+            } else {
+                "cgroup"
+            }
+            .into(),
+        cgroup: cgroup.path,
+    })
 }
 
 /// Host facts with the interface holding `local` (the local address of

@@ -51,6 +51,13 @@ pub fn write_host(facts: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
         or_na(facts.cpu_mhz.map(|m| format!("{m:.0}"))),
         or_na(facts.cpu_max_mhz.map(|m| format!("{m:.0}"))),
     )?;
+    if let Some(limit) = &facts.cpu_limit {
+        writeln!(
+            out,
+            "cpu limit     {}",
+            cpu_limit_words(limit).trim_start_matches("CPU limit ")
+        )?;
+    }
     writeln!(out, "memory        {}", memory(facts.memory_bytes))?;
     writeln!(out, "numa nodes    {}", or_na(facts.numa_nodes))?;
     writeln!(out, "nicbench      {}", terminal(&facts.nicbench_version))
@@ -184,14 +191,37 @@ fn facts_line(name: &str, facts: &HostFacts) -> String {
         ),
         None => "interface n/a".into(),
     };
+    let limit = facts
+        .cpu_limit
+        .as_ref()
+        .map(|l| format!(", {}", cpu_limit_words(l)))
+        .unwrap_or_default();
     format!(
-        "Facts {name:<6} {}: {}, kernel {}, {} ({} threads), {}; {nic}",
+        "Facts {name:<6} {}: {}, kernel {}, {} ({} threads{limit}), {}; {nic}",
         terminal(&facts.hostname),
         terminal(&facts.os),
         terminal(&facts.kernel),
         terminal(&facts.cpu_model),
         facts.logical_cpus,
         memory(facts.memory_bytes)
+    )
+}
+
+/// "CPU limit 3% of one core, set by the lab (cgroup /nicbench/x/b)".
+fn cpu_limit_words(l: &crate::model::CpuLimit) -> String {
+    let by = if l.set_by == "lab" {
+        "set by the lab"
+    } else {
+        "cgroup quota"
+    };
+    format!(
+        "CPU limit {}% of one core, {by} ({} us per {} us, cgroup {})",
+        format!("{:.3}", l.percent_of_one_core)
+            .trim_end_matches('0')
+            .trim_end_matches('.'),
+        l.quota_us,
+        l.period_us,
+        terminal(&l.cgroup)
     )
 }
 

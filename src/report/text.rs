@@ -206,10 +206,27 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
     writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
     // One kernel (equal boot id: loopback, or namespaces of a lab).
     if crate::verdict::shared_host(run) {
-        writeln!(
-            out,
-            "  (client and agent share one host: both CPU lines cover the same cores)"
-        )?;
+        let limits: Vec<String> = [("client", &run.client.facts), ("agent", &run.agent.facts)]
+            .into_iter()
+            .filter_map(|(name, f)| {
+                let l = f.cpu_limit.as_ref()?;
+                Some(format!("the {name}'s cgroup holds it to {:.3}", l.percent_of_one_core))
+            })
+            .map(|s| format!("{}% of one core", s.trim_end_matches('0').trim_end_matches('.')))
+            .collect();
+        match limits.is_empty() {
+            true => writeln!(
+                out,
+                "  (client and agent share one kernel and no cgroup separates them: both CPU lines cover the \
+                 same cores, and host-wide figures cannot be split between them)"
+            )?,
+            false => writeln!(
+                out,
+                "  (client and agent share one kernel: both CPU lines cover the whole machine's cores; {}: \
+                 its own waits and throttling are in its Counters line)",
+                limits.join(", ")
+            )?,
+        }
     }
     if r.overlapped_tests > 0 {
         writeln!(

@@ -553,16 +553,25 @@ pub trait ResultKind: Sync {
         true
     }
 
-    /// A verdict only this workload can give (UDP loss), checked after the
-    /// cgroup and link rules and before the generic ones.
-    fn verdict(&self, _trial: &TrialResult) -> Option<Verdict> {
+    /// Findings only this workload can give, each as a verdict with its
+    /// side (UDP loss at the receiving socket or on the path, a sender
+    /// below its offered rate, what held a files transfer back). The
+    /// verdict's reasoning step places them among the generic findings by
+    /// their kind (docs/FACTS.md, the verdict).
+    fn findings(&self, _trial: &TrialResult) -> Vec<Verdict> {
+        Vec::new()
+    }
+
+    /// Whether the senders reached the rate they were asked to offer (UDP
+    /// `-b`); None without an offer. A sender that reached its offer was
+    /// not limited by its CPU, however long its threads waited.
+    fn sender_reached_offer(&self, _trial: &TrialResult) -> Option<bool> {
         None
     }
 
-    /// True when [`ResultKind::verdict`] says more than the generic
-    /// link-bound rule where both apply, so it goes first: a files transfer
-    /// names the link and what compression carried over it; UDP offered
-    /// above a link's rate names the datagrams the path dropped.
+    /// True when [`ResultKind::findings`] answer the question the test
+    /// exists for, so a full link is "also" beside them rather than their
+    /// cause: a files transfer is judged against raw TCP on the same path.
     fn own_verdict_before_the_link(&self) -> bool {
         false
     }

@@ -229,7 +229,8 @@ mod lab {
         let verdict = &run["verdict"];
         eprintln!("verdict: {verdict}");
         let summary = verdict["summary"].as_str().unwrap();
-        assert!(summary.starts_with("sender CPU-bound"), "{summary}");
+        assert!(summary.starts_with("sender CPU-starved"), "{summary}");
+        assert_eq!(verdict["side"], "sender", "{verdict}");
         assert!(
             ["cpu_starved", "cgroup_throttled"].contains(&verdict["kind"].as_str().unwrap()),
             "{verdict}"

@@ -84,4 +84,5 @@ mod tcp;
 mod udp;
 mod units;
 mod usability;
+mod verdict_scenarios;
 mod watch;

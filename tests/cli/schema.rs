@@ -49,7 +49,7 @@ fn each_workload_reads_its_own_part_of_a_fixture() {
         Text.render(&run, &mut rendered).unwrap();
         let rendered = String::from_utf8(rendered).unwrap();
         let expected = match run.workload.as_str() {
-            "udp" => "LOST",
+            "udp" => "UDP client->agent",
             "rr" => "transactions/s",
             "sweep" => "peak",
             _ => "[SUM] client->agent",

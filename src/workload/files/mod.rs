@@ -165,8 +165,8 @@ impl ResultKind for FilesResults {
         }
     }
 
-    fn verdict(&self, trial: &TrialResult) -> Option<Verdict> {
-        result::verdict(trial)
+    fn findings(&self, trial: &TrialResult) -> Vec<Verdict> {
+        result::verdict(trial).into_iter().collect()
     }
 
     fn own_verdict_before_the_link(&self) -> bool {

@@ -333,7 +333,13 @@ pub fn verdict(trial: &TrialResult) -> Option<Verdict> {
     let r: FilesResult = trial.sum.extras.get(KEY)?;
     let raw = r.raw_tcp.as_ref()?;
     let limit = r.limited_by.clone().unwrap_or_else(|| limit(&r));
-    Some(Verdict::new(
+    // The end the limit is on, for the verdict's reasoning: a starved end
+    // explains its own disk and CPU shares.
+    let side = ["sender", "receiver"]
+        .into_iter()
+        .find(|end| limit.kind.starts_with(end))
+        .or((limit.kind == "link").then_some("path"));
+    let mut verdict = Verdict::new(
         &format!("files_{}", limit.kind),
         format!(
             "files: {} = {:.0}% of raw TCP {} on this path{}; limited by: {}",
@@ -343,7 +349,9 @@ pub fn verdict(trial: &TrialResult) -> Option<Verdict> {
             above_raw(&r),
             limit.summary
         ),
-    ))
+    );
+    verdict.side = side.map(str::to_string);
+    Some(verdict)
 }
 
 /// The `Files` lines of the text report.

@@ -338,12 +338,69 @@ impl ResultKind for LoadedResults {
         false
     }
 
+    /// The question of `loaded` is the delay the load adds and the queue
+    /// that holds it: the run's verdict is the phases' conclusion.
+    fn findings(&self, trial: &TrialResult) -> Vec<crate::model::Verdict> {
+        trial
+            .sum
+            .extras
+            .get::<LoadedResult>(KEY)
+            .and_then(|total| phase_conclusion(&total))
+            .into_iter()
+            .collect()
+    }
+
+    fn own_verdict_before_the_link(&self) -> bool {
+        true
+    }
+
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         match trial.sum.extras.get::<LoadedResult>(KEY) {
             Some(total) => super::text::write(&total, out),
             None => Ok(()),
         }
     }
+}
+
+/// The phase that added the most delay, and what its verdict says holds
+/// it: `added_delay` (side `path` when a queue beyond the ends holds it,
+/// `sender` when the load's own sockets do), else `no_added_delay`.
+pub fn phase_conclusion(total: &LoadedResult) -> Option<crate::model::Verdict> {
+    let worst = total
+        .phases
+        .iter()
+        .filter(|p| p.added_p50_seconds.is_some())
+        .max_by(|a, b| {
+            a.added_p50_seconds
+                .unwrap_or(0.0)
+                .total_cmp(&b.added_p50_seconds.unwrap_or(0.0))
+        })?;
+    let added = worst.added_p50_seconds?;
+    let kind = if added < super::text::NOTHING_ADDED_SECONDS {
+        "no_added_delay"
+    } else {
+        "added_delay"
+    };
+    // Which queue the phase's verdict names first.
+    let first_queue = worst
+        .queues
+        .iter()
+        .filter(|q| q.delays_probes && q.seconds.unwrap_or(0.0) > 0.0)
+        .max_by(|a, b| a.seconds.unwrap_or(0.0).total_cmp(&b.seconds.unwrap_or(0.0)));
+    let side = match first_queue {
+        Some(q) if q.kind == "socket_unsent" => "sender",
+        _ => "path",
+    };
+    let mut v = crate::model::Verdict::new(
+        kind,
+        format!(
+            "under load ({} phase, the most): {}",
+            worst.name.as_str(),
+            worst.verdict
+        ),
+    );
+    v.side = (kind == "added_delay").then(|| side.to_string());
+    Some(v)
 }
 
 /// An end's part, found on whichever of its stream ends carries it.

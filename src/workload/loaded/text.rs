@@ -17,7 +17,7 @@ use super::result::{BothEnds, CpuShare, LoadedResult, PhaseFigures, QueueFigure}
 use crate::units::Rate;
 
 /// Below this the load added no delay worth attributing.
-const NOTHING_ADDED_SECONDS: f64 = 0.001;
+pub const NOTHING_ADDED_SECONDS: f64 = 0.001;
 
 fn ms(seconds: Option<f64>) -> String {
     match seconds {

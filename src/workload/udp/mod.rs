@@ -146,12 +146,13 @@ impl ResultKind for UdpResults {
         result::summarize(trial)
     }
 
-    fn verdict(&self, trial: &TrialResult) -> Option<Verdict> {
-        text::loss_verdict(trial)
+    fn findings(&self, trial: &TrialResult) -> Vec<Verdict> {
+        text::findings(trial)
     }
 
-    fn own_verdict_before_the_link(&self) -> bool {
-        true
+    fn sender_reached_offer(&self, trial: &TrialResult) -> Option<bool> {
+        let udp: result::UdpResult = trial.sum.extras.get(result::KEY)?;
+        Some(udp.percent_of_offer()? >= result::OFFER_REACHED_PERCENT)
     }
 
     fn datagrams_sent(&self, trial: &TrialResult) -> Option<u64> {

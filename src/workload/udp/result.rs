@@ -80,6 +80,22 @@ pub struct UdpResult {
     /// lower bound.
     #[serde(default)]
     pub receiver_gro: bool,
+    /// What the sender was asked to offer (`-b`, summed over the streams);
+    /// absent for `-b max` and in runs before 2026-11-27.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_bits_per_second: Option<f64>,
+}
+
+/// Share of the offered rate below which a sender did not reach its offer.
+pub const OFFER_REACHED_PERCENT: f64 = 90.0;
+
+impl UdpResult {
+    /// The sender's rate as a share of what it was asked to offer.
+    pub fn percent_of_offer(&self) -> Option<f64> {
+        self.offered_bits_per_second
+            .filter(|&o| o > 0.0)
+            .map(|o| self.sender_bits_per_second * 100.0 / o)
+    }
 }
 
 impl UdpResult {
@@ -98,6 +114,7 @@ impl UdpResult {
             receiver_socket_drops: received.socket_drops,
             jitter_us: received.jitter_us,
             receiver_gro: got.segmentation_offload,
+            offered_bits_per_second: sent.offered_bits_per_second,
             ..UdpResult::default()
         };
         r.set_loss();
@@ -116,6 +133,7 @@ impl UdpResult {
     /// The sum of several streams; jitter is the largest.
     fn sum<'a>(streams: impl Iterator<Item = &'a UdpResult>) -> Option<UdpResult> {
         let mut sum: Option<UdpResult> = None;
+        let mut first = true;
         for u in streams {
             let t = sum.get_or_insert_with(UdpResult::default);
             t.sent_datagrams += u.sent_datagrams;
@@ -128,6 +146,13 @@ impl UdpResult {
             t.receiver_socket_drops += u.receiver_socket_drops;
             t.jitter_us = t.jitter_us.max(u.jitter_us);
             t.receiver_gro |= u.receiver_gro;
+            // Offered in sum only when every stream had an offer.
+            t.offered_bits_per_second = match (first, t.offered_bits_per_second, u.offered_bits_per_second) {
+                (true, _, offer) => offer,
+                (false, Some(sum), Some(offer)) => Some(sum + offer),
+                _ => None,
+            };
+            first = false;
         }
         if let Some(t) = sum.as_mut() {
             t.set_loss();

@@ -32,10 +32,20 @@ fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Wri
             "n/a".into()
         }
     };
+    // What was asked beside what each end reached.
+    let offered = match (u.offered_bits_per_second, u.percent_of_offer()) {
+        (Some(offer), Some(percent)) => format!(
+            "offered {}, sender reached {} = {percent:.0}% of it",
+            Rate(offer),
+            Rate(u.sender_bits_per_second)
+        ),
+        _ => format!("sender pushed {} (unpaced)", Rate(u.sender_bits_per_second)),
+    };
+    // Capitals only when something was lost.
+    let lost = if u.lost_datagrams > 0 { "LOST" } else { "lost" };
     writeln!(
         out,
-        "UDP {name}: sender pushed {}, receiver got {} ({}); LOST {:.2}% ({} of {} datagrams)",
-        Rate(u.sender_bits_per_second),
+        "UDP {name}: {offered}, receiver got {} ({}); {lost} {:.2}% ({} of {} datagrams)",
         Rate(u.receiver_bits_per_second),
         per_second(u.received_datagrams),
         u.loss_percent,
@@ -61,6 +71,34 @@ fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Wri
         "    {drops}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
         u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
     )
+}
+
+/// The UDP findings of a trial: a sender below its offered rate, and
+/// loss in the receiving socket or before it.
+pub fn findings(trial: &TrialResult) -> Vec<Verdict> {
+    offer_not_reached(trial)
+        .into_iter()
+        .chain(loss_verdict(trial))
+        .collect()
+}
+
+/// A sender that did not reach the rate it was asked to offer: the
+/// receiver then got less than asked however well the path carried it.
+fn offer_not_reached(trial: &TrialResult) -> Option<Verdict> {
+    let udp: UdpResult = trial.sum.extras.get(KEY)?;
+    let (offer, percent) = (udp.offered_bits_per_second?, udp.percent_of_offer()?);
+    (percent < super::result::OFFER_REACHED_PERCENT).then(|| {
+        let mut v = Verdict::new(
+            "offered_rate_not_reached",
+            format!(
+                "sender below its offered rate: offered {}, sender reached {} = {percent:.0}%",
+                Rate(offer),
+                Rate(udp.sender_bits_per_second)
+            ),
+        );
+        v.side = Some("sender".into());
+        v
+    })
 }
 
 /// Loss worth a verdict: in the receiving socket, or before it.

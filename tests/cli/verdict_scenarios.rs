@@ -1,0 +1,153 @@
+//! The verdict against labs built with one known cause (issue 40): each
+//! scenario builds a lab whose bottleneck nicbench did not choose, runs a
+//! test across it, and checks the verdict's kind and side — what nicbench
+//! concludes from what the lab built, never a rate or a duration.
+//! `bench/verdict-matrix.sh` runs the same scenarios and prints the table.
+//! Without root or iproute2 each test says why and returns (skipped).
+
+use std::process::Stdio;
+
+use nicbench::lab::{Lab, LabBuilder};
+use serde_json::Value;
+
+use super::common::*;
+
+/// The verdict kinds that name an end short of CPU.
+const CPU_KINDS: [&str; 3] = ["cgroup_throttled", "cpu_starved", "cpu_bound"];
+
+/// Runs `nicbench ARGS --json` in host a of the lab and returns the run.
+fn run_in_a(lab: &Lab, args: &[&str]) -> Value {
+    let out = lab
+        .command("a", BIN)
+        .args(args)
+        .args(["--json", "--no-save"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("JSON result")
+}
+
+/// The verdict's kind and side, printed for the log.
+fn verdict(what: &str, run: &Value) -> (String, String) {
+    let v = &run["verdict"];
+    eprintln!("{what}: {}", serde_json::to_string_pretty(v).unwrap());
+    let text = |field: &str| v[field].as_str().unwrap_or("").to_string();
+    (text("kind"), text("side"))
+}
+
+fn assert_cpu(what: &str, run: &Value, side: &str) {
+    let (kind, found) = verdict(what, run);
+    assert!(CPU_KINDS.contains(&kind.as_str()), "{what}: kind {kind}");
+    assert_eq!(found, side, "{what}");
+}
+
+fn lab(build: impl FnOnce(LabBuilder) -> LabBuilder) -> Lab {
+    build(lab_builder()).build().unwrap()
+}
+
+#[test]
+fn a_receiver_starved_through_a_router_is_the_cause_not_its_retransmissions() {
+    require_lab!();
+    let lab = lab(|b| b.via_router().rate(1_000_000_000).cpu_limit("b", 2.0));
+    let run = run_in_a(&lab, &["tcp", "b", "-t", "3"]);
+    assert_cpu("tcp onto b at 2% through a 1 Gbit/s router", &run, "receiver");
+    // The lab's limit reached the host's own facts through the published cgroup.
+    let limit = &run["agent"]["facts"]["cpu_limit"];
+    assert_eq!(limit["set_by"], "lab", "{limit}");
+    assert_eq!(limit["percent_of_one_core"], 2.0, "{limit}");
+}
+
+#[test]
+fn a_starved_sender_is_named_directly_and_through_a_router() {
+    require_lab!();
+    let direct = lab(|b| b.cpu_limit("a", 2.0));
+    let run = run_in_a(&direct, &["tcp", "b", "-t", "3"]);
+    assert_cpu("tcp from a at 2%, direct", &run, "sender");
+    assert_eq!(run["client"]["facts"]["cpu_limit"]["set_by"], "lab");
+    drop(direct);
+    let routed = lab(|b| b.via_router().rate(1_000_000_000).cpu_limit("a", 2.0));
+    let run = run_in_a(&routed, &["tcp", "b", "-t", "3"]);
+    assert_cpu("tcp from a at 2% through a 1 Gbit/s router", &run, "sender");
+}
+
+#[test]
+fn a_router_slower_than_both_ends_is_the_link() {
+    require_lab!();
+    let lab = lab(|b| b.via_router().rate(100_000_000));
+    let run = run_in_a(&lab, &["tcp", "b", "-t", "3", "-O", "1"]);
+    assert_eq!(
+        verdict("tcp through 100 Mbit/s", &run),
+        ("link_bound".into(), "path".into())
+    );
+    // UDP offered above the router's rate: the link, and the datagrams the
+    // router dropped as its consequence.
+    let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-O", "1", "-b", "300M"]);
+    assert_eq!(
+        verdict("udp 300M into 100 Mbit/s", &run),
+        ("link_bound".into(), "path".into())
+    );
+    let evidence = run["verdict"]["evidence"].as_array().unwrap();
+    let loss = evidence
+        .iter()
+        .find(|e| e["kind"] == "path_loss")
+        .expect("path loss in the evidence");
+    assert_eq!(loss["role"], "consequence", "{loss}");
+    assert_eq!(loss["explained_by"], 0, "{loss}");
+}
+
+#[test]
+fn a_starved_udp_receiver_explains_its_socket_drops() {
+    require_lab!();
+    let lab = lab(|b| b.cpu_limit("b", 2.0));
+    let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-b", "500M"]);
+    assert_cpu("udp 500M onto b at 2%", &run, "receiver");
+}
+
+#[test]
+fn a_starved_udp_sender_below_its_offer_is_the_sender() {
+    require_lab!();
+    let lab = lab(|b| b.cpu_limit("a", 2.0));
+    let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-b", "2G"]);
+    assert_cpu("udp 2G from a at 2%", &run, "sender");
+    let evidence = run["verdict"]["evidence"].as_array().unwrap();
+    let short = evidence
+        .iter()
+        .find(|e| e["kind"] == "offered_rate_not_reached")
+        .expect("the offer not reached, in the evidence");
+    assert_eq!(short["role"], "consequence", "{short}");
+}
+
+#[test]
+fn a_deep_router_queue_is_the_loaded_verdict_under_cubic_and_bbr() {
+    require_lab!();
+    let lab = lab(|b| b.via_router().rate(100_000_000).queue(0.2));
+    for cc in ["cubic", "bbr"] {
+        let run = run_in_a(
+            &lab,
+            &[
+                "loaded", "b", "-t", "4", "--idle", "2s", "--phases", "download", "-C", cc,
+            ],
+        );
+        let (kind, side) = verdict(&format!("loaded -C {cc} through a 200 ms queue"), &run);
+        // bbr may keep the queue short enough that nothing is added: the
+        // verdict is then the phases' own, never a throughput rule.
+        let allowed: &[&str] = if cc == "cubic" {
+            &["added_delay"]
+        } else {
+            &["added_delay", "no_added_delay"]
+        };
+        assert!(allowed.contains(&kind.as_str()), "-C {cc}: kind {kind}");
+        if kind == "added_delay" {
+            assert_eq!(side, "path", "-C {cc}");
+        }
+    }
+}
+
+#[test]
+fn files_onto_a_starved_receiver_name_its_cpu() {
+    require_lab!();
+    let lab = lab(|b| b.cpu_limit("b", 3.0));
+    let run = run_in_a(&lab, &["files", "b", "--generate", "4x16M", "--raw-time", "2s"]);
+    assert_cpu("files 4x16M onto b at 3%", &run, "receiver");
+}
