@@ -49,6 +49,7 @@ mod compare;
 mod demo;
 mod doc_examples;
 mod every_command;
+mod extremes;
 mod facts;
 mod files;
 mod host_settings;

@@ -399,10 +399,16 @@ pub(crate) fn titled<DB: DrawingBackend>(root: &Area<DB>, marks: &Marks, title: 
     root.titled(&shown, style).map_err(draw_err)
 }
 
+/// The highest value an axis reaches, whatever the data: a figure no
+/// network gives (a database written before the store checked its bounds,
+/// or by hand) is drawn off the top, and never hands plotters' tick search
+/// an infinite range (1.7e308 x 1.18 hung `report` and `plot` for good).
+pub(crate) const AXIS_CEILING: f64 = 1e18;
+
 /// Ranges that include zero and leave head room for the legend.
 pub(crate) fn upper(max: f64) -> f64 {
     if max > 0.0 {
-        max * 1.18
+        (max * 1.18).min(AXIS_CEILING)
     } else {
         1.0
     }
