@@ -256,7 +256,11 @@ fn a_sender_that_sends_more_files_than_declared_is_stopped_and_the_scratch_clean
         error.contains("refused file 'd/f00001'") && error.contains("declared 1 file(s)"),
         "{error}"
     );
-    assert!(entries_once_removed(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
+    assert!(
+        entries_once_removed(scratch.path()).is_empty(),
+        "{:?}",
+        entries(scratch.path())
+    );
     agent.assert_serves_normally();
 }
 
@@ -283,7 +287,11 @@ fn deep_directories_of_long_names_are_charged_against_max_files_bytes_and_stoppe
             && error.contains("4 KiB more"),
         "{error}"
     );
-    assert!(entries_once_removed(scratch.path()).is_empty(), "{:?}", entries(scratch.path()));
+    assert!(
+        entries_once_removed(scratch.path()).is_empty(),
+        "{:?}",
+        entries(scratch.path())
+    );
     // A path deeper than the depth limit is refused by name.
     let deep = format!("{}/f", vec!["d"; 17].join("/"));
     let mut frames = Vec::new();
@@ -312,8 +320,15 @@ fn hostile_peer_paths_are_refused_and_nothing_is_written_outside_the_scratch_dir
         let error = send_hostile(&agent, &path);
         assert!(error.contains("refused path") && error.contains(needle), "{error}");
     }
-    assert_eq!(entries_once_removed(base.path()), vec!["scratch"], "only the scratch directory");
-    assert!(entries_once_removed(&scratch).is_empty(), "every test directory removed");
+    assert_eq!(
+        entries_once_removed(base.path()),
+        vec!["scratch"],
+        "only the scratch directory"
+    );
+    assert!(
+        entries_once_removed(&scratch).is_empty(),
+        "every test directory removed"
+    );
     assert!(!Path::new("/x").exists() && !Path::new("/y").exists());
     agent.assert_serves_normally();
 }
@@ -370,7 +385,11 @@ fn a_full_scratch_filesystem_stops_the_test_with_a_clear_error_and_no_partial_fi
         "--no-save",
     ]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(stderr(&out).contains("a test may take at most half of it"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a test may take at most half of it"),
+        "{}",
+        stderr(&out)
+    );
     let out = nicbench(&[
         "files",
         "127.0.0.1",
@@ -388,7 +407,11 @@ fn a_full_scratch_filesystem_stops_the_test_with_a_clear_error_and_no_partial_fi
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("is full") && err.contains("partial"), "{err}");
-    assert!(entries_once_removed(tmpfs.0.path()).is_empty(), "{:?}", entries(tmpfs.0.path()));
+    assert!(
+        entries_once_removed(tmpfs.0.path()).is_empty(),
+        "{:?}",
+        entries(tmpfs.0.path())
+    );
     drop(agent);
 }
 

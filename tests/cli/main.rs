@@ -46,6 +46,7 @@ mod cases;
 mod chart;
 mod common;
 mod demo;
+mod extremes;
 mod facts;
 mod files;
 mod host_settings;

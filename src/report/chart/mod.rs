@@ -399,10 +399,16 @@ pub(crate) fn titled<DB: DrawingBackend>(root: &Area<DB>, marks: &Marks, title: 
     root.titled(&shown, style).map_err(draw_err)
 }
 
+/// The highest value an axis reaches, whatever the data: a figure no
+/// network gives (a database written before the store checked its bounds,
+/// or by hand) is drawn off the top, and never hands plotters' tick search
+/// an infinite range (1.7e308 x 1.18 hung `report` and `plot` for good).
+pub(crate) const AXIS_CEILING: f64 = 1e18;
+
 /// Ranges that include zero and leave head room for the legend.
 pub(crate) fn upper(max: f64) -> f64 {
     if max > 0.0 {
-        max * 1.18
+        (max * 1.18).min(AXIS_CEILING)
     } else {
         1.0
     }
@@ -411,8 +417,18 @@ pub(crate) fn upper(max: f64) -> f64 {
 /// A log axis over the decades around `[low, high]`, ticks at 1, 2 and 5
 /// times a power of ten (only the powers when there are many decades).
 pub(crate) fn log_axis(low: f64, high: f64) -> Keyed {
-    let low = if low > 0.0 && low.is_finite() { low } else { 1e-3 };
-    let high = if high > low { high } else { low * 10.0 };
+    // Within 1e-12 to the axis ceiling: a stored absurdity (1.7e308) must
+    // not make billions of decades.
+    let low = if low > 0.0 && low.is_finite() {
+        low.clamp(1e-12, AXIS_CEILING / 10.0)
+    } else {
+        1e-3
+    };
+    let high = if high > low && high.is_finite() {
+        high.min(AXIS_CEILING)
+    } else {
+        low * 10.0
+    };
     let (first, last) = (low.log10().floor() as i32, high.log10().ceil() as i32);
     let range = 10f64.powi(first)..10f64.powi(last);
     let steps: &[f64] = if last - first > 3 { &[1.0] } else { &[1.0, 2.0, 5.0] };
