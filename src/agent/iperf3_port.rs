@@ -143,7 +143,12 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 }
             },
         };
-        if let Err(wait) = testing.then(|| rate.admit(peer.ip(), Instant::now())).unwrap_or(Ok(())) {
+        let counted = if testing {
+            rate.admit(peer.ip(), Instant::now())
+        } else {
+            Ok(())
+        };
+        if let Err(wait) = counted {
             shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
             crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::RateLimit);
             log::warn!(
