@@ -458,7 +458,13 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
         let (start, end) = schedule.window(index);
         let rates = Rates::of(trial, start, end);
         let stable_after = rates.stable_after(start);
-        let from = start + stable_after.unwrap_or((end - start) / 2.0);
+        // The figures come from the steady part of the phase, or from its
+        // second half when less than half of it was steady (a phase that
+        // steadied at its very end left no probes to read).
+        let from = start
+            + stable_after
+                .filter(|&s| s <= (end - start) / 2.0)
+                .unwrap_or((end - start) / 2.0);
         let probes = udp(from, end);
         let rtts = sorted(probes.iter().filter_map(|p| p.1));
         let (download, upload) = rates.mean_between(from, end);

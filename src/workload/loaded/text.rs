@@ -76,8 +76,11 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
             signed_ms(p.added_p99_seconds),
             rpm(p.rpm),
             percent(p.probe_loss_percent),
-            p.stable_after_seconds
-                .map_or("never (second half used)".into(), |s| format!("after {s:.2} s")),
+            match p.stable_after_seconds {
+                Some(s) if s <= p.seconds / 2.0 => format!("after {s:.2} s"),
+                Some(s) => format!("after {s:.2} s (second half used)"),
+                None => "never (second half used)".into(),
+            },
             cpu_text(&p.cpu),
         )?;
     }
