@@ -73,11 +73,16 @@ fn lab_watch_around_a_plain_socket_copy_agrees_with_the_bytes_moved() {
     require!(tool("python3", &["-V"], "apt-get install python3 (the receiving end)"));
     let lab = lab_builder().mtu(9000).no_agents().build().unwrap();
     let b = lab.addr("b").to_string();
+    // The receiver answers once it has every byte, and the copy waits for
+    // that answer: the command ends only after the last segment crossed
+    // eth0 (bytes still in a's send buffer when it ended would not be
+    // counted, and a loaded machine leaves some there).
     let receiver = "import socket\n\
 s = socket.socket(); s.bind(('0.0.0.0', 9000)); s.listen(1)\n\
 print('listening', flush=True)\n\
-c, _ = s.accept(); n = 0\n\
-while True:\n    d = c.recv(1 << 20)\n    if not d: break\n    n += len(d)\n\
+c, _ = s.accept(); n = 0; told = False\n\
+while True:\n    d = c.recv(1 << 20)\n    if not d: break\n    n += len(d)\n    \
+if n >= 200000000 and not told:\n        c.sendall(b'done\\n'); told = True\n\
 print('received', n, flush=True)\n";
     let mut server = lab
         .command("b", "python3")
@@ -89,7 +94,9 @@ print('received', n, flush=True)\n";
         .unwrap();
     let lines = Lines::collect(server.stdout.take().unwrap());
     lines.wait_for(0, "listening", LOG_LIMIT).unwrap();
-    let copy = format!("head -c 200000000 /dev/zero > /dev/tcp/{b}/9000");
+    let copy = format!(
+        "exec 3<>/dev/tcp/{b}/9000; head -c 200000000 /dev/zero >&3; read -r answer <&3; [ \"$answer\" = done ]"
+    );
     let mut command = lab.command("a", BIN);
     clean_env(&mut command)
         .args([
@@ -150,7 +157,9 @@ while True:\n    c, _ = s.accept()\n    while c.recv(1 << 20): pass\n    c.close
         .unwrap();
     let lines = Lines::collect(server.stdout.take().unwrap());
     lines.wait_for(0, "listening", LOG_LIMIT).unwrap();
-    let copy = format!("head -c 200000000 /dev/zero > /dev/tcp/{b}/9000");
+    let copy = format!(
+        "exec 3<>/dev/tcp/{b}/9000; head -c 200000000 /dev/zero >&3; read -r answer <&3; [ \"$answer\" = done ]"
+    );
     let watch = |json: bool| {
         let mut command = lab.command("a", BIN);
         clean_env(&mut command)
