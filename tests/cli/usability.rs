@@ -366,7 +366,7 @@ fn an_unshaped_lab_link_makes_no_line_rate_claim_and_names_its_hosts() {
     assert_eq!(run["agent"]["facts"]["hostname"], format!("{name}-b"));
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("virtual veth link") && text.contains("nominal"), "{text}");
-    assert!(text.contains("share one host"), "{text}");
+    assert!(text.contains("share one kernel"), "{text}");
     assert!(text.starts_with(&format!("nicbench tcp: client {name}-a ")), "{text}");
 }
 

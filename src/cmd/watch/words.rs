@@ -163,11 +163,8 @@ impl Words {
             }
             return Some(format!("CPU {}: {}", self.peer, rest.trim_start()));
         }
-        if line.starts_with("  (client and agent share one host") {
-            return Some(format!(
-                "  ({} and {} share one kernel: both CPU lines cover the same cores)",
-                self.here, self.peer
-            ));
+        if let Some(rest) = line.strip_prefix("  (client and agent share one ") {
+            return Some(format!("  ({} and {} share one {rest}", self.here, self.peer));
         }
         for party in [Party::Client, Party::Agent] {
             let name = if party == Party::Client { &self.here } else { &self.peer };
