@@ -102,7 +102,7 @@ fn first_command(line: &str) -> &str {
 
 /// Every nicbench command of a page's shell blocks. In a block with `$ `
 /// prompts only the prompted lines are commands (the rest is output); in
-/// a block without, every line that starts with `nicbench ` is.
+/// a block without, every unindented line that starts with `nicbench ` is.
 fn examples_of(page: &Path) -> Vec<Example> {
     let text = std::fs::read_to_string(page).unwrap();
     let name = page.file_name().unwrap().to_string_lossy().into_owned();
@@ -140,6 +140,11 @@ fn commands_in(page: &str, start: usize, lines: &[&str]) -> Vec<Example> {
         let Some(mut line) = line.map(str::to_string) else {
             continue;
         };
+        // Without prompts, an indented line is a script's output (the
+        // benchmarks' `  nicbench udp -b max / iperf3: x1.31`), not a command.
+        if !prompted && raw.starts_with(char::is_whitespace) {
+            continue;
+        }
         // Continuation lines.
         while line.ends_with('\\') && i < lines.len() {
             line.pop();

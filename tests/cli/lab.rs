@@ -153,7 +153,7 @@ fn cli_up_status_exec_down(extra: &[&str], hosts: &[&str]) {
     assert!(
         listed
             .lines()
-            .any(|l| l.starts_with(&format!("{name}\t")) && l.ends_with("up")),
+            .any(|l| l.starts_with(&format!("{name}\t")) && l.split('\t').any(|c| c == "up") && l.contains("made by")),
         "{listed}"
     );
     // `nicbench` inside exec is this executable; `b` resolves in the lab.

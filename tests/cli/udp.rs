@@ -348,6 +348,16 @@ fn lab_bottleneck_shows_sender_rate_receiver_rate_and_the_loss() {
         lost_before_receiver > 0.0,
         "the router dropped most of it, not the receiving socket: {sum}"
     );
-    // The verdict names the path, not the hosts.
-    assert_eq!(run["verdict"]["kind"], "path_loss", "{}", run["verdict"]);
+    // The verdict names the path, not the hosts: the shaped link is the
+    // cause, the loss before the receiving socket its consequence.
+    let verdict = &run["verdict"];
+    assert_eq!(verdict["kind"], "link_bound", "{verdict}");
+    assert_eq!(verdict["side"], "path", "{verdict}");
+    let evidence = verdict["evidence"].as_array().unwrap();
+    assert!(
+        evidence
+            .iter()
+            .any(|e| e["kind"] == "path_loss" && e["role"] == "consequence" && e["explained_by"] == 0),
+        "{verdict}"
+    );
 }
