@@ -1,10 +1,9 @@
 //! Hardening round three, item E: one absurd number cannot hang a report.
 //! The store now refuses to save a figure out of physical bounds, whoever
 //! measured it; a database written before that (or by hand) may still
-//! hold one. Filled with the extremes a double can hold, the bar, sweep,
-//! CPU, latency and timeline charts, the report, compare, runs and show
-//! still finish (a hang fails at the command deadline of
-//! tests/cli/common.rs), and none panics. The `loaded` charts do not yet.
+//! hold one. Filled with the extremes a double can hold, every chart kind,
+//! the report, compare, runs and show still finish (a hang fails at the
+//! command deadline of tests/cli/common.rs), and none panics.
 
 use std::path::Path;
 
@@ -12,15 +11,14 @@ use serde_json::Value;
 
 use super::common::*;
 
-/// Every run kind but `loaded`: its time-series chart still hangs on a
-/// phase 1.7e308 s long (plotters' tick search on its time axis), and the
-/// report draws it; issue 41 stays open for it.
+/// One run of every kind.
 const FIXTURES: &[&str] = &[
     "run-tcp-linerate-repeat.json",
     "run-udp.json",
     "run-udp-bidir.json",
     "run-sweep.json",
     "run-rr.json",
+    "loaded-loopback.json",
 ];
 
 /// Every number of `doc` whose key names a rate, a time or a share set to
@@ -103,7 +101,7 @@ fn every_chart_and_the_report_finish_over_a_database_of_extreme_values() {
     for value in [1.7e308, -1.7e308, f64::MIN_POSITIVE, 0.0] {
         let db = poisoned_database(dir.path(), value);
         let out_file = |name: &str| dir.path().join(name).display().to_string();
-        let mut commands: Vec<Vec<String>> = ["bars", "sweep", "cpu", "latency"]
+        let mut commands: Vec<Vec<String>> = ["bars", "sweep", "cpu", "latency", "loaded", "loaded-cdf"]
             .iter()
             .map(|kind| {
                 vec![

@@ -297,7 +297,9 @@ impl LoadTimeline {
     fn end(&self) -> f64 {
         let phases = self.phases.iter().map(|p| p.end);
         let rates = self.rates.iter().flat_map(|r| r.steps.iter().map(|s| s.1));
-        phases.chain(rates).fold(0.0, f64::max).max(1e-3)
+        // Within the axis ceiling: a stored phase of 1.7e308 s made
+        // plotters' tick search on the time axis loop for ever.
+        phases.chain(rates).fold(0.0, f64::max).clamp(1e-3, super::AXIS_CEILING)
     }
 
     pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
