@@ -143,10 +143,14 @@ fn lab_watch_with_a_peer_has_the_peers_cpu_and_counters_agreeing_with_ours() {
     let lab = lab_builder().mtu(9000).build().unwrap();
     let b = lab.addr("b").to_string();
     let peer = format!("{b}:{}", lab.agent_port());
+    // Each copy waits for the receiver's answer that every byte arrived
+    // (see the test above).
     let receiver = "import socket\n\
 s = socket.socket(); s.bind(('0.0.0.0', 9000)); s.listen(1)\n\
 print('listening', flush=True)\n\
-while True:\n    c, _ = s.accept()\n    while c.recv(1 << 20): pass\n    c.close(); print('received', flush=True)\n";
+while True:\n    c, _ = s.accept(); n = 0; told = False\n    while True:\n        d = c.recv(1 << 20)\n        \
+if not d: break\n        n += len(d)\n        if n >= 200000000 and not told:\n            \
+c.sendall(b'done\\n'); told = True\n    c.close(); print('received', flush=True)\n";
     let mut server = lab
         .command("b", "python3")
         .args(["-c", receiver])
