@@ -350,7 +350,10 @@ fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
         let summary = &sweep["summary"];
         assert_eq!(summary["small_message_size_bytes"], 1, "MTU {mtu}");
         assert!(summary["small_message_latency_us"].as_f64().unwrap() > 0.0);
-        assert!(best_bps(sweep, 64) > 10.0 * best_bps(sweep, 1), "MTU {mtu}: {sweep}");
+        // Sizes far apart: a 10 ms point on a loaded 2-core machine can
+        // read 8 times slower than its neighbour (CI saw 64 B at 175 us
+        // beside 1 B at 21 us), never 400 times.
+        assert!(best_bps(sweep, 4096) > 10.0 * best_bps(sweep, 1), "MTU {mtu}: {sweep}");
         assert!(best_bps(sweep, 65536) > best_bps(sweep, 64), "MTU {mtu}");
         // Levels off: the top decade of sizes gains far less than the bottom
         // one (a ratio, so a loaded machine slowing every point alike does
