@@ -12,7 +12,8 @@
 use std::net::IpAddr;
 
 use crate::model::{
-    BondFacts, InterfaceAddress, LinkEnd, LinkPair, LinkResult, MultilinkSummary, Party, TestSpec, TrialResult, Verdict,
+    BondFacts, Evidence, InterfaceAddress, LinkEnd, LinkPair, LinkResult, MultilinkSummary, Party, TestSpec,
+    TrialResult, Verdict,
 };
 use crate::probe::bonding;
 use crate::units::Rate;
@@ -393,14 +394,29 @@ pub fn judge(trial: &TrialResult, summary: &MultilinkSummary, generic: &Verdict)
     // A side short of CPU shares it unevenly between the links' streams
     // (seen in the lab: 62 against 82 Mbit/s with a starved receiver): then
     // only a link far slower than the others is its own answer.
-    let cpu = cpu_limit(trial, generic);
+    // The single-path reasoning weighed the CPU evidence already: when it
+    // found causes and no end's CPU among them (a paced test that got what
+    // it offered), a waiting thread did not limit the aggregate either.
+    let cpu_weighed_out = !generic.evidence.is_empty()
+        && !generic
+            .evidence
+            .iter()
+            .any(|e| CPU_KINDS.contains(&e.kind.as_str()) && matches!(e.role.as_str(), "cause" | "candidate"));
+    let cpu = if cpu_weighed_out {
+        None
+    } else {
+        cpu_limit(trial, generic)
+    };
     let slow_share = match cpu {
         Some(_) => SLOW_LINK_UNDER_CPU_PERCENT,
         None => SLOW_LINK_PERCENT,
     };
+    // Every link at its line rate is the answer whatever a CPU waited: the
+    // links carried what they can.
     let verdict = slow_link(summary, slow_share)
-        .or(cpu)
         .or_else(|| at_line_rate(summary))
+        .or(cpu)
+        .map(|own| with_evidence(own, generic))
         .unwrap_or_else(|| match generic.kind.as_str() {
             "none" | "link_bound" | "model_exceeded" => Verdict::new(
                 "none",
@@ -414,9 +430,40 @@ pub fn judge(trial: &TrialResult, summary: &MultilinkSummary, generic: &Verdict)
             _ => generic.clone(),
         });
     match bond_warning(trial, summary) {
-        Some(warning) => Verdict::new(&verdict.kind, format!("{}; {warning}", verdict.summary)),
+        Some(warning) => Verdict {
+            summary: format!("{}; {warning}", verdict.summary),
+            ..verdict
+        },
         None => verdict,
     }
+}
+
+/// The verdict kinds that name an end short of CPU.
+const CPU_KINDS: [&str; 3] = ["cpu_bound", "cpu_starved", "cgroup_throttled"];
+
+/// A multi-link finding as the cause, the single-path findings after it
+/// (they held, but the aggregate's own rule explains the figure).
+fn with_evidence(own: Verdict, generic: &Verdict) -> Verdict {
+    let mut evidence = vec![Evidence {
+        kind: own.kind.clone(),
+        side: own.side.clone(),
+        strength: "strong".into(),
+        role: "cause".into(),
+        explained_by: None,
+        summary: own.summary.clone(),
+    }];
+    evidence.extend(
+        generic
+            .evidence
+            .iter()
+            .filter(|e| e.kind != own.kind)
+            .map(|e| Evidence {
+                role: "also".into(),
+                explained_by: None,
+                ..e.clone()
+            }),
+    );
+    Verdict { evidence, ..own }
 }
 
 /// The side whose CPU held the test back most: its cgroup throttled it in
@@ -458,8 +505,12 @@ fn cpu_limit(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
         .filter_map(|p| evidence(p).map(|e| (p, e)))
         .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
     let Some((party, (_, kind, detail))) = found else {
-        return (generic.kind == "cpu_bound")
-            .then(|| Verdict::new(&generic.kind, format!("aggregate limited by the {}", generic.summary)));
+        return (generic.kind == "cpu_bound").then(|| Verdict {
+            kind: generic.kind.clone(),
+            summary: format!("aggregate limited by the {}", generic.summary),
+            side: generic.side.clone(),
+            evidence: Vec::new(),
+        });
     };
     let core = match party {
         Party::Client => &trial.cpu.client.busiest_core,
@@ -472,8 +523,9 @@ fn cpu_limit(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
         ),
         false => String::new(),
     };
-    Some(Verdict::new(
+    Some(Verdict::on_side(
         kind,
+        role_of(trial, party),
         format!(
             "aggregate limited by the {}'s CPU ({}): {detail}{core}",
             role_of(trial, party),
@@ -518,8 +570,9 @@ fn slow_link(summary: &MultilinkSummary, below_percent: f64) -> Option<Verdict> 
         (Some(rate), Some(p)) => format!(", {p:.0}% of its {} link", Rate(rate as f64)),
         _ => String::new(),
     };
-    Some(Verdict::new(
+    Some(Verdict::on_side(
         "link_slow",
+        "path",
         format!(
             "{} is the slow one: {} against {} on average on the other {} link{}{own}",
             link_name(slowest),
@@ -537,8 +590,9 @@ fn at_line_rate(summary: &MultilinkSummary) -> Option<Verdict> {
         return None;
     }
     let min = shares.iter().copied().fold(f64::INFINITY, f64::min);
-    Some(Verdict::new(
+    Some(Verdict::on_side(
         "links_at_line_rate",
+        "path",
         format!(
             "every link at its line rate (each at {min:.0}% or more of its link rate): \
              {} over {} links is what the links carry",

@@ -307,3 +307,81 @@ fn a_layer2_bond_under_one_pair_is_warned_about() {
     let v = judge(&trial, trial.links.as_ref().unwrap(), &none());
     assert!(!v.summary.contains("warning"), "{}", v.summary);
 }
+
+/// Issue 40: the multi-link verdict names its side and carries its
+/// evidence, cause first, like the single-path one.
+#[test]
+fn the_aggregate_verdict_names_its_side_with_its_evidence() {
+    let (trial, _) = three_links([95e6, 9.5e6, 95e6], None);
+    let v = judge(&trial, trial.links.as_ref().unwrap(), &none());
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("link_slow", Some("path")));
+    assert_eq!(v.evidence.len(), 1);
+    assert_eq!(
+        (v.evidence[0].kind.as_str(), v.evidence[0].role.as_str()),
+        ("link_slow", "cause")
+    );
+    assert_eq!(v.evidence[0].summary, v.summary);
+    let (trial, _) = three_links([95e6, 94e6, 95.5e6], Some(100_000_000));
+    let v = judge(&trial, trial.links.as_ref().unwrap(), &none());
+    assert_eq!(v.side.as_deref(), Some("path"));
+    // The single-path findings follow the aggregate's own, as `also`.
+    let generic = Verdict {
+        evidence: vec![Evidence {
+            kind: "retransmitting".into(),
+            side: Some("sender".into()),
+            strength: "weak".into(),
+            role: "cause".into(),
+            explained_by: None,
+            summary: "retransmitting: 1.2% of bytes".into(),
+        }],
+        ..Verdict::on_side("retransmitting", "sender", "retransmitting: 1.2% of bytes".into())
+    };
+    let (trial, _) = three_links([95e6, 9.5e6, 95e6], None);
+    let v = judge(&trial, trial.links.as_ref().unwrap(), &generic);
+    assert_eq!(v.kind, "link_slow");
+    let roles: Vec<(&str, &str)> = v.evidence.iter().map(|e| (e.kind.as_str(), e.role.as_str())).collect();
+    assert_eq!(roles, [("link_slow", "cause"), ("retransmitting", "also")]);
+}
+
+/// Issue 40: a waiting thread is not the cause of an aggregate whose links
+/// all ran at their line rate, nor of one the single-path reasoning found
+/// limited by something else (a UDP aggregate at 99.9% scaling efficiency
+/// was "limited by the receiver's CPU").
+#[test]
+fn cpu_waits_do_not_outrank_links_at_line_rate_or_a_generic_verdict_that_weighed_them() {
+    use crate::model::{SideCounters, ThreadScheduling};
+    let starved = SideCounters {
+        seconds: 3.0,
+        scheduling: Some(ThreadScheduling {
+            threads: 4,
+            run_seconds: 0.1,
+            wait_seconds: 2.0,
+            wait_percent: Some(99.0),
+        }),
+        ..SideCounters::default()
+    };
+    let (mut full, _) = three_links([95e6, 94e6, 95.5e6], Some(100_000_000));
+    full.counters.agent = Some(starved.clone());
+    let v = judge(&full, full.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "links_at_line_rate", "{}", v.summary);
+    // Below line rate, the same waits are the cause, on the receiving side.
+    let (mut half, _) = three_links([50e6, 48e6, 49e6], Some(100_000_000));
+    half.counters.agent = Some(starved.clone());
+    let v = judge(&half, half.links.as_ref().unwrap(), &none());
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("receiver")));
+    // The single-path reasoning saw the waits and named no cause (a paced
+    // test that got its offer): the aggregate names none either.
+    let weighed = Verdict {
+        evidence: vec![Evidence {
+            kind: "cpu_starved".into(),
+            side: Some("receiver".into()),
+            strength: "strong".into(),
+            role: "also".into(),
+            explained_by: None,
+            summary: "receiver CPU-starved".into(),
+        }],
+        ..none()
+    };
+    let v = judge(&half, half.links.as_ref().unwrap(), &weighed);
+    assert_eq!(v.kind, "none", "{}", v.summary);
+}

@@ -319,6 +319,15 @@ impl Verdict {
             evidence: Vec::new(),
         }
     }
+
+    /// A verdict that names an end or the path (`sender`, `receiver`,
+    /// `client`, `agent`, `both`, `path`).
+    pub fn on_side(kind: &str, side: &str, summary: String) -> Verdict {
+        Verdict {
+            side: Some(side.to_string()),
+            ..Verdict::new(kind, summary)
+        }
+    }
 }
 
 #[cfg(test)]

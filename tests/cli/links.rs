@@ -155,6 +155,9 @@ fn one_link_at_10mbit_among_three_is_named() {
     let doc = json_in(&lab, "a", &["tcp", "b", "--links", "auto", "-t", "3"]);
     let verdict = &doc["links"]["verdict"];
     assert_eq!(verdict["kind"], "link_slow", "{verdict}");
+    assert_eq!(verdict["side"], "path", "{verdict}");
+    assert_eq!(verdict["evidence"][0]["kind"], "link_slow", "{verdict}");
+    assert_eq!(verdict["evidence"][0]["role"], "cause", "{verdict}");
     let summary = verdict["summary"].as_str().unwrap();
     let named = format!(
         "link 2 (eth1 {} -> {}) is the slow one",
@@ -178,6 +181,7 @@ fn a_cpu_starved_receiver_caps_the_aggregate_and_is_named() {
     let verdict = &doc["links"]["verdict"];
     let kind = verdict["kind"].as_str().unwrap();
     assert!(kind == "cpu_starved" || kind == "cgroup_throttled", "{verdict}");
+    assert_eq!(verdict["side"], "receiver", "{verdict}");
     let summary = verdict["summary"].as_str().unwrap();
     assert!(
         summary.starts_with("aggregate limited by the receiver's CPU (agent)"),
