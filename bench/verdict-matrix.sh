@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The verdict against labs built with one known cause (issue 40), as a table:
 # scenario, what the lab built, the verdict (kind, side), and whether it names
-# what was built. The same scenarios as tests/cli/verdict_scenarios.rs, which
-# asserts them; this prints them with the verdict's line. Needs root and
+# what was built. The same scenarios as tests/cli/verdict_scenarios.rs and
+# the multi-link ones of tests/cli/links.rs, which assert them; this prints
+# them with the verdict's line. Needs root and
 # iproute2 (a lab). Every lab it makes is named vm<PID><n> and removed on exit.
 #
 #   bench/verdict-matrix.sh [NICBENCH]   (default: target/release/nicbench, built)
@@ -67,3 +68,7 @@ scenario "deep router queue, bbr" "100 Mbit/s router, 200 ms queue" "added_delay
     "--via-router --rate 100mbit --queue 200ms" -- loaded b -t 4 --idle 2s --phases download -C bbr
 scenario "files onto a starved receiver" "b at 3%, 4x16M" "$cpu" receiver \
     "--cpu-limit b=3%" -- files b --generate 4x16M --raw-time 2s
+scenario "multi-link, one slow link" "3 links at 100 Mbit/s, one at 10" link_slow path \
+    "--links 3 --via-router --rate 100mbit --rate 5:b=10mbit" -- tcp b --links auto -t 3
+scenario "multi-link, starved receiver" "3 links at 100 Mbit/s, b at 1%" "$cpu" receiver \
+    "--links 3 --via-router --rate 100mbit --cpu-limit b=1%" -- tcp b --links auto -t 3
