@@ -227,6 +227,17 @@ fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_impo
     )
     .unwrap();
     nicbench_doc["workload"] = Value::from("<script>alert(1)</script>");
+    // Issue 41: a count, a duration or an interval's rate anywhere in the
+    // document, also a rate given as a word.
+    let mut negative_interval = nicbench_doc.clone();
+    negative_interval["workload"] = Value::from("tcp");
+    negative_interval["streams"][0]["receiver"]["intervals"][0]["bits_per_second"] = Value::from(-1.0);
+    let mut words = serde_json::from_str::<Value>(&iperf3_document("1700000000", &sum("9.4e9"))).unwrap();
+    words["intervals"] =
+        serde_json::json!([{"sum": {"start": 0, "end": 1, "seconds": 1, "bytes": 100, "bits_per_second": "fast"}}]);
+    let mut seconds = words.clone();
+    seconds["intervals"][0]["sum"]["bits_per_second"] = Value::from(800);
+    seconds["intervals"][0]["sum"]["seconds"] = Value::from(-10);
     let cases = [
         (
             "negative.json",
@@ -252,6 +263,21 @@ fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_impo
             "script.json",
             nicbench_doc.to_string(),
             "field workload: \"<script>alert(1)</script>\" is not a workload",
+        ),
+        (
+            "interval.json",
+            negative_interval.to_string(),
+            "line 1: field streams.0.receiver.intervals.0.bits_per_second: -1 bit/s is not a measurement",
+        ),
+        (
+            "fast.json",
+            words.to_string(),
+            "field intervals.0.sum.bits_per_second: \"fast\" is not a measurement: expected a number (bit/s)",
+        ),
+        (
+            "seconds.json",
+            seconds.to_string(),
+            "line 1: field intervals.0.sum.seconds: -10 is not a measurement: a count or a duration is not negative",
         ),
     ];
     for (name, text, expected) in cases {

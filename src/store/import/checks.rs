@@ -134,6 +134,65 @@ fn figure(c: &Columns, column: &str) -> Option<f64> {
     }
 }
 
+/// The counts, durations and rates of a document, wherever they are (every
+/// stream, every interval): a number, finite, not negative, and a rate under
+/// 1 Pbit/s. `exact` names such keys; a key ending in `_bytes` or
+/// `_bits_per_second` is one too. Absent or null passes; `"fast"` does not.
+/// The field is named by its path (`intervals.3.sum.bits_per_second`).
+pub fn document_figures(doc: &Value, exact: &[&str]) -> Result<(), Bad> {
+    fn walk(v: &Value, path: &mut Vec<String>, exact: &[&str]) -> Result<(), Bad> {
+        match v {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    path.push(key.clone());
+                    let figure =
+                        exact.contains(&key.as_str()) || key.ends_with("_bytes") || key.ends_with("_bits_per_second");
+                    if figure {
+                        one(value, key, &path.join("."))?;
+                    }
+                    walk(value, path, exact)?;
+                    path.pop();
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(i.to_string());
+                    walk(item, path, exact)?;
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    fn one(value: &Value, key: &str, field: &str) -> Result<(), Bad> {
+        let rate = key.ends_with("bits_per_second");
+        match value {
+            Value::Null | Value::Object(_) | Value::Array(_) => Ok(()),
+            Value::Number(n) => {
+                let v = n.as_f64().unwrap_or(f64::NAN);
+                if rate {
+                    range(field, v, 0.0, MAX_BITS_PER_SECOND, "bit/s")
+                } else {
+                    range(field, v, 0.0, f64::MAX, "").map_err(|bad| Bad {
+                        what: format!("{v} is not a measurement: a count or a duration is not negative"),
+                        ..bad
+                    })
+                }
+            }
+            other => Err(Bad {
+                field: field.to_string(),
+                value: None,
+                what: format!(
+                    "{other} is not a measurement: expected a number{}",
+                    if rate { " (bit/s)" } else { "" }
+                ),
+            }),
+        }
+    }
+    walk(doc, &mut Vec::new(), exact)
+}
+
 /// The checks of a nicbench document: its start, workload and columns,
 /// named by their place in the document.
 pub fn nicbench_document(doc: &Value, c: &Columns) -> Result<(), Bad> {
@@ -175,8 +234,31 @@ pub fn nicbench_document(doc: &Value, c: &Columns) -> Result<(), Bad> {
             .filter(|n| *n > 0)
             .map(|n| n.min(u32::MAX as u64) as u32)
     });
-    columns(c, &field_of, cores)
+    columns(c, &field_of, cores)?;
+    document_figures(doc, NICBENCH_FIGURES)
 }
+
+/// The keys of a nicbench document that hold a count, a duration or a rate
+/// (besides every `*_bytes` and `*_bits_per_second`). Other `*_seconds`
+/// keys may be negative (an added delay, a clock offset).
+const NICBENCH_FIGURES: &[&str] = &["bytes", "seconds", "start_seconds", "end_seconds", "bits_per_second"];
+
+/// The same for an iperf3 document (its intervals' `start` and `end` are
+/// seconds from the test's start).
+pub const IPERF3_FIGURES: &[&str] = &[
+    "bytes",
+    "seconds",
+    "start",
+    "end",
+    "bits_per_second",
+    "retransmits",
+    "packets",
+    "lost_packets",
+    "lost_percent",
+    "jitter_ms",
+    "snd_cwnd",
+    "rtt",
+];
 
 #[cfg(test)]
 mod tests {
@@ -212,6 +294,43 @@ mod tests {
         assert!(e.what.contains("expected 0 to 200 %"), "{}", e.what);
         c.client_cpu_percent = Some(1e308);
         assert!(columns(&c, &name, [None, None]).is_err());
+    }
+
+    /// Issue 41: imports accepted `bytes` -100, `seconds` -10, negative
+    /// per-interval rates and a rate of "fast".
+    #[test]
+    fn counts_durations_and_rates_anywhere_in_a_document_are_numbers_not_below_zero() {
+        let keys = ["bytes", "seconds", "bits_per_second"];
+        let ok = serde_json::json!({"intervals": [{"sum": {"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0,
+                                    "clock_offset_seconds": -0.5}}], "x": null, "sender_bytes": null});
+        assert_eq!(document_figures(&ok, &keys), Ok(()));
+        for (doc, field, words) in [
+            (serde_json::json!({"end": {"bytes": -100}}), "end.bytes", "not negative"),
+            (
+                serde_json::json!({"end": {"seconds": -10.0}}),
+                "end.seconds",
+                "not negative",
+            ),
+            (
+                serde_json::json!({"intervals": [{"streams": [{"bits_per_second": -1.0}]}]}),
+                "intervals.0.streams.0.bits_per_second",
+                "expected 0 to",
+            ),
+            (
+                serde_json::json!({"end": {"sum_received": {"bits_per_second": "fast"}}}),
+                "end.sum_received.bits_per_second",
+                "expected a number (bit/s)",
+            ),
+            (
+                serde_json::json!({"streams": [{"omitted_bytes": true}]}),
+                "streams.0.omitted_bytes",
+                "expected a number",
+            ),
+        ] {
+            let bad = document_figures(&doc, &keys).unwrap_err();
+            assert_eq!(bad.field, field);
+            assert!(bad.what.contains(words), "{}", bad.what);
+        }
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub fn parse(doc: Value) -> Result<Imported, Error> {
     let columns = columns_of(&doc)?;
     // iperf3 states no core count: CPU is held to the general bound.
     checks::columns(&columns, &field_of, [None, None]).map_err(Error::Figure)?;
+    checks::document_figures(&doc, checks::IPERF3_FIGURES).map_err(Error::Figure)?;
     Ok(Imported {
         source: "iperf3",
         document: doc,
