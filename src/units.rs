@@ -182,22 +182,59 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rate(pub f64);
 
+impl Rate {
+    /// The unit (divisor, name) `bits` reads in.
+    fn unit(bits: f64) -> (f64, &'static str) {
+        if bits >= 1e9 {
+            (1e9, "Gbit/s")
+        } else if bits >= 1e6 || bits == 0.0 {
+            (1e6, "Mbit/s")
+        } else {
+            (1e3, "kbit/s")
+        }
+    }
+
+    /// Rates meant to be read against each other (a row's sender and
+    /// receiver), all in the unit of the largest: "999.87 Mbit/s" beside
+    /// "1.00 Gbit/s" reads as a contradiction, "1.00 Gbit/s" beside
+    /// "1.00 Gbit/s" does not.
+    pub fn in_one_unit(rates: &[f64]) -> Vec<String> {
+        let (divisor, name) = Rate::unit(rates.iter().copied().fold(0.0, f64::max));
+        rates.iter().map(|r| format!("{:.2} {name}", r / divisor)).collect()
+    }
+}
+
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bits = self.0;
-        if bits >= 1e9 {
-            write!(f, "{:.2} Gbit/s", bits / 1e9)
-        } else if bits >= 1e6 || bits == 0.0 {
-            write!(f, "{:.2} Mbit/s", bits / 1e6)
-        } else {
-            write!(f, "{:.2} kbit/s", bits / 1e3)
-        }
+        let (divisor, name) = Rate::unit(self.0);
+        write!(f, "{:.2} {name}", self.0 / divisor)
     }
 }
 
 /// A byte count, shown in SI units (kB, MB, GB).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// Byte counts meant to be read against each other, all in the unit of
+    /// the largest (as [`Rate::in_one_unit`]).
+    pub fn in_one_unit(counts: &[u64]) -> Vec<String> {
+        let largest = counts.iter().copied().max().unwrap_or(0) as f64;
+        let (divisor, name) = if largest >= 1e9 {
+            (1e9, "GB")
+        } else if largest >= 1e6 {
+            (1e6, "MB")
+        } else if largest >= 1e3 {
+            (1e3, "kB")
+        } else {
+            return counts.iter().map(|&b| format!("{b} B")).collect();
+        };
+        counts
+            .iter()
+            .map(|&b| format!("{:.2} {name}", b as f64 / divisor))
+            .collect()
+    }
+}
 
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -249,6 +286,23 @@ pub fn bits_per_second(bytes: u64, seconds: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (issue 43): one row read "999.87 Mbit/s  1.00 Gbit/s".
+    #[test]
+    fn figures_read_against_each_other_share_the_largests_unit() {
+        assert_eq!(Rate::in_one_unit(&[999.87e6, 1.0e9]), ["1.00 Gbit/s", "1.00 Gbit/s"]);
+        assert_eq!(Rate::in_one_unit(&[999.87e6, 0.0]), ["999.87 Mbit/s", "0.00 Mbit/s"]);
+        assert_eq!(Rate::in_one_unit(&[5e3, 2e3]), ["5.00 kbit/s", "2.00 kbit/s"]);
+        assert_eq!(
+            Bytes::in_one_unit(&[999_870_000, 1_000_000_000]),
+            ["1.00 GB", "1.00 GB"]
+        );
+        assert_eq!(Bytes::in_one_unit(&[999, 12]), ["999 B", "12 B"]);
+        assert_eq!(Bytes::in_one_unit(&[1_500, 999]), ["1.50 kB", "1.00 kB"]);
+        assert!(Rate::in_one_unit(&[]).is_empty());
+        // Alone, each keeps its own unit.
+        assert_eq!(Rate(999.87e6).to_string(), "999.87 Mbit/s");
+    }
 
     #[test]
     fn sizes_use_binary_prefixes_and_si_with_b() {

@@ -75,9 +75,8 @@ pub(super) fn serve(
         pace.clone(),
     );
     let max_seconds = shared.config.limits.max_duration_seconds;
-    let on_interval = pace.map(|pace| -> IntervalCallback {
-        Box::new(move |tick| pace.add(tick.streams.iter().map(|&(_, _, bytes)| bytes).sum()))
-    });
+    let on_interval = pace
+        .map(|pace| -> IntervalCallback { Box::new(move |tick| pace.add(tick.streams.iter().map(|s| s.bytes).sum())) });
     let plan = TrialPlan {
         host: Party::Agent,
         spec: &spec,

@@ -15,7 +15,7 @@ use crate::model::RunResult;
 use crate::probe::nic;
 use crate::repeat::{self, CaseFailure, CaseOptions};
 use crate::report::json::{Json, StreamEvent};
-use crate::report::text::{interval_lines, Text};
+use crate::report::text::{interval_has_tcp, interval_header, interval_lines, Text};
 use crate::report::Reporter;
 use crate::session::{RunOptions, SessionError, Target};
 use crate::stats::Policy;
@@ -256,9 +256,9 @@ pub fn measure_adjusted(
                 let _ = StreamEvent::interval("client", tick).write_line(&mut std::io::stdout().lock());
             }))
         } else if live {
-            let header_printed = std::sync::atomic::AtomicBool::new(false);
+            let header = std::sync::OnceLock::new();
             Some(Box::new(move |tick: &IntervalTick| {
-                let _ = live_interval_lines(tick, &header_printed, &mut std::io::stdout().lock());
+                let _ = live_interval_lines(tick, &header, &mut std::io::stdout().lock());
             }))
         } else {
             None
@@ -349,23 +349,23 @@ pub fn measure_adjusted(
     Ok(Measured { run, saver })
 }
 
-/// The column header of the live interval lines, aligned with
-/// [`interval_lines`]'s columns.
-fn interval_header() -> String {
-    format!("[ ID] {:<15} {:>10} {:>14}  end", "interval", "transfer", "rate")
-}
-
 /// A trial's live interval lines (`-i`), under their column header, which
-/// comes before the first of them.
+/// comes before the first of them; the header's choice of columns (a TCP
+/// sender's or not) holds for every line after it.
 fn live_interval_lines(
     tick: &IntervalTick,
-    header_printed: &std::sync::atomic::AtomicBool,
+    header: &std::sync::OnceLock<bool>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    if !header_printed.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        writeln!(out, "{}", interval_header())?;
+    let mut first = false;
+    let tcp = *header.get_or_init(|| {
+        first = true;
+        interval_has_tcp(tick)
+    });
+    if first {
+        writeln!(out, "{}", interval_header(tcp))?;
     }
-    interval_lines("client", tick, out)
+    interval_lines("client", tick, tcp, out)
 }
 
 /// How long to retry when the agent is still finishing the previous trial.
@@ -443,40 +443,86 @@ pub fn print(m: &MeasureArgs, run: &RunResult) -> anyhow::Result<()> {
 #[cfg(test)]
 mod live_tests {
     use super::*;
-    use crate::model::Role;
-    use std::sync::atomic::AtomicBool;
+    use crate::model::{IntervalTcp, Role};
+    use crate::workload::runner::TickStream;
+    use std::sync::OnceLock;
 
-    fn tick(start: f64, streams: Vec<(u32, Role, u64)>) -> IntervalTick {
+    fn tick(start: f64, streams: &[(u32, Role, u64, Option<IntervalTcp>)]) -> IntervalTick {
         IntervalTick {
             start_seconds: start,
             end_seconds: start + 1.0,
             omitted: false,
-            streams,
+            streams: streams
+                .iter()
+                .map(|&(stream_id, role, bytes, tcp)| TickStream {
+                    stream_id,
+                    role,
+                    bytes,
+                    tcp,
+                })
+                .collect(),
         }
+    }
+
+    /// Two ticks' lines under their header, with each column's right edge
+    /// in the header checked against the values under it.
+    fn lines_under_one_header(streams: &[(u32, Role, u64, Option<IntervalTcp>)]) -> Vec<String> {
+        let header = OnceLock::new();
+        let mut out = Vec::new();
+        live_interval_lines(&tick(0.0, streams), &header, &mut out).unwrap();
+        live_interval_lines(&tick(1.0, streams), &header, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        assert_eq!(text.matches("transfer").count(), 1, "{text}");
+        assert_eq!(lines.len(), 1 + 2 * 3, "{text}");
+        let head = &lines[0];
+        let edge = |name: &str| head.find(name).unwrap() + name.len();
+        for line in &lines[1..] {
+            assert!(line[..edge("rate")].ends_with("bit/s"), "{line:?} under {head:?}");
+            assert!(line[..edge("transfer")].ends_with('B'), "{line:?} under {head:?}");
+            assert!(line[edge("transfer")..].starts_with(' '), "{line:?}");
+        }
+        lines
     }
 
     /// Regression: with `-i 1` the interval lines came before any header
     /// (the report's header only at the end).
     #[test]
     fn live_interval_lines_come_under_one_header_aligned_with_their_columns() {
-        let printed = AtomicBool::new(false);
-        let mut out = Vec::new();
-        let streams = vec![(1, Role::Sender, 1_250_000_000), (2, Role::Sender, 5_000)];
-        live_interval_lines(&tick(0.0, streams.clone()), &printed, &mut out).unwrap();
-        live_interval_lines(&tick(1.0, streams), &printed, &mut out).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], interval_header(), "{text}");
-        assert_eq!(text.matches("transfer").count(), 1, "{text}");
-        assert_eq!(lines.len(), 1 + 2 * 3, "{text}");
-        // Each column's right edge in the header is the right edge of its values.
-        let header = lines[0];
-        let rate_end = header.find("rate").unwrap() + "rate".len();
-        let transfer_end = header.find("transfer").unwrap() + "transfer".len();
-        for line in &lines[1..] {
-            assert!(line[..rate_end].ends_with("bit/s"), "{line:?} under {header:?}");
-            assert!(line[..transfer_end].ends_with('B'), "{line:?} under {header:?}");
-            assert!(line[transfer_end..].starts_with(' '), "{line:?}");
-        }
+        let lines = lines_under_one_header(&[
+            (1, Role::Receiver, 1_250_000_000, None),
+            (2, Role::Receiver, 5_000, None),
+        ]);
+        assert_eq!(lines[0], interval_header(false));
+        assert!(!lines[0].contains("retr"), "{lines:?}");
+    }
+
+    /// Regression (issue 43): the interval lines carried no retransmits or
+    /// congestion window, which iperf3's do. A TCP sender's lines carry
+    /// its retransmits in the interval, its window and round trip; the SUM
+    /// line sums the retransmits.
+    #[test]
+    fn a_tcp_senders_interval_lines_carry_retransmits_cwnd_and_rtt() {
+        let tcp = |retransmits, cwnd, rtt| {
+            Some(IntervalTcp {
+                retransmits,
+                congestion_window_bytes: cwnd,
+                rtt_us: rtt,
+            })
+        };
+        let lines = lines_under_one_header(&[
+            (1, Role::Sender, 1_250_000_000, tcp(3, 4 << 20, 234)),
+            (2, Role::Sender, 5_000, tcp(4, 64 << 10, 1500)),
+        ]);
+        assert_eq!(lines[0], interval_header(true));
+        let head = &lines[0];
+        let edge = |name: &str| head.find(name).unwrap() + name.len();
+        assert!(lines[1][..edge("retr")].ends_with(" 3"), "{lines:?}");
+        assert!(lines[1][..edge("cwnd")].ends_with("4.19 MB"), "{lines:?}");
+        assert!(lines[1][..edge("rtt")].ends_with("234 us"), "{lines:?}");
+        assert!(lines[2][..edge("cwnd")].ends_with("65.54 kB"), "{lines:?}");
+        assert!(lines[3].starts_with("[SUM]"), "{lines:?}");
+        assert!(lines[3][..edge("retr")].ends_with(" 7"), "{lines:?}");
+        assert!(lines[1].ends_with("client sent"), "{lines:?}");
     }
 }

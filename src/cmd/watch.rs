@@ -527,7 +527,7 @@ fn stream(
             end_seconds: at,
             bytes: b - last_bytes,
             bits_per_second: bits_per_second(b - last_bytes, at - last_at),
-            omitted: false,
+            ..Interval::default()
         });
         (last_at, last_bytes) = (at, b);
     }

@@ -67,7 +67,7 @@ pub enum Role {
 }
 
 /// One interval sample of one stream end.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub start_seconds: f64,
     pub end_seconds: f64,
@@ -76,6 +76,47 @@ pub struct Interval {
     /// True while inside the `--omit` warm-up.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub omitted: bool,
+    /// A TCP sender's segments retransmitted in this interval
+    /// (`tcpi_total_retrans` at its end minus at its start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// A TCP sender's congestion window at the interval's end, in bytes
+    /// (`tcpi_snd_cwnd` x `tcpi_snd_mss`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_window_bytes: Option<u64>,
+    /// A TCP sender's smoothed round-trip time at the interval's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_us: Option<u32>,
+}
+
+/// A TCP sender's state over one interval, read from TCP_INFO at its end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IntervalTcp {
+    /// Segments retransmitted in the interval.
+    pub retransmits: u64,
+    pub congestion_window_bytes: u64,
+    pub rtt_us: u32,
+}
+
+impl Interval {
+    /// The interval with a TCP sender's state, when there is one.
+    pub fn with_tcp(mut self, tcp: Option<IntervalTcp>) -> Interval {
+        if let Some(t) = tcp {
+            self.retransmits = Some(t.retransmits);
+            self.congestion_window_bytes = Some(t.congestion_window_bytes);
+            self.rtt_us = Some(t.rtt_us);
+        }
+        self
+    }
+
+    /// The TCP sender's state of the interval, when it was recorded.
+    pub fn tcp(&self) -> Option<IntervalTcp> {
+        Some(IntervalTcp {
+            retransmits: self.retransmits?,
+            congestion_window_bytes: self.congestion_window_bytes?,
+            rtt_us: self.rtt_us?,
+        })
+    }
 }
 
 /// Socket buffer sizes the kernel granted (getsockopt after setting;

@@ -40,6 +40,14 @@ pub struct IntervalStream {
     pub role: crate::model::Role,
     pub bytes: u64,
     pub bits_per_second: f64,
+    /// A TCP sender's retransmits in the interval, congestion window and
+    /// round trip at its end, as a run's `intervals[]` carry them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion_window_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_us: Option<u32>,
 }
 
 impl<'a> StreamEvent<'a> {
@@ -53,11 +61,14 @@ impl<'a> StreamEvent<'a> {
             streams: tick
                 .streams
                 .iter()
-                .map(|&(stream_id, role, bytes)| IntervalStream {
-                    stream_id,
-                    role,
-                    bytes,
-                    bits_per_second: crate::units::bits_per_second(bytes, seconds),
+                .map(|s| IntervalStream {
+                    stream_id: s.stream_id,
+                    role: s.role,
+                    bytes: s.bytes,
+                    bits_per_second: crate::units::bits_per_second(s.bytes, seconds),
+                    retransmits: s.tcp.map(|t| t.retransmits),
+                    congestion_window_bytes: s.tcp.map(|t| t.congestion_window_bytes),
+                    rtt_us: s.tcp.map(|t| t.rtt_us),
                 })
                 .collect(),
         }

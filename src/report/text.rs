@@ -107,16 +107,16 @@ struct Layout {
 }
 
 impl Layout {
-    fn cell(self, bytes: u64, bits_per_second: f64) -> String {
+    /// A row's sender and receiver cells, each figure in the unit of the
+    /// larger of the two, so that a row never reads "999.87 Mbit/s" beside
+    /// "1.00 Gbit/s".
+    fn cells(self, sender: (u64, f64), receiver: (u64, f64)) -> String {
+        let rates = Rate::in_one_unit(&[sender.1, receiver.1]);
         if self.narrow {
-            format!("{:>14}", Rate(bits_per_second).to_string())
-        } else {
-            format!(
-                "{:>10} {:>14}",
-                Bytes(bytes).to_string(),
-                Rate(bits_per_second).to_string()
-            )
+            return format!("{:>14}  {:>14}", rates[0], rates[1]);
         }
+        let bytes = Bytes::in_one_unit(&[sender.0, receiver.0]);
+        format!("{:>10} {:>14}  {:>10} {:>14}", bytes[0], rates[0], bytes[1], rates[1])
     }
 
     fn column(self) -> usize {
@@ -411,11 +411,13 @@ fn stream_table(r: &TrialResult, kind: &dyn ResultKind, layout: Layout, out: &mu
     if r.streams.len() > 1 {
         for s in &r.streams {
             let line = format!(
-                "[{:>3}] {:<14} {}  {}  {}",
+                "[{:>3}] {:<14} {}  {}",
                 s.stream_id,
                 s.flow.arrow(),
-                layout.cell(s.sender.bytes, s.sender.bits_per_second),
-                layout.cell(s.receiver.bytes, s.receiver.bits_per_second),
+                layout.cells(
+                    (s.sender.bytes, s.sender.bits_per_second),
+                    (s.receiver.bytes, s.receiver.bits_per_second)
+                ),
                 tcp_cells(s)
             );
             // No TCP columns (UDP, rr over UDP): no trailing blanks either.
@@ -444,9 +446,11 @@ fn sum_lines(r: &TrialResult, kind: &dyn ResultKind, layout: Layout, out: &mut d
                 };
                 let (sender, receiver) = (&total.sender, &total.receiver);
                 format!(
-                    "{}  {}  {tcp}",
-                    layout.cell(sender.bytes, sender.bits_per_second),
-                    layout.cell(receiver.bytes, receiver.bits_per_second)
+                    "{}  {tcp}",
+                    layout.cells(
+                        (sender.bytes, sender.bits_per_second),
+                        (receiver.bytes, receiver.bits_per_second)
+                    )
                 )
             }
         };
@@ -521,35 +525,78 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
     Ok(())
 }
 
-/// One live interval line per stream, and a SUM line with several streams.
-pub fn interval_lines(host: &str, tick: &IntervalTick, out: &mut dyn Write) -> io::Result<()> {
+/// The column header of the live interval lines, aligned with
+/// [`interval_lines`]'s columns; `tcp` adds a TCP sender's columns.
+pub fn interval_header(tcp: bool) -> String {
+    let tcp = match tcp {
+        true => format!(" {:>6} {:>10} {:>9}", "retr", "cwnd", "rtt"),
+        false => String::new(),
+    };
+    format!("[ ID] {:<15} {:>10} {:>14}{tcp}  end", "interval", "transfer", "rate")
+}
+
+/// Whether an interval's lines carry a TCP sender's columns.
+pub fn interval_has_tcp(tick: &IntervalTick) -> bool {
+    tick.streams.iter().any(|s| s.tcp.is_some())
+}
+
+/// One live interval line per stream, and a SUM line with several
+/// streams; with `tcp`, a TCP sender's retransmits in the interval, its
+/// congestion window and round trip at its end (as iperf3's lines carry
+/// them), `-` where a stream has none.
+pub fn interval_lines(host: &str, tick: &IntervalTick, tcp: bool, out: &mut dyn Write) -> io::Result<()> {
     let seconds = tick.end_seconds - tick.start_seconds;
     let mark = if tick.omitted { " (omitted)" } else { "" };
     let mut sum = 0;
-    for &(id, role, bytes) in &tick.streams {
-        sum += bytes;
+    let mut retransmits = None;
+    let rates: Vec<f64> = tick
+        .streams
+        .iter()
+        .map(|s| crate::units::bits_per_second(s.bytes, seconds))
+        .collect();
+    for (s, rate) in tick.streams.iter().zip(&rates) {
+        sum += s.bytes;
+        let cells = match (tcp, s.tcp) {
+            (false, _) => String::new(),
+            (true, None) => format!(" {:>6} {:>10} {:>9}", "-", "-", "-"),
+            (true, Some(t)) => {
+                *retransmits.get_or_insert(0) += t.retransmits;
+                format!(
+                    " {:>6} {:>10} {:>9}",
+                    t.retransmits,
+                    Bytes(t.congestion_window_bytes).to_string(),
+                    format!("{} us", t.rtt_us)
+                )
+            }
+        };
         writeln!(
             out,
-            "[{id:>3}] {:6.2}-{:<6.2} s {:>10} {:>14}  {host} {}{mark}",
+            "[{:>3}] {:6.2}-{:<6.2} s {:>10} {:>14}{cells}  {host} {}{mark}",
+            s.stream_id,
             tick.start_seconds,
             tick.end_seconds,
-            Bytes(bytes).to_string(),
-            Rate(crate::units::bits_per_second(bytes, seconds)).to_string(),
-            match role {
+            Bytes(s.bytes).to_string(),
+            Rate(*rate).to_string(),
+            match s.role {
                 crate::model::Role::Sender => "sent",
                 crate::model::Role::Receiver => "received",
             }
         )?;
     }
     if tick.streams.len() > 1 {
-        writeln!(
-            out,
-            "[SUM] {:6.2}-{:<6.2} s {:>10} {:>14}  {host}{mark}",
+        let cells = match (tcp, retransmits) {
+            (false, _) => String::new(),
+            (true, Some(r)) => format!(" {r:>6} {:>10} {:>9}", "", ""),
+            (true, None) => format!(" {:>6} {:>10} {:>9}", "-", "", ""),
+        };
+        let line = format!(
+            "[SUM] {:6.2}-{:<6.2} s {:>10} {:>14}{cells}  {host}{mark}",
             tick.start_seconds,
             tick.end_seconds,
             Bytes(sum).to_string(),
             Rate(crate::units::bits_per_second(sum, seconds)).to_string()
-        )?;
+        );
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

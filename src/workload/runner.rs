@@ -9,7 +9,9 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::model::{Extras, Interval, ProcessCpu, Role, SocketBuffers, StreamEnd, TcpInfo};
+use std::os::fd::OwnedFd;
+
+use crate::model::{Extras, Interval, IntervalTcp, ProcessCpu, Role, SocketBuffers, StreamEnd, TcpInfo};
 use crate::probe::cpu::thread_cpu;
 use crate::units::bits_per_second;
 
@@ -66,8 +68,18 @@ pub struct IntervalTick {
     pub start_seconds: f64,
     pub end_seconds: f64,
     pub omitted: bool,
-    /// (stream id, role, bytes in this interval)
-    pub streams: Vec<(u32, Role, u64)>,
+    pub streams: Vec<TickStream>,
+}
+
+/// One stream end's interval, for live display.
+#[derive(Debug, Clone)]
+pub struct TickStream {
+    pub stream_id: u32,
+    pub role: Role,
+    /// Bytes in this interval.
+    pub bytes: u64,
+    /// A TCP sender's retransmits, congestion window and round trip.
+    pub tcp: Option<IntervalTcp>,
 }
 
 /// Everything one side measured.
@@ -115,6 +127,41 @@ pub struct StreamTask {
     pub role: Role,
     pub socket: SocketBuffers,
     pub body: StreamBody,
+    /// A duplicate of a TCP sender's socket, from which the runner reads
+    /// TCP_INFO at each interval (retransmits, congestion window, round
+    /// trip); its own descriptor, so the stream closing its socket cannot
+    /// hand the number to another file under the runner.
+    pub tcp_probe: Option<OwnedFd>,
+}
+
+impl StreamTask {
+    /// A task without a TCP probe.
+    pub fn new(stream_id: u32, role: Role, socket: SocketBuffers, body: StreamBody) -> StreamTask {
+        StreamTask {
+            stream_id,
+            role,
+            socket,
+            body,
+            tcp_probe: None,
+        }
+    }
+
+    /// The task with a TCP sender's socket to read TCP_INFO from at each
+    /// interval (from [`tcp_probe`]).
+    pub fn with_probe(mut self, probe: Option<OwnedFd>) -> StreamTask {
+        self.tcp_probe = probe;
+        self
+    }
+}
+
+/// A duplicate of a TCP sender's socket for [`StreamTask::with_probe`];
+/// None (the stream is then only not sampled) when it cannot be made.
+pub fn tcp_probe(socket: &impl std::os::fd::AsFd) -> Option<OwnedFd> {
+    socket
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| log::debug!("no per-interval TCP_INFO: {e}"))
+        .ok()
 }
 
 /// A counter on its own cache lines, so streams do not share one.
@@ -193,9 +240,11 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
     let counters: Arc<Vec<PaddedCounter>> = Arc::new(tasks.iter().map(|_| PaddedCounter::default()).collect());
     let (done_tx, done_rx) = mpsc::channel::<Finished>();
     let mut meta = Vec::with_capacity(tasks.len());
+    let mut probes = Vec::with_capacity(tasks.len());
     let mut handles = Vec::with_capacity(tasks.len());
     for (index, task) in tasks.into_iter().enumerate() {
         meta.push((task.stream_id, task.role, task.socket));
+        probes.push(task.tcp_probe);
         let core = (!control.cpus.is_empty()).then(|| control.cpus[index % control.cpus.len()]);
         let thread = StreamThread {
             index,
@@ -225,7 +274,7 @@ pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome 
         }
     }
     drop(done_tx);
-    let mut watch = Watch::new(control, meta, counters);
+    let mut watch = Watch::new(control, meta, probes, counters);
     watch.run(&done_rx, control);
     for handle in handles {
         let _ = handle.join();
@@ -280,6 +329,12 @@ impl StreamThread {
 struct Watch {
     meta: Vec<(u32, Role, SocketBuffers)>,
     counters: Arc<Vec<PaddedCounter>>,
+    /// TCP senders' sockets to read TCP_INFO from while they run (closed
+    /// as each ends, so that the connection closes with the stream's own
+    /// socket), whether each had one, and the retransmits at the last sample.
+    probes: Vec<Option<OwnedFd>>,
+    probed: Vec<bool>,
+    last_retransmits: Vec<u64>,
     start: Instant,
     omit_at: Instant,
     stop_at: Option<Instant>,
@@ -299,13 +354,21 @@ struct Watch {
 }
 
 impl Watch {
-    fn new(control: &RunControl, meta: Vec<(u32, Role, SocketBuffers)>, counters: Arc<Vec<PaddedCounter>>) -> Watch {
+    fn new(
+        control: &RunControl,
+        meta: Vec<(u32, Role, SocketBuffers)>,
+        probes: Vec<Option<OwnedFd>>,
+        counters: Arc<Vec<PaddedCounter>>,
+    ) -> Watch {
         let n = meta.len();
         let start = control.start;
         let omit_at = start + control.omit;
         Watch {
             meta,
             counters,
+            probed: probes.iter().map(Option::is_some).collect(),
+            probes,
+            last_retransmits: vec![0; n],
             start,
             omit_at,
             stop_at: control.duration.map(|d| omit_at + d),
@@ -337,6 +400,7 @@ impl Watch {
             match done.recv_timeout(wake.saturating_duration_since(now)) {
                 Ok(f) => {
                     let i = f.index;
+                    self.probes[i] = None;
                     self.finished[i] = Some(f);
                     remaining -= 1;
                     continue;
@@ -380,23 +444,36 @@ impl Watch {
             streams: Vec::with_capacity(self.meta.len()),
         };
         let seconds = (now - self.last_tick).as_secs_f64();
-        for (i, c) in self.counters.iter().enumerate() {
+        for i in 0..self.counters.len() {
             if self.finished[i].is_some() {
                 continue;
             }
-            let total = c.0.load(Ordering::Relaxed);
+            let total = self.counters[i].0.load(Ordering::Relaxed);
             let bytes = total - self.last_sample[i];
             self.last_sample[i] = total;
-            tick.streams.push((self.meta[i].0, self.meta[i].1, bytes));
+            let tcp = self.probes[i]
+                .as_ref()
+                .and_then(crate::probe::tcpinfo::tcp_info)
+                .map(|info| self.interval_tcp(i, &info));
+            tick.streams.push(TickStream {
+                stream_id: self.meta[i].0,
+                role: self.meta[i].1,
+                bytes,
+                tcp,
+            });
             if self.interval_budget > 0 {
                 self.interval_budget -= 1;
-                self.intervals[i].push(Interval {
-                    start_seconds: tick.start_seconds,
-                    end_seconds: tick.end_seconds,
-                    bytes,
-                    bits_per_second: bits_per_second(bytes, seconds),
-                    omitted: tick.omitted,
-                });
+                self.intervals[i].push(
+                    Interval {
+                        start_seconds: tick.start_seconds,
+                        end_seconds: tick.end_seconds,
+                        bytes,
+                        bits_per_second: bits_per_second(bytes, seconds),
+                        omitted: tick.omitted,
+                        ..Interval::default()
+                    }
+                    .with_tcp(tcp),
+                );
             }
         }
         if let Some(callback) = &control.on_interval {
@@ -405,6 +482,17 @@ impl Watch {
         self.last_tick = now;
         while self.next_tick <= now {
             self.next_tick += control.interval;
+        }
+    }
+
+    /// End `i`'s TCP state since the last sample, from TCP_INFO read now.
+    fn interval_tcp(&mut self, i: usize, info: &TcpInfo) -> IntervalTcp {
+        let retransmits = info.retransmits.saturating_sub(self.last_retransmits[i]);
+        self.last_retransmits[i] = info.retransmits;
+        IntervalTcp {
+            retransmits,
+            congestion_window_bytes: u64::from(info.congestion_window_segments) * u64::from(info.send_mss_bytes),
+            rtt_us: info.rtt_us,
         }
     }
 
@@ -461,13 +549,22 @@ impl Watch {
             self.interval_budget -= 1;
             let tail_seconds = f.at.saturating_duration_since(self.last_tick).as_secs_f64();
             let tail = total - self.last_sample[i];
-            intervals.push(Interval {
-                start_seconds: (self.last_tick.max(self.start) - self.start).as_secs_f64(),
-                end_seconds: (f.at - self.start).as_secs_f64(),
-                bytes: tail,
-                bits_per_second: bits_per_second(tail, tail_seconds),
-                omitted: self.omit_taken_at.map_or(true, |taken| f.at <= taken),
-            });
+            // The stream's own TCP_INFO at its end closes a probed sender's last interval.
+            let tcp = match (self.probed[i], &f.end.tcp_info) {
+                (true, Some(info)) => Some(self.interval_tcp(i, info)),
+                _ => None,
+            };
+            intervals.push(
+                Interval {
+                    start_seconds: (self.last_tick.max(self.start) - self.start).as_secs_f64(),
+                    end_seconds: (f.at - self.start).as_secs_f64(),
+                    bytes: tail,
+                    bits_per_second: bits_per_second(tail, tail_seconds),
+                    omitted: self.omit_taken_at.map_or(true, |taken| f.at <= taken),
+                    ..Interval::default()
+                }
+                .with_tcp(tcp),
+            );
         }
         StreamEnd {
             stream_id,
@@ -522,12 +619,7 @@ mod tests {
         let seen = Arc::clone(&ticks);
         let mut ctl = control(300, 200, 100);
         ctl.on_interval = Some(Box::new(move |_| *seen.lock().unwrap() += 1));
-        let task = StreamTask {
-            stream_id: 7,
-            role: Role::Sender,
-            socket: SocketBuffers::default(),
-            body: ticking_body(),
-        };
+        let task = StreamTask::new(7, Role::Sender, SocketBuffers::default(), ticking_body());
         let out = run_streams(vec![task], &ctl);
         let elapsed = ctl.start.elapsed().as_secs_f64();
         // Orderings of the clock, true however late a loaded machine runs
@@ -561,7 +653,7 @@ mod tests {
         let ctl = control(300, 100, 100);
         let counters = Arc::new(vec![PaddedCounter::default()]);
         let meta = vec![(1, Role::Sender, SocketBuffers::default())];
-        let mut w = Watch::new(&ctl, meta, Arc::clone(&counters));
+        let mut w = Watch::new(&ctl, meta, vec![None], Arc::clone(&counters));
         let late = ctl.start + Duration::from_millis(130);
         counters[0].0.store(5000, Ordering::Relaxed);
         w.take_warmup(late);
@@ -573,7 +665,12 @@ mod tests {
         assert_eq!(marks, [(5000, true), (4000, false)]);
         assert_eq!(w.warmup_bytes[0], 5000);
         // A sample before the warm-up ends is the warm-up's too.
-        let mut w = Watch::new(&ctl, vec![(1, Role::Sender, SocketBuffers::default())], counters);
+        let mut w = Watch::new(
+            &ctl,
+            vec![(1, Role::Sender, SocketBuffers::default())],
+            vec![None],
+            counters,
+        );
         w.sample(ctl.start + Duration::from_millis(50), &ctl);
         assert!(w.intervals[0][0].omitted);
     }
@@ -581,15 +678,15 @@ mod tests {
     #[test]
     fn errors_of_a_stream_are_kept() {
         let ctl = control(10, 0, 1000);
-        let task = StreamTask {
-            stream_id: 1,
-            role: Role::Receiver,
-            socket: SocketBuffers::default(),
-            body: Box::new(|_| TaskEnd {
+        let task = StreamTask::new(
+            1,
+            Role::Receiver,
+            SocketBuffers::default(),
+            Box::new(|_| TaskEnd {
                 error: Some("connection reset".into()),
                 ..TaskEnd::default()
             }),
-        };
+        );
         let out = run_streams(vec![task], &ctl);
         assert_eq!(out.streams[0].error.as_deref(), Some("connection reset"));
     }

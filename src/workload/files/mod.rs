@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data_conn;
-use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
+use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::{
     Aborter, AgentNet, AgentSide, Better, ClientNet, Direction, Figure, Metric, ResultKind, RunControl, Side,
     SideOutcome, SpecError, TestSpec, Workload, WorkloadError,
@@ -444,6 +444,7 @@ impl Side for FilesSide {
                 Role::Receiver
             };
             let buffers = tcpinfo::socket_buffers(&socket);
+            let probe = (role == Role::Sender).then(|| tcp_probe(&socket)).flatten();
             let body: StreamBody = match &self.work {
                 Work::Send(plan) => {
                     let plan = Arc::clone(plan);
@@ -461,12 +462,7 @@ impl Side for FilesSide {
                     })
                 }
             };
-            tasks.push(StreamTask {
-                stream_id: id,
-                role,
-                socket: buffers,
-                body,
-            });
+            tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));
         }
         run_streams(tasks, control)
     }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data_conn;
-use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
+use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::tcp_stream::{self, TcpParams};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
@@ -410,6 +410,7 @@ impl Side for LoadedSide {
         let mut tasks = Vec::new();
         for (id, flow, socket) in sockets {
             let buffers = tcpinfo::socket_buffers(&socket);
+            let probe = (flow.sender() == host).then(|| tcp_probe(&socket)).flatten();
             let (role, body): (Role, StreamBody) = if flow.sender() == host {
                 if let Ok(clone) = socket.try_clone() {
                     watched.push((flow, clone));
@@ -432,12 +433,7 @@ impl Side for LoadedSide {
                     Box::new(move |ctx: &StreamContext| tcp_stream::receive_stream(socket, message, path, ctx)),
                 )
             };
-            tasks.push(StreamTask {
-                stream_id: id,
-                role,
-                socket: buffers,
-                body,
-            });
+            tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));
         }
         let done = Arc::new(AtomicBool::new(false));
         let clock = probes::Clock {

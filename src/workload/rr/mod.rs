@@ -142,6 +142,14 @@ const LATENCY: [Metric; 2] = [
 ];
 
 impl ResultKind for RrResults {
+    fn threads_spin(&self, trial: &TrialResult) -> bool {
+        trial.streams.iter().any(|s| {
+            [&s.sender, &s.receiver]
+                .iter()
+                .any(|end| end.extras.get::<result::RrEnd>(result::KEY).is_some_and(|r| r.spinning))
+        })
+    }
+
     fn headline(&self) -> Metric {
         TRANSACTIONS
     }
@@ -629,12 +637,7 @@ impl Side for RrSide {
                 end.last_activity = counts.last_activity;
                 end
             });
-            tasks.push(StreamTask {
-                stream_id: id,
-                role: self.role,
-                socket: buffers,
-                body,
-            });
+            tasks.push(StreamTask::new(id, self.role, buffers, body));
         }
         let mut outcome = run_streams(tasks, control);
         for end in &mut outcome.streams {

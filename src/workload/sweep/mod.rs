@@ -624,12 +624,12 @@ impl Side for SweepClient {
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
         let driver = self.driver;
-        let task = StreamTask {
-            stream_id: 1,
-            role: Role::Sender,
-            socket: self.socket,
-            body: Box::new(move |ctx: &StreamContext| driver.run(ctx)),
-        };
+        let task = StreamTask::new(
+            1,
+            Role::Sender,
+            self.socket,
+            Box::new(move |ctx: &StreamContext| driver.run(ctx)),
+        );
         run_streams(vec![task], control)
     }
 }
@@ -641,12 +641,12 @@ impl Side for engine::AgentServer {
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
         let socket = crate::probe::tcpinfo::socket_buffers(&self.tcp);
-        let task = StreamTask {
-            stream_id: 1,
-            role: Role::Receiver,
+        let task = StreamTask::new(
+            1,
+            Role::Receiver,
             socket,
-            body: Box::new(move |ctx: &StreamContext| self.serve(ctx)),
-        };
+            Box::new(move |ctx: &StreamContext| self.serve(ctx)),
+        );
         run_streams(vec![task], control)
     }
 }

@@ -309,6 +309,7 @@ impl UdpSide {
                     let _ = socket.set_recv_buffer_size(DEFAULT_RECEIVE_BUFFER);
                 }
                 udp_io::enable_receive_timestamps(&socket)?;
+                udp_io::enable_drop_counts(&socket)?;
             }
             ends.push(UdpEndpoint {
                 id,
@@ -354,12 +355,7 @@ impl Side for UdpSide {
                     finish(receive_stream(&socket, id, dg, params.gro, refused, ctx))
                 }),
             };
-            tasks.push(StreamTask {
-                stream_id: id,
-                role: end.role,
-                socket: buffers,
-                body,
-            });
+            tasks.push(StreamTask::new(id, end.role, buffers, body));
         }
         run_streams(tasks, control)
     }
@@ -521,6 +517,9 @@ struct Receiving {
     datagrams: u64,
     malformed: u64,
     syscalls: u64,
+    /// The socket's drops when the first datagram sent after the warm-up
+    /// was queued: those of the warm-up.
+    warmup_drops: Option<u64>,
 }
 
 impl Receiving {
@@ -537,7 +536,11 @@ impl Receiving {
             for chunk in batch.buffers[i][..len].chunks(segment) {
                 match DatagramHeader::read(chunk) {
                     Some(h) if h.kind == Kind::Data && h.stream_id == self.id => {
-                        self.tracker.record(h.seq, h.flags & FLAG_WARMUP != 0);
+                        let warmup = h.flags & FLAG_WARMUP != 0;
+                        if !warmup && self.warmup_drops.is_none() {
+                            self.warmup_drops = Some(u64::from(message.drops_before.unwrap_or(0)));
+                        }
+                        self.tracker.record(h.seq, warmup);
                         self.jitter.update(h.send_nanos, arrival);
                         self.bytes += chunk.len() as u64;
                         self.datagrams += 1;
@@ -571,6 +574,7 @@ impl Receiving {
                 refused_datagrams: refused,
                 jitter_us: self.jitter.micros(),
                 socket_drops: udp_io::socket_drops(socket).unwrap_or(0),
+                warmup_socket_drops: Some(self.warmup_drops.unwrap_or(0)),
             }),
         }
     }
@@ -613,6 +617,7 @@ fn receive_stream(
         datagrams: 0,
         malformed: 0,
         syscalls: 0,
+        warmup_drops: None,
     };
     let mut last_data_at: Option<Instant> = None;
     let mut stop_seen: Option<Instant> = None;
@@ -696,6 +701,7 @@ mod tests {
             datagrams: 0,
             malformed: 0,
             syscalls: 0,
+            warmup_drops: None,
         };
         let mut seen = 0;
         while seen < 8 {
@@ -709,6 +715,68 @@ mod tests {
         assert_eq!(received.duplicate_datagrams, 1);
         assert_eq!(received.out_of_order_datagrams, 1);
         assert_eq!(received.malformed_datagrams, 3);
+    }
+
+    /// Regression (issue 43): "LOST 99.60% (11949 of 11997 datagrams)"
+    /// stood beside "14970 dropped at the receiving socket": the drops
+    /// counted the warm-up, the loss did not. The socket's drops when the
+    /// first measured datagram was queued are the warm-up's.
+    #[test]
+    fn drops_during_the_warm_up_are_told_from_the_measured_ones() {
+        let ip = "127.0.0.1".parse().unwrap();
+        let receiver = udp_io::bind_udp(ip, &SideOptions::default()).unwrap();
+        receiver.set_recv_buffer_size(4096).unwrap();
+        udp_io::enable_drop_counts(&receiver).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender
+            .connect(receiver.local_addr().unwrap().as_socket().unwrap())
+            .unwrap();
+        // The warm-up overflows the unread socket; loopback delivers (or
+        // drops) each datagram inside send(2).
+        let mut datagram = vec![0u8; 1000];
+        let mut seq = 0u64;
+        while udp_io::socket_drops(&receiver).unwrap() < 20 {
+            DatagramHeader::data(5, seq, 0, FLAG_WARMUP).write(&mut datagram);
+            sender.send(&datagram).unwrap();
+            seq += 1;
+            assert!(seq < 100_000, "a 4 KiB socket never dropped");
+        }
+        let warmup_drops = udp_io::socket_drops(&receiver).unwrap();
+        let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut batch = RecvBatch::new(BATCH, 1000);
+        let mut counts = Receiving {
+            id: 5,
+            tracker: SeqTracker::default(),
+            jitter: Jitter::default(),
+            bytes: 0,
+            datagrams: 0,
+            malformed: 0,
+            syscalls: 0,
+            warmup_drops: None,
+        };
+        // Drain the warm-up, then the measured part: two datagrams, none dropped.
+        let queued = seq - warmup_drops;
+        let mut seen = 0;
+        while seen < queued {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, udp_io::realtime_nanos());
+            seen += n as u64;
+        }
+        assert_eq!(counts.warmup_drops, None, "no measured datagram yet");
+        for _ in 0..2 {
+            DatagramHeader::data(5, seq, 0, 0).write(&mut datagram);
+            sender.send(&datagram).unwrap();
+            seq += 1;
+        }
+        let mut seen = 0;
+        while seen < 2 {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, udp_io::realtime_nanos());
+            seen += n;
+        }
+        let received = counts.end(1000, false, 0, &receiver).received.unwrap();
+        assert_eq!(received.socket_drops, warmup_drops);
+        assert_eq!(received.warmup_socket_drops, Some(warmup_drops));
     }
 
     #[test]
