@@ -55,7 +55,8 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
                      (use nicbench's own agent, which does)",
                 );
             }
-            (Transport::Tcp, p, None)
+            let rate = p.rate_bits_per_second;
+            (Transport::Tcp, p, rate)
         }
         "udp" => {
             let p: UdpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;

@@ -181,6 +181,7 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
             nodelay: params.nodelay,
             congestion: params.congestion.clone(),
             discard: params.skip_rx_copy,
+            rate_bits_per_second: params.bandwidth.filter(|&r| r > 0),
             ..TcpParams::default()
         })
     };

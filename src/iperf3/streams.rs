@@ -15,7 +15,9 @@ use super::udp::{self as iudp, ReceiveCounts, SendPlan};
 use super::wire::{self, Results, StreamResults, Transport};
 use crate::model::{CpuReport, Party, PeerStream, ProcessCpu, Role, SideReport, StreamEnd};
 use crate::probe::cpu::{cpu_report, CpuSampler, CpuSnapshot};
-use crate::workload::runner::{run_streams, IntervalCallback, RunControl, SideOutcome, StreamContext, StreamTask};
+use crate::workload::runner::{
+    run_streams, tcp_probe, IntervalCallback, RunControl, SideOutcome, StreamContext, StreamTask,
+};
 use crate::workload::udp::result::{UdpEnd, UdpReceived, KEY as UDP_KEY};
 
 /// One connected data stream.
@@ -100,6 +102,14 @@ pub fn start(
         }
         peer_ids.push((s.id, s.peer_id));
         let socket = s.socket;
+        let tcp_sender = s.role == Role::Sender && plan.transport == Transport::Tcp;
+        let probe = tcp_sender.then(|| tcp_probe(&socket)).flatten();
+        // iperf3's -b on TCP paces each stream; the kernel's pacing does it here.
+        if let (true, Some(rate)) = (tcp_sender, plan.rate.filter(|&r| r > 0)) {
+            if let Err(e) = crate::workload::tcp_stream::pace(&socket, rate) {
+                log::warn!("iperf3 stream {}: {e}; it sends unpaced", s.id);
+            }
+        }
         let body: crate::workload::runner::StreamBody = match (s.role, plan.transport) {
             (Role::Sender, transport) => {
                 let quota = plan.bytes_total.map(|total| {
@@ -156,12 +166,7 @@ pub fn start(
                 Box::new(move |ctx: &StreamContext| iudp::receive(socket, message, wide, counts, ctx))
             }
         };
-        tasks.push(StreamTask {
-            stream_id: s.id,
-            role: s.role,
-            socket: buffers,
-            body,
-        });
+        tasks.push(StreamTask::new(s.id, s.role, buffers, body).with_probe(probe));
     }
     let before = sampler.sample()?;
     let control = RunControl {

@@ -255,6 +255,8 @@ pub fn receive(
             refused_datagrams: 0,
             jitter_us: jitter.micros(),
             socket_drops: socket_drops(&socket).unwrap_or(0),
+            // iperf3's warm-up (-O) counts in its loss: no split here.
+            warmup_socket_drops: None,
         }),
         ..UdpEnd::default()
     };

@@ -54,6 +54,68 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
     })
 }
 
+/// Paces a socket's sending to `bits_per_second` (SO_MAX_PACING_RATE).
+/// TCP paces itself to it since Linux 4.13 whatever the qdisc (an `fq`
+/// qdisc paces in its place where there is one). The rate is given as a
+/// 64-bit count of bytes per second; a kernel that takes only 32 bits
+/// (before 5.1?) gets it capped at 4 GB/s, and says so in the log.
+pub fn set_max_pacing_rate(socket: &impl AsRawFd, bits_per_second: u64) -> std::io::Result<()> {
+    let bytes_per_second: u64 = (bits_per_second / 8).max(1);
+    let set = |value: *const libc::c_void, len: usize| {
+        // SAFETY: `value` points to `len` readable bytes for the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MAX_PACING_RATE,
+                value,
+                len as libc::socklen_t,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    };
+    match set(&bytes_per_second as *const u64 as *const libc::c_void, 8) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let narrow = bytes_per_second.min(u64::from(u32::MAX - 1)) as u32;
+            if u64::from(narrow) < bytes_per_second {
+                log::warn!(
+                    "this kernel takes a 32-bit pacing rate: capped at {} instead of {}",
+                    crate::units::Rate(f64::from(narrow) * 8.0),
+                    crate::units::Rate(bits_per_second as f64)
+                );
+            }
+            set(&narrow as *const u32 as *const libc::c_void, 4)
+        }
+        other => other,
+    }
+}
+
+/// The socket's SO_MAX_PACING_RATE in bits per second; None when unset
+/// (all ones) or unreadable.
+pub fn max_pacing_rate(socket: &impl AsRawFd) -> Option<u64> {
+    let mut value: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `value`.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            &mut value as *mut u64 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    let value = match (rc, len) {
+        (0, 8) => value,
+        (0, 4) => u64::from(value as u32),
+        _ => return None,
+    };
+    (value != u64::MAX && value != u64::from(u32::MAX)).then_some(value * 8)
+}
+
 /// The congestion control algorithm in use on a TCP socket.
 pub fn congestion_control(socket: &impl AsRawFd) -> Option<String> {
     let mut name = [0u8; 32];

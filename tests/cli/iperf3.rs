@@ -281,6 +281,25 @@ fn iperf3_clients_against_the_agent_tcp() {
     }
 }
 
+/// iperf3's `-b` on TCP paces each stream. The agent honoured it only for
+/// UDP: its TCP senders (`-R`) ran unpaced, and an agent with --max-rate
+/// refused every TCP client. Now its senders are paced by the kernel and
+/// the rate is the test's offer.
+#[test]
+fn an_iperf3_clients_tcp_rate_paces_the_agents_senders() {
+    require!(installed());
+    let (_agent, port) = agent_with(&["--max-rate", "400M"]);
+    let doc = iperf3_client(port, &["-t", "1", "-R", "-P", "2", "-b", "100M", "--get-server-output"]);
+    let end = &doc["end"];
+    let received = n(&end["sum_received"]["bytes"]);
+    let seconds = end["sum_received"]["seconds"].as_f64().unwrap();
+    let rate = received as f64 * 8.0 / seconds;
+    // A ceiling, whatever the machine's load: 2 streams x 100 Mbit/s.
+    assert!(received > 0 && rate < 250e6, "{rate} bit/s");
+    let text = doc["server_output_text"].as_str().unwrap_or_default();
+    assert!(text.contains("paced 100.00 Mbit/s per stream"), "{text}");
+}
+
 /// Regression: a refused iperf3 client read only iperf3's own text for
 /// the error number; with `--get-server-output` it now reads our reason
 /// as the server's output, and still fails.

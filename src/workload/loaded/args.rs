@@ -89,6 +89,7 @@ impl WorkloadArgs for LoadedOptions {
                 zerocopy: self.zerocopy,
                 zerocopy_method: None,
                 discard: false,
+                rate_bits_per_second: None,
             },
             notsent_lowat_bytes: self.notsent_lowat,
         };

@@ -35,6 +35,12 @@ pub struct TcpOptions {
     /// Discarding receive: recv with MSG_TRUNC, the kernel drops the data uncopied.
     #[arg(long)]
     pub discard: bool,
+    /// Pace each stream's sender to RATE bits per second (SI: 500M, 2G),
+    /// as iperf3's -b does for TCP. The kernel's own TCP pacing
+    /// (SO_MAX_PACING_RATE) spaces the packets; default: unpaced, as fast
+    /// as congestion control allows.
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = parse::rate_in(1, u64::MAX))]
+    pub bitrate: Option<u64>,
 }
 
 impl WorkloadArgs for TcpOptions {
@@ -50,6 +56,7 @@ impl WorkloadArgs for TcpOptions {
             zerocopy: self.zerocopy.is_some(),
             zerocopy_method: self.zerocopy,
             discard: self.discard,
+            rate_bits_per_second: self.bitrate,
         })
     }
 }

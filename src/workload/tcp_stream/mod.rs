@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::data_conn::{self, Configure};
-use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
+use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -51,6 +51,10 @@ pub struct TcpEnd {
     /// the kernel discarded the data without copying it (`--discard`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receive_buffer_untouched: Option<bool>,
+    /// The pacing rate the sender's socket held (SO_MAX_PACING_RATE read
+    /// back after setting it, `-b`), bits per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_bits_per_second: Option<u64>,
 }
 
 /// Parameters of the `tcp` workload.
@@ -75,6 +79,10 @@ pub struct TcpParams {
     /// Receive with MSG_TRUNC: the kernel discards the data, no copy.
     #[serde(default)]
     pub discard: bool,
+    /// Pace each stream's sender to this rate (SO_MAX_PACING_RATE, `-b`);
+    /// None sends as fast as congestion control allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bits_per_second: Option<u64>,
 }
 
 /// How `-Z` sends: `--zerocopy=sendfile` (the default) or `--zerocopy=msg`.
@@ -140,7 +148,46 @@ impl ResultKind for TcpResults {
         if p.nodelay {
             parts.push(("nodelay", "nodelay".into()));
         }
+        if let Some(rate) = p.rate_bits_per_second {
+            parts.push(("rate", format!("paced {} per stream", super::case::rate(rate as f64))));
+        }
         parts
+    }
+
+    /// The message size, and the pacing rate when `-b` set one.
+    fn messages_text(&self, spec: &TestSpec) -> Option<String> {
+        let rate = spec.params::<TcpParams>().ok()?.rate_bits_per_second?;
+        Some(format!(
+            "{} messages, paced {} per stream",
+            crate::units::Size(spec.message_bytes),
+            super::case::rate(rate as f64)
+        ))
+    }
+
+    /// A paced sender (`-b`) that reached 90% of its pacing rate, summed
+    /// over a direction's senders, reached its offer; unpaced: no offer.
+    fn sender_reached_offer(&self, trial: &TrialResult) -> Option<bool> {
+        let mut paced = false;
+        let mut reached = true;
+        for flow in [Flow::ClientToAgent, Flow::AgentToClient] {
+            let senders: Vec<_> = trial
+                .streams
+                .iter()
+                .filter(|s| s.flow == flow)
+                .map(|s| &s.sender)
+                .collect();
+            let offered: Option<u64> = senders
+                .iter()
+                .map(|s| s.extras.get::<TcpEnd>(KEY).and_then(|t| t.paced_bits_per_second))
+                .sum();
+            let Some(offered) = offered.filter(|&o| o > 0 && !senders.is_empty()) else {
+                continue;
+            };
+            paced = true;
+            let rate: f64 = senders.iter().map(|s| s.bits_per_second).sum();
+            reached &= rate * 100.0 / offered as f64 >= crate::workload::udp::result::OFFER_REACHED_PERCENT;
+        }
+        paced.then_some(reached)
     }
 
     fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
@@ -169,9 +216,15 @@ impl Workload for TcpStream {
         "tcp"
     }
 
-    fn offered_rate(&self, _spec: &TestSpec) -> OfferedRate {
-        // No pacing: as fast as congestion control allows.
-        OfferedRate::Unlimited
+    fn offered_rate(&self, spec: &TestSpec) -> OfferedRate {
+        // Unpaced (or parameters that do not parse): as fast as congestion control allows.
+        match spec.params::<TcpParams>() {
+            Ok(TcpParams {
+                rate_bits_per_second: Some(rate),
+                ..
+            }) if rate > 0 => OfferedRate::PerStream(rate as f64),
+            _ => OfferedRate::Unlimited,
+        }
     }
 
     fn peer_tests(&self) -> bool {
@@ -194,6 +247,9 @@ impl Workload for TcpStream {
                     mss,
                 ));
             }
+        }
+        if params.rate_bits_per_second == Some(0) {
+            return Err(out_of_range("-b/--bitrate", "a pacing rate above 0 (e.g. 100M)", 0));
         }
         if params.zerocopy_method.is_some() && !params.zerocopy {
             return Err(SpecError::Invalid(
@@ -276,12 +332,25 @@ pub(crate) fn configure<'a>(
 }
 
 /// What a sending socket needs before the test: SO_ZEROCOPY for
-/// `--zerocopy=msg`, so a kernel without it is refused before any traffic.
+/// `--zerocopy=msg`, so a kernel without it is refused before any traffic;
+/// its pacing rate for `-b`.
 fn prepare_sender(socket: &Socket, sends: bool, params: &TcpParams) -> Result<(), WorkloadError> {
     if sends && params.send_path() == SendPath::MsgZeroCopy {
         zerocopy::enable(socket.as_raw_fd())?;
     }
+    if let (true, Some(rate)) = (sends, params.rate_bits_per_second) {
+        pace(socket, rate)?;
+    }
     Ok(())
+}
+
+/// Paces a TCP sender to `bits_per_second` (SO_MAX_PACING_RATE), the
+/// iperf3 peer tests' TCP senders included.
+pub(crate) fn pace(socket: &Socket, bits_per_second: u64) -> Result<(), WorkloadError> {
+    tcpinfo::set_max_pacing_rate(socket, bits_per_second).map_err(WorkloadError::io(format!(
+        "pacing the sender to {} (SO_MAX_PACING_RATE, Linux 3.13+); run without -b",
+        crate::units::Rate(bits_per_second as f64)
+    )))
 }
 
 struct TcpAgent {
@@ -355,7 +424,10 @@ impl Side for TcpSide {
         let mut sender_index = 0u64;
         for (id, flow, socket) in self.sockets {
             let buffers = tcpinfo::socket_buffers(&socket);
+            let probe = (flow.sender() == self.host).then(|| tcp_probe(&socket)).flatten();
             let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
+                // The pacing rate the socket holds, read back, is the offer.
+                let paced = self.params.rate_bits_per_second.and(tcpinfo::max_pacing_rate(&socket));
                 // A byte count is shared out among the streams of this side.
                 let quota = self
                     .spec
@@ -365,7 +437,15 @@ impl Side for TcpSide {
                 let path = self.params.send_path();
                 (
                     Role::Sender,
-                    Box::new(move |ctx: &StreamContext| send_stream(socket, message, quota, path, ctx)),
+                    Box::new(move |ctx: &StreamContext| {
+                        let mut end = send_stream(socket, message, quota, path, ctx);
+                        if paced.is_some() {
+                            let mut part: TcpEnd = end.extras.get(KEY).unwrap_or_default();
+                            part.paced_bits_per_second = paced;
+                            end.extras.set(KEY, &part);
+                        }
+                        end
+                    }),
                 )
             } else {
                 let path = self.params.receive_path();
@@ -374,12 +454,7 @@ impl Side for TcpSide {
                     Box::new(move |ctx: &StreamContext| receive_stream(socket, message, path, ctx)),
                 )
             };
-            tasks.push(StreamTask {
-                stream_id: id,
-                role,
-                socket: buffers,
-                body,
-            });
+            tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));
         }
         run_streams(tasks, control)
     }
