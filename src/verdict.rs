@@ -386,7 +386,14 @@ pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdic
     if kind.sender_reached_offer(trial) == Some(true) && !lost {
         return reason::delivered(all);
     }
-    reason::conclude(all, kind.own_verdict_before_the_link())
+    let mut verdict = reason::conclude(all, kind.own_verdict_before_the_link());
+    if kind.threads_spin(trial) && verdict.kind == "none" {
+        verdict.summary.push_str(
+            " (the ends spin by design, --spin: their threads are on a CPU the whole time, \
+             which is the polling, not a limit)",
+        );
+    }
+    verdict
 }
 
 /// Every finding of the rules that hold for `trial`, in the rules' order.
@@ -905,6 +912,11 @@ fn core_is_the_tests(core: &crate::model::CoreUtilization, own_cpu_seconds: f64,
 }
 
 fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+    // A thread that busy-polls (rr --spin) fills its core whatever holds
+    // it back: neither its time on a CPU nor its core's says CPU-bound.
+    if kind.threads_spin(trial) {
+        return Vec::new();
+    }
     let loads: Vec<Finding> = PARTIES
         .iter()
         .filter_map(|&h| {

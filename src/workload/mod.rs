@@ -569,6 +569,13 @@ pub trait ResultKind: Sync {
         None
     }
 
+    /// True when the test's threads busy-poll by design (`rr --spin`): on
+    /// a CPU all the time whatever limits them, so their CPU use is no
+    /// sign of a bottleneck.
+    fn threads_spin(&self, _trial: &TrialResult) -> bool {
+        false
+    }
+
     /// True when [`ResultKind::findings`] answer the question the test
     /// exists for, so a full link is "also" beside them rather than their
     /// cause: a files transfer is judged against raw TCP on the same path.

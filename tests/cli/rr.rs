@@ -168,13 +168,30 @@ fn spinning_tcp_rr_answers_every_request_and_is_recorded() {
         let (req, resp) = (&s["sender"]["rr"], &s["receiver"]["rr"]);
         // The responder spun: it polled and found nothing between requests.
         assert!(resp["spin_empty_polls"].as_u64().unwrap_or(0) > 0, "{s}");
+        assert_eq!(
+            (&req["spinning"], &resp["spinning"]),
+            (&true.into(), &true.into()),
+            "{s}"
+        );
         assert_counted(req);
         assert_eq!(req["transactions"], resp["transactions"]);
         assert_sane_latency(&req["latency"]);
     }
+    // Regression (issue 43): spinning threads, on a CPU all the time by
+    // design, read as "host CPU-bound". No CPU-bound finding comes of them.
+    let verdict = &run["verdict"];
+    let kinds: Vec<&str> = std::iter::once(verdict)
+        .chain(verdict["evidence"].as_array().into_iter().flatten())
+        .filter_map(|v| v["kind"].as_str())
+        .collect();
+    assert!(!kinds.contains(&"cpu_bound"), "{verdict}");
+    if verdict["kind"] == "none" {
+        assert!(verdict["summary"].as_str().unwrap().contains("--spin"), "{verdict}");
+    }
     // The agent is free again at once: spinning threads ended with the test.
     let again = rr(&agent, &["-r", "1,1"]);
     assert!(again["sum"]["rr"]["transactions"].as_u64().unwrap() > 0);
+    assert!(again["streams"][0]["sender"]["rr"].get("spinning").is_none());
 }
 
 #[test]

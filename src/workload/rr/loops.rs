@@ -67,7 +67,10 @@ struct Counter<'a> {
 impl<'a> Counter<'a> {
     fn new(exchange: &Exchange, ctx: &'a StreamContext<'a>, timed: bool) -> Counter<'a> {
         Counter {
-            rr: RrEnd::default(),
+            rr: RrEnd {
+                spinning: exchange.spin,
+                ..RrEnd::default()
+            },
             bytes: 0,
             per_transaction: (exchange.request + exchange.response) as u64,
             omit_at: exchange.omit_at,

@@ -35,6 +35,10 @@ pub struct RrEnd {
     /// Polls that found no data while spinning (`--spin`), warm-up included.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub spin_empty_polls: u64,
+    /// The end busy-polled its socket (`--spin`): its thread is on a CPU
+    /// the whole time by design. Absent when it blocked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spinning: bool,
     /// TCP_QUICKACK requests the kernel took (`--quickack`), warm-up included.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub quickacks: u64,
