@@ -97,6 +97,15 @@ pub fn enable_receive_timestamps(socket: &Socket) -> Result<(), WorkloadError> {
         .map_err(WorkloadError::io("enabling kernel receive timestamps (SO_TIMESTAMPNS)"))
 }
 
+/// SO_RXQ_OVFL: each datagram comes with the count of datagrams the
+/// socket dropped before it was queued, so the drops of the warm-up can be
+/// told from the measured part's (a socket's /proc/net/udp count covers
+/// both).
+pub fn enable_drop_counts(socket: &Socket) -> Result<(), WorkloadError> {
+    set_int_option(socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
+        .map_err(WorkloadError::io("enabling per-datagram drop counts (SO_RXQ_OVFL)"))
+}
+
 /// SO_BUSY_POLL: spin this long in the driver before sleeping on a receive.
 pub fn set_busy_poll(socket: &Socket, micros: u32) -> Result<(), WorkloadError> {
     set_int_option(socket, libc::SOL_SOCKET, SO_BUSY_POLL, micros as libc::c_int).map_err(WorkloadError::io(format!(
@@ -328,8 +337,9 @@ impl SendBatch {
 }
 
 /// Room for the control messages of one datagram: a GRO segment size
-/// (CMSG_SPACE(4) = 24 B) and a receive timestamp (CMSG_SPACE(16) = 32 B).
-type Control = [u64; 10];
+/// (CMSG_SPACE(4) = 24 B), a receive timestamp (CMSG_SPACE(16) = 32 B)
+/// and a drop count (CMSG_SPACE(4) = 24 B), with room to spare.
+type Control = [u64; 12];
 
 /// One received message: its length, the GRO segment size if the kernel
 /// coalesced several datagrams, and the kernel's arrival time (real-time
@@ -339,6 +349,9 @@ pub struct ReceivedDatagram {
     pub len: usize,
     pub segment: Option<usize>,
     pub arrival_nanos: Option<u64>,
+    /// The socket's drops before this datagram was queued (SO_RXQ_OVFL);
+    /// the kernel sends none while the count is 0.
+    pub drops_before: Option<u32>,
 }
 
 /// Buffers for recvmmsg, with room for the control messages of each.
@@ -422,6 +435,7 @@ impl RecvBatch {
             len: msg.msg_len as usize,
             segment: None,
             arrival_nanos: None,
+            drops_before: None,
         };
         // SAFETY: the CMSG macros walk the control buffer the kernel filled.
         unsafe {
@@ -433,6 +447,8 @@ impl RecvBatch {
                 } else if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS {
                     let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
                     out.arrival_nanos = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                } else if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SO_RXQ_OVFL {
+                    out.drops_before = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const u32));
                 }
                 cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
             }

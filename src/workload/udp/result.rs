@@ -51,6 +51,11 @@ pub struct UdpReceived {
     /// Datagrams the receiving host dropped at this socket because its
     /// receive buffer was full (/proc/net/udp `drops`), warm-up included.
     pub socket_drops: u64,
+    /// Of `socket_drops`, those before the first datagram sent after the
+    /// warm-up was queued (SO_RXQ_OVFL): the warm-up's. Absent in runs
+    /// before 2026-11-27 and from iperf3 peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_socket_drops: Option<u64>,
 }
 
 /// A UDP stream (or a sum of them) seen from both ends: what the sender
@@ -73,6 +78,11 @@ pub struct UdpResult {
     /// Drops at the receiving socket (its buffer was full): lost in the
     /// receiving host, not on the wire. Warm-up included.
     pub receiver_socket_drops: u64,
+    /// The drops at the receiving socket after the warm-up: on the basis
+    /// of `lost_datagrams`. Absent where the receiver could not tell
+    /// (runs before 2026-11-27, iperf3 peers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_socket_drops_measured: Option<u64>,
     /// Largest jitter among the streams.
     pub jitter_us: f64,
     /// The receiver used GRO: the kernel then counts a dropped coalesced
@@ -112,6 +122,9 @@ impl UdpResult {
             duplicate_datagrams: received.duplicate_datagrams,
             malformed_datagrams: received.malformed_datagrams + received.refused_datagrams,
             receiver_socket_drops: received.socket_drops,
+            receiver_socket_drops_measured: received
+                .warmup_socket_drops
+                .map(|w| received.socket_drops.saturating_sub(w)),
             jitter_us: received.jitter_us,
             receiver_gro: got.segmentation_offload,
             offered_bits_per_second: sent.offered_bits_per_second,
@@ -144,6 +157,16 @@ impl UdpResult {
             t.duplicate_datagrams += u.duplicate_datagrams;
             t.malformed_datagrams += u.malformed_datagrams;
             t.receiver_socket_drops += u.receiver_socket_drops;
+            // Measured drops in sum only when every stream told them apart.
+            t.receiver_socket_drops_measured = match (
+                first,
+                t.receiver_socket_drops_measured,
+                u.receiver_socket_drops_measured,
+            ) {
+                (true, _, drops) => drops,
+                (false, Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
             t.jitter_us = t.jitter_us.max(u.jitter_us);
             t.receiver_gro |= u.receiver_gro;
             // Offered in sum only when every stream had an offer.

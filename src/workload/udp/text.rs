@@ -52,19 +52,34 @@ fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Wri
         u.lost_datagrams,
         u.sent_datagrams
     )?;
-    let elsewhere = u.lost_datagrams.saturating_sub(u.receiver_socket_drops);
-    let drops = if u.receiver_gro {
-        format!(
+    let drops = match (u.receiver_gro, u.receiver_socket_drops_measured) {
+        (true, _) => format!(
             "{} coalesced GRO buffers dropped at the receiving socket (buffer full; each holds several \
              datagrams, so the split of the loss is unknown)",
             u.receiver_socket_drops
-        )
-    } else {
-        format!(
-            "{} dropped at the receiving socket (buffer full, in the receiving host), {elsewhere} lost \
-             before it (wire, NIC, router, host backlog)",
-            u.receiver_socket_drops
-        )
+        ),
+        // On the loss's basis: the datagrams sent after the warm-up.
+        (false, Some(measured)) => {
+            let in_socket = measured.min(u.lost_datagrams);
+            let warmup = match u.receiver_socket_drops.saturating_sub(measured) {
+                0 => String::new(),
+                n => format!("; the warm-up, not counted above, lost {n} more at the socket"),
+            };
+            match u.lost_datagrams {
+                0 => format!("none dropped at the receiving socket{warmup}"),
+                lost => format!(
+                    "of the lost, {in_socket} dropped at the receiving socket (buffer full, in the receiving \
+                     host), {} before it (wire, NIC, router, host backlog){warmup}",
+                    lost - in_socket
+                ),
+            }
+        }
+        (false, None) => format!(
+            "{} dropped at the receiving socket (buffer full, in the receiving host; warm-up included), {} \
+             lost before it (wire, NIC, router, host backlog)",
+            u.receiver_socket_drops,
+            u.lost_datagrams.saturating_sub(u.receiver_socket_drops)
+        ),
     };
     writeln!(
         out,
@@ -112,7 +127,10 @@ pub fn loss_verdict(trial: &TrialResult) -> Option<Verdict> {
         Rate(udp.sender_bits_per_second),
         Rate(udp.receiver_bits_per_second)
     );
-    let in_socket = udp.receiver_socket_drops.min(udp.lost_datagrams);
+    let in_socket = udp
+        .receiver_socket_drops_measured
+        .unwrap_or(udp.receiver_socket_drops)
+        .min(udp.lost_datagrams);
     if udp.receiver_gro {
         // Drops then count coalesced buffers, so the split is unknown.
         return Some(Verdict::new(
@@ -139,4 +157,60 @@ pub fn loss_verdict(trial: &TrialResult) -> Option<Verdict> {
             ),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(u: &UdpResult) -> String {
+        let mut out = Vec::new();
+        udp_lines("client->agent", u, 3.0, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Regression (issue 43): "LOST 99.60% (11949 of 11997 datagrams)" beside
+    /// "14970 dropped at the receiving socket" read as an error: the drops
+    /// counted the warm-up. The split is now on the loss's basis, and the
+    /// warm-up's drops are named apart.
+    #[test]
+    fn the_split_of_the_loss_is_on_the_basis_of_the_loss() {
+        let mut u = UdpResult {
+            sent_datagrams: 11_997,
+            received_datagrams: 48,
+            lost_datagrams: 11_949,
+            loss_percent: 99.6,
+            receiver_socket_drops: 14_970,
+            receiver_socket_drops_measured: Some(11_900),
+            ..UdpResult::default()
+        };
+        let text = lines(&u);
+        assert!(text.contains("LOST 99.60% (11949 of 11997 datagrams)"), "{text}");
+        assert!(
+            text.contains("of the lost, 11900 dropped at the receiving socket")
+                && text.contains("49 before it")
+                && text.contains("the warm-up, not counted above, lost 3070 more at the socket"),
+            "{text}"
+        );
+        // Nothing lost: nothing to split.
+        (
+            u.lost_datagrams,
+            u.loss_percent,
+            u.receiver_socket_drops,
+            u.receiver_socket_drops_measured,
+        ) = (0, 0.0, 0, Some(0));
+        assert!(
+            lines(&u).contains("none dropped at the receiving socket;"),
+            "{}",
+            lines(&u)
+        );
+        // A run from before the split (or an iperf3 peer's) says what its count covers.
+        (
+            u.lost_datagrams,
+            u.receiver_socket_drops,
+            u.receiver_socket_drops_measured,
+        ) = (10, 30, None);
+        assert!(lines(&u)
+            .contains("30 dropped at the receiving socket (buffer full, in the receiving host; warm-up included)"));
+    }
 }
