@@ -51,14 +51,19 @@ fn last_os_error(what: &str) -> Option<std::io::Error> {
 /// One read-only copy per length, shared by every sender alive in this
 /// process (16 reverse streams of 64 MiB hold 64 MiB, not 1 GiB): nothing
 /// writes it, so MSG_ZEROCOPY may pin its pages from several sockets.
-fn pattern(len: usize) -> Arc<[u8]> {
-    static SHARED: Mutex<Vec<Weak<[u8]>>> = Mutex::new(Vec::new());
+///
+/// The bytes are a box of their own behind the shared count: the cache's
+/// weak reference keeps only the count's small block, so the bytes are
+/// freed when the last sender ends (an `Arc<[u8]>` shares one block, which
+/// a weak reference keeps whole: 64 MiB held between tests, issue 41's soak).
+fn pattern(len: usize) -> Arc<Box<[u8]>> {
+    static SHARED: Mutex<Vec<Weak<Box<[u8]>>>> = Mutex::new(Vec::new());
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     shared.retain(|p| p.strong_count() > 0);
     if let Some(alive) = shared.iter().filter_map(Weak::upgrade).find(|p| p.len() == len) {
         return alive;
     }
-    let fresh: Arc<[u8]> = (0..len).map(|i| (i % 251) as u8).collect();
+    let fresh: Arc<Box<[u8]>> = Arc::new((0..len).map(|i| (i % 251) as u8).collect());
     shared.push(Arc::downgrade(&fresh));
     fresh
 }
@@ -317,5 +322,13 @@ mod tests {
         drop((a, b));
         let weak = Arc::downgrade(&pattern(8192));
         assert_eq!(weak.strong_count(), 0, "freed when the last sender ends");
+        // The bytes live in their own allocation, which the cache's weak
+        // reference does not keep: dropping the last sender frees them.
+        let held = pattern(1 << 20);
+        let (block, bytes) = (Arc::as_ptr(&held) as usize, held.as_ptr() as usize);
+        assert!(
+            bytes < block || bytes >= block + 64,
+            "the bytes share the count's block"
+        );
     }
 }
