@@ -66,6 +66,11 @@ pub const THROTTLED_PERCENT: f64 = Verdict::THROTTLED_PERCENT;
 /// Share of the time with data in flight that TCP senders spent held back
 /// by the receive window or their send buffer, to count as limited by it.
 pub const WINDOW_LIMITED_PERCENT: f64 = 50.0;
+/// Share of the window's ceiling (the advertised window over the round
+/// trip) a direction must reach to be held by the window, when the kernel
+/// saw the window hold it back at least [`WINDOW_SEEN_PERCENT`] of the time.
+pub const WINDOW_CEILING_PERCENT: f64 = 75.0;
+pub const WINDOW_SEEN_PERCENT: f64 = 10.0;
 /// Drop and retransmission shares worth a verdict.
 pub const LOSS_PERCENT: f64 = Verdict::LOSS_PERCENT;
 /// Share of their ready time that threads waited for a CPU from which
@@ -998,6 +1003,53 @@ fn window_limited(trial: &TrialResult) -> Vec<Finding> {
                 Party::Client => own,
                 Party::Agent => agent,
             };
+            // The most the advertised windows let through at the round
+            // trips: a small window over a short path holds a sender back
+            // without the kernel counting it most of the time (it counts
+            // only sends the window refused outright).
+            let rate: f64 = streams.iter().map(|(s, _)| s.sender.bits_per_second).sum();
+            let ceiling: Option<f64> = streams
+                .iter()
+                .map(|(_, i)| {
+                    let window = i.peer_window_bytes?;
+                    (i.rtt_us > 0).then(|| window as f64 * 8.0 * 1e6 / f64::from(i.rtt_us))
+                })
+                .sum();
+            let at_ceiling = ceiling
+                .filter(|&c| c > 0.0 && rate * 100.0 >= WINDOW_CEILING_PERCENT * c && rwnd >= WINDOW_SEEN_PERCENT);
+            if let (Some(ceiling), false, false) = (
+                at_ceiling,
+                rwnd >= WINDOW_LIMITED_PERCENT && rwnd >= sndbuf,
+                sndbuf >= WINDOW_LIMITED_PERCENT,
+            ) {
+                let side = role_name(trial, sender);
+                let windows = Bytes(streams.iter().filter_map(|(_, i)| i.peer_window_bytes).sum());
+                let rtt = streams.iter().map(|(_, i)| i.rtt_us).max().unwrap_or(0);
+                return Some(Finding::new(
+                    "receive_window_limited",
+                    Class::ReceiveWindow {
+                        receiver: sender.other(),
+                    },
+                    Some(sender),
+                    Some(side),
+                    format!(
+                        "receive-window-limited: the receiver's window ({windows} advertised{}) lets at most {} \
+                         through at the {rtt} us round trip, and the {side} reached {} {} (held back outright \
+                         {rwnd:.0}% of the time it had data in flight; receive buffer {} at the end): a larger one \
+                         (-w or {}) lets more be in flight",
+                        if streams.len() > 1 { " over the streams" } else { "" },
+                        Rate(ceiling),
+                        Rate(rate),
+                        // Window and round trip are read once, at the end.
+                        match rate * 100.0 / ceiling {
+                            p if p > 100.0 => "= all of it (window and round trip as read at the end)".to_string(),
+                            p => format!("= {p:.0}% of it"),
+                        },
+                        largest(&|s| s.receiver.socket.receive_buffer_bytes),
+                        option(sender.other(), "--rcvbuf", "--remote-rcvbuf"),
+                    ),
+                ));
+            }
             if rwnd >= WINDOW_LIMITED_PERCENT && rwnd >= sndbuf {
                 let side = role_name(trial, sender);
                 Some(Finding::new(

@@ -776,6 +776,46 @@ fn a_sender_held_back_by_the_receive_window_is_named_with_the_option_to_raise() 
     assert!(judge(&t, &Throughput, false).summary.contains("-w or --rcvbuf)"));
 }
 
+/// Issue 40: over a direct veth with `--remote-rcvbuf 4K` the window held
+/// the sender at 1.3 Gbit/s, yet the kernel counted it held back only 32%
+/// of its busy time (it counts sends the window refused outright): "no
+/// bottleneck". The advertised window over the round trip is the ceiling
+/// the rate reached.
+#[test]
+fn a_rate_at_the_windows_ceiling_is_receive_window_limited() {
+    let mut t = trial(1.3e9);
+    limited(&mut t, 1_000_000, 320_000, 0);
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    // 8192 B over 41 us: at most 1.60 Gbit/s; 1.3 Gbit/s is 81% of it.
+    (info.peer_window_bytes, info.rtt_us) = (Some(8192), 41);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("receive_window_limited", Some("sender")),
+        "{}",
+        v.summary
+    );
+    for part in [
+        "the receiver's window (8.19 kB advertised) lets at most 1.60 Gbit/s through at the 41 us round trip",
+        "the sender reached 1.30 Gbit/s = 81% of it",
+        "held back outright 32%",
+        "-w or --remote-rcvbuf",
+    ] {
+        assert!(v.summary.contains(part), "{part:?} in {}", v.summary);
+    }
+    // Far below the ceiling (a large window): the window holds nothing back.
+    t.streams[0].sender.tcp_info.as_mut().unwrap().peer_window_bytes = Some(4 << 20);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // At the ceiling, but the kernel never saw the window close: not enough.
+    limited(&mut t, 1_000_000, 50_000, 0);
+    t.streams[0].sender.tcp_info.as_mut().unwrap().peer_window_bytes = Some(8192);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // Documents from before the field: the share rule alone.
+    t.streams[0].sender.tcp_info.as_mut().unwrap().peer_window_bytes = None;
+    limited(&mut t, 1_000_000, 320_000, 0);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+}
+
 #[test]
 fn a_sender_held_back_by_its_send_buffer_is_named() {
     let mut t = trial(500e6);

@@ -169,6 +169,10 @@ pub struct TcpInfo {
     /// The delivery rate of the last acknowledged data (`tcpi_delivery_rate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_rate_bits_per_second: Option<f64>,
+    /// The receive window the peer last advertised, scaled (`tcpi_snd_wnd`,
+    /// Linux 6.2+): with the round trip, the most the window lets through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_window_bytes: Option<u64>,
 }
 
 /// One end (sender or receiver) of one stream, as measured by that end.

@@ -51,6 +51,7 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
         sndbuf_limited_us: filled!(tcpi_sndbuf_limited),
         pacing_rate_bits_per_second: bits(filled!(tcpi_pacing_rate).filter(|&r| r != u64::MAX)),
         delivery_rate_bits_per_second: bits(filled!(tcpi_delivery_rate)),
+        peer_window_bytes: filled!(tcpi_snd_wnd).filter(|&w| w > 0),
     })
 }
 
