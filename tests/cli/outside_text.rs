@@ -157,3 +157,147 @@ fn an_agent_whose_host_name_holds_controls_is_shown_escaped_by_every_output() {
     );
     check_every_output(dir.path(), &db);
 }
+
+/// What a tampered lab state file may hold in every string: a retitle
+/// (ESC ] 0 ; ... BEL), a screen clear (ESC [ 2 J), a CSI as one C1
+/// character (U+009B), a right-to-left override, and a forged message line.
+const TAMPERED: &str = "evil\u{1b}]0;title\u{7}\u{1b}[2J\u{9b}31m\u{202e}gpj\nnicbench: all labs removed";
+
+/// Characters of [`TAMPERED`] that must never reach a terminal raw.
+const RAW_TAMPERED: [char; 4] = ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'];
+
+/// Fails when `bytes` (an output of `what`) holds a raw control: ESC, BEL,
+/// a C1 character or a lone 0x9b byte (not UTF-8 at all), a bidi control,
+/// or a line that starts as nicbench's own messages do but was forged.
+fn assert_no_raw_controls(what: &str, stream: &str, bytes: &[u8]) {
+    let text = std::str::from_utf8(bytes).unwrap_or_else(|e| {
+        panic!(
+            "{what}: its {stream} is not UTF-8 ({e}), a raw 0x9b byte would be a CSI: {:?}",
+            String::from_utf8_lossy(bytes)
+        )
+    });
+    assert!(
+        !text.contains(RAW_TAMPERED),
+        "{what}: its {stream} prints a control or bidi character raw:\n{text:?}"
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("nicbench: all labs removed")),
+        "{what}: its {stream} holds a forged line:\n{text}"
+    );
+}
+
+/// A lab state file as `lab up` writes it, with [`TAMPERED`] in every
+/// string a person reads in `lab status`.
+fn tampered_state() -> serde_json::Value {
+    serde_json::json!({
+        "schema": "nicbench.lab/1",
+        "name": TAMPERED,
+        "topology": "direct",
+        "complete": true,
+        "created_by_pid": 1,
+        "created_unix_seconds": 1_790_000_000u64,
+        "agent_port": null,
+        "hosts": [
+            {"name": TAMPERED, "netns": TAMPERED, "router": false, "cpu_limit_percent": null,
+             "cgroup": null, "agent_pid": null},
+            {"name": "b", "netns": "nb-evil-b", "router": false, "cpu_limit_percent": 50.0,
+             "cgroup": null, "agent_pid": null},
+        ],
+        "links": [{
+            "id": 1,
+            "mtu": 1500,
+            "ends": [
+                {"host": TAMPERED, "ifname": TAMPERED, "address": "127.0.0.1", "rate_bits_per_second": null},
+                {"host": "b", "ifname": TAMPERED, "address": "127.0.0.2", "rate_bits_per_second": 1_000_000},
+            ],
+        }],
+        "made_by": {"user": TAMPERED, "terminal": TAMPERED, "remote": TAMPERED},
+    })
+}
+
+/// `nicbench ARGS` with its lab state under `lab_dir`, killed (and the test
+/// failed) past `limit`.
+fn nicbench_in_lab_dir(lab_dir: &std::path::Path, args: &[&str], limit: std::time::Duration) -> std::process::Output {
+    let mut command = Command::new(BIN);
+    crate::common::clean_env(&mut command)
+        .args(args)
+        .env("NICBENCH_LAB_DIR", lab_dir)
+        .env("COLUMNS", "1000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().expect("run nicbench");
+    crate::common::wait_output(child, limit, &format!("nicbench {args:?}"))
+}
+
+/// Issue 41, F: `lab status` printed a tampered state file's strings raw.
+/// Every string of the file is shown escaped, on its own line; a file that
+/// is not even UTF-8 (a raw 0x9b byte) is an error naming the file.
+#[test]
+fn lab_status_from_a_tampered_state_file_prints_no_terminal_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("evil.json"),
+        serde_json::to_vec_pretty(&tampered_state()).unwrap(),
+    )
+    .unwrap();
+    let mut raw = serde_json::to_vec(&tampered_state()).unwrap();
+    // The user's name with a lone 0x9b byte: not UTF-8, not JSON text.
+    let at = raw.windows(6).position(|w| w == b"\"user\"").unwrap() + 9;
+    raw.insert(at, 0x9b);
+    std::fs::write(dir.path().join("raw.json"), &raw).unwrap();
+    let limit = std::time::Duration::from_secs(60);
+
+    let out = nicbench_in_lab_dir(dir.path(), &["lab", "status", "evil"], limit);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_no_raw_controls("lab status evil", "stdout", &out.stdout);
+    assert_no_raw_controls("lab status evil", "stderr", &out.stderr);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let shown = r"evil\x1b]0;title\x07\x1b[2J\u{9b}31m\u{202e}gpj\nnicbench: all labs removed";
+    assert!(
+        text.starts_with(&format!("lab {shown}: direct, 2 hosts, 1 link")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("made by {shown} on {shown} from {shown} at ")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("  {shown} netns {shown}, no agent")), "{text}");
+
+    let out = nicbench_in_lab_dir(dir.path(), &["lab", "status", "evil", "--json"], limit);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_no_raw_controls("lab status evil --json", "stdout", &out.stdout);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["lab"]["name"], TAMPERED, "the JSON keeps the data, escaped");
+
+    let out = nicbench_in_lab_dir(dir.path(), &["lab", "status", "raw"], limit);
+    assert_ne!(out.status.code(), Some(0));
+    assert_no_raw_controls("lab status raw", "stdout", &out.stdout);
+    assert_no_raw_controls("lab status raw", "stderr", &out.stderr);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&dir.path().join("raw.json").display().to_string()) && err.contains("UTF-8"),
+        "{err}"
+    );
+
+    // The list reads every lab of the machine: it asks `ip` for namespaces.
+    require!(crate::common::tool("ip", &["netns", "list"], "install iproute2"));
+    let out = nicbench_in_lab_dir(dir.path(), &["lab", "status"], limit);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_no_raw_controls("lab status", "stdout", &out.stdout);
+    assert_no_raw_controls("lab status", "stderr", &out.stderr);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let evil = text
+        .lines()
+        .find(|l| l.starts_with("evil\t"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        evil.contains(&format!("\tmade by {shown} on {shown} from {shown} at ")),
+        "{evil}"
+    );
+    let raw_line = text
+        .lines()
+        .find(|l| l.starts_with("raw\t"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(raw_line.contains("raw.json"), "{raw_line}");
+}
