@@ -301,3 +301,109 @@ fn lab_status_from_a_tampered_state_file_prints_no_terminal_escapes() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(raw_line.contains("raw.json"), "{raw_line}");
 }
+
+/// Every string of a run document a peer or an imported file chooses (host
+/// facts, interface and congestion control names) set to [`TAMPERED`].
+fn hostile_strings(doc: &mut serde_json::Value) {
+    fn walk(v: &mut serde_json::Value, key: &str) {
+        const CHOSEN_OUTSIDE: [&str; 8] = [
+            "hostname",
+            "kernel",
+            "cpu_model",
+            "os",
+            "nicbench_version",
+            "name",
+            "qdisc",
+            "congestion_control",
+        ];
+        match v {
+            // A loaded phase's name is one of nicbench's own (its queues
+            // are named by the host).
+            serde_json::Value::Object(map) if map.contains_key("queues") => map
+                .iter_mut()
+                .filter(|(k, _)| *k != "name")
+                .for_each(|(k, v)| walk(v, k)),
+            serde_json::Value::Object(map) => map.iter_mut().for_each(|(k, v)| walk(v, k)),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| walk(v, key)),
+            serde_json::Value::String(s) if CHOSEN_OUTSIDE.contains(&key) => *s = TAMPERED.into(),
+            _ => {}
+        }
+    }
+    walk(doc, "");
+}
+
+/// Issue 41, F and E together: every subcommand that reads the database
+/// (and `lab status`, which reads a state file), over a database whose
+/// peer strings are all [`TAMPERED`] and whose every figure is 1.7e308,
+/// and a tampered lab state file. No output (stdout, stderr, a chart or
+/// page written) holds a raw control, bidi or C1 character or a forged
+/// line; none panics; each finishes within its deadline (a hang is
+/// killed and fails the test; no speed is asserted).
+#[test]
+fn every_reading_subcommand_over_a_hostile_database_and_state_file_prints_no_terminal_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::extremes::poisoned_database_of(dir.path(), 1.7e308, &hostile_strings);
+    let labs = dir.path().join("labs");
+    std::fs::create_dir(&labs).unwrap();
+    std::fs::write(
+        labs.join("evil.json"),
+        serde_json::to_vec_pretty(&tampered_state()).unwrap(),
+    )
+    .unwrap();
+    let at = |name: &str| dir.path().join(name).display().to_string();
+    // (arguments, a file the command writes). Store commands get --db.
+    let table: Vec<(Vec<String>, Option<String>)> = {
+        let words = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        let mut rows: Vec<(Vec<String>, Option<String>)> = [
+            &["runs"][..],
+            &["show", "1"],
+            &["show", "1", "--json"],
+            &["show", "2"],
+            &["compare"],
+            &["compare", "--rows", "agent"],
+            &["compare", "--format", "markdown"],
+            &["compare", "--format", "csv"],
+            &["compare", "--rows", "agent", "--format", "json"],
+            &["diff", "1", "2"],
+            &["export"],
+            &["export", "--format", "csv"],
+            &["rm", "999"],
+        ]
+        .iter()
+        .map(|args| (words(args), None))
+        .collect();
+        for kind in ["bars", "sweep", "cpu", "latency", "loaded", "loaded-cdf"] {
+            let file = at(&format!("{kind}.svg"));
+            rows.push((words(&["plot", "--kind", kind, "-o", &file]), Some(file)));
+        }
+        let file = at("timeline.svg");
+        rows.push((
+            words(&["plot", "--kind", "timeline", "--id", "1", "-o", &file]),
+            Some(file),
+        ));
+        let file = at("report.html");
+        rows.push((words(&["report", "-o", &file]), Some(file)));
+        rows.push((words(&["db", "backup", &at("backup.db")]), None));
+        for row in &mut rows {
+            row.0.extend(["--db".to_string(), db.clone()]);
+        }
+        rows.push((words(&["lab", "status", "evil"]), None));
+        rows.push((words(&["lab", "status", "evil", "--json"]), None));
+        rows
+    };
+    // Far beyond what any of them takes; only a hang reaches it.
+    let limit = std::time::Duration::from_secs(30);
+    for (args, file) in &table {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let what = format!("nicbench {}", args.join(" "));
+        let out = nicbench_in_lab_dir(&labs, &args, limit);
+        let code = out.status.code();
+        assert!(code.is_some() && code != Some(101), "{what}: {code:?} {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{what}: {}", stderr(&out));
+        assert_no_raw_controls(&what, "stdout", &out.stdout);
+        assert_no_raw_controls(&what, "stderr", &out.stderr);
+        if let Some(file) = file.as_deref().filter(|f| std::path::Path::new(f).exists()) {
+            assert_no_raw_controls(&what, file, &std::fs::read(file).unwrap());
+        }
+    }
+}
