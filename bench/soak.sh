@@ -6,11 +6,19 @@
 # address (127.0.0.2; the agent keeps 8 of them at most), a stalled -R
 # client that reads nothing (the slot is freed 5 s after its 0.5 s test),
 # and a test spec without a rate sent to a second agent started with
-# --max-rate 1M (refused). Prints both agents' open file descriptors,
-# resident memory and threads (from /proc/PID) after the first test, every
-# 30 s, and at the end; they should be flat.
+# --max-rate 1M (refused). And the families of issue 41 that loopback can
+# play: the worst request the agent allows for memory (a reverse test of
+# 16 streams x 64 MiB, the default --max-test-memory 1G) and one past it
+# (32 x 64 MiB, refused), 40 silent sockets from 127.0.0.3 on the iperf3
+# port (they count against the address's share there too), and an iperf3
+# client on that port after them when iperf3 is installed. Each hostile
+# round ends with a normal test, counted on its own ("after attacks").
+# Prints both agents' open file descriptors, resident memory (VmRSS, and
+# the peak VmHWM) and threads (from /proc/PID) after the first test, every
+# 30 s, and at the end; they should be flat (the peak is the worst request).
 #
 #   bench/soak.sh            # 5 minutes, 0.2 s tests
+#   bench/soak.sh 600        # the 10 minutes issue 41 asks for
 #   bench/soak.sh 60 0.5     # 1 minute, 0.5 s tests
 #
 # Uses target/release/nicbench when it exists (cargo build --release),
@@ -23,7 +31,7 @@ bin=target/release/nicbench
 [ -x "$bin" ] || { cargo build --quiet; bin=target/debug/nicbench; }
 
 log=$(mktemp /tmp/nicbench-soak.XXXXXX)
-"$bin" serve -B 127.0.0.1 -p 0 -v --max-connections-per-minute 0 --handshake-timeout 2s 2>"$log" &
+"$bin" serve -B 127.0.0.1 -p 0 -v --max-connections-per-minute 0 --handshake-timeout 2s --iperf3-port 0 2>"$log" &
 agent=$!
 trap 'kill "$agent" 2>/dev/null || true; wait "$agent" 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 50); do
@@ -32,9 +40,12 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 [ -n "$port" ] || { echo "soak: the agent did not start:" >&2; cat "$log" >&2; exit 1; }
+iperf3_port=$(sed -n 's/.*listening for iperf3 clients on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+[ -n "$iperf3_port" ] || { echo "soak: the agent has no iperf3 port:" >&2; cat "$log" >&2; exit 1; }
 
 fds() { ls /proc/"${1:-$agent}"/fd | wc -l; }
 rss_kib() { awk '/^VmRSS/ {print $2}' /proc/"${1:-$agent}"/status; }
+hwm_kib() { awk '/^VmHWM/ {print $2}' /proc/"${1:-$agent}"/status; }
 threads() { awk '/^Threads/ {print $2}' /proc/"${1:-$agent}"/status; }
 
 # The second agent, which holds every test to --max-rate 1M.
@@ -54,6 +65,8 @@ done
 #            the agent closed at once with a refusal
 #   stall:   a 0.5 s -R test whose client reads nothing, held 8 s
 #   rateless: a udp spec without a rate; prints the agent's answer
+#   silent:  40 silent sockets from 127.0.0.3 on PORT (the iperf3 port),
+#            held 1 s; prints how many the agent closed at once
 hostile() {
     python3 - "$@" <<'PY'
 import json, socket, struct, sys, time
@@ -96,6 +109,22 @@ if case == "hold":
             pass
     time.sleep(1)
     print(refused)
+elif case == "silent":
+    held = [connect("127.0.0.3") for _ in range(40)]
+    closed = 0
+    for sock in held:
+        sock.settimeout(0.2)
+        # An admitted socket hears nothing until it sends iperf3's cookie:
+        # any answer (a refusal, or the end) within 0.2 s is a cut.
+        try:
+            sock.recv(1)
+            closed += 1
+        except socket.timeout:
+            pass
+        except OSError:
+            closed += 1
+    time.sleep(1)
+    print(closed)
 elif case == "stall":
     control = connect()
     control.sendall(frame(hello))
@@ -129,11 +158,13 @@ PY
 "$bin" udp 127.0.0.1 -p "$limited_port" -t "$test_seconds" -b 500K -q >/dev/null
 fds_start=$(fds); rss_start=$(rss_kib); threads_start=$(threads)
 lfds_start=$(fds "$limited"); lrss_start=$(rss_kib "$limited"); lthreads_start=$(threads "$limited")
-echo "soak: agent pid $agent on port $port, ${seconds} s of ${test_seconds} s tests ($bin)"
-echo "soak: start: ${fds_start} open fds, ${rss_start} KiB RSS, ${threads_start} threads"
+echo "soak: agent pid $agent on port $port (iperf3 port $iperf3_port), ${seconds} s of ${test_seconds} s tests ($bin)"
+echo "soak: start: ${fds_start} open fds, ${rss_start} KiB RSS (peak $(hwm_kib)), ${threads_start} threads"
 echo "soak: --max-rate 1M agent pid $limited on port $limited_port"
 echo "soak: start: ${lfds_start} open fds, ${lrss_start} KiB RSS, ${lthreads_start} threads (--max-rate agent)"
 held_refused=0; rateless_refused=0; stalls=0; stall_pids=()
+worst_ok=0; past_refused=0; silent_closed=0; silent_cut=0; iperf3_ok=0; after_ok=0; after_failed=0
+have_iperf3=0; command -v iperf3 >/dev/null && have_iperf3=1
 
 ok=0; failed=0; round=0
 end=$((SECONDS + seconds))
@@ -141,7 +172,7 @@ next_report=$((SECONDS + 30))
 while [ "$SECONDS" -lt "$end" ]; do
     round=$((round + 1))
     if [ "$SECONDS" -ge "$next_report" ]; then
-        echo "soak: at $((seconds - end + SECONDS)) s: $(fds) open fds, $(rss_kib) KiB RSS, $(threads) threads, ${ok} tests;" \
+        echo "soak: at $((seconds - end + SECONDS)) s: $(fds) open fds, $(rss_kib) KiB RSS (peak $(hwm_kib)), $(threads) threads, ${ok} tests;" \
             "--max-rate agent: $(fds "$limited") fds, $(rss_kib "$limited") KiB RSS, $(threads "$limited") threads"
         next_report=$((SECONDS + 30))
     fi
@@ -176,6 +207,25 @@ while [ "$SECONDS" -lt "$end" ]; do
         stalls=$((stalls + 1))
         answer=$(hostile rateless "$limited_port")
         case "$answer" in *"its --max-rate"*) rateless_refused=$((rateless_refused + 1)) ;; esac
+        # Issue 41: the most memory one request may ask for, and past it.
+        "$bin" tcp 127.0.0.1 -p "$port" -R -P 16 -l 64M -t "$test_seconds" -q --wait 30s --no-save >/dev/null \
+            && worst_ok=$((worst_ok + 1))
+        answer=$("$bin" tcp 127.0.0.1 -p "$port" -R -P 32 -l 64M -t "$test_seconds" -q --wait 30s --no-save 2>&1 \
+            >/dev/null || true)
+        case "$answer" in *"max-test-memory"*) past_refused=$((past_refused + 1)) ;; esac
+        # Silent sockets on the iperf3 port, then an iperf3 client there.
+        closed=$(hostile silent "$iperf3_port")
+        [ "$closed" -ge 1 ] && silent_closed=$((silent_closed + 1))
+        silent_cut=$((silent_cut + closed))
+        if [ "$have_iperf3" -eq 1 ] && iperf3 -c 127.0.0.1 -p "$iperf3_port" -t 1 >/dev/null 2>&1; then
+            iperf3_ok=$((iperf3_ok + 1))
+        fi
+        # A normal test after the attacks: the agent still serves.
+        if "$bin" tcp 127.0.0.1 -p "$port" -t "$test_seconds" -q --wait 30s >/dev/null; then
+            after_ok=$((after_ok + 1))
+        else
+            after_failed=$((after_failed + 1))
+        fi
     fi
 done
 # Let the agents notice the last vanished and stalled clients and free their slots.
@@ -183,11 +233,15 @@ for job in "${stall_pids[@]}"; do wait "$job" 2>/dev/null || true; done
 sleep 3
 fds_end=$(fds); rss_end=$(rss_kib); threads_end=$(threads)
 lfds_end=$(fds "$limited"); lrss_end=$(rss_kib "$limited"); lthreads_end=$(threads "$limited")
-echo "soak: end:   ${fds_end} open fds, ${rss_end} KiB RSS, ${threads_end} threads"
+echo "soak: end:   ${fds_end} open fds, ${rss_end} KiB RSS (peak $(hwm_kib)), ${threads_end} threads"
 echo "soak: end:   ${lfds_end} open fds, ${lrss_end} KiB RSS, ${lthreads_end} threads (--max-rate agent)"
 echo "soak: ${ok} tests passed, ${failed} failed, $((round / 10)) rounds of hostile clients, in ${seconds} s"
 echo "soak: issue 31 rounds: ${held_refused} of held sockets refused past the address's share," \
     "${stalls} stalled -R clients, ${rateless_refused} rate-less specs refused"
+echo "soak: issue 41 rounds: ${worst_ok} 16 x 64 MiB reverse tests served, ${past_refused} 32 x 64 MiB refused," \
+    "silent iperf3-port sockets cut in ${silent_closed} rounds (${silent_cut} of $((rounds * 40)) sockets)," \
+    "${iperf3_ok} iperf3 clients served after them" \
+    "(iperf3 installed: ${have_iperf3}); normal test after each: ${after_ok} passed, ${after_failed} failed"
 echo "soak: change: $((fds_end - fds_start)) fds, $((rss_end - rss_start)) KiB RSS, $((threads_end - threads_start)) threads;" \
     "--max-rate agent: $((lfds_end - lfds_start)) fds, $((lrss_end - lrss_start)) KiB RSS, $((lthreads_end - lthreads_start)) threads"
 rounds=$((round / 10))
@@ -195,4 +249,7 @@ rounds=$((round / 10))
 files_ok=0
 bench/soak-files.sh "$bin" 5 && files_ok=1
 [ "$files_ok" -eq 1 ] && [ "$failed" -eq 0 ] && [ "$fds_end" -le "$fds_start" ] && [ "$lfds_end" -le "$lfds_start" ] \
-    && [ "$held_refused" -eq "$rounds" ] && [ "$rateless_refused" -eq "$rounds" ]
+    && [ "$held_refused" -eq "$rounds" ] && [ "$rateless_refused" -eq "$rounds" ] \
+    && [ "$after_failed" -eq 0 ] && [ "$after_ok" -eq "$rounds" ] && [ "$worst_ok" -eq "$rounds" ] \
+    && [ "$past_refused" -eq "$rounds" ] && [ "$silent_closed" -eq "$rounds" ] \
+    && { [ "$have_iperf3" -eq 0 ] || [ "$iperf3_ok" -eq "$rounds" ]; }

@@ -22,7 +22,7 @@
 //! 8. `model` (result types)
 //! 9. `units`, `stats`, `linerate`, `logging`, `shell` (quoting),
 //!    `csv_out` (the one CSV writer), `outside_text` (strings from outside,
-//!    made safe per output)
+//!    made safe per output, JSON too)
 
 /// `println!`, `print!`, `eprintln!` and `eprint!` for every module of the
 /// crate (defined before them, these shadow std's): std's panic when the

@@ -401,7 +401,7 @@ pub fn judge(trial: &TrialResult, summary: &MultilinkSummary, generic: &Verdict)
         && !generic
             .evidence
             .iter()
-            .any(|e| CPU_KINDS.contains(&e.kind.as_str()) && matches!(e.role.as_str(), "cause" | "candidate"));
+            .any(|e| Verdict::is_cpu_kind(&e.kind) && matches!(e.role.as_str(), "cause" | "candidate"));
     let cpu = if cpu_weighed_out {
         None
     } else {
@@ -437,9 +437,6 @@ pub fn judge(trial: &TrialResult, summary: &MultilinkSummary, generic: &Verdict)
         None => verdict,
     }
 }
-
-/// The verdict kinds that name an end short of CPU.
-const CPU_KINDS: [&str; 3] = ["cpu_bound", "cpu_starved", "cgroup_throttled"];
 
 /// A multi-link finding as the cause, the single-path findings after it
 /// (they held, but the aggregate's own rule explains the figure).

@@ -18,6 +18,11 @@
 //!   (as [`terminal`], but line breaks and tabs stay, the CSV quoting
 //!   carries them) and then the formula guard.
 //!
+//! - JSON: [`write_json`] and [`write_json_pretty`] write every JSON
+//!   nicbench prints; a string's DEL, C1 and bidi controls leave as
+//!   `\uXXXX` escapes (JSON escapes C0 itself): a JSON reader gets the same
+//!   data, a terminal no raw control.
+//!
 //! A string that holds none of these comes back borrowed, unchanged. This
 //! module sits on the lowest floor and imports nothing from the crate, so
 //! every layer that writes output may use it.
@@ -135,9 +140,106 @@ pub fn xml(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A serde_json formatter (compact or pretty, `F`) that writes, besides
+/// what JSON escapes itself (C0 controls, `"`, `\`), every other character
+/// [`is_unsafe`] finds as a `\uXXXX` escape: DEL, C1 (`\u009b`, a CSI to
+/// some terminals) and the bidi controls. All of them lie in the BMP, so
+/// one escape each.
+struct SafeJson<F>(F);
+
+macro_rules! delegate {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(fn $name<W: ?Sized + std::io::Write>(&mut self, writer: &mut W $(, $arg: $ty)*) -> std::io::Result<()> {
+            self.0.$name(writer $(, $arg)*)
+        })*
+    };
+}
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeJson<F> {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_unsafe(c)) {
+            writer.write_all(&rest.as_bytes()[..at])?;
+            write!(writer, "\\u{:04x}", c as u32)?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        writer.write_all(rest.as_bytes())
+    }
+
+    // What PrettyFormatter does of its own; CompactFormatter keeps the
+    // trait's defaults, which it gets through these too.
+    delegate! {
+        begin_array();
+        end_array();
+        begin_array_value(first: bool);
+        end_array_value();
+        begin_object();
+        end_object();
+        begin_object_key(first: bool);
+        begin_object_value();
+        end_object_value();
+    }
+}
+
+/// `value` as compact JSON on `writer`, through [`SafeJson`].
+pub fn write_json<W: std::io::Write, T: ?Sized + serde::Serialize>(writer: W, value: &T) -> serde_json::Result<()> {
+    let mut serializer = serde_json::Serializer::with_formatter(writer, SafeJson(serde_json::ser::CompactFormatter));
+    value.serialize(&mut serializer)
+}
+
+/// `value` as indented JSON on `writer`, through [`SafeJson`].
+pub fn write_json_pretty<W: std::io::Write, T: ?Sized + serde::Serialize>(
+    writer: W,
+    value: &T,
+) -> serde_json::Result<()> {
+    let formatter = SafeJson(serde_json::ser::PrettyFormatter::new());
+    let mut serializer = serde_json::Serializer::with_formatter(writer, formatter);
+    value.serialize(&mut serializer)
+}
+
+/// [`write_json_pretty`] into a string.
+pub fn json_pretty<T: ?Sized + serde::Serialize>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    write_json_pretty(&mut out, value)?;
+    // serde_json writes UTF-8 only.
+    Ok(String::from_utf8(out).expect("JSON is UTF-8"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_escapes_every_control_and_bidi_character_and_reads_back_the_same() {
+        let value = serde_json::json!({"host": HOSTILE, "del": "a\u{7f}b", "plain": "שרת"});
+        for text in [json_pretty(&value).unwrap(), {
+            let mut out = Vec::new();
+            write_json(&mut out, &value).unwrap();
+            String::from_utf8(out).unwrap()
+        }] {
+            assert!(!text.chars().any(|c| is_unsafe(c) && c != '\n'), "{text:?}");
+            assert!(
+                text.contains(r"\u001b]0;pwned\u0007\u202egpj.exe\nnext\u009b2J"),
+                "{text}"
+            );
+            assert!(text.contains(r"a\u007fb") && text.contains("שרת"), "{text}");
+            let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, value);
+        }
+        assert_eq!(
+            json_pretty(&value).unwrap(),
+            serde_json::to_string_pretty(&value)
+                .unwrap()
+                .replace('\u{202e}', "\\u202e")
+                .replace('\u{9b}', "\\u009b")
+                .replace('\u{7f}', "\\u007f"),
+            "indented as serde_json indents"
+        );
+    }
 
     /// ESC ] 0 ; (retitle), BEL, RLO, a line break, CSI as one C1 byte.
     const HOSTILE: &str = "evil\u{1b}]0;pwned\u{7}\u{202e}gpj.exe\nnext\u{9b}2J";

@@ -78,7 +78,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut out = super::stdout::out();
     if args.json {
         let all: Vec<&RunResult> = runs.iter().map(|(_, r)| r).collect();
-        serde_json::to_writer_pretty(&mut out, &all)?;
+        crate::outside_text::write_json_pretty(&mut out, &all)?;
         writeln!(out)?;
     } else {
         summary_table(&runs, &mut out)?;

@@ -41,7 +41,8 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
                     "document": run.document,
                 });
                 let comma = if i + 1 < ids.len() { "," } else { "" };
-                writeln!(out, "{}{comma}", serde_json::to_string(&entry)?)?;
+                crate::outside_text::write_json(&mut *out, &entry)?;
+                writeln!(out, "{comma}")?;
             }
             writeln!(out, "]")
         }),

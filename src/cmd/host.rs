@@ -48,7 +48,7 @@ pub fn run(args: HostArgs) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)
+        crate::outside_text::write_json_pretty(&mut out, &report)
             .map_err(std::io::Error::from)
             .and_then(|_| writeln!(out))
     } else {

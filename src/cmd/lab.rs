@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::stdout::{print_out, write_out};
 use crate::cli::lab::{LabArgs, LabCommand, LabDownArgs, LabExecArgs, LabSetArgs, LabStatusArgs, LabUpArgs};
 use crate::lab::{self, spec, state::LabState, sys, AgentLaunch, LabSpec, Topology};
+use crate::outside_text::{terminal, terminal_text};
 use crate::units::Rate;
 
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
@@ -73,7 +74,7 @@ fn status(args: LabStatusArgs) -> anyhow::Result<()> {
         return write_out(|out| {
             names
                 .iter()
-                .try_for_each(|name| writeln!(out, "{}", summary_line(name)))
+                .try_for_each(|name| writeln!(out, "{}", terminal_text(&summary_line(name))))
         });
     };
     let Some(state) = LabState::load(&name)? else {
@@ -83,11 +84,14 @@ fn status(args: LabStatusArgs) -> anyhow::Result<()> {
         }
         return print_out(&format!(
             "lab {name}: no state file, but namespaces {} exist; remove them with `nicbench lab down {name}`\n",
-            leftovers.join(", ")
+            terminal(&leftovers.join(", "))
         ));
     };
     if args.json {
-        print_out(&format!("{}\n", serde_json::to_string_pretty(&status_json(&state))?))
+        print_out(&format!(
+            "{}\n",
+            crate::outside_text::json_pretty(&status_json(&state))?
+        ))
     } else {
         print_out(&render_status(&state))
     }
@@ -193,7 +197,7 @@ fn down(args: LabDownArgs) -> anyhow::Result<()> {
 fn confirmed(names: &[String]) -> anyhow::Result<bool> {
     super::stdout::line(format_args!("lab down --all would remove {} lab(s):", names.len()));
     for name in names {
-        super::stdout::line(format_args!("  {}", summary_line(name)));
+        super::stdout::line(format_args!("  {}", terminal_text(&summary_line(name))));
     }
     if !std::io::stdin().is_terminal() {
         return Err(crate::workload::SpecError::Invalid(format!(
@@ -215,7 +219,9 @@ fn confirmed(names: &[String]) -> anyhow::Result<bool> {
     Ok(yes)
 }
 
-/// One line per lab for `lab status` without a name.
+/// One line per lab for `lab status` without a name: its fields are tab
+/// separated, each read from the state file shown escaped (a tampered file
+/// cannot break the line or send the terminal a control sequence).
 fn summary_line(name: &str) -> String {
     match LabState::load(name) {
         Ok(Some(s)) => format!(
@@ -231,7 +237,7 @@ fn summary_line(name: &str) -> String {
             made_text(&s)
         ),
         Ok(None) => format!("{name}\tleftovers without a state file (remove with `nicbench lab down {name}`)"),
-        Err(e) => format!("{name}\t{e}"),
+        Err(e) => format!("{name}\t{}", terminal(&e.to_string())),
     }
 }
 
@@ -273,7 +279,7 @@ fn queue_text(kernel: &sys::KernelLink) -> String {
 fn made_text(state: &LabState) -> String {
     let when = format!("{} UTC", crate::report::runs::utc(state.created_unix_seconds as f64));
     match &state.made_by {
-        Some(maker) => format!("made by {} at {when}", maker.describe()),
+        Some(maker) => format!("made by {} at {when}", terminal(&maker.describe())),
         None => format!("made at {when} (by pid {}; who, not recorded)", state.created_by_pid),
     }
 }
@@ -330,7 +336,7 @@ pub fn render_status(state: &LabState) -> String {
     let _ = writeln!(
         out,
         "lab {}: {}, {}, {}{}",
-        state.name,
+        terminal(&state.name),
         topology_name(state.topology),
         hosts_text(state),
         links_text(state.links.len()),
@@ -343,8 +349,8 @@ pub fn render_status(state: &LabState) -> String {
     let _ = writeln!(
         out,
         "state {}, agent logs in {}/",
-        crate::lab::state::state_path(&state.name).display(),
-        crate::lab::state::log_dir(&state.name).display()
+        terminal(&crate::lab::state::state_path(&state.name).display().to_string()),
+        terminal(&crate::lab::state::log_dir(&state.name).display().to_string())
     );
     let _ = writeln!(out, "{}", made_text(state));
     let _ = writeln!(out, "hosts:");
@@ -352,33 +358,54 @@ pub fn render_status(state: &LabState) -> String {
         let cpu = h
             .cpu_limit_percent
             .map_or(String::new(), |p| format!(", CPU limit {p}% of one core"));
-        let _ = writeln!(out, "  {:<2} netns {}, {}{cpu}", h.name, h.netns, agent_text(state, h));
+        let _ = writeln!(
+            out,
+            "  {:<2} netns {}, {}{cpu}",
+            terminal(&h.name),
+            terminal(&h.netns),
+            terminal(&agent_text(state, h))
+        );
     }
     let _ = writeln!(out, "links:");
     for link in &state.links {
         let ends: Vec<String> = link
             .ends
             .iter()
-            .map(|e| format!("{} {} {}/{}", e.host, e.ifname, e.address, spec::PREFIX_LEN))
+            .map(|e| {
+                format!(
+                    "{} {} {}/{}",
+                    terminal(&e.host),
+                    terminal(&e.ifname),
+                    e.address,
+                    spec::PREFIX_LEN
+                )
+            })
             .collect();
         let _ = writeln!(out, "  {:<2} {}  <->  {}", link.id, ends[0], ends[1]);
         for (i, end) in link.ends.iter().enumerate() {
-            let peer = &link.ends[1 - i].host;
+            let peer = terminal(&link.ends[1 - i].host);
             let line = match sys::kernel_link(&spec::netns_name(&state.name, &end.host), &end.ifname) {
                 Ok(k) => format!(
                     "MTU {} bytes, {} -> {peer}: {}{}{}",
                     k.mtu,
-                    end.host,
+                    terminal(&end.host),
                     rate_text(k.tbf_bits_per_second),
                     queue_text(&k),
                     if k.up { "" } else { ", DOWN" }
                 ),
-                Err(e) => format!("{} {}: not in the kernel ({e})", end.host, end.ifname),
+                Err(e) => format!(
+                    "{} {}: not in the kernel ({})",
+                    terminal(&end.host),
+                    terminal(&end.ifname),
+                    terminal(&e.to_string())
+                ),
             };
             let _ = writeln!(out, "     {line}");
         }
     }
-    out
+    // The last guard: whatever a field above missed (a kernel's answer)
+    // reaches the terminal escaped too.
+    terminal_text(&out).into_owned()
 }
 
 #[derive(Serialize)]

@@ -609,7 +609,7 @@ fn print(args: &MeshArgs, result: &MeshResult) -> anyhow::Result<()> {
         }
         MeshFormat::Markdown => result.markdown(),
         MeshFormat::Csv => result.csv(),
-        MeshFormat::Json => serde_json::to_string_pretty(result)? + "\n",
+        MeshFormat::Json => crate::outside_text::json_pretty(result)? + "\n",
     };
     let mut out = std::io::stdout().lock();
     super::stdout::closed_pipe_is_the_end(

@@ -84,7 +84,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
     let run = store.run(args.id)?;
     if args.json {
         return write_out(|out| {
-            serde_json::to_writer_pretty(&mut *out, &run.document)?;
+            crate::outside_text::write_json_pretty(&mut *out, &run.document)?;
             writeln!(out)
         });
     }

@@ -13,25 +13,53 @@ pub const MAX_LOGICAL_CPUS: u32 = 65_536;
 /// The longest time any one figure may span: 400 days.
 pub const MAX_SECONDS: f64 = 400.0 * 86_400.0;
 
-/// `value` in `lo..=hi`, else why not, naming `field` and `unit`.
-pub fn within(field: &str, value: f64, lo: f64, hi: f64, unit: &str) -> Result<(), String> {
+/// A figure outside its bounds: which, its value, and why it is none
+/// ("-1 bit/s is not a measurement: expected 0 to 1000000000000000 bit/s").
+/// Shown as "FIELD: WHY"; the importers keep the field and the reason
+/// apart (`store::import::checks::Bad`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfRange {
+    pub field: String,
+    pub value: f64,
+    pub why: String,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.why)
+    }
+}
+
+impl From<OutOfRange> for String {
+    fn from(e: OutOfRange) -> String {
+        e.to_string()
+    }
+}
+
+/// `value` finite and in `lo..=hi` (in `unit`), else why not, naming
+/// `field`: the one range test of a figure from outside, for the live
+/// client's checks here and the importers' alike.
+pub fn within(field: &str, value: f64, lo: f64, hi: f64, unit: &str) -> Result<(), OutOfRange> {
     if value.is_finite() && (lo..=hi).contains(&value) {
         return Ok(());
     }
-    Err(format!(
-        "{field} is {value} {unit}, not a measurement: expected {lo} to {hi} {unit}"
-    ))
+    Err(OutOfRange {
+        field: field.to_string(),
+        value,
+        why: format!("{value} {unit} is not a measurement: expected {lo} to {hi} {unit}"),
+    })
 }
 
 /// A rate in bit/s: 0 to 1 Pbit/s.
-pub fn rate(field: &str, bits_per_second: f64) -> Result<(), String> {
+pub fn rate(field: &str, bits_per_second: f64) -> Result<(), OutOfRange> {
     within(field, bits_per_second, 0.0, MAX_BITS_PER_SECOND, "bit/s")
 }
 
 /// One side's CPU report: shares of the host within 0-100 %, as many
 /// cores as a host may have, times not negative.
 pub fn cpu(prefix: &str, cpu: &CpuReport) -> Result<(), String> {
-    let percent = |name: &str, value: f64| within(&format!("{prefix}.{name}"), value, 0.0, 100.0, "%");
+    let percent =
+        |name: &str, value: f64| within(&format!("{prefix}.{name}"), value, 0.0, 100.0, "%").map_err(String::from);
     within(&format!("{prefix}.seconds"), cpu.seconds, 0.0, MAX_SECONDS, "s")?;
     // 0: not known (/proc/stat unreadable, an iperf3 peer's report).
     if cpu.logical_cpus > MAX_LOGICAL_CPUS {
@@ -135,7 +163,10 @@ mod tests {
         let mut negative = sane();
         negative.utilization_percent = -500.0;
         let e = cpu("cpu", &negative).unwrap_err();
-        assert!(e.starts_with("cpu.utilization_percent is -500 %"), "{e}");
+        assert!(
+            e.starts_with("cpu.utilization_percent: -500 % is not a measurement: expected 0 to 100 %"),
+            "{e}"
+        );
         let mut cores = sane();
         cores.logical_cpus = u32::MAX;
         assert!(cpu("cpu", &cores).unwrap_err().contains("logical_cpus is 4294967295"));
@@ -154,7 +185,9 @@ mod tests {
     #[test]
     fn a_rate_over_a_petabit_is_no_measurement() {
         assert!(rate("r", 1e15).is_ok());
-        assert!(rate("r", 1.7e308).unwrap_err().contains("r is 170000"));
+        let e = rate("r", 1.7e308).unwrap_err();
+        assert_eq!((e.field.as_str(), e.value), ("r", 1.7e308));
+        assert!(e.to_string().starts_with("r: 170000"), "{e}");
         assert!(rate("r", -1.0).is_err());
         assert!(rate("r", f64::INFINITY).is_err());
     }

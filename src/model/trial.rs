@@ -311,6 +311,15 @@ impl Verdict {
     /// Share of throttled cgroup periods that counts as CPU-bound.
     pub const THROTTLED_PERCENT: f64 = 50.0;
 
+    /// The kinds that name an end short of CPU (the verdict's CPU class):
+    /// here, below the verdict and the multi-link verdict, which both ask.
+    pub const CPU_KINDS: [&'static str; 3] = ["cgroup_throttled", "cpu_starved", "cpu_bound"];
+
+    /// Whether a verdict's or a finding's `kind` names an end short of CPU.
+    pub fn is_cpu_kind(kind: &str) -> bool {
+        Verdict::CPU_KINDS.contains(&kind)
+    }
+
     pub fn new(kind: &str, summary: String) -> Verdict {
         Verdict {
             kind: kind.to_string(),

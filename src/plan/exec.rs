@@ -643,6 +643,6 @@ pub fn stopped() -> bool {
 /// line) as JSON.
 pub fn write_summary(file: &Path, summary: &impl Serialize) -> std::io::Result<()> {
     let mut out = std::fs::File::create(file)?;
-    serde_json::to_writer_pretty(&mut out, summary)?;
+    crate::outside_text::write_json_pretty(&mut out, summary)?;
     writeln!(out)
 }

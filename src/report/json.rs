@@ -13,7 +13,7 @@ pub struct Json;
 
 impl Reporter for Json {
     fn render(&self, run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, run)?;
+        crate::outside_text::write_json_pretty(&mut *out, run)?;
         writeln!(out)
     }
 }
@@ -75,7 +75,7 @@ impl<'a> StreamEvent<'a> {
     }
 
     pub fn write_line(&self, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer(&mut *out, self)?;
+        crate::outside_text::write_json(&mut *out, self)?;
         writeln!(out)
     }
 }

@@ -81,7 +81,7 @@ pub fn csv(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
 }
 
 pub fn json(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, rows)?;
+    crate::outside_text::write_json_pretty(&mut *out, rows)?;
     writeln!(out)
 }
 

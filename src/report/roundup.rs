@@ -352,7 +352,7 @@ impl Roundup {
                 .collect(),
             separate_by,
         };
-        serde_json::to_writer_pretty(&mut *out, &document)?;
+        crate::outside_text::write_json_pretty(&mut *out, &document)?;
         writeln!(out)
     }
 }

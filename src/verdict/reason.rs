@@ -100,6 +100,12 @@ pub struct Finding {
 
 impl Finding {
     pub fn new(kind: &str, class: Class, party: Option<Party>, side: Option<&str>, summary: String) -> Finding {
+        // The multi-link verdict reads the CPU class from the kind alone.
+        debug_assert_eq!(
+            class == Class::Cpu,
+            Verdict::is_cpu_kind(kind),
+            "finding {kind}: its class and Verdict::CPU_KINDS disagree"
+        );
         Finding {
             kind: kind.into(),
             class,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::data_conn::token_matches;
+use super::data_conn::{accept_until, token_matches};
 use super::{LinkPair, WorkloadError};
 use crate::protocol::TOKEN_LEN;
 
@@ -126,8 +126,7 @@ pub fn await_proofs(
     let mut proven: Vec<IpAddr> = Vec::new();
     let mut refused = 0u32;
     while proven.len() < needed.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let Some((socket, from)) = accept_until(listener, deadline, "an address proof")? else {
             let missing: Vec<String> = needed
                 .iter()
                 .filter(|ip| !proven.contains(ip))
@@ -140,21 +139,6 @@ pub fn await_proofs(
                  this version",
                 missing.join(", ")
             )));
-        }
-        listener
-            .set_read_timeout(Some(left))
-            .map_err(WorkloadError::io("setting the proof accept timeout"))?;
-        let (socket, from) = match listener.accept() {
-            Ok(pair) => pair,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) => return Err(WorkloadError::io("accepting an address proof")(e)),
         };
         let Some(from) = from.as_socket().map(|a| a.ip().to_canonical()) else {
             refused += 1;
@@ -167,7 +151,10 @@ pub fn await_proofs(
             );
             continue;
         }
-        match read_proof(&socket, PROOF_READ_TIMEOUT.min(left)) {
+        match read_proof(
+            &socket,
+            PROOF_READ_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
+        ) {
             Ok(presented) if token_matches(&presented[..TOKEN_LEN], token) && &presented[TOKEN_LEN..] == PROOF_TAG => {
                 let mut writer: &Socket = &socket;
                 // The client waits for this byte before it sends anything

@@ -102,6 +102,35 @@ pub fn token_matches(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.ct_eq(b))
 }
 
+/// Accepts one connection on `listener`, waiting at most until `deadline`:
+/// None once it has passed. A wait that times out or is interrupted
+/// before then waits again; `what` names the connection in an error
+/// ("a data connection").
+pub fn accept_until(
+    listener: &Socket,
+    deadline: Instant,
+    what: &str,
+) -> Result<Option<(Socket, SockAddr)>, WorkloadError> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        listener
+            .set_read_timeout(Some(left))
+            .map_err(WorkloadError::io(format!("setting the timeout for accepting {what}")))?;
+        match listener.accept() {
+            Ok(pair) => return Ok(Some(pair)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(WorkloadError::io(format!("accepting {what}"))(e)),
+        }
+    }
+}
+
 /// Accepts one data connection per id in `expected`, refusing anything
 /// not from the control peer or without the token. Returns sockets by id.
 pub fn accept_streams(
@@ -113,28 +142,12 @@ pub fn accept_streams(
     let mut streams = BTreeMap::new();
     let mut refused = 0u32;
     while streams.len() < expected.len() {
-        let now = Instant::now();
-        if now >= deadline {
+        let Some((socket, peer)) = accept_until(listener, deadline, "a data connection")? else {
             return Err(WorkloadError::Setup(format!(
                 "only {} of {} data connections arrived in time ({refused} refused)",
                 streams.len(),
                 expected.len()
             )));
-        }
-        listener
-            .set_read_timeout(Some(deadline - now))
-            .map_err(WorkloadError::io("setting the accept timeout"))?;
-        let (socket, peer) = match listener.accept() {
-            Ok(pair) => pair,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) => return Err(WorkloadError::io("accepting a data connection")(e)),
         };
         let peer = peer.as_socket();
         if !peer.is_some_and(|p| net.peer_allowed(p.ip())) {

@@ -45,16 +45,25 @@ fn poison(doc: &mut Value, value: f64) {
 
 /// A database of the fixtures whose every stored figure is `value`.
 fn poisoned_database(dir: &Path, value: f64) -> String {
+    poisoned_database_of(dir, value, &|_| {})
+}
+
+/// [`poisoned_database`] of the fixtures as `edit` changes them before
+/// they are imported (the strings of a hostile peer, say).
+pub fn poisoned_database_of(dir: &Path, value: f64, edit: &dyn Fn(&mut Value)) -> String {
     let db = dir
         .join(format!("extreme-{:016x}.db", value.to_bits()))
         .display()
         .to_string();
     let mut args = vec!["import".to_string(), "--db".into(), db.clone()];
-    args.extend(
-        FIXTURES
-            .iter()
-            .map(|n| format!("{}/tests/fixtures/{n}", env!("CARGO_MANIFEST_DIR"))),
-    );
+    for name in FIXTURES {
+        let text = std::fs::read_to_string(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        edit(&mut doc);
+        let file = dir.join(format!("edited-{:016x}-{name}", value.to_bits()));
+        std::fs::write(&file, doc.to_string()).unwrap();
+        args.push(file.display().to_string());
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = nicbench(&args);
     assert!(out.status.success(), "{}", stderr(&out));

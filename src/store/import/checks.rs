@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::model::bounds::{within, OutOfRange};
 use crate::store::columns::{Columns, CPU_PARTS};
 
 /// The fastest rate any import may claim: 1 Pbit/s (`model::bounds`).
@@ -30,16 +31,14 @@ pub struct Bad {
 /// Where a format keeps each stored column, as its own field name.
 pub type FieldOf<'a> = &'a dyn Fn(&str) -> String;
 
-/// A number that must lie in `lo..=hi` (in `unit`).
-fn range(field: &str, value: f64, lo: f64, hi: f64, unit: &str) -> Result<(), Bad> {
-    if value.is_finite() && (lo..=hi).contains(&value) {
-        return Ok(());
+impl From<OutOfRange> for Bad {
+    fn from(e: OutOfRange) -> Bad {
+        Bad {
+            field: e.field,
+            value: Some(e.value),
+            what: e.why,
+        }
     }
-    Err(Bad {
-        field: field.to_string(),
-        value: Some(value),
-        what: format!("{value} {unit} is not a measurement: expected {lo} to {hi} {unit}"),
-    })
 }
 
 /// A run's start: 1990 to a day from now.
@@ -60,7 +59,7 @@ pub fn started_at(field: &str, seconds: f64) -> Result<(), Bad> {
 
 /// A rate in bit/s.
 pub fn rate(field: &str, bits_per_second: f64) -> Result<(), Bad> {
-    range(field, bits_per_second, 0.0, MAX_BITS_PER_SECOND, "bit/s")
+    Ok(within(field, bits_per_second, 0.0, MAX_BITS_PER_SECOND, "bit/s")?)
 }
 
 /// A workload nicbench knows.
@@ -79,7 +78,7 @@ pub fn workload(field: &str, name: &str) -> Result<(), Bad> {
 /// (100 % each) where the document says how many there are.
 pub fn columns(c: &Columns, field_of: FieldOf, cores: [Option<u32>; 2]) -> Result<(), Bad> {
     let check = |column: &str, lo: f64, hi: f64, unit: &str| match figure(c, column) {
-        Some(v) => range(&field_of(column), v, lo, hi, unit),
+        Some(v) => Ok(within(&field_of(column), v, lo, hi, unit)?),
         None => Ok(()),
     };
     for column in [
@@ -172,11 +171,11 @@ pub fn document_figures(doc: &Value, exact: &[&str]) -> Result<(), Bad> {
             Value::Number(n) => {
                 let v = n.as_f64().unwrap_or(f64::NAN);
                 if rate {
-                    range(field, v, 0.0, MAX_BITS_PER_SECOND, "bit/s")
+                    Ok(within(field, v, 0.0, MAX_BITS_PER_SECOND, "bit/s")?)
                 } else {
-                    range(field, v, 0.0, f64::MAX, "").map_err(|bad| Bad {
+                    within(field, v, 0.0, f64::MAX, "").map_err(|e| Bad {
                         what: format!("{v} is not a measurement: a count or a duration is not negative"),
-                        ..bad
+                        ..Bad::from(e)
                     })
                 }
             }
