@@ -389,7 +389,16 @@ pub fn down(name: &str) -> Result<Vec<String>, LabError> {
 pub fn load_complete(name: &str) -> Result<LabState, LabError> {
     spec::validate_name(name)?;
     match LabState::load(name)? {
-        Some(state) if state.complete => Ok(state),
+        Some(state) if state.complete => {
+            state.check_owned(name).map_err(|reason| LabError::State {
+                path: state::state_path(name),
+                reason: format!(
+                    "{reason} (the file changed since `lab up` wrote it, so nothing acts on it; `lab down` \
+                     works from the namespaces and cgroups that exist, not from the file)"
+                ),
+            })?;
+            Ok(state)
+        }
         Some(_) => Err(LabError::Incomplete { name: name.to_string() }),
         None => Err(LabError::NotFound { name: name.to_string() }),
     }

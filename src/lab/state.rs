@@ -221,6 +221,78 @@ impl LabState {
         Ok(state)
     }
 
+    /// Checks that the file names only what a lab of its name owns, before
+    /// anything acts on it: `lab exec` enters a host's namespace and joins
+    /// its cgroup, `lab set` changes its interfaces. A file changed by hand
+    /// (or by anyone who can write the state directory) cannot send
+    /// nicbench into another namespace or cgroup. `lab status` shows a file
+    /// without this check (escaped), so that a tampered one can be seen.
+    pub fn check_owned(&self, file_name: &str) -> Result<(), String> {
+        use crate::outside_text::terminal;
+        super::spec::validate_name(&self.name).map_err(|e| e.to_string())?;
+        if self.name != file_name {
+            return Err(format!("it names lab '{}', not '{file_name}'", terminal(&self.name)));
+        }
+        for h in &self.hosts {
+            let lab_made = !h.name.is_empty() && h.name.len() <= 2 && h.name.chars().all(|c| c.is_ascii_lowercase());
+            if !lab_made {
+                return Err(format!(
+                    "host '{}' is no name a lab gives (a, b, ..., r)",
+                    terminal(&h.name)
+                ));
+            }
+            let own = netns_name(&self.name, &h.name);
+            if h.netns != own {
+                return Err(format!(
+                    "host {} names the namespace '{}', not its own '{own}'",
+                    h.name,
+                    terminal(&h.netns)
+                ));
+            }
+            if let Some(dir) = &h.cgroup {
+                let tail = Path::new("nicbench").join(&self.name).join(&h.name);
+                let plain = dir
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+                if !(plain && dir.starts_with("/sys/fs/cgroup") && dir.ends_with(&tail)) {
+                    return Err(format!(
+                        "host {} names the cgroup '{}', not one under /sys/fs/cgroup ending in {}",
+                        h.name,
+                        terminal(&dir.display().to_string()),
+                        tail.display()
+                    ));
+                }
+            }
+        }
+        for link in &self.links {
+            for end in &link.ends {
+                if self.host(&end.host).is_none() {
+                    return Err(format!(
+                        "link {} ends in host '{}', which the lab has not",
+                        link.id,
+                        terminal(&end.host)
+                    ));
+                }
+                let ifname_ok = (1..=15).contains(&end.ifname.len())
+                    && end.ifname != "."
+                    && end.ifname != ".."
+                    && end
+                        .ifname
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+                if !ifname_ok {
+                    return Err(format!(
+                        "link {} names the interface '{}' in host {}, not an interface name",
+                        link.id,
+                        terminal(&end.ifname),
+                        end.host
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reserves the lab's name by creating its state file; fails with
     /// [`LabError::Exists`] if the file is already there.
     pub fn create(&self) -> Result<(), LabError> {
@@ -338,6 +410,60 @@ mod tests {
         assert!(text.contains("\"queue_seconds\": 0.2"), "{text}");
         let back = LabState::from_json(&text, Path::new("x.json")).unwrap();
         assert_eq!(back, state);
+    }
+
+    /// Issue 41: a tampered state file was shown escaped, yet acted on:
+    /// `lab exec` entered the namespace it named and joined its cgroup.
+    #[test]
+    fn only_what_a_lab_of_its_name_owns_passes_before_anything_acts_on_it() {
+        let spec = LabSpec {
+            name: "own".into(),
+            hosts: 2,
+            links: 1,
+            topology: Topology::ViaRouter,
+            mtu: vec![],
+            rate: vec![],
+            queue: vec![],
+            cpu_limits: vec![],
+            agent_port: None,
+        };
+        let mut good = layout(&spec).unwrap();
+        good.hosts[0].cgroup = Some(PathBuf::from("/sys/fs/cgroup/nicbench/own/a"));
+        good.check_owned("own").unwrap();
+        let mut v1 = good.clone();
+        v1.hosts[0].cgroup = Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/nicbench/own/a"));
+        v1.check_owned("own").unwrap();
+        let refused = |change: &dyn Fn(&mut LabState), words: &str| {
+            let mut s = good.clone();
+            change(&mut s);
+            let e = s.check_owned("own").unwrap_err();
+            assert!(e.contains(words), "{words:?} in {e}");
+            assert!(!e.contains('\u{1b}'), "{e:?}");
+        };
+        refused(
+            &|s| s.hosts[0].netns = "nicbench-other-a".into(),
+            "names the namespace 'nicbench-other-a'",
+        );
+        refused(&|s| s.hosts[0].netns = "\u{1b}[2J".into(), "names the namespace");
+        refused(
+            &|s| s.hosts[0].cgroup = Some("/sys/fs/cgroup/user.slice".into()),
+            "names the cgroup",
+        );
+        refused(
+            &|s| s.hosts[0].cgroup = Some("/sys/fs/cgroup/nicbench/own/a/../../../x/nicbench/own/a".into()),
+            "names the cgroup",
+        );
+        refused(
+            &|s| s.hosts[0].cgroup = Some("/tmp/nicbench/own/a".into()),
+            "names the cgroup",
+        );
+        refused(
+            &|s| s.links[0].ends[0].ifname = "eth0; reboot".into(),
+            "not an interface name",
+        );
+        refused(&|s| s.links[0].ends[0].host = "z".into(), "which the lab has not");
+        refused(&|s| s.hosts[0].name = "evil\u{1b}]0;x".into(), "no name a lab gives");
+        refused(&|s| s.name = "other".into(), "names lab 'other', not 'own'");
     }
 
     #[test]

@@ -465,3 +465,37 @@ fn every_reading_subcommand_over_a_hostile_database_and_state_file_prints_no_ter
         );
     }
 }
+
+/// Issue 41: a tampered lab state file was shown escaped, yet acted on:
+/// `lab exec` entered the namespace it named and joined its cgroup. Now
+/// nothing acts on a file that names what its lab does not own; the error
+/// names the file, escaped, and says how to remove the lab.
+#[test]
+fn a_tampered_lab_state_file_is_shown_but_not_acted_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = tampered_state();
+    state["name"] = "evil".into();
+    state["hosts"][0]["name"] = "a".into();
+    state["links"][0]["ends"][0]["host"] = "a".into();
+    std::fs::write(dir.path().join("evil.json"), serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    let limit = std::time::Duration::from_secs(60);
+    for args in [
+        &["lab", "exec", "evil", "a", "--", "true"][..],
+        &["lab", "set", "evil", "--mtu", "1400"][..],
+    ] {
+        let out = nicbench_in_lab_dir(dir.path(), args, limit);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert_no_raw_controls(&format!("{args:?}"), "stdout", &out.stdout);
+        assert_no_raw_controls(&format!("{args:?}"), "stderr", &out.stderr);
+        let err = stderr(&out);
+        assert!(
+            err.contains(&dir.path().join("evil.json").display().to_string())
+                && err.contains("host a names the namespace")
+                && err.contains("lab down"),
+            "{args:?}: {err}"
+        );
+    }
+    // Still shown, so that it can be seen.
+    let out = nicbench_in_lab_dir(dir.path(), &["lab", "status", "evil"], limit);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
