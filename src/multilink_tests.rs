@@ -286,6 +286,19 @@ fn the_side_whose_cpu_held_back_most_is_named_with_its_core() {
     uneven.counters = Default::default();
     let v = judge(&uneven, uneven.links.as_ref().unwrap(), &none());
     assert_eq!(v.kind, "link_slow", "without CPU evidence: {}", v.summary);
+    // Seen in a CI run with the receiver at 1% of a core: 28 against 66
+    // Mbit/s (42%) is still the CPU's uneven share.
+    let (mut uneven, _) = three_links([28e6, 66e6, 67e6], Some(100_000_000));
+    uneven.counters = trial.counters.clone();
+    let v = judge(&uneven, uneven.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "cpu_starved", "{}", v.summary);
+    // A link at its own line rate is named under CPU evidence too.
+    let (mut shaped, _) = three_links([28e6, 66e6, 67e6], Some(100_000_000));
+    let s = shaped.links.as_mut().unwrap();
+    (s.links[0].link_bits_per_second, s.links[0].percent_of_link) = (Some(30_000_000), Some(93.3));
+    shaped.counters = trial.counters.clone();
+    let v = judge(&shaped, shaped.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "link_slow", "{}", v.summary);
 }
 
 #[test]
