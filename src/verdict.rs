@@ -474,7 +474,11 @@ fn workload_finding(trial: &TrialResult, v: Verdict) -> Finding {
         .side
         .clone()
         .or_else(|| party.map(|p| role_name(trial, p).to_string()));
-    Finding::new(&v.kind, class, party, side.as_deref(), v.summary)
+    // A workload's "nothing stands out" names no limit: weak evidence that
+    // speaks first only when no strong cause does (files onto a starved
+    // receiver whose own accounting found no share large enough).
+    let names_a_limit = !v.kind.ends_with("_none");
+    Finding::new(&v.kind, class, party, side.as_deref(), v.summary).strong_if(names_a_limit)
 }
 
 /// The measured rate below the line rate: never a finding on its own, a

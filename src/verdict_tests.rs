@@ -727,6 +727,77 @@ fn a_files_verdict_that_names_the_link_goes_before_the_generic_link_rule() {
 }
 
 #[test]
+fn a_files_verdict_that_names_no_limit_gives_way_to_a_starved_receiver() {
+    use crate::workload::files::result::{FilesResult, Limit, RawTcp, KEY};
+    use crate::workload::files::FilesResults;
+    // CI's case: 4x16M onto a receiver held to 3% of a core; the files
+    // accounting found no share large enough (20% to disk writes).
+    let mut t = trial(256e6);
+    let files = FilesResult {
+        files: 4,
+        payload_bytes: 64_000_000,
+        wire_bytes: 64_000_000,
+        seconds: 2.0,
+        connections: 1,
+        payload_bits_per_second: 256e6,
+        wire_bits_per_second: 256e6,
+        percent_of_raw_tcp: Some(30.0),
+        raw_tcp: Some(RawTcp {
+            bits_per_second: 851e6,
+            seconds: 2.0,
+            streams: 1,
+            verdict: None,
+        }),
+        limited_by: Some(Limit {
+            kind: "none".into(),
+            summary:
+                "nothing stands out (the largest share of the connections' time, 20%, went to receiver disk writes)"
+                    .into(),
+        }),
+        ..FilesResult::default()
+    };
+    t.sum.extras.set(KEY, &files);
+    // Alone, the files finding is the verdict.
+    assert_eq!(judge(&t, &FilesResults, false).kind, "files_none");
+    let agent = t.counters.agent.as_mut().unwrap();
+    agent.seconds = 2.0;
+    agent.scheduling = scheduling(0.05, 1.75);
+    let v = judge(&t, &FilesResults, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("cpu_starved", Some("receiver")),
+        "{}",
+        v.summary
+    );
+    assert!(
+        v.summary.contains("; also: files: 32.00 MB/s = 30% of raw TCP"),
+        "{}",
+        v.summary
+    );
+    // The second case: the raw TCP baseline was as starved, so the
+    // files accounting calls it "the link"; the starved end explains that.
+    let mut linked: FilesResult = t.sum.extras.get(KEY).unwrap();
+    linked.percent_of_raw_tcp = Some(107.0);
+    linked.limited_by = Some(Limit {
+        kind: "link".into(),
+        summary: "the link (the wire carried 107% of the raw TCP rate)".into(),
+    });
+    t.sum.extras.set(KEY, &linked);
+    let v = judge(&t, &FilesResults, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("cpu_starved", Some("receiver")),
+        "{}",
+        v.summary
+    );
+    assert!(
+        v.summary.contains(" → files: 32.00 MB/s = 107% of raw TCP"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
 fn udp_offered_above_a_full_link_names_the_link_and_the_path_loss_it_explains() {
     let mut t = udp_trial(10_000, 5_000, 0);
     t.line_rate = share(&t, 101_000_000);

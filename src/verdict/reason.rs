@@ -7,8 +7,9 @@
 //! - a CPU-starved, throttled or CPU-bound end explains the drops at its
 //!   own receiving socket or NIC, the retransmissions of the sender that
 //!   sends to it, a receive window it kept closed, a sender's rate below
-//!   what it was offered, the workload's own limit on that end, and a rate
-//!   below the link;
+//!   what it was offered, the workload's own limit on that end (and, with
+//!   strong evidence, a files "link", the raw TCP rate it capped too), and
+//!   a rate below the link;
 //! - drops at a receiver explain the retransmissions of its sender;
 //! - a full link (90% of the line rate or more) explains the sender's
 //!   retransmissions and the datagrams lost on the path (a bottleneck
@@ -29,6 +30,10 @@
 //! 3. else one weak cause is the verdict, said to be weak, unless a strong
 //!    symptom nothing explains stands beside it: then `not_sure`;
 //! 4. else the symptoms (drops, loss, retransmissions): the first of them.
+//!
+//! A workload whose own finding answers the test's question (files: how
+//! far from raw TCP, and why) speaks before rules 2-4, unless its finding
+//! names no limit ("nothing stands out") and a strong cause does.
 
 use crate::model::{Evidence, Party, Verdict};
 
@@ -141,9 +146,13 @@ pub fn explains(a: &Finding, b: &Finding, workload_first: bool) -> bool {
         (Class::Cpu, Class::ReceiveWindow { receiver }) => a.party == Some(receiver),
         (Class::Cpu, Class::OfferShort { sender }) => a.party == Some(sender),
         (Class::Cpu, Class::BelowLink) => true,
-        // Only the workload's limit on the starved end itself (a files
-        // transfer's disk writes); not a delay the path's queue holds.
-        (Class::Cpu, Class::Workload) => b.party.is_some() && b.party == a.party,
+        // The workload's limit on the starved end itself (a files
+        // transfer's disk writes); not a delay the path's queue holds. A
+        // files "link" is the raw TCP rate on the same path, which a
+        // starved end caps as well: strong starvation explains it.
+        (Class::Cpu, Class::Workload) => {
+            (b.party.is_some() && b.party == a.party) || (a.strong && b.kind.ends_with("_link"))
+        }
         (Class::Drops { receiver }, Class::Retransmits { sender }) => receiver == sender.other(),
         (Class::Link, Class::Retransmits { .. } | Class::PathLoss | Class::OfferShort { .. }) => true,
         (Class::Link, Class::Workload) => !workload_first && b.kind.ends_with("_link"),
@@ -191,7 +200,10 @@ pub fn conclude(findings: Vec<Finding>, workload_first: bool) -> Verdict {
     let workload = roots.iter().copied().find(|&i| findings[i].class == Class::Workload);
     let primary: Result<usize, Vec<usize>> = if let Some(i) = pick(Class::ModelExceeded) {
         Ok(i)
-    } else if let (true, Some(i)) = (workload_first, workload) {
+    } else if let (true, Some(i)) = (
+        workload_first,
+        workload.filter(|&i| findings[i].strong || strong_causes.is_empty()),
+    ) {
         Ok(i)
     } else if let Some(i) = pick(Class::Link) {
         Ok(i)
