@@ -923,6 +923,34 @@ fn window_limits_speak_only_when_most_of_a_long_enough_busy_time_and_after_the_c
 }
 
 #[test]
+fn a_starved_senders_full_send_buffer_is_its_starvation_not_a_second_cause() {
+    // A sender held to 5% of a core writes in bursts when it runs and
+    // fills its buffer: the kernel counts sndbuf-limited time, which beside
+    // the starvation once read "not sure" between the two.
+    let mut t = trial(30e6);
+    limited(&mut t, 2_000_000, 0, 1_600_000);
+    assert_eq!(judge(&t, &Throughput, false).kind, "send_buffer_limited");
+    let client = t.counters.client.as_mut().unwrap();
+    client.seconds = 3.0;
+    client.scheduling = scheduling(0.14, 2.75);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("cpu_starved", Some("sender")),
+        "{}",
+        v.summary
+    );
+    assert!(v.summary.contains(" → send-buffer-limited"), "{}", v.summary);
+    // A starved receiver does not explain the sender's own buffer.
+    let mut t = trial(30e6);
+    limited(&mut t, 2_000_000, 0, 1_600_000);
+    let agent = t.counters.agent.as_mut().unwrap();
+    agent.seconds = 3.0;
+    agent.scheduling = scheduling(0.14, 2.75);
+    assert_eq!(judge(&t, &Throughput, false).kind, "not_sure");
+}
+
+#[test]
 fn a_starved_receiver_is_the_cause_of_its_senders_retransmissions() {
     // The case: b held to 2% of a core behind a 1 Gbit/s router.
     let mut t = trial(624e6);

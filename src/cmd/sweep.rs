@@ -8,9 +8,7 @@ use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::SweepArgs;
-use crate::model::RunResult;
 use crate::workload::runner::{Progress, ProgressCallback};
-use crate::workload::sweep::points;
 use crate::workload::sweep::result::{SweepResult, KEY};
 use crate::workload::sweep::text::csv;
 
@@ -24,8 +22,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         bail!("-i/--interval does not apply to a sweep: it reports one line per size instead");
     }
     let show = log::log_enabled!(log::Level::Warn);
-    let mut measured = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
-    apply_detected_link_speed(&mut measured.run);
+    let measured = super::measure::measure(m, &spec, &move || show.then(progress_display))?;
     // Stopped early (Ctrl-C, the agent): printed and saved like any other
     // cut-short run, and the exit code says so.
     super::measure::conclude(measured, |measured| {
@@ -45,25 +42,6 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         }
         super::measure::save(measured.saver, &measured.run, None, false)
     })
-}
-
-/// Without `--link-speed`, a link speed the host facts found (the slower
-/// end's NIC, or a shaper on it) still gives the sweep its % of line rate.
-fn apply_detected_link_speed(run: &mut RunResult) {
-    for trial in std::iter::once(&mut run.result).chain(run.trials.iter_mut()) {
-        let Some(link) = trial.line_rate.as_ref().map(|l| l.link_bits_per_second as f64) else {
-            continue;
-        };
-        for stream in &mut trial.streams {
-            if let Some(mut sweep) = stream.sender.extras.get::<SweepResult>(KEY) {
-                if sweep.link_speed_bits_per_second.is_none() {
-                    sweep.link_speed_bits_per_second = Some(link);
-                    sweep.summary = points::summarize(&sweep.points, Some(link));
-                    stream.sender.extras.set(KEY, &sweep);
-                }
-            }
-        }
-    }
 }
 
 /// A progress bar when stderr is a terminal, else a plain line per pass.

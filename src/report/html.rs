@@ -126,6 +126,7 @@ pre{white-space:pre-wrap;word-break:break-all;background:var(--head);padding:.4r
 details{border-bottom:1px solid var(--line);padding:.3rem 0}
 summary{cursor:pointer}
 .verdict{font-weight:600}
+.above{color:#a04000;font-weight:600}
 @media (max-width:640px){body{font-size:15px}main{padding:.5rem}td,th{padding:.2rem .3rem}}
 @media print{main{max-width:none;padding:0}.scroll{overflow:visible}table.sortable th::after{content:none}
 a{color:inherit;text-decoration:none}h2{break-after:avoid}details{break-inside:avoid}.tip{display:none!important}}
@@ -889,9 +890,21 @@ fn write_runs(out: &mut String, runs: &[RunView]) {
         } else {
             format!(" ({})", super::runs::state(s))
         };
+        // Above 100%: a shaper's burst (a sweep's fastest batch) or a link
+        // speed that is not the path's; marked, never shown as if it fit.
         let rate = r
             .line_rate_percent
-            .map(|p| (format!("{p}"), format!("{p:.1}%")))
+            .map(|p| {
+                let shown = if p > 100.0 {
+                    format!(
+                        "<span class=\"above\" title=\"above the line rate: a shaper's burst (a sweep's fastest batch \
+                         starts with the token bucket full), or a link speed that is not the path's\">{p:.1}% ▲</span>"
+                    )
+                } else {
+                    format!("{p:.1}%")
+                };
+                (format!("{p}"), shown)
+            })
             .unwrap_or_else(|| (String::new(), "-".into()));
         let tags: Vec<String> = s.tags.iter().map(|t| t.to_string()).collect();
         let verdict = match (&s.verdict_kind, &r.verdict) {
@@ -915,7 +928,8 @@ fn write_runs(out: &mut String, runs: &[RunView]) {
             result.0,
             escape(&result.1),
             rate.0,
-            escape(&rate.1),
+            // Markup of our own around a number.
+            rate.1,
             escape(&state),
             id = s.id,
         );

@@ -6,7 +6,8 @@
 //!
 //! - a CPU-starved, throttled or CPU-bound end explains the drops at its
 //!   own receiving socket or NIC, the retransmissions of the sender that
-//!   sends to it, a receive window it kept closed, a sender's rate below
+//!   sends to it, a receive window it kept closed, its own send buffer
+//!   full (a starved sender writes in bursts), a sender's rate below
 //!   what it was offered, the workload's own limit on that end (and, with
 //!   strong evidence, a files "link", the raw TCP rate it capped too), and
 //!   a rate below the link;
@@ -144,6 +145,9 @@ pub fn explains(a: &Finding, b: &Finding, workload_first: bool) -> bool {
         (Class::Cpu, Class::Retransmits { sender }) => a.party == Some(sender.other()),
         (Class::Cpu, Class::Drops { receiver }) => a.party == Some(receiver),
         (Class::Cpu, Class::ReceiveWindow { receiver }) => a.party == Some(receiver),
+        // A starved sender writes in bursts when it runs and fills its
+        // buffer: the buffer is not what held it back.
+        (Class::Cpu, Class::SendBuffer) => a.party.is_some() && a.party == b.party,
         (Class::Cpu, Class::OfferShort { sender }) => a.party == Some(sender),
         (Class::Cpu, Class::BelowLink) => true,
         // The workload's limit on the starved end itself (a files

@@ -367,6 +367,81 @@ fn lab_sweep_over_veth_at_mtu_1500_and_9000() {
     }
 }
 
+/// Through a lab router's 100 Mbit/s tbf the sweep's sizes are compared
+/// with that rate (it had no line rate at all: a veth's 10 Gbit/s is
+/// nominal), and every size faster than it is marked and explained: the
+/// shaper's bucket passes a message that fits at the hosts' speed.
+#[test]
+fn a_lab_routers_shaper_is_the_sweeps_line_rate_and_sizes_above_it_are_marked() {
+    require_lab!();
+    let lab = lab_builder().via_router().rate(100_000_000).build().unwrap();
+    let port = lab.agent_port().to_string();
+    let sweep_args = [
+        "sweep",
+        "b",
+        "-p",
+        &port,
+        "--max",
+        "64K",
+        "--point-time",
+        "10ms",
+        "--no-save",
+    ];
+    let out = lab
+        .command("a", BIN)
+        .args(sweep_args)
+        .arg("--json")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sweep = sweep_of(&run);
+    assert_eq!(sweep["link_speed_bits_per_second"], 1e8, "{sweep}");
+    assert_eq!(sweep["link_speed_source"], "lab", "{sweep}");
+    // The lab's tbf bucket at 100 Mbit/s: 4 ms of the rate.
+    assert_eq!(sweep["shaper_burst_bytes"], 50_000, "{sweep}");
+    assert!(
+        sweep["shaper_name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("lab router ")),
+        "{sweep}"
+    );
+    let peak = sweep["summary"]["peak_bits_per_second"].as_f64().unwrap();
+    let percent = sweep["summary"]["peak_line_rate_percent"].as_f64().unwrap();
+    assert!((percent - peak / 1e6).abs() < 1e-6 * percent, "{percent} vs {peak}");
+
+    // The table: a % line rate column; a size is marked exactly when it
+    // reads above 100%, and the note is there exactly when one is.
+    let out = lab
+        .command("a", BIN)
+        .args(sweep_args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("% line rate"), "{text}");
+    let mut marked = 0;
+    for row in text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+    {
+        let last = row.split_whitespace().last().unwrap();
+        if !(last.ends_with('%') || last.ends_with("%^")) {
+            continue;
+        }
+        let value: f64 = last.trim_end_matches('^').trim_end_matches('%').parse().unwrap();
+        assert_eq!(last.ends_with('^'), value > 100.0, "{row}");
+        marked += usize::from(value > 100.0);
+    }
+    assert_eq!(
+        text.contains("^ above the line rate (100.00 Mbit/s, lab router "),
+        marked > 0,
+        "{text}"
+    );
+}
+
 /// Ctrl-C in the sweep's second pass keeps every size the first pass
 /// measured, and the note says from which size on the sizes ran one pass.
 #[test]

@@ -467,6 +467,10 @@ fn merge_sweeps(lines: Vec<(Traits, SweepLine)>) -> Vec<SweepLine> {
                     m.peak = line.peak;
                     m.half_peak_size_bytes = line.half_peak_size_bytes;
                 }
+                // Runs measured against different line rates have none in common.
+                if m.line_rate_bits_per_second != line.line_rate_bits_per_second {
+                    m.line_rate_bits_per_second = None;
+                }
             }
             None => merged.push(SweepLine { name, ..line }),
         }
@@ -563,6 +567,7 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
             .map(nominal)
             .zip(number(&summary["peak_bits_per_second"])),
         half_peak_size_bytes: number(&summary["half_peak_size_bytes"]).map(nominal),
+        line_rate_bits_per_second: number(&sweep["link_speed_bits_per_second"]),
     })
 }
 
@@ -598,6 +603,7 @@ fn netpipe_line(name: String, doc: &Value) -> Option<SweepLine> {
         points: super::sweep::best_per_size(points),
         peak: Some(peak),
         half_peak_size_bytes,
+        line_rate_bits_per_second: None,
     })
 }
 
@@ -712,6 +718,7 @@ mod tests {
             }],
             peak: Some((64.0, bits_per_second)),
             half_peak_size_bytes: None,
+            line_rate_bits_per_second: None,
         };
         let same = traits(&[("mode", "sweep stream")]);
         let merged = merge_sweeps(vec![(same.clone(), line(1, 1e9)), (same, line(2, 2e9))]);

@@ -28,6 +28,8 @@ pub struct SweepLine {
     pub peak: Option<(f64, f64)>,
     /// n-1/2: the smallest size reaching half the peak.
     pub half_peak_size_bytes: Option<f64>,
+    /// The line rate its runs were measured against, when all agree.
+    pub line_rate_bits_per_second: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -86,7 +88,24 @@ impl SweepLine {
         if let Some(half) = self.half_peak_size_bytes {
             text += &format!(", n½ {}B", binary_unit(half));
         }
+        if let Some(rate) = self.line_rate_bits_per_second {
+            text += &format!("; line rate {}bit/s (dashed)", si(rate));
+            let above = self.points_above_line_rate();
+            if above > 0 {
+                text += &format!(
+                    ", {above} size{} above it (hollow: a shaper's burst, or not the path's link)",
+                    if above == 1 { "" } else { "s" }
+                );
+            }
+        }
         text
+    }
+
+    /// How many sizes read above the line rate.
+    pub fn points_above_line_rate(&self) -> usize {
+        self.line_rate_bits_per_second.map_or(0, |rate| {
+            self.points.iter().filter(|p| p.bits_per_second > rate).count()
+        })
     }
 
     fn tip(&self, p: &SweepPoint) -> String {
@@ -178,6 +197,17 @@ impl Sweep {
         let xs = 2f64.powf(min_size.max(1.0).log2().floor())..2f64.powf(max_size.max(2.0).log2().ceil() + 1.0);
         let ticks = size_ticks(&xs);
         let top = all().map(|p| p.bits_per_second).fold(0.0, f64::max);
+        // Line rates drawn as reference lines: those within reach of the
+        // data (a 100 Gbit/s line over a 1 Gbit/s curve would flatten it).
+        let line_rates: Vec<(usize, f64)> = self
+            .lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| same_as[*i].is_none())
+            .filter_map(|(i, l)| Some((i, l.line_rate_bits_per_second?)))
+            .filter(|&(_, rate)| rate <= 2.0 * top)
+            .collect();
+        let top = line_rates.iter().map(|&(_, rate)| rate).fold(top, f64::max);
         let mut bandwidth = ChartBuilder::on(&upper_area)
             .margin(12)
             .x_label_area_size(30)
@@ -196,6 +226,12 @@ impl Sweep {
             .draw()
             .map_err(draw_err)?;
         marks.set("data");
+        for &(i, rate) in &line_rates {
+            let ends = [(xs.start, rate), (xs.end, rate)];
+            bandwidth
+                .draw_series(DashedLineSeries::new(ends, 8, 6, color(i).stroke_width(1)))
+                .map_err(draw_err)?;
+        }
         let drawn = || self.lines.iter().enumerate().filter(|(i, _)| same_as[*i].is_none());
         for (i, line) in drawn() {
             let c = color(i);
@@ -207,8 +243,13 @@ impl Sweep {
                 .map_err(draw_err)?;
             for p in &line.points {
                 marks.tip(Some(line.tip(p)));
+                // Above the line rate: hollow, as the legend says.
+                let above = line
+                    .line_rate_bits_per_second
+                    .is_some_and(|rate| p.bits_per_second > rate);
+                let style = if above { c.stroke_width(2) } else { c.filled() };
                 bandwidth
-                    .draw_series([Circle::new((p.size_bytes, p.bits_per_second), 3, c.filled())])
+                    .draw_series([Circle::new((p.size_bytes, p.bits_per_second), 3, style)])
                     .map_err(draw_err)?;
             }
             marks.tip(None);
@@ -336,6 +377,7 @@ mod tests {
             points: vec![point(1.0, bits, 7.0), point(2.0, 2.0 * bits, 8.0)],
             peak: None,
             half_peak_size_bytes: None,
+            line_rate_bits_per_second: None,
         };
         let sweep = Sweep {
             title: "t".into(),
@@ -356,6 +398,66 @@ mod tests {
         assert_eq!(lines, 4, "{svg}");
     }
 
+    /// Through a 1 Gbit/s lab router a 64 KiB message passed at the hosts'
+    /// speed (the shaper's bucket): the curve rose above the link with
+    /// nothing to say so.
+    #[test]
+    fn the_line_rate_is_drawn_dashed_and_points_above_it_hollow() {
+        let line = SweepLine {
+            name: "card-1G".into(),
+            runs: vec![1],
+            points: vec![
+                point(1024.0, 0.4e9, 20.0),
+                point(65536.0, 2.2e9, 240.0),
+                point(4194304.0, 0.95e9, 35000.0),
+            ],
+            peak: Some((65536.0, 2.2e9)),
+            half_peak_size_bytes: None,
+            line_rate_bits_per_second: Some(1e9),
+        };
+        assert_eq!(line.points_above_line_rate(), 1);
+        assert!(
+            line.legend_text().ends_with(
+                "; line rate 1 Gbit/s (dashed), 1 size above it (hollow: a shaper's burst, or not the path's link)"
+            ),
+            "{}",
+            line.legend_text()
+        );
+        let sweep = Sweep {
+            title: "t".into(),
+            lines: vec![line.clone()],
+        };
+        let svg = crate::report::chart::render_svg(&crate::report::chart::Chart::Sweep(sweep), (900, 540)).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let data: Vec<roxmltree::Node> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("g") && n.attribute("class") == Some("data"))
+            .flat_map(|g| g.descendants())
+            .collect();
+        let small_circles: Vec<&roxmltree::Node> = data
+            .iter()
+            .filter(|n| n.has_tag_name("circle") && n.attribute("r") == Some("3"))
+            .collect();
+        assert_eq!(small_circles.len(), 3, "{svg}");
+        let hollow = small_circles
+            .iter()
+            .filter(|n| n.attribute("fill") == Some("none"))
+            .count();
+        assert_eq!(hollow, 1, "{svg}");
+        // The dashed line: short segments across the plot, beyond the curve's own polyline.
+        let without = Sweep {
+            title: "t".into(),
+            lines: vec![SweepLine {
+                line_rate_bits_per_second: None,
+                ..line
+            }],
+        };
+        let plain = crate::report::chart::render_svg(&crate::report::chart::Chart::Sweep(without), (900, 540)).unwrap();
+        let count =
+            |svg: &str| svg.matches("<polyline").count() + svg.matches("<line").count() + svg.matches("<path").count();
+        assert!(count(&svg) > count(&plain) + 5, "no dashed line drawn");
+    }
+
     #[test]
     fn the_legend_carries_the_peak_and_half_peak_size() {
         let line = SweepLine {
@@ -364,6 +466,7 @@ mod tests {
             points: vec![point(1.0, 1e6, 7.0)],
             peak: Some((1048576.0, 28.5e9)),
             half_peak_size_bytes: Some(262144.0),
+            line_rate_bits_per_second: None,
         };
         assert_eq!(
             line.legend_text(),

@@ -346,6 +346,25 @@ impl ResultKind for SweepResults {
         false
     }
 
+    fn note_link(&self, trial: &mut TrialResult, link: &crate::verdict::LinkUsed) {
+        for stream in &mut trial.streams {
+            for end in [&mut stream.sender, &mut stream.receiver] {
+                let Some(mut sweep) = end.extras.get::<result::SweepResult>(result::KEY) else {
+                    continue;
+                };
+                // --link-speed, when given, is the sweep's own already.
+                if sweep.link_speed_bits_per_second.is_none() {
+                    sweep.link_speed_bits_per_second = Some(link.bits_per_second);
+                    sweep.link_speed_source = Some(link.source.into());
+                    sweep.shaper_burst_bytes = link.burst_bytes;
+                    sweep.shaper_name = link.shaper_name.clone();
+                    sweep.summary = points::summarize(&sweep.points, sweep.link_speed_bits_per_second);
+                    end.extras.set(result::KEY, &sweep);
+                }
+            }
+        }
+    }
+
     fn duration_is_limit(&self) -> bool {
         true
     }

@@ -94,6 +94,18 @@ pub struct SweepResult {
     pub transport: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_speed_bits_per_second: Option<f64>,
+    /// Where the link speed came from: `option` (--link-speed), `nic`
+    /// (the slower end's NIC), `qdisc` (a shaper on an end), `lab` (a lab
+    /// router's shaper on the path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_speed_source: Option<String>,
+    /// That shaper's token bucket, when a shaper is the line rate: a
+    /// message that fits passes at the hosts' speed, above the line rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_burst_bytes: Option<u64>,
+    /// Where that shaper sits, when beyond both ends (`lab router ... eth1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_name: Option<String>,
     /// Sizes asked for that were not run (time limit, Ctrl-C, datagram limit).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_sizes_bytes: Vec<u64>,

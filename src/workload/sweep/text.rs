@@ -12,6 +12,26 @@ fn line_rate_percent(sweep: &SweepResult, bits_per_second: f64) -> Option<f64> {
     sweep.link_speed_bits_per_second.map(|l| 100.0 * bits_per_second / l)
 }
 
+/// The points faster than the line rate: marked `^` in the table.
+fn above_line_rate(sweep: &SweepResult) -> Vec<&SweepPoint> {
+    sweep
+        .points
+        .iter()
+        .filter(|p| line_rate_percent(sweep, p.best_bits_per_second).is_some_and(|pct| pct > 100.0))
+        .collect()
+}
+
+/// Where the line rate came from, in words: `, lab router x-r eth1`.
+fn line_rate_source(sweep: &SweepResult) -> String {
+    match (sweep.link_speed_source.as_deref(), &sweep.shaper_name) {
+        (_, Some(name)) => format!(", {name}"),
+        (Some("option"), _) => ", --link-speed".into(),
+        (Some("nic"), _) => ", the slower NIC".into(),
+        (Some("qdisc"), _) => ", a shaper on an end".into(),
+        _ => String::new(),
+    }
+}
+
 /// The text table and summary of a sweep.
 pub fn table(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     write_heading(sweep, out)?;
@@ -81,7 +101,7 @@ fn write_row(sweep: &SweepResult, p: &SweepPoint, out: &mut dyn Write) -> io::Re
         p.exchanges
     )?;
     if let Some(percent) = line_rate_percent(sweep, p.best_bits_per_second) {
-        write!(out, " {percent:>10.1}%")?;
+        write!(out, " {percent:>10.1}%{}", if percent > 100.0 { "^" } else { "" })?;
     }
     if p.lost > 0 {
         write!(out, "  ({} lost)", p.lost)?;
@@ -113,8 +133,10 @@ fn write_summary(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
         match s.peak_line_rate_percent {
             Some(percent) => writeln!(
                 out,
-                " ({percent:.1}% of the {} line rate)",
-                Rate(sweep.link_speed_bits_per_second.unwrap_or(0.0))
+                " ({percent:.1}% of the {} line rate{}{})",
+                Rate(sweep.link_speed_bits_per_second.unwrap_or(0.0)),
+                line_rate_source(sweep),
+                if percent > 100.0 { "; above it, see ^" } else { "" }
             )?,
             None => writeln!(out)?,
         }
@@ -157,6 +179,7 @@ fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             wide.join(", ")
         )?;
     }
+    write_above_line_rate(sweep, out)?;
     if let Some(placement) = &sweep.placement {
         writeln!(out, "Placement: {placement}")?;
     }
@@ -173,6 +196,46 @@ fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "Note: {note}")?;
     }
     Ok(())
+}
+
+/// Why points read above the line rate, when any do: a shaper's bucket
+/// passes a message that fits at the hosts' speed (the sweep's fastest
+/// batch starts with it full); else the link speed is not the path's.
+fn write_above_line_rate(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
+    let above = above_line_rate(sweep);
+    let (Some(first), Some(last), Some(link)) = (above.first(), above.last(), sweep.link_speed_bits_per_second) else {
+        return Ok(());
+    };
+    let sizes = if above.len() == 1 {
+        format!("at {} B", first.size_bytes)
+    } else {
+        format!(
+            "at {} sizes, {} B to {} B",
+            above.len(),
+            first.size_bytes,
+            last.size_bytes
+        )
+    };
+    let why = match (sweep.link_speed_source.as_deref(), sweep.shaper_burst_bytes) {
+        (Some("lab" | "qdisc"), Some(burst)) => format!(
+            "the shaper's token bucket ({}) refills whenever its link idles, and in a ping-pong each \
+             direction idles half the time; a message crosses at up to twice the line rate, one that fits the \
+             bucket at the hosts' speed; the link's sustained rate is what the sizes far above the bucket approach",
+            crate::units::Bytes(burst)
+        ),
+        (Some("lab" | "qdisc"), None) => "a shaper's token bucket refills whenever its link idles and passes \
+             what it holds at the hosts' speed; the link's sustained rate is what the largest sizes approach"
+            .into(),
+        _ => "faster than that link carries; the path may not cross it (loopback, another interface), or \
+             --link-speed is below the path's speed"
+            .into(),
+    };
+    writeln!(
+        out,
+        "^ above the line rate ({}{}) {sizes}; {why}",
+        Rate(link),
+        line_rate_source(sweep)
+    )
 }
 
 /// The points as CSV, one header line with units.
@@ -242,6 +305,9 @@ mod tests {
             mode: "ping_pong".into(),
             transport: "tcp".into(),
             link_speed_bits_per_second: Some(100e9),
+            link_speed_source: Some("option".into()),
+            shaper_burst_bytes: None,
+            shaper_name: None,
             skipped_sizes_bytes: vec![131072],
             note: Some("the time limit (-t) ended the sweep early".into()),
             summary: crate::workload::sweep::points::summarize(&points, Some(100e9)),
@@ -262,7 +328,7 @@ Sweep (ping-pong, TCP): 2 sizes, best of 2 passes; fastest batch, median and slo
         1       4.00             2.00      4.40      4.80    18%       6.00        70        0.0%
     65536      20.00         26214.40     22.00     30.80    40%*     30.00        70       26.2%
 Small-message latency: 4.00 us at 1 B
-Peak bandwidth: 26.21 Gbit/s at 65536 B (64 KiB) (26.2% of the 100.00 Gbit/s line rate)
+Peak bandwidth: 26.21 Gbit/s at 65536 B (64 KiB) (26.2% of the 100.00 Gbit/s line rate, --link-speed)
 Half of the peak (n-1/2) at 65536 B; 90% of the peak at 65536 B
 * wide: spread over 25% after extra rounds within its share of the budget at 65536 B; do not read those points alone
 Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep early
@@ -306,6 +372,49 @@ Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep ea
             text.ends_with("Note: the time limit (-t) ended the sweep early (in pass 2 of 2: ...)\n"),
             "{text}"
         );
+    }
+
+    /// A lab router's 1 Gbit/s tbf passed 64 KiB messages at the hosts'
+    /// speed (its 500 kB bucket starts each batch full): the peak read
+    /// 2.17 Gbit/s "of the line rate" without a word.
+    #[test]
+    fn points_above_a_shapers_line_rate_are_marked_and_explained() {
+        let mut s = sweep();
+        s.link_speed_bits_per_second = Some(10e9);
+        s.link_speed_source = Some("lab".into());
+        s.shaper_burst_bytes = Some(500_000);
+        s.shaper_name = Some("lab router x-r eth1".into());
+        s.summary = crate::workload::sweep::points::summarize(&s.points, s.link_speed_bits_per_second);
+        let mut out = Vec::new();
+        table(&s, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("       70        0.0%\n"), "{text}");
+        assert!(text.contains("       70      262.1%^\n"), "{text}");
+        assert!(
+            text.contains("(262.1% of the 10.00 Gbit/s line rate, lab router x-r eth1; above it, see ^)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "^ above the line rate (10.00 Gbit/s, lab router x-r eth1) at 65536 B; the shaper's token \
+                 bucket (500.00 kB) refills whenever its link idles"
+            ),
+            "{text}"
+        );
+        // A NIC's speed exceeded is no burst: the link is not the path's.
+        s.link_speed_source = Some("nic".into());
+        s.shaper_name = None;
+        let mut out = Vec::new();
+        table(&s, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("(10.00 Gbit/s, the slower NIC) at 65536 B; faster than that link carries"),
+            "{text}"
+        );
+        // Below the line rate nothing is marked.
+        let mut out = Vec::new();
+        table(&sweep(), &mut out).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains('^'));
     }
 
     #[test]
