@@ -96,19 +96,6 @@ struct Link {
     shaper_name: Option<String>,
 }
 
-/// The link the line-rate model assumed, as a workload sees it
-/// ([`crate::workload::ResultKind::note_link`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct LinkUsed {
-    pub bits_per_second: f64,
-    /// `option`, `nic`, `qdisc` (a shaper on an end) or `lab` (a lab router's).
-    pub source: &'static str,
-    /// A shaper's token bucket: what it lets through at the hosts' speed.
-    pub burst_bytes: Option<u64>,
-    /// Where a shaper beyond both ends sits.
-    pub shaper_name: Option<String>,
-}
-
 /// A tbf shaper on the path beyond both ends that the client was told of:
 /// a lab router's egress toward the busier direction's receiver.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,7 +220,7 @@ pub fn annotate_path(
             .as_ref()
             .and_then(|link| line_rate_share(trial, kind, link, mtu, ipv6, message_bytes, omit_seconds));
         if let Some(link) = &link {
-            let used = LinkUsed {
+            let used = crate::model::LinkUsed {
                 bits_per_second: link.bits_per_second as f64,
                 source: link.source,
                 burst_bytes: link.burst_bytes,

@@ -198,6 +198,19 @@ impl TrialResult {
     }
 }
 
+/// The link the line-rate model assumed, as a workload sees it
+/// (`ResultKind::note_link` of the workloads).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkUsed {
+    pub bits_per_second: f64,
+    /// `option`, `nic`, `qdisc` (a shaper on an end) or `lab` (a lab router's).
+    pub source: &'static str,
+    /// A shaper's token bucket: what it lets through at the hosts' speed.
+    pub burst_bytes: Option<u64>,
+    /// Where a shaper beyond both ends sits.
+    pub shaper_name: Option<String>,
+}
+
 /// Measured throughput against the line-rate model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LineRateShare {

@@ -480,7 +480,8 @@ impl Table {
     fn number(&self, value: f64, divisor: f64) -> String {
         let v = value / divisor;
         match self.unit.as_str() {
-            "transactions/s" => format!("{v:.0}"),
+            // Sizes in whole bytes: n½ "32765.00 B" was no size.
+            "transactions/s" | "B" => format!("{v:.0}"),
             "us/KB" => format!("{v:.3}"),
             "%" | "us" => format!("{v:.1}"),
             _ => format!("{v:.2}"),

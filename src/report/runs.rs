@@ -13,10 +13,12 @@ use crate::outside_text::terminal;
 use crate::store::query::RunSummary;
 use crate::units::Rate;
 
-/// A figure with its unit: rates in Mbit/s or Gbit/s, others with two decimals.
+/// A figure with its unit: rates in Mbit/s or Gbit/s, sizes in whole
+/// bytes, others with two decimals.
 pub fn figure(value: f64, unit: &str) -> String {
     match unit {
         "bit/s" => Rate(value).to_string(),
+        "B" => format!("{value:.0} B"),
         "" => format!("{value:.2}"),
         other => format!("{value:.2} {other}"),
     }
@@ -289,6 +291,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sizes_are_whole_bytes_and_rates_take_their_unit() {
+        assert_eq!(figure(32765.0, "B"), "32765 B");
+        assert_eq!(figure(2.26e9, "bit/s"), "2.26 Gbit/s");
+        assert_eq!(figure(17.514, "us"), "17.51 us");
+    }
+
+    #[test]
     fn utc_dates_are_civil() {
         assert_eq!(utc(0.0), "1970-01-01 00:00:00");
         assert_eq!(utc(951_782_400.0), "2000-02-29 00:00:00");
@@ -449,7 +458,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let row = text.lines().nth(1).unwrap();
         assert!(
-            row.contains("command=iperf3 -c 127.0.0.1 -p 5201 -t \u{2026}"),
+            row.contains("command=\"iperf3 -c 127.0.0.1 -p 5201 -t\u{2026}"),
             "{text}"
         );
         assert!(

@@ -48,9 +48,18 @@ impl Tag {
     }
 }
 
+/// `key=value`, the value in double quotes when it holds a blank or a
+/// quote (`case="TCP, 256 KiB writes"`): in a list of tags split by
+/// blanks, an unquoted `case=TCP, 256 KiB writes` made its words look
+/// like other tags.
 impl fmt::Display for Tag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}={}", self.key, self.value)
+        if self.value.chars().any(|c| c.is_whitespace() || c == '"' || c == '\'') {
+            let quoted = self.value.replace('\\', "\\\\").replace('"', "\\\"");
+            write!(f, "{}=\"{quoted}\"", self.key)
+        } else {
+            write!(f, "{}={}", self.key, self.value)
+        }
     }
 }
 
@@ -80,5 +89,14 @@ mod tests {
         assert!("9nic=x".parse::<Tag>().unwrap_err().contains("starts with a letter"));
         assert!("nic=".parse::<Tag>().unwrap_err().contains("1 to 256"));
         assert!(check_unique(&["a=1".parse().unwrap(), "a=2".parse().unwrap()]).is_err());
+    }
+
+    #[test]
+    fn a_value_with_blanks_or_quotes_is_shown_quoted() {
+        let tag = |s: &str| s.parse::<Tag>().unwrap().to_string();
+        assert_eq!(tag("nic=pro1000mt"), "nic=pro1000mt");
+        assert_eq!(tag("case=TCP, 256 KiB writes"), r#"case="TCP, 256 KiB writes""#);
+        assert_eq!(tag(r#"note=say "hi""#), r#"note="say \"hi\"""#);
+        assert_eq!(tag(r"path=a\b c"), r#"path="a\\b c""#);
     }
 }

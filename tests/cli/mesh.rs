@@ -273,7 +273,7 @@ fn a_mesh_on_loopback_saves_every_pair_and_prints_every_format() {
     let html = dir.path().join("r.html").display().to_string();
     let out = crate::common::nicbench(&["report", "--db", &db, "-o", &html]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(std::fs::read_to_string(&html).unwrap().contains("Mesh loop (rr)"));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("Mesh “loop” (rr)"));
 
     // The same mesh as CSV, twice with --every/--runs, keeping 1 s before
     // each run: the rr runs go, as they started before this command and

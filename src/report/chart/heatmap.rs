@@ -64,8 +64,14 @@ impl Heatmap {
             "s" => "median round trip (s)",
             _ => "receiver throughput (bit/s)",
         };
+        // A mesh left at its default name is not named twice ("Mesh mesh").
+        let name = if mesh.mesh.eq_ignore_ascii_case("mesh") || mesh.mesh.is_empty() {
+            String::new()
+        } else {
+            format!(" “{}”", mesh.mesh)
+        };
         Heatmap {
-            title: format!("Mesh {} ({}): {what}, sender → receiver", mesh.mesh, mesh.workload),
+            title: format!("Mesh{name} ({}): {what}, sender → receiver", mesh.workload),
             names: mesh.hosts.iter().map(|h| h.name.clone()).collect(),
             cells,
             shares,
@@ -78,6 +84,10 @@ impl Heatmap {
 
     pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
         let area = titled(root, marks, &self.title)?;
+        // The colour scale at the right: what a colour means.
+        let (w, _) = area.dim_in_pixel();
+        let (area, scale) = area.split_horizontally(w.saturating_sub(SCALE_WIDTH));
+        self.draw_scale(&scale, marks)?;
         let n = self.names.len().max(1);
         let label_room = self
             .names
@@ -172,6 +182,68 @@ impl Heatmap {
     }
 }
 
+/// Pixels the colour scale takes at the right of the map.
+const SCALE_WIDTH: u32 = 150;
+
+impl Heatmap {
+    /// A vertical bar of the ramp, the best cell's share (100%) at the top,
+    /// labelled every 25%: without it, "yellow" and "green" meant nothing.
+    fn draw_scale<DB: DrawingBackend>(&self, area: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
+        marks.set("axes");
+        let (_, h) = area.dim_in_pixel();
+        let (top, bottom) = (40i32, h as i32 - 52);
+        let (x0, x1) = (12i32, 36i32);
+        if bottom <= top + 20 {
+            return Ok(());
+        }
+        let steps = 40;
+        let span = (bottom - top) as f64;
+        for k in 0..steps {
+            // Step k from the bottom (share 0) to the top (share 1).
+            let (s0, s1) = (k as f64 / steps as f64, (k + 1) as f64 / steps as f64);
+            let y_low = bottom - (s0 * span).round() as i32;
+            let y_high = bottom - (s1 * span).round() as i32;
+            area.draw(&Rectangle::new(
+                [(x0, y_high), (x1, y_low)],
+                ramp((s0 + s1) / 2.0).filled(),
+            ))
+            .map_err(draw_err)?;
+        }
+        area.draw(&Rectangle::new([(x0, top), (x1, bottom)], BLACK.stroke_width(1)))
+            .map_err(draw_err)?;
+        let label = font(12).pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Left,
+            plotters::style::text_anchor::VPos::Center,
+        ));
+        for pct in [0, 25, 50, 75, 100] {
+            let y = bottom - (pct as f64 / 100.0 * span).round() as i32;
+            area.draw(&PathElement::new([(x1, y), (x1 + 4, y)], BLACK.stroke_width(1)))
+                .map_err(draw_err)?;
+            area.draw(&Text::new(format!("{pct}%"), (x1 + 8, y), label.clone()))
+                .map_err(draw_err)?;
+        }
+        let caption = font(12);
+        let words = if self.unit == "s" {
+            ["share of the best", "(best round trip /", "the cell's)"]
+        } else {
+            ["share of the best", "cell's throughput", ""]
+        };
+        for (k, line) in words.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+            area.draw(&Text::new(line.to_string(), (4, 4 + 14 * k as i32), caption.clone()))
+                .map_err(draw_err)?;
+        }
+        area.draw(&Text::new(
+            "grey: not measured".to_string(),
+            (4, bottom + 16),
+            caption.clone(),
+        ))
+        .map_err(draw_err)?;
+        area.draw(&Text::new("red frame: outlier".to_string(), (4, bottom + 32), caption))
+            .map_err(draw_err)?;
+        Ok(())
+    }
+}
+
 /// A colour for a share of the best: dark blue (poor) to pale yellow (best),
 /// a viridis-like ramp that reads in grey and for colour-blind eyes.
 fn ramp(share: f64) -> RGBColor {
@@ -209,5 +281,33 @@ mod tests {
         }
         assert_eq!(ramp(1.0), RGBColor(253, 231, 37));
         assert_eq!(ramp(-1.0), RGBColor(68, 1, 84));
+    }
+
+    /// A heat map had no colour scale: a slow cell read "green" and meant
+    /// nothing. The scale's ticks and words are drawn beside the map.
+    #[test]
+    fn the_map_has_a_colour_scale_with_its_ticks() {
+        let map = Heatmap {
+            title: "Mesh (tcp): receiver throughput (bit/s), sender → receiver".into(),
+            names: vec!["a".into(), "b".into()],
+            cells: vec![vec![None, Some(9e8)], vec![Some(4e8), None]],
+            shares: vec![vec![None, Some(1.0)], vec![Some(0.44), None]],
+            unit: "bit/s".into(),
+            flagged: vec![],
+            down: vec![false, false],
+            findings: vec![],
+        };
+        let svg = crate::report::chart::render_svg(&crate::report::chart::Chart::Heatmap(map), (900, 540)).unwrap();
+        for tick in [
+            "0%",
+            "25%",
+            "50%",
+            "75%",
+            "100%",
+            "share of the best",
+            "grey: not measured",
+        ] {
+            assert!(svg.contains(&format!(">{tick}<")), "no {tick}: {svg}");
+        }
     }
 }

@@ -523,6 +523,20 @@ struct Receiving {
 }
 
 impl Receiving {
+    /// Nothing received yet on stream `id`.
+    fn new(id: u32) -> Receiving {
+        Receiving {
+            id,
+            tracker: SeqTracker::default(),
+            jitter: Jitter::default(),
+            bytes: 0,
+            datagrams: 0,
+            malformed: 0,
+            syscalls: 0,
+            warmup_drops: None,
+        }
+    }
+
     /// Accounts the `n` messages of one `recvmmsg`; true if any was ours.
     /// Jitter uses each datagram's kernel arrival time where there is one
     /// and `now` (real-time clock, ns) otherwise.
@@ -609,16 +623,7 @@ fn receive_stream(
     } else {
         RecvBatch::new(BATCH, dg)
     };
-    let mut counts = Receiving {
-        id,
-        tracker: SeqTracker::default(),
-        jitter: Jitter::default(),
-        bytes: 0,
-        datagrams: 0,
-        malformed: 0,
-        syscalls: 0,
-        warmup_drops: None,
-    };
+    let mut counts = Receiving::new(id);
     let mut last_data_at: Option<Instant> = None;
     let mut stop_seen: Option<Instant> = None;
     let mut error = None;
@@ -693,16 +698,7 @@ mod tests {
         sender.send(&[0xffu8; 100]).unwrap();
         let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
         let mut batch = RecvBatch::new(BATCH, 100);
-        let mut counts = Receiving {
-            id: 5,
-            tracker: SeqTracker::default(),
-            jitter: Jitter::default(),
-            bytes: 0,
-            datagrams: 0,
-            malformed: 0,
-            syscalls: 0,
-            warmup_drops: None,
-        };
+        let mut counts = Receiving::new(5);
         let mut seen = 0;
         while seen < 8 {
             let n = batch.recv(receiver.as_raw_fd()).unwrap();
@@ -744,16 +740,7 @@ mod tests {
         let warmup_drops = udp_io::socket_drops(&receiver).unwrap();
         let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
         let mut batch = RecvBatch::new(BATCH, 1000);
-        let mut counts = Receiving {
-            id: 5,
-            tracker: SeqTracker::default(),
-            jitter: Jitter::default(),
-            bytes: 0,
-            datagrams: 0,
-            malformed: 0,
-            syscalls: 0,
-            warmup_drops: None,
-        };
+        let mut counts = Receiving::new(5);
         // Drain the warm-up, then the measured part: two datagrams, none dropped.
         let queued = seq - warmup_drops;
         let mut seen = 0;
