@@ -89,13 +89,11 @@ impl SweepLine {
             text += &format!(", n½ {}B", binary_unit(half));
         }
         if let Some(rate) = self.line_rate_bits_per_second {
-            text += &format!("; line rate {}bit/s (dashed)", si(rate));
+            // Short: the legend is one line; the why is in the sweep's text.
+            text += &format!("; line rate {}bit/s dashed", si(rate));
             let above = self.points_above_line_rate();
             if above > 0 {
-                text += &format!(
-                    ", {above} size{} above it (hollow: a shaper's burst, or not the path's link)",
-                    if above == 1 { "" } else { "s" }
-                );
+                text += &format!(", {above} size{} above it hollow", if above == 1 { "" } else { "s" });
             }
         }
         text
@@ -417,9 +415,8 @@ mod tests {
         };
         assert_eq!(line.points_above_line_rate(), 1);
         assert!(
-            line.legend_text().ends_with(
-                "; line rate 1 Gbit/s (dashed), 1 size above it (hollow: a shaper's burst, or not the path's link)"
-            ),
+            line.legend_text()
+                .ends_with("; line rate 1 Gbit/s dashed, 1 size above it hollow"),
             "{}",
             line.legend_text()
         );
