@@ -68,7 +68,17 @@ scenario "deep router queue, bbr" "100 Mbit/s router, 200 ms queue" "added_delay
     "--via-router --rate 100mbit --queue 200ms" -- loaded b -t 4 --idle 2s --phases download -C bbr
 scenario "files onto a starved receiver" "b at 3%, 4x16M" "$cpu" receiver \
     "--cpu-limit b=3%" -- files b --generate 4x16M --raw-time 2s
+scenario "files of a few kilobytes" "3000 files of 4 KiB" files_per_file_overhead receiver \
+    "" -- files b --generate 3000x4K --raw-time 2s
+scenario "small receive window" "--remote-rcvbuf 4K, 10 Gbit/s router" "receive_window_limited|not_sure" "*" \
+    "--via-router --rate 10gbit" -- tcp b -t 3 --remote-rcvbuf 4K
+scenario "two causes: both ends starved" "a and b at 2% of a core" "$cpu" both \
+    "--cpu-limit a=2% --cpu-limit b=2%" -- tcp b -t 3
+scenario "two causes: starved receiver, small window" "b at 2%, --remote-rcvbuf 4K, 1 Gbit/s router" "$cpu" receiver \
+    "--via-router --rate 1gbit --cpu-limit b=2%" -- tcp b -t 3 --remote-rcvbuf 4K
 scenario "multi-link, one slow link" "3 links at 100 Mbit/s, one at 10" link_slow path \
     "--links 3 --via-router --rate 100mbit --rate 5:b=10mbit" -- tcp b --links auto -t 3
 scenario "multi-link, starved receiver" "3 links at 100 Mbit/s, b at 1%" "$cpu" receiver \
     "--links 3 --via-router --rate 100mbit --cpu-limit b=1%" -- tcp b --links auto -t 3
+scenario "multi-link UDP, starved receiver" "3 links, -b 200M each, b at 4%" "$cpu" receiver \
+    "--links 3 --cpu-limit b=4%" -- udp b --links auto -t 3 -b 200M

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{CoreUtilization, Flow, StreamEnd, StreamResult};
+use crate::model::{CoreUtilization, Flow, NicCounters, StreamEnd, StreamResult};
 
 fn addr(interface: &str, address: &str, prefix_length: u8) -> InterfaceAddress {
     InterfaceAddress {
@@ -224,6 +224,33 @@ fn one_slow_link_is_named() {
         "{}",
         v.summary
     );
+}
+
+#[test]
+fn a_link_whose_interfaces_took_in_as_much_as_the_others_is_not_the_slow_one() {
+    // Seen in the lab with a starved UDP receiver: every link's interface
+    // took in the same, the receivers got 73 to 94 Mbit/s of 200.
+    let (mut trial, _) = three_links([94e6, 40e6, 84e6], None);
+    let arrived = |bytes| {
+        Some(NicCounters {
+            rx_bytes: bytes,
+            ..NicCounters::default()
+        })
+    };
+    let set = |trial: &mut TrialResult, agent_rx: [u64; 3]| {
+        for (l, rx) in trial.links.as_mut().unwrap().links.iter_mut().zip(agent_rx) {
+            l.client.nic = arrived(1_000);
+            l.agent.nic = arrived(rx);
+        }
+    };
+    set(&mut trial, [77_245_126, 77_235_032, 77_227_822]);
+    let v = judge(&trial, trial.links.as_ref().unwrap(), &none());
+    assert_ne!(v.kind, "link_slow", "{}", v.summary);
+    // The same receivers with link 2's interface taking in half: the link.
+    set(&mut trial, [77_245_126, 38_000_000, 77_227_822]);
+    let v = judge(&trial, trial.links.as_ref().unwrap(), &none());
+    assert_eq!(v.kind, "link_slow", "{}", v.summary);
+    assert!(v.summary.starts_with("link 2 "), "{}", v.summary);
 }
 
 #[test]

@@ -904,7 +904,7 @@ fn cpu_load(trial: &TrialResult, kind: &dyn ResultKind, host: Party, shared: boo
     // On one host both sides see the same cores: a busy core cannot be
     // pinned on either side. A busy core is the host's, not the test's:
     // it counts only when the interface carried nothing but the test.
-    let own_host = attribution(trial, kind, host, shared).is_test() && core_is_the_tests(core, own, cpu.seconds);
+    let own_host = attribution(trial, kind, host, shared).is_test() && core_is_the_tests(cpu, own, shared);
     (!shared && own_host && core.utilization_percent >= CPU_BOUND_PERCENT).then(|| {
         (
             core.utilization_percent,
@@ -918,15 +918,31 @@ fn cpu_load(trial: &TrialResult, kind: &dyn ResultKind, host: Party, shared: boo
 
 /// Whether a busy core's time can be the test's: mostly softirq (the
 /// kernel's network work, the interface being the test's), or the test's
-/// own threads used at least half of what the core was busy. A core kept
-/// busy by someone else's process is not the test's bottleneck.
-fn core_is_the_tests(core: &crate::model::CoreUtilization, own_cpu_seconds: f64, seconds: f64) -> bool {
-    let own_percent = if seconds > 0.0 {
-        own_cpu_seconds * 100.0 / seconds
+/// own threads and the machine's softirq were at least half of what all
+/// the machine's cores were busy (a core kept busy by someone else's
+/// process, a compiler beside the test, is not the test's bottleneck).
+/// On a host of its own, the test's threads using half of what the busy
+/// core was busy count too. `own_cpu_seconds` is both ends' on a shared host:
+/// set against one core it could add up two cores' worth, so there only
+/// the machine-wide share speaks.
+fn core_is_the_tests(report: &CpuReport, own_cpu_seconds: f64, shared: bool) -> bool {
+    let core = &report.busiest_core;
+    if core.softirq_percent >= 50.0 {
+        return true;
+    }
+    let cpus = f64::from(report.logical_cpus.max(1));
+    let machine_busy = report.utilization_percent / 100.0 * cpus * report.seconds;
+    let tests = own_cpu_seconds + report.softirq_percent / 100.0 * cpus * report.seconds;
+    if machine_busy > 0.0 && tests >= machine_busy / 2.0 {
+        return true;
+    }
+    let own_percent = if report.seconds > 0.0 {
+        own_cpu_seconds * 100.0 / report.seconds
     } else {
         0.0
     };
-    core.softirq_percent >= 50.0 || own_percent >= core.utilization_percent / 2.0
+    // Results stored before the machine-wide figures were kept have none.
+    (!shared || machine_busy <= 0.0) && own_percent >= core.utilization_percent / 2.0
 }
 
 fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
@@ -964,7 +980,7 @@ fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Fi
         .map(|c| c.process.user_seconds + c.process.system_seconds)
         .sum();
     let own_host =
-        attribution(trial, kind, Party::Client, shared).is_test() && core_is_the_tests(core, own, both.client.seconds);
+        attribution(trial, kind, Party::Client, shared).is_test() && core_is_the_tests(&both.client, own, shared);
     (shared && own_host && core.utilization_percent >= CPU_BOUND_PERCENT)
         .then(|| {
             Finding::new(
@@ -1036,6 +1052,8 @@ fn window_limited(trial: &TrialResult) -> Vec<Finding> {
                 sndbuf >= WINDOW_LIMITED_PERCENT,
             ) {
                 let side = role_name(trial, sender);
+                // The verdict names the end whose window it is: the remedy is there.
+                let receiver = role_name(trial, sender.other());
                 let windows = Bytes(streams.iter().filter_map(|(_, i)| i.peer_window_bytes).sum());
                 let rtt = streams.iter().map(|(_, i)| i.rtt_us).max().unwrap_or(0);
                 return Some(Finding::new(
@@ -1044,7 +1062,7 @@ fn window_limited(trial: &TrialResult) -> Vec<Finding> {
                         receiver: sender.other(),
                     },
                     Some(sender),
-                    Some(side),
+                    Some(receiver),
                     format!(
                         "receive-window-limited: the receiver's window ({windows} advertised{}) lets at most {} \
                          through at the {rtt} us round trip, and the {side} reached {} {} (held back outright \
@@ -1064,14 +1082,13 @@ fn window_limited(trial: &TrialResult) -> Vec<Finding> {
                 ));
             }
             if rwnd >= WINDOW_LIMITED_PERCENT && rwnd >= sndbuf {
-                let side = role_name(trial, sender);
                 Some(Finding::new(
                     "receive_window_limited",
                     Class::ReceiveWindow {
                         receiver: sender.other(),
                     },
                     Some(sender),
-                    Some(side),
+                    Some(role_name(trial, sender.other())),
                     format!(
                         "receive-window-limited: the receiver's window held the {} back {rwnd:.0}% of the time it had \
                      data in flight (receive buffer {} at the end): a larger one (-w or {}) lets more be in flight, \

@@ -28,10 +28,13 @@ fn end(role: Role, bits_per_second: f64, tcp: bool) -> StreamEnd {
     }
 }
 
+/// Two cores, `core` busy at `core_percent`, the other idle.
 fn cpu(core: u32, core_percent: f64, softirq: f64, own_seconds: f64) -> CpuReport {
     CpuReport {
         seconds: 10.0,
         logical_cpus: 2,
+        utilization_percent: core_percent / 2.0,
+        softirq_percent: softirq / 2.0,
         busiest_core: CoreUtilization {
             core,
             utilization_percent: core_percent,
@@ -302,6 +305,29 @@ fn a_core_kept_busy_by_someone_elses_process_is_not_the_tests() {
     // The same core with the test's threads at 60% is the test's.
     t.cpu.client = cpu(0, 99.0, 5.0, 6.0);
     assert_eq!(judge(&t, &Throughput, false).kind, "cpu_bound");
+}
+
+#[test]
+fn a_machine_kept_busy_by_a_compiler_beside_the_test_is_not_host_cpu_bound() {
+    // Seen in the lab with a build on both cores: core 0 at 100%, little
+    // softirq, both ends' threads 1.5 s of 3 s together: half a core's worth
+    // of one, yet a third of what the machine was busy.
+    let mut t = trial(500e6);
+    let busy = |own| CpuReport {
+        seconds: 3.0,
+        utilization_percent: 100.0,
+        softirq_percent: 6.0,
+        ..cpu(0, 100.0, 12.0, own)
+    };
+    t.cpu.client = busy(1.03);
+    t.cpu.agent = busy(0.5);
+    quiet_interface(&mut t, Party::Client);
+    assert_eq!(judge(&t, &Throughput, true).kind, "none");
+    // The same machine with the test's own threads most of its busy time.
+    t.cpu.client = busy(2.5);
+    t.cpu.agent = busy(2.0);
+    let v = judge(&t, &Throughput, true);
+    assert!(v.summary.starts_with("host CPU-bound: core 0 at 100%"), "{}", v.summary);
 }
 
 #[test]
@@ -862,7 +888,7 @@ fn a_rate_at_the_windows_ceiling_is_receive_window_limited() {
     let v = judge(&t, &Throughput, false);
     assert_eq!(
         (v.kind.as_str(), v.side.as_deref()),
-        ("receive_window_limited", Some("sender")),
+        ("receive_window_limited", Some("receiver")),
         "{}",
         v.summary
     );

@@ -248,7 +248,7 @@ pub fn limit(r: &FilesResult) -> Limit {
     let (s, v) = (&r.sender, &r.receiver);
     let average = r.payload_bytes.checked_div(r.files).unwrap_or(0);
     let small = average <= SMALL_FILE_BYTES;
-    let per_file_receiver = v.create_seconds + if small { v.write_seconds } else { 0.0 };
+    let per_file_receiver = per_file_receiver_seconds(r);
     let per_file = per_file_receiver.max(s.open_seconds);
     let level = r.compress_level.map_or(String::new(), |l| format!(" (zstd level {l})"));
     let candidates = [
@@ -311,6 +311,13 @@ pub fn limit(r: &FilesResult) -> Limit {
     )
 }
 
+/// The receiver's time that each file costs whatever its size: creating
+/// and closing it, and, for small files, writing it.
+fn per_file_receiver_seconds(r: &FilesResult) -> f64 {
+    let small = r.payload_bytes.checked_div(r.files).unwrap_or(0) <= SMALL_FILE_BYTES;
+    r.receiver.create_seconds + if small { r.receiver.write_seconds } else { 0.0 }
+}
+
 /// MB/s (10^6 bytes) of a bit rate.
 fn megabytes_per_second(bits_per_second: f64) -> String {
     format!("{:.2} MB/s", bits_per_second / 8e6)
@@ -335,10 +342,14 @@ pub fn verdict(trial: &TrialResult) -> Option<Verdict> {
     let limit = r.limited_by.clone().unwrap_or_else(|| limit(&r));
     // The end the limit is on, for the verdict's reasoning: a starved end
     // explains its own disk and CPU shares.
-    let side = ["sender", "receiver"]
-        .into_iter()
-        .find(|end| limit.kind.starts_with(end))
-        .or((limit.kind == "link").then_some("path"));
+    let side = match limit.kind.as_str() {
+        "link" => Some("path"),
+        // The end that spent more per file: the receiver creating and
+        // closing, or the sender opening.
+        "per_file_overhead" if per_file_receiver_seconds(&r) >= r.sender.open_seconds => Some("receiver"),
+        "per_file_overhead" => Some("sender"),
+        kind => ["sender", "receiver"].into_iter().find(|end| kind.starts_with(end)),
+    };
     let mut verdict = Verdict::new(
         &format!("files_{}", limit.kind),
         format!(
@@ -463,6 +474,16 @@ mod tests {
         let l = limit(&r);
         assert_eq!(l.kind, "per_file_overhead", "{l:?}");
         assert!(l.summary.contains("20000 files"), "{}", l.summary);
+        // Its side is the end that spent more per file, for the reasoning
+        // (a starved receiver explains its own per-file time).
+        let side = |r: &FilesResult| {
+            let mut trial = TrialResult::default();
+            trial.sum.extras.set(KEY, r);
+            verdict(&trial).and_then(|v| v.side)
+        };
+        assert_eq!(side(&r).as_deref(), Some("receiver"));
+        r.sender.open_seconds = 6.0;
+        assert_eq!(side(&r).as_deref(), Some("sender"));
         // The same write time on big files is the disk.
         let mut big = result(10, 10 << 30, 30e6, 95e6);
         big.receiver.write_seconds = 5.0;
