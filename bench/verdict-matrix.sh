@@ -68,7 +68,7 @@ scenario "deep router queue, bbr" "100 Mbit/s router, 200 ms queue" "added_delay
     "--via-router --rate 100mbit --queue 200ms" -- loaded b -t 4 --idle 2s --phases download -C bbr
 scenario "files onto a starved receiver" "b at 3%, 4x16M" "$cpu" receiver \
     "--cpu-limit b=3%" -- files b --generate 4x16M --raw-time 2s
-scenario "files of a few kilobytes" "3000 files of 4 KiB" files_per_file_overhead receiver \
+scenario "files of a few kilobytes" "3000 files of 4 KiB" "files_per_file_overhead|$cpu" receiver \
     "" -- files b --generate 3000x4K --raw-time 2s
 scenario "small receive window" "--remote-rcvbuf 4K, 10 Gbit/s router" "receive_window_limited|not_sure" "*" \
     "--via-router --rate 10gbit" -- tcp b -t 3 --remote-rcvbuf 4K

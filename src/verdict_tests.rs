@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::model::{
-    BothCounters, BothCpu, CgroupCpu, CoreUtilization, Flow, FlowTotal, NicCounters, ProcessCpu, Role, SocketBuffers,
-    StreamEnd, StreamResult, Sum, TcpCounters, TcpInfo, ThreadScheduling, Total, UdpCounters,
+    BothCounters, BothCpu, CgroupCpu, CoreUtilization, Flow, FlowTotal, Interval, NicCounters, ProcessCpu, Role,
+    SocketBuffers, StreamEnd, StreamResult, Sum, TcpCounters, TcpInfo, ThreadScheduling, Total, UdpCounters,
 };
 use crate::workload::udp::UdpResults;
 use crate::workload::Throughput;
@@ -900,6 +900,21 @@ fn a_rate_at_the_windows_ceiling_is_receive_window_limited() {
     ] {
         assert!(v.summary.contains(part), "{part:?} in {}", v.summary);
     }
+    // The round trip is the median of the intervals' readings, not the
+    // last one alone: a last reading of 15 us would set the ceiling at 4.37
+    // Gbit/s, and 1.3 Gbit/s far below it.
+    t.streams[0].sender.tcp_info.as_mut().unwrap().rtt_us = 15;
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    t.streams[0].sender.intervals = [300, 41, 20]
+        .into_iter()
+        .map(|rtt| Interval {
+            rtt_us: Some(rtt),
+            ..Interval::default()
+        })
+        .collect();
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(v.kind, "receive_window_limited", "{}", v.summary);
+    assert!(v.summary.contains("at the 41 us round trip"), "{}", v.summary);
     // Far below the ceiling (a large window): the window holds nothing back.
     t.streams[0].sender.tcp_info.as_mut().unwrap().peer_window_bytes = Some(4 << 20);
     assert_eq!(judge(&t, &Throughput, false).kind, "none");
