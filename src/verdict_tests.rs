@@ -645,6 +645,28 @@ fn threads_waiting_for_a_cpu_name_their_side() {
 }
 
 #[test]
+fn spinning_ends_on_one_machine_are_not_starved_by_each_other() {
+    // rr --spin on loopback, 2 cores: both ends busy-poll and take turns on
+    // the cores. Their waits are the spinning's, not a limit.
+    use crate::workload::rr::{result, RrResults};
+    let mut t = trial(300e6);
+    let client = t.counters.client.as_mut().unwrap();
+    client.seconds = 3.0;
+    client.scheduling = scheduling(0.3, 2.6);
+    let spinning = result::RrEnd {
+        spinning: true,
+        ..result::RrEnd::default()
+    };
+    t.streams[0].sender.extras.set(result::KEY, &spinning);
+    let v = judge(&t, &RrResults, true);
+    assert_ne!(v.kind, "cpu_starved", "{}", v.summary);
+    assert!(v.summary.contains("spin by design"), "{}", v.summary);
+    // On hosts of their own, a spinning end that waits shares its core
+    // with someone else: that is starvation.
+    assert_eq!(judge(&t, &RrResults, false).kind, "cpu_starved");
+}
+
+#[test]
 fn short_waits_are_not_starvation() {
     // 90% of ready time, but ready only briefly: a mostly blocked sender.
     let mut t = trial(300e6);
