@@ -72,7 +72,7 @@ scenario "files of a few kilobytes" "3000 files of 4 KiB" "files_per_file_overhe
     "" -- files b --generate 3000x4K --raw-time 2s
 scenario "small receive window" "--remote-rcvbuf 4K, 10 Gbit/s router" "receive_window_limited|not_sure" "*" \
     "--via-router --rate 10gbit" -- tcp b -t 3 --remote-rcvbuf 4K
-scenario "two causes: both ends starved" "a and b at 2% of a core" "$cpu" both \
+scenario "two causes: both ends starved" "a and b at 2% of a core" "$cpu" "*" \
     "--cpu-limit a=2% --cpu-limit b=2%" -- tcp b -t 3
 scenario "two causes: starved receiver, small window" "b at 2%, --remote-rcvbuf 4K, 1 Gbit/s router" "$cpu" receiver \
     "--via-router --rate 1gbit --cpu-limit b=2%" -- tcp b -t 3 --remote-rcvbuf 4K
