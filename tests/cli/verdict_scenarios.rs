@@ -195,6 +195,14 @@ fn a_small_receive_window_through_a_router_is_named_never_the_link() {
             let window = evidence(&run, "receive_window_limited").expect("the window among the candidates");
             assert_eq!(window["role"], "candidate", "{window}");
         }
+        // Under heavy load the receiver's own threads may wait for a CPU
+        // most of their ready time: then its starvation explains the
+        // window, which must be in the chain under it.
+        cpu if CPU_KINDS.contains(&cpu) => {
+            assert_eq!(side, "receiver", "{cpu}");
+            let window = evidence(&run, "receive_window_limited").expect("the window in the chain");
+            assert_eq!(window["role"], "consequence", "{window}");
+        }
         other => panic!("a 4 KiB window read as {other}"),
     }
 }
