@@ -619,6 +619,18 @@ fn far_above_the_model_blames_the_assumed_link_speed() {
     assert!(v.summary.contains("check --link-speed"), "{}", v.summary);
 }
 
+/// `party`'s trial threads over a trial of `seconds`: ran `run` s and
+/// waited `wait` s for a CPU.
+fn starve(t: &mut TrialResult, party: Party, seconds: f64, run: f64, wait: f64) {
+    let side = match party {
+        Party::Client => t.counters.client.as_mut(),
+        Party::Agent => t.counters.agent.as_mut(),
+    }
+    .unwrap();
+    side.seconds = seconds;
+    side.scheduling = scheduling(run, wait);
+}
+
 fn scheduling(run_seconds: f64, wait_seconds: f64) -> Option<ThreadScheduling> {
     Some(ThreadScheduling {
         threads: 2,
@@ -631,9 +643,7 @@ fn scheduling(run_seconds: f64, wait_seconds: f64) -> Option<ThreadScheduling> {
 #[test]
 fn threads_waiting_for_a_cpu_name_their_side() {
     let mut t = trial(300e6);
-    let client = t.counters.client.as_mut().unwrap();
-    client.seconds = 3.0;
-    client.scheduling = scheduling(0.3, 2.6);
+    starve(&mut t, Party::Client, 3.0, 0.3, 2.6);
     let v = judge(&t, &Throughput, true);
     assert_eq!(v.kind, "cpu_starved");
     assert!(
@@ -650,9 +660,7 @@ fn spinning_ends_on_one_machine_are_not_starved_by_each_other() {
     // the cores. Their waits are the spinning's, not a limit.
     use crate::workload::rr::{result, RrResults};
     let mut t = trial(300e6);
-    let client = t.counters.client.as_mut().unwrap();
-    client.seconds = 3.0;
-    client.scheduling = scheduling(0.3, 2.6);
+    starve(&mut t, Party::Client, 3.0, 0.3, 2.6);
     let spinning = result::RrEnd {
         spinning: true,
         ..result::RrEnd::default()
@@ -670,9 +678,7 @@ fn spinning_ends_on_one_machine_are_not_starved_by_each_other() {
 fn short_waits_are_not_starvation() {
     // 90% of ready time, but ready only briefly: a mostly blocked sender.
     let mut t = trial(300e6);
-    let client = t.counters.client.as_mut().unwrap();
-    client.seconds = 10.0;
-    client.scheduling = scheduling(0.1, 0.9);
+    starve(&mut t, Party::Client, 10.0, 0.1, 0.9);
     assert_eq!(judge(&t, &Throughput, false).kind, "none");
 }
 
@@ -680,9 +686,7 @@ fn short_waits_are_not_starvation() {
 fn link_bound_wins_over_waiting_threads() {
     let mut t = trial(929.2e6);
     t.line_rate = share(&t, 1_000_000_000);
-    let client = t.counters.client.as_mut().unwrap();
-    client.seconds = 3.0;
-    client.scheduling = scheduling(0.3, 2.6);
+    starve(&mut t, Party::Client, 3.0, 0.3, 2.6);
     assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
 }
 
@@ -807,9 +811,7 @@ fn a_files_verdict_that_names_no_limit_gives_way_to_a_starved_receiver() {
     t.sum.extras.set(KEY, &files);
     // Alone, the files finding is the verdict.
     assert_eq!(judge(&t, &FilesResults, false).kind, "files_none");
-    let agent = t.counters.agent.as_mut().unwrap();
-    agent.seconds = 2.0;
-    agent.scheduling = scheduling(0.05, 1.75);
+    starve(&mut t, Party::Agent, 2.0, 0.05, 1.75);
     let v = judge(&t, &FilesResults, false);
     assert_eq!(
         (v.kind.as_str(), v.side.as_deref()),
@@ -993,9 +995,7 @@ fn a_starved_senders_full_send_buffer_is_its_starvation_not_a_second_cause() {
     let mut t = trial(30e6);
     limited(&mut t, 2_000_000, 0, 1_600_000);
     assert_eq!(judge(&t, &Throughput, false).kind, "send_buffer_limited");
-    let client = t.counters.client.as_mut().unwrap();
-    client.seconds = 3.0;
-    client.scheduling = scheduling(0.14, 2.75);
+    starve(&mut t, Party::Client, 3.0, 0.14, 2.75);
     let v = judge(&t, &Throughput, false);
     assert_eq!(
         (v.kind.as_str(), v.side.as_deref()),
@@ -1007,9 +1007,7 @@ fn a_starved_senders_full_send_buffer_is_its_starvation_not_a_second_cause() {
     // A starved receiver does not explain the sender's own buffer.
     let mut t = trial(30e6);
     limited(&mut t, 2_000_000, 0, 1_600_000);
-    let agent = t.counters.agent.as_mut().unwrap();
-    agent.seconds = 3.0;
-    agent.scheduling = scheduling(0.14, 2.75);
+    starve(&mut t, Party::Agent, 3.0, 0.14, 2.75);
     assert_eq!(judge(&t, &Throughput, false).kind, "not_sure");
 }
 
@@ -1026,9 +1024,7 @@ fn a_starved_receiver_is_the_cause_of_its_senders_retransmissions() {
         info.retransmits,
     ) = (Some(43_000), Some(1_000_000), Some(700), 30);
     assert_eq!(judge(&t, &Throughput, true).kind, "retransmitting");
-    let agent = t.counters.agent.as_mut().unwrap();
-    agent.seconds = 3.0;
-    agent.scheduling = scheduling(0.05, 2.15);
+    starve(&mut t, Party::Agent, 3.0, 0.05, 2.15);
     let v = judge(&t, &Throughput, true);
     assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("receiver")));
     assert!(
@@ -1056,9 +1052,7 @@ fn a_starved_receiver_is_the_cause_of_its_senders_retransmissions() {
     let mut s = trial(624e6);
     let info = s.streams[0].sender.tcp_info.as_mut().unwrap();
     (info.bytes_retransmitted, info.bytes_sent, info.data_segments_sent) = (Some(43_000), Some(1_000_000), Some(700));
-    let client = s.counters.client.as_mut().unwrap();
-    client.seconds = 3.0;
-    client.scheduling = scheduling(0.05, 2.15);
+    starve(&mut s, Party::Client, 3.0, 0.05, 2.15);
     let v = judge(&s, &Throughput, true);
     assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("sender")));
     assert!(v.summary.contains("; also: retransmitting: 4.3%"), "{}", v.summary);
@@ -1081,9 +1075,7 @@ fn a_udp_sender_below_its_offer_is_a_finding_its_starvation_explains() {
         "{}",
         v.summary
     );
-    let client = t.counters.client.as_mut().unwrap();
-    client.seconds = 3.0;
-    client.scheduling = scheduling(0.05, 2.15);
+    starve(&mut t, Party::Client, 3.0, 0.05, 2.15);
     let v = judge(&t, &UdpResults, true);
     assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("sender")));
     assert!(v.summary.contains(" → sender below its offered rate"), "{}", v.summary);
