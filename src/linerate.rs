@@ -281,12 +281,58 @@ pub fn goodput(
     })
 }
 
+/// Bytes one message of `message_bytes` costs against a link's speed, cut
+/// into IP packets of at most `mtu_bytes`: each TCP segment carries its
+/// own headers; a UDP datagram carries one UDP header and is cut into IP
+/// fragments (each with an IP header; their 8-byte alignment is ignored).
+/// What a wire of that speed needs to carry the message, ACKs aside.
+pub fn message_counted_bytes(framing: Framing, mtu_bytes: u64, stack: Stack, message_bytes: u64) -> u64 {
+    let (per_packet, payload) = match stack {
+        Stack::Udp4 | Stack::Udp6 => (stack.ip_header_bytes(), message_bytes + UDP_HEADER_BYTES),
+        _ => (stack.header_bytes(), message_bytes),
+    };
+    let room = mtu_bytes.saturating_sub(per_packet).max(1);
+    let (full, rest) = (payload / room, payload % room);
+    let mut bytes = full * framing.counted_bytes(room + per_packet);
+    if rest > 0 || full == 0 {
+        bytes += framing.counted_bytes(rest + per_packet);
+    }
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn close(a: f64, b: f64, tolerance: f64) -> bool {
         (a - b).abs() <= tolerance
+    }
+
+    #[test]
+    fn a_message_is_cut_into_packets_that_each_pay_their_headers() {
+        let qdisc = Framing::Qdisc {
+            overhead_bytes: 0,
+            mpu_bytes: 0,
+            atm: false,
+        };
+        // 1 byte of TCP with timestamps: 20 + 32 + 1, plus the 14-byte Ethernet header.
+        assert_eq!(message_counted_bytes(qdisc, 1500, Stack::Tcp4Ts, 1), 67);
+        // 3000 bytes in segments of 1448: two full, one of 104.
+        assert_eq!(
+            message_counted_bytes(qdisc, 1500, Stack::Tcp4Ts, 3000),
+            2 * 1514 + (104 + 52 + 14)
+        );
+        // Exactly two full segments: no third packet.
+        assert_eq!(message_counted_bytes(qdisc, 1500, Stack::Tcp4Ts, 2896), 2 * 1514);
+        // A UDP datagram of 3000 bytes: 3008 after its header, in fragments of 1480.
+        assert_eq!(
+            message_counted_bytes(qdisc, 1500, Stack::Udp4, 3000),
+            2 * 1514 + (48 + 20 + 14)
+        );
+        // On a wire: 1 byte of TCP is a 71-byte frame plus preamble and gap;
+        // 1 byte of UDP (29 B of IP) is padded to the 64-byte minimum frame.
+        assert_eq!(message_counted_bytes(Framing::EthernetWire, 1500, Stack::Tcp4Ts, 1), 91);
+        assert_eq!(message_counted_bytes(Framing::EthernetWire, 1500, Stack::Udp4, 1), 84);
     }
 
     #[test]

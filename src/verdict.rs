@@ -225,8 +225,11 @@ pub fn annotate_path(
                 source: link.source,
                 burst_bytes: link.burst_bytes,
                 shaper_name: link.shaper_name.clone(),
+                framing: link.framing,
+                mtu_bytes: u64::from(mtu),
+                ipv6,
             };
-            kind.note_link(trial, &used);
+            kind.note_link(trial, &run.spec, &used);
         }
         trial.verdict = Some(judge(trial, kind, shared));
     };

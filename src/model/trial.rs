@@ -209,6 +209,12 @@ pub struct LinkUsed {
     pub burst_bytes: Option<u64>,
     /// Where a shaper beyond both ends sits.
     pub shaper_name: Option<String>,
+    /// What each packet costs against `bits_per_second` besides itself.
+    pub framing: crate::linerate::Framing,
+    /// The smaller end's MTU, and whether the test ran over IPv6: with the
+    /// framing, what a message of a given size costs on the link.
+    pub mtu_bytes: u64,
+    pub ipv6: bool,
 }
 
 /// Measured throughput against the line-rate model.

@@ -556,8 +556,10 @@ pub trait ResultKind: Sync {
     /// The link the line-rate model chose for the run (the option, the
     /// slower NIC, a shaper on an end or a lab router's on the path), for
     /// a workload that compares figures of its own with it (a sweep's
-    /// sizes). Called for every trial, whether or not `line_rate_applies`.
-    fn note_link(&self, _trial: &mut TrialResult, _link: &crate::model::LinkUsed) {}
+    /// sizes, the round trips of rr against what a wire of a shaper's rate
+    /// would take). Called for every trial, whether or not
+    /// `line_rate_applies`.
+    fn note_link(&self, _trial: &mut TrialResult, _spec: &TestSpec, _link: &crate::model::LinkUsed) {}
 
     /// Findings only this workload can give, each as a verdict with its
     /// side (UDP loss at the receiving socket or on the path, a sender

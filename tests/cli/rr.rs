@@ -68,6 +68,8 @@ fn tcp_rr_counts_agree_and_latency_is_a_distribution() {
     let sum = &run["sum"]["rr"];
     assert_sane_latency(&sum["latency"]);
     assert!(num(&sum["transactions_per_second"]) > 0.0);
+    // Loopback has no shaper whose bucket could have carried anything.
+    assert!(sum.get("shaper_bucket").is_none(), "{sum}");
     for host in ["client", "agent"] {
         assert!(
             num(&run["cpu"][host]["service_demand_us_per_transaction"]) > 0.0,
@@ -296,7 +298,9 @@ fn bad_rr_options_are_refused_with_exit_code_2() {
 }
 
 /// rr across the lab's router (a -> r -> b): a sane latency distribution
-/// over TCP and UDP, nothing lost on an unloaded path.
+/// over TCP and UDP, nothing lost on an unloaded path; and the router's
+/// 100 Mbit/s tbf, whose 50 kB bucket holds a 64-byte message whole, is
+/// named beside the round trips with what a wire of its rate would need.
 #[test]
 fn lab_rr_through_a_router_gives_a_sane_latency_distribution() {
     require_lab!();
@@ -329,5 +333,43 @@ fn lab_rr_through_a_router_gives_a_sane_latency_distribution() {
             lost * 100 <= sum["transactions"].as_u64().unwrap(),
             "{proto}: {lost} lost"
         );
+        let bucket = &sum["shaper_bucket"];
+        assert_eq!(bucket["link_speed_source"], "lab", "{proto}: {sum}");
+        assert_eq!(num(&bucket["link_bits_per_second"]), 1e8, "{bucket}");
+        // The lab's tbf bucket at 100 Mbit/s: 4 ms of the rate.
+        assert_eq!(bucket["burst_bytes"], 50_000, "{bucket}");
+        assert!(
+            bucket["shaper_name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("lab router ")),
+            "{bucket}"
+        );
+        // 64 bytes each way in one packet: TCP with timestamps (20 + 32)
+        // or UDP (20 + 8) headers, and the 14-byte Ethernet header tbf counts.
+        let headers = if proto == "tcp" { 52 + 14 } else { 28 + 14 };
+        let wire_us = 2.0 * (64 + headers) as f64 * 8.0 / 1e8 * 1e6;
+        assert!((num(&bucket["wire_round_trip_us"]) - wire_us).abs() < 1e-6, "{bucket}");
+        assert_eq!(
+            bucket["faster_than_wire"].as_bool(),
+            Some(num(&latency["p50_us"]) < wire_us),
+            "{bucket} {latency}"
+        );
     }
+    // The text says it under the round trips, whichever way it read.
+    let out = lab
+        .command("a", BIN)
+        .args(["rr", "b", "-p", &port, "-t", "1", "-r", "1K,1K", "--no-save"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).replace("\n        ", " ");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("shaper:"))
+        .unwrap_or_else(|| panic!("no shaper line: {text}"));
+    assert!(
+        line.contains("token bucket (50.00 kB) of the shaper at lab router ") && line.contains("100.00 Mbit/s wire"),
+        "{line}"
+    );
 }

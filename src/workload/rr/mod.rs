@@ -275,6 +275,47 @@ impl ResultKind for RrResults {
         false
     }
 
+    /// Through a shaper (a lab router's tbf, or one on an end), whether
+    /// its token bucket carried the round trips faster than a wire of its
+    /// rate: a message the bucket holds crosses at the hosts' speed, and
+    /// the bucket refills while its direction idles.
+    fn note_link(&self, trial: &mut TrialResult, spec: &TestSpec, link: &crate::model::LinkUsed) {
+        if !matches!(link.source, "lab" | "qdisc") || link.bits_per_second < 1.0 {
+            return;
+        }
+        let (Ok(p), Some(mut total)) = (spec.params::<RrParams>(), trial.sum.extras.get::<RrResult>(result::KEY))
+        else {
+            return;
+        };
+        let Some(p50_us) = total.latency.as_ref().map(|l| l.p50_us) else {
+            return;
+        };
+        use crate::linerate::{message_counted_bytes, Stack};
+        let stack = match (p.proto, link.ipv6) {
+            (RrProto::Tcp, false) => Stack::Tcp4Ts,
+            (RrProto::Tcp, true) => Stack::Tcp6Ts,
+            (RrProto::Udp, false) => Stack::Udp4,
+            (RrProto::Udp, true) => Stack::Udp6,
+        };
+        let cost = |bytes| message_counted_bytes(link.framing, link.mtu_bytes, stack, bytes);
+        let (request, response) = (cost(p.request_bytes), cost(p.response_bytes));
+        let wire_round_trip_us = (request + response) as f64 * 8.0 / link.bits_per_second * 1e6;
+        let faster_than_wire = p50_us < wire_round_trip_us;
+        // A burst's worth of the larger message fits the bucket whole.
+        let fits = link
+            .burst_bytes
+            .is_some_and(|b| request.max(response) * u64::from(p.burst.max(1)) <= b);
+        total.shaper_bucket = (faster_than_wire || fits).then(|| result::ShaperBucket {
+            link_bits_per_second: link.bits_per_second,
+            link_speed_source: link.source.into(),
+            shaper_name: link.shaper_name.clone(),
+            burst_bytes: link.burst_bytes,
+            wire_round_trip_us,
+            faster_than_wire,
+        });
+        trial.sum.extras.set(result::KEY, &total);
+    }
+
     fn sum_cells(&self, trial: &TrialResult, flow: Flow) -> Option<String> {
         let ends: Vec<RrEnd> = trial
             .streams

@@ -56,6 +56,34 @@ pub struct RrResult {
     /// All flows' latencies in one distribution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyStats>,
+    /// A shaper on the path (a lab router's or an end's tbf) that carried
+    /// these round trips faster than a wire of its rate would have.
+    /// Absent without a shaper, or when its bucket could not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_bucket: Option<ShaperBucket>,
+}
+
+/// How a shaper's token bucket shortened round trips: it refills while
+/// its direction idles (in a ping-pong, half the time) and passes what it
+/// holds at the hosts' speed, where a wire of its rate serializes every
+/// message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShaperBucket {
+    pub link_bits_per_second: f64,
+    /// `lab` (a lab router's tbf) or `qdisc` (a tbf on an end).
+    pub link_speed_source: String,
+    /// Where it sits, when on neither end: `lab router demo-r eth1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_name: Option<String>,
+    /// The token bucket, when the shaper's is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_bytes: Option<u64>,
+    /// What a wire of `link_bits_per_second` needs at least to carry one
+    /// request and its response (headers and framing counted, ACKs not).
+    pub wire_round_trip_us: f64,
+    /// The median round trip was shorter than `wire_round_trip_us`: no
+    /// wire of that rate could have carried it.
+    pub faster_than_wire: bool,
 }
 
 /// Puts the totals of a merged trial in place: the requesters' ends
@@ -76,6 +104,7 @@ pub fn summarize(trial: &mut TrialResult) {
         transactions_per_second: ends.iter().map(|e| e.transactions_per_second).sum(),
         lost_transactions: ends.iter().map(|e| e.lost_transactions).sum(),
         latency: (!latencies.is_empty()).then(|| latency::merge(&latencies)),
+        shaper_bucket: None,
     };
     trial.sum.extras.set(KEY, &total);
 }

@@ -3,10 +3,10 @@
 
 use std::io::{self, Write};
 
-use super::result::{RrEnd, RrResult, KEY};
+use super::result::{RrEnd, RrResult, ShaperBucket, KEY};
 use super::RrParams;
 use crate::model::{Role, TrialResult};
-use crate::units::Size;
+use crate::units::{Bytes, Rate, Size};
 
 /// The header's description of the messages: both sizes, and a connection
 /// per transaction with `--crr`.
@@ -46,6 +46,9 @@ pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()>
         return Ok(());
     };
     rr_lines(&rr, out)?;
+    if let Some(bucket) = &rr.shaper_bucket {
+        shaper_line(&rr, bucket, out)?;
+    }
     // With several flows, each one's rate and tail: an unfair split shows here.
     if trial.streams.len() > 1 {
         for s in trial.streams.iter().filter(|s| s.sender.role == Role::Sender) {
@@ -88,4 +91,34 @@ pub fn flow_rr_line(id: u32, e: &RrEnd, out: &mut dyn Write) -> io::Result<()> {
         "    flow {id}: {} transactions, {:.1} transactions/s{latency}; lost {}",
         e.transactions, e.transactions_per_second, e.lost_transactions
     )
+}
+
+/// What a shaper's bucket did to the round trips: they are shorter than a
+/// wire of its rate allows, or could be by as much as the wire's time.
+pub fn shaper_line(rr: &RrResult, bucket: &ShaperBucket, out: &mut dyn Write) -> io::Result<()> {
+    let p50 = rr.latency.as_ref().map_or(0.0, |l| l.p50_us);
+    let shaper = match (&bucket.shaper_name, bucket.burst_bytes) {
+        (Some(name), Some(b)) => format!("the token bucket ({}) of the shaper at {name}", Bytes(b)),
+        (Some(name), None) => format!("the token bucket of the shaper at {name}"),
+        (None, Some(b)) => format!("the shaper's token bucket ({})", Bytes(b)),
+        (None, None) => "the shaper's token bucket".into(),
+    };
+    let wire = format!("a {} wire", Rate(bucket.link_bits_per_second));
+    if bucket.faster_than_wire {
+        writeln!(
+            out,
+            "    shaper: the round trip (p50 {p50:.1} us) is shorter than {wire} needs for one request and \
+             its response ({:.1} us at least): {shaper} refills while its direction idles and passes what it \
+             holds at the hosts' speed",
+            bucket.wire_round_trip_us
+        )
+    } else {
+        writeln!(
+            out,
+            "    shaper: {shaper} holds a whole request and response and passes them at the hosts' speed; \
+             {wire} would add at least {:.1} us to every round trip ({:.0}% of the p50)",
+            bucket.wire_round_trip_us,
+            bucket.wire_round_trip_us * 100.0 / p50.max(f64::MIN_POSITIVE)
+        )
+    }
 }

@@ -346,7 +346,7 @@ impl ResultKind for SweepResults {
         false
     }
 
-    fn note_link(&self, trial: &mut TrialResult, link: &crate::model::LinkUsed) {
+    fn note_link(&self, trial: &mut TrialResult, _spec: &TestSpec, link: &crate::model::LinkUsed) {
         for stream in &mut trial.streams {
             for end in [&mut stream.sender, &mut stream.receiver] {
                 let Some(mut sweep) = end.extras.get::<result::SweepResult>(result::KEY) else {
