@@ -237,6 +237,7 @@ fn roundups_of_plan(path: &Path) -> anyhow::Result<Vec<html::RoundupSpec>> {
                 metrics: super::compare::metrics(&list(&t.metric))?,
                 stat,
                 baseline: t.baseline.clone(),
+                workload: t.workload.clone(),
             })
         })
         .collect()

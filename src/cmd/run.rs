@@ -734,6 +734,9 @@ fn report_tables(plan: &Plan, plan_run: &str, db: &Path) -> anyhow::Result<()> {
         if let Some(b) = &t.baseline {
             argv.extend(["--baseline".into(), b.clone()]);
         }
+        if let Some(w) = &t.workload {
+            argv.extend(["--workload".into(), w.clone()]);
+        }
         let title = t
             .title
             .clone()

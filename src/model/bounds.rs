@@ -120,10 +120,16 @@ pub fn cpu(prefix: &str, cpu: &CpuReport) -> Result<(), String> {
             "service_demand_us_per_transaction",
             cpu.service_demand_us_per_transaction,
         ),
+        ("threads_service_demand_us_per_kb", cpu.threads_service_demand_us_per_kb),
     ] {
         if let Some(value) = value {
             within(&format!("{prefix}.{name}"), value, 0.0, f64::MAX, "us")?;
         }
+    }
+    // Threads busy: at most every core, in percent of one.
+    if let Some(value) = cpu.threads_percent_of_core {
+        let name = format!("{prefix}.threads_percent_of_core");
+        within(&name, value, 0.0, cores as f64 * 100.0 + 1.0, "%")?;
     }
     Ok(())
 }

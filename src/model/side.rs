@@ -252,6 +252,16 @@ pub struct CpuReport {
     /// request/response workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_demand_us_per_transaction: Option<f64>,
+    /// nicbench's own stream threads (`process`) busy, in percent of one
+    /// core over `seconds`: this end's own share even where both ends
+    /// share one kernel (a lab). Absent in documents before 2026-11-27.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_percent_of_core: Option<f64>,
+    /// The stream threads' CPU time in microseconds per KB moved: this
+    /// end's own service demand, softirq work outside its threads not
+    /// counted. Absent when nothing moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_service_demand_us_per_kb: Option<f64>,
 }
 
 /// What one side sends back at the end of a trial.

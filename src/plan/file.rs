@@ -193,6 +193,9 @@ pub struct ReportTable {
     pub stat: Option<String>,
     /// As `compare --baseline`.
     pub baseline: Option<String>,
+    /// As `compare --workload`: only this workload's runs (a roundup's TCP
+    /// table without the sweeps' rows).
+    pub workload: Option<String>,
 }
 
 fn default_rows() -> String {
@@ -340,6 +343,16 @@ impl Plan {
             for metric in t.metrics() {
                 crate::store::compare::Metric::parse(metric)
                     .map_err(|e| format!("[[report.tables]] #{} metric: {e}", i + 1))?;
+            }
+            if let Some(w) = &t.workload {
+                let names: Vec<&str> = crate::workload::names().collect();
+                if !names.contains(&w.as_str()) {
+                    return Err(format!(
+                        "[[report.tables]] #{} workload = \"{w}\": expected one of {}",
+                        i + 1,
+                        names.join(", ")
+                    ));
+                }
             }
             for d in t
                 .rows

@@ -171,6 +171,9 @@ pub fn cpu_report(
         .unwrap_or_default();
     let busy_us = sum.busy() as f64 / ticks_per_second * 1e6;
     let service_demand_us_per_kb = (bytes_moved > 0).then(|| busy_us / (bytes_moved as f64 / 1024.0));
+    let threads_us = (process.user_seconds + process.system_seconds) * 1e6;
+    let threads_percent_of_core = (seconds > 0.0).then(|| threads_us / 1e6 / seconds * 100.0);
+    let threads_service_demand_us_per_kb = (bytes_moved > 0).then(|| threads_us / (bytes_moved as f64 / 1024.0));
     CpuReport {
         seconds,
         logical_cpus: per_core.len() as u32,
@@ -188,6 +191,8 @@ pub fn cpu_report(
         bytes_moved,
         service_demand_us_per_kb,
         service_demand_us_per_transaction: None,
+        threads_percent_of_core,
+        threads_service_demand_us_per_kb,
     }
 }
 

@@ -538,7 +538,12 @@ impl Table {
         // values, and where (the other keys' values).
         fn pair(keys: &[String], a: &[String], b: &[String], place: &[String]) -> String {
             let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
-            let key = keys.get(at).map(|k| k.strip_prefix("tag:").unwrap_or(k)).unwrap_or("");
+            // `tag:mtu` or a report's `MTU (B)`: the name, without its unit.
+            let key = keys
+                .get(at)
+                .map(|k| k.strip_prefix("tag:").unwrap_or(k))
+                .map(|k| k.split(" (").next().unwrap_or(k))
+                .unwrap_or("");
             let context: Vec<&str> = a
                 .iter()
                 .enumerate()

@@ -55,6 +55,8 @@ pub struct RoundupSpec {
     pub metrics: Vec<crate::store::compare::Metric>,
     pub stat: Stat,
     pub baseline: Option<String>,
+    /// Only this workload's runs.
+    pub workload: Option<String>,
 }
 
 /// A table of text cells: a caption, a header, rows.
@@ -98,7 +100,7 @@ h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid var(--line);padding
 .summary b{display:block;font-size:1.2rem}
 figure{margin:1rem 0;break-inside:avoid}
 .metric{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:0 1.2rem;align-items:start;margin:1.2rem 0;padding-top:.4rem;border-top:1px solid var(--line)}
-.metric.with-cpu>.scroll,.metric.with-cpu>.note{grid-column:1/-1}
+.metric.with-cpu>.scroll,.metric.with-cpu>.note,.metric.wide>.scroll,.metric.wide>.note{grid-column:1/-1}
 .metric table{min-width:min(100%,36rem)}
 .note{color:var(--muted);font-size:.9rem;margin:.2rem 0}
 @media (max-width:900px){.metric{grid-template-columns:minmax(0,1fr)}}
@@ -223,9 +225,8 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         .map(|p| (p.id, p))
         .collect();
     let mut runs = Vec::with_capacity(summaries.len());
-    let mut hosts: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let mut hosts = HostBook::default();
     let mut seen_facts = std::collections::HashSet::new();
-    let mut seen_hosts = BTreeSet::new();
     for summary in summaries {
         let Some(p) = parts.remove(&summary.id) else { continue };
         for (side, at) in [("client", 3), ("agent", 4)] {
@@ -234,10 +235,11 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
                 continue;
             }
             if let Ok(facts) = serde_json::from_str::<HostFacts>(text) {
-                let lines = fact_lines(&facts);
-                if seen_hosts.insert(lines.clone()) {
-                    hosts.push((format!("{} ({side} of run {})", facts.hostname, summary.id), lines));
-                }
+                hosts.add(
+                    &facts.hostname,
+                    format!("{side} of run {}", summary.id),
+                    fact_lines(&facts),
+                );
             }
         }
         runs.push(RunView {
@@ -262,7 +264,19 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     let mut charts = Vec::new();
     // CPU beside throughput: one stacked pair of bars per cell of the
     // throughput table (its rows and columns), else among the curves.
-    if let Some(cpu) = cpu_chart(store, filter, spec, &cols, &book, &mut ids)? {
+    // Only the cells the throughput table has (a sweep's runs have CPU
+    // figures but no throughput): the two stand side by side.
+    let cells: Option<Vec<String>> = (!spec.cols.is_empty())
+        .then(|| parts.iter().find(|p| p.table.metric == THROUGHPUT))
+        .flatten()
+        .map(|p| {
+            let t = &p.table;
+            t.cells
+                .iter()
+                .map(|c| col_label(&[c.row.clone(), c.col.clone()].concat()))
+                .collect()
+        });
+    if let Some(cpu) = cpu_chart(store, filter, spec, &cols, &book, cells.as_deref(), &mut ids)? {
         match parts.iter_mut().find(|p| p.table.metric == THROUGHPUT) {
             Some(part) => part.cpu = Some(cpu),
             None => charts.push(cpu),
@@ -321,14 +335,14 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     }
     write_runs(out, &runs);
     out.push_str("<section id=\"facts\"><h2>Hosts</h2><div class=\"facts\">\n");
-    for (name, lines) in &hosts {
-        let _ = write!(out, "<table><caption>{}</caption><tbody>", escape(name));
-        for (k, v) in lines {
+    for host in &hosts.0 {
+        let _ = write!(out, "<table><caption>{}</caption><tbody>", escape(&host.caption()));
+        for (k, values) in &host.lines {
             let _ = write!(
                 out,
                 "<tr><th scope=\"row\">{}</th><td>{}</td></tr>",
                 escape(k),
-                escape(v)
+                escape(&values.join(" · "))
             );
         }
         out.push_str("</tbody></table>\n");
@@ -345,6 +359,70 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         charts: charts.len() + drawn_with_tables,
         tables: parts.len(),
     })
+}
+
+/// Each host once, by name: its facts as first seen, and every other
+/// value a fact took in later runs (a plan's MTU axis changes the MTU of
+/// the same host from case to case).
+#[derive(Default)]
+struct HostBook(Vec<HostEntry>);
+
+struct HostEntry {
+    name: String,
+    /// Where it was first seen: `agent of run 12`.
+    first: String,
+    /// Each fact with its values in the order seen.
+    lines: Vec<(String, Vec<String>)>,
+}
+
+impl HostBook {
+    fn add(&mut self, name: &str, seen: String, lines: Vec<(String, String)>) {
+        // A host without a name (an imported file) is told apart by its facts.
+        let same = |h: &&mut HostEntry| {
+            h.name == name
+                && (!name.is_empty()
+                    || h.lines
+                        .iter()
+                        .map(|(k, v)| (k, &v[0]))
+                        .eq(lines.iter().map(|(k, v)| (k, v))))
+        };
+        let Some(host) = self.0.iter_mut().find(same) else {
+            self.0.push(HostEntry {
+                name: name.into(),
+                first: seen,
+                lines: lines.into_iter().map(|(k, v)| (k, vec![v])).collect(),
+            });
+            return;
+        };
+        for (k, v) in lines {
+            match host.lines.iter_mut().find(|(key, _)| *key == k) {
+                Some((_, values)) if !values.contains(&v) => values.push(v),
+                Some(_) => {}
+                None => host.lines.push((k, vec![v])),
+            }
+        }
+    }
+}
+
+impl HostEntry {
+    /// `b (agent of run 3); differs between runs: interface`.
+    fn caption(&self) -> String {
+        let differs: Vec<&str> = self
+            .lines
+            .iter()
+            .filter(|(_, v)| v.len() > 1)
+            .map(|(k, _)| k.as_str())
+            .collect();
+        match differs.as_slice() {
+            [] => format!("{} ({})", self.name, self.first),
+            keys => format!(
+                "{} ({}); differs between runs: {}",
+                self.name,
+                self.first,
+                keys.join(", ")
+            ),
+        }
+    }
 }
 
 /// When a run started, or "unknown" (an imported file without a time).
@@ -480,9 +558,13 @@ fn write_roundups(
     }
     let filter = data::complete(filter);
     out.push_str("<section id=\"roundup\"><h2>The plan's tables</h2>\n");
-    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect::<Vec<_>>();
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::title).collect::<Vec<_>>();
     for spec in specs {
         let mut tables = Vec::new();
+        let mut filter = filter.clone();
+        if spec.workload.is_some() {
+            filter.workload = spec.workload.clone();
+        }
         for metric in &spec.metrics {
             let found = crate::store::compare::records_in(store, &filter, &spec.rows, &spec.cols, metric, book)?;
             if found.records.is_empty() {
@@ -619,10 +701,14 @@ fn metric_parts(
     ids: &mut std::ops::RangeFrom<usize>,
 ) -> Result<Vec<MetricPart>, SelectError> {
     let filter = data::complete(filter);
-    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect::<Vec<_>>();
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::title).collect::<Vec<_>>();
     let pairs = spec.cols.is_empty() && !cols.is_empty();
     let mut parts = Vec::new();
+    let asked_only: Vec<&str> = crate::workload::Metric::THREADS.iter().map(|m| m.option).collect();
     for metric in crate::store::compare::all_metrics() {
+        if asked_only.contains(&metric.name) {
+            continue;
+        }
         let mut found = crate::store::compare::records_in(store, &filter, &spec.rows, cols, &metric, book)?;
         if found.records.is_empty() {
             continue;
@@ -670,6 +756,7 @@ fn cpu_chart(
     spec: &ReportSpec,
     cols: &[Dimension],
     book: &CaseBook,
+    cells: Option<&[String]>,
     ids: &mut std::ops::RangeFrom<usize>,
 ) -> Result<Option<Figure>, SelectError> {
     let mut chart_spec = ChartSpec::new("cpu");
@@ -682,6 +769,9 @@ fn cpu_chart(
             if let chart::Chart::Cpu(cpu) = &mut chart {
                 for group in &mut cpu.groups {
                     group.throughput_bits_per_second = None;
+                }
+                if let Some(cells) = cells.filter(|c| cpu.groups.iter().any(|g| c.contains(&g.name))) {
+                    cpu.groups.retain(|g| cells.contains(&g.name));
                 }
                 cpu.title = format!("CPU load of both ends by {} (mean of the runs)", cpu.group_key);
             }
@@ -716,6 +806,16 @@ fn charts_of_runs(
         chart_spec.series = spec.cols.clone();
         chart_spec.stat = spec.stat;
         match data::build_in(store, filter, &chart_spec, Some(book)) {
+            Ok(chart::Chart::Sweep(sweep)) if sweep.lines.len() > MAX_SWEEP_LINES => {
+                match sweeps_per_column(store, filter, spec, &chart_spec, book)? {
+                    Some(per_column) => {
+                        for chart in per_column {
+                            charts.push(svg_of(chart, SIZE, ids)?);
+                        }
+                    }
+                    None => charts.push(svg_of(chart::Chart::Sweep(sweep), SIZE, ids)?),
+                }
+            }
             Ok(chart) => charts.push(svg_of(chart, SIZE, ids)?),
             // A kind without runs to draw is left out of the report.
             Err(SelectError::Chart(ChartError::Empty(_))) => {}
@@ -738,6 +838,54 @@ fn charts_of_runs(
     Ok((charts, note))
 }
 
+/// Most lines one sweep chart draws before the report draws one chart per
+/// value of its column (a card) instead: past that the legend outgrows the
+/// plot and colours repeat.
+const MAX_SWEEP_LINES: usize = 6;
+
+/// One sweep chart per value of the report's column when that is one tag
+/// (`--cols tag:agent`: a chart per card, a line per MTU), each titled by
+/// its value; None when the columns are not one tag, or give one value.
+fn sweeps_per_column(
+    store: &Store,
+    filter: &Filter,
+    spec: &ReportSpec,
+    chart_spec: &ChartSpec,
+    book: &CaseBook,
+) -> Result<Option<Vec<chart::Chart>>, SelectError> {
+    let [Dimension::Tag(key)] = spec.cols.as_slice() else {
+        return Ok(None);
+    };
+    let peak = crate::store::compare::Metric::parse("peak").map_err(|e| SelectError::Chart(ChartError::Empty(e)))?;
+    let mut sweeps = filter.clone();
+    sweeps.workload = Some("sweep".into());
+    let found = crate::store::compare::records_in(store, &sweeps, &[], &spec.cols, &peak, book)?;
+    let mut values: Vec<String> = found.records.iter().filter_map(|r| r.col.first().cloned()).collect();
+    values.sort_by(|a, b| super::compare::natural_text(a, b));
+    values.dedup();
+    if values.len() < 2 {
+        return Ok(None);
+    }
+    let mut charts = Vec::new();
+    for value in values {
+        let mut one = filter.clone();
+        one.tags.push(crate::store::Tag {
+            key: key.clone(),
+            value: value.clone(),
+        });
+        match data::build_in(store, &one, chart_spec, Some(book)) {
+            Ok(chart::Chart::Sweep(mut sweep)) => {
+                sweep.title = format!("{}: {value}", sweep.title);
+                charts.push(chart::Chart::Sweep(sweep));
+            }
+            Ok(other) => charts.push(other),
+            Err(SelectError::Chart(ChartError::Empty(_))) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(charts))
+}
+
 /// Latency-under-load runs drawn in one report (two charts each): the newest.
 const MAX_LOADED_RUNS: usize = 3;
 
@@ -757,7 +905,13 @@ fn write_figure(out: &mut String, (chart, svg): &Figure, number: &mut usize) {
 /// A metric's table with its bar chart beside it (and, for throughput,
 /// the CPU chart beside the bars, the table over both).
 fn write_part(out: &mut String, part: &MetricPart, baseline: Option<&str>, number: &mut usize) {
-    let wide = if part.cpu.is_some() { " with-cpu" } else { "" };
+    // A table wider than half the page at 1280 px takes the whole width,
+    // its chart under it, rather than scrolling sideways.
+    let wide = match (part.cpu.is_some(), table_px(&part.table, baseline) > HALF_PAGE_PX) {
+        (true, _) => " with-cpu",
+        (false, true) => " wide",
+        (false, false) => "",
+    };
     let _ = write!(
         out,
         "<section class=\"metric{wide}\" data-metric=\"{}\">",
@@ -768,6 +922,26 @@ fn write_part(out: &mut String, part: &MetricPart, baseline: Option<&str>, numbe
         write_figure(out, figure, number);
     }
     out.push_str("</section>\n");
+}
+
+/// The room of one half of the page at 1280 px (the body's width less its
+/// margins and the gap, halved).
+const HALF_PAGE_PX: usize = 580;
+
+/// About how wide a table is drawn: each column's widest text at the
+/// table's font (0.9rem, about 7.5 px a character) and its padding, the
+/// ratio columns of a baseline included.
+fn table_px(table: &Table, baseline: Option<&str>) -> usize {
+    let (header, body) = table.grid();
+    let widest = |i: usize| {
+        let head = header.get(i).map_or(0, |h| h.chars().count());
+        body.iter()
+            .filter_map(|line| line.get(i))
+            .map(|c| c.chars().count())
+            .fold(head, usize::max)
+    };
+    let ratios = baseline.map_or(0, |b| table.cols.len().saturating_sub(1) * (b.len() + 12));
+    (0..header.len()).map(|i| widest(i) * 15 / 2 + 17).sum::<usize>() + ratios * 15 / 2
 }
 
 /// Each column's cells over the baseline column's of the same row: the

@@ -55,7 +55,10 @@ pub fn hosts(run: &RunSummary) -> String {
 }
 
 /// Widest tags cell of the listing, in characters; `show` has them whole.
-pub const TAGS_WIDTH: usize = 40;
+pub const TAGS_WIDTH: usize = 48;
+
+/// Widest single tag of the listing (a watch's command line as a tag).
+const TAG_WIDTH: usize = 28;
 
 /// When a run started, or `unknown` for an import whose format records
 /// no time (NetPIPE), which holds 0.
@@ -223,6 +226,29 @@ fn truncated(text: &str, width: usize) -> String {
     cut
 }
 
+/// The tags that fit [`TAGS_WIDTH`], each whole unless it alone is longer
+/// than [`TAG_WIDTH`] (a watch's command line would widen every row), then
+/// how many more there are: `agent=b direction=forward mtu=9000 +2`. A tag
+/// is never cut in the middle of its name (`directio…`).
+fn tags_cell(tags: &[String]) -> String {
+    let shown: Vec<String> = tags.iter().map(|t| truncated(&terminal(t), TAG_WIDTH)).collect();
+    let mut cell = String::new();
+    for (i, tag) in shown.iter().enumerate() {
+        let more = shown.len() - i - 1;
+        let room = TAGS_WIDTH - if more > 0 { format!(" +{more}").len() } else { 0 };
+        let next = if cell.is_empty() {
+            tag.clone()
+        } else {
+            format!("{cell} {tag}")
+        };
+        if next.chars().count() > room && !cell.is_empty() {
+            return format!("{cell} +{}", shown.len() - i);
+        }
+        cell = next;
+    }
+    cell
+}
+
 /// What the run's state and verdict say, in a few words.
 pub fn state(run: &RunSummary) -> String {
     let verdict = run.verdict_kind.clone().unwrap_or_else(|| "-".into());
@@ -247,7 +273,7 @@ pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
     for run in runs {
         let tags: Vec<String> = run.tags.iter().map(|t| t.to_string()).collect();
         let result = result(run);
-        let mut row = [
+        let row = [
             run.id.to_string(),
             started(run),
             if run.source == "nicbench" {
@@ -256,13 +282,11 @@ pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
                 format!("{} ({})", run.workload, run.source)
             },
             hosts(run),
-            if tags.is_empty() { "-".into() } else { tags.join(" ") },
+            if tags.is_empty() { "-".into() } else { tags_cell(&tags) },
             result,
             state(run),
         ]
         .map(|cell| terminal(&cell).into_owned());
-        // A watch's command line as a tag would widen every row.
-        row[4] = truncated(&row[4], TAGS_WIDTH);
         rows.push(row);
     }
     let mut widths = [0usize; 7];
@@ -288,6 +312,24 @@ pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn tags_are_listed_whole_and_the_rest_counted() {
+        let tags = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(tags_cell(&tags(&["mtu=9000"])), "mtu=9000");
+        let many = tags(&[
+            "agent=card-500M-quartercpu",
+            "direction=forward",
+            "mtu=16128",
+            "plan=roundup",
+        ]);
+        let cell = tags_cell(&many);
+        assert_eq!(cell, "agent=card-500M-quartercpu direction=forward +2");
+        assert!(cell.chars().count() <= TAGS_WIDTH, "{cell}");
+        // One tag longer than a tag may be is cut, and the rest still counted.
+        let long = tags(&["command=nicbench watch -- sh -c 'iperf3 -c host -t 30'", "a=b"]);
+        assert_eq!(tags_cell(&long), format!("{}\u{2026} a=b", &long[0][..TAG_WIDTH - 1]));
+    }
     use super::*;
 
     #[test]

@@ -50,10 +50,21 @@ impl Metric {
     /// Whether runs of `workload` have this figure (a name this build does
     /// not know reads as bulk throughput).
     pub fn applies_to(&self, workload: &str) -> bool {
+        // Each end's own threads' figures go where its host-wide ones do.
+        const HOST_WIDE: [(WorkloadMetric, WorkloadMetric); 4] = [
+            (WorkloadMetric::CLIENT_THREADS_CPU, WorkloadMetric::CLIENT_CPU),
+            (WorkloadMetric::AGENT_THREADS_CPU, WorkloadMetric::AGENT_CPU),
+            (WorkloadMetric::CLIENT_THREADS_SERVICE_DEMAND, WorkloadMetric::CLIENT_SERVICE_DEMAND),
+            (WorkloadMetric::AGENT_THREADS_SERVICE_DEMAND, WorkloadMetric::AGENT_SERVICE_DEMAND),
+        ];
+        let column = HOST_WIDE
+            .iter()
+            .find(|(own, _)| own.name == self.column)
+            .map_or(self.column, |(_, wide)| wide.name);
         crate::workload::results_of(workload)
             .figures()
             .iter()
-            .any(|f| f.name == self.column)
+            .any(|f| f.name == column)
     }
 
     /// The SQL expression of the figure over `runs`: its column, or the
@@ -98,6 +109,7 @@ pub fn all_metrics() -> Vec<Metric> {
         }
     }
     all.extend(generic_last.iter().map(Metric::of));
+    all.extend(WorkloadMetric::THREADS.iter().map(Metric::of));
     all
 }
 
@@ -161,6 +173,25 @@ impl Dimension {
             Dimension::Column { name, .. } => name.clone(),
             Dimension::Tag(key) => format!("tag:{key}"),
             Dimension::Case => "case".into(),
+        }
+    }
+
+    /// How a reader names it in a report or chart: the axis and its unit
+    /// (`MTU (B)`), not the key (`tag:mtu`). Machine-read forms keep
+    /// [`Dimension::label`].
+    pub fn title(&self) -> String {
+        let name = match self {
+            Dimension::Column { name, .. } => name.as_str(),
+            Dimension::Tag(key) => key.as_str(),
+            Dimension::Case => "case",
+        };
+        match name {
+            "mtu" => "MTU (B)".into(),
+            "agent-mtu" => "agent MTU (B)".into(),
+            "message" => "message (B)".into(),
+            "link-speed" => "link speed (bit/s)".into(),
+            "verdict" => "verdict".into(),
+            other => other.replace(['_', '-'], " "),
         }
     }
 }

@@ -45,6 +45,7 @@ fn kept() -> &'static Kept {
             pointers.extend([r.headline().pointer.to_string(), r.mesh_figure().pointer.to_string()]);
         }
         pointers.extend(crate::workload::Metric::BULK.iter().map(|m| m.pointer.to_string()));
+        pointers.extend(crate::workload::Metric::THREADS.iter().map(|m| m.pointer.to_string()));
         pointers.sort();
         pointers.dedup();
         // Leave out pointers under another one: the part above holds them.

@@ -404,6 +404,61 @@ impl Metric {
         better: Better::Lower,
     };
 
+    /// The client's stream threads busy, percent of one core: the
+    /// client's own CPU even where both ends share a kernel (a lab).
+    pub const CLIENT_THREADS_CPU: Metric = Metric {
+        name: "client_threads_percent_of_core",
+        option: "threads-cpu",
+        label: "client threads CPU",
+        unit: "% of a core",
+        pointer: "/cpu/client/threads_percent_of_core",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The agent's stream threads busy, percent of one core.
+    pub const AGENT_THREADS_CPU: Metric = Metric {
+        name: "agent_threads_percent_of_core",
+        option: "agent-threads-cpu",
+        label: "agent threads CPU",
+        unit: "% of a core",
+        pointer: "/cpu/agent/threads_percent_of_core",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The client's stream threads' CPU time per KB moved.
+    pub const CLIENT_THREADS_SERVICE_DEMAND: Metric = Metric {
+        name: "client_threads_service_demand_us_per_kb",
+        option: "threads-service-demand",
+        label: "client threads CPU per KB",
+        unit: "us/KB",
+        pointer: "/cpu/client/threads_service_demand_us_per_kb",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// The agent's stream threads' CPU time per KB moved.
+    pub const AGENT_THREADS_SERVICE_DEMAND: Metric = Metric {
+        name: "agent_threads_service_demand_us_per_kb",
+        option: "agent-threads-service-demand",
+        label: "agent threads CPU per KB",
+        unit: "us/KB",
+        pointer: "/cpu/agent/threads_service_demand_us_per_kb",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// Each end's own CPU, from its stream threads: asked for by name
+    /// (`compare --metric threads-cpu`, a plan's tables), not tabled by
+    /// default.
+    pub const THREADS: [Metric; 4] = [
+        Metric::CLIENT_THREADS_CPU,
+        Metric::AGENT_THREADS_CPU,
+        Metric::CLIENT_THREADS_SERVICE_DEMAND,
+        Metric::AGENT_THREADS_SERVICE_DEMAND,
+    ];
+
     /// The figures of bulk throughput, in the order tables list them:
     /// both ends' rates, then CPU load and CPU per byte.
     pub const BULK: [Metric; 6] = [

@@ -269,7 +269,7 @@ fn table(
             found.matched_runs, metric.name, metric.label
         )));
     }
-    let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect();
+    let keys = |d: &[Dimension]| d.iter().map(Dimension::title).collect();
     Table::build(&found.records, metric, stat, keys(rows), keys(cols), None).map_err(empty)
 }
 
@@ -356,7 +356,7 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Res
         };
     let mut keys: Vec<Vec<String>> = groups.keys().cloned().collect();
     keys.sort_by(|a, b| crate::report::compare::natural(a, b));
-    let group_key = spec.group.iter().map(Dimension::label).collect::<Vec<_>>().join(" / ");
+    let group_key = spec.group.iter().map(Dimension::title).collect::<Vec<_>>().join(" / ");
     Ok(Cpu {
         title: format!("CPU load of both ends by {group_key} (mean of the runs), receiver throughput (median)"),
         group_key,
@@ -401,7 +401,7 @@ fn series_traits(store: &Store, book: &crate::store::cases::CaseBook, id: i64, d
             if t.key != "case"
                 && !traits
                     .iter()
-                    .any(|(n, _)| *n == name || n.ends_with(&format!(":{}", t.key)))
+                    .any(|(n, _)| *n == name || *n == t.key || n.ends_with(&format!(":{}", t.key)))
             {
                 traits.push((name, format!("{}={}", t.key, t.value)));
             }
@@ -475,6 +475,8 @@ fn merge_sweeps(lines: Vec<(Traits, SweepLine)>) -> Vec<SweepLine> {
             None => merged.push(SweepLine { name, ..line }),
         }
     }
+    // In the order of their names' numbers (MTU 1500 before 9000 before 16128).
+    merged.sort_by(|a, b| crate::report::compare::natural_text(&a.name, &b.name));
     merged
 }
 

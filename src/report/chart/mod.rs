@@ -26,6 +26,7 @@ use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 pub use bars::Bars;
 pub use cpu::Cpu;
@@ -377,9 +378,10 @@ pub(crate) fn font(size: u32) -> TextStyle<'static> {
 }
 
 /// Draws the chart title across the top and returns the area under it. A
-/// title wider than the chart (a timeline named by many tags) is cut at a
-/// word with "…", so it stays centred and readable instead of running off
-/// both edges.
+/// title wider than the chart (a bar chart named by its rows and columns)
+/// wraps at a word onto a second line; only what a second line cannot hold
+/// is cut with "…", so it stays centred and readable instead of running
+/// off both edges.
 pub(crate) fn titled<DB: DrawingBackend>(root: &Area<DB>, marks: &Marks, title: &str) -> Result<Area<DB>, ChartError> {
     marks.set("title");
     let style = font(18);
@@ -388,15 +390,48 @@ pub(crate) fn titled<DB: DrawingBackend>(root: &Area<DB>, marks: &Marks, title: 
     // font's line-height ratio (1.16 for DejaVu Sans): leave that margin.
     let room = root.dim_in_pixel().0 * 4 / 5;
     let fits = |t: &str| root.estimate_text_size(t, &style).map_or(true, |(w, _)| w <= room);
-    let mut shown = title.to_string();
-    while !fits(&shown) {
-        let cut = shown.trim_end_matches('…').trim_end();
+    let lines = title_lines(title, &fits);
+    if let [line] = lines.as_slice() {
+        return root.titled(line, style).map_err(draw_err);
+    }
+    let (width, _) = root.dim_in_pixel();
+    let line_height = root.estimate_text_size("Ag", &style).map_or(20, |(_, h)| h) as i32 + 5;
+    let centred = style.pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, line) in lines.iter().enumerate() {
+        root.draw_text(line, &centred, (width as i32 / 2, 5 + i as i32 * line_height))
+            .map_err(draw_err)?;
+    }
+    let (_, rest) = root.split_vertically(10 + lines.len() as i32 * line_height);
+    Ok(rest)
+}
+
+/// A title in at most two lines that `fits`: words onto the first while
+/// they fit, the rest on the second, cut at a word with "…" when that is
+/// still too long.
+fn title_lines(title: &str, fits: &dyn Fn(&str) -> bool) -> Vec<String> {
+    if fits(title) {
+        return vec![title.to_string()];
+    }
+    let words: Vec<&str> = title.split(' ').collect();
+    let mut first = 0;
+    while first < words.len() && fits(&words[..first + 1].join(" ")) {
+        first += 1;
+    }
+    // One word longer than the room: it stands alone and is cut below.
+    let first = first.max(1);
+    let mut second = words[first..].join(" ");
+    while !second.is_empty() && !fits(&second) {
+        let cut = second.trim_end_matches('…').trim_end();
         match cut.rfind(' ') {
-            Some(at) if at > 0 => shown = format!("{}…", &cut[..at]),
+            Some(at) if at > 0 => second = format!("{}…", &cut[..at]),
             _ => break,
         }
     }
-    root.titled(&shown, style).map_err(draw_err)
+    let mut lines = vec![words[..first].join(" ")];
+    if !second.is_empty() {
+        lines.push(second);
+    }
+    lines
 }
 
 /// The highest value an axis reaches, whatever the data: a figure no
@@ -441,6 +476,21 @@ pub(crate) fn log_axis(low: f64, high: f64) -> Keyed {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_long_title_wraps_onto_a_second_line_before_anything_is_cut() {
+        let fits = |t: &str| t.chars().count() <= 20;
+        assert_eq!(title_lines("short title", &fits), ["short title"]);
+        assert_eq!(
+            title_lines("receiver throughput by workload and agent", &fits),
+            ["receiver throughput", "by workload and…"]
+        );
+        assert_eq!(
+            title_lines("receiver throughput by MTU", &fits),
+            ["receiver throughput", "by MTU"]
+        );
+    }
+
     use super::*;
 
     #[test]
