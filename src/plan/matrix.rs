@@ -688,6 +688,13 @@ mod tests {
             "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[report.tables]]\nmetric = \"speed\"\n"
         ));
         assert!(e.contains("[[report.tables]] #1 metric"), "{e}");
+        let e = bad(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[report.tables]]\nworkload = \"tcpp\"\n"
+        ));
+        assert!(
+            e.contains("[[report.tables]] #1 workload = \"tcpp\": expected one of") && e.contains("sweep"),
+            "{e}"
+        );
         let e = bad(&format!("{AGENTS}[matrix]\nworkload = \"tcp\"\n"));
         assert!(e.contains("line 8"), "{e}");
     }

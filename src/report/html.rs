@@ -1180,6 +1180,30 @@ impl From<StoreError> for ReportError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_host_is_listed_once_with_every_value_a_fact_took() {
+        let facts = |mtu: &str| {
+            vec![
+                ("kernel".to_string(), "6.18".to_string()),
+                ("interface".to_string(), format!("eth0, MTU {mtu} B")),
+            ]
+        };
+        let mut book = HostBook::default();
+        book.add("seeds-b", "agent of run 1".into(), facts("1500"));
+        book.add("seeds-b", "agent of run 2".into(), facts("9000"));
+        book.add("seeds-b", "agent of run 3".into(), facts("1500"));
+        book.add("seeds-a", "client of run 1".into(), facts("1500"));
+        // Two imports without a host name are two hosts unless their facts agree.
+        book.add("", "agent of run 4".into(), facts("1500"));
+        book.add("", "agent of run 5".into(), facts("9000"));
+        assert_eq!(book.0.len(), 4);
+        let b = &book.0[0];
+        assert_eq!(b.lines[1].1, ["eth0, MTU 1500 B", "eth0, MTU 9000 B"]);
+        assert_eq!(b.lines[0].1, ["6.18"]);
+        assert_eq!(b.caption(), "seeds-b (agent of run 1); differs between runs: interface");
+        assert_eq!(book.0[1].caption(), "seeds-a (client of run 1)");
+    }
     use super::*;
 
     fn run(id: i64) -> RunView {

@@ -231,7 +231,9 @@ fn truncated(text: &str, width: usize) -> String {
 /// how many more there are: `agent=b direction=forward mtu=9000 +2`. A tag
 /// is never cut in the middle of its name (`directio…`).
 fn tags_cell(tags: &[String]) -> String {
-    let shown: Vec<String> = tags.iter().map(|t| truncated(&terminal(t), TAG_WIDTH)).collect();
+    // A tag alone may take the whole cell.
+    let width = if tags.len() == 1 { TAGS_WIDTH } else { TAG_WIDTH };
+    let shown: Vec<String> = tags.iter().map(|t| truncated(&terminal(t), width)).collect();
     let mut cell = String::new();
     for (i, tag) in shown.iter().enumerate() {
         let more = shown.len() - i - 1;
@@ -500,7 +502,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let row = text.lines().nth(1).unwrap();
         assert!(
-            row.contains("command=\"iperf3 -c 127.0.0.1 -p 5201 -t\u{2026}"),
+            row.contains("command=\"iperf3 -c 127.0.0.1 -p 5201 -t 30 --bi\u{2026}"),
             "{text}"
         );
         assert!(

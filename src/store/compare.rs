@@ -54,8 +54,14 @@ impl Metric {
         const HOST_WIDE: [(WorkloadMetric, WorkloadMetric); 4] = [
             (WorkloadMetric::CLIENT_THREADS_CPU, WorkloadMetric::CLIENT_CPU),
             (WorkloadMetric::AGENT_THREADS_CPU, WorkloadMetric::AGENT_CPU),
-            (WorkloadMetric::CLIENT_THREADS_SERVICE_DEMAND, WorkloadMetric::CLIENT_SERVICE_DEMAND),
-            (WorkloadMetric::AGENT_THREADS_SERVICE_DEMAND, WorkloadMetric::AGENT_SERVICE_DEMAND),
+            (
+                WorkloadMetric::CLIENT_THREADS_SERVICE_DEMAND,
+                WorkloadMetric::CLIENT_SERVICE_DEMAND,
+            ),
+            (
+                WorkloadMetric::AGENT_THREADS_SERVICE_DEMAND,
+                WorkloadMetric::AGENT_SERVICE_DEMAND,
+            ),
         ];
         let column = HOST_WIDE
             .iter()
@@ -441,6 +447,19 @@ pub fn records_in(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_dimension_is_titled_for_a_reader_and_keyed_for_a_script() {
+        let mtu = Dimension::parse("tag:mtu").unwrap();
+        assert_eq!(
+            (mtu.label(), mtu.title()),
+            ("tag:mtu".to_string(), "MTU (B)".to_string())
+        );
+        let card = Dimension::parse("tag:nic_model").unwrap();
+        assert_eq!(card.title(), "nic model");
+        assert_eq!(Dimension::parse("mtu").unwrap().title(), "MTU (B)");
+        assert_eq!(Dimension::parse("workload").unwrap().title(), "workload");
+    }
     use super::*;
 
     /// The workloads' own metrics sit where `compare` and `diff` always
@@ -472,7 +491,12 @@ mod tests {
                 "cpu",
                 "agent-cpu",
                 "service-demand",
-                "agent-service-demand"
+                "agent-service-demand",
+                // Each end's own threads, asked for by name.
+                "threads-cpu",
+                "agent-threads-cpu",
+                "threads-service-demand",
+                "agent-threads-service-demand",
             ]
         );
         let p99 = Metric::parse("p99").unwrap();

@@ -805,3 +805,103 @@ fn a_plan_report_lists_each_failed_cell_with_its_reason_in_headless_chromium() {
     assert!(summary_box.contains("plan cells not measured2"), "{summary_box}");
     assert!(summary_box.contains("hosts1"), "one host on loopback: {summary_box}");
 }
+
+/// A report whose columns are one tag draws the sweeps one chart per
+/// column value once a single chart would hold more than six lines: two
+/// cards at four MTUs are two charts of four lines each, in MTU order,
+/// each titled by its card; the plan-style axis names are a reader's.
+#[test]
+fn the_report_draws_one_sweep_chart_per_card_when_one_would_hold_too_many_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let source = format!("{}/tests/fixtures/run-sweep.json", env!("CARGO_MANIFEST_DIR"));
+    let original: serde_json::Value = serde_json::from_slice(&std::fs::read(&source).unwrap()).unwrap();
+    let mtus = ["16128", "1500", "9000", "4088"];
+    for (c, card) in ["card-a", "card-b"].iter().enumerate() {
+        for (m, mtu) in mtus.iter().enumerate() {
+            // Points of their own, so no two lines are the same line.
+            let mut doc = original.clone();
+            let scale = 1.0 + (c * mtus.len() + m) as f64 / 10.0;
+            for p in doc["streams"][0]["sender"]["sweep"]["points"].as_array_mut().unwrap() {
+                for key in ["best_bits_per_second", "mean_bits_per_second"] {
+                    p[key] = (p[key].as_f64().unwrap() * scale).into();
+                }
+            }
+            let copy = dir.path().join(format!("{card}-{mtu}.json"));
+            std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
+            let (card_tag, mtu_tag) = (format!("card={card}"), format!("mtu={mtu}"));
+            let out = nicbench(&[
+                "import",
+                "--db",
+                &db,
+                "--tag",
+                &card_tag,
+                "--tag",
+                &mtu_tag,
+                copy.to_str().unwrap(),
+            ]);
+            assert!(out.status.success(), "{}", stderr(&out));
+        }
+    }
+    let page = dir.path().join("report.html");
+    let out = nicbench(&[
+        "report",
+        "--db",
+        &db,
+        "--rows",
+        "tag:mtu",
+        "--cols",
+        "tag:card",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let charts: Vec<roxmltree::Document> = html
+        .split("<svg")
+        .skip(1)
+        .map(|s| format!("<svg{}", &s[..s.find("</svg>").unwrap() + 6]))
+        .map(|svg| roxmltree::Document::parse(Box::leak(svg.into_boxed_str())).unwrap())
+        .collect();
+    let title = |d: &roxmltree::Document| {
+        d.descendants()
+            .find(|n| n.has_tag_name("title"))
+            .and_then(|n| n.text())
+            .unwrap_or("")
+            .to_string()
+    };
+    let sweeps: Vec<&roxmltree::Document> = charts
+        .iter()
+        .filter(|d| title(d).starts_with("Bandwidth and latency against message size"))
+        .collect();
+    let titles: Vec<String> = sweeps.iter().map(|d| title(d)).collect();
+    assert_eq!(titles.len(), 2, "{titles:?}");
+    assert!(
+        titles[0].ends_with(": card-a") && titles[1].ends_with(": card-b"),
+        "{titles:?}"
+    );
+    for sweep in &sweeps {
+        let desc = sweep
+            .descendants()
+            .find(|n| n.has_tag_name("desc"))
+            .and_then(|n| n.text())
+            .unwrap_or("")
+            .to_string();
+        // Four lines named by their MTU alone, in the MTU's numeric order.
+        let at: Vec<usize> = ["mtu=1500", "mtu=4088", "mtu=9000", "mtu=16128"]
+            .iter()
+            .map(|m| desc.find(m).unwrap_or_else(|| panic!("{m} not in {desc}")))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{desc}");
+        assert!(!desc.contains("card="), "{desc}");
+    }
+    // Axes named for a reader, not by their keys.
+    assert!(
+        html.contains(">MTU (B)<"),
+        "the mtu tag titles its rows by name and unit"
+    );
+    assert!(
+        !html.contains("tag:mtu</th>") && !html.contains("tag:card</th>"),
+        "raw keys in a header"
+    );
+}

@@ -44,8 +44,14 @@ fn three_figures_per_cell_agree_with_the_runs_trials_in_text_csv_and_json() {
         ("throughput", "/sum/receiver/bits_per_second"),
         ("cpu", "/cpu/client/utilization_percent"),
         ("agent-cpu", "/cpu/agent/utilization_percent"),
+        // Each end's own threads: what a lab's shared kernel cannot split.
+        ("threads-cpu", "/cpu/client/threads_percent_of_core"),
+        (
+            "agent-threads-service-demand",
+            "/cpu/agent/threads_service_demand_us_per_kb",
+        ),
     ];
-    let list = "throughput,cpu,agent-cpu";
+    let list = "throughput,cpu,agent-cpu,threads-cpu,agent-threads-service-demand";
     let compare = |format: &str| {
         let out = nicbench(&[
             "compare", "--db", &db, "--rows", "tag:card", "--metric", list, "--format", format,
@@ -71,6 +77,24 @@ fn three_figures_per_cell_agree_with_the_runs_trials_in_text_csv_and_json() {
             .map(|r| nicbench_json(&["show", &r["id"].to_string(), "--db", &db, "--json"]))
             .collect();
         let runs = docs.len();
+        // The threads' figures are their CPU time over the trial's time and bytes.
+        for trial in docs.iter().flat_map(|d| d["trials"].as_array().unwrap()) {
+            for side in ["client", "agent"] {
+                let cpu = &trial["cpu"][side];
+                let busy = cpu["process"]["user_seconds"].as_f64().unwrap()
+                    + cpu["process"]["system_seconds"].as_f64().unwrap();
+                let percent = busy / cpu["seconds"].as_f64().unwrap() * 100.0;
+                assert!(
+                    same(cpu["threads_percent_of_core"].as_f64().unwrap(), percent),
+                    "{side}: {cpu}"
+                );
+                let per_kb = busy * 1e6 / (cpu["bytes_moved"].as_f64().unwrap() / 1024.0);
+                assert!(
+                    same(cpu["threads_service_demand_us_per_kb"].as_f64().unwrap(), per_kb),
+                    "{side}: {cpu}"
+                );
+            }
+        }
         for (metric, pointer) in metrics {
             let mut trials: Vec<f64> = docs.iter().flat_map(|d| trial_values(d, pointer)).collect();
             if trials.is_empty() {
@@ -131,8 +155,12 @@ fn three_figures_per_cell_agree_with_the_runs_trials_in_text_csv_and_json() {
         let line = text.lines().find(|l| l.starts_with(card)).unwrap();
         assert!(line.contains(&n), "{card}: {text}");
     }
-    // Throughput and the client's CPU for both cards at least.
-    assert!(checked >= 4, "{checked} figures checked:\n{text}");
+    // Throughput, the client's CPU and its threads' for both cards at least.
+    assert!(checked >= 6, "{checked} figures checked:\n{text}");
+    assert!(
+        text.lines().any(|l| l.contains("client threads CPU, % of a core")),
+        "{text}"
+    );
     assert!(text.lines().any(|l| l.contains("client CPU busy, %")), "{text}");
 }
 

@@ -399,9 +399,12 @@ fn series_traits(store: &Store, book: &crate::store::cases::CaseBook, id: i64, d
         for t in tags.get(&id).into_iter().flatten() {
             let name = format!("tag:{}", t.key);
             if t.key != "case"
-                && !traits
-                    .iter()
-                    .any(|(n, _)| *n == name || *n == t.key || n.ends_with(&format!(":{}", t.key)))
+                && !traits.iter().any(|(n, v)| {
+                    // A plan's `mtu=1500` beside the case's `MTU 1500`
+                    // says it twice; a tag that disagrees still names.
+                    let same_part = *n == t.key && v.split(' ').any(|w| w == t.value);
+                    *n == name || same_part || n.ends_with(&format!(":{}", t.key))
+                })
             {
                 traits.push((name, format!("{}={}", t.key, t.value)));
             }
