@@ -203,7 +203,16 @@ fn a_small_receive_window_through_a_router_is_named_never_the_link() {
             let window = evidence(&run, "receive_window_limited").expect("the window in the chain");
             assert_eq!(window["role"], "consequence", "{window}");
         }
-        other => panic!("a 4 KiB window read as {other}"),
+        // What the window rule read, so a failure says why it did not hold
+        // (seen once on a fresh clone's run: "none", no evidence printed).
+        other => panic!(
+            "a 4 KiB window read as {other}; verdict {}; sender tcp_info {}; intervals' rtt {:?}",
+            run["verdict"],
+            run["streams"][0]["sender"]["tcp_info"],
+            run["streams"][0]["sender"]["intervals"]
+                .as_array()
+                .map(|i| i.iter().map(|x| x["rtt_us"].clone()).collect::<Vec<_>>())
+        ),
     }
 }
 
