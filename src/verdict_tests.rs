@@ -952,6 +952,43 @@ fn a_rate_at_the_windows_ceiling_is_receive_window_limited() {
     assert_eq!(judge(&t, &Throughput, false).kind, "none");
 }
 
+/// A fresh clone's suite read "no bottleneck" once for a 4 KiB receive
+/// buffer through a 10 Gbit/s lab router: a window of two or three
+/// segments opens and closes a whole segment at a time, and the reading at
+/// the end (4.34 kB, three segments) was a segment above what most of the
+/// run had, while the kernel counted the window refusing sends 43% of the
+/// busy time. The rate is judged against the ceiling one segment lower too.
+#[test]
+fn a_window_of_a_few_segments_read_a_segment_wide_is_still_the_window() {
+    let mut t = trial(600e6);
+    limited(&mut t, 1_000_000, 430_000, 0);
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    // 4344 B over 41 us: at most 848 Mbit/s, of which 600 Mbit/s is 71%;
+    // one segment less (2896 B) lets 565 Mbit/s through.
+    (info.peer_window_bytes, info.rtt_us, info.send_mss_bytes) = (Some(4344), 41, 1448);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(v.kind, "receive_window_limited", "{}", v.summary);
+    assert!(
+        v.summary
+            .contains("= 71% of it, and more than 75% of what one segment less lets through"),
+        "{}",
+        v.summary
+    );
+    // Far below even the lower ceiling: not the window.
+    t.streams[0].sender.bits_per_second = 300e6;
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // A window of hundreds of kilobytes: a segment less changes nothing.
+    t.streams[0].sender.bits_per_second = 600e6;
+    t.streams[0].sender.tcp_info.as_mut().unwrap().peer_window_bytes = Some(4344 * 100);
+    assert_eq!(judge(&t, &Throughput, false).kind, "none");
+    // A window of one or two segments is not made smaller: 400 Mbit/s is
+    // 71% of what 2896 B let through, and more than all of one segment's.
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    info.peer_window_bytes = Some(2896);
+    t.streams[0].sender.bits_per_second = 400e6;
+    assert_eq!(judge(&t, &Throughput, false).kind, "none", "400 Mbit/s of 565");
+}
+
 #[test]
 fn a_sender_held_back_by_its_send_buffer_is_named() {
     let mut t = trial(500e6);
