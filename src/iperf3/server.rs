@@ -113,7 +113,14 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
     }
     let bytes = match (params.bytes, params.blockcount) {
         (0, 0) => None,
-        (0, blocks) => Some(blocks.saturating_mul(params.len.unwrap_or(DEFAULT_TCP_LEN))),
+        // A block is one write: a datagram of -l bytes over UDP.
+        (0, blocks) => Some(
+            blocks.saturating_mul(
+                params
+                    .len
+                    .unwrap_or(if udp { DEFAULT_UDP_LEN } else { DEFAULT_TCP_LEN }),
+            ),
+        ),
         (n, _) => Some(n),
     };
     let duration = match (params.time_seconds, bytes) {
@@ -202,7 +209,14 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
         };
         return Err((n, e.to_string()));
     }
-    limits.check(&spec).map_err(|why| (errno::TOTAL_RATE, why))?;
+    limits
+        .check_offered(&spec, crate::protocol::limits::declared_rate(&spec))
+        .map_err(|why| (errno::TOTAL_RATE, why))?;
+    // iperf3 has no word for a memory limit: "unable to create a new
+    // test: Cannot allocate memory" is what its client prints for this.
+    limits
+        .check_memory(&spec, crate::protocol::limits::message_buffers(&spec))
+        .map_err(|why| (errno::NEW_TEST, why))?;
     Ok(spec)
 }
 
@@ -308,12 +322,13 @@ pub fn read_params(control: &mut Control, timeout: Duration) -> Result<Params, S
         .send_state(State::ParamExchange)
         .map_err(io_err("sending PARAM_EXCHANGE"))?;
     let refused = |control: &mut Control, e: wire::WireError, wants_output: bool| {
-        refuse(
-            control,
-            errno::RECV_PARAMS,
-            &format!("the parameters: {e}"),
-            wants_output,
-        );
+        // SCTP has iperf3's own word; anything else we cannot read is
+        // "unable to receive parameters from client".
+        let i_errno = match e {
+            wire::WireError::Field { key: "sctp", .. } => errno::NO_SCTP,
+            _ => errno::RECV_PARAMS,
+        };
+        refuse(control, i_errno, &format!("the parameters: {e}"), wants_output);
         ServeError::Wire {
             step: "the parameters",
             source: e,
@@ -334,8 +349,15 @@ pub fn read_params(control: &mut Control, timeout: Duration) -> Result<Params, S
 /// ends the test, after which the client prints "Server output:" with the
 /// reason and fails with "the server has terminated".
 fn refuse(control: &mut Control, i_errno: i32, why: &str, wants_output: bool) {
+    // The errno word completes the text of the codes iperf3 prints with
+    // strerror: "unable to create a new test: Cannot allocate memory".
+    let errno = match i_errno {
+        errno::NEW_TEST => libc::ENOMEM,
+        errno::UNIMPLEMENTED => libc::EOPNOTSUPP,
+        _ => 0,
+    };
     if !wants_output {
-        let _ = control.send_server_error(i_errno, 0);
+        let _ = control.send_server_error(i_errno, errno);
         return;
     }
     let told = control
@@ -355,17 +377,20 @@ fn refuse(control: &mut Control, i_errno: i32, why: &str, wants_output: bool) {
             let _ = control.send_state(State::ServerTerminate);
         }
         Err(_) => {
-            let _ = control.send_server_error(i_errno, 0);
+            let _ = control.send_server_error(i_errno, errno);
         }
     }
 }
 
 /// Refuses a client whose credentials failed as iperf3's server does
-/// (`iperf_exchange_parameters`): SERVER_ERROR and IEAUTHTEST, without an
-/// errno; the caller closes the connection.
+/// (`iperf_exchange_parameters`): SERVER_ERROR, IEAUTHTEST and errno 0;
+/// the caller closes the connection.
 pub fn refuse_credentials(control: &Control) {
+    // Both words, as iperf3 3.21's client reads them: with the errno word
+    // missing it printed "errno: Unknown error 142" from a stale buffer.
     let mut frame = vec![State::ServerError.byte()];
     frame.extend_from_slice(&errno::AUTH_TEST.to_be_bytes());
+    frame.extend_from_slice(&0i32.to_be_bytes());
     let _ = std::io::Write::write_all(&mut control.stream(), &frame);
 }
 
@@ -735,6 +760,35 @@ mod tests {
         assert_eq!(spec.message_bytes, DEFAULT_UDP_LEN);
         let spec = spec_of(&params(r#"{"tcp":true,"time":0,"num":1000000,"parallel":1}"#), &limits).unwrap();
         assert_eq!(spec.bytes, Some(1_000_000));
+        // UDP counts (issue 42; refused before): a block is one datagram
+        // of -l, UDP's default -l when the client sent none.
+        let spec = spec_of(&params(r#"{"udp":true,"time":0,"num":5000000,"parallel":2}"#), &limits).unwrap();
+        assert_eq!((spec.workload.as_str(), spec.bytes), ("udp", Some(5_000_000)));
+        let spec = spec_of(
+            &params(r#"{"udp":true,"time":0,"blockcount":1000,"len":1400}"#),
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(spec.bytes, Some(1_400_000));
+        let spec = spec_of(&params(r#"{"udp":true,"time":0,"blockcount":10}"#), &limits).unwrap();
+        assert_eq!(spec.bytes, Some(10 * DEFAULT_UDP_LEN));
+    }
+
+    /// What every client sends whatever the user asked is not logged as
+    /// an option not acted on; a GSO/GRO request is.
+    #[test]
+    fn keys_every_client_sends_are_not_listed_as_ignored() {
+        let plain = params(
+            r#"{"udp":true,"pacing_timer":1000,"gso":0,"gso_dg_size":0,"gso_bf_size":65507,"gro":0,"gro_bf_size":65507}"#,
+        );
+        assert!(plain.ignored.is_empty(), "{:?}", plain.ignored);
+        let gsro = params(
+            r#"{"udp":true,"gso":1,"gso_dg_size":1400,"gso_bf_size":64400,"gro":1,"gro_bf_size":65507,"TOS":8}"#,
+        );
+        assert_eq!(
+            gsro.ignored,
+            ["gso", "gso_dg_size", "gso_bf_size", "gro", "gro_bf_size", "TOS"]
+        );
     }
 
     /// iperf3 3.16+ sends `"skip_rx_copy": 1` for `--skip-rx-copy`: our
@@ -774,5 +828,14 @@ mod tests {
         assert_eq!(refused(r#"{"udp":true,"len":2000000}"#).0, errno::UDP_BLOCK_SIZE);
         assert_eq!(refused(r#"{"tcp":true,"window":4000000}"#).0, errno::BUF_SIZE);
         assert!(refused(r#"{"tcp":true,"parallel":5}"#).1.contains("--max-streams"));
+        // Memory has no word of its own in iperf3: "unable to create a new
+        // test" (with ENOMEM), not "total required bandwidth".
+        let small = TestLimits {
+            max_test_memory_bytes: 1 << 20,
+            ..limits
+        };
+        let (n, why) = spec_of(&params(r#"{"tcp":true,"parallel":4,"len":1000000}"#), &small).unwrap_err();
+        assert_eq!(n, errno::NEW_TEST, "{why}");
+        assert!(why.contains("--max-test-memory"), "{why}");
     }
 }

@@ -112,10 +112,17 @@ pub fn start(
         }
         let body: crate::workload::runner::StreamBody = match (s.role, plan.transport) {
             (Role::Sender, transport) => {
-                let quota = plan.bytes_total.map(|total| {
-                    let n = senders as u64;
-                    total / n + u64::from(sender_index < total % n)
-                });
+                // The client ends a count test (-n, -k) once it sent or got
+                // the count. A paced UDP sender goes on until then, as
+                // iperf3's own server does: stopping at the count would
+                // leave a client that lost datagrams waiting for them.
+                let quota = plan
+                    .bytes_total
+                    .filter(|_| transport == Transport::Tcp || plan.rate.is_none())
+                    .map(|total| {
+                        let n = senders as u64;
+                        total / n + u64::from(sender_index < total % n)
+                    });
                 sender_index += 1;
                 let left = Arc::clone(&senders_left);
                 let cut = Arc::clone(&senders_cut);

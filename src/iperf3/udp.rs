@@ -257,6 +257,8 @@ pub fn receive(
             socket_drops: socket_drops(&socket).unwrap_or(0),
             // iperf3's warm-up (-O) counts in its loss: no split here.
             warmup_socket_drops: None,
+            // The iperf3 client ends the test, not a count this end knows.
+            lost_at_end_datagrams: None,
         }),
         ..UdpEnd::default()
     };

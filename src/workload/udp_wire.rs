@@ -163,6 +163,11 @@ impl SeqTracker {
         (&mut self.seen[(i / 64) as usize], 1u64 << (i % 64))
     }
 
+    /// One past the highest sequence number seen (0 before any).
+    pub fn next_seq(&self) -> u64 {
+        self.next
+    }
+
     /// Accounts one datagram.
     #[inline]
     pub fn record(&mut self, seq: u64, warmup: bool) {

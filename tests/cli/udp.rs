@@ -90,6 +90,56 @@ fn reverse_and_bidir_streams_each_account_for_every_datagram() {
     assert!(run["sum"]["agent_to_client"]["udp"].is_object());
 }
 
+/// `-n` and `-k` (issue 42): each direction sends exactly its count,
+/// shared out among its streams, and the receivers end on their own once
+/// everything is in or the socket went quiet, naming the tail they lost.
+#[test]
+fn a_count_run_sends_exactly_its_datagrams_and_both_ends_agree() {
+    let agent = AgentProcess::start(&[]);
+    // 1001 datagrams per direction over 2 streams each way: 501 + 500.
+    let run = agent.run_json("udp", &["-k", "1001", "-b", "200M", "-P", "2", "--bidir"]);
+    assert_eq!(run["spec"]["bytes"], 1001 * 1400);
+    assert_udp_accounts(&run);
+    for direction in ["client_to_agent", "agent_to_client"] {
+        let u = &run["sum"][direction]["udp"];
+        assert_eq!(u["sent_datagrams"], 1001, "{direction}: {u}");
+        assert!(num(&u["lost_at_end_datagrams"]) <= num(&u["lost_datagrams"]), "{u}");
+    }
+    let mut quotas: Vec<u64> = run["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["udp"]["sent_datagrams"].as_u64().unwrap())
+        .collect();
+    quotas.sort_unstable();
+    assert_eq!(quotas, [500, 500, 501, 501]);
+    // -n rounds up to whole datagrams: 1 MiB of 1400 B is 749 of them;
+    // unpaced, and in reverse.
+    let run = agent.run_json("udp", &["-n", "1M", "-b", "max", "-R"]);
+    let u = assert_udp_accounts(&run);
+    assert_eq!(u["sent_datagrams"], 749, "{u}");
+    assert!(u["lost_at_end_datagrams"].is_u64(), "{u}");
+    // A timed run knows no tail.
+    let run = agent.run_json("udp", &["-t", "0.5", "-b", "10M"]);
+    assert!(run["sum"]["udp"].get("lost_at_end_datagrams").is_none());
+    // The header says what the count is.
+    let out = nicbench(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &agent.port.to_string(),
+        "-k",
+        "10",
+        "--no-save",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 stream client->agent, 14.00 kB per direction, 10 datagrams of 1400 B per direction"),
+        "{text}"
+    );
+}
+
 #[test]
 fn gso_gro_and_max_rate_are_recorded() {
     let agent = AgentProcess::start(&[]);
@@ -167,7 +217,17 @@ fn bad_udp_options_are_refused_with_exit_code_2() {
         (&["-b", "lots"][..], "bitrate"),
         (&["-l", "65508"][..], "65507"),
         (&["-l", "27"][..], "28"),
-        (&["-n", "1M"][..], "-n"),
+        (&["-n", "1M", "-t", "2"][..], "cannot be used with '--time"),
+        (&["-k", "0"][..], "--blocks"),
+        (&["-k", "3", "-n", "1M"][..], "cannot be used with"),
+        (
+            &["-k", "1", "-P", "2"][..],
+            "at least one datagram for each of the 2 streams",
+        ),
+        (
+            &["-k", "18446744073709551615"][..],
+            "-k/--blocks must be fewer datagrams",
+        ),
     ] {
         let mut argv = vec!["udp", "127.0.0.1", "-p", "1"];
         argv.extend_from_slice(args);

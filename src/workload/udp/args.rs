@@ -43,6 +43,16 @@ pub struct UdpOptions {
     /// Receive with UDP GRO: the kernel hands over several datagrams at once.
     #[arg(long)]
     pub gro: bool,
+    /// Send this many bytes per direction instead of running for a time:
+    /// ceil(BYTES / -l) datagrams, shared out among the streams (iperf3's -n).
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = parse::positive_size,
+          conflicts_with_all = ["duration", "blocks"])]
+    pub bytes: Option<u64>,
+    /// Send this many datagrams per direction instead of running for a
+    /// time, shared out among the streams (iperf3's -k: a block is a datagram).
+    #[arg(short = 'k', long, value_name = "DATAGRAMS", value_parser = parse::between::<u64>(1, u64::MAX),
+          conflicts_with = "duration")]
+    pub blocks: Option<u64>,
 }
 
 impl WorkloadArgs for UdpOptions {
@@ -50,6 +60,13 @@ impl WorkloadArgs for UdpOptions {
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         spec.message_bytes = self.length;
+        spec.bytes = match (self.bytes, self.blocks) {
+            (Some(bytes), _) => Some(bytes),
+            (None, Some(datagrams)) => Some(datagrams.checked_mul(self.length).ok_or_else(|| {
+                crate::model::spec::out_of_range("-k/--blocks", "fewer datagrams (their bytes overflow)", datagrams)
+            })?),
+            (None, None) => None,
+        };
         spec.set_params(&UdpParams {
             rate_bits_per_second: match self.bitrate {
                 Bitrate::Max => None,

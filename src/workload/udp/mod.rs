@@ -43,6 +43,9 @@ use std::io::{self, Write};
 pub const DRAIN: Duration = Duration::from_millis(300);
 /// A receiver stops at the latest this long after the stop flag.
 const MAX_DRAIN: Duration = Duration::from_secs(3);
+/// In a count run, the silence after which a receiver takes the datagrams
+/// still missing as lost (longer at slow offers, see [`count_quiet`]).
+const COUNT_QUIET: Duration = Duration::from_secs(2);
 /// How often a blocked receive wakes up to look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 /// Datagrams per sendmmsg/recvmmsg without offload.
@@ -73,6 +76,29 @@ pub struct UdpParams {
 
 /// The `udp` workload.
 pub struct UdpStream;
+
+/// Datagrams per direction in a count run (`-n`, `-k`): the byte count
+/// over the datagram size, rounded up (as iperf3 sends ⌈n / -l⌉).
+fn datagrams_per_direction(spec: &TestSpec) -> Option<u64> {
+    Some(spec.bytes?.div_ceil(spec.message_bytes.max(1)))
+}
+
+/// The datagrams stream `id` sends in a count run: its direction's count
+/// shared out among the direction's streams, the first ones taking the
+/// remainder (as `tcp -n` shares bytes). Both ends compute it from the
+/// spec, so the receiver knows when it has everything.
+pub fn datagram_quota(spec: &TestSpec, id: u32) -> Option<u64> {
+    let total = datagrams_per_direction(spec)?;
+    let flows = spec.flows();
+    let sender = flows.iter().find(|(f, _)| *f == id)?.1.sender();
+    let ids: Vec<u32> = flows
+        .iter()
+        .filter(|(_, f)| f.sender() == sender)
+        .map(|(f, _)| *f)
+        .collect();
+    let (n, index) = (ids.len() as u64, ids.iter().position(|&f| f == id)? as u64);
+    Some(total / n + u64::from(index < total % n))
+}
 
 /// Checks a UDP payload size (shared with `rr --proto udp`).
 pub fn check_datagram_size(option: &'static str, bytes: u64, min: u64) -> Result<(), SpecError> {
@@ -160,6 +186,14 @@ impl ResultKind for UdpResults {
         Some(udp.sent_datagrams)
     }
 
+    fn messages_text(&self, spec: &TestSpec) -> Option<String> {
+        let size = crate::units::Size(spec.message_bytes);
+        Some(match datagrams_per_direction(spec) {
+            Some(n) => format!("{n} datagrams of {size} per direction"),
+            None => format!("{size} datagrams"),
+        })
+    }
+
     fn default_buffers_note(&self) -> Option<String> {
         Some(format!(
             "send: kernel default; receive: {} asked, which Linux doubles, up to net.core.rmem_max",
@@ -208,10 +242,19 @@ impl Workload for UdpStream {
         if params.rate_bits_per_second == Some(0) {
             return Err(out_of_range("-b/--bitrate", "a rate above 0 (e.g. 100M) or 'max'", 0));
         }
-        if spec.bytes.is_some() {
-            return Err(SpecError::Invalid(
-                "the udp workload runs for a time (-t); a byte count (-n) is not supported".into(),
-            ));
+        if let Some(datagrams) = datagrams_per_direction(spec) {
+            if datagrams < u64::from(spec.streams) {
+                return Err(out_of_range(
+                    "-n/--bytes or -k/--blocks",
+                    format!(
+                        "at least one datagram for each of the {} streams ({} B with -l {})",
+                        spec.streams,
+                        u64::from(spec.streams) * spec.message_bytes,
+                        spec.message_bytes
+                    ),
+                    format!("{datagrams} datagrams"),
+                ));
+            }
         }
         Ok(())
     }
@@ -347,12 +390,17 @@ impl Side for UdpSide {
             let buffers = tcpinfo::socket_buffers(&end.socket);
             let (id, socket, refused) = (end.id, end.socket, end.refused);
             let params = self.params.clone();
+            let quota = datagram_quota(&self.spec, id);
             let body: StreamBody = match end.role {
                 Role::Sender => Box::new(move |ctx: &StreamContext| {
-                    finish(send_stream(&socket, id, dg, &params, (start, omit_at), ctx))
+                    finish(send_stream(&socket, id, dg, &params, quota, (start, omit_at), ctx))
                 }),
                 Role::Receiver => Box::new(move |ctx: &StreamContext| {
-                    finish(receive_stream(&socket, id, dg, params.gro, refused, ctx))
+                    let expect = quota.map(|datagrams| Expected {
+                        datagrams,
+                        quiet: count_quiet(dg, params.rate_bits_per_second),
+                    });
+                    finish(receive_stream(&socket, id, dg, params.gro, refused, expect, ctx))
                 }),
             };
             tasks.push(StreamTask::new(id, end.role, buffers, body));
@@ -383,12 +431,14 @@ fn transient(e: &std::io::Error) -> bool {
     )
 }
 
-/// The sender's loop: pace, stamp, send a batch, count.
+/// The sender's loop: pace, stamp, send a batch, count; in a count run,
+/// until `quota` datagrams are out.
 fn send_stream(
     socket: &Socket,
     id: u32,
     dg: usize,
     params: &UdpParams,
+    quota: Option<u64>,
     (start, omit_at): (Instant, Instant),
     ctx: &StreamContext,
 ) -> (TaskEnd, EndCounts) {
@@ -424,15 +474,19 @@ fn send_stream(
     let mut error = None;
     // The pacer counts from the side's start, like the rate in the result.
     while !ctx.stop.load(Ordering::Relaxed) {
+        let left = quota.map_or(usize::MAX, |q| q.saturating_sub(seq).min(usize::MAX as u64) as usize);
+        if left == 0 {
+            break;
+        }
         let now = Instant::now();
-        let mut n = max_datagrams;
+        let mut n = max_datagrams.min(left);
         if let Some(p) = pacer.as_mut() {
             let allowed = (p.allowance(now - start) / dg as u64) as usize;
-            if allowed < per_call {
+            if allowed < per_call.min(left) {
                 std::thread::sleep(p.wait_for(now - start, (per_call * dg) as u64).min(POLL));
                 continue;
             }
-            n = allowed.min(max_datagrams);
+            n = allowed.min(max_datagrams).min(left);
         }
         let flags = if now < omit_at { FLAG_WARMUP } else { 0 };
         let used = stamp_batch(&mut batch, &mut lens, (id, seq, flags), n, segments, dg);
@@ -589,13 +643,31 @@ impl Receiving {
                 jitter_us: self.jitter.micros(),
                 socket_drops: udp_io::socket_drops(socket).unwrap_or(0),
                 warmup_socket_drops: Some(self.warmup_drops.unwrap_or(0)),
+                lost_at_end_datagrams: None,
             }),
         }
     }
 }
 
+/// What a receiver of a count run (`-n`, `-k`) waits for.
+#[derive(Debug, Clone, Copy)]
+struct Expected {
+    /// The datagrams its sender sends in all.
+    datagrams: u64,
+    /// How long a silence ends the stream when some never arrive.
+    quiet: Duration,
+}
+
+/// Silence after which a count run's receiver stops waiting for datagrams
+/// that were lost: [`COUNT_QUIET`], or ten datagrams' time at a slow offer.
+fn count_quiet(dg: usize, rate: Option<u64>) -> Duration {
+    let per_datagram = rate.map_or(0.0, |r| dg as f64 * 8.0 / r.max(1) as f64);
+    COUNT_QUIET.max(Duration::from_secs_f64((per_datagram * 10.0).min(600.0)))
+}
+
 /// The receiver's loop: drain batches, account each datagram, stop once
-/// the test is over and the socket has gone quiet.
+/// the test is over and the socket has gone quiet; in a count run, once
+/// every datagram is in, or the socket was quiet for the count's wait.
 ///
 /// A receiver that sleeps in the kernel whenever its queue is empty makes
 /// the sender wake it for almost every datagram (about 2.4 datagrams per
@@ -614,9 +686,11 @@ fn receive_stream(
     dg: usize,
     gro: bool,
     refused: u64,
+    expected: Option<Expected>,
     ctx: &StreamContext,
 ) -> (TaskEnd, EndCounts) {
     let fd = socket.as_raw_fd();
+    let started = Instant::now();
     let _ = socket.set_read_timeout(Some(POLL));
     let mut batch = if gro {
         RecvBatch::new(16, 65_536)
@@ -654,6 +728,15 @@ fn receive_stream(
                 break;
             }
         }
+        if let Some(expected) = expected {
+            if counts.tracker.received + counts.tracker.warmup >= expected.datagrams {
+                break;
+            }
+            // The rest were lost (the sender's count says how many).
+            if last_data_at.unwrap_or(started).elapsed() >= expected.quiet {
+                break;
+            }
+        }
         if ctx.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             let since = *stop_seen.get_or_insert(now);
@@ -663,7 +746,11 @@ fn receive_stream(
             }
         }
     }
-    let udp = counts.end(dg, gro, refused, socket);
+    let counts_next = counts.tracker.next_seq();
+    let mut udp = counts.end(dg, gro, refused, socket);
+    if let (Some(expected), Some(received)) = (expected, udp.received.as_mut()) {
+        received.lost_at_end_datagrams = Some(expected.datagrams.saturating_sub(counts_next));
+    }
     (
         TaskEnd {
             error,
@@ -775,9 +862,45 @@ mod tests {
         s.params = serde_json::json!({"rate_bits_per_second": 0});
         assert!(UdpStream.validate(&s).unwrap_err().to_string().contains("-b/--bitrate"));
         s.params = serde_json::Value::Null;
+        // A count run: 1000 B is one datagram of 1400 B, enough for one stream.
         s.bytes = Some(1000);
-        assert!(UdpStream.validate(&s).is_err());
+        assert!(UdpStream.validate(&s).is_ok());
+        s.streams = 2;
+        let e = UdpStream.validate(&s).unwrap_err().to_string();
+        assert!(
+            e.contains("at least one datagram for each of the 2 streams (2800 B with -l 1400), got 1 datagrams"),
+            "{e}"
+        );
         s.bytes = None;
         assert!(UdpStream.validate(&s).is_ok());
+    }
+
+    #[test]
+    fn a_count_is_shared_out_among_each_directions_streams() {
+        let mut s = spec("udp");
+        s.message_bytes = 1400;
+        s.streams = 3;
+        s.direction = crate::model::Direction::Bidir;
+        assert_eq!(datagram_quota(&s, 1), None, "a timed run has no quota");
+        // 10 datagrams and one byte: 11 datagrams per direction, 4 + 4 + 3.
+        s.bytes = Some(14_001);
+        let flows = s.flows();
+        for sender in [Party::Client, Party::Agent] {
+            let quotas: Vec<u64> = flows
+                .iter()
+                .filter(|(_, f)| f.sender() == sender)
+                .map(|(id, _)| datagram_quota(&s, *id).unwrap())
+                .collect();
+            assert_eq!(quotas, [4, 4, 3], "{sender:?}");
+        }
+        assert_eq!(datagram_quota(&s, 99), None, "no such stream");
+    }
+
+    #[test]
+    fn a_count_receiver_waits_longer_at_slow_offers() {
+        assert_eq!(count_quiet(1400, None), COUNT_QUIET);
+        assert_eq!(count_quiet(1400, Some(1_000_000_000)), COUNT_QUIET);
+        // 1400 B at 1 kbit/s: 11.2 s a datagram, ten of them.
+        assert_eq!(count_quiet(1400, Some(1000)), Duration::from_secs(112));
     }
 }

@@ -56,6 +56,10 @@ pub struct UdpReceived {
     /// before 2026-11-27 and from iperf3 peers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_socket_drops: Option<u64>,
+    /// Count runs (`-n`, `-k`): datagrams after the last one that arrived,
+    /// which the receiver knows were sent because it knows the count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_at_end_datagrams: Option<u64>,
 }
 
 /// A UDP stream (or a sum of them) seen from both ends: what the sender
@@ -94,6 +98,11 @@ pub struct UdpResult {
     /// absent for `-b max` and in runs before 2026-11-27.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offered_bits_per_second: Option<f64>,
+    /// Count runs (`-n`, `-k`): of `lost_datagrams`, those after the last
+    /// datagram that arrived (the tail, which a receiver that does not
+    /// know the count cannot see). Absent in timed runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_at_end_datagrams: Option<u64>,
 }
 
 /// Share of the offered rate below which a sender did not reach its offer.
@@ -128,6 +137,7 @@ impl UdpResult {
             jitter_us: received.jitter_us,
             receiver_gro: got.segmentation_offload,
             offered_bits_per_second: sent.offered_bits_per_second,
+            lost_at_end_datagrams: received.lost_at_end_datagrams,
             ..UdpResult::default()
         };
         r.set_loss();
@@ -169,6 +179,12 @@ impl UdpResult {
             };
             t.jitter_us = t.jitter_us.max(u.jitter_us);
             t.receiver_gro |= u.receiver_gro;
+            // The tail in sum only when every stream knew its count.
+            t.lost_at_end_datagrams = match (first, t.lost_at_end_datagrams, u.lost_at_end_datagrams) {
+                (true, _, tail) => tail,
+                (false, Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
             // Offered in sum only when every stream had an offer.
             t.offered_bits_per_second = match (first, t.offered_bits_per_second, u.offered_bits_per_second) {
                 (true, _, offer) => offer,

@@ -81,9 +81,14 @@ fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Wri
             u.lost_datagrams.saturating_sub(u.receiver_socket_drops)
         ),
     };
+    // A count run's receiver knows the count, so it tells the tail apart.
+    let tail = match u.lost_at_end_datagrams {
+        Some(n) if n > 0 => format!("; {n} of the lost came after the last datagram that arrived (the count's tail)"),
+        _ => String::new(),
+    };
     writeln!(
         out,
-        "    {drops}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
+        "    {drops}{tail}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
         u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
     )
 }
@@ -212,5 +217,13 @@ mod tests {
         ) = (10, 30, None);
         assert!(lines(&u)
             .contains("30 dropped at the receiving socket (buffer full, in the receiving host; warm-up included)"));
+        // A count run names its tail; a timed one cannot know it.
+        assert!(!lines(&u).contains("tail"));
+        u.lost_at_end_datagrams = Some(3);
+        assert!(
+            lines(&u).contains("; 3 of the lost came after the last datagram that arrived (the count's tail)"),
+            "{}",
+            lines(&u)
+        );
     }
 }
