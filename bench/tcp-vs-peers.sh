@@ -20,11 +20,8 @@
 # per GB spent its time waiting on the pacing timer, docs/BENCHMARKS.md issue 33). nicbench's `--zerocopy=msg` runs too (iperf3
 # has no such mode; on loopback the kernel copies its pages anyway).
 #
-# Upstream iperf3 is built when asked, never committed: IPERF3_SRC=DIR names a source
-# tree (built into IPERF3_PREFIX, default /tmp/iperf3-bin, unless already built there)
-# or a git directory (e.g. the bare copy a `fetch` of github:esnet/iperf gives), whose
-# latest release tag (3.N, or IPERF3_TAG) is exported into /tmp/iperf3-src first.
-# Without IPERF3_SRC the `iperf3` on PATH runs (Debian's may be older).
+# Upstream iperf3 is built when asked (IPERF3_SRC, see bench/lib/iperf3.sh), never
+# committed; without it the `iperf3` on PATH runs (Debian's may be older).
 # TCP_CC=ALGO gives both tools' clients that congestion control (`-C ALGO` each); without it
 # each runs the machine's default (net.ipv4.tcp_congestion_control), printed in the header.
 # BLOCK=SIZE gives both tools' clients that write (and read) size (`-l SIZE` each, e.g. 128K);
@@ -42,27 +39,8 @@ MODE=peers
 if [ "${1:-}" = fast ]; then MODE=fast; shift; fi
 ROUNDS=${1:-5}
 SECONDS_PER_TEST=${2:-5}
-IPERF3=iperf3
-if [ -n "${IPERF3_SRC:-}" ]; then
-  prefix=${IPERF3_PREFIX:-/tmp/iperf3-bin}
-  src=$IPERF3_SRC
-  if git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1 && [ ! -f "$src/configure" ]; then
-    tag=${IPERF3_TAG:-$(git --git-dir="$src" tag | grep -E '^3\.[0-9]+$' | sort -V | tail -1)}
-    [ -n "$tag" ] || { echo "no iperf3 release tag (3.N) in $src" >&2; exit 1; }
-    src=/tmp/iperf3-src
-    if [ ! -f "$src/configure" ]; then
-      echo "exporting iperf3 $tag from $IPERF3_SRC into $src" >&2
-      mkdir -p "$src" && git --git-dir="$IPERF3_SRC" archive "$tag" | tar x -C "$src"
-    fi
-  fi
-  [ -f "$src/configure" ] || { echo "IPERF3_SRC=$IPERF3_SRC is neither an iperf3 source tree nor a git directory" >&2; exit 1; }
-  if [ ! -x "$prefix/bin/iperf3" ]; then
-    echo "building iperf3 from $src into $prefix" >&2
-    (cd "$src" && ./configure --prefix="$prefix" >/dev/null && make -j2 >/dev/null && make install >/dev/null)
-  fi
-  IPERF3=$prefix/bin/iperf3
-  export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+# shellcheck source=bench/lib/iperf3.sh
+. bench/lib/iperf3.sh
 needed="python3 $IPERF3"
 [ "$MODE" = peers ] && needed="$needed nuttcp"
 for tool in $needed; do

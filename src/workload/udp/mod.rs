@@ -50,6 +50,9 @@ const COUNT_QUIET: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(50);
 /// Datagrams per sendmmsg/recvmmsg without offload.
 const BATCH: usize = 64;
+/// GSO buffers per sendmmsg, and GRO buffers per recvmmsg.
+const GSO_BATCH: usize = 8;
+const GRO_BATCH: usize = 16;
 /// Receive buffer a UDP receiver asks for when the user set none: room for
 /// several milliseconds of datagrams at loopback rates, so a receiving thread
 /// that is briefly not scheduled does not turn into loss. The kernel caps it
@@ -448,7 +451,7 @@ fn send_stream(
     } else {
         1
     };
-    let entries = if params.gso { 8 } else { BATCH };
+    let entries = if params.gso { GSO_BATCH } else { BATCH };
     let max_datagrams = entries * segments;
     let mut batch = SendBatch::new(entries, segments * dg);
     // Send about a millisecond's worth at a time when paced.
@@ -693,7 +696,7 @@ fn receive_stream(
     let started = Instant::now();
     let _ = socket.set_read_timeout(Some(POLL));
     let mut batch = if gro {
-        RecvBatch::new(16, 65_536)
+        RecvBatch::new(GRO_BATCH, 65_536)
     } else {
         RecvBatch::new(BATCH, dg)
     };
@@ -713,7 +716,11 @@ fn receive_stream(
                     ctx.bytes.store(counts.bytes, Ordering::Relaxed);
                     last_data_at = Some(Instant::now());
                 }
-                if queued && n < batch.capacity() {
+                // With GRO a buffer holds dozens of datagrams, so there is
+                // no wake-up per datagram to save, and a nap only let the
+                // socket overflow: 4.5-14% lost against 2.8-4.6% without,
+                // at the same rate (--gso --gro on loopback, 4 rounds).
+                if queued && n < batch.capacity() && !gro {
                     // Drained a queue: let the next batch gather instead of being woken per datagram.
                     std::thread::sleep(NAP);
                 }
