@@ -11,6 +11,10 @@
 #        POINT_TIME=130ms, PASSES=2 (nicbench --point-time, --passes; default: nicbench's)
 #        RUNS=3 (rounds of NPtcp and nicbench, interleaved)
 #        KEEP=dir (keep every round's raw output there)
+#        PLACEMENT=apart: both tools pinned apart, NPtcp's receiver under
+#        `taskset -c 1` and its transmitter under `taskset -c 0`, nicbench
+#        with -A 0 --remote-affinity 1 (default: each tool's own placement:
+#        NPtcp's and nicbench's both left to the scheduler since issue 42)
 #
 # Goal (issue 17): for every size, nicbench's median latency within 10% of
 # NPtcp's, its run-to-run spread no wider than NPtcp's, peak >= 0.95x and
@@ -24,6 +28,12 @@ POINT_TIME=${POINT_TIME:-}
 PASSES=${PASSES:-}
 RUNS=${RUNS:-3}
 NICBENCH=${NICBENCH:-target/release/nicbench}
+PLACEMENT=${PLACEMENT:-}
+case "$PLACEMENT" in
+    "") np_rx=(); np_tx=(); nb_pin=();;
+    apart) np_rx=(taskset -c 1); np_tx=(taskset -c 0); nb_pin=(-A 0 --remote-affinity 1);;
+    *) echo "PLACEMENT=$PLACEMENT: use apart, or leave it unset" >&2; exit 2;;
+esac
 command -v NPtcp >/dev/null || { echo "NPtcp not found: apt-get install netpipe-tcp" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "python3 not found (it computes the table)" >&2; exit 1; }
 [ -x "$NICBENCH" ] || cargo build --release --quiet
@@ -52,11 +62,11 @@ now() { date +%s.%N; }
 # "size  Mbps(2^20 bit/s)  one-way-seconds" per point.
 run_nptcp() { # $1: output file; sets $wall
     local port=$(( 20000 + RANDOM % 20000 )) t0 t1
-    (cd "$tmp" && exec NPtcp -P "$port" >"$tmp/np-receiver.log" 2>&1) &
+    (cd "$tmp" && exec "${np_rx[@]}" NPtcp -P "$port" >"$tmp/np-receiver.log" 2>&1) &
     pids+=($!)
     sleep 0.5
     t0=$(now)
-    (cd "$tmp" && NPtcp -h 127.0.0.1 -P "$port" -u "$MAX" -o "$1" >"$tmp/np.log" 2>&1)
+    (cd "$tmp" && "${np_tx[@]}" NPtcp -h 127.0.0.1 -P "$port" -u "$MAX" -o "$1" >"$tmp/np.log" 2>&1)
     t1=$(now)
     wall=$(echo "$t1 - $t0" | bc -l)
 }
@@ -65,7 +75,7 @@ run_nicbench() { # $1: output CSV, then sweep options; sets $wall
     local out=$1 t0 t1
     shift
     t0=$(now)
-    "$NICBENCH" sweep 127.0.0.1 -p "$nb_port" ${POINT_TIME:+--point-time "$POINT_TIME"} ${PASSES:+--passes "$PASSES"} --csv "$@" >"$out" 2>"$tmp/nb.log"
+    "$NICBENCH" sweep 127.0.0.1 -p "$nb_port" ${POINT_TIME:+--point-time "$POINT_TIME"} ${PASSES:+--passes "$PASSES"} "${nb_pin[@]}" --csv "$@" >"$out" 2>"$tmp/nb.log"
     t1=$(now)
     wall=$(echo "$t1 - $t0" | bc -l)
 }
@@ -78,7 +88,7 @@ for _ in $(seq 50); do
 done
 nb_port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/agent.log")
 
-echo "load before the first round: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "placement: ${PLACEMENT:-each tool its own}; load before the first round: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 : >"$tmp/walls"
 for round in $(seq "$RUNS"); do
     echo "round $round/$RUNS: NPtcp 1 B .. $MAX B ..." >&2
@@ -134,6 +144,10 @@ for size in sorted(np_lat):
     flag = "" if abs(b / a - 1) <= 0.10 else ("  lower" if b < a else "  higher")
     print(f"{size:>9} {a:>9.2f} {b:>11.2f} {b / a:>6.2f} {sa:>11.0f}% {sb:>14.0f}% {nb_wide.get(size, 0):>3}/{runs}{flag}")
 print()
+powers = [s for s in sorted(np_lat) if s >= 1024 and s & (s - 1) == 0 and s in nb_lat and len(nb_lat[s]) >= runs]
+close = [s for s in powers if abs(med(nb_lat[s]) / med(np_lat[s]) - 1) <= 0.15]
+print(f"powers of two 1 KiB .. {top} B within 15% of NPtcp: {len(close)} of {len(powers)}"
+      + ("" if len(close) == len(powers) else f" (not: {', '.join(str(s) for s in powers if s not in close)})"))
 print(f"sizes within 10% of NPtcp: {within} of {n}; median ratio {med(ratios):.3f}")
 print(f"run-to-run spread no wider than NPtcp's: {narrower} of {n} sizes; median spread NPtcp {med(np_spreads):.0f}%, nicbench {med(nb_spreads):.0f}%")
 gb = lambda v: f"{v / 1e9:.2f}"

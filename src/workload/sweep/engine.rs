@@ -263,21 +263,16 @@ pub(super) struct Driver {
     pub tcp: Socket,
     pub udp: Option<UdpSocket>,
     pub params: SweepParams,
-    /// The core the sweep chose for this end (ends on one host, no -A).
-    pub core: Option<u32>,
-    /// What `core` means, for the result.
+    /// Where the ends ran, when the sweep left it to the scheduler.
     pub placement: Option<String>,
+    /// What a wake-up on another core costs this host (ends on one host).
+    pub wakeup: Option<super::wakeup::WakeupCost>,
 }
 
 impl Driver {
     /// Runs every point in order and reports the sweep.
     pub(super) fn run(self, ctx: &StreamContext) -> TaskEnd {
-        let affinity = self.core.map(pin_current_thread);
-        let mut end = self.points(ctx);
-        if let Some(affinity) = &affinity {
-            end.extras.set(AFFINITY_KEY, affinity);
-        }
-        end
+        self.points(ctx)
     }
 
     fn points(self, ctx: &StreamContext) -> TaskEnd {
@@ -291,7 +286,7 @@ impl Driver {
                 .map(|i| (i % 251) as u8)
                 .collect(),
             sent: 0,
-            pin_apart: self.core.is_some(),
+            pin_apart: false,
         };
         let plan = Plan::of(params);
         let mut sweep = Passes::new(sizes, too_big, params.passes());
@@ -330,6 +325,7 @@ impl Driver {
             points: measured,
             summary,
             placement: self.placement,
+            cross_core_wakeup: self.wakeup,
             passes: Some(sweep.passes),
         };
         let mut end = TaskEnd {

@@ -20,6 +20,7 @@ mod engine;
 pub mod points;
 pub mod result;
 pub mod text;
+pub mod wakeup;
 pub mod wire;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -509,13 +510,18 @@ impl Workload for Sweep {
         };
         let socket = crate::probe::tcpinfo::socket_buffers(&tcp);
         let by_address = one_host(&tcp);
-        let cores = (spec.client.cpus.is_empty() && spec.agent.cpus.is_empty() && (by_address || net.same_kernel))
-            .then(|| points::apart(&allowed_cpus()))
-            .flatten();
-        let placement = cores.map(|(client, agent)| {
+        let one_host = by_address || net.same_kernel;
+        let nobody_pinned = spec.client.cpus.is_empty() && spec.agent.cpus.is_empty();
+        // Both ends on one host run where the scheduler puts them, as
+        // NPtcp's and rr's do: pinned apart, every small message paid a
+        // wake-up on the other core (50 us each on one VM, 58 us at 1 KiB
+        // against 8 us), and pinned together they wait for each other's
+        // time slice. What a wake-up on another core costs is measured
+        // once and reported beside the result (wakeup.rs).
+        let placement = (one_host && nobody_pinned).then(|| {
             format!(
-                "client and agent on one {}: the client end ran on core {client}, the agent end on core \
-                 {agent} (choose with -A and --remote-affinity)",
+                "client and agent on one {}, placed by the scheduler as NPtcp's and rr's ends are (pin them with -A \
+                 and --remote-affinity: -A 0 --remote-affinity 1 apart, -A 0 --remote-affinity 0 together)",
                 if by_address {
                     "host"
                 } else {
@@ -523,13 +529,18 @@ impl Workload for Sweep {
                 }
             )
         });
+        let wakeup = if one_host {
+            points::apart(&allowed_cpus()).and_then(wakeup::probe)
+        } else {
+            None
+        };
         Ok(Box::new(SweepClient {
             driver: engine::Driver {
                 tcp,
                 udp,
                 params,
-                core: cores.map(|c| c.0),
                 placement,
+                wakeup,
             },
             socket,
         }))
@@ -614,13 +625,15 @@ impl AgentSide for SweepAgent {
             .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
         // Options set on the listener are not all inherited: set them again.
         configure(&self.agent_options)(&tcp)?;
+        // The agent pins its end only when a client asks (`pin apart`,
+        // sent by clients before issue 42); it no longer does on its own.
         let apart = self
             .nobody_pinned
             .then(|| points::apart(&allowed_cpus()))
             .flatten()
             .map(|c| c.1);
         Ok(Box::new(engine::AgentServer {
-            core: apart.filter(|_| one_host(&tcp)),
+            core: None,
             core_if_asked: apart,
             tcp,
             udp: self.udp,

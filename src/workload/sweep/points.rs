@@ -319,6 +319,12 @@ fn every_pass_falls(before: &[&SweepPoint], after: &[&SweepPoint]) -> bool {
 }
 
 /// The summary of a sweep from the best figures of its points.
+/// Smallest sizes whose fastest batches make the small-message latency
+/// (those up to 8 times the smallest): one point is one sample of a noisy
+/// figure (a 1-byte point read 150 us where rr read 17 us on the same
+/// host), and five sizes of a few bytes cost the same on the wire.
+pub const SMALL_SIZES: usize = 5;
+
 pub fn summarize(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>) -> SweepSummary {
     let Some(first) = points.iter().min_by_key(|p| p.size_bytes) else {
         return SweepSummary::default();
@@ -337,9 +343,27 @@ pub fn summarize(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>)
             .map(|p| p.size_bytes)
             .unwrap_or(peak.size_bytes)
     };
+    let mut by_size: Vec<&SweepPoint> = points.iter().collect();
+    by_size.sort_by_key(|p| p.size_bytes);
+    // Small means within 8 times the smallest: 1..7 B of NetPIPE's list.
+    let small: Vec<&SweepPoint> = by_size
+        .iter()
+        .copied()
+        .take_while(|p| p.size_bytes <= first.size_bytes.saturating_mul(8))
+        .take(SMALL_SIZES)
+        .collect();
+    let mut latencies: Vec<f64> = small.iter().map(|p| p.best_latency_us).collect();
+    latencies.sort_by(f64::total_cmp);
+    let middle = latencies.len() / 2;
+    let median = if latencies.len() % 2 == 1 {
+        latencies[middle]
+    } else {
+        (latencies[middle - 1] + latencies[middle]) / 2.0
+    };
     SweepSummary {
         small_message_size_bytes: first.size_bytes,
-        small_message_latency_us: first.best_latency_us,
+        small_message_latency_us: median,
+        small_message_largest_size_bytes: small.last().map(|p| p.size_bytes),
         peak_bits_per_second: peak_bps,
         peak_size_bytes: peak.size_bytes,
         half_peak_size_bytes: first_reaching(0.5),
@@ -651,6 +675,31 @@ mod tests {
         assert_eq!(apart(&[]), None);
     }
 
+    /// Issue 42: a sweep's headline read 150 us from one noisy 1-byte
+    /// point where rr read a 17 us round trip; the median of the smallest
+    /// sizes' fastest batches does not follow one point.
+    #[test]
+    fn one_noisy_small_point_does_not_make_the_headline() {
+        let points = [
+            point(1, 150.0, 5e4),
+            point(2, 9.0, 2e6),
+            point(3, 9.2, 3e6),
+            point(4, 8.9, 4e6),
+            point(5, 9.1, 5e6),
+            point(7, 30.0, 2e6),
+        ];
+        let s = summarize(&points, None);
+        assert_eq!(s.small_message_latency_us, 9.1);
+        assert_eq!(
+            (s.small_message_size_bytes, s.small_message_largest_size_bytes),
+            (1, Some(5))
+        );
+        // Fewer points than SMALL_SIZES: the median of those there are.
+        let s = summarize(&points[..2], None);
+        assert_eq!(s.small_message_latency_us, (150.0 + 9.0) / 2.0);
+        assert_eq!(s.small_message_largest_size_bytes, Some(2));
+    }
+
     #[test]
     fn summary_names_latency_peak_and_half_peak() {
         let points = [
@@ -662,7 +711,9 @@ mod tests {
         ];
         let s = summarize(&points, Some(4e10));
         assert_eq!(s.small_message_size_bytes, 1);
+        // Only 1 B is within 8 times the smallest: its latency alone.
         assert_eq!(s.small_message_latency_us, 20.0);
+        assert_eq!(s.small_message_largest_size_bytes, Some(1));
         assert_eq!(s.peak_bits_per_second, 1e10);
         assert_eq!(s.peak_size_bytes, 1 << 20);
         assert_eq!(s.half_peak_size_bytes, 65536);

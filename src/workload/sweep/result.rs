@@ -50,9 +50,15 @@ pub struct SweepPoint {
 /// What a sweep found, from its best figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SweepSummary {
-    /// Best latency of the smallest size.
+    /// The smallest size, and the small-message latency: the median of
+    /// the best latencies of the smallest sizes (up to
+    /// [`super::points::SMALL_SIZES`] of them within 8 times the
+    /// smallest, to `small_message_largest_size_bytes`), not one noisy
+    /// point (runs before 2026-11-28: the smallest size's alone).
     pub small_message_size_bytes: u64,
     pub small_message_latency_us: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub small_message_largest_size_bytes: Option<u64>,
     pub peak_bits_per_second: f64,
     pub peak_size_bytes: u64,
     /// Smallest size reaching half of the peak (n-1/2).
@@ -118,6 +124,10 @@ pub struct SweepResult {
     /// host, no -A/--remote-affinity): one core each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// Both ends on one host: what a wake-up on another core costs it
+    /// (a 1 KiB ping-pong between two threads on one core and on two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_core_wakeup: Option<super::wakeup::WakeupCost>,
     /// Passes made over the sizes (absent in runs stored before passes
     /// existed: one).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -114,10 +114,20 @@ fn write_row(sweep: &SweepResult, p: &SweepPoint, out: &mut dyn Write) -> io::Re
 fn write_summary(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     let s = &sweep.summary;
     if !sweep.points.is_empty() {
+        // Half a round trip, as NetPIPE's; rr's percentiles are whole ones.
+        let sizes = match s.small_message_largest_size_bytes {
+            Some(largest) if largest > s.small_message_size_bytes => {
+                format!(
+                    ", the median of the fastest batches at {}..{largest} B",
+                    s.small_message_size_bytes
+                )
+            }
+            _ => format!(" at {} B", s.small_message_size_bytes),
+        };
         writeln!(
             out,
-            "Small-message latency: {:.2} us at {} B",
-            s.small_message_latency_us, s.small_message_size_bytes
+            "Small-message latency: {:.2} us{sizes} (half a round trip, as NetPIPE's; rr's p50 is a whole one)",
+            s.small_message_latency_us
         )?;
         write!(
             out,
@@ -182,6 +192,14 @@ fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     write_above_line_rate(sweep, out)?;
     if let Some(placement) = &sweep.placement {
         writeln!(out, "Placement: {placement}")?;
+    }
+    if let Some(w) = &sweep.cross_core_wakeup {
+        writeln!(
+            out,
+            "Host: a wake-up on another core costs {:.1} us here (1 KiB round trip {:.1} us with both ends on core \
+             {}, {:.1} us on cores {} and {}): pinned apart, every half round trip above reads about that much more",
+            w.cross_core_wakeup_us, w.together_round_trip_us, w.cores[0], w.apart_round_trip_us, w.cores[0], w.cores[1]
+        )?;
     }
     if !sweep.skipped_sizes_bytes.is_empty() {
         writeln!(
@@ -313,6 +331,7 @@ mod tests {
             summary: crate::workload::sweep::points::summarize(&points, Some(100e9)),
             points,
             placement: None,
+            cross_core_wakeup: None,
             passes: Some(2),
         }
     }
@@ -327,7 +346,7 @@ Sweep (ping-pong, TCP): 2 sizes, best of 2 passes; fastest batch, median and slo
    size B latency us bandwidth Mbit/s median us    max us  spread   mean us exchanges % line rate
         1       4.00             2.00      4.40      4.80    18%       6.00        70        0.0%
     65536      20.00         26214.40     22.00     30.80    40%*     30.00        70       26.2%
-Small-message latency: 4.00 us at 1 B
+Small-message latency: 4.00 us at 1 B (half a round trip, as NetPIPE's; rr's p50 is a whole one)
 Peak bandwidth: 26.21 Gbit/s at 65536 B (64 KiB) (26.2% of the 100.00 Gbit/s line rate, --link-speed)
 Half of the peak (n-1/2) at 65536 B; 90% of the peak at 65536 B
 * wide: spread over 25% after extra rounds within its share of the budget at 65536 B; do not read those points alone
