@@ -203,7 +203,7 @@ fn the_text_summary_shows_both_rates_and_the_loss() {
     let header = text.lines().find(|l| l.starts_with("[ ID]")).expect(&text);
     assert!(!header.contains("retr") && !header.contains("cwnd"), "{header}");
     // A 1400-byte datagram reads in bytes, not as a fraction of a KiB.
-    assert!(text.contains("1400 B messages"), "{text}");
+    assert!(text.contains("1400 B datagrams"), "{text}");
     // Without TCP columns the table rows end with the receiver's rate.
     for line in text.lines() {
         assert_eq!(line, line.trim_end(), "trailing blanks");
