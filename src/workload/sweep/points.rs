@@ -352,14 +352,8 @@ pub fn summarize(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>)
         .take_while(|p| p.size_bytes <= first.size_bytes.saturating_mul(8))
         .take(SMALL_SIZES)
         .collect();
-    let mut latencies: Vec<f64> = small.iter().map(|p| p.best_latency_us).collect();
-    latencies.sort_by(f64::total_cmp);
-    let middle = latencies.len() / 2;
-    let median = if latencies.len() % 2 == 1 {
-        latencies[middle]
-    } else {
-        (latencies[middle - 1] + latencies[middle]) / 2.0
-    };
+    let latencies: Vec<f64> = small.iter().map(|p| p.best_latency_us).collect();
+    let median = crate::stats::median(&latencies);
     SweepSummary {
         small_message_size_bytes: first.size_bytes,
         small_message_latency_us: median,
