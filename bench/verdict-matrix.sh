@@ -56,8 +56,8 @@ scenario "sender CPU-starved, through a router" "a at 2%, 1 Gbit/s router" "$cpu
     "--via-router --rate 1gbit --cpu-limit a=2%" -- tcp b -t 3
 scenario "link-bound" "100 Mbit/s router" link_bound path \
     "--via-router --rate 100mbit" -- tcp b -t 3 -O 1
-scenario "UDP into a slower router" "-b 300M into a 100 Mbit/s router" link_bound path \
-    "--via-router --rate 100mbit" -- udp b -t 3 -O 1 -b 300M
+scenario "UDP into a slower router" "-b 200M into a 100 Mbit/s router" link_bound path \
+    "--via-router --rate 100mbit" -- udp b -t 3 -O 1 -b 200M
 scenario "UDP receiver starved" "b at 2%, -b 500M" "$cpu" receiver \
     "--cpu-limit b=2%" -- udp b -t 3 -b 500M
 scenario "UDP sender below its offer" "a at 2%, -b 2G" "$cpu" sender \

@@ -1,9 +1,20 @@
 //! Percent of line rate against the kernel's own shaper (issue 11), and the
-//! test sockets' own retransmissions. TCP through a tbf bottleneck must
-//! read between 95% and 100.2% of the model (goodput and retransmissions)
-//! when the model counts what the shaper counts. These are properties of
-//! the model against tbf, not timings: a shaper cannot pass more than its
-//! rate and bucket, and a saturating TCP flow keeps it busy.
+//! test sockets' own retransmissions.
+//!
+//! The model is checked against what the shaper itself counted, not
+//! against how busy a TCP flow kept it: how close a flow comes to a tbf's
+//! rate is the machine's (98% for months, then 93.7% at 1 Gbit/s, MTU 1500
+//! in a loaded CI run, the router forwarding in the softirq of a busy
+//! 2-core machine). What nicbench controls is checked instead:
+//!
+//! - the model's frame: the payload the test moved, with what its senders
+//!   sent again, over the bytes the tbf sent in that time must be the
+//!   model's payload per counted frame (a wrong overhead, 0 instead of
+//!   veth's 14 B, is 0.15% off at MTU 9000 and 0.9% at MTU 1500);
+//! - the model's figure: the rate given times payload per counted frame;
+//! - the measurement: never more than the shaper can pass (100.2%), and not
+//!   grossly below it (half: bits for bytes, a wrong rate).
+//!
 //! Without root or iproute2 every test prints why and returns (skipped).
 
 use std::process::Stdio;
@@ -13,14 +24,17 @@ use serde_json::Value;
 
 use super::common::*;
 
-/// The lower and upper bound of measured / theoretical goodput, percent.
-/// The upper bound is the shaper's (it cannot pass more); the lower one is
-/// how well a TCP flow keeps a tbf busy, which is the machine's: 98% held
-/// for months, then one VM's boot read 95.9-97.3% three times in a row
-/// (through the router at 100 Mbit/s, MTU 1500 and 9000, retransmissions
-/// included), so it is a floor against a model grossly too high, no finer.
-const LOWEST_PERCENT: f64 = 95.0;
+/// The measured goodput may not pass more than the shaper allows, less
+/// interval timing.
 const HIGHEST_PERCENT: f64 = 100.2;
+/// A floor against gross errors only (a factor of 8, a wrong rate).
+const LOWEST_PERCENT: f64 = 50.0;
+/// How far the shaper's payload share may fall below the model's: the odd
+/// segment shorter than the MSS (a write's end, the last one) and the
+/// control connection's few messages cost frames of their own (0.013% at
+/// most in the runs that set it; 14 B of overhead against none is 0.15%
+/// at MTU 9000).
+const FRAME_SHARE_BELOW: f64 = 0.0006;
 
 fn tcp_json(lab: &Lab, args: &[&str]) -> Value {
     let mut all = vec!["tcp", "b", "--json"];
@@ -30,51 +44,101 @@ fn tcp_json(lab: &Lab, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON result")
 }
 
-/// Checks the share and returns (measured, theoretical) in Mbit/s.
-///
-/// The goodput may not pass more than the model allows (a shaper cannot).
-/// The goodput and the retransmissions after the warm-up together must
-/// reach it: a saturating flow keeps the shaper busy, but what the router's
-/// queue dropped is sent again and takes its share of the rate (goodput
-/// 95.9% with 3.3% retransmitted on one VM's boot). A model too low fails
-/// the upper bound; one grossly too high, the lower.
-fn within_the_model(run: &Value, what: &str) -> (f64, f64) {
+/// A tbf and what it has sent since it was made: bytes as it counts them
+/// (the frame without preamble and FCS on veth) and packets.
+struct Shaper {
+    netns: String,
+    ifname: String,
+}
+
+impl Shaper {
+    /// The tbf on `host`'s end of the link towards `towards`.
+    fn on(lab: &Lab, host: &str, towards: &str) -> Shaper {
+        let link = lab
+            .state()
+            .links
+            .iter()
+            .find(|l| l.end_of(host).is_some() && l.end_of(towards).is_some())
+            .unwrap_or_else(|| panic!("no link between {host} and {towards}"));
+        Shaper {
+            netns: lab.netns(host).to_string(),
+            ifname: link.end_of(host).unwrap().ifname.clone(),
+        }
+    }
+
+    fn sent_bytes(&self) -> u64 {
+        let out = std::process::Command::new("tc")
+            .args(["-n", &self.netns, "-s", "-j", "qdisc", "show", "dev", &self.ifname])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tc -s qdisc show: {}", stderr(&out));
+        let all: Value = serde_json::from_slice(&out.stdout).expect("tc's JSON");
+        let tbf = all
+            .as_array()
+            .and_then(|q| q.iter().find(|q| q["kind"] == "tbf"))
+            .unwrap_or_else(|| panic!("no tbf on {} in {all}", self.ifname));
+        tbf["bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no byte count in {tbf}"))
+    }
+}
+
+/// Runs `tcp` from a to b with `args` and checks the line-rate share
+/// against the model and against `shaper`'s own count of what it sent.
+/// Returns the run.
+fn within_the_model(lab: &Lab, shaper: &Shaper, args: &[&str], rate: u64, what: &str) -> Value {
+    let before = shaper.sent_bytes();
+    let run = tcp_json(lab, args);
+    let wire = shaper.sent_bytes() - before;
     let share = &run["line_rate"];
     let measured = share["measured_bits_per_second"].as_f64().unwrap();
     let theory = share["theoretical_goodput_bits_per_second"].as_f64().unwrap();
+    let sustained = share["sustained_goodput_bits_per_second"].as_f64().unwrap();
     let percent = share["percent_of_theoretical_goodput"].as_f64().unwrap();
-    eprintln!(
-        "{what}: {:.2} of {:.2} Mbit/s = {percent:.2}% (overhead {} B per packet, {} B counted, burst {})",
-        measured / 1e6,
-        theory / 1e6,
-        share["overhead_bytes_per_frame"],
-        share["counted_bytes_per_frame"],
-        share["burst_handling"]
+    let payload = share["payload_bytes"].as_f64().unwrap();
+    let frame = share["counted_bytes_per_frame"].as_f64().unwrap();
+    assert_eq!(share["link_bits_per_second"], rate, "{share}");
+    // The model's figure is the rate times the payload per counted frame.
+    assert!(
+        (sustained - rate as f64 * payload / frame).abs() < 1.0,
+        "{what}: sustained {sustained} for {rate} bit/s and {payload} of {frame} B: {share}"
     );
     assert!((percent - measured * 100.0 / theory).abs() < 1e-9);
+
+    // What the shaper carried: every payload byte the receivers counted,
+    // the warm-up's included. A segment the router's queue dropped never
+    // left the tbf; only the copy sent again did, once.
+    // A copy sent again when the first was not lost (a spurious timeout
+    // on a stalled machine) left the tbf too: the senders' own count of
+    // what they sent again bounds it.
+    let (mut carried, mut again) = (0.0, 0.0);
+    for stream in run["streams"].as_array().unwrap() {
+        let receiver = &stream["receiver"];
+        carried += receiver["bytes"].as_f64().unwrap() + receiver["omitted_bytes"].as_f64().unwrap();
+        again += stream["sender"]["tcp_info"]["bytes_retransmitted"]
+            .as_f64()
+            .unwrap_or(0.0);
+    }
+    let model_share = payload / frame;
+    let shaper_share = carried / wire as f64;
+    eprintln!(
+        "{what}: {:.2} of {:.2} Mbit/s = {percent:.2}%; payload per byte the tbf sent {shaper_share:.5}, \
+         model {model_share:.5} ({payload} of {frame} B; {wire} B sent)",
+        measured / 1e6,
+        theory / 1e6,
+    );
+    let with_copies = (carried + again) / wire as f64;
     assert!(
-        percent <= HIGHEST_PERCENT,
+        shaper_share <= model_share + 1e-5 && with_copies >= model_share - FRAME_SHARE_BELOW,
+        "{what}: the tbf sent {wire} B for {carried} B of payload ({again} B sent again), \
+         {shaper_share:.5} per byte; the model's frame says {model_share:.5}: {share}"
+    );
+    assert!(
+        (LOWEST_PERCENT..=HIGHEST_PERCENT).contains(&percent),
         "{what}: {percent:.2}% of the model: {share}"
     );
-    // What the shaper carried: the goodput and the segments the senders
-    // sent again after the warm-up, which took their share of its rate.
-    let mut retransmitted_bits = 0.0;
-    for stream in run["streams"].as_array().unwrap() {
-        let mss = stream["sender"]["tcp_info"]["send_mss_bytes"].as_f64().unwrap_or(0.0);
-        for i in stream["sender"]["intervals"].as_array().cloned().unwrap_or_default() {
-            if i["omitted"] != true {
-                retransmitted_bits += i["retransmits"].as_f64().unwrap_or(0.0) * mss * 8.0;
-            }
-        }
-    }
-    let seconds = run["sum"]["receiver"]["seconds"].as_f64().unwrap();
-    let carried = (measured + retransmitted_bits / seconds) * 100.0 / theory;
-    assert!(
-        (LOWEST_PERCENT..=HIGHEST_PERCENT + 1.0).contains(&carried),
-        "{what}: goodput and retransmissions {carried:.2}% of the model (goodput {percent:.2}%): {share}"
-    );
     assert!(share.get("above_model").is_none() || percent > 100.0, "{share}");
-    (measured / 1e6, theory / 1e6)
+    run
 }
 
 /// TCP through a tbf in a router namespace at 100 Mbit/s and 1 Gbit/s, MTU
@@ -85,6 +149,7 @@ fn within_the_model(run: &Value, what: &str) -> (f64, f64) {
 fn tcp_through_a_router_tbf_is_within_the_model() {
     require_lab!();
     let mut lab = lab_builder().via_router().rate(100_000_000).build().unwrap();
+    let shaper = Shaper::on(&lab, "r", "b");
     for (rate, speed) in [(100_000_000, "100M"), (1_000_000_000, "1G")] {
         let everywhere = LinkSelector {
             link: None,
@@ -93,9 +158,12 @@ fn tcp_through_a_router_tbf_is_within_the_model() {
         lab.set_rate(everywhere, Some(rate)).unwrap();
         for mtu in [1500, 9000] {
             lab.set_mtu(None, mtu).unwrap();
-            let run = tcp_json(
+            let run = within_the_model(
                 &lab,
+                &shaper,
                 &["-t", "3", "-O", "1", "--link-speed", speed, "--link-overhead", "14"],
+                rate,
+                &format!("router tbf {speed}bit/s, MTU {mtu}"),
             );
             let share = &run["line_rate"];
             assert_eq!(share["link_speed_source"], "option");
@@ -103,7 +171,6 @@ fn tcp_through_a_router_tbf_is_within_the_model() {
             assert_eq!(share["overhead_bytes_per_frame"], 14);
             assert_eq!(share["counted_bytes_per_frame"], mtu + 14);
             assert_eq!(share["burst_handling"], "warmup_excluded");
-            within_the_model(&run, &format!("router tbf {speed}bit/s, MTU {mtu}"));
         }
     }
 }
@@ -115,7 +182,14 @@ fn tcp_through_a_router_tbf_is_within_the_model() {
 fn a_tbf_on_the_interface_is_counted_as_it_counts_with_its_bucket() {
     require_lab!();
     let lab = lab_builder().rate(100_000_000).mtu(9000).build().unwrap();
-    let run = tcp_json(&lab, &["-t", "3"]);
+    let shaper = Shaper::on(&lab, "a", "b");
+    let run = within_the_model(
+        &lab,
+        &shaper,
+        &["-t", "3"],
+        100_000_000,
+        "tbf on the interface 100Mbit/s, MTU 9000, bucket included",
+    );
     let shaping = &run["client"]["facts"]["interface"]["qdisc_shaping"];
     assert_eq!(shaping["overhead_bytes"], 0, "{shaping}");
     assert_eq!(shaping["linklayer"], "ethernet", "{shaping}");
@@ -135,7 +209,6 @@ fn a_tbf_on_the_interface_is_counted_as_it_counts_with_its_bucket() {
         allowance > 0.0 && (theory - sustained - allowance).abs() < 1e-3,
         "{share}"
     );
-    within_the_model(&run, "tbf on the interface 100Mbit/s, MTU 9000, bucket included");
     // The text shows the overhead used and the bucket.
     let out = lab
         .command("a", BIN)

@@ -84,38 +84,35 @@ fn a_router_slower_than_both_ends_is_the_link() {
         ("link_bound".into(), "path".into())
     );
     // UDP offered above the router's rate: the link, and the datagrams the
-    // router dropped as its consequence.
-    let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-O", "1", "-b", "300M"]);
+    // router dropped as its consequence. Twice the rate, not more: every
+    // datagram offered costs the router's softirq, and a flood of three
+    // times the rate on a loaded 2-core machine passed 89% of the rate.
+    let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-O", "1", "-b", "200M"]);
     let evidence = run["verdict"]["evidence"].as_array().unwrap();
     let loss = evidence
         .iter()
         .find(|e| e["kind"] == "path_loss")
         .expect("path loss in the evidence");
-    match verdict("udp 300M into 100 Mbit/s", &run) {
+    match verdict("udp 200M into 100 Mbit/s", &run) {
         (kind, side) if kind == "link_bound" => {
             assert_eq!(side, "path");
             assert_eq!(loss["role"], "consequence", "{loss}");
             assert_eq!(loss["explained_by"], 0, "{loss}");
         }
-        // A fresh clone's loaded suite: the router, forwarding in the
-        // softirq of a busy machine, passed 89% of its rate (86.1 of 97.1
-        // Mbit/s), below what counts as the link's; the loss before the
-        // receiving socket, with the rate below the line, still names the
-        // path and nothing else.
-        (kind, _) if kind == "path_loss" => {
+        // A router that forwarded below its rate (a fresh clone's loaded
+        // suite: 86.1 of 97.1 Mbit/s): the loss before the receiving
+        // socket, with the rate below the line, names the path. What the
+        // ends' threads waited on a busy machine may be listed beside it,
+        // never as the cause.
+        (kind, side) if kind == "path_loss" => {
+            assert_eq!(side, "path");
             let below = evidence
                 .iter()
                 .find(|e| e["kind"] == "below_line_rate")
                 .expect("the rate below the line in the evidence");
             assert_eq!(below["side"], "path", "{below}");
-            assert!(
-                evidence
-                    .iter()
-                    .all(|e| !CPU_KINDS.contains(&e["kind"].as_str().unwrap_or(""))),
-                "{evidence:?}"
-            );
         }
-        other => panic!("udp 300M into 100 Mbit/s read {other:?}"),
+        other => panic!("udp 200M into 100 Mbit/s read {other:?}"),
     }
 }
 
