@@ -268,17 +268,19 @@ fn the_servicemonitor_scrapes_the_agents_metrics_port() {
 }
 
 #[test]
-fn the_dockerfile_builds_from_the_repository_and_the_docs_name_every_manifest() {
-    let dockerfile = std::fs::read_to_string(dir().join("Dockerfile")).unwrap();
-    assert!(dockerfile.contains("cargo build --release --locked --bin nicbench"));
-    assert!(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/nicbench\"]"));
-    assert!(dockerfile.contains(&format!("EXPOSE {} 9310", nicbench::protocol::DEFAULT_PORT)));
-    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/KUBERNETES.md")).unwrap();
+fn the_image_is_built_from_scratch_by_contrib_container_and_the_docs_name_every_manifest() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let containerfile = std::fs::read_to_string(root.join("contrib/container/Containerfile")).unwrap();
+    assert!(containerfile.contains("FROM scratch"));
+    assert!(containerfile.contains("ENTRYPOINT [\"/usr/bin/nicbench\"]"));
+    assert!(containerfile.contains("USER 10001"), "the manifests' runAsUser");
+    assert!(containerfile.contains(&format!("EXPOSE {} 9310", nicbench::protocol::DEFAULT_PORT)));
+    let docs = std::fs::read_to_string(root.join("docs/KUBERNETES.md")).unwrap();
     for entry in std::fs::read_dir(dir()).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
         assert!(docs.contains(&name), "docs/KUBERNETES.md does not mention {name}");
     }
-    assert!(docs.contains("docker build -f contrib/kubernetes/Dockerfile"));
+    assert!(docs.contains("contrib/container/build.sh target/release/nicbench"));
     assert!(
         docs.to_lowercase().contains("not run on a cluster"),
         "the docs say plainly what was not run"
