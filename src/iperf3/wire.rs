@@ -15,7 +15,7 @@
 //! Everything that reads peer input returns an error instead of
 //! panicking, checks a length before allocating, and checks JSON types.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 use serde_json::{Map, Value};
 
@@ -203,12 +203,7 @@ pub enum WireError {
     Io(#[from] io::Error),
 }
 
-/// Writes one length-prefixed JSON message (`JSON_write`).
-pub fn write_json(out: &mut impl Write, value: &Value) -> io::Result<()> {
-    out.write_all(&encode_json(value))
-}
-
-/// One length-prefixed JSON message as bytes.
+/// One length-prefixed JSON message as bytes (`JSON_write`'s).
 pub fn encode_json(value: &Value) -> Vec<u8> {
     let text = value.to_string();
     let mut frame = Vec::with_capacity(4 + text.len());
@@ -703,15 +698,6 @@ pub fn stream_id(index: usize) -> i64 {
     }
 }
 
-/// The inverse of [`stream_id`].
-pub fn stream_index(id: i64) -> Option<usize> {
-    match id {
-        1 => Some(0),
-        id if id >= 3 => Some(id as usize - 2),
-        _ => None,
-    }
-}
-
 /// The header iperf3 puts at the start of every UDP datagram: the send
 /// time and a packet count from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -929,11 +915,6 @@ mod tests {
     fn stream_ids_skip_two_like_iperf3() {
         let ids: Vec<i64> = (0..5).map(stream_id).collect();
         assert_eq!(ids, vec![1, 3, 4, 5, 6]);
-        for (i, id) in ids.iter().enumerate() {
-            assert_eq!(stream_index(*id), Some(i));
-        }
-        assert_eq!(stream_index(2), None);
-        assert_eq!(stream_index(-1), None);
     }
 
     #[test]

@@ -168,17 +168,6 @@ impl LabBuilder {
         });
         self
     }
-    /// Router queue length on link `link` for the traffic towards `towards`.
-    pub fn link_queue(mut self, link: usize, towards: &str, seconds: f64) -> Self {
-        self.spec.queue.push(QueueSetting {
-            select: LinkSelector {
-                link: Some(link),
-                towards: Some(towards.to_string()),
-            },
-            seconds: Some(seconds),
-        });
-        self
-    }
     /// Limits the processes started in `host` to `percent` of one core.
     pub fn cpu_limit(mut self, host: &str, percent: f64) -> Self {
         self.spec.cpu_limits.push(CpuLimit {
@@ -322,7 +311,7 @@ impl Lab {
     }
 
     /// Sets (or with None puts back to the default) a router queue length,
-    /// as [`LabBuilder::queue`] or [`LabBuilder::link_queue`] would.
+    /// as [`LabBuilder::queue`] would, or for one link and direction.
     pub fn set_queue(&mut self, select: LinkSelector, seconds: Option<f64>) -> Result<(), LabError> {
         set(&mut self.state, &[], &[], &[QueueSetting { select, seconds }])
     }

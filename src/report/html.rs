@@ -438,45 +438,6 @@ fn has_start(unix_seconds: f64) -> bool {
     unix_seconds.is_finite() && unix_seconds > 0.0
 }
 
-/// The distinct hosts among the runs: both ends by name (a loopback run
-/// is one host), or the agent's address when no name was recorded.
-fn distinct_hosts(runs: &[RunView]) -> usize {
-    let mut hosts = BTreeSet::new();
-    for r in runs {
-        let s = &r.summary;
-        let named: Vec<&String> = [&s.client_host, &s.agent_host]
-            .into_iter()
-            .flatten()
-            .filter(|h| !h.is_empty())
-            .collect();
-        if named.is_empty() {
-            if let Some(address) = &s.agent_address {
-                hosts.insert(address.clone());
-            }
-        }
-        hosts.extend(named.into_iter().cloned());
-    }
-    hosts.len()
-}
-
-/// The verdicts in words with their counts: "2 cpu starved, 1 link bound".
-fn verdicts_in_words(runs: &[RunView]) -> String {
-    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
-    for kind in runs.iter().filter_map(|r| r.summary.verdict_kind.as_deref()) {
-        *counts.entry(kind.replace('_', " ")).or_default() += 1;
-    }
-    let mut by_count: Vec<(String, usize)> = counts.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    if by_count.is_empty() {
-        return "-".into();
-    }
-    by_count
-        .iter()
-        .map(|(words, n)| format!("{n} {words}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn write_summary(out: &mut String, runs: &[RunView], complete: usize, plan_cells: usize) {
     let workloads: BTreeSet<&str> = runs.iter().map(|r| r.summary.workload.as_str()).collect();
     let timed: Vec<f64> = runs
@@ -514,8 +475,8 @@ fn write_summary(out: &mut String, runs: &[RunView], complete: usize, plan_cells
         runs.len(),
         complete,
         escape(&workloads.into_iter().collect::<Vec<_>>().join(", ")),
-        distinct_hosts(runs),
-        escape(&verdicts_in_words(runs)),
+        super::runs::host_count(runs.iter().map(|r| &r.summary)),
+        escape(&super::runs::verdict_counts(runs.iter().map(|r| &r.summary))),
     );
 }
 

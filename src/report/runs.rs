@@ -116,7 +116,7 @@ impl TimeRange {
 /// How many distinct hosts took part in these runs: both ends' host names
 /// (a loopback run is one host; a lab host has a name of its own), else
 /// the agent's address when a run has no names (an import).
-pub fn host_count(runs: &[RunSummary]) -> usize {
+pub fn host_count<'a>(runs: impl IntoIterator<Item = &'a RunSummary>) -> usize {
     let mut hosts: BTreeSet<String> = BTreeSet::new();
     let mut unnamed_loopback = false;
     for run in runs {
@@ -182,9 +182,9 @@ pub fn verdict_words(kind: &str) -> String {
 
 /// The verdicts of these runs in words with their counts, most frequent
 /// first: `CPU-bound (3), no bottleneck (2)`; `-` when none has one.
-pub fn verdict_counts(runs: &[RunSummary]) -> String {
+pub fn verdict_counts<'a>(runs: impl IntoIterator<Item = &'a RunSummary>) -> String {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for kind in runs.iter().filter_map(|r| r.verdict_kind.as_deref()) {
+    for kind in runs.into_iter().filter_map(|r| r.verdict_kind.as_deref()) {
         *counts.entry(verdict_words(kind)).or_default() += 1;
     }
     if counts.is_empty() {
