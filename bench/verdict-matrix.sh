@@ -52,8 +52,8 @@ scenario "receiver CPU-starved, through a router" "b at 2% of a core, 1 Gbit/s r
     "--via-router --rate 1gbit --cpu-limit b=2%" -- tcp b -t 3
 scenario "sender CPU-starved, direct" "a at 2% of a core" "$cpu" sender \
     "--cpu-limit a=2%" -- tcp b -t 3
-scenario "sender CPU-starved, through a router" "a at 2%, 1 Gbit/s router" "$cpu" sender \
-    "--via-router --rate 1gbit --cpu-limit a=2%" -- tcp b -t 3
+scenario "sender CPU-starved, through a router" "a at 2%, 10 Gbit/s router" "$cpu" sender \
+    "--via-router --rate 10gbit --cpu-limit a=2%" -- tcp b -t 3
 scenario "link-bound" "100 Mbit/s router" link_bound path \
     "--via-router --rate 100mbit" -- tcp b -t 3 -O 1
 scenario "UDP into a slower router" "-b 200M into a 100 Mbit/s router" link_bound path \
