@@ -21,17 +21,19 @@ if dpkg-query -W -f '${Status}' nicbench 2>/dev/null | grep -q installed; then
 fi
 version=$(dpkg-deb -f "$deb" Version)
 agent=
+logs=$(mktemp -d)
 cleanup() {
     [ -n "$agent" ] && kill "$agent" 2>/dev/null
     dpkg -P nicbench >/dev/null 2>&1 || true
+    rm -rf "$logs"
 }
 trap cleanup EXIT
 
 # Containers often keep dpkg from writing manual pages and docs
 # (path-exclude in /etc/dpkg/dpkg.cfg.d); this package's must be there.
 dpkg --path-include='/usr/share/man/man1/nicbench*' --path-include='/usr/share/doc/nicbench/*' \
-    -i "$deb" > /tmp/check-install-dpkg.log 2>&1 || { cat /tmp/check-install-dpkg.log; fail "dpkg -i failed"; }
-grep '^nicbench:' /tmp/check-install-dpkg.log || fail "postinst did not say where the key is"
+    -i "$deb" > "$logs/dpkg.log" 2>&1 || { cat "$logs/dpkg.log"; fail "dpkg -i failed"; }
+grep '^nicbench:' "$logs/dpkg.log" || fail "postinst did not say where the key is"
 
 step "installed $(dpkg-query -W -f '${Package} ${Version}, ${Installed-Size} KiB' nicbench)"
 [ "$(/usr/bin/nicbench --version)" = "nicbench $version" ] || fail "/usr/bin/nicbench --version: $(/usr/bin/nicbench --version)"
@@ -58,15 +60,15 @@ step "key $key: root, mode 600"
 # The agent as the unit starts it (its options, the key), on loopback, and
 # a client that proves the key; then one that does not.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-/usr/bin/nicbench serve --log-format json -v --psk-file "$key" --port "$port" --bind 127.0.0.1 2>/tmp/check-install-agent.log &
+/usr/bin/nicbench serve --log-format json -v --psk-file "$key" --port "$port" --bind 127.0.0.1 2>"$logs/agent.log" &
 agent=$!
 for _ in $(seq 50); do
     /usr/bin/nicbench host --remote 127.0.0.1 -p "$port" --psk-file "$key" >/dev/null 2>&1 && break
     sleep 0.1
 done
-/usr/bin/nicbench tcp 127.0.0.1 -p "$port" -t 1 --psk-file "$key" --no-save > /tmp/check-install-tcp.txt \
-    || { cat /tmp/check-install-agent.log; fail "a test with the package's key failed"; }
-step "tcp with the key: $(grep -m1 'Gbit/s\|Mbit/s' /tmp/check-install-tcp.txt)"
+/usr/bin/nicbench tcp 127.0.0.1 -p "$port" -t 1 --psk-file "$key" --no-save > "$logs/tcp.txt" \
+    || { cat "$logs/agent.log"; fail "a test with the package's key failed"; }
+step "tcp with the key: $(grep -m1 'Gbit/s\|Mbit/s' "$logs/tcp.txt")"
 if /usr/bin/nicbench tcp 127.0.0.1 -p "$port" -t 1 --no-save >/dev/null 2>&1; then
     fail "the agent served a client without the key"
 fi

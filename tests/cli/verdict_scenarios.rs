@@ -101,9 +101,8 @@ fn a_router_slower_than_both_ends_is_the_link() {
         }
         // A router that forwarded below its rate (a fresh clone's loaded
         // suite: 86.1 of 97.1 Mbit/s): the loss before the receiving
-        // socket, with the rate below the line, names the path. What the
-        // ends' threads waited on a busy machine may be listed beside it,
-        // never as the cause.
+        // socket, with the rate below the line, names the path and nothing
+        // else.
         (kind, side) if kind == "path_loss" => {
             assert_eq!(side, "path");
             let below = evidence
@@ -111,6 +110,12 @@ fn a_router_slower_than_both_ends_is_the_link() {
                 .find(|e| e["kind"] == "below_line_rate")
                 .expect("the rate below the line in the evidence");
             assert_eq!(below["side"], "path", "{below}");
+            assert!(
+                evidence
+                    .iter()
+                    .all(|e| !CPU_KINDS.contains(&e["kind"].as_str().unwrap_or(""))),
+                "{evidence:?}"
+            );
         }
         other => panic!("udp 200M into 100 Mbit/s read {other:?}"),
     }
