@@ -1,8 +1,8 @@
 //! nicbench: a network benchmark suite. docs/ARCHITECTURE.md is the map.
 //!
 //! Layers, top to bottom; a module names only modules on lower floors, and
-//! on its own floor only where no circle forms (`tests/cli/layers.rs`
-//! checks it):
+//! on its own floor only where no circle forms; inside a module, no two
+//! files name each other (`tests/cli/layers.rs` checks both):
 //!
 //! 1. `main` (the binary)
 //! 2. `cmd` (one function per subcommand), `cli` (its clap definitions)
@@ -10,10 +10,10 @@
 //!    (`nicbench serve`), `lab` (namespaces with links)
 //! 4. `session` (client side of one test), `iperf3` (iperf3's protocol,
 //!    an adapter over the session's services)
-//! 5. `repeat` (one case's trials), `side_runner` (runs one side of one
-//!    trial), `verdict`, `report` (renderers), `metrics` (Prometheus),
-//!    `store` (SQLite), `mesh` (matrices, schedules and outliers of many
-//!    agents)
+//! 5. in an order of its own: 5a `report` (renderers), `metrics`
+//!    (Prometheus); 5b `repeat` (one case's trials), `side_runner` (runs
+//!    one side of one trial); 5c `verdict`, `mesh` (matrices, schedules and
+//!    outliers of many agents); 5d `store` (SQLite)
 //! 6. `workload` (traffic engines behind one trait), `multilink`
 //!    (several links at once)
 //! 7. `probe` (CPU, TCP_INFO, host facts), `protocol` (control messages),

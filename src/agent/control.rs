@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::{host_settings, peer, run, unexpected, watch, Refusal, Shared};
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, Psk};
-use crate::protocol::channel::{peer_state, Channel, PeerState};
+use crate::protocol::channel::Channel;
 use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
 
 /// The one deadline of a connection's handshake: hello, key proof and
@@ -188,20 +188,8 @@ fn authenticate(channel: &mut Channel, psk: &Psk, handshake: &Handshake, shared:
     Ok(())
 }
 
-/// True when the peer has closed its end (a queued client that left).
-pub(super) fn peer_gone(channel: &Channel) -> bool {
-    stream_closed(channel.stream())
-}
-
-/// True when the other end of `stream` has closed it (or it failed);
-/// reads nothing.
-pub(super) fn stream_closed(stream: &TcpStream) -> bool {
-    peer_state(stream) == PeerState::Closed
-}
-
 #[cfg(test)]
 mod tests {
-    use std::os::fd::AsRawFd;
     use std::thread;
 
     use super::super::tests::{control_pair, key, shared};
@@ -292,22 +280,6 @@ mod tests {
             "authentication failed: the client's pre-shared key differs from this agent's"
         );
         assert_eq!(failures, 1);
-    }
-
-    #[test]
-    fn a_closed_peer_is_seen_without_reading() {
-        let (agent, client) = control_pair();
-        assert!(!peer_gone(&agent));
-        drop(client);
-        // Wait until the end of the stream is readable (the FIN arrived).
-        let mut fds = libc::pollfd {
-            fd: agent.stream().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        assert_eq!(unsafe { libc::poll(&mut fds, 1, 10_000) }, 1);
-        assert!(peer_gone(&agent));
     }
 
     #[test]

@@ -36,8 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admission::{Poll, Ticket};
 use super::limits::{ConnectionRate, Pass};
-use super::serve::wait_readable;
-use super::Shared;
+use super::{stream_closed, wait_readable, Shared};
 use crate::iperf3::server::{read_params, refuse_credentials, serve_test, DataConnection, ServerSettings};
 use crate::iperf3::wire::{Params, COOKIE_LEN, MAX_STREAMS};
 use crate::iperf3::{Control, Cookie, State};
@@ -350,7 +349,7 @@ fn admit<'a>(control: &Control, peer: SocketAddr, shared: &'a Shared) -> Option<
                 if shared.shutdown.load(Ordering::Relaxed) {
                     return refuse("the agent is shutting down".into());
                 }
-                if super::control::stream_closed(control.stream()) {
+                if stream_closed(control.stream()) {
                     log::info!("{peer}: iperf3 client left the queue at position {position}");
                     return None;
                 }

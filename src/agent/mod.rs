@@ -28,7 +28,8 @@ mod run;
 mod serve;
 mod watch;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -38,6 +39,7 @@ use self::admission::Admission;
 use self::limits::ConnectionGate;
 pub use self::serve::{Agent, AgentHandle};
 use crate::protocol::auth::Psk;
+use crate::protocol::channel::{peer_state, Channel, PeerState};
 use crate::protocol::limits::TestLimits;
 use crate::protocol::{Message, ProtocolError};
 use crate::workload;
@@ -210,12 +212,36 @@ fn unexpected(expected: &str, got: &Message) -> Refusal {
     Refusal::Tell(format!("expected {expected}, got '{}'", got.kind()))
 }
 
+// How the agent watches the other ends it waits on. These live here, below
+// the parts, because `control` hands its connection to `run` and `peer`,
+// `serve` starts the iperf3 port, and all of them watch: kept in one of
+// those files, they would make the files import each other.
+
+/// True when the peer has closed its end (a queued client that left).
+fn peer_gone(channel: &Channel) -> bool {
+    stream_closed(channel.stream())
+}
+
+/// True when the other end of `stream` has closed it (or it failed);
+/// reads nothing.
+fn stream_closed(stream: &TcpStream) -> bool {
+    peer_state(stream) == PeerState::Closed
+}
+
+/// True when `listener` has a connection waiting (poll with a timeout).
+fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
+    let mut fds = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut fds, 1, timeout_ms) > 0 }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::net::{TcpListener, TcpStream};
-
     use super::*;
-    use crate::protocol::channel::Channel;
     use crate::protocol::MAX_AGENT_FRAME;
 
     /// An agent's shared state on loopback port 0, with `change` applied.
@@ -259,6 +285,22 @@ mod tests {
             Refusal::Tell(words) => assert_eq!(words, "expected start, got 'ready'"),
             _ => panic!("an unexpected message is told to the client"),
         }
+    }
+
+    #[test]
+    fn a_closed_peer_is_seen_without_reading() {
+        let (agent, client) = control_pair();
+        assert!(!peer_gone(&agent));
+        drop(client);
+        // Wait until the end of the stream is readable (the FIN arrived).
+        let mut fds = libc::pollfd {
+            fd: agent.stream().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut fds, 1, 10_000) }, 1);
+        assert!(peer_gone(&agent));
     }
 
     #[test]

@@ -23,9 +23,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::control::stream_closed;
 use super::run::{admit, queue_wait};
-use super::{Refusal, Shared};
+use super::{stream_closed, Refusal, Shared};
 use crate::metrics::PeerTestOutcome;
 use crate::protocol::channel::Channel;
 use crate::protocol::Message;

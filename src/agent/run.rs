@@ -10,9 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::admission::{Pace, Poll, Ticket, SLOT_GRACE};
-use super::control::peer_gone;
 use super::link_check::check_links_here;
-use super::{unexpected, Refusal, Shared};
+use super::{peer_gone, unexpected, Refusal, Shared};
 use crate::metrics::{AgentMetrics, RefusalReason};
 use crate::model::{Direction, Party};
 use crate::probe::cpu::ProcStat;
@@ -177,7 +176,7 @@ impl ProofsAwaited {
 
     fn announcement(&self) -> protocol::AddressProof {
         protocol::AddressProof {
-            port: workload::data_conn::local_port(&self.listener),
+            port: workload::transport::admission::local_port(&self.listener),
             from: self.needed.clone(),
         }
     }

@@ -3,7 +3,6 @@
 //! a thread each, and at the end join every thread and log the counts.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -12,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::control::handle_connection;
 use super::iperf3_port;
 use super::limits::{ConnectionGate, GateRefusal, Pass};
-use super::{AgentConfig, AgentError, Iperf3ResultSink, Shared};
+use super::{wait_readable, AgentConfig, AgentError, Iperf3ResultSink, Shared};
 use crate::protocol::framing::encode;
 use crate::protocol::Message;
 use crate::workload;
@@ -158,7 +157,7 @@ impl Agent {
             shared.stats.tests_served.load(Ordering::Relaxed),
             shared.stats.connections_refused.load(Ordering::Relaxed),
             shared.stats.auth_failures.load(Ordering::Relaxed),
-            workload::data_conn::refused_data_connections(),
+            workload::transport::admission::refused_data_connections(),
             shared.stats.peer_tests_run.load(Ordering::Relaxed),
             shared.stats.peer_tests_failed.load(Ordering::Relaxed),
             shared.stats.peer_tests_refused.load(Ordering::Relaxed),
@@ -211,17 +210,6 @@ fn bind(addr: SocketAddr) -> Result<TcpListener, AgentError> {
         },
         source,
     })
-}
-
-/// True when `listener` has a connection waiting (poll with a timeout).
-pub(super) fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
-    let mut fds = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut fds, 1, timeout_ms) > 0 }
 }
 
 /// Admits a new control connection through the agent's gate (per-address

@@ -170,7 +170,7 @@ fn plan_cells(store: &Store, filter: &crate::store::query::Filter) -> anyhow::Re
         }
         plan_runs.insert(plan_run);
     }
-    let dir = super::run::plans_dir(store.path());
+    let dir = crate::plan::plans_dir(store.path());
     let mut cells = Vec::new();
     for plan_run in plan_runs {
         let Ok(entries) = std::fs::read_dir(&dir) else { break };

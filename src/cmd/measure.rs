@@ -3,21 +3,21 @@
 
 use std::io::Write;
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
 use super::save::{self, Saver};
 use super::signals;
+use super::trials;
 use crate::address::Family;
 use crate::cli::MeasureArgs;
 use crate::model::RunResult;
 use crate::probe::nic;
-use crate::repeat::{self, CaseFailure, CaseOptions};
+use crate::repeat::{self, CaseOptions};
 use crate::report::json::{Json, StreamEvent};
 use crate::report::text::{interval_has_tcp, interval_header, interval_lines, Text};
 use crate::report::Reporter;
-use crate::session::{RunOptions, SessionError, Target};
+use crate::session::Target;
 use crate::stats::Policy;
 use crate::workload::runner::{IntervalCallback, IntervalTick, ProgressCallback};
 use crate::workload::{SpecError, TestSpec};
@@ -240,7 +240,7 @@ pub fn measure(
 }
 
 /// [`measure`], with `adjust` applied to each trial's run as it ends
-/// (see [`run_case_adjusted`]).
+/// (see [`trials::run_case_adjusted`]).
 pub fn measure_adjusted(
     m: &MeasureArgs,
     spec: &TestSpec,
@@ -311,7 +311,7 @@ pub fn measure_adjusted(
         };
         repeat::run_trials(&mut trial, options)
     } else {
-        run_case_adjusted(&target, spec, options, &on_interval, on_progress, adjust)
+        trials::run_case_adjusted(&target, spec, options, &on_interval, on_progress, adjust)
     };
     let mut run = match outcome {
         Ok(run) => run,
@@ -366,64 +366,6 @@ fn live_interval_lines(
         writeln!(out, "{}", interval_header(tcp))?;
     }
     interval_lines("client", tick, tcp, out)
-}
-
-/// How long to retry when the agent is still finishing the previous trial.
-const BUSY_RETRY: Duration = Duration::from_secs(10);
-
-/// Runs the trials of `spec` against `target` under the policy: the
-/// repetition loop over a session, each trial retried while the agent is
-/// still busy with the one before.
-pub fn run_case(
-    target: &Target,
-    spec: &TestSpec,
-    options: CaseOptions,
-    on_interval: &dyn Fn() -> Option<IntervalCallback>,
-    on_progress: &dyn Fn() -> Option<ProgressCallback>,
-) -> Result<RunResult, CaseFailure<SessionError>> {
-    run_case_adjusted(target, spec, options, on_interval, on_progress, &|_| {})
-}
-
-/// [`run_case`], with `adjust` applied to each trial's run the moment it
-/// ends, before the policy sees it and before it is saved (a command that
-/// adds what it measured around the test: `files` adds its raw TCP trial).
-pub fn run_case_adjusted(
-    target: &Target,
-    spec: &TestSpec,
-    options: CaseOptions,
-    on_interval: &dyn Fn() -> Option<IntervalCallback>,
-    on_progress: &dyn Fn() -> Option<ProgressCallback>,
-    adjust: &dyn Fn(&mut RunResult),
-) -> Result<RunResult, CaseFailure<SessionError>> {
-    let interrupted = options.interrupted;
-    let mut trial = |number: u32| {
-        let busy_until = Instant::now() + BUSY_RETRY;
-        loop {
-            let result = crate::session::run(
-                target,
-                spec,
-                RunOptions {
-                    interrupted,
-                    on_interval: on_interval(),
-                    on_progress: on_progress(),
-                    trial: number,
-                },
-            );
-            match result {
-                // The agent may still be closing the previous trial.
-                Err(SessionError::Busy { .. }) if number > 1 && Instant::now() < busy_until => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                other => {
-                    return other.map(|mut run| {
-                        adjust(&mut run);
-                        run
-                    })
-                }
-            }
-        }
-    };
-    repeat::run_trials(&mut trial, options)
 }
 
 /// Prints a run in the format `m` asks for.

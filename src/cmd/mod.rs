@@ -30,6 +30,7 @@ pub mod signals;
 pub mod stdout;
 pub mod sweep;
 pub mod tcp;
+pub mod trials;
 pub mod udp;
 pub mod watch;
 

@@ -95,7 +95,7 @@ pub fn each_alone(
             progress: None,
             on_trial: None,
         };
-        let run = super::measure::run_case(target, &one, options, &|| None, &|| None)
+        let run = super::trials::run_case(target, &one, options, &|| None, &|| None)
             .map_err(|f| anyhow::Error::new(f.error))
             .with_context(|| format!("--scaling: link {} ({pair}) alone", i + 1))?;
         let rate = run

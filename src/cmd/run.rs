@@ -43,14 +43,9 @@ impl PlanStopped {
     }
 }
 
-/// Where plan runs keep their summaries, command output and restore files.
-pub(crate) fn plans_dir(db: &Path) -> PathBuf {
-    db.parent().unwrap_or(Path::new(".")).join("plans")
-}
-
 /// Restore files of earlier plan runs: applied with `--restore`, else named.
 fn leftover_changes(db: &Path, apply: bool) -> anyhow::Result<()> {
-    let found = host::leftovers(&plans_dir(db));
+    let found = host::leftovers(&plan::plans_dir(db));
     if !apply {
         for (file, originals) in &found {
             log::warn!(
@@ -65,7 +60,7 @@ fn leftover_changes(db: &Path, apply: bool) -> anyhow::Result<()> {
     if found.is_empty() {
         super::stdout::line(format_args!(
             "no host settings to restore (no restore file under {})",
-            plans_dir(db).display()
+            plan::plans_dir(db).display()
         ));
         return Ok(());
     }
@@ -569,7 +564,7 @@ fn execute(
 ) -> anyhow::Result<()> {
     exec::install_signals();
     let exe = std::env::current_exe().context("finding this program to run the cases with")?;
-    let dir = plans_dir(db).join(format!("{}-{}", plan.name(), resume.plan_run));
+    let dir = plan::plans_dir(db).join(format!("{}-{}", plan.name(), resume.plan_run));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     exec::record_plan_run(db, &resume)?;
     let mut host_changes = HostChanges::new(dir.join(host::RESTORE_FILE), plan.defaults.allow_host_changes);

@@ -10,10 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cgroup::{self, CpuController};
-use super::spec::{self, LabSpec, MtuSetting, QueueSetting, RateSetting, Topology, PREFIX_LEN, ROUTER};
+use super::spec::{self, LabSpec, MtuSetting, QueueSetting, RateSetting, PREFIX_LEN, ROUTER};
 use super::state::{self, LabState};
-use super::sys;
-use super::LabError;
+use super::{sys, LabError, Topology};
 
 /// Directory `ip netns exec` bind-mounts files from (e.g. `hosts`).
 const ETC_NETNS: &str = "/etc/netns";

@@ -59,7 +59,8 @@ pub fn client_vars(state: &LabState, host: &str) -> [(&'static str, String); 2] 
 
 #[cfg(test)]
 mod tests {
-    use super::super::spec::{layout, parse_queue_setting, parse_rate_setting, LabSpec, Topology};
+    use super::super::spec::{layout, parse_queue_setting, parse_rate_setting, LabSpec};
+    use super::super::Topology;
     use super::*;
 
     fn lab(topology: Topology, rate: &[&str]) -> LabState {

@@ -166,7 +166,7 @@ mod tests {
         let link = |id, ends| LinkState { id, mtu: 1500, ends };
         LabState::new(
             "demo",
-            super::super::spec::Topology::ViaRouter,
+            super::super::Topology::ViaRouter,
             vec![
                 HostState::new("demo", "a", false),
                 HostState::new("demo", "b", false),

@@ -41,6 +41,7 @@ mod build;
 pub mod cgroup;
 pub mod env;
 pub mod follow;
+pub mod names;
 pub mod spec;
 pub mod state;
 pub mod sys;
@@ -49,10 +50,23 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
+use serde::{Deserialize, Serialize};
+
 pub use build::{all_lab_names, down, existing_netns, host_command, load_complete, set, up, uts_hostname, AgentLaunch};
-pub use spec::{CpuLimit, LabSpec, LinkSelector, MtuSetting, QueueSetting, RateSetting, Topology};
+pub use spec::{CpuLimit, LabSpec, LinkSelector, MtuSetting, QueueSetting, RateSetting};
 pub use state::{HostState, LabState, LinkEnd, LinkState};
 pub use sys::KernelLink;
+
+/// How the hosts are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topology {
+    /// Every pair of hosts joined by its own veth links.
+    Direct,
+    /// Every host joined to a router namespace `r`, which carries the rate
+    /// limits on its egress so a bottleneck drops packets like a switch.
+    ViaRouter,
+}
 
 /// What can go wrong with a lab.
 #[derive(Debug, thiserror::Error)]

@@ -1,18 +1,19 @@
-//! The pure part of the lab: names, validation of what a user asks for, and
-//! the layout (hosts, links, interfaces, addresses, routes, host files) that
-//! follows from it. No I/O here, so all of it is unit-tested.
+//! The pure part of the lab: names (from [`super::names`]), validation of
+//! what a user asks for, and the layout (hosts, links, interfaces,
+//! addresses, routes, host files) that follows from it. No I/O here, so all
+//! of it is unit-tested.
 
 use std::net::Ipv4Addr;
 
-use serde::{Deserialize, Serialize};
-
+// A lab's names are found here, where its spec is checked (the command
+// line checks a lab name through `spec::validate_name`); they live below
+// both the spec and the state file, which names its namespaces with them.
+pub use super::names::{
+    auto_name_pid, netns_name, parse_netns_name, unique_name, validate_name, MAX_NAME_LEN, NETNS_PREFIX,
+};
 use super::state::{HostState, LabState, LinkEnd, LinkState};
-use super::LabError;
+use super::{LabError, Topology};
 
-/// Prefix of every network namespace the lab creates: `nicbench-<lab>-<host>`.
-pub const NETNS_PREFIX: &str = "nicbench-";
-/// Longest lab name (keeps every derived name short and readable).
-pub const MAX_NAME_LEN: usize = 15;
 /// Most hosts in a lab (named `a` to `p`; the router is `r`).
 pub const MAX_HOSTS: usize = 16;
 /// Most parallel links between two hosts (or between a host and the router).
@@ -27,17 +28,6 @@ pub const QUEUE_SECONDS_RANGE: std::ops::RangeInclusive<f64> = 0.001..=10.0;
 pub const MAX_QUEUE_BYTES: u64 = u32::MAX as u64;
 /// Name of the router host in a via-router lab.
 pub const ROUTER: &str = "r";
-
-/// How the hosts are joined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Topology {
-    /// Every pair of hosts joined by its own veth links.
-    Direct,
-    /// Every host joined to a router namespace `r`, which carries the rate
-    /// limits on its egress so a bottleneck drops packets like a switch.
-    ViaRouter,
-}
 
 /// Which links a setting applies to: all of them, or one by number (as
 /// `nicbench lab status` lists them, from 1), optionally only the traffic
@@ -99,57 +89,6 @@ fn invalid(option: &'static str, input: &str, hint: impl Into<String>) -> LabErr
         input: input.to_string(),
         hint: hint.into(),
     }
-}
-
-/// Checks a lab name: 1 to 15 of `a-z 0-9 -`, starting with a letter or digit.
-pub fn validate_name(name: &str) -> Result<(), LabError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
-            "NAME",
-            name,
-            format!(
-                "a lab name is 1 to {MAX_NAME_LEN} characters of a-z, 0-9 and '-', starting with a letter or digit"
-            ),
-        ))
-    }
-}
-
-/// A lab name unique to this process and call: `t<pid>-<counter>`.
-pub fn unique_name() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("t{}-{}", std::process::id(), n)
-}
-
-/// The pid in an automatic lab name `t<pid>-<counter>` ([`unique_name`]),
-/// so that the labs of a test process that died without tearing them down
-/// can be found and removed; None for any other name.
-pub fn auto_name_pid(name: &str) -> Option<u32> {
-    let (pid, counter) = name.strip_prefix('t')?.split_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && digits(counter)).then(|| pid.parse().ok()).flatten()
-}
-
-/// Network namespace of a host: `nicbench-<lab>-<host>`.
-pub fn netns_name(lab: &str, host: &str) -> String {
-    format!("{NETNS_PREFIX}{lab}-{host}")
-}
-
-/// Splits a namespace name made by [`netns_name`] into `(lab, host)`.
-pub fn parse_netns_name(netns: &str) -> Option<(&str, &str)> {
-    let rest = netns.strip_prefix(NETNS_PREFIX)?;
-    let (lab, host) = rest.rsplit_once('-')?;
-    let host_ok = !host.is_empty() && host.chars().all(|c| c.is_ascii_lowercase());
-    (validate_name(lab).is_ok() && host_ok).then_some((lab, host))
 }
 
 /// The names of the hosts: `a`, `b`, ... (not the router).
@@ -657,45 +596,6 @@ mod tests {
             cpu_limits: vec![],
             agent_port: Some(5310),
         }
-    }
-
-    #[test]
-    fn unique_names_differ_and_fit_the_interface_name_limit() {
-        let a = unique_name();
-        let b = unique_name();
-        assert_ne!(a, b);
-        for n in [a, b] {
-            assert!(n.len() <= 15, "{n}");
-            validate_name(&n).unwrap();
-        }
-    }
-
-    #[test]
-    fn automatic_names_give_their_pid_and_no_other_name_does() {
-        assert_eq!(auto_name_pid(&unique_name()), Some(std::process::id()));
-        assert_eq!(auto_name_pid("t24342-0"), Some(24342));
-        for other in ["demo", "t-1", "t12", "t12-", "t12-x", "tx-1", "t1-2-3", "a12-3"] {
-            assert_eq!(auto_name_pid(other), None, "{other}");
-        }
-    }
-
-    #[test]
-    fn lab_names_are_checked() {
-        for good in ["demo", "t123-4", "a", "0x-1"] {
-            validate_name(good).unwrap();
-        }
-        for bad in ["", "-x", "Demo", "a b", "a/b", "sixteen-chars-xx"] {
-            assert!(validate_name(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn netns_names_round_trip_even_with_dashes_in_the_lab_name() {
-        let ns = netns_name("t42-7", "b");
-        assert_eq!(ns, "nicbench-t42-7-b");
-        assert_eq!(parse_netns_name(&ns), Some(("t42-7", "b")));
-        assert_eq!(parse_netns_name("other-ns"), None);
-        assert_eq!(parse_netns_name("nicbench-x"), None);
     }
 
     #[test]

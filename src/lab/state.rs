@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::spec::{netns_name, Topology};
-use super::LabError;
+use super::names::{netns_name, validate_name};
+use super::{LabError, Topology};
 
 /// Version tag of the state file format.
 pub const STATE_SCHEMA: &str = "nicbench.lab/1";
@@ -229,7 +229,7 @@ impl LabState {
     /// without this check (escaped), so that a tampered one can be seen.
     pub fn check_owned(&self, file_name: &str) -> Result<(), String> {
         use crate::outside_text::terminal;
-        super::spec::validate_name(&self.name).map_err(|e| e.to_string())?;
+        validate_name(&self.name).map_err(|e| e.to_string())?;
         if self.name != file_name {
             return Err(format!("it names lab '{}', not '{file_name}'", terminal(&self.name)));
         }
@@ -346,7 +346,7 @@ pub fn saved_lab_names() -> Vec<String> {
     let mut names: Vec<String> = dir
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_string))
-        .filter(|n| super::spec::validate_name(n).is_ok())
+        .filter(|n| validate_name(n).is_ok())
         .collect();
     names.sort();
     names

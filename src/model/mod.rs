@@ -18,6 +18,7 @@ pub mod settings;
 pub mod side;
 pub mod spec;
 pub mod trial;
+pub mod verdict;
 
 pub use counters::*;
 pub use extras::Extras;
@@ -30,6 +31,7 @@ pub use settings::HostSetting;
 pub use side::*;
 pub use spec::{Direction, SideOptions, SpecError, TestSpec};
 pub use trial::*;
+pub use verdict::{Evidence, Verdict};
 
 /// Identifies the JSON document format.
 pub const SCHEMA: &str = "nicbench.run/1";

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::counters::NicCounters;
-use super::trial::Verdict;
+use super::verdict::Verdict;
 
 /// One link of a multi-link test: the client's address and the agent's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

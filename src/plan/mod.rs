@@ -11,5 +11,14 @@ pub mod path_mtu;
 pub mod queue;
 pub mod runner;
 
+use std::path::{Path, PathBuf};
+
 pub use file::{Plan, PlanError};
 pub use matrix::{expand, Case};
+
+/// Where plan runs keep their summaries, command output and restore files:
+/// beside the results database `db`. `nicbench run` writes there, and the
+/// HTML report and `--restore` read it back.
+pub fn plans_dir(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new(".")).join("plans")
+}

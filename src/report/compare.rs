@@ -2,8 +2,9 @@
 //! columns, one statistic per cell with the trials behind it (how many, the
 //! stopping rule's interval or their range, whether the rule was met),
 //! cells whose spread overlaps their neighbour's marked, optional ratios
-//! against a baseline column; rendered as aligned text, Markdown, CSV (one
-//! line per cell) or JSON. Several figures per cell: [`super::roundup`]. Row and column keys
+//! against a baseline column; rendered as aligned text, Markdown or CSV (one
+//! line per cell). Several figures per cell, and the JSON document (one
+//! figure's is a roundup of one table): [`super::roundup`]. Row and column keys
 //! are stored values (host names from peers, imported strings): the text
 //! shows them through `outside_text::terminal`, the Markdown through
 //! `outside_text::markdown`, the CSV through `csv_out`.
@@ -730,11 +731,6 @@ impl Table {
                 line
             })
             .collect()
-    }
-
-    /// The document of `compare --format json` for this one figure.
-    pub fn json(&self, out: &mut dyn Write) -> io::Result<()> {
-        super::roundup::Roundup::new(vec![self.clone()]).json(out)
     }
 }
 

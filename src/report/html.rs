@@ -784,7 +784,7 @@ fn charts_of_runs(
         }
     }
     // Latency under load, per run: the newest few, and which when more.
-    let (loaded, note) = chart::loaded::report_charts(store, filter, book, MAX_LOADED_RUNS)?;
+    let (loaded, note) = chart::data::per_run_charts(store, filter, book, MAX_LOADED_RUNS)?;
     for chart in loaded {
         // Two panels over one time axis: taller than the others.
         let size = match chart {

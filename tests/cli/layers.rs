@@ -1,61 +1,79 @@
-//! The layers of docs/ARCHITECTURE.md, checked on the source. Every
-//! top-level module of `src/` has a floor; a module may name modules on
-//! lower floors, and modules on its own floor only where no circle forms;
-//! never one above it. The test reads every `crate::` path in the code of
-//! `src/` (comments and string literals left out, `use crate::{a, b}` groups
-//! opened) and prints each offending import as `file:line`.
+//! The layers of docs/ARCHITECTURE.md, checked on the source.
 //!
-//! A new top-level module gets a floor here and in ARCHITECTURE.md, or the
-//! test fails.
+//! Between top-level modules: every top-level module of `src/` has a floor;
+//! a module may name modules on lower floors, and modules on its own floor
+//! only where no circle forms; never one above it. Floor 5 has floors of its
+//! own (5a above 5b, ...), held to the same rule.
+//!
+//! Inside a top-level module: no circle between its files. A file names
+//! another when a path in it (`crate::`, `super::`, `self::`, a child
+//! module's name) resolves into that file; what counts and what does not is
+//! at the top of `layers/files.rs`.
+//!
+//! The test reads every path in the code of `src/` (comments and string
+//! literals left out, `use` groups opened) and prints each offending import
+//! as `file:line`. A new top-level module gets a floor here and in
+//! ARCHITECTURE.md, or the test fails.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Floors, top (1) to bottom (9), as drawn in docs/ARCHITECTURE.md.
-const FLOORS: &[(&str, u8)] = &[
+use files::File;
+
+mod files;
+mod source;
+
+/// Floors, top (1) to bottom (9), as drawn in docs/ARCHITECTURE.md. A
+/// floor with a letter is part of the floor of its number, in an order of
+/// its own: 5a above 5b above 5c above 5d.
+const FLOORS: &[(&str, &str)] = &[
     // The binary.
-    ("main", 1),
+    ("main", "1"),
     // The command line: one function per subcommand (presentation only),
     // and the clap definitions those functions are handed.
-    ("cmd", 2),
-    ("cli", 2),
+    ("cmd", "2"),
+    ("cli", "2"),
     // What runs many tests: plans, meshes, the agent, the lab.
-    ("plan", 3),
-    ("agent", 3),
-    ("lab", 3),
+    ("plan", "3"),
+    ("agent", "3"),
+    ("lab", "3"),
     // One test, client side; iperf3's protocol as an adapter over it.
-    ("session", 4),
-    ("iperf3", 4),
-    // What a test's results become, and one side of a trial.
-    ("repeat", 5),
-    ("side_runner", 5),
-    ("verdict", 5),
-    ("report", 5),
-    ("metrics", 5),
-    ("store", 5),
-    ("mesh", 5),
+    ("session", "4"),
+    ("iperf3", "4"),
+    // What a test's results become, and one side of a trial. On top, what
+    // shows results (it must not run anything); then what runs trials (it
+    // must not show anything: engines produce, reporters render); then
+    // what results mean, judged from data alone; at the bottom, where
+    // they are kept.
+    ("report", "5a"),
+    ("metrics", "5a"),
+    ("repeat", "5b"),
+    ("side_runner", "5b"),
+    ("verdict", "5c"),
+    ("mesh", "5c"),
+    ("store", "5d"),
     // Traffic engines behind one trait, and the multi-link aggregate.
-    ("workload", 6),
-    ("multilink", 6),
+    ("workload", "6"),
+    ("multilink", "6"),
     // Host probes, control messages, addresses as users write them.
-    ("probe", 7),
-    ("protocol", 7),
-    ("address", 7),
-    ("lab_env", 7),
+    ("probe", "7"),
+    ("protocol", "7"),
+    ("address", "7"),
+    ("lab_env", "7"),
     // Result types.
-    ("model", 8),
+    ("model", "8"),
     // Plain values and helpers that name nothing in the crate.
-    ("units", 9),
-    ("stats", 9),
-    ("linerate", 9),
-    ("logging", 9),
-    ("shell", 9),
-    ("csv_out", 9),
-    ("outside_text", 9),
+    ("units", "9"),
+    ("stats", "9"),
+    ("linerate", "9"),
+    ("logging", "9"),
+    ("shell", "9"),
+    ("csv_out", "9"),
+    ("outside_text", "9"),
 ];
 
-/// One `crate::` path in the code: where it is, and which top-level
-/// modules it goes from and to.
+/// One path in the code that names another module or file: where it is,
+/// and what it goes from and to (top-level modules, or files).
 #[derive(Debug, Clone)]
 struct Import {
     from: String,
@@ -65,183 +83,36 @@ struct Import {
     text: String,
 }
 
-fn floor(module: &str) -> Option<u8> {
+/// A module's floor as drawn (`3`, `5b`).
+fn floor(module: &str) -> Option<&'static str> {
     FLOORS.iter().find(|(name, _)| *name == module).map(|&(_, floor)| floor)
 }
 
-/// The top-level module a file under `src/` belongs to: `src/a.rs`,
-/// `src/a/...` and `src/a_tests.rs` (a `#[path]` test module) are `a`;
-/// None for `lib.rs`, which only declares the modules.
-fn module_of(relative: &Path) -> Option<String> {
-    let first = relative.components().next()?.as_os_str().to_str()?;
-    let name = first.strip_suffix(".rs").unwrap_or(first);
-    if name == "lib" {
-        return None;
-    }
-    Some(name.strip_suffix("_tests").unwrap_or(name).to_string())
+/// A floor as it sorts, top first: its number, then its letter (none
+/// before `a`; a floor has letters on every module or on none).
+fn height(floor: &str) -> (u8, String) {
+    let digits = floor.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let number = digits.parse().expect("a floor is a number, maybe with a letter");
+    (number, floor[digits.len()..].to_string())
 }
 
-/// `source` with comments and the insides of string and character
-/// literals replaced by spaces; newlines are kept, so line numbers hold.
-fn code_only(source: &str) -> String {
-    let chars: Vec<char> = source.chars().collect();
-    let mut out = String::with_capacity(source.len());
-    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        if c == '/' && next == Some('/') {
-            while i < chars.len() && chars[i] != '\n' {
-                out.push(' ');
-                i += 1;
-            }
-        } else if c == '/' && next == Some('*') {
-            let mut depth = 0;
-            while i < chars.len() {
-                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    out.push_str("  ");
-                    i += 2;
-                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    out.push_str("  ");
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    out.push(blank(chars[i]));
-                    i += 1;
-                }
-            }
-        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !is_ident(chars.get(i.wrapping_sub(1))) {
-            // A raw string: r"..." or r#"..."#.
-            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
-            if chars.get(i + 1 + hashes) != Some(&'"') {
-                out.push(c);
-                i += 1;
-                continue;
-            }
-            out.push('"');
-            i += 2 + hashes;
-            while i < chars.len() {
-                if chars[i] == '"' && chars[i + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes {
-                    i += 1 + hashes;
-                    break;
-                }
-                out.push(blank(chars[i]));
-                i += 1;
-            }
-            out.push('"');
-        } else if c == '"' {
-            out.push('"');
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                if chars[i] == '\\' {
-                    out.push(' ');
-                    i += 1;
-                }
-                if i < chars.len() {
-                    out.push(blank(chars[i]));
-                    i += 1;
-                }
-            }
-            out.push('"');
-            i += 1;
-        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
-            // A character literal ('x', '\n', '\''); a lifetime ('a) is code.
-            out.push('\'');
-            i += 1;
-            if chars.get(i) == Some(&'\\') {
-                out.push(' ');
-                i += 1;
-            }
-            while i < chars.len() && chars[i] != '\'' {
-                out.push(' ');
-                i += 1;
-            }
-            out.push('\'');
-            i += 1;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
-}
-
-fn is_ident(c: Option<&char>) -> bool {
-    c.is_some_and(|c| c.is_alphanumeric() || *c == '_')
-}
-
-/// The top-level modules named by `crate::` paths in `code` (already
-/// stripped by [`code_only`]), with the line each is on. `use crate::{a,
-/// b::c}` names `a` and `b`, across lines. In `main.rs`, the library is
-/// `nicbench::`.
-fn crate_paths(code: &str, root: &str) -> Vec<(usize, String)> {
-    let prefix = format!("{root}::");
-    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
-    let mut found = Vec::new();
-    let mut from = 0;
-    while let Some(at) = code[from..].find(&prefix) {
-        let start = from + at;
-        from = start + prefix.len();
-        let before = code[..start].chars().next_back();
-        if is_ident(before.as_ref()) {
-            continue; // `foocrate::`, not ours.
-        }
-        let rest = &code[from..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 1;
-            let mut item_start = true;
-            let mut offset = from + 1;
-            for (i, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => depth -= 1,
-                    ',' if depth == 1 => item_start = true,
-                    c if item_start && depth == 1 && is_ident(Some(&c)) => {
-                        let name: String = group[i..].chars().take_while(|c| is_ident(Some(c))).collect();
-                        if name != "self" {
-                            found.push((line_of(offset + i), name));
-                        }
-                        item_start = false;
-                    }
-                    _ => {}
-                }
-                if depth == 0 {
-                    offset += i;
-                    break;
-                }
-            }
-            from = offset;
-        } else {
-            let name: String = rest.chars().take_while(|c| is_ident(Some(c))).collect();
-            if !name.is_empty() {
-                found.push((line_of(start), name));
-            }
-        }
-    }
-    found
-}
-
-/// Every import between two different top-level modules in `files`
-/// (paths relative to `src/`, and their text).
-fn imports(files: &[(PathBuf, String)]) -> Vec<Import> {
+/// Every import between two different top-level modules in `files`.
+fn imports(files: &[File]) -> Vec<Import> {
     let mut all = Vec::new();
-    for (path, source) in files {
-        let Some(from) = module_of(path) else { continue };
-        let root = if from == "main" { "nicbench" } else { "crate" };
-        let lines: Vec<&str> = source.lines().collect();
-        for (line, to) in crate_paths(&code_only(source), root) {
+    for file in files {
+        let Some(from) = file.top() else { continue };
+        for written in &file.read.paths {
+            let Some(to) = source::absolute(written, &file.module).and_then(|path| path.first().cloned()) else {
+                continue;
+            };
             if to != from {
+                let (path, text) = file.at(written.line);
                 all.push(Import {
-                    from: from.clone(),
+                    from: from.to_string(),
                     to,
-                    file: format!("src/{}", path.display()),
-                    line,
-                    text: lines.get(line - 1).unwrap_or(&"").trim().to_string(),
+                    file: path,
+                    line: written.line,
+                    text,
                 });
             }
         }
@@ -253,9 +124,10 @@ fn imports(files: &[(PathBuf, String)]) -> Vec<Import> {
 /// imports from a lower floor to a higher one, and circles between
 /// top-level modules (each with the imports that close it).
 fn violations(files: &[(PathBuf, String)]) -> Vec<String> {
-    let imports = imports(files);
+    let files = files::read_all(files);
+    let imports = imports(&files);
     let mut problems = Vec::new();
-    let modules: BTreeSet<String> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
+    let modules: BTreeSet<&str> = files.iter().filter_map(File::top).collect();
     for module in &modules {
         if floor(module).is_none() {
             problems.push(format!(
@@ -267,7 +139,7 @@ fn violations(files: &[(PathBuf, String)]) -> Vec<String> {
         let (Some(from), Some(to)) = (floor(&i.from), floor(&i.to)) else {
             continue;
         };
-        if to < from {
+        if height(to) < height(from) {
             problems.push(format!(
                 "{}:{}: upward import: {} (floor {from}) names {} (floor {to}): {}",
                 i.file, i.line, i.from, i.to, i.text
@@ -282,6 +154,26 @@ fn violations(files: &[(PathBuf, String)]) -> Vec<String> {
             .collect();
         let names: Vec<&str> = circle.iter().map(String::as_str).collect();
         problems.push(format!("circle between {}:\n{}", names.join(", "), inside.join("\n")));
+    }
+    let between_files = files::imports(&files);
+    for circle in circles(&between_files) {
+        // One line per import, in file and line order: `use a::{b, c}`
+        // names a file twice.
+        let inside: BTreeSet<(&str, usize, &str, &str)> = between_files
+            .iter()
+            .filter(|i| circle.contains(&i.from) && circle.contains(&i.to))
+            .map(|i| (i.file.as_str(), i.line, i.to.as_str(), i.text.as_str()))
+            .collect();
+        let inside: Vec<String> = inside
+            .into_iter()
+            .map(|(file, line, to, text)| format!("  {file}:{line}: -> {to}: {text}"))
+            .collect();
+        let names: Vec<&str> = circle.iter().map(String::as_str).collect();
+        problems.push(format!(
+            "circle between files {}:\n{}",
+            names.join(", "),
+            inside.join("\n")
+        ));
     }
     problems
 }
@@ -362,9 +254,9 @@ fn every_declared_module_has_a_floor_and_every_floor_a_module() {
 }
 
 /// The floors drawn in the code block of docs/ARCHITECTURE.md's "Layers":
-/// a line `N names  description` opens floor N, a line `  names  description`
-/// adds to it, a line indented further continues a description.
-fn drawn_floors(map: &str) -> BTreeSet<(String, u8)> {
+/// a line `N  names  description` opens floor N (`5a`), a line indented to
+/// the names adds to it, a line indented further continues a description.
+fn drawn_floors(map: &str) -> BTreeSet<(String, String)> {
     let section = map
         .split("## Layers")
         .nth(1)
@@ -373,18 +265,23 @@ fn drawn_floors(map: &str) -> BTreeSet<(String, u8)> {
         .split("```")
         .nth(1)
         .expect("the Layers section draws the floors in a code block");
-    let mut floor = 0;
+    let mut floor = String::new();
+    let mut names_at = 0;
     let mut drawn = BTreeSet::new();
     for line in block.lines().skip(1) {
-        let (head, rest) = line.split_at(line.len().min(2));
-        if let Ok(n) = head.trim().parse::<u8>() {
-            floor = n;
-        } else if !head.trim().is_empty() || rest.starts_with(' ') || rest.is_empty() {
+        let indent = line.len() - line.trim_start().len();
+        if indent == 0 {
+            let Some((label, rest)) = line.split_once(' ') else {
+                continue;
+            };
+            floor = label.to_string();
+            names_at = line.len() - rest.trim_start().len();
+        } else if indent != names_at {
             continue;
         }
-        let names = rest.split("  ").next().unwrap_or("");
+        let names = line[names_at..].split("  ").next().unwrap_or("");
         for name in names.split(',') {
-            drawn.insert((name.trim().to_string(), floor));
+            drawn.insert((name.trim().to_string(), floor.clone()));
         }
     }
     drawn
@@ -393,7 +290,7 @@ fn drawn_floors(map: &str) -> BTreeSet<(String, u8)> {
 #[test]
 fn the_map_draws_every_floor() {
     let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md")).unwrap();
-    let floors: BTreeSet<(String, u8)> = FLOORS.iter().map(|&(m, f)| (m.to_string(), f)).collect();
+    let floors: BTreeSet<(String, String)> = FLOORS.iter().map(|&(m, f)| (m.to_string(), f.to_string())).collect();
     assert_eq!(
         drawn_floors(&map),
         floors,
@@ -423,29 +320,72 @@ fn an_upward_import_is_named_with_its_line() {
 #[test]
 fn a_circle_on_one_floor_is_named_with_both_imports() {
     let files = [
-        file("report/text.rs", "fn f() { crate::verdict::judge(); }\n"),
+        file("plan/runner.rs", "fn f() { crate::agent::serve(); }\n"),
         file(
-            "verdict.rs",
-            "use crate::{\n    model::Verdict,\n    report::text,\n};\n",
+            "agent/mod.rs",
+            "use crate::{\n    model::Verdict,\n    plan::runner,\n};\n",
         ),
     ];
     let problems = violations(&files);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].starts_with("circle between report, verdict:"),
+        problems[0].starts_with("circle between agent, plan:"),
         "{}",
         problems[0]
     );
     assert!(
-        problems[0].contains("src/report/text.rs:1: report -> verdict"),
+        problems[0].contains("src/plan/runner.rs:1: plan -> agent"),
         "{}",
         problems[0]
     );
     assert!(
-        problems[0].contains("src/verdict.rs:3: verdict -> report"),
+        problems[0].contains("src/agent/mod.rs:3: agent -> plan"),
         "{}",
         problems[0]
     );
+}
+
+#[test]
+fn floor_five_has_an_order_of_its_own() {
+    let files = [
+        file(
+            "report/text.rs",
+            "use crate::verdict::Verdict;\nuse crate::store::Store;\n",
+        ),
+        file(
+            "verdict.rs",
+            "use crate::store::Store;\nuse crate::side_runner::Trial;\n",
+        ),
+        file("side_runner.rs", ""),
+        file("store/mod.rs", ""),
+    ];
+    assert_eq!(
+        violations(&files),
+        ["src/verdict.rs:2: upward import: verdict (floor 5c) names side_runner (floor 5b): use crate::side_runner::Trial;"]
+    );
+}
+
+#[test]
+fn modules_on_one_lettered_floor_may_not_form_a_circle_either() {
+    let files = [
+        file("verdict.rs", "use crate::mesh::Matrix;\n"),
+        file("mesh/matrix.rs", "use crate::verdict::Verdict;\n"),
+    ];
+    let problems = violations(&files);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("circle between mesh, verdict:"),
+        "{}",
+        problems[0]
+    );
+}
+
+#[test]
+fn floors_sort_by_number_then_letter() {
+    assert!(height("4") < height("5a"));
+    assert!(height("5a") < height("5b"));
+    assert!(height("5d") < height("6"));
+    assert!(height("10") > height("9"));
 }
 
 #[test]

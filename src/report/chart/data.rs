@@ -213,6 +213,57 @@ impl Drawn<'_> {
     }
 }
 
+/// The report's pictures drawn one run at a time (latency under load,
+/// [`super::loaded`]): each of the newest `max` complete runs that can be
+/// drawn so, oldest first, as its time series and its distribution; and,
+/// when runs were left out, a sentence saying which are shown.
+pub fn per_run_charts(
+    store: &Store,
+    filter: &Filter,
+    book: &CaseBook,
+    max: usize,
+) -> Result<(Vec<Chart>, Option<String>), SelectError> {
+    let kinds: Vec<(&str, &str)> = crate::workload::chart_kinds()
+        .filter(|(_, k)| super::loaded::is_per_run(&k.data))
+        .map(|(w, k)| (w, k.name))
+        .collect();
+    let workloads: Vec<&str> = kinds.iter().map(|(w, _)| *w).collect();
+    let filter = complete(filter);
+    let ids: Vec<i64> = store
+        .column_rows(&filter, &["workload"])?
+        .into_iter()
+        .filter(|(_, v)| matches!(&v[0], Sql::Text(w) if workloads.contains(&w.as_str())))
+        .map(|(id, _)| id)
+        .collect();
+    let shown = &ids[ids.len().saturating_sub(max)..];
+    let mut charts = Vec::new();
+    for id in shown {
+        for (_, kind) in &kinds {
+            let spec = ChartSpec {
+                runs: vec![*id],
+                ..ChartSpec::new(kind)
+            };
+            match build_in(store, &filter, &spec, Some(book)) {
+                Ok(chart) => charts.push(chart),
+                // A run without probes (an import) is left out.
+                Err(SelectError::Chart(ChartError::Empty(_))) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let note = (ids.len() > shown.len()).then(|| {
+        let listed: Vec<String> = shown.iter().map(|id| id.to_string()).collect();
+        format!(
+            "Latency under load is drawn for the newest {} of {} runs (run {}); \
+             `nicbench plot --kind loaded --id ID` draws any other.",
+            shown.len(),
+            ids.len(),
+            listed.join(", ")
+        )
+    });
+    Ok((charts, note))
+}
+
 /// The newest mesh run among the selected runs, as a heat map.
 fn heatmap(store: &Store, filter: &Filter) -> Result<super::Heatmap, SelectError> {
     let meshes = crate::mesh::stored::meshes(store, filter)?;

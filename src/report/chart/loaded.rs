@@ -16,64 +16,9 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
-use super::data::{self, ChartSpec, SelectError};
 use super::legend::{self, Entry, Swatch};
-use super::{draw_err, font, log_axis, si, titled, upper, Area, Chart, ChartError, Keyed, Marks, PALETTE};
-use crate::store::cases::CaseBook;
-use crate::store::query::Filter;
-use crate::store::Store;
+use super::{draw_err, font, log_axis, si, titled, upper, Area, ChartError, Keyed, Marks, PALETTE};
 use crate::workload::ChartData;
-
-/// The report's pictures of latency under load: each of the newest `max`
-/// complete runs that can be drawn so, oldest first, as its time series
-/// and its distribution; and, when runs were left out, a sentence saying
-/// which are shown.
-pub fn report_charts(
-    store: &Store,
-    filter: &Filter,
-    book: &CaseBook,
-    max: usize,
-) -> Result<(Vec<Chart>, Option<String>), SelectError> {
-    let kinds: Vec<(&str, &str)> = crate::workload::chart_kinds()
-        .filter(|(_, k)| is_per_run(&k.data))
-        .map(|(w, k)| (w, k.name))
-        .collect();
-    let workloads: Vec<&str> = kinds.iter().map(|(w, _)| *w).collect();
-    let filter = data::complete(filter);
-    let ids: Vec<i64> = store
-        .column_rows(&filter, &["workload"])?
-        .into_iter()
-        .filter(|(_, v)| matches!(&v[0], rusqlite::types::Value::Text(w) if workloads.contains(&w.as_str())))
-        .map(|(id, _)| id)
-        .collect();
-    let shown = &ids[ids.len().saturating_sub(max)..];
-    let mut charts = Vec::new();
-    for id in shown {
-        for (_, kind) in &kinds {
-            let spec = ChartSpec {
-                runs: vec![*id],
-                ..ChartSpec::new(kind)
-            };
-            match data::build_in(store, &filter, &spec, Some(book)) {
-                Ok(chart) => charts.push(chart),
-                // A run without probes (an import) is left out.
-                Err(SelectError::Chart(ChartError::Empty(_))) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    let note = (ids.len() > shown.len()).then(|| {
-        let listed: Vec<String> = shown.iter().map(|id| id.to_string()).collect();
-        format!(
-            "Latency under load is drawn for the newest {} of {} runs (run {}); \
-             `nicbench plot --kind loaded --id ID` draws any other.",
-            shown.len(),
-            ids.len(),
-            listed.join(", ")
-        )
-    });
-    Ok((charts, note))
-}
 
 /// Whether a workload's chart kind draws one run at a time (the report
 /// draws it per run, not once over all runs).
@@ -476,6 +421,7 @@ fn phase_tint(name: &str) -> RGBColor {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::super::Chart;
     use super::*;
 
     /// A real run: `nicbench loaded 127.0.0.1 --idle 1s --phase-time 1s

@@ -4,7 +4,19 @@
 //! ([`LoadedResult`] at `sum.loaded`): throughput per direction once the
 //! phase is stable, round-trip percentiles, the delay added to the idle
 //! one, responsiveness (RPM), probe loss, the queues and the verdict
-//! naming the one that explains the added delay ([`super::text`]).
+//! naming the one that explains the added delay ([`verdict`]). The
+//! verdict's sentence is part of the result (the document keeps it), so it
+//! is written here; how the results read, to the registry and as text, is
+//! [`super::text`], which stands on this file.
+//!
+//! The verdict's rule: of the queues probes wait in (qdiscs, NIC queues,
+//! a lab router's), the largest ones as time at their direction's
+//! measured rate (as many as hold 90% of the added delay: a bidirectional
+//! phase fills one each way) explain the added delay when they hold at
+//! least half of it; when none does, the delay builds beyond this host's queues. A
+//! sender's socket holds only its own stream's data, which probes do not
+//! wait behind; when it holds more time than the added delay, the verdict
+//! says so and points at `--notsent-lowat`.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +24,7 @@ use super::probes::{Probes, TcpProbe, UdpProbe};
 use super::queues::{PhaseCpu, QueueSample, Router, RouterSample, Samples};
 use super::{LoadedParams, PhaseName, KEY};
 use crate::model::{Flow, Party, StreamEnd, TrialResult};
-use crate::workload::{Better, ChartData, ChartKind, Figure, Metric, ResultKind};
+use crate::units::Rate;
 
 /// What one end measured besides its streams.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -203,164 +215,9 @@ pub struct LoadedResult {
     pub reordered_probes: u64,
 }
 
-/// How `loaded` results read.
+/// How `loaded` results read: its `ResultKind` is in [`super::text`],
+/// beside the text it writes.
 pub struct LoadedResults;
-
-const RPM: Metric = Metric {
-    name: "rpm",
-    option: "rpm",
-    label: "responsiveness under load (round trips per minute)",
-    unit: "RPM",
-    pointer: "/sum/loaded/rpm",
-    divisor: 1.0,
-    better: Better::Higher,
-};
-
-/// The delay the load adds to the idle round trip (the worst phase's median).
-const ADDED_P50: Metric = Metric {
-    name: "added_p50_seconds",
-    option: "added",
-    label: "delay added under load (median)",
-    unit: "s",
-    pointer: "/sum/loaded/added_p50_seconds",
-    divisor: 1.0,
-    better: Better::Lower,
-};
-
-const ADDED_P99: Metric = Metric {
-    name: "added_p99_seconds",
-    option: "added-p99",
-    label: "delay added under load (99th percentile)",
-    unit: "s",
-    pointer: "/sum/loaded/added_p99_seconds",
-    divisor: 1.0,
-    better: Better::Lower,
-};
-
-const IDLE_RTT: Metric = Metric {
-    name: "idle_rtt_p50_seconds",
-    option: "idle-rtt",
-    label: "idle round trip (median)",
-    unit: "s",
-    pointer: "/sum/loaded/idle/rtt_p50_seconds",
-    divisor: 1.0,
-    better: Better::Lower,
-};
-
-impl ResultKind for LoadedResults {
-    fn figures(&self) -> &'static [Metric] {
-        const FIGURES: [Metric; 6] = [
-            RPM,
-            ADDED_P50,
-            ADDED_P99,
-            IDLE_RTT,
-            Metric::CLIENT_CPU,
-            Metric::AGENT_CPU,
-        ];
-        &FIGURES
-    }
-
-    /// The phases, the load (streams per direction, writes, window,
-    /// congestion control, unsent limit) and the probe interval.
-    fn case(&self, spec: &crate::model::TestSpec) -> Vec<crate::workload::CasePart> {
-        use crate::workload::case;
-        let p: LoadedParams = spec.params().unwrap_or_default();
-        let phases: Vec<&str> = p.phases.iter().map(|p| p.as_str()).collect();
-        let mut parts = vec![
-            ("workload", "loaded".to_string()),
-            ("phases", phases.join(",")),
-            ("streams", format!("{} per direction", case::streams(spec.streams))),
-            ("message", format!("{} writes", case::size(spec.message_bytes))),
-        ];
-        parts.extend(case::window(spec));
-        if let Some(cc) = &p.tcp.congestion {
-            parts.push(("congestion", format!("cc {cc}")));
-        }
-        if p.tcp.zerocopy {
-            parts.push(("zerocopy", "zero-copy".into()));
-        }
-        if let Some(lowat) = p.notsent_lowat_bytes {
-            parts.push(("notsent_lowat", format!("unsent at most {}", case::size(lowat))));
-        }
-        parts.push((
-            "probe_interval",
-            format!("probes every {} ms", p.probe_interval_seconds * 1e3),
-        ));
-        parts
-    }
-
-    fn summarize(&self, trial: &mut TrialResult) {
-        if let Some(total) = summarize(trial) {
-            trial.sum.extras.set(KEY, &total);
-        }
-    }
-
-    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
-        let total: LoadedResult = trial.sum.extras.get(KEY).unwrap_or_default();
-        Figure {
-            metric: RPM.name,
-            unit: RPM.unit,
-            value: total.rpm.unwrap_or(0.0),
-            qualifier: "",
-        }
-    }
-
-    fn headline(&self) -> Metric {
-        RPM
-    }
-
-    /// The delay the load adds to the idle round trip (the worst phase's median).
-    fn mesh_figure(&self) -> Metric {
-        ADDED_P50
-    }
-
-    /// The classic view of the test (throughput and round trips over
-    /// time, the phases shaded) and the round trips' distribution per phase.
-    fn chart_kinds(&self) -> &'static [ChartKind] {
-        const NONE_FOUND: &str = "none is a latency-under-load run (nicbench loaded) with its probes: \
-                                  add --workload loaded or change the filters";
-        &[
-            ChartKind {
-                name: "loaded",
-                data: ChartData::LoadTimeline { key: KEY },
-                none_found: NONE_FOUND,
-            },
-            ChartKind {
-                name: "loaded-cdf",
-                data: ChartData::LoadCdf { key: KEY },
-                none_found: NONE_FOUND,
-            },
-        ]
-    }
-
-    fn line_rate_applies(&self) -> bool {
-        // The run's average includes the idle phase and the gaps.
-        false
-    }
-
-    /// The question of `loaded` is the delay the load adds and the queue
-    /// that holds it: the run's verdict is the phases' conclusion.
-    fn findings(&self, trial: &TrialResult) -> Vec<crate::model::Verdict> {
-        trial
-            .sum
-            .extras
-            .get::<LoadedResult>(KEY)
-            .and_then(|total| phase_conclusion(&total))
-            .into_iter()
-            .collect()
-    }
-
-    fn own_verdict_before_the_link(&self) -> bool {
-        true
-    }
-
-    fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        match trial.sum.extras.get::<LoadedResult>(KEY) {
-            Some(total) => super::text::write(&total, out),
-            None => Ok(()),
-        }
-    }
-}
 
 /// The phase that added the most delay, and what its verdict says holds
 /// it: `added_delay` (side `path` when a queue beyond the ends holds it,
@@ -376,7 +233,7 @@ pub fn phase_conclusion(total: &LoadedResult) -> Option<crate::model::Verdict> {
                 .total_cmp(&b.added_p50_seconds.unwrap_or(0.0))
         })?;
     let added = worst.added_p50_seconds?;
-    let kind = if added < super::text::NOTHING_ADDED_SECONDS {
+    let kind = if added < NOTHING_ADDED_SECONDS {
         "no_added_delay"
     } else {
         "added_delay"
@@ -401,6 +258,106 @@ pub fn phase_conclusion(total: &LoadedResult) -> Option<crate::model::Verdict> {
     );
     v.side = (kind == "added_delay").then(|| side.to_string());
     Some(v)
+}
+
+/// Below this the load added no delay worth attributing.
+pub const NOTHING_ADDED_SECONDS: f64 = 0.001;
+
+/// Seconds as milliseconds, or `-`.
+pub(super) fn ms(seconds: Option<f64>) -> String {
+    match seconds {
+        Some(s) => format!("{:.2} ms", s * 1e3),
+        None => "-".into(),
+    }
+}
+
+/// Bytes as people read a queue: B, KB, MB (powers of 1000).
+pub fn bytes(b: f64) -> String {
+    match b {
+        b if b >= 1e6 => format!("{:.1} MB", b / 1e6),
+        b if b >= 1e3 => format!("{:.0} KB", b / 1e3),
+        b => format!("{b:.0} B"),
+    }
+}
+
+/// Which queue explains a phase's added delay, in one line.
+pub fn verdict(p: &PhaseFigures, congestion: Option<&str>) -> String {
+    let Some(added) = p.added_p50_seconds else {
+        return "no idle and loaded round trips to compare".into();
+    };
+    // The load's congestion control decides how deep the queues grow (bbr
+    // keeps them short, cubic fills them): the verdict says which it was.
+    let added_text = match congestion {
+        Some(cc) => format!("{} with {cc}", ms(Some(added))),
+        None => ms(Some(added)),
+    };
+    let socket = p
+        .queues
+        .iter()
+        .filter(|q| q.kind == "socket_unsent" && q.seconds.is_some())
+        .max_by(|a, b| a.seconds.partial_cmp(&b.seconds).unwrap_or(std::cmp::Ordering::Equal));
+    let socket_note = socket
+        .filter(|q| q.seconds.unwrap_or(0.0) > added.max(0.01))
+        .map(|q| {
+            format!(
+                "; the load's own data waits longer in the senders' sockets: {} unsent, {} at the rate: set --notsent-lowat",
+                bytes(q.bytes),
+                ms(q.seconds)
+            )
+        })
+        .unwrap_or_default();
+    if added < NOTHING_ADDED_SECONDS {
+        return format!("added {}: the load adds no delay to speak of{socket_note}", added_text);
+    }
+    let held = |q: &QueueFigure| {
+        format!(
+            "{} holds {}, {} at {}",
+            q.name,
+            bytes(q.bytes),
+            ms(q.seconds),
+            rate_of(q)
+        )
+    };
+    let mut waits: Vec<&QueueFigure> = p
+        .queues
+        .iter()
+        .filter(|q| q.delays_probes && q.seconds.unwrap_or(0.0) > 0.0)
+        .collect();
+    waits.sort_by(|a, b| b.seconds.partial_cmp(&a.seconds).unwrap_or(std::cmp::Ordering::Equal));
+    // The largest queues, as many as it takes to hold 90% of the added
+    // delay (a bidirectional phase fills a queue each way).
+    let mut named = Vec::new();
+    let mut held_seconds = 0.0;
+    for q in &waits {
+        if held_seconds >= 0.9 * added || q.seconds.unwrap_or(0.0) < 0.1 * added {
+            break;
+        }
+        held_seconds += q.seconds.unwrap_or(0.0);
+        named.push(held(q));
+    }
+    match waits.first() {
+        Some(_) if held_seconds >= 0.5 * added => {
+            format!("added {}: {}{socket_note}", added_text, named.join(", and "))
+        }
+        Some(q) => format!(
+            "added {}: the path beyond this host: no local queue explains it (the largest, {}), \
+             a router or switch buffer on the path does{socket_note}",
+            added_text,
+            held(q)
+        ),
+        None => format!(
+            "added {}: the path beyond this host: no local queue explains it, a router or switch buffer on the path does{socket_note}",
+            added_text
+        ),
+    }
+}
+
+/// The rate a queue's time was reckoned at.
+fn rate_of(q: &QueueFigure) -> String {
+    match q.seconds {
+        Some(s) if s > 0.0 => Rate(q.bytes * 8.0 / s).to_string(),
+        _ => "-".into(),
+    }
 }
 
 /// An end's part, found on whichever of its stream ends carries it.
@@ -527,7 +484,7 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
                 agent: CpuShare::of(agent.as_ref(), name),
             },
         };
-        figures.verdict = super::text::verdict(&figures, load_congestion.as_deref());
+        figures.verdict = verdict(&figures, load_congestion.as_deref());
         phases.push(figures);
     }
     let worst = |f: fn(&PhaseFigures) -> Option<f64>| phases.iter().filter_map(f).reduce(f64::max);

@@ -1,28 +1,171 @@
-//! How a `loaded` result reads: one line per phase (throughput, round
-//! trip percentiles, added delay, RPM, when it was stable), then per phase
-//! the verdict and the queues behind it.
-//!
-//! The verdict's rule: of the queues probes wait in (qdiscs, NIC queues,
-//! a lab router's), the largest ones as time at their direction's
-//! measured rate (as many as hold 90% of the added delay: a bidirectional
-//! phase fills one each way) explain the added delay when they hold at
-//! least half of it; when none does, the delay builds beyond this host's queues. A
-//! sender's socket holds only its own stream's data, which probes do not
-//! wait behind; when it holds more time than the added delay, the verdict
-//! says so and points at `--notsent-lowat`.
+//! How a `loaded` result reads: to the registry ([`LoadedResults`]'s
+//! `ResultKind`: its figures, case, charts and the run's verdict) and as
+//! text: one line per phase (throughput, round trip percentiles, added
+//! delay, RPM, when it was stable), then per phase the verdict and the
+//! queues behind it. The figures and the verdict's sentence are the
+//! result's ([`super::result`]); this file only reads them.
 
 use std::io::{self, Write};
 
-use super::result::{BothEnds, CpuShare, LoadedResult, PhaseFigures, QueueFigure};
+use super::result::{bytes, ms, phase_conclusion, summarize, BothEnds, CpuShare, LoadedResult, LoadedResults};
+use super::{LoadedParams, KEY};
+use crate::model::TrialResult;
 use crate::units::Rate;
+use crate::workload::{Better, ChartData, ChartKind, Figure, Metric, ResultKind};
 
-/// Below this the load added no delay worth attributing.
-pub const NOTHING_ADDED_SECONDS: f64 = 0.001;
+const RPM: Metric = Metric {
+    name: "rpm",
+    option: "rpm",
+    label: "responsiveness under load (round trips per minute)",
+    unit: "RPM",
+    pointer: "/sum/loaded/rpm",
+    divisor: 1.0,
+    better: Better::Higher,
+};
 
-fn ms(seconds: Option<f64>) -> String {
-    match seconds {
-        Some(s) => format!("{:.2} ms", s * 1e3),
-        None => "-".into(),
+/// The delay the load adds to the idle round trip (the worst phase's median).
+const ADDED_P50: Metric = Metric {
+    name: "added_p50_seconds",
+    option: "added",
+    label: "delay added under load (median)",
+    unit: "s",
+    pointer: "/sum/loaded/added_p50_seconds",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
+const ADDED_P99: Metric = Metric {
+    name: "added_p99_seconds",
+    option: "added-p99",
+    label: "delay added under load (99th percentile)",
+    unit: "s",
+    pointer: "/sum/loaded/added_p99_seconds",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
+const IDLE_RTT: Metric = Metric {
+    name: "idle_rtt_p50_seconds",
+    option: "idle-rtt",
+    label: "idle round trip (median)",
+    unit: "s",
+    pointer: "/sum/loaded/idle/rtt_p50_seconds",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
+impl ResultKind for LoadedResults {
+    fn figures(&self) -> &'static [Metric] {
+        const FIGURES: [Metric; 6] = [
+            RPM,
+            ADDED_P50,
+            ADDED_P99,
+            IDLE_RTT,
+            Metric::CLIENT_CPU,
+            Metric::AGENT_CPU,
+        ];
+        &FIGURES
+    }
+
+    /// The phases, the load (streams per direction, writes, window,
+    /// congestion control, unsent limit) and the probe interval.
+    fn case(&self, spec: &crate::model::TestSpec) -> Vec<crate::workload::CasePart> {
+        use crate::workload::case;
+        let p: LoadedParams = spec.params().unwrap_or_default();
+        let phases: Vec<&str> = p.phases.iter().map(|p| p.as_str()).collect();
+        let mut parts = vec![
+            ("workload", "loaded".to_string()),
+            ("phases", phases.join(",")),
+            ("streams", format!("{} per direction", case::streams(spec.streams))),
+            ("message", format!("{} writes", case::size(spec.message_bytes))),
+        ];
+        parts.extend(case::window(spec));
+        if let Some(cc) = &p.tcp.congestion {
+            parts.push(("congestion", format!("cc {cc}")));
+        }
+        if p.tcp.zerocopy {
+            parts.push(("zerocopy", "zero-copy".into()));
+        }
+        if let Some(lowat) = p.notsent_lowat_bytes {
+            parts.push(("notsent_lowat", format!("unsent at most {}", case::size(lowat))));
+        }
+        parts.push((
+            "probe_interval",
+            format!("probes every {} ms", p.probe_interval_seconds * 1e3),
+        ));
+        parts
+    }
+
+    fn summarize(&self, trial: &mut TrialResult) {
+        if let Some(total) = summarize(trial) {
+            trial.sum.extras.set(KEY, &total);
+        }
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let total: LoadedResult = trial.sum.extras.get(KEY).unwrap_or_default();
+        Figure {
+            metric: RPM.name,
+            unit: RPM.unit,
+            value: total.rpm.unwrap_or(0.0),
+            qualifier: "",
+        }
+    }
+
+    fn headline(&self) -> Metric {
+        RPM
+    }
+
+    /// The delay the load adds to the idle round trip (the worst phase's median).
+    fn mesh_figure(&self) -> Metric {
+        ADDED_P50
+    }
+
+    /// The classic view of the test (throughput and round trips over
+    /// time, the phases shaded) and the round trips' distribution per phase.
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        const NONE_FOUND: &str = "none is a latency-under-load run (nicbench loaded) with its probes: \
+                                  add --workload loaded or change the filters";
+        &[
+            ChartKind {
+                name: "loaded",
+                data: ChartData::LoadTimeline { key: KEY },
+                none_found: NONE_FOUND,
+            },
+            ChartKind {
+                name: "loaded-cdf",
+                data: ChartData::LoadCdf { key: KEY },
+                none_found: NONE_FOUND,
+            },
+        ]
+    }
+
+    fn line_rate_applies(&self) -> bool {
+        // The run's average includes the idle phase and the gaps.
+        false
+    }
+
+    /// The question of `loaded` is the delay the load adds and the queue
+    /// that holds it: the run's verdict is the phases' conclusion.
+    fn findings(&self, trial: &TrialResult) -> Vec<crate::model::Verdict> {
+        trial
+            .sum
+            .extras
+            .get::<LoadedResult>(KEY)
+            .and_then(|total| phase_conclusion(&total))
+            .into_iter()
+            .collect()
+    }
+
+    fn own_verdict_before_the_link(&self) -> bool {
+        true
+    }
+
+    fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match trial.sum.extras.get::<LoadedResult>(KEY) {
+            Some(total) => write(&total, out),
+            None => Ok(()),
+        }
     }
 }
 
@@ -39,15 +182,6 @@ fn rpm(value: Option<f64>) -> String {
 
 fn percent(value: Option<f64>) -> String {
     value.map_or("-".into(), |l| format!("{l:.1}%"))
-}
-
-/// Bytes as people read a queue: B, KB, MB (powers of 1000).
-pub fn bytes(b: f64) -> String {
-    match b {
-        b if b >= 1e6 => format!("{:.1} MB", b / 1e6),
-        b if b >= 1e3 => format!("{:.0} KB", b / 1e3),
-        b => format!("{b:.0} B"),
-    }
 }
 
 /// The text lines of a result.
@@ -136,85 +270,5 @@ fn cpu_text(cpu: &BothEnds) -> String {
     match ends.is_empty() {
         true => String::new(),
         false => format!("  CPU {}", ends.join(", ")),
-    }
-}
-
-/// Which queue explains a phase's added delay, in one line.
-pub fn verdict(p: &PhaseFigures, congestion: Option<&str>) -> String {
-    let Some(added) = p.added_p50_seconds else {
-        return "no idle and loaded round trips to compare".into();
-    };
-    // The load's congestion control decides how deep the queues grow (bbr
-    // keeps them short, cubic fills them): the verdict says which it was.
-    let added_text = match congestion {
-        Some(cc) => format!("{} with {cc}", ms(Some(added))),
-        None => ms(Some(added)),
-    };
-    let socket = p
-        .queues
-        .iter()
-        .filter(|q| q.kind == "socket_unsent" && q.seconds.is_some())
-        .max_by(|a, b| a.seconds.partial_cmp(&b.seconds).unwrap_or(std::cmp::Ordering::Equal));
-    let socket_note = socket
-        .filter(|q| q.seconds.unwrap_or(0.0) > added.max(0.01))
-        .map(|q| {
-            format!(
-                "; the load's own data waits longer in the senders' sockets: {} unsent, {} at the rate: set --notsent-lowat",
-                bytes(q.bytes),
-                ms(q.seconds)
-            )
-        })
-        .unwrap_or_default();
-    if added < NOTHING_ADDED_SECONDS {
-        return format!("added {}: the load adds no delay to speak of{socket_note}", added_text);
-    }
-    let held = |q: &QueueFigure| {
-        format!(
-            "{} holds {}, {} at {}",
-            q.name,
-            bytes(q.bytes),
-            ms(q.seconds),
-            rate_of(q)
-        )
-    };
-    let mut waits: Vec<&QueueFigure> = p
-        .queues
-        .iter()
-        .filter(|q| q.delays_probes && q.seconds.unwrap_or(0.0) > 0.0)
-        .collect();
-    waits.sort_by(|a, b| b.seconds.partial_cmp(&a.seconds).unwrap_or(std::cmp::Ordering::Equal));
-    // The largest queues, as many as it takes to hold 90% of the added
-    // delay (a bidirectional phase fills a queue each way).
-    let mut named = Vec::new();
-    let mut held_seconds = 0.0;
-    for q in &waits {
-        if held_seconds >= 0.9 * added || q.seconds.unwrap_or(0.0) < 0.1 * added {
-            break;
-        }
-        held_seconds += q.seconds.unwrap_or(0.0);
-        named.push(held(q));
-    }
-    match waits.first() {
-        Some(_) if held_seconds >= 0.5 * added => {
-            format!("added {}: {}{socket_note}", added_text, named.join(", and "))
-        }
-        Some(q) => format!(
-            "added {}: the path beyond this host: no local queue explains it (the largest, {}), \
-             a router or switch buffer on the path does{socket_note}",
-            added_text,
-            held(q)
-        ),
-        None => format!(
-            "added {}: the path beyond this host: no local queue explains it, a router or switch buffer on the path does{socket_note}",
-            added_text
-        ),
-    }
-}
-
-/// The rate a queue's time was reckoned at.
-fn rate_of(q: &QueueFigure) -> String {
-    match q.seconds {
-        Some(s) if s > 0.0 => Rate(q.bytes * 8.0 / s).to_string(),
-        _ => "-".into(),
     }
 }
