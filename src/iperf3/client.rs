@@ -16,12 +16,13 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::auth::{Credentials, Padding};
 use super::streams::{self, DataStream, StreamPlan};
-use super::wire::{self, Params, Results, Transport, MAX_RESULTS_JSON};
+use super::wire::{self, Params, Results, MAX_RESULTS_JSON};
 use super::{describe_server_error, Control, Cookie, Iperf3Error, State};
 use crate::model::{Endpoint, Flow, Party, PeerProtocol, Role, RunResult, TrialResult};
 use crate::probe::cpu::ProcStat;
 use crate::session::{self, RunOptions, SessionError, Target};
 use crate::workload::tcp_stream::TcpParams;
+use crate::workload::transport::{Delivery, Proto};
 use crate::workload::udp::UdpParams;
 use crate::workload::{self, TestSpec};
 
@@ -56,7 +57,7 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
                 );
             }
             let rate = p.rate_bits_per_second;
-            (Transport::Tcp, p, rate)
+            (Proto::TCP, p, rate)
         }
         "udp" => {
             let p: UdpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
@@ -68,7 +69,7 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
                     "-O/--omit with UDP: iperf3 counts omitted datagrams in its loss; use TCP or no -O",
                 );
             }
-            (Transport::Udp, TcpParams::default(), p.rate_bits_per_second)
+            (Proto::UDP, TcpParams::default(), p.rate_bits_per_second)
         }
         other => {
             return Err(Iperf3Error::Unsupported(format!(
@@ -221,9 +222,10 @@ fn open_streams(
         };
         let setup = |what: &str, e: std::io::Error| Iperf3Error::Streams(format!("stream {id}: {what}: {e}"));
         let domain = if server.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
-        let socket = match asked.plan.transport {
-            Transport::Tcp => {
-                let s = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).map_err(|e| setup("socket", e))?;
+        let socket = match asked.plan.transport.delivery() {
+            Delivery::Stream => {
+                let (kind, protocol) = asked.plan.transport.socket();
+                let s = Socket::new(domain, kind, Some(protocol)).map_err(|e| setup("socket", e))?;
                 configure(&s, spec, &asked.tcp, role).map_err(|e| Iperf3Error::Streams(e.to_string()))?;
                 if let Some(ip) = bind {
                     s.bind(&SocketAddr::new(ip, 0).into()).map_err(|e| setup("bind", e))?;
@@ -233,9 +235,9 @@ fn open_streams(
                 std::io::Write::write_all(&mut &s, &cookie.0).map_err(|e| setup("sending the cookie", e))?;
                 s
             }
-            Transport::Udp => {
+            Delivery::Datagram => {
                 let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(|e| setup("socket", e))?;
-                crate::workload::data_conn::apply_buffers(&s, &spec.client)
+                crate::workload::transport::admission::apply_buffers(&s, &spec.client)
                     .map_err(|e| Iperf3Error::Streams(e.to_string()))?;
                 if role == Role::Receiver && spec.client.receive_buffer_bytes.is_none() {
                     let _ = s.set_recv_buffer_size(crate::workload::udp::DEFAULT_RECEIVE_BUFFER);
@@ -266,7 +268,7 @@ fn open_streams(
 
 /// Buffers, MSS, NODELAY and congestion control on a TCP data socket.
 fn configure(socket: &Socket, spec: &TestSpec, tcp: &TcpParams, _role: Role) -> Result<(), workload::WorkloadError> {
-    crate::workload::data_conn::apply_buffers(socket, &spec.client)?;
+    crate::workload::transport::admission::apply_buffers(socket, &spec.client)?;
     if let Some(mss) = tcp.mss {
         socket
             .set_mss(mss)

@@ -20,11 +20,12 @@ use super::server::spec_of;
 use super::server_auth::{padding_for, parse_credentials, ServerAuth};
 use super::streams::peer_report;
 use super::wire::{
-    self, decode_object, encode_json, read_json, Cookie, Params, Results, State, Transport, UdpHeader, WireError,
-    MAX_PARAMS_JSON, MAX_RESULTS_JSON,
+    self, decode_object, encode_json, read_json, Cookie, Params, Results, State, UdpHeader, WireError, MAX_PARAMS_JSON,
+    MAX_RESULTS_JSON,
 };
 use crate::model::{Party, Role};
 use crate::protocol::limits::TestLimits;
+use crate::workload::transport::Proto;
 
 /// A reader that counts what was taken from it, to show a refused
 /// length is refused before its body is read.
@@ -161,7 +162,7 @@ fn valid_params() -> impl Strategy<Value = Params> {
         .prop_map(
             |(udp, (omit, time), parallel, (reverse, bidirectional, nodelay), (window, len, bandwidth), congestion)| {
                 Params {
-                    transport: if udp { Transport::Udp } else { Transport::Tcp },
+                    transport: if udp { Proto::UDP } else { Proto::TCP },
                     omit_seconds: omit,
                     time_seconds: time,
                     parallel,
@@ -197,7 +198,7 @@ fn serve_params(map: &Map<String, Value>) {
 fn read_results(map: &Map<String, Value>) {
     let Ok(results) = Results::from_json(map) else { return };
     assert!(results.streams.len() <= 2 * wire::MAX_STREAMS as usize);
-    for transport in [Transport::Tcp, Transport::Udp] {
+    for transport in [Proto::TCP, Proto::UDP] {
         let streams: Vec<(u32, i64, Role)> = results
             .streams
             .iter()

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::streams::{self, DataStream, StreamPlan};
-use super::wire::{self, errno, Params, Results, Transport, MAX_PARAMS_JSON, MAX_RESULTS_JSON};
+use super::wire::{self, errno, Params, Results, MAX_PARAMS_JSON, MAX_RESULTS_JSON};
 use super::{Control, State};
 use crate::model::{
     Direction, Endpoint, Party, PeerProtocol, Role, RunResult, SideOptions, TestSpec, TrialResult, SCHEMA,
@@ -30,6 +30,7 @@ use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::limits::TestLimits;
 use crate::workload::tcp_stream::TcpParams;
+use crate::workload::transport::Proto;
 use crate::workload::udp::UdpParams;
 use crate::workload::{self, Workload};
 
@@ -100,7 +101,7 @@ fn io_err(step: &'static str) -> impl FnOnce(std::io::Error) -> ServeError {
 /// The test an iperf3 client asks for, as our spec; or iperf3's error
 /// number and our reason when it is refused.
 pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, String)> {
-    let udp = params.transport == Transport::Udp;
+    let udp = params.transport == Proto::UDP;
     let refuse = |n: i32, why: String| Err((n, why));
     if params.parallel == 0 || params.parallel > limits.max_streams.min(wire::MAX_STREAMS) {
         return refuse(
@@ -426,7 +427,7 @@ fn create_streams(
     params: &Params,
     spec: &TestSpec,
 ) -> Result<Vec<Socket>, ServeError> {
-    let udp = params.transport == Transport::Udp;
+    let udp = params.transport == Proto::UDP;
     let count = spec.flows().len();
     let first_udp = if udp {
         match bind_udp(local_ip, settings.port, spec) {
@@ -711,7 +712,7 @@ fn accept_tcp(
     let mut sockets = Vec::with_capacity(count);
     for (_, stream) in got {
         let socket = Socket::from(stream);
-        crate::workload::data_conn::apply_buffers(&socket, &spec.agent)
+        crate::workload::transport::admission::apply_buffers(&socket, &spec.agent)
             .map_err(|e| ServeError::Failed(e.to_string()))?;
         if tcp.nodelay {
             let _ = socket.set_nodelay(true);

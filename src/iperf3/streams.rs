@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use super::udp::{self as iudp, ReceiveCounts, SendPlan};
-use super::wire::{self, Results, StreamResults, Transport};
+use super::wire::{self, Results, StreamResults};
 use crate::model::{CpuReport, Party, PeerStream, ProcessCpu, Role, SideReport, StreamEnd};
 use crate::probe::cpu::{cpu_report, CpuSampler, CpuSnapshot};
 use crate::workload::runner::{
     run_streams, tcp_probe, IntervalCallback, RunControl, SideOutcome, StreamContext, StreamTask,
 };
+use crate::workload::transport::{Delivery, Proto};
 use crate::workload::udp::result::{UdpEnd, UdpReceived, KEY as UDP_KEY};
 
 /// One connected data stream.
@@ -34,7 +35,7 @@ pub struct DataStream {
 /// How the streams move data.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamPlan {
-    pub transport: Transport,
+    pub transport: Proto,
     pub message_bytes: usize,
     /// UDP bits per second per stream; None: as fast as possible.
     pub rate: Option<u64>,
@@ -62,7 +63,7 @@ pub struct RunningSide {
     udp_counts: Vec<(u32, Arc<ReceiveCounts>)>,
     peer_ids: Vec<(u32, i64)>,
     thread: thread::JoinHandle<SideOutcome>,
-    transport: Transport,
+    transport: Proto,
     before: CpuSnapshot,
     pub start: Instant,
 }
@@ -102,23 +103,24 @@ pub fn start(
         }
         peer_ids.push((s.id, s.peer_id));
         let socket = s.socket;
-        let tcp_sender = s.role == Role::Sender && plan.transport == Transport::Tcp;
+        let tcp_sender = s.role == Role::Sender && plan.transport == Proto::TCP;
         let probe = tcp_sender.then(|| tcp_probe(&socket)).flatten();
         // iperf3's -b on TCP paces each stream; the kernel's pacing does it here.
         if let (true, Some(rate)) = (tcp_sender, plan.rate.filter(|&r| r > 0)) {
-            if let Err(e) = crate::workload::tcp_stream::pace(&socket, rate) {
+            if let Err(e) = crate::workload::transport::tcp::pace(&socket, rate) {
                 log::warn!("iperf3 stream {}: {e}; it sends unpaced", s.id);
             }
         }
-        let body: crate::workload::runner::StreamBody = match (s.role, plan.transport) {
-            (Role::Sender, transport) => {
+        let body: crate::workload::runner::StreamBody = match (s.role, plan.transport.delivery()) {
+            (Role::Sender, _) => {
+                let transport = plan.transport;
                 // The client ends a count test (-n, -k) once it sent or got
                 // the count. A paced UDP sender goes on until then, as
                 // iperf3's own server does: stopping at the count would
                 // leave a client that lost datagrams waiting for them.
                 let quota = plan
                     .bytes_total
-                    .filter(|_| transport == Transport::Tcp || plan.rate.is_none())
+                    .filter(|_| transport == Proto::TCP || plan.rate.is_none())
                     .map(|total| {
                         let n = senders as u64;
                         total / n + u64::from(sender_index < total % n)
@@ -128,15 +130,15 @@ pub fn start(
                 let cut = Arc::clone(&senders_cut);
                 let message = plan.message_bytes;
                 Box::new(move |ctx: &StreamContext| {
-                    let mut end = match transport {
-                        Transport::Tcp => crate::workload::tcp_stream::send_stream(
+                    let mut end = match transport.delivery() {
+                        Delivery::Stream => crate::workload::transport::tcp::send_stream(
                             socket,
                             message,
                             quota,
-                            crate::workload::tcp_stream::SendPath::Copy,
+                            crate::workload::transport::tcp::SendPath::Copy,
                             ctx,
                         ),
-                        Transport::Udp => iudp::send(
+                        Delivery::Datagram => iudp::send(
                             socket,
                             SendPlan {
                                 datagram_bytes: message,
@@ -154,18 +156,18 @@ pub fn start(
                     end
                 })
             }
-            (Role::Receiver, Transport::Tcp) => {
+            (Role::Receiver, Delivery::Stream) => {
                 let message = plan.message_bytes;
                 let path = if plan.discard {
-                    crate::workload::tcp_stream::ReceivePath::Discard
+                    crate::workload::transport::tcp::ReceivePath::Discard
                 } else {
-                    crate::workload::tcp_stream::ReceivePath::Copy
+                    crate::workload::transport::tcp::ReceivePath::Copy
                 };
                 Box::new(move |ctx: &StreamContext| {
-                    crate::workload::tcp_stream::receive_stream(socket, message, path, ctx)
+                    crate::workload::transport::tcp::receive_stream(socket, message, path, ctx)
                 })
             }
-            (Role::Receiver, Transport::Udp) => {
+            (Role::Receiver, Delivery::Datagram) => {
                 let counts = Arc::new(ReceiveCounts::default());
                 udp_counts.push((s.id, Arc::clone(&counts)));
                 let message = plan.message_bytes;
@@ -236,7 +238,7 @@ impl RunningSide {
     /// UDP receivers stop after their drain.
     pub fn end_receivers(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        if self.transport == Transport::Tcp {
+        if self.transport == Proto::TCP {
             for s in &self.receivers {
                 let _ = s.shutdown(std::net::Shutdown::Read);
             }
@@ -246,7 +248,7 @@ impl RunningSide {
     /// True when no TCP receiver has unread bytes queued (FIONREAD).
     pub fn receivers_drained(&self) -> bool {
         use std::os::fd::AsRawFd;
-        self.transport != Transport::Tcp
+        self.transport != Proto::TCP
             || self.receivers.iter().all(|s| {
                 let mut queued: libc::c_int = 0;
                 // SAFETY: FIONREAD writes one int.
@@ -317,13 +319,13 @@ impl Finished {
     /// Our measurements as iperf3's results (`send_results`). CPU is the
     /// stream threads' CPU time over the test's wall time, in percent of
     /// one core, as iperf3 reports its own process.
-    pub fn to_results(&self, transport: Transport) -> Results {
+    pub fn to_results(&self, transport: Proto) -> Results {
         let cpu = &self.report.cpu;
         let seconds = cpu.seconds.max(1e-9);
         let user = cpu.process.user_seconds / seconds * 100.0;
         let system = cpu.process.system_seconds / seconds * 100.0;
         let sends = self.report.streams.iter().any(|e| e.role == Role::Sender);
-        let tcp = transport == Transport::Tcp;
+        let tcp = transport == Proto::TCP;
         let streams = self
             .report
             .streams
@@ -402,7 +404,7 @@ pub fn peer_report(
     host: Party,
     results: &Results,
     streams: &[(u32, i64, Role)],
-    transport: Transport,
+    transport: Proto,
     datagram_bytes: u64,
     fallback_seconds: f64,
 ) -> Result<(SideReport, Vec<PeerStream>), String> {
@@ -436,7 +438,7 @@ pub fn peer_report(
             },
             ..StreamEnd::default()
         };
-        let udp = transport == Transport::Udp;
+        let udp = transport == Proto::UDP;
         if udp {
             let packets = r.packets.max(0) as u64;
             let errors = r.errors.max(0) as u64;
@@ -538,7 +540,7 @@ mod tests {
                 socket: Socket::from(ours),
             }],
             StreamPlan {
-                transport: Transport::Tcp,
+                transport: Proto::TCP,
                 message_bytes: 128 * 1024,
                 rate: None,
                 counters_64bit: false,
@@ -609,7 +611,7 @@ mod tests {
             peer_ids: vec![(0, 1)],
             udp_highest: vec![],
         };
-        let json = finished.to_results(Transport::Udp).to_json();
+        let json = finished.to_results(Proto::UDP).to_json();
         let stream = &json["streams"][0];
         assert_eq!(stream["packets"], 1000, "{json}");
         assert_eq!(stream["omitted_packets"], 100, "{json}");

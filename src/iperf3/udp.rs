@@ -6,7 +6,7 @@
 //!
 //! Our own UDP workload has its own header; these loops exist because an
 //! iperf3 peer reads and writes only its own. Pacing reuses our token
-//! bucket, sequence accounting and jitter reuse `workload::udp_wire`.
+//! bucket, sequence accounting and jitter reuse `workload::transport::udp::wire`.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,9 +19,9 @@ use super::wire::{UdpHeader, LEGACY_UDP_CONNECT_MSG, LEGACY_UDP_CONNECT_REPLY, U
 use crate::probe::tcpinfo;
 use crate::workload::address_proof::ProvenAddresses;
 use crate::workload::runner::{StreamContext, TaskEnd};
+use crate::workload::transport::udp::wire::{Jitter, Pacer, SeqTracker};
+use crate::workload::transport::udp::{realtime_nanos, socket_drops};
 use crate::workload::udp::result::{UdpEnd, UdpReceived, KEY};
-use crate::workload::udp_io::{realtime_nanos, socket_drops};
-use crate::workload::udp_wire::{Jitter, Pacer, SeqTracker};
 
 /// How long a receiver waits for stragglers once the test is over.
 const DRAIN: Duration = Duration::from_millis(300);

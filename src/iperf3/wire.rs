@@ -19,6 +19,8 @@ use std::io::{self, Read};
 
 use serde_json::{Map, Value};
 
+use crate::workload::transport::Proto;
+
 /// Length of the cookie, NUL included.
 pub const COOKIE_LEN: usize = 37;
 /// The characters iperf3's `make_cookie` draws from.
@@ -334,19 +336,12 @@ fn flag(map: &Map<String, Value>, key: &str) -> bool {
     }
 }
 
-/// Transport of a test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Tcp,
-    Udp,
-}
-
 /// The parameters a client sends after `PARAM_EXCHANGE` (the subset of
 /// `send_parameters` this adapter acts on; the rest are listed in
 /// `ignored` when received).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
-    pub transport: Transport,
+    pub transport: Proto,
     pub omit_seconds: u64,
     pub time_seconds: u64,
     /// `-n`: bytes to send in all (0: by time).
@@ -380,7 +375,7 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         Params {
-            transport: Transport::Tcp,
+            transport: Proto::TCP,
             omit_seconds: 0,
             time_seconds: 10,
             bytes: 0,
@@ -447,10 +442,8 @@ impl Params {
     /// The JSON a client sends.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
-        match self.transport {
-            Transport::Tcp => m.insert("tcp".into(), Value::Bool(true)),
-            Transport::Udp => m.insert("udp".into(), Value::Bool(true)),
-        };
+        // iperf3 names the transport by a flag of its name: `"tcp": true`.
+        m.insert(self.transport.name().into(), Value::Bool(true));
         m.insert("omit".into(), self.omit_seconds.into());
         m.insert("time".into(), self.time_seconds.into());
         m.insert("num".into(), self.bytes.into());
@@ -503,11 +496,7 @@ impl Params {
         if flag(map, "sctp") {
             return Err(field_error("sctp", "is not supported: only TCP and UDP tests"));
         }
-        let transport = if flag(map, "udp") {
-            Transport::Udp
-        } else {
-            Transport::Tcp
-        };
+        let transport = if flag(map, "udp") { Proto::UDP } else { Proto::TCP };
         let gib = 1u64 << 30;
         let params = Params {
             transport,
@@ -804,7 +793,7 @@ mod tests {
     #[test]
     fn params_round_trip_through_the_framing() {
         let p = Params {
-            transport: Transport::Udp,
+            transport: Proto::UDP,
             time_seconds: 3,
             parallel: 4,
             reverse: true,
@@ -830,7 +819,7 @@ mod tests {
         let json = r#"{"udp":true,"omit":1,"time":3,"num":0,"blockcount":0,"parallel":2,"reverse":true,
             "len":1460,"bandwidth":10000000,"pacing_timer":1000,"client_version":"3.12"}"#;
         let p = Params::from_json(&decode_object(json.as_bytes()).unwrap()).unwrap();
-        assert_eq!(p.transport, Transport::Udp);
+        assert_eq!(p.transport, Proto::UDP);
         assert_eq!((p.omit_seconds, p.time_seconds, p.parallel), (1, 3, 2));
         assert!(p.reverse && !p.bidirectional);
         assert_eq!(p.bandwidth, Some(10_000_000));

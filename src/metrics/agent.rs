@@ -256,7 +256,7 @@ impl AgentMetrics {
         r.register(
             "nicbench_agent_data_connections_refused",
             "Data connections refused (wrong peer, wrong or missing token)",
-            ConstCounter::new(crate::workload::data_conn::refused_data_connections()),
+            ConstCounter::new(crate::workload::transport::admission::refused_data_connections()),
         );
         let peer: Family<Labels, Counter> = Family::default();
         for ((w, outcome), n) in lock(&self.peer_tests).iter() {

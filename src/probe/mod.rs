@@ -11,6 +11,7 @@ pub mod counters;
 pub mod cpu;
 pub mod ethtool;
 pub mod host;
+pub mod mptcp;
 pub mod mtu;
 pub mod nic;
 pub mod qdisc;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::data_conn::{accept_until, token_matches};
+use super::transport::admission::{accept_until, token_matches};
 use super::{LinkPair, WorkloadError};
 use crate::protocol::TOKEN_LEN;
 
@@ -277,7 +277,7 @@ mod tests {
     ) -> (Result<Vec<IpAddr>, String>, Result<(), String>) {
         let needed = vec![ip("127.0.0.3")];
         let listener = listen(&needed).unwrap();
-        let port = super::super::data_conn::local_port(&listener);
+        let port = crate::workload::transport::admission::local_port(&listener);
         let to: SocketAddr = SocketAddr::new(ip("127.0.0.1"), port);
         let from = ip(from);
         let client =

@@ -12,7 +12,6 @@
 pub mod address_proof;
 pub mod args;
 pub mod case;
-pub mod data_conn;
 pub mod files;
 pub mod loaded;
 pub mod pace;
@@ -20,9 +19,8 @@ pub mod rr;
 pub mod runner;
 pub mod sweep;
 pub mod tcp_stream;
+pub mod transport;
 pub mod udp;
-pub mod udp_io;
-pub mod udp_wire;
 pub mod watch;
 
 use std::collections::BTreeMap;

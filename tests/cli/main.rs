@@ -67,6 +67,7 @@ mod loaded;
 mod manual;
 mod mesh;
 mod metrics;
+mod mptcp;
 mod outside_text;
 mod plan;
 mod prometheus;

@@ -19,7 +19,7 @@ use nicbench::lab::Lab;
 use nicbench::model::{LinkPair, SideOptions, TestSpec};
 use nicbench::protocol::channel::Channel;
 use nicbench::protocol::{token_from_hex, Hello, Message, MAX_AGENT_FRAME};
-use nicbench::workload::udp_wire::register_datagram;
+use nicbench::workload::transport::udp::wire::register_datagram;
 use nicbench::workload::Direction;
 use serde_json::{json, Value};
 

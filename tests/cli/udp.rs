@@ -330,7 +330,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
         panic!("not accepted")
     };
     let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let wrong_token = nicbench::workload::udp_wire::register_datagram(1, 0, &[7u8; 16]);
+    let wrong_token = nicbench::workload::transport::udp::wire::register_datagram(1, 0, &[7u8; 16]);
     for junk in [&b"hello"[..], &[0u8; 2000][..], &wrong_token[..]] {
         stranger.send_to(junk, ("127.0.0.1", data_ports[0])).unwrap();
     }

@@ -28,8 +28,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data_conn;
 use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask, TaskEnd};
+use super::transport::{admission, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, Better, ClientNet, Direction, Figure, Metric, ResultKind, RunControl, Side,
     SideOutcome, SpecError, TestSpec, Workload, WorkloadError,
@@ -257,8 +257,8 @@ impl Workload for Files {
             Direction::Forward => Some(receive_plan(&params, &net.storage)?),
             _ => None,
         };
-        let listener = data_conn::listen(net.local_ip, (spec.streams as i32).max(16), &|s| {
-            data_conn::apply_buffers(s, &spec.agent)
+        let listener = admission::listen(Proto::TCP, net.local_ip, (spec.streams as i32).max(16), &|s| {
+            admission::apply_buffers(s, &spec.agent)
         })?;
         Ok(Box::new(FilesAgent {
             listener,
@@ -286,7 +286,9 @@ impl Workload for Files {
         for (id, _) in spec.flows() {
             sockets.push((
                 id,
-                data_conn::connect_stream(net, port, id, &|s| data_conn::apply_buffers(s, &spec.client))?,
+                admission::connect_stream(Proto::TCP, net, port, id, &|s| {
+                    admission::apply_buffers(s, &spec.client)
+                })?,
             ));
         }
         Ok(Box::new(FilesSide {
@@ -398,12 +400,12 @@ struct FilesAgent {
 
 impl AgentSide for FilesAgent {
     fn data_ports(&self) -> Vec<u16> {
-        vec![data_conn::local_port(&self.listener)]
+        vec![admission::local_port(&self.listener)]
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let accepted = data_conn::accept_streams(&self.listener, &self.net, &ids, deadline)?;
+        let accepted = admission::accept_streams(&self.listener, &self.net, &ids, deadline)?;
         let work = match self.receive {
             Some(plan) => Work::Receive(plan),
             None => Work::Send(send_plan(&self.spec, &self.params)?),
@@ -427,7 +429,7 @@ struct FilesSide {
 
 impl Side for FilesSide {
     fn aborter(&self) -> Aborter {
-        data_conn::aborter(&self.sockets.iter().map(|(_, s)| s).collect::<Vec<_>>())
+        admission::aborter(&self.sockets.iter().map(|(_, s)| s).collect::<Vec<_>>())
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {

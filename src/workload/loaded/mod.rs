@@ -26,9 +26,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data_conn;
 use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::tcp_stream::{self, TcpParams};
+use super::transport::{self, admission, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -254,7 +254,8 @@ impl Workload for Loaded {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: LoadedParams = spec.params()?;
-        let listener = data_conn::listen(
+        let listener = admission::listen(
+            Proto::TCP,
             net.local_ip,
             (spec.flows().len() as i32 + 1).max(16),
             &load_configure(&spec.agent, &params),
@@ -279,10 +280,14 @@ impl Workload for Loaded {
         {
             let configure = load_configure(&spec.client, &params);
             for (id, flow) in spec.flows() {
-                sockets.push((id, flow, data_conn::connect_stream(net, tcp_port, id, &configure)?));
+                sockets.push((
+                    id,
+                    flow,
+                    admission::connect_stream(Proto::TCP, net, tcp_port, id, &configure)?,
+                ));
             }
         }
-        let tcp_probe = data_conn::connect_stream(net, tcp_port, probe_id(spec), &|s: &Socket| {
+        let tcp_probe = admission::connect_stream(Proto::TCP, net, tcp_port, probe_id(spec), &|s: &Socket| {
             s.set_nodelay(true)
                 .map_err(WorkloadError::io("setting TCP_NODELAY on the probe connection"))
         })?;
@@ -333,14 +338,14 @@ struct LoadedAgent {
 impl AgentSide for LoadedAgent {
     fn data_ports(&self) -> Vec<u16> {
         let udp = self.echo.local_addr().map(|a| a.port()).unwrap_or(0);
-        vec![data_conn::local_port(&self.listener), udp]
+        vec![admission::local_port(&self.listener), udp]
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let probe = probe_id(&self.spec);
         let flows = self.spec.flows();
         let ids: Vec<u32> = flows.iter().map(|(id, _)| *id).chain([probe]).collect();
-        let mut accepted = data_conn::accept_streams(&self.listener, &self.net, &ids, deadline)?;
+        let mut accepted = admission::accept_streams(&self.listener, &self.net, &ids, deadline)?;
         let tcp_probe = accepted
             .remove(&probe)
             .ok_or_else(|| WorkloadError::Setup("the probe connection did not arrive".into()))?;
@@ -388,7 +393,7 @@ impl Side for LoadedSide {
             .map(|(_, _, s)| s)
             .chain([self.probe.tcp()])
             .collect();
-        data_conn::aborter(&all)
+        admission::aborter(&all)
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
@@ -423,14 +428,14 @@ impl Side for LoadedSide {
                 (
                     Role::Sender,
                     Box::new(move |ctx: &StreamContext| {
-                        tcp_stream::send_stream_held(socket, message, None, path, Some(&hold), ctx)
+                        transport::tcp::send_stream_held(socket, message, None, path, Some(&hold), ctx)
                     }),
                 )
             } else {
                 let path = params.tcp.receive_path();
                 (
                     Role::Receiver,
-                    Box::new(move |ctx: &StreamContext| tcp_stream::receive_stream(socket, message, path, ctx)),
+                    Box::new(move |ctx: &StreamContext| transport::tcp::receive_stream(socket, message, path, ctx)),
                 )
             };
             tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::super::udp_io::realtime_nanos;
 use super::WorkloadError;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::address_proof::ProvenAddresses;
+use crate::workload::transport::udp::realtime_nanos;
 
 /// What a probe starts with.
 const MAGIC: &[u8; 4] = b"NBLP";
@@ -171,7 +171,9 @@ const AGENT_SENT_AT: usize = AGENT_RECEIVED_AT + 8;
 
 /// A probe of ours: our magic and the session's token.
 fn is_probe(b: &[u8], token: &[u8; TOKEN_LEN]) -> bool {
-    b.len() == PROBE_BYTES && &b[..4] == MAGIC && super::super::data_conn::token_matches(&b[4..SEQ_AT], token)
+    b.len() == PROBE_BYTES
+        && &b[..4] == MAGIC
+        && crate::workload::transport::admission::token_matches(&b[4..SEQ_AT], token)
 }
 
 /// Sends a probe every interval and matches the answers.

@@ -2,20 +2,12 @@
 
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-use super::{
-    RequestResponse, RrParams, RrProto, MAX_BURST, MAX_INTERVAL_SECONDS, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE,
-};
+use super::{RequestResponse, RrParams, MAX_BURST, MAX_INTERVAL_SECONDS, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::transport::{Delivery, Proto};
 use crate::workload::{SpecError, TestSpec, Workload};
-
-/// Transport of `rr`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Proto {
-    Tcp,
-    Udp,
-}
 
 /// Parses `-r REQ,RESP` (`1,1`, `64,1K`); one size means both, each a
 /// message size (1 B to 64 MiB; over UDP the workload holds them to a
@@ -30,7 +22,7 @@ pub fn sizes(s: &str) -> Result<(u64, u64), String> {
 #[derive(Debug, Clone, Args)]
 pub struct RrOptions {
     /// Transport of the transactions.
-    #[arg(long, value_enum, default_value_t = Proto::Tcp)]
+    #[arg(long, value_enum, default_value_t = Proto::TCP)]
     pub proto: Proto,
     /// Request and response sizes, REQ,RESP (e.g. 1,1 or 64,1K). UDP needs
     /// at least 8 bytes each (the sequence number); default 1,1 for TCP, 8,8 for UDP.
@@ -71,13 +63,10 @@ impl WorkloadArgs for RrOptions {
     const WORKLOAD: &'static dyn Workload = &RequestResponse;
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
-        let proto = match self.proto {
-            Proto::Tcp => RrProto::Tcp,
-            Proto::Udp => RrProto::Udp,
-        };
-        let (request_bytes, response_bytes) = self.sizes.unwrap_or(match proto {
-            RrProto::Tcp => (1, 1),
-            RrProto::Udp => (MIN_UDP_MESSAGE, MIN_UDP_MESSAGE),
+        let proto = self.proto;
+        let (request_bytes, response_bytes) = self.sizes.unwrap_or(match proto.delivery() {
+            Delivery::Stream => (1, 1),
+            Delivery::Datagram => (MIN_UDP_MESSAGE, MIN_UDP_MESSAGE),
         });
         spec.message_bytes = request_bytes;
         spec.set_params(&RrParams {

@@ -11,15 +11,15 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, SockAddr, Socket};
 
 use super::result::RrEnd;
-use super::RrProto;
 use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
-use crate::workload::data_conn::token_matches;
 use crate::workload::runner::{StreamContext, TaskEnd};
-use crate::workload::udp_wire::DatagramHeader;
+use crate::workload::transport::admission::token_matches;
+use crate::workload::transport::udp::wire::DatagramHeader;
+use crate::workload::transport::{Delivery, Proto};
 use crate::workload::{AgentNet, ClientNet, WorkloadError};
 
 /// How long a responder without end-of-stream waits for stragglers.
@@ -32,7 +32,7 @@ const TAIL: Duration = Duration::from_secs(2);
 /// The transaction a flow repeats.
 #[derive(Debug, Clone)]
 pub struct Exchange {
-    pub proto: RrProto,
+    pub proto: Proto,
     pub request: usize,
     pub response: usize,
     pub burst: usize,
@@ -241,21 +241,21 @@ fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant, empty_polls: &
 
 /// The requester of one flow over a connected socket.
 pub fn requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
-    match exchange.proto {
-        RrProto::Tcp => tcp_requester(socket, exchange, ctx),
-        RrProto::Udp => udp_requester(socket, exchange, ctx),
+    match exchange.proto.delivery() {
+        Delivery::Stream => stream_requester(socket, exchange, ctx),
+        Delivery::Datagram => datagram_requester(socket, exchange, ctx),
     }
 }
 
 /// The responder of one flow over a connected socket.
 pub fn responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
-    match exchange.proto {
-        RrProto::Tcp => tcp_responder(socket, exchange, ctx),
-        RrProto::Udp => udp_responder(socket, exchange, ctx),
+    match exchange.proto.delivery() {
+        Delivery::Stream => stream_responder(socket, exchange, ctx),
+        Delivery::Datagram => datagram_responder(socket, exchange, ctx),
     }
 }
 
-fn tcp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+fn stream_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
     let request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; exchange.response];
     let mut counter = Counter::new(exchange, ctx, true);
@@ -299,7 +299,7 @@ fn tcp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
     counter.finish(error, false)
 }
 
-fn tcp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+fn stream_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
     let mut request = vec![0u8; exchange.request];
     let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
@@ -329,7 +329,7 @@ fn tcp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (
     counter.finish(error, false)
 }
 
-fn udp_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
     let mut request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; exchange.response.max(64)];
     let mut counter = Counter::new(exchange, ctx, true);
@@ -422,7 +422,7 @@ fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
     unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
 }
 
-fn udp_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+fn datagram_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
     let mut request = vec![0u8; exchange.request.max(64)];
     let mut response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
@@ -489,7 +489,14 @@ pub fn crr_requester(
     let mut next = Instant::now();
     while !stopped(ctx) && paced(exchange, &mut next, ctx) {
         let started = Instant::now();
-        match crr_once(addr, net.route(id).0, configure, &message, &mut response) {
+        match crr_once(
+            exchange.proto,
+            addr,
+            net.route(id).0,
+            configure,
+            &message,
+            &mut response,
+        ) {
             Ok(()) => {
                 counter.rr.connections += 1;
                 counter.done(Some(started), Instant::now());
@@ -507,6 +514,7 @@ pub fn crr_requester(
 }
 
 fn crr_once(
+    proto: Proto,
     addr: SocketAddr,
     bind: Option<std::net::IpAddr>,
     configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
@@ -514,7 +522,8 @@ fn crr_once(
     response: &mut [u8],
 ) -> Result<(), String> {
     let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
-    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP)).map_err(|e| e.to_string())?;
+    let (kind, protocol) = proto.socket();
+    let socket = Socket::new(domain, kind, Some(protocol)).map_err(|e| e.to_string())?;
     if let Some(bind) = bind {
         socket
             .bind(&SocketAddr::new(bind, 0).into())

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data_conn::{self, Configure};
+use super::transport::admission::{self, Configure};
+use super::transport::{self, Delivery, Proto};
 pub mod args;
 pub mod loops;
 pub mod result;
@@ -24,7 +25,7 @@ pub mod text;
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::udp::check_datagram_size;
 use super::{
-    udp_io, Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
+    Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
 use super::{Better, ChartData, ChartKind, Figure, Metric, ResultKind, RoundTrips};
@@ -35,15 +36,6 @@ use crate::protocol::limits::OfferedRate;
 use loops::{Exchange, FlowCounts};
 use result::{RrEnd, RrResult};
 use std::io::{self, Write};
-
-/// Transport of the transactions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RrProto {
-    #[default]
-    Tcp,
-    Udp,
-}
 
 /// Most transactions one flow keeps in flight.
 pub const MAX_BURST: u32 = 1024;
@@ -58,7 +50,8 @@ pub const MIN_UDP_MESSAGE: u64 = 8;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RrParams {
-    pub proto: RrProto,
+    /// What the transactions travel over.
+    pub proto: Proto,
     pub request_bytes: u64,
     pub response_bytes: u64,
     /// A new TCP connection per transaction (netperf TCP_CRR).
@@ -87,7 +80,7 @@ pub struct RrParams {
 impl Default for RrParams {
     fn default() -> Self {
         RrParams {
-            proto: RrProto::Tcp,
+            proto: Proto::TCP,
             request_bytes: 1,
             response_bytes: 1,
             crr: false,
@@ -177,10 +170,7 @@ impl ResultKind for RrResults {
 
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
         let p: RrParams = spec.params().unwrap_or_default();
-        let mut mode = match p.proto {
-            RrProto::Tcp => "rr TCP".to_string(),
-            RrProto::Udp => "rr UDP".to_string(),
-        };
+        let mut mode = format!("rr {}", p.proto.label());
         if p.crr {
             mode += " CRR";
         }
@@ -290,13 +280,8 @@ impl ResultKind for RrResults {
         let Some(p50_us) = total.latency.as_ref().map(|l| l.p50_us) else {
             return;
         };
-        use crate::linerate::{message_counted_bytes, Stack};
-        let stack = match (p.proto, link.ipv6) {
-            (RrProto::Tcp, false) => Stack::Tcp4Ts,
-            (RrProto::Tcp, true) => Stack::Tcp6Ts,
-            (RrProto::Udp, false) => Stack::Udp4,
-            (RrProto::Udp, true) => Stack::Udp6,
-        };
+        use crate::linerate::message_counted_bytes;
+        let stack = p.proto.stack(link.ipv6);
         let cost = |bytes| message_counted_bytes(link.framing, link.mtu_bytes, stack, bytes);
         let (request, response) = (cost(p.request_bytes), cost(p.response_bytes));
         let wire_round_trip_us = (request + response) as f64 * 8.0 / link.bits_per_second * 1e6;
@@ -396,22 +381,26 @@ impl Workload for RequestResponse {
             ("-r/--sizes (request)", p.request_bytes),
             ("-r/--sizes (response)", p.response_bytes),
         ] {
-            match p.proto {
-                RrProto::Udp => check_datagram_size(option, size, MIN_UDP_MESSAGE)?,
-                RrProto::Tcp if size == 0 || size > MAX_MESSAGE_BYTES => {
+            match p.proto.delivery() {
+                Delivery::Datagram => check_datagram_size(option, size, MIN_UDP_MESSAGE)?,
+                Delivery::Stream if size == 0 || size > MAX_MESSAGE_BYTES => {
                     return Err(out_of_range(
                         option,
                         format!("1 B..={} MiB", MAX_MESSAGE_BYTES >> 20),
                         size,
                     ))
                 }
-                RrProto::Tcp => {}
+                Delivery::Stream => {}
             }
         }
-        if p.crr && p.proto == RrProto::Udp {
-            return Err(SpecError::Invalid(
-                "--crr opens a TCP connection per transaction; it cannot be combined with --proto udp".into(),
-            ));
+        p.proto
+            .available()
+            .map_err(|why| SpecError::Invalid(format!("--proto {}: {why}", p.proto)))?;
+        if p.crr && p.proto.is_datagram() {
+            return Err(SpecError::Invalid(format!(
+                "--crr opens a connection per transaction; it cannot be combined with --proto {}",
+                p.proto
+            )));
         }
         if p.burst == 0 || p.burst > MAX_BURST {
             return Err(out_of_range("--burst", format!("1..={MAX_BURST}"), p.burst));
@@ -451,29 +440,30 @@ impl Workload for RequestResponse {
                 ));
             }
         }
-        if p.quickack && p.proto == RrProto::Udp {
-            return Err(SpecError::Invalid(
-                "--quickack is a TCP option; it does not apply to --proto udp".into(),
-            ));
+        if p.quickack && p.proto.is_datagram() {
+            return Err(SpecError::Invalid(format!(
+                "--quickack is a TCP option; it does not apply to --proto {}",
+                p.proto
+            )));
         }
         Ok(())
     }
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: RrParams = spec.params()?;
-        let sockets = match params.proto {
-            RrProto::Udp => {
+        let sockets = match params.proto.delivery() {
+            Delivery::Datagram => {
                 let mut sockets = Vec::new();
                 for (id, _) in spec.flows() {
-                    let s = udp_io::bind_udp(net.local_ip_for(id), &spec.agent)?;
+                    let s = transport::udp::bind_udp(net.local_ip_for(id), &spec.agent)?;
                     configure(&spec.agent, &params)(&s)?;
                     sockets.push((id, s));
                 }
                 sockets
             }
-            RrProto::Tcp => vec![(
+            Delivery::Stream => vec![(
                 0,
-                data_conn::listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
+                admission::listen(params.proto, net.local_ip, 1024, &configure(&spec.agent, &params))?,
             )],
         };
         Ok(Box::new(RrAgent {
@@ -489,23 +479,23 @@ impl Workload for RequestResponse {
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
         let ends = {
             let configure = configure(&spec.client, &params);
-            match (params.proto, params.crr) {
-                (RrProto::Udp, _) => udp_io::register_streams(net, &ids, &spec.client, &configure)?
+            match (params.proto.delivery(), params.crr) {
+                (Delivery::Datagram, _) => transport::udp::register_streams(net, &ids, &spec.client, &configure)?
                     .into_iter()
                     .map(|(id, s)| (id, FlowSocket::Socket(s)))
                     .collect(),
-                (RrProto::Tcp, false) => {
+                (Delivery::Stream, false) => {
                     let port = first_port(net)?;
                     let mut ends = Vec::new();
                     for &id in &ids {
                         ends.push((
                             id,
-                            FlowSocket::Socket(data_conn::connect_stream(net, port, id, &configure)?),
+                            FlowSocket::Socket(admission::connect_stream(params.proto, net, port, id, &configure)?),
                         ));
                     }
                     ends
                 }
-                (RrProto::Tcp, true) => {
+                (Delivery::Stream, true) => {
                     let port = first_port(net)?;
                     ids.iter()
                         .map(|&id| (id, FlowSocket::Connector(SocketAddr::new(net.route(id).1, port))))
@@ -536,11 +526,11 @@ pub(super) fn configure<'a>(
     params: &'a RrParams,
 ) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
     move |socket: &Socket| {
-        data_conn::apply_buffers(socket, side)?;
+        admission::apply_buffers(socket, side)?;
         if let Some(us) = params.busy_poll_us {
-            udp_io::set_busy_poll(socket, us)?;
+            transport::udp::set_busy_poll(socket, us)?;
         }
-        if params.proto == RrProto::Tcp {
+        if params.proto.delivery() == Delivery::Stream {
             // Several requests in flight must not wait for Nagle.
             socket
                 .set_nodelay(true)
@@ -560,21 +550,21 @@ struct RrAgent {
 
 impl AgentSide for RrAgent {
     fn data_ports(&self) -> Vec<u16> {
-        self.sockets.iter().map(|(_, s)| data_conn::local_port(s)).collect()
+        self.sockets.iter().map(|(_, s)| admission::local_port(s)).collect()
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let ends: Vec<(u32, FlowSocket)> = match (self.params.proto, self.params.crr) {
-            (RrProto::Udp, _) => {
-                udp_io::await_registrations(&self.sockets, &self.net, deadline)?;
+        let ends: Vec<(u32, FlowSocket)> = match (self.params.proto.delivery(), self.params.crr) {
+            (Delivery::Datagram, _) => {
+                transport::udp::await_registrations(&self.sockets, &self.net, deadline)?;
                 self.sockets
                     .into_iter()
                     .map(|(id, s)| (id, FlowSocket::Socket(s)))
                     .collect()
             }
-            (RrProto::Tcp, false) => {
-                let accepted = data_conn::accept_streams(&self.sockets[0].1, &self.net, &ids, deadline)?;
+            (Delivery::Stream, false) => {
+                let accepted = admission::accept_streams(&self.sockets[0].1, &self.net, &ids, deadline)?;
                 let configure: Configure = &configure(&self.spec.agent, &self.params);
                 let mut ends = Vec::new();
                 for (id, socket) in accepted {
@@ -583,7 +573,7 @@ impl AgentSide for RrAgent {
                 }
                 ends
             }
-            (RrProto::Tcp, true) => {
+            (Delivery::Stream, true) => {
                 // Connections come during the test: every responder thread
                 // accepts on the same listener.
                 let listener = Arc::new(self.sockets.into_iter().next().expect("one listener").1);
@@ -632,7 +622,7 @@ impl Side for RrSide {
                 FlowSocket::Connector(_) => None,
             })
             .collect();
-        data_conn::aborter(&sockets)
+        admission::aborter(&sockets)
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {

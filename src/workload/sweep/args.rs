@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Mode, Sweep, SweepParams, Transport};
+use super::{Mode, Sweep, SweepParams};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
 /// The options of `nicbench sweep` besides the shared ones; `-t` is the
@@ -33,9 +34,12 @@ pub struct SweepOptions {
     /// Ping-pong (round trips; latency = RTT/2) or stream (one way, back to back).
     #[arg(long, value_enum, default_value_t = Mode::PingPong)]
     pub mode: Mode,
-    /// Ping-pong over UDP, for the sizes that fit a datagram (at most 65507 B).
+    /// Ping-pong over UDP, for the sizes that fit a datagram (at most 65507 B); --transport udp.
     #[arg(short = 'u', long)]
     pub udp: bool,
+    /// What the messages travel over (mptcp: one Multipath TCP connection).
+    #[arg(long, value_enum, value_name = "NAME", conflicts_with = "udp")]
+    pub transport: Option<Proto>,
     /// About how long each size is timed, over all passes; the number of exchanges adapts (at least 7).
     #[arg(long, value_name = "DURATION", default_value = "130ms", value_parser = parse::duration_in(0.001, 60.0))]
     pub point_time: Duration,
@@ -55,7 +59,7 @@ impl WorkloadArgs for SweepOptions {
             perturbation_bytes: self.perturbation,
             sizes_bytes: self.sizes.clone().unwrap_or_default(),
             mode: self.mode,
-            transport: if self.udp { Transport::Udp } else { Transport::Tcp },
+            transport: self.transport.unwrap_or(if self.udp { Proto::UDP } else { Proto::TCP }),
             point_seconds: self.point_time.as_secs_f64(),
             passes: Some(self.passes),
             link_speed_bits_per_second: context.link_speed_bits_per_second.map(|s| s as f64),

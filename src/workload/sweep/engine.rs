@@ -16,11 +16,12 @@ use socket2::Socket;
 use super::points::{self, batches, estimate, repetitions, Spread};
 use super::result::{SweepPoint, SweepResult};
 use super::wire::{FrameHeader, Op, HEADER_LEN};
-use super::{Mode, SweepParams, Transport};
+use super::{Mode, SweepParams};
 use crate::probe::tcpinfo;
 use crate::units::{bits_per_second, Rate};
 use crate::workload::address_proof::ProvenAddresses;
 use crate::workload::runner::{pin_current_thread, Progress, StreamContext, TaskEnd, AFFINITY_KEY};
+use crate::workload::transport::Delivery;
 
 /// How long the client waits for a UDP echo before counting it lost.
 pub const UDP_ECHO_TIMEOUT: Duration = Duration::from_secs(1);
@@ -312,10 +313,7 @@ impl Driver {
         let summary = points::summarize(&measured, params.link_speed_bits_per_second);
         let result = SweepResult {
             mode: params.mode.as_str().into(),
-            transport: match params.transport {
-                Transport::Tcp => "tcp".into(),
-                Transport::Udp => "udp".into(),
-            },
+            transport: params.transport.name().into(),
             link_speed_bits_per_second: params.link_speed_bits_per_second,
             link_speed_source: params.link_speed_bits_per_second.map(|_| "option".into()),
             shaper_burst_bytes: None,
@@ -513,10 +511,10 @@ impl Plan {
     fn of(params: &SweepParams) -> Plan {
         let passes = params.passes();
         Plan {
-            op: match (params.transport, params.mode) {
-                (Transport::Udp, _) => Op::UdpPingPong,
-                (Transport::Tcp, Mode::PingPong) => Op::TcpPingPong,
-                (Transport::Tcp, Mode::Stream) => Op::TcpStream,
+            op: match (params.transport.delivery(), params.mode) {
+                (Delivery::Datagram, _) => Op::UdpPingPong,
+                (Delivery::Stream, Mode::PingPong) => Op::TcpPingPong,
+                (Delivery::Stream, Mode::Stream) => Op::TcpStream,
             },
             round_seconds: params.point_seconds / f64::from(passes),
             batches: points::batches_per_round(passes),

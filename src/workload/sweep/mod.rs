@@ -29,8 +29,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data_conn;
 use super::runner::{run_streams, StreamContext, StreamTask};
+use super::transport::{admission, Delivery, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -77,15 +77,6 @@ impl Mode {
     }
 }
 
-/// Transport of the measured messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Transport {
-    #[default]
-    Tcp,
-    Udp,
-}
-
 /// Parameters of the `sweep` workload (in `TestSpec::params`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -97,7 +88,8 @@ pub struct SweepParams {
     /// An explicit list of sizes; when not empty, min/max/perturbation are unused.
     pub sizes_bytes: Vec<u64>,
     pub mode: Mode,
-    pub transport: Transport,
+    /// What the measured messages travel over.
+    pub transport: Proto,
     /// About how long each size is timed, over all its passes.
     pub point_seconds: f64,
     /// How many times the sweep goes through its sizes (`--passes`); a
@@ -117,7 +109,7 @@ impl Default for SweepParams {
             perturbation_bytes: 3,
             sizes_bytes: Vec::new(),
             mode: Mode::PingPong,
-            transport: Transport::Tcp,
+            transport: Proto::TCP,
             point_seconds: DEFAULT_POINT_SECONDS,
             passes: Some(DEFAULT_PASSES),
             link_speed_bits_per_second: None,
@@ -136,9 +128,18 @@ impl SweepParams {
             list.dedup();
             list
         };
-        match self.transport {
-            Transport::Tcp => (all, Vec::new()),
-            Transport::Udp => all.into_iter().partition(|&s| s <= MAX_DATAGRAM_BYTES),
+        match self.transport.delivery() {
+            Delivery::Stream => (all, Vec::new()),
+            Delivery::Datagram => all.into_iter().partition(|&s| s <= MAX_DATAGRAM_BYTES),
+        }
+    }
+
+    /// The transport of the sweep's connection: the measured one when it
+    /// is a stream; over datagrams, TCP carries the sizes and the results.
+    pub fn connection(&self) -> Proto {
+        match self.transport.delivery() {
+            Delivery::Stream => self.transport,
+            Delivery::Datagram => Proto::TCP,
         }
     }
 
@@ -197,7 +198,10 @@ impl SweepParams {
         if !(1..=MAX_PASSES).contains(&self.passes()) {
             return Err(out_of_range("--passes", format!("1..={MAX_PASSES}"), self.passes()));
         }
-        if self.transport == Transport::Udp && self.mode == Mode::Stream {
+        self.transport
+            .available()
+            .map_err(|why| SpecError::Invalid(format!("--transport {}: {why}", self.transport)))?;
+        if self.transport.is_datagram() && self.mode == Mode::Stream {
             return Err(SpecError::Invalid(
                 "--mode stream runs over TCP only; over UDP the sweep is ping-pong (drop --udp or --mode stream)"
                     .into(),
@@ -289,8 +293,8 @@ impl ResultKind for SweepResults {
             Mode::PingPong => "sweep ping-pong".to_string(),
             Mode::Stream => "sweep stream".to_string(),
         };
-        if p.transport == Transport::Udp {
-            mode += " UDP";
+        if p.transport != Proto::TCP {
+            mode = format!("{mode} {}", p.transport.label());
         }
         let sizes = match p.sizes_bytes.as_slice() {
             [] => format!(
@@ -476,14 +480,13 @@ impl Workload for Sweep {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: SweepParams = spec.params()?;
         TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity")?;
-        let listener = data_conn::listen(net.local_ip, 4, &configure(&spec.agent))?;
-        let udp =
-            match params.transport {
-                Transport::Tcp => None,
-                Transport::Udp => Some(UdpSocket::bind(SocketAddr::new(net.local_ip, 0)).map_err(
-                    WorkloadError::io(format!("binding the UDP data socket on {}", net.local_ip)),
-                )?),
-            };
+        let listener = admission::listen(params.connection(), net.local_ip, 4, &configure(&spec.agent))?;
+        let udp = match params.transport.delivery() {
+            Delivery::Stream => None,
+            Delivery::Datagram => Some(UdpSocket::bind(SocketAddr::new(net.local_ip, 0)).map_err(
+                WorkloadError::io(format!("binding the UDP data socket on {}", net.local_ip)),
+            )?),
+        };
         Ok(Box::new(SweepAgent {
             listener,
             agent_options: spec.agent.clone(),
@@ -503,10 +506,10 @@ impl Workload for Sweep {
                 .copied()
                 .ok_or_else(|| WorkloadError::Setup("the agent named too few data ports for the sweep".into()))
         };
-        let tcp = data_conn::connect_stream(net, port(0)?, 1, &configure(&spec.client))?;
-        let udp = match params.transport {
-            Transport::Tcp => None,
-            Transport::Udp => Some(connect_udp(net, port(1)?)?),
+        let tcp = admission::connect_stream(params.connection(), net, port(0)?, 1, &configure(&spec.client))?;
+        let udp = match params.transport.delivery() {
+            Delivery::Stream => None,
+            Delivery::Datagram => Some(connect_udp(net, port(1)?)?),
         };
         let socket = crate::probe::tcpinfo::socket_buffers(&tcp);
         let by_address = one_host(&tcp);
@@ -576,7 +579,7 @@ fn allowed_cpus() -> Vec<u32> {
 
 fn configure(side: &SideOptions) -> impl Fn(&Socket) -> Result<(), WorkloadError> + '_ {
     move |socket: &Socket| {
-        data_conn::apply_buffers(socket, side)?;
+        admission::apply_buffers(socket, side)?;
         socket
             .set_nodelay(true)
             .map_err(WorkloadError::io("setting TCP_NODELAY"))
@@ -611,7 +614,7 @@ struct SweepAgent {
 
 impl AgentSide for SweepAgent {
     fn data_ports(&self) -> Vec<u16> {
-        let mut ports = vec![data_conn::local_port(&self.listener)];
+        let mut ports = vec![admission::local_port(&self.listener)];
         if let Some(udp) = &self.udp {
             ports.push(udp.local_addr().map(|a| a.port()).unwrap_or(0));
         }
@@ -619,7 +622,7 @@ impl AgentSide for SweepAgent {
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
-        let mut accepted = data_conn::accept_streams(&self.listener, &self.net, &[1], deadline)?;
+        let mut accepted = admission::accept_streams(&self.listener, &self.net, &[1], deadline)?;
         let tcp = accepted
             .remove(&1)
             .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
@@ -651,7 +654,7 @@ struct SweepClient {
 
 impl Side for SweepClient {
     fn aborter(&self) -> Aborter {
-        data_conn::aborter(&[&self.driver.tcp])
+        admission::aborter(&[&self.driver.tcp])
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
@@ -668,7 +671,7 @@ impl Side for SweepClient {
 
 impl Side for engine::AgentServer {
     fn aborter(&self) -> Aborter {
-        data_conn::aborter(&[&self.tcp])
+        admission::aborter(&[&self.tcp])
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
@@ -699,7 +702,7 @@ mod tests {
     fn defaults_validate_and_udp_skips_large_sizes() {
         assert!(Sweep.validate(&sweep_spec(SweepParams::default())).is_ok());
         let udp = SweepParams {
-            transport: Transport::Udp,
+            transport: Proto::UDP,
             max_bytes: 1 << 20,
             ..SweepParams::default()
         };
@@ -747,14 +750,14 @@ mod tests {
             (
                 SweepParams {
                     mode: Mode::Stream,
-                    transport: Transport::Udp,
+                    transport: Proto::UDP,
                     ..SweepParams::default()
                 },
                 "--mode stream",
             ),
             (
                 SweepParams {
-                    transport: Transport::Udp,
+                    transport: Proto::UDP,
                     sizes_bytes: vec![100_000],
                     ..SweepParams::default()
                 },

@@ -9,8 +9,6 @@
 //! stream ends (`tcp`: [`TcpEnd`]). The hot loops are in `send.rs`.
 
 pub mod args;
-mod send;
-pub mod zerocopy;
 
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -19,8 +17,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::data_conn::{self, Configure};
 use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
+use super::transport::admission::{self, Configure};
+use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
+pub use super::transport::tcp::{ReceivePath, SendPath};
+use super::transport::Proto;
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -29,33 +30,6 @@ use crate::model::spec::out_of_range;
 use crate::model::{Flow, Party, Role, TrialResult};
 use crate::probe::tcpinfo;
 use crate::protocol::limits::OfferedRate;
-pub(crate) use send::{receive_stream, send_stream, send_stream_held};
-pub use send::{ReceivePath, SendPath};
-pub use zerocopy::MsgZeroCopy;
-
-/// Key of the fast-path record of a stream end.
-pub const KEY: &str = "tcp";
-
-/// What the fast paths did on one end (present with `--zerocopy` on the
-/// sender, `--discard` on the receiver): evidence, not the option echoed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TcpEnd {
-    /// sendfile(2) calls that moved bytes (`-Z`, sender).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sendfile_calls: Option<u64>,
-    /// What MSG_ZEROCOPY did (`--zerocopy=msg`, sender): sends, their
-    /// completions, how many the kernel copied after all.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub msg_zerocopy: Option<MsgZeroCopy>,
-    /// Whether the receive buffer was still never written at the end, i.e.
-    /// the kernel discarded the data without copying it (`--discard`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receive_buffer_untouched: Option<bool>,
-    /// The pacing rate the sender's socket held (SO_MAX_PACING_RATE read
-    /// back after setting it, `-b`), bits per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paced_bits_per_second: Option<u64>,
-}
 
 /// Parameters of the `tcp` workload.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,7 +246,8 @@ impl Workload for TcpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: TcpParams = spec.params()?;
-        let listener = data_conn::listen(
+        let listener = admission::listen(
+            Proto::TCP,
             net.local_ip,
             (spec.flows().len() as i32).max(16),
             &configure(&spec.agent, &params),
@@ -295,7 +270,7 @@ impl Workload for TcpStream {
         {
             let configure = configure(&spec.client, &params);
             for (id, flow) in spec.flows() {
-                let socket = data_conn::connect_stream(net, port, id, &configure)?;
+                let socket = admission::connect_stream(Proto::TCP, net, port, id, &configure)?;
                 prepare_sender(&socket, flow.sender() == Party::Client, &params)?;
                 sockets.push((id, socket));
             }
@@ -311,7 +286,7 @@ pub(crate) fn configure<'a>(
     params: &'a TcpParams,
 ) -> impl Fn(&Socket) -> Result<(), WorkloadError> + 'a {
     move |socket: &Socket| {
-        data_conn::apply_buffers(socket, side)?;
+        admission::apply_buffers(socket, side)?;
         if let Some(mss) = params.mss {
             socket
                 .set_mss(mss)
@@ -344,15 +319,6 @@ fn prepare_sender(socket: &Socket, sends: bool, params: &TcpParams) -> Result<()
     Ok(())
 }
 
-/// Paces a TCP sender to `bits_per_second` (SO_MAX_PACING_RATE), the
-/// iperf3 peer tests' TCP senders included.
-pub(crate) fn pace(socket: &Socket, bits_per_second: u64) -> Result<(), WorkloadError> {
-    tcpinfo::set_max_pacing_rate(socket, bits_per_second).map_err(WorkloadError::io(format!(
-        "pacing the sender to {} (SO_MAX_PACING_RATE, Linux 3.13+); run without -b",
-        crate::units::Rate(bits_per_second as f64)
-    )))
-}
-
 struct TcpAgent {
     listener: Socket,
     spec: TestSpec,
@@ -362,12 +328,12 @@ struct TcpAgent {
 
 impl AgentSide for TcpAgent {
     fn data_ports(&self) -> Vec<u16> {
-        vec![data_conn::local_port(&self.listener)]
+        vec![admission::local_port(&self.listener)]
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let accepted = data_conn::accept_streams(&self.listener, &self.net, &ids, deadline)?;
+        let accepted = admission::accept_streams(&self.listener, &self.net, &ids, deadline)?;
         {
             let configure: Configure = &configure(&self.spec.agent, &self.params);
             let flows = self.spec.flows();
@@ -414,7 +380,7 @@ impl TcpSide {
 
 impl Side for TcpSide {
     fn aborter(&self) -> Aborter {
-        data_conn::aborter(&self.sockets.iter().map(|(_, _, s)| s).collect::<Vec<_>>())
+        admission::aborter(&self.sockets.iter().map(|(_, _, s)| s).collect::<Vec<_>>())
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {

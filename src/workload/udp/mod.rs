@@ -5,7 +5,7 @@
 //! The sender paces with a token bucket against the monotonic clock and
 //! sends in batches (sendmmsg, optionally UDP GSO); every datagram carries
 //! stream id, sequence number, send time and a warm-up flag
-//! ([`super::udp_wire`]). The receiver (recvmmsg, optionally GRO) counts
+//! ([`super::transport::udp::wire`]). The receiver (recvmmsg, optionally GRO) counts
 //! distinct, duplicate, late and foreign datagrams and the RFC 3550 jitter,
 //! and reads its socket's drop counter. Receivers get no end-of-stream:
 //! they stop once the stop flag is up and the socket has been quiet for
@@ -25,8 +25,11 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::udp_io::{self, monotonic_nanos, RecvBatch, SendBatch, MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES};
-use super::udp_wire::{DatagramHeader, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP, HEADER_LEN, MAX_DATAGRAM_BYTES};
+use super::transport;
+use super::transport::udp::wire::{
+    DatagramHeader, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP, HEADER_LEN, MAX_DATAGRAM_BYTES,
+};
+use super::transport::udp::{monotonic_nanos, RecvBatch, SendBatch, MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
     WorkloadError,
@@ -266,7 +269,7 @@ impl Workload for UdpStream {
         let params: UdpParams = spec.params()?;
         let mut sockets = Vec::new();
         for (id, _) in spec.flows() {
-            sockets.push((id, udp_io::bind_udp(net.local_ip_for(id), &spec.agent)?));
+            sockets.push((id, transport::udp::bind_udp(net.local_ip_for(id), &spec.agent)?));
         }
         Ok(Box::new(UdpAgent {
             sockets,
@@ -279,7 +282,7 @@ impl Workload for UdpStream {
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: UdpParams = spec.params()?;
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
-        let sockets = udp_io::register_streams(net, &ids, &spec.client, &|_| Ok(()))?;
+        let sockets = transport::udp::register_streams(net, &ids, &spec.client, &|_| Ok(()))?;
         let refused = vec![0; sockets.len()];
         UdpSide::new(Party::Client, spec, params, sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
     }
@@ -296,12 +299,12 @@ impl AgentSide for UdpAgent {
     fn data_ports(&self) -> Vec<u16> {
         self.sockets
             .iter()
-            .map(|(_, s)| super::data_conn::local_port(s))
+            .map(|(_, s)| super::transport::admission::local_port(s))
             .collect()
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
-        let refused = udp_io::await_registrations(&self.sockets, &self.net, deadline)?;
+        let refused = transport::udp::await_registrations(&self.sockets, &self.net, deadline)?;
         UdpSide::new(Party::Agent, &self.spec, self.params, self.sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
     }
 }
@@ -341,8 +344,8 @@ impl UdpSide {
                 Role::Receiver
             };
             match role {
-                Role::Sender if params.gso => udp_io::enable_gso(&socket, spec.message_bytes as usize)?,
-                Role::Receiver if params.gro => udp_io::enable_gro(&socket)?,
+                Role::Sender if params.gso => transport::udp::enable_gso(&socket, spec.message_bytes as usize)?,
+                Role::Receiver if params.gro => transport::udp::enable_gro(&socket)?,
                 _ => {}
             }
             if role == Role::Receiver {
@@ -354,8 +357,8 @@ impl UdpSide {
                     // Best effort: a smaller grant is reported, not an error.
                     let _ = socket.set_recv_buffer_size(DEFAULT_RECEIVE_BUFFER);
                 }
-                udp_io::enable_receive_timestamps(&socket)?;
-                udp_io::enable_drop_counts(&socket)?;
+                transport::udp::enable_receive_timestamps(&socket)?;
+                transport::udp::enable_drop_counts(&socket)?;
             }
             ends.push(UdpEndpoint {
                 id,
@@ -382,7 +385,7 @@ struct EndCounts {
 
 impl Side for UdpSide {
     fn aborter(&self) -> Aborter {
-        super::data_conn::aborter(&self.ends.iter().map(|e| &e.socket).collect::<Vec<_>>())
+        super::transport::admission::aborter(&self.ends.iter().map(|e| &e.socket).collect::<Vec<_>>())
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
@@ -644,7 +647,7 @@ impl Receiving {
                 malformed_datagrams: self.malformed,
                 refused_datagrams: refused,
                 jitter_us: self.jitter.micros(),
-                socket_drops: udp_io::socket_drops(socket).unwrap_or(0),
+                socket_drops: transport::udp::socket_drops(socket).unwrap_or(0),
                 warmup_socket_drops: Some(self.warmup_drops.unwrap_or(0)),
                 lost_at_end_datagrams: None,
             }),
@@ -712,7 +715,7 @@ fn receive_stream(
         queued = matches!(received, Ok(n) if n >= 2);
         match received {
             Ok(n) => {
-                if counts.take(&batch, n, udp_io::realtime_nanos()) {
+                if counts.take(&batch, n, transport::udp::realtime_nanos()) {
                     ctx.bytes.store(counts.bytes, Ordering::Relaxed);
                     last_data_at = Some(Instant::now());
                 }
@@ -776,7 +779,7 @@ mod tests {
     #[test]
     fn the_receiver_counts_junk_from_its_peer_and_keeps_the_rest() {
         let ip = "127.0.0.1".parse().unwrap();
-        let receiver = udp_io::bind_udp(ip, &SideOptions::default()).unwrap();
+        let receiver = transport::udp::bind_udp(ip, &SideOptions::default()).unwrap();
         let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         sender
             .connect(receiver.local_addr().unwrap().as_socket().unwrap())
@@ -796,7 +799,7 @@ mod tests {
         let mut seen = 0;
         while seen < 8 {
             let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp_io::realtime_nanos());
+            counts.take(&batch, n, transport::udp::realtime_nanos());
             seen += n;
         }
         let end = counts.end(100, false, 0, &receiver);
@@ -814,9 +817,9 @@ mod tests {
     #[test]
     fn drops_during_the_warm_up_are_told_from_the_measured_ones() {
         let ip = "127.0.0.1".parse().unwrap();
-        let receiver = udp_io::bind_udp(ip, &SideOptions::default()).unwrap();
+        let receiver = transport::udp::bind_udp(ip, &SideOptions::default()).unwrap();
         receiver.set_recv_buffer_size(4096).unwrap();
-        udp_io::enable_drop_counts(&receiver).unwrap();
+        transport::udp::enable_drop_counts(&receiver).unwrap();
         let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         sender
             .connect(receiver.local_addr().unwrap().as_socket().unwrap())
@@ -825,13 +828,13 @@ mod tests {
         // drops) each datagram inside send(2).
         let mut datagram = vec![0u8; 1000];
         let mut seq = 0u64;
-        while udp_io::socket_drops(&receiver).unwrap() < 20 {
+        while transport::udp::socket_drops(&receiver).unwrap() < 20 {
             DatagramHeader::data(5, seq, 0, FLAG_WARMUP).write(&mut datagram);
             sender.send(&datagram).unwrap();
             seq += 1;
             assert!(seq < 100_000, "a 4 KiB socket never dropped");
         }
-        let warmup_drops = udp_io::socket_drops(&receiver).unwrap();
+        let warmup_drops = transport::udp::socket_drops(&receiver).unwrap();
         let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
         let mut batch = RecvBatch::new(BATCH, 1000);
         let mut counts = Receiving::new(5);
@@ -840,7 +843,7 @@ mod tests {
         let mut seen = 0;
         while seen < queued {
             let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp_io::realtime_nanos());
+            counts.take(&batch, n, transport::udp::realtime_nanos());
             seen += n as u64;
         }
         assert_eq!(counts.warmup_drops, None, "no measured datagram yet");
@@ -852,7 +855,7 @@ mod tests {
         let mut seen = 0;
         while seen < 2 {
             let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp_io::realtime_nanos());
+            counts.take(&batch, n, transport::udp::realtime_nanos());
             seen += n;
         }
         let received = counts.end(1000, false, 0, &receiver).received.unwrap();

@@ -1,6 +1,7 @@
-//! Data connections shared by the TCP-based workloads: a listener on the
-//! agent that admits only the control connection's peer presenting the
-//! session token, and the client's connect that presents it.
+//! Data connections of every connection transport (TCP and the byte
+//! streams that follow it): a listener on the agent that admits only the
+//! control connection's peer presenting the session token, and the
+//! client's connect that presents it.
 //!
 //! Every data connection opens with a 20-byte preamble: the 16-byte session
 //! token, then the stream id as a big-endian u32.
@@ -11,10 +12,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, SockAddr, Socket};
 
-use super::{AgentNet, ClientNet, SideOptions, WorkloadError};
+use super::Proto;
 use crate::protocol::TOKEN_LEN;
+use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
 
 const PREAMBLE_LEN: usize = TOKEN_LEN + 4;
 /// How long a data connection may take to present its preamble.
@@ -71,11 +73,15 @@ pub fn apply_buffers(socket: &Socket, side: &SideOptions) -> Result<(), Workload
     Ok(())
 }
 
-/// Binds a TCP listener on `ip`, port chosen by the kernel; `configure`
-/// runs before `listen` so accepted sockets inherit buffers and MSS.
-pub fn listen(ip: IpAddr, backlog: i32, configure: Configure) -> Result<Socket, WorkloadError> {
-    let socket = Socket::new(domain_of(ip), Type::STREAM, Some(Protocol::TCP))
-        .map_err(WorkloadError::io("creating the data listener"))?;
+/// Binds a listener of transport `proto` on `ip`, port chosen by the
+/// kernel; `configure` runs before `listen` so accepted sockets inherit
+/// buffers and MSS.
+pub fn listen(proto: Proto, ip: IpAddr, backlog: i32, configure: Configure) -> Result<Socket, WorkloadError> {
+    let (kind, protocol) = proto.socket();
+    let socket = Socket::new(domain_of(ip), kind, Some(protocol)).map_err(WorkloadError::io(format!(
+        "creating the {} data listener",
+        proto.label()
+    )))?;
     configure(&socket)?;
     socket
         .bind(&SocketAddr::new(ip, 0).into())
@@ -209,12 +215,20 @@ fn read_preamble(socket: &Socket, timeout: Duration) -> std::io::Result<([u8; TO
     Ok((token, id))
 }
 
-/// Connects one data connection for stream `id` and presents the token.
-pub fn connect_stream(net: &ClientNet, port: u16, id: u32, configure: Configure) -> Result<Socket, WorkloadError> {
+/// Connects one data connection of transport `proto` for stream `id` and
+/// presents the token.
+pub fn connect_stream(
+    proto: Proto,
+    net: &ClientNet,
+    port: u16,
+    id: u32,
+    configure: Configure,
+) -> Result<Socket, WorkloadError> {
     let (bind, agent_ip) = net.route(id);
     let addr = SocketAddr::new(agent_ip, port);
-    let socket = Socket::new(domain_of(agent_ip), Type::STREAM, Some(Protocol::TCP))
-        .map_err(WorkloadError::io("creating a data socket"))?;
+    let (kind, protocol) = proto.socket();
+    let socket = Socket::new(domain_of(agent_ip), kind, Some(protocol))
+        .map_err(WorkloadError::io(format!("creating a {} data socket", proto.label())))?;
     if let Some(bind) = bind {
         socket
             .bind(&SocketAddr::new(bind, 0).into())
@@ -235,7 +249,7 @@ pub fn connect_stream(net: &ClientNet, port: u16, id: u32, configure: Configure)
 }
 
 /// Closes every socket of a side (from another thread) so blocked calls return.
-pub fn aborter(sockets: &[&Socket]) -> super::Aborter {
+pub fn aborter(sockets: &[&Socket]) -> crate::workload::Aborter {
     let clones: Vec<Socket> = sockets.iter().filter_map(|s| s.try_clone().ok()).collect();
     std::sync::Arc::new(move || {
         for s in &clones {
@@ -260,7 +274,7 @@ mod tests {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let token = crate::protocol::new_token();
         let agent_net = AgentNet::new(ip, ip, token, Default::default(), BTreeMap::new());
-        let listener = listen(ip, 16, &|_| Ok(())).unwrap();
+        let listener = listen(Proto::TCP, ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let client = move |token| ClientNet {
             agent_ip: ip,
@@ -271,10 +285,11 @@ mod tests {
             same_kernel: true,
         };
         // A wrong token, garbage, a silent connection, then the real one.
-        let _wrong = connect_stream(&client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
+        let _wrong = connect_stream(Proto::TCP, &client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
         let mut junk = std::net::TcpStream::connect((ip, port)).unwrap();
         junk.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-        let good = std::thread::spawn(move || connect_stream(&client(token), port, 1, &|_| Ok(())).unwrap());
+        let good =
+            std::thread::spawn(move || connect_stream(Proto::TCP, &client(token), port, 1, &|_| Ok(())).unwrap());
         let refused_before = refused_data_connections();
         let accepted = accept_streams(&listener, &agent_net, &[1], Instant::now() + Duration::from_secs(5)).unwrap();
         assert_eq!(accepted.keys().copied().collect::<Vec<_>>(), vec![1]);
@@ -309,7 +324,7 @@ mod tests {
             "a link's client is admitted only once proven"
         );
         agent_net.proven.record(vec![ip("127.0.0.2")]).unwrap();
-        let listener = listen(agent_net.local_ip, 16, &|_| Ok(())).unwrap();
+        let listener = listen(Proto::TCP, agent_net.local_ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let client = move |bind: &str, agent: &str| ClientNet {
             agent_ip: ip(agent),
@@ -321,10 +336,10 @@ mod tests {
         };
         // An address nobody announced, the right client to the wrong agent
         // address, then the link itself.
-        let _stranger = connect_stream(&client("127.0.0.4", "127.0.0.3"), port, 1, &|_| Ok(())).unwrap();
-        let _astray = connect_stream(&client("127.0.0.2", "127.0.0.5"), port, 1, &|_| Ok(())).unwrap();
+        let _stranger = connect_stream(Proto::TCP, &client("127.0.0.4", "127.0.0.3"), port, 1, &|_| Ok(())).unwrap();
+        let _astray = connect_stream(Proto::TCP, &client("127.0.0.2", "127.0.0.5"), port, 1, &|_| Ok(())).unwrap();
         let good = std::thread::spawn(move || {
-            connect_stream(&client("127.0.0.2", "127.0.0.3"), port, 1, &|_| Ok(())).unwrap()
+            connect_stream(Proto::TCP, &client("127.0.0.2", "127.0.0.3"), port, 1, &|_| Ok(())).unwrap()
         });
         let refused_before = refused_data_connections();
         let accepted = accept_streams(&listener, &agent_net, &[1], Instant::now() + Duration::from_secs(5)).unwrap();
@@ -364,7 +379,7 @@ mod tests {
     fn missing_connections_time_out_with_a_count() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let net = AgentNet::new(ip, ip, [0; TOKEN_LEN], Default::default(), BTreeMap::new());
-        let listener = listen(ip, 16, &|_| Ok(())).unwrap();
+        let listener = listen(Proto::TCP, ip, 16, &|_| Ok(())).unwrap();
         let err = accept_streams(&listener, &net, &[1, 2], Instant::now() + Duration::from_millis(100)).unwrap_err();
         assert!(err.to_string().contains("0 of 2"), "{err}");
     }

@@ -1,4 +1,4 @@
-//! UDP sockets for the datagram workloads (Linux): binding, the
+//! UDP, the datagram transport (Linux): binding, the
 //! registration handshake that admits only the control peer with the
 //! session token, UDP GSO/GRO socket options, batched sendmmsg/recvmmsg
 //! and the per-socket drop counter from /proc/net/udp.
@@ -9,16 +9,48 @@
 //! `connect()`s the socket to that source, so the kernel filters every
 //! other sender from then on.
 
+pub mod wire;
+
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::data_conn::{apply_buffers, check_destination};
-use super::udp_wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind, REGISTER_LEN};
-use super::{AgentNet, ClientNet, SideOptions, WorkloadError};
+use super::admission::{apply_buffers, check_destination};
+use super::{Delivery, Transport};
+use crate::linerate::Stack;
 use crate::protocol::TOKEN_LEN;
+use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
+use wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind, REGISTER_LEN};
+
+/// UDP.
+pub struct Udp;
+
+impl Transport for Udp {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn label(&self) -> &'static str {
+        "UDP"
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Datagram
+    }
+
+    fn socket(&self) -> (Type, Protocol) {
+        (Type::DGRAM, Protocol::UDP)
+    }
+
+    fn stack(&self, ipv6: bool) -> Stack {
+        match ipv6 {
+            false => Stack::Udp4,
+            true => Stack::Udp6,
+        }
+    }
+}
 
 /// Socket option numbers (include/uapi/linux/udp.h, asm-generic/socket.h).
 const UDP_SEGMENT: libc::c_int = 103;

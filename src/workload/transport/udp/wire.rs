@@ -109,7 +109,7 @@ pub fn check_register(buf: &[u8], token: &[u8; TOKEN_LEN]) -> Option<u32> {
     let h = DatagramHeader::read(buf)?;
     (h.kind == Kind::Register
         && buf.len() == REGISTER_LEN
-        && super::data_conn::token_matches(&buf[HEADER_LEN..], token))
+        && crate::workload::transport::admission::token_matches(&buf[HEADER_LEN..], token))
     .then_some(h.stream_id)
 }
 

@@ -1,0 +1,180 @@
+//! Transports: what a workload's messages travel over. A test is a
+//! workload crossed with a transport (neper's shape): `rr` over TCP and
+//! `rr` over UDP differ by the transport they were handed, not by code of
+//! their own.
+//!
+//! A transport is one file (or folder) here and one line in
+//! [`REGISTRY`]. It declares how it delivers ([`Delivery`]: an ordered
+//! byte stream over a connection, or datagrams), the sockets it opens,
+//! whether this host can use it, and the framing the line-rate model
+//! charges its messages. The shared parts sit beside it:
+//! - [`admission`]: the data connections of every connection transport (a
+//!   listener that admits only the control peer presenting the session
+//!   token, the client's connect that presents it);
+//! - [`tcp`]: the hot loops of a kernel byte stream (copying, `sendfile`,
+//!   `MSG_ZEROCOPY`, discarding receive), which every kernel stream
+//!   transport runs;
+//! - [`mptcp`]: Multipath TCP, a stream transport over several paths;
+//! - [`udp`]: datagram sockets, their registration handshake, GSO/GRO and
+//!   batched system calls, and the datagram header ([`udp::wire`]).
+//!
+//! Workloads branch on [`Delivery`], never on a transport's name, so a new
+//! stream transport runs under every workload that runs over TCP.
+//! Specs and JSON name a transport by [`Transport::name`] (`"tcp"`,
+//! `"udp"`), the strings they always held; `"mptcp"` is new.
+
+pub mod admission;
+pub mod mptcp;
+pub mod tcp;
+pub mod udp;
+
+use std::fmt;
+
+use socket2::{Protocol, Type};
+
+use crate::linerate::Stack;
+
+/// How a transport carries a workload's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// An ordered, reliable byte stream over a connection: messages are
+    /// cut and joined as the stream likes, nothing is lost.
+    Stream,
+    /// Datagrams: each message travels alone and may be lost, reordered
+    /// or duplicated; at most [`udp::wire::MAX_DATAGRAM_BYTES`] each.
+    Datagram,
+}
+
+/// One transport: its name and what the workloads need to know to run
+/// over it.
+pub trait Transport: Sync + 'static {
+    /// The name on the command line, in specs and in JSON: `tcp`.
+    fn name(&self) -> &'static str;
+    /// How it reads in a case and in text: `TCP`.
+    fn label(&self) -> &'static str;
+    /// A stream or datagrams.
+    fn delivery(&self) -> Delivery;
+    /// The socket type and protocol of its data sockets.
+    fn socket(&self) -> (Type, Protocol);
+    /// Whether this host can open its sockets; the error says what to
+    /// enable. Checked by the client before a test and by the agent
+    /// before it accepts one.
+    fn available(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// The headers the line-rate model charges each of its packets.
+    fn stack(&self, ipv6: bool) -> Stack;
+}
+
+/// A registered transport, as specs hold it: compared, printed and
+/// (de)serialized by its name.
+#[derive(Clone, Copy)]
+pub struct Proto(&'static dyn Transport);
+
+/// Every transport, in the order help lists them.
+pub static REGISTRY: [Proto; 3] = [Proto::TCP, Proto::UDP, Proto::MPTCP];
+
+impl Proto {
+    pub const TCP: Proto = Proto(&tcp::Tcp);
+    pub const UDP: Proto = Proto(&udp::Udp);
+    pub const MPTCP: Proto = Proto(&mptcp::Mptcp);
+
+    /// The transport named `name`, or what names there are.
+    pub fn by_name(name: &str) -> Result<Proto, String> {
+        REGISTRY.iter().find(|p| p.name() == name).copied().ok_or_else(|| {
+            let names: Vec<&str> = REGISTRY.iter().map(|p| p.name()).collect();
+            format!("unknown transport '{name}' (known: {})", names.join(", "))
+        })
+    }
+
+    /// Whether messages travel as datagrams.
+    pub fn is_datagram(self) -> bool {
+        self.delivery() == Delivery::Datagram
+    }
+}
+
+impl Default for Proto {
+    fn default() -> Proto {
+        Proto::TCP
+    }
+}
+
+impl std::ops::Deref for Proto {
+    type Target = dyn Transport;
+    fn deref(&self) -> &(dyn Transport + 'static) {
+        self.0
+    }
+}
+
+impl PartialEq for Proto {
+    fn eq(&self, other: &Proto) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Proto {}
+
+impl fmt::Debug for Proto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Proto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for Proto {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Proto {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Proto, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Proto::by_name(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `--proto NAME` on the command line lists the registered transports.
+impl clap::ValueEnum for Proto {
+    fn value_variants<'a>() -> &'a [Proto] {
+        &REGISTRY
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_round_trip_through_json() {
+        for (i, p) in REGISTRY.iter().enumerate() {
+            assert!(REGISTRY[..i].iter().all(|q| q.name() != p.name()), "{p} twice");
+            let json = serde_json::to_string(p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.name()));
+            assert_eq!(serde_json::from_str::<Proto>(&json).unwrap(), *p);
+            assert_eq!(Proto::by_name(p.name()).unwrap(), *p);
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_known_ones() {
+        let err = serde_json::from_str::<Proto>("\"sctp\"").unwrap_err().to_string();
+        assert!(err.contains("unknown transport 'sctp' (known: tcp, udp"), "{err}");
+    }
+
+    #[test]
+    fn the_framing_follows_the_delivery() {
+        assert_eq!(Proto::TCP.stack(false), Stack::Tcp4Ts);
+        assert_eq!(Proto::UDP.stack(true), Stack::Udp6);
+        assert!(Proto::UDP.is_datagram() && !Proto::TCP.is_datagram() && !Proto::MPTCP.is_datagram());
+    }
+}
