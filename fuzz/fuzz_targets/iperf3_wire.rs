@@ -13,10 +13,11 @@ use nicbench::protocol::limits::TestLimits;
 use nicbench::iperf3::server::spec_of;
 use nicbench::iperf3::streams::peer_report;
 use nicbench::iperf3::wire::{
-    decode_object, read_json, Cookie, Params, Results, State, Transport, UdpHeader, COOKIE_LEN, MAX_PARAMS_JSON,
+    decode_object, read_json, Cookie, Params, Results, State, UdpHeader, COOKIE_LEN, MAX_PARAMS_JSON,
     MAX_RESULTS_JSON, MAX_STREAMS,
 };
 use nicbench::model::{Party, Role};
+use nicbench::workload::transport::Proto;
 use serde_json::{Map, Value};
 
 fuzz_target!(|data: &[u8]| {
@@ -60,7 +61,7 @@ fn inspect(map: &Map<String, Value>) {
         }
     }
     if let Ok(results) = Results::from_json(map) {
-        for transport in [Transport::Tcp, Transport::Udp] {
+        for transport in [Proto::TCP, Proto::UDP] {
             let streams: Vec<(u32, i64, Role)> = results
                 .streams
                 .iter()
