@@ -419,7 +419,11 @@ pub fn findings(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec
     all.extend(throttled(trial));
     all.extend(starved(trial, kind, shared));
     all.extend(cpu_bound(trial, kind, shared));
-    all.extend(link_bound(trial));
+    // An end short of CPU makes the rate, and the bursts it lets through
+    // when it runs can still fill a router's queue: below 90% of the line
+    // rate the shaper's drops then do not make the link the limit.
+    let an_end_short_of_cpu = all.iter().any(|f| f.class == Class::Cpu && f.strong);
+    all.extend(link_bound(trial, an_end_short_of_cpu));
     all.extend(kind.findings(trial).into_iter().map(|v| workload_finding(trial, v)));
     // The workload's own loss figures are the test's: the host's speak
     // only when the workload has none.
@@ -573,7 +577,7 @@ fn starved(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Find
         .collect()
 }
 
-fn link_bound(trial: &TrialResult) -> Option<Finding> {
+fn link_bound(trial: &TrialResult, an_end_short_of_cpu: bool) -> Option<Finding> {
     let share = trial.line_rate.as_ref()?;
     if share.percent_of_theoretical_goodput > MODEL_EXCEEDED_PERCENT {
         return Some(Finding::new(
@@ -589,7 +593,12 @@ fn link_bound(trial: &TrialResult) -> Option<Finding> {
             ),
         ));
     }
-    (share.percent_of_theoretical_goodput >= LINK_BOUND_PERCENT).then(|| {
+    if share.percent_of_theoretical_goodput < LINK_BOUND_PERCENT {
+        return (!an_end_short_of_cpu)
+            .then(|| held_by_the_shaper(trial, share))
+            .flatten();
+    }
+    Some({
         let above = share
             .above_model
             .as_ref()
@@ -610,6 +619,44 @@ fn link_bound(trial: &TrialResult) -> Option<Finding> {
         )
     })
 }
+
+/// Below [`LINK_BOUND_PERCENT`], the path's shaper is still the limit when
+/// it was read over the trial and its queue overflowed: more was offered to
+/// the link than it carried. A tbf that dequeues late (its host's CPU busy
+/// with other work) loses the tokens its bucket cannot hold and passes less
+/// than its rate; the link held the traffic back all the same. A link that
+/// carried less than half its rate is not called the limit on its drops,
+/// nor one beside an end short of CPU (the caller's judgment).
+fn held_by_the_shaper(trial: &TrialResult, share: &LineRateShare) -> Option<Finding> {
+    let shaper = trial.path_shaper.as_ref()?;
+    let is_the_line_rate =
+        share.link_speed_source == "lab" && share.shaper_name.as_deref() == Some(shaper.name.as_str());
+    if !is_the_line_rate || shaper.dropped_packets == 0 || share.percent_of_theoretical_goodput < LINK_HELD_PERCENT {
+        return None;
+    }
+    Some(Finding::new(
+        "link_bound",
+        Class::Link,
+        None,
+        Some("path"),
+        format!(
+            "link-bound: {} dropped {} packets at its full queue and held packets back {} times, \
+             more was offered than it carried; it delivered {:.1}% of line rate ({} of {} theoretical \
+             goodput on a {} link): a shaper that dequeues late, its host's CPU busy, passes less than its rate",
+            shaper.name,
+            shaper.dropped_packets,
+            shaper.overlimits,
+            share.percent_of_theoretical_goodput,
+            Rate(share.measured_bits_per_second),
+            Rate(share.theoretical_goodput_bits_per_second),
+            Rate(share.link_bits_per_second as f64)
+        ),
+    ))
+}
+
+/// Below this share of the line rate a shaper's drops do not make the link
+/// the limit: something else kept the traffic well below what it carries.
+pub const LINK_HELD_PERCENT: f64 = 50.0;
 
 /// Bytes per packet allowed for headers (Ethernet, IP with options, TCP
 /// with timestamps and SACK) when an interface's bytes are set against

@@ -89,6 +89,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
         overlapped_tests: 0,
         interruption: None,
         links: None,
+        path_shaper: None,
     }
 }
 
@@ -1159,4 +1160,122 @@ fn a_sender_that_reached_its_offer_is_not_the_cause_beside_a_starved_receiver() 
     udp.offered_bits_per_second = None;
     t.sum.extras.set(crate::workload::udp::result::KEY, &udp);
     assert_eq!(judge(&t, &UdpResults, true).side.as_deref(), Some("both"));
+}
+
+/// The lab router's tbf at 100 Mbit/s as `annotate_path` counts it.
+fn lab_shaper() -> Link {
+    Link {
+        bits_per_second: 100_000_000,
+        source: "lab",
+        framing: Framing::Qdisc {
+            overhead_bytes: 0,
+            mpu_bytes: 0,
+            atm: false,
+        },
+        burst_bytes: Some(50_000),
+        shaper_name: Some("lab router t-r eth2".into()),
+    }
+}
+
+fn shaper_counters(dropped_packets: u64) -> crate::model::PathShaperCounters {
+    crate::model::PathShaperCounters {
+        name: "lab router t-r eth2".into(),
+        bits_per_second: 100_000_000,
+        sent_bytes: 32_000_000,
+        sent_packets: 21_000,
+        dropped_packets,
+        overlimits: 9_000,
+    }
+}
+
+#[test]
+fn a_shaper_whose_queue_overflowed_is_the_link_below_ninety_percent() {
+    // CI's case: a busy 2-core runner's router passed 84.3 Mbit/s through its
+    // 100 Mbit/s tbf (87% of line rate); the sender retransmitted what the
+    // tbf dropped. The rate alone said "retransmitting"; the tbf's counters
+    // say the link held the traffic back.
+    let mut t = tcp_trial(84.26e6, 1500, 3.0);
+    t.counters.client.as_mut().unwrap().tcp = Some(TcpCounters {
+        out_segments: 21_000,
+        retransmitted_segments: 441,
+        retransmitted_percent: Some(2.1),
+    });
+    quiet_interface(&mut t, Party::Client);
+    t.line_rate = line_rate_share(&t, &Throughput, &lab_shaper(), 1500, false, 131072, 1.0);
+    let percent = t.line_rate.as_ref().unwrap().percent_of_theoretical_goodput;
+    assert!(percent < LINK_BOUND_PERCENT && percent > 80.0, "{percent}");
+    assert_eq!(
+        judge(&t, &Throughput, false).kind,
+        "retransmitting",
+        "without the shaper's counters"
+    );
+
+    t.path_shaper = Some(shaper_counters(57));
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("link_bound", Some("path")),
+        "{}",
+        v.summary
+    );
+    assert!(
+        v.summary
+            .contains("lab router t-r eth2 dropped 57 packets at its full queue"),
+        "{}",
+        v.summary
+    );
+    // The retransmissions and the rate below the link are its consequences.
+    for kind in ["retransmitting", "below_line_rate"] {
+        let e = v
+            .evidence
+            .iter()
+            .find(|e| e.kind == kind)
+            .unwrap_or_else(|| panic!("{kind}: {v:?}"));
+        assert_eq!(
+            (e.role.as_str(), e.explained_by),
+            ("consequence", Some(0)),
+            "{kind}: {v:?}"
+        );
+    }
+
+    // A shaper that dropped nothing was not full: the rate decides.
+    t.path_shaper = Some(shaper_counters(0));
+    assert_eq!(judge(&t, &Throughput, false).kind, "retransmitting");
+    // Another shaper than the one the line rate is: not this link's.
+    t.path_shaper = Some(crate::model::PathShaperCounters {
+        name: "lab router t-r eth1".into(),
+        ..shaper_counters(57)
+    });
+    assert_eq!(judge(&t, &Throughput, false).kind, "retransmitting");
+}
+
+#[test]
+fn a_shaper_that_dropped_while_the_rate_stayed_far_below_it_is_not_the_limit() {
+    let mut t = tcp_trial(40e6, 1500, 3.0);
+    t.line_rate = line_rate_share(&t, &Throughput, &lab_shaper(), 1500, false, 131072, 1.0);
+    t.path_shaper = Some(shaper_counters(3));
+    let v = judge(&t, &Throughput, false);
+    assert_ne!(v.kind, "link_bound", "{}", v.summary);
+}
+
+#[test]
+fn a_receiver_short_of_cpu_makes_the_rate_though_the_shaper_dropped() {
+    // CI's case: tcp onto a receiver held to 2% of a core through a 1 Gbit/s
+    // router: 694.8 Mbit/s (72.6%); the receiver's reads let bursts through
+    // that overflowed the router's queue (250 drops). The receiver is the
+    // cause; the shaper's drops do not make the link the limit. (Here at
+    // 87% of a 100 Mbit/s shaper, where the drops alone name the link.)
+    let mut t = tcp_trial(84.26e6, 1500, 3.0);
+    t.line_rate = line_rate_share(&t, &Throughput, &lab_shaper(), 1500, false, 131072, 1.0);
+    t.path_shaper = Some(shaper_counters(250));
+    assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
+    starve(&mut t, Party::Agent, 3.0, 0.06, 3.1);
+    let v = judge(&t, &Throughput, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("cpu_starved", Some("receiver")),
+        "{}",
+        v.summary
+    );
+    assert!(v.evidence.iter().all(|e| e.kind != "link_bound"), "{v:?}");
 }

@@ -119,6 +119,27 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
     Err(error).with_context(|| format!("running {:?} in host {} of lab '{}'", program, args.host, args.name))
 }
 
+/// The router link that carries the busier direction of `run` on `path`:
+/// its egress toward that direction's receiver.
+fn busier_link<'p>(path: &'p crate::lab_env::LabPath, run: &crate::model::RunResult) -> &'p crate::lab_env::RouterLink {
+    let rate = |f: &Option<crate::model::FlowTotal>| f.as_ref().map_or(0.0, |f| f.receiver.bits_per_second);
+    let sum = &run.result.sum;
+    if rate(&sum.agent_to_client) > rate(&sum.client_to_agent) {
+        &path.toward_me
+    } else {
+        &path.toward_peer
+    }
+}
+
+/// How a router link is named in results: `lab router demo-r eth1`.
+fn shaper_name(path: &crate::lab_env::LabPath, link: &crate::lab_env::RouterLink) -> String {
+    let router = match spec::parse_netns_name(&path.router_netns) {
+        Some((lab, host)) => lab::uts_hostname(lab, host),
+        None => path.router_netns.clone(),
+    };
+    format!("lab router {router} {}", link.iface)
+}
+
 /// The lab router's shaper on the path to the agent of `run`, from what
 /// `lab exec` put in this process's environment: its egress toward the
 /// receiver of the busier direction. None outside a lab, without a router
@@ -126,23 +147,85 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
 pub fn router_shaper(run: &crate::model::RunResult) -> Option<crate::verdict::PathShaper> {
     let agent: std::net::SocketAddr = run.agent.address.parse().ok()?;
     let path = crate::lab_env::path_from_here(agent.ip())?;
-    let rate = |f: &Option<crate::model::FlowTotal>| f.as_ref().map_or(0.0, |f| f.receiver.bits_per_second);
-    let sum = &run.result.sum;
-    let link = if rate(&sum.agent_to_client) > rate(&sum.client_to_agent) {
-        &path.toward_me
-    } else {
-        &path.toward_peer
-    };
+    let link = busier_link(&path, run);
     let bits_per_second = link.rate_bits_per_second?;
-    let router = match spec::parse_netns_name(&path.router_netns) {
-        Some((lab, host)) => lab::uts_hostname(lab, host),
-        None => path.router_netns.clone(),
-    };
     Some(crate::verdict::PathShaper {
-        name: format!("lab router {router} {}", link.iface),
+        name: shaper_name(&path, link),
         bits_per_second,
         burst_bytes: Some(spec::tbf_sizes(bits_per_second, link.mtu, None).burst_bytes),
     })
+}
+
+/// The lab router's shapers on the path to an agent, read around one trial:
+/// what the shaper on the busier direction did is how the verdict tells a
+/// link that held the traffic back from one that merely was not reached.
+pub struct ShaperWatch {
+    path: crate::lab_env::LabPath,
+    /// The counters of the egress toward this host and toward the agent.
+    before: [Option<crate::probe::qdisc::Counters>; 2],
+}
+
+impl ShaperWatch {
+    /// Reads the router's shapers before a trial against `agent`; None
+    /// outside a lab, without a router on the path, or when neither egress
+    /// is shaped. A router that cannot be read is a warning, not a failure.
+    pub fn start(agent: &crate::session::Target) -> Option<ShaperWatch> {
+        std::env::var_os(crate::lab_env::LAB_VAR)?;
+        let addresses = std::net::ToSocketAddrs::to_socket_addrs(&(agent.host.as_str(), agent.port)).ok()?;
+        let path = addresses
+            .into_iter()
+            .find_map(|a| crate::lab_env::path_from_here(a.ip()))?;
+        if path.toward_me.rate_bits_per_second.is_none() && path.toward_peer.rate_bits_per_second.is_none() {
+            return None;
+        }
+        let before = Self::read(&path)?;
+        Some(ShaperWatch { path, before })
+    }
+
+    fn read(path: &crate::lab_env::LabPath) -> Option<[Option<crate::probe::qdisc::Counters>; 2]> {
+        let ifaces = [path.toward_me.iface.clone(), path.toward_peer.iface.clone()];
+        let read = || ifaces.map(|i| crate::probe::netns::ifindex_of(&i).and_then(crate::probe::qdisc::root_counters));
+        match crate::probe::netns::read_in(&path.router_netns, read) {
+            Ok(counters) => Some(counters),
+            Err(e) => {
+                log::warn!(
+                    "cannot read the shapers of lab router {} (network namespace {}): {e}; \
+                     the verdict judges the link from the rate alone",
+                    shaper_name(path, &path.toward_peer),
+                    path.router_netns
+                );
+                None
+            }
+        }
+    }
+
+    /// Reads the shapers again after the trial `run` and records what the
+    /// one on its busier direction did (when that one is shaped).
+    pub fn finish(self, run: &mut crate::model::RunResult) {
+        let link = busier_link(&self.path, run);
+        let Some(bits_per_second) = link.rate_bits_per_second else {
+            return;
+        };
+        let which = usize::from(std::ptr::eq(link, &self.path.toward_peer));
+        let Some(after) = Self::read(&self.path) else { return };
+        let (Some(before), Some(after)) = (self.before[which], after[which]) else {
+            return;
+        };
+        let Some(delta) = after.since(&before) else {
+            log::warn!(
+                "the lab router's shaper was replaced during the trial (lab set?): its counters are not the trial's"
+            );
+            return;
+        };
+        run.result.path_shaper = Some(crate::model::PathShaperCounters {
+            name: shaper_name(&self.path, link),
+            bits_per_second,
+            sent_bytes: delta.sent_bytes,
+            sent_packets: delta.sent_packets,
+            dropped_packets: delta.dropped_packets,
+            overlimits: delta.overlimits,
+        });
+    }
 }
 
 fn set(args: LabSetArgs) -> anyhow::Result<()> {

@@ -43,6 +43,7 @@ pub fn run_case_adjusted(
     let mut trial = |number: u32| {
         let busy_until = Instant::now() + BUSY_RETRY;
         loop {
+            let shaper = super::lab::ShaperWatch::start(target);
             let result = crate::session::run(
                 target,
                 spec,
@@ -60,6 +61,9 @@ pub fn run_case_adjusted(
                 }
                 other => {
                     return other.map(|mut run| {
+                        if let Some(shaper) = shaper {
+                            shaper.finish(&mut run);
+                        }
                         adjust(&mut run);
                         run
                     })

@@ -88,6 +88,29 @@ pub struct TrialResult {
     /// efficiency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub links: Option<super::multilink::MultilinkSummary>,
+    /// In a lab, what the router's shaper on the path did during the
+    /// trial: its counters after the trial less those before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_shaper: Option<PathShaperCounters>,
+}
+
+/// A shaper between the ends (a lab router's tbf toward the receiver of the
+/// busier direction) over one trial, warm-up included.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathShaperCounters {
+    /// Where it sits: `lab router demo-r eth1`.
+    pub name: String,
+    /// Its rate, as configured.
+    pub bits_per_second: u64,
+    /// What it let through: frames as it counts them (with their Ethernet
+    /// header), and their number.
+    pub sent_bytes: u64,
+    pub sent_packets: u64,
+    /// Packets that arrived to a full queue and were thrown away: the
+    /// traffic offered to the link was more than it carried.
+    pub dropped_packets: u64,
+    /// Times a packet waited for tokens: the link was holding traffic back.
+    pub overlimits: u64,
 }
 
 /// How a trial was cut short.
@@ -195,6 +218,7 @@ impl TrialResult {
             verdict: None,
             interruption: None,
             links: None,
+            path_shaper: None,
         })
     }
 }

@@ -13,6 +13,7 @@ pub mod ethtool;
 pub mod host;
 pub mod mptcp;
 pub mod mtu;
+pub mod netns;
 pub mod nic;
 pub mod qdisc;
 pub mod sched;

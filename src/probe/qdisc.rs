@@ -15,6 +15,8 @@ const NLM_F_DUMP: u16 = 0x300;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
 const TCA_STATS2: u16 = 7;
+/// In TCA_STATS2: `struct gnet_stats_basic` (bytes u64, packets u32).
+const TCA_STATS_BASIC: u16 = 1;
 /// In TCA_STATS2: `struct gnet_stats_queue`.
 const TCA_STATS_QUEUE: u16 = 3;
 const TCA_TBF_PARMS: u16 = 1;
@@ -74,6 +76,40 @@ pub struct Backlog {
 /// children's); None when the kernel does not say.
 pub fn root_backlog(ifindex: i32) -> Option<Backlog> {
     dump_root(ifindex, parse_backlog).flatten()
+}
+
+/// What a qdisc has done since it was created (`tc -s qdisc`'s "Sent
+/// 1514000 bytes 1000 pkt (dropped 3, overlimits 40 requeues 0)").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub sent_bytes: u64,
+    pub sent_packets: u64,
+    /// Packets it threw away: for a tbf, arrivals that found its queue full.
+    pub dropped_packets: u64,
+    /// Times it held a packet back: for a tbf, a dequeue that found too few
+    /// tokens in its bucket.
+    pub overlimits: u64,
+}
+
+impl Counters {
+    /// What happened between `earlier` and this reading; None when a
+    /// counter went backwards (the qdisc was replaced meanwhile, which
+    /// starts its counters again).
+    pub fn since(&self, earlier: &Counters) -> Option<Counters> {
+        Some(Counters {
+            sent_bytes: self.sent_bytes.checked_sub(earlier.sent_bytes)?,
+            sent_packets: self.sent_packets.checked_sub(earlier.sent_packets)?,
+            dropped_packets: self.dropped_packets.checked_sub(earlier.dropped_packets)?,
+            overlimits: self.overlimits.checked_sub(earlier.overlimits)?,
+        })
+    }
+}
+
+/// The counters of the root qdisc of interface `ifindex` in the calling
+/// thread's network namespace; None when the kernel does not say. The
+/// kernel's packet, drop and overlimit counters are 32 bits wide.
+pub fn root_counters(ifindex: i32) -> Option<Counters> {
+    dump_root(ifindex, parse_counters).flatten()
 }
 
 /// Dumps the qdiscs and reads the root one of `ifindex` with `parse`.
@@ -315,6 +351,30 @@ fn parse_backlog(attrs: &[u8]) -> Option<Backlog> {
     })
 }
 
+/// The counters in a qdisc's TCA_STATS2: TCA_STATS_BASIC (bytes u64,
+/// packets u32) and TCA_STATS_QUEUE (drops at offset 8, overlimits at 16).
+fn parse_counters(attrs: &[u8]) -> Option<Counters> {
+    let u32_at = |d: &[u8], i: usize| u64::from(u32::from_ne_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]));
+    let stats = attributes(attrs).into_iter().find(|(kind, _)| *kind == TCA_STATS2)?.1;
+    let parts = attributes(stats);
+    let basic = parts
+        .iter()
+        .find(|(kind, value)| *kind == TCA_STATS_BASIC && value.len() >= 12)?
+        .1;
+    let queue = parts
+        .iter()
+        .find(|(kind, value)| *kind == TCA_STATS_QUEUE && value.len() >= 20)?
+        .1;
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&basic[..8]);
+    Some(Counters {
+        sent_bytes: u64::from_ne_bytes(bytes),
+        sent_packets: u32_at(basic, 8),
+        dropped_packets: u32_at(queue, 8),
+        overlimits: u32_at(queue, 16),
+    })
+}
+
 fn parse_tbf(options: &[u8], qdisc: &mut Qdisc) {
     let u16_at = |d: &[u8], i: usize| u16::from_ne_bytes([d[i], d[i + 1]]);
     let u32_at = |d: &[u8], i: usize| u32::from_ne_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
@@ -414,6 +474,58 @@ mod tests {
             parse_dump_with(&message(3, TC_H_ROOT, "tbf"), 3, parse_backlog),
             Dump::More(Some(None))
         );
+    }
+
+    /// `tc -s`'s Sent/dropped/overlimits come from the basic and queue
+    /// parts of TCA_STATS2; a dump without both parts says nothing.
+    #[test]
+    fn the_counters_are_read_from_the_basic_and_queue_stats() {
+        let mut basic = 3_028_000u64.to_ne_bytes().to_vec();
+        basic.extend_from_slice(&2000u32.to_ne_bytes());
+        basic.extend_from_slice(&[0u8; 4]);
+        let mut queue = Vec::new();
+        for word in [8u32, 12_000, 17, 0, 4_321] {
+            queue.extend_from_slice(&word.to_ne_bytes());
+        }
+        let both = [attr(TCA_STATS_BASIC, &basic), attr(TCA_STATS_QUEUE, &queue)].concat();
+        let with = |stats: &[u8]| {
+            let mut m = message(3, TC_H_ROOT, "tbf");
+            m.extend(attr(TCA_STATS2 | 0x8000, stats));
+            let length = m.len() as u32;
+            m[0..4].copy_from_slice(&length.to_ne_bytes());
+            m
+        };
+        let read = Counters {
+            sent_bytes: 3_028_000,
+            sent_packets: 2000,
+            dropped_packets: 17,
+            overlimits: 4_321,
+        };
+        assert_eq!(
+            parse_dump_with(&with(&both), 3, parse_counters),
+            Dump::More(Some(Some(read)))
+        );
+        let queue_only = attr(TCA_STATS_QUEUE, &queue);
+        assert_eq!(
+            parse_dump_with(&with(&queue_only), 3, parse_counters),
+            Dump::More(Some(None))
+        );
+        let earlier = Counters {
+            sent_bytes: 28_000,
+            sent_packets: 1000,
+            dropped_packets: 7,
+            overlimits: 321,
+        };
+        assert_eq!(
+            read.since(&earlier),
+            Some(Counters {
+                sent_bytes: 3_000_000,
+                sent_packets: 1000,
+                dropped_packets: 10,
+                overlimits: 4_000,
+            })
+        );
+        assert_eq!(earlier.since(&read), None, "a replaced qdisc starts again");
     }
 
     #[test]

@@ -347,7 +347,11 @@ fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         return super::multilink::write_links(links, out);
     }
     if run.result.line_rate.is_some() {
-        return super::linerate::share_text(run.result.line_rate.as_ref(), out);
+        super::linerate::share_text(run.result.line_rate.as_ref(), out)?;
+        return match &run.result.path_shaper {
+            Some(shaper) => super::linerate::shaper_text(shaper, out),
+            None => Ok(()),
+        };
     }
     if !crate::workload::results_of(&run.workload).line_rate_applies() {
         return writeln!(

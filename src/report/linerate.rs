@@ -134,6 +134,22 @@ fn burst_words(share: &LineRateShare) -> Option<String> {
 
 /// The `Line rate:` lines of a result summary: the share, the model it was
 /// measured against, and why it reads above 100% when it does.
+/// What the path's shaper did over the trial, under the line rate:
+/// "  lab router t-r eth2 (100.00 Mbit/s) over the trial: sent 32.00 MB in
+/// 21000 packets, dropped 57 at its full queue, held packets back 9000 times".
+pub fn shaper_text(shaper: &crate::model::PathShaperCounters, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {} ({}) over the trial: sent {} in {} packets, dropped {} at its full queue, held packets back {} times",
+        terminal(&shaper.name),
+        Rate(shaper.bits_per_second as f64),
+        crate::units::Bytes(shaper.sent_bytes),
+        shaper.sent_packets,
+        shaper.dropped_packets,
+        shaper.overlimits
+    )
+}
+
 pub fn share_text(share: Option<&LineRateShare>, out: &mut dyn Write) -> io::Result<()> {
     let Some(l) = share else {
         return writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)");

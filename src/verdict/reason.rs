@@ -12,10 +12,12 @@
 //!   strong evidence, a files "link", the raw TCP rate it capped too), and
 //!   a rate below the link;
 //! - drops at a receiver explain the retransmissions of its sender;
-//! - a full link (90% of the line rate or more) explains the sender's
+//! - a full link (90% of the line rate or more, or a path shaper read over
+//!   the trial whose queue overflowed) explains the sender's
 //!   retransmissions and the datagrams lost on the path (a bottleneck
-//!   drops what exceeds it), and a sender held below its offer (a shaper
-//!   pushes back);
+//!   drops what exceeds it), a sender held below its offer (a shaper
+//!   pushes back), and a rate below the link (a shaper late to dequeue
+//!   passes less than its rate);
 //! - a sender below its offered rate explains a rate below the link.
 //!
 //! What nothing explains is a root. The verdict names one root, its chain
@@ -158,7 +160,11 @@ pub fn explains(a: &Finding, b: &Finding, workload_first: bool) -> bool {
             (b.party.is_some() && b.party == a.party) || (a.strong && b.kind.ends_with("_link"))
         }
         (Class::Drops { receiver }, Class::Retransmits { sender }) => receiver == sender.other(),
-        (Class::Link, Class::Retransmits { .. } | Class::PathLoss | Class::OfferShort { .. }) => true,
+        // A link found full below the line rate (its shaper dropped) is
+        // why the rate is below it.
+        (Class::Link, Class::Retransmits { .. } | Class::PathLoss | Class::OfferShort { .. } | Class::BelowLink) => {
+            true
+        }
         (Class::Link, Class::Workload) => !workload_first && b.kind.ends_with("_link"),
         (Class::OfferShort { .. }, Class::BelowLink) => true,
         _ => false,

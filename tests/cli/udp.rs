@@ -408,6 +408,16 @@ fn lab_bottleneck_shows_sender_rate_receiver_rate_and_the_loss() {
         lost_before_receiver > 0.0,
         "the router dropped most of it, not the receiving socket: {sum}"
     );
+    // The router's shaper, read over the trial, dropped what it could not
+    // carry, and carried (with headers) every byte the receiver got.
+    let shaper = &run["path_shaper"];
+    assert_eq!(shaper["name"], run["line_rate"]["shaper_name"], "{shaper}");
+    assert!(num(&shaper["dropped_packets"]) > 0.0, "{shaper}");
+    let received = num(&run["sum"]["receiver"]["bytes"]);
+    assert!(
+        num(&shaper["sent_bytes"]) >= received,
+        "{shaper} against {received} B received"
+    );
     // The verdict names the path, not the hosts: the shaped link is the
     // cause, the loss before the receiving socket its consequence.
     let verdict = &run["verdict"];

@@ -28,6 +28,38 @@ fn run_in_a(lab: &Lab, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON result")
 }
 
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The link named through a lab router, either way the rule allows: at 90%
+/// of the line rate or more, or below it when the router's shaper (the
+/// line rate) dropped packets at its full queue during the trial. A busy
+/// machine's router passes less than its rate (CI: 84.3 of 97.2 Mbit/s),
+/// but the same shaper is full: its counters are what the verdict rests on.
+fn assert_the_link_from_rate_or_shaper(what: &str, run: &Value) {
+    assert_eq!(verdict(what, run), ("link_bound".into(), "path".into()));
+    let (share, shaper) = (&run["line_rate"], &run["path_shaper"]);
+    eprintln!(
+        "{what}: {:.1}% of line rate, shaper {shaper}",
+        num(&share["percent_of_theoretical_goodput"])
+    );
+    assert_eq!(share["link_speed_source"], "lab", "{share}");
+    assert_eq!(shaper["name"], share["shaper_name"], "{shaper}");
+    assert_eq!(shaper["bits_per_second"], share["link_bits_per_second"], "{shaper}");
+    // The shaper counts every frame of the trial, warm-up and headers
+    // included: at least the payload the receiver counted.
+    let received = num(&run["sum"]["receiver"]["bytes"]);
+    assert!(
+        num(&shaper["sent_bytes"]) >= received,
+        "{shaper} against {received} B received"
+    );
+    assert!(
+        num(&share["percent_of_theoretical_goodput"]) >= 90.0 || num(&shaper["dropped_packets"]) > 0.0,
+        "{what}: link_bound below 90% without the shaper's drops: {share} {shaper}"
+    );
+}
+
 /// The verdict's kind and side, printed for the log.
 fn verdict(what: &str, run: &Value) -> (String, String) {
     let v = &run["verdict"];
@@ -79,46 +111,19 @@ fn a_router_slower_than_both_ends_is_the_link() {
     require_lab!();
     let lab = lab(|b| b.via_router().rate(100_000_000));
     let run = run_in_a(&lab, &["tcp", "b", "-t", "3", "-O", "1"]);
-    assert_eq!(
-        verdict("tcp through 100 Mbit/s", &run),
-        ("link_bound".into(), "path".into())
-    );
+    assert_the_link_from_rate_or_shaper("tcp through 100 Mbit/s", &run);
     // UDP offered above the router's rate: the link, and the datagrams the
     // router dropped as its consequence. Twice the rate, not more: every
-    // datagram offered costs the router's softirq, and a flood of three
-    // times the rate on a loaded 2-core machine passed 89% of the rate.
+    // datagram offered costs the router's softirq.
     let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-O", "1", "-b", "200M"]);
+    assert_the_link_from_rate_or_shaper("udp 200M into 100 Mbit/s", &run);
     let evidence = run["verdict"]["evidence"].as_array().unwrap();
     let loss = evidence
         .iter()
         .find(|e| e["kind"] == "path_loss")
         .expect("path loss in the evidence");
-    match verdict("udp 200M into 100 Mbit/s", &run) {
-        (kind, side) if kind == "link_bound" => {
-            assert_eq!(side, "path");
-            assert_eq!(loss["role"], "consequence", "{loss}");
-            assert_eq!(loss["explained_by"], 0, "{loss}");
-        }
-        // A router that forwarded below its rate (a fresh clone's loaded
-        // suite: 86.1 of 97.1 Mbit/s): the loss before the receiving
-        // socket, with the rate below the line, names the path and nothing
-        // else.
-        (kind, side) if kind == "path_loss" => {
-            assert_eq!(side, "path");
-            let below = evidence
-                .iter()
-                .find(|e| e["kind"] == "below_line_rate")
-                .expect("the rate below the line in the evidence");
-            assert_eq!(below["side"], "path", "{below}");
-            assert!(
-                evidence
-                    .iter()
-                    .all(|e| !CPU_KINDS.contains(&e["kind"].as_str().unwrap_or(""))),
-                "{evidence:?}"
-            );
-        }
-        other => panic!("udp 200M into 100 Mbit/s read {other:?}"),
-    }
+    assert_eq!(loss["role"], "consequence", "{loss}");
+    assert_eq!(loss["explained_by"], 0, "{loss}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ use super::probes::Clock;
 use super::{LoadedParams, PhaseName};
 use crate::model::{Flow, Party};
 use crate::probe::cpu::{cpu_report, CpuSampler, CpuSnapshot, ProcStat};
+use crate::probe::netns::{self, ifindex_of};
 use crate::probe::qdisc;
 
 /// One sample of an end's queues: at (µs from the start), the mean
@@ -264,17 +265,10 @@ impl Egress {
     }
 }
 
-fn ifindex_of(name: &str) -> Option<i32> {
-    let name = std::ffi::CString::new(name).ok()?;
-    // SAFETY: a NUL-terminated name; the call only reads it.
-    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    (index > 0).then_some(index as i32)
-}
-
 /// Enters the router's network namespace on this thread (it is the
 /// sampler's own, ended with the test) and samples its two queues.
 fn sample_router(router: &Router, clock: &Clock) -> Vec<RouterSample> {
-    if let Err(e) = enter_netns(&router.netns) {
+    if let Err(e) = netns::enter(&router.netns) {
         log::warn!(
             "cannot read the queues of router {} (network namespace {}): {e}",
             router.name,
@@ -291,22 +285,6 @@ fn sample_router(router: &Router, clock: &Clock) -> Vec<RouterSample> {
         samples.push(RouterSample(clock.micros(now), backlog(client), backlog(agent)));
     }
     samples
-}
-
-/// Moves the calling thread into the network namespace `/run/netns/NAME`.
-fn enter_netns(name: &str) -> std::io::Result<()> {
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("'{name}' is not a network namespace name"),
-        ));
-    }
-    let file = std::fs::File::open(PathBuf::from("/run/netns").join(name))?;
-    // SAFETY: setns on an open namespace file; affects this thread only.
-    match unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
 }
 
 /// The kernel's TCP_INFO of a socket, as the kernel lays it out.
