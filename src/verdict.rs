@@ -216,6 +216,13 @@ pub fn annotate_path(
             trial.verdict = Some(v);
             return;
         }
+        // One MPTCP stream over several paths: one link's rate is no line
+        // rate for it (the links' sum is not modelled).
+        if crate::workload::transport::mptcp::paths(trial) > 1 {
+            trial.line_rate = None;
+            trial.verdict = Some(judge(trial, kind, shared));
+            return;
+        }
         trial.line_rate = link
             .as_ref()
             .and_then(|link| line_rate_share(trial, kind, link, mtu, ipv6, message_bytes, omit_seconds));

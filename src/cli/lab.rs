@@ -103,6 +103,11 @@ pub struct LabUpArgs {
     /// `a=25%`. Repeatable.
     #[arg(long, value_name = "HOST=PERCENT", value_parser = cpu_limit)]
     pub cpu_limit: Vec<CpuLimit>,
+    /// Multipath TCP on every host: a subflow per extra link allowed, and
+    /// each extra link's address announced (`ip mptcp endpoint ... signal`),
+    /// so `tcp --mptcp` opens one subflow per link. Needs --links 2 or more.
+    #[arg(long)]
+    pub mptcp: bool,
     /// Do not start agents.
     #[arg(long)]
     pub no_agents: bool,

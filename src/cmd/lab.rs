@@ -56,6 +56,7 @@ fn up(args: LabUpArgs) -> anyhow::Result<()> {
         rate: args.rate,
         queue: args.queue,
         cpu_limits: args.cpu_limit,
+        mptcp: args.mptcp,
         agent_port: (!args.no_agents).then_some(args.agent_port),
     };
     let program = std::env::current_exe().context("finding the nicbench executable for the agents")?;
@@ -441,9 +442,25 @@ pub fn render_status(state: &LabState) -> String {
         let cpu = h
             .cpu_limit_percent
             .map_or(String::new(), |p| format!(", CPU limit {p}% of one core"));
+        let endpoints = state.mptcp_endpoints(&h.name);
+        let mptcp = match (state.mptcp && !h.router, endpoints.is_empty()) {
+            (false, _) => String::new(),
+            (true, true) => ", MPTCP: no extra link to announce".into(),
+            (true, false) => {
+                let announced: Vec<String> = endpoints
+                    .iter()
+                    .map(|(a, i)| format!("{a} ({})", terminal(i)))
+                    .collect();
+                format!(
+                    ", MPTCP: announces {}; {} subflow(s) and accepted address(es) allowed",
+                    announced.join(", "),
+                    endpoints.len()
+                )
+            }
+        };
         let _ = writeln!(
             out,
-            "  {:<2} netns {}, {}{cpu}",
+            "  {:<2} netns {}, {}{cpu}{mptcp}",
             terminal(&h.name),
             terminal(&h.netns),
             terminal(&agent_text(state, h))

@@ -82,6 +82,12 @@ pub fn up(spec: &LabSpec, agents: Option<&AgentLaunch>) -> Result<(LabState, Vec
         .iter()
         .any(|l| l.ends.iter().any(|e| e.rate_bits_per_second.is_some()));
     sys::preflight(needs_tc)?;
+    if state.mptcp {
+        crate::probe::mptcp::availability().map_err(|e| LabError::Missing {
+            what: "Multipath TCP for --mptcp".into(),
+            how: e.to_string(),
+        })?;
+    }
     let controller = match state.hosts.iter().any(|h| h.cpu_limit_percent.is_some()) {
         true => Some(CpuController::detect()?),
         false => None,
@@ -163,6 +169,9 @@ fn build(
             }
         }
     }
+    for host in state.hosts.iter().filter(|h| !h.router) {
+        set_mptcp(state, &host.name, &host.netns)?;
+    }
     if let (Some(launch), Some(port)) = (agents, state.agent_port) {
         for i in 0..state.hosts.len() {
             let child = start_agent(state, &state.hosts[i].name.clone(), launch, port)?;
@@ -173,6 +182,36 @@ fn build(
     }
     state.complete = true;
     state.save()
+}
+
+/// `--mptcp`: the path manager of `host` allows a subflow and an accepted
+/// address per extra link, and announces each extra link's address, so a
+/// connection between two hosts opens one subflow per link (the client
+/// joins each address the agent announces, from its own address on that
+/// link, as the routes choose).
+fn set_mptcp(state: &LabState, host: &str, netns: &str) -> Result<(), LabError> {
+    if !state.mptcp {
+        return Ok(());
+    }
+    let endpoints = state.mptcp_endpoints(host);
+    let extra = endpoints.len().to_string();
+    sys::ip_in(
+        netns,
+        &[
+            "mptcp",
+            "limits",
+            "set",
+            "subflows",
+            &extra,
+            "add_addr_accepted",
+            &extra,
+        ],
+    )?;
+    for (address, ifname) in &endpoints {
+        let address = address.to_string();
+        sys::ip_in(netns, &["mptcp", "endpoint", "add", &address, "dev", ifname, "signal"])?;
+    }
+    Ok(())
 }
 
 fn write_hosts_file(netns: &str, contents: &str) -> Result<(), LabError> {

@@ -77,6 +77,7 @@ mod tests {
             rate: rate.iter().map(|r| parse_rate_setting(r).unwrap()).collect(),
             queue: queue.iter().map(|q| parse_queue_setting(q).unwrap()).collect(),
             cpu_limits: vec![],
+            mptcp: false,
             agent_port: Some(5310),
         })
         .unwrap()

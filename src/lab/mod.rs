@@ -191,6 +191,12 @@ impl LabBuilder {
         self
     }
     /// No agents.
+    /// Multipath TCP endpoints and limits on every host (`lab up --mptcp`).
+    pub fn mptcp(mut self) -> Self {
+        self.spec.mptcp = true;
+        self
+    }
+
     pub fn no_agents(mut self) -> Self {
         self.spec.agent_port = None;
         self
@@ -252,6 +258,7 @@ impl Lab {
                 rate: Vec::new(),
                 queue: Vec::new(),
                 cpu_limits: Vec::new(),
+                mptcp: false,
                 agent_port: Some(crate::protocol::DEFAULT_PORT),
             },
             agent_program: None,

@@ -79,6 +79,10 @@ pub struct LabSpec {
     /// Router queue lengths, applied after the rates.
     pub queue: Vec<QueueSetting>,
     pub cpu_limits: Vec<CpuLimit>,
+    /// Multipath TCP path management on every host: limits for a subflow
+    /// per extra link, and each extra link's address announced (`ip mptcp
+    /// endpoint ... signal`), so a connection opens one subflow per link.
+    pub mptcp: bool,
     /// Control port of the agent in each host; None: no agents.
     pub agent_port: Option<u16>,
 }
@@ -331,7 +335,15 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
             LinkState { id, mtu: 1500, ends }
         })
         .collect();
+    if spec.mptcp && spec.links < 2 {
+        return Err(invalid(
+            "--mptcp",
+            "--links 1",
+            "Multipath TCP needs two paths or more: add --links 2 (or 3, 4)",
+        ));
+    }
     let mut state = LabState::new(&spec.name, spec.topology, hosts, links, spec.agent_port);
+    state.mptcp = spec.mptcp;
     apply_mtu(&mut state, &spec.mtu)?;
     apply_rate(&mut state, &spec.rate)?;
     apply_queue(&mut state, &spec.queue)?;
@@ -594,8 +606,42 @@ mod tests {
             rate: vec![],
             queue: vec![],
             cpu_limits: vec![],
+            mptcp: false,
             agent_port: Some(5310),
         }
+    }
+    #[test]
+    fn mptcp_announces_every_link_of_a_host_but_its_first_and_needs_two() {
+        let mut s = spec(2, 3, Topology::ViaRouter);
+        s.mptcp = true;
+        let state = layout(&s).unwrap();
+        let announced = |host: &str| -> Vec<String> {
+            state
+                .mptcp_endpoints(host)
+                .iter()
+                .map(|(a, i)| format!("{a} {i}"))
+                .collect()
+        };
+        let a: Vec<String> = state.links_of("a")[1..]
+            .iter()
+            .map(|l| {
+                let e = l.end_of("a").unwrap();
+                format!("{} {}", e.address, e.ifname)
+            })
+            .collect();
+        assert_eq!(announced("a"), a);
+        assert_eq!(announced("a").len(), 2);
+        assert!(
+            announced(ROUTER).is_empty(),
+            "the router forwards, it ends no connection"
+        );
+        s.mptcp = false;
+        assert!(layout(&s).unwrap().mptcp_endpoints("a").is_empty());
+
+        let mut one = spec(2, 1, Topology::Direct);
+        one.mptcp = true;
+        let e = layout(&one).unwrap_err().to_string();
+        assert!(e.contains("--mptcp") && e.contains("--links 2"), "{e}");
     }
 
     #[test]

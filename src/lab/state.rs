@@ -53,6 +53,10 @@ pub struct LabState {
     /// share); absent in state files written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub made_by: Option<Maker>,
+    /// Multipath TCP path management set on every host (`--mptcp`): see
+    /// [`LabState::mptcp_endpoints`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mptcp: bool,
 }
 
 /// Who made a lab, from the login that ran `lab up`.
@@ -163,6 +167,10 @@ impl LinkState {
     }
 }
 
+/// Endpoints and subflows the kernel's path manager keeps at most
+/// (MPTCP_PM_ADDR_MAX).
+pub const MPTCP_MAX_ENDPOINTS: usize = 8;
+
 impl LabState {
     pub fn new(
         name: &str,
@@ -185,7 +193,25 @@ impl LabState {
             hosts,
             links,
             made_by: Some(Maker::here()),
+            mptcp: false,
         }
+    }
+
+    /// With `--mptcp`, what `host` announces to its peers: the address and
+    /// interface of each of its links but the first (the kernel keeps at
+    /// most [`MPTCP_MAX_ENDPOINTS`]); its limits allow as many subflows and
+    /// accepted addresses. Empty without `--mptcp` and for the router.
+    pub fn mptcp_endpoints(&self, host: &str) -> Vec<(Ipv4Addr, String)> {
+        if !self.mptcp || self.hosts.iter().any(|h| h.name == host && h.router) {
+            return Vec::new();
+        }
+        self.links_of(host)
+            .into_iter()
+            .skip(1)
+            .filter_map(|l| l.end_of(host))
+            .map(|e| (e.address, e.ifname.clone()))
+            .take(MPTCP_MAX_ENDPOINTS)
+            .collect()
     }
 
     pub fn host(&self, name: &str) -> Option<&HostState> {
@@ -399,6 +425,7 @@ mod tests {
             rate: vec![parse_rate_setting("100mbit").unwrap()],
             queue: vec![parse_queue_setting("200ms").unwrap()],
             cpu_limits: vec![parse_cpu_limit("a=25%").unwrap()],
+            mptcp: false,
             agent_port: None,
         };
         let mut state = layout(&spec).unwrap();
@@ -425,6 +452,7 @@ mod tests {
             rate: vec![],
             queue: vec![],
             cpu_limits: vec![],
+            mptcp: false,
             agent_port: None,
         };
         let mut good = layout(&spec).unwrap();
@@ -481,6 +509,7 @@ mod tests {
             rate: vec![],
             queue: vec![],
             cpu_limits: vec![],
+            mptcp: false,
             agent_port: None,
         };
         let mut state = layout(&spec).unwrap();

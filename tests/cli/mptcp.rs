@@ -1,5 +1,6 @@
 //! Multipath TCP as a transport: the workloads that run over a byte stream
-//! run over it by name (`rr --proto mptcp`, `sweep --transport mptcp`),
+//! run over it by name (`tcp --mptcp`, `rr --proto mptcp`, `sweep
+//! --transport mptcp`), `tcp` with each end's subflows in its result,
 //! and a host whose network namespace has it disabled refuses with what to
 //! enable, on the client before anything connects and on the agent before
 //! it opens a socket.
@@ -60,6 +61,89 @@ fn rr_and_the_sweep_run_over_mptcp_by_name() {
     assert_eq!(points, [1, 1024, 65536]);
 }
 
+fn num(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn tcp_over_mptcp_has_each_ends_connection_and_its_subflows_adding_up() {
+    require_mptcp!();
+    let agent = AgentProcess::start(&[]);
+    let run = agent.run_json("tcp", &["-t", "2", "-O", "0.5", "--mptcp"]);
+    assert_eq!(run["spec"]["params"]["transport"], "mptcp", "{}", run["spec"]);
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "tcp --mptcp");
+    let stream = &run["streams"][0];
+    let (sender, receiver) = (&stream["sender"], &stream["receiver"]);
+    for end in [sender, receiver] {
+        let c = &end["mptcp"];
+        assert_eq!(c["fallback"], false, "{c}");
+        assert!(!c["subflows"].as_array().unwrap().is_empty(), "{c}");
+    }
+    // The receiver's kernel counted every byte the stream did: the measured
+    // bytes, the warm-up's, and the 20-byte preamble that admits the
+    // connection; each byte once at the MPTCP level.
+    let connection = &receiver["mptcp"];
+    if connection["bytes_received"].is_u64() {
+        assert_eq!(
+            num(&connection["bytes_received"]),
+            num(&receiver["bytes"]) + num(&receiver["omitted_bytes"]) + 20,
+            "{connection}"
+        );
+        // Its subflows carried all of it, and again what the sender
+        // reinjected at the MPTCP level.
+        let carried: u64 = connection["subflows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| num(&s["bytes_received"]))
+            .sum();
+        assert!(carried >= num(&connection["bytes_received"]), "{connection}");
+    }
+    // The subflow lines read what the result holds.
+    let port = agent.port_arg();
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "--transport",
+        "mptcp",
+        "--no-save",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("MPTCP stream 1: 1 subflow (path manager: 0 extra of"),
+        "{text}"
+    );
+    assert!(
+        text.contains("127.0.0.1:") && text.contains("100.0% of the data"),
+        "{text}"
+    );
+
+    // Plain TCP: no transport in the spec (agents from before transports
+    // read it) and no MPTCP figures.
+    let run = agent.run_json("tcp", &["-t", "1"]);
+    assert!(run["spec"]["params"].get("transport").is_none(), "{}", run["spec"]);
+    assert!(run["streams"][0]["sender"].get("mptcp").is_none());
+}
+
+#[test]
+fn tcp_refuses_a_datagram_transport_and_two_ways_of_naming_one() {
+    let out = nicbench(&["tcp", "127.0.0.1", "-p", "9", "--transport", "udp"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("--transport udp: tcp runs byte streams; for UDP datagrams use the 'udp' workload"),
+        "{err}"
+    );
+    let out = nicbench(&["tcp", "127.0.0.1", "--mptcp", "--transport", "tcp"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("cannot be used with"), "{}", stderr(&out));
+}
+
 #[test]
 fn a_transport_the_command_line_does_not_know_is_refused_with_the_known_ones() {
     let out = nicbench(&["rr", "127.0.0.1", "--proto", "sctp"]);
@@ -105,6 +189,9 @@ fn a_namespace_with_mptcp_disabled_refuses_on_either_end_and_says_what_to_enable
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("net.mptcp.enabled=1"), "{err}");
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("net.mptcp.enabled=1"), "{}", stderr(&out));
     // Plain TCP still runs between the same hosts: only the transport was refused.
     let out = run_in(&lab, "a", &["rr", &b, "-p", &port, "-t", "1", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -124,4 +211,83 @@ fn a_namespace_with_mptcp_disabled_refuses_on_either_end_and_says_what_to_enable
         err.contains("--transport mptcp") && err.contains("net.mptcp.enabled=1"),
         "{err}"
     );
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("--transport mptcp") && err.contains("net.mptcp.enabled=1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_lab_with_two_links_and_mptcp_carries_one_stream_over_a_subflow_per_link() {
+    require_lab!();
+    require_mptcp!();
+    let lab = lab_builder().links(2).rate(100_000_000).mptcp().build().unwrap();
+    let b = lab.addr("b").to_string();
+    let port = lab.agent_port().to_string();
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "3", "--mptcp", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "tcp --mptcp over 2 links");
+    let stream = &run["streams"][0];
+    let (sender, receiver) = (&stream["sender"], &stream["receiver"]);
+    // b announced its second link's address; a joined it from its own
+    // address on that link: one subflow per link, seen from both ends.
+    let expected_from: std::collections::BTreeSet<String> = [lab.link_addr(1, "a"), lab.link_addr(2, "a")]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    for end in [sender, receiver] {
+        let c = &end["mptcp"];
+        eprintln!("{}: {c}", end["role"]);
+        assert_eq!(c["fallback"], false, "{c}");
+        assert_eq!(c["extra_subflows"], 1, "{c}");
+        let subflows = c["subflows"].as_array().unwrap();
+        assert_eq!(subflows.len(), 2, "{c}");
+        let side = if end == sender { "local" } else { "remote" };
+        let from: std::collections::BTreeSet<String> = subflows
+            .iter()
+            .map(|s| {
+                let addr: std::net::SocketAddr = s[side].as_str().unwrap().parse().unwrap();
+                addr.ip().to_canonical().to_string()
+            })
+            .collect();
+        assert_eq!(from, expected_from, "{c}");
+    }
+    assert_eq!(
+        receiver["mptcp"]["add_addr_signal"], 1,
+        "the agent announced its second address"
+    );
+    assert_eq!(sender["mptcp"]["add_addr_accepted"], 1, "the client joined it");
+    // Both links carried data, and the subflows carried every byte of the
+    // connection (and again what the sender reinjected).
+    let connection = &receiver["mptcp"];
+    let carried: Vec<u64> = connection["subflows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| num(&s["bytes_received"]))
+        .collect();
+    assert!(carried.iter().all(|&b| b > 0), "{connection}");
+    if connection["bytes_received"].is_u64() {
+        assert_eq!(
+            num(&connection["bytes_received"]),
+            num(&receiver["bytes"]) + num(&receiver["omitted_bytes"]) + 20,
+            "{connection}"
+        );
+        assert!(
+            carried.iter().sum::<u64>() >= num(&connection["bytes_received"]),
+            "{connection}"
+        );
+    }
+    // The lab says what it set up.
+    let out = std::process::Command::new(BIN)
+        .args(["lab", "status", lab.name()])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    let b2 = lab.link_addr(2, "b").to_string();
+    assert!(status.contains(&format!("MPTCP: announces {b2} (")), "{status}");
 }

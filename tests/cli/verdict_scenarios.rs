@@ -39,6 +39,7 @@ fn num(v: &Value) -> f64 {
 /// but the same shaper is full: its counters are what the verdict rests on.
 fn assert_the_link_from_rate_or_shaper(what: &str, run: &Value) {
     assert_eq!(verdict(what, run), ("link_bound".into(), "path".into()));
+    super::result_schema::assert_valid(&super::result_schema::schema(), run, what);
     let (share, shaper) = (&run["line_rate"], &run["path_shaper"]);
     eprintln!(
         "{what}: {:.1}% of line rate, shaper {shaper}",

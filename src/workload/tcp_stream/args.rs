@@ -4,6 +4,7 @@ use clap::Args;
 
 use super::{TcpParams, TcpStream, ZeroCopyMethod};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
 /// The options of `nicbench tcp` besides the shared ones.
@@ -41,6 +42,13 @@ pub struct TcpOptions {
     /// as congestion control allows.
     #[arg(short = 'b', long, value_name = "RATE", value_parser = parse::rate_in(1, u64::MAX))]
     pub bitrate: Option<u64>,
+    /// What the streams run over: `tcp` (the default) or `mptcp`
+    /// (Multipath TCP on both ends: the result has each stream's subflows).
+    #[arg(long, value_name = "NAME")]
+    pub transport: Option<Proto>,
+    /// Multipath TCP: `--transport mptcp`.
+    #[arg(long, conflicts_with = "transport")]
+    pub mptcp: bool,
 }
 
 impl WorkloadArgs for TcpOptions {
@@ -57,6 +65,10 @@ impl WorkloadArgs for TcpOptions {
             zerocopy_method: self.zerocopy,
             discard: self.discard,
             rate_bits_per_second: self.bitrate,
+            transport: match self.mptcp {
+                true => Proto::MPTCP,
+                false => self.transport.unwrap_or_default(),
+            },
         })
     }
 }

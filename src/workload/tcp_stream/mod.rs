@@ -17,7 +17,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
+use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::transport::admission::{self, Configure};
 use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
@@ -57,6 +57,10 @@ pub struct TcpParams {
     /// None sends as fast as congestion control allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_bits_per_second: Option<u64>,
+    /// What the streams run over: `tcp` (left out, so agents from before
+    /// transports read the spec) or another stream transport, `mptcp`.
+    #[serde(default, skip_serializing_if = "Proto::is_tcp")]
+    pub transport: Proto,
 }
 
 /// How `-Z` sends: `--zerocopy=sendfile` (the default) or `--zerocopy=msg`.
@@ -166,6 +170,9 @@ impl ResultKind for TcpResults {
 
     fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
         for stream in &trial.streams {
+            super::transport::mptcp::write_subflows(stream, out)?;
+        }
+        for stream in &trial.streams {
             let Some(part) = stream.sender.extras.get::<TcpEnd>(KEY) else {
                 continue;
             };
@@ -225,6 +232,18 @@ impl Workload for TcpStream {
         if params.rate_bits_per_second == Some(0) {
             return Err(out_of_range("-b/--bitrate", "a pacing rate above 0 (e.g. 100M)", 0));
         }
+        if params.transport.is_datagram() {
+            return Err(SpecError::Invalid(format!(
+                "--transport {}: tcp runs byte streams; for {} datagrams use the '{}' workload",
+                params.transport,
+                params.transport.label(),
+                params.transport
+            )));
+        }
+        params
+            .transport
+            .available()
+            .map_err(|why| SpecError::Invalid(format!("--transport {}: {why}", params.transport)))?;
         if params.zerocopy_method.is_some() && !params.zerocopy {
             return Err(SpecError::Invalid(
                 "a zero-copy method without zero-copy send: set zerocopy too (-Z/--zerocopy=METHOD)".into(),
@@ -247,7 +266,7 @@ impl Workload for TcpStream {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: TcpParams = spec.params()?;
         let listener = admission::listen(
-            Proto::TCP,
+            params.transport,
             net.local_ip,
             (spec.flows().len() as i32).max(16),
             &configure(&spec.agent, &params),
@@ -270,7 +289,7 @@ impl Workload for TcpStream {
         {
             let configure = configure(&spec.client, &params);
             for (id, flow) in spec.flows() {
-                let socket = admission::connect_stream(Proto::TCP, net, port, id, &configure)?;
+                let socket = admission::connect_stream(params.transport, net, port, id, &configure)?;
                 prepare_sender(&socket, flow.sender() == Party::Client, &params)?;
                 sockets.push((id, socket));
             }
@@ -388,8 +407,12 @@ impl Side for TcpSide {
         let senders = self.sockets.iter().filter(|(_, f, _)| f.sender() == self.host).count() as u64;
         let mut tasks = Vec::new();
         let mut sender_index = 0u64;
+        let transport = self.params.transport;
         for (id, flow, socket) in self.sockets {
             let buffers = tcpinfo::socket_buffers(&socket);
+            // A second handle on the socket, to read the transport's own
+            // figures once the body (which owns the socket) has ended.
+            let figures = (!transport.is_tcp()).then(|| socket.try_clone().ok()).flatten();
             let probe = (flow.sender() == self.host).then(|| tcp_probe(&socket)).flatten();
             let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
                 // The pacing rate the socket holds, read back, is the offer.
@@ -410,6 +433,7 @@ impl Side for TcpSide {
                             part.paced_bits_per_second = paced;
                             end.extras.set(KEY, &part);
                         }
+                        add_connection_figures(transport, figures.as_ref(), &mut end);
                         end
                     }),
                 )
@@ -417,12 +441,28 @@ impl Side for TcpSide {
                 let path = self.params.receive_path();
                 (
                     Role::Receiver,
-                    Box::new(move |ctx: &StreamContext| receive_stream(socket, message, path, ctx)),
+                    Box::new(move |ctx: &StreamContext| {
+                        let mut end = receive_stream(socket, message, path, ctx);
+                        add_connection_figures(transport, figures.as_ref(), &mut end);
+                        end
+                    }),
                 )
             };
             tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));
         }
         run_streams(tasks, control)
+    }
+}
+
+/// The transport's own figures of a connection (MPTCP's subflows), read
+/// from `socket`, a second handle on the stream's socket, into the end's
+/// extras under the transport's name.
+fn add_connection_figures(transport: Proto, socket: Option<&Socket>, end: &mut TaskEnd) {
+    let Some(socket) = socket else { return };
+    match transport.connection_figures(socket) {
+        Some(Ok(figures)) => end.extras.set(transport.name(), &figures),
+        Some(Err(e)) => log::warn!("cannot read the {} connection's own figures: {e}", transport.label()),
+        None => {}
     }
 }
 

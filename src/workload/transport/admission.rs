@@ -73,10 +73,17 @@ pub fn apply_buffers(socket: &Socket, side: &SideOptions) -> Result<(), Workload
     Ok(())
 }
 
-/// Binds a listener of transport `proto` on `ip`, port chosen by the
-/// kernel; `configure` runs before `listen` so accepted sockets inherit
-/// buffers and MSS.
+/// Binds a listener of transport `proto` on `ip` (on every address of its
+/// family for a transport whose connections join at other addresses),
+/// port chosen by the kernel; `configure` runs before `listen` so accepted
+/// sockets inherit buffers and MSS. The token preamble, not the address,
+/// is what admits a connection.
 pub fn listen(proto: Proto, ip: IpAddr, backlog: i32, configure: Configure) -> Result<Socket, WorkloadError> {
+    let ip = match (proto.joins_other_addresses(), ip) {
+        (false, ip) => ip,
+        (true, IpAddr::V4(_)) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        (true, IpAddr::V6(_)) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    };
     let (kind, protocol) = proto.socket();
     let socket = Socket::new(domain_of(ip), kind, Some(protocol)).map_err(WorkloadError::io(format!(
         "creating the {} data listener",

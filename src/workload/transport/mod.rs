@@ -64,6 +64,19 @@ pub trait Transport: Sync + 'static {
     }
     /// The headers the line-rate model charges each of its packets.
     fn stack(&self, ipv6: bool) -> Stack;
+    /// Whether a connection adds paths to the agent's other addresses
+    /// (MPTCP's MP_JOIN): its data listener then takes every address of
+    /// its family, not only the one the client came to.
+    fn joins_other_addresses(&self) -> bool {
+        false
+    }
+    /// What this transport measures of a connection of its own, read from
+    /// one end's socket when the stream has ended and put in that stream
+    /// end's extras under [`Transport::name`] (MPTCP: its subflows). None:
+    /// nothing beyond TCP_INFO; an error is logged and leaves it out.
+    fn connection_figures(&self, _socket: &socket2::Socket) -> Option<Result<serde_json::Value, String>> {
+        None
+    }
 }
 
 /// A registered transport, as specs hold it: compared, printed and
@@ -85,6 +98,11 @@ impl Proto {
             let names: Vec<&str> = REGISTRY.iter().map(|p| p.name()).collect();
             format!("unknown transport '{name}' (known: {})", names.join(", "))
         })
+    }
+
+    /// Whether this is plain TCP (a spec leaves its transport out then).
+    pub fn is_tcp(&self) -> bool {
+        *self == Proto::TCP
     }
 
     /// Whether messages travel as datagrams.
