@@ -216,9 +216,9 @@ pub fn annotate_path(
             trial.verdict = Some(v);
             return;
         }
-        // One MPTCP stream over several paths: one link's rate is no line
+        // A stream over several paths (MPTCP): one link's rate is no line
         // rate for it (the links' sum is not modelled).
-        if crate::workload::transport::mptcp::paths(trial) > 1 {
+        if kind.several_paths(trial).is_some() {
             trial.line_rate = None;
             trial.verdict = Some(judge(trial, kind, shared));
             return;

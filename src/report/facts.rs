@@ -353,13 +353,8 @@ fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             None => Ok(()),
         };
     }
-    let paths = crate::workload::transport::mptcp::paths(&run.result);
-    if paths > 1 {
-        return writeln!(
-            out,
-            "Line rate: n/a (Multipath TCP carried a stream over {paths} paths: no one link's rate is its line rate; \
-             each subflow's share is above)"
-        );
+    if let Some(why) = crate::workload::results_of(&run.workload).several_paths(&run.result) {
+        return writeln!(out, "Line rate: n/a ({why})");
     }
     if !crate::workload::results_of(&run.workload).line_rate_applies() {
         return writeln!(

@@ -606,6 +606,13 @@ pub trait ResultKind: Sync {
         true
     }
 
+    /// Why this trial has no one link's line rate although the workload's
+    /// figures are bulk throughput (a stream the transport spread over
+    /// several paths), in words for `Line rate: n/a (...)`; None: it has.
+    fn several_paths(&self, _trial: &TrialResult) -> Option<String> {
+        None
+    }
+
     /// The link the line-rate model chose for the run (the option, the
     /// slower NIC, a shaper on an end or a lab router's on the path), for
     /// a workload that compares figures of its own with it (a sweep's

@@ -105,6 +105,16 @@ pub struct TcpStream;
 pub struct TcpResults;
 
 impl ResultKind for TcpResults {
+    fn several_paths(&self, trial: &TrialResult) -> Option<String> {
+        let paths = super::transport::mptcp::paths(trial);
+        (paths > 1).then(|| {
+            format!(
+                "Multipath TCP carried a stream over {paths} paths: no one link's rate is its line rate; \
+                 each subflow's share is above"
+            )
+        })
+    }
+
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
         let mut parts = vec![("workload", "TCP".to_string())];
         parts.extend(super::case::stream_parts(spec, "writes"));
