@@ -283,3 +283,60 @@ fn a_lab_with_two_links_and_mptcp_carries_one_stream_over_a_subflow_per_link() {
     let b2 = lab.link_addr(2, "b").to_string();
     assert!(status.contains(&format!("MPTCP: announces {b2} (")), "{status}");
 }
+
+/// A subflow can join at any time while the connection lives, not only in
+/// the first round trips: the agent keeps the data listener it came in by
+/// (an MP_JOIN SYN that finds no listener is reset). Here the agent's host
+/// announces its second address only once the connection is established,
+/// so the client's join comes after the agent has accepted its streams.
+#[test]
+fn a_subflow_announced_after_the_connection_is_up_still_joins() {
+    require_lab!();
+    require_mptcp!();
+    let lab = lab_builder().links(2).rate(100_000_000).mptcp().build().unwrap();
+    let agent_ns = lab.netns("b").to_string();
+    let ip = |args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(["-n", &agent_ns])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip {args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let endpoints = lab.state().mptcp_endpoints("b");
+    let (address, ifname) = endpoints.first().expect("b announces link 2");
+    let address = address.to_string();
+    ip(&["mptcp", "endpoint", "flush"]);
+    let b = lab.addr("b").to_string();
+    let port = lab.agent_port().to_string();
+    let mut command = lab.command("a", BIN);
+    command.args(["tcp", &b, "-p", &port, "-t", "3", "--mptcp", "--json", "--no-save"]);
+    let client = spawn_captured(&mut command, "tcp --mptcp in host a");
+    // Wait for the data connection (the control connection is plain TCP).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &agent_ns, "ss", "-HMn", "state", "established"])
+            .output()
+            .unwrap();
+        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no MPTCP connection on the agent within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ip(&["mptcp", "endpoint", "add", &address, "dev", ifname, "signal"]);
+    let out = wait_output(client, COMMAND_LIMIT, "tcp --mptcp in host a");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for end in [&run["streams"][0]["sender"], &run["streams"][0]["receiver"]] {
+        let c = &end["mptcp"];
+        assert_eq!(c["extra_subflows"], 1, "the late subflow joined: {c}");
+        assert_eq!(c["subflows"].as_array().map(Vec::len), Some(2), "{c}");
+    }
+    assert_the_connection_adds_up(&run["streams"][0]["receiver"]);
+}

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::transport::admission::{self, Configure};
+use super::transport::admission::{self, Configure, JoinListener};
 use super::transport::{self, Delivery, Proto};
 pub mod args;
 pub mod loops;
@@ -509,6 +509,7 @@ impl Workload for RequestResponse {
             params,
             ends,
             client: Some(net.clone()),
+            _joins: JoinListener::none(),
         }))
     }
 }
@@ -555,6 +556,7 @@ impl AgentSide for RrAgent {
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
+        let mut joins = JoinListener::none();
         let ends: Vec<(u32, FlowSocket)> = match (self.params.proto.delivery(), self.params.crr) {
             (Delivery::Datagram, _) => {
                 transport::udp::await_registrations(&self.sockets, &self.net, deadline)?;
@@ -570,6 +572,9 @@ impl AgentSide for RrAgent {
                 for (id, socket) in accepted {
                     configure(&socket)?;
                     ends.push((id, FlowSocket::Socket(socket)));
+                }
+                if let Some((_, listener)) = self.sockets.into_iter().next() {
+                    joins = JoinListener::keep(self.params.proto, listener);
                 }
                 ends
             }
@@ -588,6 +593,7 @@ impl AgentSide for RrAgent {
             params: self.params,
             ends,
             client: None,
+            _joins: joins,
         }))
     }
 }
@@ -609,6 +615,8 @@ struct RrSide {
     params: RrParams,
     ends: Vec<(u32, FlowSocket)>,
     client: Option<ClientNet>,
+    /// Closed when the flows end, not before (MPTCP's joins).
+    _joins: JoinListener,
 }
 
 impl Side for RrSide {

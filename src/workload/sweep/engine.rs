@@ -21,6 +21,7 @@ use crate::probe::tcpinfo;
 use crate::units::{bits_per_second, Rate};
 use crate::workload::address_proof::ProvenAddresses;
 use crate::workload::runner::{pin_current_thread, Progress, StreamContext, TaskEnd, AFFINITY_KEY};
+use crate::workload::transport::admission::JoinListener;
 use crate::workload::transport::Delivery;
 
 /// How long the client waits for a UDP echo before counting it lost.
@@ -610,6 +611,8 @@ pub(super) struct AgentServer {
     /// (`pin apart`: the client found both ends on one kernel, which the
     /// addresses did not show); None when cores were given.
     pub core_if_asked: Option<u32>,
+    /// The data listener, kept while the sweep runs for MPTCP's joins.
+    pub _joins: JoinListener,
 }
 
 /// Is `fd` readable within `timeout_ms`?

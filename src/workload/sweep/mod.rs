@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::runner::{run_streams, StreamContext, StreamTask};
-use super::transport::{admission, Delivery, Proto};
+use super::transport::admission::{self, JoinListener};
+use super::transport::{Delivery, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -488,6 +489,7 @@ impl Workload for Sweep {
             )?),
         };
         Ok(Box::new(SweepAgent {
+            proto: params.connection(),
             listener,
             agent_options: spec.agent.clone(),
             nobody_pinned: spec.client.cpus.is_empty() && spec.agent.cpus.is_empty(),
@@ -603,6 +605,8 @@ fn connect_udp(net: &ClientNet, port: u16) -> Result<UdpSocket, WorkloadError> {
 }
 
 struct SweepAgent {
+    /// The transport the data connection came by.
+    proto: Proto,
     listener: Socket,
     agent_options: SideOptions,
     /// Neither end has cores chosen: on one host the sweep picks them.
@@ -642,6 +646,7 @@ impl AgentSide for SweepAgent {
             udp: self.udp,
             proven: self.net.proven.clone(),
             max_size: self.max_size,
+            _joins: JoinListener::keep(self.proto, self.listener),
         }))
     }
 }

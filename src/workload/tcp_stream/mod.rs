@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::transport::admission::{self, Configure};
+use super::transport::admission::{self, Configure, JoinListener};
 use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
 use super::transport::Proto;
@@ -304,7 +304,13 @@ impl Workload for TcpStream {
                 sockets.push((id, socket));
             }
         }
-        Ok(Box::new(TcpSide::new(Party::Client, spec, params, sockets)))
+        Ok(Box::new(TcpSide::new(
+            Party::Client,
+            spec,
+            params,
+            sockets,
+            JoinListener::none(),
+        )))
     }
 }
 
@@ -374,11 +380,13 @@ impl AgentSide for TcpAgent {
                 prepare_sender(socket, sends, &self.params)?;
             }
         }
+        let joins = JoinListener::keep(self.params.transport, self.listener);
         Ok(Box::new(TcpSide::new(
             Party::Agent,
             &self.spec,
             self.params,
             accepted.into_iter().collect(),
+            joins,
         )))
     }
 }
@@ -389,10 +397,18 @@ struct TcpSide {
     spec: TestSpec,
     params: TcpParams,
     sockets: Vec<(u32, Flow, Socket)>,
+    /// Closed when the streams end, not before (MPTCP's joins).
+    _joins: JoinListener,
 }
 
 impl TcpSide {
-    fn new(host: Party, spec: &TestSpec, params: TcpParams, sockets: Vec<(u32, Socket)>) -> TcpSide {
+    fn new(
+        host: Party,
+        spec: &TestSpec,
+        params: TcpParams,
+        sockets: Vec<(u32, Socket)>,
+        joins: JoinListener,
+    ) -> TcpSide {
         let flows = spec.flows();
         let sockets = sockets
             .into_iter()
@@ -403,6 +419,7 @@ impl TcpSide {
             spec: spec.clone(),
             params,
             sockets,
+            _joins: joins,
         }
     }
 }

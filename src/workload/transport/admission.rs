@@ -99,6 +99,30 @@ pub fn listen(proto: Proto, ip: IpAddr, backlog: i32, configure: Configure) -> R
     Ok(socket)
 }
 
+/// The listener an agent keeps for the subflows that join a connection
+/// later. An MPTCP subflow joins through a listening socket on the port the
+/// connection came in by: the peer's MP_JOIN SYN, sent once the agent has
+/// announced another address, finds the listener or is reset. So for a
+/// transport whose connections join at other addresses the agent keeps the
+/// listener open until the test's sockets close (dropping this); for the
+/// others (TCP) it closes it as soon as the streams are accepted.
+pub struct JoinListener {
+    _kept: Option<Socket>,
+}
+
+impl JoinListener {
+    pub fn keep(proto: Proto, listener: Socket) -> JoinListener {
+        JoinListener {
+            _kept: proto.joins_other_addresses().then_some(listener),
+        }
+    }
+
+    /// For a side that has no listener (the client).
+    pub fn none() -> JoinListener {
+        JoinListener { _kept: None }
+    }
+}
+
 pub fn local_port(socket: &Socket) -> u16 {
     socket
         .local_addr()
