@@ -42,6 +42,7 @@ use crate::model::{
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::ResultKind;
 
+mod multipath;
 mod reason;
 pub use reason::{Class, Finding};
 
@@ -217,10 +218,11 @@ pub fn annotate_path(
             return;
         }
         // A stream over several paths (MPTCP): one link's rate is no line
-        // rate for it (the links' sum is not modelled).
+        // rate for it; its paths' links are weighed one by one.
         if kind.several_paths(trial).is_some() {
             trial.line_rate = None;
-            trial.verdict = Some(judge(trial, kind, shared));
+            let generic = judge(trial, kind, shared);
+            trial.verdict = Some(multipath::judge(trial, &generic));
             return;
         }
         trial.line_rate = link
@@ -238,7 +240,10 @@ pub fn annotate_path(
             };
             kind.note_link(trial, &run.spec, &used);
         }
-        trial.verdict = Some(judge(trial, kind, shared));
+        let generic = judge(trial, kind, shared);
+        // An MPTCP stream on one path because a subflow never came: that
+        // is the answer, whatever the one path did.
+        trial.verdict = Some(multipath::missing(trial, &generic).unwrap_or(generic));
     };
     judge_trial(&mut run.result);
     for trial in &mut run.trials {

@@ -274,6 +274,18 @@ fn a_lab_with_two_links_and_mptcp_carries_one_stream_over_a_subflow_per_link() {
         receiver["mptcp"]
     );
     assert_the_connection_adds_up(receiver);
+    // Each path is weighed against its own link: both ends named the
+    // interface of each subflow, and the verdict gives the paths' sum.
+    for end in [sender, receiver] {
+        for s in end["mptcp"]["subflows"].as_array().unwrap() {
+            assert_eq!(s["interface"]["shaping_bits_per_second"], 100_000_000, "{s}");
+        }
+    }
+    let summary = run["verdict"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("over 2 paths") && summary.contains("of their links'"),
+        "{summary}"
+    );
     // The lab says what it set up.
     let out = std::process::Command::new(BIN)
         .args(["lab", "status", lab.name()])
@@ -339,4 +351,52 @@ fn a_subflow_announced_after_the_connection_is_up_still_joins() {
         assert_eq!(c["subflows"].as_array().map(Vec::len), Some(2), "{c}");
     }
     assert_the_connection_adds_up(&run["streams"][0]["receiver"]);
+}
+
+/// A client whose path manager accepts no announced address stays on one
+/// path: the verdict names the missing subflow and the limit to raise, not
+/// the one link it filled.
+#[test]
+fn a_client_that_accepts_no_announcement_is_told_which_limit_to_raise() {
+    require_lab!();
+    require_mptcp!();
+    let lab = lab_builder().links(2).rate(100_000_000).mptcp().build().unwrap();
+    let out = std::process::Command::new("ip")
+        .args([
+            "-n",
+            lab.netns("a"),
+            "mptcp",
+            "limits",
+            "set",
+            "subflows",
+            "0",
+            "add_addr_accepted",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let b = lab.addr("b").to_string();
+    let port = lab.agent_port().to_string();
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &run["streams"][0]["sender"]["mptcp"];
+    assert_eq!(
+        (c["extra_subflows"].as_u64(), c["add_addr_accepted_max"].as_u64()),
+        (Some(0), Some(0)),
+        "{c}"
+    );
+    let v = &run["verdict"];
+    assert_eq!(
+        (v["kind"].as_str(), v["side"].as_str()),
+        (Some("mptcp_subflow_missing"), Some("client")),
+        "{v}"
+    );
+    let summary = v["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("the agent announced 1 other address, the client joined 0")
+            && summary.contains("ip mptcp limits set subflows 1 add_addr_accepted 1"),
+        "{summary}"
+    );
 }

@@ -235,6 +235,12 @@ pub struct Subflow {
     /// connection is a subflow the scheduler left idle.
     pub last_data_sent_ms: u32,
     pub last_data_received_ms: u32,
+    /// This end's interface of the subflow (the one holding `local`): its
+    /// name, MTU, link speed and tbf rate, so the verdict can weigh each
+    /// path against its own line rate. Filled by the transport, not read
+    /// from the socket; None where the address is no local interface's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<crate::model::LinkEnd>,
 }
 
 /// Whether the connection on `socket` fell back to plain TCP, as the kernel
@@ -492,6 +498,7 @@ fn subflow_of(info: &libc::tcp_info, filled: usize, local: SocketAddr, remote: S
         busy_us: filled!(tcpi_busy_time),
         last_data_sent_ms: info.tcpi_last_data_sent,
         last_data_received_ms: info.tcpi_last_data_recv,
+        interface: None,
     }
 }
 

@@ -110,7 +110,7 @@ impl ResultKind for TcpResults {
         (paths > 1).then(|| {
             format!(
                 "Multipath TCP carried a stream over {paths} paths: no one link's rate is its line rate; \
-                 each subflow's share is above"
+                 the verdict weighs each path against its own link"
             )
         })
     }

@@ -55,10 +55,19 @@ impl Transport for Mptcp {
 
     /// The connection and each subflow as this end's kernel counts them
     /// ([`mptcp::MptcpConnection`]): read once the stream has ended, so the
-    /// byte counts are the whole connection's, warm-up included.
+    /// byte counts are the whole connection's, warm-up included. Each
+    /// subflow gets this end's interface of it (name, MTU, speed, tbf rate).
     fn connection_figures(&self, socket: &socket2::Socket) -> Option<Result<serde_json::Value, String>> {
         Some(
             mptcp::connection(socket)
+                .map(|mut c| {
+                    for s in &mut c.subflows {
+                        if !s.local.ip().is_unspecified() {
+                            s.interface = Some(crate::probe::nic::link_end(s.local.ip().to_canonical()));
+                        }
+                    }
+                    c
+                })
                 .map_err(|e| e.to_string())
                 .and_then(|c| serde_json::to_value(c).map_err(|e| e.to_string())),
         )
