@@ -15,7 +15,6 @@ use super::{peer_gone, unexpected, Refusal, Shared};
 use crate::metrics::{AgentMetrics, RefusalReason};
 use crate::model::{Direction, Party};
 use crate::probe::cpu::ProcStat;
-use crate::probe::host::facts_toward;
 use crate::protocol::channel::Channel;
 use crate::protocol::{self, Message, MAX_WAIT_SECONDS, TOKEN_LEN};
 use crate::side_runner::{self, TrialPlan};
@@ -51,7 +50,7 @@ pub(super) fn serve(
     channel.send(&Message::Accepted {
         token: protocol::token_to_hex(&token),
         data_ports: pending.data_ports(),
-        agent: facts_toward(local_ip),
+        agent: crate::workload::host_facts_for(&spec, local_ip),
         address_proof: proofs.as_ref().map(ProofsAwaited::announcement),
     })?;
     let side = accept_watching(pending, proofs, channel, &shared.stragglers)?;

@@ -451,10 +451,10 @@ pub fn render_status(state: &LabState) -> String {
                     .iter()
                     .map(|(a, i)| format!("{a} ({})", terminal(i)))
                     .collect();
+                let (subflows, accepted) = state.mptcp_limits(&h.name).unwrap_or_default();
                 format!(
-                    ", MPTCP: announces {}; {} subflow(s) and accepted address(es) allowed",
+                    ", MPTCP: announces {}; accepts {accepted} announced address(es), {subflows} extra subflow(s)",
                     announced.join(", "),
-                    endpoints.len()
                 )
             }
         };

@@ -194,7 +194,7 @@ fn set_mptcp(state: &LabState, host: &str, netns: &str) -> Result<(), LabError> 
         return Ok(());
     }
     let endpoints = state.mptcp_endpoints(host);
-    let extra = endpoints.len().to_string();
+    let (subflows, accepted) = state.mptcp_limits(host).unwrap_or_default();
     sys::ip_in(
         netns,
         &[
@@ -202,9 +202,9 @@ fn set_mptcp(state: &LabState, host: &str, netns: &str) -> Result<(), LabError> 
             "limits",
             "set",
             "subflows",
-            &extra,
+            &subflows.to_string(),
             "add_addr_accepted",
-            &extra,
+            &accepted.to_string(),
         ],
     )?;
     for (address, ifname) in &endpoints {

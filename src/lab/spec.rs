@@ -631,6 +631,9 @@ mod tests {
             .collect();
         assert_eq!(announced("a"), a);
         assert_eq!(announced("a").len(), 2);
+        // Room for the agent's own join attempts beside the client's joins.
+        assert_eq!(state.mptcp_limits("a"), Some((4, 2)));
+        assert_eq!(state.mptcp_limits(ROUTER), None);
         assert!(
             announced(ROUTER).is_empty(),
             "the router forwards, it ends no connection"

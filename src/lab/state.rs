@@ -199,8 +199,8 @@ impl LabState {
 
     /// With `--mptcp`, what `host` announces to its peers: the address and
     /// interface of each of its links but the first (the kernel keeps at
-    /// most [`MPTCP_MAX_ENDPOINTS`]); its limits allow as many subflows and
-    /// accepted addresses. Empty without `--mptcp` and for the router.
+    /// most [`MPTCP_MAX_ENDPOINTS`]); its limits are [`LabState::mptcp_limits`].
+    /// Empty without `--mptcp` and for the router.
     pub fn mptcp_endpoints(&self, host: &str) -> Vec<(Ipv4Addr, String)> {
         if !self.mptcp || self.hosts.iter().any(|h| h.name == host && h.router) {
             return Vec::new();
@@ -212,6 +212,20 @@ impl LabState {
             .map(|e| (e.address, e.ifname.clone()))
             .take(MPTCP_MAX_ENDPOINTS)
             .collect()
+    }
+
+    /// The path manager limits of `host` with `--mptcp`: as many accepted
+    /// addresses as it announces, and twice as many extra subflows. Every
+    /// lab host announces (each may be the agent), so a client announces
+    /// its addresses to the agent too, and the agent's kernel may try a
+    /// join back toward one of them; that attempt cannot succeed (nothing
+    /// listens at the client's port) but holds a subflow slot while it
+    /// lasts, and a client's join arriving then was rejected when the
+    /// limit was the announced count (seen in a 3-link lab: MPTcpExtMPJoinRejected
+    /// on the agent, one subflow missing). None without endpoints.
+    pub fn mptcp_limits(&self, host: &str) -> Option<(usize, usize)> {
+        let announced = self.mptcp_endpoints(host).len();
+        (announced > 0).then_some(((2 * announced).min(MPTCP_MAX_ENDPOINTS), announced))
     }
 
     pub fn host(&self, name: &str) -> Option<&HostState> {

@@ -41,6 +41,11 @@ pub struct HostFacts {
     /// Absent without a quota, and in runs before 2026-11-27.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_limit: Option<CpuLimit>,
+    /// The MPTCP path manager of this host's network namespace (its
+    /// `net.mptcp.*` sysctls, limits and endpoints): recorded for a test
+    /// over MPTCP only, absent otherwise and in runs before 2026-11-28.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<crate::probe::mptcp::PathManager>,
 }
 
 /// A cgroup CPU quota: how much of one core the host's processes may use.

@@ -30,6 +30,7 @@ pub fn local_facts() -> HostFacts {
         numa_nodes: numa_nodes(),
         interface: None,
         cpu_limit: cpu_limit(),
+        mptcp: None,
     }
 }
 

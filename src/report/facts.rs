@@ -196,8 +196,13 @@ fn facts_line(name: &str, facts: &HostFacts) -> String {
         .as_ref()
         .map(|l| format!(", {}", cpu_limit_words(l)))
         .unwrap_or_default();
+    let mptcp = facts
+        .mptcp
+        .as_ref()
+        .map(|pm| format!("; {}", path_manager_words(pm)))
+        .unwrap_or_default();
     format!(
-        "Facts {name:<6} {}: {}, kernel {}, {} ({} threads{limit}), {}; {nic}",
+        "Facts {name:<6} {}: {}, kernel {}, {} ({} threads{limit}), {}; {nic}{mptcp}",
         terminal(&facts.hostname),
         terminal(&facts.os),
         terminal(&facts.kernel),
@@ -205,6 +210,50 @@ fn facts_line(name: &str, facts: &HostFacts) -> String {
         facts.logical_cpus,
         memory(facts.memory_bytes)
     )
+}
+
+/// "MPTCP path manager: 2 extra subflows and 2 accepted addresses allowed;
+/// endpoints 10.0.2.1 (eth1) signal, 10.0.3.1 (eth2) signal".
+fn path_manager_words(pm: &crate::probe::mptcp::PathManager) -> String {
+    let limits = pm.limits.map_or("limits n/a".to_string(), |l| {
+        format!(
+            "{} extra subflow(s) and {} accepted address(es) allowed",
+            l.subflows, l.add_addr_accepted
+        )
+    });
+    let endpoints = match &pm.endpoints {
+        None => "endpoints n/a".to_string(),
+        Some(e) if e.is_empty() => "no endpoints".to_string(),
+        Some(e) => {
+            let each: Vec<String> = e
+                .iter()
+                .map(|ep| {
+                    let device = ep
+                        .device
+                        .as_ref()
+                        .map_or(String::new(), |d| format!(" ({})", terminal(d)));
+                    let flags: Vec<&str> = [
+                        (ep.signal, "signal"),
+                        (ep.subflow, "subflow"),
+                        (ep.backup, "backup"),
+                        (ep.fullmesh, "fullmesh"),
+                    ]
+                    .into_iter()
+                    .filter_map(|(on, name)| on.then_some(name))
+                    .collect();
+                    format!("{}{device} {}", terminal(&ep.address), flags.join(" "))
+                        .trim_end()
+                        .to_string()
+                })
+                .collect();
+            format!("endpoints {}", each.join(", "))
+        }
+    };
+    let unread = pm
+        .unread
+        .as_ref()
+        .map_or(String::new(), |why| format!(" ({})", terminal(why)));
+    format!("MPTCP path manager: {limits}; {endpoints}{unread}")
 }
 
 /// "CPU limit 3% of one core, set by the lab (cgroup /nicbench/x/b)".

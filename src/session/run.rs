@@ -9,7 +9,6 @@ use super::connect::{check_links_supported, connect, handshake_keyed, unexpected
 use super::{SessionError, Target, REPLY_TIMEOUT};
 use crate::model::{Endpoint, HostFacts, Party, PeerProtocol, Role, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
-use crate::probe::host::facts_toward;
 use crate::protocol::auth::Psk;
 use crate::protocol::channel::Channel;
 use crate::protocol::{
@@ -289,7 +288,7 @@ pub fn one_trial_run(
         started_at_unix_seconds: started_at.as_secs_f64(),
         client: Endpoint {
             address: client_addr.to_string(),
-            facts: facts_toward(client_addr.ip()),
+            facts: crate::workload::host_facts_for(spec, client_addr.ip()),
         },
         agent,
         spec: spec.clone(),

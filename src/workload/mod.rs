@@ -60,6 +60,17 @@ pub fn find(name: &str) -> Result<&'static dyn Workload, SpecError> {
         })
 }
 
+/// The facts of this host for a test of `spec` (the interface holding
+/// `local`), with what the test's transport depends on (MPTCP: the path
+/// manager).
+pub fn host_facts_for(spec: &TestSpec, local: std::net::IpAddr) -> crate::model::HostFacts {
+    let mut facts = crate::probe::host::facts_toward(local);
+    if let Some(proto) = find(&spec.workload).ok().and_then(|w| w.transport(spec)) {
+        proto.host_facts(&mut facts);
+    }
+    facts
+}
+
 /// How results of the workload `name` read; a name this build does not
 /// know (a document from another version or tool) reads as plain bulk
 /// throughput. A `watch` run (an interface's traffic around a command,
@@ -773,6 +784,11 @@ pub trait Workload: Sync {
     /// (`--links`); a sweep cannot.
     fn supports_links(&self) -> bool {
         true
+    }
+    /// The transport a test of `spec` runs over, for a workload that runs
+    /// over one: its host facts then say what the transport depends on.
+    fn transport(&self, _spec: &TestSpec) -> Option<transport::Proto> {
+        None
     }
     /// How long a test runs when all goes well, when the spec says: None for
     /// a byte count (`-n`) or a workload whose length follows from its work

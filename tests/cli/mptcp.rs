@@ -96,6 +96,16 @@ fn tcp_over_mptcp_has_each_ends_connection_and_its_subflows_adding_up() {
     let run = agent.run_json("tcp", &["-t", "2", "-O", "0.5", "--mptcp"]);
     assert_eq!(run["spec"]["params"]["transport"], "mptcp", "{}", run["spec"]);
     super::result_schema::assert_valid(&super::result_schema::schema(), &run, "tcp --mptcp");
+    // Each end's facts hold its path manager for a test over MPTCP, and
+    // only then.
+    for end in ["client", "agent"] {
+        let pm = &run[end]["facts"]["mptcp"];
+        assert_eq!(pm["sysctls"]["enabled"], "1", "{end}: {pm}");
+    }
+    let plain = agent.run_json("tcp", &["-t", "1"]);
+    for end in ["client", "agent"] {
+        assert!(plain[end]["facts"].get("mptcp").is_none(), "{}", plain[end]["facts"]);
+    }
     let stream = &run["streams"][0];
     let (sender, receiver) = (&stream["sender"], &stream["receiver"]);
     for end in [sender, receiver] {
@@ -120,7 +130,7 @@ fn tcp_over_mptcp_has_each_ends_connection_and_its_subflows_adding_up() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("MPTCP stream 1: 1 subflow (path manager: 0 extra of"),
+        text.contains("MPTCP stream 1: 1 subflow (path manager: 0 extra, at most"),
         "{text}"
     );
     assert!(
@@ -286,6 +296,17 @@ fn a_lab_with_two_links_and_mptcp_carries_one_stream_over_a_subflow_per_link() {
         summary.contains("over 2 paths") && summary.contains("of their links'"),
         "{summary}"
     );
+    // Both ends recorded the path manager that made the subflows.
+    for (end, announces) in [("client", lab.link_addr(2, "a")), ("agent", lab.link_addr(2, "b"))] {
+        let pm = &run[end]["facts"]["mptcp"];
+        assert_eq!(pm["limits"]["subflows"], 2, "{end}: {pm}");
+        assert_eq!(pm["limits"]["add_addr_accepted"], 1, "{end}: {pm}");
+        assert_eq!(pm["sysctls"]["enabled"], "1", "{end}: {pm}");
+        let endpoints = pm["endpoints"].as_array().unwrap();
+        assert_eq!(endpoints.len(), 1, "{end}: {pm}");
+        assert_eq!(endpoints[0]["address"], announces.to_string(), "{end}: {pm}");
+        assert_eq!(endpoints[0]["signal"], true, "{end}: {pm}");
+    }
     // The lab says what it set up.
     let out = std::process::Command::new(BIN)
         .args(["lab", "status", lab.name()])

@@ -336,6 +336,10 @@ impl Workload for RequestResponse {
         &RrResults
     }
 
+    fn transport(&self, spec: &TestSpec) -> Option<super::transport::Proto> {
+        spec.params::<RrParams>().ok().map(|p| p.proto)
+    }
+
     fn name(&self) -> &'static str {
         "rr"
     }

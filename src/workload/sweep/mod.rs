@@ -405,6 +405,10 @@ impl Workload for Sweep {
         &SweepResults
     }
 
+    fn transport(&self, spec: &TestSpec) -> Option<Proto> {
+        spec.params::<SweepParams>().ok().map(|p| p.connection())
+    }
+
     fn name(&self) -> &'static str {
         "sweep"
     }

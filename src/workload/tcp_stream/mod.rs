@@ -203,6 +203,10 @@ impl Workload for TcpStream {
         &TcpResults
     }
 
+    fn transport(&self, spec: &TestSpec) -> Option<super::transport::Proto> {
+        spec.params::<TcpParams>().ok().map(|p| p.transport)
+    }
+
     fn name(&self) -> &'static str {
         "tcp"
     }

@@ -77,6 +77,9 @@ pub trait Transport: Sync + 'static {
     fn connection_figures(&self, _socket: &socket2::Socket) -> Option<Result<serde_json::Value, String>> {
         None
     }
+    /// Adds to this host's facts what decides how its connections run
+    /// (MPTCP: the path manager), for a test over it.
+    fn host_facts(&self, _facts: &mut crate::model::HostFacts) {}
 }
 
 /// A registered transport, as specs hold it: compared, printed and

@@ -72,6 +72,12 @@ impl Transport for Mptcp {
                 .and_then(|c| serde_json::to_value(c).map_err(|e| e.to_string())),
         )
     }
+
+    /// The path manager of this host's namespace: its limits and endpoints
+    /// decide which subflows a connection gets.
+    fn host_facts(&self, facts: &mut crate::model::HostFacts) {
+        facts.mptcp = Some(mptcp::path_manager());
+    }
 }
 
 /// The figures of an MPTCP stream end, in its extras under this key.
@@ -163,7 +169,7 @@ pub fn shares(stream: &crate::model::StreamResult) -> Vec<SubflowShare> {
 /// The subflow lines of an MPTCP stream under the result:
 ///
 /// ```text
-/// MPTCP stream 1: 2 subflows (path manager: 1 extra of 2 allowed), MPTCP-level reinjections 0 B
+/// MPTCP stream 1: 2 subflows (path manager: 1 extra, at most 2), MPTCP-level reinjections 0 B
 ///   10.0.1.1:41234 -> 10.0.1.2:5201: 50.2% of the data, 47.81 Mbit/s; retransmitted 0.1%, rtt 1.2 ms (min 0.9 ms)
 /// ```
 pub fn write_subflows(stream: &crate::model::StreamResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
@@ -186,7 +192,7 @@ pub fn write_subflows(stream: &crate::model::StreamResult, out: &mut dyn std::io
     let shares = shares(stream);
     writeln!(
         out,
-        "MPTCP stream {}: {} subflow{} (path manager: {} extra of {} allowed){reinjected}",
+        "MPTCP stream {}: {} subflow{} (path manager: {} extra, at most {}){reinjected}",
         stream.stream_id,
         shares.len(),
         if shares.len() == 1 { "" } else { "s" },
