@@ -45,7 +45,7 @@ pub struct HostFacts {
     /// `net.mptcp.*` sysctls, limits and endpoints): recorded for a test
     /// over MPTCP only, absent otherwise and in runs before 2026-11-28.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mptcp: Option<crate::probe::mptcp::PathManager>,
+    pub mptcp: Option<MptcpPathManager>,
 }
 
 /// A cgroup CPU quota: how much of one core the host's processes may use.
@@ -163,4 +163,47 @@ pub struct PcieLink {
     pub current_width_lanes: Option<u32>,
     pub max_gigatransfers_per_second: Option<f64>,
     pub max_width_lanes: Option<u32>,
+}
+
+/// The path manager of this network namespace: its sysctls, and its limits
+/// and endpoints as iproute2's `ip mptcp` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MptcpPathManager {
+    /// `net.mptcp.*` by name without the prefix (`enabled`, `pm_type`,
+    /// `path_manager`, `scheduler`, `checksum_enabled`, ...): those this kernel has.
+    pub sysctls: std::collections::BTreeMap<String, String>,
+    /// None when `ip mptcp limits` could not be read (see `unread`).
+    pub limits: Option<MptcpLimits>,
+    /// None when `ip mptcp endpoint` could not be read (see `unread`).
+    pub endpoints: Option<Vec<MptcpEndpoint>>,
+    /// Why `limits` or `endpoints` is None.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread: Option<String>,
+}
+
+/// `ip mptcp limits`: how many extra subflows a connection may have, and how
+/// many addresses announced by the peer it may accept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MptcpLimits {
+    pub subflows: u32,
+    pub add_addr_accepted: u32,
+}
+
+/// One `ip mptcp endpoint`: a local address the path manager announces
+/// (`signal`) or opens subflows from (`subflow`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MptcpEndpoint {
+    pub address: String,
+    pub id: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    pub signal: bool,
+    pub subflow: bool,
+    pub backup: bool,
+    pub fullmesh: bool,
+    /// Other flags iproute2 named (`implicit`, `laminar`, `rawflags 0x..`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_flags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }

@@ -6,52 +6,9 @@ use std::collections::BTreeMap;
 use std::io;
 use std::process::{Command, Stdio};
 
-use serde::{Deserialize, Serialize};
-
 use super::SYSCTL_DIR;
 
-/// The path manager of this network namespace: its sysctls, and its limits
-/// and endpoints as iproute2's `ip mptcp` shows them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PathManager {
-    /// `net.mptcp.*` by name without the prefix (`enabled`, `pm_type`,
-    /// `path_manager`, `scheduler`, `checksum_enabled`, ...): those this kernel has.
-    pub sysctls: BTreeMap<String, String>,
-    /// None when `ip mptcp limits` could not be read (see `unread`).
-    pub limits: Option<Limits>,
-    /// None when `ip mptcp endpoint` could not be read (see `unread`).
-    pub endpoints: Option<Vec<Endpoint>>,
-    /// Why `limits` or `endpoints` is None.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unread: Option<String>,
-}
-
-/// `ip mptcp limits`: how many extra subflows a connection may have, and how
-/// many addresses announced by the peer it may accept.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limits {
-    pub subflows: u32,
-    pub add_addr_accepted: u32,
-}
-
-/// One `ip mptcp endpoint`: a local address the path manager announces
-/// (`signal`) or opens subflows from (`subflow`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Endpoint {
-    pub address: String,
-    pub id: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    pub signal: bool,
-    pub subflow: bool,
-    pub backup: bool,
-    pub fullmesh: bool,
-    /// Other flags iproute2 named (`implicit`, `laminar`, `rawflags 0x..`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub other_flags: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-}
+pub use crate::model::{MptcpEndpoint as Endpoint, MptcpLimits as Limits, MptcpPathManager as PathManager};
 
 /// The path manager's state in this thread's network namespace.
 pub fn path_manager() -> PathManager {
