@@ -12,8 +12,7 @@
 use std::net::IpAddr;
 
 use crate::model::{
-    BondFacts, Evidence, InterfaceAddress, LinkEnd, LinkPair, LinkResult, MultilinkSummary, Party, TestSpec,
-    TrialResult, Verdict,
+    BondFacts, InterfaceAddress, LinkEnd, LinkPair, LinkResult, MultilinkSummary, Party, TestSpec, TrialResult, Verdict,
 };
 use crate::probe::bonding;
 use crate::units::Rate;
@@ -419,7 +418,7 @@ pub fn judge(trial: &TrialResult, summary: &MultilinkSummary, generic: &Verdict)
     let verdict = slow_link(summary, slow_share)
         .or_else(|| at_line_rate(summary))
         .or(cpu)
-        .map(|own| with_evidence(own, generic))
+        .map(|own| own.caused_first(generic))
         .unwrap_or_else(|| match generic.kind.as_str() {
             "none" | "link_bound" | "model_exceeded" => Verdict::new(
                 "none",
@@ -439,31 +438,6 @@ pub fn judge(trial: &TrialResult, summary: &MultilinkSummary, generic: &Verdict)
         },
         None => verdict,
     }
-}
-
-/// A multi-link finding as the cause, the single-path findings after it
-/// (they held, but the aggregate's own rule explains the figure).
-fn with_evidence(own: Verdict, generic: &Verdict) -> Verdict {
-    let mut evidence = vec![Evidence {
-        kind: own.kind.clone(),
-        side: own.side.clone(),
-        strength: "strong".into(),
-        role: "cause".into(),
-        explained_by: None,
-        summary: own.summary.clone(),
-    }];
-    evidence.extend(
-        generic
-            .evidence
-            .iter()
-            .filter(|e| e.kind != own.kind)
-            .map(|e| Evidence {
-                role: "also".into(),
-                explained_by: None,
-                ..e.clone()
-            }),
-    );
-    Verdict { evidence, ..own }
 }
 
 /// The side whose CPU held the test back most: its cgroup throttled it in

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{CoreUtilization, Flow, NicCounters, StreamEnd, StreamResult};
+use crate::model::{CoreUtilization, Evidence, Flow, NicCounters, StreamEnd, StreamResult};
 
 fn addr(interface: &str, address: &str, prefix_length: u8) -> InterfaceAddress {
     InterfaceAddress {

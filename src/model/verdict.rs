@@ -56,6 +56,33 @@ pub struct Evidence {
 }
 
 impl Verdict {
+    /// This finding as the one cause, and what `single_path` (the
+    /// single-path reasoning of the same trial) found after it as `also`:
+    /// those held, but this rule (several links', several paths') explains
+    /// the figure.
+    pub fn caused_first(self, single_path: &Verdict) -> Verdict {
+        let mut evidence = vec![Evidence {
+            kind: self.kind.clone(),
+            side: self.side.clone(),
+            strength: "strong".into(),
+            role: "cause".into(),
+            explained_by: None,
+            summary: self.summary.clone(),
+        }];
+        evidence.extend(
+            single_path
+                .evidence
+                .iter()
+                .filter(|e| e.kind != self.kind)
+                .map(|e| Evidence {
+                    role: "also".into(),
+                    explained_by: None,
+                    ..e.clone()
+                }),
+        );
+        Verdict { evidence, ..self }
+    }
+
     /// Share of datagrams, drops or retransmitted segments worth a verdict.
     pub const LOSS_PERCENT: f64 = 1.0;
     /// Share of their ready time that threads waited for a CPU, and share of

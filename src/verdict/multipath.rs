@@ -16,7 +16,7 @@
 use std::net::IpAddr;
 
 use crate::linerate::{self, Framing};
-use crate::model::{Evidence, LinkEnd, Party, TrialResult, Verdict};
+use crate::model::{LinkEnd, Party, TrialResult, Verdict};
 use crate::probe::mptcp::{MptcpConnection, Subflow};
 use crate::units::Rate;
 use crate::workload::transport::mptcp;
@@ -242,7 +242,7 @@ pub fn missing(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
                 summary: format!("{}{also}", v.summary),
                 ..v
             };
-            with_evidence(v, generic)
+            v.caused_first(generic)
         })
 }
 
@@ -267,17 +267,15 @@ pub fn judge(trial: &TrialResult, generic: &Verdict) -> Verdict {
     let percents: Option<Vec<f64>> = paths.iter().map(Path::percent_of_goodput).collect();
     if let (Some(percents), Some(of_sum)) = (&percents, &of_sum) {
         if percents.iter().all(|p| *p >= AT_LINE_RATE_PERCENT) {
-            return with_evidence(
-                Verdict::on_side(
-                    "links_at_line_rate",
-                    "path",
-                    format!("every path at its line rate: {of_sum}"),
-                ),
-                generic,
-            );
+            return Verdict::on_side(
+                "links_at_line_rate",
+                "path",
+                format!("every path at its line rate: {of_sum}"),
+            )
+            .caused_first(generic);
         }
         if let Some(v) = slow_path(&paths, of_sum) {
-            return with_evidence(v, generic);
+            return v.caused_first(generic);
         }
         let capacity: f64 = sum.unwrap_or(0.0);
         let idle = paths.iter().find(|p| {
@@ -286,18 +284,16 @@ pub fn judge(trial: &TrialResult, generic: &Verdict) -> Verdict {
                     .is_some_and(|g| g * 100.0 >= IDLE_PATH_CAPACITY_PERCENT * capacity)
         });
         if let Some(idle) = idle {
-            return with_evidence(
-                Verdict::on_side(
-                    "mptcp_subflow_idle",
-                    "path",
-                    format!(
-                        "the scheduler left a path nearly idle: {} carried {:.1}% of the data; {of_sum}",
-                        idle.name(),
-                        idle.share_percent
-                    ),
+            return Verdict::on_side(
+                "mptcp_subflow_idle",
+                "path",
+                format!(
+                    "the scheduler left a path nearly idle: {} carried {:.1}% of the data; {of_sum}",
+                    idle.name(),
+                    idle.share_percent
                 ),
-                generic,
-            );
+            )
+            .caused_first(generic);
         }
     }
     match (generic.kind.as_str(), of_sum) {
@@ -343,30 +339,6 @@ fn slow_path(paths: &[Path], of_sum: &str) -> Option<Verdict> {
         ));
     }
     None
-}
-
-/// A multipath finding as the cause, the single-path findings after it.
-fn with_evidence(own: Verdict, generic: &Verdict) -> Verdict {
-    let mut evidence = vec![Evidence {
-        kind: own.kind.clone(),
-        side: own.side.clone(),
-        strength: "strong".into(),
-        role: "cause".into(),
-        explained_by: None,
-        summary: own.summary.clone(),
-    }];
-    evidence.extend(
-        generic
-            .evidence
-            .iter()
-            .filter(|e| e.kind != own.kind && e.kind != "below_line_rate")
-            .map(|e| Evidence {
-                role: "also".into(),
-                explained_by: None,
-                ..e.clone()
-            }),
-    );
-    Verdict { evidence, ..own }
 }
 
 #[cfg(test)]

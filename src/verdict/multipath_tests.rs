@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::model::{BothCounters, BothCpu, Flow, Role, SocketBuffers, StreamEnd, StreamResult, Sum, Total};
+use crate::model::{BothCounters, BothCpu, Evidence, Flow, Role, SocketBuffers, StreamEnd, StreamResult, Sum, Total};
 
 /// One path: its tbf rate (both ends) and what its subflow carried, Mbit/s.
 struct P {
