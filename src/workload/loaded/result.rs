@@ -414,7 +414,7 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
     for (index, &name) in schedule.phases.iter().enumerate() {
         let (start, end) = schedule.window(index);
         let rates = Rates::of(trial, start, end);
-        let stable_after = rates.stable_after(start);
+        let stable_after = rates.stable_after(start, end);
         // The figures come from the steady part of the phase, or from its
         // second half when less than half of it was steady (a phase that
         // steadied at its very end left no probes to read).
@@ -586,8 +586,11 @@ impl Rates {
     /// The draft's stability rule on the sum of both directions: the
     /// moving average over 4 intervals, stable once the last 4 moving
     /// averages lie within 5% (standard deviation) of their mean. The time
-    /// from `start` to the end of that interval.
-    fn stable_after(&self, start: f64) -> Option<f64> {
+    /// from `start` to the end of that interval. The phase admits intervals
+    /// ending up to a millisecond after `end` (the ends' clocks tick apart);
+    /// such an interval ends, for the phase, at its end: stability is never
+    /// later than the phase itself.
+    fn stable_after(&self, start: f64, end: f64) -> Option<f64> {
         const WINDOW: usize = 4;
         const TOLERANCE: f64 = 0.05;
         let mut total: std::collections::BTreeMap<i64, (f64, f64, u64)> = Default::default();
@@ -605,7 +608,7 @@ impl Rates {
         averages.windows(WINDOW).find_map(|w| {
             let mean = w.iter().map(|x| x.1).sum::<f64>() / WINDOW as f64;
             let var = w.iter().map(|x| (x.1 - mean).powi(2)).sum::<f64>() / WINDOW as f64;
-            (mean > 0.0 && var.sqrt() <= TOLERANCE * mean).then(|| w[WINDOW - 1].0 - start)
+            (mean > 0.0 && var.sqrt() <= TOLERANCE * mean).then(|| w[WINDOW - 1].0.min(end) - start)
         })
     }
 
@@ -749,11 +752,23 @@ mod tests {
     #[test]
     fn stability_waits_for_the_moving_average_to_settle() {
         let ramp = rates(&[10, 40, 80, 100, 100, 100, 100, 100, 100, 100, 100, 100]);
-        let stable = ramp.stable_after(10.0).unwrap();
+        let stable = ramp.stable_after(10.0, 13.0).unwrap();
         assert!((stable - 2.25).abs() < 1e-9, "{stable}");
         let swinging = rates(&[10, 100, 10, 100, 300, 10, 100, 500, 10, 100, 10, 900]);
-        assert_eq!(swinging.stable_after(10.0), None);
+        assert_eq!(swinging.stable_after(10.0, 13.0), None);
         let (download, upload) = ramp.mean_between(11.0, 13.25);
         assert_eq!((download, upload), (100.0 * 8.0 / 0.25, 0.0));
+    }
+
+    /// A phase that steadies only in its last interval, which ended a tenth
+    /// of a millisecond after the phase (as CI saw): stable at the phase's
+    /// length, never after it.
+    #[test]
+    fn stability_in_the_last_interval_is_never_later_than_the_phase() {
+        let mut late = rates(&[100, 100, 100, 100, 100, 100, 100]);
+        let last = late.download.last_mut().unwrap();
+        last.1 += 1e-4;
+        let end = 10.0 + 7.0 * 0.25;
+        assert_eq!(late.stable_after(10.0, end), Some(end - 10.0));
     }
 }
