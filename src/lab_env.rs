@@ -154,6 +154,19 @@ impl LabEnv {
         Ok(())
     }
 
+    /// The router's namespace and its interface toward `address` (a lab
+    /// host's address on a link behind the router).
+    pub fn egress_toward(&self, address: IpAddr) -> Option<(String, RouterLink)> {
+        let address = canonical(address);
+        let router = self.router.as_ref()?;
+        let link = self
+            .hosts
+            .iter()
+            .flat_map(|h| &h.links)
+            .find(|l| l.address == address)?;
+        Some((router.netns.clone(), link.router_link.clone()?))
+    }
+
     /// The path from this environment's host to `peer` through the router;
     /// None when the peer is not a lab host's address, is this host, or
     /// there is no router between them.
@@ -227,11 +240,10 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The lab path from this process's host to `peer`, from the environment
-/// `nicbench lab exec` set. None outside a lab, without a router between
-/// the two, or for a peer that is no lab host; a warning when the
-/// environment is there but malformed.
-pub fn path_from_here(peer: IpAddr) -> Option<LabPath> {
+/// The lab this process runs in, from the environment `nicbench lab exec`
+/// set. None outside a lab; a warning when the environment is there but
+/// malformed.
+fn env_here() -> Option<LabEnv> {
     let lab = std::env::var_os(LAB_VAR)?;
     let Some(lab) = lab.to_str() else {
         log::warn!("${LAB_VAR} is not UTF-8: the lab's router is not known here");
@@ -246,12 +258,26 @@ pub fn path_from_here(peer: IpAddr) -> Option<LabPath> {
         .ok_or_else(|| "not UTF-8".to_string())
         .and_then(|json| LabEnv::parse(lab, json));
     match parsed {
-        Ok(env) => env.path_to(peer),
+        Ok(env) => Some(env),
         Err(e) => {
             log::warn!("${PATHS_VAR} is unusable ({e}): the lab's router is not known here");
             None
         }
     }
+}
+
+/// The lab path from this process's host to `peer`. None outside a lab,
+/// without a router between the two, or for a peer that is no lab host.
+pub fn path_from_here(peer: IpAddr) -> Option<LabPath> {
+    env_here()?.path_to(peer)
+}
+
+/// The lab router's network namespace and its interface whose egress
+/// carries traffic toward `address`, whichever host sends it: how each
+/// path of a multipath stream is shaped. None outside a lab, without a
+/// router, or for an address no lab host has.
+pub fn egress_toward(address: IpAddr) -> Option<(String, RouterLink)> {
+    env_here()?.egress_toward(address)
 }
 
 #[cfg(test)]
@@ -320,6 +346,30 @@ mod tests {
         // An IPv4-mapped IPv6 peer is the same peer.
         let mapped: IpAddr = "::ffff:10.200.3.2".parse().unwrap();
         assert_eq!(env.path_to(mapped), Some(first));
+    }
+
+    /// Each address's own router egress, whichever host asks: my own
+    /// addresses too (the download direction of a multipath stream).
+    #[test]
+    fn the_egress_toward_an_address_is_its_own_links_router_interface() {
+        let env = two_links();
+        for (address, iface) in [
+            ("10.200.1.2", "eth0"),
+            ("10.200.2.2", "eth1"),
+            ("10.200.4.2", "eth3"),
+            ("::ffff:10.200.3.2", "eth2"),
+        ] {
+            let (netns, link) = env.egress_toward(address.parse().unwrap()).unwrap();
+            assert_eq!(
+                (netns.as_str(), link.iface.as_str()),
+                ("nicbench-demo-r", iface),
+                "{address}"
+            );
+        }
+        assert_eq!(env.egress_toward("10.200.9.2".parse().unwrap()), None);
+        let mut direct = two_links();
+        direct.router = None;
+        assert_eq!(direct.egress_toward("10.200.1.2".parse().unwrap()), None);
     }
 
     #[test]

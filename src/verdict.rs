@@ -127,17 +127,20 @@ fn shaper_link(nic: &NicFacts) -> Option<Link> {
 /// As [`annotate`], with `link_overhead` (bytes per IP packet, from
 /// `--link-overhead`) replacing the overhead the speed's source implies.
 pub fn annotate_link(run: &mut RunResult, link_speed: Option<u64>, link_overhead: Option<u64>) {
-    annotate_path(run, link_speed, link_overhead, None)
+    annotate_path(run, link_speed, link_overhead, None, &|_| None)
 }
 
 /// As [`annotate_link`], with a shaper on the path (a lab router's tbf)
 /// competing with the ends' NIC speeds and shapers when no `link_speed`
-/// is given: the slowest is the line rate.
+/// is given: the slowest is the line rate. `toward` names the shaper on
+/// the way to one address, for a stream over several paths (MPTCP), each
+/// path through its own.
 pub fn annotate_path(
     run: &mut RunResult,
     link_speed: Option<u64>,
     link_overhead: Option<u64>,
     shaper: Option<&PathShaper>,
+    toward: &dyn Fn(std::net::IpAddr) -> Option<PathShaper>,
 ) {
     // A tbf counts the frames it dequeues: the Ethernet header, no more.
     let on_path = shaper.map(|s| Link {
@@ -221,8 +224,10 @@ pub fn annotate_path(
         // rate for it; its paths' links are weighed one by one.
         if kind.several_paths(trial).is_some() {
             trial.line_rate = None;
+            let paths = multipath::summary(trial, toward);
             let generic = judge(trial, kind, shared);
-            trial.verdict = Some(multipath::judge(trial, &generic));
+            trial.verdict = Some(multipath::judge(trial, &paths, &generic));
+            trial.paths = Some(paths);
             return;
         }
         trial.line_rate = link

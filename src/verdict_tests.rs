@@ -90,6 +90,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
         interruption: None,
         links: None,
         path_shaper: None,
+        paths: None,
     }
 }
 

@@ -134,11 +134,28 @@ fn busier_link<'p>(path: &'p crate::lab_env::LabPath, run: &crate::model::RunRes
 
 /// How a router link is named in results: `lab router demo-r eth1`.
 fn shaper_name(path: &crate::lab_env::LabPath, link: &crate::lab_env::RouterLink) -> String {
-    let router = match spec::parse_netns_name(&path.router_netns) {
+    shaper_name_in(&path.router_netns, link)
+}
+
+fn shaper_name_in(router_netns: &str, link: &crate::lab_env::RouterLink) -> String {
+    let router = match spec::parse_netns_name(router_netns) {
         Some((lab, host)) => lab::uts_hostname(lab, host),
-        None => path.router_netns.clone(),
+        None => router_netns.to_string(),
     };
     format!("lab router {router} {}", link.iface)
+}
+
+/// The lab router's shaper on the way to `address`, whichever host sends
+/// toward it: each path of a multipath stream has its own. None outside a
+/// lab, without a router, or when that egress is not shaped.
+pub fn router_shaper_toward(address: std::net::IpAddr) -> Option<crate::verdict::PathShaper> {
+    let (netns, link) = crate::lab_env::egress_toward(address)?;
+    let bits_per_second = link.rate_bits_per_second?;
+    Some(crate::verdict::PathShaper {
+        name: shaper_name_in(&netns, &link),
+        bits_per_second,
+        burst_bytes: Some(spec::tbf_sizes(bits_per_second, link.mtu, None).burst_bytes),
+    })
 }
 
 /// The lab router's shaper on the path to the agent of `run`, from what

@@ -324,7 +324,13 @@ pub fn measure_adjusted(
                     .is_none()
                     .then(|| super::lab::router_shaper(&run))
                     .flatten();
-                crate::verdict::annotate_path(&mut run, m.link_speed, m.link_overhead, shaper.as_ref());
+                crate::verdict::annotate_path(
+                    &mut run,
+                    m.link_speed,
+                    m.link_overhead,
+                    shaper.as_ref(),
+                    &super::lab::router_shaper_toward,
+                );
                 log::warn!(
                     "a trial failed after {} finished; those are shown, marked interrupted",
                     run.trials.len()
@@ -341,7 +347,13 @@ pub fn measure_adjusted(
         .then(|| super::lab::router_shaper(&run))
         .flatten();
     if m.link_speed.is_some() || m.link_overhead.is_some() || shaper.is_some() {
-        crate::verdict::annotate_path(&mut run, m.link_speed, m.link_overhead, shaper.as_ref());
+        crate::verdict::annotate_path(
+            &mut run,
+            m.link_speed,
+            m.link_overhead,
+            shaper.as_ref(),
+            &super::lab::router_shaper_toward,
+        );
     }
     if let Some(alone) = alone {
         super::multilink::apply_alone(&mut run, &alone, m);

@@ -92,6 +92,10 @@ pub struct TrialResult {
     /// trial: its counters after the trial less those before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_shaper: Option<PathShaperCounters>,
+    /// An MPTCP stream over several paths: each path's figures and link,
+    /// and their summed goodput (its line rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<super::PathsSummary>,
 }
 
 /// A shaper between the ends (a lab router's tbf toward the receiver of the
@@ -219,6 +223,7 @@ impl TrialResult {
             interruption: None,
             links: None,
             path_shaper: None,
+            paths: None,
         })
     }
 }

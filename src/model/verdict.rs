@@ -16,8 +16,8 @@ pub struct Verdict {
     /// `retransmitting`, `receive_window_limited`, `send_buffer_limited`,
     /// `offered_rate_not_reached`, `not_sure` (the evidence conflicts or is
     /// weak: `evidence[]` holds the candidates) or `none`; several links or
-    /// paths add `link_slow`, `links_at_line_rate`, `mptcp_subflow_missing`
-    /// and `mptcp_subflow_idle`; workloads add their own (`files_*`, ...).
+    /// paths add `link_slow`, `links_at_line_rate`, `mptcp_fallback`,
+    /// `mptcp_subflow_missing` and `mptcp_subflow_idle`; workloads add their own (`files_*`, ...).
     pub kind: String,
     pub summary: String,
     /// The end or part of the path the verdict names: `sender`, `receiver`,

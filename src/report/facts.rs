@@ -402,6 +402,14 @@ fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             None => Ok(()),
         };
     }
+    if let Some(written) = run
+        .result
+        .paths
+        .as_ref()
+        .and_then(|paths| super::linerate::paths_text(paths, out))
+    {
+        return written;
+    }
     if let Some(why) = crate::workload::results_of(&run.workload).several_paths(&run.result) {
         return writeln!(out, "Line rate: n/a ({why})");
     }

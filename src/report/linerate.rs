@@ -87,15 +87,70 @@ pub fn json(rows: &[LineRate], out: &mut dyn Write) -> io::Result<()> {
 
 /// Where the link speed came from, in words.
 fn speed_source(share: &LineRateShare) -> String {
-    match share.link_speed_source.as_str() {
+    source_words(&share.link_speed_source, share.shaper_name.as_deref())
+}
+
+/// Where a link's speed came from, in words.
+fn source_words(source: &str, shaper_name: Option<&str>) -> String {
+    match source {
         "option" => "--link-speed".into(),
         "qdisc" => "the tbf qdisc".into(),
-        "lab" => match &share.shaper_name {
+        "lab" => match shaper_name {
             Some(name) => terminal(name).to_string(),
             None => "the lab's router".into(),
         },
         _ => "the NIC".into(),
     }
+}
+
+/// The `Line rate:` lines of a stream over several paths (MPTCP): what all
+/// carried against the sum of the paths' goodputs, then each path; None
+/// when a path's link is unknown (no sum to compare with).
+///
+/// ```text
+/// Line rate: 279.24 Mbit/s = 97.3% of 286.92 Mbit/s theoretical goodput, the sum of 3 paths':
+///   10.200.1.2 -> 10.200.4.2: 93.21 Mbit/s = 97.4% of 95.64 Mbit/s (100.00 Mbit/s link from lab router mp3r-r eth3)
+/// ```
+pub fn paths_text(summary: &crate::model::PathsSummary, out: &mut dyn Write) -> Option<io::Result<()>> {
+    let (Some(sum), Some(percent)) = (
+        summary.theoretical_goodput_bits_per_second,
+        summary.percent_of_theoretical_goodput,
+    ) else {
+        return None;
+    };
+    let write = |out: &mut dyn Write| -> io::Result<()> {
+        writeln!(
+            out,
+            "Line rate: {} = {percent:.1}% of {} theoretical goodput, the sum of {} paths':",
+            Rate(summary.measured_bits_per_second),
+            Rate(sum),
+            summary.paths.len()
+        )?;
+        for p in &summary.paths {
+            let (Some(link), Some(goodput), Some(of)) = (
+                p.link_bits_per_second,
+                p.goodput_bits_per_second,
+                p.percent_of_goodput(),
+            ) else {
+                continue;
+            };
+            writeln!(
+                out,
+                "  {} -> {}: {} = {of:.1}% of {} ({} link from {})",
+                p.from,
+                p.to,
+                Rate(p.bits_per_second),
+                Rate(goodput),
+                Rate(link as f64),
+                source_words(
+                    p.link_speed_source.as_deref().unwrap_or("nic"),
+                    p.shaper_name.as_deref()
+                )
+            )?;
+        }
+        Ok(())
+    };
+    Some(write(out))
 }
 
 /// The overhead the model counted, in words.

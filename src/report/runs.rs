@@ -169,6 +169,7 @@ pub fn verdict_words(kind: &str) -> String {
         "warmup_excluded" => "no bottleneck (warm-up excluded)",
         "link_slow" => "a link slower than the others",
         "links_at_line_rate" => "links at line rate",
+        "mptcp_fallback" => "MPTCP fell back to TCP",
         "mptcp_subflow_missing" => "an MPTCP subflow missing",
         "mptcp_subflow_idle" => "an MPTCP path left idle",
         "per_file_overhead" => "per-file overhead",

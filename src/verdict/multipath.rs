@@ -15,8 +15,9 @@
 
 use std::net::IpAddr;
 
+use super::PathShaper;
 use crate::linerate::{self, Framing};
-use crate::model::{LinkEnd, Party, TrialResult, Verdict};
+use crate::model::{LinkEnd, Party, PathFigures, PathsSummary, TrialResult, Verdict};
 use crate::probe::mptcp::{MptcpConnection, Subflow};
 use crate::units::Rate;
 use crate::workload::transport::mptcp;
@@ -29,84 +30,97 @@ pub const AT_LINE_RATE_PERCENT: f64 = 90.0;
 pub const IDLE_SHARE_PERCENT: f64 = 5.0;
 pub const IDLE_PATH_CAPACITY_PERCENT: f64 = 20.0;
 
-/// One path of the trial's MPTCP streams: a sender address and a receiver
-/// address, every subflow between them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Path {
-    pub from: IpAddr,
-    pub to: IpAddr,
-    pub bits_per_second: f64,
-    /// Part of all the streams' data it carried.
-    pub share_percent: f64,
-    /// The slower end's link rate (tbf or real speed), when both ends
-    /// named their interface.
-    pub link_bits_per_second: Option<u64>,
-    /// What that link carries of TCP payload at the subflow's MSS.
-    pub goodput_bits_per_second: Option<f64>,
+/// How a path is named in the verdict: its addresses and its link.
+fn path_name(p: &PathFigures) -> String {
+    let link = p
+        .link_bits_per_second
+        .map_or(String::new(), |l| format!(" ({} link)", Rate(l as f64)));
+    format!("{} -> {}{link}", p.from, p.to)
 }
 
-impl Path {
-    pub fn percent_of_goodput(&self) -> Option<f64> {
-        self.goodput_bits_per_second
-            .filter(|g| *g > 0.0)
-            .map(|g| self.bits_per_second * 100.0 / g)
-    }
-
-    fn name(&self) -> String {
-        let link = self
-            .link_bits_per_second
-            .map_or(String::new(), |l| format!(" ({} link)", Rate(l as f64)));
-        format!("{} -> {}{link}", self.from, self.to)
-    }
+/// A rate a path's packets meet: how it counts a packet, where it came
+/// from (`nic`, `qdisc`, `lab`) and, for a lab router's, where it sits.
+struct Limit {
+    bits_per_second: u64,
+    framing: Framing,
+    source: &'static str,
+    shaper_name: Option<String>,
 }
 
-/// The slower of an interface's tbf rate and real (not nominal) speed, and
-/// how that rate counts a packet.
-fn end_rate(end: &LinkEnd) -> Option<(u64, Framing)> {
-    let shaper = end.shaping_bits_per_second.map(|r| {
-        (
-            r,
-            Framing::Qdisc {
-                overhead_bytes: 0,
-                mpu_bytes: 0,
-                atm: false,
-            },
-        )
+const TBF: Framing = Framing::Qdisc {
+    overhead_bytes: 0,
+    mpu_bytes: 0,
+    atm: false,
+};
+
+/// The rates of an interface: its tbf and its real (not nominal) speed.
+fn end_limits(end: &LinkEnd) -> impl Iterator<Item = Limit> {
+    let shaper = end.shaping_bits_per_second.map(|r| Limit {
+        bits_per_second: r,
+        framing: TBF,
+        source: "qdisc",
+        shaper_name: None,
     });
     let wire = end
         .link_speed_bits_per_second
         .filter(|_| !end.link_speed_nominal)
-        .map(|r| (r, Framing::EthernetWire));
-    [shaper, wire].into_iter().flatten().min_by_key(|(r, _)| *r)
+        .map(|r| Limit {
+            bits_per_second: r,
+            framing: Framing::EthernetWire,
+            source: "nic",
+            shaper_name: None,
+        });
+    [shaper, wire].into_iter().flatten()
 }
 
-/// The goodput of a subflow's path, from both ends' interfaces of it.
-fn path_goodput(sent: &Subflow, received: Option<&Subflow>) -> (Option<u64>, Option<f64>) {
+/// The slowest rate on a subflow's path, from both ends' interfaces of it
+/// and a shaper between them toward the receiver, and what it carries of
+/// TCP payload at the subflow's MSS.
+fn path_limit(sent: &Subflow, received: Option<&Subflow>, between: Option<PathShaper>) -> Option<(Limit, Option<f64>)> {
     let ends: Vec<&LinkEnd> = [sent.interface.as_ref(), received.and_then(|r| r.interface.as_ref())]
         .into_iter()
         .flatten()
         .collect();
-    let Some((rate, framing)) = ends.iter().filter_map(|e| end_rate(e)).min_by_key(|(r, _)| *r) else {
-        return (None, None);
-    };
+    let router = between.map(|s| Limit {
+        bits_per_second: s.bits_per_second,
+        framing: TBF,
+        source: "lab",
+        shaper_name: Some(s.name),
+    });
+    let limit = ends
+        .iter()
+        .flat_map(|e| end_limits(e))
+        .chain(router)
+        .min_by_key(|l| l.bits_per_second)?;
     let mtu = ends.iter().filter_map(|e| e.mtu_bytes).min().unwrap_or(1500);
-    let goodput = linerate::goodput(rate as f64, u64::from(mtu), u64::from(sent.send_mss_bytes), framing)
-        .map(|g| g.goodput_bits_per_second);
-    (Some(rate), goodput)
+    let goodput = linerate::goodput(
+        limit.bits_per_second as f64,
+        u64::from(mtu),
+        u64::from(sent.send_mss_bytes),
+        limit.framing,
+    )
+    .map(|g| g.goodput_bits_per_second);
+    Some((limit, goodput))
 }
 
 fn canonical(ip: IpAddr) -> IpAddr {
     ip.to_canonical()
 }
 
-/// The trial's paths, each with what it carried and could carry.
-pub fn paths(trial: &TrialResult) -> Vec<Path> {
-    let mut paths: Vec<Path> = Vec::new();
+/// The trial's paths, each with what it carried and could carry, and
+/// their sum. `toward` names a shaper between the ends on the way to an
+/// address (a lab router's tbf), where the ends' interfaces do not show it.
+pub fn summary(trial: &TrialResult, toward: &dyn Fn(IpAddr) -> Option<PathShaper>) -> PathsSummary {
+    let mut paths: Vec<PathFigures> = Vec::new();
     let total: f64 = trial.streams.iter().map(|s| s.receiver.bits_per_second).sum();
     for stream in &trial.streams {
         let (sender, receiver) = mptcp::ends(stream);
         for share in mptcp::shares(stream) {
             let (from, to) = (canonical(share.from.ip()), canonical(share.to.ip()));
+            if let Some(p) = paths.iter_mut().find(|p| p.from == from && p.to == to) {
+                p.bits_per_second += share.bits_per_second;
+                continue;
+            }
             let received = receiver.as_ref().and_then(|c| {
                 c.subflows
                     .iter()
@@ -117,18 +131,21 @@ pub fn paths(trial: &TrialResult) -> Vec<Path> {
                     .as_ref()
                     .and_then(|c| c.subflows.iter().find(|s| canonical(s.local.ip()) == from))
             });
-            let (link, goodput) = sent.map_or((None, None), |s| path_goodput(s, received));
-            match paths.iter_mut().find(|p| p.from == from && p.to == to) {
-                Some(p) => p.bits_per_second += share.bits_per_second,
-                None => paths.push(Path {
-                    from,
-                    to,
-                    bits_per_second: share.bits_per_second,
-                    share_percent: 0.0,
-                    link_bits_per_second: link,
-                    goodput_bits_per_second: goodput,
-                }),
-            }
+            let limit = sent.and_then(|s| path_limit(s, received, toward(to)));
+            let (limit, goodput) = match limit {
+                Some((l, g)) => (Some(l), g),
+                None => (None, None),
+            };
+            paths.push(PathFigures {
+                from,
+                to,
+                bits_per_second: share.bits_per_second,
+                share_percent: 0.0,
+                link_bits_per_second: limit.as_ref().map(|l| l.bits_per_second),
+                link_speed_source: limit.as_ref().map(|l| l.source.to_string()),
+                shaper_name: limit.and_then(|l| l.shaper_name),
+                goodput_bits_per_second: goodput,
+            });
         }
     }
     for p in &mut paths {
@@ -138,7 +155,14 @@ pub fn paths(trial: &TrialResult) -> Vec<Path> {
             0.0
         };
     }
-    paths
+    let sum: Option<f64> = paths.iter().map(|p| p.goodput_bits_per_second).sum();
+    let sum = sum.filter(|s| *s > 0.0);
+    PathsSummary {
+        measured_bits_per_second: total,
+        theoretical_goodput_bits_per_second: sum,
+        percent_of_theoretical_goodput: sum.map(|s| total * 100.0 / s),
+        paths,
+    }
 }
 
 /// Why the client has fewer subflows than the agent offered paths, from
@@ -226,13 +250,45 @@ fn range_of(percents: &[f64]) -> String {
     }
 }
 
-/// A subflow the agent offered and the client never made, as the cause,
-/// `generic` after it: asked of every MPTCP trial, also of one that ran
-/// over a single path because of it.
-pub fn missing(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
-    connections(trial)
+/// An MPTCP connection that fell back to plain TCP: both ends opened MPTCP
+/// sockets (each has MPTCP figures), yet the handshake carried no
+/// MP_CAPABLE through, so something between them stripped the option (a
+/// firewall, a NAT, a TCP proxy). One path, no subflows.
+fn fell_back(trial: &TrialResult) -> Option<Verdict> {
+    let all = connections(trial);
+    let fallen = all
         .iter()
-        .find_map(|(client, agent)| missing_subflow(client, agent))
+        .filter(|(client, agent)| client.fallback || agent.fallback)
+        .count();
+    if fallen == 0 {
+        return None;
+    }
+    let streams = match all.len() {
+        1 => "the stream".to_string(),
+        n => format!("{fallen} of {n} streams"),
+    };
+    Some(Verdict::on_side(
+        "mptcp_fallback",
+        "path",
+        format!(
+            "MPTCP fell back to plain TCP on {streams}: both hosts opened MPTCP sockets but the handshake \
+             arrived without MPTCP's option (MP_CAPABLE), so something between them strips it (a firewall, \
+             NAT or proxy); one path, no subflows"
+        ),
+    ))
+}
+
+/// A connection that fell back to plain TCP, or a subflow the agent
+/// offered and the client never made, as the cause, `generic` after it:
+/// asked of every MPTCP trial, also of one that ran over a single path
+/// because of it.
+pub fn missing(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
+    fell_back(trial)
+        .or_else(|| {
+            connections(trial)
+                .iter()
+                .find_map(|(client, agent)| missing_subflow(client, agent))
+        })
         .map(|v| {
             let also = match generic.kind.as_str() {
                 "none" => String::new(),
@@ -246,13 +302,13 @@ pub fn missing(trial: &TrialResult, generic: &Verdict) -> Option<Verdict> {
         })
 }
 
-/// The verdict of a trial whose streams ran over several paths; `generic`
-/// is the single-path reasoning's (a CPU, a window).
-pub fn judge(trial: &TrialResult, generic: &Verdict) -> Verdict {
-    let paths = paths(trial);
+/// The verdict of a trial whose streams ran over several paths, from its
+/// [`summary`]; `generic` is the single-path reasoning's (a CPU, a window).
+pub fn judge(trial: &TrialResult, summary: &PathsSummary, generic: &Verdict) -> Verdict {
+    let paths = &summary.paths;
     let carried: f64 = paths.iter().map(|p| p.bits_per_second).sum();
-    let sum: Option<f64> = paths.iter().map(|p| p.goodput_bits_per_second).sum();
-    let of_sum = sum.filter(|s| *s > 0.0).map(|s| {
+    let sum = summary.theoretical_goodput_bits_per_second;
+    let of_sum = sum.map(|s| {
         format!(
             "{} over {} paths, {:.0}% of their links' {} goodput",
             Rate(carried),
@@ -264,7 +320,7 @@ pub fn judge(trial: &TrialResult, generic: &Verdict) -> Verdict {
     if let Some(v) = missing(trial, generic) {
         return v;
     }
-    let percents: Option<Vec<f64>> = paths.iter().map(Path::percent_of_goodput).collect();
+    let percents: Option<Vec<f64>> = paths.iter().map(PathFigures::percent_of_goodput).collect();
     if let (Some(percents), Some(of_sum)) = (&percents, &of_sum) {
         if percents.iter().all(|p| *p >= AT_LINE_RATE_PERCENT) {
             return Verdict::on_side(
@@ -274,7 +330,7 @@ pub fn judge(trial: &TrialResult, generic: &Verdict) -> Verdict {
             )
             .caused_first(generic);
         }
-        if let Some(v) = slow_path(&paths, of_sum) {
+        if let Some(v) = slow_path(paths, of_sum) {
             return v.caused_first(generic);
         }
         let capacity: f64 = sum.unwrap_or(0.0);
@@ -289,7 +345,7 @@ pub fn judge(trial: &TrialResult, generic: &Verdict) -> Verdict {
                 "path",
                 format!(
                     "the scheduler left a path nearly idle: {} carried {:.1}% of the data; {of_sum}",
-                    idle.name(),
+                    path_name(idle),
                     idle.share_percent
                 ),
             )
@@ -311,7 +367,7 @@ pub fn judge(trial: &TrialResult, generic: &Verdict) -> Verdict {
 
 /// One path at its line rate, on the slowest link, while a faster path
 /// stayed below its own: the slow path held the others back.
-fn slow_path(paths: &[Path], of_sum: &str) -> Option<Verdict> {
+fn slow_path(paths: &[PathFigures], of_sum: &str) -> Option<Verdict> {
     let slowest = paths
         .iter()
         .filter(|p| p.link_bits_per_second.is_some())
@@ -319,7 +375,7 @@ fn slow_path(paths: &[Path], of_sum: &str) -> Option<Verdict> {
     let others: Vec<f64> = paths
         .iter()
         .filter(|p| p.from != slowest.from || p.to != slowest.to)
-        .filter_map(Path::percent_of_goodput)
+        .filter_map(PathFigures::percent_of_goodput)
         .collect();
     let slowest_percent = slowest.percent_of_goodput().unwrap_or(0.0);
     let faster_link = paths
@@ -333,7 +389,7 @@ fn slow_path(paths: &[Path], of_sum: &str) -> Option<Verdict> {
                 "the slow path held the others back: {} at its line rate ({slowest_percent:.0}%), \
                          the faster paths at {} of theirs (MPTCP's scheduler and the connection's one \
                          receive window wait for the slow path's data); {of_sum}",
-                slowest.name(),
+                path_name(slowest),
                 range_of(&others)
             ),
         ));

@@ -122,12 +122,23 @@ fn trial_with(paths: &[P], announced: u8, limit: u8) -> TrialResult {
         interruption: None,
         links: None,
         path_shaper: None,
+        paths: None,
     }
 }
 
 fn trial(paths: &[P]) -> TrialResult {
     let n = (paths.len() - 1) as u8;
     trial_with(paths, n, n)
+}
+
+/// The trial's paths with no shaper between the ends.
+fn paths(t: &TrialResult) -> Vec<PathFigures> {
+    summary(t, &|_| None).paths
+}
+
+/// The multipath verdict of `t` with no shaper between the ends.
+fn judged(t: &TrialResult, generic: &Verdict) -> Verdict {
+    judge(t, &summary(t, &|_| None), generic)
 }
 
 fn none() -> Verdict {
@@ -156,7 +167,7 @@ fn three_links_one_shaped_to_20_mbit_name_the_slow_path_and_the_sum() {
     let sum: f64 = ps.iter().map(|p| p.goodput_bits_per_second.unwrap()).sum();
     // tbf counts the 1514-byte frame: 1448/1514 of each rate.
     assert!((sum - 220e6 * 1448.0 / 1514.0).abs() < 1.0, "{sum}");
-    let v = judge(&t, &none());
+    let v = judged(&t, &none());
     assert_eq!(
         (v.kind.as_str(), v.side.as_deref()),
         ("link_slow", Some("path")),
@@ -173,6 +184,59 @@ fn three_links_one_shaped_to_20_mbit_name_the_slow_path_and_the_sum() {
     assert_eq!(v.evidence[0].role, "cause");
 }
 
+/// Behind a lab router the ends' interfaces are unshaped: each path's rate
+/// is the router's tbf toward its receiver, named where it sits, and the
+/// sum is the paths' line rate.
+#[test]
+fn behind_a_router_each_path_is_judged_by_the_routers_shaper_toward_its_receiver() {
+    let t = trial(&[
+        P {
+            link_mbit: None,
+            mbit: 77.48,
+        },
+        P {
+            link_mbit: None,
+            mbit: 17.90,
+        },
+        P {
+            link_mbit: None,
+            mbit: 79.00,
+        },
+    ]);
+    let router = |to: IpAddr| -> Option<PathShaper> {
+        let link = match to.to_string().as_str() {
+            "10.200.1.2" => 1,
+            "10.200.2.2" => 2,
+            "10.200.3.2" => 3,
+            _ => return None,
+        };
+        Some(PathShaper {
+            name: format!("lab router demo-r eth{}", link + 2),
+            bits_per_second: if link == 2 { 20_000_000 } else { 100_000_000 },
+            burst_bytes: Some(50_000),
+        })
+    };
+    let s = summary(&t, &router);
+    let slow = &s.paths[1];
+    assert_eq!(slow.link_bits_per_second, Some(20_000_000));
+    assert_eq!(slow.link_speed_source.as_deref(), Some("lab"));
+    assert_eq!(slow.shaper_name.as_deref(), Some("lab router demo-r eth4"));
+    let sum = s.theoretical_goodput_bits_per_second.unwrap();
+    assert!((sum - 220e6 * 1448.0 / 1514.0).abs() < 1.0, "{sum}");
+    let measured: f64 = 77.48e6 + 17.90e6 + 79.00e6;
+    assert!((s.measured_bits_per_second - measured).abs() < 1.0);
+    assert!((s.percent_of_theoretical_goodput.unwrap() - measured * 100.0 / sum).abs() < 1e-9);
+    let v = judge(&t, &s, &none());
+    assert_eq!(v.kind, "link_slow", "{}", v.summary);
+    assert!(
+        v.summary.contains("10.200.2.1 -> 10.200.2.2 (20.00 Mbit/s link)"),
+        "{}",
+        v.summary
+    );
+    // Without the router's figures the same trial has no known link.
+    assert!(paths(&t).iter().all(|p| p.link_bits_per_second.is_none()));
+}
+
 #[test]
 fn every_path_at_its_line_rate_is_the_links() {
     let t = trial(&[
@@ -185,7 +249,7 @@ fn every_path_at_its_line_rate_is_the_links() {
             mbit: 92.9,
         },
     ]);
-    let v = judge(&t, &none());
+    let v = judged(&t, &none());
     assert_eq!(v.kind, "links_at_line_rate", "{}", v.summary);
     assert!(v.summary.contains("over 2 paths, 97% of their links'"), "{}", v.summary);
 }
@@ -207,7 +271,7 @@ fn an_announced_address_the_client_could_not_accept_is_a_missing_subflow_with_th
         2,
         1,
     );
-    let v = judge(&t, &none());
+    let v = judged(&t, &none());
     assert_eq!(
         (v.kind.as_str(), v.side.as_deref()),
         ("mptcp_subflow_missing", Some("client"))
@@ -236,7 +300,7 @@ fn a_join_that_did_not_come_up_within_the_limits_is_the_path() {
     a.add_addr_signal = 1;
     a.extra_subflows_max = 1;
     t.streams[0].receiver.extras.set(mptcp::KEY, &a);
-    let v = judge(&t, &none());
+    let v = judged(&t, &none());
     assert_eq!(
         (v.kind.as_str(), v.side.as_deref()),
         ("mptcp_subflow_missing", Some("path"))
@@ -256,7 +320,7 @@ fn a_path_the_scheduler_left_idle_is_named() {
             mbit: 1.5,
         },
     ]);
-    let v = judge(&t, &none());
+    let v = judged(&t, &none());
     assert_eq!(v.kind, "mptcp_subflow_idle", "{}", v.summary);
     assert!(v.summary.contains("10.200.2.1 -> 10.200.2.2"), "{}", v.summary);
 }
@@ -274,7 +338,7 @@ fn a_cpu_verdict_stays_with_the_share_of_the_sum_beside_it() {
         },
     ]);
     let cpu = Verdict::on_side("cpu_starved", "receiver", "receiver starved of CPU".into());
-    let v = judge(&t, &cpu);
+    let v = judged(&t, &cpu);
     assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("receiver")));
     assert!(
         v.summary
@@ -297,7 +361,7 @@ fn paths_without_a_known_rate_keep_the_single_path_verdict() {
         },
     ]);
     assert!(paths(&t).iter().all(|p| p.goodput_bits_per_second.is_none()));
-    assert_eq!(judge(&t, &none()), none());
+    assert_eq!(judged(&t, &none()), none());
 }
 
 #[test]
@@ -333,4 +397,36 @@ fn a_stream_left_on_one_path_by_the_limits_is_missing_a_subflow_not_link_bound()
     );
     assert_eq!(v.evidence[1].kind, "link_bound");
     assert_eq!(v.evidence[1].role, "also");
+}
+
+/// A connection whose handshake lost MP_CAPABLE on the way runs as plain
+/// TCP on one path: that is the answer, with what the one path did after
+/// it; a stream that kept MPTCP gets no such finding.
+#[test]
+fn a_connection_that_fell_back_to_tcp_is_the_cause_whatever_its_one_path_did() {
+    let mut t = trial_with(
+        &[P {
+            link_mbit: Some(100),
+            mbit: 94.1,
+        }],
+        0,
+        2,
+    );
+    let link = Verdict::on_side("link_bound", "path", "link-bound: 98.2% of line rate".into());
+    assert_eq!(missing(&t, &link), None);
+    let stream = &mut t.streams[0];
+    for end in [&mut stream.sender, &mut stream.receiver] {
+        let mut c: MptcpConnection = end.extras.get(mptcp::KEY).unwrap();
+        c.fallback = true;
+        end.extras.set(mptcp::KEY, &c);
+    }
+    let v = missing(&t, &link).unwrap();
+    assert_eq!((v.kind.as_str(), v.side.as_deref()), ("mptcp_fallback", Some("path")));
+    assert!(
+        v.summary.starts_with("MPTCP fell back to plain TCP on the stream: ")
+            && v.summary.contains("strips it")
+            && v.summary.ends_with("; also: link-bound: 98.2% of line rate"),
+        "{}",
+        v.summary
+    );
 }

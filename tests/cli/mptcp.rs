@@ -344,32 +344,74 @@ fn a_subflow_announced_after_the_connection_is_up_still_joins() {
     let b = lab.addr("b").to_string();
     let port = lab.agent_port().to_string();
     let mut command = lab.command("a", BIN);
-    command.args(["tcp", &b, "-p", &port, "-t", "3", "--mptcp", "--json", "--no-save"]);
-    let client = spawn_captured(&mut command, "tcp --mptcp in host a");
-    // Wait for the data connection (the control connection is plain TCP).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &agent_ns, "ss", "-HMn", "state", "established"])
-            .output()
+    command.args([
+        "tcp",
+        &b,
+        "-p",
+        &port,
+        "-t",
+        "3",
+        "-i",
+        "0.2",
+        "--mptcp",
+        "--json-stream",
+        "--no-save",
+    ]);
+    let mut client = spawn_captured(&mut command, "tcp --mptcp in host a");
+    // The stream runs once its first interval is out: announce the second
+    // address only then, so its subflow joins while the stream runs.
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(client.stdout.take().unwrap()));
+    let first_interval_end = loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("the client ended before its first interval"))
             .unwrap();
-        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
-            break;
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["event"] == "interval" {
+            break event["end_seconds"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no end_seconds: {line}"));
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no MPTCP connection on the agent within 30 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    };
     ip(&["mptcp", "endpoint", "add", &address, "dev", ifname, "signal"]);
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     let out = wait_output(client, COMMAND_LIMIT, "tcp --mptcp in host a");
     assert!(out.status.success(), "{}", stderr(&out));
-    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let last = rest
+        .last()
+        .unwrap_or_else(|| panic!("no result line; stderr: {}", stderr(&out)));
+    let event: Value = serde_json::from_str(last).unwrap();
+    let run = &event["result"];
+    let second = lab.link_addr(2, "a").to_string();
     for end in [&run["streams"][0]["sender"], &run["streams"][0]["receiver"]] {
         let c = &end["mptcp"];
         assert_eq!(c["extra_subflows"], 1, "the late subflow joined: {c}");
-        assert_eq!(c["subflows"].as_array().map(Vec::len), Some(2), "{c}");
+        let subflows = c["subflows"].as_array().unwrap();
+        assert_eq!(subflows.len(), 2, "{c}");
+        // The first subflow was up when the stream began; the second
+        // joined after the first interval, and each end saw when.
+        let side = if end == &run["streams"][0]["sender"] {
+            "local"
+        } else {
+            "remote"
+        };
+        for s in subflows {
+            let joined = s["joined_after_seconds"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no join time: {s}"));
+            let addr: std::net::SocketAddr = s[side].as_str().unwrap().parse().unwrap();
+            if addr.ip().to_canonical().to_string() == second {
+                assert!(joined > 0.0 && joined < 3.5, "{s}");
+                if side == "local" {
+                    assert!(
+                        joined >= first_interval_end - 0.001,
+                        "after {first_interval_end} s: {s}"
+                    );
+                }
+            } else {
+                assert_eq!(joined, 0.0, "{s}");
+            }
+        }
     }
     assert_the_connection_adds_up(&run["streams"][0]["receiver"]);
 }
@@ -420,4 +462,145 @@ fn a_client_that_accepts_no_announcement_is_told_which_limit_to_raise() {
             && summary.contains("ip mptcp limits set subflows 1 add_addr_accepted 1"),
         "{summary}"
     );
+}
+
+/// Behind a router the hosts' own interfaces are unshaped: each path's
+/// line rate is the router's tbf toward its receiver, named where it sits,
+/// and their sum is the stream's line rate, in the JSON and in the text.
+#[test]
+fn behind_a_router_each_path_is_weighed_against_the_routers_link_toward_its_receiver() {
+    require_lab!();
+    require_mptcp!();
+    let lab = lab_builder()
+        .links(2)
+        .via_router()
+        .rate(100_000_000)
+        .mptcp()
+        .build()
+        .unwrap();
+    let b = lab.addr("b").to_string();
+    let port = lab.agent_port().to_string();
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "2", "--mptcp", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "tcp --mptcp via a router");
+    assert!(run.get("line_rate").is_none(), "one link's rate is no line rate here");
+    let summary = &run["paths"];
+    let paths = summary["paths"].as_array().unwrap_or_else(|| panic!("no paths: {run}"));
+    assert_eq!(paths.len(), 2, "{summary}");
+    let to: std::collections::BTreeSet<String> = paths.iter().map(|p| p["to"].as_str().unwrap().to_string()).collect();
+    let b_addresses: std::collections::BTreeSet<String> = [lab.link_addr(3, "b"), lab.link_addr(4, "b")]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    assert_eq!(to, b_addresses, "{summary}");
+    let mut goodput = 0.0;
+    let mut carried = 0.0;
+    for p in paths {
+        assert_eq!(p["link_bits_per_second"], 100_000_000, "{p}");
+        assert_eq!(p["link_speed_source"], "lab", "{p}");
+        let name = p["shaper_name"].as_str().unwrap();
+        assert!(name.starts_with("lab router ") && name.contains("-r eth"), "{p}");
+        goodput += p["goodput_bits_per_second"].as_f64().unwrap();
+        carried += p["bits_per_second"].as_f64().unwrap();
+    }
+    let f = |key: &str| summary[key].as_f64().unwrap_or_else(|| panic!("{key}: {summary}"));
+    assert!(
+        (f("theoretical_goodput_bits_per_second") - goodput).abs() < 1.0,
+        "{summary}"
+    );
+    let receiver = run["sum"]["receiver"]["bits_per_second"].as_f64().unwrap();
+    assert!((f("measured_bits_per_second") - receiver).abs() < 1.0, "{summary}");
+    assert!(
+        (carried - receiver).abs() < 1.0,
+        "the paths carry the stream: {summary}"
+    );
+    assert!(
+        (f("percent_of_theoretical_goodput") - receiver * 100.0 / goodput).abs() < 1e-6,
+        "{summary}"
+    );
+    // The text gives the same sum, and each path with its router link.
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.contains("theoretical goodput, the sum of 2 paths':"), "{text}");
+    assert!(text.contains("(100.00 Mbit/s link from lab router "), "{text}");
+}
+
+/// A middlebox that strips MPTCP's option from the handshake (an nft rule
+/// on the lab's router) makes both ends fall back to plain TCP: the test
+/// still runs, each end's figures say so, the text and the verdict name it.
+#[test]
+fn a_router_that_strips_mptcps_option_makes_a_fallback_that_is_named() {
+    require_lab!();
+    require_mptcp!();
+    if let Err(why) = nft() {
+        skip_or_fail(&why);
+        return;
+    }
+    // One link: MPTCP needs no endpoints to open a connection.
+    let lab = lab_builder().via_router().build().unwrap();
+    let router = lab.netns("r").to_string();
+    for rule in [
+        "add table inet strip",
+        "add chain inet strip forward { type filter hook forward priority 0; }",
+        "add rule inet strip forward tcp option mptcp exists reset tcp option mptcp",
+    ] {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &router, "nft"])
+            .args(rule.split(' '))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "nft {rule}: {}", stderr(&out));
+    }
+    let b = lab.addr("b").to_string();
+    let port = lab.agent_port().to_string();
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "an MPTCP fallback");
+    let stream = &run["streams"][0];
+    for end in [&stream["sender"], &stream["receiver"]] {
+        let c = &end["mptcp"];
+        assert_eq!(c["fallback"], true, "{c}");
+        assert_eq!(
+            c["subflows"].as_array().map(Vec::len),
+            Some(1),
+            "one TCP connection: {c}"
+        );
+    }
+    assert!(num(&stream["receiver"]["bytes"]) > 0, "the test ran as TCP");
+    let v = &run["verdict"];
+    assert_eq!(
+        (v["kind"].as_str(), v["side"].as_str()),
+        (Some("mptcp_fallback"), Some("path")),
+        "{v}"
+    );
+    let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.contains("MPTCP stream 1: fell back to plain TCP"), "{text}");
+    assert!(
+        text.contains("Verdict: MPTCP fell back to plain TCP on the stream"),
+        "{text}"
+    );
+}
+
+/// Debian's `nft` (nftables), which the fallback test's router runs.
+fn nft() -> Result<(), String> {
+    std::process::Command::new("nft")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()
+        .filter(|s| s.success())
+        .map(|_| ())
+        .ok_or_else(|| "nft is not installed: apt-get install nftables".to_string())
 }

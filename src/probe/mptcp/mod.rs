@@ -5,10 +5,11 @@
 //! MPTCP_SUBFLOW_ADDRS for each subflow — or the fact that it fell back to plain
 //! TCP; and the path manager's limits, endpoints and `net.mptcp.*` sysctls.
 //!
-//! The parts: `socket.rs` reads one connection's figures, `path_manager.rs` the
-//! namespace's path manager, and `test_support.rs` holds what their tests share;
+//! The parts: `socket.rs` reads one connection's figures, `joins.rs` times its
+//! subflows' joins, `path_manager.rs` the namespace's path manager, and `test_support.rs` holds what their tests share;
 //! this file says whether MPTCP can be used at all and opens its sockets.
 
+mod joins;
 mod path_manager;
 mod socket;
 #[cfg(test)]
@@ -18,6 +19,7 @@ use std::io;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+pub use joins::JoinWatch;
 pub use path_manager::{parse_endpoints, parse_limits, path_manager, Endpoint, Limits, PathManager};
 pub use socket::{connection, is_fallback, MptcpConnection, Subflow};
 

@@ -241,6 +241,12 @@ pub struct Subflow {
     /// from the socket; None where the address is no local interface's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<crate::model::LinkEnd>,
+    /// Seconds after this end's stream began that the subflow was first
+    /// seen ([`super::JoinWatch`], polled every millisecond for the first
+    /// 200 ms, then every 10 ms); 0 for one up already then. Filled by the
+    /// transport; None where nothing watched the connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined_after_seconds: Option<f64>,
 }
 
 /// Whether the connection on `socket` fell back to plain TCP, as the kernel
@@ -251,6 +257,18 @@ pub struct Subflow {
 /// connection itself), so ask only about sockets meant to be MPTCP.
 pub fn is_fallback(socket: &impl AsFd) -> Result<bool, MptcpError> {
     Ok(read_mptcp_info(socket.as_fd())?.is_none())
+}
+
+/// Each subflow's local and remote address alone (one getsockopt): what
+/// [`super::JoinWatch`] polls. None on a fallback.
+pub fn subflow_addresses(socket: &impl AsFd) -> Result<Option<Vec<(SocketAddr, SocketAddr)>>, MptcpError> {
+    let read = subflow_array::<RawSubflowAddrs>(socket.as_fd(), MPTCP_SUBFLOW_ADDRS, "SOL_MPTCP, MPTCP_SUBFLOW_ADDRS")?;
+    Ok(read.map(|(addrs, _)| {
+        addrs
+            .iter()
+            .map(|a| (socket_addr(&a.local), socket_addr(&a.remote)))
+            .collect()
+    }))
 }
 
 /// The connection's MPTCP_INFO and each subflow's addresses and TCP_INFO.
@@ -499,6 +517,7 @@ fn subflow_of(info: &libc::tcp_info, filled: usize, local: SocketAddr, remote: S
         last_data_sent_ms: info.tcpi_last_data_sent,
         last_data_received_ms: info.tcpi_last_data_recv,
         interface: None,
+        joined_after_seconds: None,
     }
 }
 

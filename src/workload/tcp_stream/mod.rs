@@ -21,7 +21,7 @@ use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTas
 use super::transport::admission::{self, Configure, JoinListener};
 use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
-use super::transport::Proto;
+use super::transport::{ConnectionWatch, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -109,8 +109,9 @@ impl ResultKind for TcpResults {
         let paths = super::transport::mptcp::paths(trial);
         (paths > 1).then(|| {
             format!(
-                "Multipath TCP carried a stream over {paths} paths: no one link's rate is its line rate; \
-                 the verdict weighs each path against its own link"
+                "Multipath TCP carried a stream over {paths} paths and not every path's link rate is known \
+                 (a virtual link's speed is nominal): shape the links (lab --rate) to weigh each path \
+                 against its own"
             )
         })
     }
@@ -444,6 +445,7 @@ impl Side for TcpSide {
             // A second handle on the socket, to read the transport's own
             // figures once the body (which owns the socket) has ended.
             let figures = (!transport.is_tcp()).then(|| socket.try_clone().ok()).flatten();
+            let mut watch = figures.as_ref().and_then(|s| transport.watch_connection(s));
             let probe = (flow.sender() == self.host).then(|| tcp_probe(&socket)).flatten();
             let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
                 // The pacing rate the socket holds, read back, is the offer.
@@ -464,7 +466,7 @@ impl Side for TcpSide {
                             part.paced_bits_per_second = paced;
                             end.extras.set(KEY, &part);
                         }
-                        add_connection_figures(transport, figures.as_ref(), &mut end);
+                        add_connection_figures(transport, figures.as_ref(), watch.take(), &mut end);
                         end
                     }),
                 )
@@ -474,7 +476,7 @@ impl Side for TcpSide {
                     Role::Receiver,
                     Box::new(move |ctx: &StreamContext| {
                         let mut end = receive_stream(socket, message, path, ctx);
-                        add_connection_figures(transport, figures.as_ref(), &mut end);
+                        add_connection_figures(transport, figures.as_ref(), watch.take(), &mut end);
                         end
                     }),
                 )
@@ -486,12 +488,23 @@ impl Side for TcpSide {
 }
 
 /// The transport's own figures of a connection (MPTCP's subflows), read
-/// from `socket`, a second handle on the stream's socket, into the end's
-/// extras under the transport's name.
-fn add_connection_figures(transport: Proto, socket: Option<&Socket>, end: &mut TaskEnd) {
+/// from `socket`, a second handle on the stream's socket, with what
+/// `watch` saw while it ran, into the end's extras under the transport's
+/// name.
+fn add_connection_figures(
+    transport: Proto,
+    socket: Option<&Socket>,
+    watch: Option<Box<dyn ConnectionWatch>>,
+    end: &mut TaskEnd,
+) {
     let Some(socket) = socket else { return };
     match transport.connection_figures(socket) {
-        Some(Ok(figures)) => end.extras.set(transport.name(), &figures),
+        Some(Ok(mut figures)) => {
+            if let Some(watch) = watch {
+                watch.finish(&mut figures);
+            }
+            end.extras.set(transport.name(), &figures)
+        }
         Some(Err(e)) => log::warn!("cannot read the {} connection's own figures: {e}", transport.label()),
         None => {}
     }

@@ -77,9 +77,23 @@ pub trait Transport: Sync + 'static {
     fn connection_figures(&self, _socket: &socket2::Socket) -> Option<Result<serde_json::Value, String>> {
         None
     }
+    /// Starts watching a connection while its stream runs, on a second
+    /// handle of its socket (MPTCP: when each subflow joins); what it saw
+    /// is folded into [`Transport::connection_figures`]'s at the end.
+    /// None: nothing to watch.
+    fn watch_connection(&self, _socket: &socket2::Socket) -> Option<Box<dyn ConnectionWatch>> {
+        None
+    }
     /// Adds to this host's facts what decides how its connections run
     /// (MPTCP: the path manager), for a test over it.
     fn host_facts(&self, _facts: &mut crate::model::HostFacts) {}
+}
+
+/// What a transport watched on a connection while its stream ran.
+pub trait ConnectionWatch: Send {
+    /// Stops watching and adds what was seen to the connection's figures
+    /// (as [`Transport::connection_figures`] gave them).
+    fn finish(self: Box<Self>, figures: &mut serde_json::Value);
 }
 
 /// A registered transport, as specs hold it: compared, printed and

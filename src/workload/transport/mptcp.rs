@@ -7,7 +7,7 @@
 
 use socket2::{Protocol, Type};
 
-use super::{Delivery, Transport};
+use super::{ConnectionWatch, Delivery, Transport};
 use crate::linerate::Stack;
 use crate::probe::mptcp;
 
@@ -73,10 +73,34 @@ impl Transport for Mptcp {
         )
     }
 
+    /// When each subflow joins, polled while the stream runs.
+    fn watch_connection(&self, socket: &socket2::Socket) -> Option<Box<dyn ConnectionWatch>> {
+        let handle = socket
+            .try_clone()
+            .map_err(|e| log::warn!("cannot time the MPTCP subflows' joins: {e}"))
+            .ok()?;
+        mptcp::JoinWatch::start(handle).map(|w| Box::new(Joins(w)) as Box<dyn ConnectionWatch>)
+    }
+
     /// The path manager of this host's namespace: its limits and endpoints
     /// decide which subflows a connection gets.
     fn host_facts(&self, facts: &mut crate::model::HostFacts) {
         facts.mptcp = Some(mptcp::path_manager());
+    }
+}
+
+/// The join times of a connection's subflows.
+struct Joins(mptcp::JoinWatch);
+
+impl ConnectionWatch for Joins {
+    fn finish(self: Box<Self>, figures: &mut serde_json::Value) {
+        let Ok(mut connection) = serde_json::from_value::<mptcp::MptcpConnection>(figures.clone()) else {
+            return;
+        };
+        self.0.finish(&mut connection);
+        if let Ok(value) = serde_json::to_value(connection) {
+            *figures = value;
+        }
     }
 }
 
@@ -171,6 +195,7 @@ pub fn shares(stream: &crate::model::StreamResult) -> Vec<SubflowShare> {
 /// ```text
 /// MPTCP stream 1: 2 subflows (path manager: 1 extra, at most 2), MPTCP-level reinjections 0 B
 ///   10.0.1.1:41234 -> 10.0.1.2:5201: 50.2% of the data, 47.81 Mbit/s; retransmitted 0.1%, rtt 1.2 ms (min 0.9 ms)
+///   10.0.2.1:40121 -> 10.0.2.2:5201: 49.8% of the data, 47.42 Mbit/s, joined 3 ms in; ...
 /// ```
 pub fn write_subflows(stream: &crate::model::StreamResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     use crate::units::{Bytes, Rate};
@@ -213,9 +238,16 @@ pub fn write_subflows(stream: &crate::model::StreamResult, out: &mut dyn std::io
                 f.rtt_us, f.last_data_sent_ms
             )
         });
+        let joined = s
+            .sender
+            .as_ref()
+            .and_then(|f| f.joined_after_seconds)
+            .or_else(|| joined_at_receiver(stream, s))
+            .filter(|&t| t > 0.0)
+            .map_or(String::new(), |t| format!(", joined {} in", Seconds(t)));
         writeln!(
             out,
-            "  {} -> {}: {:.1}% of the data, {}{sender}",
+            "  {} -> {}: {:.1}% of the data, {}{joined}{sender}",
             s.from,
             s.to,
             s.share_percent,
@@ -223,6 +255,28 @@ pub fn write_subflows(stream: &crate::model::StreamResult, out: &mut dyn std::io
         )?;
     }
     Ok(())
+}
+
+/// When the receiver first saw subflow `s` (its sender did not watch).
+fn joined_at_receiver(stream: &crate::model::StreamResult, s: &SubflowShare) -> Option<f64> {
+    let (_, receiver) = ends(stream);
+    receiver?
+        .subflows
+        .iter()
+        .find(|r| canonical(r.remote) == s.from && canonical(r.local) == s.to)?
+        .joined_after_seconds
+}
+
+/// A time as the subflow lines give it: milliseconds under a second.
+struct Seconds(f64);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            t if t < 1.0 => write!(f, "{:.0} ms", t * 1000.0),
+            t => write!(f, "{t:.2} s"),
+        }
+    }
 }
 
 /// The most paths one MPTCP stream of `trial` used: its subflows' distinct
