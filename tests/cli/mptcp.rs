@@ -284,6 +284,18 @@ fn a_lab_with_two_links_and_mptcp_carries_one_stream_over_a_subflow_per_link() {
         receiver["mptcp"]
     );
     assert_the_connection_adds_up(receiver);
+    // The sender's TCP figures are the connection's, not its first
+    // subflow's (what TCP_INFO on an MPTCP socket answers).
+    let subflows = sender["mptcp"]["subflows"].as_array().unwrap();
+    let sum = |key: &str| subflows.iter().map(|s| num(&s[key])).sum::<u64>();
+    let info = &sender["tcp_info"];
+    assert_eq!(num(&info["retransmits"]), sum("total_retrans"), "{info}");
+    assert_eq!(num(&info["bytes_sent"]), sum("bytes_sent"), "{info}");
+    assert_eq!(
+        num(&info["congestion_window_segments"]),
+        sum("congestion_window_segments"),
+        "{info}"
+    );
     // Each path is weighed against its own link: both ends named the
     // interface of each subflow, and the verdict gives the paths' sum.
     for end in [sender, receiver] {

@@ -503,6 +503,13 @@ fn add_connection_figures(
             if let Some(watch) = watch {
                 watch.finish(&mut figures);
             }
+            if let Some(info) = end
+                .tcp_info
+                .as_ref()
+                .and_then(|socket| transport.connection_tcp_info(&figures, socket))
+            {
+                end.tcp_info = Some(info);
+            }
             end.extras.set(transport.name(), &figures)
         }
         Some(Err(e)) => log::warn!("cannot read the {} connection's own figures: {e}", transport.label()),

@@ -77,6 +77,17 @@ pub trait Transport: Sync + 'static {
     fn connection_figures(&self, _socket: &socket2::Socket) -> Option<Result<serde_json::Value, String>> {
         None
     }
+    /// The connection's TCP_INFO figures from its own `figures` (as
+    /// [`Transport::connection_figures`] gave them), where the socket's
+    /// TCP_INFO (`socket`) covers only part of it (MPTCP: the first
+    /// subflow's). None: the socket's stands.
+    fn connection_tcp_info(
+        &self,
+        _figures: &serde_json::Value,
+        _socket: &crate::model::TcpInfo,
+    ) -> Option<crate::model::TcpInfo> {
+        None
+    }
     /// Starts watching a connection while its stream runs, on a second
     /// handle of its socket (MPTCP: when each subflow joins); what it saw
     /// is folded into [`Transport::connection_figures`]'s at the end.

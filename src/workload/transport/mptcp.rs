@@ -73,6 +73,17 @@ impl Transport for Mptcp {
         )
     }
 
+    /// TCP_INFO on an MPTCP socket answers for its first subflow alone; the
+    /// connection's is its subflows' together ([`connection_tcp_info`]).
+    fn connection_tcp_info(
+        &self,
+        figures: &serde_json::Value,
+        socket: &crate::model::TcpInfo,
+    ) -> Option<crate::model::TcpInfo> {
+        let connection: mptcp::MptcpConnection = serde_json::from_value(figures.clone()).ok()?;
+        connection_tcp_info(&connection, socket)
+    }
+
     /// When each subflow joins, polled while the stream runs.
     fn watch_connection(&self, socket: &socket2::Socket) -> Option<Box<dyn ConnectionWatch>> {
         let handle = socket
@@ -87,6 +98,53 @@ impl Transport for Mptcp {
     fn host_facts(&self, facts: &mut crate::model::HostFacts) {
         facts.mptcp = Some(mptcp::path_manager());
     }
+}
+
+/// A connection's TCP_INFO figures from its subflows': retransmissions,
+/// bytes, congestion windows and rates summed; round trips as their mean
+/// weighted by each subflow's bytes; the MSS the smallest. What has no
+/// sum (busy and limited times, data segments) is left out: the subflows
+/// have theirs. The rest (congestion control, path MTU, the peer's window,
+/// which is the connection's) stays the socket's. None for a fallback,
+/// whose one subflow the socket's TCP_INFO already is.
+pub fn connection_tcp_info(
+    connection: &mptcp::MptcpConnection,
+    socket: &crate::model::TcpInfo,
+) -> Option<crate::model::TcpInfo> {
+    let subflows = &connection.subflows;
+    if connection.fallback || subflows.is_empty() {
+        return None;
+    }
+    let all = |f: fn(&mptcp::Subflow) -> Option<u64>| subflows.iter().map(f).sum::<Option<u64>>();
+    let rates = |f: fn(&mptcp::Subflow) -> Option<f64>| subflows.iter().map(f).sum::<Option<f64>>();
+    let weight = |s: &mptcp::Subflow| s.bytes_sent.or(s.bytes_received).unwrap_or(0) as f64;
+    let weights: f64 = subflows.iter().map(weight).sum();
+    let mean = |f: fn(&mptcp::Subflow) -> u32| -> u32 {
+        match weights > 0.0 {
+            true => (subflows.iter().map(|s| f(s) as f64 * weight(s)).sum::<f64>() / weights).round() as u32,
+            false => (subflows.iter().map(|s| f(s) as f64).sum::<f64>() / subflows.len() as f64).round() as u32,
+        }
+    };
+    Some(crate::model::TcpInfo {
+        retransmits: subflows.iter().map(|s| u64::from(s.total_retrans)).sum(),
+        bytes_retransmitted: all(|s| s.bytes_retrans),
+        bytes_sent: all(|s| s.bytes_sent),
+        data_segments_sent: None,
+        rtt_us: mean(|s| s.rtt_us),
+        rtt_var_us: mean(|s| s.rtt_var_us),
+        congestion_window_segments: subflows.iter().map(|s| s.congestion_window_segments).sum(),
+        send_mss_bytes: subflows
+            .iter()
+            .map(|s| s.send_mss_bytes)
+            .min()
+            .unwrap_or(socket.send_mss_bytes),
+        busy_us: None,
+        rwnd_limited_us: None,
+        sndbuf_limited_us: None,
+        pacing_rate_bits_per_second: rates(|s| s.pacing_rate_bits_per_second),
+        delivery_rate_bits_per_second: rates(|s| s.delivery_rate_bits_per_second),
+        ..socket.clone()
+    })
 }
 
 /// The join times of a connection's subflows.
@@ -296,4 +354,75 @@ pub fn paths(trial: &crate::model::TrialResult) -> usize {
         .max()
         .unwrap_or(1)
         .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn subflow(local: &str, sent: u64, again: u64, retrans: u32, rtt: u32, cwnd: u32) -> serde_json::Value {
+        json!({
+            "local": local, "remote": "10.0.0.2:5201", "state": "ESTABLISHED",
+            "bytes_sent": sent, "bytes_retrans": again, "total_retrans": retrans,
+            "rtt_us": rtt, "rtt_var_us": rtt / 4, "congestion_window_segments": cwnd,
+            "send_mss_bytes": 1448, "pacing_rate_bits_per_second": 100e6,
+            "delivery_rate_bits_per_second": 90e6, "busy_us": 5_000_000,
+            "last_data_sent_ms": 0, "last_data_received_ms": 0
+        })
+    }
+
+    fn connection(fallback: bool) -> mptcp::MptcpConnection {
+        serde_json::from_value(json!({
+            "fallback": fallback, "remote_key_received": true, "token": 7,
+            "subflows": [
+                subflow("10.0.1.1:40000", 3_000_000, 30_000, 21, 1000, 10),
+                subflow("10.0.2.1:40001", 1_000_000, 0, 0, 5000, 30),
+            ],
+            "extra_subflows": 1, "extra_subflows_max": 2, "add_addr_signal": 0,
+            "add_addr_signal_max": 0, "add_addr_accepted": 1, "add_addr_accepted_max": 2
+        }))
+        .unwrap()
+    }
+
+    /// The socket's TCP_INFO is the first subflow's: the connection's sums
+    /// the subflows' counts and weighs their round trips by bytes.
+    #[test]
+    fn the_connections_tcp_info_is_all_its_subflows() {
+        let socket = crate::model::TcpInfo {
+            retransmits: 21,
+            bytes_sent: Some(3_000_000),
+            bytes_retransmitted: Some(30_000),
+            data_segments_sent: Some(2100),
+            rtt_us: 1000,
+            send_mss_bytes: 1448,
+            congestion_control: "cubic".into(),
+            busy_us: Some(5_000_000),
+            rwnd_limited_us: Some(0),
+            sndbuf_limited_us: Some(100),
+            peer_window_bytes: Some(1 << 20),
+            ..Default::default()
+        };
+        let info = connection_tcp_info(&connection(false), &socket).unwrap();
+        assert_eq!(info.retransmits, 21);
+        assert_eq!(
+            (info.bytes_sent, info.bytes_retransmitted),
+            (Some(4_000_000), Some(30_000))
+        );
+        assert_eq!(info.rtt_us, 2000, "(3 x 1000 + 1 x 5000) / 4");
+        assert_eq!(info.congestion_window_segments, 40);
+        assert_eq!(info.pacing_rate_bits_per_second, Some(200e6));
+        assert_eq!(info.delivery_rate_bits_per_second, Some(180e6));
+        assert_eq!(
+            (info.busy_us, info.sndbuf_limited_us, info.data_segments_sent),
+            (None, None, None)
+        );
+        assert_eq!(
+            (info.congestion_control.as_str(), info.peer_window_bytes),
+            ("cubic", Some(1 << 20))
+        );
+        // A fallback's one subflow is the socket's own TCP_INFO.
+        assert_eq!(connection_tcp_info(&connection(true), &socket), None);
+    }
 }
