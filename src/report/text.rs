@@ -274,9 +274,15 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
             Size(spec.message_bytes)
         )
     });
+    // A workload that runs over a transport names it unless it is TCP.
+    let over = crate::workload::find(&run.workload)
+        .ok()
+        .and_then(|w| w.transport(spec))
+        .filter(|t| !t.is_tcp())
+        .map_or(String::new(), |t| format!(" over {}", t.label()));
     writeln!(
         out,
-        "  {} stream{} {direction}, {length}{}, {messages}",
+        "  {} stream{} {direction}{over}, {length}{}, {messages}",
         spec.streams,
         if spec.streams == 1 { "" } else { "s" },
         if spec.omit_seconds > 0.0 {

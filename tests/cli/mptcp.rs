@@ -31,6 +31,9 @@ fn rr_and_the_sweep_run_over_mptcp_by_name() {
     let agent = AgentProcess::start(&[]);
     let rr = agent.run_json("rr", &["-t", "1", "--proto", "mptcp", "-r", "64,64"]);
     assert_eq!(rr["spec"]["params"]["proto"], "mptcp", "{}", rr["spec"]);
+    // `--transport`, as tcp and sweep spell it, is the same option.
+    let same = agent.run_json("rr", &["-t", "0.2", "--transport", "mptcp"]);
+    assert_eq!(same["spec"]["params"]["proto"], "mptcp", "{}", same["spec"]);
     let sum = &rr["sum"]["rr"];
     let transactions = sum["transactions"].as_u64().unwrap();
     assert!(transactions > 0, "{sum}");
@@ -129,6 +132,7 @@ fn tcp_over_mptcp_has_each_ends_connection_and_its_subflows_adding_up() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  1 stream client->agent over MPTCP, 1.0 s"), "{text}");
     assert!(
         text.contains("MPTCP stream 1: 1 subflow (path manager: 0 extra, at most"),
         "{text}"

@@ -21,8 +21,9 @@ pub fn sizes(s: &str) -> Result<(u64, u64), String> {
 /// The options of `nicbench rr` besides the shared ones.
 #[derive(Debug, Clone, Args)]
 pub struct RrOptions {
-    /// Transport of the transactions.
-    #[arg(long, value_enum, default_value_t = Proto::TCP)]
+    /// Transport of the transactions (`--transport` as tcp and sweep spell
+    /// it, so a plan's axis can give one option to all three).
+    #[arg(long, visible_alias = "transport", value_enum, default_value_t = Proto::TCP)]
     pub proto: Proto,
     /// Request and response sizes, REQ,RESP (e.g. 1,1 or 64,1K). UDP needs
     /// at least 8 bytes each (the sequence number); default 1,1 for TCP, 8,8 for UDP.
