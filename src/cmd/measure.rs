@@ -204,6 +204,24 @@ pub struct Measured {
 /// Prints the run as `m` asks and saves its final document; the text output
 /// ends with the line naming the run id and the database (on stderr for
 /// JSON, so the document stays the only thing on stdout).
+/// The line rate and verdict again from what the command line and a lab
+/// say: `--link-speed`, `--link-overhead`, and in a lab the router's shaper
+/// on the path (the line rate unless --link-speed says otherwise) and
+/// toward each address (each path of a multipath stream). Without any of
+/// them the run keeps the verdict it has, unless `always`.
+fn annotate_with_path(run: &mut crate::model::RunResult, m: &MeasureArgs, always: bool) {
+    let shaper = m.link_speed.is_none().then(|| super::lab::router_shaper(run)).flatten();
+    if always || m.link_speed.is_some() || m.link_overhead.is_some() || shaper.is_some() {
+        crate::verdict::annotate_path(
+            run,
+            m.link_speed,
+            m.link_overhead,
+            shaper.as_ref(),
+            &super::lab::router_shaper_toward,
+        );
+    }
+}
+
 pub fn finish(m: &MeasureArgs, measured: Measured) -> anyhow::Result<()> {
     let Measured { run, saver } = measured;
     let text = (!m.json && !m.json_stream).then(|| {
@@ -319,18 +337,7 @@ pub fn measure_adjusted(
             // Trials that finished before the failing one are results:
             // show them, then fail with the error.
             if let Some(mut run) = failure.finished {
-                let shaper = m
-                    .link_speed
-                    .is_none()
-                    .then(|| super::lab::router_shaper(&run))
-                    .flatten();
-                crate::verdict::annotate_path(
-                    &mut run,
-                    m.link_speed,
-                    m.link_overhead,
-                    shaper.as_ref(),
-                    &super::lab::router_shaper_toward,
-                );
+                annotate_with_path(&mut run, m, true);
                 log::warn!(
                     "a trial failed after {} finished; those are shown, marked interrupted",
                     run.trials.len()
@@ -340,21 +347,7 @@ pub fn measure_adjusted(
             return Err(anyhow::Error::new(failure.error)).with_context(context);
         }
     };
-    // In a lab, the router's shaper is the line rate unless --link-speed says otherwise.
-    let shaper = m
-        .link_speed
-        .is_none()
-        .then(|| super::lab::router_shaper(&run))
-        .flatten();
-    if m.link_speed.is_some() || m.link_overhead.is_some() || shaper.is_some() {
-        crate::verdict::annotate_path(
-            &mut run,
-            m.link_speed,
-            m.link_overhead,
-            shaper.as_ref(),
-            &super::lab::router_shaper_toward,
-        );
-    }
+    annotate_with_path(&mut run, m, false);
     if let Some(alone) = alone {
         super::multilink::apply_alone(&mut run, &alone, m);
     }

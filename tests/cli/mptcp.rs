@@ -538,10 +538,7 @@ fn behind_a_router_each_path_is_weighed_against_the_routers_link_toward_its_rece
     // The text gives the same sum, and each path with its router link.
     let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = one_line(&out);
     assert!(text.contains("theoretical goodput, the sum of 2 paths':"), "{text}");
     assert!(text.contains("(100.00 Mbit/s link from lab router "), "{text}");
 }
@@ -553,7 +550,7 @@ fn behind_a_router_each_path_is_weighed_against_the_routers_link_toward_its_rece
 fn a_router_that_strips_mptcps_option_makes_a_fallback_that_is_named() {
     require_lab!();
     require_mptcp!();
-    if let Err(why) = nft() {
+    if let Err(why) = tool("nft", &["--version"], "apt-get install nftables") {
         skip_or_fail(&why);
         return;
     }
@@ -597,10 +594,7 @@ fn a_router_that_strips_mptcps_option_makes_a_fallback_that_is_named() {
     );
     let out = run_in(&lab, "a", &["tcp", &b, "-p", &port, "-t", "1", "--mptcp"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let text = one_line(&out);
     assert!(text.contains("MPTCP stream 1: fell back to plain TCP"), "{text}");
     assert!(
         text.contains("Verdict: MPTCP fell back to plain TCP on the stream"),
@@ -608,15 +602,11 @@ fn a_router_that_strips_mptcps_option_makes_a_fallback_that_is_named() {
     );
 }
 
-/// Debian's `nft` (nftables), which the fallback test's router runs.
-fn nft() -> Result<(), String> {
-    std::process::Command::new("nft")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .ok()
-        .filter(|s| s.success())
-        .map(|_| ())
-        .ok_or_else(|| "nft is not installed: apt-get install nftables".to_string())
+/// A command's text output with its wrapped lines joined: the assertions
+/// read sentences, whatever width the lines were fitted to.
+fn one_line(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
