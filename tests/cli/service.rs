@@ -339,23 +339,35 @@ fn busy_with_a_byte_count_test_says_running_then_estimates_from_the_pace() {
         "{}",
         stderr(&out)
     );
+    let mark = agent.log_mark();
     first.kill().unwrap();
     first.wait().unwrap();
+    agent.wait_for_log_after(mark, "test aborted");
 
-    // Intervals of 1 s: the pace then tells how long 500 GB will take.
+    // Intervals of 1 s: the pace then tells how long 500 GB will take. The
+    // client queues for its turn: the agent frees the killed client's slot
+    // when it has seen its connections close, and a client arriving a
+    // moment before that would otherwise be told "busy" and leave (CI saw
+    // exactly that once).
     let mut first = Command::new(BIN)
-        .args(["tcp", "127.0.0.1", "-p", &port, "-n", "500G", "-i", "1"])
+        .args([
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-n",
+            "500G",
+            "-i",
+            "1",
+            "--wait",
+            "60s",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // A bound, not a timing: the agent frees the killed client's slot when
-    // it sees its connections close, which a loaded machine may delay.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while agent.logs().matches("running tcp test").count() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the second test never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    agent.wait_for_log_after(mark, "running tcp test");
     // The states in order: admitted (the admission's own 20 s estimate,
     // no running time), started without a known end (a running time, for
     // the second until the first interval), then an end from the pace.
