@@ -87,9 +87,21 @@ pub fn wants_json(args: &[OsString]) -> bool {
 pub fn report(error: &anyhow::Error, json: bool) -> i32 {
     let code = super::exit_code(error);
     let lines = lines(error);
-    super::stdout::err_line(format_args!("nicbench: error: {}", lines[0]));
-    for cause in &lines[1..] {
-        super::stdout::err_line(format_args!("  caused by: {cause}"));
+    match error.downcast_ref::<super::UsageList>() {
+        Some(list) => {
+            let terminal = |text: &str| crate::outside_text::terminal(text).into_owned();
+            super::stdout::err_line(format_args!("nicbench: error: {}", terminal(&list.head)));
+            for item in &list.items {
+                super::stdout::err_line(format_args!("  {}", terminal(item)));
+            }
+            super::stdout::err_line(format_args!("{}", terminal(&list.hint)));
+        }
+        None => {
+            super::stdout::err_line(format_args!("nicbench: error: {}", lines[0]));
+            for cause in &lines[1..] {
+                super::stdout::err_line(format_args!("  caused by: {cause}"));
+            }
+        }
     }
     // A cut-short run has printed its (marked) result document already, and
     // so has `watch` whose command failed (its status is the exit code).
@@ -221,6 +233,20 @@ mod tests {
                 "running the test".to_string(),
                 r"the agent refused: busy\x1b[2J\u{202e}\nforged".to_string()
             ]
+        );
+    }
+
+    #[test]
+    fn a_usage_list_is_one_line_where_one_line_is_needed_and_its_items_are_escaped() {
+        let error = anyhow::Error::new(super::super::UsageList {
+            head: "p.toml: 2 of 3 cases are not valid command lines:".into(),
+            items: vec!["tcp agent=a: bad".into(), "rr agent=\u{1b}[2J: worse".into()],
+            hint: "fix the options".into(),
+        });
+        assert_eq!(super::super::exit_code(&error), 2);
+        assert_eq!(
+            one_line(&error),
+            r"p.toml: 2 of 3 cases are not valid command lines: tcp agent=a: bad; rr agent=\x1b[2J: worse; fix the options"
         );
     }
 

@@ -86,6 +86,21 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// A [`UsageError`] that is a list (each invalid case of a plan): on
+/// stderr the head, then each item on its own line, then the hint; where
+/// an error must be one line (JSON, a plan's summary) the items are joined
+/// with "; ". Each item is escaped as any cause (`outside_text::terminal`),
+/// so only the lines nicbench makes are broken. Exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{head} {}; {hint}", items.join("; "))]
+pub struct UsageList {
+    /// Ends with a colon: "1 of 4 cases are not valid command lines:".
+    pub head: String,
+    pub items: Vec<String>,
+    /// What to do: "fix the options, or ...".
+    pub hint: String,
+}
+
 /// Exit codes (also in the README):
 /// 0 success, 1 other failure, 2 invalid options, 3 agent unreachable,
 /// 4 agent refused (busy, limits, version), 5 the test failed while running,
@@ -104,7 +119,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
                 _ => 8,
             };
         }
-        if cause.downcast_ref::<UsageError>().is_some() {
+        if cause.downcast_ref::<UsageError>().is_some() || cause.downcast_ref::<UsageList>().is_some() {
             return 2;
         }
         if cause.downcast_ref::<mesh::HostsLeftOut>().is_some() {

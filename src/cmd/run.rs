@@ -118,25 +118,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 estimate: checked.estimate,
                 case,
             }),
-            Err(e) => problems.push(format!("  {}: {e}", case.key())),
+            Err(e) => problems.push(format!("{}: {e}", case.key())),
         }
     }
     if !problems.is_empty() {
         let shown = problems.len().min(10);
-        return Err(plan::PlanError::Invalid {
-            path: args.plan.display().to_string(),
-            message: format!(
-                "{} of {} cases are not valid command lines:\n{}{}\nfix the options, or leave such cells out with \
-                 [[matrix.exclude]]",
+        let mut items = problems[..shown].to_vec();
+        if problems.len() > shown {
+            items.push(format!("... and {} more", problems.len() - shown));
+        }
+        return Err(super::UsageList {
+            head: format!(
+                "{}: {} of {} cases are not valid command lines:",
+                args.plan.display(),
                 problems.len(),
-                problems.len() + planned.len(),
-                problems[..shown].join("\n"),
-                if problems.len() > shown {
-                    format!("\n  ... and {} more", problems.len() - shown)
-                } else {
-                    String::new()
-                }
+                problems.len() + planned.len()
             ),
+            items,
+            hint: "fix the options, or leave such cells out with [[matrix.exclude]]".into(),
         }
         .into());
     }

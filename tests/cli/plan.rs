@@ -295,11 +295,18 @@ fn bad_plans_are_refused_with_the_line_and_exit_code_2() {
     let out = nicbench(&["run", &invalid, "--dry-run"]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
+    // The head, a line per invalid case, the hint: real line breaks, never
+    // an escaped "\n" (the case list is nicbench's own text).
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 3, "{e}");
     assert!(
-        e.contains("1 of 2 cases are not valid") && e.contains("rr agent=lo direction=bidir"),
+        lines[0].starts_with("nicbench: error: ")
+            && lines[0].ends_with("cells.toml: 1 of 2 cases are not valid command lines:"),
         "{e}"
     );
-    assert!(e.contains("[[matrix.exclude]]"), "{e}");
+    assert!(lines[1].starts_with("  rr agent=lo direction=bidir: "), "{e}");
+    assert!(lines[2].contains("[[matrix.exclude]]"), "{e}");
+    assert!(!e.contains("\\n"), "{e}");
 
     let out = nicbench(&["run", &dir.path().join("missing.toml").display().to_string()]);
     assert_eq!(out.status.code(), Some(2));
