@@ -767,6 +767,7 @@ fn a_files_verdict_that_names_the_link_goes_before_the_generic_link_rule() {
             seconds: 3.0,
             streams: 1,
             verdict: None,
+            transport: None,
         }),
         ..FilesResult::default()
     };
@@ -801,6 +802,7 @@ fn a_files_verdict_that_names_no_limit_gives_way_to_a_starved_receiver() {
             seconds: 2.0,
             streams: 1,
             verdict: None,
+            transport: None,
         }),
         limited_by: Some(Limit {
             kind: "none".into(),

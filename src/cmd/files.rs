@@ -57,7 +57,8 @@ pub fn run(args: FilesArgs) -> anyhow::Result<()> {
     measure::conclude(measured, |measured| measure::finish(m, measured))
 }
 
-/// The raw TCP trial: as many connections, the same direction and buffers.
+/// The raw TCP trial: as many connections, the same direction, buffers and
+/// transport (MPTCP when the files went over it).
 fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
     let spec = files::raw_tcp_spec(files_spec, args.options.raw_time.as_secs_f64());
     let target = measure::target(&args.measure)?;
@@ -82,9 +83,11 @@ fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
         }
     };
     let receiver = &run.result.sum.receiver;
+    let transport = crate::workload::transport_of(&spec).filter(|p| !p.is_tcp());
     if log::log_enabled!(log::Level::Warn) {
         eprintln!(
-            "raw TCP on this path, after the files: {} in {:.1} s ({} stream(s))",
+            "raw {} on this path, after the files: {} in {:.1} s ({} stream(s))",
+            transport.map_or("TCP", |p| p.label()),
             crate::units::Rate(receiver.bits_per_second),
             receiver.seconds,
             spec.streams
@@ -95,6 +98,7 @@ fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
         seconds: receiver.seconds,
         streams: spec.streams,
         verdict: run.result.verdict.map(|v| v.summary),
+        transport: transport.map(|p| p.name().to_string()),
     })
 }
 

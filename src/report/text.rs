@@ -275,9 +275,7 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
         )
     });
     // A workload that runs over a transport names it unless it is TCP.
-    let over = crate::workload::find(&run.workload)
-        .ok()
-        .and_then(|w| w.transport(spec))
+    let over = crate::workload::transport_of(spec)
         .filter(|t| !t.is_tcp())
         .map_or(String::new(), |t| format!(" over {}", t.label()));
     writeln!(

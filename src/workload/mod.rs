@@ -60,12 +60,18 @@ pub fn find(name: &str) -> Result<&'static dyn Workload, SpecError> {
         })
 }
 
+/// The transport a test of `spec` runs over, for a workload that runs
+/// over one ([`Workload::transport`]).
+pub fn transport_of(spec: &TestSpec) -> Option<transport::Proto> {
+    find(&spec.workload).ok().and_then(|w| w.transport(spec))
+}
+
 /// The facts of this host for a test of `spec` (the interface holding
 /// `local`), with what the test's transport depends on (MPTCP: the path
 /// manager).
 pub fn host_facts_for(spec: &TestSpec, local: std::net::IpAddr) -> crate::model::HostFacts {
     let mut facts = crate::probe::host::facts_toward(local);
-    if let Some(proto) = find(&spec.workload).ok().and_then(|w| w.transport(spec)) {
+    if let Some(proto) = transport_of(spec) {
         proto.host_facts(&mut facts);
     }
     facts

@@ -198,6 +198,7 @@ fn send_set(agent: &AgentProcess, declared: (u64, u64), frames: &[u8]) -> String
         compressibility: 0.0,
         compress_level: None,
         fsync: false,
+        ..FilesParams::default()
     };
     let mut spec = TestSpec {
         workload: "files".into(),

@@ -1,6 +1,7 @@
 //! Multipath TCP as a transport: the workloads that run over a byte stream
 //! run over it by name (`tcp --mptcp`, `rr --proto mptcp`, `sweep
-//! --transport mptcp`), `tcp` with each end's subflows in its result,
+//! --transport mptcp`, `files --mptcp`), `tcp` and `files` with each end's
+//! subflows in their results,
 //! and a host whose network namespace has it disabled refuses with what to
 //! enable, on the client before anything connects and on the agent before
 //! it opens a socket.
@@ -161,6 +162,98 @@ fn tcp_refuses_a_datagram_transport_and_two_ways_of_naming_one() {
     let out = nicbench(&["tcp", "127.0.0.1", "--mptcp", "--transport", "tcp"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("cannot be used with"), "{}", stderr(&out));
+}
+
+#[test]
+fn files_refuse_a_datagram_transport_and_two_ways_of_naming_one() {
+    let out = nicbench(&[
+        "files",
+        "127.0.0.1",
+        "-p",
+        "9",
+        "--generate",
+        "2x1K",
+        "--transport",
+        "udp",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--transport udp: files runs byte streams; for UDP datagrams use the 'udp' workload"),
+        "{err}"
+    );
+    let out = nicbench(&[
+        "files",
+        "127.0.0.1",
+        "--generate",
+        "2x1K",
+        "--mptcp",
+        "--transport",
+        "tcp",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot be used with"), "{}", stderr(&out));
+}
+
+/// A file set over MPTCP on two links: every file arrives and checks out,
+/// each data connection's subflows (one per link) are in the result at
+/// both ends, and the raw trial it is read against ran over MPTCP too.
+#[test]
+fn files_over_mptcp_on_two_links_arrive_verified_with_each_connections_subflows() {
+    require_lab!();
+    require_mptcp!();
+    let lab = lab_builder().links(2).rate(100_000_000).mptcp().build().unwrap();
+    let b = lab.addr("b").to_string();
+    let port = lab.agent_port().to_string();
+    let out = run_in(
+        &lab,
+        "a",
+        &[
+            "files",
+            &b,
+            "-p",
+            &port,
+            "--generate",
+            "40x1M",
+            "--parallel-files",
+            "2",
+            "--raw-time",
+            "1s",
+            "--mptcp",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "files --mptcp over 2 links");
+    assert_eq!(run["spec"]["params"]["transport"], "mptcp", "{}", run["spec"]);
+    let files = &run["sum"]["files"];
+    assert_eq!(files["files"], 40, "{files}");
+    assert_eq!(files["verified"], true, "{files}");
+    assert_eq!(files["raw_tcp"]["transport"], "mptcp", "{files}");
+    let streams = run["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{}", run["streams"]);
+    for stream in streams {
+        for end in [&stream["sender"], &stream["receiver"]] {
+            let c = &end["mptcp"];
+            assert_eq!(c["fallback"], false, "{c}");
+            // Both links carry each connection: b announced its second
+            // address and a joined it.
+            assert_eq!(c["subflows"].as_array().map(Vec::len), Some(2), "{c}");
+        }
+        // The subflows carried at least what the connection delivered.
+        let receiver = &stream["receiver"]["mptcp"];
+        if receiver["bytes_received"].is_u64() {
+            let carried: u64 = receiver["subflows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| num(&s["bytes_received"]))
+                .sum();
+            assert!(carried >= num(&receiver["bytes_received"]), "{receiver}");
+        }
+    }
+    assert_eq!(run["agent"]["facts"]["mptcp"]["sysctls"]["enabled"], "1");
 }
 
 #[test]

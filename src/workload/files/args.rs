@@ -8,6 +8,7 @@ use clap::Args;
 use super::set::{self, Source};
 use super::{Files, FilesParams};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
 /// Parses `--compress`: `zstd` (level 3) or `zstd:LEVEL`.
@@ -44,8 +45,9 @@ pub fn raw_time(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// The options of `nicbench files` besides the shared ones (the last four
-/// say how the client runs it, not what the test is).
+/// The options of `nicbench files` besides the shared ones (`--drop-caches`,
+/// `--raw-time`, `--scratch` and `--keep` say how the client runs it, not
+/// what the test is).
 #[derive(Debug, Clone, Args)]
 pub struct FilesOptions {
     /// A generated set: COUNTxSIZE (13x1.9G, 200000x8K) or `mixed` (1000
@@ -81,6 +83,14 @@ pub struct FilesOptions {
     #[arg(short = 'l', long = "length", value_name = "SIZE", default_value = "256K",
           value_parser = parse::size_in(1, super::wire::MAX_CHUNK as u64))]
     pub length: u64,
+    /// What the data connections run over: `tcp` (the default) or `mptcp`
+    /// (Multipath TCP on both ends: each connection's subflows are in the
+    /// result, and the raw trial runs over it too).
+    #[arg(long, value_name = "NAME")]
+    pub transport: Option<Proto>,
+    /// Multipath TCP: `--transport mptcp`.
+    #[arg(long, conflicts_with = "transport")]
+    pub mptcp: bool,
     /// With --reverse: where this host writes what it receives (a new
     /// directory under DIR) [default: $XDG_CACHE_HOME/nicbench/scratch].
     #[arg(long, value_name = "DIR")]
@@ -150,6 +160,10 @@ impl WorkloadArgs for FilesOptions {
             compressibility: self.compressibility,
             compress_level: self.compress,
             fsync: self.fsync,
+            transport: match self.mptcp {
+                true => Proto::MPTCP,
+                false => self.transport.unwrap_or_default(),
+            },
         })
     }
 }

@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::transport::{admission, Proto};
+use super::transport::admission::{self, JoinListener};
+use super::transport::{ConnectionFigures, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, Better, ClientNet, Direction, Figure, Metric, ResultKind, RunControl, Side,
     SideOutcome, SpecError, TestSpec, Workload, WorkloadError,
@@ -64,6 +65,10 @@ pub struct FilesParams {
     /// fsync every received file before closing it.
     #[serde(default)]
     pub fsync: bool,
+    /// What the data connections run over; left out for plain TCP (specs
+    /// before it ran over TCP alone).
+    #[serde(default, skip_serializing_if = "Proto::is_tcp")]
+    pub transport: Proto,
 }
 
 impl Default for FilesParams {
@@ -75,6 +80,7 @@ impl Default for FilesParams {
             compressibility: 0.0,
             compress_level: None,
             fsync: false,
+            transport: Proto::TCP,
         }
     }
 }
@@ -92,14 +98,23 @@ pub fn set_client_storage(storage: Storage) {
 pub struct Files;
 
 /// The raw TCP trial a files run is read against: as many connections, the
-/// same direction and buffers, for `seconds`.
+/// same direction, buffers and transport, for `seconds`.
 pub fn raw_tcp_spec(files_spec: &TestSpec, seconds: f64) -> TestSpec {
     let mut spec = files_spec.clone();
     spec.workload = super::tcp_stream::TcpStream.name().into();
     spec.bytes = None;
     spec.duration_seconds = seconds;
     spec.omit_seconds = 0.0;
+    let params: FilesParams = files_spec.params().unwrap_or_default();
     spec.params = serde_json::Value::Null;
+    if !params.transport.is_tcp() {
+        // Over the same transport: the raw trial is the path the files took.
+        let tcp = super::tcp_stream::TcpParams {
+            transport: params.transport,
+            ..Default::default()
+        };
+        spec.set_params(&tcp).expect("tcp parameters serialize");
+    }
     spec
 }
 
@@ -173,6 +188,17 @@ impl ResultKind for FilesResults {
         true
     }
 
+    fn several_paths(&self, trial: &TrialResult) -> Option<String> {
+        super::transport::mptcp::several_paths(trial)
+    }
+
+    fn write_details(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        for stream in &trial.streams {
+            super::transport::mptcp::write_subflows(stream, out)?;
+        }
+        Ok(())
+    }
+
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         result::write_summary(trial, out)
     }
@@ -181,6 +207,10 @@ impl ResultKind for FilesResults {
 impl Workload for Files {
     fn name(&self) -> &'static str {
         "files"
+    }
+
+    fn transport(&self, spec: &TestSpec) -> Option<Proto> {
+        spec.params::<FilesParams>().ok().map(|p| p.transport)
     }
 
     fn offered_rate(&self, _spec: &TestSpec) -> OfferedRate {
@@ -206,6 +236,7 @@ impl Workload for Files {
                     .into(),
             ));
         }
+        p.transport.check_stream_for(self.name()).map_err(SpecError::Invalid)?;
         if !(0.0..=1.0).contains(&p.compressibility) {
             return Err(out_of_range("--compressibility", "0 to 1", p.compressibility));
         }
@@ -257,7 +288,7 @@ impl Workload for Files {
             Direction::Forward => Some(receive_plan(&params, &net.storage)?),
             _ => None,
         };
-        let listener = admission::listen(Proto::TCP, net.local_ip, (spec.streams as i32).max(16), &|s| {
+        let listener = admission::listen(params.transport, net.local_ip, (spec.streams as i32).max(16), &|s| {
             admission::apply_buffers(s, &spec.agent)
         })?;
         Ok(Box::new(FilesAgent {
@@ -286,7 +317,7 @@ impl Workload for Files {
         for (id, _) in spec.flows() {
             sockets.push((
                 id,
-                admission::connect_stream(Proto::TCP, net, port, id, &|s| {
+                admission::connect_stream(params.transport, net, port, id, &|s| {
                     admission::apply_buffers(s, &spec.client)
                 })?,
             ));
@@ -294,8 +325,10 @@ impl Workload for Files {
         Ok(Box::new(FilesSide {
             party: Party::Client,
             spec: spec.clone(),
+            transport: params.transport,
             sockets,
             work,
+            _joins: JoinListener::none(),
         }))
     }
 
@@ -413,8 +446,10 @@ impl AgentSide for FilesAgent {
         Ok(Box::new(FilesSide {
             party: Party::Agent,
             spec: self.spec,
+            transport: self.params.transport,
             sockets: accepted.into_iter().collect(),
             work,
+            _joins: JoinListener::keep(self.params.transport, self.listener),
         }))
     }
 }
@@ -423,8 +458,12 @@ impl AgentSide for FilesAgent {
 struct FilesSide {
     party: Party,
     spec: TestSpec,
+    transport: Proto,
     sockets: Vec<(u32, Socket)>,
     work: Work,
+    /// The agent's listener, kept while the files move where the transport
+    /// joins paths to the agent's other addresses (MPTCP).
+    _joins: JoinListener,
 }
 
 impl Side for FilesSide {
@@ -447,20 +486,21 @@ impl Side for FilesSide {
             };
             let buffers = tcpinfo::socket_buffers(&socket);
             let probe = (role == Role::Sender).then(|| tcp_probe(&socket)).flatten();
+            let figures = ConnectionFigures::start(self.transport, &socket);
             let body: StreamBody = match &self.work {
                 Work::Send(plan) => {
                     let plan = Arc::clone(plan);
                     Box::new(move |ctx: &StreamContext| {
                         let ended = transfer::send_files(&socket, &plan, ctx.bytes, ctx.stop);
                         let _ = socket.shutdown(std::net::Shutdown::Write);
-                        task_end(&socket, ended)
+                        task_end(&socket, ended, figures)
                     })
                 }
                 Work::Receive(plan) => {
                     let plan = Arc::clone(plan);
                     Box::new(move |ctx: &StreamContext| {
                         let ended = transfer::receive_files(&socket, &plan, ctx.bytes);
-                        task_end(&socket, ended)
+                        task_end(&socket, ended, figures)
                     })
                 }
             };
@@ -470,7 +510,7 @@ impl Side for FilesSide {
     }
 }
 
-fn task_end(socket: &Socket, ended: transfer::Ended) -> TaskEnd {
+fn task_end(socket: &Socket, ended: transfer::Ended, figures: ConnectionFigures) -> TaskEnd {
     let mut end = TaskEnd {
         tcp_info: tcpinfo::tcp_info(socket),
         socket: Some(tcpinfo::socket_buffers(socket)),
@@ -479,5 +519,6 @@ fn task_end(socket: &Socket, ended: transfer::Ended) -> TaskEnd {
         ..TaskEnd::default()
     };
     end.extras.set(result::KEY, &ended.part);
+    figures.add_to(&mut end);
     end
 }

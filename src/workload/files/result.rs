@@ -113,6 +113,22 @@ pub struct RawTcp {
     /// That trial's own verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
+    /// The transport it ran over, the files' own (`mptcp`); absent for
+    /// plain TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+}
+
+impl RawTcp {
+    /// How the raw trial reads in text: "raw TCP", "raw MPTCP".
+    pub fn words(&self) -> String {
+        let label = self
+            .transport
+            .as_deref()
+            .and_then(|name| crate::workload::transport::Proto::by_name(name).ok())
+            .map_or("TCP", |p| p.label());
+        format!("raw {label}")
+    }
 }
 
 /// What limited the transfer, by the rule of [`limit`].
@@ -231,6 +247,7 @@ pub fn limit(r: &FilesResult) -> Limit {
         .raw_tcp
         .as_ref()
         .map(|raw| share(r.wire_bits_per_second, raw.bits_per_second));
+    let raw = r.raw_tcp.as_ref().map_or_else(|| "raw TCP".to_string(), RawTcp::words);
     if let Some(s) = wire_share.filter(|&s| s >= LINK_PERCENT) {
         let compressed = match r.compress_level {
             Some(level) if r.wire_bytes > 0 && r.payload_bytes > r.wire_bytes => format!(
@@ -241,7 +258,7 @@ pub fn limit(r: &FilesResult) -> Limit {
         };
         return make(
             "link",
-            format!("the link (the wire carried {s:.0}% of the raw TCP rate){compressed}"),
+            format!("the link (the wire carried {s:.0}% of the {raw} rate){compressed}"),
         );
     }
     let time = r.seconds * f64::from(r.connections.max(1));
@@ -305,7 +322,7 @@ pub fn limit(r: &FilesResult) -> Limit {
         format!(
             "nothing stands out (the largest share of the connections' time, {taken:.0}%, went to {words}{})",
             wire_share.map_or(String::new(), |s| format!(
-                "; the wire carried {s:.0}% of the raw TCP rate"
+                "; the wire carried {s:.0}% of the {raw} rate"
             ))
         ),
     )
@@ -325,12 +342,13 @@ fn megabytes_per_second(bits_per_second: f64) -> String {
 
 /// Words for a payload rate above raw TCP (compression), else nothing.
 fn above_raw(r: &FilesResult) -> String {
+    let raw = r.raw_tcp.as_ref().map_or_else(|| "raw TCP".to_string(), RawTcp::words);
     match (r.percent_of_raw_tcp, r.compress_level) {
         (Some(p), Some(level)) if p > 100.0 && r.wire_bytes > 0 => format!(
-            "; above the raw TCP rate: zstd level {level} sent {:.2} payload bytes per byte on the wire",
+            "; above the {raw} rate: zstd level {level} sent {:.2} payload bytes per byte on the wire",
             r.payload_bytes as f64 / r.wire_bytes as f64
         ),
-        (Some(p), None) if p > 100.0 => "; above the raw TCP rate (that trial may have been slowed by others)".into(),
+        (Some(p), None) if p > 100.0 => format!("; above the {raw} rate (that trial may have been slowed by others)"),
         _ => String::new(),
     }
 }
@@ -353,9 +371,10 @@ pub fn verdict(trial: &TrialResult) -> Option<Verdict> {
     let mut verdict = Verdict::new(
         &format!("files_{}", limit.kind),
         format!(
-            "files: {} = {:.0}% of raw TCP {} on this path{}; limited by: {}",
+            "files: {} = {:.0}% of {} {} on this path{}; limited by: {}",
             megabytes_per_second(r.payload_bits_per_second),
             r.percent_of_raw_tcp.unwrap_or(0.0),
+            raw.words(),
             megabytes_per_second(raw.bits_per_second),
             above_raw(&r),
             limit.summary
@@ -391,9 +410,10 @@ pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()>
         megabytes_per_second(r.wire_bits_per_second),
     )?;
     if let Some(raw) = &r.raw_tcp {
+        let words = raw.words();
         writeln!(
             out,
-            "Files vs raw TCP: payload {} = {:.0}% of raw TCP {} ({:.1} s, {} stream{}, same path, same run){}",
+            "Files vs {words}: payload {} = {:.0}% of {words} {} ({:.1} s, {} stream{}, same path, same run){}",
             megabytes_per_second(r.payload_bits_per_second),
             r.percent_of_raw_tcp.unwrap_or(0.0),
             megabytes_per_second(raw.bits_per_second),
@@ -454,6 +474,7 @@ mod tests {
                 seconds: 3.0,
                 streams: 1,
                 verdict: None,
+                transport: None,
             }),
             ..FilesResult::default()
         }
@@ -463,6 +484,28 @@ mod tests {
     fn near_raw_tcp_the_link_is_the_limit() {
         let r = result(1, 200_000_000, 95e6, 100e6);
         assert_eq!(limit(&r).kind, "link");
+    }
+
+    #[test]
+    fn the_raw_trial_is_named_by_its_transport_in_every_line() {
+        let mut r = result(1, 200_000_000, 95e6, 100e6);
+        assert!(limit(&r).summary.contains("of the raw TCP rate"), "{:?}", limit(&r));
+        r.raw_tcp.as_mut().unwrap().transport = Some("mptcp".into());
+        assert!(limit(&r).summary.contains("of the raw MPTCP rate"), "{:?}", limit(&r));
+        r.percent_of_raw_tcp = Some(102.0);
+        r.limited_by = Some(limit(&r));
+        let mut trial = TrialResult::default();
+        trial.sum.extras.set(KEY, &r);
+        let mut text = Vec::new();
+        write_summary(&trial, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(!text.contains("raw TCP"), "{text}");
+        assert!(
+            text.contains("Files vs raw MPTCP: ") && text.contains("above the raw MPTCP rate"),
+            "{text}"
+        );
+        let summary = verdict(&trial).unwrap().summary;
+        assert!(summary.contains("% of raw MPTCP "), "{summary}");
     }
 
     #[test]

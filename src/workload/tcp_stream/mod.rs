@@ -17,11 +17,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask, TaskEnd};
+use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::transport::admission::{self, Configure, JoinListener};
 use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
-use super::transport::{ConnectionWatch, Proto};
+use super::transport::{ConnectionFigures, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -106,14 +106,7 @@ pub struct TcpResults;
 
 impl ResultKind for TcpResults {
     fn several_paths(&self, trial: &TrialResult) -> Option<String> {
-        let paths = super::transport::mptcp::paths(trial);
-        (paths > 1).then(|| {
-            format!(
-                "Multipath TCP carried a stream over {paths} paths and not every path's link rate is known \
-                 (a virtual link's speed is nominal): shape the links (lab --rate) to weigh each path \
-                 against its own"
-            )
-        })
+        super::transport::mptcp::several_paths(trial)
     }
 
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
@@ -247,18 +240,10 @@ impl Workload for TcpStream {
         if params.rate_bits_per_second == Some(0) {
             return Err(out_of_range("-b/--bitrate", "a pacing rate above 0 (e.g. 100M)", 0));
         }
-        if params.transport.is_datagram() {
-            return Err(SpecError::Invalid(format!(
-                "--transport {}: tcp runs byte streams; for {} datagrams use the '{}' workload",
-                params.transport,
-                params.transport.label(),
-                params.transport
-            )));
-        }
         params
             .transport
-            .available()
-            .map_err(|why| SpecError::Invalid(format!("--transport {}: {why}", params.transport)))?;
+            .check_stream_for(self.name())
+            .map_err(SpecError::Invalid)?;
         if params.zerocopy_method.is_some() && !params.zerocopy {
             return Err(SpecError::Invalid(
                 "a zero-copy method without zero-copy send: set zerocopy too (-Z/--zerocopy=METHOD)".into(),
@@ -442,10 +427,7 @@ impl Side for TcpSide {
         let transport = self.params.transport;
         for (id, flow, socket) in self.sockets {
             let buffers = tcpinfo::socket_buffers(&socket);
-            // A second handle on the socket, to read the transport's own
-            // figures once the body (which owns the socket) has ended.
-            let figures = (!transport.is_tcp()).then(|| socket.try_clone().ok()).flatten();
-            let mut watch = figures.as_ref().and_then(|s| transport.watch_connection(s));
+            let figures = ConnectionFigures::start(transport, &socket);
             let probe = (flow.sender() == self.host).then(|| tcp_probe(&socket)).flatten();
             let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
                 // The pacing rate the socket holds, read back, is the offer.
@@ -466,7 +448,7 @@ impl Side for TcpSide {
                             part.paced_bits_per_second = paced;
                             end.extras.set(KEY, &part);
                         }
-                        add_connection_figures(transport, figures.as_ref(), watch.take(), &mut end);
+                        figures.add_to(&mut end);
                         end
                     }),
                 )
@@ -476,7 +458,7 @@ impl Side for TcpSide {
                     Role::Receiver,
                     Box::new(move |ctx: &StreamContext| {
                         let mut end = receive_stream(socket, message, path, ctx);
-                        add_connection_figures(transport, figures.as_ref(), watch.take(), &mut end);
+                        figures.add_to(&mut end);
                         end
                     }),
                 )
@@ -484,36 +466,6 @@ impl Side for TcpSide {
             tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));
         }
         run_streams(tasks, control)
-    }
-}
-
-/// The transport's own figures of a connection (MPTCP's subflows), read
-/// from `socket`, a second handle on the stream's socket, with what
-/// `watch` saw while it ran, into the end's extras under the transport's
-/// name.
-fn add_connection_figures(
-    transport: Proto,
-    socket: Option<&Socket>,
-    watch: Option<Box<dyn ConnectionWatch>>,
-    end: &mut TaskEnd,
-) {
-    let Some(socket) = socket else { return };
-    match transport.connection_figures(socket) {
-        Some(Ok(mut figures)) => {
-            if let Some(watch) = watch {
-                watch.finish(&mut figures);
-            }
-            if let Some(info) = end
-                .tcp_info
-                .as_ref()
-                .and_then(|socket| transport.connection_tcp_info(&figures, socket))
-            {
-                end.tcp_info = Some(info);
-            }
-            end.extras.set(transport.name(), &figures)
-        }
-        Some(Err(e)) => log::warn!("cannot read the {} connection's own figures: {e}", transport.label()),
-        None => {}
     }
 }
 

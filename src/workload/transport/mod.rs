@@ -107,6 +107,59 @@ pub trait ConnectionWatch: Send {
     fn finish(self: Box<Self>, figures: &mut serde_json::Value);
 }
 
+/// A stream end's share of its transport's own figures (MPTCP's
+/// subflows): a second handle on the connection's socket and the
+/// transport's watch, taken before the stream's body owns the socket, read
+/// into the end once the body has ended. Plain TCP takes nothing.
+pub struct ConnectionFigures {
+    transport: Proto,
+    socket: Option<socket2::Socket>,
+    watch: Option<Box<dyn ConnectionWatch>>,
+}
+
+impl ConnectionFigures {
+    /// Starts watching `socket`'s connection, if its transport has figures
+    /// of its own.
+    pub fn start(transport: Proto, socket: &socket2::Socket) -> ConnectionFigures {
+        let socket = (!transport.is_tcp()).then(|| socket.try_clone().ok()).flatten();
+        let watch = socket.as_ref().and_then(|s| transport.watch_connection(s));
+        ConnectionFigures {
+            transport,
+            socket,
+            watch,
+        }
+    }
+
+    /// Puts the connection's figures in `end`'s extras under the
+    /// transport's name, with what the watch saw, and the connection's
+    /// TCP_INFO figures where the socket's covered only part of it.
+    pub fn add_to(self, end: &mut super::runner::TaskEnd) {
+        let ConnectionFigures {
+            transport,
+            socket,
+            watch,
+        } = self;
+        let Some(socket) = socket else { return };
+        match transport.connection_figures(&socket) {
+            Some(Ok(mut figures)) => {
+                if let Some(watch) = watch {
+                    watch.finish(&mut figures);
+                }
+                if let Some(info) = end
+                    .tcp_info
+                    .as_ref()
+                    .and_then(|info| transport.connection_tcp_info(&figures, info))
+                {
+                    end.tcp_info = Some(info);
+                }
+                end.extras.set(transport.name(), &figures)
+            }
+            Some(Err(e)) => log::warn!("cannot read the {} connection's own figures: {e}", transport.label()),
+            None => {}
+        }
+    }
+}
+
 /// A registered transport, as specs hold it: compared, printed and
 /// (de)serialized by its name.
 #[derive(Clone, Copy)]
@@ -136,6 +189,19 @@ impl Proto {
     /// Whether messages travel as datagrams.
     pub fn is_datagram(self) -> bool {
         self.delivery() == Delivery::Datagram
+    }
+
+    /// Whether this transport can carry `workload`'s byte streams on this
+    /// host: a stream transport that [`Transport::available`] allows. The
+    /// error names the option and what to use instead.
+    pub fn check_stream_for(self, workload: &str) -> Result<(), String> {
+        if self.is_datagram() {
+            return Err(format!(
+                "--transport {self}: {workload} runs byte streams; for {} datagrams use the '{self}' workload",
+                self.label()
+            ));
+        }
+        self.available().map_err(|why| format!("--transport {self}: {why}"))
     }
 }
 

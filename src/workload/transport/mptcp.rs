@@ -337,6 +337,20 @@ impl std::fmt::Display for Seconds {
     }
 }
 
+/// Why a trial whose streams Multipath TCP spread over several paths has
+/// no one link's line rate, in words for `Line rate: n/a (...)`; None for
+/// one path.
+pub fn several_paths(trial: &crate::model::TrialResult) -> Option<String> {
+    let paths = paths(trial);
+    (paths > 1).then(|| {
+        format!(
+            "Multipath TCP carried a stream over {paths} paths and not every path's link rate is known \
+             (a virtual link's speed is nominal): shape the links (lab --rate) to weigh each path \
+             against its own"
+        )
+    })
+}
+
 /// The most paths one MPTCP stream of `trial` used: its subflows' distinct
 /// local addresses at either end (1 for plain TCP or one path).
 pub fn paths(trial: &crate::model::TrialResult) -> usize {
