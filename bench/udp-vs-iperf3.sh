@@ -3,6 +3,11 @@
 #
 #   bench/udp-vs-iperf3.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds, 5 s per test)
 #   IPERF3_SRC=/work/.mirror/esnet+iperf/repo bench/udp-vs-iperf3.sh 5 5
+#   NICBENCH_BEFORE=/tmp/old/nicbench bench/udp-vs-iperf3.sh 5 3
+#
+# With NICBENCH_BEFORE (another build of nicbench, e.g. from `git worktree add /tmp/old
+# COMMIT`), that binary's nicbench tests run too, against its own agent, in the same
+# rotation, and each is printed as now / before: a restructuring is checked side by side.
 #
 # Three pairs, each tool as fast as it can over one stream (nicbench -b max, iperf3
 # -b 0), every test of every pair in turn each round so drifts of the machine hit all
@@ -35,7 +40,10 @@ import json, os, signal, statistics, subprocess, sys, time
 
 rounds, secs, IPERF3 = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 NB = "./target/release/nicbench"
-NB_PORT, IPERF_PORT = 5430, 5431
+NB_PORT, IPERF_PORT, NB_BEFORE_PORT = 5430, 5431, 5432
+NB_BEFORE = os.environ.get("NICBENCH_BEFORE")
+if NB_BEFORE and not os.access(NB_BEFORE, os.X_OK):
+    raise SystemExit(f"NICBENCH_BEFORE={NB_BEFORE} is not an executable nicbench")
 
 def run(cmd):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=secs * 4 + 30)
@@ -43,15 +51,20 @@ def run(cmd):
         raise SystemExit(f"{' '.join(cmd)} failed: {out.stderr.strip() or out.stdout[-500:]}")
     return json.loads(out.stdout)
 
-def nicbench(size, extra=()):
-    d = run([NB, "udp", "127.0.0.1", "-p", str(NB_PORT), "-t", str(secs), "-b", "max", "-l", str(size),
+def nicbench(size, extra=(), binary=NB, port=NB_PORT):
+    d = run([binary, "udp", "127.0.0.1", "-p", str(port), "-t", str(secs), "-b", "max", "-l", str(size),
              "--no-save", "--json", *extra])
     u, r, c = d["sum"]["udp"], d["sum"]["receiver"], d["cpu"]["client"]
     sent_bytes = sum(s["sender"]["bytes"] for s in d["streams"])
-    cpu_seconds = c["threads_percent_of_core"] / 100 * c["seconds"]
+    # The client's own threads; a build from before they were measured
+    # (NICBENCH_BEFORE) has its whole process's CPU, which the A/B compares.
+    process_seconds = c["process"]["user_seconds"] + c["process"]["system_seconds"]
+    cpu_seconds = c["threads_percent_of_core"] / 100 * c["seconds"] if "threads_percent_of_core" in c \
+        else process_seconds
     return {"rx_pps": u["received_datagrams"] / r["seconds"], "rx_bps": u["receiver_bits_per_second"],
             "tx_bps": u["sender_bits_per_second"], "loss": u["loss_percent"],
-            "cpu_per_gb": cpu_seconds / (sent_bytes / 1e9)}
+            "cpu_per_gb": cpu_seconds / (sent_bytes / 1e9),
+            "process_cpu_per_gb": process_seconds / (sent_bytes / 1e9)}
 
 def iperf3(size, extra=()):
     d = run([IPERF3, "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-u", "-b", "0", "-l", str(size),
@@ -60,7 +73,7 @@ def iperf3(size, extra=()):
     cpu_seconds = d["cpu_utilization_percent"]["host_total"] / 100 * tx["seconds"]
     return {"rx_pps": rx["bytes"] / size / rx["seconds"], "rx_bps": rx["bits_per_second"],
             "tx_bps": tx["bits_per_second"], "loss": rx["lost_percent"],
-            "cpu_per_gb": cpu_seconds / (tx["bytes"] / 1e9)}
+            "cpu_per_gb": cpu_seconds / (tx["bytes"] / 1e9), "process_cpu_per_gb": cpu_seconds / (tx["bytes"] / 1e9)}
 
 help_text = subprocess.run([IPERF3, "--help"], capture_output=True, text=True).stdout
 version = subprocess.run([IPERF3, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
@@ -74,11 +87,21 @@ else:
 pairs.append(("64 B plain", ("nicbench -l 64", lambda: nicbench(64)), ("iperf3 -l 64", lambda: iperf3(64))))
 alone = [("nicbench --gso (sender only)", lambda: nicbench(1400, ["--gso"]))]
 tests = [t for _, a, b in pairs for t in (a, b)] + alone
+if NB_BEFORE:
+    before = lambda size, extra=(): nicbench(size, extra, binary=NB_BEFORE, port=NB_BEFORE_PORT)
+    compared = [("nicbench", lambda: before(1400)), ("nicbench -l 64", lambda: before(64)),
+                ("nicbench --gso (sender only)", lambda: before(1400, ["--gso"]))]
+    if has_gsro:
+        compared.append(("nicbench --gso --gro", lambda: before(1400, ["--gso", "--gro"])))
+    tests += [(f"{name} (before)", f) for name, f in compared]
 
 servers = [
     subprocess.Popen([NB, "serve", "-p", str(NB_PORT), "-B", "127.0.0.1"], stderr=subprocess.DEVNULL),
     subprocess.Popen([IPERF3, "-s", "-p", str(IPERF_PORT), "-B", "127.0.0.1"], stdout=subprocess.DEVNULL),
 ]
+if NB_BEFORE:
+    servers.append(subprocess.Popen([NB_BEFORE, "serve", "-p", str(NB_BEFORE_PORT), "-B", "127.0.0.1"],
+                                    stderr=subprocess.DEVNULL))
 try:
     time.sleep(0.5)
     results = {name: [] for name, _ in tests}
@@ -105,6 +128,13 @@ try:
         print(f"  {title:<16} nicbench / iperf3: receiver datagram rate x{x['rx_pps'] / y['rx_pps']:.2f}, "
               f"loss {x['loss']:.2f}% vs {y['loss']:.2f}%, sender CPU {x['cpu_per_gb']:.3f} vs "
               f"{y['cpu_per_gb']:.3f} s/GB")
+    if NB_BEFORE:
+        print(f"\nnow / before ({NB_BEFORE}):")
+        for name, _ in compared:
+            x, y = med[name], med[f"{name} (before)"]
+            print(f"  {name:<30} receiver datagram rate x{x['rx_pps'] / y['rx_pps']:.2f}, "
+                  f"loss {x['loss']:.2f}% vs {y['loss']:.2f}%, "
+                  f"sender process CPU per GB x{x['process_cpu_per_gb'] / y['process_cpu_per_gb']:.2f}")
 finally:
     for s in servers:
         s.send_signal(signal.SIGTERM)

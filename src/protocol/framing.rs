@@ -237,7 +237,19 @@ mod properties {
             }
             let n = want.min(piece).min(rest.len());
             decoder.push(&rest[..n]);
-            assert!(decoder.pending() <= HEADER_LEN + LIMIT as usize);
+            // Fed only what it asks for, the decoder holds at most the
+            // frame it is in: its header, then no byte past the body the
+            // header announced (none past a header over the limit).
+            let frame = match decoder.pending() {
+                n if n < HEADER_LEN => HEADER_LEN,
+                _ => HEADER_LEN + decoder.announced_length().map_or(0, |l| l as usize),
+            };
+            assert!(
+                decoder.pending() <= frame,
+                "{} buffered in a frame of {frame}",
+                decoder.pending()
+            );
+            assert!(frame <= HEADER_LEN + decoder.limit as usize);
             rest = &rest[n..];
         }
     }
@@ -257,6 +269,31 @@ mod properties {
         fn random_bytes_never_panic_or_overbuffer(bytes in proptest::collection::vec(any::<u8>(), 0..2048), piece in 1usize..512) {
             let mut decoder = Decoder::new(LIMIT);
             let _ = feed(&mut decoder, &bytes, piece);
+        }
+
+        /// Frames of random bodies whose headers announce lengths on both
+        /// sides of a small limit: what is under it is buffered to its end
+        /// and no further (`feed` checks the bound after every push), what
+        /// is over it is refused from the header, and input that runs out
+        /// leaves less than one frame buffered.
+        #[test]
+        fn announced_lengths_around_the_limit_never_overbuffer(
+            frames in proptest::collection::vec((0u32..128, proptest::collection::vec(any::<u8>(), 0..160)), 1..6),
+            piece in 1usize..512,
+        ) {
+            const SMALL: u32 = 64;
+            let bytes: Vec<u8> = frames
+                .iter()
+                .flat_map(|(length, body)| length.to_be_bytes().into_iter().chain(body.iter().copied()))
+                .collect();
+            let mut decoder = Decoder::new(SMALL);
+            let (_, error) = feed(&mut decoder, &bytes, piece);
+            if matches!(error, Some(ProtocolError::FrameTooLarge { .. })) {
+                prop_assert!(frames.iter().any(|(length, _)| *length > SMALL));
+            }
+            if error.is_none() {
+                prop_assert!(decoder.pending() < HEADER_LEN + SMALL as usize);
+            }
         }
 
         #[test]
