@@ -83,23 +83,25 @@ fn raw_tcp(args: &FilesArgs, files_spec: &TestSpec) -> anyhow::Result<RawTcp> {
         }
     };
     let receiver = &run.result.sum.receiver;
-    let transport = crate::workload::transport_of(&spec).filter(|p| !p.is_tcp());
-    if log::log_enabled!(log::Level::Warn) {
-        eprintln!(
-            "raw {} on this path, after the files: {} in {:.1} s ({} stream(s))",
-            transport.map_or("TCP", |p| p.label()),
-            crate::units::Rate(receiver.bits_per_second),
-            receiver.seconds,
-            spec.streams
-        );
-    }
-    Ok(RawTcp {
+    let raw = RawTcp {
         bits_per_second: receiver.bits_per_second,
         seconds: receiver.seconds,
         streams: spec.streams,
         verdict: run.result.verdict.map(|v| v.summary),
-        transport: transport.map(|p| p.name().to_string()),
-    })
+        transport: crate::workload::transport_of(&spec)
+            .filter(|p| !p.is_tcp())
+            .map(|p| p.name().to_string()),
+    };
+    if log::log_enabled!(log::Level::Warn) {
+        eprintln!(
+            "{} on this path, after the files: {} in {:.1} s ({} stream(s))",
+            raw.words(),
+            crate::units::Rate(raw.bits_per_second),
+            raw.seconds,
+            raw.streams
+        );
+    }
+    Ok(raw)
 }
 
 /// Empties the page cache when asked (and able), and says what the cache
