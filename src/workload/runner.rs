@@ -235,6 +235,42 @@ pub fn pin_current_thread(core: u32) -> Affinity {
     }
 }
 
+/// The cores the calling thread may run on, in order; empty when the
+/// kernel would not say.
+pub fn current_thread_cpus() -> Vec<u32> {
+    // SAFETY: cpu_set_t is plain data, filled in by the kernel.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as u32)
+            .filter(|&c| libc::CPU_ISSET(c as usize, &set))
+            .collect()
+    }
+}
+
+/// Lets the calling thread run on `cpus` again after a pin (the set it
+/// had before, from [`current_thread_cpus`]); the error says why not.
+pub fn release_current_thread(cpus: &[u32]) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it (cores at
+    // or above CPU_SETSIZE are left out); the call reads only the set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &core in cpus.iter().filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(core as usize, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(format!(
+            "could not let the stream thread run on cores {cpus:?} again: {}",
+            std::io::Error::last_os_error()
+        )),
+    }
+}
+
 /// Runs every task to its end and collects the stream ends.
 pub fn run_streams(tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome {
     let counters: Arc<Vec<PaddedCounter>> = Arc::new(tasks.iter().map(|_| PaddedCounter::default()).collect());

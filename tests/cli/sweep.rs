@@ -41,6 +41,15 @@ fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
     assert_eq!(sweep["mode"], "ping_pong");
     assert_eq!(sweep["transport"], "tcp");
     let points = sweep["points"].as_array().unwrap();
+    // Both ends on one host, nobody chose cores, two passes: the passes
+    // take turns between two placements (pass 1 both on one core, pass 2
+    // where the scheduler puts them) and each point is its faster
+    // placement's (issue 42). A process held to one core cannot.
+    let turns = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    if !turns {
+        // Locally the single-core branch below is checked; CI has two cores.
+        skip_or_fail("a sweep by turns needs two cores; this test checks the one-core placement instead");
+    }
     let sizes: Vec<u64> = points.iter().map(|p| p["size_bytes"].as_u64().unwrap()).collect();
     assert_eq!(sizes.first(), Some(&1));
     assert_eq!(sizes.last(), Some(&(1 << 20)));
@@ -83,7 +92,30 @@ fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
                 "no extra round: the best pass is the figure: {p}"
             );
         }
-        assert!(passes.iter().all(|&v| v <= max + 1e-9), "{p}");
+        if !turns {
+            assert!(passes.iter().all(|&v| v <= max + 1e-9), "{p}");
+            assert!(p.get("placement").is_none(), "{p}");
+            continue;
+        }
+        // By turns: each placement's fastest batch is there, the faster
+        // is named, and the point's batches are its own (three a round).
+        let (together, scheduler) = (
+            p["together_latency_us"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no together figure: {p}")),
+            p["scheduler_latency_us"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no scheduler figure: {p}")),
+        );
+        let faster = if scheduler < together { "scheduler" } else { "together" };
+        assert_eq!(p["placement"], faster, "{p}");
+        assert_eq!(min, together.min(scheduler), "{p}");
+        // Pass 1 ran together, pass 2 by the scheduler; an extra round
+        // only ever lowers the faster one's figure.
+        assert!(together <= passes[0] + 1e-9 && scheduler <= passes[1] + 1e-9, "{p}");
+        let chosen_pass = if faster == "together" { passes[0] } else { passes[1] };
+        assert!(chosen_pass <= max + 1e-9, "{p}");
+        assert_eq!(p["batches"].as_u64().unwrap() % 3, 0, "{p}");
     }
     assert_eq!(sweep["passes"], 2);
     assert_eq!(run["spec"]["params"]["passes"], 2);
@@ -93,7 +125,16 @@ fn short_tcp_sweep_reports_every_size_and_a_summary_true_to_its_points() {
     let placement = sweep["placement"]
         .as_str()
         .unwrap_or_else(|| panic!("no placement: {sweep}"));
-    assert!(placement.contains("placed by the scheduler"), "{placement}");
+    if turns {
+        assert!(
+            placement.contains("placed by turns: both on core 0 in odd passes"),
+            "{placement}"
+        );
+    } else {
+        assert!(placement.contains("placed by the scheduler"), "{placement}");
+    }
+    // The thread is placed point by point, not pinned for the run: no
+    // affinity record unless a pin was refused.
     let stream = &run["streams"][0];
     assert!(stream["sender"].get("affinity").is_none(), "nobody pinned: {stream}");
     assert!(stream["receiver"].get("affinity").is_none(), "nobody pinned: {stream}");
@@ -205,6 +246,10 @@ fn passes_go_through_the_sizes_again() {
             "15ms",
             "--passes",
             &passes.to_string(),
+            // One core chosen: no placements by turns, whose rounds and
+            // batches the short test above checks.
+            "-A",
+            "0",
             "--json",
         ]);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -266,7 +311,10 @@ fn table_and_csv_carry_units_and_line_rate() {
     let lines: Vec<&str> = csv.lines().collect();
     assert!(lines[0].starts_with("size_bytes,latency_us,bandwidth_mbit_per_second"));
     assert!(
-        lines[0].ends_with(",median_latency_us,max_latency_us,spread_percent,rounds,wide,pass_latency_us"),
+        lines[0].ends_with(
+            ",median_latency_us,max_latency_us,spread_percent,rounds,wide,pass_latency_us,placement,\
+             together_latency_us,scheduler_latency_us"
+        ),
         "{csv}"
     );
     assert_eq!(lines.len(), 4, "{csv}");

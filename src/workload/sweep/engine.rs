@@ -15,12 +15,15 @@ use socket2::Socket;
 
 use super::points::{self, batches, estimate, repetitions, Spread};
 use super::result::{SweepPoint, SweepResult};
-use super::wire::{FrameHeader, Op, HEADER_LEN};
+use super::wire::{AgentPlace, FrameHeader, Op, HEADER_LEN};
 use super::{Mode, SweepParams};
 use crate::probe::tcpinfo;
 use crate::units::{bits_per_second, Rate};
 use crate::workload::address_proof::ProvenAddresses;
-use crate::workload::runner::{pin_current_thread, Progress, StreamContext, TaskEnd, AFFINITY_KEY};
+use crate::workload::runner::{
+    current_thread_cpus, pin_current_thread, release_current_thread, Affinity, Progress, StreamContext, TaskEnd,
+    AFFINITY_KEY,
+};
 use crate::workload::transport::admission::JoinListener;
 use crate::workload::transport::Delivery;
 
@@ -42,6 +45,75 @@ struct Link {
     /// Ask the agent to run its end on a core apart from ours (the wire's
     /// `pin apart` flag): set when this end chose its core.
     pin_apart: bool,
+    /// Where the agent runs its end of the next point (the wire's `place`).
+    place: Option<AgentPlace>,
+    /// The placements by turns, when the sweep takes them.
+    turns: Option<LinkTurns>,
+}
+
+/// Where both ends of a sweep on one host run for a round, when the sweep
+/// places them by turns: pass 1 (and 3, ...) pinned together on one core,
+/// pass 2 (and 4, ...) where the scheduler puts them. A small message's
+/// round trip is fastest on one core (no wake-up on another; 5 us against
+/// 40-70 us on one VM), a large one's on two (the copies run side by
+/// side), and the scheduler alone chose differently from run to run; each
+/// point is the faster of its two placements, the host's best.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Together,
+    Scheduler,
+}
+
+impl Place {
+    /// The turns, in pass order.
+    pub const BY_TURNS: [Place; 2] = [Place::Together, Place::Scheduler];
+
+    /// Its name in the result (`points[].placement`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Place::Together => "together",
+            Place::Scheduler => "scheduler",
+        }
+    }
+}
+
+/// The client's part of the placements by turns.
+struct LinkTurns {
+    /// The core both ends share when together.
+    core: u32,
+    /// The cores this thread may use, given back for the scheduler's turn.
+    allowed: Vec<u32>,
+    /// The turn the ends are in (an index of [`Place::BY_TURNS`]).
+    current: Option<usize>,
+    /// The first pin or release the kernel refused.
+    error: Option<String>,
+}
+
+impl Link {
+    /// Places both ends as turn `slot` of [`Place::BY_TURNS`] asks: this
+    /// thread at once, the agent's end with the next header.
+    fn take_turn(&mut self, slot: usize) {
+        let Some(turns) = &mut self.turns else {
+            return;
+        };
+        if turns.current == Some(slot) {
+            return;
+        }
+        turns.current = Some(slot);
+        let error = match Place::BY_TURNS[slot] {
+            Place::Together => {
+                self.place = Some(AgentPlace::Core(turns.core as u16));
+                pin_current_thread(turns.core).error
+            }
+            Place::Scheduler => {
+                self.place = Some(AgentPlace::Scheduler);
+                release_current_thread(&turns.allowed).err()
+            }
+        };
+        if let Some(e) = error {
+            turns.error.get_or_insert(e);
+        }
+    }
 }
 
 /// What one point measured: the time of each timed batch, per exchange.
@@ -57,8 +129,8 @@ struct Timing {
     /// Wall time of the point, every round.
     seconds: f64,
     rounds: u32,
-    /// The fastest batch of each pass (seconds per exchange).
-    pass_best: Vec<f64>,
+    /// The fastest batch of each pass it ran in: (pass, seconds per exchange).
+    pass_best: Vec<(u32, f64)>,
 }
 
 impl Timing {
@@ -76,13 +148,18 @@ impl Timing {
         self.pass_best.extend(other.pass_best);
     }
 
-    /// Marks this round as one pass of the sweep: its fastest batch is
+    /// Marks this round as pass `pass` of the sweep: its fastest batch is
     /// that pass's figure.
-    fn into_pass(mut self) -> Timing {
-        if let Some(best) = self.batch_each.iter().copied().min_by(f64::total_cmp) {
-            self.pass_best.push(best);
+    fn into_pass(mut self, pass: u32) -> Timing {
+        if let Some(best) = self.best() {
+            self.pass_best.push((pass, best));
         }
         self
+    }
+
+    /// The fastest batch, seconds per exchange.
+    fn best(&self) -> Option<f64> {
+        self.batch_each.iter().copied().min_by(f64::total_cmp)
     }
 
     /// Mean time of one timed exchange.
@@ -149,6 +226,7 @@ impl Link {
             warmup: 1,
             per_batch,
             pin_apart: self.pin_apart,
+            place: self.place,
         };
         if op == Op::UdpPingPong {
             self.drain_udp();
@@ -239,8 +317,58 @@ fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
         spread_percent: Some(spread.percent()),
         rounds: Some(t.rounds),
         wide: spread.is_wide(),
-        pass_latency_us: t.pass_best.iter().map(|&each| one_way(each) * 1e6).collect(),
+        pass_latency_us: t.pass_best.iter().map(|&(_, each)| one_way(each) * 1e6).collect(),
+        placement: None,
+        together_latency_us: None,
+        scheduler_latency_us: None,
     }
+}
+
+/// A size's rounds in each placement of [`Place::BY_TURNS`]; the first
+/// alone when the sweep does not take turns.
+type Slots = [Option<Timing>; 2];
+
+/// The slot whose fastest batch is the faster (the first on a tie).
+fn faster(slots: &Slots) -> Option<usize> {
+    let best = |i: usize| slots[i].as_ref().and_then(Timing::best);
+    match (best(0), best(1)) {
+        (Some(a), Some(b)) => Some(usize::from(b < a)),
+        (Some(_), None) => Some(0),
+        (None, Some(_)) => Some(1),
+        (None, None) => None,
+    }
+}
+
+/// A size's point: the batches of its faster placement; its wall time,
+/// rounds and lost echoes in both; each pass's fastest batch in pass
+/// order; and, when the sweep took turns, which placement was faster and
+/// what each one's fastest batch read.
+fn size_point(size: u64, mode: Mode, slots: &Slots, turns: bool) -> Option<SweepPoint> {
+    let chosen = faster(slots)?;
+    let mut p = point_of(size, mode, slots[chosen].as_ref()?);
+    let ran: Vec<&Timing> = slots.iter().flatten().collect();
+    p.seconds = ran.iter().map(|t| t.seconds).sum();
+    p.rounds = Some(ran.iter().map(|t| t.rounds).sum());
+    p.lost = ran.iter().map(|t| t.lost).sum();
+    let mut passes: Vec<(u32, f64)> = ran.iter().flat_map(|t| t.pass_best.iter().copied()).collect();
+    passes.sort_by_key(|&(pass, _)| pass);
+    let one_way = match mode {
+        Mode::PingPong => 0.5,
+        Mode::Stream => 1.0,
+    };
+    p.pass_latency_us = passes.iter().map(|&(_, each)| each * one_way * 1e6).collect();
+    if turns {
+        let best_us = |i: usize| {
+            slots[i]
+                .as_ref()
+                .filter(|t| !t.batch_each.is_empty())
+                .map(|t| point_of(size, mode, t).best_latency_us)
+        };
+        p.placement = Some(Place::BY_TURNS[chosen].name().into());
+        p.together_latency_us = best_us(0);
+        p.scheduler_latency_us = best_us(1);
+    }
+    Some(p)
 }
 
 /// Why the sweep must stop before the next round, if it must: what
@@ -265,8 +393,11 @@ pub(super) struct Driver {
     pub tcp: Socket,
     pub udp: Option<UdpSocket>,
     pub params: SweepParams,
-    /// Where the ends ran, when the sweep left it to the scheduler.
+    /// Where the ends ran, when the sweep chose it.
     pub placement: Option<String>,
+    /// The core both ends share on their turns together, when the sweep
+    /// places them by turns ([`Place`]).
+    pub turns: Option<u32>,
     /// What a wake-up on another core costs this host (ends on one host).
     pub wakeup: Option<super::wakeup::WakeupCost>,
 }
@@ -289,9 +420,16 @@ impl Driver {
                 .collect(),
             sent: 0,
             pin_apart: false,
+            place: None,
+            turns: self.turns.map(|core| LinkTurns {
+                core,
+                allowed: current_thread_cpus(),
+                current: None,
+                error: None,
+            }),
         };
-        let plan = Plan::of(params);
-        let mut sweep = Passes::new(sizes, too_big, params.passes());
+        let plan = Plan::of(params, link.turns.is_some());
+        let mut sweep = Passes::new(sizes, too_big, params.passes(), link.turns.is_some());
         sweep.run(&mut link, &plan, params, ctx);
         if sweep.error.is_none() && !sweep.stopped {
             let budget = points::EXTRA_BUDGET_SHARE * params.point_seconds * sweep.sizes.len() as f64;
@@ -304,7 +442,7 @@ impl Driver {
             .sizes
             .iter()
             .zip(&sweep.timings)
-            .filter_map(|(&size, t)| t.as_ref().map(|t| point_of(size, params.mode, t)))
+            .filter_map(|(&size, slots)| size_point(size, params.mode, slots, sweep.turns))
             .collect();
         if sweep.error.is_none() {
             if let Err(e) = link.header(&FrameHeader::END) {
@@ -335,6 +473,23 @@ impl Driver {
             ..TaskEnd::default()
         };
         end.extras.set(super::result::KEY, &result);
+        // A refused pin is on record, not ignored: the placements then
+        // were not what the result names.
+        if let Some(LinkTurns {
+            core,
+            error: Some(error),
+            ..
+        }) = link.turns
+        {
+            end.extras.set(
+                AFFINITY_KEY,
+                &Affinity {
+                    asked_core: core,
+                    cpus: current_thread_cpus(),
+                    error: Some(error),
+                },
+            );
+        }
         end
     }
 }
@@ -344,11 +499,16 @@ impl Driver {
 struct Passes {
     sizes: Vec<u64>,
     passes: u32,
-    /// Every size's rounds so far; None until its first pass timed it.
-    timings: Vec<Option<Timing>>,
-    /// (size, seconds per exchange) of every size timed so far, in order:
-    /// what the next size's exchange count is extrapolated from.
-    history: Vec<(u64, f64)>,
+    /// Whether the passes take turns between the placements of
+    /// [`Place::BY_TURNS`] (pass 1 the first, pass 2 the second, ...).
+    turns: bool,
+    /// Every size's rounds so far in each placement; the first is None
+    /// until the first pass timed the size.
+    timings: Vec<Slots>,
+    /// Per placement, (size, seconds per exchange) of every size timed so
+    /// far, in order: what the next size's exchange count is extrapolated
+    /// from (a small message's round trip differs tenfold between them).
+    history: [Vec<(u64, f64)>; 2],
     skipped: Vec<u64>,
     note: Option<String>,
     error: Option<String>,
@@ -361,10 +521,11 @@ struct Passes {
 
 impl Passes {
     /// Before the first pass; `too_big` are the sizes a UDP datagram cannot carry.
-    fn new(sizes: Vec<u64>, too_big: Vec<u64>, passes: u32) -> Passes {
+    fn new(sizes: Vec<u64>, too_big: Vec<u64>, passes: u32, turns: bool) -> Passes {
         Passes {
-            timings: sizes.iter().map(|_| None).collect(),
-            history: Vec::new(),
+            timings: sizes.iter().map(|_| [None, None]).collect(),
+            history: [Vec::new(), Vec::new()],
+            turns,
             note: (!too_big.is_empty())
                 .then(|| format!("sizes above {} B do not fit a UDP datagram", super::MAX_DATAGRAM_BYTES)),
             skipped: too_big,
@@ -382,9 +543,11 @@ impl Passes {
     /// the sizes the first one timed.
     fn run(&mut self, link: &mut Link, plan: &Plan, params: &SweepParams, ctx: &StreamContext) {
         for pass in 0..self.passes {
+            let slot = self.slot(pass);
+            link.take_turn(slot);
             let mut reported = None;
             for i in 0..self.sizes.len() {
-                if pass > 0 && self.timings[i].is_none() {
+                if pass > 0 && self.timings[i][0].is_none() {
                     continue;
                 }
                 if let Some((what, advice)) = stop_reason(ctx) {
@@ -392,7 +555,7 @@ impl Passes {
                     return;
                 }
                 let round = match self.round(link, plan, params, pass, i) {
-                    Ok(t) => t.into_pass(),
+                    Ok(t) => t.into_pass(pass),
                     Err(e) => {
                         self.error = Some(e);
                         return;
@@ -401,7 +564,7 @@ impl Passes {
                 ctx.bytes.store(link.sent, Ordering::Relaxed);
                 self.last_activity = Some(Instant::now());
                 self.done += 1;
-                if self.record(i, round) {
+                if self.record(i, slot, round) {
                     self.report_progress(ctx, params.mode, pass, i, false);
                     reported = Some(i);
                 }
@@ -409,6 +572,15 @@ impl Passes {
             if let Some(i) = reported {
                 self.report_progress(ctx, params.mode, pass, i, true);
             }
+        }
+    }
+
+    /// The placement (an index of [`Place::BY_TURNS`]) pass `pass` runs in.
+    fn slot(&self, pass: u32) -> usize {
+        if self.turns {
+            pass as usize % Place::BY_TURNS.len()
+        } else {
+            0
         }
     }
 
@@ -440,9 +612,9 @@ impl Passes {
         pass: u32,
         i: usize,
     ) -> Result<Timing, String> {
-        let size = self.sizes[i];
-        match &self.timings[i] {
-            None => first_round(link, plan, size, params, &mut self.history),
+        let (size, slot) = (self.sizes[i], self.slot(pass));
+        match &self.timings[i][slot] {
+            None => first_round(link, plan, size, params, &mut self.history[slot]),
             Some(t) => {
                 let exchanges = repetitions(plan.round_seconds, t.mean_each());
                 link.point(plan.op, size, exchanges, plan.batches)
@@ -451,12 +623,15 @@ impl Passes {
         }
     }
 
-    /// Adds a round to size `i`'s timing; false when it was the size's
-    /// first and timed nothing (every UDP echo lost), which skips the size.
-    fn record(&mut self, i: usize, round: Timing) -> bool {
+    /// Adds a round in placement `slot` to size `i`'s timing; false when
+    /// it was the size's first in that placement and timed nothing (every
+    /// UDP echo lost): in the first placement that skips the size, in the
+    /// second the size keeps the first's figures.
+    fn record(&mut self, i: usize, slot: usize, round: Timing) -> bool {
         let size = self.sizes[i];
-        match &mut self.timings[i] {
+        match &mut self.timings[i][slot] {
             Some(t) => t.join(round),
+            None if round.batch_each.is_empty() && slot > 0 => return false,
             None if round.batch_each.is_empty() => {
                 // Every batch lost an echo: nothing to time, keep the count.
                 self.skipped.push(size);
@@ -465,8 +640,8 @@ impl Passes {
                 return false;
             }
             None => {
-                self.history.push((size, round.mean_each().expect("timed batches")));
-                self.timings[i] = Some(round);
+                self.history[slot].push((size, round.mean_each().expect("timed batches")));
+                self.timings[i][slot] = Some(round);
             }
         }
         true
@@ -475,11 +650,10 @@ impl Passes {
     /// Hands size `i` as it stands after pass `pass` to the progress callback.
     /// `ends_pass`: the pass is over, `i` being the last size it timed.
     fn report_progress(&self, ctx: &StreamContext, mode: Mode, pass: u32, i: usize, ends_pass: bool) {
-        let (Some(callback), Some(t)) = (ctx.progress, &self.timings[i]) else {
+        let (size, passes) = (self.sizes[i], self.passes);
+        let (Some(callback), Some(p)) = (ctx.progress, size_point(size, mode, &self.timings[i], self.turns)) else {
             return;
         };
-        let (size, passes) = (self.sizes[i], self.passes);
-        let p = point_of(size, mode, t);
         callback(&Progress {
             done: self.done,
             total: (self.sizes.len() * passes as usize) as u64,
@@ -509,8 +683,12 @@ struct Plan {
 }
 
 impl Plan {
-    fn of(params: &SweepParams) -> Plan {
+    /// `turns`: the passes take turns between two placements, so each
+    /// placement's figure has half of them (and their batches: at least
+    /// three, NetPIPE's trials, as without turns).
+    fn of(params: &SweepParams, turns: bool) -> Plan {
         let passes = params.passes();
+        let per_placement = if turns { passes.div_ceil(2) } else { passes };
         Plan {
             op: match (params.transport.delivery(), params.mode) {
                 (Delivery::Datagram, _) => Op::UdpPingPong,
@@ -518,7 +696,7 @@ impl Plan {
                 (Delivery::Stream, Mode::Stream) => Op::TcpStream,
             },
             round_seconds: params.point_seconds / f64::from(passes),
-            batches: points::batches_per_round(passes),
+            batches: points::batches_per_round(per_placement),
         }
     }
 }
@@ -554,12 +732,13 @@ fn first_round(
 
 /// After the passes: extra rounds where the batches have not settled, as
 /// [`points::next_extra_round`] chooses, until none is left to run or the
-/// budget (seconds) is used; each round's batches join the point's.
+/// budget (seconds) is used; each round's batches join the point's. A
+/// round runs in the point's faster placement, whose batches are its figure.
 fn extra_rounds(
     link: &mut Link,
     plan: &Plan,
     sizes: &[u64],
-    timings: &mut [Option<Timing>],
+    timings: &mut [Slots],
     budget: f64,
     ctx: &StreamContext,
 ) -> Result<(), String> {
@@ -569,14 +748,17 @@ fn extra_rounds(
         if stop_reason(ctx).is_some() {
             return Ok(());
         }
-        let timed: Vec<(usize, &Timing)> = timings
+        let timed: Vec<(usize, usize, &Timing)> = timings
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| t.as_ref().map(|t| (i, t)))
+            .filter_map(|(i, slots)| {
+                let slot = faster(slots)?;
+                slots[slot].as_ref().map(|t| (i, slot, t))
+            })
             .collect();
         let candidates: Vec<points::ExtraCandidate> = timed
             .iter()
-            .map(|&(i, t)| points::ExtraCandidate {
+            .map(|&(i, _, t)| points::ExtraCandidate {
                 batch_each: t.batch_each.clone(),
                 best_bits_per_second: t.spread().map_or(0.0, |s| bits_per_second(sizes[i], s.min)),
                 round_seconds: t.seconds / f64::from(t.rounds.max(1)),
@@ -586,8 +768,9 @@ fn extra_rounds(
         let Some(chosen) = points::next_extra_round(&candidates, budget, left) else {
             return Ok(());
         };
-        let i = timed[chosen].0;
-        let (size, t) = (sizes[i], timings[i].as_mut().expect("a timed point"));
+        let (i, slot) = (timed[chosen].0, timed[chosen].1);
+        link.take_turn(slot);
+        let (size, t) = (sizes[i], timings[i][slot].as_mut().expect("a timed point"));
         let exchanges = repetitions(plan.round_seconds, t.mean_each());
         let more = link
             .point(plan.op, size, exchanges, plan.batches)
@@ -605,14 +788,37 @@ pub(super) struct AgentServer {
     /// Whom UDP points are answered: the control connection's peer.
     pub proven: ProvenAddresses,
     pub max_size: u64,
-    /// The core the sweep chose for this end (ends on one host, no affinity given).
-    pub core: Option<u32>,
+    /// Nobody chose cores: the client may place this end (the `place` flag).
+    pub may_place: bool,
     /// The core this end takes if the client's first header asks for it
     /// (`pin apart`: the client found both ends on one kernel, which the
     /// addresses did not show); None when cores were given.
     pub core_if_asked: Option<u32>,
     /// The data listener, kept while the sweep runs for MPTCP's joins.
     pub _joins: JoinListener,
+}
+
+/// Runs the agent's end where the client placed it. The thread is not
+/// pinned for the run (the result says where each point ran), so only a
+/// refusal is kept in `affinity`: the placement was then not the one named.
+fn take_place(place: AgentPlace, allowed: &[u32], affinity: &mut Option<Affinity>) {
+    let refused = match place {
+        AgentPlace::Core(core) => {
+            let pinned = pin_current_thread(u32::from(core));
+            pinned.error.is_some().then_some(pinned)
+        }
+        AgentPlace::Scheduler => release_current_thread(allowed).err().map(|error| {
+            log::warn!("{error}");
+            Affinity {
+                asked_core: allowed.first().copied().unwrap_or(0),
+                cpus: current_thread_cpus(),
+                error: Some(error),
+            }
+        }),
+    };
+    if refused.is_some() && affinity.is_none() {
+        *affinity = refused;
+    }
 }
 
 /// Is `fd` readable within `timeout_ms`?
@@ -634,7 +840,7 @@ impl AgentServer {
     /// Follows the client's headers until `end`, as the runner's one
     /// stream body on the agent.
     pub(super) fn serve(self, ctx: &StreamContext) -> TaskEnd {
-        let mut affinity = self.core.map(pin_current_thread);
+        let mut affinity = None;
         let mut buffer = vec![0u8; self.max_size as usize];
         let mut received = 0u64;
         let error = self
@@ -680,11 +886,17 @@ impl AgentServer {
         affinity: &mut Option<crate::workload::runner::Affinity>,
         ctx: &StreamContext,
     ) -> io::Result<()> {
+        let allowed = current_thread_cpus();
+        let mut placed = None;
         loop {
             ctx.bytes.store(*received, Ordering::Relaxed);
             let h = self.next_header(ctx)?;
             if h.pin_apart && affinity.is_none() {
                 *affinity = self.core_if_asked.map(pin_current_thread);
+            }
+            if let Some(place) = h.place.filter(|p| self.may_place && placed != Some(*p)) {
+                placed = Some(place);
+                take_place(place, &allowed, affinity);
             }
             let size = h.size as usize;
             match h.op {
@@ -758,5 +970,90 @@ impl AgentServer {
                 return Ok(());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(batch_each: &[f64], pass: u32) -> Timing {
+        Timing {
+            batch_each: batch_each.to_vec(),
+            exchanges: 10 * batch_each.len() as u64,
+            timed_seconds: 10.0 * batch_each.iter().sum::<f64>(),
+            seconds: 0.1,
+            rounds: 1,
+            ..Timing::default()
+        }
+        .into_pass(pass)
+    }
+
+    #[test]
+    fn a_point_by_turns_is_its_faster_placements_with_both_figures_and_every_pass() {
+        // Together (pass 1) 10-14 us a round trip, the scheduler's (pass 2) 40-60.
+        let slots: Slots = [
+            Some(timing(&[12e-6, 10e-6, 14e-6], 0)),
+            Some(timing(&[40e-6, 60e-6, 50e-6], 1)),
+        ];
+        let p = size_point(64, Mode::PingPong, &slots, true).unwrap();
+        assert_eq!(p.placement.as_deref(), Some("together"));
+        assert!(
+            (p.best_latency_us - 5.0).abs() < 1e-9,
+            "half the fastest round trip: {p:?}"
+        );
+        assert!((p.together_latency_us.unwrap() - 5.0).abs() < 1e-9);
+        assert!((p.scheduler_latency_us.unwrap() - 20.0).abs() < 1e-9);
+        // The spread is the faster placement's own, not both mixed.
+        assert!((p.max_latency_us.unwrap() - 7.0).abs() < 1e-9, "{p:?}");
+        assert_eq!(p.batches, 3);
+        assert_eq!((p.rounds, p.seconds), (Some(2), 0.2));
+        let passes: Vec<f64> = p.pass_latency_us.iter().map(|us| (us * 1e3).round() / 1e3).collect();
+        assert_eq!(passes, vec![5.0, 20.0]);
+        // The scheduler faster: named, and its batches are the point's.
+        let slots: Slots = [
+            Some(timing(&[90e-6, 80e-6, 85e-6], 0)),
+            Some(timing(&[40e-6, 60e-6, 50e-6], 1)),
+        ];
+        let p = size_point(64, Mode::PingPong, &slots, true).unwrap();
+        assert_eq!(p.placement.as_deref(), Some("scheduler"));
+        assert!((p.best_latency_us - 20.0).abs() < 1e-9);
+        // A placement that timed nothing leaves the other's figures.
+        let p = size_point(64, Mode::PingPong, &[Some(timing(&[12e-6], 0)), None], true).unwrap();
+        assert_eq!(
+            (p.placement.as_deref(), p.scheduler_latency_us),
+            (Some("together"), None)
+        );
+        // Without turns: no placement fields.
+        let p = size_point(64, Mode::PingPong, &[Some(timing(&[12e-6], 0)), None], false).unwrap();
+        assert_eq!((p.placement, p.together_latency_us), (None, None));
+        assert!(size_point(64, Mode::PingPong, &[None, None], true).is_none());
+    }
+
+    #[test]
+    fn the_agent_takes_the_place_asked_and_keeps_only_a_refusal() {
+        // In a thread of its own: the test's thread keeps its cores.
+        std::thread::spawn(|| {
+            let allowed = current_thread_cpus();
+            let mut affinity = None;
+            take_place(AgentPlace::Core(allowed[0] as u16), &allowed, &mut affinity);
+            assert_eq!(current_thread_cpus(), vec![allowed[0]]);
+            assert_eq!(affinity, None, "a pin that took is not recorded");
+            take_place(AgentPlace::Scheduler, &allowed, &mut affinity);
+            assert_eq!(
+                current_thread_cpus(),
+                allowed,
+                "the scheduler's turn gives every core back"
+            );
+            // A core this machine does not have: refused, on record, the
+            // thread keeps running where it may.
+            take_place(AgentPlace::Core(1023), &allowed, &mut affinity);
+            let refused = affinity.expect("the refusal is kept");
+            assert_eq!(refused.asked_core, 1023);
+            assert!(refused.error.unwrap().contains("core 1023"));
+            assert_eq!(current_thread_cpus(), allowed);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -521,34 +521,51 @@ impl Workload for Sweep {
         let by_address = one_host(&tcp);
         let one_host = by_address || net.same_kernel;
         let nobody_pinned = spec.client.cpus.is_empty() && spec.agent.cpus.is_empty();
-        // Both ends on one host run where the scheduler puts them, as
-        // NPtcp's and rr's do: pinned apart, every small message paid a
-        // wake-up on the other core (50 us each on one VM, 58 us at 1 KiB
-        // against 8 us), and pinned together they wait for each other's
-        // time slice. What a wake-up on another core costs is measured
-        // once and reported beside the result (wakeup.rs).
-        let placement = (one_host && nobody_pinned).then(|| {
-            format!(
-                "client and agent on one {}, placed by the scheduler as NPtcp's and rr's ends are (pin them with -A \
-                 and --remote-affinity: -A 0 --remote-affinity 1 apart, -A 0 --remote-affinity 0 together)",
-                if by_address {
-                    "host"
-                } else {
-                    "kernel (network namespaces of one host)"
-                }
-            )
-        });
-        let wakeup = if one_host {
-            points::apart(&allowed_cpus()).and_then(wakeup::probe)
+        // Both ends on one host: where they run decides a small message's
+        // round trip more than the stack does. Pinned apart every message
+        // paid a wake-up on the other core (50 us each on one VM: 58 us at
+        // 1 KiB against 8 us), the scheduler alone chose one core in one
+        // run and two in the next, and one core is slower for large
+        // messages (the two copies cannot run side by side). So the passes
+        // take turns, together on one core and where the scheduler puts
+        // them, and each point is its faster placement's: the host's best,
+        // as NPtcp's and rr's best runs are. What a wake-up on another core
+        // costs is measured once and reported beside the result (wakeup.rs).
+        let cores = points::apart(&crate::workload::runner::current_thread_cpus());
+        let turns = (one_host && nobody_pinned && params.passes() >= 2)
+            .then_some(cores)
+            .flatten()
+            .map(|(core, _)| core);
+        let host = if by_address {
+            "host"
         } else {
-            None
+            "kernel (network namespaces of one host)"
         };
+        let pin_yourself = "pin them with -A and --remote-affinity: -A 0 --remote-affinity 1 apart, -A 0 \
+                            --remote-affinity 0 together";
+        let placement = (one_host && nobody_pinned).then(|| match turns {
+            Some(core) => format!(
+                "client and agent on one {host}, placed by turns: both on core {core} in odd passes, where the \
+                 scheduler puts them in even passes; each point is its faster placement's ({pin_yourself})"
+            ),
+            None => format!(
+                "client and agent on one {host}, placed by the scheduler as NPtcp's and rr's ends are ({}; \
+                 {pin_yourself})",
+                if cores.is_none() {
+                    "this process may use one core"
+                } else {
+                    "one pass: --passes 2 or more also runs them together on one core and keeps the faster"
+                }
+            ),
+        });
+        let wakeup = if one_host { cores.and_then(wakeup::probe) } else { None };
         Ok(Box::new(SweepClient {
             driver: engine::Driver {
                 tcp,
                 udp,
                 params,
                 placement,
+                turns,
                 wakeup,
             },
             socket,
@@ -566,20 +583,6 @@ fn one_host(tcp: &Socket) -> bool {
     match (ip(tcp.local_addr()), ip(tcp.peer_addr())) {
         (Some(local), Some(peer)) => local == peer || (local.is_loopback() && peer.is_loopback()),
         _ => false,
-    }
-}
-
-/// The cores this process may run on, in order.
-fn allowed_cpus() -> Vec<u32> {
-    // SAFETY: cpu_set_t is plain data, filled in by the kernel.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as u32)
-            .filter(|&c| libc::CPU_ISSET(c as usize, &set))
-            .collect()
     }
 }
 
@@ -640,11 +643,11 @@ impl AgentSide for SweepAgent {
         // sent by clients before issue 42); it no longer does on its own.
         let apart = self
             .nobody_pinned
-            .then(|| points::apart(&allowed_cpus()))
+            .then(|| points::apart(&crate::workload::runner::current_thread_cpus()))
             .flatten()
             .map(|c| c.1);
         Ok(Box::new(engine::AgentServer {
-            core: None,
+            may_place: self.nobody_pinned,
             core_if_asked: apart,
             tcp,
             udp: self.udp,

@@ -476,6 +476,9 @@ mod tests {
             rounds: None,
             wide: false,
             pass_latency_us: Vec::new(),
+            placement: None,
+            together_latency_us: None,
+            scheduler_latency_us: None,
         }
     }
 

@@ -45,6 +45,19 @@ pub struct SweepPoint {
     /// an extra round). Empty in runs stored before passes existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_latency_us: Vec<f64>,
+    /// Both ends on one host, nobody chose cores, two passes or more: the
+    /// passes took turns between two placements (`together` on one core,
+    /// and where the `scheduler` put them), and this point's batches are
+    /// those of the faster, named here; each placement's fastest batch is
+    /// beside it (same unit as `best_latency_us`; absent when that
+    /// placement timed nothing). Absent in runs before 2026-11-28's second
+    /// part and when the sweep did not take turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together_latency_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_latency_us: Option<f64>,
 }
 
 /// What a sweep found, from its best figures.

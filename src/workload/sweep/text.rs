@@ -172,6 +172,44 @@ fn write_summary(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// Where each placement of a sweep by turns was the faster: how many
+/// sizes, from which to which. None when the sweep did not take turns.
+fn turns_line(points: &[SweepPoint]) -> Option<String> {
+    let mut won: Vec<(&str, usize, u64, u64)> = Vec::new();
+    for p in points {
+        let Some(name) = p.placement.as_deref() else {
+            continue;
+        };
+        match won.iter_mut().find(|w| w.0 == name) {
+            Some(w) => {
+                w.1 += 1;
+                w.2 = w.2.min(p.size_bytes);
+                w.3 = w.3.max(p.size_bytes);
+            }
+            None => won.push((name, 1, p.size_bytes, p.size_bytes)),
+        }
+    }
+    if won.is_empty() {
+        return None;
+    }
+    won.sort_by_key(|w| w.2);
+    let parts: Vec<String> = won
+        .iter()
+        .map(|&(name, n, from, to)| {
+            let range = if from == to {
+                format!("{}", Size(from))
+            } else {
+                format!("{} to {}", Size(from), Size(to))
+            };
+            format!("{name} at {n} size{} ({range})", if n == 1 { "" } else { "s" })
+        })
+        .collect();
+    Some(format!(
+        "Faster placement: {} (JSON: points[].placement, together_latency_us, scheduler_latency_us)",
+        parts.join(", ")
+    ))
+}
+
 /// What to read with care: the wide points, the placement of the ends,
 /// the sizes skipped and why.
 fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
@@ -192,6 +230,9 @@ fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     write_above_line_rate(sweep, out)?;
     if let Some(placement) = &sweep.placement {
         writeln!(out, "Placement: {placement}")?;
+    }
+    if let Some(line) = turns_line(&sweep.points) {
+        writeln!(out, "{line}")?;
     }
     if let Some(w) = &sweep.cross_core_wakeup {
         writeln!(
@@ -262,7 +303,7 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     csv.row(
         "size_bytes,latency_us,bandwidth_mbit_per_second,mean_latency_us,mean_bandwidth_mbit_per_second,\
          exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide,\
-         pass_latency_us"
+         pass_latency_us,placement,together_latency_us,scheduler_latency_us"
             .split(','),
     )?;
     let opt = |v: Option<f64>, digits: usize| v.map(|v| format!("{v:.digits$}")).unwrap_or_default();
@@ -286,6 +327,9 @@ pub fn csv(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
                 .map(|us| format!("{us:.3}"))
                 .collect::<Vec<_>>()
                 .join(";"),
+            p.placement.clone().unwrap_or_default(),
+            opt(p.together_latency_us, 3),
+            opt(p.scheduler_latency_us, 3),
         ])?;
     }
     csv.finish()
@@ -313,6 +357,9 @@ mod tests {
             rounds: Some(1),
             wide: false,
             pass_latency_us: vec![latency_us * 1.05, latency_us],
+            placement: None,
+            together_latency_us: None,
+            scheduler_latency_us: None,
         };
         let mut points = vec![point(1, 4.0), point(65536, 20.0)];
         points[1].max_latency_us = Some(20.0 * 1.54);
@@ -367,15 +414,15 @@ Skipped 1 size(s) (131072 B .. 131072 B): the time limit (-t) ended the sweep ea
             lines[0],
             "size_bytes,latency_us,bandwidth_mbit_per_second,mean_latency_us,mean_bandwidth_mbit_per_second,\
              exchanges,lost,line_rate_percent,median_latency_us,max_latency_us,spread_percent,rounds,wide,\
-             pass_latency_us"
+             pass_latency_us,placement,together_latency_us,scheduler_latency_us"
         );
         assert_eq!(
             lines[1],
-            "1,4.000,2.000,6.000,1.333,70,0,0.00,4.400,4.800,18.2,1,0,4.200;4.000"
+            "1,4.000,2.000,6.000,1.333,70,0,0.00,4.400,4.800,18.2,1,0,4.200;4.000,,,"
         );
         assert_eq!(
             lines[2],
-            "65536,20.000,26214.400,30.000,17476.267,70,0,26.21,22.000,30.800,40.0,3,1,21.000;20.000"
+            "65536,20.000,26214.400,30.000,17476.267,70,0,26.21,22.000,30.800,40.0,3,1,21.000;20.000,,,"
         );
     }
 

@@ -2,13 +2,17 @@
 //! telling the agent what to do next. 32 bytes, big-endian:
 //!
 //! ```text
-//! magic "NBSW" (4) | op (1) | flags (1) | zero (2) | size (8) | batches (4) | warm-up (4) | per batch (8)
+//! magic "NBSW" (4) | op (1) | flags (1) | core (2) | size (8) | batches (4) | warm-up (4) | per batch (8)
 //! ```
 //!
-//! Flags: bit 0 (`pin apart`) = the client found both ends on one kernel
-//! (the agent's boot id is its own: a lab host, another namespace) and ran
-//! its end on its first allowed core; the agent runs its end on its second,
-//! unless cores were given. Agents from before the flag ignored the byte.
+//! Flags: bit 0 (`pin apart`, sent by clients before issue 42's second
+//! part) = the client found both ends on one kernel and ran its end on its
+//! first allowed core; the agent runs its end on its second, unless cores
+//! were given. Bit 1 (`place`) = both ends are on one kernel and nobody
+//! chose cores, so the client places the agent's end for this point: on
+//! the core in `core` (together with the client's), or, with `core`
+//! 0xFFFF, wherever the scheduler puts it. Agents from before a flag
+//! ignore it (and `core`, which was zero).
 //!
 //! Each point starts with `warm-up` untimed exchanges, then `batches`
 //! batches of `per batch` exchanges. Ops: `end` (the sweep is over),
@@ -39,10 +43,27 @@ pub struct FrameHeader {
     pub per_batch: u64,
     /// The `pin apart` flag.
     pub pin_apart: bool,
+    /// The `place` flag and its core.
+    pub place: Option<AgentPlace>,
 }
 
-/// Flag bit of [`FrameHeader::pin_apart`].
+/// Where the client asks the agent to run its end of a point (the
+/// `place` flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentPlace {
+    /// On this core (the client's own: both ends together).
+    Core(u16),
+    /// Wherever the scheduler puts it: every core the agent may use.
+    Scheduler,
+}
+
+/// Flag bits of [`FrameHeader::pin_apart`] and [`FrameHeader::place`].
 const FLAG_PIN_APART: u8 = 1;
+const FLAG_PLACE: u8 = 2;
+/// `core` of [`AgentPlace::Scheduler`].
+const SCHEDULER_CORE: u16 = 0xFFFF;
+/// The most cores a CPU set names (glibc's `CPU_SETSIZE`).
+pub const MAX_CORES: u16 = 1024;
 
 /// A header that cannot be followed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,6 +74,8 @@ pub enum FrameHeaderError {
     Op(u8),
     #[error("sweep message size {size} B is outside 1 B to {max} B agreed for this test")]
     Size { size: u64, max: u64 },
+    #[error("the sweep header places the agent's end on core {0}, beyond the {MAX_CORES} cores a CPU set names")]
+    Core(u16),
 }
 
 impl FrameHeader {
@@ -63,6 +86,7 @@ impl FrameHeader {
         warmup: 0,
         per_batch: 0,
         pin_apart: false,
+        place: None,
     };
 
     pub fn encode(&self) -> [u8; HEADER_LEN] {
@@ -71,6 +95,14 @@ impl FrameHeader {
         b[4] = self.op as u8;
         if self.pin_apart {
             b[5] |= FLAG_PIN_APART;
+        }
+        if let Some(place) = self.place {
+            b[5] |= FLAG_PLACE;
+            let core = match place {
+                AgentPlace::Core(core) => core,
+                AgentPlace::Scheduler => SCHEDULER_CORE,
+            };
+            b[6..8].copy_from_slice(&core.to_be_bytes());
         }
         b[8..16].copy_from_slice(&self.size.to_be_bytes());
         b[16..20].copy_from_slice(&self.batches.to_be_bytes());
@@ -93,6 +125,12 @@ impl FrameHeader {
         };
         let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let place = match u16::from_be_bytes([b[6], b[7]]) {
+            _ if b[5] & FLAG_PLACE == 0 => None,
+            SCHEDULER_CORE => Some(AgentPlace::Scheduler),
+            core if core < MAX_CORES => Some(AgentPlace::Core(core)),
+            core => return Err(FrameHeaderError::Core(core)),
+        };
         let header = FrameHeader {
             op,
             size: u64_at(8),
@@ -100,6 +138,7 @@ impl FrameHeader {
             warmup: u32_at(20),
             per_batch: u64_at(24),
             pin_apart: b[5] & FLAG_PIN_APART != 0,
+            place,
         };
         if op != Op::End && !(1..=max_size).contains(&header.size) {
             return Err(FrameHeaderError::Size {
@@ -129,11 +168,40 @@ mod tests {
             warmup: 1,
             per_batch: 1000,
             pin_apart: false,
+            place: None,
         };
         assert_eq!(FrameHeader::decode(&h.encode(), 8192), Ok(h));
         let pinned = FrameHeader { pin_apart: true, ..h };
         assert_eq!(pinned.encode()[5], 1);
         assert_eq!(FrameHeader::decode(&pinned.encode(), 8192), Ok(pinned));
+        // The client places the agent's end: on a core, or the scheduler's.
+        for place in [AgentPlace::Core(0), AgentPlace::Core(1023), AgentPlace::Scheduler] {
+            let placed = FrameHeader {
+                place: Some(place),
+                ..h
+            };
+            assert_eq!(placed.encode()[5], 2);
+            assert_eq!(FrameHeader::decode(&placed.encode(), 8192), Ok(placed));
+        }
+        assert_eq!(
+            FrameHeader {
+                place: Some(AgentPlace::Scheduler),
+                ..h
+            }
+            .encode()[6..8],
+            [0xFF, 0xFF]
+        );
+        let mut beyond = FrameHeader {
+            place: Some(AgentPlace::Core(0)),
+            ..h
+        }
+        .encode();
+        beyond[6..8].copy_from_slice(&1024u16.to_be_bytes());
+        assert_eq!(FrameHeader::decode(&beyond, 8192), Err(FrameHeaderError::Core(1024)));
+        // Without the flag the core bytes are not read (older clients sent zero).
+        let mut unflagged = h.encode();
+        unflagged[6..8].copy_from_slice(&[0xAB, 0xCD]);
+        assert_eq!(FrameHeader::decode(&unflagged, 8192).unwrap().place, None);
         // An older client left the byte zero.
         assert!(!FrameHeader::decode(&h.encode(), 8192).unwrap().pin_apart);
         assert_eq!(h.exchanges(), 7001);
