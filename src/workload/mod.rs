@@ -21,6 +21,7 @@ pub mod sweep;
 pub mod tcp_stream;
 pub mod transport;
 pub mod udp;
+pub mod wakeup;
 pub mod watch;
 
 use std::collections::BTreeMap;

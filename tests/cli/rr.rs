@@ -160,6 +160,48 @@ fn text_summary_shows_transactions_and_percentiles_with_units() {
     }
 }
 
+/// Both ends on one host and nobody choosing cores: the scheduler places
+/// them, and a round trip on two cores pays two wake-ups, so rr says where
+/// they ran and what a wake-up on another core costs this host (issue 42:
+/// rr's p50 read 13 us in one run and 82-85 us in the next). With a core
+/// chosen it says nothing.
+#[test]
+fn on_one_host_rr_names_its_placement_and_the_hosts_wakeup_cost() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let run = rr(&agent, &["-P", "2"]);
+    let sum = &run["sum"]["rr"];
+    let placement = sum["placement"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no placement: {sum}"));
+    assert!(placement.contains("placed by the scheduler"), "{placement}");
+    // The first requester carries it, the second does not repeat it.
+    assert_eq!(run["streams"][0]["sender"]["rr"]["placement"], sum["placement"]);
+    assert!(run["streams"][1]["sender"]["rr"].get("placement").is_none());
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        let w = &sum["cross_core_wakeup"];
+        let (together, apart) = (num(&w["together_round_trip_us"]), num(&w["apart_round_trip_us"]));
+        assert!(together > 0.0 && apart > 0.0, "{w}");
+        assert_eq!(num(&w["cross_core_wakeup_us"]), ((apart - together) / 2.0).max(0.0));
+        assert_ne!(w["cores"][0], w["cores"][1], "{w}");
+    } else {
+        skip_or_fail("the wake-up probe needs two cores");
+    }
+    let out = nicbench(&["rr", "127.0.0.1", "-p", &port, "-t", "0.3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Placement: client and agent on one host"), "{text}");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        assert!(text.contains("Host: a wake-up on another core costs"), "{text}");
+    }
+    // A core chosen: the user placed the ends, nothing to say.
+    let out = nicbench(&["rr", "127.0.0.1", "-p", &port, "-t", "0.3", "-A", "0", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(run["sum"]["rr"].get("placement").is_none(), "{}", run["sum"]["rr"]);
+    assert!(run["sum"]["rr"].get("cross_core_wakeup").is_none());
+}
+
 #[test]
 fn spinning_tcp_rr_answers_every_request_and_is_recorded() {
     let agent = AgentProcess::start(&[]);

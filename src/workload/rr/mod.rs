@@ -24,6 +24,7 @@ pub mod text;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use super::udp::check_datagram_size;
+use super::wakeup::WakeupCost;
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
@@ -507,12 +508,28 @@ impl Workload for RequestResponse {
                 }
             }
         };
+        // Both ends on one host, nobody choosing cores: the scheduler
+        // places them, one core or two, and a round trip on two pays two
+        // wake-ups (23-280 us each on one VM; rr's p50 read 13 us in one
+        // run and 82-85 us in the next). Say so, with what a wake-up costs.
+        let nobody_pinned = spec.client.cpus.is_empty() && spec.agent.cpus.is_empty();
+        let one_host = (net.same_kernel && nobody_pinned).then(|| {
+            let cores = super::wakeup::first_two(&super::runner::current_thread_cpus());
+            (
+                "client and agent on one host (or one kernel), placed by the scheduler: on one core a round trip \
+                 waits for no wake-up on another, on two it pays two (pin them with -A and --remote-affinity: -A 0 \
+                 --remote-affinity 0 together, -A 0 --remote-affinity 1 apart)"
+                    .to_string(),
+                cores.and_then(crate::workload::wakeup::probe),
+            )
+        });
         Ok(Box::new(RrSide {
             role: Role::Sender,
             spec: spec.clone(),
             params,
             ends,
             client: Some(net.clone()),
+            one_host,
             _joins: JoinListener::none(),
         }))
     }
@@ -597,6 +614,7 @@ impl AgentSide for RrAgent {
             params: self.params,
             ends,
             client: None,
+            one_host: None,
             _joins: joins,
         }))
     }
@@ -619,6 +637,9 @@ struct RrSide {
     params: RrParams,
     ends: Vec<(u32, FlowSocket)>,
     client: Option<ClientNet>,
+    /// Both ends on one host and nobody chose cores: how they were placed
+    /// and what that costs (the first requester's end carries it).
+    one_host: Option<(String, Option<WakeupCost>)>,
     /// Closed when the flows end, not before (MPTCP's joins).
     _joins: JoinListener,
 }
@@ -650,6 +671,7 @@ impl Side for RrSide {
             omit_at: control.start + control.omit,
         };
         let mut tasks = Vec::new();
+        let one_host = self.one_host;
         for (id, end) in self.ends {
             let buffers = match &end {
                 FlowSocket::Socket(s) => tcpinfo::socket_buffers(s),
@@ -683,8 +705,13 @@ impl Side for RrSide {
             tasks.push(StreamTask::new(id, self.role, buffers, body));
         }
         let mut outcome = run_streams(tasks, control);
+        let mut one_host = one_host;
         for end in &mut outcome.streams {
             if let Some(mut rr) = end.extras.get::<RrEnd>(result::KEY) {
+                if let Some((placement, wakeup)) = one_host.take() {
+                    rr.placement = Some(placement);
+                    rr.cross_core_wakeup = wakeup;
+                }
                 rr.transactions_per_second = if end.seconds > 0.0 {
                     rr.transactions as f64 / end.seconds
                 } else {

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::latency::{self, LatencyStats};
 use crate::model::{Role, TrialResult};
+use crate::workload::wakeup::WakeupCost;
 
 /// The key of the request/response part in stream ends and sums.
 pub const KEY: &str = "rr";
@@ -45,6 +46,15 @@ pub struct RrEnd {
     /// Round-trip latency (requester only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyStats>,
+    /// Both ends on one host and nobody chose cores (the first requester
+    /// only): how the ends were placed, and what a wake-up on another core
+    /// costs this host. A round trip with the ends on two cores pays two,
+    /// so where the scheduler put them can move the latency several times
+    /// over from one run to the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_core_wakeup: Option<WakeupCost>,
 }
 
 /// Request/response totals over the flows.
@@ -61,6 +71,11 @@ pub struct RrResult {
     /// Absent without a shaper, or when its bucket could not have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shaper_bucket: Option<ShaperBucket>,
+    /// The first requester's `placement` and `cross_core_wakeup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_core_wakeup: Option<WakeupCost>,
 }
 
 /// How a shaper's token bucket shortened round trips: it refills while
@@ -105,6 +120,8 @@ pub fn summarize(trial: &mut TrialResult) {
         lost_transactions: ends.iter().map(|e| e.lost_transactions).sum(),
         latency: (!latencies.is_empty()).then(|| latency::merge(&latencies)),
         shaper_bucket: None,
+        placement: ends.iter().find_map(|e| e.placement.clone()),
+        cross_core_wakeup: ends.iter().find_map(|e| e.cross_core_wakeup.clone()),
     };
     trial.sum.extras.set(KEY, &total);
 }

@@ -49,6 +49,12 @@ pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()>
     if let Some(bucket) = &rr.shaper_bucket {
         shaper_line(&rr, bucket, out)?;
     }
+    if let Some(placement) = &rr.placement {
+        writeln!(out, "Placement: {placement}")?;
+    }
+    if let Some(w) = &rr.cross_core_wakeup {
+        writeln!(out, "Host: {}; a round trip on two cores pays two", w.describe())?;
+    }
     // With several flows, each one's rate and tail: an unfair split shows here.
     if trial.streams.len() > 1 {
         for s in trial.streams.iter().filter(|s| s.sender.role == Role::Sender) {

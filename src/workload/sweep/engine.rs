@@ -399,7 +399,7 @@ pub(super) struct Driver {
     /// places them by turns ([`Place`]).
     pub turns: Option<u32>,
     /// What a wake-up on another core costs this host (ends on one host).
-    pub wakeup: Option<super::wakeup::WakeupCost>,
+    pub wakeup: Option<crate::workload::wakeup::WakeupCost>,
 }
 
 impl Driver {

@@ -20,7 +20,6 @@ mod engine;
 pub mod points;
 pub mod result;
 pub mod text;
-pub mod wakeup;
 pub mod wire;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -530,8 +529,9 @@ impl Workload for Sweep {
         // take turns, together on one core and where the scheduler puts
         // them, and each point is its faster placement's: the host's best,
         // as NPtcp's and rr's best runs are. What a wake-up on another core
-        // costs is measured once and reported beside the result (wakeup.rs).
-        let cores = points::apart(&crate::workload::runner::current_thread_cpus());
+        // costs is measured once and reported beside the result
+        // (workload/wakeup.rs).
+        let cores = crate::workload::wakeup::first_two(&crate::workload::runner::current_thread_cpus());
         let turns = (one_host && nobody_pinned && params.passes() >= 2)
             .then_some(cores)
             .flatten()
@@ -558,7 +558,11 @@ impl Workload for Sweep {
                 }
             ),
         });
-        let wakeup = if one_host { cores.and_then(wakeup::probe) } else { None };
+        let wakeup = if one_host {
+            cores.and_then(crate::workload::wakeup::probe)
+        } else {
+            None
+        };
         Ok(Box::new(SweepClient {
             driver: engine::Driver {
                 tcp,
@@ -643,7 +647,7 @@ impl AgentSide for SweepAgent {
         // sent by clients before issue 42); it no longer does on its own.
         let apart = self
             .nobody_pinned
-            .then(|| points::apart(&crate::workload::runner::current_thread_cpus()))
+            .then(|| crate::workload::wakeup::first_two(&crate::workload::runner::current_thread_cpus()))
             .flatten()
             .map(|c| c.1);
         Ok(Box::new(engine::AgentServer {

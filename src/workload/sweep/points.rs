@@ -124,16 +124,6 @@ pub fn next_extra_round(candidates: &[ExtraCandidate], budget_seconds: f64, left
     chosen.map(|(i, _)| i)
 }
 
-/// The cores for the two ends of a sweep on one host when nobody chose
-/// any: the first two this process may run on, client end first. None
-/// with fewer than two.
-pub fn apart(allowed: &[u32]) -> Option<(u32, u32)> {
-    match allowed {
-        [client, agent, ..] => Some((*client, *agent)),
-        _ => None,
-    }
-}
-
 /// NetPIPE's size list: every power of two and the sizes `perturbation`
 /// bytes below and above it, kept within `min..=max`, plus `min` and `max`
 /// themselves; sorted, without duplicates.
@@ -662,14 +652,6 @@ mod tests {
         ];
         assert_eq!(next_extra_round(&wide, 1.0, 1.0), Some(0));
         assert!(!best_two_agree(&[1.0]) && best_two_agree(&[1.0, 1.019]) && !best_two_agree(&[1.0, 1.03]));
-    }
-
-    #[test]
-    fn ends_on_one_host_get_two_cores() {
-        assert_eq!(apart(&[0, 1]), Some((0, 1)));
-        assert_eq!(apart(&[2, 5, 7]), Some((2, 5)));
-        assert_eq!(apart(&[3]), None);
-        assert_eq!(apart(&[]), None);
     }
 
     /// Issue 42: a sweep's headline read 150 us from one noisy 1-byte

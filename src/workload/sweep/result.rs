@@ -140,7 +140,7 @@ pub struct SweepResult {
     /// Both ends on one host: what a wake-up on another core costs it
     /// (a 1 KiB ping-pong between two threads on one core and on two).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cross_core_wakeup: Option<super::wakeup::WakeupCost>,
+    pub cross_core_wakeup: Option<crate::workload::wakeup::WakeupCost>,
     /// Passes made over the sizes (absent in runs stored before passes
     /// existed: one).
     #[serde(default, skip_serializing_if = "Option::is_none")]

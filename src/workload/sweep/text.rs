@@ -237,9 +237,8 @@ fn write_notes(sweep: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     if let Some(w) = &sweep.cross_core_wakeup {
         writeln!(
             out,
-            "Host: a wake-up on another core costs {:.1} us here (1 KiB round trip {:.1} us with both ends on core \
-             {}, {:.1} us on cores {} and {}): pinned apart, every half round trip above reads about that much more",
-            w.cross_core_wakeup_us, w.together_round_trip_us, w.cores[0], w.apart_round_trip_us, w.cores[0], w.cores[1]
+            "Host: {}: pinned apart, every half round trip above reads about that much more",
+            w.describe()
         )?;
     }
     if !sweep.skipped_sizes_bytes.is_empty() {

@@ -4,8 +4,8 @@
 //! wake-ups (one per direction), so half the difference is one wake-up.
 //! On one VM this was 50 us a wake-up: a sweep pinned apart read 58 us at
 //! 1 KiB where one left to the scheduler read 8 us (issue 42). The sweep
-//! reports it beside its result as a fact of the host, so a reader can tell
-//! a placement's cost from the stack's.
+//! and rr report it beside their results as a fact of the host, so a
+//! reader can tell a placement's cost from the stack's.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -36,6 +36,32 @@ pub struct WakeupCost {
     pub apart_round_trip_us: f64,
     /// Half the difference (two wake-ups per round trip), at least 0.
     pub cross_core_wakeup_us: f64,
+}
+
+impl WakeupCost {
+    /// "a wake-up on another core costs X us here (1 KiB round trip ...)",
+    /// for the text of the workloads that report it.
+    pub fn describe(&self) -> String {
+        format!(
+            "a wake-up on another core costs {:.1} us here (1 KiB round trip {:.1} us with both ends on core {} \
+             and {:.1} us on cores {} and {})",
+            self.cross_core_wakeup_us,
+            self.together_round_trip_us,
+            self.cores[0],
+            self.apart_round_trip_us,
+            self.cores[0],
+            self.cores[1]
+        )
+    }
+}
+
+/// The two cores a probe (and a sweep by turns) uses when nobody chose
+/// any: the first two of `allowed`, in order. None with fewer than two.
+pub fn first_two(allowed: &[u32]) -> Option<(u32, u32)> {
+    match allowed {
+        [first, second, ..] => Some((*first, *second)),
+        _ => None,
+    }
 }
 
 /// Measures both placements on `cores`; None when a thread could not be
@@ -112,6 +138,14 @@ mod tests {
     /// What the probe controls: both round trips are measured and the
     /// wake-up is half their difference, never below 0. Their sizes are the
     /// host's (not asserted).
+    #[test]
+    fn the_first_two_allowed_cores_are_the_probes() {
+        assert_eq!(first_two(&[0, 1]), Some((0, 1)));
+        assert_eq!(first_two(&[2, 5, 7]), Some((2, 5)));
+        assert_eq!(first_two(&[3]), None);
+        assert_eq!(first_two(&[]), None);
+    }
+
     #[test]
     fn the_wakeup_is_half_the_difference_of_two_measured_round_trips() {
         let Some(cost) = probe((0, 0)) else {
