@@ -196,29 +196,10 @@ pub struct Affinity {
 /// refused pin (e.g. a cpuset cgroup without that core) is logged as a
 /// warning and recorded in the result, not ignored.
 pub fn pin_current_thread(core: u32) -> Affinity {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it (the core
-    // was checked against the machine's cores by validation); the calls
-    // read or write only the set passed with its size.
-    let (set, get) = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if (core as usize) < libc::CPU_SETSIZE as usize {
-            libc::CPU_SET(core as usize, &mut set);
-        }
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        let rc = libc::sched_setaffinity(0, size, &set);
-        let set_error = (rc != 0).then(std::io::Error::last_os_error);
-        let mut now: libc::cpu_set_t = std::mem::zeroed();
-        let get = match libc::sched_getaffinity(0, size, &mut now) {
-            0 => Ok((0..libc::CPU_SETSIZE as usize)
-                .filter(|&c| libc::CPU_ISSET(c, &now))
-                .map(|c| c as u32)
-                .collect::<Vec<u32>>()),
-            _ => Err(std::io::Error::last_os_error()),
-        };
-        (set_error, get)
-    };
-    let mut error = set.map(|e| format!("could not pin the stream thread to core {core}: {e}"));
-    let cpus = match get {
+    let mut error = set_thread_cpus(&[core])
+        .err()
+        .map(|e| format!("could not pin the stream thread to core {core}: {e}"));
+    let cpus = match read_thread_cpus() {
         Ok(cpus) => cpus,
         Err(e) => {
             error.get_or_insert(format!("could not read the stream thread's CPUs back: {e}"));
@@ -238,23 +219,20 @@ pub fn pin_current_thread(core: u32) -> Affinity {
 /// The cores the calling thread may run on, in order; empty when the
 /// kernel would not say.
 pub fn current_thread_cpus() -> Vec<u32> {
-    // SAFETY: cpu_set_t is plain data, filled in by the kernel.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as u32)
-            .filter(|&c| libc::CPU_ISSET(c as usize, &set))
-            .collect()
-    }
+    read_thread_cpus().unwrap_or_default()
 }
 
 /// Lets the calling thread run on `cpus` again after a pin (the set it
 /// had before, from [`current_thread_cpus`]); the error says why not.
 pub fn release_current_thread(cpus: &[u32]) -> Result<(), String> {
+    set_thread_cpus(cpus).map_err(|e| format!("could not let the stream thread run on cores {cpus:?} again: {e}"))
+}
+
+/// sched_setaffinity(2) of the calling thread to `cpus` (cores at or
+/// above CPU_SETSIZE are left out, so the kernel refuses an empty set).
+fn set_thread_cpus(cpus: &[u32]) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it (cores at
-    // or above CPU_SETSIZE are left out); the call reads only the set.
+    // or above CPU_SETSIZE are skipped); the call reads only the set.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         for &core in cpus.iter().filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize) {
@@ -264,10 +242,21 @@ pub fn release_current_thread(cpus: &[u32]) -> Result<(), String> {
     };
     match rc {
         0 => Ok(()),
-        _ => Err(format!(
-            "could not let the stream thread run on cores {cpus:?} again: {}",
-            std::io::Error::last_os_error()
-        )),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// sched_getaffinity(2) of the calling thread: its cores, in order.
+fn read_thread_cpus() -> std::io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is plain data, filled in by the kernel.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as u32)
+            .filter(|&c| libc::CPU_ISSET(c as usize, &set))
+            .collect())
     }
 }
 

@@ -297,10 +297,7 @@ impl Link {
 fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
     let spread = t.spread().expect("a point with timed batches");
     let mean = t.timed_seconds / t.exchanges as f64;
-    let one_way = |each: f64| match mode {
-        Mode::PingPong => each / 2.0,
-        Mode::Stream => each,
-    };
+    let one_way = |each: f64| one_way(mode, each);
     let bandwidth = |each: f64| bits_per_second(size, one_way(each));
     SweepPoint {
         size_bytes: size,
@@ -321,6 +318,15 @@ fn point_of(size: u64, mode: Mode, t: &Timing) -> SweepPoint {
         placement: None,
         together_latency_us: None,
         scheduler_latency_us: None,
+    }
+}
+
+/// Seconds of one exchange as the point reports it: ping-pong, half the
+/// round trip (NetPIPE's figure); streaming, the time per message.
+fn one_way(mode: Mode, each: f64) -> f64 {
+    match mode {
+        Mode::PingPong => each / 2.0,
+        Mode::Stream => each,
     }
 }
 
@@ -352,11 +358,7 @@ fn size_point(size: u64, mode: Mode, slots: &Slots, turns: bool) -> Option<Sweep
     p.lost = ran.iter().map(|t| t.lost).sum();
     let mut passes: Vec<(u32, f64)> = ran.iter().flat_map(|t| t.pass_best.iter().copied()).collect();
     passes.sort_by_key(|&(pass, _)| pass);
-    let one_way = match mode {
-        Mode::PingPong => 0.5,
-        Mode::Stream => 1.0,
-    };
-    p.pass_latency_us = passes.iter().map(|&(_, each)| each * one_way * 1e6).collect();
+    p.pass_latency_us = passes.iter().map(|&(_, each)| one_way(mode, each) * 1e6).collect();
     if turns {
         let best_us = |i: usize| {
             slots[i]
