@@ -52,6 +52,7 @@ mod every_command;
 mod extremes;
 mod facts;
 mod files;
+mod help;
 mod host_settings;
 mod hostile;
 mod image;
