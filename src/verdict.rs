@@ -202,7 +202,7 @@ pub fn annotate_path(
         .address
         .parse::<std::net::SocketAddr>()
         .is_ok_and(|a| a.is_ipv6() && !a.ip().to_string().starts_with("::ffff:"));
-    let shared = shared_host(run);
+    let shared = run.shared_host();
     let (message_bytes, omit_seconds) = (run.spec.message_bytes, run.spec.omit_seconds);
     let kind = crate::workload::results_of(&run.workload);
     let judge_trial = |trial: &mut TrialResult| {
@@ -254,18 +254,6 @@ pub fn annotate_path(
     for trial in &mut run.trials {
         judge_trial(trial);
     }
-}
-
-/// True when client and agent ran on one kernel (same boot id: one host,
-/// or namespaces of one host), so their CPU figures cover the same cores.
-pub fn shared_host(run: &RunResult) -> bool {
-    let (client, agent) = (&run.client.facts, &run.agent.facts);
-    if !client.boot_id.is_empty() && client.boot_id == agent.boot_id {
-        return true;
-    }
-    let ip = |a: &str| a.parse::<std::net::SocketAddr>().ok().map(|s| s.ip());
-    client.hostname == agent.hostname
-        && matches!((ip(&run.client.address), ip(&run.agent.address)), (Some(a), Some(b)) if a == b || a.is_loopback())
 }
 
 fn line_rate_share(

@@ -3,17 +3,11 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{ArgMatches, Args, FromArgMatches, Subcommand};
 
 use super::parse;
-use crate::workload::args::{Context, SpecArgs, WorkloadArgs};
-use crate::workload::files::args::FilesOptions;
-use crate::workload::loaded::args::LoadedOptions;
-use crate::workload::rr::args::RrOptions;
-use crate::workload::sweep::args::SweepOptions;
-use crate::workload::tcp_stream::args::TcpOptions;
-use crate::workload::udp::args::UdpOptions;
-use crate::workload::SpecError;
+use crate::workload::args::{Around, SpecArgs};
+use crate::workload::{SpecError, Workload};
 
 /// Where the agent is, how long to run, which way, and output format.
 #[derive(Debug, Clone, Args)]
@@ -139,74 +133,80 @@ impl From<PickArg> for crate::stats::Pick {
     }
 }
 
-/// `nicbench tcp`
-#[derive(Debug, Clone, Args)]
-pub struct TcpArgs {
-    #[command(flatten)]
+/// A measuring command: one subcommand per registered workload, built
+/// from the workload's declaration ([`CommandLine::command`]) with the
+/// shared [`MeasureArgs`] on it. `nicbench tcp`, `nicbench sweep`, ... all
+/// parse into this; the workload's own options stay in `matches`, which
+/// its registry entry turns into the spec and its [`Around`].
+///
+/// [`CommandLine::command`]: crate::workload::args::CommandLine::command
+/// [`Around`]: crate::workload::args::Around
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    /// The workload's name, which is the subcommand's.
+    pub workload: &'static str,
     pub measure: MeasureArgs,
-    #[command(flatten)]
-    pub options: TcpOptions,
+    /// The subcommand's matches: the shared options and the workload's own.
+    pub matches: ArgMatches,
 }
 
-/// `nicbench udp`
-#[derive(Debug, Clone, Args)]
-pub struct UdpArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
-    #[command(flatten)]
-    pub options: UdpOptions,
-}
-
-/// `nicbench rr`
-#[derive(Debug, Clone, Args)]
-pub struct RrArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
-    #[command(flatten)]
-    pub options: RrOptions,
-}
-
-/// `nicbench loaded`
-#[derive(Debug, Clone, Args)]
-pub struct LoadedArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
-    #[command(flatten)]
-    pub options: LoadedOptions,
-}
-
-/// `nicbench sweep`
-#[derive(Debug, Clone, Args)]
-pub struct SweepArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
-    #[command(flatten)]
-    pub options: SweepOptions,
-    /// Print the points as CSV instead of the text report.
-    #[arg(long, conflicts_with_all = ["json", "json_stream"])]
-    pub csv: bool,
-}
-
-/// `nicbench files`
-#[derive(Debug, Clone, Args)]
-pub struct FilesArgs {
-    #[command(flatten)]
-    pub measure: MeasureArgs,
-    #[command(flatten)]
-    pub options: FilesOptions,
-}
-
-impl MeasureArgs {
-    /// What the options outside the spec mean to it.
-    pub fn context(&self) -> Context {
-        Context {
-            link_speed_bits_per_second: self.link_speed,
-        }
+impl Measurement {
+    fn entry(name: &str) -> Option<&'static dyn Workload> {
+        crate::workload::find(name).ok()
     }
 
-    /// The spec of a measuring command: these shared options and the
-    /// workload's own.
-    pub fn spec_with<A: WorkloadArgs>(&self, options: &A) -> Result<crate::model::TestSpec, SpecError> {
-        crate::workload::args::spec_of(&self.spec, options, &self.context())
+    /// The registered workload.
+    pub fn of(&self) -> &'static dyn Workload {
+        Measurement::entry(self.workload).expect("parsed from a registered workload")
+    }
+
+    /// The test spec this command line asks for.
+    pub fn spec(&self) -> Result<crate::model::TestSpec, SpecError> {
+        self.of().command_line().spec(&self.matches)
+    }
+
+    /// The workload's part of the command around the run.
+    pub fn around(&self) -> Result<Box<dyn Around>, SpecError> {
+        self.of().command_line().around(&self.matches)
+    }
+}
+
+impl FromArgMatches for Measurement {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let missing = || clap::Error::raw(clap::error::ErrorKind::MissingSubcommand, "no measuring command given");
+        let (name, sub) = matches.subcommand().ok_or_else(missing)?;
+        let workload = Measurement::entry(name).ok_or_else(|| {
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidSubcommand,
+                format!("'{name}' is not a measuring command"),
+            )
+        })?;
+        Ok(Measurement {
+            workload: workload.name(),
+            measure: MeasureArgs::from_arg_matches(sub)?,
+            matches: sub.clone(),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Measurement::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for Measurement {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        crate::workload::REGISTRY.iter().fold(command, |command, w| {
+            let sub = MeasureArgs::augment_args(clap::Command::new(w.name()));
+            command.subcommand(w.command_line().command(sub))
+        })
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        Measurement::augment_subcommands(command)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        Measurement::entry(name).is_some()
     }
 }

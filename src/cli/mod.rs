@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use host::HostArgs;
 pub use linerate::LinerateArgs;
-pub use measure::{FilesArgs, LoadedArgs, MeasureArgs, RrArgs, SweepArgs, TcpArgs, UdpArgs};
+pub use measure::{MeasureArgs, Measurement};
 
 /// nicbench: what a network path really delivers — adapter, driver, host,
 /// link and stack — with CPU cost on both ends.
@@ -38,28 +38,10 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent: serve tests to clients on this host.
     Serve(ServeArgs),
-    /// TCP throughput: bulk streams in one or both directions.
-    Tcp(Box<TcpArgs>),
-    /// Message-size sweep (NetPIPE-style): latency and bandwidth from 1 byte to megabytes.
-    Sweep(Box<SweepArgs>),
-    /// UDP streams at an offered rate: what the sender pushed, what the receiver got, loss and jitter.
-    Udp(Box<UdpArgs>),
-    /// Request/response latency and transactions per second (TCP, UDP, or a TCP connection per transaction).
-    Rr(Box<RrArgs>),
-    /// File transfer: a generated set or a directory tree, verified, against raw TCP on the same path.
-    Files(Box<FilesArgs>),
-    /// Latency under load: probes while idle, then during download, upload
-    /// and both, with the delay the load adds, RPM, and the queue that holds it.
-    #[command(
-        mut_arg(crate::workload::loaded::args::PHASE_TIME_ID, |a| a
-            .long("phase-time")
-            .visible_alias("time")
-            .help("Length of each load phase")),
-        mut_arg(crate::workload::loaded::args::STREAMS_ID, |a| a
-            .default_value(crate::workload::loaded::args::DEFAULT_STREAMS)
-            .help("Load streams per direction (one thread and one connection each)"))
-    )]
-    Loaded(Box<LoadedArgs>),
+    /// The measuring commands, one per registered workload (`tcp`,
+    /// `sweep`, ...), each built from the workload's declaration.
+    #[command(flatten)]
+    Measure(Box<Measurement>),
     /// Run any command (scp, rsync, curl, a backup job) and measure around it: interface counters, CPU of every core and of its process tree, verdict.
     Watch(Box<watch::WatchArgs>),
     /// Start an agent on loopback in this process and run a short standard set.

@@ -10,17 +10,15 @@ pub mod demo;
 pub mod diff;
 pub mod export;
 pub mod failure;
-pub mod files;
 pub mod host;
 pub mod import;
 pub mod lab;
 pub mod linerate;
-pub mod loaded;
 pub mod manual;
 pub mod measure;
+pub mod measuring;
 pub mod mesh;
 pub mod multilink;
-pub mod rr;
 pub mod run;
 pub mod runs;
 pub mod save;
@@ -28,10 +26,7 @@ pub mod serve;
 pub mod serve_metrics;
 pub mod signals;
 pub mod stdout;
-pub mod sweep;
-pub mod tcp;
 pub mod trials;
-pub mod udp;
 pub mod watch;
 
 use crate::cli::{Cli, Command, LogFormat};
@@ -52,12 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     logging::init(level, format);
     match cli.command {
         Command::Serve(args) => serve::run(args),
-        Command::Tcp(args) => tcp::run(*args),
-        Command::Sweep(args) => sweep::run(*args),
-        Command::Udp(args) => udp::run(*args),
-        Command::Rr(args) => rr::run(*args),
-        Command::Files(args) => files::run(*args),
-        Command::Loaded(args) => loaded::run(*args),
+        Command::Measure(command) => measuring::run(*command),
         Command::Watch(args) => watch::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Host(args) => host::run(args),
@@ -210,6 +200,30 @@ mod tests {
                 assert_eq!(sized.message_bytes, 32768, "{}", w.name());
             }
         }
+    }
+
+    /// The command line's defaults (clap takes them as text) are the
+    /// workload's: a plain `nicbench sweep HOST` asks for what
+    /// `SweepParams::default()` documents. Parsed as the binary parses it,
+    /// into the measuring command the registry built.
+    #[test]
+    fn command_line_defaults_are_the_workload_defaults() {
+        use clap::Parser;
+
+        use crate::workload::sweep::SweepParams;
+        let cli = Cli::try_parse_from(["nicbench", "sweep", "127.0.0.1"]).unwrap();
+        let Command::Measure(command) = cli.command else {
+            panic!("not a measuring command");
+        };
+        assert_eq!(
+            (command.workload, command.measure.host.as_str()),
+            ("sweep", "127.0.0.1")
+        );
+        let params: SweepParams = command.spec().unwrap().params().unwrap();
+        let defaults = SweepParams::default();
+        assert_eq!(params.point_seconds, defaults.point_seconds);
+        assert_eq!(params.passes, defaults.passes);
+        assert_eq!(params, defaults);
     }
 
     /// Errors of the workload's own options are the caller's to see, not

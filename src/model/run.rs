@@ -42,6 +42,21 @@ pub struct RunResult {
     pub peer_protocol: Option<super::peer::PeerProtocol>,
 }
 
+impl RunResult {
+    /// True when client and agent ran on one kernel (same boot id: one
+    /// host, or namespaces of one host), so their CPU figures cover the
+    /// same cores.
+    pub fn shared_host(&self) -> bool {
+        let (client, agent) = (&self.client.facts, &self.agent.facts);
+        if !client.boot_id.is_empty() && client.boot_id == agent.boot_id {
+            return true;
+        }
+        let ip = |a: &str| a.parse::<std::net::SocketAddr>().ok().map(|s| s.ip());
+        client.hostname == agent.hostname
+            && matches!((ip(&self.client.address), ip(&self.agent.address)), (Some(a), Some(b)) if a == b || a.is_loopback())
+    }
+}
+
 /// The repetition policy of a case and what its trials gave.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RepetitionSummary {

@@ -365,7 +365,7 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "{}", facts_line("client", &run.client.facts))?;
     writeln!(out, "{}", facts_line("agent", &run.agent.facts))?;
     let r = &run.result;
-    let shared = crate::verdict::shared_host(run);
+    let shared = run.shared_host();
     let kind = crate::workload::results_of(&run.workload);
     for (name, party, counters) in [
         ("client", Party::Client, &r.counters.client),

@@ -205,7 +205,7 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
     writeln!(out, "{}", cpu_line("client", &r.cpu.client))?;
     writeln!(out, "{}", cpu_line("agent", &r.cpu.agent))?;
     // One kernel (equal boot id: loopback, or namespaces of a lab).
-    if crate::verdict::shared_host(run) {
+    if run.shared_host() {
         let limits: Vec<String> = [("client", &run.client.facts), ("agent", &run.agent.facts)]
             .into_iter()
             .filter_map(|(name, f)| {

@@ -373,13 +373,15 @@ fn stream_mode_reports_time_per_message() {
 fn bad_sweep_options_are_refused_by_name() {
     let agent = AgentProcess::start(&[]);
     let port = agent.port_arg();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--mode", "stream", "-u"], "--mode stream"),
         (&["--passes", "0"], "--passes"),
         (&["--passes", "11"], "--passes"),
         (&["--min", "1M", "--max", "1K"], "--min"),
         (&["-P", "2"], "-P/--parallel"),
         (&["-O", "1s"], "-O/--omit"),
+        (&["-i", "1s"], "-i/--interval"),
+        (&["--csv", "--json"], "--csv"),
     ];
     for (extra, needle) in cases {
         let out = nicbench(&[&["sweep", "127.0.0.1", "-p", &port][..], extra].concat());

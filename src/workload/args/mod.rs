@@ -14,6 +14,7 @@ use std::time::Duration;
 use clap::{ArgMatches, Args, FromArgMatches};
 
 use super::{find, Direction, SideOptions, SpecError, TestSpec, Workload};
+use crate::model::{RunResult, TrialResult};
 
 /// How long a test sends when `-t` is not given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -131,9 +132,90 @@ pub trait WorkloadArgs: Args + FromArgMatches {
     /// duration out of its command lines ([`CommandLine::takes_time`]).
     const NO_TIME: Option<&'static str> = None;
 
+    /// The subcommand's one-line description (its `--help` opens with it).
+    const ABOUT: &'static str;
+
     /// Completes `spec` (filled from [`SpecArgs`]): message size, byte
     /// count, streams, parameters.
     fn complete(&self, spec: &mut TestSpec, context: &Context) -> Result<(), SpecError>;
+
+    /// What the measuring command does around the run besides measuring
+    /// and printing it ([`Around`]), for these options.
+    fn around(&self) -> Box<dyn Around> {
+        Box::new(NothingAround)
+    }
+}
+
+/// A workload's part of its measuring command beyond the spec: what the
+/// command does before, around and after the run, where a workload does
+/// more than measure and print (a sweep's CSV, a files test's raw TCP
+/// trial). `cmd` calls these on every measuring command; each defaults to
+/// doing nothing.
+pub trait Around {
+    /// Refuses a shared option that does not apply to this workload, with
+    /// why and what to do instead.
+    fn refuse(&self, _shared: &SpecArgs) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Prepares this host for the run, once the spec is checked (a files
+    /// test's scratch directory, its page cache).
+    fn prepare(&mut self, _spec: &TestSpec) -> Result<(), SpecError> {
+        Ok(())
+    }
+
+    /// What one step of the run's progress counts (a sweep: "sizes x
+    /// passes"), when the workload reports its progress: the command shows
+    /// a bar on a terminal, else a line per pass.
+    fn progress_unit(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// A trial to run on the same path right after the first trial, that
+    /// every trial is read against (a files test's raw TCP trial).
+    fn companion(&self, _spec: &TestSpec) -> Option<Companion> {
+        None
+    }
+
+    /// The line the command prints on stderr once the companion ran.
+    fn companion_ran(&self, _companion: &RunResult) -> String {
+        String::new()
+    }
+
+    /// Reads one trial (and the run's result) against the companion, when
+    /// it ran; called as each trial ends. True when it changed the trial,
+    /// whose verdict is then judged again.
+    fn adjust(&self, _trial: &mut TrialResult, _companion: Option<&RunResult>) -> bool {
+        false
+    }
+
+    /// Warnings about how the run was measured, printed after it (rr's
+    /// `--spin` on a host with no core left).
+    fn cautions(&self, _run: &RunResult) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Writes the run in the workload's own CSV, when its options asked
+    /// for that instead of the text report (a sweep's `--csv`).
+    fn csv(&self, _run: &RunResult, _out: &mut dyn std::io::Write) -> Option<std::io::Result<()>> {
+        None
+    }
+}
+
+/// [`Around`] for a workload that only measures and prints.
+pub struct NothingAround;
+
+impl Around for NothingAround {}
+
+/// A trial [`Around::companion`] asks for: its spec, and how its failure
+/// reads ("the raw TCP trial after the files failed (...): the files result
+/// is not read against it").
+pub struct Companion {
+    pub spec: TestSpec,
+    /// "the raw TCP trial after the files"
+    pub what: &'static str,
+    /// "the files result is not read against it"
+    pub unread: &'static str,
 }
 
 /// The spec a measuring command's parsed options ask for.
@@ -149,9 +231,14 @@ pub fn spec_of<A: WorkloadArgs>(shared: &SpecArgs, own: &A, context: &Context) -
     Ok(spec)
 }
 
-/// How a workload's command line becomes its spec, for callers that hold
-/// the parsed matches rather than the typed options.
+/// A workload's measuring command: its subcommand, and how its parsed
+/// command line becomes its spec and its [`Around`].
 pub trait CommandLine: Sync {
+    /// The workload's subcommand: `command` (named after the workload, the
+    /// shared options on it) with the workload's description and options.
+    fn command(&self, command: clap::Command) -> clap::Command;
+    /// The command's part around the run, from the subcommand's matches.
+    fn around(&self, matches: &ArgMatches) -> Result<Box<dyn Around>, SpecError>;
     /// The spec of a measuring command's matches (its subcommand's).
     fn spec(&self, matches: &ArgMatches) -> Result<TestSpec, SpecError>;
     /// The options that set the message size to `size` (as written, e.g.
@@ -183,6 +270,16 @@ pub fn length_option(size: &str) -> Option<Vec<String>> {
 }
 
 impl<A: WorkloadArgs> CommandLine for ArgsOf<A> {
+    fn command(&self, command: clap::Command) -> clap::Command {
+        // After the options: their struct's doc comment would set its own.
+        A::augment_args(command).about(A::ABOUT).long_about(None)
+    }
+
+    fn around(&self, matches: &ArgMatches) -> Result<Box<dyn Around>, SpecError> {
+        let own = A::from_arg_matches(matches).map_err(|e| SpecError::Invalid(first_line(&e.to_string())))?;
+        Ok(own.around())
+    }
+
     fn spec(&self, matches: &ArgMatches) -> Result<TestSpec, SpecError> {
         let invalid = |e: clap::Error| SpecError::Invalid(first_line(&e.to_string()));
         let shared = SpecArgs::from_arg_matches(matches).map_err(invalid)?;

@@ -141,9 +141,20 @@ impl FilesOptions {
 
 impl WorkloadArgs for FilesOptions {
     const WORKLOAD: &'static dyn Workload = &Files;
+    const ABOUT: &'static str =
+        "File transfer: a generated set or a directory tree, verified, against raw TCP on the same path";
     const NO_TIME: Option<&'static str> = Some(
         "a files test lasts until its set is sent; the raw TCP trial before it is --raw-time (e.g. --raw-time 2s)",
     );
+
+    fn around(&self) -> Box<dyn crate::workload::args::Around> {
+        Box::new(super::command::FilesAround::new(
+            self.scratch.clone(),
+            self.keep,
+            self.drop_caches,
+            self.raw_time,
+        ))
+    }
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         let (source, files, total_bytes) = self.set()?;

@@ -12,6 +12,7 @@
 //! result says how far the files are from raw TCP and why.
 
 pub mod args;
+pub mod command;
 pub mod harness;
 #[cfg(test)]
 mod properties;

@@ -22,8 +22,18 @@ pub const DEFAULT_STREAMS: &str = "4";
 /// judges these intervals.
 pub const RATE_INTERVAL_SECONDS: f64 = 0.25;
 
-/// The options of `nicbench loaded` besides the shared ones.
+/// The options of `nicbench loaded` besides the shared ones; the shared
+/// `-t` is the length of each phase and `-P` defaults to 4.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg(PHASE_TIME_ID, |a| a
+        .long("phase-time")
+        .visible_alias("time")
+        .help("Length of each load phase")),
+    mut_arg(STREAMS_ID, |a| a
+        .default_value(DEFAULT_STREAMS)
+        .help("Load streams per direction (one thread and one connection each)"))
+)]
 pub struct LoadedOptions {
     /// The load phases, in order, after the idle one.
     #[arg(
@@ -70,6 +80,8 @@ pub struct LoadedOptions {
 
 impl WorkloadArgs for LoadedOptions {
     const WORKLOAD: &'static dyn Workload = &Loaded;
+    const ABOUT: &'static str =
+        "Latency under load: probes while idle, then during download, upload and both, with the delay the load adds, RPM, and the queue that holds it";
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         if spec.direction != Direction::Forward {

@@ -62,6 +62,12 @@ pub fn message_option(size: &str) -> Option<Vec<String>> {
 
 impl WorkloadArgs for RrOptions {
     const WORKLOAD: &'static dyn Workload = &RequestResponse;
+    const ABOUT: &'static str =
+        "Request/response latency and transactions per second (TCP, UDP, or a TCP connection per transaction)";
+
+    fn around(&self) -> Box<dyn crate::workload::args::Around> {
+        Box::new(super::command::RrAround)
+    }
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         let proto = self.proto;

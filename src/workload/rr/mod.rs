@@ -18,6 +18,7 @@ use socket2::Socket;
 use super::transport::admission::{self, Configure, JoinListener};
 use super::transport::{self, Delivery, Proto};
 pub mod args;
+pub mod command;
 pub mod loops;
 pub mod result;
 pub mod text;

@@ -47,10 +47,18 @@ pub struct SweepOptions {
     #[arg(long, value_name = "N", default_value_t = super::DEFAULT_PASSES,
           value_parser = parse::between::<u32>(1, super::MAX_PASSES as u64))]
     pub passes: u32,
+    /// Print the points as CSV instead of the text report.
+    #[arg(long, conflicts_with_all = ["json", "json_stream"])]
+    pub csv: bool,
 }
 
 impl WorkloadArgs for SweepOptions {
     const WORKLOAD: &'static dyn Workload = &Sweep;
+    const ABOUT: &'static str = "Message-size sweep (NetPIPE-style): latency and bandwidth from 1 byte to megabytes";
+
+    fn around(&self) -> Box<dyn crate::workload::args::Around> {
+        Box::new(super::command::SweepAround { csv: self.csv })
+    }
 
     fn complete(&self, spec: &mut TestSpec, context: &Context) -> Result<(), SpecError> {
         let params = SweepParams {

@@ -16,6 +16,7 @@
 //! [`result::SweepResult`].
 
 pub mod args;
+pub mod command;
 mod engine;
 pub mod points;
 pub mod result;

@@ -53,6 +53,7 @@ pub struct TcpOptions {
 
 impl WorkloadArgs for TcpOptions {
     const WORKLOAD: &'static dyn Workload = &TcpStream;
+    const ABOUT: &'static str = "TCP throughput: bulk streams in one or both directions";
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         spec.message_bytes = self.length;

@@ -57,6 +57,8 @@ pub struct UdpOptions {
 
 impl WorkloadArgs for UdpOptions {
     const WORKLOAD: &'static dyn Workload = &UdpStream;
+    const ABOUT: &'static str =
+        "UDP streams at an offered rate: what the sender pushed, what the receiver got, loss and jitter";
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         spec.message_bytes = self.length;

@@ -1,16 +1,18 @@
-//! `nicbench rr`
+//! rr's part of `nicbench rr` beyond its spec: the warning when `--spin`
+//! measured the scheduler rather than the network.
 
-use crate::cli::RrArgs;
+use super::result::{RrResult, KEY};
+use super::RrParams;
 use crate::model::RunResult;
-use crate::workload::rr::RrParams;
+use crate::workload::args::Around;
 
-pub fn run(args: RrArgs) -> anyhow::Result<()> {
-    let spec = args.measure.spec_with(&args.options)?;
-    let measured = super::measure::measure(&args.measure, &spec, &|| None)?;
-    if let Some(why) = spin_defeats_itself(&measured.run) {
-        log::warn!("{why}");
+/// Around a request/response test.
+pub struct RrAround;
+
+impl Around for RrAround {
+    fn cautions(&self, run: &RunResult) -> Vec<String> {
+        spin_defeats_itself(run).into_iter().collect()
     }
-    super::measure::conclude(measured, |measured| super::measure::finish(&args.measure, measured))
 }
 
 /// Why `--spin` measured the scheduler rather than the network, when it
@@ -20,7 +22,7 @@ pub fn run(args: RrArgs) -> anyhow::Result<()> {
 /// wait for it to be preempted: the median stays low, the tail does not.
 fn spin_defeats_itself(run: &RunResult) -> Option<String> {
     let params: RrParams = run.spec.params().ok()?;
-    if !params.spin || !crate::verdict::shared_host(run) {
+    if !params.spin || !run.shared_host() {
         return None;
     }
     let (client, agent) = (&run.spec.client.cpus, &run.spec.agent.cpus);
@@ -40,7 +42,7 @@ fn spin_defeats_itself(run: &RunResult) -> Option<String> {
         .result
         .sum
         .extras
-        .get::<crate::workload::rr::result::RrResult>(crate::workload::rr::result::KEY)
+        .get::<RrResult>(KEY)
         .and_then(|rr| rr.latency)
         .map(|l| format!(" (here p50 {:.1} us, p99 {:.1} us)", l.p50_us, l.p99_us))
         .unwrap_or_default();

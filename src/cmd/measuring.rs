@@ -1,0 +1,154 @@
+//! Every measuring command (`nicbench tcp`, `udp`, `rr`, `sweep`, `files`,
+//! `loaded`, one per registered workload): its spec, the workload's part
+//! around the run ([`Around`]: options it refuses, preparing the host, a
+//! progress bar, a companion trial every trial is read against, warnings,
+//! its own CSV), the run, and the chosen output. Nothing here names a
+//! workload.
+
+use std::cell::OnceCell;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{measure, signals};
+use crate::cli::{MeasureArgs, Measurement};
+use crate::model::{RunResult, TestSpec};
+use crate::session::{self, RunOptions};
+use crate::workload::args::{Around, Companion};
+use crate::workload::runner::{Progress, ProgressCallback};
+
+/// Runs one measuring command.
+pub fn run(command: Measurement) -> anyhow::Result<()> {
+    let spec = command.spec()?;
+    let mut around = command.around()?;
+    let m = &command.measure;
+    if let Err(why) = around.refuse(&m.spec) {
+        bail!(why);
+    }
+    signals::install();
+    around.prepare(&spec)?;
+    let around = &*around;
+    let show = log::log_enabled!(log::Level::Warn);
+    let progress = around
+        .progress_unit()
+        .filter(|_| show)
+        .map(|unit| (command.workload, unit));
+    let on_progress = move || progress.map(|(name, unit)| progress_display(name, unit));
+    // Run once, when the first trial has ended (the agent accepted the
+    // test): every trial is read against it.
+    let companion: OnceCell<Option<RunResult>> = OnceCell::new();
+    let adjust = |run: &mut RunResult| {
+        let companion = companion
+            .get_or_init(|| {
+                let wanted = around.companion(&spec)?;
+                if signals::client_stop_reason().is_some() {
+                    return None;
+                }
+                run_companion(m, &wanted, around)
+            })
+            .as_ref();
+        let mut changed = around.adjust(&mut run.result, companion);
+        for trial in &mut run.trials {
+            changed |= around.adjust(trial, companion);
+        }
+        if changed {
+            crate::verdict::annotate_link(run, m.link_speed, m.link_overhead);
+        }
+    };
+    let measured = measure::measure_adjusted(m, &spec, &on_progress, &adjust)?;
+    for caution in around.cautions(&measured.run) {
+        log::warn!("{caution}");
+    }
+    // Stopped early (Ctrl-C, the agent): printed and saved like any other
+    // cut-short run, and the exit code says so.
+    measure::conclude(measured, |measured| {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        match around.csv(&measured.run, &mut out) {
+            None => measure::finish(m, measured),
+            Some(written) => {
+                super::stdout::closed_pipe_is_the_end(written, "writing the CSV")?;
+                measure::save(measured.saver, &measured.run, None, false)
+            }
+        }
+    })
+}
+
+/// The companion trial, on the same path; a failure is said and leaves the
+/// trials unread against it.
+fn run_companion(m: &MeasureArgs, wanted: &Companion, around: &dyn Around) -> Option<RunResult> {
+    match companion_trial(m, &wanted.spec) {
+        Ok(run) => {
+            if log::log_enabled!(log::Level::Warn) {
+                eprintln!("{}", around.companion_ran(&run));
+            }
+            Some(run)
+        }
+        Err(e) => {
+            log::warn!("{} failed ({e:#}): {}", wanted.what, wanted.unread);
+            None
+        }
+    }
+}
+
+fn companion_trial(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<RunResult> {
+    let target = measure::target(m)?;
+    // The agent may still be closing the trial just before.
+    let busy_until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let result = session::run(
+            &target,
+            spec,
+            RunOptions {
+                interrupted: &signals::client_stop_reason,
+                on_interval: None,
+                on_progress: None,
+                trial: 1,
+            },
+        );
+        match result {
+            Err(session::SessionError::Busy { .. }) if Instant::now() < busy_until => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
+/// A progress bar when stderr is a terminal, else a plain line per pass.
+fn progress_display(name: &'static str, unit: &'static str) -> ProgressCallback {
+    if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(&format!(
+                "{name} [{{bar:30}}] {{pos}}/{{len}} ({unit}), {{elapsed}} elapsed  {{msg}}"
+            ))
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        Arc::new(move |p: &Progress| {
+            bar.set_length(p.total);
+            bar.set_position(p.done);
+            bar.set_message(p.message.clone());
+            if p.done == p.total {
+                bar.finish_and_clear();
+            }
+        })
+    } else {
+        // A log, not a bar: one line per pass, not per step.
+        Arc::new(move |p: &Progress| {
+            if p.ends_pass {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{name} [{}/{}] {}",
+                    p.done,
+                    p.total,
+                    p.message
+                );
+            }
+        })
+    }
+}
