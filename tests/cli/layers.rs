@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use files::File;
 
 mod files;
+mod names;
 mod source;
 
 /// Floors, top (1) to bottom (9), as drawn in docs/ARCHITECTURE.md. A
@@ -407,4 +408,88 @@ fn comments_strings_and_other_crates_are_not_imports() {
 fn a_module_without_a_floor_is_named() {
     let files = [file("newthing/mod.rs", "")];
     assert_eq!(violations(&files).len(), 1);
+}
+
+/// No workload name outside `src/workload/` beyond what
+/// `layers/workload_names.txt` still counts (see `layers/names.rs`).
+#[test]
+fn no_workload_name_outside_its_folder_beyond_the_counted() {
+    let (modules, names) = names::registry();
+    let files = files::read_all(&source_tree());
+    let found = names::leaks(&files, &modules, &names);
+    let counts = names::counted(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/layers/workload_names.txt"))
+            .unwrap(),
+    );
+    let problems = names::against(&found, &counts);
+    assert!(
+        problems.is_empty(),
+        "workload names outside src/workload/:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_workload_name_added_to_the_report_is_named_with_its_line() {
+    let (modules, names) = names::registry();
+    let files = files::read_all(&[
+        file(
+            "report/extra.rs",
+            "use crate::workload::sweep::result::KEY;\n// \"sweep\" in a comment is prose\nfn f(w: &str) -> bool {\n    w == \"sweep\" || w == \"sweeps\"\n}\n\
+             #[cfg(test)]\nmod tests {\n    use crate::workload::sweep::result::KEY;\n    const W: &str = \"sweep\";\n}\n",
+        ),
+        file("report/extra_tests.rs", "const W: &str = \"rr\";\n"),
+        file("report/mod.rs", "mod extra;\n#[cfg(test)]\n#[path = \"extra_tests.rs\"]\nmod tests;\n"),
+        file("workload/sweep/mod.rs", "pub mod result;\n"),
+        file("workload/sweep/result.rs", "pub const KEY: &str = \"sweep\";\n"),
+    ]);
+    let found = names::leaks(&files, &modules, &names);
+    let at: Vec<(&str, usize)> = found.iter().map(|l| (l.file.as_str(), l.line)).collect();
+    assert_eq!(
+        at,
+        [("src/report/extra.rs", 1), ("src/report/extra.rs", 4)],
+        "{found:?}"
+    );
+    let problems = names::against(&found, &Default::default());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("src/report/extra.rs:1: path into workload::sweep"),
+        "{}",
+        problems[0]
+    );
+    assert!(
+        problems[0].contains("src/report/extra.rs:4: the literal \"sweep\""),
+        "{}",
+        problems[0]
+    );
+    // Counted: fine; counted higher than found: lower the count.
+    let counts = [("src/report/extra.rs".to_string(), 2)].into_iter().collect();
+    assert!(names::against(&found, &counts).is_empty());
+    let counts = [("src/report/extra.rs".to_string(), 3)].into_iter().collect();
+    assert!(names::against(&found, &counts)[0].contains("lower its count"));
+}
+
+#[test]
+fn literals_are_read_outside_comments_with_their_lines() {
+    let text =
+        "let a = \"rr\"; // \"sweep\"\n/* \"files\" */ let b = r#\"lo\"aded\"#;\nlet c = '\"'; let d = \"x\\\"y\";\n";
+    let found = names::literals(text);
+    assert_eq!(
+        found,
+        [
+            (1, "rr".to_string()),
+            (2, "lo\"aded".to_string()),
+            (3, "x\\\"y".to_string())
+        ]
+    );
+}
+
+#[test]
+fn the_workload_folders_are_read_from_the_registry() {
+    let (modules, names) = names::registry();
+    assert!(
+        modules.contains(&"tcp_stream".to_string()) && modules.contains(&"sweep".to_string()),
+        "{modules:?}"
+    );
+    assert!(names.contains(&"tcp".to_string()), "{names:?}");
 }
