@@ -183,6 +183,41 @@ pub fn leaks(files: &[File], modules: &[String], names: &[String]) -> Vec<Leak> 
                 }
             }
         }
+        // Through a name a `use` binds to the workload module itself (`use
+        // crate::workload;`, `use crate::workload::{self, ..}`):
+        // `workload::files::Storage`.
+        let aliases: Vec<&str> = file
+            .read
+            .paths
+            .iter()
+            .filter(|w| w.top_use)
+            .filter(|w| source::absolute(w, &file.module).is_some_and(|p| p == ["workload"]))
+            .filter_map(|w| w.binds.as_deref())
+            .collect();
+        let code = source::code_only(&file.source);
+        for (index, text) in code.lines().enumerate() {
+            let line = index + 1;
+            if in_tests(line) {
+                continue;
+            }
+            for alias in &aliases {
+                for module in modules {
+                    let written = format!("{alias}::{module}::");
+                    let named = text.match_indices(&written).any(|(at, _)| {
+                        let before = text[..at].chars().next_back();
+                        !source::is_ident(before.as_ref()) && before != Some(':')
+                    });
+                    if named && seen_lines.insert((line, module.clone()), ()).is_none() {
+                        let (at, text) = file.at(line);
+                        all.push(Leak {
+                            file: at,
+                            line,
+                            what: format!("path into workload::{module}: {text}"),
+                        });
+                    }
+                }
+            }
+        }
         for (line, literal) in literals(&file.source) {
             if names.contains(&literal) && !in_tests(line) {
                 let (at, text) = file.at(line);
