@@ -87,9 +87,9 @@ pub struct AgentConfig {
     /// itself, as the client, toward another agent (`--allow-peer-tests`;
     /// `nicbench mesh`). See `agent::peer` for every condition.
     pub allow_peer_tests: bool,
-    /// Where received files go (`files` workload): `--scratch`, `--keep`,
-    /// `--max-files-bytes`.
-    pub storage: workload::files::scratch::Storage,
+    /// What `serve` was told for each workload (`files`: where received
+    /// files go, `--scratch`, `--keep`, `--max-files-bytes`).
+    pub settings: workload::Settings,
 }
 
 /// Called with every finished iperf3 test the agent served: the hook
@@ -115,7 +115,7 @@ impl AgentConfig {
             iperf3_auth: None,
             allow_host_changes: false,
             allow_peer_tests: false,
-            storage: Default::default(),
+            settings: Default::default(),
         }
     }
 }

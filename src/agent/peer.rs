@@ -138,6 +138,7 @@ pub(super) fn serve(
         &spec,
         RunOptions {
             interrupted: &interrupted,
+            settings: Default::default(),
             on_interval: None,
             on_progress: None,
             trial: 1,

@@ -145,7 +145,7 @@ fn data_net(spec: &TestSpec, local_ip: IpAddr, peer: SocketAddr, token: [u8; TOK
         data_listen_ip(!routes.is_empty(), local_ip),
         peer.ip(),
         token,
-        shared.config.storage.clone(),
+        shared.config.settings.clone(),
         routes,
     )
 }
@@ -435,6 +435,7 @@ mod tests {
             &asked,
             RunOptions {
                 interrupted: &|| None,
+                settings: Default::default(),
                 on_interval: None,
                 on_progress: None,
                 trial: 1,

@@ -147,6 +147,42 @@ pub enum LogFormat {
     Json,
 }
 
+/// The registered workloads' options of `nicbench serve`
+/// ([`crate::workload::Workload::serve_options`]) and the settings they
+/// make.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadServeArgs {
+    pub settings: crate::workload::Settings,
+}
+
+impl clap::FromArgMatches for WorkloadServeArgs {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut settings = crate::workload::Settings::default();
+        for options in crate::workload::REGISTRY.iter().filter_map(|w| w.serve_options()) {
+            options.read(matches, &mut settings)?;
+        }
+        Ok(WorkloadServeArgs { settings })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = WorkloadServeArgs::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for WorkloadServeArgs {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        crate::workload::REGISTRY
+            .iter()
+            .filter_map(|w| w.serve_options())
+            .fold(command, |command, options| options.augment(command))
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        WorkloadServeArgs::augment_args(command)
+    }
+}
+
 /// `nicbench serve`
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -252,17 +288,10 @@ pub struct ServeArgs {
     /// Tag the saved iperf3 tests, KEY=VALUE (repeatable).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = store::tag, requires = "db")]
     pub tags: Vec<crate::store::Tag>,
-    /// Where `files` tests write what they receive: a new directory per test
-    /// under DIR [default: $XDG_CACHE_HOME/nicbench/scratch].
-    #[arg(long, value_name = "DIR")]
-    pub scratch: Option<std::path::PathBuf>,
-    /// Keep the files a `files` test received (they are removed after each test otherwise).
-    #[arg(long)]
-    pub keep: bool,
-    /// Largest file set (payload) a `files` test may send here; larger sets
-    /// are refused before anything is written. Default: no limit.
-    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
-    pub max_files_bytes: Option<u64>,
+    /// The workloads' own options (`files`: `--scratch`, `--keep`,
+    /// `--max-files-bytes`), from the registry.
+    #[command(flatten)]
+    pub workloads: WorkloadServeArgs,
     /// Serve Prometheus metrics over HTTP on this address, e.g.
     /// 127.0.0.1:9310 (GET /metrics): tests served and refused, hostile
     /// connections closed, the agent's CPU, memory, fds and threads.

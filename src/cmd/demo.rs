@@ -55,6 +55,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             &spec,
             RunOptions {
                 interrupted: &signals::client_stop_reason,
+                settings: Default::default(),
                 on_interval: None,
                 on_progress: None,
                 trial: 1,

@@ -254,7 +254,7 @@ pub fn measure(
     spec: &TestSpec,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
 ) -> anyhow::Result<Measured> {
-    measure_adjusted(m, spec, on_progress, &|_| {})
+    measure_adjusted(m, spec, on_progress, &|_| {}, &crate::workload::Settings::default())
 }
 
 /// [`measure`], with `adjust` applied to each trial's run as it ends
@@ -264,6 +264,7 @@ pub fn measure_adjusted(
     spec: &TestSpec,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
     adjust: &dyn Fn(&mut RunResult),
+    settings: &crate::workload::Settings,
 ) -> anyhow::Result<Measured> {
     signals::install();
     let json_stream = m.json_stream;
@@ -321,6 +322,7 @@ pub fn measure_adjusted(
                 spec,
                 crate::session::RunOptions {
                     interrupted,
+                    settings: Default::default(),
                     on_interval: on_interval(),
                     on_progress: None,
                     trial: number,
@@ -329,7 +331,7 @@ pub fn measure_adjusted(
         };
         repeat::run_trials(&mut trial, options)
     } else {
-        trials::run_case_adjusted(&target, spec, options, &on_interval, on_progress, adjust)
+        trials::run_case_adjusted(&target, spec, options, &on_interval, on_progress, adjust, settings)
     };
     let mut run = match outcome {
         Ok(run) => run,

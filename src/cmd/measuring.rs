@@ -19,6 +19,7 @@ use crate::model::{RunResult, TestSpec};
 use crate::session::{self, RunOptions};
 use crate::workload::args::{Around, Companion};
 use crate::workload::runner::{Progress, ProgressCallback};
+use crate::workload::Settings;
 
 /// Runs one measuring command.
 pub fn run(command: Measurement) -> anyhow::Result<()> {
@@ -29,7 +30,8 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
         bail!(why);
     }
     signals::install();
-    around.prepare(&spec)?;
+    let mut settings = crate::workload::Settings::default();
+    around.prepare(&spec, &mut settings)?;
     let around = &*around;
     let show = log::log_enabled!(log::Level::Warn);
     let progress = around
@@ -47,7 +49,7 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
                 if signals::client_stop_reason().is_some() {
                     return None;
                 }
-                run_companion(m, &wanted, around)
+                run_companion(m, &wanted, around, &settings)
             })
             .as_ref();
         let mut changed = around.adjust(&mut run.result, companion);
@@ -58,7 +60,7 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
             crate::verdict::annotate_link(run, m.link_speed, m.link_overhead);
         }
     };
-    let measured = measure::measure_adjusted(m, &spec, &on_progress, &adjust)?;
+    let measured = measure::measure_adjusted(m, &spec, &on_progress, &adjust, &settings)?;
     for caution in around.cautions(&measured.run) {
         log::warn!("{caution}");
     }
@@ -79,8 +81,8 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
 
 /// The companion trial, on the same path; a failure is said and leaves the
 /// trials unread against it.
-fn run_companion(m: &MeasureArgs, wanted: &Companion, around: &dyn Around) -> Option<RunResult> {
-    match companion_trial(m, &wanted.spec) {
+fn run_companion(m: &MeasureArgs, wanted: &Companion, around: &dyn Around, settings: &Settings) -> Option<RunResult> {
+    match companion_trial(m, &wanted.spec, settings) {
         Ok(run) => {
             if log::log_enabled!(log::Level::Warn) {
                 eprintln!("{}", around.companion_ran(&run));
@@ -94,7 +96,7 @@ fn run_companion(m: &MeasureArgs, wanted: &Companion, around: &dyn Around) -> Op
     }
 }
 
-fn companion_trial(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<RunResult> {
+fn companion_trial(m: &MeasureArgs, spec: &TestSpec, settings: &Settings) -> anyhow::Result<RunResult> {
     let target = measure::target(m)?;
     // The agent may still be closing the trial just before.
     let busy_until = Instant::now() + Duration::from_secs(10);
@@ -107,6 +109,7 @@ fn companion_trial(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<RunResult
                 on_interval: None,
                 on_progress: None,
                 trial: 1,
+                settings: settings.clone(),
             },
         );
         match result {

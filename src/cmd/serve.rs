@@ -55,12 +55,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config.iperf3_auth = iperf3_auth.clone();
         config.allow_host_changes = args.allow_host_changes;
         config.allow_peer_tests = args.allow_peer_tests;
-        config.storage = crate::workload::files::scratch::Storage {
-            scratch: args.scratch.clone(),
-            keep: args.keep,
-            max_files_bytes: args.max_files_bytes,
-            remove_in_background: true,
-        };
+        config.settings = args.workloads.settings.clone();
         match Agent::bind(config) {
             Ok(a) => {
                 agent = Some(a);

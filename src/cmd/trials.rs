@@ -25,7 +25,8 @@ pub fn run_case(
     on_interval: &dyn Fn() -> Option<IntervalCallback>,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
 ) -> Result<RunResult, CaseFailure<SessionError>> {
-    run_case_adjusted(target, spec, options, on_interval, on_progress, &|_| {})
+    let settings = crate::workload::Settings::default();
+    run_case_adjusted(target, spec, options, on_interval, on_progress, &|_| {}, &settings)
 }
 
 /// [`run_case`], with `adjust` applied to each trial's run the moment it
@@ -38,6 +39,7 @@ pub fn run_case_adjusted(
     on_interval: &dyn Fn() -> Option<IntervalCallback>,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
     adjust: &dyn Fn(&mut RunResult),
+    settings: &crate::workload::Settings,
 ) -> Result<RunResult, CaseFailure<SessionError>> {
     let interrupted = options.interrupted;
     let mut trial = |number: u32| {
@@ -52,6 +54,7 @@ pub fn run_case_adjusted(
                     on_interval: on_interval(),
                     on_progress: on_progress(),
                     trial: number,
+                    settings: settings.clone(),
                 },
             );
             match result {

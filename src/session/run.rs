@@ -27,6 +27,9 @@ pub struct RunOptions<'a> {
     pub on_progress: Option<ProgressCallback>,
     /// Number of this trial within the case (1-based).
     pub trial: u32,
+    /// What the command was told for each workload beyond the spec (where
+    /// a `files` test writes what it receives).
+    pub settings: workload::Settings,
 }
 
 /// What the agent answers when it accepts a test.
@@ -243,6 +246,7 @@ pub fn run_with_psk(
         bind: target.bind,
         routes: workload::routes_of(spec),
         same_kernel: !own_boot_id.is_empty() && accepted.agent.boot_id == own_boot_id,
+        settings: options.settings.clone(),
     };
     let side = workload.client_side(spec, &net)?;
     match channel.recv(REPLY_TIMEOUT, "the agent to be ready")? {

@@ -117,6 +117,39 @@ pub fn chart_kinds() -> impl Iterator<Item = (&'static str, &'static ChartKind)>
         .flat_map(|w| w.results().chart_kinds().iter().map(move |k| (w.name(), k)))
 }
 
+/// What a process was told for each workload beyond its specs, by workload
+/// name: a serving agent's options of one workload (`files`' storage). Each
+/// workload reads its own ([`Settings::of`]); nothing else looks inside.
+#[derive(Clone, Default)]
+pub struct Settings(BTreeMap<&'static str, Arc<dyn std::any::Any + Send + Sync>>);
+
+impl Settings {
+    /// Sets `workload`'s settings.
+    pub fn set<T: std::any::Any + Send + Sync>(&mut self, workload: &'static str, value: T) {
+        self.0.insert(workload, Arc::new(value));
+    }
+
+    /// `workload`'s settings, when they were set and are a `T`.
+    pub fn of<T: std::any::Any>(&self, workload: &str) -> Option<&T> {
+        self.0.get(workload).and_then(|v| v.downcast_ref())
+    }
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// A workload's own options of `nicbench serve` (`files`: where received
+/// files go), and the [`Settings`] they make.
+pub trait ServeOptions: Sync {
+    /// Adds the options to `serve`'s command.
+    fn augment(&self, command: clap::Command) -> clap::Command;
+    /// Reads them from `serve`'s matches into `settings`.
+    fn read(&self, matches: &clap::ArgMatches, settings: &mut Settings) -> Result<(), clap::Error>;
+}
+
 /// What the agent knows about the network when it prepares a test.
 #[derive(Debug, Clone)]
 pub struct AgentNet {
@@ -125,9 +158,10 @@ pub struct AgentNet {
     /// The client; data connections from anywhere else are refused.
     pub peer_ip: IpAddr,
     pub token: [u8; TOKEN_LEN],
-    /// Where the agent writes what a workload receives into files, and its
-    /// limits (`serve --scratch`, `--keep`, `--max-files-bytes`).
-    pub storage: files::scratch::Storage,
+    /// What `serve` was told for each workload beyond its specs (the
+    /// `files` workload's storage: `--scratch`, `--keep`,
+    /// `--max-files-bytes`).
+    pub settings: Settings,
     /// With `--links`: each stream's link, by stream id. Data sockets then
     /// listen on every address (TCP) or bind to the link's agent address
     /// (UDP), and a stream is admitted only from its link's client address
@@ -145,14 +179,14 @@ impl AgentNet {
         local_ip: IpAddr,
         peer_ip: IpAddr,
         token: [u8; TOKEN_LEN],
-        storage: files::scratch::Storage,
+        settings: Settings,
         routes: BTreeMap<u32, LinkPair>,
     ) -> AgentNet {
         AgentNet {
             local_ip,
             peer_ip,
             token,
-            storage,
+            settings,
             routes,
             proven: address_proof::ProvenAddresses::peer_only(peer_ip),
         }
@@ -220,6 +254,8 @@ pub struct ClientNet {
     /// The agent runs on this kernel (its boot id is ours): loopback, or
     /// another network namespace of this host, such as a lab host.
     pub same_kernel: bool,
+    /// What the command was told for each workload beyond the spec.
+    pub settings: Settings,
 }
 
 impl ClientNet {
@@ -818,6 +854,11 @@ pub trait Workload: Sync {
     /// Whether an agent may run it toward another agent (a mesh's peer
     /// test, a /probe): its length is known and it needs nothing of the
     /// client's host (no files, no progress display).
+    /// Its own options of `nicbench serve`, if it has any.
+    fn serve_options(&self) -> Option<&'static dyn ServeOptions> {
+        None
+    }
+
     fn peer_tests(&self) -> bool {
         false
     }

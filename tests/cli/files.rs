@@ -35,6 +35,22 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
+/// How many regular files are under `dir`, at any depth.
+fn walkdir_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| {
+                let e = e.unwrap();
+                match e.file_type().unwrap().is_dir() {
+                    true => walkdir_files(&e.path()),
+                    false => 1,
+                }
+            })
+            .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// [`entries`] once the agent's removal threads are done: an agent renames
 /// a finished test's directory to `.removing-...` at once and removes it
 /// on a thread of its own (so its slot is free meanwhile).
@@ -126,6 +142,29 @@ fn generated_sets_both_ways_leave_no_scratch_behind() {
         entries_once_removed(mine.path()).is_empty(),
         "the client's test directory is removed"
     );
+    // The client's --scratch and --keep reach its side of the test (they
+    // travel as the workload's settings, not in the spec).
+    let kept = tempfile::tempdir().unwrap();
+    let reverse = files_json(
+        &agent,
+        &[
+            "--generate",
+            "3x1K",
+            "--reverse",
+            "--scratch",
+            kept.path().to_str().unwrap(),
+            "--keep",
+        ],
+    );
+    assert_eq!(reverse["sum"]["files"]["files"], 3);
+    let tests = entries(kept.path());
+    assert_eq!(
+        tests.len(),
+        1,
+        "one kept test directory under the client's --scratch: {tests:?}"
+    );
+    let files = walkdir_files(&kept.path().join(&tests[0]));
+    assert_eq!(files, 3, "the three files kept under {}", tests[0]);
 }
 
 #[test]

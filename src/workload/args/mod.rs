@@ -159,8 +159,9 @@ pub trait Around {
     }
 
     /// Prepares this host for the run, once the spec is checked (a files
-    /// test's scratch directory, its page cache).
-    fn prepare(&mut self, _spec: &TestSpec) -> Result<(), SpecError> {
+    /// test's page cache), and says in `settings` what the workload's side
+    /// of the test needs beyond the spec (where a files test writes).
+    fn prepare(&mut self, _spec: &TestSpec, _settings: &mut super::Settings) -> Result<(), SpecError> {
         Ok(())
     }
 

@@ -195,3 +195,45 @@ mod tests {
         assert!(raw_time("0.0000001").unwrap_err().contains("or 0 for none"));
     }
 }
+
+/// The files workload's options of `nicbench serve`: where received files
+/// go and how much may arrive.
+#[derive(Debug, Clone, Args)]
+pub struct FilesServeArgs {
+    /// Where `files` tests write what they receive: a new directory per test
+    /// under DIR [default: $XDG_CACHE_HOME/nicbench/scratch].
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+    /// Keep the files a `files` test received (they are removed after each test otherwise).
+    #[arg(long)]
+    pub keep: bool,
+    /// Largest file set (payload) a `files` test may send here; larger sets
+    /// are refused before anything is written. Default: no limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse::positive_size)]
+    pub max_files_bytes: Option<u64>,
+}
+
+/// [`FilesServeArgs`] as the registry hands them to `serve`.
+pub struct ServeFiles;
+
+impl crate::workload::ServeOptions for ServeFiles {
+    fn augment(&self, command: clap::Command) -> clap::Command {
+        <FilesServeArgs as Args>::augment_args(command)
+    }
+
+    fn read(&self, matches: &clap::ArgMatches, settings: &mut crate::workload::Settings) -> Result<(), clap::Error> {
+        use clap::FromArgMatches;
+        let args = FilesServeArgs::from_arg_matches(matches)?;
+        settings.set(
+            Files.name(),
+            super::scratch::Storage {
+                scratch: args.scratch,
+                keep: args.keep,
+                max_files_bytes: args.max_files_bytes,
+                // The agent, a long-lived process: its slot is free at once.
+                remove_in_background: true,
+            },
+        );
+        Ok(())
+    }
+}

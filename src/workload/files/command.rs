@@ -14,7 +14,7 @@ use super::FilesParams;
 use crate::model::{RunResult, TrialResult};
 use crate::units::{Bytes, Rate};
 use crate::workload::args::{Around, Companion};
-use crate::workload::{SpecError, TestSpec};
+use crate::workload::{Settings, SpecError, TestSpec, Workload};
 
 /// Around a files test: the options that say how the client runs it.
 pub struct FilesAround {
@@ -83,15 +83,18 @@ fn raw_of(run: &RunResult) -> RawTcp {
 }
 
 impl Around for FilesAround {
-    fn prepare(&mut self, spec: &TestSpec) -> Result<(), SpecError> {
+    fn prepare(&mut self, spec: &TestSpec, settings: &mut Settings) -> Result<(), SpecError> {
         // Refused before the raw TCP trial, not after it.
         crate::workload::args::check(spec)?;
-        super::set_client_storage(Storage {
-            scratch: self.scratch.clone(),
-            keep: self.keep,
-            max_files_bytes: None,
-            remove_in_background: false,
-        });
+        settings.set(
+            super::Files.name(),
+            Storage {
+                scratch: self.scratch.clone(),
+                keep: self.keep,
+                max_files_bytes: None,
+                remove_in_background: false,
+            },
+        );
         let params: FilesParams = spec.params()?;
         self.page_cache = self.page_cache(&params);
         self.level = params.compress_level;

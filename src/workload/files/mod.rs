@@ -23,7 +23,7 @@ pub mod transfer;
 pub mod wire;
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -84,15 +84,6 @@ impl Default for FilesParams {
             transport: Proto::TCP,
         }
     }
-}
-
-/// Where the client writes when it receives (`--reverse`): set once by the
-/// command before the test (the agent's comes from `serve`).
-static CLIENT_STORAGE: OnceLock<Storage> = OnceLock::new();
-
-/// Sets where this process writes the files it receives as a client.
-pub fn set_client_storage(storage: Storage) {
-    let _ = CLIENT_STORAGE.set(storage);
 }
 
 /// The `files` workload.
@@ -219,6 +210,10 @@ impl Workload for Files {
         OfferedRate::Unlimited
     }
 
+    fn serve_options(&self) -> Option<&'static dyn super::ServeOptions> {
+        Some(&args::ServeFiles)
+    }
+
     fn command_line(&self) -> &'static dyn super::args::CommandLine {
         static LINE: super::args::ArgsOf<args::FilesOptions> = super::args::ArgsOf::new(super::args::length_option);
         &LINE
@@ -286,7 +281,10 @@ impl Workload for Files {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: FilesParams = spec.params()?;
         let receive = match spec.direction {
-            Direction::Forward => Some(receive_plan(&params, &net.storage)?),
+            Direction::Forward => {
+                let storage = net.settings.of::<Storage>(self.name()).cloned().unwrap_or_default();
+                Some(receive_plan(&params, &storage)?)
+            }
             _ => None,
         };
         let listener = admission::listen(params.transport, net.local_ip, (spec.streams as i32).max(16), &|s| {
@@ -309,7 +307,9 @@ impl Workload for Files {
             .ok_or_else(|| WorkloadError::Setup("the agent named no data port".into()))?;
         let work = match spec.direction {
             Direction::Reverse => {
-                let storage = CLIENT_STORAGE.get().cloned().unwrap_or_default();
+                // Where the command said (`--scratch`, `--keep`), as the
+                // agent's comes from `serve`.
+                let storage = net.settings.of::<Storage>(self.name()).cloned().unwrap_or_default();
                 Work::Receive(receive_plan(&params, &storage)?)
             }
             _ => Work::Send(send_plan(spec, &params)?),

@@ -314,6 +314,7 @@ mod tests {
             bind: None,
             routes: BTreeMap::new(),
             same_kernel: true,
+            settings: Default::default(),
         };
         // A wrong token, garbage, a silent connection, then the real one.
         let _wrong = connect_stream(Proto::TCP, &client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
@@ -364,6 +365,7 @@ mod tests {
             bind: Some(ip(bind)),
             routes: BTreeMap::new(),
             same_kernel: true,
+            settings: Default::default(),
         };
         // An address nobody announced, the right client to the wrong agent
         // address, then the link itself.

@@ -560,6 +560,7 @@ mod tests {
             bind: None,
             routes: Default::default(),
             same_kernel: true,
+            settings: Default::default(),
         };
         let client =
             std::thread::spawn(move || register_streams(&client_net, &[1], &SideOptions::default(), &|_| Ok(())));
