@@ -177,12 +177,6 @@ impl CutShort {
     }
 }
 
-/// Runs one test, prints it in the chosen format and saves it.
-pub fn execute(m: &MeasureArgs, spec: &TestSpec) -> anyhow::Result<()> {
-    let measured = measure(m, spec, &|| None)?;
-    conclude(measured, |measured| finish(m, measured))
-}
-
 /// Hands the run to `output` (which prints and saves it), then fails with
 /// [`CutShort`] if the run was cut short: a cut-short run is printed and
 /// saved as incomplete, and the exit code says so.
@@ -248,18 +242,10 @@ pub fn save(saver: Saver, run: &RunResult, text: Option<&str>, to_stdout: bool) 
 }
 
 /// Runs the trials of one test under the repetition policy of `m`, with
-/// live interval output as asked and a line per trial on stderr.
+/// live interval output as asked and a line per trial on stderr; `adjust`
+/// is applied to each trial's run as it ends (see
+/// [`trials::run_case_adjusted`]), and `settings` reach the workload's side.
 pub fn measure(
-    m: &MeasureArgs,
-    spec: &TestSpec,
-    on_progress: &dyn Fn() -> Option<ProgressCallback>,
-) -> anyhow::Result<Measured> {
-    measure_adjusted(m, spec, on_progress, &|_| {}, &crate::workload::Settings::default())
-}
-
-/// [`measure`], with `adjust` applied to each trial's run as it ends
-/// (see [`trials::run_case_adjusted`]).
-pub fn measure_adjusted(
     m: &MeasureArgs,
     spec: &TestSpec,
     on_progress: &dyn Fn() -> Option<ProgressCallback>,

@@ -60,7 +60,7 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
             crate::verdict::annotate_link(run, m.link_speed, m.link_overhead);
         }
     };
-    let measured = measure::measure_adjusted(m, &spec, &on_progress, &adjust, &settings)?;
+    let measured = measure::measure(m, &spec, &on_progress, &adjust, &settings)?;
     for caution in around.cautions(&measured.run) {
         log::warn!("{caution}");
     }
