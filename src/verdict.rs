@@ -40,7 +40,7 @@ use crate::model::{
     CpuReport, LineRateShare, NicFacts, Party, RunResult, SideCounters, StreamResult, TcpInfo, TrialResult, Verdict,
 };
 use crate::units::{Bytes, Rate, Size};
-use crate::workload::ResultKind;
+use crate::workload::VerdictQuestions;
 
 mod multipath;
 mod reason;
@@ -258,7 +258,7 @@ pub fn annotate_path(
 
 fn line_rate_share(
     trial: &TrialResult,
-    kind: &dyn ResultKind,
+    kind: &dyn VerdictQuestions,
     link: &Link,
     mtu: u32,
     ipv6: bool,
@@ -398,7 +398,7 @@ const PARTIES: [Party; 2] = [Party::Client, Party::Agent];
 /// The verdict of one trial; `shared` when both ends ran on one host.
 /// Every rule gives its findings; [`reason::conclude`] orders them by
 /// what explains what and names the cause.
-pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdict {
+pub fn judge(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Verdict {
     let all = findings(trial, kind, shared);
     // A paced test whose sender reached its offer and lost nothing was
     // limited by nothing: what held is shown, none of it named the cause.
@@ -419,7 +419,7 @@ pub fn judge(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Verdic
 }
 
 /// Every finding of the rules that hold for `trial`, in the rules' order.
-pub fn findings(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+pub fn findings(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Vec<Finding> {
     let mut all: Vec<Finding> = Vec::new();
     all.extend(throttled(trial));
     all.extend(starved(trial, kind, shared));
@@ -549,7 +549,7 @@ fn throttled(trial: &TrialResult) -> Vec<Finding> {
         .collect()
 }
 
-fn starved(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+fn starved(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Vec<Finding> {
     // Both ends busy-polling (rr --spin) on one machine take each other's
     // cores: their waits are the spinning's, by design, not a limit (seen
     // on loopback, 2 cores: "receiver CPU-starved ... 51%").
@@ -699,7 +699,7 @@ impl Attribution {
 /// header allowance per packet) against the payload the test's own ends
 /// sent and received there. With both ends on one kernel and interface
 /// (loopback), that interface carries both ends' bytes.
-pub fn attribution(trial: &TrialResult, kind: &dyn ResultKind, host: Party, shared: bool) -> Attribution {
+pub fn attribution(trial: &TrialResult, kind: &dyn VerdictQuestions, host: Party, shared: bool) -> Attribution {
     let Some(side) = counters(trial, host) else {
         return Attribution::Unknown;
     };
@@ -748,7 +748,7 @@ pub const FOREIGN_DATAGRAMS: u64 = 100;
 /// counts gave no loss verdict, when the interface carried only the test
 /// and no more datagrams arrived at the host than the test sent (UDP
 /// counters are the namespace's: a flood on another interface counts too).
-fn socket_buffer_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+fn socket_buffer_drops(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Vec<Finding> {
     let Some(sent) = kind.datagrams_sent(trial) else {
         return Vec::new();
     };
@@ -781,7 +781,7 @@ fn socket_buffer_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool)
         .collect()
 }
 
-fn nic_drops(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+fn nic_drops(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Vec<Finding> {
     receivers(trial)
         .filter_map(|host| {
             if !attribution(trial, kind, host, shared).is_test() {
@@ -861,7 +861,7 @@ pub fn socket_retransmissions(trial: &TrialResult, host: Party) -> Option<Socket
 
 /// The test's own sockets when they tell, else the namespace-wide
 /// RetransSegs/OutSegs of the sending side (which other traffic shares).
-fn retransmitting(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+fn retransmitting(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Vec<Finding> {
     PARTIES
         .iter()
         .filter(|&&h| trial.streams.iter().any(|s| s.flow.sender() == h))
@@ -937,7 +937,7 @@ fn namespace_retransmissions(trial: &TrialResult, host: Party) -> Option<Finding
 
 /// How busy a side was: its stream threads' share of their wall time, and
 /// its busiest core. Returns (percent, description).
-fn cpu_load(trial: &TrialResult, kind: &dyn ResultKind, host: Party, shared: bool) -> Option<(f64, String)> {
+fn cpu_load(trial: &TrialResult, kind: &dyn VerdictQuestions, host: Party, shared: bool) -> Option<(f64, String)> {
     let cpu = cpu(trial, host);
     let threads = trial
         .streams
@@ -1006,7 +1006,7 @@ fn core_is_the_tests(report: &CpuReport, own_cpu_seconds: f64, shared: bool) -> 
     (!shared || machine_busy <= 0.0) && own_percent >= core.utilization_percent / 2.0
 }
 
-fn cpu_bound(trial: &TrialResult, kind: &dyn ResultKind, shared: bool) -> Vec<Finding> {
+fn cpu_bound(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Vec<Finding> {
     // A thread that busy-polls (rr --spin) fills its core whatever holds
     // it back: neither its time on a CPU nor its core's says CPU-bound.
     if kind.threads_spin(trial) {

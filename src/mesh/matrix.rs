@@ -89,7 +89,7 @@ pub struct MeshResult {
     pub outliers: Vec<NamedOutlier>,
 }
 
-/// The figure a workload's matrix shows ([`crate::workload::ResultKind::mesh_figure`]):
+/// The figure a workload's matrix shows ([`crate::workload::Figures::mesh_figure`]):
 /// its name, unit, and which way is better.
 pub fn metric_of(workload: &str) -> (&'static str, &'static str, Better) {
     let m = crate::workload::results_of(workload).mesh_figure();

@@ -229,7 +229,7 @@ impl TrialResult {
 }
 
 /// The link the line-rate model assumed, as a workload sees it
-/// (`ResultKind::note_link` of the workloads).
+/// (`VerdictQuestions::note_link` of the workloads).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkUsed {
     pub bits_per_second: f64,

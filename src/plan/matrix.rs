@@ -88,7 +88,7 @@ impl Case {
         let mut argv = vec![self.workload.clone(), self.agent.address.clone()];
         // Where -t is a limit (a sweep's, of the whole sweep), not a test's
         // length, it comes from the workload's own [workloads.NAME] only.
-        let duration_is_limit = workload::find(&self.workload).is_ok_and(|w| w.results().duration_is_limit());
+        let duration_is_limit = workload::find(&self.workload).is_ok_and(|w| w.command_line().time_is_limit());
         // A workload that refuses -t (files: its set ends it) is not handed the default.
         let takes_time = workload::find(&self.workload).is_ok_and(|w| w.command_line().takes_time());
         if !duration_is_limit {

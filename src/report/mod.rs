@@ -1,5 +1,5 @@
 //! Rendering results: one [`Reporter`] per output format, each writing to
-//! any `Write`. A workload's own part reads through its `ResultKind`.
+//! any `Write`. A workload's own part reads through its `TextView`.
 
 pub mod chart;
 pub mod compare;

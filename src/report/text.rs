@@ -13,7 +13,7 @@ use crate::model::{CpuReport, Flow, FlowTotal, RunResult, StreamResult, TcpInfo,
 use crate::outside_text::{terminal, terminal_text};
 use crate::units::{Bytes, Rate, Size};
 use crate::workload::runner::IntervalTick;
-use crate::workload::{Direction, ResultKind};
+use crate::workload::{Direction, TextView};
 
 /// The default human-readable summary, fitted to the terminal: lines wider
 /// than it wrap at a `;` or `,` with an indented continuation, and the
@@ -244,7 +244,7 @@ fn render_lines(run: &RunResult, layout: Layout, out: &mut dyn Write) -> io::Res
 }
 
 /// Who measured what: endpoints, streams and length, socket buffers.
-fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> io::Result<()> {
+fn header_lines(run: &RunResult, kind: &dyn TextView, out: &mut dyn Write) -> io::Result<()> {
     let spec = &run.spec;
     writeln!(
         out,
@@ -261,7 +261,7 @@ fn header_lines(run: &RunResult, kind: &dyn ResultKind, out: &mut dyn Write) -> 
         Direction::Bidir => "each way (bidir)",
     };
     // A sweep ends when its sizes are done; its duration is a limit.
-    let limit = kind.duration_is_limit();
+    let limit = crate::workload::find(&spec.workload).is_ok_and(|w| w.command_line().time_is_limit());
     let length = match spec.bytes {
         Some(b) => format!("{} per direction", Bytes(b)),
         None if limit => format!("time limit {:.1} s", spec.duration_seconds),
@@ -387,7 +387,7 @@ pub fn sender_limits(r: &TrialResult) -> Vec<String> {
 }
 
 /// The table head and one row per stream when there are several.
-fn stream_table(r: &TrialResult, kind: &dyn ResultKind, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
+fn stream_table(r: &TrialResult, kind: &dyn TextView, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
     // TCP_INFO columns only where a stream has TCP_INFO (not for UDP).
     let tcp_header = if r.streams.iter().any(|s| s.sender.tcp_info.is_some()) {
         format!("  {:>6} {:>9} {:>10} {:>7}", "retr", "rtt", "cwnd", "mss")
@@ -433,7 +433,7 @@ fn stream_table(r: &TrialResult, kind: &dyn ResultKind, layout: Layout, out: &mu
 
 /// A `[SUM]` line per direction: bytes and rates of both ends, or the
 /// workload's own figures where those mean nothing (transactions, a sweep).
-fn sum_lines(r: &TrialResult, kind: &dyn ResultKind, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
+fn sum_lines(r: &TrialResult, kind: &dyn TextView, layout: Layout, out: &mut dyn Write) -> io::Result<()> {
     let flows: [(Flow, &Option<FlowTotal>); 2] = [
         (Flow::ClientToAgent, &r.sum.client_to_agent),
         (Flow::AgentToClient, &r.sum.agent_to_client),

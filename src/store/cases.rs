@@ -1,7 +1,7 @@
 //! A run's *case*: what distinguishes its configuration, so that tables
 //! and charts pool only runs that measured the same thing. Its parts come
 //! from the run's spec through its workload
-//! ([`crate::workload::ResultKind::case`]: mode, direction, streams, sizes,
+//! ([`crate::workload::Stored::case`]: mode, direction, streams, sizes,
 //! options that change what is measured), the client's MTU, the plan's
 //! axes (the `case` tag a plan run carries) and, for an import, the tool
 //! it came from. A case has a canonical key (every part) and a label that

@@ -3,8 +3,8 @@
 //! parse JSON per row and the store never depends on the result types'
 //! fields. The generic columns are listed here once ([`DOCUMENT_COLUMNS`]);
 //! a workload's own figures and its headline are what the workload
-//! declares ([`crate::workload::ResultKind::stored_columns`],
-//! [`crate::workload::ResultKind::headline`]).
+//! declares ([`crate::workload::Stored::stored_columns`],
+//! [`crate::workload::Figures::headline`]).
 
 use std::collections::BTreeMap;
 
@@ -97,7 +97,7 @@ pub const LISTED_COLUMNS: [&str; 30] = {
 };
 
 /// The columns of [`DOCUMENT_COLUMNS`] that hold a workload's own figures:
-/// every workload's [`crate::workload::ResultKind::stored_columns`] names
+/// every workload's [`crate::workload::Stored::stored_columns`] names
 /// one of these.
 pub const WORKLOAD_COLUMNS: [&str; 5] = [
     "loss_percent",

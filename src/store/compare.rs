@@ -13,7 +13,7 @@ use super::{Store, StoreError};
 use crate::workload::{Better, Metric as WorkloadMetric};
 
 /// A figure a comparison cell can show: one of a workload's figures
-/// ([`crate::workload::ResultKind::figures`]), shown only for runs whose
+/// ([`crate::workload::Figures::figures`]), shown only for runs whose
 /// workload has it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Metric {

@@ -77,7 +77,7 @@ pub struct RunSummary {
     pub source: String,
     pub tags: Vec<Tag>,
     /// The figures listed in place of the headline, when the workload
-    /// lists its own ([`crate::workload::ResultKind::listed_figures`]: a
+    /// lists its own ([`crate::workload::Figures::listed_figures`]: a
     /// watch's transmitted and received rates, never their sum).
     pub listed: Vec<ListedFigure>,
 }

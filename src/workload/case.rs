@@ -1,9 +1,13 @@
 //! Words for the parts of a run's case that workloads share: direction,
 //! streams, message size, socket buffers. Each workload's
-//! [`super::ResultKind::case`] puts its own mode and options around them.
+//! [`super::Stored::case`] puts its own mode and options around them.
 
-use super::{CasePart, Direction, TestSpec};
+use super::{Direction, TestSpec};
 use crate::units::{Rate, Size};
+
+/// One part of a run's case: a stable name (`streams`) and its value in
+/// words (`4 streams`), as a label shows it.
+pub type CasePart = (&'static str, String);
 
 /// A direction in words: `forward`, `reverse`, `both ways`.
 pub fn direction(direction: Direction) -> &'static str {

@@ -4,7 +4,7 @@
 //! an 11.57 Gbit/s copy is not a 23.14 Gbit/s run because the interface
 //! also counted its acknowledgements.
 
-use super::{Better, CasePart, Metric, ResultKind, TestSpec};
+use super::{Better, CasePart, ChartViews, Figures, Metric, Stored, TestSpec, TextView, VerdictQuestions};
 
 /// The workload name a watch run is saved under.
 pub const NAME: &str = "watch";
@@ -34,7 +34,17 @@ pub const RECEIVED: Metric = Metric {
 /// A watch run's results.
 pub struct WatchResults;
 
-impl ResultKind for WatchResults {
+impl Figures for WatchResults {
+    fn figures(&self) -> &'static [Metric] {
+        &[TRANSMITTED, RECEIVED, Metric::CLIENT_CPU, Metric::AGENT_CPU]
+    }
+
+    fn listed_figures(&self) -> &'static [Metric] {
+        &[TRANSMITTED, RECEIVED]
+    }
+}
+
+impl Stored for WatchResults {
     fn case(&self, spec: &TestSpec) -> Vec<CasePart> {
         let mut parts = vec![("workload", NAME.to_string())];
         let command = spec.params.get("command").and_then(|c| c.as_array());
@@ -44,12 +54,10 @@ impl ResultKind for WatchResults {
         }
         parts
     }
-
-    fn figures(&self) -> &'static [Metric] {
-        &[TRANSMITTED, RECEIVED, Metric::CLIENT_CPU, Metric::AGENT_CPU]
-    }
-
-    fn listed_figures(&self) -> &'static [Metric] {
-        &[TRANSMITTED, RECEIVED]
-    }
 }
+
+impl VerdictQuestions for WatchResults {}
+
+impl TextView for WatchResults {}
+
+impl ChartViews for WatchResults {}

@@ -132,6 +132,11 @@ pub trait WorkloadArgs: Args + FromArgMatches {
     /// duration out of its command lines ([`CommandLine::takes_time`]).
     const NO_TIME: Option<&'static str> = None;
 
+    /// True when `-t` limits the whole run rather than setting a test's
+    /// length (a sweep ends when its sizes are done): the header says
+    /// "time limit", and plans hand it only the workload's own duration.
+    const TIME_IS_LIMIT: bool = false;
+
     /// The subcommand's one-line description (its `--help` opens with it).
     const ABOUT: &'static str;
 
@@ -247,6 +252,8 @@ pub trait CommandLine: Sync {
     fn message_option(&self, size: &str) -> Option<Vec<String>>;
     /// False when the workload refuses `-t` ([`WorkloadArgs::NO_TIME`]).
     fn takes_time(&self) -> bool;
+    /// True when `-t` is a limit of the whole run ([`WorkloadArgs::TIME_IS_LIMIT`]).
+    fn time_is_limit(&self) -> bool;
 }
 
 /// The [`CommandLine`] of the options `A`: `ArgsOf::<A>::new(message)`,
@@ -294,6 +301,10 @@ impl<A: WorkloadArgs> CommandLine for ArgsOf<A> {
 
     fn takes_time(&self) -> bool {
         A::NO_TIME.is_none()
+    }
+
+    fn time_is_limit(&self) -> bool {
+        A::TIME_IS_LIMIT
     }
 }
 

@@ -33,8 +33,8 @@ use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTas
 use super::transport::admission::{self, JoinListener};
 use super::transport::{ConnectionFigures, Proto};
 use super::{
-    Aborter, AgentNet, AgentSide, Better, ClientNet, Direction, Figure, Metric, ResultKind, RunControl, Side,
-    SideOutcome, SpecError, TestSpec, Workload, WorkloadError,
+    Aborter, AgentNet, AgentSide, Better, ChartViews, ClientNet, Direction, Figure, Figures, Metric, ResultKind,
+    RunControl, Side, SideOutcome, SpecError, Stored, TestSpec, TextView, VerdictQuestions, Workload, WorkloadError,
 };
 use crate::model::spec::out_of_range;
 use crate::model::{Flow, Party, Role, TrialResult, Verdict};
@@ -113,7 +113,36 @@ pub fn raw_tcp_spec(files_spec: &TestSpec, seconds: f64) -> TestSpec {
 /// How files results read.
 pub struct FilesResults;
 
-impl ResultKind for FilesResults {
+impl Figures for FilesResults {
+    /// What the files' contents went at: the figure of merit.
+    fn headline(&self) -> Metric {
+        Metric {
+            name: "payload_bits_per_second",
+            option: "payload",
+            label: "file payload throughput",
+            unit: "bit/s",
+            pointer: "/sum/files/payload_bits_per_second",
+            divisor: 1.0,
+            better: Better::Higher,
+        }
+    }
+
+    fn summarize(&self, trial: &mut TrialResult) {
+        result::summarize(trial)
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let r: result::FilesResult = trial.sum.extras.get(result::KEY).unwrap_or_default();
+        Figure {
+            metric: "payload_bits_per_second",
+            unit: "bit/s",
+            value: r.payload_bits_per_second,
+            qualifier: "payload",
+        }
+    }
+}
+
+impl Stored for FilesResults {
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
         let p: FilesParams = spec.params().unwrap_or_default();
         let set = match &p.source {
@@ -144,34 +173,9 @@ impl ResultKind for FilesResults {
         parts.extend(super::case::window(spec));
         parts
     }
+}
 
-    /// What the files' contents went at: the figure of merit.
-    fn headline(&self) -> Metric {
-        Metric {
-            name: "payload_bits_per_second",
-            option: "payload",
-            label: "file payload throughput",
-            unit: "bit/s",
-            pointer: "/sum/files/payload_bits_per_second",
-            divisor: 1.0,
-            better: Better::Higher,
-        }
-    }
-
-    fn summarize(&self, trial: &mut TrialResult) {
-        result::summarize(trial)
-    }
-
-    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
-        let r: result::FilesResult = trial.sum.extras.get(result::KEY).unwrap_or_default();
-        Figure {
-            metric: "payload_bits_per_second",
-            unit: "bit/s",
-            value: r.payload_bits_per_second,
-            qualifier: "payload",
-        }
-    }
-
+impl VerdictQuestions for FilesResults {
     fn findings(&self, trial: &TrialResult) -> Vec<Verdict> {
         result::verdict(trial).into_iter().collect()
     }
@@ -183,7 +187,9 @@ impl ResultKind for FilesResults {
     fn several_paths(&self, trial: &TrialResult) -> Option<String> {
         super::transport::mptcp::several_paths(trial)
     }
+}
 
+impl TextView for FilesResults {
     fn write_details(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         for stream in &trial.streams {
             super::transport::mptcp::write_subflows(stream, out)?;
@@ -195,6 +201,8 @@ impl ResultKind for FilesResults {
         result::write_summary(trial, out)
     }
 }
+
+impl ChartViews for FilesResults {}
 
 impl Workload for Files {
     fn name(&self) -> &'static str {

@@ -215,7 +215,7 @@ pub struct LoadedResult {
     pub reordered_probes: u64,
 }
 
-/// How `loaded` results read: its `ResultKind` is in [`super::text`],
+/// How `loaded` results read: its result traits are in [`super::text`],
 /// beside the text it writes.
 pub struct LoadedResults;
 

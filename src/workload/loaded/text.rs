@@ -1,5 +1,5 @@
 //! How a `loaded` result reads: to the registry ([`LoadedResults`]'s
-//! `ResultKind`: its figures, case, charts and the run's verdict) and as
+//! result traits: its figures, case, verdict questions and charts) and as
 //! text: one line per phase (throughput, round trip percentiles, added
 //! delay, RPM, when it was stable), then per phase the verdict and the
 //! queues behind it. The figures and the verdict's sentence are the
@@ -11,7 +11,9 @@ use super::result::{bytes, ms, phase_conclusion, summarize, BothEnds, CpuShare, 
 use super::{LoadedParams, KEY};
 use crate::model::TrialResult;
 use crate::units::Rate;
-use crate::workload::{Better, ChartData, ChartKind, Figure, Metric, ResultKind};
+use crate::workload::{
+    Better, ChartData, ChartKind, ChartViews, Figure, Figures, Metric, Stored, TextView, VerdictQuestions,
+};
 
 const RPM: Metric = Metric {
     name: "rpm",
@@ -54,7 +56,7 @@ const IDLE_RTT: Metric = Metric {
     better: Better::Lower,
 };
 
-impl ResultKind for LoadedResults {
+impl Figures for LoadedResults {
     fn figures(&self) -> &'static [Metric] {
         const FIGURES: [Metric; 6] = [
             RPM,
@@ -67,6 +69,33 @@ impl ResultKind for LoadedResults {
         &FIGURES
     }
 
+    fn summarize(&self, trial: &mut TrialResult) {
+        if let Some(total) = summarize(trial) {
+            trial.sum.extras.set(KEY, &total);
+        }
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let total: LoadedResult = trial.sum.extras.get(KEY).unwrap_or_default();
+        Figure {
+            metric: RPM.name,
+            unit: RPM.unit,
+            value: total.rpm.unwrap_or(0.0),
+            qualifier: "",
+        }
+    }
+
+    fn headline(&self) -> Metric {
+        RPM
+    }
+
+    /// The delay the load adds to the idle round trip (the worst phase's median).
+    fn mesh_figure(&self) -> Metric {
+        ADDED_P50
+    }
+}
+
+impl Stored for LoadedResults {
     /// The phases, the load (streams per direction, writes, window,
     /// congestion control, unsent limit) and the probe interval.
     fn case(&self, spec: &crate::model::TestSpec) -> Vec<crate::workload::CasePart> {
@@ -95,51 +124,9 @@ impl ResultKind for LoadedResults {
         ));
         parts
     }
+}
 
-    fn summarize(&self, trial: &mut TrialResult) {
-        if let Some(total) = summarize(trial) {
-            trial.sum.extras.set(KEY, &total);
-        }
-    }
-
-    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
-        let total: LoadedResult = trial.sum.extras.get(KEY).unwrap_or_default();
-        Figure {
-            metric: RPM.name,
-            unit: RPM.unit,
-            value: total.rpm.unwrap_or(0.0),
-            qualifier: "",
-        }
-    }
-
-    fn headline(&self) -> Metric {
-        RPM
-    }
-
-    /// The delay the load adds to the idle round trip (the worst phase's median).
-    fn mesh_figure(&self) -> Metric {
-        ADDED_P50
-    }
-
-    /// The classic view of the test (throughput and round trips over
-    /// time, the phases shaded) and the round trips' distribution per phase.
-    fn chart_kinds(&self) -> &'static [ChartKind] {
-        const NONE_FOUND: &str = "none is a latency-under-load run (nicbench loaded) with its probes: \
-                                  add --workload loaded or change the filters";
-        &[
-            ChartKind {
-                name: "loaded",
-                data: ChartData::LoadTimeline { key: KEY },
-                none_found: NONE_FOUND,
-            },
-            ChartKind {
-                name: "loaded-cdf",
-                data: ChartData::LoadCdf { key: KEY },
-                none_found: NONE_FOUND,
-            },
-        ]
-    }
-
+impl VerdictQuestions for LoadedResults {
     fn line_rate_applies(&self) -> bool {
         // The run's average includes the idle phase and the gaps.
         false
@@ -160,12 +147,35 @@ impl ResultKind for LoadedResults {
     fn own_verdict_before_the_link(&self) -> bool {
         true
     }
+}
 
+impl TextView for LoadedResults {
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         match trial.sum.extras.get::<LoadedResult>(KEY) {
             Some(total) => write(&total, out),
             None => Ok(()),
         }
+    }
+}
+
+impl ChartViews for LoadedResults {
+    /// The classic view of the test (throughput and round trips over
+    /// time, the phases shaded) and the round trips' distribution per phase.
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        const NONE_FOUND: &str = "none is a latency-under-load run (nicbench loaded) with its probes: \
+                                  add --workload loaded or change the filters";
+        &[
+            ChartKind {
+                name: "loaded",
+                data: ChartData::LoadTimeline { key: KEY },
+                none_found: NONE_FOUND,
+            },
+            ChartKind {
+                name: "loaded-cdf",
+                data: ChartData::LoadCdf { key: KEY },
+                none_found: NONE_FOUND,
+            },
+        ]
     }
 }
 

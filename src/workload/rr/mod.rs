@@ -30,7 +30,10 @@ use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
-use super::{Better, ChartData, ChartKind, Figure, Metric, ResultKind, RoundTrips};
+use super::{
+    Better, ChartData, ChartKind, ChartViews, Figure, Figures, Metric, ResultKind, RoundTrips, Stored, TextView,
+    VerdictQuestions,
+};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use crate::model::{Flow, FlowTotal, Role, SocketBuffers, TrialResult};
 use crate::probe::tcpinfo;
@@ -136,22 +139,9 @@ const LATENCY: [Metric; 2] = [
     ),
 ];
 
-impl ResultKind for RrResults {
-    fn threads_spin(&self, trial: &TrialResult) -> bool {
-        trial.streams.iter().any(|s| {
-            [&s.sender, &s.receiver]
-                .iter()
-                .any(|end| end.extras.get::<result::RrEnd>(result::KEY).is_some_and(|r| r.spinning))
-        })
-    }
-
+impl Figures for RrResults {
     fn headline(&self) -> Metric {
         TRANSACTIONS
-    }
-
-    fn stored_columns(&self) -> &'static [Metric] {
-        const COLUMNS: [Metric; 3] = [LATENCY[0], LATENCY[1], TRANSACTIONS];
-        &COLUMNS
     }
 
     /// Transactions and their latency, and CPU per transaction: an rr run
@@ -168,6 +158,57 @@ impl ResultKind for RrResults {
             Metric::AGENT_CPU_PER_TRANSACTION,
         ];
         &FIGURES
+    }
+
+    /// The median round trip, in seconds.
+    fn mesh_figure(&self) -> Metric {
+        Metric {
+            name: "rtt_p50_seconds",
+            option: "rtt",
+            label: "median round trip",
+            unit: "s",
+            pointer: "/sum/rr/latency/p50_us",
+            divisor: 1e6,
+            better: Better::Lower,
+        }
+    }
+
+    /// Transactions lost of those done and lost, in both directions.
+    fn loss_ratio(&self, _total: &FlowTotal, trial: &TrialResult) -> Option<f64> {
+        let total: RrResult = trial.sum.extras.get(result::KEY)?;
+        let (lost, done) = (total.lost_transactions as f64, total.transactions as f64);
+        (lost + done > 0.0).then(|| lost / (lost + done))
+    }
+
+    fn round_trips(&self, trial: &TrialResult) -> Option<RoundTrips> {
+        let total: RrResult = trial.sum.extras.get(result::KEY)?;
+        let l = total.latency?;
+        Some(RoundTrips {
+            p50_seconds: l.p50_us / 1e6,
+            p90_seconds: l.p90_us / 1e6,
+            p99_seconds: l.p99_us / 1e6,
+        })
+    }
+
+    fn summarize(&self, trial: &mut TrialResult) {
+        result::summarize(trial)
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let total: RrResult = trial.sum.extras.get(result::KEY).unwrap_or_default();
+        Figure {
+            metric: "transactions_per_second",
+            unit: "transactions/s",
+            value: total.transactions_per_second,
+            qualifier: "",
+        }
+    }
+}
+
+impl Stored for RrResults {
+    fn stored_columns(&self) -> &'static [Metric] {
+        const COLUMNS: [Metric; 3] = [LATENCY[0], LATENCY[1], TRANSACTIONS];
+        &COLUMNS
     }
 
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
@@ -207,60 +248,15 @@ impl ResultKind for RrResults {
         parts.extend(super::case::window(spec));
         parts
     }
+}
 
-    /// The median round trip, in seconds.
-    fn mesh_figure(&self) -> Metric {
-        Metric {
-            name: "rtt_p50_seconds",
-            option: "rtt",
-            label: "median round trip",
-            unit: "s",
-            pointer: "/sum/rr/latency/p50_us",
-            divisor: 1e6,
-            better: Better::Lower,
-        }
-    }
-
-    /// Transactions lost of those done and lost, in both directions.
-    fn loss_ratio(&self, _total: &FlowTotal, trial: &TrialResult) -> Option<f64> {
-        let total: RrResult = trial.sum.extras.get(result::KEY)?;
-        let (lost, done) = (total.lost_transactions as f64, total.transactions as f64);
-        (lost + done > 0.0).then(|| lost / (lost + done))
-    }
-
-    fn round_trips(&self, trial: &TrialResult) -> Option<RoundTrips> {
-        let total: RrResult = trial.sum.extras.get(result::KEY)?;
-        let l = total.latency?;
-        Some(RoundTrips {
-            p50_seconds: l.p50_us / 1e6,
-            p90_seconds: l.p90_us / 1e6,
-            p99_seconds: l.p99_us / 1e6,
+impl VerdictQuestions for RrResults {
+    fn threads_spin(&self, trial: &TrialResult) -> bool {
+        trial.streams.iter().any(|s| {
+            [&s.sender, &s.receiver]
+                .iter()
+                .any(|end| end.extras.get::<result::RrEnd>(result::KEY).is_some_and(|r| r.spinning))
         })
-    }
-
-    fn chart_kinds(&self) -> &'static [ChartKind] {
-        &[ChartKind {
-            name: "latency",
-            data: ChartData::LatencyHistogram {
-                pointer: "/sum/rr/latency/histogram",
-            },
-            none_found:
-                "none is a request/response run with a latency histogram: add --workload rr or change the filters",
-        }]
-    }
-
-    fn summarize(&self, trial: &mut TrialResult) {
-        result::summarize(trial)
-    }
-
-    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
-        let total: RrResult = trial.sum.extras.get(result::KEY).unwrap_or_default();
-        Figure {
-            metric: "transactions_per_second",
-            unit: "transactions/s",
-            value: total.transactions_per_second,
-            qualifier: "",
-        }
     }
 
     fn line_rate_applies(&self) -> bool {
@@ -302,7 +298,9 @@ impl ResultKind for RrResults {
         });
         trial.sum.extras.set(result::KEY, &total);
     }
+}
 
+impl TextView for RrResults {
     fn sum_cells(&self, trial: &TrialResult, flow: Flow) -> Option<String> {
         let ends: Vec<RrEnd> = trial
             .streams
@@ -330,6 +328,19 @@ impl ResultKind for RrResults {
 
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
         text::write_summary(trial, out)
+    }
+}
+
+impl ChartViews for RrResults {
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        &[ChartKind {
+            name: "latency",
+            data: ChartData::LatencyHistogram {
+                pointer: "/sum/rr/latency/histogram",
+            },
+            none_found:
+                "none is a request/response run with a latency histogram: add --workload rr or change the filters",
+        }]
     }
 }
 

@@ -54,6 +54,7 @@ pub struct SweepOptions {
 
 impl WorkloadArgs for SweepOptions {
     const WORKLOAD: &'static dyn Workload = &Sweep;
+    const TIME_IS_LIMIT: bool = true;
     const ABOUT: &'static str = "Message-size sweep (NetPIPE-style): latency and bandwidth from 1 byte to megabytes";
 
     fn around(&self) -> Box<dyn crate::workload::args::Around> {

@@ -36,7 +36,9 @@ use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
     TestSpec, Workload, WorkloadError,
 };
-use super::{Better, ChartData, ChartKind, Figure, Metric, ResultKind};
+use super::{
+    Better, ChartData, ChartKind, ChartViews, Figure, Figures, Metric, ResultKind, Stored, TextView, VerdictQuestions,
+};
 use crate::model::spec::{out_of_range, MAX_MESSAGE_BYTES};
 use crate::model::{Flow, Role, SocketBuffers, TrialResult};
 use crate::protocol::limits::OfferedRate;
@@ -266,13 +268,9 @@ const SMALL_LATENCY: Metric = Metric {
     better: Better::Lower,
 };
 
-impl ResultKind for SweepResults {
+impl Figures for SweepResults {
     fn headline(&self) -> Metric {
         PEAK
-    }
-
-    fn stored_columns(&self) -> &'static [Metric] {
-        &[PEAK]
     }
 
     /// Its peak, n½ and small-message latency: the average bit rate of a
@@ -286,6 +284,25 @@ impl ResultKind for SweepResults {
             Metric::AGENT_CPU,
         ];
         &FIGURES
+    }
+
+    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
+        let peak = sweeps(trial, None)
+            .iter()
+            .map(|s| s.summary.peak_bits_per_second)
+            .fold(0.0, f64::max);
+        Figure {
+            metric: "sweep_peak_bits_per_second",
+            unit: "bit/s",
+            value: peak,
+            qualifier: "peak",
+        }
+    }
+}
+
+impl Stored for SweepResults {
+    fn stored_columns(&self) -> &'static [Metric] {
+        &[PEAK]
     }
 
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
@@ -309,7 +326,9 @@ impl ResultKind for SweepResults {
         parts.extend(super::case::window(spec));
         parts
     }
+}
 
+impl VerdictQuestions for SweepResults {
     fn unseen_bytes(&self, trial: &TrialResult) -> u64 {
         // Ping-pong: every message comes back as its echo.
         trial
@@ -323,27 +342,6 @@ impl ResultKind for SweepResults {
             })
             .map(|s| s.sender.bytes + s.sender.warmup_bytes)
             .sum()
-    }
-
-    fn chart_kinds(&self) -> &'static [ChartKind] {
-        &[ChartKind {
-            name: "sweep",
-            data: ChartData::SizeCurve { key: result::KEY },
-            none_found: "none is a sweep with points: add --workload sweep or change the filters",
-        }]
-    }
-
-    fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
-        let peak = sweeps(trial, None)
-            .iter()
-            .map(|s| s.summary.peak_bits_per_second)
-            .fold(0.0, f64::max);
-        Figure {
-            metric: "sweep_peak_bits_per_second",
-            unit: "bit/s",
-            value: peak,
-            qualifier: "peak",
-        }
     }
 
     fn line_rate_applies(&self) -> bool {
@@ -370,11 +368,9 @@ impl ResultKind for SweepResults {
             }
         }
     }
+}
 
-    fn duration_is_limit(&self) -> bool {
-        true
-    }
-
+impl TextView for SweepResults {
     fn sum_cells(&self, trial: &TrialResult, flow: Flow) -> Option<String> {
         let sweeps = sweeps(trial, Some(flow));
         let best = sweeps.iter().max_by(|a, b| {
@@ -397,6 +393,16 @@ impl ResultKind for SweepResults {
             text::table(&sweep, out)?;
         }
         Ok(())
+    }
+}
+
+impl ChartViews for SweepResults {
+    fn chart_kinds(&self) -> &'static [ChartKind] {
+        &[ChartKind {
+            name: "sweep",
+            data: ChartData::SizeCurve { key: result::KEY },
+            none_found: "none is a sweep with points: add --workload sweep or change the filters",
+        }]
     }
 }
 

@@ -23,8 +23,8 @@ use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd,
 pub use super::transport::tcp::{ReceivePath, SendPath};
 use super::transport::{ConnectionFigures, Proto};
 use super::{
-    Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOptions, SideOutcome, SpecError,
-    TestSpec, Workload, WorkloadError,
+    Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, RunControl, Side, SideOptions, SideOutcome,
+    SpecError, Stored, TestSpec, TextView, VerdictQuestions, Workload, WorkloadError,
 };
 use crate::model::spec::out_of_range;
 use crate::model::{Flow, Party, Role, TrialResult};
@@ -104,11 +104,9 @@ pub struct TcpStream;
 /// what MSG_ZEROCOPY did.
 pub struct TcpResults;
 
-impl ResultKind for TcpResults {
-    fn several_paths(&self, trial: &TrialResult) -> Option<String> {
-        super::transport::mptcp::several_paths(trial)
-    }
+impl Figures for TcpResults {}
 
+impl Stored for TcpResults {
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
         let mut parts = vec![("workload", "TCP".to_string())];
         parts.extend(super::case::stream_parts(spec, "writes"));
@@ -135,15 +133,11 @@ impl ResultKind for TcpResults {
         }
         parts
     }
+}
 
-    /// The message size, and the pacing rate when `-b` set one.
-    fn messages_text(&self, spec: &TestSpec) -> Option<String> {
-        let rate = spec.params::<TcpParams>().ok()?.rate_bits_per_second?;
-        Some(format!(
-            "{} messages, paced {} per stream",
-            crate::units::Size(spec.message_bytes),
-            super::case::rate(rate as f64)
-        ))
+impl VerdictQuestions for TcpResults {
+    fn several_paths(&self, trial: &TrialResult) -> Option<String> {
+        super::transport::mptcp::several_paths(trial)
     }
 
     /// A paced sender (`-b`) that reached 90% of its pacing rate, summed
@@ -171,6 +165,18 @@ impl ResultKind for TcpResults {
         }
         paced.then_some(reached)
     }
+}
+
+impl TextView for TcpResults {
+    /// The message size, and the pacing rate when `-b` set one.
+    fn messages_text(&self, spec: &TestSpec) -> Option<String> {
+        let rate = spec.params::<TcpParams>().ok()?.rate_bits_per_second?;
+        Some(format!(
+            "{} messages, paced {} per stream",
+            crate::units::Size(spec.message_bytes),
+            super::case::rate(rate as f64)
+        ))
+    }
 
     fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
         for stream in &trial.streams {
@@ -191,6 +197,8 @@ impl ResultKind for TcpResults {
         Ok(())
     }
 }
+
+impl ChartViews for TcpResults {}
 
 impl Workload for TcpStream {
     fn results(&self) -> &'static dyn super::ResultKind {

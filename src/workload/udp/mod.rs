@@ -31,8 +31,8 @@ use super::transport::udp::wire::{
 };
 use super::transport::udp::{monotonic_nanos, RecvBatch, SendBatch, MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES};
 use super::{
-    Aborter, AgentNet, AgentSide, ClientNet, ResultKind, RunControl, Side, SideOutcome, SpecError, TestSpec, Workload,
-    WorkloadError,
+    Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, ResultKind, RunControl, Side, SideOutcome, SpecError,
+    Stored, TestSpec, TextView, VerdictQuestions, Workload, WorkloadError,
 };
 use super::{Better, Metric};
 use crate::model::spec::out_of_range;
@@ -135,27 +135,7 @@ const LOSS_PERCENT: Metric = Metric {
     better: Better::Lower,
 };
 
-impl ResultKind for UdpResults {
-    fn stored_columns(&self) -> &'static [Metric] {
-        &[LOSS_PERCENT]
-    }
-
-    fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
-        let p: UdpParams = spec.params().unwrap_or_default();
-        let mode = match (p.gso, p.gro) {
-            (false, false) => "UDP",
-            (true, false) => "UDP GSO",
-            (false, true) => "UDP GRO",
-            (true, true) => "UDP GSO+GRO",
-        };
-        let mut parts = vec![("workload", mode.to_string())];
-        parts.extend(super::case::stream_parts(spec, "datagrams"));
-        if let Some(rate) = p.rate_bits_per_second {
-            parts.push(("rate", format!("{} per stream", super::case::rate(rate as f64))));
-        }
-        parts
-    }
-
+impl Figures for UdpResults {
     fn figures(&self) -> &'static [Metric] {
         const FIGURES: [Metric; 7] = [
             Metric::RECEIVER_RATE,
@@ -177,7 +157,31 @@ impl ResultKind for UdpResults {
     fn summarize(&self, trial: &mut TrialResult) {
         result::summarize(trial)
     }
+}
 
+impl Stored for UdpResults {
+    fn stored_columns(&self) -> &'static [Metric] {
+        &[LOSS_PERCENT]
+    }
+
+    fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
+        let p: UdpParams = spec.params().unwrap_or_default();
+        let mode = match (p.gso, p.gro) {
+            (false, false) => "UDP",
+            (true, false) => "UDP GSO",
+            (false, true) => "UDP GRO",
+            (true, true) => "UDP GSO+GRO",
+        };
+        let mut parts = vec![("workload", mode.to_string())];
+        parts.extend(super::case::stream_parts(spec, "datagrams"));
+        if let Some(rate) = p.rate_bits_per_second {
+            parts.push(("rate", format!("{} per stream", super::case::rate(rate as f64))));
+        }
+        parts
+    }
+}
+
+impl VerdictQuestions for UdpResults {
     fn findings(&self, trial: &TrialResult) -> Vec<Verdict> {
         text::findings(trial)
     }
@@ -191,7 +195,9 @@ impl ResultKind for UdpResults {
         let udp: result::UdpResult = trial.sum.extras.get(result::KEY)?;
         Some(udp.sent_datagrams)
     }
+}
 
+impl TextView for UdpResults {
     fn messages_text(&self, spec: &TestSpec) -> Option<String> {
         let size = crate::units::Size(spec.message_bytes);
         Some(match datagrams_per_direction(spec) {
@@ -211,6 +217,8 @@ impl ResultKind for UdpResults {
         text::write_summary(trial, out)
     }
 }
+
+impl ChartViews for UdpResults {}
 
 impl Workload for UdpStream {
     fn results(&self) -> &'static dyn ResultKind {
