@@ -9,42 +9,13 @@ use clap::{Args, ValueEnum};
 use super::parse;
 use super::store::{DbArgs, FilterArgs, Stat};
 
-/// The kind of chart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ChartKind {
-    /// A metric per configuration: grouped by --group, coloured by --series, min-max error bars.
-    Bars,
-    /// Bandwidth and latency against message size (log x), one line per sweep run.
-    Sweep,
-    /// CPU of both ends split into user/system/softirq/irq per --group, throughput beside it.
-    Cpu,
-    /// Latency percentile curve (p50..p99.99) of request/response runs.
-    Latency,
-    /// Per-interval throughput of each stream of one run (the newest, or --id).
-    Timeline,
-    /// The matrix of the newest `nicbench mesh` run among the selected runs (--tag mesh_run=ID).
-    Heatmap,
-    /// Throughput per direction and probe round trips over time, phases shaded, of one
-    /// `nicbench loaded` run (the newest, or --id).
-    Loaded,
-    /// The UDP probes' round-trip distribution, idle against each load phase, of one
-    /// `nicbench loaded` run (the newest, or --id).
-    LoadedCdf,
-}
-
-impl ChartKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ChartKind::Bars => "bars",
-            ChartKind::Sweep => "sweep",
-            ChartKind::Cpu => "cpu",
-            ChartKind::Latency => "latency",
-            ChartKind::Timeline => "timeline",
-            ChartKind::Heatmap => "heatmap",
-            ChartKind::Loaded => "loaded",
-            ChartKind::LoadedCdf => "loaded-cdf",
-        }
-    }
+/// `--kind`: every chart kind, each with what it shows in `--help`.
+fn chart_kinds() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        crate::report::chart::data::kinds()
+            .into_iter()
+            .map(|(name, help)| clap::builder::PossibleValue::new(name).help(help)),
+    )
 }
 
 /// The image format of a chart.
@@ -69,8 +40,8 @@ pub struct PlotArgs {
     #[arg(long = "id", value_name = "ID")]
     pub ids: Vec<i64>,
     /// What to draw.
-    #[arg(long, value_enum)]
-    pub kind: ChartKind,
+    #[arg(long, value_name = "KIND", value_parser = chart_kinds())]
+    pub kind: String,
     /// The figure of the bars, drawn for the runs that have it: throughput,
     /// sender, loss, p50, p99, tps, peak, cpu-per-transaction,
     /// agent-cpu-per-transaction, half-peak-size, small-latency,

@@ -86,7 +86,7 @@ fn scale_of(args: &PlotArgs, format: ImageFormat) -> anyhow::Result<u32> {
 pub fn plot(args: PlotArgs) -> anyhow::Result<()> {
     let format = format_of(&args)?;
     let scale = scale_of(&args, format)?;
-    let mut spec = ChartSpec::new(args.kind.name());
+    let mut spec = ChartSpec::new(&args.kind);
     spec.metric = Metric::parse(&args.metric).map_err(|e| UsageError(format!("--metric: {e}")))?;
     spec.group = dimensions(&args.group, "--group")?;
     if spec.group.is_empty() {
@@ -111,7 +111,7 @@ pub fn plot(args: PlotArgs) -> anyhow::Result<()> {
     // Series names come from stored facts and tags: outside text.
     println!(
         "wrote {} chart ({}) to {}",
-        args.kind.name(),
+        args.kind,
         crate::outside_text::terminal(&chart.series_names().join(", ")),
         crate::outside_text::terminal(&args.out.display().to_string())
     );

@@ -744,7 +744,7 @@ fn cpu_chart(
 }
 
 /// The charts of runs rather than of cells: those the workloads declare
-/// ([`crate::workload::ResultKind::chart_kinds`]: sweep curves, latency
+/// ([`crate::workload::ChartViews::chart_kinds`]: sweep curves, latency
 /// percentiles), the newest stream run's timeline, each of the newest
 /// loaded runs (and, when there are more, a sentence saying which are
 /// drawn), the newest meshes.
@@ -817,10 +817,15 @@ fn sweeps_per_column(
     let [Dimension::Tag(key)] = spec.cols.as_slice() else {
         return Ok(None);
     };
-    let peak = crate::store::compare::Metric::parse("peak").map_err(|e| SelectError::Chart(ChartError::Empty(e)))?;
-    let mut sweeps = filter.clone();
-    sweeps.workload = Some("sweep".into());
-    let found = crate::store::compare::records_in(store, &sweeps, &[], &spec.cols, &peak, book)?;
+    // The column's values among the runs of the workload that declares the
+    // chart, read by its headline figure.
+    let Some((workload, _)) = crate::workload::chart_kinds().find(|(_, k)| k.name == chart_spec.kind) else {
+        return Ok(None);
+    };
+    let headline = crate::store::compare::Metric::of(&crate::workload::results_of(workload).headline());
+    let mut runs = filter.clone();
+    runs.workload = Some(workload.into());
+    let found = crate::store::compare::records_in(store, &runs, &[], &spec.cols, &headline, book)?;
     let mut values: Vec<String> = found.records.iter().filter_map(|r| r.col.first().cloned()).collect();
     values.sort_by(|a, b| super::compare::natural_text(a, b));
     values.dedup();

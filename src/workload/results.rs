@@ -229,6 +229,8 @@ pub struct RoundTrips {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ChartKind {
     pub name: &'static str,
+    /// One line for `plot --help`: what the chart shows.
+    pub help: &'static str,
     pub data: ChartData,
     /// What to say when no selected run can be drawn this way.
     pub none_found: &'static str,

@@ -25,7 +25,7 @@ use crate::workload::{self, ChartData, ChartKind};
 #[derive(Debug, Clone)]
 pub struct ChartSpec {
     /// A generic kind (`bars`, `cpu`, `timeline`, `heatmap`) or one a
-    /// workload declares ([`crate::workload::ResultKind::chart_kinds`]).
+    /// workload declares ([`crate::workload::ChartViews::chart_kinds`]).
     pub kind: String,
     /// The figure of `bars`.
     pub metric: Metric,
@@ -106,8 +106,7 @@ pub fn build_in(
     let declared: Vec<(&str, &ChartKind)> = workload::chart_kinds().filter(|(_, k)| k.name == spec.kind).collect();
     let generic = matches!(spec.kind.as_str(), "bars" | "cpu");
     if !generic && declared.is_empty() {
-        let mut kinds = GENERIC_KINDS.to_vec();
-        kinds.extend(workload::chart_kinds().map(|(_, k)| k.name));
+        let kinds: Vec<&str> = kinds().into_iter().map(|(name, _)| name).collect();
         return Err(ChartError::Empty(format!(
             "unknown chart kind '{}': use one of {}",
             spec.kind,
@@ -167,8 +166,39 @@ pub fn build_in(
     })
 }
 
-/// The chart kinds every run can be drawn as; workloads add their own.
-const GENERIC_KINDS: [&str; 4] = ["bars", "cpu", "timeline", "heatmap"];
+/// The chart kinds every run can be drawn as, with what each shows;
+/// workloads add their own ([`kinds`]).
+const GENERIC_KINDS: [(&str, &str); 4] = [
+    (
+        "bars",
+        "A metric per configuration: grouped by --group, coloured by --series, min-max error bars",
+    ),
+    (
+        "cpu",
+        "CPU of both ends split into user/system/softirq/irq per --group, throughput beside it",
+    ),
+    (
+        "timeline",
+        "Per-interval throughput of each stream of one run (the newest, or --id)",
+    ),
+    (
+        "heatmap",
+        "The matrix of the newest `nicbench mesh` run among the selected runs (--tag mesh_run=ID)",
+    ),
+];
+
+/// Every chart kind `plot --kind` draws, with what it shows: the generic
+/// ones, then each workload's own in the registry's order (a name two
+/// workloads declare once).
+pub fn kinds() -> Vec<(&'static str, &'static str)> {
+    let mut kinds = GENERIC_KINDS.to_vec();
+    for (_, kind) in workload::chart_kinds() {
+        if !kinds.iter().any(|(name, _)| *name == kind.name) {
+            kinds.push((kind.name, kind.help));
+        }
+    }
+    kinds
+}
 
 /// The runs a workload's chart kind draws, and what to say when none can be.
 struct Drawn<'a> {

@@ -167,11 +167,15 @@ impl ChartViews for LoadedResults {
         &[
             ChartKind {
                 name: "loaded",
+                help: "Throughput per direction and probe round trips over time, phases shaded, of one \
+                       `nicbench loaded` run (the newest, or --id)",
                 data: ChartData::LoadTimeline { key: KEY },
                 none_found: NONE_FOUND,
             },
             ChartKind {
                 name: "loaded-cdf",
+                help: "The UDP probes' round-trip distribution, idle against each load phase, of one \
+                       `nicbench loaded` run (the newest, or --id)",
                 data: ChartData::LoadCdf { key: KEY },
                 none_found: NONE_FOUND,
             },

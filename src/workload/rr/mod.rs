@@ -335,6 +335,7 @@ impl ChartViews for RrResults {
     fn chart_kinds(&self) -> &'static [ChartKind] {
         &[ChartKind {
             name: "latency",
+            help: "Latency percentile curve (p50..p99.99) of request/response runs",
             data: ChartData::LatencyHistogram {
                 pointer: "/sum/rr/latency/histogram",
             },

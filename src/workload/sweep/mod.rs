@@ -400,6 +400,7 @@ impl ChartViews for SweepResults {
     fn chart_kinds(&self) -> &'static [ChartKind] {
         &[ChartKind {
             name: "sweep",
+            help: "Bandwidth and latency against message size (log x), one line per sweep run",
             data: ChartData::SizeCurve { key: result::KEY },
             none_found: "none is a sweep with points: add --workload sweep or change the filters",
         }]
