@@ -22,7 +22,8 @@
 //! 8. `model` (result types)
 //! 9. `units`, `stats`, `linerate`, `logging`, `shell` (quoting),
 //!    `csv_out` (the one CSV writer), `outside_text` (strings from outside,
-//!    made safe per output, JSON too)
+//!    made safe per output, JSON too), `chart_kit` (what every chart is
+//!    drawn with: font, axes, legend, SVG and PNG backends)
 
 /// `println!`, `print!`, `eprintln!` and `eprint!` for every module of the
 /// crate (defined before them, these shadow std's): std's panic when the
@@ -46,6 +47,7 @@ macro_rules! eprint {
 
 pub mod address;
 pub mod agent;
+pub mod chart_kit;
 pub mod cli;
 pub mod cmd;
 pub mod csv_out;

@@ -71,6 +71,7 @@ const FLOORS: &[(&str, &str)] = &[
     ("shell", "9"),
     ("csv_out", "9"),
     ("outside_text", "9"),
+    ("chart_kit", "9"),
 ];
 
 /// One path in the code that names another module or file: where it is,
