@@ -443,8 +443,12 @@ fn a_workload_name_added_to_the_report_is_named_with_its_line() {
             "report/alias.rs",
             "use crate::workload::{self, ResultKind};\npub struct A {\n    s: workload::files::Storage,\n    k: workload::ChartKind,\n}\n",
         ),
+        file(
+            "report/ident.rs",
+            "pub enum Chart {\n    Sweep(u8),\n    SweepLine,\n}\nstruct TcpInfo; // Sweep in prose\n",
+        ),
         file("report/extra_tests.rs", "const W: &str = \"rr\";\n"),
-        file("report/mod.rs", "mod alias;\nmod extra;\n#[cfg(test)]\n#[path = \"extra_tests.rs\"]\nmod tests;\n"),
+        file("report/mod.rs", "mod alias;\nmod extra;\nmod ident;\n#[cfg(test)]\n#[path = \"extra_tests.rs\"]\nmod tests;\n"),
         file("workload/sweep/mod.rs", "pub mod result;\n"),
         file("workload/sweep/result.rs", "pub const KEY: &str = \"sweep\";\n"),
     ]);
@@ -455,7 +459,8 @@ fn a_workload_name_added_to_the_report_is_named_with_its_line() {
         [
             ("src/report/alias.rs", 3),
             ("src/report/extra.rs", 1),
-            ("src/report/extra.rs", 4)
+            ("src/report/extra.rs", 4),
+            ("src/report/ident.rs", 2)
         ],
         "{found:?}"
     );
@@ -477,6 +482,14 @@ fn a_workload_name_added_to_the_report_is_named_with_its_line() {
     assert!(names::against(&found, &counts).is_empty());
     let counts = [("src/report/extra.rs".to_string(), 3)].into_iter().collect();
     assert!(names::against(&found, &counts)[0].contains("lower its count"));
+}
+
+#[test]
+fn a_workload_name_is_written_as_a_type_in_upper_camel_case() {
+    assert_eq!(names::upper_camel("sweep"), "Sweep");
+    assert_eq!(names::upper_camel("rr"), "Rr");
+    assert_eq!(names::upper_camel("loaded-cdf"), "LoadedCdf");
+    assert_eq!(names::upper_camel("tcp_stream"), "TcpStream");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! No workload name outside `src/workload/` (docs/ARCHITECTURE.md): a path
 //! that reaches into a workload's folder (`crate::workload::sweep::KEY`,
-//! `use crate::workload::rr::RrParams`) or a string literal that is a
-//! registered workload's name (`"sweep"`). The names come from the
+//! `use crate::workload::rr::RrParams`), a string literal that is a
+//! registered workload's name (`"sweep"`), or an identifier that is the
+//! name in UpperCamelCase (`Chart::Sweep`). The names come from the
 //! registry itself (the library's `workload::names()`) and the folders from
 //! the entries of `REGISTRY` in `src/workload/mod.rs`; no word list.
 //!
@@ -200,6 +201,23 @@ pub fn leaks(files: &[File], modules: &[String], names: &[String]) -> Vec<Leak> 
             if in_tests(line) {
                 continue;
             }
+            // A type or variant named after a workload (`Chart::Sweep`):
+            // the name in UpperCamelCase as a whole identifier, not a part
+            // of one (`SweepLine` names a shape, `TcpInfo` a kernel struct).
+            for (module, name) in modules.iter().zip(names) {
+                let camel = upper_camel(name);
+                let named = text
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|id| id == camel);
+                if named && seen_lines.insert((line, module.clone()), ()).is_none() {
+                    let (at, text) = file.at(line);
+                    all.push(Leak {
+                        file: at,
+                        line,
+                        what: format!("the identifier {camel}: {text}"),
+                    });
+                }
+            }
             for alias in &aliases {
                 for module in modules {
                     let written = format!("{alias}::{module}::");
@@ -231,6 +249,20 @@ pub fn leaks(files: &[File], modules: &[String], names: &[String]) -> Vec<Leak> 
     }
     all.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     all
+}
+
+/// A workload's name as a type is written: `loaded` is `Loaded`,
+/// `loaded-cdf` would be `LoadedCdf`.
+pub fn upper_camel(name: &str) -> String {
+    name.split(['_', '-'])
+        .map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|first| first.to_uppercase().chain(chars).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// The counts of `workload_names.txt`: `src/path.rs COUNT` per line, `#`
