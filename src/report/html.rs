@@ -767,14 +767,14 @@ fn charts_of_runs(
         chart_spec.series = spec.cols.clone();
         chart_spec.stat = spec.stat;
         match data::build_in(store, filter, &chart_spec, Some(book)) {
-            Ok(chart::Chart::Sweep(sweep)) if sweep.lines.len() > MAX_SWEEP_LINES => {
+            Ok(chart::Chart::SizeCurve(sweep)) if sweep.lines.len() > MAX_SWEEP_LINES => {
                 match sweeps_per_column(store, filter, spec, &chart_spec, book)? {
                     Some(per_column) => {
                         for chart in per_column {
                             charts.push(svg_of(chart, SIZE, ids)?);
                         }
                     }
-                    None => charts.push(svg_of(chart::Chart::Sweep(sweep), SIZE, ids)?),
+                    None => charts.push(svg_of(chart::Chart::SizeCurve(sweep), SIZE, ids)?),
                 }
             }
             Ok(chart) => charts.push(svg_of(chart, SIZE, ids)?),
@@ -840,9 +840,9 @@ fn sweeps_per_column(
             value: value.clone(),
         });
         match data::build_in(store, &one, chart_spec, Some(book)) {
-            Ok(chart::Chart::Sweep(mut sweep)) => {
+            Ok(chart::Chart::SizeCurve(mut sweep)) => {
                 sweep.title = format!("{}: {value}", sweep.title);
-                charts.push(chart::Chart::Sweep(sweep));
+                charts.push(chart::Chart::SizeCurve(sweep));
             }
             Ok(other) => charts.push(other),
             Err(SelectError::Chart(ChartError::Empty(_))) => {}

@@ -7,7 +7,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
 
 use super::legend::{self, Entry, Swatch};
-use super::sweep::run_list;
+use super::size_curve::run_list;
 use super::{base_unit, color, draw_err, font, in_unit, titled, upper, Area, ChartError, Keyed, Marks};
 use crate::report::compare::{col_label, Table};
 

@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use super::cpu::CpuGroup;
 use super::latency::LatencyLine;
-use super::sweep::{SweepLine, SweepPoint};
+use super::size_curve::{CurveLine, CurvePoint};
 use super::timeline::StreamLine;
-use super::{Bars, Chart, ChartError, Cpu, Latency, LoadCdf, LoadTimeline, Sweep, Timeline};
+use super::{Bars, Chart, ChartError, Cpu, Latency, LoadCdf, LoadTimeline, SizeCurve, Timeline};
 use crate::report::compare::{col_label, Stat, Table};
 use crate::store::cases::CaseBook;
 use crate::store::columns;
@@ -136,7 +136,7 @@ pub fn build_in(
     };
     let series_traits = |id: i64, doc: &Value| series_traits(store, book, id, doc);
     Ok(match kind.data {
-        ChartData::SizeCurve { key } => Chart::Sweep(Sweep {
+        ChartData::SizeCurve { key } => Chart::SizeCurve(SizeCurve {
             title: "Bandwidth and latency against message size (best of each size)".into(),
             lines: merge_sweeps(drawn.lines(store, &filter, spec, |id, doc| {
                 Ok(sweep_line(String::new(), doc, key).map(|mut l| {
@@ -539,14 +539,14 @@ pub fn name_lines<T>(lines: Vec<(Traits, T)>) -> Vec<(String, T)> {
 }
 
 /// One sweep line per series: the runs of one name merged, best per size.
-fn merge_sweeps(lines: Vec<(Traits, SweepLine)>) -> Vec<SweepLine> {
-    let mut merged: Vec<SweepLine> = Vec::new();
+fn merge_sweeps(lines: Vec<(Traits, CurveLine)>) -> Vec<CurveLine> {
+    let mut merged: Vec<CurveLine> = Vec::new();
     for (name, line) in name_lines(lines) {
         match merged.iter_mut().find(|m| m.name == name) {
             Some(m) => {
                 m.runs.extend(line.runs);
                 let points = std::mem::take(&mut m.points);
-                m.points = super::sweep::best_per_size(points.into_iter().chain(line.points));
+                m.points = super::size_curve::best_per_size(points.into_iter().chain(line.points));
                 if line.peak.map(|p| p.1) > m.peak.map(|p| p.1) {
                     m.peak = line.peak;
                     m.half_peak_size_bytes = line.half_peak_size_bytes;
@@ -556,7 +556,7 @@ fn merge_sweeps(lines: Vec<(Traits, SweepLine)>) -> Vec<SweepLine> {
                     m.line_rate_bits_per_second = None;
                 }
             }
-            None => merged.push(SweepLine { name, ..line }),
+            None => merged.push(CurveLine { name, ..line }),
         }
     }
     // In the order of their names' numbers (MTU 1500 before 9000 before 16128).
@@ -618,7 +618,7 @@ fn newest<T>(
 /// The size curve of a document: the points and summary of the first
 /// stream end whose part at `key` has points; or, for an imported NetPIPE
 /// run, its own points.
-pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
+pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<CurveLine> {
     if doc["format"] == "netpipe-3" {
         return netpipe_line(name, doc);
     }
@@ -629,12 +629,12 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
         .find(|s| s["points"].is_array())?;
     // One point per size: a perturbed size counts as its power of two.
     let perturbation = number(&doc["spec"]["params"]["perturbation_bytes"]).unwrap_or(0.0);
-    let nominal = |size: f64| super::sweep::nominal_size(size, perturbation);
-    let points: Vec<SweepPoint> = sweep["points"]
+    let nominal = |size: f64| super::size_curve::nominal_size(size, perturbation);
+    let points: Vec<CurvePoint> = sweep["points"]
         .as_array()?
         .iter()
         .filter_map(|p| {
-            Some(SweepPoint {
+            Some(CurvePoint {
                 size_bytes: nominal(number(&p["size_bytes"])?),
                 bits_per_second: number(&p["best_bits_per_second"])?,
                 latency_us: number(&p["best_latency_us"])?,
@@ -645,10 +645,10 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
         return None;
     }
     let summary = &sweep["summary"];
-    Some(SweepLine {
+    Some(CurveLine {
         name,
         runs: Vec::new(),
-        points: super::sweep::best_per_size(points),
+        points: super::size_curve::best_per_size(points),
         peak: number(&summary["peak_size_bytes"])
             .map(nominal)
             .zip(number(&summary["peak_bits_per_second"])),
@@ -662,12 +662,12 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<SweepLine> {
 /// keeps one (best) figure per size, its time already one way, as a
 /// sweep's best latency is; the peak is its highest rate, n½ the smallest
 /// size reaching half of it.
-fn netpipe_line(name: String, doc: &Value) -> Option<SweepLine> {
-    let points: Vec<SweepPoint> = doc["points"]
+fn netpipe_line(name: String, doc: &Value) -> Option<CurveLine> {
+    let points: Vec<CurvePoint> = doc["points"]
         .as_array()?
         .iter()
         .filter_map(|p| {
-            Some(SweepPoint {
+            Some(CurvePoint {
                 size_bytes: number(&p["size_bytes"])?,
                 bits_per_second: number(&p["bits_per_second"])?,
                 latency_us: number(&p["one_way_seconds"])? * 1e6,
@@ -683,10 +683,10 @@ fn netpipe_line(name: String, doc: &Value) -> Option<SweepLine> {
         .filter(|p| p.bits_per_second >= peak.1 / 2.0)
         .map(|p| p.size_bytes)
         .reduce(f64::min);
-    Some(SweepLine {
+    Some(CurveLine {
         name,
         runs: Vec::new(),
-        points: super::sweep::best_per_size(points),
+        points: super::size_curve::best_per_size(points),
         peak: Some(peak),
         half_peak_size_bytes,
         line_rate_bits_per_second: None,
@@ -794,10 +794,10 @@ mod tests {
 
     #[test]
     fn runs_of_one_series_merge_into_one_line_best_per_size() {
-        let line = |id: i64, bits_per_second: f64| SweepLine {
+        let line = |id: i64, bits_per_second: f64| CurveLine {
             name: String::new(),
             runs: vec![id],
-            points: vec![SweepPoint {
+            points: vec![CurvePoint {
                 size_bytes: 64.0,
                 bits_per_second,
                 latency_us: 5.0,

@@ -12,7 +12,7 @@ pub mod heatmap;
 pub mod latency;
 pub mod loaded;
 pub mod loaded_cdf;
-pub mod sweep;
+pub mod size_curve;
 pub mod timeline;
 
 use plotters::prelude::*;
@@ -29,14 +29,14 @@ pub use heatmap::Heatmap;
 pub use latency::Latency;
 pub use loaded::LoadTimeline;
 pub use loaded_cdf::LoadCdf;
-pub use sweep::Sweep;
+pub use size_curve::SizeCurve;
 pub use timeline::Timeline;
 
 /// One chart, ready to draw.
 #[derive(Debug, Clone)]
 pub enum Chart {
     Bars(Bars),
-    Sweep(Sweep),
+    SizeCurve(SizeCurve),
     Cpu(Cpu),
     Latency(Latency),
     Timeline(Timeline),
@@ -52,7 +52,7 @@ impl Chart {
     pub fn title(&self) -> &str {
         match self {
             Chart::Bars(c) => &c.title,
-            Chart::Sweep(c) => &c.title,
+            Chart::SizeCurve(c) => &c.title,
             Chart::Cpu(c) => &c.title,
             Chart::Latency(c) => &c.title,
             Chart::Timeline(c) => &c.title,
@@ -66,7 +66,7 @@ impl Chart {
     pub fn series_names(&self) -> Vec<String> {
         match self {
             Chart::Bars(c) => c.series.clone(),
-            Chart::Sweep(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
+            Chart::SizeCurve(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
             Chart::Cpu(_) => cpu::PARTS.iter().map(|(n, _)| n.to_string()).collect(),
             Chart::Latency(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
             Chart::Timeline(c) => c.streams.iter().map(|l| l.name.clone()).collect(),
@@ -80,7 +80,7 @@ impl Chart {
     pub fn description(&self) -> String {
         let what = match self {
             Chart::Bars(c) => format!("Bar chart of {} per {}", c.axis, c.group_key),
-            Chart::Sweep(_) => "Line chart of bandwidth and latency against message size (log scale)".into(),
+            Chart::SizeCurve(_) => "Line chart of bandwidth and latency against message size (log scale)".into(),
             Chart::Cpu(c) => format!(
                 "Stacked bars of client and agent CPU (user, system, softirq, irq) per {}{}",
                 c.group_key,
@@ -118,7 +118,7 @@ impl Chart {
         root.fill(&WHITE).map_err(draw_err)?;
         match self {
             Chart::Bars(c) => c.draw(root, marks),
-            Chart::Sweep(c) => c.draw(root, marks),
+            Chart::SizeCurve(c) => c.draw(root, marks),
             Chart::Cpu(c) => c.draw(root, marks),
             Chart::Latency(c) => c.draw(root, marks),
             Chart::Timeline(c) => c.draw(root, marks),

@@ -1,8 +1,10 @@
-//! `sweep`: bandwidth and latency against message size (log x), one line
-//! per series (one point per size, the best of its passes and runs), with
-//! the peak and n-1/2 (the size that reaches half the peak) marked on the
-//! curve and written out in the legend, where no two notes can overlap:
-//! the NetPIPE picture.
+//! A size curve (`plot --kind sweep`, and NetPIPE files drawn with
+//! `plot FILE`): bandwidth and latency against message size (log x), one
+//! line per series (one point per size, the best of its passes and runs),
+//! with the peak and n-1/2 (the size that reaches half the peak) marked on
+//! the curve and written out in the legend, where no two notes can
+//! overlap: the NetPIPE picture. Any run whose workload declares a
+//! `ChartData::SizeCurve` is drawn this way.
 
 use plotters::prelude::*;
 
@@ -11,19 +13,19 @@ use super::{binary, color, draw_err, font, log_axis, si, titled, upper, Area, Ch
 
 /// One point of a sweep: message size, best bandwidth, best latency.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SweepPoint {
+pub struct CurvePoint {
     pub size_bytes: f64,
     pub bits_per_second: f64,
     pub latency_us: f64,
 }
 
 #[derive(Debug, Clone)]
-pub struct SweepLine {
+pub struct CurveLine {
     pub name: String,
     /// The runs the line is drawn from.
     pub runs: Vec<i64>,
     /// By size, one point each.
-    pub points: Vec<SweepPoint>,
+    pub points: Vec<CurvePoint>,
     /// Peak bandwidth and the size where it was reached.
     pub peak: Option<(f64, f64)>,
     /// n-1/2: the smallest size reaching half the peak.
@@ -33,16 +35,16 @@ pub struct SweepLine {
 }
 
 #[derive(Debug, Clone)]
-pub struct Sweep {
+pub struct SizeCurve {
     pub title: String,
-    pub lines: Vec<SweepLine>,
+    pub lines: Vec<CurveLine>,
 }
 
 /// One point per size, in size order: the highest bandwidth and the
 /// lowest latency any pass reached at that size. Two passes drawn in the
 /// order they ran would zig-zag back and forth.
-pub fn best_per_size(points: impl IntoIterator<Item = SweepPoint>) -> Vec<SweepPoint> {
-    let mut by_size: Vec<SweepPoint> = Vec::new();
+pub fn best_per_size(points: impl IntoIterator<Item = CurvePoint>) -> Vec<CurvePoint> {
+    let mut by_size: Vec<CurvePoint> = Vec::new();
     for p in points {
         match by_size.iter_mut().find(|q| q.size_bytes == p.size_bytes) {
             Some(q) => {
@@ -78,7 +80,7 @@ pub fn nominal_size(size_bytes: f64, perturbation_bytes: f64) -> f64 {
     }
 }
 
-impl SweepLine {
+impl CurveLine {
     /// The line's name and its peak and n½, for the legend.
     pub fn legend_text(&self) -> String {
         let mut text = self.name.clone();
@@ -106,7 +108,7 @@ impl SweepLine {
         })
     }
 
-    fn tip(&self, p: &SweepPoint) -> String {
+    fn tip(&self, p: &CurvePoint) -> String {
         format!(
             "{}\n{}B: {}bit/s, {}s\nruns {}",
             self.name,
@@ -149,7 +151,7 @@ fn size_ticks(range: &std::ops::Range<f64>) -> Vec<f64> {
         .collect()
 }
 
-impl Sweep {
+impl SizeCurve {
     /// For each line, the earlier line with the very same points, if any:
     /// drawn, it would lie exactly on that one and hide it.
     pub fn same_as(&self) -> Vec<Option<usize>> {
@@ -306,8 +308,8 @@ impl Sweep {
 mod tests {
     use super::*;
 
-    fn point(size_bytes: f64, bits_per_second: f64, latency_us: f64) -> SweepPoint {
-        SweepPoint {
+    fn point(size_bytes: f64, bits_per_second: f64, latency_us: f64) -> CurvePoint {
+        CurvePoint {
             size_bytes,
             bits_per_second,
             latency_us,
@@ -369,7 +371,7 @@ mod tests {
     /// names and the picture one line.
     #[test]
     fn a_series_identical_to_another_is_said_so_in_the_legend_and_drawn_once() {
-        let line = |name: &str, bits: f64| SweepLine {
+        let line = |name: &str, bits: f64| CurveLine {
             name: name.into(),
             runs: vec![1],
             points: vec![point(1.0, bits, 7.0), point(2.0, 2.0 * bits, 8.0)],
@@ -377,7 +379,7 @@ mod tests {
             half_peak_size_bytes: None,
             line_rate_bits_per_second: None,
         };
-        let sweep = Sweep {
+        let sweep = SizeCurve {
             title: "t".into(),
             lines: vec![line("nic=a", 1e6), line("nic=b", 1e6), line("nic=c", 3e6)],
         };
@@ -385,7 +387,7 @@ mod tests {
         let legend = sweep.legend_texts();
         assert_eq!(legend[1], "nic=b: the same points as nic=a (drawn once)");
         assert_eq!(legend[2], "nic=c");
-        let svg = crate::report::chart::render_svg(&crate::report::chart::Chart::Sweep(sweep), (900, 540)).unwrap();
+        let svg = crate::report::chart::render_svg(&crate::report::chart::Chart::SizeCurve(sweep), (900, 540)).unwrap();
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let lines = doc
             .descendants()
@@ -401,7 +403,7 @@ mod tests {
     /// nothing to say so.
     #[test]
     fn the_line_rate_is_drawn_dashed_and_points_above_it_hollow() {
-        let line = SweepLine {
+        let line = CurveLine {
             name: "card-1G".into(),
             runs: vec![1],
             points: vec![
@@ -420,11 +422,11 @@ mod tests {
             "{}",
             line.legend_text()
         );
-        let sweep = Sweep {
+        let sweep = SizeCurve {
             title: "t".into(),
             lines: vec![line.clone()],
         };
-        let svg = crate::report::chart::render_svg(&crate::report::chart::Chart::Sweep(sweep), (900, 540)).unwrap();
+        let svg = crate::report::chart::render_svg(&crate::report::chart::Chart::SizeCurve(sweep), (900, 540)).unwrap();
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let data: Vec<roxmltree::Node> = doc
             .descendants()
@@ -442,14 +444,15 @@ mod tests {
             .count();
         assert_eq!(hollow, 1, "{svg}");
         // The dashed line: short segments across the plot, beyond the curve's own polyline.
-        let without = Sweep {
+        let without = SizeCurve {
             title: "t".into(),
-            lines: vec![SweepLine {
+            lines: vec![CurveLine {
                 line_rate_bits_per_second: None,
                 ..line
             }],
         };
-        let plain = crate::report::chart::render_svg(&crate::report::chart::Chart::Sweep(without), (900, 540)).unwrap();
+        let plain =
+            crate::report::chart::render_svg(&crate::report::chart::Chart::SizeCurve(without), (900, 540)).unwrap();
         let count =
             |svg: &str| svg.matches("<polyline").count() + svg.matches("<line").count() + svg.matches("<path").count();
         assert!(count(&svg) > count(&plain) + 5, "no dashed line drawn");
@@ -457,7 +460,7 @@ mod tests {
 
     #[test]
     fn the_legend_carries_the_peak_and_half_peak_size() {
-        let line = SweepLine {
+        let line = CurveLine {
             name: "sweep stream".into(),
             runs: vec![3],
             points: vec![point(1.0, 1e6, 7.0)],
