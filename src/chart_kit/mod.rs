@@ -76,6 +76,7 @@ pub(crate) type Area<DB> = DrawingArea<DB, Shift>;
 /// `<title>` and `<desc>`, for screen readers), and how it draws itself on
 /// each backend (a chart's `draw` is generic over plotters' backends; these
 /// two name the ones rendering uses).
+/// Rendering fills the background white before either draw.
 pub trait Drawing {
     fn title(&self) -> &str;
     /// A sentence saying what the chart shows.
@@ -84,6 +85,18 @@ pub trait Drawing {
     fn draw_svg(&self, root: &Area<svg::SvgBackend<'_>>, marks: &Marks) -> Result<(), ChartError>;
     /// Draws on the scaled bitmap backend of a PNG.
     fn draw_png(&self, root: &Area<scaled::Scaled<BitMapBackend<'_>>>, marks: &Marks) -> Result<(), ChartError>;
+}
+
+/// A chart a workload draws from one run's document, in the workload's own
+/// folder: a [`Drawing`], and what a page or a terminal asks of it.
+pub trait RunChart: Drawing + std::fmt::Debug + Send + Sync {
+    /// The names in its legend.
+    fn series_names(&self) -> Vec<String>;
+    /// Its size on a page whose charts are `common` pixels (a chart of two
+    /// panels over one axis is drawn taller).
+    fn size_on_page(&self, common: (u32, u32)) -> (u32, u32) {
+        common
+    }
 }
 
 pub(crate) fn register_font() {
@@ -115,6 +128,8 @@ pub fn render_svg_with_id(chart: &dyn Drawing, (width, height): (u32, u32), id: 
             &chart.description(),
         );
         let root = backend.into_drawing_area();
+        marks.set("background");
+        root.fill(&WHITE).map_err(draw_err)?;
         chart.draw_svg(&root, &marks)?;
     }
     Ok(out)
@@ -148,6 +163,7 @@ pub fn render_png_scaled(chart: &dyn Drawing, (width, height): (u32, u32), scale
     {
         let bitmap = BitMapBackend::with_buffer(&mut pixels, (width, height));
         let root = scaled::Scaled::new(bitmap, scale).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
         chart.draw_png(&root, &Marks::default())?;
         root.present().map_err(draw_err)?;
     }
@@ -334,6 +350,30 @@ fn title_lines(title: &str, fits: &dyn Fn(&str) -> bool) -> Vec<String> {
     lines
 }
 
+/// The top of a throughput axis over time: the highest rate of the
+/// intervals (start s, end s, bit/s) that make up the run. An interval
+/// much shorter than the others (the sliver left at the end, a late
+/// wake-up) divides a few bytes by almost no time: it is drawn, clipped at
+/// the top with its value written, but does not set the scale for the rest.
+pub fn scale_top<'a>(intervals: impl Iterator<Item = &'a (f64, f64, f64)> + Clone) -> f64 {
+    let mut lengths: Vec<f64> = intervals.clone().map(|i| i.1 - i.0).filter(|l| *l > 0.0).collect();
+    if lengths.is_empty() {
+        return 0.0;
+    }
+    lengths.sort_by(f64::total_cmp);
+    let typical = lengths[lengths.len() / 2];
+    let top = intervals
+        .clone()
+        .filter(|i| i.1 - i.0 >= typical / 2.0)
+        .map(|i| i.2)
+        .fold(0.0, f64::max);
+    if top > 0.0 {
+        top
+    } else {
+        intervals.map(|i| i.2).fold(0.0, f64::max)
+    }
+}
+
 /// The highest value an axis reaches, whatever the data: a figure no
 /// network gives (a database written before the store checked its bounds,
 /// or by hand) is drawn off the top, and never hands plotters' tick search
@@ -392,6 +432,25 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_sliver_interval_does_not_set_the_scale() {
+        let intervals = [
+            (0.0, 1.0, 20e9),
+            (1.0, 2.0, 21e9),
+            (2.0, 3.0, 19e9),
+            (3.0, 3.002, 140e9),
+        ];
+        assert_eq!(scale_top(intervals.iter()), 21e9);
+        // Without a sliver, the highest interval is the top.
+        assert_eq!(scale_top(intervals[..3].iter()), 21e9);
+        // Whole intervals that carried nothing: the sliver's rate.
+        assert_eq!(
+            scale_top([(0.0, 1.0, 0.0), (1.0, 2.0, 0.0), (2.0, 2.001, 9.0)].iter()),
+            9.0
+        );
+        assert_eq!(scale_top([].iter()), 0.0);
+    }
 
     #[test]
     fn si_prefixes_keep_three_digits() {

@@ -282,7 +282,7 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
             None => charts.push(cpu),
         }
     }
-    let (of_runs, loaded_note) = charts_of_runs(store, filter, spec, &book, &mut ids)?;
+    let (of_runs, per_run_notes) = charts_of_runs(store, filter, spec, &book, &mut ids)?;
     charts.extend(of_runs);
 
     let _ = writeln!(
@@ -328,7 +328,7 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         for figure in &charts {
             write_figure(out, figure, &mut figures);
         }
-        if let Some(note) = &loaded_note {
+        for note in &per_run_notes {
             let _ = writeln!(out, "<p class=\"meta\">{}</p>", escape(note));
         }
         out.push_str("</section>\n");
@@ -745,19 +745,19 @@ fn cpu_chart(
 
 /// The charts of runs rather than of cells: those the workloads declare
 /// ([`crate::workload::ChartViews::chart_kinds`]: sweep curves, latency
-/// percentiles), the newest stream run's timeline, each of the newest
-/// loaded runs (and, when there are more, a sentence saying which are
-/// drawn), the newest meshes.
+/// percentiles), the newest stream run's timeline, the charts of one run
+/// for each of the newest runs of a workload that draws them (and, when
+/// there are more, a sentence saying which are drawn), the newest meshes.
 fn charts_of_runs(
     store: &Store,
     filter: &Filter,
     spec: &ReportSpec,
     book: &CaseBook,
     ids: &mut std::ops::RangeFrom<usize>,
-) -> Result<(Vec<Figure>, Option<String>), SelectError> {
+) -> Result<(Vec<Figure>, Vec<String>), SelectError> {
     let mut charts = Vec::new();
     let kinds = crate::workload::chart_kinds()
-        .filter(|(_, k)| !chart::loaded::is_per_run(&k.data))
+        .filter(|(_, k)| !k.data.is_per_run())
         .map(|(_, k)| k.name)
         .chain(["timeline"]);
     let mut seen = BTreeSet::new();
@@ -783,12 +783,11 @@ fn charts_of_runs(
             Err(e) => return Err(e),
         }
     }
-    // Latency under load, per run: the newest few, and which when more.
-    let (loaded, note) = chart::data::per_run_charts(store, filter, book, MAX_LOADED_RUNS)?;
-    for chart in loaded {
-        // Two panels over one time axis: taller than the others.
-        let size = match chart {
-            chart::Chart::LoadTimeline(_) => (SIZE.0, SIZE.1 * 5 / 4),
+    // The workloads' charts of one run: the newest few, and which when more.
+    let (per_run, notes) = chart::data::per_run_charts(store, filter, book, MAX_PER_RUN)?;
+    for chart in per_run {
+        let size = match &chart {
+            chart::Chart::OfRun(c) => c.size_on_page(SIZE),
             _ => SIZE,
         };
         charts.push(svg_of(chart, size, ids)?);
@@ -796,7 +795,7 @@ fn charts_of_runs(
     for mesh in crate::mesh::stored::meshes(store, filter)?.iter().take(MAX_HEATMAPS) {
         charts.push(svg_of(chart::Chart::Heatmap(chart::Heatmap::of(mesh)), SIZE, ids)?);
     }
-    Ok((charts, note))
+    Ok((charts, notes))
 }
 
 /// Most lines one sweep chart draws before the report draws one chart per
@@ -852,8 +851,9 @@ fn sweeps_per_column(
     Ok(Some(charts))
 }
 
-/// Latency-under-load runs drawn in one report (two charts each): the newest.
-const MAX_LOADED_RUNS: usize = 3;
+/// Runs of one workload drawn one at a time in one report (latency under
+/// load: two charts each): the newest.
+const MAX_PER_RUN: usize = 3;
 
 /// Heat maps in one report: the newest mesh runs.
 const MAX_HEATMAPS: usize = 4;

@@ -226,7 +226,7 @@ pub struct RoundTrips {
 
 /// A chart a workload's runs can be drawn as: its name (`plot --kind`)
 /// and the shape of data it takes from each run document.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct ChartKind {
     pub name: &'static str,
     /// One line for `plot --help`: what the chart shows.
@@ -237,32 +237,33 @@ pub struct ChartKind {
 }
 
 /// The data of a workload's chart, found in each run document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum ChartData {
     /// Bandwidth and latency against message size: the first end whose
     /// part at `key` holds `points` (`size_bytes`, `best_bits_per_second`,
     /// `best_latency_us`) and a `summary` (`peak_size_bytes`,
     /// `peak_bits_per_second`, `half_peak_size_bytes`).
-    SizeCurve {
-        key: &'static str,
-    },
+    SizeCurve { key: &'static str },
     /// Latency percentiles from the histogram at `pointer` (buckets of
     /// `value_us` and `count`).
-    LatencyHistogram {
-        pointer: &'static str,
+    LatencyHistogram { pointer: &'static str },
+    /// A chart of one run at a time that the workload draws itself, from
+    /// its own folder: `draw` reads a run document (and titles it after
+    /// the run's label), None when the run holds nothing to draw (an
+    /// import). The report draws it for each of the newest few runs;
+    /// `subject` names what it shows, for the sentence saying which.
+    PerRun {
+        draw: fn(doc: &serde_json::Value, run: &str) -> Option<std::sync::Arc<dyn crate::chart_kit::RunChart>>,
+        subject: &'static str,
     },
-    /// Latency under load, one run at a time: throughput per direction and
-    /// round trips over time with the phases shaded
-    /// (`LoadTimeline`), or the round trips' distribution per phase
-    /// (`LoadCdf`). The schedule, probes and queue samples are the part at
-    /// `key` of the stream ends that carry one; the phases' windows are at
-    /// `/sum/KEY/phases` (`name`, `start_seconds`, `seconds`).
-    LoadTimeline {
-        key: &'static str,
-    },
-    LoadCdf {
-        key: &'static str,
-    },
+}
+
+impl ChartData {
+    /// Whether the chart is of one run at a time (the report draws it per
+    /// run, not once over all runs).
+    pub fn is_per_run(&self) -> bool {
+        matches!(self, ChartData::PerRun { .. })
+    }
 }
 
 /// Plain bulk throughput: every default of [`ResultKind`].

@@ -12,7 +12,7 @@ use super::cpu::CpuGroup;
 use super::latency::LatencyLine;
 use super::size_curve::{CurveLine, CurvePoint};
 use super::timeline::StreamLine;
-use super::{Bars, Chart, ChartError, Cpu, Latency, LoadCdf, LoadTimeline, SizeCurve, Timeline};
+use super::{Bars, Chart, ChartError, Cpu, Latency, SizeCurve, Timeline};
 use crate::report::compare::{col_label, Stat, Table};
 use crate::store::cases::CaseBook;
 use crate::store::columns;
@@ -157,12 +157,9 @@ pub fn build_in(
             })
             .collect(),
         }),
-        ChartData::LoadTimeline { key } => Chart::LoadTimeline(drawn.one(store, &filter, spec, |id, doc| {
-            Ok(LoadTimeline::of(doc, key, &run_label(store, id)?))
-        })?),
-        ChartData::LoadCdf { key } => Chart::LoadCdf(drawn.one(store, &filter, spec, |id, doc| {
-            Ok(LoadCdf::of(doc, key, &run_label(store, id)?))
-        })?),
+        ChartData::PerRun { draw, .. } => {
+            Chart::OfRun(drawn.one(store, &filter, spec, |id, doc| Ok(draw(doc, &run_label(store, id)?)))?)
+        }
     })
 }
 
@@ -243,55 +240,71 @@ impl Drawn<'_> {
     }
 }
 
-/// The report's pictures drawn one run at a time (latency under load,
-/// [`super::loaded`]): each of the newest `max` complete runs that can be
-/// drawn so, oldest first, as its time series and its distribution; and,
-/// when runs were left out, a sentence saying which are shown.
+/// The report's pictures drawn one run at a time (the workloads'
+/// [`ChartData::PerRun`]): each of the newest `max` complete runs that can
+/// be drawn so, oldest first, in each such kind of its workload; and, when
+/// runs were left out, a sentence per workload saying which are shown.
 pub fn per_run_charts(
     store: &Store,
     filter: &Filter,
     book: &CaseBook,
     max: usize,
-) -> Result<(Vec<Chart>, Option<String>), SelectError> {
-    let kinds: Vec<(&str, &str)> = crate::workload::chart_kinds()
-        .filter(|(_, k)| super::loaded::is_per_run(&k.data))
-        .map(|(w, k)| (w, k.name))
-        .collect();
-    let workloads: Vec<&str> = kinds.iter().map(|(w, _)| *w).collect();
+) -> Result<(Vec<Chart>, Vec<String>), SelectError> {
     let filter = complete(filter);
-    let ids: Vec<i64> = store
-        .column_rows(&filter, &["workload"])?
-        .into_iter()
-        .filter(|(_, v)| matches!(&v[0], Sql::Text(w) if workloads.contains(&w.as_str())))
-        .map(|(id, _)| id)
-        .collect();
-    let shown = &ids[ids.len().saturating_sub(max)..];
+    let workloads = store.column_rows(&filter, &["workload"])?;
     let mut charts = Vec::new();
-    for id in shown {
-        for (_, kind) in &kinds {
-            let spec = ChartSpec {
-                runs: vec![*id],
-                ..ChartSpec::new(kind)
-            };
-            match build_in(store, &filter, &spec, Some(book)) {
-                Ok(chart) => charts.push(chart),
-                // A run without probes (an import) is left out.
-                Err(SelectError::Chart(ChartError::Empty(_))) => {}
-                Err(e) => return Err(e),
+    let mut notes = Vec::new();
+    for (workload, kinds) in per_run_kinds() {
+        let ids: Vec<i64> = workloads
+            .iter()
+            .filter(|(_, v)| matches!(&v[0], Sql::Text(w) if w == workload))
+            .map(|(id, _)| *id)
+            .collect();
+        let shown = &ids[ids.len().saturating_sub(max)..];
+        for id in shown {
+            for kind in &kinds {
+                let spec = ChartSpec {
+                    runs: vec![*id],
+                    ..ChartSpec::new(kind.name)
+                };
+                match build_in(store, &filter, &spec, Some(book)) {
+                    Ok(chart) => charts.push(chart),
+                    // A run without what the chart reads (an import) is left out.
+                    Err(SelectError::Chart(ChartError::Empty(_))) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
+        if ids.len() > shown.len() {
+            let listed: Vec<String> = shown.iter().map(|id| id.to_string()).collect();
+            let subject = match kinds[0].data {
+                ChartData::PerRun { subject, .. } => subject,
+                _ => kinds[0].name,
+            };
+            notes.push(format!(
+                "{subject} is drawn for the newest {} of {} runs (run {}); \
+                 `nicbench plot --kind {} --id ID` draws any other.",
+                shown.len(),
+                ids.len(),
+                listed.join(", "),
+                kinds[0].name
+            ));
+        }
     }
-    let note = (ids.len() > shown.len()).then(|| {
-        let listed: Vec<String> = shown.iter().map(|id| id.to_string()).collect();
-        format!(
-            "Latency under load is drawn for the newest {} of {} runs (run {}); \
-             `nicbench plot --kind loaded --id ID` draws any other.",
-            shown.len(),
-            ids.len(),
-            listed.join(", ")
-        )
-    });
-    Ok((charts, note))
+    Ok((charts, notes))
+}
+
+/// The chart kinds of one run at a time, per workload that declares any,
+/// in the registry's order.
+fn per_run_kinds() -> Vec<(&'static str, Vec<&'static ChartKind>)> {
+    let mut found: Vec<(&'static str, Vec<&'static ChartKind>)> = Vec::new();
+    for (workload, kind) in workload::chart_kinds().filter(|(_, k)| k.data.is_per_run()) {
+        match found.iter_mut().find(|(w, _)| *w == workload) {
+            Some((_, kinds)) => kinds.push(kind),
+            None => found.push((workload, vec![kind])),
+        }
+    }
+    found
 }
 
 /// The newest mesh run among the selected runs, as a heat map.

@@ -1,6 +1,8 @@
 //! Charts of saved runs, drawn with plotters: grouped bars of a metric,
-//! the sweep curve, CPU load split by kind, latency percentiles and the
-//! per-interval throughput of one run's streams. Each kind is a plain data
+//! the size curve, CPU load split by kind, latency percentiles, the
+//! per-interval throughput of one run's streams and a mesh's heat map;
+//! a workload's own charts of one run live in its folder
+//! ([`Chart::OfRun`]). Each kind is a plain data
 //! struct (built from run documents in [`data`]) with a `draw` over any
 //! plotters backend; [`render_svg`] and [`render_png`] (of the chart kit,
 //! `crate::chart_kit`, which every chart is drawn with) pick the backend.
@@ -10,25 +12,23 @@ pub mod cpu;
 pub mod data;
 pub mod heatmap;
 pub mod latency;
-pub mod loaded;
-pub mod loaded_cdf;
 pub mod size_curve;
 pub mod timeline;
+
+use std::sync::Arc;
 
 use plotters::prelude::*;
 
 pub use crate::chart_kit::{
     base_unit, binary, color, in_unit, legend, render_png, render_png_scaled, render_svg, render_svg_scaled,
-    render_svg_with_id, scaled, si, svg, ChartError, Drawing, Marks, PALETTE,
+    render_svg_with_id, scaled, si, svg, ChartError, Drawing, Marks, RunChart, PALETTE,
 };
-pub(crate) use crate::chart_kit::{draw_err, font, log_axis, titled, upper, Area, Keyed, AXIS_CEILING};
+pub(crate) use crate::chart_kit::{draw_err, font, log_axis, scale_top, titled, upper, Area, Keyed};
 
 pub use bars::Bars;
 pub use cpu::Cpu;
 pub use heatmap::Heatmap;
 pub use latency::Latency;
-pub use loaded::LoadTimeline;
-pub use loaded_cdf::LoadCdf;
 pub use size_curve::SizeCurve;
 pub use timeline::Timeline;
 
@@ -42,10 +42,9 @@ pub enum Chart {
     Timeline(Timeline),
     /// The matrix of a mesh (`nicbench mesh --chart`, and its report).
     Heatmap(Heatmap),
-    /// Throughput and round trips over time of one latency-under-load run.
-    LoadTimeline(LoadTimeline),
-    /// The round trips' distributions of its phases.
-    LoadCdf(LoadCdf),
+    /// A chart a workload draws of one run, in its own folder
+    /// ([`crate::workload::ChartData::PerRun`]).
+    OfRun(Arc<dyn RunChart>),
 }
 
 impl Chart {
@@ -57,8 +56,7 @@ impl Chart {
             Chart::Latency(c) => &c.title,
             Chart::Timeline(c) => &c.title,
             Chart::Heatmap(c) => &c.title,
-            Chart::LoadTimeline(c) => &c.title,
-            Chart::LoadCdf(c) => &c.title,
+            Chart::OfRun(c) => c.title(),
         }
     }
 
@@ -71,8 +69,7 @@ impl Chart {
             Chart::Latency(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
             Chart::Timeline(c) => c.streams.iter().map(|l| l.name.clone()).collect(),
             Chart::Heatmap(c) => c.names.clone(),
-            Chart::LoadTimeline(c) => c.series_names(),
-            Chart::LoadCdf(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
+            Chart::OfRun(c) => c.series_names(),
         }
     }
 
@@ -100,22 +97,19 @@ impl Chart {
                     found => format!("framed in red, the outliers: {}", found.join("; ")),
                 }
             ),
-            Chart::LoadTimeline(c) => format!(
-                "Receiver throughput per direction above, probe round trips below ({}), over time, \
-                 the phases shaded: {}",
-                if c.rtt_axis().log { "log scale" } else { "linear scale" },
-                c.phases.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
-            ),
-            Chart::LoadCdf(_) => {
-                "Cumulative distribution of the UDP probes' round trips (log scale), one curve per phase".into()
-            }
+            Chart::OfRun(c) => return c.description(),
         };
         format!("{what}; series: {}.", self.series_names().join(", "))
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
-        marks.set("background");
-        root.fill(&WHITE).map_err(draw_err)?;
+    /// Draws on `root`; a workload's chart draws itself on the backend
+    /// `own` names.
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &Area<DB>,
+        marks: &Marks,
+        own: impl FnOnce(&dyn RunChart) -> Result<(), ChartError>,
+    ) -> Result<(), ChartError> {
         match self {
             Chart::Bars(c) => c.draw(root, marks),
             Chart::SizeCurve(c) => c.draw(root, marks),
@@ -123,8 +117,7 @@ impl Chart {
             Chart::Latency(c) => c.draw(root, marks),
             Chart::Timeline(c) => c.draw(root, marks),
             Chart::Heatmap(c) => c.draw(root, marks),
-            Chart::LoadTimeline(c) => c.draw(root, marks),
-            Chart::LoadCdf(c) => c.draw(root, marks),
+            Chart::OfRun(c) => own(c.as_ref()),
         }
     }
 }
@@ -139,10 +132,10 @@ impl Drawing for Chart {
     }
 
     fn draw_svg(&self, root: &Area<svg::SvgBackend<'_>>, marks: &Marks) -> Result<(), ChartError> {
-        self.draw(root, marks)
+        self.draw(root, marks, |c| c.draw_svg(root, marks))
     }
 
     fn draw_png(&self, root: &Area<scaled::Scaled<BitMapBackend<'_>>>, marks: &Marks) -> Result<(), ChartError> {
-        self.draw(root, marks)
+        self.draw(root, marks, |c| c.draw_png(root, marks))
     }
 }

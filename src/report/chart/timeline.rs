@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::legend::{self, Entry, Swatch};
-use super::{color, draw_err, font, si, titled, upper, Area, ChartError, Marks};
+use super::{color, draw_err, font, scale_top, si, titled, upper, Area, ChartError, Marks};
 
 /// One stream's intervals: (start s, end s, bit/s).
 #[derive(Debug, Clone)]
@@ -19,39 +19,6 @@ pub struct StreamLine {
 fn seconds(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// The top of the y axis: the highest rate of the intervals that make up
-/// the run. An interval much shorter than the others (the sliver left at
-/// the end, a late wake-up) divides a few bytes by almost no time: it is
-/// drawn, clipped at the top with its value written, but does not set
-/// the scale for the rest.
-pub fn scale_top(streams: &[StreamLine]) -> f64 {
-    let mut lengths: Vec<f64> = streams
-        .iter()
-        .flat_map(|s| s.intervals.iter().map(|i| i.1 - i.0))
-        .filter(|l| *l > 0.0)
-        .collect();
-    if lengths.is_empty() {
-        return 0.0;
-    }
-    lengths.sort_by(f64::total_cmp);
-    let typical = lengths[lengths.len() / 2];
-    let whole = |i: &&(f64, f64, f64)| i.1 - i.0 >= typical / 2.0;
-    let top = streams
-        .iter()
-        .flat_map(|s| s.intervals.iter().filter(whole))
-        .map(|i| i.2)
-        .fold(0.0, f64::max);
-    if top > 0.0 {
-        top
-    } else {
-        streams
-            .iter()
-            .flat_map(|s| &s.intervals)
-            .map(|i| i.2)
-            .fold(0.0, f64::max)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,7 +43,7 @@ impl Timeline {
         let area = legend::strip(&area, marks, &entries)?;
         let all = || self.streams.iter().flat_map(|s| s.intervals.iter());
         let end = all().map(|i| i.1).fold(0.0, f64::max);
-        let ceiling = upper(scale_top(&self.streams));
+        let ceiling = upper(scale_top(self.streams.iter().flat_map(|s| &s.intervals)));
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(44)
@@ -115,30 +82,5 @@ impl Timeline {
                 .map_err(draw_err)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_sliver_interval_does_not_set_the_scale() {
-        let stream = StreamLine {
-            name: "stream 1".into(),
-            intervals: vec![
-                (0.0, 1.0, 20e9),
-                (1.0, 2.0, 21e9),
-                (2.0, 3.0, 19e9),
-                (3.0, 3.002, 140e9),
-            ],
-        };
-        assert_eq!(scale_top(std::slice::from_ref(&stream)), 21e9);
-        // Without a sliver, the highest interval is the top.
-        let even = StreamLine {
-            intervals: stream.intervals[..3].to_vec(),
-            ..stream
-        };
-        assert_eq!(scale_top(&[even]), 21e9);
     }
 }

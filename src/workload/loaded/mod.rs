@@ -14,6 +14,8 @@
 //! each way; ids past the load streams' name the TCP probe connection.
 
 pub mod args;
+pub mod chart;
+pub mod chart_cdf;
 mod probes;
 mod queues;
 pub mod result;

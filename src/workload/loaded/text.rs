@@ -6,7 +6,10 @@
 //! result's ([`super::result`]); this file only reads them.
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
+use super::chart::LoadTimeline;
+use super::chart_cdf::LoadCdf;
 use super::result::{bytes, ms, phase_conclusion, summarize, BothEnds, CpuShare, LoadedResult, LoadedResults};
 use super::{LoadedParams, KEY};
 use crate::model::TrialResult;
@@ -164,19 +167,26 @@ impl ChartViews for LoadedResults {
     fn chart_kinds(&self) -> &'static [ChartKind] {
         const NONE_FOUND: &str = "none is a latency-under-load run (nicbench loaded) with its probes: \
                                   add --workload loaded or change the filters";
+        const SUBJECT: &str = "Latency under load";
         &[
             ChartKind {
                 name: "loaded",
                 help: "Throughput per direction and probe round trips over time, phases shaded, of one \
                        `nicbench loaded` run (the newest, or --id)",
-                data: ChartData::LoadTimeline { key: KEY },
+                data: ChartData::PerRun {
+                    draw: |doc, run| Some(Arc::new(LoadTimeline::of(doc, KEY, run)?)),
+                    subject: SUBJECT,
+                },
                 none_found: NONE_FOUND,
             },
             ChartKind {
                 name: "loaded-cdf",
                 help: "The UDP probes' round-trip distribution, idle against each load phase, of one \
                        `nicbench loaded` run (the newest, or --id)",
-                data: ChartData::LoadCdf { key: KEY },
+                data: ChartData::PerRun {
+                    draw: |doc, run| Some(Arc::new(LoadCdf::of(doc, KEY, run)?)),
+                    subject: SUBJECT,
+                },
                 none_found: NONE_FOUND,
             },
         ]

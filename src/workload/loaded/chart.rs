@@ -5,26 +5,22 @@
 //! smoothed RTT at each end), on a log scale when idle and loaded round
 //! trips lie far apart. The phases (idle, download, upload, both) are
 //! shaded and named across both panels. The distribution of the UDP
-//! probes' round trips per phase is [`super::loaded_cdf`].
+//! probes' round trips per phase is [`super::chart_cdf`].
 //!
-//! The data is read from a run document as the workload declares it
-//! ([`crate::workload::ChartData::LoadTimeline`]): the schedule, probes and
-//! queue samples are the part at `key` of the stream ends carrying one
-//! (docs/SCHEMA.md), the phases' windows are at `/sum/KEY/phases`.
+//! The data is read from a run document (docs/SCHEMA.md): the schedule,
+//! probes and queue samples are the part at `key` of the stream ends
+//! carrying one, the phases' windows are at `/sum/KEY/phases`. Both
+//! charts are the workload's [`crate::workload::ChartData::PerRun`].
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
-use super::legend::{self, Entry, Swatch};
-use super::{draw_err, font, log_axis, si, titled, upper, Area, ChartError, Keyed, Marks, PALETTE};
-use crate::workload::ChartData;
-
-/// Whether a workload's chart kind draws one run at a time (the report
-/// draws it per run, not once over all runs).
-pub fn is_per_run(data: &ChartData) -> bool {
-    matches!(data, ChartData::LoadTimeline { .. } | ChartData::LoadCdf { .. })
-}
+use crate::chart_kit::legend::{self, Entry, Swatch};
+use crate::chart_kit::{
+    draw_err, font, log_axis, scale_top, scaled, si, svg, titled, upper, Area, ChartError, Drawing, Keyed, Marks,
+    RunChart, AXIS_CEILING, PALETTE,
+};
 
 /// A phase's window on the time axis, seconds since the start.
 #[derive(Debug, Clone, PartialEq)]
@@ -226,17 +222,9 @@ impl LoadTimeline {
     /// The top of the throughput panel: the highest rate of the intervals
     /// that make up the run; a sliver at the end (a few bytes over almost
     /// no time) is drawn clipped, with its value, instead of setting the
-    /// scale ([`super::timeline::scale_top`]).
+    /// scale ([`scale_top`]).
     pub fn rate_top(&self) -> f64 {
-        let lines: Vec<super::timeline::StreamLine> = self
-            .rates
-            .iter()
-            .map(|r| super::timeline::StreamLine {
-                name: r.name.clone(),
-                intervals: r.steps.clone(),
-            })
-            .collect();
-        super::timeline::scale_top(&lines)
+        scale_top(self.rates.iter().flat_map(|r| &r.steps))
     }
 
     fn end(&self) -> f64 {
@@ -244,7 +232,7 @@ impl LoadTimeline {
         let rates = self.rates.iter().flat_map(|r| r.steps.iter().map(|s| s.1));
         // Within the axis ceiling: a stored phase of 1.7e308 s made
         // plotters' tick search on the time axis loop for ever.
-        phases.chain(rates).fold(0.0, f64::max).clamp(1e-3, super::AXIS_CEILING)
+        phases.chain(rates).fold(0.0, f64::max).clamp(1e-3, AXIS_CEILING)
     }
 
     pub(crate) fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, marks: &Marks) -> Result<(), ChartError> {
@@ -419,9 +407,51 @@ fn phase_tint(name: &str) -> RGBColor {
     RGBColor(faint(r), faint(g), faint(b))
 }
 
+impl Drawing for LoadTimeline {
+    fn title(&self) -> &str {
+        &self.title
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Receiver throughput per direction above, probe round trips below ({}), over time, \
+             the phases shaded: {}; series: {}.",
+            if self.rtt_axis().log {
+                "log scale"
+            } else {
+                "linear scale"
+            },
+            self.phases
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.series_names().join(", ")
+        )
+    }
+
+    fn draw_svg(&self, root: &Area<svg::SvgBackend<'_>>, marks: &Marks) -> Result<(), ChartError> {
+        self.draw(root, marks)
+    }
+
+    fn draw_png(&self, root: &Area<scaled::Scaled<BitMapBackend<'_>>>, marks: &Marks) -> Result<(), ChartError> {
+        self.draw(root, marks)
+    }
+}
+
+impl RunChart for LoadTimeline {
+    fn series_names(&self) -> Vec<String> {
+        LoadTimeline::series_names(self)
+    }
+
+    /// Two panels over one time axis: taller than the others.
+    fn size_on_page(&self, (width, height): (u32, u32)) -> (u32, u32) {
+        (width, height * 5 / 4)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::super::Chart;
     use super::*;
 
     /// A real run: `nicbench loaded 127.0.0.1 --idle 1s --phase-time 1s
@@ -527,7 +557,7 @@ pub(crate) mod tests {
         for start in [1.0, 2.0, end] {
             upload.push((start, start + 0.001_f64.min(end - start).max(0.0), whole * 20.0));
         }
-        let svg = crate::report::chart::render_svg(&Chart::LoadTimeline(chart), (1000, 600)).unwrap();
+        let svg = crate::chart_kit::render_svg(&chart, (1000, 600)).unwrap();
         let xs: Vec<f64> = svg
             .split("<text")
             .filter(|t| t.contains('↑'))

@@ -8,9 +8,11 @@
 use plotters::prelude::*;
 use serde_json::Value;
 
-use super::legend::{self, Entry, Swatch};
-use super::loaded::{part_of, phase_color, phases};
-use super::{draw_err, font, log_axis, si, titled, Area, ChartError, Keyed, Marks};
+use super::chart::{part_of, phase_color, phases};
+use crate::chart_kit::legend::{self, Entry, Swatch};
+use crate::chart_kit::{
+    draw_err, font, log_axis, scaled, si, svg, titled, Area, ChartError, Drawing, Keyed, Marks, RunChart,
+};
 
 /// One phase's distribution: (round trip s, fraction of its answered
 /// probes at or under it), both rising.
@@ -157,9 +159,36 @@ impl LoadCdf {
     }
 }
 
+impl Drawing for LoadCdf {
+    fn title(&self) -> &str {
+        &self.title
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Cumulative distribution of the UDP probes' round trips (log scale), one curve per phase; series: {}.",
+            self.series_names().join(", ")
+        )
+    }
+
+    fn draw_svg(&self, root: &Area<svg::SvgBackend<'_>>, marks: &Marks) -> Result<(), ChartError> {
+        self.draw(root, marks)
+    }
+
+    fn draw_png(&self, root: &Area<scaled::Scaled<BitMapBackend<'_>>>, marks: &Marks) -> Result<(), ChartError> {
+        self.draw(root, marks)
+    }
+}
+
+impl RunChart for LoadCdf {
+    fn series_names(&self) -> Vec<String> {
+        self.lines.iter().map(|l| l.name.clone()).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::loaded::tests::fixture;
+    use super::super::chart::tests::fixture;
     use super::*;
 
     #[test]
