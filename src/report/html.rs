@@ -205,8 +205,40 @@ fn fact_lines(facts: &HostFacts) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Writes the report of the runs matching `filter` into `out`.
+/// Writes the report of the runs matching `filter` into `out`: what
+/// [`gather`] reads of them, as [`render`] lays it out.
 pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String) -> Result<Written, ReportError> {
+    let page = gather(store, filter, spec)?;
+    Ok(render(&page, spec, out))
+}
+
+/// Everything a report shows, read from the store and drawn: plain data
+/// that [`render`] lays out without the store (a test builds one in
+/// memory).
+pub struct Page {
+    /// Every matching run, newest first.
+    runs: Vec<RunView>,
+    hosts: HostBook,
+    /// One part per metric: its table, its bars, and CPU beside throughput.
+    parts: Vec<MetricPart>,
+    /// The curves: the CPU chart when no throughput table holds it, the
+    /// workloads' charts, the timeline, the charts of one run, meshes.
+    charts: Vec<Figure>,
+    /// Which runs the charts of one run cover, when not all.
+    per_run_notes: Vec<String>,
+    /// The plan's tables of several figures, in the order asked.
+    roundups: Vec<RoundupPart>,
+}
+
+/// One of the plan's tables of several figures, or its title when no
+/// complete run has its figures.
+enum RoundupPart {
+    Table(super::roundup::Roundup, Option<String>),
+    Missing(Option<String>),
+}
+
+/// Reads and draws what the report of the runs matching `filter` shows.
+pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page, ReportError> {
     let summaries = store.runs(&Filter {
         limit: None,
         ..filter.clone()
@@ -249,7 +281,6 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
             summary,
         });
     }
-    let complete = runs.iter().filter(|r| r.summary.complete).count();
     // The cases of the complete runs, read once for every table and chart.
     let book = crate::store::cases::CaseBook::read(store, &data::complete(filter))?;
     let pairs = host_pairs(&runs);
@@ -284,7 +315,28 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
     }
     let (of_runs, per_run_notes) = charts_of_runs(store, filter, spec, &book, &mut ids)?;
     charts.extend(of_runs);
+    let roundups = roundups(store, filter, &spec.roundups, &book)?;
+    Ok(Page {
+        runs,
+        hosts,
+        parts,
+        charts,
+        per_run_notes,
+        roundups,
+    })
+}
 
+/// Lays out `page` as one HTML file into `out`.
+pub fn render(page: &Page, spec: &ReportSpec, out: &mut String) -> Written {
+    let Page {
+        runs,
+        hosts,
+        parts,
+        charts,
+        per_run_notes,
+        roundups,
+    } = page;
+    let complete = runs.iter().filter(|r| r.summary.complete).count();
     let _ = writeln!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -306,34 +358,34 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
             format!("; filters: <code>{}</code>", escape(&spec.filters_text))
         }
     );
-    write_summary(out, &runs, complete, spec.plan_cells.len());
+    write_summary(out, runs, complete, spec.plan_cells.len());
     write_plan_cells(out, &spec.plan_cells);
     if let Some(lead) = &spec.lead {
         write_lead(out, lead);
     }
     let _ = writeln!(out, "<nav aria-label=\"Contents\"><p>{}<a href=\"#tables\">Tables and bars</a> · <a href=\"#charts\">Curves</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>", if spec.roundups.is_empty() { "" } else { "<a href=\"#roundup\">The plan's tables</a> · " });
 
-    write_roundups(out, store, filter, &spec.roundups, &book)?;
+    write_roundups(out, roundups);
     out.push_str("<section id=\"tables\"><h2>Tables and bars</h2>\n");
     if parts.is_empty() {
         out.push_str("<p>No complete run to compare.</p>\n");
     }
     let mut figures = 0;
-    for part in &parts {
+    for part in parts {
         write_part(out, part, spec.baseline.as_deref(), &mut figures);
     }
     out.push_str("</section>\n");
     if !charts.is_empty() {
         out.push_str("<section id=\"charts\"><h2>Curves</h2>\n");
-        for figure in &charts {
+        for figure in charts {
             write_figure(out, figure, &mut figures);
         }
-        for note in &per_run_notes {
+        for note in per_run_notes {
             let _ = writeln!(out, "<p class=\"meta\">{}</p>", escape(note));
         }
         out.push_str("</section>\n");
     }
-    write_runs(out, &runs);
+    write_runs(out, runs);
     out.push_str("<section id=\"facts\"><h2>Hosts</h2><div class=\"facts\">\n");
     for host in &hosts.0 {
         let _ = write!(out, "<table><caption>{}</caption><tbody>", escape(&host.caption()));
@@ -348,17 +400,17 @@ pub fn write(store: &Store, filter: &Filter, spec: &ReportSpec, out: &mut String
         out.push_str("</tbody></table>\n");
     }
     out.push_str("</div></section>\n");
-    write_reproduce(out, &runs);
+    write_reproduce(out, runs);
     let _ = writeln!(out, "</main><script>{SCRIPT}</script></body></html>");
     let drawn_with_tables: usize = parts
         .iter()
         .map(|p| p.bars.is_some() as usize + p.cpu.is_some() as usize)
         .sum();
-    Ok(Written {
+    Written {
         runs: runs.len(),
         charts: charts.len() + drawn_with_tables,
         tables: parts.len(),
-    })
+    }
 }
 
 /// Each host once, by name: its facts as first seen, and every other
@@ -505,21 +557,17 @@ fn write_lead(out: &mut String, lead: &LeadTable) {
     out.push_str("</tbody></table></div></section>\n");
 }
 
-/// The tables of several figures per cell, each under its title; one
-/// whose figures no run has says so.
-fn write_roundups(
-    out: &mut String,
+/// The tables of several figures per cell the plan asks for, each with
+/// its title.
+fn roundups(
     store: &Store,
     filter: &Filter,
     specs: &[RoundupSpec],
     book: &CaseBook,
-) -> Result<(), ReportError> {
-    if specs.is_empty() {
-        return Ok(());
-    }
+) -> Result<Vec<RoundupPart>, ReportError> {
     let filter = data::complete(filter);
-    out.push_str("<section id=\"roundup\"><h2>The plan's tables</h2>\n");
     let keys = |d: &[Dimension]| d.iter().map(Dimension::title).collect::<Vec<_>>();
+    let mut parts = Vec::new();
     for spec in specs {
         let mut tables = Vec::new();
         let mut filter = filter.clone();
@@ -542,18 +590,34 @@ fn write_roundups(
             .map_err(ReportError::Baseline)?;
             tables.push(table);
         }
-        if tables.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p class=\"note\">{}: no complete run has these figures.</p>",
-                escape(spec.title.as_deref().unwrap_or("A table"))
-            );
-            continue;
+        parts.push(match tables.is_empty() {
+            true => RoundupPart::Missing(spec.title.clone()),
+            false => RoundupPart::Table(super::roundup::Roundup::new(tables), spec.title.clone()),
+        });
+    }
+    Ok(parts)
+}
+
+/// The plan's tables, each under its title; one whose figures no run has
+/// says so.
+fn write_roundups(out: &mut String, parts: &[RoundupPart]) {
+    if parts.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"roundup\"><h2>The plan's tables</h2>\n");
+    for part in parts {
+        match part {
+            RoundupPart::Table(roundup, title) => roundup.write_html(out, title.as_deref()),
+            RoundupPart::Missing(title) => {
+                let _ = writeln!(
+                    out,
+                    "<p class=\"note\">{}: no complete run has these figures.</p>",
+                    escape(title.as_deref().unwrap_or("A table"))
+                );
+            }
         }
-        super::roundup::Roundup::new(tables).write_html(out, spec.title.as_deref());
     }
     out.push_str("</section>\n");
-    Ok(())
 }
 
 /// Every plan cell without a complete run, and why.
@@ -1195,6 +1259,110 @@ mod tests {
             verdict: None,
             line_rate_percent: None,
         }
+    }
+
+    fn spec() -> ReportSpec {
+        ReportSpec {
+            title: "MTU <roundup>".into(),
+            source: "/tmp/runs.db".into(),
+            filters_text: String::new(),
+            rows: Vec::new(),
+            cols: Vec::new(),
+            stat: Stat::Median,
+            baseline: None,
+            plan_cells: Vec::new(),
+            lead: None,
+            roundups: Vec::new(),
+        }
+    }
+
+    /// The page is laid out from plain data: one built in memory, with no
+    /// store, shows each of its parts once, in the page's order (the
+    /// plan's tables, the one-figure tables and their bars, the curves and
+    /// the note on them, the runs, the hosts, the commands), escapes what
+    /// it quotes, and counts what it wrote.
+    #[test]
+    fn a_page_built_without_a_store_renders_each_part_in_order() {
+        use crate::store::cases::Case;
+        use crate::store::compare::{Metric, Record};
+        let metric = Metric::parse("throughput").unwrap();
+        let record = |run_id: i64, col: &str, value: f64| Record {
+            run_id,
+            row: vec!["tcp".into()],
+            col: vec![col.into()],
+            value,
+            case: Case {
+                key: "mtu=".to_string() + col,
+                label: "TCP".into(),
+                parts: Vec::new(),
+            },
+            trials: vec![value],
+            rule: None,
+        };
+        let records = [record(1, "1500", 9.41e9), record(2, "9000", 9.89e9)];
+        let keys = |k: &str| vec![k.to_string()];
+        let table = Table::build(&records, &metric, Stat::Median, keys("workload"), keys("mtu"), None).unwrap();
+        let mut ids = 0..;
+        let mut bars = || {
+            let bars = data::bars_of_table(&table, &records, metric.label, Stat::Median);
+            svg_of(chart::Chart::Bars(bars), SIZE, &mut ids).unwrap()
+        };
+        let (with_table, curve) = (bars(), bars());
+        let mut hosts = HostBook::default();
+        hosts.add(
+            "b<script>",
+            "agent of run 2".into(),
+            vec![("kernel".into(), "6.18".into())],
+        );
+        let page = Page {
+            runs: vec![run(2), run(1)],
+            hosts,
+            parts: vec![MetricPart {
+                table: table.clone(),
+                bars: Some(with_table),
+                cpu: None,
+            }],
+            charts: vec![curve],
+            per_run_notes: vec!["Drawn for the newest 1 of 2 runs & no more.".into()],
+            roundups: vec![
+                RoundupPart::Table(super::super::roundup::Roundup::new(vec![table]), Some("By MTU".into())),
+                RoundupPart::Missing(Some("CPU <per> byte".into())),
+            ],
+        };
+        let mut out = String::new();
+        let written = render(&page, &spec(), &mut out);
+        assert_eq!(
+            written,
+            Written {
+                runs: 2,
+                charts: 2,
+                tables: 1
+            }
+        );
+        let order = [
+            "<title>MTU &lt;roundup&gt;</title>",
+            "<section id=\"roundup\">",
+            "By MTU",
+            "CPU &lt;per&gt; byte: no complete run has these figures.",
+            "<section id=\"tables\">",
+            "9000",
+            "<section id=\"charts\">",
+            "Drawn for the newest 1 of 2 runs &amp; no more.",
+            "<section id=\"runs\">",
+            "<section id=\"facts\">",
+            "b&lt;script&gt; (agent of run 2)",
+            "<section id=\"reproduce\">",
+            "nicbench tcp b # 1",
+        ];
+        let mut from = 0;
+        for part in order {
+            let at = out[from..]
+                .find(part)
+                .unwrap_or_else(|| panic!("{part:?} missing after byte {from}"));
+            from += at + part.len();
+        }
+        assert_eq!(out.matches("<figure").count(), 2, "the table's bars and the curve");
+        assert!(!out.contains("b<script>"), "a host name is escaped");
     }
 
     /// Past MAX_LISTED_RUNS the Runs table and Reproduce list the newest
