@@ -8,7 +8,6 @@
 use std::cell::OnceCell;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -99,9 +98,8 @@ fn run_companion(m: &MeasureArgs, wanted: &Companion, around: &dyn Around, setti
 fn companion_trial(m: &MeasureArgs, spec: &TestSpec, settings: &Settings) -> anyhow::Result<RunResult> {
     let target = measure::target(m)?;
     // The agent may still be closing the trial just before.
-    let busy_until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let result = session::run(
+    let run = super::trials::retry_while_busy(true, || {
+        session::run(
             &target,
             spec,
             RunOptions {
@@ -111,14 +109,9 @@ fn companion_trial(m: &MeasureArgs, spec: &TestSpec, settings: &Settings) -> any
                 trial: 1,
                 settings: settings.clone(),
             },
-        );
-        match result {
-            Err(session::SessionError::Busy { .. }) if Instant::now() < busy_until => {
-                std::thread::sleep(Duration::from_millis(50))
-            }
-            other => return Ok(other?),
-        }
-    }
+        )
+    })?;
+    Ok(run)
 }
 
 /// A progress bar when stderr is a terminal, else a plain line per pass.

@@ -42,11 +42,11 @@ pub fn run_case_adjusted(
     settings: &crate::workload::Settings,
 ) -> Result<RunResult, CaseFailure<SessionError>> {
     let interrupted = options.interrupted;
+    // The agent may still be closing the previous trial (none precedes the first).
     let mut trial = |number: u32| {
-        let busy_until = Instant::now() + BUSY_RETRY;
-        loop {
+        let attempt = || {
             let shaper = super::lab::ShaperWatch::start(target);
-            let result = crate::session::run(
+            let run = crate::session::run(
                 target,
                 spec,
                 RunOptions {
@@ -56,23 +56,34 @@ pub fn run_case_adjusted(
                     trial: number,
                     settings: settings.clone(),
                 },
-            );
-            match result {
-                // The agent may still be closing the previous trial.
-                Err(SessionError::Busy { .. }) if number > 1 && Instant::now() < busy_until => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                other => {
-                    return other.map(|mut run| {
-                        if let Some(shaper) = shaper {
-                            shaper.finish(&mut run);
-                        }
-                        adjust(&mut run);
-                        run
-                    })
-                }
+            )?;
+            Ok((run, shaper))
+        };
+        retry_while_busy(number > 1, attempt).map(|(mut run, shaper)| {
+            if let Some(shaper) = shaper {
+                shaper.finish(&mut run);
             }
-        }
+            adjust(&mut run);
+            run
+        })
     };
     repeat::run_trials(&mut trial, options)
+}
+
+/// `attempt` (a session with the agent), tried again 50 ms later while the
+/// agent answers that it is still busy with the trial before, for at most
+/// [`BUSY_RETRY`]; once only when `retry` is false.
+pub fn retry_while_busy<T>(
+    retry: bool,
+    mut attempt: impl FnMut() -> Result<T, SessionError>,
+) -> Result<T, SessionError> {
+    let busy_until = Instant::now() + BUSY_RETRY;
+    loop {
+        match attempt() {
+            Err(SessionError::Busy { .. }) if retry && Instant::now() < busy_until => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            other => return other,
+        }
+    }
 }
