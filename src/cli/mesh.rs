@@ -41,7 +41,7 @@ pub struct MeshArgs {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// What each ordered pair runs: tcp and udp give the receiver's
     /// throughput, rr the median round trip.
-    #[arg(short = 'w', long, default_value = "tcp",
+    #[arg(short = 'w', long, default_value = crate::workload::bulk_streams(crate::workload::transport::Proto::TCP).name(),
           value_parser = clap::builder::PossibleValuesParser::new(crate::workload::peer_test_names()))]
     pub workload: String,
     /// How long each test sends, after its warm-up.

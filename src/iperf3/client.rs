@@ -43,8 +43,8 @@ struct Asked {
 /// Checks that iperf3 can run `spec` and turns it into iperf3's parameters.
 fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
     let unsupported = |what: &str| Err(Iperf3Error::Unsupported(what.to_string()));
-    let (transport, tcp, rate) = match spec.workload.as_str() {
-        "tcp" => {
+    let (transport, tcp, rate) = match crate::workload::bulk_transport(&spec.workload) {
+        Some(p) if p.is_tcp() => {
             let p: TcpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
             if p.zerocopy {
                 return unsupported("-Z/--zerocopy is not available with iperf3 (use nicbench's own agent)");
@@ -59,7 +59,7 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
             let rate = p.rate_bits_per_second;
             (Proto::TCP, p, rate)
         }
-        "udp" => {
+        Some(p) if p.is_datagram() => {
             let p: UdpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
             if p.gso || p.gro {
                 return unsupported("--gso/--gro are not available with iperf3's datagram format");
@@ -71,9 +71,10 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
             }
             (Proto::UDP, TcpParams::default(), p.rate_bits_per_second)
         }
-        other => {
+        _ => {
             return Err(Iperf3Error::Unsupported(format!(
-                "the '{other}' workload has no iperf3 equivalent; iperf3 servers run tcp and udp"
+                "the '{}' workload has no iperf3 equivalent; iperf3 servers run tcp and udp",
+                spec.workload
             )))
         }
     };

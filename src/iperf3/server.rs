@@ -159,7 +159,9 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
         cpus: vec![],
     };
     let mut spec = TestSpec {
-        workload: if udp { "udp" } else { "tcp" }.into(),
+        workload: crate::workload::bulk_streams(if udp { Proto::UDP } else { Proto::TCP })
+            .name()
+            .into(),
         duration_seconds: duration,
         bytes,
         omit_seconds: params.omit_seconds as f64,

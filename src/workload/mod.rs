@@ -61,6 +61,32 @@ pub fn find(name: &str) -> Result<&'static dyn Workload, SpecError> {
         })
 }
 
+/// The workload of bulk streams over `proto`, for what other tools call
+/// a plain throughput test (iperf3's tests and its `-J` documents, a
+/// mesh's default): byte streams over a stream transport, datagrams at an
+/// offered rate over a datagram one.
+pub fn bulk_streams(proto: transport::Proto) -> &'static dyn Workload {
+    if proto.is_datagram() {
+        &udp::UdpStream
+    } else {
+        &tcp_stream::TcpStream
+    }
+}
+
+/// The transport whose bulk streams the workload `name` is
+/// ([`bulk_streams`]): TCP or UDP; None for any other workload.
+pub fn bulk_transport(name: &str) -> Option<transport::Proto> {
+    [transport::Proto::TCP, transport::Proto::UDP]
+        .into_iter()
+        .find(|p| bulk_streams(*p).name() == name)
+}
+
+/// The message-size sweep, for other tools' size sweeps (a NetPIPE
+/// `np.out` file imports as one).
+pub fn size_sweep() -> &'static dyn Workload {
+    &sweep::Sweep
+}
+
 /// The transport a test of `spec` runs over, for a workload that runs
 /// over one ([`Workload::transport`]).
 pub fn transport_of(spec: &TestSpec) -> Option<transport::Proto> {

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::checks::{self, Bad};
 use super::Imported;
 use crate::store::columns::{headline, Columns};
+use crate::workload::transport::Proto;
 
 /// Why an iperf3 document is not imported.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,9 +77,9 @@ fn columns_of(doc: &Value) -> Result<Columns, Error> {
     let test = start
         .get("test_start")
         .ok_or("iperf3 document without start.test_start: expected the output of a finished test")?;
-    let workload = match test.get("protocol").and_then(Value::as_str) {
-        Some("TCP") => "tcp",
-        Some("UDP") => "udp",
+    let transport = match test.get("protocol").and_then(Value::as_str) {
+        Some("TCP") => Proto::TCP,
+        Some("UDP") => Proto::UDP,
         Some(other) => return Err(format!("iperf3 protocol '{other}' is not imported (expected TCP or UDP)").into()),
         None => return Err("iperf3 document without start.test_start.protocol".into()),
     };
@@ -104,7 +105,8 @@ fn columns_of(doc: &Value) -> Result<Columns, Error> {
     } else {
         None
     };
-    let (received, sent, loss) = if workload == "udp" {
+    let workload = crate::workload::bulk_streams(transport).name();
+    let (received, sent, loss) = if transport.is_datagram() {
         // 3.12 has sum_received and sum_sent; older versions one sum.
         let received = number(end, "sum_received.bits_per_second").or_else(|| number(end, "sum.bits_per_second"));
         let loss = number(end, "sum_received.lost_percent").or_else(|| number(end, "sum.lost_percent"));

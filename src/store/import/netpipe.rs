@@ -10,8 +10,6 @@ use std::io::{BufRead, Read};
 
 use super::{checks, Imported, Skipped};
 use crate::store::columns::{headline, Columns};
-use crate::workload::sweep::Sweep;
-use crate::workload::Workload;
 
 /// NetPIPE's megabit: 2^20 bits.
 const NETPIPE_MEGABIT: f64 = 1_048_576.0;
@@ -110,7 +108,7 @@ pub fn parse_lines(mut reader: impl BufRead, skipped: Skipped) -> Result<Importe
         .filter_map(|p| p["bits_per_second"].as_f64())
         .fold(0.0, f64::max);
     // A NetPIPE run is a sweep, its peak the sweep's headline.
-    let sweep: &dyn Workload = &Sweep;
+    let sweep = crate::workload::size_sweep();
     let mut columns = Columns {
         workload: sweep.name().into(),
         workload_figures: [(sweep.results().headline().name, peak)].into(),
