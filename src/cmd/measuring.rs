@@ -9,7 +9,6 @@ use std::cell::OnceCell;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
-use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{measure, signals};
@@ -25,9 +24,8 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
     let spec = command.spec()?;
     let mut around = command.around()?;
     let m = &command.measure;
-    if let Err(why) = around.refuse(&m.spec) {
-        bail!(why);
-    }
+    // A shared option this workload cannot honour is a usage error (exit 2).
+    around.refuse(&m.spec).map_err(super::UsageError)?;
     signals::install();
     let mut settings = crate::workload::Settings::default();
     around.prepare(&spec, &mut settings)?;
