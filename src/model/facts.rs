@@ -46,6 +46,46 @@ pub struct HostFacts {
     /// over MPTCP only, absent otherwise and in runs before 2026-11-28.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mptcp: Option<MptcpPathManager>,
+    /// What bounds TLS on this host: each cipher's speed on one core, kernel
+    /// TLS, and the certificate an agent presents. Recorded for a test over
+    /// TLS only, absent otherwise and in runs before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsHostFacts>,
+}
+
+/// What bounds TLS on a host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsHostFacts {
+    /// Each TLS 1.3 cipher's speed on one core of this CPU, in the record
+    /// size TLS uses (16 KiB): the most one stream can encrypt or decrypt.
+    pub cipher_speeds: Vec<CipherSpeed>,
+    /// Whether the CPU has AES instructions (`aes` in /proc/cpuinfo's
+    /// flags): without them AES-GCM runs in software, slower than ChaCha20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_aes: Option<bool>,
+    /// Kernel TLS (the record layer in the kernel): None where this kernel
+    /// has it, else why not, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ktls_unavailable: Option<String>,
+    /// The SHA-256 of the certificate this agent presents (hex), on the
+    /// agent's facts only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_sha256: Option<String>,
+    /// Where that certificate came from: `self-signed` (made by the agent
+    /// at its first TLS test) or the file `serve --tls-cert` named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_source: Option<String>,
+}
+
+/// One cipher's speed on one core.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CipherSpeed {
+    /// `aes128-gcm`, `aes256-gcm` or `chacha20-poly1305` (`--cipher`).
+    pub cipher: String,
+    /// Sealing (encrypting and tagging) 16 KiB records, bits per second.
+    pub encrypt_bits_per_second: f64,
+    /// Opening (checking and decrypting) them, bits per second.
+    pub decrypt_bits_per_second: f64,
 }
 
 /// A cgroup CPU quota: how much of one core the host's processes may use.

@@ -31,6 +31,7 @@ pub fn local_facts() -> HostFacts {
         interface: None,
         cpu_limit: cpu_limit(),
         mptcp: None,
+        tls: None,
     }
 }
 
@@ -78,7 +79,7 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn kernel_release() -> String {
+pub fn kernel_release() -> String {
     fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())

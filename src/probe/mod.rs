@@ -7,6 +7,7 @@
 
 pub mod bonding;
 pub mod cgroup;
+pub mod cipher;
 pub mod counters;
 pub mod cpu;
 pub mod ethtool;
