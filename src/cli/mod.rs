@@ -247,6 +247,14 @@ pub struct ServeArgs {
     /// (HMAC-SHA256 challenge-response; the key never crosses the network).
     #[arg(long, value_name = "FILE", env = "NICBENCH_PSK_FILE")]
     pub psk_file: Option<std::path::PathBuf>,
+    /// The certificate chain (PEM) this agent presents to `--transport tls`
+    /// clients. Default: a self-signed ECDSA certificate made at start;
+    /// either way its SHA-256 is printed, for clients' --tls-pin.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Let clients that proved the key (--psk-file) set the MTU of the
     /// interface toward them between tests (`nicbench run` plans with an
     /// mtu axis). Off by default; needs root.

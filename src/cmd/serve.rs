@@ -24,6 +24,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let iperf3_auth = iperf3_auth(&args)?;
+    // A given certificate that cannot be used stops the agent; a
+    // self-signed one that cannot be made only leaves TLS tests refused.
+    let certificate = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(crate::workload::transport::tls::cert::serve_given(cert, key).map_err(UsageError)?)
+        }
+        _ => crate::workload::transport::tls::cert::serving()
+            .map_err(|e| log::warn!("no TLS certificate, so no TLS tests: {e}"))
+            .ok(),
+    };
     let ips: Vec<IpAddr> = match args.bind {
         Some(ip) => vec![ip],
         // Dual-stack where the host has IPv6, plain IPv4 otherwise.
@@ -80,6 +90,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         agent.local_addr()
     );
+    if let Some(certificate) = &certificate {
+        eprintln!(
+            "TLS certificate ({}): sha256:{}",
+            certificate.source.escape_debug(),
+            crate::workload::transport::tls::cert::with_colons(&certificate.sha256)
+        );
+    }
     if let Some(addr) = agent.iperf3_addr() {
         let auth = match &iperf3_auth {
             Some(a) => format!(" (RSA authentication, {} user(s))", a.user_count()),

@@ -247,6 +247,7 @@ pub fn run_with_psk(
         routes: workload::routes_of(spec),
         same_kernel: !own_boot_id.is_empty() && accepted.agent.boot_id == own_boot_id,
         settings: options.settings.clone(),
+        agent_tls: accepted.agent.tls.clone(),
     };
     let side = workload.client_side(spec, &net)?;
     match channel.recv(REPLY_TIMEOUT, "the agent to be ready")? {

@@ -282,6 +282,9 @@ pub struct ClientNet {
     pub same_kernel: bool,
     /// What the command was told for each workload beyond the spec.
     pub settings: Settings,
+    /// What the agent announced of TLS in its facts (the certificate it
+    /// presents), for a test over TLS.
+    pub agent_tls: Option<crate::model::TlsHostFacts>,
 }
 
 impl ClientNet {

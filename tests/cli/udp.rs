@@ -342,6 +342,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
         routes: Default::default(),
         same_kernel: true,
         settings: Default::default(),
+        agent_tls: None,
     };
     let side = workload::find("udp").unwrap().client_side(&spec, &net).unwrap();
     assert!(matches!(channel.recv(wait, "ready").unwrap(), Message::Ready));

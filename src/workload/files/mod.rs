@@ -241,6 +241,9 @@ impl Workload for Files {
             ));
         }
         p.transport.check_stream_for(self.name()).map_err(SpecError::Invalid)?;
+        p.transport
+            .check_kernel_stream("--transport", self.name())
+            .map_err(SpecError::Invalid)?;
         if !(0.0..=1.0).contains(&p.compressibility) {
             return Err(out_of_range("--compressibility", "0 to 1", p.compressibility));
         }

@@ -103,6 +103,7 @@ impl WorkloadArgs for LoadedOptions {
                 discard: false,
                 rate_bits_per_second: None,
                 transport: crate::workload::transport::Proto::TCP,
+                tls: None,
             },
             notsent_lowat_bytes: self.notsent_lowat,
         };

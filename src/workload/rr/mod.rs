@@ -414,6 +414,9 @@ impl Workload for RequestResponse {
         p.proto
             .available()
             .map_err(|why| SpecError::Invalid(format!("--proto {}: {why}", p.proto)))?;
+        p.proto
+            .check_kernel_stream("--proto", self.name())
+            .map_err(SpecError::Invalid)?;
         if p.crr && p.proto.is_datagram() {
             return Err(SpecError::Invalid(format!(
                 "--crr opens a connection per transaction; it cannot be combined with --proto {}",

@@ -204,6 +204,9 @@ impl SweepParams {
         self.transport
             .available()
             .map_err(|why| SpecError::Invalid(format!("--transport {}: {why}", self.transport)))?;
+        self.transport
+            .check_kernel_stream("--transport", "the sweep")
+            .map_err(SpecError::Invalid)?;
         if self.transport.is_datagram() && self.mode == Mode::Stream {
             return Err(SpecError::Invalid(
                 "--mode stream runs over TCP only; over UDP the sweep is ping-pong (drop --udp or --mode stream)"

@@ -21,6 +21,7 @@ use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTas
 use super::transport::admission::{self, Configure, JoinListener};
 use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
+use super::transport::tls::{self, TlsParams};
 use super::transport::{ConnectionFigures, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, RunControl, Side, SideOptions, SideOutcome,
@@ -61,6 +62,10 @@ pub struct TcpParams {
     /// transports read the spec) or another stream transport, `mptcp`.
     #[serde(default, skip_serializing_if = "Proto::is_tcp")]
     pub transport: Proto,
+    /// Over TLS: the cipher suite, kernel TLS, how the client trusts the
+    /// agent; absent over other transports (and then TLS's defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsParams>,
 }
 
 /// How `-Z` sends: `--zerocopy=sendfile` (the default) or `--zerocopy=msg`.
@@ -83,6 +88,12 @@ impl TcpParams {
             (true, ZeroCopyMethod::Sendfile) => SendPath::Sendfile,
             (true, ZeroCopyMethod::Msg) => SendPath::MsgZeroCopy,
         }
+    }
+
+    /// The TLS options of a test over TLS (its defaults where the spec
+    /// left them out), None over any other transport.
+    pub fn tls(&self) -> Option<TlsParams> {
+        (self.transport == Proto::TLS).then(|| self.tls.clone().unwrap_or_default())
     }
 
     /// The receiver's path these parameters ask for.
@@ -108,9 +119,14 @@ impl Figures for TcpResults {}
 
 impl Stored for TcpResults {
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {
-        let mut parts = vec![("workload", "TCP".to_string())];
-        parts.extend(super::case::stream_parts(spec, "writes"));
         let p: TcpParams = spec.params().unwrap_or_default();
+        // The transport's label: `TCP`, `MPTCP`, `TLS`, so that runs over
+        // each are cases of their own.
+        let mut parts = vec![("workload", p.transport.label().to_string())];
+        parts.extend(super::case::stream_parts(spec, "writes"));
+        if let Some(t) = p.tls() {
+            parts.push(("cipher", t.cipher.to_string()));
+        }
         match p.send_path() {
             SendPath::Copy => {}
             SendPath::Sendfile => parts.push(("zerocopy", "zero-copy".into())),
@@ -136,6 +152,11 @@ impl Stored for TcpResults {
 }
 
 impl VerdictQuestions for TcpResults {
+    /// Over TLS: the cipher, where it took most of an end's CPU time.
+    fn findings(&self, trial: &TrialResult) -> Vec<crate::model::Verdict> {
+        tls::cipher_findings(trial)
+    }
+
     fn several_paths(&self, trial: &TrialResult) -> Option<String> {
         super::transport::mptcp::several_paths(trial)
     }
@@ -182,6 +203,7 @@ impl TextView for TcpResults {
         for stream in &trial.streams {
             super::transport::mptcp::write_subflows(stream, out)?;
         }
+        tls::write_details(trial, out)?;
         for stream in &trial.streams {
             let Some(part) = stream.sender.extras.get::<TcpEnd>(KEY) else {
                 continue;
@@ -252,6 +274,31 @@ impl Workload for TcpStream {
             .transport
             .check_stream_for(self.name())
             .map_err(SpecError::Invalid)?;
+        match params.tls() {
+            None if params.tls.is_some() => {
+                return Err(SpecError::Invalid(format!(
+                    "--cipher, --tls-pin, --tls-ca and --ktls apply to --transport tls, not {}",
+                    params.transport
+                )))
+            }
+            None => {}
+            Some(t) => {
+                t.validate().map_err(SpecError::Invalid)?;
+                if params.zerocopy {
+                    return Err(SpecError::Invalid(
+                        "-Z/--zerocopy with --transport tls: rustls seals each record in user space, so there is \
+                         no file page or user page the kernel could send as it is; drop -Z"
+                            .into(),
+                    ));
+                }
+                if params.discard {
+                    return Err(SpecError::Invalid(
+                        "--discard with --transport tls: records must be read to be opened and checked; drop --discard"
+                            .into(),
+                    ));
+                }
+            }
+        }
         if params.zerocopy_method.is_some() && !params.zerocopy {
             return Err(SpecError::Invalid(
                 "a zero-copy method without zero-copy send: set zerocopy too (-Z/--zerocopy=METHOD)".into(),
@@ -273,6 +320,10 @@ impl Workload for TcpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: TcpParams = spec.params()?;
+        if params.tls().is_some() {
+            // Made now, so the facts the agent answers with announce it.
+            tls::cert::serving().map_err(WorkloadError::Setup)?;
+        }
         let listener = admission::listen(
             params.transport,
             net.local_ip,
@@ -302,13 +353,13 @@ impl Workload for TcpStream {
                 sockets.push((id, socket));
             }
         }
-        Ok(Box::new(TcpSide::new(
-            Party::Client,
-            spec,
-            params,
-            sockets,
-            JoinListener::none(),
-        )))
+        let sessions = match params.tls() {
+            Some(t) => client_handshakes(&t, net, &sockets)?,
+            None => Vec::new(),
+        };
+        Ok(Box::new(
+            TcpSide::new(Party::Client, spec, params, sockets, JoinListener::none()).with_sessions(sessions),
+        ))
     }
 }
 
@@ -378,14 +429,24 @@ impl AgentSide for TcpAgent {
                 prepare_sender(socket, sends, &self.params)?;
             }
         }
+        let accepted: Vec<(u32, Socket)> = accepted.into_iter().collect();
+        let sessions = match self.params.tls() {
+            Some(_) => {
+                let config = tls::session::server_config().map_err(WorkloadError::Setup)?;
+                let open = move || {
+                    rustls::ServerConnection::new(config.clone())
+                        .map(rustls::Connection::from)
+                        .map_err(|e| e.to_string())
+                };
+                let refs: Vec<(u32, &Socket)> = accepted.iter().map(|(id, s)| (*id, s)).collect();
+                tls::session::handshake_all(&refs, &open, None, deadline)?
+            }
+            None => Vec::new(),
+        };
         let joins = JoinListener::keep(self.params.transport, self.listener);
-        Ok(Box::new(TcpSide::new(
-            Party::Agent,
-            &self.spec,
-            self.params,
-            accepted.into_iter().collect(),
-            joins,
-        )))
+        Ok(Box::new(
+            TcpSide::new(Party::Agent, &self.spec, self.params, accepted, joins).with_sessions(sessions),
+        ))
     }
 }
 
@@ -395,6 +456,8 @@ struct TcpSide {
     spec: TestSpec,
     params: TcpParams,
     sockets: Vec<(u32, Flow, Socket)>,
+    /// Over TLS: each stream's session, its handshake done.
+    sessions: std::collections::BTreeMap<u32, tls::session::Session>,
     /// Closed when the streams end, not before (MPTCP's joins).
     _joins: JoinListener,
 }
@@ -417,9 +480,35 @@ impl TcpSide {
             spec: spec.clone(),
             params,
             sockets,
+            sessions: Default::default(),
             _joins: joins,
         }
     }
+
+    fn with_sessions(mut self, sessions: Vec<(u32, tls::session::Session)>) -> TcpSide {
+        self.sessions = sessions.into_iter().collect();
+        self
+    }
+}
+
+/// The client's handshakes over TLS: trust as `--tls-pin`, `--tls-ca` or
+/// the agent's announcement says, every stream at once.
+fn client_handshakes(
+    params: &TlsParams,
+    net: &ClientNet,
+    sockets: &[(u32, Socket)],
+) -> Result<Vec<(u32, tls::session::Session)>, WorkloadError> {
+    let announced = net.agent_tls.as_ref().and_then(|t| t.certificate_sha256.as_deref());
+    let trust = tls::session::trust(params, announced).map_err(WorkloadError::Setup)?;
+    let (config, name) = tls::session::client_config(params, &trust, net.agent_ip).map_err(WorkloadError::Setup)?;
+    let open = move || {
+        rustls::ClientConnection::new(config.clone(), name.clone())
+            .map(rustls::Connection::from)
+            .map_err(|e| e.to_string())
+    };
+    let refs: Vec<(u32, &Socket)> = sockets.iter().map(|(id, s)| (*id, s)).collect();
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    tls::session::handshake_all(&refs, &open, Some(&trust), deadline)
 }
 
 impl Side for TcpSide {
@@ -433,7 +522,9 @@ impl Side for TcpSide {
         let mut tasks = Vec::new();
         let mut sender_index = 0u64;
         let transport = self.params.transport;
+        let mut sessions = self.sessions;
         for (id, flow, socket) in self.sockets {
+            let session = sessions.remove(&id);
             let buffers = tcpinfo::socket_buffers(&socket);
             let figures = ConnectionFigures::start(transport, &socket);
             let probe = (flow.sender() == self.host).then(|| tcp_probe(&socket)).flatten();
@@ -450,7 +541,10 @@ impl Side for TcpSide {
                 (
                     Role::Sender,
                     Box::new(move |ctx: &StreamContext| {
-                        let mut end = send_stream(socket, message, quota, path, ctx);
+                        let mut end = match session {
+                            Some(session) => tls::stream::send(socket, session, message, quota, ctx),
+                            None => send_stream(socket, message, quota, path, ctx),
+                        };
                         if paced.is_some() {
                             let mut part: TcpEnd = end.extras.get(KEY).unwrap_or_default();
                             part.paced_bits_per_second = paced;
@@ -465,7 +559,10 @@ impl Side for TcpSide {
                 (
                     Role::Receiver,
                     Box::new(move |ctx: &StreamContext| {
-                        let mut end = receive_stream(socket, message, path, ctx);
+                        let mut end = match session {
+                            Some(session) => tls::stream::receive(socket, session, ctx),
+                            None => receive_stream(socket, message, path, ctx),
+                        };
                         figures.add_to(&mut end);
                         end
                     }),

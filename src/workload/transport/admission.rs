@@ -315,6 +315,7 @@ mod tests {
             routes: BTreeMap::new(),
             same_kernel: true,
             settings: Default::default(),
+            agent_tls: None,
         };
         // A wrong token, garbage, a silent connection, then the real one.
         let _wrong = connect_stream(Proto::TCP, &client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
@@ -366,6 +367,7 @@ mod tests {
             routes: BTreeMap::new(),
             same_kernel: true,
             settings: Default::default(),
+            agent_tls: None,
         };
         // An address nobody announced, the right client to the wrong agent
         // address, then the link itself.

@@ -26,6 +26,7 @@
 pub mod admission;
 pub mod mptcp;
 pub mod tcp;
+pub mod tls;
 pub mod udp;
 
 use std::fmt;
@@ -64,6 +65,13 @@ pub trait Transport: Sync + 'static {
     }
     /// The headers the line-rate model charges each of its packets.
     fn stack(&self, ipv6: bool) -> Stack;
+    /// Whether the kernel carries its byte stream as it is, so the kernel
+    /// stream loops (`send(2)`, `sendfile(2)`, `MSG_ZEROCOPY`, `MSG_TRUNC`)
+    /// run on its sockets. False for a transport that seals records in
+    /// user space (TLS): only workloads that hand it their bytes run over it.
+    fn kernel_stream(&self) -> bool {
+        true
+    }
     /// Whether a connection adds paths to the agent's other addresses
     /// (MPTCP's MP_JOIN): its data listener then takes every address of
     /// its family, not only the one the client came to.
@@ -166,12 +174,13 @@ impl ConnectionFigures {
 pub struct Proto(&'static dyn Transport);
 
 /// Every transport, in the order help lists them.
-pub static REGISTRY: [Proto; 3] = [Proto::TCP, Proto::UDP, Proto::MPTCP];
+pub static REGISTRY: [Proto; 4] = [Proto::TCP, Proto::UDP, Proto::MPTCP, Proto::TLS];
 
 impl Proto {
     pub const TCP: Proto = Proto(&tcp::Tcp);
     pub const UDP: Proto = Proto(&udp::Udp);
     pub const MPTCP: Proto = Proto(&mptcp::Mptcp);
+    pub const TLS: Proto = Proto(&tls::Tls);
 
     /// The transport named `name`, or what names there are.
     pub fn by_name(name: &str) -> Result<Proto, String> {
@@ -202,6 +211,21 @@ impl Proto {
             ));
         }
         self.available().map_err(|why| format!("--transport {self}: {why}"))
+    }
+
+    /// Whether a workload that runs the kernel's stream loops on its
+    /// sockets (rr, the sweep, files) can run over this transport; the
+    /// error names the option and where it runs.
+    pub fn check_kernel_stream(self, option: &str, workload: &str) -> Result<(), String> {
+        match self.kernel_stream() {
+            true => Ok(()),
+            false => Err(format!(
+                "{option} {self}: {workload} runs the kernel's stream loops on its sockets, which {} \
+                 seals in user space; {} streams run under `nicbench tcp --transport {self}`",
+                self.label(),
+                self.label()
+            )),
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use super::{Delivery, Transport};
 use crate::linerate::Stack;
 use crate::probe::tcpinfo;
 use crate::workload::WorkloadError;
-pub(crate) use send::{receive_stream, send_stream, send_stream_held};
+pub(crate) use send::{pattern, receive_stream, send_stream, send_stream_held, RECEIVE_CHUNK};
 pub use send::{ReceivePath, SendPath};
 pub use zerocopy::MsgZeroCopy;
 

@@ -56,7 +56,7 @@ fn last_os_error(what: &str) -> Option<std::io::Error> {
 /// weak reference keeps only the count's small block, so the bytes are
 /// freed when the last sender ends (an `Arc<[u8]>` shares one block, which
 /// a weak reference keeps whole: 64 MiB held between tests, issue 41's soak).
-fn pattern(len: usize) -> Arc<Box<[u8]>> {
+pub(crate) fn pattern(len: usize) -> Arc<Box<[u8]>> {
     static SHARED: Mutex<Vec<Weak<Box<[u8]>>>> = Mutex::new(Vec::new());
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     shared.retain(|p| p.strong_count() > 0);

@@ -561,6 +561,7 @@ mod tests {
             routes: Default::default(),
             same_kernel: true,
             settings: Default::default(),
+            agent_tls: None,
         };
         let client =
             std::thread::spawn(move || register_streams(&client_net, &[1], &SideOptions::default(), &|_| Ok(())));

@@ -1,0 +1,272 @@
+//! TLS 1.3 over TCP, from rustls: a byte stream whose records are sealed
+//! in user space. The data connection is admitted like TCP's (the session
+//! token, in the clear), then the two ends shake hands before the test
+//! starts, so the handshake is timed on its own and never inside the
+//! measured interval.
+//!
+//! - [`cert`]: the certificate an agent presents (self-signed, made at its
+//!   first TLS test, unless `serve --tls-cert` gives one) and how a client
+//!   trusts it: pinned by its SHA-256, or by a given CA, or the fingerprint
+//!   the agent announced on the control connection, said so in the result;
+//! - [`session`]: the handshakes, both ends;
+//! - [`stream`]: the hot loops of a TLS stream end.
+//!
+//! The record layer stays in rustls: kernel TLS (`--ktls`) is refused
+//! with the reason (a kernel without CONFIG_TLS), see [`params::TlsParams`].
+
+pub mod cert;
+pub mod params;
+pub mod session;
+pub mod stream;
+
+use serde::{Deserialize, Serialize};
+use socket2::{Protocol, Type};
+
+use super::{Delivery, Transport};
+use crate::linerate::Stack;
+
+pub use params::{Cipher, TlsParams};
+
+/// TLS 1.3 over TCP.
+pub struct Tls;
+
+impl Transport for Tls {
+    fn name(&self) -> &'static str {
+        "tls"
+    }
+
+    fn label(&self) -> &'static str {
+        "TLS"
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Stream
+    }
+
+    fn socket(&self) -> (Type, Protocol) {
+        (Type::STREAM, Protocol::TCP)
+    }
+
+    /// TCP's headers with timestamps. The model leaves out each record's
+    /// own 22 bytes (header, content type, tag) per 16 KiB: 0.13%.
+    fn stack(&self, ipv6: bool) -> Stack {
+        match ipv6 {
+            false => Stack::Tcp4Ts,
+            true => Stack::Tcp6Ts,
+        }
+    }
+
+    fn kernel_stream(&self) -> bool {
+        false
+    }
+
+    /// Each cipher's speed on one core, AES instructions, kernel TLS; and
+    /// on an agent the certificate it presents.
+    fn host_facts(&self, facts: &mut crate::model::HostFacts) {
+        let mut tls = crate::probe::cipher::facts();
+        if let Some(serving) = cert::serving_now() {
+            tls.certificate_sha256 = Some(serving.sha256.clone());
+            tls.certificate_source = Some(serving.source.clone());
+        }
+        facts.tls = Some(tls);
+    }
+}
+
+/// Key of a TLS stream end's record in its extras.
+pub const KEY: &str = "tls";
+
+/// What one end of a TLS stream negotiated and how long its handshake took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsEnd {
+    /// `TLSv1_3`.
+    pub version: String,
+    /// The cipher suite the handshake settled on (`TLS13_AES_128_GCM_SHA256`).
+    pub cipher_suite: String,
+    /// From this end's first handshake byte to its last, seconds: the
+    /// client's includes the round trip.
+    pub handshake_seconds: f64,
+    /// Where records were sealed and opened: `rustls` (user space).
+    pub record_layer: String,
+    /// SHA-256 of the agent's certificate (hex), as this end saw it.
+    pub certificate_sha256: String,
+    /// On the client: how it trusted that certificate: `pinned`
+    /// (`--tls-pin`), `ca` (`--tls-ca`), or `announced` (the fingerprint
+    /// the agent sent on the control connection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<String>,
+    /// The most one core of this end's host seals (a sender) or opens (a
+    /// receiver) with the negotiated cipher, bits per second of plaintext
+    /// ([`crate::probe::cipher`]): the bound this stream is weighed against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher_one_core_bits_per_second: Option<f64>,
+}
+
+/// The share of an end's CPU time the cipher took, above which the cipher
+/// names what limited an end short of CPU.
+pub const CIPHER_SHARE_PERCENT: f64 = 50.0;
+
+/// This host's one-core speed of `suite` for a sender (`encrypt`) or a receiver.
+pub fn one_core_speed(suite: &str, encrypt: bool) -> Option<f64> {
+    let cipher = cipher_of_suite(suite)?;
+    crate::probe::cipher::speeds()
+        .into_iter()
+        .find(|s| s.cipher == cipher.name())
+        .map(|s| match encrypt {
+            true => s.encrypt_bits_per_second,
+            false => s.decrypt_bits_per_second,
+        })
+}
+
+/// What the cipher cost each end of a TLS trial: per end and role, the
+/// plaintext it sealed or opened, the time one core of it needs for that,
+/// and that time's share of the end's CPU time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CipherCost {
+    pub party: crate::model::Party,
+    /// `sender` or `receiver`.
+    pub role: &'static str,
+    pub cipher: String,
+    pub bytes: u64,
+    /// The end's one-core speed of the cipher in its direction.
+    pub one_core_bits_per_second: f64,
+    /// The end's rate per stream.
+    pub bits_per_second_per_stream: f64,
+    pub streams: usize,
+    /// Cipher seconds (bytes at one-core speed) as a share of the end's
+    /// own CPU seconds (its process, user and system).
+    pub share_of_cpu_percent: f64,
+}
+
+/// The cipher cost of each end of `trial` that sealed or opened TLS
+/// records and knew its cipher speed.
+pub fn cipher_costs(trial: &crate::model::TrialResult) -> Vec<CipherCost> {
+    use crate::model::Party;
+    let mut costs = Vec::new();
+    for party in [Party::Client, Party::Agent] {
+        for role in ["sender", "receiver"] {
+            let ends: Vec<(&crate::model::StreamEnd, TlsEnd)> = trial
+                .streams
+                .iter()
+                .filter_map(|s| {
+                    let (end, holder) = match role {
+                        "sender" => (&s.sender, s.flow.sender()),
+                        _ => (&s.receiver, s.flow.receiver()),
+                    };
+                    (holder == party).then_some(())?;
+                    Some((end, end.extras.get::<TlsEnd>(KEY)?))
+                })
+                .collect();
+            let Some(speed) = ends.iter().find_map(|(_, t)| t.cipher_one_core_bits_per_second) else {
+                continue;
+            };
+            let bytes: u64 = ends.iter().map(|(e, _)| e.bytes).sum();
+            let rate: f64 = ends.iter().map(|(e, _)| e.bits_per_second).sum();
+            let cpu = match party {
+                Party::Client => &trial.cpu.client,
+                Party::Agent => &trial.cpu.agent,
+            };
+            let own = cpu.process.user_seconds + cpu.process.system_seconds;
+            let cipher_seconds = bytes as f64 * 8.0 / speed.max(1.0);
+            costs.push(CipherCost {
+                party,
+                role,
+                cipher: ends[0].1.cipher_suite.clone(),
+                bytes,
+                one_core_bits_per_second: speed,
+                bits_per_second_per_stream: rate / ends.len() as f64,
+                streams: ends.len(),
+                share_of_cpu_percent: if own > 0.0 { cipher_seconds * 100.0 / own } else { 0.0 },
+            });
+        }
+    }
+    costs
+}
+
+/// The verdict's finding where the cipher took most of an end's CPU time:
+/// `cipher_bound` on that end. The verdict lets it name the end only when
+/// that end was short of CPU (busy, starved or throttled); otherwise the
+/// cipher, however costly, did not limit the figure.
+pub fn cipher_findings(trial: &crate::model::TrialResult) -> Vec<crate::model::Verdict> {
+    cipher_costs(trial)
+        .into_iter()
+        .filter(|c| c.share_of_cpu_percent >= CIPHER_SHARE_PERCENT)
+        .map(|c| {
+            let cipher = cipher_of_suite(&c.cipher).map_or(c.cipher.clone(), |x| x.to_string());
+            let verb = if c.role == "sender" { "sealing" } else { "opening" };
+            crate::model::Verdict::on_side(
+                "cipher_bound",
+                c.role,
+                format!(
+                    "the cipher on the {}: {cipher} {verb} took {:.0}% of its CPU time \
+                     ({} per stream against {} on one core, {:.0}% of the cipher's speed)",
+                    c.role,
+                    c.share_of_cpu_percent.min(100.0),
+                    crate::units::Rate(c.bits_per_second_per_stream),
+                    crate::units::Rate(c.one_core_bits_per_second),
+                    c.bits_per_second_per_stream * 100.0 / c.one_core_bits_per_second
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The short name `--cipher` takes of a rustls suite name
+/// (`TLS13_AES_128_GCM_SHA256` -> `aes128-gcm`), for speeds and labels.
+pub fn cipher_of_suite(suite: &str) -> Option<Cipher> {
+    Cipher::ALL.into_iter().find(|c| c.suite_name() == suite)
+}
+
+/// The TLS lines under a result: what the handshakes settled on and what
+/// the cipher cost each end.
+///
+/// ```text
+/// TLS: TLSv1_3 TLS13_AES_128_GCM_SHA256 (rustls), handshake 1.9 ms (client, mean of 1); agent certificate sha256:3f:a1:...:9c, trusted as announced by the agent (--tls-pin to require it)
+/// TLS cipher, client sender: aes128-gcm sealing 9.12 Gbit/s per stream, 61% of one core's 14.9 Gbit/s; 78% of its CPU time
+/// ```
+pub fn write_details(trial: &crate::model::TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use crate::model::Party;
+    let client_ends: Vec<TlsEnd> = trial
+        .streams
+        .iter()
+        .flat_map(|s| {
+            [(&s.sender, s.flow.sender()), (&s.receiver, s.flow.receiver())]
+                .into_iter()
+                .filter(|(_, p)| *p == Party::Client)
+                .filter_map(|(e, _)| e.extras.get::<TlsEnd>(KEY))
+        })
+        .collect();
+    let Some(first) = client_ends.first() else {
+        return Ok(());
+    };
+    let mean = client_ends.iter().map(|t| t.handshake_seconds).sum::<f64>() / client_ends.len() as f64;
+    let trust = match first.trust.as_deref() {
+        Some("pinned") => "pinned (--tls-pin)".to_string(),
+        Some("ca") => "signed by a CA of --tls-ca".to_string(),
+        _ => "trusted as announced by the agent (--tls-pin to require it)".to_string(),
+    };
+    writeln!(
+        out,
+        "TLS: {} {} ({}), handshake {:.2} ms (client, mean of {}); agent certificate sha256:{}, {trust}",
+        first.version,
+        first.cipher_suite,
+        first.record_layer,
+        mean * 1000.0,
+        client_ends.len(),
+        cert::with_colons(&first.certificate_sha256)
+    )?;
+    for c in cipher_costs(trial) {
+        let cipher = cipher_of_suite(&c.cipher).map_or(c.cipher.clone(), |x| x.to_string());
+        let verb = if c.role == "sender" { "sealing" } else { "opening" };
+        writeln!(
+            out,
+            "TLS cipher, {} {}: {cipher} {verb} {} per stream, {:.0}% of one core's {}; {:.0}% of its CPU time",
+            c.party.as_str(),
+            c.role,
+            crate::units::Rate(c.bits_per_second_per_stream),
+            c.bits_per_second_per_stream * 100.0 / c.one_core_bits_per_second,
+            crate::units::Rate(c.one_core_bits_per_second),
+            c.share_of_cpu_percent.min(100.0)
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! What a TLS test asks for: the cipher suite, kernel TLS, and how the
+//! client trusts the agent's certificate. Kept in the spec of a stream
+//! workload over TLS (`tls` in the `tcp` workload's parameters).
+
+use serde::{Deserialize, Serialize};
+
+/// A TLS 1.3 cipher suite, by the name `--cipher` takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cipher {
+    /// TLS_AES_128_GCM_SHA256: AES with a 128-bit key in Galois/Counter Mode.
+    #[default]
+    #[value(name = "aes128-gcm")]
+    Aes128Gcm,
+    /// TLS_AES_256_GCM_SHA384: AES with a 256-bit key (14 rounds, not 10).
+    #[value(name = "aes256-gcm")]
+    Aes256Gcm,
+    /// TLS_CHACHA20_POLY1305_SHA256: faster than AES where the CPU has no
+    /// AES instructions.
+    #[value(name = "chacha20-poly1305")]
+    Chacha20Poly1305,
+}
+
+impl Cipher {
+    pub const ALL: [Cipher; 3] = [Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Chacha20Poly1305];
+
+    /// The name `--cipher`, the specs and the cipher speeds use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cipher::Aes128Gcm => "aes128-gcm",
+            Cipher::Aes256Gcm => "aes256-gcm",
+            Cipher::Chacha20Poly1305 => "chacha20-poly1305",
+        }
+    }
+
+    /// How rustls names the suite (`TLS13_AES_128_GCM_SHA256`).
+    pub fn suite_name(self) -> &'static str {
+        match self {
+            Cipher::Aes128Gcm => "TLS13_AES_128_GCM_SHA256",
+            Cipher::Aes256Gcm => "TLS13_AES_256_GCM_SHA384",
+            Cipher::Chacha20Poly1305 => "TLS13_CHACHA20_POLY1305_SHA256",
+        }
+    }
+
+    /// The suite as rustls' ring provider holds it.
+    pub fn suite(self) -> rustls::SupportedCipherSuite {
+        use rustls::crypto::ring::cipher_suite as s;
+        match self {
+            Cipher::Aes128Gcm => s::TLS13_AES_128_GCM_SHA256,
+            Cipher::Aes256Gcm => s::TLS13_AES_256_GCM_SHA384,
+            Cipher::Chacha20Poly1305 => s::TLS13_CHACHA20_POLY1305_SHA256,
+        }
+    }
+}
+
+impl std::fmt::Display for Cipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The TLS options of a test.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsParams {
+    /// The one cipher suite the client offers (`--cipher`).
+    #[serde(default)]
+    pub cipher: Cipher,
+    /// Hand the record layer to kernel TLS (`--ktls`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ktls: bool,
+    /// The SHA-256 (hex) the agent's certificate must have (`--tls-pin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_sha256: Option<String>,
+    /// A PEM file of CA certificates, one of which must have signed the
+    /// agent's certificate for the agent's address (`--tls-ca`); read by
+    /// the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+}
+
+impl TlsParams {
+    /// Checks what can be checked before any connection: the pin's form,
+    /// the CA file's existence, and kernel TLS on this host. The error says
+    /// what to change.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(pin) = &self.pin_sha256 {
+            normalize_pin(pin)?;
+        }
+        if self.pin_sha256.is_some() && self.ca_file.is_some() {
+            return Err("--tls-pin and --tls-ca both say how to trust the agent: give one".into());
+        }
+        if let Some(path) = &self.ca_file {
+            if !std::path::Path::new(path).is_file() {
+                return Err(format!("--tls-ca {path}: no such file (a PEM file of CA certificates)"));
+            }
+        }
+        if self.ktls {
+            if let Some(why) = crate::probe::cipher::ktls_unavailable() {
+                return Err(format!(
+                    "--ktls: {why}; run without --ktls to seal records in rustls (user space)"
+                ));
+            }
+            return Err(
+                "--ktls: this kernel has kernel TLS, but nicbench does not hand rustls' keys to it yet \
+                 (it was built and tested on a kernel without CONFIG_TLS); run without --ktls"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A SHA-256 fingerprint as the user may write it (hex, with or without
+/// colons, either case, `sha256:` in front) in the one form results hold:
+/// 64 lower-case hex digits.
+pub fn normalize_pin(pin: &str) -> Result<String, String> {
+    let hex: String = pin
+        .trim()
+        .trim_start_matches("sha256:")
+        .chars()
+        .filter(|c| *c != ':')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!(
+            "--tls-pin '{pin}': a SHA-256 fingerprint is 64 hex digits (colons allowed), \
+             as `nicbench serve` prints it and results record it"
+        ));
+    }
+    Ok(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pin_is_read_in_every_usual_form_and_refused_otherwise() {
+        let plain = "ab".repeat(32);
+        let colons = vec!["AB"; 32].join(":");
+        for form in [plain.clone(), colons, format!("sha256:{plain}")] {
+            assert_eq!(normalize_pin(&form).unwrap(), plain);
+        }
+        for bad in ["", "abc", &"zz".repeat(32), &"ab".repeat(33)] {
+            assert!(normalize_pin(bad).unwrap_err().contains("64 hex digits"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cipher_names_round_trip_and_name_rustls_suites() {
+        for c in Cipher::ALL {
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(json, format!("\"{}\"", c.name()));
+            assert_eq!(serde_json::from_str::<Cipher>(&json).unwrap(), c);
+            assert_eq!(format!("{:?}", c.suite().suite()), c.suite_name());
+            assert!(crate::probe::cipher::CIPHERS.contains(&c.name()));
+        }
+    }
+
+    #[test]
+    fn two_ways_of_trust_and_a_missing_ca_file_are_refused() {
+        let both = TlsParams {
+            pin_sha256: Some("00".repeat(32)),
+            ca_file: Some("/etc/hostname".into()),
+            ..TlsParams::default()
+        };
+        assert!(both.validate().unwrap_err().contains("give one"));
+        let missing = TlsParams {
+            ca_file: Some("/nonexistent/ca.pem".into()),
+            ..TlsParams::default()
+        };
+        assert!(missing.validate().unwrap_err().contains("no such file"));
+    }
+}

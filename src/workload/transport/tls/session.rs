@@ -1,0 +1,215 @@
+//! The TLS handshakes of a test's data connections, after admission and
+//! before the test starts: the client offers the one cipher suite the spec
+//! names and TLS 1.3 only; the agent takes any TLS 1.3 suite and presents
+//! its certificate ([`super::cert`]). Every connection of a side shakes
+//! hands on a thread of its own, so the ends need not agree on an order.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rustls::pki_types::ServerName;
+use socket2::Socket;
+
+use super::cert::{self, PinnedVerifier, Trust};
+use super::params::{normalize_pin, TlsParams};
+use super::TlsEnd;
+use crate::workload::WorkloadError;
+
+/// A connection's TLS state once its handshake is done, and what it
+/// negotiated.
+pub struct Session {
+    pub connection: rustls::Connection,
+    pub end: TlsEnd,
+}
+
+/// The provider every config is built on: rustls' ring primitives with
+/// the cipher suites given.
+fn provider(suites: Vec<rustls::SupportedCipherSuite>) -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::CryptoProvider {
+        cipher_suites: suites,
+        ..rustls::crypto::ring::default_provider()
+    })
+}
+
+/// How the client will trust the agent: `--tls-pin`, else `--tls-ca`, else
+/// the fingerprint the agent announced in its facts. None announced and
+/// neither option given is an error: a client never trusts nothing.
+pub fn trust(params: &TlsParams, announced: Option<&str>) -> Result<Trust, String> {
+    if let Some(pin) = &params.pin_sha256 {
+        return normalize_pin(pin).map(Trust::Pinned);
+    }
+    if let Some(ca) = &params.ca_file {
+        return Ok(Trust::Ca(ca.clone()));
+    }
+    match announced {
+        Some(sha) => normalize_pin(sha)
+            .map(Trust::Announced)
+            .map_err(|_| format!("the agent announced a malformed certificate fingerprint '{sha}'")),
+        None => Err("the agent announced no TLS certificate (an agent before TLS?): give --tls-pin or --tls-ca".into()),
+    }
+}
+
+/// The client's TLS configuration for `params` and `trust`, and the name
+/// it asks the agent's certificate for (its address, for a CA's check).
+pub fn client_config(
+    params: &TlsParams,
+    trust: &Trust,
+    agent: IpAddr,
+) -> Result<(Arc<rustls::ClientConfig>, ServerName<'static>), String> {
+    let provider = provider(vec![params.cipher.suite()]);
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| format!("TLS 1.3 with {}: {e}", params.cipher))?;
+    let (config, name) = match trust {
+        Trust::Pinned(sha) | Trust::Announced(sha) => {
+            let verifier = PinnedVerifier {
+                sha256: sha.clone(),
+                from: match trust {
+                    Trust::Pinned(_) => "the fingerprint --tls-pin gave",
+                    _ => "the fingerprint the agent announced on the control connection",
+                },
+                provider,
+            };
+            let config = builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth();
+            (
+                config,
+                ServerName::try_from("nicbench-agent").expect("a valid DNS name"),
+            )
+        }
+        Trust::Ca(file) => {
+            use rustls::pki_types::pem::PemObject;
+            let mut roots = rustls::RootCertStore::empty();
+            let certs =
+                rustls::pki_types::CertificateDer::pem_file_iter(file).map_err(|e| format!("--tls-ca {file}: {e}"))?;
+            for cert in certs {
+                let cert = cert.map_err(|e| format!("--tls-ca {file}: not PEM certificates: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("--tls-ca {file}: a certificate rustls cannot use: {e}"))?;
+            }
+            if roots.is_empty() {
+                return Err(format!("--tls-ca {file}: holds no certificate"));
+            }
+            let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| format!("--tls-ca {file}: {e}"))?;
+            let config = builder.with_webpki_verifier(verifier).with_no_client_auth();
+            (config, ServerName::IpAddress(agent.into()))
+        }
+    };
+    Ok((Arc::new(config), name))
+}
+
+/// The agent's TLS configuration: every TLS 1.3 suite, its certificate,
+/// no session tickets (each connection of a test is new).
+pub fn server_config() -> Result<Arc<rustls::ServerConfig>, String> {
+    let serving = cert::serving()?;
+    let suites = super::Cipher::ALL.iter().map(|c| c.suite()).collect();
+    let mut config = rustls::ServerConfig::builder_with_provider(provider(suites))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| format!("TLS 1.3: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(serving.chain.clone(), serving.key.clone_key())
+        .map_err(|e| format!("the agent's certificate: {e}"))?;
+    config.send_tls13_tickets = 0;
+    Ok(Arc::new(config))
+}
+
+/// Shakes hands on every socket at once, one thread each, by `deadline`:
+/// each connection from `open` (a client's or a server's). The first
+/// error ends it, naming the stream.
+pub fn handshake_all(
+    sockets: &[(u32, &Socket)],
+    open: &(dyn Fn() -> Result<rustls::Connection, String> + Sync),
+    trust: Option<&Trust>,
+    deadline: Instant,
+) -> Result<Vec<(u32, Session)>, WorkloadError> {
+    // Each cipher's one-core speed, measured now (once per host, then
+    // cached) and not while the streams run.
+    crate::probe::cipher::speeds();
+    let results: Vec<(u32, Result<Session, String>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sockets
+            .iter()
+            .map(|&(id, socket)| (id, scope.spawn(move || handshake(open()?, socket, trust, deadline))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(id, h)| {
+                (
+                    id,
+                    h.join()
+                        .unwrap_or_else(|_| Err("the handshake's thread panicked".to_string())),
+                )
+            })
+            .collect()
+    });
+    results
+        .into_iter()
+        .map(|(id, r)| {
+            r.map(|s| (id, s))
+                .map_err(|e| WorkloadError::Setup(format!("TLS handshake of data stream {id}: {e}")))
+        })
+        .collect()
+}
+
+/// One handshake on `socket`, with its timeouts held to `deadline` and
+/// cleared after.
+fn handshake(
+    mut connection: rustls::Connection,
+    socket: &Socket,
+    trust: Option<&Trust>,
+    deadline: Instant,
+) -> Result<Session, String> {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(std::time::Duration::from_millis(10));
+    let timeouts = |t| socket.set_read_timeout(t).and_then(|_| socket.set_write_timeout(t));
+    timeouts(Some(left)).map_err(|e| format!("setting the handshake's timeout: {e}"))?;
+    let start = Instant::now();
+    let mut io = socket;
+    let shaken = (|| {
+        while connection.is_handshaking() {
+            connection.complete_io(&mut io)?;
+        }
+        while connection.wants_write() {
+            connection.write_tls(&mut io)?;
+        }
+        Ok::<(), std::io::Error>(())
+    })();
+    let seconds = start.elapsed().as_secs_f64();
+    timeouts(None).map_err(|e| format!("clearing the handshake's timeout: {e}"))?;
+    shaken.map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("no answer within {:.1} s: {e}", left.as_secs_f64())
+        }
+        // The client's own refusal (a pin that does not match) in its own words.
+        _ => match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+            Some(rustls::Error::General(words)) => words.clone(),
+            _ => e.to_string(),
+        },
+    })?;
+    let certificate_sha256 = connection
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(cert::fingerprint)
+        .or_else(|| cert::serving_now().map(|s| s.sha256.clone()))
+        .unwrap_or_default();
+    let end = TlsEnd {
+        version: connection
+            .protocol_version()
+            .map_or("unknown".into(), |v| format!("{v:?}")),
+        cipher_suite: connection
+            .negotiated_cipher_suite()
+            .map_or("unknown".into(), |s| format!("{:?}", s.suite())),
+        handshake_seconds: seconds,
+        record_layer: "rustls".into(),
+        certificate_sha256,
+        trust: trust.map(|t| t.word().to_string()),
+        cipher_one_core_bits_per_second: None,
+    };
+    Ok(Session { connection, end })
+}
