@@ -429,7 +429,12 @@ pub fn findings(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) 
     // rate the shaper's drops then do not make the link the limit.
     let an_end_short_of_cpu = all.iter().any(|f| f.class == Class::Cpu && f.strong);
     all.extend(link_bound(trial, an_end_short_of_cpu));
-    all.extend(kind.findings(trial).into_iter().map(|v| workload_finding(trial, v)));
+    let (work, own): (Vec<Verdict>, Vec<Verdict>) = kind
+        .findings(trial)
+        .into_iter()
+        .partition(|v| Verdict::CPU_WORK_KINDS.contains(&v.kind.as_str()));
+    name_the_cpu_work(trial, &mut all, work);
+    all.extend(own.into_iter().map(|v| workload_finding(trial, v)));
     // The workload's own loss figures are the test's: the host's speak
     // only when the workload has none.
     if !all
@@ -456,6 +461,27 @@ pub fn findings(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) 
         }
     }
     all
+}
+
+/// A workload's findings of the work that took most of an end's CPU (the
+/// cipher) name that end's CPU finding, where there is one: its kind, and
+/// its words first. An end that was not short of CPU gets none: the work,
+/// however costly, did not limit it.
+fn name_the_cpu_work(trial: &TrialResult, all: &mut [Finding], work: Vec<Verdict>) {
+    for v in work {
+        let party = match v.side.as_deref() {
+            Some(role @ ("sender" | "receiver")) => party_of(trial, role),
+            _ => None,
+        };
+        if let Some(f) = all
+            .iter_mut()
+            .find(|f| f.class == Class::Cpu && f.party.is_some() && f.party == party)
+        {
+            f.kind = v.kind.clone();
+            f.summary = format!("{}; {}", v.summary, f.summary);
+            f.consequence = f.summary.clone();
+        }
+    }
 }
 
 /// The party that played `role` ("sender", "receiver") in the trial, when one did.

@@ -1282,3 +1282,51 @@ fn a_receiver_short_of_cpu_makes_the_rate_though_the_shaper_dropped() {
     );
     assert!(v.evidence.iter().all(|e| e.kind != "link_bound"), "{v:?}");
 }
+
+/// Over TLS the cipher names an end short of CPU when it took at least half
+/// of that end's CPU time; an end not short of CPU gets no cipher finding,
+/// and a cheap cipher leaves the CPU finding as it was.
+#[test]
+fn the_cipher_names_a_cpu_bound_tls_end_and_nothing_else() {
+    use crate::workload::tcp_stream::TcpResults;
+    use crate::workload::transport::tls::{TlsEnd, KEY};
+    let mut t = trial(5e9);
+    let tls = TlsEnd {
+        cipher_suite: "TLS13_AES_128_GCM_SHA256".into(),
+        cipher_one_core_bits_per_second: Some(10e9),
+        ..TlsEnd::default()
+    };
+    let sealed = |t: &mut TrialResult, bytes: u64| {
+        for s in &mut t.streams {
+            s.sender.bytes = bytes;
+            s.sender.extras.set(KEY, &tls);
+        }
+    };
+    // 10 s at 5 Gbit/s: 5 s of one core's sealing, of 9.8 s on a CPU.
+    sealed(&mut t, 50_000_000_000 / 8);
+    t.cpu.client = cpu(1, 60.0, 0.0, 9.8);
+    let v = judge(&t, &TcpResults, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("cipher_bound", Some("sender")),
+        "{v:?}"
+    );
+    assert!(
+        v.summary
+            .starts_with("the cipher on the sender: aes128-gcm sealing took 51% of its CPU time"),
+        "{}",
+        v.summary
+    );
+    assert!(
+        v.summary.contains("sender CPU-bound: its 1 stream thread on CPU 98%"),
+        "{}",
+        v.summary
+    );
+    // The same share of a CPU that was not short: the cipher limited nothing.
+    t.cpu.client = cpu(1, 30.0, 0.0, 5.2);
+    assert_ne!(judge(&t, &TcpResults, false).kind, "cipher_bound");
+    // Short of CPU, the cipher a tenth of it: the CPU finding as it was.
+    sealed(&mut t, 5_000_000_000 / 8);
+    t.cpu.client = cpu(1, 60.0, 0.0, 9.8);
+    assert_eq!(judge(&t, &TcpResults, false).kind, "cpu_bound");
+}

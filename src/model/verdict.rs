@@ -14,7 +14,8 @@ pub struct Verdict {
     /// `cpu_bound`, `cpu_starved`, `cgroup_throttled`, `link_bound`,
     /// `model_exceeded`, `udp_loss`, `path_loss`, `socket_buffer_drops`, `nic_drops`,
     /// `retransmitting`, `receive_window_limited`, `send_buffer_limited`,
-    /// `offered_rate_not_reached`, `not_sure` (the evidence conflicts or is
+    /// `offered_rate_not_reached`, `cipher_bound` (TLS: the cipher took most
+    /// of the CPU of an end short of it), `not_sure` (the evidence conflicts or is
     /// weak: `evidence[]` holds the candidates) or `none`; several links or
     /// paths add `link_slow`, `links_at_line_rate`, `mptcp_fallback`,
     /// `mptcp_subflow_missing` and `mptcp_subflow_idle`; workloads add their own (`files_*`, ...).
@@ -95,7 +96,14 @@ impl Verdict {
 
     /// The kinds that name an end short of CPU (the verdict's CPU class):
     /// here, below the verdict and the multi-link verdict, which both ask.
-    pub const CPU_KINDS: [&'static str; 3] = ["cgroup_throttled", "cpu_starved", "cpu_bound"];
+    /// The last ones are a workload's own and name the work the CPU did
+    /// ([`Verdict::CPU_WORK_KINDS`]).
+    pub const CPU_KINDS: [&'static str; 4] = ["cgroup_throttled", "cpu_starved", "cpu_bound", "cipher_bound"];
+
+    /// The kinds a workload gives for the work that took most of an end's
+    /// CPU (`cipher_bound`: TLS's cipher): they name an end short of CPU
+    /// when one of the other CPU kinds found it so, and nothing otherwise.
+    pub const CPU_WORK_KINDS: [&'static str; 1] = ["cipher_bound"];
 
     /// Whether a verdict's or a finding's `kind` names an end short of CPU.
     pub fn is_cpu_kind(kind: &str) -> bool {

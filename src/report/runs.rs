@@ -172,6 +172,7 @@ pub fn verdict_words(kind: &str) -> String {
         "mptcp_fallback" => "MPTCP fell back to TCP",
         "mptcp_subflow_missing" => "an MPTCP subflow missing",
         "mptcp_subflow_idle" => "an MPTCP path left idle",
+        "cipher_bound" => "the cipher (TLS)",
         "per_file_overhead" => "per-file overhead",
         "sender_disk_reads" => "sender's disk reads",
         "receiver_disk_writes" => "receiver's disk writes",
