@@ -86,6 +86,7 @@ mod store_import;
 mod store_migration;
 mod sweep;
 mod tcp;
+mod tls;
 mod udp;
 mod units;
 mod usability;
