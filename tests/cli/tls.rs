@@ -3,7 +3,8 @@
 //! plaintext bytes; the client trusts the agent's certificate by its
 //! announced fingerprint, by `--tls-pin` or by `--tls-ca`, and refuses a
 //! certificate that is not the one it was told before any data flows; the
-//! agent keeps serving after; what cannot run over TLS says so.
+//! agent keeps serving after; rr runs over TLS, `--crr` with a handshake
+//! per transaction counted on both ends; what cannot run over TLS says so.
 
 use serde_json::Value;
 
@@ -214,7 +215,7 @@ fn an_agent_certificate_signed_by_a_given_ca_is_checked_against_it() {
 fn what_cannot_run_over_tls_is_refused_with_the_reason() {
     // Nothing listens here: every refusal comes before a connection.
     let closed = "127.0.0.1";
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["tcp", closed, "--cipher", "aes256-gcm"],
             "apply to --transport tls, not tcp",
@@ -229,7 +230,11 @@ fn what_cannot_run_over_tls_is_refused_with_the_reason() {
             &["tcp", closed, "--transport", "tls", "--tls-ca", "/nonexistent/ca.pem"],
             "no such file",
         ),
-        (&["rr", closed, "--proto", "tls"], "runs the kernel's stream loops"),
+        (&["rr", closed, "--proto", "tls", "--spin"], "drop --spin"),
+        (
+            &["rr", closed, "--cipher", "aes128-gcm"],
+            "apply to --transport tls, not tcp",
+        ),
     ];
     for (args, expected) in cases {
         let mut argv = args.to_vec();
@@ -262,4 +267,56 @@ fn kernel_tls_is_refused_with_the_reason() {
         ),
         None => assert!(err.contains("does not hand rustls' keys to it yet"), "{err}"),
     }
+}
+
+#[test]
+fn rr_over_tls_counts_its_transactions_and_crr_a_handshake_for_each() {
+    let agent = AgentProcess::start(&[]);
+    let fingerprint = printed_fingerprint(&agent);
+    let run = agent.run_json("rr", &["--proto", "tls", "-t", "1", "-r", "64,1K", "-P", "2"]);
+    assert_eq!(run["spec"]["params"]["proto"], "tls", "{}", run["spec"]);
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "rr --proto tls");
+    let transactions = count(&run["sum"]["rr"]["transactions"]);
+    assert!(transactions > 0, "{}", run["sum"]);
+    assert_eq!(count(&run["sum"]["rr"]["latency"]["samples"]), transactions);
+    for s in run["streams"].as_array().unwrap() {
+        let (sender, receiver) = (&s["sender"], &s["receiver"]);
+        assert_eq!(sender["rr"]["transactions"], receiver["rr"]["transactions"], "{s}");
+        for end in [sender, receiver] {
+            assert_eq!(end["tls"]["cipher_suite"], "TLS13_AES_128_GCM_SHA256", "{end}");
+            assert_eq!(end["tls"]["certificate_sha256"], fingerprint.as_str(), "{end}");
+        }
+        assert_eq!(sender["tls"]["trust"], "announced", "{sender}");
+    }
+
+    // A connection per transaction: each pays a handshake, on both ends.
+    let crr = agent.run_json(
+        "rr",
+        &["--proto", "tls", "--crr", "-t", "1", "--cipher", "chacha20-poly1305"],
+    );
+    let s = &crr["streams"][0];
+    let (sender, receiver) = (&s["sender"], &s["receiver"]);
+    let connections = count(&sender["rr"]["connections"]);
+    assert!(connections > 0, "{sender}");
+    assert_eq!(count(&sender["tls"]["handshakes"]), connections, "{sender}");
+    assert_eq!(
+        count(&receiver["tls"]["handshakes"]),
+        count(&receiver["rr"]["connections"]),
+        "{receiver}"
+    );
+    assert_eq!(count(&receiver["rr"]["connections"]), connections, "{receiver}");
+    assert_eq!(
+        sender["tls"]["cipher_suite"], "TLS13_CHACHA20_POLY1305_SHA256",
+        "{sender}"
+    );
+    assert!(sender["tls"]["handshake_seconds"].as_f64().unwrap() > 0.0, "{sender}");
+    // The text names the handshakes and their mean.
+    let port = agent.port_arg();
+    let out = nicbench(&["rr", "127.0.0.1", "-p", &port, "--proto", "tls", "--crr", "-t", "0.5"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("TLS: TLSv1_3 TLS13_AES_128_GCM_SHA256 (rustls), handshake"),
+        "{text}"
+    );
 }

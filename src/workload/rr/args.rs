@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::{RequestResponse, RrParams, MAX_BURST, MAX_INTERVAL_SECONDS, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::transport::tls::params::TlsOptions;
 use crate::workload::transport::{Delivery, Proto};
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -53,6 +54,9 @@ pub struct RrOptions {
     /// RPCs (and `nicbench loaded`'s probes). Not with --burst. Recorded in the result.
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_in(1e-6, MAX_INTERVAL_SECONDS))]
     pub every: Option<Duration>,
+    /// The TLS options (with --proto tls).
+    #[command(flatten)]
+    pub tls: TlsOptions,
 }
 
 /// `-r SIZE,SIZE`: the message axis of a plan sets both sizes.
@@ -87,6 +91,7 @@ impl WorkloadArgs for RrOptions {
             quickack: self.quickack,
             spin: self.spin,
             interval_us: self.every.map(|d| (d.as_micros().min(u64::MAX as u128) as u64).max(1)),
+            tls: self.tls.params(proto == Proto::TLS),
         })
     }
 }

@@ -18,6 +18,9 @@ use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::transport::admission::token_matches;
+use crate::workload::transport::tls::session::{ClientSetup, ServerSetup, Session};
+use crate::workload::transport::tls::wire::TlsIo;
+use crate::workload::transport::tls::{self, TlsEnd};
 use crate::workload::transport::udp::wire::DatagramHeader;
 use crate::workload::transport::{Delivery, Proto};
 use crate::workload::{AgentNet, ClientNet, WorkloadError};
@@ -206,10 +209,10 @@ fn recv_now(socket: &Socket, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
 
 /// Reads exactly `buf.len()` bytes; Ok(false) on a clean end of stream
 /// before the first byte.
-fn read_full(mut socket: &Socket, buf: &mut [u8]) -> std::io::Result<bool> {
+fn read_full(mut from: impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
-        match socket.read(&mut buf[got..]) {
+        match from.read(&mut buf[got..]) {
             Ok(0) if got == 0 => return Ok(false),
             Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
@@ -240,27 +243,105 @@ fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant, empty_polls: &
 }
 
 /// The requester of one flow over a connected socket.
-pub fn requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
-    match exchange.proto.delivery() {
-        Delivery::Stream => stream_requester(socket, exchange, ctx),
-        Delivery::Datagram => datagram_requester(socket, exchange, ctx),
+pub fn requester(
+    socket: &Socket,
+    tls: Option<Session>,
+    exchange: &Exchange,
+    ctx: &StreamContext,
+) -> (TaskEnd, FlowCounts) {
+    match (exchange.proto.delivery(), tls) {
+        (Delivery::Stream, None) => stream_requester(socket, &mut Plain(socket), exchange, ctx),
+        (Delivery::Stream, Some(session)) => {
+            over_tls(socket, session, true, |io| stream_requester(socket, io, exchange, ctx))
+        }
+        (Delivery::Datagram, _) => datagram_requester(socket, exchange, ctx),
     }
 }
 
 /// The responder of one flow over a connected socket.
-pub fn responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
-    match exchange.proto.delivery() {
-        Delivery::Stream => stream_responder(socket, exchange, ctx),
-        Delivery::Datagram => datagram_responder(socket, exchange, ctx),
+pub fn responder(
+    socket: &Socket,
+    tls: Option<Session>,
+    exchange: &Exchange,
+    ctx: &StreamContext,
+) -> (TaskEnd, FlowCounts) {
+    match (exchange.proto.delivery(), tls) {
+        (Delivery::Stream, None) => stream_responder(socket, &mut Plain(socket), exchange, ctx),
+        (Delivery::Stream, Some(session)) => {
+            over_tls(socket, session, false, |io| stream_responder(socket, io, exchange, ctx))
+        }
+        (Delivery::Datagram, _) => datagram_responder(socket, exchange, ctx),
     }
 }
 
-fn stream_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+/// What a stream loop reads and writes its messages through: the socket
+/// itself, or a TLS session over it.
+trait Wire: Read + Write {
+    /// Ends the sending side: a FIN, or close_notify and a FIN.
+    fn close_write(&mut self);
+}
+
+/// A plain stream socket.
+struct Plain<'a>(&'a Socket);
+
+impl Read for Plain<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut s = self.0;
+        s.read(buf)
+    }
+}
+
+impl Write for Plain<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut s = self.0;
+        s.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Wire for Plain<'_> {
+    fn close_write(&mut self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+impl Wire for TlsIo<'_> {
+    fn close_write(&mut self) {
+        TlsIo::close_write(self)
+    }
+}
+
+/// Runs a stream loop over `session` and puts the session's record (with
+/// this end's one-core cipher speed) in the stream end.
+fn over_tls(
+    socket: &Socket,
+    session: Session,
+    seals_requests: bool,
+    run: impl FnOnce(&mut dyn Wire) -> (TaskEnd, FlowCounts),
+) -> (TaskEnd, FlowCounts) {
+    let mut io = TlsIo::new(session, socket);
+    let (mut end, counts) = run(&mut io);
+    let mut record = io.end.clone();
+    // Both ends seal and open; the sender's direction (requests) is what
+    // the requester seals.
+    record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, seals_requests);
+    end.extras.set(tls::KEY, &record);
+    (end, counts)
+}
+
+fn stream_requester(
+    socket: &Socket,
+    io: &mut dyn Wire,
+    exchange: &Exchange,
+    ctx: &StreamContext,
+) -> (TaskEnd, FlowCounts) {
     let request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; exchange.response];
     let mut counter = Counter::new(exchange, ctx, true);
     let mut in_flight: VecDeque<Instant> = VecDeque::with_capacity(exchange.burst);
-    let mut writer: &Socket = socket;
     let mut next = Instant::now();
     let error = 'flow: loop {
         while in_flight.len() < exchange.burst && !stopped(ctx) {
@@ -268,7 +349,7 @@ fn stream_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -
                 break;
             }
             in_flight.push_back(Instant::now());
-            if let Err(e) = writer.write_all(&request) {
+            if let Err(e) = io.write_all(&request) {
                 break 'flow Some(format!("sending a request: {e}"));
             }
         }
@@ -282,7 +363,7 @@ fn stream_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -
         let read = if exchange.spin && !stopped(ctx) {
             read_full_spinning(socket, &mut response, ctx, &mut counter.rr.spin_empty_polls)
         } else {
-            read_full(socket, &mut response)
+            read_full(&mut *io, &mut response)
         };
         match read {
             Ok(true) => {}
@@ -295,20 +376,24 @@ fn stream_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -
             counter.rr.quickacks += 1;
         }
     };
-    let _ = socket.shutdown(std::net::Shutdown::Write);
+    io.close_write();
     counter.finish(error, false)
 }
 
-fn stream_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+fn stream_responder(
+    socket: &Socket,
+    io: &mut dyn Wire,
+    exchange: &Exchange,
+    ctx: &StreamContext,
+) -> (TaskEnd, FlowCounts) {
     let mut request = vec![0u8; exchange.request];
     let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
-    let mut writer: &Socket = socket;
     let error = loop {
         let read = if exchange.spin {
             read_full_spinning(socket, &mut request, ctx, &mut counter.rr.spin_empty_polls)
         } else {
-            read_full(socket, &mut request)
+            read_full(&mut *io, &mut request)
         };
         match read {
             Ok(true) => {}
@@ -320,7 +405,7 @@ fn stream_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -
         if exchange.quickack && quickack(socket) {
             counter.rr.quickacks += 1;
         }
-        match writer.write_all(&response) {
+        match io.write_all(&response) {
             Ok(()) => counter.done(None, Instant::now()),
             Err(_) if stopped(ctx) => break None,
             Err(e) => break Some(format!("sending a response: {e}")),
@@ -471,33 +556,39 @@ fn quiet(stop_seen: &mut Option<Instant>, last: Option<Instant>) -> bool {
 
 /// `--crr` client: connect, send token + stream id + request in one
 /// segment, read the response, close with a reset (no TIME_WAIT pile-up).
+/// Over TLS the token and stream id go first, then the handshake, then
+/// the request and response as records: each transaction pays a handshake.
 pub fn crr_requester(
     id: u32,
     addr: SocketAddr,
     net: &ClientNet,
     configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
+    tls: Option<&ClientSetup>,
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
-    let mut message = Vec::with_capacity(TOKEN_LEN + 4 + exchange.request);
-    message.extend_from_slice(&net.token);
-    message.extend_from_slice(&id.to_be_bytes());
-    message.extend((0..exchange.request).map(|i| (i % 251) as u8));
+    let mut preamble = Vec::with_capacity(TOKEN_LEN + 4);
+    preamble.extend_from_slice(&net.token);
+    preamble.extend_from_slice(&id.to_be_bytes());
+    let request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; exchange.response];
     let mut counter = Counter::new(exchange, ctx, true);
     let mut error = None;
     let mut next = Instant::now();
+    let mut handshakes: Option<TlsEnd> = None;
+    let dial = Dial {
+        proto: exchange.proto,
+        addr,
+        bind: net.route(id).0,
+        configure,
+    };
     while !stopped(ctx) && paced(exchange, &mut next, ctx) {
         let started = Instant::now();
-        match crr_once(
-            exchange.proto,
-            addr,
-            net.route(id).0,
-            configure,
-            &message,
-            &mut response,
-        ) {
-            Ok(()) => {
+        match crr_once(&dial, tls, &preamble, &request, &mut response) {
+            Ok(record) => {
+                if let Some(record) = record {
+                    handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
+                }
                 counter.rr.connections += 1;
                 counter.done(Some(started), Instant::now());
             }
@@ -510,55 +601,92 @@ pub fn crr_requester(
             }
         }
     }
-    counter.finish(error, false)
+    let (mut end, counts) = counter.finish(error, false);
+    if let Some(mut record) = handshakes {
+        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, true);
+        end.extras.set(tls::KEY, &record);
+    }
+    (end, counts)
 }
 
-fn crr_once(
+/// Where and how a `--crr` client connects.
+struct Dial<'a> {
     proto: Proto,
     addr: SocketAddr,
     bind: Option<std::net::IpAddr>,
-    configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
-    message: &[u8],
+    configure: &'a dyn Fn(&Socket) -> Result<(), WorkloadError>,
+}
+
+/// One transaction on a new connection; over TLS, what its handshake settled on.
+fn crr_once(
+    dial: &Dial,
+    tls: Option<&ClientSetup>,
+    preamble: &[u8],
+    request: &[u8],
     response: &mut [u8],
-) -> Result<(), String> {
+) -> Result<Option<TlsEnd>, String> {
+    let addr = dial.addr;
     let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
-    let (kind, protocol) = proto.socket();
+    let (kind, protocol) = dial.proto.socket();
     let socket = Socket::new(domain, kind, Some(protocol)).map_err(|e| e.to_string())?;
-    if let Some(bind) = bind {
+    if let Some(bind) = dial.bind {
         socket
             .bind(&SocketAddr::new(bind, 0).into())
             .map_err(|e| format!("binding to {bind}: {e}"))?;
     }
-    configure(&socket).map_err(|e| e.to_string())?;
+    (dial.configure)(&socket).map_err(|e| e.to_string())?;
     let _ = socket.set_linger(Some(Duration::ZERO));
     socket
         .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
         .map_err(|e| format!("connect: {e}"))?;
     let _ = socket.set_read_timeout(Some(Duration::from_secs(5)));
     let mut writer: &Socket = &socket;
+    let Some(tls) = tls else {
+        // The preamble and the request in one segment.
+        let message: Vec<u8> = [preamble, request].concat();
+        writer
+            .write_all(&message)
+            .map_err(|e| format!("sending the request: {e}"))?;
+        return match read_full(&socket, response) {
+            Ok(true) => Ok(None),
+            Ok(false) => Err("the agent closed the connection without a response".into()),
+            Err(e) => Err(format!("reading the response: {e}")),
+        };
+    };
     writer
-        .write_all(message)
-        .map_err(|e| format!("sending the request: {e}"))?;
-    match read_full(&socket, response) {
-        Ok(true) => Ok(()),
+        .write_all(preamble)
+        .map_err(|e| format!("opening the connection: {e}"))?;
+    let session = tls
+        .handshake(&socket, Instant::now() + Duration::from_secs(5))
+        .map_err(|e| format!("TLS handshake: {e}"))?;
+    let mut io = TlsIo::new(session, &socket);
+    io.write_all(request).map_err(|e| format!("sending the request: {e}"))?;
+    let record = io.end.clone();
+    match read_full(&mut io, response) {
+        Ok(true) => Ok(Some(record)),
         Ok(false) => Err("the agent closed the connection without a response".into()),
         Err(e) => Err(format!("reading the response: {e}")),
     }
 }
 
 /// `--crr` agent: accept connections from the control peer with the token
-/// until the test is over and no connection came for a while.
+/// until the test is over and no connection came for a while. Over TLS
+/// each connection shakes hands after the token, and the agent's end
+/// records the handshakes it answered.
 pub fn crr_responder(
     listener: &Socket,
     net: &AgentNet,
+    tls: Option<&ServerSetup>,
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
     let _ = listener.set_read_timeout(Some(POLL));
-    let mut preamble_and_request = vec![0u8; TOKEN_LEN + 4 + exchange.request];
+    let preamble_len = TOKEN_LEN + 4;
+    let mut preamble_and_request = vec![0u8; preamble_len + exchange.request];
     let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
     let mut stop_seen: Option<Instant> = None;
+    let mut handshakes: Option<TlsEnd> = None;
     loop {
         if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
             break;
@@ -573,19 +701,43 @@ pub fn crr_responder(
             continue;
         }
         let _ = socket.set_read_timeout(Some(Duration::from_secs(2)));
-        if !matches!(read_full(&socket, &mut preamble_and_request), Ok(true))
-            || !token_matches(&preamble_and_request[..TOKEN_LEN], &net.token)
-        {
+        // Over TLS only the preamble comes in the clear.
+        let clear = match tls {
+            Some(_) => &mut preamble_and_request[..preamble_len],
+            None => &mut preamble_and_request[..],
+        };
+        if !matches!(read_full(&socket, clear), Ok(true)) || !token_matches(&clear[..TOKEN_LEN], &net.token) {
             continue;
         }
-        if exchange.quickack && quickack(&socket) {
-            counter.rr.quickacks += 1;
-        }
-        let mut writer: &Socket = &socket;
-        if writer.write_all(&response).is_ok() {
+        let answered = match tls {
+            None => {
+                if exchange.quickack && quickack(&socket) {
+                    counter.rr.quickacks += 1;
+                }
+                let mut writer: &Socket = &socket;
+                writer.write_all(&response).is_ok()
+            }
+            Some(setup) => {
+                let Ok(session) = setup.handshake(&socket, Instant::now() + Duration::from_secs(2)) else {
+                    continue;
+                };
+                handshakes
+                    .get_or_insert_with(TlsEnd::default)
+                    .add_handshake(&session.end);
+                let mut io = TlsIo::new(session, &socket);
+                matches!(read_full(&mut io, &mut preamble_and_request[preamble_len..]), Ok(true))
+                    && io.write_all(&response).is_ok()
+            }
+        };
+        if answered {
             counter.rr.connections += 1;
             counter.done(None, Instant::now());
         }
     }
-    counter.finish(None, true)
+    let (mut end, counts) = counter.finish(None, true);
+    if let Some(mut record) = handshakes {
+        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, false);
+        end.extras.set(tls::KEY, &record);
+    }
+    (end, counts)
 }

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::transport::admission::{self, Configure, JoinListener};
+use super::transport::tls::session::{ClientSetup, ServerSetup, Session};
+use super::transport::tls::{self, TlsParams};
 use super::transport::{self, Delivery, Proto};
 pub mod args;
 pub mod command;
@@ -80,6 +82,18 @@ pub struct RrParams {
     /// back to back (sockperf's `--mps`, netperf's `-w`). Absent when unpaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_us: Option<u64>,
+    /// Over TLS (`--proto tls`): the cipher suite and how the client trusts
+    /// the agent; absent over other transports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsParams>,
+}
+
+impl RrParams {
+    /// The TLS options of a test over TLS (its defaults where the spec
+    /// left them out), None over any other transport.
+    pub fn tls(&self) -> Option<TlsParams> {
+        (self.proto == Proto::TLS).then(|| self.tls.clone().unwrap_or_default())
+    }
 }
 
 impl Default for RrParams {
@@ -95,6 +109,7 @@ impl Default for RrParams {
             quickack: false,
             spin: false,
             interval_us: None,
+            tls: None,
         }
     }
 }
@@ -217,6 +232,9 @@ impl Stored for RrResults {
         if p.crr {
             mode += " CRR";
         }
+        if let Some(t) = p.tls() {
+            mode += &format!(" {}", t.cipher);
+        }
         if p.spin {
             mode += " spin";
         }
@@ -329,6 +347,11 @@ impl TextView for RrResults {
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
         text::write_summary(trial, out)
     }
+
+    /// Over TLS: what the handshakes settled on and their mean time.
+    fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+        tls::write_handshakes(trial, out)
+    }
 }
 
 impl ChartViews for RrResults {
@@ -414,9 +437,14 @@ impl Workload for RequestResponse {
         p.proto
             .available()
             .map_err(|why| SpecError::Invalid(format!("--proto {}: {why}", p.proto)))?;
-        p.proto
-            .check_kernel_stream("--proto", self.name())
-            .map_err(SpecError::Invalid)?;
+        tls::params::check(p.proto == Proto::TLS, p.proto.name(), p.tls.as_ref()).map_err(SpecError::Invalid)?;
+        if p.spin && p.proto == Proto::TLS {
+            return Err(SpecError::Invalid(
+                "--spin polls the socket for data; over TLS records are opened in rustls, which waits on the \
+                 socket: drop --spin"
+                    .into(),
+            ));
+        }
         if p.crr && p.proto.is_datagram() {
             return Err(SpecError::Invalid(format!(
                 "--crr opens a connection per transaction; it cannot be combined with --proto {}",
@@ -507,19 +535,31 @@ impl Workload for RequestResponse {
                     .collect(),
                 (Delivery::Stream, false) => {
                     let port = first_port(net)?;
-                    let mut ends = Vec::new();
+                    let mut sockets = Vec::new();
                     for &id in &ids {
-                        ends.push((
-                            id,
-                            FlowSocket::Socket(admission::connect_stream(params.proto, net, port, id, &configure)?),
-                        ));
+                        sockets.push((id, admission::connect_stream(params.proto, net, port, id, &configure)?));
                     }
-                    ends
+                    match params.tls() {
+                        Some(t) => {
+                            let sessions = ClientSetup::new(&t, net)?.handshake_all(&sockets)?;
+                            with_sessions(sockets, sessions)
+                        }
+                        None => sockets.into_iter().map(|(id, s)| (id, FlowSocket::Socket(s))).collect(),
+                    }
                 }
                 (Delivery::Stream, true) => {
                     let port = first_port(net)?;
+                    let tls = params
+                        .tls()
+                        .map(|t| ClientSetup::new(&t, net).map(Arc::new))
+                        .transpose()?;
                     ids.iter()
-                        .map(|&id| (id, FlowSocket::Connector(SocketAddr::new(net.route(id).1, port))))
+                        .map(|&id| {
+                            (
+                                id,
+                                FlowSocket::Connector(SocketAddr::new(net.route(id).1, port), tls.clone()),
+                            )
+                        })
                         .collect()
                 }
             }
@@ -605,11 +645,18 @@ impl AgentSide for RrAgent {
             (Delivery::Stream, false) => {
                 let accepted = admission::accept_streams(&self.sockets[0].1, &self.net, &ids, deadline)?;
                 let configure: Configure = &configure(&self.spec.agent, &self.params);
-                let mut ends = Vec::new();
+                let mut sockets = Vec::new();
                 for (id, socket) in accepted {
                     configure(&socket)?;
-                    ends.push((id, FlowSocket::Socket(socket)));
+                    sockets.push((id, socket));
                 }
+                let ends = match self.params.tls() {
+                    Some(_) => {
+                        let sessions = ServerSetup::new()?.handshake_all(&sockets, deadline)?;
+                        with_sessions(sockets, sessions)
+                    }
+                    None => sockets.into_iter().map(|(id, s)| (id, FlowSocket::Socket(s))).collect(),
+                };
                 if let Some((_, listener)) = self.sockets.into_iter().next() {
                     joins = JoinListener::keep(self.params.proto, listener);
                 }
@@ -619,8 +666,18 @@ impl AgentSide for RrAgent {
                 // Connections come during the test: every responder thread
                 // accepts on the same listener.
                 let listener = Arc::new(self.sockets.into_iter().next().expect("one listener").1);
+                let tls = self
+                    .params
+                    .tls()
+                    .map(|_| ServerSetup::new().map(Arc::new))
+                    .transpose()?;
                 ids.iter()
-                    .map(|&id| (id, FlowSocket::Listener(Arc::clone(&listener), self.net.clone())))
+                    .map(|&id| {
+                        (
+                            id,
+                            FlowSocket::Listener(Arc::clone(&listener), self.net.clone(), tls.clone()),
+                        )
+                    })
                     .collect()
             }
         };
@@ -640,10 +697,27 @@ impl AgentSide for RrAgent {
 pub(super) enum FlowSocket {
     /// A connected TCP or registered UDP socket.
     Socket(Socket),
-    /// Client with `--crr`: where to connect for each transaction.
-    Connector(SocketAddr),
-    /// Agent with `--crr`: the shared listener and who may connect.
-    Listener(Arc<Socket>, AgentNet),
+    /// A connected socket and its TLS session, the handshake done (boxed:
+    /// a rustls connection is over a kilobyte).
+    Tls(Socket, Box<Session>),
+    /// Client with `--crr`: where to connect for each transaction, and
+    /// over TLS how to shake hands on each connection.
+    Connector(SocketAddr, Option<Arc<ClientSetup>>),
+    /// Agent with `--crr`: the shared listener, who may connect, and over
+    /// TLS how to shake hands on each connection.
+    Listener(Arc<Socket>, AgentNet, Option<Arc<ServerSetup>>),
+}
+
+/// Each connected socket with its session, by stream id.
+fn with_sessions(sockets: Vec<(u32, Socket)>, sessions: Vec<(u32, Session)>) -> Vec<(u32, FlowSocket)> {
+    let mut sessions: std::collections::BTreeMap<u32, Session> = sessions.into_iter().collect();
+    sockets
+        .into_iter()
+        .map(|(id, s)| match sessions.remove(&id) {
+            Some(session) => (id, FlowSocket::Tls(s, Box::new(session))),
+            None => (id, FlowSocket::Socket(s)),
+        })
+        .collect()
 }
 
 /// One end's flows.
@@ -666,9 +740,9 @@ impl Side for RrSide {
             .ends
             .iter()
             .filter_map(|(_, e)| match e {
-                FlowSocket::Socket(s) => Some(s),
-                FlowSocket::Listener(l, _) => Some(&**l),
-                FlowSocket::Connector(_) => None,
+                FlowSocket::Socket(s) | FlowSocket::Tls(s, _) => Some(s),
+                FlowSocket::Listener(l, _, _) => Some(&**l),
+                FlowSocket::Connector(..) => None,
             })
             .collect();
         admission::aborter(&sockets)
@@ -690,7 +764,7 @@ impl Side for RrSide {
         let one_host = self.one_host;
         for (id, end) in self.ends {
             let buffers = match &end {
-                FlowSocket::Socket(s) => tcpinfo::socket_buffers(s),
+                FlowSocket::Socket(s) | FlowSocket::Tls(s, _) => tcpinfo::socket_buffers(s),
                 _ => SocketBuffers::default(),
             };
             let (exchange, role) = (exchange.clone(), self.role);
@@ -699,13 +773,20 @@ impl Side for RrSide {
             let params = self.params.clone();
             let body: StreamBody = Box::new(move |ctx: &StreamContext| {
                 let (mut end, counts) = match (role, end) {
-                    (Role::Sender, FlowSocket::Connector(addr)) => {
+                    (Role::Sender, FlowSocket::Connector(addr, tls)) => {
                         let net = client.expect("the client has its net");
-                        loops::crr_requester(id, addr, &net, &configure(&side, &params), &exchange, ctx)
+                        let configure = configure(&side, &params);
+                        loops::crr_requester(id, addr, &net, &configure, tls.as_deref(), &exchange, ctx)
                     }
-                    (Role::Sender, FlowSocket::Socket(s)) => loops::requester(&s, &exchange, ctx),
-                    (Role::Receiver, FlowSocket::Socket(s)) => loops::responder(&s, &exchange, ctx),
-                    (Role::Receiver, FlowSocket::Listener(l, net)) => loops::crr_responder(&l, &net, &exchange, ctx),
+                    (Role::Sender, FlowSocket::Socket(s)) => loops::requester(&s, None, &exchange, ctx),
+                    (Role::Sender, FlowSocket::Tls(s, session)) => loops::requester(&s, Some(*session), &exchange, ctx),
+                    (Role::Receiver, FlowSocket::Socket(s)) => loops::responder(&s, None, &exchange, ctx),
+                    (Role::Receiver, FlowSocket::Tls(s, session)) => {
+                        loops::responder(&s, Some(*session), &exchange, ctx)
+                    }
+                    (Role::Receiver, FlowSocket::Listener(l, net, tls)) => {
+                        loops::crr_responder(&l, &net, tls.as_deref(), &exchange, ctx)
+                    }
                     _ => (
                         TaskEnd {
                             error: Some("internal: endpoint does not fit the role".into()),

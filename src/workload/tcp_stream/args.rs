@@ -4,8 +4,7 @@ use clap::Args;
 
 use super::{TcpParams, TcpStream, ZeroCopyMethod};
 use crate::workload::args::{parse, Context, WorkloadArgs};
-use crate::workload::transport::tls::params::normalize_pin;
-use crate::workload::transport::tls::{Cipher, TlsParams};
+use crate::workload::transport::tls::params::TlsOptions;
 use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -53,44 +52,9 @@ pub struct TcpOptions {
     /// Multipath TCP: `--transport mptcp`.
     #[arg(long, conflicts_with = "transport")]
     pub mptcp: bool,
-    /// The TLS 1.3 cipher suite the client offers (with --transport tls).
-    #[arg(long, value_name = "CIPHER", value_enum, help_heading = "TLS (--transport tls)")]
-    pub cipher: Option<Cipher>,
-    /// Trust only an agent certificate with this SHA-256 (64 hex digits,
-    /// colons allowed), as `nicbench serve` prints it. Default: the
-    /// fingerprint the agent announces, recorded as `trust: announced`.
-    #[arg(long, value_name = "SHA256", help_heading = "TLS (--transport tls)")]
-    pub tls_pin: Option<String>,
-    /// Trust an agent certificate signed by a CA in this PEM file; it must
-    /// name the agent's address.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "TLS (--transport tls)",
-        conflicts_with = "tls_pin"
-    )]
-    pub tls_ca: Option<String>,
-    /// Seal records in the kernel (kTLS) instead of rustls. Refused where
-    /// the kernel has no kernel TLS (CONFIG_TLS), with the reason.
-    #[arg(long, help_heading = "TLS (--transport tls)")]
-    pub ktls: bool,
-}
-
-impl TcpOptions {
-    /// The TLS options: TLS's defaults with `--transport tls`, what was
-    /// given otherwise (validation refuses them without TLS).
-    fn tls(&self) -> Option<TlsParams> {
-        let given = self.cipher.is_some() || self.tls_pin.is_some() || self.tls_ca.is_some() || self.ktls;
-        (given || self.transport == Some(Proto::TLS)).then(|| TlsParams {
-            cipher: self.cipher.unwrap_or_default(),
-            ktls: self.ktls,
-            pin_sha256: self
-                .tls_pin
-                .as_deref()
-                .map(|p| normalize_pin(p).unwrap_or_else(|_| p.to_string())),
-            ca_file: self.tls_ca.clone(),
-        })
-    }
+    /// The TLS options (with --transport tls).
+    #[command(flatten)]
+    pub tls: TlsOptions,
 }
 
 impl WorkloadArgs for TcpOptions {
@@ -112,7 +76,7 @@ impl WorkloadArgs for TcpOptions {
                 true => Proto::MPTCP,
                 false => self.transport.unwrap_or_default(),
             },
-            tls: self.tls(),
+            tls: self.tls.params(self.transport == Some(Proto::TLS)),
         })
     }
 }

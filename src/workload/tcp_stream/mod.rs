@@ -274,16 +274,15 @@ impl Workload for TcpStream {
             .transport
             .check_stream_for(self.name())
             .map_err(SpecError::Invalid)?;
+        tls::params::check(
+            params.transport == Proto::TLS,
+            params.transport.name(),
+            params.tls.as_ref(),
+        )
+        .map_err(SpecError::Invalid)?;
         match params.tls() {
-            None if params.tls.is_some() => {
-                return Err(SpecError::Invalid(format!(
-                    "--cipher, --tls-pin, --tls-ca and --ktls apply to --transport tls, not {}",
-                    params.transport
-                )))
-            }
             None => {}
-            Some(t) => {
-                t.validate().map_err(SpecError::Invalid)?;
+            Some(_) => {
                 if params.zerocopy {
                     return Err(SpecError::Invalid(
                         "-Z/--zerocopy with --transport tls: rustls seals each record in user space, so there is \
@@ -354,7 +353,7 @@ impl Workload for TcpStream {
             }
         }
         let sessions = match params.tls() {
-            Some(t) => client_handshakes(&t, net, &sockets)?,
+            Some(t) => tls::session::ClientSetup::new(&t, net)?.handshake_all(&sockets)?,
             None => Vec::new(),
         };
         Ok(Box::new(
@@ -431,16 +430,7 @@ impl AgentSide for TcpAgent {
         }
         let accepted: Vec<(u32, Socket)> = accepted.into_iter().collect();
         let sessions = match self.params.tls() {
-            Some(_) => {
-                let config = tls::session::server_config().map_err(WorkloadError::Setup)?;
-                let open = move || {
-                    rustls::ServerConnection::new(config.clone())
-                        .map(rustls::Connection::from)
-                        .map_err(|e| e.to_string())
-                };
-                let refs: Vec<(u32, &Socket)> = accepted.iter().map(|(id, s)| (*id, s)).collect();
-                tls::session::handshake_all(&refs, &open, None, deadline)?
-            }
+            Some(_) => tls::session::ServerSetup::new()?.handshake_all(&accepted, deadline)?,
             None => Vec::new(),
         };
         let joins = JoinListener::keep(self.params.transport, self.listener);
@@ -489,26 +479,6 @@ impl TcpSide {
         self.sessions = sessions.into_iter().collect();
         self
     }
-}
-
-/// The client's handshakes over TLS: trust as `--tls-pin`, `--tls-ca` or
-/// the agent's announcement says, every stream at once.
-fn client_handshakes(
-    params: &TlsParams,
-    net: &ClientNet,
-    sockets: &[(u32, Socket)],
-) -> Result<Vec<(u32, tls::session::Session)>, WorkloadError> {
-    let announced = net.agent_tls.as_ref().and_then(|t| t.certificate_sha256.as_deref());
-    let trust = tls::session::trust(params, announced).map_err(WorkloadError::Setup)?;
-    let (config, name) = tls::session::client_config(params, &trust, net.agent_ip).map_err(WorkloadError::Setup)?;
-    let open = move || {
-        rustls::ClientConnection::new(config.clone(), name.clone())
-            .map(rustls::Connection::from)
-            .map_err(|e| e.to_string())
-    };
-    let refs: Vec<(u32, &Socket)> = sockets.iter().map(|(id, s)| (*id, s)).collect();
-    let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    tls::session::handshake_all(&refs, &open, Some(&trust), deadline)
 }
 
 impl Side for TcpSide {

@@ -18,6 +18,7 @@ pub mod cert;
 pub mod params;
 pub mod session;
 pub mod stream;
+pub mod wire;
 
 use serde::{Deserialize, Serialize};
 use socket2::{Protocol, Type};
@@ -99,6 +100,25 @@ pub struct TlsEnd {
     /// ([`crate::probe::cipher`]): the bound this stream is weighed against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher_one_core_bits_per_second: Option<f64>,
+    /// With a connection per transaction (`rr --crr`): how many handshakes
+    /// this end made; `handshake_seconds` is then their mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshakes: Option<u64>,
+}
+
+impl TlsEnd {
+    /// Adds one more handshake of a connection per transaction: its
+    /// settings, and its time into the mean.
+    pub fn add_handshake(&mut self, one: &TlsEnd) {
+        let n = self.handshakes.unwrap_or(0);
+        let mean = (self.handshake_seconds * n as f64 + one.handshake_seconds) / (n + 1) as f64;
+        *self = TlsEnd {
+            handshake_seconds: mean,
+            handshakes: Some(n + 1),
+            cipher_one_core_bits_per_second: self.cipher_one_core_bits_per_second,
+            ..one.clone()
+        };
+    }
 }
 
 /// The share of an end's CPU time the cipher took, above which the cipher
@@ -224,36 +244,7 @@ pub fn cipher_of_suite(suite: &str) -> Option<Cipher> {
 /// TLS cipher, client sender: aes128-gcm sealing 9.12 Gbit/s per stream, 61% of one core's 14.9 Gbit/s; 78% of its CPU time
 /// ```
 pub fn write_details(trial: &crate::model::TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    use crate::model::Party;
-    let client_ends: Vec<TlsEnd> = trial
-        .streams
-        .iter()
-        .flat_map(|s| {
-            [(&s.sender, s.flow.sender()), (&s.receiver, s.flow.receiver())]
-                .into_iter()
-                .filter(|(_, p)| *p == Party::Client)
-                .filter_map(|(e, _)| e.extras.get::<TlsEnd>(KEY))
-        })
-        .collect();
-    let Some(first) = client_ends.first() else {
-        return Ok(());
-    };
-    let mean = client_ends.iter().map(|t| t.handshake_seconds).sum::<f64>() / client_ends.len() as f64;
-    let trust = match first.trust.as_deref() {
-        Some("pinned") => "pinned (--tls-pin)".to_string(),
-        Some("ca") => "signed by a CA of --tls-ca".to_string(),
-        _ => "trusted as announced by the agent (--tls-pin to require it)".to_string(),
-    };
-    writeln!(
-        out,
-        "TLS: {} {} ({}), handshake {:.2} ms (client, mean of {}); agent certificate sha256:{}, {trust}",
-        first.version,
-        first.cipher_suite,
-        first.record_layer,
-        mean * 1000.0,
-        client_ends.len(),
-        cert::with_colons(&first.certificate_sha256)
-    )?;
+    write_handshakes(trial, out)?;
     for c in cipher_costs(trial) {
         let cipher = cipher_of_suite(&c.cipher).map_or(c.cipher.clone(), |x| x.to_string());
         let verb = if c.role == "sender" { "sealing" } else { "opening" };
@@ -268,5 +259,44 @@ pub fn write_details(trial: &crate::model::TrialResult, out: &mut dyn std::io::W
             c.share_of_cpu_percent.min(100.0)
         )?;
     }
+    Ok(())
+}
+
+/// The TLS line of what the client's handshakes settled on, their mean
+/// time and count (one per stream, or one per transaction with `rr --crr`),
+/// and how the client trusted the agent's certificate.
+pub fn write_handshakes(trial: &crate::model::TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use crate::model::Party;
+    let client_ends: Vec<TlsEnd> = trial
+        .streams
+        .iter()
+        .flat_map(|s| {
+            [(&s.sender, s.flow.sender()), (&s.receiver, s.flow.receiver())]
+                .into_iter()
+                .filter(|(_, p)| *p == Party::Client)
+                .filter_map(|(e, _)| e.extras.get::<TlsEnd>(KEY))
+        })
+        .collect();
+    let Some(first) = client_ends.first() else {
+        return Ok(());
+    };
+    // Each end's mean weighed by its handshakes (one, or rr --crr's many).
+    let weight = |t: &TlsEnd| t.handshakes.unwrap_or(1) as f64;
+    let count: f64 = client_ends.iter().map(weight).sum();
+    let mean = client_ends.iter().map(|t| t.handshake_seconds * weight(t)).sum::<f64>() / count.max(1.0);
+    let trust = match first.trust.as_deref() {
+        Some("pinned") => "pinned (--tls-pin)".to_string(),
+        Some("ca") => "signed by a CA of --tls-ca".to_string(),
+        _ => "trusted as announced by the agent (--tls-pin to require it)".to_string(),
+    };
+    writeln!(
+        out,
+        "TLS: {} {} ({}), handshake {:.2} ms (client, mean of {count}); agent certificate sha256:{}, {trust}",
+        first.version,
+        first.cipher_suite,
+        first.record_layer,
+        mean * 1000.0,
+        cert::with_colons(&first.certificate_sha256)
+    )?;
     Ok(())
 }

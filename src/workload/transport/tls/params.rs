@@ -111,6 +111,62 @@ impl TlsParams {
     }
 }
 
+/// The TLS options of a workload that runs over `--transport tls` (tcp,
+/// rr), flattened into its command line.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TlsOptions {
+    /// The TLS 1.3 cipher suite the client offers (with --transport tls).
+    #[arg(long, value_name = "CIPHER", value_enum, help_heading = "TLS (--transport tls)")]
+    pub cipher: Option<Cipher>,
+    /// Trust only an agent certificate with this SHA-256 (64 hex digits,
+    /// colons allowed), as `nicbench serve` prints it. Default: the
+    /// fingerprint the agent announces, recorded as `trust: announced`.
+    #[arg(long, value_name = "SHA256", help_heading = "TLS (--transport tls)")]
+    pub tls_pin: Option<String>,
+    /// Trust an agent certificate signed by a CA in this PEM file; it must
+    /// name the agent's address.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "TLS (--transport tls)",
+        conflicts_with = "tls_pin"
+    )]
+    pub tls_ca: Option<String>,
+    /// Seal records in the kernel (kTLS) instead of rustls. Refused where
+    /// the kernel has no kernel TLS (CONFIG_TLS), with the reason.
+    #[arg(long, help_heading = "TLS (--transport tls)")]
+    pub ktls: bool,
+}
+
+impl TlsOptions {
+    /// The spec's TLS options: TLS's defaults over TLS, what was given
+    /// otherwise (validation refuses them without TLS), None when neither.
+    pub fn params(&self, over_tls: bool) -> Option<TlsParams> {
+        let given = self.cipher.is_some() || self.tls_pin.is_some() || self.tls_ca.is_some() || self.ktls;
+        (given || over_tls).then(|| TlsParams {
+            cipher: self.cipher.unwrap_or_default(),
+            ktls: self.ktls,
+            pin_sha256: self
+                .tls_pin
+                .as_deref()
+                .map(|p| normalize_pin(p).unwrap_or_else(|_| p.to_string())),
+            ca_file: self.tls_ca.clone(),
+        })
+    }
+}
+
+/// Checks a workload's TLS options against its transport: options given
+/// without TLS are refused by name; over TLS, [`TlsParams::validate`].
+pub fn check(over_tls: bool, transport: &str, tls: Option<&TlsParams>) -> Result<(), String> {
+    match (over_tls, tls) {
+        (false, Some(_)) => Err(format!(
+            "--cipher, --tls-pin, --tls-ca and --ktls apply to --transport tls, not {transport}"
+        )),
+        (true, Some(t)) => t.validate(),
+        _ => Ok(()),
+    }
+}
+
 /// A SHA-256 fingerprint as the user may write it (hex, with or without
 /// colons, either case, `sha256:` in front) in the one form results hold:
 /// 64 lower-case hex digits.

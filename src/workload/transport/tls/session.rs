@@ -35,7 +35,7 @@ fn provider(suites: Vec<rustls::SupportedCipherSuite>) -> Arc<rustls::crypto::Cr
 /// How the client will trust the agent: `--tls-pin`, else `--tls-ca`, else
 /// the fingerprint the agent announced in its facts. None announced and
 /// neither option given is an error: a client never trusts nothing.
-pub fn trust(params: &TlsParams, announced: Option<&str>) -> Result<Trust, String> {
+fn trust(params: &TlsParams, announced: Option<&str>) -> Result<Trust, String> {
     if let Some(pin) = &params.pin_sha256 {
         return normalize_pin(pin).map(Trust::Pinned);
     }
@@ -52,7 +52,7 @@ pub fn trust(params: &TlsParams, announced: Option<&str>) -> Result<Trust, Strin
 
 /// The client's TLS configuration for `params` and `trust`, and the name
 /// it asks the agent's certificate for (its address, for a CA's check).
-pub fn client_config(
+fn client_config(
     params: &TlsParams,
     trust: &Trust,
     agent: IpAddr,
@@ -106,7 +106,7 @@ pub fn client_config(
 
 /// The agent's TLS configuration: every TLS 1.3 suite, its certificate,
 /// no session tickets (each connection of a test is new).
-pub fn server_config() -> Result<Arc<rustls::ServerConfig>, String> {
+fn server_config() -> Result<Arc<rustls::ServerConfig>, String> {
     let serving = cert::serving()?;
     let suites = super::Cipher::ALL.iter().map(|c| c.suite()).collect();
     let mut config = rustls::ServerConfig::builder_with_provider(provider(suites))
@@ -119,18 +119,89 @@ pub fn server_config() -> Result<Arc<rustls::ServerConfig>, String> {
     Ok(Arc::new(config))
 }
 
+/// What a client opens each of its TLS connections with: the config, the
+/// name it asks the certificate for, and how it trusts it.
+pub struct ClientSetup {
+    config: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+    trust: Trust,
+}
+
+impl ClientSetup {
+    /// Trust as `--tls-pin`, `--tls-ca` or the agent's announcement says
+    /// (its facts in `net`); the cipher speeds measured now, not later.
+    pub fn new(params: &TlsParams, net: &crate::workload::ClientNet) -> Result<ClientSetup, WorkloadError> {
+        let announced = net.agent_tls.as_ref().and_then(|t| t.certificate_sha256.as_deref());
+        let trust = trust(params, announced).map_err(WorkloadError::Setup)?;
+        let (config, name) = client_config(params, &trust, net.agent_ip).map_err(WorkloadError::Setup)?;
+        crate::probe::cipher::speeds();
+        Ok(ClientSetup { config, name, trust })
+    }
+
+    /// A new client connection, before its handshake.
+    pub fn open(&self) -> Result<rustls::Connection, String> {
+        rustls::ClientConnection::new(self.config.clone(), self.name.clone())
+            .map(rustls::Connection::from)
+            .map_err(|e| e.to_string())
+    }
+
+    /// One handshake on `socket` by `deadline`.
+    pub fn handshake(&self, socket: &Socket, deadline: Instant) -> Result<Session, String> {
+        handshake(self.open()?, socket, Some(&self.trust), deadline)
+    }
+
+    /// Every stream's handshake, at once, within 10 s.
+    pub fn handshake_all(&self, sockets: &[(u32, Socket)]) -> Result<Vec<(u32, Session)>, WorkloadError> {
+        let refs: Vec<(u32, &Socket)> = sockets.iter().map(|(id, s)| (*id, s)).collect();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        handshake_all(&refs, &|| self.open(), Some(&self.trust), deadline)
+    }
+}
+
+/// What an agent opens each of its TLS connections with.
+pub struct ServerSetup {
+    config: Arc<rustls::ServerConfig>,
+}
+
+impl ServerSetup {
+    pub fn new() -> Result<ServerSetup, WorkloadError> {
+        let config = server_config().map_err(WorkloadError::Setup)?;
+        crate::probe::cipher::speeds();
+        Ok(ServerSetup { config })
+    }
+
+    /// A new server connection, before its handshake.
+    pub fn open(&self) -> Result<rustls::Connection, String> {
+        rustls::ServerConnection::new(self.config.clone())
+            .map(rustls::Connection::from)
+            .map_err(|e| e.to_string())
+    }
+
+    /// One handshake on `socket` by `deadline`.
+    pub fn handshake(&self, socket: &Socket, deadline: Instant) -> Result<Session, String> {
+        handshake(self.open()?, socket, None, deadline)
+    }
+
+    /// Every accepted stream's handshake, at once, by `deadline`.
+    pub fn handshake_all(
+        &self,
+        sockets: &[(u32, Socket)],
+        deadline: Instant,
+    ) -> Result<Vec<(u32, Session)>, WorkloadError> {
+        let refs: Vec<(u32, &Socket)> = sockets.iter().map(|(id, s)| (*id, s)).collect();
+        handshake_all(&refs, &|| self.open(), None, deadline)
+    }
+}
+
 /// Shakes hands on every socket at once, one thread each, by `deadline`:
 /// each connection from `open` (a client's or a server's). The first
 /// error ends it, naming the stream.
-pub fn handshake_all(
+fn handshake_all(
     sockets: &[(u32, &Socket)],
     open: &(dyn Fn() -> Result<rustls::Connection, String> + Sync),
     trust: Option<&Trust>,
     deadline: Instant,
 ) -> Result<Vec<(u32, Session)>, WorkloadError> {
-    // Each cipher's one-core speed, measured now (once per host, then
-    // cached) and not while the streams run.
-    crate::probe::cipher::speeds();
     let results: Vec<(u32, Result<Session, String>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = sockets
             .iter()
@@ -210,6 +281,7 @@ fn handshake(
         certificate_sha256,
         trust: trust.map(|t| t.word().to_string()),
         cipher_one_core_bits_per_second: None,
+        handshakes: None,
     };
     Ok(Session { connection, end })
 }
