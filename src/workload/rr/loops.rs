@@ -567,10 +567,12 @@ pub fn crr_requester(
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
-    let mut preamble = Vec::with_capacity(TOKEN_LEN + 4);
-    preamble.extend_from_slice(&net.token);
-    preamble.extend_from_slice(&id.to_be_bytes());
-    let request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
+    // Token, stream id and request, built once: plain TCP sends them as
+    // one segment; TLS sends the first two in the clear, the rest sealed.
+    let mut message = Vec::with_capacity(TOKEN_LEN + 4 + exchange.request);
+    message.extend_from_slice(&net.token);
+    message.extend_from_slice(&id.to_be_bytes());
+    message.extend((0..exchange.request).map(|i| (i % 251) as u8));
     let mut response = vec![0u8; exchange.response];
     let mut counter = Counter::new(exchange, ctx, true);
     let mut error = None;
@@ -584,7 +586,7 @@ pub fn crr_requester(
     };
     while !stopped(ctx) && paced(exchange, &mut next, ctx) {
         let started = Instant::now();
-        match crr_once(&dial, tls, &preamble, &request, &mut response) {
+        match crr_once(&dial, tls, &message, &mut response) {
             Ok(record) => {
                 if let Some(record) = record {
                     handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
@@ -621,8 +623,7 @@ struct Dial<'a> {
 fn crr_once(
     dial: &Dial,
     tls: Option<&ClientSetup>,
-    preamble: &[u8],
-    request: &[u8],
+    message: &[u8],
     response: &mut [u8],
 ) -> Result<Option<TlsEnd>, String> {
     let addr = dial.addr;
@@ -643,9 +644,8 @@ fn crr_once(
     let mut writer: &Socket = &socket;
     let Some(tls) = tls else {
         // The preamble and the request in one segment.
-        let message: Vec<u8> = [preamble, request].concat();
         writer
-            .write_all(&message)
+            .write_all(message)
             .map_err(|e| format!("sending the request: {e}"))?;
         return match read_full(&socket, response) {
             Ok(true) => Ok(None),
@@ -653,6 +653,7 @@ fn crr_once(
             Err(e) => Err(format!("reading the response: {e}")),
         };
     };
+    let (preamble, request) = message.split_at(TOKEN_LEN + 4);
     writer
         .write_all(preamble)
         .map_err(|e| format!("opening the connection: {e}"))?;
