@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# What encryption costs on loopback: nicbench tcp over plain TCP and over TLS 1.3 with
-# each cipher, alternating in one run, one stream.
+# What encryption costs on loopback: nicbench tcp over plain TCP, over TLS 1.3 with
+# each cipher and over QUIC, alternating in one run, one stream.
 #
 #   bench/encrypted.sh [ROUNDS] [SECONDS]      (defaults: 3 rounds, 3 s per test)
 #
 # Each round runs every case once, in turn (tcp, tls aes128-gcm, tls aes256-gcm, tls
-# chacha20-poly1305), so drifts of the machine hit all of them alike. For each case it
+# chacha20-poly1305, quic aes128-gcm), so drifts of the machine hit all of them alike. For each case it
 # prints the median throughput at the receiver with its min-max, each end's CPU per byte
 # (its own process's user+system seconds per GB received, from the result), and for TLS
 # the cipher's speed on one core of this host (sealing, from the result's facts) and the
@@ -15,7 +15,17 @@
 # TLS 1.3 handshake, per transaction), in the same rotation, with the client's mean
 # handshake time from the result.
 #
-# Not yet measured here: QUIC (no QUIC transport yet); the script says so.
+# QUIC: nicbench tcp --transport quic (aes128-gcm, quinn's CUBIC) in the same rotation,
+# and, when QUINN_PERF names a built quinn `perf` binary, quinn's own benchmark with
+# the same shape (one stream uploading, 2 MiB socket buffers, its default CUBIC),
+# alternating with it. Its throughput is the mean of its JSON intervals after the
+# first second (nicbench omits its first 0.5 s); its CPU per GB is each process's
+# user+system time (the client's from wait4, the server's from /proc/PID/stat around
+# the run) per GB it reported sent. Build it under /tmp, never in this repository:
+#
+#   git clone https://github.com/quinn-rs/quinn /tmp/quinn-src   (tag quinn-0.11.11)
+#   cd /tmp/quinn-src && cargo build --release -p perf
+#   QUINN_PERF=/tmp/quinn-src/target/release/quinn-perf bench/encrypted.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -38,7 +48,36 @@ for line in agent.stderr:
 if port is None:
     raise SystemExit("the agent did not start")
 
-CASES = [("tcp", []), *[(f"tls {c}", ["--transport", "tls", "--cipher", c]) for c in ("aes128-gcm", "aes256-gcm", "chacha20-poly1305")]]
+CASES = [("tcp", []), *[(f"tls {c}", ["--transport", "tls", "--cipher", c]) for c in ("aes128-gcm", "aes256-gcm", "chacha20-poly1305")],
+         ("quic aes128-gcm", ["--transport", "quic"])]
+QUINN_PERF = os.environ.get("QUINN_PERF")
+perf = []
+perf_server = None
+if QUINN_PERF:
+    perf_server = subprocess.Popen([QUINN_PERF, "server", "--listen", "127.0.0.1:4433"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+
+def proc_cpu(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+def run_perf():
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        server0 = proc_cpu(perf_server.pid)
+        before = os.times()
+        subprocess.run([QUINN_PERF, "client", "127.0.0.1:4433", "--duration", str(int(secs) + 1),
+                        "--upload-size", "100G", "--download-size", "0", "--bi-requests", "1",
+                        "--json", out.name], capture_output=True, timeout=secs * 10 + 60)
+        after = os.times()
+        server = proc_cpu(perf_server.pid) - server0
+        client = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+        d = json.load(open(out.name))
+    intervals = d["intervals"]
+    total = sum(i["sum"]["bytes"] for i in intervals) / 1e9
+    measured = intervals[1:] or intervals
+    bps = sum(i["sum"]["bytes"] for i in measured) * 8 / sum(i["sum"]["seconds"] for i in measured)
+    return bps, {"client": client / total, "agent": server / total}, None
 results = {name: [] for name, _ in CASES}
 CRR = [("rr tcp --crr", ["--crr"]), ("rr tls --crr", ["--proto", "tls", "--crr"])]
 crr = {name: [] for name, _ in CRR}
@@ -59,7 +98,8 @@ def run(extra):
         raise SystemExit(f"nicbench tcp {' '.join(extra)} failed: {out.stderr}")
     d = json.loads(out.stdout)
     bps = d["sum"]["receiver"]["bits_per_second"]
-    gb = d["sum"]["receiver"]["bytes"] / 1e9
+    # CPU time covers the whole test, the omitted first 0.5 s too: so do the bytes.
+    gb = sum(s["receiver"]["bytes"] + s["receiver"]["omitted_bytes"] for s in d["streams"]) / 1e9
     per_gb = {}
     for end in ("client", "agent"):
         p = d["cpu"][end]["process"]
@@ -74,12 +114,17 @@ try:
     for r in range(rounds):
         for name, extra in CASES:
             results[name].append(run(extra))
+        if QUINN_PERF:
+            perf.append(run_perf())
         for name, extra in CRR:
             crr[name].append(run_crr(extra))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
 finally:
     agent.send_signal(signal.SIGTERM)
     agent.wait(timeout=10)
+    if perf_server:
+        perf_server.kill()
+        perf_server.wait()
 
 def med(xs):
     return statistics.median(xs)
@@ -97,6 +142,15 @@ for name, _ in CASES:
         bound = min(tcp, med(speeds))
         line += f" {med(speeds)/1e9:>10.2f} Gb/s {med(bps)/bound:>16.2f}"
     print(line)
+if perf:
+    bps = [b for b, _, _ in perf]
+    line = f"{'quinn perf (peer)':<24} {med(bps)/1e9:>8.2f} ({min(bps)/1e9:.2f}-{max(bps)/1e9:.2f})"
+    line += f" {med([g['client'] for _, g, _ in perf]):>12.3f} {med([g['agent'] for _, g, _ in perf]):>12.3f}"
+    print(line)
+    quic = med([b for b, _, _ in results["quic aes128-gcm"]])
+    print(f"QUIC / quinn perf: {quic / med(bps):.2f} (target >= 1.0 at no more CPU per byte)")
+else:
+    print("quinn perf: QUINN_PERF not set, the peer was not run (see the top of this script)")
 print("target: TLS >= 0.80 of min(plain TCP, the cipher on one core)")
 print()
 print(f"{'connection per transaction':<24} {'per second':>22} {'handshake (client)':>19}")
@@ -107,5 +161,4 @@ for name, _ in CRR:
     if hs:
         line += f" {med(hs)*1000:>16.3f} ms"
     print(line)
-print("QUIC: no transport yet")
 PY

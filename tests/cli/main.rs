@@ -72,6 +72,7 @@ mod mptcp;
 mod outside_text;
 mod plan;
 mod prometheus;
+mod quic;
 mod rawclient;
 mod reflection;
 mod release;

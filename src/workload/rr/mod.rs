@@ -437,6 +437,13 @@ impl Workload for RequestResponse {
         p.proto
             .available()
             .map_err(|why| SpecError::Invalid(format!("--proto {}: {why}", p.proto)))?;
+        if p.proto == Proto::QUIC {
+            return Err(SpecError::Invalid(
+                "--proto quic: rr does not run over QUIC yet (its loops run over a kernel socket or a TLS \
+                 connection); QUIC streams run under `nicbench tcp --transport quic`"
+                    .into(),
+            ));
+        }
         tls::params::check(p.proto == Proto::TLS, p.proto.name(), p.tls.as_ref()).map_err(SpecError::Invalid)?;
         if p.spin && p.proto == Proto::TLS {
             return Err(SpecError::Invalid(

@@ -46,7 +46,9 @@ pub struct TcpOptions {
     /// What the streams run over: `tcp` (the default), `mptcp` (Multipath
     /// TCP on both ends: the result has each stream's subflows) or `tls`
     /// (TLS 1.3 from rustls over TCP: the result has each stream's cipher
-    /// suite and handshake time, and each host's cipher speed on one core).
+    /// suite and handshake time, and each host's cipher speed on one core)
+    /// or `quic` (QUIC from quinn: every stream on one connection; -C picks
+    /// quinn's controller: cubic, newreno, bbr).
     #[arg(long, value_name = "NAME")]
     pub transport: Option<Proto>,
     /// Multipath TCP: `--transport mptcp`.
@@ -76,7 +78,9 @@ impl WorkloadArgs for TcpOptions {
                 true => Proto::MPTCP,
                 false => self.transport.unwrap_or_default(),
             },
-            tls: self.tls.params(self.transport == Some(Proto::TLS)),
+            tls: self
+                .tls
+                .params(matches!(self.transport, Some(t) if t == Proto::TLS || t == Proto::QUIC)),
         })
     }
 }

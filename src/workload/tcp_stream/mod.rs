@@ -19,6 +19,7 @@ use socket2::Socket;
 
 use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::transport::admission::{self, Configure, JoinListener};
+use super::transport::quic::{self, stream::QuicSide};
 use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
 use super::transport::tls::{self, TlsParams};
@@ -90,10 +91,16 @@ impl TcpParams {
         }
     }
 
-    /// The TLS options of a test over TLS (its defaults where the spec
-    /// left them out), None over any other transport.
+    /// The TLS options of a test over TLS or QUIC (its defaults where the
+    /// spec left them out), None over any other transport.
     pub fn tls(&self) -> Option<TlsParams> {
-        (self.transport == Proto::TLS).then(|| self.tls.clone().unwrap_or_default())
+        self.runs_tls().then(|| self.tls.clone().unwrap_or_default())
+    }
+
+    /// Whether the streams shake hands with TLS 1.3: over TLS, and QUIC's
+    /// own handshake.
+    pub fn runs_tls(&self) -> bool {
+        self.transport == Proto::TLS || self.transport == Proto::QUIC
     }
 
     /// The receiver's path these parameters ask for.
@@ -189,6 +196,15 @@ impl VerdictQuestions for TcpResults {
 }
 
 impl TextView for TcpResults {
+    /// Shown where a stream has no TCP_INFO: over QUIC, whose UDP socket
+    /// nicbench sizes itself.
+    fn default_buffers_note(&self) -> Option<String> {
+        Some(format!(
+            "QUIC: {} asked each way, as quinn's perf asks, which Linux doubles, up to net.core.wmem_max/rmem_max",
+            crate::units::Size(quic::endpoint::DEFAULT_BUFFER_BYTES)
+        ))
+    }
+
     /// The message size, and the pacing rate when `-b` set one.
     fn messages_text(&self, spec: &TestSpec) -> Option<String> {
         let rate = spec.params::<TcpParams>().ok()?.rate_bits_per_second?;
@@ -204,6 +220,7 @@ impl TextView for TcpResults {
             super::transport::mptcp::write_subflows(stream, out)?;
         }
         tls::write_details(trial, out)?;
+        quic::write_details(trial, out)?;
         for stream in &trial.streams {
             let Some(part) = stream.sender.extras.get::<TcpEnd>(KEY) else {
                 continue;
@@ -274,12 +291,11 @@ impl Workload for TcpStream {
             .transport
             .check_stream_for(self.name())
             .map_err(SpecError::Invalid)?;
-        tls::params::check(
-            params.transport == Proto::TLS,
-            params.transport.name(),
-            params.tls.as_ref(),
-        )
-        .map_err(SpecError::Invalid)?;
+        if params.transport == Proto::QUIC {
+            check_quic(&params)?;
+        }
+        tls::params::check(params.runs_tls(), params.transport.name(), params.tls.as_ref())
+            .map_err(SpecError::Invalid)?;
         match params.tls() {
             None => {}
             Some(_) => {
@@ -303,7 +319,7 @@ impl Workload for TcpStream {
                 "a zero-copy method without zero-copy send: set zerocopy too (-Z/--zerocopy=METHOD)".into(),
             ));
         }
-        if let Some(cc) = &params.congestion {
+        if let Some(cc) = params.congestion.as_ref().filter(|_| params.transport != Proto::QUIC) {
             let available = tcpinfo::available_congestion_controls();
             if !available.is_empty() && !available.iter().any(|a| a == cc) {
                 return Err(SpecError::Invalid(format!(
@@ -322,6 +338,19 @@ impl Workload for TcpStream {
         if params.tls().is_some() {
             // Made now, so the facts the agent answers with announce it.
             tls::cert::serving().map_err(WorkloadError::Setup)?;
+        }
+        if params.transport == Proto::QUIC {
+            let listening = quic::endpoint::Listening::bind(
+                net,
+                &spec.agent,
+                params.congestion.as_deref().unwrap_or(quic::DEFAULT_CONGESTION),
+                spec.flows().len(),
+            )?;
+            return Ok(Box::new(QuicAgent {
+                listening,
+                spec: spec.clone(),
+                cipher: params.tls().unwrap_or_default().cipher.suite_name(),
+            }));
         }
         let listener = admission::listen(
             params.transport,
@@ -343,6 +372,18 @@ impl Workload for TcpStream {
             .data_ports
             .first()
             .ok_or_else(|| WorkloadError::Setup("the agent named no data port".into()))?;
+        if params.transport == Proto::QUIC {
+            let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
+            let (connected, streams) = quic::endpoint::connect(
+                net,
+                port,
+                &spec.client,
+                &params.tls().unwrap_or_default(),
+                params.congestion.as_deref().unwrap_or(quic::DEFAULT_CONGESTION),
+                &ids,
+            )?;
+            return Ok(Box::new(QuicSide::new(Party::Client, spec, connected, streams)));
+        }
         let mut sockets = Vec::new();
         {
             let configure = configure(&spec.client, &params);
@@ -400,6 +441,69 @@ fn prepare_sender(socket: &Socket, sends: bool, params: &TcpParams) -> Result<()
         pace(socket, rate)?;
     }
     Ok(())
+}
+
+/// What a test over QUIC refuses: the options of TCP's sockets, which
+/// quinn's UDP socket does not have, and a congestion controller quinn
+/// does not have.
+fn check_quic(params: &TcpParams) -> Result<(), SpecError> {
+    let refuse = |option: &str, why: &str| {
+        Err(SpecError::Invalid(format!(
+            "{option} with --transport quic: {why}; drop {option}"
+        )))
+    };
+    if params.mss.is_some() {
+        return refuse("-M/--mss", "QUIC sizes its own packets to the path MTU it discovers");
+    }
+    if params.nodelay {
+        return refuse("-N/--nodelay", "QUIC has no Nagle's algorithm");
+    }
+    if params.zerocopy {
+        return refuse("-Z/--zerocopy", "quinn protects each packet in user space");
+    }
+    if params.discard {
+        return refuse("--discard", "packets must be read to be opened and checked");
+    }
+    if params.rate_bits_per_second.is_some() {
+        return refuse(
+            "-b/--bitrate",
+            "quinn paces to its congestion window; nicbench cannot pace it yet",
+        );
+    }
+    if params.tls.as_ref().is_some_and(|t| t.ktls) {
+        return refuse(
+            "--ktls",
+            "kernel TLS seals TCP records; QUIC protects its packets in quinn",
+        );
+    }
+    if let Some(cc) = &params.congestion {
+        if !quic::CONGESTION_CONTROLLERS.contains(&cc.as_str()) {
+            return Err(SpecError::Invalid(format!(
+                "-C/--congestion '{cc}' with --transport quic: quinn has {} (the kernel's controllers drive TCP only)",
+                quic::CONGESTION_CONTROLLERS.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The agent's end of a test over QUIC: its endpoint, bound.
+struct QuicAgent {
+    listening: quic::endpoint::Listening,
+    spec: TestSpec,
+    cipher: &'static str,
+}
+
+impl AgentSide for QuicAgent {
+    fn data_ports(&self) -> Vec<u16> {
+        vec![self.listening.port()]
+    }
+
+    fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
+        let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
+        let (connected, streams) = self.listening.accept(&ids, self.cipher, deadline)?;
+        Ok(Box::new(QuicSide::new(Party::Agent, &self.spec, connected, streams)))
+    }
 }
 
 struct TcpAgent {

@@ -15,6 +15,9 @@
 //!   `MSG_ZEROCOPY`, discarding receive), which every kernel stream
 //!   transport runs;
 //! - [`mptcp`]: Multipath TCP, a stream transport over several paths;
+//! - [`tls`]: TLS 1.3 from rustls over TCP, records sealed in user space;
+//! - [`quic`]: QUIC from quinn, every stream of a test on one connection
+//!   over UDP;
 //! - [`udp`]: datagram sockets, their registration handshake, GSO/GRO and
 //!   batched system calls, and the datagram header ([`udp::wire`]).
 //!
@@ -25,6 +28,7 @@
 
 pub mod admission;
 pub mod mptcp;
+pub mod quic;
 pub mod tcp;
 pub mod tls;
 pub mod udp;
@@ -174,13 +178,14 @@ impl ConnectionFigures {
 pub struct Proto(&'static dyn Transport);
 
 /// Every transport, in the order help lists them.
-pub static REGISTRY: [Proto; 4] = [Proto::TCP, Proto::UDP, Proto::MPTCP, Proto::TLS];
+pub static REGISTRY: [Proto; 5] = [Proto::TCP, Proto::UDP, Proto::MPTCP, Proto::TLS, Proto::QUIC];
 
 impl Proto {
     pub const TCP: Proto = Proto(&tcp::Tcp);
     pub const UDP: Proto = Proto(&udp::Udp);
     pub const MPTCP: Proto = Proto(&mptcp::Mptcp);
     pub const TLS: Proto = Proto(&tls::Tls);
+    pub const QUIC: Proto = Proto(&quic::Quic);
 
     /// The transport named `name`, or what names there are.
     pub fn by_name(name: &str) -> Result<Proto, String> {

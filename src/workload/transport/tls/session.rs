@@ -122,7 +122,8 @@ fn server_config() -> Result<Arc<rustls::ServerConfig>, String> {
 /// What a client opens each of its TLS connections with: the config, the
 /// name it asks the certificate for, and how it trusts it.
 pub struct ClientSetup {
-    config: Arc<rustls::ClientConfig>,
+    /// Shared with QUIC, which adds its ALPN to a copy.
+    pub(crate) config: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
     trust: Trust,
 }
@@ -136,6 +137,20 @@ impl ClientSetup {
         let (config, name) = client_config(params, &trust, net.agent_ip).map_err(WorkloadError::Setup)?;
         crate::probe::cipher::speeds();
         Ok(ClientSetup { config, name, trust })
+    }
+
+    /// The name the client asks the agent's certificate for, as text:
+    /// `nicbench-agent` when pinned, the agent's address under a CA.
+    pub fn server_name(&self) -> String {
+        match &self.name {
+            ServerName::IpAddress(ip) => IpAddr::from(*ip).to_string(),
+            name => name.to_str().into_owned(),
+        }
+    }
+
+    /// How this client trusts the agent, as results record it.
+    pub fn trust_word(&self) -> &'static str {
+        self.trust.word()
     }
 
     /// A new client connection, before its handshake.
@@ -160,7 +175,7 @@ impl ClientSetup {
 
 /// What an agent opens each of its TLS connections with.
 pub struct ServerSetup {
-    config: Arc<rustls::ServerConfig>,
+    pub(crate) config: Arc<rustls::ServerConfig>,
 }
 
 impl ServerSetup {

@@ -1,0 +1,601 @@
+//! The QUIC endpoints of a test: a runtime thread per end that drives
+//! quinn, the UDP socket it sends through, the client's connect and the
+//! agent's accept.
+//!
+//! Whom an endpoint talks to is decided here, before quinn: the socket
+//! ([`PeerOnly`]) drops every datagram that does not come from the test's
+//! peer and sends to no one else. An agent's QUIC port therefore answers
+//! nobody but its client: no handshake, no version negotiation, no
+//! stateless reset a forged source address could aim at a third party.
+//! The connection is admitted like a TCP data connection: each stream
+//! opens with the session token and the stream's id, and a connection
+//! whose streams do not is closed.
+
+use std::fmt;
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use quinn::udp::{RecvMeta, Transmit};
+use quinn::{AsyncUdpSocket, Runtime, TokioRuntime, UdpPoller, VarInt};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::QuicEnd;
+use crate::model::SocketBuffers;
+use crate::protocol::TOKEN_LEN;
+use crate::workload::transport::admission;
+use crate::workload::transport::tls::params::TlsParams;
+use crate::workload::transport::tls::session::{ClientSetup, ServerSetup};
+use crate::workload::transport::tls::{self, TlsEnd};
+use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
+
+/// The ALPN both ends name: a QUIC handshake must agree on one.
+const ALPN: &[u8] = b"nicbench";
+
+/// Application error codes of a connection's close.
+pub const CLOSE_DONE: u32 = 0;
+pub const CLOSE_ABORTED: u32 = 1;
+pub const CLOSE_REFUSED: u32 = 2;
+
+/// SO_SNDBUF and SO_RCVBUF asked for when `-w` gives none: 2 MiB, as
+/// quinn's perf asks.
+pub const DEFAULT_BUFFER_BYTES: u64 = 2 * 1024 * 1024;
+
+/// How long the connection may go silent before quinn gives it up.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A current-thread tokio runtime on a thread of its own, driving one
+/// end's endpoint and connection: quinn's send, receive, packet protection
+/// and timers run there, as in quinn's own `perf`. The stream loops poll
+/// their streams from their own threads (`Handle::block_on`) and wake it.
+pub struct Driver {
+    handle: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Driver {
+    fn start(party: &str) -> Result<Driver, WorkloadError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| WorkloadError::Setup(format!("starting the QUIC runtime: {e}")))?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("quic-{party}"))
+            .spawn(move || {
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                })
+            })
+            .map_err(|e| WorkloadError::Setup(format!("starting the QUIC runtime's thread: {e}")))?;
+        Ok(Driver {
+            handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Who an endpoint may hear from and send to.
+type Allowed = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
+
+/// A UDP socket that exists, for quinn, only towards the test's peer:
+/// datagrams from other addresses are dropped (their length set to 0, so
+/// quinn passes over them) and sends to other addresses never leave.
+struct PeerOnly {
+    inner: Arc<dyn AsyncUdpSocket>,
+    allowed: Allowed,
+}
+
+impl fmt::Debug for PeerOnly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeerOnly").field("inner", &self.inner).finish()
+    }
+}
+
+impl AsyncUdpSocket for PeerOnly {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        match (self.allowed)(transmit.destination.ip()) {
+            true => self.inner.try_send(transmit),
+            // Dropped as a lossy network would: never sent.
+            false => Ok(()),
+        }
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        let received = self.inner.poll_recv(cx, bufs, meta);
+        if let Poll::Ready(Ok(n)) = received {
+            for m in meta.iter_mut().take(n) {
+                if !(self.allowed)(m.addr.ip()) {
+                    m.len = 0;
+                }
+            }
+        }
+        received
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
+
+/// One end's endpoint on its runtime, and what its socket offers.
+pub struct Local {
+    pub driver: Driver,
+    pub endpoint: quinn::Endpoint,
+    /// SO_SNDBUF/SO_RCVBUF of the UDP socket, as set (`-w`).
+    pub buffers: SocketBuffers,
+    /// Datagrams per send (UDP GSO) and per receive (GRO) the socket
+    /// takes; 1 where the platform has none.
+    pub gso_segments: u64,
+    pub gro_segments: u64,
+    congestion: String,
+}
+
+impl Local {
+    /// Binds a UDP socket at `at`, sized by `side`'s buffers, and starts an
+    /// endpoint on it that talks only to `allowed`.
+    fn bind(
+        party: &str,
+        at: SocketAddr,
+        side: &SideOptions,
+        allowed: Allowed,
+        server: Option<quinn::ServerConfig>,
+        congestion: &str,
+    ) -> Result<Local, WorkloadError> {
+        let socket = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))
+            .map_err(WorkloadError::io("opening the QUIC socket"))?;
+        // Without -w, the buffers quinn's perf asks for (capped by the
+        // kernel's rmem_max/wmem_max): a QUIC receiver at line rate
+        // overruns the kernel's default 208 KiB between two reads.
+        let side = SideOptions {
+            send_buffer_bytes: side.send_buffer_bytes.or(Some(DEFAULT_BUFFER_BYTES)),
+            receive_buffer_bytes: side.receive_buffer_bytes.or(Some(DEFAULT_BUFFER_BYTES)),
+            ..side.clone()
+        };
+        admission::apply_buffers(&socket, &side)?;
+        socket
+            .bind(&at.into())
+            .map_err(WorkloadError::io(format!("binding the QUIC socket to {at}")))?;
+        let buffers = crate::probe::tcpinfo::socket_buffers(&socket);
+        let driver = Driver::start(party)?;
+        let _in_runtime = driver.handle.enter();
+        let inner = TokioRuntime
+            .wrap_udp_socket(socket.into())
+            .map_err(WorkloadError::io("handing the QUIC socket to the runtime"))?;
+        let gso_segments = inner.max_transmit_segments() as u64;
+        let gro_segments = inner.max_receive_segments() as u64;
+        let socket = Arc::new(PeerOnly { inner, allowed });
+        let endpoint = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            server,
+            socket,
+            Arc::new(TokioRuntime),
+        )
+        .map_err(WorkloadError::io("starting the QUIC endpoint"))?;
+        Ok(Local {
+            driver,
+            endpoint,
+            buffers,
+            gso_segments,
+            gro_segments,
+            congestion: congestion.to_string(),
+        })
+    }
+
+    /// The port the endpoint listens on.
+    pub fn port(&self) -> u16 {
+        self.endpoint.local_addr().map_or(0, |a| a.port())
+    }
+
+    /// The connection's figures now, for a stream end that has ended.
+    pub fn figures(&self, connection: &quinn::Connection) -> QuicEnd {
+        let stats = connection.stats();
+        QuicEnd {
+            version: "QUICv1".into(),
+            congestion: self.congestion.clone(),
+            gso_segments: self.gso_segments,
+            gro_segments: self.gro_segments,
+            path_mtu_bytes: u64::from(stats.path.current_mtu),
+            rtt_seconds: stats.path.rtt.as_secs_f64(),
+            cwnd_bytes: stats.path.cwnd,
+            sent_packets: stats.path.sent_packets,
+            lost_packets: stats.path.lost_packets,
+            lost_bytes: stats.path.lost_bytes,
+            congestion_events: stats.path.congestion_events,
+            udp_tx_datagrams: stats.udp_tx.datagrams,
+            udp_tx_calls: stats.udp_tx.ios,
+            udp_rx_datagrams: stats.udp_rx.datagrams,
+            udp_rx_calls: stats.udp_rx.ios,
+        }
+    }
+
+    /// Closes `connection` as done and lets the close reach the peer, for
+    /// at most a second.
+    pub fn close(&self, connection: &quinn::Connection) {
+        connection.close(VarInt::from_u32(CLOSE_DONE), b"done");
+        let endpoint = self.endpoint.clone();
+        self.driver.handle.block_on(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+        });
+    }
+}
+
+/// quinn's transport settings for a test: the congestion controller `-C`
+/// named (quinn's CUBIC otherwise) and room for every stream.
+fn transport_config(congestion: &str, streams: usize) -> Arc<quinn::TransportConfig> {
+    use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
+    let mut config = quinn::TransportConfig::default();
+    match congestion {
+        "newreno" => config.congestion_controller_factory(Arc::new(NewRenoConfig::default())),
+        "bbr" => config.congestion_controller_factory(Arc::new(BbrConfig::default())),
+        _ => config.congestion_controller_factory(Arc::new(CubicConfig::default())),
+    };
+    let streams = VarInt::from_u32(u32::try_from(streams).unwrap_or(u32::MAX).max(1));
+    config
+        .max_concurrent_bidi_streams(streams)
+        .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .max_idle_timeout(IDLE_TIMEOUT.try_into().ok());
+    Arc::new(config)
+}
+
+/// The session token and a stream's id, as each stream opens with them.
+fn preamble(token: &[u8; TOKEN_LEN], id: u32) -> [u8; TOKEN_LEN + 4] {
+    let mut out = [0u8; TOKEN_LEN + 4];
+    out[..TOKEN_LEN].copy_from_slice(token);
+    out[TOKEN_LEN..].copy_from_slice(&id.to_be_bytes());
+    out
+}
+
+/// A stream of the test: its id and both halves.
+pub type Streams = Vec<(u32, quinn::SendStream, quinn::RecvStream)>;
+
+/// A side's connection once every stream is open, and the handshake's record.
+pub struct Connected {
+    pub local: Local,
+    pub connection: quinn::Connection,
+    pub tls: TlsEnd,
+}
+
+/// The client's connection: trust as `--tls-pin`, `--tls-ca` or the
+/// agent's announcement says, the one cipher suite `tls` names, then each
+/// stream opened with the token and its id.
+pub fn connect(
+    net: &ClientNet,
+    port: u16,
+    side: &SideOptions,
+    tls: &TlsParams,
+    congestion: &str,
+    ids: &[u32],
+) -> Result<(Connected, Streams), WorkloadError> {
+    let setup = ClientSetup::new(tls, net)?;
+    let mut crypto = (*setup.config).clone();
+    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    // Initial packets are always protected with AES-128-GCM (RFC 9001
+    // 5.2), whichever suite the client offers for the rest.
+    let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .ok_or_else(|| WorkloadError::Setup("rustls has no QUIC suite for AES-128-GCM".into()))?;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::with_initial(Arc::new(crypto), initial)
+        .map_err(|e| WorkloadError::Setup(format!("QUIC's TLS configuration: {e}")))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport_config(congestion, ids.len()));
+
+    let agent = SocketAddr::new(net.agent_ip, port);
+    let bind = net.bind.unwrap_or(match agent {
+        SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    });
+    let agent_ip = net.agent_ip;
+    let local = Local::bind(
+        "client",
+        SocketAddr::new(bind, 0),
+        side,
+        Arc::new(move |ip| ip == agent_ip),
+        None,
+        congestion,
+    )?;
+    let name = setup.server_name();
+    let token = net.token;
+    let endpoint = local.endpoint.clone();
+    let opened = local.driver.handle.block_on(async move {
+        let started = Instant::now();
+        let connecting = endpoint
+            .connect_with(config, agent, &name)
+            .map_err(|e| format!("connecting to {agent}: {e}"))?;
+        let connection = tokio::time::timeout(Duration::from_secs(10), connecting)
+            .await
+            .map_err(|_| format!("no QUIC handshake with {agent} within 10 s"))?
+            .map_err(|e| match e {
+                // The client's own refusal (a pin that does not match) in
+                // its own words, without rustls' "unexpected error" prefix.
+                quinn::ConnectionError::TransportError(t) if t.reason.contains("refused before any data") => format!(
+                    "QUIC handshake with {agent}: {}",
+                    t.reason.trim_start_matches("unexpected error: ")
+                ),
+                e => format!("QUIC handshake with {agent}: {e}"),
+            })?;
+        let seconds = started.elapsed().as_secs_f64();
+        let mut streams = Vec::new();
+        for &id in ids {
+            let (mut send, recv) = connection
+                .open_bi()
+                .await
+                .map_err(|e| format!("opening QUIC stream {id}: {e}"))?;
+            send.write_all(&preamble(&token, id))
+                .await
+                .map_err(|e| format!("opening QUIC stream {id}: {e}"))?;
+            streams.push((id, send, recv));
+        }
+        Ok::<_, String>((connection, seconds, streams))
+    });
+    let (connection, seconds, streams) = opened.map_err(WorkloadError::Setup)?;
+    let certificate_sha256 = connection
+        .peer_identity()
+        .and_then(|i| i.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>().ok())
+        .and_then(|chain| chain.first().map(tls::cert::fingerprint))
+        .unwrap_or_default();
+    let record = TlsEnd {
+        version: "TLSv1_3".into(),
+        // The client offers this one suite; a handshake that succeeded chose it.
+        cipher_suite: tls.cipher.suite_name().into(),
+        handshake_seconds: seconds,
+        record_layer: "quinn".into(),
+        certificate_sha256,
+        trust: Some(setup.trust_word().into()),
+        cipher_one_core_bits_per_second: None,
+        handshakes: None,
+    };
+    Ok((
+        Connected {
+            local,
+            connection,
+            tls: record,
+        },
+        streams,
+    ))
+}
+
+/// The agent's endpoint, bound before the test so its port goes to the
+/// client.
+pub struct Listening {
+    local: Local,
+    net: AgentNet,
+}
+
+impl Listening {
+    /// An endpoint on the control connection's address that hears only
+    /// the client (and the test's proven link addresses).
+    pub fn bind(
+        net: &AgentNet,
+        side: &SideOptions,
+        congestion: &str,
+        streams: usize,
+    ) -> Result<Listening, WorkloadError> {
+        let setup = ServerSetup::new()?;
+        let mut crypto = (*setup.config).clone();
+        crypto.alpn_protocols = vec![ALPN.to_vec()];
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
+            .map_err(|e| WorkloadError::Setup(format!("QUIC's TLS configuration: {e}")))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        server.transport_config(transport_config(congestion, streams));
+        let allowed_net = net.clone();
+        let local = Local::bind(
+            "agent",
+            SocketAddr::new(net.local_ip, 0),
+            side,
+            Arc::new(move |ip| allowed_net.peer_allowed(ip)),
+            Some(server),
+            congestion,
+        )?;
+        Ok(Listening {
+            local,
+            net: net.clone(),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.local.port()
+    }
+
+    /// Accepts the client's connection by `deadline` and each stream in
+    /// `ids` on it, each opening with the token and its id. A connection
+    /// whose streams do not is closed and another awaited.
+    pub fn accept(self, ids: &[u32], cipher: &str, deadline: Instant) -> Result<(Connected, Streams), WorkloadError> {
+        let Listening { local, net } = self;
+        let endpoint = local.endpoint.clone();
+        let token = net.token;
+        let accepted = local.driver.handle.block_on(async move {
+            let mut refused = 0u32;
+            let wait = async {
+                loop {
+                    let Some(incoming) = endpoint.accept().await else {
+                        return Err("the QUIC endpoint closed".to_string());
+                    };
+                    let started = Instant::now();
+                    // Only the client reaches this endpoint: its failed
+                    // handshake (a certificate it refused) ends the test.
+                    let connection = incoming
+                        .await
+                        .map_err(|e| format!("the client's QUIC handshake failed: {e}"))?;
+                    let seconds = started.elapsed().as_secs_f64();
+                    match admit(&connection, &token, ids).await {
+                        Ok(streams) => return Ok((connection, seconds, streams)),
+                        Err(why) => {
+                            refused += 1;
+                            log::warn!("refused a QUIC connection from {}: {why}", connection.remote_address());
+                            connection.close(VarInt::from_u32(CLOSE_REFUSED), why.as_bytes());
+                        }
+                    }
+                }
+            };
+            match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), wait).await {
+                Ok(r) => r,
+                Err(_) => Err(format!(
+                    "the client's QUIC connection did not arrive with its {} streams in time ({refused} refused)",
+                    ids.len()
+                )),
+            }
+        });
+        let (connection, seconds, streams) = accepted.map_err(WorkloadError::Setup)?;
+        let record = TlsEnd {
+            version: "TLSv1_3".into(),
+            // The client offers only the suite the spec names.
+            cipher_suite: cipher.into(),
+            handshake_seconds: seconds,
+            record_layer: "quinn".into(),
+            certificate_sha256: tls::cert::serving_now().map(|s| s.sha256.clone()).unwrap_or_default(),
+            trust: None,
+            cipher_one_core_bits_per_second: None,
+            handshakes: None,
+        };
+        Ok((
+            Connected {
+                local,
+                connection,
+                tls: record,
+            },
+            streams,
+        ))
+    }
+}
+
+/// The streams of an admitted connection: each in `ids` once, each opening
+/// with the token, within 5 s of the handshake.
+async fn admit(connection: &quinn::Connection, token: &[u8; TOKEN_LEN], ids: &[u32]) -> Result<Streams, String> {
+    let opening = async {
+        let mut streams: Streams = Vec::new();
+        while streams.len() < ids.len() {
+            let (send, mut recv) = connection
+                .accept_bi()
+                .await
+                .map_err(|e| format!("after {} of {} streams: {e}", streams.len(), ids.len()))?;
+            let mut head = [0u8; TOKEN_LEN + 4];
+            recv.read_exact(&mut head)
+                .await
+                .map_err(|e| format!("a stream without its preamble: {e}"))?;
+            let (given, id) = head.split_at(TOKEN_LEN);
+            let id = u32::from_be_bytes(id.try_into().expect("4 bytes"));
+            if !admission::token_matches(given, token) {
+                return Err("a stream without the session token".into());
+            }
+            if !ids.contains(&id) || streams.iter().any(|(s, _, _)| *s == id) {
+                return Err(format!("stream id {id} is not one of the test's or came twice"));
+            }
+            streams.push((id, send, recv));
+        }
+        Ok(streams)
+    };
+    tokio::time::timeout(Duration::from_secs(5), opening)
+        .await
+        .unwrap_or_else(|_| Err("its streams did not open within 5 s".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, UdpSocket};
+
+    /// A QUIC long header with a version nobody speaks (0x?a?a?a?a is
+    /// reserved to force version negotiation, RFC 9000 15), padded to an
+    /// Initial's 1200 bytes: a QUIC server answers it with a version
+    /// negotiation packet, to whatever source address it bears.
+    fn forcing_version_negotiation() -> Vec<u8> {
+        let mut packet = vec![0xc0, 0x1a, 0x2a, 0x3a, 0x4a, 8];
+        packet.extend([7u8; 8]);
+        packet.push(8);
+        packet.extend([9u8; 8]);
+        packet.resize(1200, 0);
+        packet
+    }
+
+    fn answer_to(from: Ipv4Addr, port: u16) -> Option<Vec<u8>> {
+        let socket = UdpSocket::bind((from, 0)).unwrap();
+        socket.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+        socket
+            .send_to(&forcing_version_negotiation(), (Ipv4Addr::LOCALHOST, port))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        socket.recv_from(&mut buf).ok().map(|(n, _)| buf[..n].to_vec())
+    }
+
+    /// Hardening round three, item A, for QUIC: an endpoint that may talk
+    /// only to its peer (here 127.0.0.2) sends nothing to any other
+    /// source, not even the version negotiation any QUIC server sends to
+    /// whoever asks; the same datagram from the peer is answered, so the
+    /// silence is the filter's.
+    #[test]
+    fn an_endpoint_answers_nobody_but_its_peer() {
+        let setup = ServerSetup::new().unwrap();
+        let mut crypto = (*setup.config).clone();
+        crypto.alpn_protocols = vec![ALPN.to_vec()];
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto).unwrap();
+        let server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        let local = Local::bind(
+            "agent",
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            &SideOptions::default(),
+            Arc::new(move |ip| ip == peer),
+            Some(server),
+            super::super::DEFAULT_CONGESTION,
+        )
+        .unwrap();
+        let port = local.port();
+        assert!(
+            answer_to(Ipv4Addr::LOCALHOST, port).is_none(),
+            "a stranger got an answer"
+        );
+        let answer = answer_to(Ipv4Addr::new(127, 0, 0, 2), port).expect("the peer's probe is answered");
+        // Version negotiation: long header, version 0.
+        assert_eq!(answer[0] & 0x80, 0x80, "{answer:?}");
+        assert_eq!(&answer[1..5], &[0, 0, 0, 0], "{answer:?}");
+        // And a stranger's probe after the peer's still gets nothing.
+        assert!(
+            answer_to(Ipv4Addr::LOCALHOST, port).is_none(),
+            "a stranger got an answer"
+        );
+    }
+}

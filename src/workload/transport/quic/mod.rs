@@ -1,0 +1,158 @@
+//! QUIC from quinn: one connection per test carrying every stream of it,
+//! each a QUIC stream, over one UDP socket per end. The TLS 1.3 handshake
+//! inside QUIC takes the same certificates, pins and cipher options as the
+//! `tls` transport, so TCP, TLS and QUIC figures are cases of one harness.
+//!
+//! - [`endpoint`]: the runtime that drives quinn on each end, the UDP
+//!   socket it sends through (only ever to the test's peer: datagrams from
+//!   anyone else are dropped before quinn sees them, so the agent answers
+//!   no one else, not even with a version negotiation or a reset), the
+//!   client's connect and the agent's accept, which admits streams only
+//!   with the session token;
+//! - [`stream`]: the sender's and the receiver's loops.
+//!
+//! A QUIC end records its handshake under `tls` (a [`super::tls::TlsEnd`]
+//! whose record layer is `quinn`, so the cipher's bound and verdict apply
+//! as they do to TLS) and the connection's own figures under `quic`
+//! ([`QuicEnd`]): congestion controller, UDP GSO/GRO, path MTU, packets
+//! sent and lost, datagrams per system call.
+
+pub mod endpoint;
+pub mod stream;
+
+use serde::{Deserialize, Serialize};
+use socket2::{Protocol, Type};
+
+use super::{Delivery, Transport};
+use crate::linerate::Stack;
+
+/// QUIC (RFC 9000) over UDP.
+pub struct Quic;
+
+impl Transport for Quic {
+    fn name(&self) -> &'static str {
+        "quic"
+    }
+
+    fn label(&self) -> &'static str {
+        "QUIC"
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Stream
+    }
+
+    fn socket(&self) -> (Type, Protocol) {
+        (Type::DGRAM, Protocol::UDP)
+    }
+
+    /// UDP's headers. The model leaves out QUIC's own per packet: a short
+    /// header (1 byte, an 8-byte connection id, a 1-4 byte packet number),
+    /// the 16-byte AEAD tag and the stream frame's header, about 30 bytes
+    /// of a 1452-byte packet: 2%.
+    fn stack(&self, ipv6: bool) -> Stack {
+        match ipv6 {
+            false => Stack::Udp4,
+            true => Stack::Udp6,
+        }
+    }
+
+    fn kernel_stream(&self) -> bool {
+        false
+    }
+
+    /// The ciphers' one-core speeds and the agent's certificate, as for
+    /// TLS: QUIC protects its packets with the suite the handshake chose.
+    fn host_facts(&self, facts: &mut crate::model::HostFacts) {
+        super::tls::Tls.host_facts(facts)
+    }
+}
+
+/// Key of a QUIC stream end's connection figures in its extras.
+pub const KEY: &str = "quic";
+
+/// The congestion controllers quinn has, as `-C` names them over QUIC.
+pub const CONGESTION_CONTROLLERS: [&str; 3] = ["cubic", "newreno", "bbr"];
+
+/// The congestion controller quinn runs when `-C` names none.
+pub const DEFAULT_CONGESTION: &str = "cubic";
+
+/// A QUIC stream end's view of its connection when the stream ended: the
+/// connection's figures, the same connection for every stream of a side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuicEnd {
+    /// `QUICv1`.
+    pub version: String,
+    /// quinn's congestion controller: `cubic`, `newreno`, `bbr`.
+    pub congestion: String,
+    /// The most datagrams this end's socket sends in one system call (UDP
+    /// GSO; 1 = none).
+    pub gso_segments: u64,
+    /// The most datagrams one receive may coalesce (UDP GRO; 1 = none).
+    pub gro_segments: u64,
+    /// The path MTU quinn settled on (UDP payload bytes of its packets).
+    pub path_mtu_bytes: u64,
+    /// Smoothed round-trip time, seconds.
+    pub rtt_seconds: f64,
+    /// Congestion window when the stream ended, bytes.
+    pub cwnd_bytes: u64,
+    /// Packets this end sent and lost, and congestion events.
+    pub sent_packets: u64,
+    pub lost_packets: u64,
+    pub lost_bytes: u64,
+    pub congestion_events: u64,
+    /// UDP datagrams and system calls each way: datagrams per call is what
+    /// GSO and GRO saved.
+    pub udp_tx_datagrams: u64,
+    pub udp_tx_calls: u64,
+    pub udp_rx_datagrams: u64,
+    pub udp_rx_calls: u64,
+}
+
+/// The QUIC line under a result: the client's view of its connection.
+///
+/// ```text
+/// QUIC: cubic, path MTU 1452 B, GSO 64 / GRO 64 datagrams per call; client sent 912345 packets, lost 12 (0.00%), 3 congestion events; 21.3 datagrams per send call; rtt 0.08 ms
+/// ```
+pub fn write_details(trial: &crate::model::TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use crate::model::Party;
+    let mut ends: Vec<(Party, QuicEnd)> = Vec::new();
+    for s in &trial.streams {
+        for (end, party) in [(&s.sender, s.flow.sender()), (&s.receiver, s.flow.receiver())] {
+            if let Some(q) = end.extras.get::<QuicEnd>(KEY) {
+                ends.push((party, q));
+            }
+        }
+    }
+    for party in [Party::Client, Party::Agent] {
+        // The stream that ended last saw the most of the connection.
+        let Some(q) = ends
+            .iter()
+            .filter(|(p, _)| *p == party)
+            .map(|(_, q)| q)
+            .max_by_key(|q| q.sent_packets)
+        else {
+            continue;
+        };
+        let per_call = |d: u64, c: u64| if c > 0 { d as f64 / c as f64 } else { 0.0 };
+        writeln!(
+            out,
+            "QUIC {}: {} {}, path MTU {} B, GSO {} / GRO {} datagrams per call; sent {} packets, lost {} ({:.2}%), \
+             {} congestion events; {:.1} datagrams per send call, {:.1} per receive call; rtt {:.2} ms",
+            party.as_str(),
+            q.version,
+            q.congestion,
+            q.path_mtu_bytes,
+            q.gso_segments,
+            q.gro_segments,
+            q.sent_packets,
+            q.lost_packets,
+            q.lost_packets as f64 * 100.0 / q.sent_packets.max(1) as f64,
+            q.congestion_events,
+            per_call(q.udp_tx_datagrams, q.udp_tx_calls),
+            per_call(q.udp_rx_datagrams, q.udp_rx_calls),
+            q.rtt_seconds * 1000.0
+        )?;
+    }
+    Ok(())
+}

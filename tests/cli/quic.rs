@@ -1,0 +1,162 @@
+//! QUIC as a transport of the `tcp` workload (`--transport quic`): every
+//! stream of a test on one quinn connection; each cipher suite offered is
+//! the one its packets are protected with and both ends count the same
+//! bytes; the congestion controller `-C` names is quinn's; the client
+//! refuses a certificate that is not the pinned one before any data, and
+//! the agent serves on; what cannot run over QUIC says so.
+
+use serde_json::Value;
+
+use super::common::*;
+
+fn count(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn each_cipher_protects_the_streams_and_both_ends_count_every_byte() {
+    let agent = AgentProcess::start(&[]);
+    for (cipher, suite, congestion) in [
+        ("aes128-gcm", "TLS13_AES_128_GCM_SHA256", None),
+        ("aes256-gcm", "TLS13_AES_256_GCM_SHA384", Some("bbr")),
+        ("chacha20-poly1305", "TLS13_CHACHA20_POLY1305_SHA256", Some("newreno")),
+    ] {
+        // A byte count, both directions, two streams each way, all on one
+        // connection: every stream's receiver has exactly its sender's bytes.
+        let mut args = vec![
+            "--transport",
+            "quic",
+            "--cipher",
+            cipher,
+            "-n",
+            "6M",
+            "-P",
+            "2",
+            "--bidir",
+            "-l",
+            "100K",
+        ];
+        if let Some(cc) = congestion {
+            args.extend(["-C", cc]);
+        }
+        let run = agent.run_json("tcp", &args);
+        assert_eq!(run["spec"]["params"]["transport"], "quic", "{}", run["spec"]);
+        assert_eq!(run["spec"]["params"]["tls"]["cipher"], cipher, "{}", run["spec"]);
+        super::result_schema::assert_valid(&super::result_schema::schema(), &run, "tcp --transport quic");
+        let streams = run["streams"].as_array().unwrap();
+        assert_eq!(streams.len(), 4, "{cipher}");
+        let mut per_direction = std::collections::BTreeMap::new();
+        for s in streams {
+            let (sender, receiver) = (&s["sender"], &s["receiver"]);
+            assert!(sender["error"].is_null() && receiver["error"].is_null(), "{s}");
+            let sent = count(&sender["bytes"]) + count(&sender["omitted_bytes"]);
+            let received = count(&receiver["bytes"]) + count(&receiver["omitted_bytes"]);
+            assert_eq!(sent, received, "{cipher}: stream {}", s["stream_id"]);
+            *per_direction
+                .entry(s["flow"].as_str().unwrap().to_string())
+                .or_insert(0) += sent;
+            for end in [sender, receiver] {
+                let tls = &end["tls"];
+                assert_eq!(tls["cipher_suite"], suite, "{cipher}: {tls}");
+                assert_eq!(tls["record_layer"], "quinn", "{tls}");
+                assert!(tls["handshake_seconds"].as_f64().unwrap() > 0.0, "{tls}");
+                let quic = &end["quic"];
+                assert_eq!(quic["version"], "QUICv1", "{quic}");
+                assert_eq!(quic["congestion"], congestion.unwrap_or("cubic"), "{quic}");
+                assert!(count(&quic["gso_segments"]) >= 1, "{quic}");
+                assert!(count(&quic["path_mtu_bytes"]) >= 1200, "{quic}");
+                assert!(
+                    count(&quic["udp_tx_datagrams"]) >= count(&quic["udp_tx_calls"]),
+                    "{quic}"
+                );
+                // No TCP connection carried it.
+                assert!(end["tcp_info"].is_null(), "{end}");
+            }
+        }
+        for (flow, bytes) in &per_direction {
+            assert_eq!(*bytes, 6 << 20, "{cipher}: {flow}");
+        }
+        // Both ends agree on the agent's certificate, and the client's
+        // handshake trusted it as the agent announced it.
+        let agent_sha = run["agent"]["facts"]["tls"]["certificate_sha256"].as_str().unwrap();
+        let client_end = &streams[0]["sender"];
+        assert_eq!(client_end["tls"]["certificate_sha256"], agent_sha, "{client_end}");
+        assert_eq!(client_end["tls"]["trust"], "announced", "{client_end}");
+    }
+}
+
+#[test]
+fn a_certificate_that_is_not_the_pinned_one_is_refused_before_any_data() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let wrong = "00".repeat(32);
+    let out = nicbench(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--transport",
+        "quic",
+        "--tls-pin",
+        &wrong,
+        "-t",
+        "2",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("QUIC handshake with 127.0.0.1:"), "{err}");
+    assert!(err.contains(&format!("not sha256:{wrong}")), "{err}");
+    assert!(
+        err.contains("refused before any data") && !err.contains("unexpected error"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no result: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The agent serves on: the pin it announced is taken.
+    let run = agent.run_json("tcp", &["--transport", "quic", "-n", "1M"]);
+    let sha = run["agent"]["facts"]["tls"]["certificate_sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pinned = agent.run_json("tcp", &["--transport", "quic", "--tls-pin", &sha, "-n", "1M", "-R"]);
+    let end = &pinned["streams"][0]["receiver"];
+    assert_eq!(end["tls"]["trust"], "pinned", "{end}");
+    assert_eq!(count(&end["bytes"]) + count(&end["omitted_bytes"]), 1 << 20, "{end}");
+}
+
+#[test]
+fn what_cannot_run_over_quic_is_refused_with_the_reason() {
+    // Nothing listens here: every refusal comes before a connection.
+    let closed = "127.0.0.1";
+    let cases: [(&[&str], &str); 9] = [
+        (&["tcp", closed, "--transport", "quic", "-M", "1000"], "drop -M/--mss"),
+        (&["tcp", closed, "--transport", "quic", "-N"], "drop -N/--nodelay"),
+        (&["tcp", closed, "--transport", "quic", "-Z"], "drop -Z/--zerocopy"),
+        (&["tcp", closed, "--transport", "quic", "--discard"], "drop --discard"),
+        (
+            &["tcp", closed, "--transport", "quic", "-b", "100M"],
+            "drop -b/--bitrate",
+        ),
+        (&["tcp", closed, "--transport", "quic", "--ktls"], "drop --ktls"),
+        (
+            &["tcp", closed, "--transport", "quic", "-C", "reno"],
+            "quinn has cubic, newreno, bbr",
+        ),
+        (&["rr", closed, "--proto", "quic"], "rr does not run over QUIC yet"),
+        (
+            &["sweep", closed, "--transport", "quic"],
+            "runs the kernel's stream loops",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut argv = args.to_vec();
+        argv.extend(["-p", "1"]);
+        let out = nicbench(&argv);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
