@@ -47,52 +47,66 @@ pub const DEFAULT_BUFFER_BYTES: u64 = 2 * 1024 * 1024;
 /// How long the connection may go silent before quinn gives it up.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A current-thread tokio runtime on a thread of its own, driving one
-/// end's endpoint and connection: quinn's send, receive, packet protection
-/// and timers run there, as in quinn's own `perf`. The stream loops poll
-/// their streams from their own threads (`Handle::block_on`) and wake it.
+/// A current-thread tokio runtime that drives one end's endpoint and
+/// connection, and whose driving thread changes with the phase:
+/// - while the connection is set up and the test waits for its start, an
+///   idle thread of its own drives it (acknowledgements, retransmissions,
+///   timers must go on while the control connection talks);
+/// - when the streams run, [`Driver::hand_over`] stops that thread, and
+///   whichever stream thread is in [`Driver::block_on`] drives it: quinn's
+///   send, receive, packet protection and timers run there, and when that
+///   thread's stream is done another waiting one takes over. With one
+///   stream, its thread does all of QUIC's work, as in quinn's own `perf`
+///   (one thread per end), and the CPU time is that thread's.
 pub struct Driver {
-    handle: tokio::runtime::Handle,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    runtime: Arc<tokio::runtime::Runtime>,
+    idle: std::sync::Mutex<Option<(tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>)>>,
 }
 
 impl Driver {
-    fn start(party: &str) -> Result<Driver, WorkloadError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| WorkloadError::Setup(format!("starting the QUIC runtime: {e}")))?;
-        let handle = runtime.handle().clone();
+    fn start() -> Result<Driver, WorkloadError> {
+        let runtime = Arc::new(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| WorkloadError::Setup(format!("starting the QUIC runtime: {e}")))?,
+        );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let driving = runtime.clone();
         let thread = std::thread::Builder::new()
-            .name(format!("quic-{party}"))
+            .name("quic-setup".into())
             .spawn(move || {
-                runtime.block_on(async {
+                driving.block_on(async {
                     let _ = stopped.await;
                 })
             })
             .map_err(|e| WorkloadError::Setup(format!("starting the QUIC runtime's thread: {e}")))?;
         Ok(Driver {
-            handle,
-            stop: Some(stop),
-            thread: Some(thread),
+            runtime,
+            idle: std::sync::Mutex::new(Some((stop, thread))),
         })
     }
 
-    pub fn handle(&self) -> &tokio::runtime::Handle {
-        &self.handle
+    /// Stops the idle thread: from now on the threads in
+    /// [`Driver::block_on`] drive the runtime.
+    pub fn hand_over(&self) {
+        let idle = self.idle.lock().map(|mut i| i.take()).unwrap_or(None);
+        if let Some((stop, thread)) = idle {
+            let _ = stop.send(());
+            let _ = thread.join();
+        }
+    }
+
+    /// Runs `future` to its end on this thread, driving the endpoint while
+    /// no other thread does.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
     }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.hand_over();
     }
 }
 
@@ -177,7 +191,6 @@ impl Local {
     /// Binds a UDP socket at `at`, sized by `side`'s buffers, and starts an
     /// endpoint on it that talks only to `allowed`.
     fn bind(
-        party: &str,
         at: SocketAddr,
         side: &SideOptions,
         allowed: Allowed,
@@ -199,8 +212,8 @@ impl Local {
             .bind(&at.into())
             .map_err(WorkloadError::io(format!("binding the QUIC socket to {at}")))?;
         let buffers = crate::probe::tcpinfo::socket_buffers(&socket);
-        let driver = Driver::start(party)?;
-        let _in_runtime = driver.handle.enter();
+        let driver = Driver::start()?;
+        let _in_runtime = driver.runtime.enter();
         let inner = TokioRuntime
             .wrap_udp_socket(socket.into())
             .map_err(WorkloadError::io("handing the QUIC socket to the runtime"))?;
@@ -256,7 +269,7 @@ impl Local {
     pub fn close(&self, connection: &quinn::Connection) {
         connection.close(VarInt::from_u32(CLOSE_DONE), b"done");
         let endpoint = self.endpoint.clone();
-        self.driver.handle.block_on(async move {
+        self.driver.block_on(async move {
             let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
         });
     }
@@ -330,7 +343,6 @@ pub fn connect(
     });
     let agent_ip = net.agent_ip;
     let local = Local::bind(
-        "client",
         SocketAddr::new(bind, 0),
         side,
         Arc::new(move |ip| ip == agent_ip),
@@ -340,7 +352,7 @@ pub fn connect(
     let name = setup.server_name();
     let token = net.token;
     let endpoint = local.endpoint.clone();
-    let opened = local.driver.handle.block_on(async move {
+    let opened = local.driver.block_on(async move {
         let started = Instant::now();
         let connecting = endpoint
             .connect_with(config, agent, &name)
@@ -423,7 +435,6 @@ impl Listening {
         server.transport_config(transport_config(congestion, streams));
         let allowed_net = net.clone();
         let local = Local::bind(
-            "agent",
             SocketAddr::new(net.local_ip, 0),
             side,
             Arc::new(move |ip| allowed_net.peer_allowed(ip)),
@@ -447,7 +458,7 @@ impl Listening {
         let Listening { local, net } = self;
         let endpoint = local.endpoint.clone();
         let token = net.token;
-        let accepted = local.driver.handle.block_on(async move {
+        let accepted = local.driver.block_on(async move {
             let mut refused = 0u32;
             let wait = async {
                 loop {
@@ -575,7 +586,6 @@ mod tests {
         let server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
         let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
         let local = Local::bind(
-            "agent",
             SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             &SideOptions::default(),
             Arc::new(move |ip| ip == peer),

@@ -13,8 +13,7 @@ use quinn::{ConnectionError, ReadError, StoppedError, VarInt, WriteError};
 
 use super::endpoint::{Connected, Streams, CLOSE_ABORTED, CLOSE_DONE};
 use super::KEY;
-use crate::model::{Flow, Party, ProcessCpu, Role};
-use crate::probe::cpu::thread_cpu;
+use crate::model::{Flow, Party, Role};
 use crate::workload::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
 use crate::workload::transport::tcp::pattern;
 use crate::workload::transport::tls;
@@ -77,8 +76,7 @@ impl Side for QuicSide {
                 (
                     Role::Sender,
                     Box::new(move |ctx: &StreamContext| {
-                        let handle = connected.local.driver.handle().clone();
-                        let error = handle.block_on(send_loop(send, message, quota, ctx));
+                        let error = connected.local.driver.block_on(send_loop(send, message, quota, ctx));
                         end_of(&connected, error, true)
                     }),
                 )
@@ -87,8 +85,7 @@ impl Side for QuicSide {
                 (
                     Role::Receiver,
                     Box::new(move |ctx: &StreamContext| {
-                        let handle = connected.local.driver.handle().clone();
-                        let error = handle.block_on(receive_loop(recv, ctx));
+                        let error = connected.local.driver.block_on(receive_loop(recv, ctx));
                         end_of(&connected, error, false)
                     }),
                 )
@@ -96,22 +93,9 @@ impl Side for QuicSide {
             tasks.push(StreamTask::new(id, role, buffers.clone(), body));
         }
         // quinn's work (packets, protection, system calls) runs on the
-        // runtime's thread: its CPU time is this side's as much as the
-        // stream threads' is.
-        let driver = self.connected.local.driver.handle().clone();
-        let runtime_cpu = || {
-            driver
-                .block_on(driver.spawn(async { thread_cpu() }))
-                .unwrap_or_default()
-        };
-        let before = runtime_cpu();
-        let mut outcome = run_streams(tasks, control);
-        let after = runtime_cpu();
-        outcome.process = outcome.process
-            + ProcessCpu {
-                user_seconds: (after.user_seconds - before.user_seconds).max(0.0),
-                system_seconds: (after.system_seconds - before.system_seconds).max(0.0),
-            };
+        // stream threads as they drive the runtime: their CPU time has it.
+        self.connected.local.driver.hand_over();
+        let outcome = run_streams(tasks, control);
         self.connected.local.close(&self.connected.connection);
         outcome
     }
