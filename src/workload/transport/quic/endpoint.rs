@@ -389,17 +389,13 @@ pub fn connect(
         .and_then(|i| i.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>().ok())
         .and_then(|chain| chain.first().map(tls::cert::fingerprint))
         .unwrap_or_default();
-    let record = TlsEnd {
-        version: "TLSv1_3".into(),
-        // The client offers this one suite; a handshake that succeeded chose it.
-        cipher_suite: tls.cipher.suite_name().into(),
-        handshake_seconds: seconds,
-        record_layer: "quinn".into(),
+    // The client offers this one suite; a handshake that succeeded chose it.
+    let record = handshake_record(
+        tls.cipher.suite_name(),
+        seconds,
         certificate_sha256,
-        trust: Some(setup.trust_word().into()),
-        cipher_one_core_bits_per_second: None,
-        handshakes: None,
-    };
+        Some(setup.trust_word()),
+    );
     Ok((
         Connected {
             local,
@@ -408,6 +404,22 @@ pub fn connect(
         },
         streams,
     ))
+}
+
+/// One end's record of the connection's TLS 1.3 handshake: quinn protects
+/// the packets, so the record layer is `quinn`. quinn does not report the
+/// negotiated suite: `cipher_suite` is the one the client offered.
+fn handshake_record(cipher_suite: &str, seconds: f64, certificate_sha256: String, trust: Option<&str>) -> TlsEnd {
+    TlsEnd {
+        version: "TLSv1_3".into(),
+        cipher_suite: cipher_suite.into(),
+        handshake_seconds: seconds,
+        record_layer: "quinn".into(),
+        certificate_sha256,
+        trust: trust.map(str::to_string),
+        cipher_one_core_bits_per_second: None,
+        handshakes: None,
+    }
 }
 
 /// The agent's endpoint, bound before the test so its port goes to the
@@ -491,17 +503,9 @@ impl Listening {
             }
         });
         let (connection, seconds, streams) = accepted.map_err(WorkloadError::Setup)?;
-        let record = TlsEnd {
-            version: "TLSv1_3".into(),
-            // The client offers only the suite the spec names.
-            cipher_suite: cipher.into(),
-            handshake_seconds: seconds,
-            record_layer: "quinn".into(),
-            certificate_sha256: tls::cert::serving_now().map(|s| s.sha256.clone()).unwrap_or_default(),
-            trust: None,
-            cipher_one_core_bits_per_second: None,
-            handshakes: None,
-        };
+        // The client offers only the suite the spec names.
+        let certificate = tls::cert::serving_now().map(|s| s.sha256.clone()).unwrap_or_default();
+        let record = handshake_record(cipher, seconds, certificate, None);
         Ok((
             Connected {
                 local,
