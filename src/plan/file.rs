@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::workload::transport::Proto;
 use crate::workload::{self, args::parse};
 
 /// Whether a plan can run `name`: every registered workload can.
@@ -99,6 +100,11 @@ pub struct Matrix {
     /// Agent labels (default: every agent).
     #[serde(default)]
     pub agent: Vec<String>,
+    /// What the workloads that take `--transport` (tcp, rr, sweep, files)
+    /// run over: tcp, tls, quic, mptcp (default: each workload's own). A
+    /// workload without the option (udp) is one case whatever the value.
+    #[serde(default)]
+    pub transport: Vec<String>,
     /// forward, reverse, bidir (default: forward).
     #[serde(default)]
     pub direction: Vec<String>,
@@ -571,6 +577,7 @@ fn check_matrix(m: &Matrix, labels: &[&str]) -> Result<(), String> {
             ));
         }
     }
+    check_transport_axis(m)?;
     for d in &m.direction {
         if !DIRECTIONS.contains(&d.as_str()) {
             return Err(format!(
@@ -615,10 +622,32 @@ fn check_queue_axis(m: &Matrix) -> Result<(), String> {
     Ok(())
 }
 
+/// `[matrix] transport`: each value a transport's name, given once; and
+/// the axis given once, built in or as a `[matrix.vary.transport]` (whose
+/// values may be any options: plans before the built-in axis wrote it so).
+fn check_transport_axis(m: &Matrix) -> Result<(), String> {
+    for (i, t) in m.transport.iter().enumerate() {
+        Proto::by_name(t).map_err(|e| format!("[matrix] transport = \"{t}\": {e}"))?;
+        if m.transport[..i].contains(t) {
+            return Err(format!("[matrix] transport: \"{t}\" is given twice"));
+        }
+    }
+    if !m.transport.is_empty() && m.vary.contains_key("transport") {
+        return Err(
+            "[matrix] transport and [matrix.vary.transport] are the same axis: give it once (the built-in axis \
+             takes transport names, the vary axis any options)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// `[matrix.vary.AXIS]`: a new axis's name and its values' names.
 fn check_vary(m: &Matrix) -> Result<(), String> {
     for (axis, values) in &m.vary {
-        if AXES.contains(&axis.as_str()) {
+        // A vary axis named transport is the older spelling of the built-in
+        // axis (see check_transport_axis).
+        if AXES.contains(&axis.as_str()) && axis != "transport" {
             return Err(format!(
                 "[matrix.vary.{axis}]: '{axis}' is a built-in axis; use [matrix] {axis} = [...]"
             ));
@@ -675,9 +704,10 @@ fn check_rules(m: &Matrix) -> Result<(), String> {
 }
 
 /// The built-in axes, in the order they appear in a case's name.
-pub const AXES: [&str; 11] = [
+pub const AXES: [&str; 12] = [
     "workload",
     "agent",
+    "transport",
     "direction",
     "streams",
     "message",

@@ -61,6 +61,7 @@ impl Identity {
         for (axis, values) in [
             ("workload", m.workload.clone()),
             ("agent", labels),
+            ("transport", m.transport.clone()),
             ("direction", m.direction.clone()),
             ("streams", m.streams.iter().map(u32::to_string).collect()),
             ("message", m.message.clone()),

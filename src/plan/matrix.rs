@@ -15,6 +15,8 @@ use crate::workload::{self, args::parse};
 pub struct Case {
     pub workload: String,
     pub agent: Agent,
+    /// `--transport` (for a workload that takes it).
+    pub transport: Option<String>,
     pub direction: Option<String>,
     pub streams: Option<u32>,
     pub message: Option<String>,
@@ -42,6 +44,9 @@ impl Case {
     /// The axis values of this case as tags (workload is a column already).
     pub fn axis_tags(&self) -> Vec<(String, String)> {
         let mut tags = vec![("agent".to_string(), self.agent.label.clone())];
+        if let Some(t) = &self.transport {
+            tags.push(("transport".into(), t.clone()));
+        }
         if let Some(d) = &self.direction {
             tags.push(("direction".into(), d.clone()));
         }
@@ -68,6 +73,7 @@ impl Case {
         match axis {
             "workload" => Some(self.workload.clone()),
             "agent" => Some(self.agent.label.clone()),
+            "transport" if self.transport.is_some() => self.transport.clone(),
             "direction" => self.direction.clone(),
             "streams" => self.streams.map(|s| s.to_string()),
             "message" => self.message.clone(),
@@ -120,6 +126,9 @@ impl Case {
         argv.extend(d.options.iter().cloned());
         if let Some(w) = plan.workloads.get(&self.workload) {
             argv.extend(w.options.iter().cloned());
+        }
+        if let Some(t) = self.transport.as_ref().filter(|_| takes_transport(&self.workload)) {
+            argv.extend(["--transport".into(), t.clone()]);
         }
         match self.direction.as_deref() {
             Some("reverse") => argv.push("-R".into()),
@@ -294,6 +303,10 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
     for c in cases.iter_mut().filter(|c| !takes_message(&c.workload)) {
         c.message = None;
     }
+    // Nor does the transport axis to a workload without --transport (udp).
+    for c in cases.iter_mut().filter(|c| !takes_transport(&c.workload)) {
+        c.transport = None;
+    }
     let mut keys = BTreeSet::new();
     cases.retain(|c| keys.insert(c.key()));
     cases.retain(|c| !m.exclude.iter().any(|rule| matches(c, rule)));
@@ -340,6 +353,7 @@ fn each_or_unset<T: Clone>(values: &[T]) -> Vec<Option<T>> {
 /// The cartesian product of the axes, in the file's order.
 fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
     let m = &plan.matrix;
+    let transports = each_or_unset(&m.transport);
     let directions = each_or_unset(&m.direction);
     let streams = each_or_unset(&m.streams);
     let messages = each_or_unset(&m.message);
@@ -347,7 +361,7 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
     let queues = each_or_unset(&m.queue);
     let mut cases = Vec::new();
     for workload in &m.workload {
-        for agent in agents {
+        for (agent, transport) in agents.iter().flat_map(|a| transports.iter().map(move |t| (a, t))) {
             for direction in &directions {
                 for s in &streams {
                     for (message, mtu) in messages.iter().flat_map(|l| mtus.iter().map(move |u| (l, u))) {
@@ -355,6 +369,7 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
                             let base = Case {
                                 workload: workload.clone(),
                                 agent: (*agent).clone(),
+                                transport: transport.clone(),
                                 direction: direction.clone(),
                                 streams: *s,
                                 message: message.clone(),
@@ -443,6 +458,7 @@ pub fn check_size(plan: &Plan) -> Result<(), String> {
     let mut axes: Vec<(String, usize)> = vec![
         ("workload".into(), m.workload.len()),
         ("agent".into(), agents),
+        ("transport".into(), m.transport.len()),
         ("direction".into(), m.direction.len()),
         ("streams".into(), m.streams.len()),
         ("message".into(), m.message.len()),
@@ -479,6 +495,27 @@ pub fn check_size(plan: &Plan) -> Result<(), String> {
 /// sizes itself).
 fn takes_message(workload: &str) -> bool {
     workload::find(workload).is_ok_and(|w| w.command_line().message_option("1").is_some())
+}
+
+/// Whether the transport axis applies to the workload (it takes
+/// `--transport`, under that name or as another's alias).
+fn takes_transport(workload: &str) -> bool {
+    static TAKING: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    TAKING
+        .get_or_init(|| {
+            let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+            let takes = |a: &clap::Arg| {
+                a.get_long() == Some("transport")
+                    || a.get_visible_aliases()
+                        .is_some_and(|aliases| aliases.contains(&"transport"))
+            };
+            cli.get_subcommands()
+                .filter(|s| s.get_arguments().any(takes))
+                .map(|s| s.get_name().to_string())
+                .collect()
+        })
+        .iter()
+        .any(|w| w == workload)
 }
 
 /// A rule value as text (integers for streams, strings elsewhere).
@@ -522,6 +559,14 @@ fn included(
             .clone(),
         None => agents[0].clone(),
     };
+    // A rule naming a [matrix.vary.transport] value is that axis's (below).
+    let transport = get("transport")
+        .filter(|_| !m.vary.contains_key("transport"))
+        .or_else(|| m.transport.first().cloned())
+        .filter(|_| takes_transport(&workload));
+    if let Some(t) = &transport {
+        crate::workload::transport::Proto::by_name(t).map_err(|e| format!("transport \"{t}\": {e}"))?;
+    }
     let direction = get("direction").or_else(|| m.direction.first().cloned());
     if let Some(d) = &direction {
         if !super::file::DIRECTIONS.contains(&d.as_str()) {
@@ -586,6 +631,7 @@ fn included(
     Ok(Case {
         workload,
         agent,
+        transport,
         direction,
         streams,
         message,
@@ -721,6 +767,71 @@ mod tests {
         let c = &expand(&p).unwrap()[0];
         assert_eq!(c.command_line(&p), ["tcp", "127.0.0.1:5999"].map(String::from).to_vec());
         assert!(c.axis_tags().contains(&("qdisc".into(), "pfifo_fast".into())));
+    }
+
+    #[test]
+    fn the_transport_axis_applies_to_the_workloads_that_take_it() {
+        let p = plan(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\", \"udp\", \"rr\"]\nagent = [\"a\"]\n\
+             transport = [\"tcp\", \"tls\", \"quic\"]\n\
+             [[matrix.exclude]]\nworkload = \"rr\"\ntransport = \"quic\"\n\
+             [[matrix.include]]\nworkload = \"sweep\"\ntransport = \"tls\"\n"
+        ));
+        let cases = expand(&p).unwrap();
+        let lines: Vec<String> = cases.iter().map(|c| c.command_line(&p).join(" ")).collect();
+        // tcp over each transport; udp takes no --transport, so it is one
+        // case; rr (whose --proto is also --transport) less its QUIC cell;
+        // the included sweep over TLS.
+        assert_eq!(
+            lines,
+            [
+                "tcp 127.0.0.1:5999 --transport tcp",
+                "tcp 127.0.0.1:5999 --transport tls",
+                "tcp 127.0.0.1:5999 --transport quic",
+                "udp 127.0.0.1:5999",
+                "rr 127.0.0.1:5999 --transport tcp",
+                "rr 127.0.0.1:5999 --transport tls",
+                "sweep 127.0.0.1:5999 --transport tls",
+            ]
+        );
+        assert_eq!(cases[2].key(), "tcp agent=a transport=quic");
+        assert_eq!(cases[3].key(), "udp agent=a");
+        assert!(cases[1].axis_tags().contains(&("transport".into(), "tls".into())));
+        // Each line is a command the CLI takes.
+        let grammar = <crate::cli::Cli as clap::CommandFactory>::command();
+        for c in &cases[..3] {
+            let spec = c.check(&p, &grammar).unwrap_or_else(|e| panic!("{}: {e}", c.key()));
+            assert_eq!(spec.workload, "tcp");
+        }
+    }
+
+    #[test]
+    fn bad_transport_axes_say_what_is_allowed() {
+        let bad = |extra: &str| match Plan::parse(
+            &format!("{AGENTS}[matrix]\nworkload = [\"tcp\"]\n{extra}"),
+            Path::new("bad.toml"),
+        ) {
+            Ok(_) => panic!("accepted: {extra}"),
+            Err(e) => e.to_string(),
+        };
+        let e = bad("transport = [\"tcp\", \"tlss\"]\n");
+        assert!(
+            e.contains("[matrix] transport = \"tlss\": unknown transport 'tlss'") && e.contains("tls, quic"),
+            "{e}"
+        );
+        let e = bad("transport = [\"tls\", \"tls\"]\n");
+        assert!(e.contains("\"tls\" is given twice"), "{e}");
+        let e = bad("transport = [\"tls\"]\n[matrix.vary.transport]\nlinks2 = [\"--links\", \"2\"]\n");
+        assert!(e.contains("the same axis: give it once"), "{e}");
+        // The older spelling, a vary axis named transport, still works alone.
+        let p = plan(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\nagent = [\"a\"]\n[matrix.vary.transport]\n\
+             mptcp = [\"--transport\", \"mptcp\"]\n[[matrix.exclude]]\ntransport = \"mptcp\"\n\
+             [[matrix.include]]\ntransport = \"mptcp\"\n"
+        ));
+        let cases = expand(&p).unwrap();
+        assert_eq!(cases.len(), 1);
+        assert_eq!(cases[0].key(), "tcp agent=a transport=mptcp");
     }
 
     #[test]
