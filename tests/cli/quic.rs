@@ -131,7 +131,7 @@ fn a_certificate_that_is_not_the_pinned_one_is_refused_before_any_data() {
 fn what_cannot_run_over_quic_is_refused_with_the_reason() {
     // Nothing listens here: every refusal comes before a connection.
     let closed = "127.0.0.1";
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["tcp", closed, "--transport", "quic", "-M", "1000"], "drop -M/--mss"),
         (&["tcp", closed, "--transport", "quic", "-N"], "drop -N/--nodelay"),
         (&["tcp", closed, "--transport", "quic", "-Z"], "drop -Z/--zerocopy"),
@@ -146,6 +146,15 @@ fn what_cannot_run_over_quic_is_refused_with_the_reason() {
             "quinn has cubic, newreno, bbr",
         ),
         (&["rr", closed, "--proto", "quic"], "rr does not run over QUIC yet"),
+        // Refused before the agent is asked for its addresses.
+        (
+            &["tcp", closed, "--transport", "quic", "--links", "auto"],
+            "one connection over one UDP socket, so they cannot be spread over links; drop --links",
+        ),
+        (
+            &["tcp", closed, "--cipher", "chacha20-poly1305"],
+            "apply to --transport tls or quic, not tcp",
+        ),
         (
             &["sweep", closed, "--transport", "quic"],
             "runs the kernel's stream loops",

@@ -218,7 +218,7 @@ fn what_cannot_run_over_tls_is_refused_with_the_reason() {
     let cases: [(&[&str], &str); 7] = [
         (
             &["tcp", closed, "--cipher", "aes256-gcm"],
-            "apply to --transport tls, not tcp",
+            "apply to --transport tls or quic, not tcp",
         ),
         (&["tcp", closed, "--transport", "tls", "-Z"], "drop -Z"),
         (&["tcp", closed, "--transport", "tls", "--discard"], "drop --discard"),

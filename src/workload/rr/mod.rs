@@ -444,7 +444,7 @@ impl Workload for RequestResponse {
                     .into(),
             ));
         }
-        tls::params::check(p.proto == Proto::TLS, p.proto.name(), p.tls.as_ref()).map_err(SpecError::Invalid)?;
+        tls::params::check(p.proto == Proto::TLS, "tls", p.proto.name(), p.tls.as_ref()).map_err(SpecError::Invalid)?;
         if p.spin && p.proto == Proto::TLS {
             return Err(SpecError::Invalid(
                 "--spin polls the socket for data; over TLS records are opened in rustls, which waits on the \

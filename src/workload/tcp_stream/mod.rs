@@ -293,9 +293,17 @@ impl Workload for TcpStream {
             .map_err(SpecError::Invalid)?;
         if params.transport == Proto::QUIC {
             check_quic(&params)?;
+            if !spec.links.is_empty() {
+                return Err(SpecError::Invalid(QUIC_LINKS.into()));
+            }
         }
-        tls::params::check(params.runs_tls(), params.transport.name(), params.tls.as_ref())
-            .map_err(SpecError::Invalid)?;
+        tls::params::check(
+            params.runs_tls(),
+            "tls or quic",
+            params.transport.name(),
+            params.tls.as_ref(),
+        )
+        .map_err(SpecError::Invalid)?;
         match params.tls() {
             None => {}
             Some(_) => {
@@ -446,6 +454,10 @@ fn prepare_sender(socket: &Socket, sends: bool, params: &TcpParams) -> Result<()
 /// What a test over QUIC refuses: the options of TCP's sockets, which
 /// quinn's UDP socket does not have, and a congestion controller quinn
 /// does not have.
+/// Why `--links` does not go with `--transport quic`.
+pub const QUIC_LINKS: &str = "--links with --transport quic: QUIC carries all the streams on one connection over one \
+     UDP socket, so they cannot be spread over links; drop --links, or use --transport tcp or tls";
+
 fn check_quic(params: &TcpParams) -> Result<(), SpecError> {
     let refuse = |option: &str, why: &str| {
         Err(SpecError::Invalid(format!(
@@ -682,5 +694,23 @@ mod tests {
         .unwrap();
         let err = TcpStream.validate(&spec).unwrap_err().to_string();
         assert!(err.contains("without zero-copy send"), "{err}");
+    }
+
+    #[test]
+    fn a_quic_spec_over_links_is_refused_as_the_agent_gets_it() {
+        let mut spec = crate::model::spec::tests::spec("tcp");
+        spec.set_params(&TcpParams {
+            transport: Proto::QUIC,
+            ..TcpParams::default()
+        })
+        .unwrap();
+        assert!(TcpStream.validate(&spec).is_ok());
+        let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+        spec.links = vec![crate::model::multilink::LinkPair {
+            client: loopback,
+            agent: loopback,
+        }];
+        let err = TcpStream.validate(&spec).unwrap_err().to_string();
+        assert!(err.contains("drop --links"), "{err}");
     }
 }

@@ -157,10 +157,11 @@ impl TlsOptions {
 
 /// Checks a workload's TLS options against its transport: options given
 /// without TLS are refused by name; over TLS, [`TlsParams::validate`].
-pub fn check(over_tls: bool, transport: &str, tls: Option<&TlsParams>) -> Result<(), String> {
+/// `encrypted` names the transports that take them ("tls", "tls or quic").
+pub fn check(over_tls: bool, encrypted: &str, transport: &str, tls: Option<&TlsParams>) -> Result<(), String> {
     match (over_tls, tls) {
         (false, Some(_)) => Err(format!(
-            "--cipher, --tls-pin, --tls-ca and --ktls apply to --transport tls, not {transport}"
+            "--cipher, --tls-pin, --tls-ca and --ktls apply to --transport {encrypted}, not {transport}"
         )),
         (true, Some(t)) => t.validate(),
         _ => Ok(()),
