@@ -283,6 +283,7 @@ pub fn binary(value: f64) -> String {
 pub fn base_unit(unit: &str) -> (f64, String) {
     match unit {
         "us" => (1e-6, "s".into()),
+        "ms" => (1e-3, "s".into()),
         "us/KB" => (1e-6, "s/KB".into()),
         other => (1.0, other.into()),
     }
@@ -466,6 +467,19 @@ mod tests {
         assert_eq!(si(0.9995e6), "1 M");
         assert_eq!(si(0.999e6), "999 k");
         assert_eq!(si(0.25), "250 m");
+    }
+
+    #[test]
+    fn a_unit_with_a_prefix_is_drawn_in_its_base_unit() {
+        // A handshake of 0.632 ms: "632 µs", never "632 mms".
+        for (unit, value, shown) in [
+            ("ms", 0.632, "632 µs"),
+            ("us", 13.3, "13.3 µs"),
+            ("us/KB", 250.0, "250 µs/KB"),
+        ] {
+            let (factor, base) = base_unit(unit);
+            assert_eq!(format!("{}{base}", in_unit(value * factor, &base)), shown, "{unit}");
+        }
     }
 
     #[test]

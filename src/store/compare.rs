@@ -374,13 +374,24 @@ pub fn records_in(
         .map(|(_, n)| n)
         .sum();
     let found = store.column_rows_of(&filter, &wanted, &applicable)?;
+    let in_unit = WorkloadMetric {
+        pointer: metric.pointer,
+        divisor: metric.divisor,
+        ..WorkloadMetric::RECEIVER_RATE
+    };
     let with_value: Vec<(i64, &Vec<Sql>, f64)> = found
         .iter()
         .filter_map(|(id, values)| {
-            let value = match values[0] {
+            let raw = match values[0] {
                 Sql::Real(r) => r,
                 Sql::Integer(i) => i as f64,
                 _ => return None,
+            };
+            // A column holds the figure in its unit; the document's number
+            // is in its own (seconds for a handshake shown in ms).
+            let value = match metric.stored {
+                true => raw,
+                false => in_unit.of_number(raw)?,
             };
             value.is_finite().then_some((*id, values, value))
         })
@@ -478,6 +489,8 @@ mod tests {
                 "p99",
                 "tps",
                 "peak",
+                "handshake",
+                "agent-handshake",
                 "cpu-per-transaction",
                 "agent-cpu-per-transaction",
                 "half-peak-size",

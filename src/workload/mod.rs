@@ -530,6 +530,28 @@ impl Metric {
         better: Better::Lower,
     };
 
+    /// The client's TLS handshake (TLS and QUIC), mean over its handshakes.
+    pub const HANDSHAKE: Metric = Metric {
+        name: "client_handshake_seconds",
+        option: "handshake",
+        label: "client handshake time",
+        unit: "ms",
+        pointer: "/sum/tls/client_handshake_seconds",
+        divisor: 1e-3,
+        better: Better::Lower,
+    };
+
+    /// The agent's TLS handshake.
+    pub const AGENT_HANDSHAKE: Metric = Metric {
+        name: "agent_handshake_seconds",
+        option: "agent-handshake",
+        label: "agent handshake time",
+        unit: "ms",
+        pointer: "/sum/tls/agent_handshake_seconds",
+        divisor: 1e-3,
+        better: Better::Lower,
+    };
+
     /// Each end's own CPU, from its stream threads: asked for by name
     /// (`compare --metric threads-cpu`, a plan's tables), not tabled by
     /// default.

@@ -169,3 +169,120 @@ fn what_cannot_run_over_quic_is_refused_with_the_reason() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+/// Each party's handshake time in `sum.tls`: the mean over its ends.
+fn client_and_agent_handshakes(run: &Value) -> (f64, f64) {
+    let (mut client, mut agent) = (Vec::new(), Vec::new());
+    for s in run["streams"].as_array().unwrap() {
+        let (c, a) = match s["flow"].as_str().unwrap() {
+            "client_to_agent" => (&s["sender"], &s["receiver"]),
+            _ => (&s["receiver"], &s["sender"]),
+        };
+        client.push(c["tls"]["handshake_seconds"].as_f64().unwrap());
+        agent.push(a["tls"]["handshake_seconds"].as_f64().unwrap());
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    (mean(&client), mean(&agent))
+}
+
+#[test]
+fn tcp_tls_and_quic_side_by_side_in_compare_with_each_ends_handshake() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db").display().to_string();
+    let mut runs = Vec::new();
+    for transport in ["tcp", "tls", "quic"] {
+        let run = nicbench_json(&[
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--transport",
+            transport,
+            "-n",
+            "2M",
+            "-P",
+            "2",
+            "-R",
+            "--db",
+            &db,
+            "--json",
+        ]);
+        runs.push((transport, run));
+    }
+    // The sum holds each party's mean handshake, over TLS and QUIC only.
+    assert!(runs[0].1["sum"].get("tls").is_none(), "{}", runs[0].1["sum"]);
+    for (transport, run) in &runs[1..] {
+        let (client, agent_side) = client_and_agent_handshakes(run);
+        let sum = &run["sum"]["tls"];
+        assert!(client > 0.0 && agent_side > 0.0, "{transport}: {sum}");
+        assert!(
+            (sum["client_handshake_seconds"].as_f64().unwrap() - client).abs() < 1e-12,
+            "{transport}: {sum}"
+        );
+        assert!(
+            (sum["agent_handshake_seconds"].as_f64().unwrap() - agent_side).abs() < 1e-12,
+            "{transport}: {sum}"
+        );
+    }
+    // compare: one row per transport (the case label names it and the
+    // cipher), the handshake in ms beside throughput and CPU per byte.
+    let out = nicbench(&[
+        "compare",
+        "--db",
+        &db,
+        "--rows",
+        "case",
+        "--metric",
+        "throughput,service-demand,agent-service-demand,handshake,agent-handshake",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = table["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3, "{table}");
+    for (transport, run) in &runs {
+        // Labelled by what tells the cases apart: the transport.
+        let label = transport.to_uppercase();
+        let cell = cells
+            .iter()
+            .find(|c| c["row"][0] == label.as_str())
+            .unwrap_or_else(|| panic!("no row {label}: {table}"));
+        let figures = &cell["figures"];
+        let rate = run["sum"]["receiver"]["bits_per_second"].as_f64().unwrap();
+        assert!(
+            (figures["throughput"]["value"].as_f64().unwrap() / rate - 1.0).abs() < 1e-6,
+            "{cell}"
+        );
+        for (metric, pointer) in [
+            ("service-demand", "/cpu/client/service_demand_us_per_kb"),
+            ("agent-service-demand", "/cpu/agent/service_demand_us_per_kb"),
+        ] {
+            let per_kb = run.pointer(pointer).and_then(Value::as_f64).unwrap();
+            assert!(
+                (figures[metric]["value"].as_f64().unwrap() - per_kb).abs() < 1e-9,
+                "{label} {metric}: {cell}"
+            );
+        }
+        for (metric, pointer) in [
+            ("handshake", "/sum/tls/client_handshake_seconds"),
+            ("agent-handshake", "/sum/tls/agent_handshake_seconds"),
+        ] {
+            match run.pointer(pointer).and_then(Value::as_f64) {
+                None => assert!(figures.get(metric).is_none_or(Value::is_null), "{label}: {cell}"),
+                Some(seconds) => {
+                    // The run's figure and its trial's, both in ms.
+                    for key in ["value", "min", "max"] {
+                        let ms = figures[metric][key].as_f64().unwrap();
+                        assert!(
+                            (ms - seconds * 1e3).abs() < 1e-6,
+                            "{label} {metric} {key}: {ms} ms vs {seconds} s"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -163,7 +163,7 @@ impl Figures for RrResults {
     /// moves a few bytes per round trip, so neither its bit rate nor its
     /// CPU per KB says anything.
     fn figures(&self) -> &'static [Metric] {
-        const FIGURES: [Metric; 7] = [
+        const FIGURES: [Metric; 9] = [
             TRANSACTIONS,
             LATENCY[0],
             LATENCY[1],
@@ -171,6 +171,8 @@ impl Figures for RrResults {
             Metric::AGENT_CPU,
             Metric::CLIENT_CPU_PER_TRANSACTION,
             Metric::AGENT_CPU_PER_TRANSACTION,
+            Metric::HANDSHAKE,
+            Metric::AGENT_HANDSHAKE,
         ];
         &FIGURES
     }
@@ -206,7 +208,8 @@ impl Figures for RrResults {
     }
 
     fn summarize(&self, trial: &mut TrialResult) {
-        result::summarize(trial)
+        result::summarize(trial);
+        crate::workload::transport::tls::summarize(trial);
     }
 
     fn figure_of_merit(&self, trial: &TrialResult) -> Figure {

@@ -122,7 +122,26 @@ pub struct TcpStream;
 /// what MSG_ZEROCOPY did.
 pub struct TcpResults;
 
-impl Figures for TcpResults {}
+impl Figures for TcpResults {
+    /// Bulk throughput's, and over TLS or QUIC each end's handshake time.
+    fn figures(&self) -> &'static [crate::workload::Metric] {
+        const FIGURES: [crate::workload::Metric; 8] = [
+            crate::workload::Metric::RECEIVER_RATE,
+            crate::workload::Metric::SENDER_RATE,
+            crate::workload::Metric::CLIENT_CPU,
+            crate::workload::Metric::AGENT_CPU,
+            crate::workload::Metric::CLIENT_SERVICE_DEMAND,
+            crate::workload::Metric::AGENT_SERVICE_DEMAND,
+            crate::workload::Metric::HANDSHAKE,
+            crate::workload::Metric::AGENT_HANDSHAKE,
+        ];
+        &FIGURES
+    }
+
+    fn summarize(&self, trial: &mut TrialResult) {
+        tls::summarize(trial)
+    }
+}
 
 impl Stored for TcpResults {
     fn case(&self, spec: &TestSpec) -> Vec<super::CasePart> {

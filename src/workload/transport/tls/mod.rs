@@ -121,6 +121,52 @@ impl TlsEnd {
     }
 }
 
+/// Key of a trial's handshake totals in its sum (`sum.tls`).
+pub const SUM_KEY: &str = "tls";
+
+/// The handshakes of a trial, over all its streams (`sum.tls`): what
+/// compare's `handshake` figure reads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandshakeTotal {
+    /// The client's handshake time, seconds, the mean over its handshakes
+    /// (one per stream; one per transaction with `rr --crr`; QUIC's streams
+    /// share one): from its first handshake byte to its last, so one round
+    /// trip is in it.
+    pub client_handshake_seconds: f64,
+    /// The agent's, the same way: from the client's hello to its last byte.
+    pub agent_handshake_seconds: f64,
+}
+
+/// Puts the handshake totals of a trial whose stream ends have a TLS
+/// record (TLS or QUIC) into `sum.tls`; a trial without them is left alone.
+pub fn summarize(trial: &mut crate::model::TrialResult) {
+    use crate::model::Flow;
+    // (sum of time x handshakes, handshakes) of each party.
+    let mut client = (0.0, 0u64);
+    let mut agent = (0.0, 0u64);
+    for s in &trial.streams {
+        let (client_end, agent_end) = match s.flow {
+            Flow::ClientToAgent => (&s.sender, &s.receiver),
+            Flow::AgentToClient => (&s.receiver, &s.sender),
+        };
+        for (end, into) in [(client_end, &mut client), (agent_end, &mut agent)] {
+            if let Some(t) = end.extras.get::<TlsEnd>(KEY) {
+                let n = t.handshakes.unwrap_or(1);
+                into.0 += t.handshake_seconds * n as f64;
+                into.1 += n;
+            }
+        }
+    }
+    if client.1 == 0 || agent.1 == 0 {
+        return;
+    }
+    let total = HandshakeTotal {
+        client_handshake_seconds: client.0 / client.1 as f64,
+        agent_handshake_seconds: agent.0 / agent.1 as f64,
+    };
+    trial.sum.extras.set(SUM_KEY, &total);
+}
+
 /// The share of an end's CPU time the cipher took, above which the cipher
 /// names what limited an end short of CPU.
 pub const CIPHER_SHARE_PERCENT: f64 = 50.0;
