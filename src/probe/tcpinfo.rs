@@ -114,7 +114,12 @@ pub fn max_pacing_rate(socket: &impl AsRawFd) -> Option<u64> {
         (0, 4) => u64::from(value as u32),
         _ => return None,
     };
-    (value != u64::MAX && value != u64::from(u32::MAX)).then_some(value * 8)
+    // Unset reads as all ones; a rate whose bits overflow 64 bits is no
+    // cap either (a kernel may hand back a large value that is not ~0).
+    if value == u64::MAX || value == u64::from(u32::MAX) {
+        return None;
+    }
+    value.checked_mul(8)
 }
 
 /// The congestion control algorithm in use on a TCP socket.

@@ -635,7 +635,10 @@ impl Side for TcpSide {
             let probe = (flow.sender() == self.host).then(|| tcp_probe(&socket)).flatten();
             let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
                 // The pacing rate the socket holds, read back, is the offer.
-                let paced = self.params.rate_bits_per_second.and(tcpinfo::max_pacing_rate(&socket));
+                let paced = self
+                    .params
+                    .rate_bits_per_second
+                    .and_then(|_| tcpinfo::max_pacing_rate(&socket));
                 // A byte count is shared out among the streams of this side.
                 let quota = self
                     .spec
