@@ -110,8 +110,9 @@ pub fn run_side(
         on_progress: plan.on_progress.take(),
     };
     let start = control.start;
-    let worker = spawn_side(side, control)?;
-    let watched = watch_peer(&worker, &plan, channel, &stop, &mut probes.threads);
+    let panicked = Arc::new(AtomicBool::new(false));
+    let worker = spawn_side(side, control, Arc::clone(&panicked))?;
+    let watched = watch_peer(&worker, &panicked, &plan, channel, &stop, &mut probes.threads);
     if let Some(failure) = watched.failure {
         stop.store(true, Ordering::Relaxed);
         abort();
@@ -135,11 +136,27 @@ pub fn run_side(
     })
 }
 
-/// Starts the side on its own thread.
-fn spawn_side(side: Box<dyn Side>, control: RunControl) -> Result<thread::JoinHandle<SideOutcome>, TrialError> {
+/// Starts the side on its own thread; `panicked` is set if it panics.
+fn spawn_side(
+    side: Box<dyn Side>,
+    control: RunControl,
+    panicked: Arc<AtomicBool>,
+) -> Result<thread::JoinHandle<SideOutcome>, TrialError> {
+    /// Sets its flag when dropped by a panic's unwinding.
+    struct OnPanic(Arc<AtomicBool>);
+    impl Drop for OnPanic {
+        fn drop(&mut self) {
+            if thread::panicking() {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+    }
     thread::Builder::new()
         .name("side".into())
-        .spawn(move || side.run(&control))
+        .spawn(move || {
+            let _flag = OnPanic(panicked);
+            side.run(&control)
+        })
         .map_err(|e| TrialError::Cpu(std::io::Error::other(format!("could not start the side thread: {e}"))))
 }
 
@@ -157,6 +174,7 @@ struct Watched {
 /// may ask to stop, report, fail, vanish, or the hard deadline may pass.
 fn watch_peer(
     worker: &thread::JoinHandle<SideOutcome>,
+    panicked: &AtomicBool,
     plan: &TrialPlan,
     channel: &mut Channel,
     stop: &AtomicBool,
@@ -171,6 +189,12 @@ fn watch_peer(
     };
     loop {
         threads.sample();
+        // A side that panicked fails the trial at once (its join says
+        // why): the peer's report, which the client would wait for, may
+        // never come, since the peer waits for this side's data.
+        if worker.is_finished() && panicked.load(Ordering::Relaxed) {
+            return watched;
+        }
         if worker.is_finished() && plan.wait_for_peer_report && watched.peer_report.is_some() {
             return watched;
         }
@@ -429,6 +453,36 @@ mod tests {
         let outcome = run_side(Box::new(EndsAtOnce), agent_plan(&spec), &mut agent, &ProcStat);
         assert!(outcome.is_ok(), "a test whose client is still there was not done");
         assert_eq!(agent.peer_state(), PeerState::Quiet);
+    }
+
+    /// A side whose thread panics.
+    struct Panics;
+
+    impl Side for Panics {
+        fn run(self: Box<Self>, _: &RunControl) -> SideOutcome {
+            panic!("attempt to multiply with overflow")
+        }
+        fn aborter(&self) -> Aborter {
+            Arc::new(|| {})
+        }
+    }
+
+    #[test]
+    fn a_client_whose_side_panics_fails_without_waiting_for_the_agents_report() {
+        let spec = spec("tcp");
+        // The agent says nothing and stays: before, the client waited for
+        // its report forever (a byte-count test has no hard deadline).
+        let (_agent, mut client) = control_pair();
+        let plan = TrialPlan {
+            host: Party::Client,
+            wait_for_peer_report: true,
+            ..agent_plan(&spec)
+        };
+        match run_side(Box::new(Panics), plan, &mut client, &ProcStat) {
+            Err(TrialError::SidePanicked(why)) => assert!(why.contains("multiply with overflow"), "{why}"),
+            Err(e) => panic!("expected the side's panic, got: {e}"),
+            Ok(_) => panic!("a side that panicked was done"),
+        }
     }
 
     #[test]
