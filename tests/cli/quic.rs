@@ -131,7 +131,7 @@ fn a_certificate_that_is_not_the_pinned_one_is_refused_before_any_data() {
 fn what_cannot_run_over_quic_is_refused_with_the_reason() {
     // Nothing listens here: every refusal comes before a connection.
     let closed = "127.0.0.1";
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 12] = [
         (&["tcp", closed, "--transport", "quic", "-M", "1000"], "drop -M/--mss"),
         (&["tcp", closed, "--transport", "quic", "-N"], "drop -N/--nodelay"),
         (&["tcp", closed, "--transport", "quic", "-Z"], "drop -Z/--zerocopy"),
@@ -145,7 +145,8 @@ fn what_cannot_run_over_quic_is_refused_with_the_reason() {
             &["tcp", closed, "--transport", "quic", "-C", "reno"],
             "quinn has cubic, newreno, bbr",
         ),
-        (&["rr", closed, "--proto", "quic"], "rr does not run over QUIC yet"),
+        (&["rr", closed, "--proto", "quic", "--spin"], "--spin with --proto quic"),
+        (&["rr", closed, "--proto", "quic", "--quickack"], "drop --quickack"),
         // Refused before the agent is asked for its addresses.
         (
             &["tcp", closed, "--transport", "quic", "--links", "auto"],
@@ -285,4 +286,83 @@ fn tcp_tls_and_quic_side_by_side_in_compare_with_each_ends_handshake() {
             }
         }
     }
+}
+
+#[test]
+fn rr_over_quic_counts_its_transactions_and_crr_a_handshake_for_each() {
+    let agent = AgentProcess::start(&[]);
+    // A stream per flow on one connection: each transaction a request and
+    // a response on it.
+    let run = agent.run_json(
+        "rr",
+        &["--proto", "quic", "-t", "1", "-r", "64,1K", "-P", "2", "--burst", "2"],
+    );
+    assert_eq!(run["spec"]["params"]["proto"], "quic", "{}", run["spec"]);
+    super::result_schema::assert_valid(&super::result_schema::schema(), &run, "rr --proto quic");
+    let transactions = count(&run["sum"]["rr"]["transactions"]);
+    assert!(transactions > 0, "{}", run["sum"]);
+    assert_eq!(count(&run["sum"]["rr"]["latency"]["samples"]), transactions);
+    let streams = run["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2);
+    for s in streams {
+        let (sender, receiver) = (&s["sender"], &s["receiver"]);
+        // Every request the requester sent was answered and counted by both.
+        let both = |end: &Value| count(&end["rr"]["transactions"]) + count(&end["rr"]["warmup_transactions"]);
+        assert_eq!(both(sender), both(receiver), "{s}");
+        for end in [sender, receiver] {
+            assert_eq!(end["tls"]["cipher_suite"], "TLS13_AES_128_GCM_SHA256", "{end}");
+            assert_eq!(end["tls"]["record_layer"], "quinn", "{end}");
+            assert_eq!(end["quic"]["version"], "QUICv1", "{end}");
+            assert!(end.get("tcp_info").is_none_or(Value::is_null), "{end}");
+        }
+        assert_eq!(sender["tls"]["trust"], "announced", "{sender}");
+    }
+
+    // A connection per transaction: each pays a QUIC handshake, on both ends.
+    let crr = agent.run_json(
+        "rr",
+        &[
+            "--proto",
+            "quic",
+            "--crr",
+            "-t",
+            "1",
+            "--cipher",
+            "aes256-gcm",
+            "-P",
+            "2",
+        ],
+    );
+    super::result_schema::assert_valid(&super::result_schema::schema(), &crr, "rr --proto quic --crr");
+    for s in crr["streams"].as_array().unwrap() {
+        let (sender, receiver) = (&s["sender"], &s["receiver"]);
+        let connections = count(&sender["rr"]["connections"]);
+        assert!(connections > 0, "{sender}");
+        assert_eq!(count(&sender["tls"]["handshakes"]), connections, "{sender}");
+        assert_eq!(sender["tls"]["cipher_suite"], "TLS13_AES_256_GCM_SHA384", "{sender}");
+        assert!(sender["tls"]["handshake_seconds"].as_f64().unwrap() > 0.0, "{sender}");
+        assert_eq!(
+            count(&receiver["tls"]["handshakes"]),
+            count(&receiver["rr"]["connections"]),
+            "{receiver}"
+        );
+    }
+    // The agent's flows share one endpoint: together they answered every
+    // connection the client's flows made.
+    let total = |end: &str| -> u64 {
+        crr["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| count(&s[end]["rr"]["connections"]))
+            .sum()
+    };
+    assert_eq!(total("sender"), total("receiver"), "{}", crr["streams"]);
+    let sum = &crr["sum"]["tls"];
+    for party in ["client_handshake_seconds", "agent_handshake_seconds"] {
+        assert!(sum[party].as_f64().unwrap() > 0.0, "{sum}");
+    }
+    // The agent still serves a plain test after.
+    let plain = agent.run_json("rr", &["-t", "0.3"]);
+    assert!(count(&plain["sum"]["rr"]["transactions"]) > 0);
 }

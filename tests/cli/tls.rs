@@ -233,7 +233,7 @@ fn what_cannot_run_over_tls_is_refused_with_the_reason() {
         (&["rr", closed, "--proto", "tls", "--spin"], "drop --spin"),
         (
             &["rr", closed, "--cipher", "aes128-gcm"],
-            "apply to --transport tls, not tcp",
+            "apply to --transport tls or quic, not tcp",
         ),
     ];
     for (args, expected) in cases {

@@ -30,7 +30,7 @@ pub struct RrOptions {
     /// at least 8 bytes each (the sequence number); default 1,1 for TCP, 8,8 for UDP.
     #[arg(short = 'r', long = "sizes", value_name = "REQ,RESP", value_parser = sizes)]
     pub sizes: Option<(u64, u64)>,
-    /// A new TCP connection per transaction (connect, request, response, close; netperf TCP_CRR).
+    /// A new connection per transaction (connect, request, response, close; netperf TCP_CRR); over TLS and QUIC a handshake each.
     #[arg(long)]
     pub crr: bool,
     /// Transactions each flow keeps in flight.
@@ -91,7 +91,7 @@ impl WorkloadArgs for RrOptions {
             quickack: self.quickack,
             spin: self.spin,
             interval_us: self.every.map(|d| (d.as_micros().min(u64::MAX as u128) as u64).max(1)),
-            tls: self.tls.params(proto == Proto::TLS),
+            tls: self.tls.params(proto == Proto::TLS || proto == Proto::QUIC),
         })
     }
 }

@@ -1,6 +1,6 @@
-//! The hot loops of `rr`: requester and responder over a TCP connection,
-//! over a registered UDP socket, and with a new TCP connection per
-//! transaction (`--crr`). Each owns its buffers and counters; the
+//! The hot loops of `rr`: requester and responder over a TCP connection
+//! (plain or TLS), a QUIC stream, a registered UDP socket, and with a new
+//! connection per transaction (`--crr`, TCP, TLS or QUIC). Each owns its buffers and counters; the
 //! requester reads the clock twice per transaction (that is the
 //! measurement), the responder once (to tell warm-up from the test).
 
@@ -11,6 +11,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use socket2::{Domain, SockAddr, Socket};
 
 use super::result::RrEnd;
@@ -18,6 +19,8 @@ use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::transport::admission::token_matches;
+use crate::workload::transport::quic::endpoint::{Dialer, Driver, Listening, ENDPOINT_CLOSED};
+use crate::workload::transport::quic::stream::closed_when_done;
 use crate::workload::transport::tls::session::{ClientSetup, ServerSetup, Session};
 use crate::workload::transport::tls::wire::TlsIo;
 use crate::workload::transport::tls::{self, TlsEnd};
@@ -250,10 +253,10 @@ pub fn requester(
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
     match (exchange.proto.delivery(), tls) {
-        (Delivery::Stream, None) => stream_requester(socket, &mut Plain(socket), exchange, ctx),
-        (Delivery::Stream, Some(session)) => {
-            over_tls(socket, session, true, |io| stream_requester(socket, io, exchange, ctx))
-        }
+        (Delivery::Stream, None) => stream_requester(Some(socket), &mut Plain(socket), exchange, ctx),
+        (Delivery::Stream, Some(session)) => over_tls(socket, session, true, |io| {
+            stream_requester(Some(socket), io, exchange, ctx)
+        }),
         (Delivery::Datagram, _) => datagram_requester(socket, exchange, ctx),
     }
 }
@@ -266,19 +269,22 @@ pub fn responder(
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
     match (exchange.proto.delivery(), tls) {
-        (Delivery::Stream, None) => stream_responder(socket, &mut Plain(socket), exchange, ctx),
-        (Delivery::Stream, Some(session)) => {
-            over_tls(socket, session, false, |io| stream_responder(socket, io, exchange, ctx))
-        }
+        (Delivery::Stream, None) => stream_responder(Some(socket), &mut Plain(socket), exchange, ctx),
+        (Delivery::Stream, Some(session)) => over_tls(socket, session, false, |io| {
+            stream_responder(Some(socket), io, exchange, ctx)
+        }),
         (Delivery::Datagram, _) => datagram_responder(socket, exchange, ctx),
     }
 }
 
 /// What a stream loop reads and writes its messages through: the socket
-/// itself, or a TLS session over it.
+/// itself, a TLS session over it, or a QUIC stream.
 trait Wire: Read + Write {
-    /// Ends the sending side: a FIN, or close_notify and a FIN.
+    /// Ends the sending side: a FIN, close_notify and a FIN, or the
+    /// stream's FIN.
     fn close_write(&mut self);
+    /// The test is over: a read waits at most [`TAIL`] from now on.
+    fn tail(&mut self);
 }
 
 /// A plain stream socket.
@@ -306,12 +312,102 @@ impl Wire for Plain<'_> {
     fn close_write(&mut self) {
         let _ = self.0.shutdown(std::net::Shutdown::Write);
     }
+
+    fn tail(&mut self) {
+        let _ = self.0.set_read_timeout(Some(TAIL));
+    }
 }
 
 impl Wire for TlsIo<'_> {
     fn close_write(&mut self) {
         TlsIo::close_write(self)
     }
+
+    fn tail(&mut self) {
+        self.set_read_timeout(Some(TAIL));
+    }
+}
+
+/// A QUIC stream: each read and write drives the end's runtime on the
+/// calling thread until it is done (see [`Driver`]).
+pub struct QuicWire<'a> {
+    driver: &'a Driver,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    read_timeout: Option<Duration>,
+}
+
+impl<'a> QuicWire<'a> {
+    pub fn new(driver: &'a Driver, send: quinn::SendStream, recv: quinn::RecvStream) -> QuicWire<'a> {
+        QuicWire {
+            driver,
+            send,
+            recv,
+            read_timeout: None,
+        }
+    }
+}
+
+impl Read for QuicWire<'_> {
+    /// Some bytes, or 0 at the stream's end or the peer's close once done.
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let (recv, timeout) = (&mut self.recv, self.read_timeout);
+        self.driver.block_on(async move {
+            let got = match timeout {
+                Some(t) => tokio::time::timeout(t, recv.read(buf))
+                    .await
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?,
+                None => recv.read(buf).await,
+            };
+            match got {
+                Ok(Some(n)) => Ok(n),
+                Ok(None) => Ok(0),
+                Err(quinn::ReadError::ConnectionLost(e)) if closed_when_done(&e) => Ok(0),
+                Err(quinn::ReadError::Reset(code)) => Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    format!("the peer reset the stream (code {code})"),
+                )),
+                Err(e) => Err(std::io::Error::other(e)),
+            }
+        })
+    }
+}
+
+impl Write for QuicWire<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let send = &mut self.send;
+        self.driver.block_on(send.write(buf)).map_err(|e| match e {
+            quinn::WriteError::Stopped(code) => std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                format!("the peer stopped the stream (code {code})"),
+            ),
+            e => std::io::Error::other(e),
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Wire for QuicWire<'_> {
+    fn close_write(&mut self) {
+        let _ = self.send.finish();
+    }
+
+    fn tail(&mut self) {
+        self.read_timeout = Some(TAIL);
+    }
+}
+
+/// The requester of one flow over a QUIC stream.
+pub fn quic_requester(wire: &mut QuicWire, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    stream_requester(None, wire, exchange, ctx)
+}
+
+/// The responder of one flow over a QUIC stream.
+pub fn quic_responder(wire: &mut QuicWire, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    stream_responder(None, wire, exchange, ctx)
 }
 
 /// Runs a stream loop over `session` and puts the session's record (with
@@ -332,8 +428,9 @@ fn over_tls(
     (end, counts)
 }
 
+/// `socket`: the connection's, for `--spin` and `--quickack` (None over QUIC).
 fn stream_requester(
-    socket: &Socket,
+    socket: Option<&Socket>,
     io: &mut dyn Wire,
     exchange: &Exchange,
     ctx: &StreamContext,
@@ -358,12 +455,11 @@ fn stream_requester(
             break None;
         };
         if stopped(ctx) {
-            let _ = socket.set_read_timeout(Some(TAIL));
+            io.tail();
         }
-        let read = if exchange.spin && !stopped(ctx) {
-            read_full_spinning(socket, &mut response, ctx, &mut counter.rr.spin_empty_polls)
-        } else {
-            read_full(&mut *io, &mut response)
+        let read = match socket.filter(|_| exchange.spin && !stopped(ctx)) {
+            Some(socket) => read_full_spinning(socket, &mut response, ctx, &mut counter.rr.spin_empty_polls),
+            None => read_full(&mut *io, &mut response),
         };
         match read {
             Ok(true) => {}
@@ -372,7 +468,7 @@ fn stream_requester(
             Err(e) => break Some(format!("receiving a response: {e}")),
         }
         counter.done(Some(started), Instant::now());
-        if exchange.quickack && quickack(socket) {
+        if exchange.quickack && socket.is_some_and(quickack) {
             counter.rr.quickacks += 1;
         }
     };
@@ -381,7 +477,7 @@ fn stream_requester(
 }
 
 fn stream_responder(
-    socket: &Socket,
+    socket: Option<&Socket>,
     io: &mut dyn Wire,
     exchange: &Exchange,
     ctx: &StreamContext,
@@ -390,10 +486,9 @@ fn stream_responder(
     let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
     let error = loop {
-        let read = if exchange.spin {
-            read_full_spinning(socket, &mut request, ctx, &mut counter.rr.spin_empty_polls)
-        } else {
-            read_full(&mut *io, &mut request)
+        let read = match socket.filter(|_| exchange.spin) {
+            Some(socket) => read_full_spinning(socket, &mut request, ctx, &mut counter.rr.spin_empty_polls),
+            None => read_full(&mut *io, &mut request),
         };
         match read {
             Ok(true) => {}
@@ -402,7 +497,7 @@ fn stream_responder(
             Err(e) if stopped(ctx) || e.kind() == std::io::ErrorKind::ConnectionReset => break None,
             Err(e) => break Some(format!("receiving a request: {e}")),
         }
-        if exchange.quickack && quickack(socket) {
+        if exchange.quickack && socket.is_some_and(quickack) {
             counter.rr.quickacks += 1;
         }
         match io.write_all(&response) {
@@ -733,6 +828,87 @@ pub fn crr_responder(
         if answered {
             counter.rr.connections += 1;
             counter.done(None, Instant::now());
+        }
+    }
+    let (mut end, counts) = counter.finish(None, true);
+    if let Some(mut record) = handshakes {
+        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, false);
+        end.extras.set(tls::KEY, &record);
+    }
+    (end, counts)
+}
+
+/// `--crr` client over QUIC: a new connection per transaction from the
+/// one endpoint, each paying QUIC's handshake (TLS 1.3 in its packets).
+pub fn quic_crr_requester(id: u32, dialer: &Dialer, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+    let request = Bytes::from((0..exchange.request).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let mut response = vec![0u8; exchange.response];
+    let mut counter = Counter::new(exchange, ctx, true);
+    let mut error = None;
+    let mut next = Instant::now();
+    let mut handshakes: Option<TlsEnd> = None;
+    while !stopped(ctx) && paced(exchange, &mut next, ctx) {
+        let started = Instant::now();
+        match dialer
+            .local
+            .driver
+            .block_on(dialer.transact(id, &request, &mut response))
+        {
+            Ok(record) => {
+                handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
+                counter.rr.connections += 1;
+                counter.done(Some(started), Instant::now());
+            }
+            Err(e) => {
+                error = Some(format!(
+                    "transaction {} (a new QUIC connection): {e}",
+                    counter.rr.connections + 1
+                ));
+                break;
+            }
+        }
+    }
+    let (mut end, counts) = counter.finish(error, false);
+    if let Some(mut record) = handshakes {
+        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, true);
+        end.extras.set(tls::KEY, &record);
+    }
+    (end, counts)
+}
+
+/// `--crr` agent over QUIC: answer the client's connections, one
+/// transaction each, until the test is over and none came for a while.
+/// A connection that fails its admission or its transaction is not
+/// counted, as over TCP.
+pub fn quic_crr_responder(
+    listening: &Listening,
+    ids: &[u32],
+    cipher: &str,
+    exchange: &Exchange,
+    ctx: &StreamContext,
+) -> (TaskEnd, FlowCounts) {
+    let mut request = vec![0u8; exchange.request];
+    let response = Bytes::from((0..exchange.response).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let mut counter = Counter::new(exchange, ctx, false);
+    let mut stop_seen: Option<Instant> = None;
+    let mut handshakes: Option<TlsEnd> = None;
+    loop {
+        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
+            break;
+        }
+        let served = listening
+            .local()
+            .driver
+            .block_on(listening.transact(ids, cipher, &mut request, &response, POLL));
+        match served {
+            None => {}
+            Some(Ok(record)) => {
+                handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
+                counter.rr.connections += 1;
+                counter.done(None, Instant::now());
+            }
+            Some(Err(why)) if why == ENDPOINT_CLOSED => break,
+            Some(Err(why)) => log::debug!("a QUIC transaction was not answered: {why}"),
         }
     }
     let (mut end, counts) = counter.finish(None, true);

@@ -16,9 +16,10 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::transport::admission::{self, Configure, JoinListener};
+use super::transport::quic::endpoint::{Connected, Dialer, Listening, Local};
 use super::transport::tls::session::{ClientSetup, ServerSetup, Session};
 use super::transport::tls::{self, TlsParams};
-use super::transport::{self, Delivery, Proto};
+use super::transport::{self, quic, Delivery, Proto};
 pub mod args;
 pub mod command;
 pub mod loops;
@@ -82,17 +83,22 @@ pub struct RrParams {
     /// back to back (sockperf's `--mps`, netperf's `-w`). Absent when unpaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_us: Option<u64>,
-    /// Over TLS (`--proto tls`): the cipher suite and how the client trusts
-    /// the agent; absent over other transports.
+    /// Over TLS or QUIC (`--proto tls`, `--proto quic`): the cipher suite
+    /// and how the client trusts the agent; absent over other transports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsParams>,
 }
 
 impl RrParams {
-    /// The TLS options of a test over TLS (its defaults where the spec
-    /// left them out), None over any other transport.
+    /// The TLS options of a test over TLS or QUIC (its defaults where the
+    /// spec left them out), None over any other transport.
     pub fn tls(&self) -> Option<TlsParams> {
-        (self.proto == Proto::TLS).then(|| self.tls.clone().unwrap_or_default())
+        self.encrypted().then(|| self.tls.clone().unwrap_or_default())
+    }
+
+    /// Whether the transactions are sealed: over TLS or QUIC.
+    pub fn encrypted(&self) -> bool {
+        self.proto == Proto::TLS || self.proto == Proto::QUIC
     }
 }
 
@@ -441,13 +447,29 @@ impl Workload for RequestResponse {
             .available()
             .map_err(|why| SpecError::Invalid(format!("--proto {}: {why}", p.proto)))?;
         if p.proto == Proto::QUIC {
-            return Err(SpecError::Invalid(
-                "--proto quic: rr does not run over QUIC yet (its loops run over a kernel socket or a TLS \
-                 connection); QUIC streams run under `nicbench tcp --transport quic`"
-                    .into(),
-            ));
+            // Each is a kernel socket's option; QUIC's stream is quinn's.
+            let refuse = |option: &str, why: &str| {
+                Err(SpecError::Invalid(format!(
+                    "{option} with --proto quic: {why}; drop {option}"
+                )))
+            };
+            if p.spin {
+                return refuse(
+                    "--spin",
+                    "quinn reads the UDP socket when its runtime is woken, not by polling",
+                );
+            }
+            if p.quickack {
+                return refuse("--quickack", "QUIC acknowledges in quinn, not with TCP_QUICKACK");
+            }
+            if p.busy_poll_us.is_some() {
+                return refuse(
+                    "--busy-poll",
+                    "quinn's socket waits in its runtime, not in the kernel's busy poll",
+                );
+            }
         }
-        tls::params::check(p.proto == Proto::TLS, "tls", p.proto.name(), p.tls.as_ref()).map_err(SpecError::Invalid)?;
+        tls::params::check(p.encrypted(), "tls or quic", p.proto.name(), p.tls.as_ref()).map_err(SpecError::Invalid)?;
         if p.spin && p.proto == Proto::TLS {
             return Err(SpecError::Invalid(
                 "--spin polls the socket for data; over TLS records are opened in rustls, which waits on the \
@@ -510,6 +532,19 @@ impl Workload for RequestResponse {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: RrParams = spec.params()?;
+        if params.proto == Proto::QUIC {
+            // One stream per flow on one connection; with --crr a
+            // connection of one stream per transaction.
+            let streams = if params.crr { 1 } else { spec.flows().len() };
+            let listening = Listening::bind(net, &spec.agent, quic::DEFAULT_CONGESTION, streams)?;
+            return Ok(Box::new(RrAgent {
+                sockets: Vec::new(),
+                quic: Some(listening),
+                spec: spec.clone(),
+                params,
+                net: net.clone(),
+            }));
+        }
         let sockets = match params.proto.delivery() {
             Delivery::Datagram => {
                 let mut sockets = Vec::new();
@@ -527,6 +562,7 @@ impl Workload for RequestResponse {
         };
         Ok(Box::new(RrAgent {
             sockets,
+            quic: None,
             spec: spec.clone(),
             params,
             net: net.clone(),
@@ -536,7 +572,14 @@ impl Workload for RequestResponse {
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: RrParams = spec.params()?;
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
-        let ends = {
+        let mut quic_home = None;
+        let ends = if params.proto == Proto::QUIC {
+            let port = first_port(net)?;
+            let tls = params.tls().unwrap_or_default();
+            let (ends, home) = quic_client(net, port, spec, &tls, params.crr, &ids)?;
+            quic_home = Some(home);
+            ends
+        } else {
             let configure = configure(&spec.client, &params);
             match (params.proto.delivery(), params.crr) {
                 (Delivery::Datagram, _) => transport::udp::register_streams(net, &ids, &spec.client, &configure)?
@@ -596,8 +639,63 @@ impl Workload for RequestResponse {
             ends,
             client: Some(net.clone()),
             one_host,
+            quic: quic_home,
             _joins: JoinListener::none(),
         }))
+    }
+}
+
+/// The client's QUIC flows: a stream each on one connection, or with
+/// `--crr` an endpoint that opens a connection per transaction.
+fn quic_client(
+    net: &ClientNet,
+    port: u16,
+    spec: &TestSpec,
+    tls: &TlsParams,
+    crr: bool,
+    ids: &[u32],
+) -> Result<(Vec<(u32, FlowSocket)>, QuicHome), WorkloadError> {
+    if crr {
+        let dialer = Arc::new(Dialer::new(net, port, &spec.client, tls, quic::DEFAULT_CONGESTION, 1)?);
+        let ends = ids
+            .iter()
+            .map(|&id| (id, FlowSocket::QuicDialer(dialer.clone())))
+            .collect();
+        return Ok((ends, QuicHome::Dialer(dialer)));
+    }
+    let (connected, streams) = quic::endpoint::connect(net, port, &spec.client, tls, quic::DEFAULT_CONGESTION, ids)?;
+    let connected = Arc::new(connected);
+    let ends = streams
+        .into_iter()
+        .map(|(id, send, recv)| (id, FlowSocket::Quic(connected.clone(), send, recv)))
+        .collect();
+    Ok((ends, QuicHome::Connection(connected)))
+}
+
+/// Where a QUIC side's flows run: one connection, or an endpoint that
+/// makes or takes a connection per transaction (`--crr`).
+enum QuicHome {
+    Connection(Arc<Connected>),
+    Dialer(Arc<Dialer>),
+    Listener(Arc<Listening>),
+}
+
+impl QuicHome {
+    fn local(&self) -> &Local {
+        match self {
+            QuicHome::Connection(c) => &c.local,
+            QuicHome::Dialer(d) => &d.local,
+            QuicHome::Listener(l) => l.local(),
+        }
+    }
+
+    /// Once the flows are done: the connection closed as done, or the
+    /// last connections' closes delivered.
+    fn finish(&self) {
+        match self {
+            QuicHome::Connection(c) => c.local.close(&c.connection),
+            _ => self.local().settle(),
+        }
     }
 }
 
@@ -629,8 +727,10 @@ pub(super) fn configure<'a>(
 }
 
 struct RrAgent {
-    /// UDP: one socket per flow; TCP: the listener (id 0).
+    /// UDP: one socket per flow; TCP: the listener (id 0); QUIC: none.
     sockets: Vec<(u32, Socket)>,
+    /// QUIC: the endpoint the client connects to.
+    quic: Option<Listening>,
     spec: TestSpec,
     params: RrParams,
     net: AgentNet,
@@ -638,11 +738,45 @@ struct RrAgent {
 
 impl AgentSide for RrAgent {
     fn data_ports(&self) -> Vec<u16> {
+        if let Some(listening) = &self.quic {
+            return vec![listening.port()];
+        }
         self.sockets.iter().map(|(_, s)| admission::local_port(s)).collect()
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
+        if let Some(listening) = self.quic {
+            let cipher = self.params.tls().unwrap_or_default().cipher.suite_name();
+            let (ends, home) = if self.params.crr {
+                // Connections come during the test: every responder
+                // thread takes them from the one endpoint.
+                let listening = Arc::new(listening);
+                let ends = ids
+                    .iter()
+                    .map(|&id| (id, FlowSocket::QuicListener(listening.clone(), ids.clone(), cipher)))
+                    .collect();
+                (ends, QuicHome::Listener(listening))
+            } else {
+                let (connected, streams) = listening.accept(&ids, cipher, deadline)?;
+                let connected = Arc::new(connected);
+                let ends = streams
+                    .into_iter()
+                    .map(|(id, send, recv)| (id, FlowSocket::Quic(connected.clone(), send, recv)))
+                    .collect();
+                (ends, QuicHome::Connection(connected))
+            };
+            return Ok(Box::new(RrSide {
+                role: Role::Receiver,
+                spec: self.spec,
+                params: self.params,
+                ends,
+                client: None,
+                one_host: None,
+                quic: Some(home),
+                _joins: JoinListener::none(),
+            }));
+        }
         let mut joins = JoinListener::none();
         let ends: Vec<(u32, FlowSocket)> = match (self.params.proto.delivery(), self.params.crr) {
             (Delivery::Datagram, _) => {
@@ -698,6 +832,7 @@ impl AgentSide for RrAgent {
             ends,
             client: None,
             one_host: None,
+            quic: None,
             _joins: joins,
         }))
     }
@@ -716,6 +851,14 @@ pub(super) enum FlowSocket {
     /// Agent with `--crr`: the shared listener, who may connect, and over
     /// TLS how to shake hands on each connection.
     Listener(Arc<Socket>, AgentNet, Option<Arc<ServerSetup>>),
+    /// A QUIC stream of the side's connection, both halves.
+    Quic(Arc<Connected>, quinn::SendStream, quinn::RecvStream),
+    /// Client with `--crr` over QUIC: the endpoint a connection per
+    /// transaction is opened from.
+    QuicDialer(Arc<Dialer>),
+    /// Agent with `--crr` over QUIC: the endpoint, the test's stream ids,
+    /// and the cipher suite the spec names.
+    QuicListener(Arc<Listening>, Vec<u32>, &'static str),
 }
 
 /// Each connected socket with its session, by stream id.
@@ -740,19 +883,30 @@ struct RrSide {
     /// Both ends on one host and nobody chose cores: how they were placed
     /// and what that costs (the first requester's end carries it).
     one_host: Option<(String, Option<WakeupCost>)>,
+    /// QUIC: the connection or endpoint the flows drive.
+    quic: Option<QuicHome>,
     /// Closed when the flows end, not before (MPTCP's joins).
     _joins: JoinListener,
 }
 
 impl Side for RrSide {
     fn aborter(&self) -> Aborter {
+        if let Some(home) = &self.quic {
+            let endpoint = home.local().endpoint.clone();
+            return Arc::new(move || {
+                endpoint.close(quinn::VarInt::from_u32(quic::endpoint::CLOSE_ABORTED), b"aborted")
+            });
+        }
         let sockets: Vec<&Socket> = self
             .ends
             .iter()
             .filter_map(|(_, e)| match e {
                 FlowSocket::Socket(s) | FlowSocket::Tls(s, _) => Some(s),
                 FlowSocket::Listener(l, _, _) => Some(&**l),
-                FlowSocket::Connector(..) => None,
+                FlowSocket::Connector(..)
+                | FlowSocket::Quic(..)
+                | FlowSocket::QuicDialer(_)
+                | FlowSocket::QuicListener(..) => None,
             })
             .collect();
         admission::aborter(&sockets)
@@ -773,8 +927,9 @@ impl Side for RrSide {
         let mut tasks = Vec::new();
         let one_host = self.one_host;
         for (id, end) in self.ends {
-            let buffers = match &end {
-                FlowSocket::Socket(s) | FlowSocket::Tls(s, _) => tcpinfo::socket_buffers(s),
+            let buffers = match (&end, &self.quic) {
+                (FlowSocket::Socket(s) | FlowSocket::Tls(s, _), _) => tcpinfo::socket_buffers(s),
+                (_, Some(home)) => home.local().buffers.clone(),
                 _ => SocketBuffers::default(),
             };
             let (exchange, role) = (exchange.clone(), self.role);
@@ -797,6 +952,28 @@ impl Side for RrSide {
                     (Role::Receiver, FlowSocket::Listener(l, net, tls)) => {
                         loops::crr_responder(&l, &net, tls.as_deref(), &exchange, ctx)
                     }
+                    (role, FlowSocket::Quic(connected, send, recv)) => {
+                        let mut wire = loops::QuicWire::new(&connected.local.driver, send, recv);
+                        let (mut end, counts) = match role {
+                            Role::Sender => loops::quic_requester(&mut wire, &exchange, ctx),
+                            Role::Receiver => loops::quic_responder(&mut wire, &exchange, ctx),
+                        };
+                        drop(wire);
+                        // Both ends seal and open; the requester seals the requests.
+                        let mut record = connected.tls.clone();
+                        record.cipher_one_core_bits_per_second =
+                            tls::one_core_speed(&record.cipher_suite, role == Role::Sender);
+                        end.extras.set(tls::KEY, &record);
+                        end.extras
+                            .set(quic::KEY, &connected.local.figures(&connected.connection));
+                        (end, counts)
+                    }
+                    (Role::Sender, FlowSocket::QuicDialer(dialer)) => {
+                        loops::quic_crr_requester(id, &dialer, &exchange, ctx)
+                    }
+                    (Role::Receiver, FlowSocket::QuicListener(listening, ids, cipher)) => {
+                        loops::quic_crr_responder(&listening, &ids, cipher, &exchange, ctx)
+                    }
                     _ => (
                         TaskEnd {
                             error: Some("internal: endpoint does not fit the role".into()),
@@ -811,7 +988,14 @@ impl Side for RrSide {
             });
             tasks.push(StreamTask::new(id, self.role, buffers, body));
         }
+        // quinn's work runs on the flow threads as they drive the runtime.
+        if let Some(home) = &self.quic {
+            home.local().driver.hand_over();
+        }
         let mut outcome = run_streams(tasks, control);
+        if let Some(home) = &self.quic {
+            home.finish();
+        }
         let mut one_host = one_host;
         for end in &mut outcome.streams {
             if let Some(mut rr) = end.extras.get::<RrEnd>(result::KEY) {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, Runtime, TokioRuntime, UdpPoller, VarInt};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -43,6 +44,10 @@ pub const CLOSE_REFUSED: u32 = 2;
 /// SO_SNDBUF and SO_RCVBUF asked for when `-w` gives none: 2 MiB, as
 /// quinn's perf asks.
 pub const DEFAULT_BUFFER_BYTES: u64 = 2 * 1024 * 1024;
+
+/// Why an agent's endpoint gives no more connections: it was closed (the
+/// test aborted).
+pub const ENDPOINT_CLOSED: &str = "the QUIC endpoint closed";
 
 /// How long the connection may go silent before quinn gives it up.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -264,6 +269,15 @@ impl Local {
         }
     }
 
+    /// Lets the connections that were closed reach the peer, for at most a
+    /// second (`rr --crr`: a connection per transaction).
+    pub fn settle(&self) {
+        let endpoint = self.endpoint.clone();
+        self.driver.block_on(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+        });
+    }
+
     /// Closes `connection` as done and lets the close reach the peer, for
     /// at most a second.
     pub fn close(&self, connection: &quinn::Connection) {
@@ -311,51 +325,77 @@ pub struct Connected {
     pub tls: TlsEnd,
 }
 
-/// The client's connection: trust as `--tls-pin`, `--tls-ca` or the
-/// agent's announcement says, the one cipher suite `tls` names, then each
-/// stream opened with the token and its id.
-pub fn connect(
-    net: &ClientNet,
-    port: u16,
-    side: &SideOptions,
-    tls: &TlsParams,
-    congestion: &str,
-    ids: &[u32],
-) -> Result<(Connected, Streams), WorkloadError> {
-    let setup = ClientSetup::new(tls, net)?;
-    let mut crypto = (*setup.config).clone();
-    crypto.alpn_protocols = vec![ALPN.to_vec()];
-    // Initial packets are always protected with AES-128-GCM (RFC 9001
-    // 5.2), whichever suite the client offers for the rest.
-    let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
-        .tls13()
-        .and_then(|s| s.quic_suite())
-        .ok_or_else(|| WorkloadError::Setup("rustls has no QUIC suite for AES-128-GCM".into()))?;
-    let crypto = quinn::crypto::rustls::QuicClientConfig::with_initial(Arc::new(crypto), initial)
-        .map_err(|e| WorkloadError::Setup(format!("QUIC's TLS configuration: {e}")))?;
-    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(transport_config(congestion, ids.len()));
+/// The client's way to the agent's endpoint: its own endpoint, and what
+/// every connection it opens offers (trust as `--tls-pin`, `--tls-ca` or
+/// the agent's announcement says; the one cipher suite the spec names).
+pub struct Dialer {
+    pub local: Local,
+    config: quinn::ClientConfig,
+    agent: SocketAddr,
+    name: String,
+    token: [u8; TOKEN_LEN],
+    trust: &'static str,
+    cipher: &'static str,
+}
 
-    let agent = SocketAddr::new(net.agent_ip, port);
-    let bind = net.bind.unwrap_or(match agent {
-        SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-        SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
-    });
-    let agent_ip = net.agent_ip;
-    let local = Local::bind(
-        SocketAddr::new(bind, 0),
-        side,
-        Arc::new(move |ip| ip == agent_ip),
-        None,
-        congestion,
-    )?;
-    let name = setup.server_name();
-    let token = net.token;
-    let endpoint = local.endpoint.clone();
-    let opened = local.driver.block_on(async move {
+impl Dialer {
+    /// An endpoint that talks only to the agent at `port`, for connections
+    /// of `streams` streams each.
+    pub fn new(
+        net: &ClientNet,
+        port: u16,
+        side: &SideOptions,
+        tls: &TlsParams,
+        congestion: &str,
+        streams: usize,
+    ) -> Result<Dialer, WorkloadError> {
+        let setup = ClientSetup::new(tls, net)?;
+        let mut crypto = (*setup.config).clone();
+        crypto.alpn_protocols = vec![ALPN.to_vec()];
+        // Initial packets are always protected with AES-128-GCM (RFC 9001
+        // 5.2), whichever suite the client offers for the rest.
+        let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+            .tls13()
+            .and_then(|s| s.quic_suite())
+            .ok_or_else(|| WorkloadError::Setup("rustls has no QUIC suite for AES-128-GCM".into()))?;
+        let crypto = quinn::crypto::rustls::QuicClientConfig::with_initial(Arc::new(crypto), initial)
+            .map_err(|e| WorkloadError::Setup(format!("QUIC's TLS configuration: {e}")))?;
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        config.transport_config(transport_config(congestion, streams));
+
+        let agent = SocketAddr::new(net.agent_ip, port);
+        let bind = net.bind.unwrap_or(match agent {
+            SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        });
+        let agent_ip = net.agent_ip;
+        let local = Local::bind(
+            SocketAddr::new(bind, 0),
+            side,
+            Arc::new(move |ip| ip == agent_ip),
+            None,
+            congestion,
+        )?;
+        Ok(Dialer {
+            local,
+            config,
+            agent,
+            name: setup.server_name(),
+            token: net.token,
+            trust: setup.trust_word(),
+            cipher: tls.cipher.suite_name(),
+        })
+    }
+
+    /// A new connection, its handshake timed, and the streams `ids` opened
+    /// on it, each with the token and its id.
+    pub async fn dial(&self, ids: &[u32]) -> Result<(quinn::Connection, TlsEnd, Streams), String> {
+        let agent = self.agent;
         let started = Instant::now();
-        let connecting = endpoint
-            .connect_with(config, agent, &name)
+        let connecting = self
+            .local
+            .endpoint
+            .connect_with(self.config.clone(), agent, &self.name)
             .map_err(|e| format!("connecting to {agent}: {e}"))?;
         let connection = tokio::time::timeout(Duration::from_secs(10), connecting)
             .await
@@ -376,29 +416,61 @@ pub fn connect(
                 .open_bi()
                 .await
                 .map_err(|e| format!("opening QUIC stream {id}: {e}"))?;
-            send.write_all(&preamble(&token, id))
+            send.write_all(&preamble(&self.token, id))
                 .await
                 .map_err(|e| format!("opening QUIC stream {id}: {e}"))?;
             streams.push((id, send, recv));
         }
-        Ok::<_, String>((connection, seconds, streams))
-    });
-    let (connection, seconds, streams) = opened.map_err(WorkloadError::Setup)?;
-    let certificate_sha256 = connection
-        .peer_identity()
-        .and_then(|i| i.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>().ok())
-        .and_then(|chain| chain.first().map(tls::cert::fingerprint))
-        .unwrap_or_default();
-    // The client offers this one suite; a handshake that succeeded chose it.
-    let record = handshake_record(
-        tls.cipher.suite_name(),
-        seconds,
-        certificate_sha256,
-        Some(setup.trust_word()),
-    );
+        let certificate_sha256 = connection
+            .peer_identity()
+            .and_then(|i| i.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>().ok())
+            .and_then(|chain| chain.first().map(tls::cert::fingerprint))
+            .unwrap_or_default();
+        // The client offers this one suite; a handshake that succeeded chose it.
+        let record = handshake_record(self.cipher, seconds, certificate_sha256, Some(self.trust));
+        Ok((connection, record, streams))
+    }
+
+    /// One transaction on a new connection (`rr --crr`): the handshake,
+    /// stream `id` opened with the token, `request` sent and the stream
+    /// finished, `response` filled, the connection closed. What the
+    /// handshake settled on.
+    pub async fn transact(&self, id: u32, request: &Bytes, response: &mut [u8]) -> Result<TlsEnd, String> {
+        let (connection, record, mut streams) = self.dial(&[id]).await?;
+        let (_, mut send, mut recv) = streams.pop().expect("one stream");
+        let exchanged = async {
+            send.write_chunk(request.clone())
+                .await
+                .map_err(|e| format!("sending the request: {e}"))?;
+            let _ = send.finish();
+            recv.read_exact(response)
+                .await
+                .map_err(|e| format!("reading the response: {e}"))
+        };
+        let result = exchanged.await;
+        connection.close(VarInt::from_u32(CLOSE_DONE), b"done");
+        result.map(|()| record)
+    }
+}
+
+/// The client's connection, every stream of `ids` open on it.
+pub fn connect(
+    net: &ClientNet,
+    port: u16,
+    side: &SideOptions,
+    tls: &TlsParams,
+    congestion: &str,
+    ids: &[u32],
+) -> Result<(Connected, Streams), WorkloadError> {
+    let dialer = Dialer::new(net, port, side, tls, congestion, ids.len())?;
+    let (connection, record, streams) = dialer
+        .local
+        .driver
+        .block_on(dialer.dial(ids))
+        .map_err(WorkloadError::Setup)?;
     Ok((
         Connected {
-            local,
+            local: dialer.local,
             connection,
             tls: record,
         },
@@ -463,6 +535,62 @@ impl Listening {
         self.local.port()
     }
 
+    /// The endpoint (`rr --crr`: its flows drive it).
+    pub fn local(&self) -> &Local {
+        &self.local
+    }
+
+    /// `rr --crr` on the agent: the next connection from the client within
+    /// `wait` (None when none came), its one stream admitted (the token,
+    /// an id in `ids`), `request` read to its length, `response` sent, and
+    /// the client's close awaited (a response is in flight until then).
+    /// The handshake's record, or why the transaction failed.
+    pub async fn transact(
+        &self,
+        ids: &[u32],
+        cipher: &str,
+        request: &mut [u8],
+        response: &Bytes,
+        wait: Duration,
+    ) -> Option<Result<TlsEnd, String>> {
+        let incoming = match tokio::time::timeout(wait, self.local.endpoint.accept()).await {
+            Err(_) => return None,
+            Ok(None) => return Some(Err(ENDPOINT_CLOSED.into())),
+            Ok(Some(incoming)) => incoming,
+        };
+        let started = Instant::now();
+        let served = async {
+            let connection = incoming.await.map_err(|e| format!("a QUIC handshake failed: {e}"))?;
+            let seconds = started.elapsed().as_secs_f64();
+            let answered = async {
+                let (_, mut send, mut recv) = admit(&connection, &self.net.token, ids, 1)
+                    .await?
+                    .pop()
+                    .expect("one stream");
+                recv.read_exact(request)
+                    .await
+                    .map_err(|e| format!("reading the request: {e}"))?;
+                send.write_chunk(response.clone())
+                    .await
+                    .map_err(|e| format!("sending the response: {e}"))?;
+                let _ = send.finish();
+                Ok::<_, String>(())
+            };
+            match answered.await {
+                Ok(()) => {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), connection.closed()).await;
+                }
+                Err(why) => {
+                    connection.close(VarInt::from_u32(CLOSE_REFUSED), why.as_bytes());
+                    return Err(why);
+                }
+            }
+            let certificate = tls::cert::serving_now().map(|s| s.sha256.clone()).unwrap_or_default();
+            Ok(handshake_record(cipher, seconds, certificate, None))
+        };
+        Some(served.await)
+    }
+
     /// Accepts the client's connection by `deadline` and each stream in
     /// `ids` on it, each opening with the token and its id. A connection
     /// whose streams do not is closed and another awaited.
@@ -484,7 +612,7 @@ impl Listening {
                         .await
                         .map_err(|e| format!("the client's QUIC handshake failed: {e}"))?;
                     let seconds = started.elapsed().as_secs_f64();
-                    match admit(&connection, &token, ids).await {
+                    match admit(&connection, &token, ids, ids.len()).await {
                         Ok(streams) => return Ok((connection, seconds, streams)),
                         Err(why) => {
                             refused += 1;
@@ -517,16 +645,21 @@ impl Listening {
     }
 }
 
-/// The streams of an admitted connection: each in `ids` once, each opening
-/// with the token, within 5 s of the handshake.
-async fn admit(connection: &quinn::Connection, token: &[u8; TOKEN_LEN], ids: &[u32]) -> Result<Streams, String> {
+/// The `count` streams of an admitted connection: each of an id in `ids`,
+/// none twice, each opening with the token, within 5 s of the handshake.
+async fn admit(
+    connection: &quinn::Connection,
+    token: &[u8; TOKEN_LEN],
+    ids: &[u32],
+    count: usize,
+) -> Result<Streams, String> {
     let opening = async {
         let mut streams: Streams = Vec::new();
-        while streams.len() < ids.len() {
+        while streams.len() < count {
             let (send, mut recv) = connection
                 .accept_bi()
                 .await
-                .map_err(|e| format!("after {} of {} streams: {e}", streams.len(), ids.len()))?;
+                .map_err(|e| format!("after {} of {count} streams: {e}", streams.len()))?;
             let mut head = [0u8; TOKEN_LEN + 4];
             recv.read_exact(&mut head)
                 .await

@@ -119,7 +119,7 @@ fn end_of(connected: &Connected, error: Option<String>, sends: bool) -> TaskEnd 
 
 /// Whether a connection error is the peer's close after its streams were
 /// done: the end of the test, not a failure.
-fn closed_when_done(e: &ConnectionError) -> bool {
+pub(crate) fn closed_when_done(e: &ConnectionError) -> bool {
     matches!(e, ConnectionError::ApplicationClosed(c) if c.error_code == VarInt::from_u32(CLOSE_DONE))
         || matches!(e, ConnectionError::LocallyClosed)
 }

@@ -27,6 +27,11 @@ impl<'a> TlsIo<'a> {
         }
     }
 
+    /// How long a read waits from now on (the socket's timeout).
+    pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) {
+        let _ = self.socket.set_read_timeout(timeout);
+    }
+
     /// Sends close_notify and shuts the write side: the peer reads a clean end.
     pub fn close_write(&mut self) {
         self.connection.send_close_notify();
