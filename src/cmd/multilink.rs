@@ -33,7 +33,7 @@ pub fn prepare(m: &MeasureArgs, spec: &TestSpec, target: &Target, iperf3: bool) 
     // Before the agent is asked for its addresses: the spec's own check
     // sees the links only once they are resolved.
     if crate::workload::transport_of(spec) == Some(crate::workload::transport::Proto::QUIC) {
-        return Err(SpecError::Invalid(crate::workload::tcp_stream::QUIC_LINKS.into()).into());
+        return Err(SpecError::Invalid(crate::workload::transport::quic::NO_LINKS.into()).into());
     }
     if iperf3 {
         return Err(

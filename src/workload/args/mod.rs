@@ -252,6 +252,9 @@ pub trait CommandLine: Sync {
     fn message_option(&self, size: &str) -> Option<Vec<String>>;
     /// False when the workload refuses `-t` ([`WorkloadArgs::NO_TIME`]).
     fn takes_time(&self) -> bool;
+    /// Whether the command takes `--transport NAME` (its own option, or
+    /// another's alias: rr's `--proto`): a plan's transport axis applies.
+    fn takes_transport(&self) -> bool;
     /// True when `-t` is a limit of the whole run ([`WorkloadArgs::TIME_IS_LIMIT`]).
     fn time_is_limit(&self) -> bool;
 }
@@ -301,6 +304,17 @@ impl<A: WorkloadArgs> CommandLine for ArgsOf<A> {
 
     fn takes_time(&self) -> bool {
         A::NO_TIME.is_none()
+    }
+
+    fn takes_transport(&self) -> bool {
+        // The options on the shared ones, as the CLI builds the command.
+        let command = A::augment_args(SpecArgs::augment_args(clap::Command::new("options")));
+        let takes = command.get_arguments().any(|a| {
+            a.get_long() == Some("transport")
+                || a.get_visible_aliases()
+                    .is_some_and(|aliases| aliases.contains(&"transport"))
+        });
+        takes
     }
 
     fn time_is_limit(&self) -> bool {

@@ -313,7 +313,7 @@ impl Workload for TcpStream {
         if params.transport == Proto::QUIC {
             check_quic(&params)?;
             if !spec.links.is_empty() {
-                return Err(SpecError::Invalid(QUIC_LINKS.into()));
+                return Err(SpecError::Invalid(quic::NO_LINKS.into()));
             }
         }
         tls::params::check(
@@ -473,10 +473,6 @@ fn prepare_sender(socket: &Socket, sends: bool, params: &TcpParams) -> Result<()
 /// What a test over QUIC refuses: the options of TCP's sockets, which
 /// quinn's UDP socket does not have, and a congestion controller quinn
 /// does not have.
-/// Why `--links` does not go with `--transport quic`.
-pub const QUIC_LINKS: &str = "--links with --transport quic: QUIC carries all the streams on one connection over one \
-     UDP socket, so they cannot be spread over links; drop --links, or use --transport tcp or tls";
-
 fn check_quic(params: &TcpParams) -> Result<(), SpecError> {
     let refuse = |option: &str, why: &str| {
         Err(SpecError::Invalid(format!(

@@ -20,6 +20,10 @@
 pub mod endpoint;
 pub mod stream;
 
+/// Why `--links` does not go with `--transport quic`.
+pub const NO_LINKS: &str = "--links with --transport quic: QUIC carries all the streams on one connection over one \
+     UDP socket, so they cannot be spread over links; drop --links, or use --transport tcp or tls";
+
 use serde::{Deserialize, Serialize};
 use socket2::{Protocol, Type};
 
