@@ -19,12 +19,13 @@ use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::transport::admission::token_matches;
-use crate::workload::transport::quic::endpoint::{Dialer, Driver, Listening, ENDPOINT_CLOSED};
-use crate::workload::transport::quic::stream::closed_when_done;
+use crate::workload::transport::carrier::Connection;
+use crate::workload::transport::quic::endpoint::{Dialer, Listening, ENDPOINT_CLOSED};
 use crate::workload::transport::tls::session::{ClientSetup, ServerSetup, Session};
 use crate::workload::transport::tls::wire::TlsIo;
 use crate::workload::transport::tls::{self, TlsEnd};
 use crate::workload::transport::udp::wire::DatagramHeader;
+use crate::workload::transport::wire::{timed_out, Wire};
 use crate::workload::transport::{Delivery, Proto};
 use crate::workload::{AgentNet, ClientNet, WorkloadError};
 
@@ -119,13 +120,6 @@ impl<'a> Counter<'a> {
 
 fn stopped(ctx: &StreamContext) -> bool {
     ctx.stop.load(Ordering::Relaxed)
-}
-
-fn timed_out(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
-    )
 }
 
 /// Waits for a paced flow's next start (at once when unpaced); false when
@@ -248,15 +242,13 @@ fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant, empty_polls: &
 /// The requester of one flow over a connected socket.
 pub fn requester(
     socket: &Socket,
-    tls: Option<Session>,
+    tls: Option<Box<Session>>,
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
     match (exchange.proto.delivery(), tls) {
-        (Delivery::Stream, None) => stream_requester(Some(socket), &mut Plain(socket), exchange, ctx),
-        (Delivery::Stream, Some(session)) => over_tls(socket, session, true, |io| {
-            stream_requester(Some(socket), io, exchange, ctx)
-        }),
+        (Delivery::Stream, None) => on_stream(Connection::Plain(socket), true, exchange, ctx),
+        (Delivery::Stream, Some(session)) => on_stream(Connection::Tls(socket, session), true, exchange, ctx),
         (Delivery::Datagram, _) => datagram_requester(socket, exchange, ctx),
     }
 }
@@ -264,168 +256,31 @@ pub fn requester(
 /// The responder of one flow over a connected socket.
 pub fn responder(
     socket: &Socket,
-    tls: Option<Session>,
+    tls: Option<Box<Session>>,
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
     match (exchange.proto.delivery(), tls) {
-        (Delivery::Stream, None) => stream_responder(Some(socket), &mut Plain(socket), exchange, ctx),
-        (Delivery::Stream, Some(session)) => over_tls(socket, session, false, |io| {
-            stream_responder(Some(socket), io, exchange, ctx)
-        }),
+        (Delivery::Stream, None) => on_stream(Connection::Plain(socket), false, exchange, ctx),
+        (Delivery::Stream, Some(session)) => on_stream(Connection::Tls(socket, session), false, exchange, ctx),
         (Delivery::Datagram, _) => datagram_responder(socket, exchange, ctx),
     }
 }
 
-/// What a stream loop reads and writes its messages through: the socket
-/// itself, a TLS session over it, or a QUIC stream.
-trait Wire: Read + Write {
-    /// Ends the sending side: a FIN, close_notify and a FIN, or the
-    /// stream's FIN.
-    fn close_write(&mut self);
-    /// The test is over: a read waits at most [`TAIL`] from now on.
-    fn tail(&mut self);
-}
-
-/// A plain stream socket.
-struct Plain<'a>(&'a Socket);
-
-impl Read for Plain<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut s = self.0;
-        s.read(buf)
-    }
-}
-
-impl Write for Plain<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut s = self.0;
-        s.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Wire for Plain<'_> {
-    fn close_write(&mut self) {
-        let _ = self.0.shutdown(std::net::Shutdown::Write);
-    }
-
-    fn tail(&mut self) {
-        let _ = self.0.set_read_timeout(Some(TAIL));
-    }
-}
-
-impl Wire for TlsIo<'_> {
-    fn close_write(&mut self) {
-        TlsIo::close_write(self)
-    }
-
-    fn tail(&mut self) {
-        self.set_read_timeout(Some(TAIL));
-    }
-}
-
-/// A QUIC stream: each read and write drives the end's runtime on the
-/// calling thread until it is done (see [`Driver`]).
-pub struct QuicWire<'a> {
-    driver: &'a Driver,
-    send: quinn::SendStream,
-    recv: quinn::RecvStream,
-    read_timeout: Option<Duration>,
-}
-
-impl<'a> QuicWire<'a> {
-    pub fn new(driver: &'a Driver, send: quinn::SendStream, recv: quinn::RecvStream) -> QuicWire<'a> {
-        QuicWire {
-            driver,
-            send,
-            recv,
-            read_timeout: None,
-        }
-    }
-}
-
-impl Read for QuicWire<'_> {
-    /// Some bytes, or 0 at the stream's end or the peer's close once done.
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let (recv, timeout) = (&mut self.recv, self.read_timeout);
-        self.driver.block_on(async move {
-            let got = match timeout {
-                Some(t) => tokio::time::timeout(t, recv.read(buf))
-                    .await
-                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?,
-                None => recv.read(buf).await,
-            };
-            match got {
-                Ok(Some(n)) => Ok(n),
-                Ok(None) => Ok(0),
-                Err(quinn::ReadError::ConnectionLost(e)) if closed_when_done(&e) => Ok(0),
-                Err(quinn::ReadError::Reset(code)) => Err(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionReset,
-                    format!("the peer reset the stream (code {code})"),
-                )),
-                Err(e) => Err(std::io::Error::other(e)),
-            }
-        })
-    }
-}
-
-impl Write for QuicWire<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let send = &mut self.send;
-        self.driver.block_on(send.write(buf)).map_err(|e| match e {
-            quinn::WriteError::Stopped(code) => std::io::Error::new(
-                std::io::ErrorKind::ConnectionReset,
-                format!("the peer stopped the stream (code {code})"),
-            ),
-            e => std::io::Error::other(e),
-        })
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Wire for QuicWire<'_> {
-    fn close_write(&mut self) {
-        let _ = self.send.finish();
-    }
-
-    fn tail(&mut self) {
-        self.read_timeout = Some(TAIL);
-    }
-}
-
-/// The requester of one flow over a QUIC stream.
-pub fn quic_requester(wire: &mut QuicWire, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
-    stream_requester(None, wire, exchange, ctx)
-}
-
-/// The responder of one flow over a QUIC stream.
-pub fn quic_responder(wire: &mut QuicWire, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
-    stream_responder(None, wire, exchange, ctx)
-}
-
-/// Runs a stream loop over `session` and puts the session's record (with
-/// this end's one-core cipher speed) in the stream end.
-fn over_tls(
-    socket: &Socket,
-    session: Session,
-    seals_requests: bool,
-    run: impl FnOnce(&mut dyn Wire) -> (TaskEnd, FlowCounts),
+/// The requester (or the responder) of one flow over a stream of any
+/// transport: a socket, a TLS session over it, or a QUIC stream. Over TLS
+/// and QUIC the stream end records the handshake; the requester seals
+/// the requests.
+pub fn on_stream(
+    connection: Connection,
+    requester: bool,
+    exchange: &Exchange,
+    ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
-    let mut io = TlsIo::new(session, socket);
-    let (mut end, counts) = run(&mut io);
-    let mut record = io.end.clone();
-    // Both ends seal and open; the sender's direction (requests) is what
-    // the requester seals.
-    record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, seals_requests);
-    end.extras.set(tls::KEY, &record);
-    (end, counts)
+    connection.carry(requester, |socket, wire| match requester {
+        true => stream_requester(socket, wire, exchange, ctx),
+        false => stream_responder(socket, wire, exchange, ctx),
+    })
 }
 
 /// `socket`: the connection's, for `--spin` and `--quickack` (None over QUIC).
@@ -455,7 +310,7 @@ fn stream_requester(
             break None;
         };
         if stopped(ctx) {
-            io.tail();
+            io.set_read_timeout(Some(TAIL));
         }
         let read = match socket.filter(|_| exchange.spin && !stopped(ctx)) {
             Some(socket) => read_full_spinning(socket, &mut response, ctx, &mut counter.rr.spin_empty_polls),
@@ -669,19 +524,34 @@ pub fn crr_requester(
     message.extend_from_slice(&id.to_be_bytes());
     message.extend((0..exchange.request).map(|i| (i % 251) as u8));
     let mut response = vec![0u8; exchange.response];
-    let mut counter = Counter::new(exchange, ctx, true);
-    let mut error = None;
-    let mut next = Instant::now();
-    let mut handshakes: Option<TlsEnd> = None;
     let dial = Dial {
         proto: exchange.proto,
         addr,
         bind: net.route(id).0,
         configure,
     };
+    let connection = format!("a new connection to {addr}");
+    crr_dialing(exchange, ctx, &connection, || {
+        crr_once(&dial, tls, &message, &mut response)
+    })
+}
+
+/// The `--crr` client's loop, whatever the transport: `once` makes one
+/// transaction on a new connection and returns what its handshake
+/// settled on, if it had one; `connection` names it in an error.
+fn crr_dialing(
+    exchange: &Exchange,
+    ctx: &StreamContext,
+    connection: &str,
+    mut once: impl FnMut() -> Result<Option<TlsEnd>, String>,
+) -> (TaskEnd, FlowCounts) {
+    let mut counter = Counter::new(exchange, ctx, true);
+    let mut error = None;
+    let mut next = Instant::now();
+    let mut handshakes: Option<TlsEnd> = None;
     while !stopped(ctx) && paced(exchange, &mut next, ctx) {
         let started = Instant::now();
-        match crr_once(&dial, tls, &message, &mut response) {
+        match once() {
             Ok(record) => {
                 if let Some(record) = record {
                     handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
@@ -691,16 +561,66 @@ pub fn crr_requester(
             }
             Err(e) => {
                 error = Some(format!(
-                    "transaction {} (a new connection to {addr}): {e}",
+                    "transaction {} ({connection}): {e}",
                     counter.rr.connections + 1
                 ));
                 break;
             }
         }
     }
-    let (mut end, counts) = counter.finish(error, false);
+    with_handshakes(counter.finish(error, false), handshakes, true)
+}
+
+/// What one turn of a `--crr` agent's loop did.
+enum Served {
+    /// Nothing counted: no connection came, or it failed its admission
+    /// or its transaction.
+    Nothing,
+    /// One transaction answered; over TLS or QUIC, its handshake.
+    Answered(Option<TlsEnd>),
+    /// The listener is gone: the test was aborted.
+    Closed,
+}
+
+/// The `--crr` agent's loop, whatever the transport: `serve` waits a
+/// while for one connection and answers it, until the test is over and
+/// none came for a while.
+fn crr_serving(
+    exchange: &Exchange,
+    ctx: &StreamContext,
+    mut serve: impl FnMut(&mut Counter) -> Served,
+) -> (TaskEnd, FlowCounts) {
+    let mut counter = Counter::new(exchange, ctx, false);
+    let mut stop_seen: Option<Instant> = None;
+    let mut handshakes: Option<TlsEnd> = None;
+    loop {
+        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
+            break;
+        }
+        match serve(&mut counter) {
+            Served::Nothing => {}
+            Served::Answered(record) => {
+                if let Some(record) = record {
+                    handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
+                }
+                counter.rr.connections += 1;
+                counter.done(None, Instant::now());
+            }
+            Served::Closed => break,
+        }
+    }
+    with_handshakes(counter.finish(None, true), handshakes, false)
+}
+
+/// Puts the handshakes' record, with this end's one-core cipher speed
+/// (`seals`: the requests' direction), in the stream end.
+fn with_handshakes(
+    (mut end, counts): (TaskEnd, FlowCounts),
+    handshakes: Option<TlsEnd>,
+    seals: bool,
+) -> (TaskEnd, FlowCounts) {
     if let Some(mut record) = handshakes {
-        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, true);
+        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, seals);
         end.extras.set(tls::KEY, &record);
     }
     (end, counts)
@@ -780,21 +700,14 @@ pub fn crr_responder(
     let preamble_len = TOKEN_LEN + 4;
     let mut preamble_and_request = vec![0u8; preamble_len + exchange.request];
     let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
-    let mut counter = Counter::new(exchange, ctx, false);
-    let mut stop_seen: Option<Instant> = None;
-    let mut handshakes: Option<TlsEnd> = None;
-    loop {
-        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
-            break;
-        }
+    crr_serving(exchange, ctx, |counter| {
         let (socket, from) = match listener.accept() {
             Ok(pair) => pair,
-            Err(e) if timed_out(&e) => continue,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break, // aborted
-            Err(_) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Served::Closed, // aborted
+            Err(_) => return Served::Nothing,
         };
         if !from.as_socket().is_some_and(|a| net.peer_allowed(a.ip())) {
-            continue;
+            return Served::Nothing;
         }
         let _ = socket.set_read_timeout(Some(Duration::from_secs(2)));
         // Over TLS only the preamble comes in the clear.
@@ -803,39 +716,35 @@ pub fn crr_responder(
             None => &mut preamble_and_request[..],
         };
         if !matches!(read_full(&socket, clear), Ok(true)) || !token_matches(&clear[..TOKEN_LEN], &net.token) {
-            continue;
+            return Served::Nothing;
         }
-        let answered = match tls {
+        match tls {
             None => {
                 if exchange.quickack && quickack(&socket) {
                     counter.rr.quickacks += 1;
                 }
                 let mut writer: &Socket = &socket;
-                writer.write_all(&response).is_ok()
+                match writer.write_all(&response) {
+                    Ok(()) => Served::Answered(None),
+                    Err(_) => Served::Nothing,
+                }
             }
             Some(setup) => {
                 let Ok(session) = setup.handshake(&socket, Instant::now() + Duration::from_secs(2)) else {
-                    continue;
+                    return Served::Nothing;
                 };
-                handshakes
-                    .get_or_insert_with(TlsEnd::default)
-                    .add_handshake(&session.end);
+                let record = session.end.clone();
                 let mut io = TlsIo::new(session, &socket);
-                matches!(read_full(&mut io, &mut preamble_and_request[preamble_len..]), Ok(true))
+                if matches!(read_full(&mut io, &mut preamble_and_request[preamble_len..]), Ok(true))
                     && io.write_all(&response).is_ok()
+                {
+                    Served::Answered(Some(record))
+                } else {
+                    Served::Nothing
+                }
             }
-        };
-        if answered {
-            counter.rr.connections += 1;
-            counter.done(None, Instant::now());
         }
-    }
-    let (mut end, counts) = counter.finish(None, true);
-    if let Some(mut record) = handshakes {
-        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, false);
-        end.extras.set(tls::KEY, &record);
-    }
-    (end, counts)
+    })
 }
 
 /// `--crr` client over QUIC: a new connection per transaction from the
@@ -843,37 +752,13 @@ pub fn crr_responder(
 pub fn quic_crr_requester(id: u32, dialer: &Dialer, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
     let request = Bytes::from((0..exchange.request).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
     let mut response = vec![0u8; exchange.response];
-    let mut counter = Counter::new(exchange, ctx, true);
-    let mut error = None;
-    let mut next = Instant::now();
-    let mut handshakes: Option<TlsEnd> = None;
-    while !stopped(ctx) && paced(exchange, &mut next, ctx) {
-        let started = Instant::now();
-        match dialer
+    crr_dialing(exchange, ctx, "a new QUIC connection", || {
+        dialer
             .local
             .driver
             .block_on(dialer.transact(id, &request, &mut response))
-        {
-            Ok(record) => {
-                handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
-                counter.rr.connections += 1;
-                counter.done(Some(started), Instant::now());
-            }
-            Err(e) => {
-                error = Some(format!(
-                    "transaction {} (a new QUIC connection): {e}",
-                    counter.rr.connections + 1
-                ));
-                break;
-            }
-        }
-    }
-    let (mut end, counts) = counter.finish(error, false);
-    if let Some(mut record) = handshakes {
-        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, true);
-        end.extras.set(tls::KEY, &record);
-    }
-    (end, counts)
+            .map(Some)
+    })
 }
 
 /// `--crr` agent over QUIC: answer the client's connections, one
@@ -889,32 +774,19 @@ pub fn quic_crr_responder(
 ) -> (TaskEnd, FlowCounts) {
     let mut request = vec![0u8; exchange.request];
     let response = Bytes::from((0..exchange.response).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
-    let mut counter = Counter::new(exchange, ctx, false);
-    let mut stop_seen: Option<Instant> = None;
-    let mut handshakes: Option<TlsEnd> = None;
-    loop {
-        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
-            break;
-        }
+    crr_serving(exchange, ctx, |_| {
         let served = listening
             .local()
             .driver
             .block_on(listening.transact(ids, cipher, &mut request, &response, POLL));
         match served {
-            None => {}
-            Some(Ok(record)) => {
-                handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
-                counter.rr.connections += 1;
-                counter.done(None, Instant::now());
+            None => Served::Nothing,
+            Some(Ok(record)) => Served::Answered(Some(record)),
+            Some(Err(why)) if why == ENDPOINT_CLOSED => Served::Closed,
+            Some(Err(why)) => {
+                log::debug!("a QUIC transaction was not answered: {why}");
+                Served::Nothing
             }
-            Some(Err(why)) if why == ENDPOINT_CLOSED => break,
-            Some(Err(why)) => log::debug!("a QUIC transaction was not answered: {why}"),
         }
-    }
-    let (mut end, counts) = counter.finish(None, true);
-    if let Some(mut record) = handshakes {
-        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, false);
-        end.extras.set(tls::KEY, &record);
-    }
-    (end, counts)
+    })
 }

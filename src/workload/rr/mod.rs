@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::transport::admission::{self, Configure, JoinListener};
+use super::transport::carrier::Connection;
 use super::transport::quic::endpoint::{Connected, Dialer, Listening, Local};
 use super::transport::tls::session::{ClientSetup, ServerSetup, Session};
 use super::transport::tls::{self, TlsParams};
@@ -944,30 +945,20 @@ impl Side for RrSide {
                         loops::crr_requester(id, addr, &net, &configure, tls.as_deref(), &exchange, ctx)
                     }
                     (Role::Sender, FlowSocket::Socket(s)) => loops::requester(&s, None, &exchange, ctx),
-                    (Role::Sender, FlowSocket::Tls(s, session)) => loops::requester(&s, Some(*session), &exchange, ctx),
+                    (Role::Sender, FlowSocket::Tls(s, session)) => loops::requester(&s, Some(session), &exchange, ctx),
                     (Role::Receiver, FlowSocket::Socket(s)) => loops::responder(&s, None, &exchange, ctx),
                     (Role::Receiver, FlowSocket::Tls(s, session)) => {
-                        loops::responder(&s, Some(*session), &exchange, ctx)
+                        loops::responder(&s, Some(session), &exchange, ctx)
                     }
                     (Role::Receiver, FlowSocket::Listener(l, net, tls)) => {
                         loops::crr_responder(&l, &net, tls.as_deref(), &exchange, ctx)
                     }
-                    (role, FlowSocket::Quic(connected, send, recv)) => {
-                        let mut wire = loops::QuicWire::new(&connected.local.driver, send, recv);
-                        let (mut end, counts) = match role {
-                            Role::Sender => loops::quic_requester(&mut wire, &exchange, ctx),
-                            Role::Receiver => loops::quic_responder(&mut wire, &exchange, ctx),
-                        };
-                        drop(wire);
-                        // Both ends seal and open; the requester seals the requests.
-                        let mut record = connected.tls.clone();
-                        record.cipher_one_core_bits_per_second =
-                            tls::one_core_speed(&record.cipher_suite, role == Role::Sender);
-                        end.extras.set(tls::KEY, &record);
-                        end.extras
-                            .set(quic::KEY, &connected.local.figures(&connected.connection));
-                        (end, counts)
-                    }
+                    (role, FlowSocket::Quic(connected, send, recv)) => loops::on_stream(
+                        Connection::Quic(&connected, send, recv),
+                        role == Role::Sender,
+                        &exchange,
+                        ctx,
+                    ),
                     (Role::Sender, FlowSocket::QuicDialer(dialer)) => {
                         loops::quic_crr_requester(id, &dialer, &exchange, ctx)
                     }

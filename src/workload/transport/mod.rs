@@ -19,7 +19,10 @@
 //! - [`quic`]: QUIC from quinn, every stream of a test on one connection
 //!   over UDP;
 //! - [`udp`]: datagram sockets, their registration handshake, GSO/GRO and
-//!   batched system calls, and the datagram header ([`udp::wire`]).
+//!   batched system calls, and the datagram header ([`udp::wire`]);
+//! - [`wire`]: a connected stream of any transport as one `Read + Write`
+//!   for the message loops (rr, sweep), and [`carrier`]: the stream an end
+//!   holds, which runs such a loop and records the transport's figures.
 //!
 //! Workloads branch on [`Delivery`], never on a transport's name, so a new
 //! stream transport runs under every workload that runs over TCP.
@@ -27,11 +30,13 @@
 //! `"udp"`), the strings they always held; `"mptcp"` is new.
 
 pub mod admission;
+pub mod carrier;
 pub mod mptcp;
 pub mod quic;
 pub mod tcp;
 pub mod tls;
 pub mod udp;
+pub mod wire;
 
 use std::fmt;
 

@@ -9,7 +9,9 @@
 //!   no one else, not even with a version negotiation or a reset), the
 //!   client's connect and the agent's accept, which admits streams only
 //!   with the session token;
-//! - [`stream`]: the sender's and the receiver's loops.
+//! - [`stream`]: the sender's and the receiver's loops;
+//! - [`wire`]: a stream as the `Read + Write` the message loops (rr,
+//!   sweep) take.
 //!
 //! A QUIC end records its handshake under `tls` (a [`super::tls::TlsEnd`]
 //! whose record layer is `quinn`, so the cipher's bound and verdict apply
@@ -19,6 +21,7 @@
 
 pub mod endpoint;
 pub mod stream;
+pub mod wire;
 
 /// Why `--links` does not go with `--transport quic`.
 pub const NO_LINKS: &str = "--links with --transport quic: QUIC carries all the streams on one connection over one \

@@ -115,26 +115,31 @@ impl TlsParams {
 /// rr), flattened into its command line.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TlsOptions {
-    /// The TLS 1.3 cipher suite the client offers (with --transport tls).
-    #[arg(long, value_name = "CIPHER", value_enum, help_heading = "TLS (--transport tls)")]
+    /// The TLS 1.3 cipher suite the client offers (with --transport tls or quic).
+    #[arg(
+        long,
+        value_name = "CIPHER",
+        value_enum,
+        help_heading = "TLS (--transport tls or quic)"
+    )]
     pub cipher: Option<Cipher>,
     /// Trust only an agent certificate with this SHA-256 (64 hex digits,
     /// colons allowed), as `nicbench serve` prints it. Default: the
     /// fingerprint the agent announces, recorded as `trust: announced`.
-    #[arg(long, value_name = "SHA256", help_heading = "TLS (--transport tls)")]
+    #[arg(long, value_name = "SHA256", help_heading = "TLS (--transport tls or quic)")]
     pub tls_pin: Option<String>,
     /// Trust an agent certificate signed by a CA in this PEM file; it must
     /// name the agent's address.
     #[arg(
         long,
         value_name = "FILE",
-        help_heading = "TLS (--transport tls)",
+        help_heading = "TLS (--transport tls or quic)",
         conflicts_with = "tls_pin"
     )]
     pub tls_ca: Option<String>,
     /// Seal records in the kernel (kTLS) instead of rustls. Refused where
     /// the kernel has no kernel TLS (CONFIG_TLS), with the reason.
-    #[arg(long, help_heading = "TLS (--transport tls)")]
+    #[arg(long, help_heading = "TLS (--transport tls or quic)")]
     pub ktls: bool,
 }
 

@@ -1,5 +1,5 @@
 //! A TLS connection and its socket as one `Read + Write`, for workloads
-//! that exchange messages (rr) rather than stream bulk: a read opens as
+//! that exchange messages (rr, sweep) rather than stream bulk: a read opens as
 //! many records as it takes to give some plaintext, a write seals and
 //! sends at once. The socket's timeouts apply to both, as on a plain socket.
 
@@ -9,6 +9,7 @@ use socket2::Socket;
 
 use super::session::Session;
 use super::TlsEnd;
+use crate::workload::transport::wire::Wire;
 
 /// A TLS session over its socket.
 pub struct TlsIo<'a> {
@@ -82,5 +83,15 @@ impl Write for TlsIo<'_> {
             self.connection.write_tls(&mut socket)?;
         }
         Ok(())
+    }
+}
+
+impl Wire for TlsIo<'_> {
+    fn close_write(&mut self) {
+        TlsIo::close_write(self)
+    }
+
+    fn set_read_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        TlsIo::set_read_timeout(self, timeout)
     }
 }
