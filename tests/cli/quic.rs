@@ -157,7 +157,7 @@ fn what_cannot_run_over_quic_is_refused_with_the_reason() {
             "apply to --transport tls or quic, not tcp",
         ),
         (
-            &["sweep", closed, "--transport", "quic"],
+            &["files", closed, "--generate", "1x1K", "--transport", "quic"],
             "runs the kernel's stream loops",
         ),
     ];

@@ -588,3 +588,142 @@ fn a_stop_in_the_second_pass_keeps_the_first() {
         assert_eq!(passes, if size < from { 2 } else { 1 }, "{size} B: {sweep}");
     }
 }
+
+/// The sweep over TLS and QUIC (issue 46): every message sealed on one
+/// connection, ping-pong and stream; both ends count the same bytes, each
+/// records the handshake with the cipher offered (rustls' records over
+/// TCP, quinn's packets over QUIC), the case names the cipher, and the
+/// result is valid against the schema. A wrong pin is refused before any
+/// size runs, and the agent serves on.
+#[test]
+fn a_sweep_over_tls_and_quic_seals_every_message_and_both_ends_count_them() {
+    let agent = AgentProcess::start(&[]);
+    for (transport, cipher, suite, layer, mode) in [
+        ("tls", "aes128-gcm", "TLS13_AES_128_GCM_SHA256", "rustls", "ping-pong"),
+        (
+            "tls",
+            "chacha20-poly1305",
+            "TLS13_CHACHA20_POLY1305_SHA256",
+            "rustls",
+            "stream",
+        ),
+        ("quic", "aes256-gcm", "TLS13_AES_256_GCM_SHA384", "quinn", "ping-pong"),
+        ("quic", "aes128-gcm", "TLS13_AES_128_GCM_SHA256", "quinn", "stream"),
+    ] {
+        let what = format!("{transport} {cipher} {mode}");
+        let run = agent.run_json(
+            "sweep",
+            &[
+                "--transport",
+                transport,
+                "--cipher",
+                cipher,
+                "--mode",
+                mode,
+                "--sizes",
+                "1,1K,100K",
+                "--point-time",
+                "5ms",
+                "--passes",
+                "1",
+            ],
+        );
+        super::result_schema::assert_valid(&super::result_schema::schema(), &run, &what);
+        assert_eq!(run["spec"]["params"]["transport"], transport, "{what}");
+        assert_eq!(run["spec"]["params"]["tls"]["cipher"], cipher, "{what}");
+        let sweep = sweep_of(&run);
+        assert_eq!(sweep["transport"], transport, "{what}");
+        let sizes: Vec<u64> = sweep["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["size_bytes"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sizes, [1, 1024, 102400], "{what}");
+        // One connection, every message through it: the agent received
+        // what the client sent, to the byte.
+        let stream = &run["streams"][0];
+        let (sender, receiver) = (&stream["sender"], &stream["receiver"]);
+        assert!(
+            sender["error"].is_null() && receiver["error"].is_null(),
+            "{what}: {stream}"
+        );
+        let sent = sender["bytes"].as_u64().unwrap();
+        assert!(sent > 0, "{what}");
+        assert_eq!(sent, receiver["bytes"].as_u64().unwrap(), "{what}");
+        for end in [sender, receiver] {
+            let tls = &end["tls"];
+            assert_eq!(tls["cipher_suite"], suite, "{what}: {tls}");
+            assert_eq!(tls["record_layer"], layer, "{what}: {tls}");
+            assert!(tls["handshake_seconds"].as_f64().unwrap() > 0.0, "{what}: {tls}");
+            assert_eq!(end["quic"].is_object(), transport == "quic", "{what}: {end}");
+        }
+        let sum = &run["sum"]["tls"];
+        assert!(sum["client_handshake_seconds"].as_f64().unwrap() > 0.0, "{what}: {sum}");
+        assert!(sum["agent_handshake_seconds"].as_f64().unwrap() > 0.0, "{what}: {sum}");
+    }
+    // The case names transport and cipher, as compare shows them.
+    let out = nicbench(&[
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "--transport",
+        "quic",
+        "--cipher",
+        "chacha20-poly1305",
+        "--sizes",
+        "1,2",
+        "--point-time",
+        "5ms",
+        "--passes",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Sweep (ping-pong, QUIC)"), "{text}");
+    assert!(
+        text.contains("TLS: TLSv1_3 TLS13_CHACHA20_POLY1305_SHA256 (quinn)"),
+        "{text}"
+    );
+    // A certificate that is not the pinned one: refused before any size.
+    let wrong = "00".repeat(32);
+    let out = nicbench(&[
+        "sweep",
+        "127.0.0.1",
+        "-p",
+        &agent.port_arg(),
+        "--transport",
+        "tls",
+        "--tls-pin",
+        &wrong,
+        "--sizes",
+        "1",
+    ]);
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("not sha256:{wrong}")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("sweep [1/"), "no size ran: {}", stderr(&out));
+    // The agent serves on.
+    let run = agent.run_json(
+        "sweep",
+        &[
+            "--transport",
+            "tls",
+            "--sizes",
+            "1",
+            "--point-time",
+            "5ms",
+            "--passes",
+            "1",
+        ],
+    );
+    assert!(
+        run["streams"][0]["receiver"]["error"].is_null(),
+        "{}",
+        run["streams"][0]
+    );
+}

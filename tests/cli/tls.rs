@@ -244,9 +244,24 @@ fn what_cannot_run_over_tls_is_refused_with_the_reason() {
         assert!(!out.status.success(), "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: {err}");
     }
-    let out = nicbench(&["sweep", closed, "-p", "1", "--transport", "tls"]);
+    let out = nicbench(&["files", closed, "-p", "1", "--generate", "1x1K", "--transport", "tls"]);
     assert!(
-        stderr(&out).contains("the sweep runs the kernel's stream loops"),
+        stderr(&out).contains("files runs the kernel's stream loops"),
+        "{}",
+        stderr(&out)
+    );
+    let out = nicbench(&[
+        "sweep",
+        closed,
+        "-p",
+        "1",
+        "--transport",
+        "tcp",
+        "--cipher",
+        "aes256-gcm",
+    ]);
+    assert!(
+        stderr(&out).contains("apply to --transport tls or quic, not tcp"),
         "{}",
         stderr(&out)
     );

@@ -85,8 +85,9 @@ pub struct FilesOptions {
     pub length: u64,
     /// What the data connections run over: `tcp` (the default) or `mptcp`
     /// (Multipath TCP on both ends: each connection's subflows are in the
-    /// result, and the raw trial runs over it too).
-    #[arg(long, value_name = "NAME")]
+    /// result, and the raw trial runs over it too). tls and quic are refused,
+    /// with the reason.
+    #[arg(long, value_name = "NAME", hide_possible_values = true)]
     pub transport: Option<Proto>,
     /// Multipath TCP: `--transport mptcp`.
     #[arg(long, conflicts_with = "transport")]

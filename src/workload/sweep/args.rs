@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::{Mode, Sweep, SweepParams};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::transport::tls::params::TlsOptions;
 use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -37,7 +38,10 @@ pub struct SweepOptions {
     /// Ping-pong over UDP, for the sizes that fit a datagram (at most 65507 B); --transport udp.
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// What the messages travel over (mptcp: one Multipath TCP connection).
+    /// What the messages travel over: tcp; udp (as -u); mptcp (one
+    /// Multipath TCP connection); tls (TLS 1.3 from rustls over TCP: every
+    /// message sealed, the handshake and the cipher in the result); quic
+    /// (one stream of a QUIC connection from quinn).
     #[arg(long, value_enum, value_name = "NAME", conflicts_with = "udp")]
     pub transport: Option<Proto>,
     /// About how long each size is timed, over all passes; the number of exchanges adapts (at least 7).
@@ -50,6 +54,9 @@ pub struct SweepOptions {
     /// Print the points as CSV instead of the text report.
     #[arg(long, conflicts_with_all = ["json", "json_stream"])]
     pub csv: bool,
+    /// The TLS options (with --transport tls or quic).
+    #[command(flatten)]
+    pub tls: TlsOptions,
 }
 
 impl WorkloadArgs for SweepOptions {
@@ -72,6 +79,11 @@ impl WorkloadArgs for SweepOptions {
             point_seconds: self.point_time.as_secs_f64(),
             passes: Some(self.passes),
             link_speed_bits_per_second: context.link_speed_bits_per_second.map(|s| s as f64),
+            tls: None,
+        };
+        let params = SweepParams {
+            tls: self.tls.params(params.encrypted()),
+            ..params
         };
         spec.message_bytes = params.largest();
         spec.set_params(&params)

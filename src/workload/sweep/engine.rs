@@ -5,7 +5,7 @@
 //! gives them their thread, pinning and CPU accounting. Neither prints;
 //! progress leaves through the runner's progress callback.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -25,19 +25,28 @@ use crate::workload::runner::{
     AFFINITY_KEY,
 };
 use crate::workload::transport::admission::JoinListener;
+use crate::workload::transport::carrier::Carrier;
+use crate::workload::transport::wire::{timed_out, Wire};
 use crate::workload::transport::Delivery;
 
 /// How long the client waits for a UDP echo before counting it lost.
 pub const UDP_ECHO_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often a blocked agent looks at its stop flag.
 const AGENT_POLL_MS: i32 = 200;
+/// How long the client waits for the agent's end after the last header.
+const END_WAIT: Duration = Duration::from_secs(2);
 
 /// The client's sockets and its one message buffer, allocated once for the
 /// whole sweep. Ping-pong receives the echo into the buffer it sent from,
 /// as the agent does: each end touches one message's worth of memory, as
 /// NetPIPE's ends do.
-struct Link {
-    tcp: Socket,
+struct Link<'w> {
+    /// The connection's kernel socket (none over QUIC), for its figures
+    /// and, over UDP, the control messages' poll.
+    socket: Option<&'w Socket>,
+    /// The connection the sizes, the stream messages and the control
+    /// messages go over: the socket, TLS over it, or a QUIC stream.
+    wire: &'w mut dyn Wire,
     udp: Option<UdpSocket>,
     buffer: Vec<u8>,
     /// Bytes sent, probes and warm-up exchanges included.
@@ -89,7 +98,7 @@ struct LinkTurns {
     error: Option<String>,
 }
 
-impl Link {
+impl Link<'_> {
     /// Places both ends as turn `slot` of [`Place::BY_TURNS`] asks: this
     /// thread at once, the agent's end with the next header.
     fn take_turn(&mut self, slot: usize) {
@@ -168,19 +177,38 @@ impl Timing {
     }
 }
 
-impl Link {
+impl Link<'_> {
     fn header(&mut self, header: &FrameHeader) -> io::Result<()> {
-        (&self.tcp).write_all(&header.encode())
+        self.wire.write_all(&header.encode())
+    }
+
+    /// Sends the end header and waits (a while) for the agent's end of
+    /// the stream: over QUIC the connection is closed once this returns,
+    /// and a close would drop a header still in quinn's buffers.
+    fn end(&mut self) -> io::Result<()> {
+        self.header(&FrameHeader::END)?;
+        self.wire.close_write();
+        self.wire.set_read_timeout(Some(END_WAIT));
+        let mut rest = [0u8; 64];
+        loop {
+            match self.wire.read(&mut rest) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                // An agent that does not close its side: the header went.
+                Err(e) if timed_out(&e) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// One exchange of `op`: a round trip, or (streaming) one message.
     fn exchange(&mut self, op: Op, size: usize) -> io::Result<bool> {
         match op {
             Op::TcpPingPong => {
-                (&self.tcp).write_all(&self.buffer[..size])?;
-                (&self.tcp).read_exact(&mut self.buffer[..size])?;
+                self.wire.write_all(&self.buffer[..size])?;
+                self.wire.read_exact(&mut self.buffer[..size])?;
             }
-            Op::TcpStream => (&self.tcp).write_all(&self.buffer[..size])?,
+            Op::TcpStream => self.wire.write_all(&self.buffer[..size])?,
             Op::UdpPingPong => {
                 let udp = self.udp.as_ref().expect("UDP sweeps have a UDP socket");
                 udp.send(&self.buffer[..size])?;
@@ -210,7 +238,7 @@ impl Link {
         }
         if op == Op::TcpStream {
             let mut ack = [0u8; 1];
-            (&self.tcp).read_exact(&mut ack)?;
+            self.wire.read_exact(&mut ack)?;
         }
         Ok(lost)
     }
@@ -251,9 +279,9 @@ impl Link {
             }
         }
         if op == Op::UdpPingPong {
-            (&self.tcp).write_all(&[0u8; 8])?;
+            self.wire.write_all(&[0u8; 8])?;
             let mut echoed = [0u8; 8];
-            (&self.tcp).read_exact(&mut echoed)?;
+            self.wire.read_exact(&mut echoed)?;
         }
         t.seconds = started.elapsed().as_secs_f64();
         Ok(t)
@@ -392,7 +420,9 @@ fn stop_reason(ctx: &StreamContext) -> Option<(&'static str, &'static str)> {
 
 /// The client's half of a sweep, run as the runner's one stream body.
 pub(super) struct Driver {
-    pub tcp: Socket,
+    /// The sweep's connection, over the transport measured (TCP when the
+    /// sizes go by UDP).
+    pub carrier: Carrier,
     pub udp: Option<UdpSocket>,
     pub params: SweepParams,
     /// Where the ends ran, when the sweep chose it.
@@ -405,17 +435,45 @@ pub(super) struct Driver {
 }
 
 impl Driver {
-    /// Runs every point in order and reports the sweep.
+    /// Runs every point in order and reports the sweep. The client seals
+    /// the messages it sends; the echoes are sealed by the agent.
     pub(super) fn run(self, ctx: &StreamContext) -> TaskEnd {
-        self.points(ctx)
+        let Driver {
+            carrier,
+            udp,
+            params,
+            placement,
+            turns,
+            wakeup,
+        } = self;
+        let points = Points {
+            udp,
+            params,
+            placement,
+            turns,
+            wakeup,
+        };
+        carrier.carry(true, |socket, wire| points.run(socket, wire, ctx))
     }
+}
 
-    fn points(self, ctx: &StreamContext) -> TaskEnd {
+/// The driver's work once its connection is a [`Wire`].
+struct Points {
+    udp: Option<UdpSocket>,
+    params: SweepParams,
+    placement: Option<String>,
+    turns: Option<u32>,
+    wakeup: Option<crate::workload::wakeup::WakeupCost>,
+}
+
+impl Points {
+    fn run(self, socket: Option<&Socket>, wire: &mut dyn Wire, ctx: &StreamContext) -> TaskEnd {
         let params = &self.params;
         let (sizes, too_big) = params.sizes();
         let largest = sizes.last().copied().unwrap_or(1) as usize;
         let mut link = Link {
-            tcp: self.tcp,
+            socket,
+            wire,
             udp: self.udp,
             buffer: (0..largest.max(points::MIN_EXCHANGES as usize))
                 .map(|i| (i % 251) as u8)
@@ -447,7 +505,7 @@ impl Driver {
             .filter_map(|(&size, slots)| size_point(size, params.mode, slots, sweep.turns))
             .collect();
         if sweep.error.is_none() {
-            if let Err(e) = link.header(&FrameHeader::END) {
+            if let Err(e) = link.end() {
                 sweep.error = Some(format!("ending the sweep: {e}"));
             }
         }
@@ -468,8 +526,8 @@ impl Driver {
             passes: Some(sweep.passes),
         };
         let mut end = TaskEnd {
-            socket: Some(tcpinfo::socket_buffers(&link.tcp)),
-            tcp_info: tcpinfo::tcp_info(&link.tcp),
+            socket: link.socket.map(tcpinfo::socket_buffers),
+            tcp_info: link.socket.and_then(tcpinfo::tcp_info),
             error: sweep.error,
             last_activity: sweep.last_activity,
             ..TaskEnd::default()
@@ -785,7 +843,8 @@ fn extra_rounds(
 
 /// The agent: follows the client's headers until `end`.
 pub(super) struct AgentServer {
-    pub tcp: Socket,
+    /// The sweep's connection (see [`Driver::carrier`]).
+    pub carrier: Carrier,
     pub udp: Option<UdpSocket>,
     /// Whom UDP points are answered: the control connection's peer.
     pub proven: ProvenAddresses,
@@ -842,40 +901,80 @@ impl AgentServer {
     /// Follows the client's headers until `end`, as the runner's one
     /// stream body on the agent.
     pub(super) fn serve(self, ctx: &StreamContext) -> TaskEnd {
-        let mut affinity = None;
-        let mut buffer = vec![0u8; self.max_size as usize];
-        let mut received = 0u64;
-        let error = self
-            .follow(&mut buffer, &mut received, &mut affinity, ctx)
-            .err()
-            .map(|e| e.to_string());
-        ctx.bytes.store(received, Ordering::Relaxed);
-        let mut end = TaskEnd {
-            socket: Some(tcpinfo::socket_buffers(&self.tcp)),
-            tcp_info: tcpinfo::tcp_info(&self.tcp),
-            error,
-            ..TaskEnd::default()
+        let AgentServer {
+            carrier,
+            udp,
+            proven,
+            max_size,
+            may_place,
+            core_if_asked,
+            _joins,
+        } = self;
+        let echo = Echo {
+            udp,
+            proven,
+            max_size,
+            may_place,
+            core_if_asked,
         };
-        if let Some(affinity) = &affinity {
-            end.extras.set(AFFINITY_KEY, affinity);
-        }
-        end
+        // The agent seals the echoes.
+        carrier.carry(false, |socket, wire| {
+            let mut affinity = None;
+            let mut buffer = vec![0u8; max_size as usize];
+            let mut received = 0u64;
+            let error = echo
+                .follow(socket, wire, &mut buffer, &mut received, &mut affinity, ctx)
+                .err()
+                .map(|e| e.to_string());
+            ctx.bytes.store(received, Ordering::Relaxed);
+            let mut end = TaskEnd {
+                socket: socket.map(tcpinfo::socket_buffers),
+                tcp_info: socket.and_then(tcpinfo::tcp_info),
+                error,
+                ..TaskEnd::default()
+            };
+            if let Some(affinity) = &affinity {
+                end.extras.set(AFFINITY_KEY, affinity);
+            }
+            end
+        })
     }
+}
 
-    fn next_header(&self, ctx: &StreamContext) -> io::Result<FrameHeader> {
-        let mut fds = [libc::pollfd {
-            fd: self.tcp.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        while !readable(&mut fds, AGENT_POLL_MS)? {
-            if ctx.stop.load(Ordering::Relaxed) {
-                return Err(io::Error::other("stopped while waiting for the next sweep point"));
+/// The agent's work once its connection is a [`Wire`].
+struct Echo {
+    udp: Option<UdpSocket>,
+    proven: ProvenAddresses,
+    /// The largest size a header may ask for (the buffer's).
+    max_size: u64,
+    may_place: bool,
+    core_if_asked: Option<u32>,
+}
+
+impl Echo {
+    /// The next header, looking at the stop flag every [`AGENT_POLL_MS`]
+    /// while none comes. A read that times out loses nothing, so the
+    /// wait works alike over a socket, TLS (rustls keeps a partial
+    /// record) and a QUIC stream.
+    fn next_header(&self, wire: &mut dyn Wire, ctx: &StreamContext) -> io::Result<FrameHeader> {
+        let mut bytes = [0u8; HEADER_LEN];
+        let mid_sweep = || io::Error::other("the client closed the sweep connection mid-sweep");
+        wire.set_read_timeout(Some(Duration::from_millis(AGENT_POLL_MS as u64)));
+        loop {
+            match wire.read(&mut bytes[..1]) {
+                Ok(0) => return Err(mid_sweep()),
+                Ok(_) => break,
+                Err(e) if timed_out(&e) => {
+                    if ctx.stop.load(Ordering::Relaxed) {
+                        return Err(io::Error::other("stopped while waiting for the next sweep point"));
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
-        let mut bytes = [0u8; HEADER_LEN];
-        (&self.tcp).read_exact(&mut bytes).map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof => io::Error::other("the client closed the sweep connection mid-sweep"),
+        wire.set_read_timeout(None);
+        wire.read_exact(&mut bytes[1..]).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => mid_sweep(),
             _ => e,
         })?;
         FrameHeader::decode(&bytes, self.max_size).map_err(io::Error::other)
@@ -883,6 +982,8 @@ impl AgentServer {
 
     fn follow(
         &self,
+        socket: Option<&Socket>,
+        wire: &mut dyn Wire,
         buffer: &mut [u8],
         received: &mut u64,
         affinity: &mut Option<crate::workload::runner::Affinity>,
@@ -892,7 +993,7 @@ impl AgentServer {
         let mut placed = None;
         loop {
             ctx.bytes.store(*received, Ordering::Relaxed);
-            let h = self.next_header(ctx)?;
+            let h = self.next_header(wire, ctx)?;
             if h.pin_apart && affinity.is_none() {
                 *affinity = self.core_if_asked.map(pin_current_thread);
             }
@@ -902,11 +1003,15 @@ impl AgentServer {
             }
             let size = h.size as usize;
             match h.op {
-                Op::End => return Ok(()),
+                Op::End => {
+                    // The client waits for this end before it closes.
+                    wire.close_write();
+                    return Ok(());
+                }
                 Op::TcpPingPong => {
                     for _ in 0..h.exchanges() {
-                        (&self.tcp).read_exact(&mut buffer[..size])?;
-                        (&self.tcp).write_all(&buffer[..size])?;
+                        wire.read_exact(&mut buffer[..size])?;
+                        wire.write_all(&buffer[..size])?;
                         *received += h.size;
                     }
                 }
@@ -916,23 +1021,34 @@ impl AgentServer {
                         let mut left = count * h.size;
                         while left > 0 {
                             let want = left.min(buffer.len() as u64) as usize;
-                            let n = (&self.tcp).read(&mut buffer[..want])?;
+                            let n = wire.read(&mut buffer[..want])?;
                             if n == 0 {
                                 return Err(io::Error::other("the client closed the sweep connection mid-point"));
                             }
                             left -= n as u64;
                             *received += n as u64;
                         }
-                        (&self.tcp).write_all(&[1u8])?;
+                        wire.write_all(&[1u8])?;
                     }
                 }
-                Op::UdpPingPong => self.echo_datagrams(buffer, received)?,
+                Op::UdpPingPong => {
+                    let control = socket.ok_or_else(|| {
+                        io::Error::other("a UDP point arrived but this sweep's connection has no TCP socket")
+                    })?;
+                    self.echo_datagrams(control, wire, buffer, received)?
+                }
             }
         }
     }
 
     /// Echoes datagrams from the control peer until the end mark on TCP.
-    fn echo_datagrams(&self, buffer: &mut [u8], received: &mut u64) -> io::Result<()> {
+    fn echo_datagrams(
+        &self,
+        control: &Socket,
+        wire: &mut dyn Wire,
+        buffer: &mut [u8],
+        received: &mut u64,
+    ) -> io::Result<()> {
         let udp = self
             .udp
             .as_ref()
@@ -944,7 +1060,7 @@ impl AgentServer {
                 revents: 0,
             },
             libc::pollfd {
-                fd: self.tcp.as_raw_fd(),
+                fd: control.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -967,8 +1083,8 @@ impl AgentServer {
             }
             if fds[1].revents != 0 {
                 let mut mark = [0u8; 8];
-                (&self.tcp).read_exact(&mut mark)?;
-                (&self.tcp).write_all(&echoed.to_be_bytes())?;
+                wire.read_exact(&mut mark)?;
+                wire.write_all(&echoed.to_be_bytes())?;
                 return Ok(());
             }
         }

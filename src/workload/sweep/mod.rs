@@ -24,13 +24,18 @@ pub mod text;
 pub mod wire;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::runner::{run_streams, StreamContext, StreamTask};
+use super::runner::{StreamContext, StreamTask};
 use super::transport::admission::{self, JoinListener};
+use super::transport::carrier::Carrier;
+use super::transport::quic::{self, endpoint::Listening};
+use super::transport::tls::params::{Cipher, TlsParams};
+use super::transport::tls::session::{ClientSetup, ServerSetup};
 use super::transport::{Delivery, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
@@ -102,6 +107,10 @@ pub struct SweepParams {
     pub passes: Option<u32>,
     /// Line rate to compare the bandwidth with (`--link-speed`).
     pub link_speed_bits_per_second: Option<f64>,
+    /// Over TLS or QUIC (`--transport tls`, `--transport quic`): the cipher
+    /// suite and how the client trusts the agent; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsParams>,
 }
 
 impl Default for SweepParams {
@@ -116,6 +125,7 @@ impl Default for SweepParams {
             point_seconds: DEFAULT_POINT_SECONDS,
             passes: Some(DEFAULT_PASSES),
             link_speed_bits_per_second: None,
+            tls: None,
         }
     }
 }
@@ -144,6 +154,17 @@ impl SweepParams {
             Delivery::Stream => self.transport,
             Delivery::Datagram => Proto::TCP,
         }
+    }
+
+    /// Whether the messages are sealed: over TLS or QUIC.
+    pub fn encrypted(&self) -> bool {
+        self.transport == Proto::TLS || self.transport == Proto::QUIC
+    }
+
+    /// The TLS options of a sweep over TLS or QUIC (their defaults where
+    /// the spec left them out), None over any other transport.
+    pub fn tls(&self) -> Option<TlsParams> {
+        self.encrypted().then(|| self.tls.clone().unwrap_or_default())
     }
 
     /// How many passes the sweep makes over its sizes.
@@ -204,12 +225,17 @@ impl SweepParams {
         self.transport
             .available()
             .map_err(|why| SpecError::Invalid(format!("--transport {}: {why}", self.transport)))?;
-        self.transport
-            .check_kernel_stream("--transport", "the sweep")
-            .map_err(SpecError::Invalid)?;
-        if self.transport.is_datagram() && self.mode == Mode::Stream {
+        crate::workload::transport::tls::params::check(
+            self.encrypted(),
+            "tls or quic",
+            self.transport.name(),
+            self.tls.as_ref(),
+        )
+        .map_err(SpecError::Invalid)?;
+        if self.transport == Proto::UDP && self.mode == Mode::Stream {
             return Err(SpecError::Invalid(
-                "--mode stream runs over TCP only; over UDP the sweep is ping-pong (drop --udp or --mode stream)"
+                "--mode stream runs over a connection (tcp, tls, quic, mptcp); over UDP the sweep is ping-pong \
+                 (drop --udp or --mode stream)"
                     .into(),
             ));
         }
@@ -279,14 +305,21 @@ impl Figures for SweepResults {
     /// Its peak, n½ and small-message latency: the average bit rate of a
     /// sweep mixes every size and says nothing.
     fn figures(&self) -> &'static [Metric] {
-        const FIGURES: [Metric; 5] = [
+        const FIGURES: [Metric; 7] = [
             PEAK,
             HALF_PEAK_SIZE,
             SMALL_LATENCY,
             Metric::CLIENT_CPU,
             Metric::AGENT_CPU,
+            Metric::HANDSHAKE,
+            Metric::AGENT_HANDSHAKE,
         ];
         &FIGURES
+    }
+
+    /// Over TLS and QUIC, each end's handshake time in `sum.tls`.
+    fn summarize(&self, trial: &mut TrialResult) {
+        crate::workload::transport::tls::summarize(trial);
     }
 
     fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
@@ -316,6 +349,9 @@ impl Stored for SweepResults {
         };
         if p.transport != Proto::TCP {
             mode = format!("{mode} {}", p.transport.label());
+        }
+        if let Some(t) = p.tls() {
+            mode = format!("{mode} {}", t.cipher);
         }
         let sizes = match p.sizes_bytes.as_slice() {
             [] => format!(
@@ -391,11 +427,14 @@ impl TextView for SweepResults {
         ))
     }
 
+    /// The table of sizes; over TLS and QUIC the handshake, and QUIC's
+    /// own figures of the connection.
     fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
         for sweep in sweeps(trial, None) {
             text::table(&sweep, out)?;
         }
-        Ok(())
+        crate::workload::transport::tls::write_handshakes(trial, out)?;
+        crate::workload::transport::quic::write_details(trial, out)
     }
 }
 
@@ -495,7 +534,20 @@ impl Workload for Sweep {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: SweepParams = spec.params()?;
         TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity")?;
-        let listener = admission::listen(params.connection(), net.local_ip, 4, &configure(&spec.agent))?;
+        let listener = match params.transport == Proto::QUIC {
+            true => Listener::Quic(Box::new(Listening::bind(
+                net,
+                &spec.agent,
+                quic::DEFAULT_CONGESTION,
+                1,
+            )?)),
+            false => Listener::Socket(admission::listen(
+                params.connection(),
+                net.local_ip,
+                4,
+                &configure(&spec.agent),
+            )?),
+        };
         let udp = match params.transport.delivery() {
             Delivery::Stream => None,
             Delivery::Datagram => Some(UdpSocket::bind(SocketAddr::new(net.local_ip, 0)).map_err(
@@ -504,6 +556,7 @@ impl Workload for Sweep {
         };
         Ok(Box::new(SweepAgent {
             proto: params.connection(),
+            cipher: params.tls().map(|t| t.cipher),
             listener,
             agent_options: spec.agent.clone(),
             nobody_pinned: spec.client.cpus.is_empty() && spec.agent.cpus.is_empty(),
@@ -522,13 +575,42 @@ impl Workload for Sweep {
                 .copied()
                 .ok_or_else(|| WorkloadError::Setup("the agent named too few data ports for the sweep".into()))
         };
-        let tcp = admission::connect_stream(params.connection(), net, port(0)?, 1, &configure(&spec.client))?;
+        let carrier = match (params.transport == Proto::QUIC, params.tls()) {
+            (true, tls) => {
+                let tls = tls.unwrap_or_default();
+                let (connected, mut streams) =
+                    quic::endpoint::connect(net, port(0)?, &spec.client, &tls, quic::DEFAULT_CONGESTION, &[1])?;
+                let (_, send, recv) = streams
+                    .pop()
+                    .ok_or_else(|| WorkloadError::Setup("the sweep's QUIC stream did not open".into()))?;
+                Carrier::Quic(Arc::new(connected), send, recv)
+            }
+            (false, tls) => {
+                let tcp = admission::connect_stream(params.connection(), net, port(0)?, 1, &configure(&spec.client))?;
+                match tls {
+                    None => Carrier::Plain(tcp),
+                    Some(t) => {
+                        let sockets = vec![(1, tcp)];
+                        let session = ClientSetup::new(&t, net)?
+                            .handshake_all(&sockets)?
+                            .pop()
+                            .map(|(_, session)| session)
+                            .ok_or_else(|| WorkloadError::Setup("the sweep's TLS handshake did not end".into()))?;
+                        let (_, tcp) = sockets.into_iter().next().expect("one socket");
+                        Carrier::Tls(tcp, Box::new(session))
+                    }
+                }
+            }
+        };
         let udp = match params.transport.delivery() {
             Delivery::Stream => None,
             Delivery::Datagram => Some(connect_udp(net, port(1)?)?),
         };
-        let socket = crate::probe::tcpinfo::socket_buffers(&tcp);
-        let by_address = one_host(&tcp);
+        let socket = carrier.buffers();
+        let by_address = match &carrier {
+            Carrier::Quic(connected, ..) => local_address(connected.connection.remote_address().ip()),
+            _ => carrier.socket().is_some_and(one_host),
+        };
         let one_host = by_address || net.same_kernel;
         let nobody_pinned = spec.client.cpus.is_empty() && spec.agent.cpus.is_empty();
         // Both ends on one host: where they run decides a small message's
@@ -576,7 +658,7 @@ impl Workload for Sweep {
         };
         Ok(Box::new(SweepClient {
             driver: engine::Driver {
-                tcp,
+                carrier,
                 udp,
                 params,
                 placement,
@@ -586,6 +668,12 @@ impl Workload for Sweep {
             socket,
         }))
     }
+}
+
+/// Whether `ip` is an address of this host: the agent of a QUIC sweep
+/// then runs here too (a UDP socket binds only to a local address).
+fn local_address(ip: IpAddr) -> bool {
+    ip.is_loopback() || UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// Whether both ends of the data connection are on this host (loopback,
@@ -626,10 +714,20 @@ fn connect_udp(net: &ClientNet, port: u16) -> Result<UdpSocket, WorkloadError> {
     Ok(socket)
 }
 
+/// Where the agent waits for the sweep's connection.
+enum Listener {
+    /// TCP, MPTCP, TLS (over TCP), and the control connection of UDP.
+    Socket(Socket),
+    /// Boxed: an endpoint and its runtime are some hundred bytes.
+    Quic(Box<Listening>),
+}
+
 struct SweepAgent {
     /// The transport the data connection came by.
     proto: Proto,
-    listener: Socket,
+    /// Over TLS or QUIC: the cipher suite the spec names.
+    cipher: Option<Cipher>,
+    listener: Listener,
     agent_options: SideOptions,
     /// Neither end has cores chosen: on one host the sweep picks them.
     nobody_pinned: bool,
@@ -640,7 +738,10 @@ struct SweepAgent {
 
 impl AgentSide for SweepAgent {
     fn data_ports(&self) -> Vec<u16> {
-        let mut ports = vec![admission::local_port(&self.listener)];
+        let mut ports = vec![match &self.listener {
+            Listener::Socket(listener) => admission::local_port(listener),
+            Listener::Quic(listening) => listening.port(),
+        }];
         if let Some(udp) = &self.udp {
             ports.push(udp.local_addr().map(|a| a.port()).unwrap_or(0));
         }
@@ -648,12 +749,38 @@ impl AgentSide for SweepAgent {
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
-        let mut accepted = admission::accept_streams(&self.listener, &self.net, &[1], deadline)?;
-        let tcp = accepted
-            .remove(&1)
-            .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
-        // Options set on the listener are not all inherited: set them again.
-        configure(&self.agent_options)(&tcp)?;
+        let (carrier, joins) = match self.listener {
+            Listener::Quic(listening) => {
+                let suite = self.cipher.unwrap_or_default().suite_name();
+                let (connected, mut streams) = listening.accept(&[1], suite, deadline)?;
+                let (_, send, recv) = streams
+                    .pop()
+                    .ok_or_else(|| WorkloadError::Setup("the sweep's QUIC stream did not arrive".into()))?;
+                (Carrier::Quic(Arc::new(connected), send, recv), JoinListener::none())
+            }
+            Listener::Socket(listener) => {
+                let mut accepted = admission::accept_streams(&listener, &self.net, &[1], deadline)?;
+                let tcp = accepted
+                    .remove(&1)
+                    .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
+                // Options set on the listener are not all inherited: set them again.
+                configure(&self.agent_options)(&tcp)?;
+                let carrier = match self.cipher {
+                    None => Carrier::Plain(tcp),
+                    Some(_) => {
+                        let sockets = vec![(1, tcp)];
+                        let session = ServerSetup::new()?
+                            .handshake_all(&sockets, deadline)?
+                            .pop()
+                            .map(|(_, session)| session)
+                            .ok_or_else(|| WorkloadError::Setup("the sweep's TLS handshake did not end".into()))?;
+                        let (_, tcp) = sockets.into_iter().next().expect("one socket");
+                        Carrier::Tls(tcp, Box::new(session))
+                    }
+                };
+                (carrier, JoinListener::keep(self.proto, listener))
+            }
+        };
         // The agent pins its end only when a client asks (`pin apart`,
         // sent by clients before issue 42); it no longer does on its own.
         let apart = self
@@ -664,11 +791,11 @@ impl AgentSide for SweepAgent {
         Ok(Box::new(engine::AgentServer {
             may_place: self.nobody_pinned,
             core_if_asked: apart,
-            tcp,
+            carrier,
             udp: self.udp,
             proven: self.net.proven.clone(),
             max_size: self.max_size,
-            _joins: JoinListener::keep(self.proto, self.listener),
+            _joins: joins,
         }))
     }
 }
@@ -681,35 +808,37 @@ struct SweepClient {
 
 impl Side for SweepClient {
     fn aborter(&self) -> Aborter {
-        admission::aborter(&[&self.driver.tcp])
+        self.driver.carrier.aborter()
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
         let driver = self.driver;
+        let quic = driver.carrier.quic();
         let task = StreamTask::new(
             1,
             Role::Sender,
             self.socket,
             Box::new(move |ctx: &StreamContext| driver.run(ctx)),
         );
-        run_streams(vec![task], control)
+        Carrier::run_streams(quic, vec![task], control)
     }
 }
 
 impl Side for engine::AgentServer {
     fn aborter(&self) -> Aborter {
-        admission::aborter(&[&self.tcp])
+        self.carrier.aborter()
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
-        let socket = crate::probe::tcpinfo::socket_buffers(&self.tcp);
+        let socket = self.carrier.buffers();
+        let quic = self.carrier.quic();
         let task = StreamTask::new(
             1,
             Role::Receiver,
             socket,
             Box::new(move |ctx: &StreamContext| self.serve(ctx)),
         );
-        run_streams(vec![task], control)
+        Carrier::run_streams(quic, vec![task], control)
     }
 }
 
