@@ -272,14 +272,16 @@ fn line_rate_share(
         return None;
     }
     let tcp = trial.streams.iter().find_map(|s| s.sender.tcp_info.as_ref());
-    // Full-size packets: the connection's path MTU and MSS (which already
-    // excludes TCP options), or UDP datagrams of the message size.
-    let (ip_packet, payload) = match tcp {
-        Some(info) if info.send_mss_bytes > 0 && info.path_mtu_bytes > info.send_mss_bytes => {
+    // Full-size packets: the transport's own (QUIC's), the connection's
+    // path MTU and MSS (which already excludes TCP options), or UDP
+    // datagrams of the message size.
+    let (ip_packet, payload) = match (kind.full_packet(trial, ipv6), tcp) {
+        (Some(packet), _) => packet,
+        (None, Some(info)) if info.send_mss_bytes > 0 && info.path_mtu_bytes > info.send_mss_bytes => {
             (u64::from(info.path_mtu_bytes), u64::from(info.send_mss_bytes))
         }
-        Some(_) => return None,
-        None => {
+        (None, Some(_)) => return None,
+        (None, None) => {
             let stack = if ipv6 { Stack::Udp6 } else { Stack::Udp4 };
             let room = u64::from(mtu).saturating_sub(stack.header_bytes()).max(1);
             let payload = message_bytes.clamp(1, room);

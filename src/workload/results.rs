@@ -107,6 +107,14 @@ pub trait VerdictQuestions: Sync {
         true
     }
 
+    /// The full-size packet of the test's traffic when its transport packs
+    /// the bytes into datagrams of its own (QUIC): the IP packet and the
+    /// payload it carries. None: the sockets tell it (TCP's MSS and path
+    /// MTU, UDP's message size).
+    fn full_packet(&self, _trial: &TrialResult, _ipv6: bool) -> Option<(u64, u64)> {
+        None
+    }
+
     /// Why this trial has no one link's line rate although the workload's
     /// figures are bulk throughput (a stream the transport spread over
     /// several paths), in words for `Line rate: n/a (...)`; None: it has.

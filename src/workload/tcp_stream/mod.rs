@@ -187,6 +187,11 @@ impl VerdictQuestions for TcpResults {
         super::transport::mptcp::several_paths(trial)
     }
 
+    /// Over QUIC, quinn's packets at the size it settled on.
+    fn full_packet(&self, trial: &TrialResult, ipv6: bool) -> Option<(u64, u64)> {
+        quic::full_packet(trial, ipv6)
+    }
+
     /// A paced sender (`-b`) that reached 90% of its pacing rate, summed
     /// over a direction's senders, reached its offer; unpaced: no offer.
     fn sender_reached_offer(&self, trial: &TrialResult) -> Option<bool> {

@@ -53,10 +53,10 @@ impl Transport for Quic {
         (Type::DGRAM, Protocol::UDP)
     }
 
-    /// UDP's headers. The model leaves out QUIC's own per packet: a short
-    /// header (1 byte, an 8-byte connection id, a 1-4 byte packet number),
-    /// the 16-byte AEAD tag and the stream frame's header, about 30 bytes
-    /// of a 1452-byte packet: 2%.
+    /// UDP's headers, for what is framed by message size (rr's round trip
+    /// on a shaper). A bulk trial's line rate takes quinn's full packets
+    /// instead, QUIC's own bytes and its packet size included
+    /// ([`full_packet`]).
     fn stack(&self, ipv6: bool) -> Stack {
         match ipv6 {
             false => Stack::Udp4,
@@ -121,6 +121,31 @@ pub struct QuicEnd {
 /// ```text
 /// QUIC: cubic, path MTU 1452 B, GSO 64 / GRO 64 datagrams per call; client sent 912345 packets, lost 12 (0.00%), 3 congestion events; 21.3 datagrams per send call; rtt 0.08 ms
 /// ```
+/// quinn's bytes around a STREAM frame's data in a full packet of a bulk
+/// stream (quinn-proto 0.11): the short header (1 byte and quinn's 8-byte
+/// connection id), a 2-byte packet number (up to 32768 packets in
+/// flight), the 16-byte AEAD tag, and the frame's type (1), stream id (1)
+/// and offset (4 bytes from 16 KiB to 1 GiB into the stream); a frame
+/// that fills its packet carries no length.
+pub const PACKET_OVERHEAD_BYTES: u64 = 1 + 8 + 2 + 16 + 1 + 1 + 4;
+
+/// The full-size packet of a QUIC trial for the line-rate model: quinn
+/// fills UDP payloads of the path MTU it settled on (1452 B unless its
+/// discovery went higher, whatever the link's MTU), not of the link's
+/// MTU, and [`PACKET_OVERHEAD_BYTES`] of each are its own. The IP packet
+/// and the stream data it carries; None when no end has QUIC's figures.
+pub fn full_packet(trial: &crate::model::TrialResult, ipv6: bool) -> Option<(u64, u64)> {
+    let mtu = trial
+        .streams
+        .iter()
+        .flat_map(|s| [&s.sender, &s.receiver])
+        .filter_map(|end| end.extras.get::<QuicEnd>(KEY))
+        .map(|q| q.path_mtu_bytes)
+        .max()?;
+    let ip_and_udp = if ipv6 { 40 + 8 } else { 20 + 8 };
+    (mtu > PACKET_OVERHEAD_BYTES).then(|| (mtu + ip_and_udp, mtu - PACKET_OVERHEAD_BYTES))
+}
+
 pub fn write_details(trial: &crate::model::TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     use crate::model::Party;
     let mut ends: Vec<(Party, QuicEnd)> = Vec::new();
