@@ -16,6 +16,16 @@ fn point(sweep: &Value, size: u64) -> &Value {
         .unwrap_or_else(|| panic!("no point for {size} B"))
 }
 
+/// The sizes of the sweep's points, in order.
+fn sizes(sweep: &Value) -> Vec<u64> {
+    sweep["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["size_bytes"].as_u64().unwrap())
+        .collect()
+}
+
 fn best_bps(sweep: &Value, size: u64) -> f64 {
     point(sweep, size)["best_bits_per_second"].as_f64().unwrap()
 }
@@ -344,13 +354,7 @@ fn udp_sweep_skips_what_does_not_fit_a_datagram() {
     let run = agent.run_json("sweep", &["-u", "--min", "16K", "--max", "64K", "--point-time", "5ms"]);
     let sweep = sweep_of(&run);
     assert_eq!(sweep["transport"], "udp");
-    let sizes: Vec<u64> = sweep["points"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["size_bytes"].as_u64().unwrap())
-        .collect();
-    assert_eq!(sizes, vec![16384, 16387, 32765, 32768, 32771]);
+    assert_eq!(sizes(sweep), vec![16384, 16387, 32765, 32768, 32771]);
     assert_eq!(sweep["skipped_sizes_bytes"], serde_json::json!([65533, 65536]));
     assert!(sweep["note"].as_str().unwrap().contains("datagram"));
 }
@@ -633,13 +637,7 @@ fn a_sweep_over_tls_and_quic_seals_every_message_and_both_ends_count_them() {
         assert_eq!(run["spec"]["params"]["tls"]["cipher"], cipher, "{what}");
         let sweep = sweep_of(&run);
         assert_eq!(sweep["transport"], transport, "{what}");
-        let sizes: Vec<u64> = sweep["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["size_bytes"].as_u64().unwrap())
-            .collect();
-        assert_eq!(sizes, [1, 1024, 102400], "{what}");
+        assert_eq!(sizes(sweep), [1, 1024, 102400], "{what}");
         // One connection, every message through it: the agent received
         // what the client sent, to the byte.
         let stream = &run["streams"][0];

@@ -423,6 +423,20 @@ pub(super) struct Driver {
     /// The sweep's connection, over the transport measured (TCP when the
     /// sizes go by UDP).
     pub carrier: Carrier,
+    pub points: Points,
+}
+
+impl Driver {
+    /// Runs every point in order and reports the sweep. The client seals
+    /// the messages it sends; the echoes are sealed by the agent.
+    pub(super) fn run(self, ctx: &StreamContext) -> TaskEnd {
+        let points = self.points;
+        self.carrier.carry(true, |socket, wire| points.run(socket, wire, ctx))
+    }
+}
+
+/// What the driver runs once its connection is a [`Wire`].
+pub(super) struct Points {
     pub udp: Option<UdpSocket>,
     pub params: SweepParams,
     /// Where the ends ran, when the sweep chose it.
@@ -432,38 +446,6 @@ pub(super) struct Driver {
     pub turns: Option<u32>,
     /// What a wake-up on another core costs this host (ends on one host).
     pub wakeup: Option<crate::workload::wakeup::WakeupCost>,
-}
-
-impl Driver {
-    /// Runs every point in order and reports the sweep. The client seals
-    /// the messages it sends; the echoes are sealed by the agent.
-    pub(super) fn run(self, ctx: &StreamContext) -> TaskEnd {
-        let Driver {
-            carrier,
-            udp,
-            params,
-            placement,
-            turns,
-            wakeup,
-        } = self;
-        let points = Points {
-            udp,
-            params,
-            placement,
-            turns,
-            wakeup,
-        };
-        carrier.carry(true, |socket, wire| points.run(socket, wire, ctx))
-    }
-}
-
-/// The driver's work once its connection is a [`Wire`].
-struct Points {
-    udp: Option<UdpSocket>,
-    params: SweepParams,
-    placement: Option<String>,
-    turns: Option<u32>,
-    wakeup: Option<crate::workload::wakeup::WakeupCost>,
 }
 
 impl Points {
@@ -845,16 +827,7 @@ fn extra_rounds(
 pub(super) struct AgentServer {
     /// The sweep's connection (see [`Driver::carrier`]).
     pub carrier: Carrier,
-    pub udp: Option<UdpSocket>,
-    /// Whom UDP points are answered: the control connection's peer.
-    pub proven: ProvenAddresses,
-    pub max_size: u64,
-    /// Nobody chose cores: the client may place this end (the `place` flag).
-    pub may_place: bool,
-    /// The core this end takes if the client's first header asks for it
-    /// (`pin apart`: the client found both ends on one kernel, which the
-    /// addresses did not show); None when cores were given.
-    pub core_if_asked: Option<u32>,
+    pub echo: Echo,
     /// The data listener, kept while the sweep runs for MPTCP's joins.
     pub _joins: JoinListener,
 }
@@ -901,26 +874,11 @@ impl AgentServer {
     /// Follows the client's headers until `end`, as the runner's one
     /// stream body on the agent.
     pub(super) fn serve(self, ctx: &StreamContext) -> TaskEnd {
-        let AgentServer {
-            carrier,
-            udp,
-            proven,
-            max_size,
-            may_place,
-            core_if_asked,
-            _joins,
-        } = self;
-        let echo = Echo {
-            udp,
-            proven,
-            max_size,
-            may_place,
-            core_if_asked,
-        };
+        let echo = self.echo;
         // The agent seals the echoes.
-        carrier.carry(false, |socket, wire| {
+        self.carrier.carry(false, |socket, wire| {
             let mut affinity = None;
-            let mut buffer = vec![0u8; max_size as usize];
+            let mut buffer = vec![0u8; echo.max_size as usize];
             let mut received = 0u64;
             let error = echo
                 .follow(socket, wire, &mut buffer, &mut received, &mut affinity, ctx)
@@ -941,14 +899,20 @@ impl AgentServer {
     }
 }
 
-/// The agent's work once its connection is a [`Wire`].
-struct Echo {
-    udp: Option<UdpSocket>,
-    proven: ProvenAddresses,
+/// What the agent runs once its connection is a [`Wire`]: it follows the
+/// client's headers until `end`.
+pub(super) struct Echo {
+    pub udp: Option<UdpSocket>,
+    /// Whom UDP points are answered: the control connection's peer.
+    pub proven: ProvenAddresses,
     /// The largest size a header may ask for (the buffer's).
-    max_size: u64,
-    may_place: bool,
-    core_if_asked: Option<u32>,
+    pub max_size: u64,
+    /// Nobody chose cores: the client may place this end (the `place` flag).
+    pub may_place: bool,
+    /// The core this end takes if the client's first header asks for it
+    /// (`pin apart`: the client found both ends on one kernel, which the
+    /// addresses did not show); None when cores were given.
+    pub core_if_asked: Option<u32>,
 }
 
 impl Echo {

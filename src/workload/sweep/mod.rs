@@ -659,11 +659,13 @@ impl Workload for Sweep {
         Ok(Box::new(SweepClient {
             driver: engine::Driver {
                 carrier,
-                udp,
-                params,
-                placement,
-                turns,
-                wakeup,
+                points: engine::Points {
+                    udp,
+                    params,
+                    placement,
+                    turns,
+                    wakeup,
+                },
             },
             socket,
         }))
@@ -789,12 +791,14 @@ impl AgentSide for SweepAgent {
             .flatten()
             .map(|c| c.1);
         Ok(Box::new(engine::AgentServer {
-            may_place: self.nobody_pinned,
-            core_if_asked: apart,
             carrier,
-            udp: self.udp,
-            proven: self.net.proven.clone(),
-            max_size: self.max_size,
+            echo: engine::Echo {
+                udp: self.udp,
+                proven: self.net.proven.clone(),
+                max_size: self.max_size,
+                may_place: self.nobody_pinned,
+                core_if_asked: apart,
+            },
             _joins: joins,
         }))
     }
