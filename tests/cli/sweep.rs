@@ -660,7 +660,7 @@ fn a_sweep_over_tls_and_quic_seals_every_message_and_both_ends_count_them() {
         assert!(sum["client_handshake_seconds"].as_f64().unwrap() > 0.0, "{what}: {sum}");
         assert!(sum["agent_handshake_seconds"].as_f64().unwrap() > 0.0, "{what}: {sum}");
     }
-    // The case names transport and cipher, as compare shows them.
+    // The text names the transport in the table's title and the suite quinn used.
     let out = nicbench(&[
         "sweep",
         "127.0.0.1",

@@ -767,16 +767,13 @@ impl AgentSide for RrAgent {
                     .collect();
                 (ends, QuicHome::Connection(connected))
             };
-            return Ok(Box::new(RrSide {
-                role: Role::Receiver,
-                spec: self.spec,
-                params: self.params,
+            return Ok(RrSide::agent(
+                self.spec,
+                self.params,
                 ends,
-                client: None,
-                one_host: None,
-                quic: Some(home),
-                _joins: JoinListener::none(),
-            }));
+                Some(home),
+                JoinListener::none(),
+            ));
         }
         let mut joins = JoinListener::none();
         let ends: Vec<(u32, FlowSocket)> = match (self.params.proto.delivery(), self.params.crr) {
@@ -826,16 +823,7 @@ impl AgentSide for RrAgent {
                     .collect()
             }
         };
-        Ok(Box::new(RrSide {
-            role: Role::Receiver,
-            spec: self.spec,
-            params: self.params,
-            ends,
-            client: None,
-            one_host: None,
-            quic: None,
-            _joins: joins,
-        }))
+        Ok(RrSide::agent(self.spec, self.params, ends, None, joins))
     }
 }
 
@@ -888,6 +876,28 @@ struct RrSide {
     quic: Option<QuicHome>,
     /// Closed when the flows end, not before (MPTCP's joins).
     _joins: JoinListener,
+}
+
+impl RrSide {
+    /// The agent's end: its flows answer, and placement is the client's to report.
+    fn agent(
+        spec: TestSpec,
+        params: RrParams,
+        ends: Vec<(u32, FlowSocket)>,
+        quic: Option<QuicHome>,
+        joins: JoinListener,
+    ) -> Box<dyn Side> {
+        Box::new(RrSide {
+            role: Role::Receiver,
+            spec,
+            params,
+            ends,
+            client: None,
+            one_host: None,
+            quic,
+            _joins: joins,
+        })
+    }
 }
 
 impl Side for RrSide {
