@@ -49,7 +49,17 @@ fn inspect(message: Message) {
                 auth::hex_decode(&nonce, auth::NONCE_LEN),
                 auth::hex_decode(&mac, auth::MAC_LEN),
             ) {
-                let _ = key.verify_client(&[0; auth::NONCE_LEN], &n, &m);
+                let transcript = auth::Transcript {
+                    client_to_agent: [0; auth::DIGEST_LEN],
+                    agent_to_client: [0; auth::DIGEST_LEN],
+                };
+                let proof = auth::Handshake {
+                    agent_nonce: &[0; auth::NONCE_LEN],
+                    client_nonce: &n,
+                    transcript: &transcript,
+                };
+                let _ = key.verify_client(&proof, &m);
+                let _ = key.is_handshake_only_proof(&[0; auth::NONCE_LEN], &n, &m);
             }
         }
         Message::TestRequest { spec, .. } => {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{host_settings, peer, run, unexpected, watch, Refusal, Shared};
 use crate::probe::host::facts_toward;
-use crate::protocol::auth::{self, Psk};
+use crate::protocol::auth::{self, End, Psk};
 use crate::protocol::channel::Channel;
 use crate::protocol::{self, Hello, Message, ProtocolError, MAX_CLIENT_FRAME};
 
@@ -135,6 +135,9 @@ fn our_hello(shared: &Shared) -> Hello {
     if shared.config.allow_host_changes && shared.config.psk.is_some() {
         hello.features.push(protocol::FEATURE_HOST_CHANGES.to_string());
     }
+    if shared.config.psk.is_some() {
+        hello.features.push(protocol::FEATURE_SEALED_SESSION.to_string());
+    }
     hello
 }
 
@@ -146,22 +149,28 @@ fn expect_hello(channel: &mut Channel, handshake: &Handshake) -> Result<(), Refu
     }
 }
 
-/// The agent's half of the challenge-response (see `protocol::auth`).
+/// The agent's half of the challenge-response (see `protocol::auth`), then
+/// the seal: every later frame either way carries the session key's MAC.
 fn authenticate(channel: &mut Channel, psk: &Psk, handshake: &Handshake, shared: &Shared) -> Result<(), Refusal> {
     let agent_nonce = auth::new_nonce();
     channel.send(&Message::AuthChallenge {
         nonce: auth::hex_encode(&agent_nonce),
     })?;
+    // What both ends said so far, as the client will have it when it answers.
+    let transcript = channel.transcript(End::Agent);
+    let refuse = |reason: String| {
+        shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
+        Refusal::Tell(reason)
+    };
     let (client_nonce, mac) = match handshake.recv(channel, "auth_response")? {
         Message::AuthResponse { nonce, mac } => (nonce, mac),
         other => {
-            shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
-            crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
-            return Err(Refusal::Tell(format!(
+            return Err(refuse(format!(
                 "authentication required: this agent needs its pre-shared key \
                  (client: --psk-file or NICBENCH_PSK_FILE); got '{}' instead of auth_response",
                 other.kind()
-            )));
+            )))
         }
     };
     let decoded = (
@@ -169,22 +178,32 @@ fn authenticate(channel: &mut Channel, psk: &Psk, handshake: &Handshake, shared:
         auth::hex_decode(&mac, auth::MAC_LEN),
     );
     let (Some(client_nonce), Some(mac)) = decoded else {
-        shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
-        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
-        return Err(Refusal::Tell(
-            "malformed auth_response: nonce and mac must be hex".into(),
-        ));
+        return Err(refuse("malformed auth_response: nonce and mac must be hex".into()));
     };
-    if !psk.verify_client(&agent_nonce, &client_nonce, &mac) {
-        shared.stats.auth_failures.fetch_add(1, Ordering::Relaxed);
-        crate::metrics::AgentMetrics::global().refused(crate::metrics::RefusalReason::Auth);
-        return Err(Refusal::Tell(
-            "authentication failed: the client's pre-shared key differs from this agent's".into(),
+    let proof = auth::Handshake {
+        agent_nonce: &agent_nonce,
+        client_nonce: &client_nonce,
+        transcript: &transcript,
+    };
+    if !psk.verify_client(&proof, &mac) {
+        if psk.is_handshake_only_proof(&agent_nonce, &client_nonce, &mac) {
+            return Err(refuse(format!(
+                "authentication refused: the client holds the right key but is an older nicbench whose proof \
+                 covers only the handshake; this agent (nicbench {}) seals every frame of the session with \
+                 the key: run the same release on both ends",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        return Err(refuse(
+            "authentication failed: the client's pre-shared key differs from this agent's \
+             (or something between the two ends changed the hellos)"
+                .into(),
         ));
     }
     channel.send(&Message::AuthOk {
-        mac: auth::hex_encode(&psk.agent_mac(&client_nonce, &agent_nonce)),
+        mac: auth::hex_encode(&psk.agent_mac(&proof)),
     })?;
+    channel.seal(psk.session_key(&proof), End::Agent);
     Ok(())
 }
 
@@ -256,14 +275,40 @@ mod tests {
             };
             let agent_nonce = auth::hex_decode(&nonce, auth::NONCE_LEN).unwrap();
             let client_nonce = auth::new_nonce();
+            let transcript = client.transcript(End::Client);
+            let proof = auth::Handshake {
+                agent_nonce: &agent_nonce,
+                client_nonce: &client_nonce,
+                transcript: &transcript,
+            };
             client
                 .send(&Message::AuthResponse {
                     nonce: auth::hex_encode(&client_nonce),
-                    mac: auth::hex_encode(&client_key.client_mac(&agent_nonce, &client_nonce)),
+                    mac: auth::hex_encode(&client_key.client_mac(&proof)),
                 })
                 .unwrap();
-            agent_side.join().unwrap()
+            (agent_side.join().unwrap(), agent_nonce, client_nonce, transcript)
         });
+        let (played, agent_nonce, client_nonce, transcript) = played;
+        if played.is_ok() {
+            // Sealed from here on, both ways.
+            let proof = auth::Handshake {
+                agent_nonce: &agent_nonce,
+                client_nonce: &client_nonce,
+                transcript: &transcript,
+            };
+            let Message::AuthOk { mac } = client.recv(Duration::from_secs(10), "auth_ok").unwrap() else {
+                panic!("no auth_ok");
+            };
+            assert!(client_key.verify_agent(&proof, &auth::hex_decode(&mac, auth::MAC_LEN).unwrap()));
+            assert!(agent.is_sealed());
+            client.seal(client_key.session_key(&proof), End::Client);
+            client.send(&Message::FactsRequest).unwrap();
+            assert_eq!(
+                agent.recv(Duration::from_secs(10), "facts_request").unwrap(),
+                Message::FactsRequest
+            );
+        }
         let verdict = played.map_err(|refusal| match refusal {
             Refusal::Tell(words) => words,
             _ => panic!("a failed key proof is told to the client"),
@@ -277,7 +322,8 @@ mod tests {
         let (verdict, failures) = prove_with(Psk::from_bytes(b"not the agent's key"));
         assert_eq!(
             verdict.unwrap_err(),
-            "authentication failed: the client's pre-shared key differs from this agent's"
+            "authentication failed: the client's pre-shared key differs from this agent's \
+             (or something between the two ends changed the hellos)"
         );
         assert_eq!(failures, 1);
     }

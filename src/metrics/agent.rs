@@ -75,15 +75,24 @@ pub enum CloseReason {
     Oversized,
     /// Silent past the handshake deadline (a slowloris).
     Timeout,
+    /// A frame of a keyed session whose MAC did not verify: changed,
+    /// injected, replayed or reordered on the way (a relay).
+    Forged,
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 3] = [CloseReason::Protocol, CloseReason::Oversized, CloseReason::Timeout];
+    pub const ALL: [CloseReason; 4] = [
+        CloseReason::Protocol,
+        CloseReason::Oversized,
+        CloseReason::Timeout,
+        CloseReason::Forged,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             CloseReason::Protocol => "protocol",
             CloseReason::Oversized => "oversized",
             CloseReason::Timeout => "timeout",
+            CloseReason::Forged => "forged_frame",
         }
     }
 }
@@ -185,6 +194,7 @@ impl AgentMetrics {
         let reason = match e {
             P::FrameTooLarge { .. } => CloseReason::Oversized,
             P::Timeout { .. } => CloseReason::Timeout,
+            P::Forged { .. } => CloseReason::Forged,
             P::Malformed(_) | P::NotNicbench | P::VersionMismatch { .. } | P::Unexpected { .. } => {
                 CloseReason::Protocol
             }

@@ -11,10 +11,22 @@ pub const HEADER_LEN: usize = 4;
 
 /// Serializes `message` into one frame.
 pub fn encode(message: &Message) -> Vec<u8> {
-    let body = serde_json::to_vec(message).expect("messages always serialize");
-    let mut frame = Vec::with_capacity(HEADER_LEN + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    frame.extend_from_slice(&body);
+    frame(&body(message), &[])
+}
+
+/// The JSON body of `message`.
+pub fn body(message: &Message) -> Vec<u8> {
+    serde_json::to_vec(message).expect("messages always serialize")
+}
+
+/// One frame of `body` followed by `trailer` (a sealed frame's tag; empty
+/// for a plain frame): the length covers both.
+pub fn frame(body: &[u8], trailer: &[u8]) -> Vec<u8> {
+    let length = body.len() + trailer.len();
+    let mut frame = Vec::with_capacity(HEADER_LEN + length);
+    frame.extend_from_slice(&(length as u32).to_be_bytes());
+    frame.extend_from_slice(body);
+    frame.extend_from_slice(trailer);
     frame
 }
 
@@ -67,6 +79,15 @@ impl Decoder {
 
     /// The next whole message, if one is buffered.
     pub fn next_message(&mut self) -> Result<Option<Message>, ProtocolError> {
+        match self.next_frame()? {
+            Some(frame) => decode_body(&frame[HEADER_LEN..]).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The next whole frame, length prefix included, if one is buffered
+    /// (a sealed channel checks its tag before decoding the body).
+    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
         if self.buffer.len() < HEADER_LEN {
             return Ok(None);
         }
@@ -74,9 +95,7 @@ impl Decoder {
         if self.buffer.len() < HEADER_LEN + length {
             return Ok(None);
         }
-        let message = decode_body(&self.buffer[HEADER_LEN..HEADER_LEN + length]);
-        self.buffer.drain(..HEADER_LEN + length);
-        message.map(Some)
+        Ok(Some(self.buffer.drain(..HEADER_LEN + length).collect()))
     }
 
     /// Bytes buffered but not yet decoded (part of a frame).

@@ -250,6 +250,12 @@ pub const FEATURE_WATCH: &str = "watch";
 /// `set_host` from a client that proves the key (`serve
 /// --allow-host-changes --psk-file`); a plan's dry run checks it.
 pub const FEATURE_HOST_CHANGES: &str = "host_changes";
+/// Feature of [`Hello::features`]: after the key proof every frame either
+/// way carries a MAC under the session key (`auth`, `channel`). An agent
+/// with a key offers it and requires it; a keyed client refuses an agent
+/// that asks for the key without it (an older release, or a relay that
+/// rewrote its hello).
+pub const FEATURE_SEALED_SESSION: &str = "sealed_session";
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0
@@ -316,6 +322,13 @@ pub enum ProtocolError {
     Closed(String),
     #[error("expected {expected}, got '{got}'")]
     Unexpected { expected: String, got: String },
+    /// A sealed frame whose tag does not verify: see `channel`.
+    #[error(
+        "control frame {sequence} from the {from} failed its MAC check: something between the two ends \
+         changed, injected, replayed, dropped or reordered a frame; the connection is closed (if this \
+         repeats, look for a relay or proxy on the path)"
+    )]
+    Forged { from: &'static str, sequence: u64 },
     #[error("control connection: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -8,7 +8,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::{SessionError, Target, HELLO_TIMEOUT, REPLY_TIMEOUT};
 use crate::address::Family;
-use crate::protocol::auth::{self, Psk};
+use crate::protocol::auth::{self, End, Psk};
 use crate::protocol::channel::Channel;
 use crate::protocol::{Hello, Message, ProtocolError, MAX_AGENT_FRAME};
 
@@ -160,6 +160,15 @@ pub(super) fn handshake_keyed(
             log::warn!("the agent at {addr} does not require authentication; the pre-shared key was not used");
         }
         (true, None) => return Err(SessionError::AuthRequired { addr }),
+        (true, Some(_)) if !hello.has_feature(crate::protocol::FEATURE_SEALED_SESSION) => {
+            return Err(SessionError::AuthFailed(format!(
+                "the agent at {addr} (nicbench {}) asks for the key but does not seal the session with it, so \
+                 a relay between us could change its requests: run nicbench {} or newer there (or something \
+                 between us rewrote its hello)",
+                hello.software_version,
+                env!("CARGO_PKG_VERSION")
+            )))
+        }
         (true, Some(psk)) => authenticate(channel, addr, psk)?,
     }
     Ok(hello)
@@ -188,7 +197,9 @@ fn foreign_answer(e: &ProtocolError) -> String {
 }
 
 /// The client's half of the challenge-response (see `protocol::auth`):
-/// prove the key, then check the agent's proof that it knows it too.
+/// prove the key, check the agent's proof that it knows it too, then seal
+/// the channel so that every later frame either way carries the session
+/// key's MAC.
 fn authenticate(channel: &mut Channel, addr: SocketAddr, psk: &Psk) -> Result<(), SessionError> {
     let malformed = |what: &str| SessionError::Protocol(ProtocolError::Malformed(format!("{what} is not hex")));
     let agent_nonce = match channel.recv(REPLY_TIMEOUT, "the agent's auth_challenge")? {
@@ -198,14 +209,21 @@ fn authenticate(channel: &mut Channel, addr: SocketAddr, psk: &Psk) -> Result<()
         other => return Err(unexpected("auth_challenge", other, addr)),
     };
     let client_nonce = auth::new_nonce();
+    let transcript = channel.transcript(End::Client);
+    let proof = auth::Handshake {
+        agent_nonce: &agent_nonce,
+        client_nonce: &client_nonce,
+        transcript: &transcript,
+    };
     channel.send(&Message::AuthResponse {
         nonce: auth::hex_encode(&client_nonce),
-        mac: auth::hex_encode(&psk.client_mac(&agent_nonce, &client_nonce)),
+        mac: auth::hex_encode(&psk.client_mac(&proof)),
     })?;
     match channel.recv(REPLY_TIMEOUT, "the agent to check the key")? {
         Message::AuthOk { mac } => {
             let mac = auth::hex_decode(&mac, auth::MAC_LEN).ok_or_else(|| malformed("the agent's proof"))?;
-            if psk.verify_agent(&client_nonce, &agent_nonce, &mac) {
+            if psk.verify_agent(&proof, &mac) {
+                channel.seal(psk.session_key(&proof), End::Client);
                 Ok(())
             } else {
                 Err(SessionError::AuthFailed(format!(
@@ -359,11 +377,7 @@ mod tests {
 
     #[test]
     fn an_agent_that_asks_for_a_key_needs_one() {
-        let (target, agent) = fake_agent(|channel| {
-            let mut hello = Hello::ours(["tcp"]);
-            hello.auth_required = true;
-            greet(channel, hello);
-        });
+        let (target, agent) = fake_agent(|channel| greet(channel, keyed_hello()));
         let e = open(&target).err().expect("no key, yet connected");
         agent.join().unwrap();
         assert!(matches!(e, SessionError::AuthRequired { .. }), "{e:?}");
@@ -381,42 +395,85 @@ mod tests {
         assert!(e.to_string().contains("does not ask for a pre-shared key"), "{e}");
     }
 
-    /// The agent's half of the key proof, answering with `agent_key`'s proof.
-    fn prove(channel: &mut Channel, client_key: &Psk, agent_key: &Psk) {
+    /// A keyed agent's hello: it asks for the key and seals the session.
+    fn keyed_hello() -> Hello {
         let mut hello = Hello::ours(["tcp"]);
         hello.auth_required = true;
-        greet(channel, hello);
+        hello.features.push(crate::protocol::FEATURE_SEALED_SESSION.into());
+        hello
+    }
+
+    /// The agent's half of the key proof, answering with `agent_key`'s
+    /// proof; then the channel is sealed with `agent_key`.
+    fn prove(channel: &mut Channel, client_key: &Psk, agent_key: &Psk) {
+        greet(channel, keyed_hello());
         let agent_nonce = auth::new_nonce();
         channel
             .send(&Message::AuthChallenge {
                 nonce: auth::hex_encode(&agent_nonce),
             })
             .unwrap();
+        let transcript = channel.transcript(End::Agent);
         let Message::AuthResponse { nonce, mac } = channel.recv(Duration::from_secs(10), "auth_response").unwrap()
         else {
             panic!("no auth_response");
         };
         let client_nonce = auth::hex_decode(&nonce, auth::NONCE_LEN).unwrap();
         let mac = auth::hex_decode(&mac, auth::MAC_LEN).unwrap();
-        assert!(client_key.verify_client(&agent_nonce, &client_nonce, &mac));
+        let proof = auth::Handshake {
+            agent_nonce: &agent_nonce,
+            client_nonce: &client_nonce,
+            transcript: &transcript,
+        };
+        assert!(client_key.verify_client(&proof, &mac));
         channel
             .send(&Message::AuthOk {
-                mac: auth::hex_encode(&agent_key.agent_mac(&client_nonce, &agent_nonce)),
+                mac: auth::hex_encode(&agent_key.agent_mac(&proof)),
             })
             .unwrap();
+        channel.seal(agent_key.session_key(&proof), End::Agent);
     }
 
     #[test]
-    fn the_key_is_proved_both_ways() {
+    fn the_key_is_proved_both_ways_and_then_seals_the_session() {
         let key = Psk::from_bytes(b"0123456789abcdef0123456789abcdef");
         let same = Psk::from_bytes(b"0123456789abcdef0123456789abcdef");
-        let (target, agent) = fake_agent(move |channel| prove(channel, &same, &same));
+        let (target, agent) = fake_agent(move |channel| {
+            prove(channel, &same, &same);
+            assert_eq!(
+                channel.recv(Duration::from_secs(10), "facts_request").unwrap(),
+                Message::FactsRequest
+            );
+            channel.send(&Message::Ready).unwrap();
+        });
         let stream = connect(&target).unwrap();
         let addr = stream.peer_addr().unwrap();
         let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
         let hello = handshake_keyed(&mut channel, addr, Some(&key), true).unwrap();
+        assert!(hello.auth_required && channel.is_sealed());
+        channel.send(&Message::FactsRequest).unwrap();
+        assert_eq!(channel.recv(Duration::from_secs(10), "ready").unwrap(), Message::Ready);
         agent.join().unwrap();
-        assert!(hello.auth_required);
+    }
+
+    #[test]
+    fn a_keyed_client_refuses_an_agent_that_would_not_seal_the_session() {
+        // An older agent, or a relay that struck the feature from its hello.
+        let (target, agent) = fake_agent(|channel| {
+            let mut hello = Hello::ours(["tcp"]);
+            hello.auth_required = true;
+            greet(channel, hello);
+        });
+        let stream = connect(&target).unwrap();
+        let addr = stream.peer_addr().unwrap();
+        let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
+        let psk = Psk::from_bytes(b"0123456789abcdef0123456789abcdef");
+        let e = handshake_keyed(&mut channel, addr, Some(&psk), false).unwrap_err();
+        agent.join().unwrap();
+        assert!(
+            matches!(&e, SessionError::AuthFailed(words) if words.contains("does not seal the session")),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -75,6 +75,7 @@ mod prometheus;
 mod quic;
 mod rawclient;
 mod reflection;
+mod relay;
 mod release;
 mod repeat;
 mod result_schema;
