@@ -47,7 +47,7 @@ enum Ride {
     /// Forward everything untouched, both ways, to the end.
     Transparent,
     /// Send this plain frame instead of the client's.
-    Replace(Message),
+    Replace(Box<Message>),
     /// Flip one bit in the body of the client's sealed frame.
     Flip,
     /// Send this sealed frame, recorded from an earlier session, instead.
@@ -158,8 +158,11 @@ fn a_keyless_relay_gets_no_facts_and_no_peer_test() {
     bystander.set_nonblocking(true).unwrap();
     let target = bystander.local_addr().unwrap().to_string();
     let rides = [
-        ("its own facts_request", Ride::Replace(Message::FactsRequest)),
-        ("its own peer_test_request", Ride::Replace(peer_test_request(target))),
+        ("its own facts_request", Ride::Replace(Box::new(Message::FactsRequest))),
+        (
+            "its own peer_test_request",
+            Ride::Replace(Box::new(peer_test_request(target))),
+        ),
         ("the client's request with one bit flipped", Ride::Flip),
         ("a request recorded from an earlier session", Ride::Replay(recorded)),
     ];
