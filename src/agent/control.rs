@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::limits::Slot;
 use super::{host_settings, peer, run, unexpected, watch, Refusal, Shared};
 use crate::probe::host::facts_toward;
 use crate::protocol::auth::{self, End, Psk};
@@ -55,7 +56,9 @@ impl Handshake {
 
 /// Serves one control connection, accepted at `accepted`, to its end; a
 /// refusal is logged, and told to the client when it is worth telling.
-pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, accepted: Instant, shared: &Shared) {
+/// Its place on the control port (`slot`) is settled once its request
+/// arrives: never closed to make room after that.
+pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, accepted: Instant, shared: &Shared, slot: &Slot) {
     let local_ip = match stream.local_addr() {
         Ok(a) => a.ip(),
         Err(_) => return,
@@ -63,7 +66,7 @@ pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, accepted: I
     log::debug!("{peer}: control connection opened");
     let mut channel = Channel::new(stream, MAX_CLIENT_FRAME);
     let handshake = Handshake::new(accepted, shared.config.handshake_timeout);
-    match serve_connection(&mut channel, peer, local_ip, handshake, shared) {
+    match serve_connection(&mut channel, peer, local_ip, handshake, shared, slot) {
         Ok(()) => {}
         Err(Refusal::Quiet(reason)) => log::warn!("{peer}: closed: {reason}"),
         Err(Refusal::Busy(reason)) => log::info!("{peer}: {reason}"),
@@ -82,6 +85,7 @@ fn serve_connection(
     local_ip: IpAddr,
     handshake: Handshake,
     shared: &Shared,
+    slot: &Slot,
 ) -> Result<(), Refusal> {
     expect_hello(channel, &handshake)?;
     channel.send(&Message::Hello(our_hello(shared)))?;
@@ -90,7 +94,9 @@ fn serve_connection(
     }
     let mut addresses_sent = false;
     loop {
-        match handshake.recv(channel, "test_request")? {
+        let request = handshake.recv(channel, "test_request")?;
+        slot.settle();
+        match request {
             Message::TestRequest { spec, wait_seconds } => {
                 return run::serve(channel, peer, local_ip, shared, spec, wait_seconds)
             }

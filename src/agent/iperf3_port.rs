@@ -6,8 +6,12 @@
 //! (`--max-connections-per-address`, `--max-connections-per-minute`),
 //! held until it turns out to be a data stream or, for a new client, until
 //! its test ends; an address whose test is under way opens that test's
-//! data streams, counted per minute. Then the cap on connections open at
-//! once; refused ones get ACCESS_DENIED.
+//! data streams, counted per minute. A new connection also takes a place
+//! among the port's own fair slots (`protocol::slots`: `--max-connections`
+//! places, a quarter per /24 or /56 before the cookie, an idle one closed
+//! to make room for a less represented network), settled when its cookie
+//! arrives. Then the cap on connections open at once; refused ones get
+//! ACCESS_DENIED.
 //! Then it opens with a 37-byte cookie, read with a deadline: a cookie of
 //! a test under way makes it that test's data stream (handed over in
 //! accept order); any other is a new client.
@@ -35,7 +39,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admission::{Poll, Ticket};
-use super::limits::{ConnectionRate, Pass};
+use super::limits::{ConnectionRate, Pass, Slot};
 use super::{stream_closed, wait_readable, Shared};
 use crate::iperf3::server::{read_params, refuse_credentials, serve_test, DataConnection, ServerSettings};
 use crate::iperf3::wire::{Params, COOKIE_LEN, MAX_STREAMS};
@@ -128,14 +132,10 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             .contains_key(&peer.ip().to_canonical());
         let pass = match testing {
             true => None,
-            false => match shared.gate.admit(peer.ip(), Instant::now()) {
-                Ok(pass) => Some(pass),
+            false => match admit_new(&shared, &stream, peer) {
+                Ok(places) => Some(places),
                 Err(refusal) => {
                     shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
-                    crate::metrics::AgentMetrics::global().refused(match refusal {
-                        super::limits::GateRefusal::Rate { .. } => crate::metrics::RefusalReason::RateLimit,
-                        super::limits::GateRefusal::Open { .. } => crate::metrics::RefusalReason::ConnectionLimit,
-                    });
                     log::warn!("{peer}: iperf3 connection refused: {refusal}");
                     deny(&stream);
                     continue;
@@ -190,6 +190,36 @@ pub(super) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// A place for a connection from an address with no test under way: at
+/// the agent's gate (per address, per minute, shared with the control
+/// port) and in this port's fair slots until it shows its cookie (a
+/// quarter per network, `--max-connections` in all, an idle one closed to
+/// make room for a less represented network); or why not.
+fn admit_new(shared: &Shared, stream: &TcpStream, peer: SocketAddr) -> Result<(Pass, Slot), String> {
+    let metrics = crate::metrics::AgentMetrics::global();
+    let pass = shared.gate.admit(peer.ip(), Instant::now()).map_err(|refusal| {
+        metrics.refused(match refusal {
+            super::limits::GateRefusal::Rate { .. } => crate::metrics::RefusalReason::RateLimit,
+            super::limits::GateRefusal::Open { .. } => crate::metrics::RefusalReason::ConnectionLimit,
+        });
+        refusal.to_string()
+    })?;
+    let closer = stream
+        .try_clone()
+        .map_err(|e| format!("the agent cannot hold another connection now ({e})"))?;
+    let close = Box::new(move || {
+        let _ = closer.shutdown(std::net::Shutdown::Both);
+    });
+    let (slot, dropped) = shared.iperf3_slots.admit(peer.ip(), close).map_err(|refusal| {
+        metrics.refused(crate::metrics::RefusalReason::ConnectionLimit);
+        refusal.to_string()
+    })?;
+    if let Some(dropped) = dropped {
+        log::warn!("{}: iperf3 connection closed: {}", dropped.address, dropped.why);
+    }
+    Ok((pass, slot))
+}
+
 /// ACCESS_DENIED without ever blocking, then close.
 fn deny(stream: &TcpStream) {
     use std::io::Write;
@@ -198,14 +228,15 @@ fn deny(stream: &TcpStream) {
     }
 }
 
-/// One connection to the port, holding its place at the gate (`pass`,
-/// None for a data stream of a test under way) until it is known to be a
-/// data stream or, for a new client, until its test ends.
+/// One connection to the port, holding its place at the gate and in the
+/// port's slots (`pass`, None for a data stream of a test under way) until
+/// it is known to be a data stream or, for a new client, until its test
+/// ends; its slot settles when its cookie arrives.
 fn handle(
     stream: TcpStream,
     peer: SocketAddr,
     seq: u64,
-    pass: Option<Pass>,
+    pass: Option<(Pass, Slot)>,
     shared: &Shared,
     registry: &Registry,
     under_way: &UnderWay,
@@ -229,6 +260,9 @@ fn handle(
         }
     };
     let data_for = registry.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
+    if let Some((_, slot)) = &pass {
+        slot.settle();
+    }
     if let Some(test) = data_for {
         drop(pass);
         if let Ok(stream) = control.stream().try_clone() {

@@ -36,7 +36,7 @@ use std::thread;
 use std::time::Duration;
 
 use self::admission::Admission;
-use self::limits::ConnectionGate;
+use self::limits::{ConnectionGate, SlotTable};
 pub use self::serve::{Agent, AgentHandle};
 use crate::protocol::auth::Psk;
 use crate::protocol::channel::{peer_state, Channel, PeerState};
@@ -157,7 +157,10 @@ struct Shared {
     admission: Admission,
     /// Every new connection passes it (control port, metrics).
     gate: Arc<ConnectionGate>,
-    connections: AtomicUsize,
+    /// The control port's places (`--max-connections`), fair per network.
+    control_slots: Arc<SlotTable>,
+    /// The iperf3 port's places for connections before their cookie.
+    iperf3_slots: Arc<SlotTable>,
     shutdown: Arc<AtomicBool>,
     stats: Stats,
     /// Threads still accepting data connections for a client that left
@@ -178,8 +181,21 @@ impl Shared {
                 config.max_connections_per_address,
                 config.ipv6_prefix_per_address,
             ),
+            control_slots: SlotTable::new(
+                "control port",
+                "--max-connections",
+                config.max_connections,
+                0,
+                config.ipv6_prefix_per_address,
+            ),
+            iperf3_slots: SlotTable::new(
+                "iperf3 port",
+                "--max-connections",
+                config.max_connections,
+                0,
+                config.ipv6_prefix_per_address,
+            ),
             config,
-            connections: AtomicUsize::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             stats: Stats::default(),
             stragglers: Mutex::default(),

@@ -21,8 +21,10 @@ use crate::side_runner::{self, TrialPlan};
 use crate::workload::runner::IntervalCallback;
 use crate::workload::{self, address_proof, AgentNet, TestSpec, Workload};
 
-/// How long the client may take to open its data connections and start.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long past its setup deadline the agent waits for the thread
+/// accepting a test's data connections before it gives the slot back
+/// anyway (every step there ends at the deadline by itself).
+const SETUP_OVERRUN: Duration = Duration::from_secs(1);
 /// How often a waiting client is told its place.
 const QUEUE_UPDATE: Duration = Duration::from_secs(1);
 
@@ -47,15 +49,20 @@ pub(super) fn serve(
         .agent_side(&spec, &net)
         .map_err(|e| Refusal::Tell(e.to_string()))?;
     let proofs = ProofsAwaited::for_links(&spec, &net)?;
+    // One deadline for the whole setup, from the test's acceptance: the
+    // address proofs, every data connection's preamble, TLS or QUIC
+    // handshake, and the client's `start`.
+    let setup_deadline = Instant::now() + shared.config.handshake_timeout;
     channel.send(&Message::Accepted {
         token: protocol::token_to_hex(&token),
         data_ports: pending.data_ports(),
         agent: crate::workload::host_facts_for(&spec, local_ip),
         address_proof: proofs.as_ref().map(ProofsAwaited::announcement),
     })?;
-    let side = accept_watching(pending, proofs, channel, &shared.stragglers)?;
+    let side = accept_watching(pending, proofs, channel, &shared.stragglers, setup_deadline)?;
     channel.send(&Message::Ready)?;
-    match channel.recv(SETUP_TIMEOUT, "start")? {
+    let left = setup_deadline.saturating_duration_since(Instant::now());
+    match channel.recv(left.max(Duration::from_millis(1)), "start")? {
         Message::Start => {}
         other => return Err(unexpected("start", &other)),
     }
@@ -227,7 +234,7 @@ pub(super) fn admit<'a>(
     spec: &TestSpec,
     wait_seconds: f64,
 ) -> Result<Ticket<'a>, Refusal> {
-    let expected = Duration::from_secs_f64(spec.expected_seconds()) + SETUP_TIMEOUT;
+    let expected = Duration::from_secs_f64(spec.expected_seconds()) + shared.config.handshake_timeout;
     let busy = match shared.admission.try_enter(expected) {
         Ok(ticket) => return Ok(ticket),
         Err(busy) => busy,
@@ -284,17 +291,19 @@ pub(super) fn admit<'a>(
     }
 }
 
-/// Waits for the client's data connections while watching the control
-/// connection, so a client that vanishes now frees its slot at once
-/// instead of at the setup deadline.
+/// Waits for the client's data connections, by `deadline`, while watching
+/// the control connection, so a client that vanishes now frees its slot
+/// at once instead of at the deadline. Every step of the accepting thread
+/// ends by the deadline; should it not, the slot is given back shortly
+/// after anyway and the thread joined when it ends.
 fn accept_watching(
     pending: Box<dyn workload::AgentSide>,
     proofs: Option<ProofsAwaited>,
     channel: &Channel,
     stragglers: &Mutex<Vec<thread::JoinHandle<()>>>,
+    deadline: Instant,
 ) -> Result<Box<dyn workload::Side>, Refusal> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let deadline = Instant::now() + SETUP_TIMEOUT;
     let accepting = thread::Builder::new()
         .name("accept-data".into())
         .spawn(move || {
@@ -318,6 +327,12 @@ fn accept_watching(
                 // agent joins it then, while this slot is free at once.
                 stragglers.lock().unwrap_or_else(|e| e.into_inner()).push(accepting);
                 return Err(Refusal::Quiet("left before opening its data connections".into()));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline + SETUP_OVERRUN => {
+                stragglers.lock().unwrap_or_else(|e| e.into_inner()).push(accepting);
+                return Err(Refusal::Tell(
+                    "the data connections were not set up by the setup deadline (--handshake-timeout)".into(),
+                ));
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::control::handle_connection;
 use super::iperf3_port;
-use super::limits::{ConnectionGate, GateRefusal, Pass};
+use super::limits::{ConnectionGate, GateRefusal, Pass, Slot};
 use super::{wait_readable, AgentConfig, AgentError, Iperf3ResultSink, Shared};
 use crate::protocol::framing::encode;
 use crate::protocol::Message;
@@ -67,12 +67,14 @@ impl Agent {
         let c = &shared.config;
         log::info!(
             "agent listening on {} (authentication {}, {} concurrent test(s), queue of {}, \
-             {} connections at once, {} per address at once, {} per address per minute)",
+             {} connections at once, {} per network before the handshake, {} per address at once, \
+             {} per address per minute)",
             self.listener.local_addr().map_or("?".into(), |a| a.to_string()),
             if c.psk.is_some() { "on" } else { "off" },
             c.max_concurrent,
             c.max_queue,
             c.max_connections,
+            shared.control_slots.per_prefix(),
             c.max_connections_per_address,
             c.max_connections_per_minute
         );
@@ -100,8 +102,8 @@ impl Agent {
             let accepted = Instant::now();
             workers.retain(|w| !w.is_finished());
             join_finished(&shared.stragglers);
-            let pass = match admit_connection(&shared, peer, accepted) {
-                Ok(pass) => pass,
+            let (pass, slot) = match admit_connection(&shared, &stream, peer, accepted) {
+                Ok(places) => places,
                 Err(reason) => {
                     shared.stats.connections_refused.fetch_add(1, Ordering::Relaxed);
                     log::warn!("{peer}: connection refused: {reason}");
@@ -109,20 +111,15 @@ impl Agent {
                     continue;
                 }
             };
-            shared.connections.fetch_add(1, Ordering::Relaxed);
             crate::metrics::AgentMetrics::global().connection_accepted();
             let conn_shared = Arc::clone(&shared);
             let spawned = thread::Builder::new().name(format!("control-{peer}")).spawn(move || {
-                handle_connection(stream, peer, accepted, &conn_shared);
-                conn_shared.connections.fetch_sub(1, Ordering::Relaxed);
-                drop(pass);
+                handle_connection(stream, peer, accepted, &conn_shared, &slot);
+                drop((slot, pass));
             });
             match spawned {
                 Ok(w) => workers.push(w),
-                Err(e) => {
-                    shared.connections.fetch_sub(1, Ordering::Relaxed);
-                    log::error!("{peer}: could not start a thread: {e}");
-                }
+                Err(e) => log::error!("{peer}: could not start a thread: {e}"),
             }
             if shared.config.once {
                 for w in workers.drain(..) {
@@ -213,9 +210,16 @@ fn bind(addr: SocketAddr) -> Result<TcpListener, AgentError> {
 }
 
 /// Admits a new control connection through the agent's gate (per-address
-/// connections held and rate) and its limit of connections in all, before
-/// any thread is spent on it; or says why not.
-fn admit_connection(shared: &Shared, peer: SocketAddr, now: Instant) -> Result<Pass, String> {
+/// connections held and rate) and the control port's fair slots (a
+/// quarter per network before the handshake, `--max-connections` in all,
+/// an idle connection closed to make room for a less represented
+/// network), before any thread is spent on it; or says why not.
+fn admit_connection(
+    shared: &Shared,
+    stream: &TcpStream,
+    peer: SocketAddr,
+    now: Instant,
+) -> Result<(Pass, Slot), String> {
     let metrics = crate::metrics::AgentMetrics::global();
     let pass = shared.gate.admit(peer.ip(), now).map_err(|refusal| {
         metrics.refused(match refusal {
@@ -224,14 +228,20 @@ fn admit_connection(shared: &Shared, peer: SocketAddr, now: Instant) -> Result<P
         });
         refusal.to_string()
     })?;
-    let limit = shared.config.max_connections;
-    if shared.connections.load(Ordering::Relaxed) >= limit {
+    let closer = stream
+        .try_clone()
+        .map_err(|e| format!("the agent cannot hold another connection now ({e}); try again later"))?;
+    let close = Box::new(move || {
+        let _ = closer.shutdown(std::net::Shutdown::Both);
+    });
+    let (slot, dropped) = shared.control_slots.admit(peer.ip(), close).map_err(|refusal| {
         metrics.refused(crate::metrics::RefusalReason::ConnectionLimit);
-        return Err(format!(
-            "this agent already has {limit} control connections open (its --max-connections); try again later"
-        ));
+        refusal.to_string()
+    })?;
+    if let Some(dropped) = dropped {
+        log::warn!("{}: control connection closed: {}", dropped.address, dropped.why);
     }
-    Ok(pass)
+    Ok((pass, slot))
 }
 
 /// Tells a refused peer why in one frame, without ever blocking the accept
@@ -270,19 +280,34 @@ mod tests {
         );
     }
 
+    /// A loopback connection for `admit_connection` to hold (its peer is
+    /// whatever address the test names).
+    fn stream() -> TcpStream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        TcpStream::connect(listener.local_addr().unwrap()).unwrap()
+    }
+
+    fn admit(shared: &Shared, peer: &str) -> Result<(Pass, Slot), String> {
+        admit_connection(shared, &stream(), peer.parse().unwrap(), Instant::now())
+    }
+
     #[test]
-    fn connections_over_the_limit_are_refused_with_the_option_to_raise() {
+    fn connections_over_the_limit_are_refused_with_the_cap_they_hit() {
         let shared = shared(|c| {
             c.max_connections = 2;
             c.max_connections_per_minute = 0;
         });
-        let peer: SocketAddr = "192.0.2.7:40000".parse().unwrap();
-        let now = Instant::now();
-        assert!(admit_connection(&shared, peer, now).is_ok());
-        shared.connections.store(2, Ordering::Relaxed);
-        let words = admit_connection(&shared, peer, now).expect_err("a third connection");
+        let _first = admit(&shared, "192.0.2.7:40000").unwrap();
+        // A quarter of 2 places per network before the handshake: one.
+        let words = admit(&shared, "192.0.2.8:40000").expect_err("a second silent one from the /24");
         assert!(
-            words.contains("already has 2 control connections open (its --max-connections)"),
+            words.contains("the network 192.0.2.0/24 already holds 1 connections"),
+            "{words}"
+        );
+        let _second = admit(&shared, "198.51.100.7:40000").unwrap();
+        let words = admit(&shared, "203.0.113.7:40000").expect_err("a third connection");
+        assert!(
+            words.contains("already has 2 connections open on its control port (its --max-connections)"),
             "{words}"
         );
     }
@@ -290,32 +315,23 @@ mod tests {
     #[test]
     fn a_client_over_its_rate_is_refused_with_the_time_to_wait() {
         let shared = shared(|c| c.max_connections_per_minute = 1);
-        let peer: SocketAddr = "192.0.2.7:40000".parse().unwrap();
-        let now = Instant::now();
-        assert!(admit_connection(&shared, peer, now).is_ok());
-        let words = admit_connection(&shared, peer, now).expect_err("a second connection in the minute");
+        assert!(admit(&shared, "192.0.2.7:40000").is_ok());
+        let words = admit(&shared, "192.0.2.7:40000").expect_err("a second connection in the minute");
         assert!(words.contains("too many connections from 192.0.2.7"), "{words}");
         assert!(words.contains("--max-connections-per-minute"), "{words}");
-        let other: SocketAddr = "192.0.2.8:40000".parse().unwrap();
-        assert!(
-            admit_connection(&shared, other, now).is_ok(),
-            "the limit is per address"
-        );
+        assert!(admit(&shared, "192.0.2.8:40000").is_ok(), "the limit is per address");
     }
 
     #[test]
     fn one_address_cannot_hold_every_control_connection() {
         let shared = shared(|c| c.max_connections_per_address = 2);
-        let noisy: SocketAddr = "192.0.2.7:40000".parse().unwrap();
-        let now = Instant::now();
-        let held: Vec<Pass> = (0..2).map(|_| admit_connection(&shared, noisy, now).unwrap()).collect();
-        let words = admit_connection(&shared, noisy, now).expect_err("a third connection from one address");
+        let held: Vec<_> = (0..2).map(|_| admit(&shared, "192.0.2.7:40000").unwrap()).collect();
+        let words = admit(&shared, "192.0.2.7:40000").expect_err("a third connection from one address");
         assert!(words.contains("its --max-connections-per-address"), "{words}");
-        let honest: SocketAddr = "192.0.2.8:40000".parse().unwrap();
-        assert!(admit_connection(&shared, honest, now).is_ok());
+        assert!(admit(&shared, "192.0.2.8:40000").is_ok());
         drop(held);
         assert!(
-            admit_connection(&shared, noisy, now).is_ok(),
+            admit(&shared, "192.0.2.7:40000").is_ok(),
             "closed connections give their places back"
         );
     }

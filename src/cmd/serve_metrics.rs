@@ -24,6 +24,13 @@ pub fn start(
     let Some(listen) = args.metrics_listen else {
         return Ok(None);
     };
+    if args.metrics_probe && args.metrics_token_file.is_none() && !listen.ip().to_canonical().is_loopback() {
+        anyhow::bail!(
+            "--metrics-probe on {listen} without --metrics-token-file: anyone who reaches that address could make \
+             this agent connect to any host and port and tell open ports from closed ones by how its answer \
+             comes; give --metrics-token-file FILE, or serve metrics on a loopback address (e.g. 127.0.0.1:9310)"
+        );
+    }
     AgentMetrics::global().set_host_facts(&crate::probe::host::facts_toward(agent.ip()));
     let probe_token = args
         .metrics_token_file
@@ -49,7 +56,7 @@ pub fn start(
         match (args.metrics_probe, args.metrics_token_file.is_some()) {
             (false, _) => "",
             (true, true) => " and /probe (bearer token required)",
-            (true, false) => " and /probe (no token: anyone who reaches this port can start tests)",
+            (true, false) => " and /probe (no token, loopback only: anyone on this host can start tests)",
         }
     );
     Ok(Some(server))

@@ -105,13 +105,36 @@ pub(crate) fn out_of_range(option: &'static str, allowed: impl Into<String>, got
     }
 }
 
-/// Checks link pairs: at most [`MAX_LINKS`], no pair twice, no address in
-/// two pairs on the same end, one family per pair.
+/// What kind of address `ip` is when it names no single host (None for a
+/// unicast address): unspecified (0.0.0.0/8, ::), broadcast
+/// (255.255.255.255) or multicast (224.0.0.0/4, ff00::/8).
+pub fn not_a_host(ip: std::net::IpAddr) -> Option<&'static str> {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) if v4.octets()[0] == 0 => Some("unspecified (0.0.0.0/8, \"this network\")"),
+        std::net::IpAddr::V4(v4) if v4.is_broadcast() => Some("the broadcast address"),
+        std::net::IpAddr::V4(v4) if v4.is_multicast() => Some("a multicast address (224.0.0.0/4)"),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => Some("unspecified (::)"),
+        std::net::IpAddr::V6(v6) if v6.is_multicast() => Some("a multicast address (ff00::/8)"),
+        _ => None,
+    }
+}
+
+/// Checks link pairs: at most [`MAX_LINKS`], unicast addresses only, no
+/// pair twice, no address in two pairs on the same end, one family per pair.
 pub fn validate_link_pairs(links: &[LinkPair]) -> Result<(), SpecError> {
     if links.len() > MAX_LINKS {
         return Err(out_of_range("--links", format!("1..={MAX_LINKS} links"), links.len()));
     }
     for (i, link) in links.iter().enumerate() {
+        for (end, ip) in [("local (client)", link.client), ("agent", link.agent)] {
+            if let Some(kind) = not_a_host(ip) {
+                return Err(SpecError::Invalid(format!(
+                    "--links: link {}'s {end} address {ip} is {kind}, not the address of one host's interface; \
+                     give unicast addresses (see `ip -brief address` on each host, or use --links auto)",
+                    i + 1
+                )));
+            }
+        }
         if link.client.is_ipv4() != link.agent.is_ipv4() {
             return Err(SpecError::Invalid(format!(
                 "--links: link {} pairs {} with {}, addresses of two families; pair IPv4 with IPv4 and IPv6 with IPv6",
@@ -361,5 +384,31 @@ pub(crate) mod tests {
         let bad = r#"{"workload":"tcp","duration_seconds":"ten","streams":1,"direction":"forward","message_bytes":1,"interval_seconds":1}"#;
         let err = serde_json::from_str::<TestSpec>(bad).unwrap_err().to_string();
         assert!(err.contains("invalid type"), "{err}");
+    }
+
+    /// Issue 67, item 8: addresses that name no single host were accepted
+    /// as link addresses (and then failed the address proof).
+    #[test]
+    fn link_addresses_that_name_no_host_are_refused_at_validation() {
+        let pair = |client: &str, agent: &str| LinkPair {
+            client: client.parse().unwrap(),
+            agent: agent.parse().unwrap(),
+        };
+        for (client, agent, kind) in [
+            ("0.0.0.0", "10.0.0.2", "unspecified"),
+            ("255.255.255.255", "10.0.0.2", "the broadcast address"),
+            ("224.0.0.1", "10.0.0.2", "a multicast address (224.0.0.0/4)"),
+            ("10.0.0.1", "239.1.2.3", "a multicast address"),
+            ("::", "fd00::2", "unspecified (::)"),
+            ("ff02::1", "fd00::2", "a multicast address (ff00::/8)"),
+            ("::ffff:0.0.0.0", "::ffff:10.0.0.2", "unspecified"),
+        ] {
+            let e = validate_link_pairs(&[pair(client, agent)]).unwrap_err().to_string();
+            assert!(
+                e.contains(kind) && e.contains("give unicast addresses"),
+                "{client} {agent}: {e}"
+            );
+        }
+        assert!(validate_link_pairs(&[pair("10.0.0.1", "10.0.0.2"), pair("fd00::1", "fd00::2")]).is_ok());
     }
 }

@@ -44,6 +44,7 @@ pub mod channel;
 pub mod framing;
 pub mod gate;
 pub mod limits;
+pub mod slots;
 
 use serde::{Deserialize, Serialize};
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::transport::admission::{accept_until, token_matches};
+use super::transport::admission::{accept_until, token_matches, Deadlined};
 use super::{LinkPair, WorkloadError};
 use crate::protocol::TOKEN_LEN;
 
@@ -28,7 +28,7 @@ pub const PROOF_TAG: &[u8; 8] = b"nbproof1";
 /// The agent's answer to a good proof.
 pub const PROOF_OK: u8 = 1;
 const PROOF_LEN: usize = TOKEN_LEN + PROOF_TAG.len();
-/// How long one proof connection may take to present itself.
+/// How long one proof connection may take to present itself, whole.
 const PROOF_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The addresses the agent may send to in one test: the control
@@ -151,10 +151,7 @@ pub fn await_proofs(
             );
             continue;
         }
-        match read_proof(
-            &socket,
-            PROOF_READ_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
-        ) {
+        match read_proof(&socket, deadline.min(Instant::now() + PROOF_READ_TIMEOUT)) {
             Ok(presented) if token_matches(&presented[..TOKEN_LEN], token) && &presented[TOKEN_LEN..] == PROOF_TAG => {
                 let mut writer: &Socket = &socket;
                 // The client waits for this byte before it sends anything
@@ -176,11 +173,11 @@ pub fn await_proofs(
     Ok(proven)
 }
 
-fn read_proof(socket: &Socket, timeout: Duration) -> std::io::Result<[u8; PROOF_LEN]> {
-    socket.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+/// The proof, whole by `deadline` (a peer sending a byte at a time is cut
+/// off there, not at a per-read timeout).
+fn read_proof(socket: &Socket, deadline: Instant) -> std::io::Result<[u8; PROOF_LEN]> {
     let mut presented = [0u8; PROOF_LEN];
-    let mut reader: &Socket = socket;
-    reader.read_exact(&mut presented)?;
+    Deadlined::new(socket, deadline).read_exact(&mut presented)?;
     Ok(presented)
 }
 
@@ -306,5 +303,31 @@ mod tests {
         let (agent, client) = proof_round("127.0.0.4", [7; TOKEN_LEN], [7; TOKEN_LEN]);
         assert!(agent.unwrap_err().contains("1 proof connections refused"));
         assert!(client.is_err());
+    }
+
+    /// Issue 67, item 2: a proof sent a byte at a time under the timeout
+    /// per read went in after the deadline; it is cut off at it now.
+    #[test]
+    fn a_proof_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline() {
+        let needed = vec![ip("127.0.0.3")];
+        let token = [7; TOKEN_LEN];
+        let listener = listen(&needed).unwrap();
+        let port = crate::workload::transport::admission::local_port(&listener);
+        let drip = std::thread::spawn(move || {
+            let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+            socket.bind(&SocketAddr::new(ip("127.0.0.3"), 0).into()).unwrap();
+            socket.connect(&SocketAddr::new(ip("127.0.0.1"), port).into()).unwrap();
+            let mut writer: &Socket = &socket;
+            for byte in token.iter().chain(PROOF_TAG.iter()) {
+                if writer.write_all(&[*byte]).is_err() {
+                    return;
+                }
+                // The client's pace, not a wait for a state.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let e = await_proofs(&listener, &needed, &token, Instant::now() + Duration::from_millis(500)).unwrap_err();
+        assert!(e.to_string().contains("1 proof connections refused"), "{e}");
+        drip.join().unwrap();
     }
 }

@@ -222,3 +222,35 @@ fn the_probe_runs_a_test_toward_another_agent_and_needs_its_token() {
         "{bad}"
     );
 }
+
+/// Issue 67, item 8: `/probe` without a token on an address others reach
+/// let anyone make the agent connect anywhere and tell open ports from
+/// closed ones by timing. Such an agent does not start; on loopback it
+/// does (only this host reaches it).
+#[test]
+fn a_probe_without_a_token_is_served_on_loopback_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let psk = dir.path().join("psk");
+    std::fs::write(&psk, "the probe test's key, sixteen bytes or more\n").unwrap();
+    let psk = psk.display().to_string();
+    let out = crate::common::nicbench(&[
+        "serve",
+        "-B",
+        "127.0.0.1",
+        "-p",
+        "0",
+        "--psk-file",
+        &psk,
+        "--allow-peer-tests",
+        "--metrics-listen",
+        "0.0.0.0:0",
+        "--metrics-probe",
+    ]);
+    assert!(!out.status.success());
+    let said = crate::common::stderr(&out);
+    assert!(
+        said.contains("--metrics-probe on 0.0.0.0:0 without --metrics-token-file") && said.contains("loopback"),
+        "{said}"
+    );
+    let (_agent, _metrics) = agent_with_metrics(&["--psk-file", &psk, "--allow-peer-tests", "--metrics-probe"]);
+}

@@ -19,8 +19,14 @@ use crate::protocol::TOKEN_LEN;
 use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
 
 const PREAMBLE_LEN: usize = TOKEN_LEN + 4;
-/// How long a data connection may take to present its preamble.
+/// How long a data connection may take to present its whole preamble,
+/// from its accept (never past the test's setup deadline).
 const PREAMBLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Data connections from an admitted address whose preamble is refused
+/// that one test tolerates besides one per stream: past them its setup
+/// fails (what `--max-streams` is to streams, this is to refused data
+/// connections).
+const REFUSED_BEYOND_STREAMS: usize = 16;
 
 /// Data connections refused since the process started (wrong peer, wrong
 /// or missing token, unknown or repeated stream id).
@@ -168,8 +174,64 @@ pub fn accept_until(
     }
 }
 
+/// A socket read and written under one whole deadline: each call waits at
+/// most what is left of it, and none starts once it has passed. A peer
+/// that sends one byte at a time gains nothing by it.
+pub struct Deadlined<'a> {
+    socket: &'a Socket,
+    deadline: Instant,
+}
+
+impl<'a> Deadlined<'a> {
+    pub fn new(socket: &'a Socket, deadline: Instant) -> Deadlined<'a> {
+        Deadlined { socket, deadline }
+    }
+
+    /// What is left, never zero (a zero timeout would block for ever);
+    /// TimedOut once the deadline has passed.
+    fn left(&self) -> std::io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the setup deadline passed",
+            ));
+        }
+        Ok(left.max(Duration::from_millis(1)))
+    }
+
+    /// Clears the timeouts this left on the socket, for the test's loops.
+    pub fn clear(&self) -> std::io::Result<()> {
+        self.socket.set_read_timeout(None)?;
+        self.socket.set_write_timeout(None)
+    }
+}
+
+impl Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.socket.set_read_timeout(Some(self.left()?))?;
+        let mut socket: &Socket = self.socket;
+        socket.read(buf)
+    }
+}
+
+impl Write for Deadlined<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.socket.set_write_timeout(Some(self.left()?))?;
+        let mut socket: &Socket = self.socket;
+        socket.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Accepts one data connection per id in `expected`, refusing anything
-/// not from the control peer or without the token. Returns sockets by id.
+/// not from the control peer or without the token. Each preamble is read
+/// under one deadline from its accept (at most [`PREAMBLE_TIMEOUT`], never
+/// past `deadline`), and past [`REFUSED_BEYOND_STREAMS`] refused preambles
+/// the setup fails. Returns sockets by id.
 pub fn accept_streams(
     listener: &Socket,
     net: &AgentNet,
@@ -178,6 +240,7 @@ pub fn accept_streams(
 ) -> Result<BTreeMap<u32, Socket>, WorkloadError> {
     let mut streams = BTreeMap::new();
     let mut refused = 0u32;
+    let mut refused_preambles = 0usize;
     while streams.len() < expected.len() {
         let Some((socket, peer)) = accept_until(listener, deadline, "a data connection")? else {
             return Err(WorkloadError::Setup(format!(
@@ -196,11 +259,20 @@ pub fn accept_streams(
             refuse(peer, &allowed);
             continue;
         }
+        if refused_preambles >= expected.len() + REFUSED_BEYOND_STREAMS {
+            refuse(peer, "too many refused data connections for this test");
+            return Err(WorkloadError::Setup(format!(
+                "{refused_preambles} data connections from the client's address were refused (a wrong token, \
+                 an unknown stream, or no preamble in time) for {} streams; the test is abandoned",
+                expected.len()
+            )));
+        }
         let local = socket.local_addr().ok().and_then(|a| a.as_socket()).map(|a| a.ip());
-        match read_preamble(
-            &socket,
-            PREAMBLE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
-        ) {
+        let accepted = Instant::now();
+        let by = deadline.min(accepted + PREAMBLE_TIMEOUT);
+        // Counted as refused until admitted below.
+        refused_preambles += 1;
+        match read_preamble(&socket, by) {
             Ok((token, id))
                 if token_matches(&token, &net.token)
                     && expected.contains(&id)
@@ -209,7 +281,8 @@ pub fn accept_streams(
                         .check_stream(id, peer.map_or(net.peer_ip, |p| p.ip()), local)
                         .is_ok() =>
             {
-                let _ = socket.set_read_timeout(None);
+                refused_preambles -= 1;
+                let _ = Deadlined::new(&socket, deadline).clear();
                 streams.insert(id, socket);
             }
             Ok((token, id)) => {
@@ -227,7 +300,10 @@ pub fn accept_streams(
                 refused += 1;
                 refuse(
                     peer,
-                    &format!("no session token within {} s: {e}", PREAMBLE_TIMEOUT.as_secs()),
+                    &format!(
+                        "no whole preamble (session token and stream id) within {:.1} s of its accept: {e}",
+                        by.saturating_duration_since(accepted).as_secs_f64()
+                    ),
                 );
             }
         }
@@ -235,11 +311,10 @@ pub fn accept_streams(
     Ok(streams)
 }
 
-fn read_preamble(socket: &Socket, timeout: Duration) -> std::io::Result<([u8; TOKEN_LEN], u32)> {
-    socket.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+/// The 20-byte preamble, whole by `deadline`.
+fn read_preamble(socket: &Socket, deadline: Instant) -> std::io::Result<([u8; TOKEN_LEN], u32)> {
     let mut preamble = [0u8; PREAMBLE_LEN];
-    let mut reader: &Socket = socket;
-    reader.read_exact(&mut preamble)?;
+    Deadlined::new(socket, deadline).read_exact(&mut preamble)?;
     let mut token = [0u8; TOKEN_LEN];
     token.copy_from_slice(&preamble[..TOKEN_LEN]);
     let id = u32::from_be_bytes(preamble[TOKEN_LEN..].try_into().unwrap());
@@ -408,6 +483,37 @@ mod tests {
         assert!(err.to_string().contains("only to the client"), "{err}");
         net.proven.record(vec!["127.0.0.7".parse().unwrap()]).unwrap();
         assert!(check_destination(&net, "127.0.0.7:9".parse().unwrap()).is_ok());
+    }
+
+    /// Issue 67, item 2: the preamble had a timeout per read, so a byte
+    /// every 100 ms (under a 500 ms setup deadline) got a stream in after
+    /// two seconds. It is cut off at the deadline now.
+    #[test]
+    fn a_preamble_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let token = crate::protocol::new_token();
+        let net = AgentNet::new(ip, ip, token, Default::default(), BTreeMap::new());
+        let listener = listen(Proto::TCP, ip, 16, &|_| Ok(())).unwrap();
+        let port = local_port(&listener);
+        let drip = std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect((ip, port)).unwrap();
+            let mut preamble = token.to_vec();
+            preamble.extend_from_slice(&1u32.to_be_bytes());
+            for byte in preamble {
+                if s.write_all(&[byte]).is_err() {
+                    return;
+                }
+                // The client's pace, not a wait for a state.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let err = accept_streams(&listener, &net, &[1], Instant::now() + Duration::from_millis(500)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("0 of 1 data connections arrived in time (1 refused)"),
+            "{err}"
+        );
+        drip.join().unwrap();
     }
 
     #[test]

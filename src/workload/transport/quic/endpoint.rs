@@ -605,6 +605,16 @@ impl Listening {
                     let Some(incoming) = endpoint.accept().await else {
                         return Err("the QUIC endpoint closed".to_string());
                     };
+                    if !incoming.remote_address_validated() {
+                        // A Retry before any handshake byte: it is smaller
+                        // than the Initial it answers, so a forged Initial
+                        // draws no more than it carried; the client's
+                        // next Initial proves its address with the token.
+                        if let Err(e) = incoming.retry() {
+                            e.into_incoming().ignore();
+                        }
+                        continue;
+                    }
                     let started = Instant::now();
                     // Only the client reaches this endpoint: its failed
                     // handshake (a certificate it refused) ends the test.

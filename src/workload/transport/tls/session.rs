@@ -14,6 +14,7 @@ use socket2::Socket;
 use super::cert::{self, PinnedVerifier, Trust};
 use super::params::{normalize_pin, TlsParams};
 use super::TlsEnd;
+use crate::workload::transport::admission::Deadlined;
 use crate::workload::WorkloadError;
 
 /// A connection's TLS state once its handshake is done, and what it
@@ -242,21 +243,18 @@ fn handshake_all(
         .collect()
 }
 
-/// One handshake on `socket`, with its timeouts held to `deadline` and
-/// cleared after.
+/// One handshake on `socket`, whole by `deadline` (each read and write
+/// waits only what is left of it, so a peer sending one byte at a time
+/// is cut off there), its timeouts cleared after.
 fn handshake(
     mut connection: rustls::Connection,
     socket: &Socket,
     trust: Option<&Trust>,
     deadline: Instant,
 ) -> Result<Session, String> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(std::time::Duration::from_millis(10));
-    let timeouts = |t| socket.set_read_timeout(t).and_then(|_| socket.set_write_timeout(t));
-    timeouts(Some(left)).map_err(|e| format!("setting the handshake's timeout: {e}"))?;
+    let left = deadline.saturating_duration_since(Instant::now());
     let start = Instant::now();
-    let mut io = socket;
+    let mut io = Deadlined::new(socket, deadline);
     let shaken = (|| {
         while connection.is_handshaking() {
             connection.complete_io(&mut io)?;
@@ -267,10 +265,11 @@ fn handshake(
         Ok::<(), std::io::Error>(())
     })();
     let seconds = start.elapsed().as_secs_f64();
-    timeouts(None).map_err(|e| format!("clearing the handshake's timeout: {e}"))?;
+    io.clear()
+        .map_err(|e| format!("clearing the handshake's timeout: {e}"))?;
     shaken.map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            format!("no answer within {:.1} s: {e}", left.as_secs_f64())
+            format!("not done within {:.1} s: {e}", left.as_secs_f64())
         }
         // The client's own refusal (a pin that does not match) in its own words.
         _ => match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
