@@ -24,8 +24,12 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     match args.format {
         ExportFormat::Json => write_out(|out| {
             writeln!(out, "[")?;
-            for (i, id) in ids.iter().enumerate() {
-                let run = store.run(*id).map_err(std::io::Error::other)?;
+            let mut first = true;
+            for id in &ids {
+                // A run whose document cannot be read is left out, named.
+                let Some(run) = store.run_or_skip(*id).map_err(std::io::Error::other)? else {
+                    continue;
+                };
                 let tags: serde_json::Map<String, serde_json::Value> = run
                     .summary
                     .tags
@@ -40,9 +44,14 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
                     "tags": tags,
                     "document": run.document,
                 });
-                let comma = if i + 1 < ids.len() { "," } else { "" };
+                if !first {
+                    writeln!(out, ",")?;
+                }
+                first = false;
                 crate::outside_text::write_json(&mut *out, &entry)?;
-                writeln!(out, "{comma}")?;
+            }
+            if !first {
+                writeln!(out)?;
             }
             writeln!(out, "]")
         }),
@@ -89,7 +98,11 @@ pub fn rm(args: RmArgs) -> anyhow::Result<()> {
     let mut store = open_writable(&args.db)?;
     let ids = if args.tags.is_empty() {
         for id in &args.ids {
-            store.run(*id)?;
+            // A run whose document cannot be read can be removed.
+            match store.run(*id) {
+                Ok(_) | Err(crate::store::StoreError::BadDocument { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         args.ids.clone()
     } else {

@@ -116,7 +116,9 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
             return 3;
         }
         if let Some(
-            crate::store::import::ImportError::Malformed { .. } | crate::store::import::ImportError::Invalid { .. },
+            crate::store::import::ImportError::Malformed { .. }
+            | crate::store::import::ImportError::Invalid { .. }
+            | crate::store::import::ImportError::TooLarge { .. },
         ) = cause.downcast_ref()
         {
             return 2;

@@ -563,7 +563,7 @@ fn execute(
 ) -> anyhow::Result<()> {
     exec::install_signals();
     let exe = std::env::current_exe().context("finding this program to run the cases with")?;
-    let dir = plan::plans_dir(db).join(format!("{}-{}", plan.name(), resume.plan_run));
+    let dir = plan::plan_run_dir(db, plan.name(), &resume.plan_run).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     exec::record_plan_run(db, &resume)?;
     let mut host_changes = HostChanges::new(dir.join(host::RESTORE_FILE), plan.defaults.allow_host_changes);

@@ -129,6 +129,23 @@ pub fn resume(
             db.display()
         );
     }
+    if let Choose::Resume(asked) = choose {
+        super::check_plan_run_id(asked)
+            .map_err(|why| anyhow::anyhow!("--resume {asked:?}: not a plan-run id: {why}"))?;
+    }
+    // Ids read from the database name a directory: each is checked before
+    // it is used at all (the database is a file anyone may have written).
+    let untrusted = |plan_run: &str, from: &str| {
+        super::check_plan_run_id(plan_run).map_err(|why| {
+            anyhow::anyhow!(
+                "database {}: {from} names plan run {plan_run:?} of the plan '{}', which is not a plan-run id \
+                 ({why}); nicbench names a directory after a plan run, so it resumes none: remove it from the \
+                 database, or start a new plan run with --restart",
+                db.display(),
+                plan.name()
+            )
+        })
+    };
     let store = Store::open(db)?;
     let filter = Filter {
         tags: vec![super::file::tag("plan", plan.name()).map_err(anyhow::Error::msg)?],
@@ -138,6 +155,7 @@ pub fn resume(
     let value = |tags: &[Tag], key: &str| tags.iter().find(|t| t.key == key).map(|t| t.value.clone());
     let mut found: std::collections::BTreeMap<String, Found> = std::collections::BTreeMap::new();
     for record in store.plan_runs(plan.name())? {
+        untrusted(&record.plan_run, "its plan_runs table")?;
         found.insert(
             record.plan_run.clone(),
             Found {
@@ -151,6 +169,7 @@ pub fn resume(
         let Some(plan_run) = value(&run.tags, "plan_run") else {
             continue;
         };
+        untrusted(&plan_run, &format!("the plan_run tag of run {}", run.id))?;
         let entry = found.entry(plan_run).or_insert(Found {
             record: None,
             seed_tag: None,

@@ -22,3 +22,73 @@ pub use matrix::{expand, Case};
 pub fn plans_dir(db: &Path) -> PathBuf {
     db.parent().unwrap_or(Path::new(".")).join("plans")
 }
+
+/// The longest plan-run id taken (nicbench makes 20: `20261123-201022-d72c`).
+pub const MAX_PLAN_RUN_ID_BYTES: usize = 64;
+
+/// Checks a plan-run id before it names anything on disk: it comes from
+/// the database (a plan run's record or a run's `plan_run` tag) or from
+/// `--resume`, and a database is a file anyone may have written. 1 to
+/// [`MAX_PLAN_RUN_ID_BYTES`] of ASCII letters, digits, `-`, `_` and `.`,
+/// not starting with `.` and without `..`: one plain name, inside the
+/// plans directory. The error says why.
+pub fn check_plan_run_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > MAX_PLAN_RUN_ID_BYTES {
+        return Err(format!(
+            "it is {} bytes long, not 1 to {MAX_PLAN_RUN_ID_BYTES}",
+            id.len()
+        ));
+    }
+    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c))) {
+        return Err(format!(
+            "it holds {c:?}; a plan-run id is letters, digits, '-', '_' and '.' (it names a directory)"
+        ));
+    }
+    if id.starts_with('.') || id.contains("..") {
+        return Err("it starts with '.' or holds '..', which could lead outside the plans directory".into());
+    }
+    Ok(())
+}
+
+/// The directory of one plan run's summary, command output and restore
+/// file: `plans/PLAN-RUN` beside the database. Both names are checked
+/// again here, where they become a path.
+pub fn plan_run_dir(db: &Path, plan: &str, plan_run: &str) -> Result<PathBuf, String> {
+    file::check_name(plan).map_err(|e| format!("plan name {plan:?}: {e}"))?;
+    check_plan_run_id(plan_run).map_err(|e| format!("plan run {plan_run:?}: {e}"))?;
+    Ok(plans_dir(db).join(format!("{plan}-{plan_run}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 67: a plan-run id `../../../../tmp/x` planted in a database
+    /// was resumed and wrote `/tmp/x/summary.json`.
+    #[test]
+    fn a_plan_run_id_that_leaves_the_plans_directory_is_refused() {
+        for good in ["20261123-201022-d72c", "r1", "a.b_c-D"] {
+            check_plan_run_id(good).unwrap();
+        }
+        let db = Path::new("/data/r.db");
+        assert_eq!(
+            plan_run_dir(db, "p", "20261123-201022-d72c").unwrap(),
+            Path::new("/data/plans/p-20261123-201022-d72c")
+        );
+        for bad in [
+            "../../../../tmp/x",
+            "..",
+            ".hidden",
+            "a/b",
+            "a\\b",
+            "",
+            "x\ny",
+            "\u{202e}x",
+            &"a".repeat(65),
+        ] {
+            let why = check_plan_run_id(bad).unwrap_err();
+            assert!(plan_run_dir(db, "p", bad).is_err(), "{bad:?}: {why}");
+        }
+        assert!(check_plan_run_id("../../../../tmp/x").unwrap_err().contains("'/'"));
+    }
+}

@@ -261,13 +261,14 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
     .replace('\'', "");
     let sql = format!(
         "SELECT id, (SELECT json_group_array(json_extract(t.value, '{trial_path}')) \
-                     FROM json_each(runs.document, '$.trials') AS t), \
-                json_extract(document, '$.repetition.metric'), \
-                json_extract(document, '$.repetition.interval.low'), \
-                json_extract(document, '$.repetition.interval.high'), \
-                json_extract(document, '$.repetition.interval.level_percent'), \
-                json_extract(document, '$.repetition.width_met') \
-         FROM runs WHERE id IN (SELECT value FROM json_each(?1))"
+                     FROM json_each({doc}, '$.trials') AS t), \
+                json_extract({doc}, '$.repetition.metric'), \
+                json_extract({doc}, '$.repetition.interval.low'), \
+                json_extract({doc}, '$.repetition.interval.high'), \
+                json_extract({doc}, '$.repetition.interval.level_percent'), \
+                json_extract({doc}, '$.repetition.width_met') \
+         FROM runs WHERE id IN (SELECT value FROM json_each(?1))",
+        doc = super::DOCUMENT_SQL
     );
     let ids_json = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
     let mut statement = store.conn.prepare(&sql).map_err(|e| store.err(e))?;

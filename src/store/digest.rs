@@ -189,11 +189,12 @@ pub fn source_of(paths: &[&str]) -> String {
     if holds(paths) {
         format!(
             "coalesce((SELECT d.digest FROM digests d WHERE d.run_id = runs.id \
-             AND json_extract(d.digest, '$.{KEY_FIELD}') = '{}'), document)",
-            kept().key
+             AND json_extract(d.digest, '$.{KEY_FIELD}') = '{}'), {})",
+            kept().key,
+            super::DOCUMENT_SQL
         )
     } else {
-        "document".into()
+        super::DOCUMENT_SQL.into()
     }
 }
 

@@ -25,6 +25,17 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 pub use save::{RunMeta, RunWriter};
 pub use tags::Tag;
 
+/// The largest document the store takes in (`import`) or reads whole
+/// (`show`, `export`, `report`): far above a run nicbench measures (the
+/// agent's part of it travels in one frame of at most 16 MiB), and below
+/// what costs a report seconds and hundreds of MB per run.
+pub const MAX_DOCUMENT_BYTES: u64 = 64 << 20;
+
+/// A row's document in SQL for the JSON functions: NULL where it is not
+/// JSON, so that one malformed document (in a database anyone may have
+/// written) reads as absent figures instead of failing the whole query.
+pub(crate) const DOCUMENT_SQL: &str = "iif(json_valid(runs.document), runs.document, NULL)";
+
 /// How long a writer waits for another process's transaction to end.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -78,6 +89,11 @@ pub enum StoreError {
     Implausible { path: PathBuf, field: String, what: String },
     #[error("no run with id {0} in the database: `nicbench runs` lists the ids")]
     NoSuchRun(i64),
+    /// A saved document that cannot be read: not JSON, or over
+    /// [`MAX_DOCUMENT_BYTES`]. Commands over many runs leave it out with
+    /// this message; `show` of it fails with it.
+    #[error("run {id} in {path}: {why} (`nicbench rm {id}` removes the run)")]
+    BadDocument { path: PathBuf, id: i64, why: String },
     #[error("{0}")]
     NothingMatched(String),
 }
@@ -169,10 +185,37 @@ fn map_into_memory(conn: &Connection) {
     let _ = conn.pragma_update(None, "mmap_size", 1i64 << 30);
 }
 
+/// What SQL may do in a database file anyone may have written (a shared
+/// results database, a copy from elsewhere): no trigger fires and no view
+/// is read (nicbench's schema has neither, so one there is planted: a
+/// trigger could rewrite every saved figure), functions in the schema run
+/// only if SQLite deems them harmless (`trusted_schema` off), and SQL
+/// cannot corrupt the file on purpose (`SQLITE_DBCONFIG_DEFENSIVE`). Set
+/// on every connection before its first statement.
+fn harden(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::config::DbConfig;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW, false)?;
+    Ok(())
+}
+
+/// A connection to `path` (a file name, or a `file:` URI with
+/// `SQLITE_OPEN_URI`), hardened ([`harden`]) and mapped into memory.
+fn connect(path: &Path, name: impl AsRef<Path>, flags: OpenFlags) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(name, flags).map_err(|e| StoreError::from_sqlite(path, e))?;
+    harden(&conn).map_err(|e| StoreError::from_sqlite(path, e))?;
+    map_into_memory(&conn);
+    Ok(conn)
+}
+
 /// An open, migrated results database.
 pub struct Store {
     pub(crate) conn: Connection,
     path: PathBuf,
+    /// Runs whose unreadable document was named already (one warning each).
+    warned: std::cell::RefCell<std::collections::BTreeSet<i64>>,
 }
 
 impl Store {
@@ -188,11 +231,11 @@ impl Store {
             }
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sqlite(path, e))?;
-        map_into_memory(&conn);
+        let conn = connect(path, path, flags)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            warned: Default::default(),
         };
         store.prepare().map_err(|e| match e {
             StoreError::Other { path, detail } if store.read_only() => StoreError::ReadOnly { path, detail },
@@ -210,11 +253,11 @@ impl Store {
     /// upgraded first when this user may write it.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sqlite(path, e))?;
-        map_into_memory(&conn);
+        let conn = connect(path, path, flags)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            warned: Default::default(),
         };
         store.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| store.err(e))?;
         // The first read opens the -shm and -wal files (or fails to).
@@ -257,11 +300,11 @@ impl Store {
     fn open_immutable(path: &Path) -> Result<Store, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let uri = format!("{}?immutable=1", file_uri(path));
-        let conn = Connection::open_with_flags(uri, flags).map_err(|e| StoreError::from_sqlite(path, e))?;
-        map_into_memory(&conn);
+        let conn = connect(path, uri, flags)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            warned: Default::default(),
         })
     }
 
@@ -620,6 +663,61 @@ mod tests {
             Err(StoreError::Corrupt { .. }) => {}
             other => panic!("expected Corrupt, got {:?}", other.err()),
         }
+    }
+
+    /// Issue 67: every connection nicbench opens runs no trigger and reads
+    /// no view a database file brings, trusts no function in its schema,
+    /// and may not corrupt it on purpose: writable, read-only, immutable.
+    #[test]
+    fn every_connection_is_opened_without_triggers_views_or_trusted_schema() {
+        use rusqlite::config::DbConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        let writable = Store::open(&path).unwrap();
+        writable
+            .conn
+            .execute_batch(
+                "CREATE TABLE planted (n INTEGER); \
+                 CREATE TRIGGER fire AFTER INSERT ON tags BEGIN INSERT INTO planted VALUES (1); END; \
+                 CREATE VIEW seen AS SELECT 1;",
+            )
+            .unwrap();
+        drop(writable);
+        let stores = [
+            Store::open(&path).unwrap(),
+            Store::open_read_only(&path).unwrap(),
+            Store::open_immutable(&path).unwrap(),
+        ];
+        for store in &stores {
+            let c = &store.conn;
+            assert!(!c.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER).unwrap());
+            assert!(!c.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW).unwrap());
+            assert!(!c.db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA).unwrap());
+            assert!(c.db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE).unwrap());
+            assert!(
+                c.query_row("SELECT * FROM seen", [], |_| Ok(())).is_err(),
+                "a view is not read"
+            );
+        }
+        let store = &stores[0];
+        let columns = columns::Columns {
+            workload: "tcp".into(),
+            started_at_unix_seconds: 1.7e9,
+            ..Default::default()
+        };
+        let meta = RunMeta {
+            tags: vec!["nic=a".parse().unwrap()],
+            ..RunMeta::default()
+        };
+        let mut writer = RunWriter::new(Store::open(&path).unwrap(), meta);
+        writer
+            .finish_with_columns(&serde_json::json!({"format": "test"}), &columns, None)
+            .unwrap();
+        let fired: i64 = store
+            .conn
+            .query_row("SELECT count(*) FROM planted", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(fired, 0, "the planted trigger did not fire");
     }
 
     #[test]

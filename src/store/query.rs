@@ -337,10 +337,17 @@ impl Store {
                     .collect();
                 each.concat()
             }
-            _ => format!(", json_extract(document, {})", quoted.join(", ")),
+            _ => format!(", json_extract({}, {})", super::DOCUMENT_SQL, quoted.join(", ")),
+        };
+        // Whether the document is JSON, where it is read (SQLite parses it
+        // once for both): a malformed one is named and left out.
+        let valid = match from_digest || quoted.is_empty() {
+            true => ", 1",
+            false => ", json_valid(runs.document)",
         };
         let sql = format!(
-            "SELECT id, command_line{extract} FROM runs WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id"
+            "SELECT id, command_line{valid}{extract} FROM runs WHERE id IN (SELECT value FROM json_each(?1)) \
+             ORDER BY id"
         );
         let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
         let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
@@ -348,47 +355,104 @@ impl Store {
             .query_map([ids], |row| {
                 let values = match paths.len() {
                     0 => Vec::new(),
-                    n if from_digest => (2..2 + n).map(|i| row.get::<_, Sql>(i)).collect::<Result<_, _>>()?,
-                    1 => vec![row.get::<_, Sql>(2)?],
-                    n => match row.get::<_, Sql>(2)? {
+                    n if from_digest => (3..3 + n).map(|i| row.get::<_, Sql>(i)).collect::<Result<_, _>>()?,
+                    1 => vec![row.get::<_, Sql>(3)?],
+                    n => match row.get::<_, Sql>(3)? {
                         Sql::Text(array) => json_values(&array, n),
                         _ => vec![Sql::Null; n],
                     },
                 };
-                Ok(DocumentParts {
-                    id: row.get(0)?,
-                    command_line: row.get(1)?,
-                    values,
-                })
+                let valid: bool = row.get(2)?;
+                Ok((
+                    valid,
+                    DocumentParts {
+                        id: row.get(0)?,
+                        command_line: row.get(1)?,
+                        values,
+                    },
+                ))
             })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
-        Ok(rows)
+        Ok(rows
+            .into_iter()
+            .filter_map(|(valid, parts)| {
+                if !valid {
+                    self.leave_out(&self.bad_document(parts.id, "its document is not valid JSON"));
+                }
+                valid.then_some(parts)
+            })
+            .collect())
     }
 
-    /// One run, whole.
+    /// The error (or warning) of run `id`'s unreadable document.
+    pub fn bad_document(&self, id: i64, why: &str) -> StoreError {
+        StoreError::BadDocument {
+            path: self.path.clone(),
+            id,
+            why: why.to_string(),
+        }
+    }
+
+    /// [`Store::run`] for commands over many runs: a run whose document
+    /// cannot be read is left out with a warning naming it (None).
+    pub fn run_or_skip(&self, id: i64) -> Result<Option<SavedRun>, StoreError> {
+        match self.run(id) {
+            Ok(run) => Ok(Some(run)),
+            Err(e @ StoreError::BadDocument { .. }) => {
+                self.leave_out(&e);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Says once per run that it is left out, and why.
+    fn leave_out(&self, error: &StoreError) {
+        if let StoreError::BadDocument { id, .. } = error {
+            if self.warned.borrow_mut().insert(*id) {
+                log::warn!("{error}; left out");
+            }
+        }
+    }
+
+    /// One run, whole. A document that is not JSON, or larger than
+    /// [`super::MAX_DOCUMENT_BYTES`] (not read at all), is
+    /// [`StoreError::BadDocument`], naming the run.
     pub fn run(&self, id: i64) -> Result<SavedRun, StoreError> {
+        let cap = super::MAX_DOCUMENT_BYTES;
         let sql = format!(
-            "SELECT {SUMMARY_COLUMNS}, command_line, nicbench_version, document, text_report FROM runs WHERE id = ?1"
+            "SELECT {SUMMARY_COLUMNS}, command_line, nicbench_version, \
+             iif(octet_length(document) <= {cap}, document, NULL), text_report, octet_length(document) \
+             FROM runs WHERE id = ?1"
         );
         let found = self.conn.query_row(&sql, [id], |row| {
             Ok((
                 summary(row)?,
                 row.get::<_, String>(13)?,
                 row.get::<_, String>(14)?,
-                row.get::<_, String>(15)?,
+                row.get::<_, Option<String>>(15)?,
                 row.get::<_, Option<String>>(16)?,
+                row.get::<_, i64>(17)?,
             ))
         });
-        let (mut summary, command_line, nicbench_version, document, text_report) = match found {
+        let (mut summary, command_line, nicbench_version, document, text_report, bytes) = match found {
             Err(rusqlite::Error::QueryReturnedNoRows) => return Err(StoreError::NoSuchRun(id)),
             other => other.map_err(|e| self.err(e))?,
         };
+        let Some(document) = document else {
+            return Err(self.bad_document(
+                id,
+                &format!(
+                    "its document is {:.1} MiB, more than the {} MiB this nicbench reads of one run",
+                    bytes as f64 / (1u64 << 20) as f64,
+                    cap >> 20
+                ),
+            ));
+        };
         summary.tags = self.tags_of(std::iter::once(id))?.remove(&id).unwrap_or_default();
-        let document = serde_json::from_str(&document).map_err(|e| StoreError::Corrupt {
-            path: self.path.clone(),
-            detail: format!("the document of run {id} is not valid JSON: {e}"),
-        })?;
+        let document = serde_json::from_str(&document)
+            .map_err(|e| self.bad_document(id, &format!("its document is not valid JSON ({e})")))?;
         Ok(SavedRun {
             summary,
             command_line,

@@ -573,6 +573,65 @@ fn a_changed_plan_with_the_same_name_starts_a_new_plan_run_and_says_what_changed
     );
 }
 
+/// Issue 67: a plan-run id from the database named a directory as it was:
+/// `../../../../tmp/x` planted in a database was resumed and the summary
+/// written to `/tmp/x/summary.json`. Here the planted id leads from the
+/// plans directory to `escaped` beside the database's directory; the plan
+/// is refused, naming the id, and nothing is written there.
+#[test]
+fn a_plan_run_id_planted_in_the_database_is_refused_and_names_no_directory() {
+    let agent = AgentProcess::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("a")).unwrap();
+    let db = dir.path().join("a/r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "name = \"planted\"\n[defaults]\nduration = \"0.3s\"\n[[agents]]\nlabel = \"lo\"\n\
+             address = \"127.0.0.1:{}\"\n[matrix]\nworkload = [\"tcp\"]\n",
+            agent.port
+        ),
+    );
+    let out = nicbench(&["run", &plan, "--db", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // plans/planted-x/../../../escaped is DIR/escaped.
+    let planted = "x/../../../escaped";
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE plan_runs SET plan_run = ?1", [planted]).unwrap();
+    conn.execute("UPDATE tags SET value = ?1 WHERE key = 'plan_run'", [planted])
+        .unwrap();
+    drop(conn);
+    for extra in [&[][..], &["--dry-run"][..]] {
+        let mut args = vec!["run", plan.as_str(), "--db", db.as_str()];
+        args.extend_from_slice(extra);
+        let out = nicbench(&args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{extra:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "names plan run \"{planted}\" of the plan 'planted', which is not a plan-run id"
+            )) && err.contains("--restart"),
+            "{extra:?}: {err}"
+        );
+    }
+    assert!(
+        !dir.path().join("escaped").exists(),
+        "nothing written outside the plans directory"
+    );
+    // --resume with such an id is refused before the database is read.
+    let out = nicbench(&["run", &plan, "--db", &db, "--resume", "../../x", "--dry-run"]);
+    assert!(
+        stderr(&out).contains("--resume \"../../x\": not a plan-run id"),
+        "{}",
+        stderr(&out)
+    );
+    // --restart starts a plan run of its own, under the plans directory.
+    let out = nicbench(&["run", &plan, "--db", &db, "--restart"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!dir.path().join("escaped").exists());
+}
+
 /// `nicbench ARGS` with `$NICBENCH_PORT` set, as `lab exec` sets it.
 fn nicbench_with_port_env(port: u16, args: &[&str]) -> std::process::Output {
     clean_env(&mut Command::new(BIN))

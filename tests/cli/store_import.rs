@@ -352,3 +352,146 @@ fn an_imported_netpipe_run_draws_as_a_sweep() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+fn run_tcp_fixture() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/run-tcp.json")
+        .display()
+        .to_string()
+}
+
+/// Issue 67: a trigger planted in a database ran on `import` (one rewrote
+/// every rate to 1.7e308 and deleted all tags) and stayed to run again.
+/// nicbench opens every database with triggers and views off: the import
+/// saves its run and nothing else changes.
+#[test]
+fn a_trigger_planted_in_the_database_does_not_fire_on_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let out = nicbench(&[
+        "import",
+        &netpipe_fixture(),
+        &run_tcp_fixture(),
+        "--db",
+        &db,
+        "--tag",
+        "nic=a",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = export_csv(&db);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER rewrite AFTER INSERT ON runs BEGIN \
+             UPDATE runs SET receiver_bits_per_second = 1.7e308, headline_value = 1.7e308; \
+             DELETE FROM tags; \
+         END; \
+         CREATE TRIGGER planted_tag AFTER INSERT ON tags BEGIN \
+             INSERT OR REPLACE INTO tags (run_id, key, value) VALUES (NEW.run_id, 'planted', 'yes'); \
+         END; \
+         CREATE VIEW planted_view AS SELECT id FROM runs;",
+    )
+    .unwrap();
+    drop(conn);
+    let out = nicbench(&["import", &run_tcp_fixture(), "--db", &db, "--tag", "nic=b"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (header, rows) = export_csv(&db);
+    assert_eq!(header, before.0, "no tag key came or went");
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[..2], before.1[..], "the runs saved before are as they were");
+    let text = rows.iter().flatten().cloned().collect::<Vec<_>>().join(",");
+    assert!(!text.contains("1.7e308") && !text.contains("planted"), "{text}");
+    let nic = header.iter().position(|h| h == "tag:nic").unwrap();
+    assert_eq!(rows[2][nic], "b", "the new run has its own tag: {rows:?}");
+    // The triggers are still in the file (nicbench does not edit what it
+    // did not make) and still do not fire on the next save.
+    let out = nicbench(&["import", &netpipe_fixture(), "--db", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(export_csv(&db).1[..3], rows[..]);
+}
+
+/// Issue 67: one document that is not JSON failed `report` and `compare`
+/// for the whole database (exit 8). It is now left out with a message
+/// naming its run, and every other run is read; `show` of it says why.
+#[test]
+fn a_malformed_document_is_left_out_naming_its_run_and_the_others_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let out = nicbench(&[
+        "import",
+        &run_tcp_fixture(),
+        &run_tcp_fixture(),
+        &netpipe_fixture(),
+        "--db",
+        &db,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE runs SET document = '{not json' WHERE id = 2", [])
+        .unwrap();
+    conn.execute("DELETE FROM digests WHERE run_id = 2", []).unwrap();
+    drop(conn);
+    let named = "run 2 in ";
+    let html = dir.path().join("r.html").display().to_string();
+    // compare reads the stored columns, and the document's parts as absent.
+    let out = nicbench(&["compare", "--db", &db]);
+    assert!(out.status.success(), "compare: {}", stderr(&out));
+    for args in [
+        vec!["report", "--db", &db, "-o", &html],
+        vec!["export", "--db", &db, "--format", "json"],
+    ] {
+        let out = nicbench(&args);
+        let err = stderr(&out);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains(named) && err.contains("its document is not valid JSON") && err.contains("left out"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches(named).count(), 1, "one message: {err}");
+    }
+    let exported: Value =
+        serde_json::from_slice(&nicbench(&["export", "--db", &db, "--format", "json"]).stdout).unwrap();
+    let ids: Vec<i64> = exported
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 3]);
+    let out = nicbench(&["show", "1", "--db", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = nicbench(&["show", "2", "--db", &db]);
+    assert_eq!(out.status.code(), Some(8));
+    assert!(
+        stderr(&out).contains("run 2 in ") && stderr(&out).contains("`nicbench rm 2` removes the run"),
+        "{}",
+        stderr(&out)
+    );
+    let out = nicbench(&["rm", "2", "--db", &db, "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(run_count(&db), 2);
+}
+
+/// Issue 67: a 200 MB document was imported, and then every report read it
+/// (11 s and 836 MB). A file over the cap is refused at import, saying the
+/// cap, and nothing is imported.
+#[test]
+fn a_document_over_the_size_cap_is_refused_at_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let sum = "{\n\t\t\"sum_sent\":\t{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t},\n\t\t\"sum_received\":\t{\n\
+               \t\t\t\"bits_per_second\":\t1e9\n\t\t}\n\t}";
+    // A valid document, padded past 64 MiB with whitespace JSON allows.
+    let mut text = iperf3_document("1700000000", sum);
+    text.push_str(&" ".repeat((64 << 20) + 1));
+    let file = dir.path().join("big.json");
+    std::fs::write(&file, text).unwrap();
+    let out = nicbench(&["import", &netpipe_fixture(), &file.display().to_string(), "--db", &db]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("big.json is 64.0 MiB, more than the 64 MiB a document may be"),
+        "{err}"
+    );
+    assert!(err.contains("no file was imported"), "{err}");
+    assert_eq!(run_count(&db), 0);
+}

@@ -147,13 +147,10 @@ fn a_certificate_that_is_not_the_pinned_one_is_refused_before_any_data() {
     assert_eq!(run["spec"]["params"]["tls"]["pin_sha256"], fingerprint.as_str());
 }
 
-/// A CA, and a certificate it signed for 127.0.0.1, in `dir`: the agent
-/// presents it (`serve --tls-cert/--tls-key`) and the client trusts the CA
-/// (`--tls-ca`); a CA that signed nothing of the agent's is refused.
-#[test]
-fn an_agent_certificate_signed_by_a_given_ca_is_checked_against_it() {
-    let dir = std::env::temp_dir().join(format!("nicbench-tls-ca-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes into `dir` a CA (`ca.pem`), a certificate it signed for
+/// 127.0.0.1 and its key (`cert.pem`, `key.pem`), and another CA that
+/// signed nothing (`other-ca.pem`).
+fn write_ca_and_agent_certificate(dir: &std::path::Path) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -173,12 +170,20 @@ fn an_agent_certificate_signed_by_a_given_ca_is_checked_against_it() {
         .distinguished_name
         .push(rcgen::DnType::CommonName, "another CA");
     let other = other_params.self_signed(&other_key).unwrap();
-    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(path("other-ca.pem"), other.pem()).unwrap();
-    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("other-ca.pem"), other.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+}
 
+/// A CA, and a certificate it signed for 127.0.0.1, in `dir`: the agent
+/// presents it (`serve --tls-cert/--tls-key`) and the client trusts the CA
+/// (`--tls-ca`); a CA that signed nothing of the agent's is refused.
+#[test]
+fn an_agent_certificate_signed_by_a_given_ca_is_checked_against_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write_ca_and_agent_certificate(dir.path());
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     let agent = AgentProcess::start(&["--tls-cert", &path("cert.pem"), "--tls-key", &path("key.pem")]);
     assert!(agent.wait_for_log("TLS certificate (").contains(&path("cert.pem")));
     let run = agent.run_json("tcp", &["--transport", "tls", "--tls-ca", &path("ca.pem"), "-n", "1M"]);
@@ -208,7 +213,83 @@ fn an_agent_certificate_signed_by_a_given_ca_is_checked_against_it() {
         err.contains("TLS handshake of data stream 1") && err.contains("UnknownIssuer"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 67: the client sent `--tls-ca`'s path and the agent opened it, so
+/// `--tls-ca` failed against an agent without the same file. Here the
+/// client names its CA file relative to its own directory, and the agent
+/// runs in another (empty) one where that name is no file: the client
+/// reads the file, the agent never looks for it. (Before, the agent
+/// refused the test: "--tls-ca ca.pem: no such file".) QUIC shakes hands
+/// with the same trust.
+#[test]
+fn tls_ca_is_read_by_the_client_and_works_against_an_agent_without_the_file() {
+    let client_dir = tempfile::tempdir().unwrap();
+    let agent_dir = tempfile::tempdir().unwrap();
+    write_ca_and_agent_certificate(client_dir.path());
+    let path = |name: &str| client_dir.path().join(name).to_string_lossy().into_owned();
+    let mut serve = std::process::Command::new(BIN);
+    serve.current_dir(agent_dir.path());
+    let agent = AgentProcess::start_with(
+        serve,
+        "127.0.0.1",
+        &["--tls-cert", &path("cert.pem"), "--tls-key", &path("key.pem")],
+    );
+    assert!(!agent_dir.path().join("ca.pem").exists());
+    let port = agent.port_arg();
+    for transport in ["tls", "quic"] {
+        let mut client = std::process::Command::new(BIN);
+        client.current_dir(client_dir.path()).args([
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--transport",
+            transport,
+            "--tls-ca",
+            "ca.pem",
+            "-n",
+            "1M",
+            "--json",
+            "--no-save",
+        ]);
+        let out = run_captured(&mut client, "nicbench tcp --tls-ca ca.pem");
+        assert!(out.status.success(), "{transport}: {}", stderr(&out));
+        let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let tls = &run["spec"]["params"]["tls"];
+        assert!(tls.get("ca_file").is_none(), "no path travels: {tls}");
+        let pem = tls["ca_pem"].as_str().unwrap();
+        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+        let trust = &run["streams"][0]["sender"]["tls"]["trust"];
+        assert_eq!(trust, "ca", "{transport}: {run}");
+    }
+}
+
+/// Issue 67: an agent told a keyless client which of its files exist
+/// (`ca_file` '/etc/shadow' taken, '/etc/does-not-exist' "no such file").
+/// A spec naming a file is now refused whatever the file, in the same words,
+/// and the agent serves on.
+#[test]
+fn a_spec_naming_a_file_for_the_agent_is_refused_without_a_look_at_it() {
+    use super::rawclient::Raw;
+    let mut agent = AgentProcess::start(&[]);
+    let mut answers = Vec::new();
+    for path in ["/etc/hostname", "/etc/does-not-exist"] {
+        let spec = serde_json::json!({
+            "workload": "tcp", "duration_seconds": 1.0, "streams": 1, "direction": "forward",
+            "message_bytes": 131072, "interval_seconds": 1.0,
+            "params": {"transport": "tls", "tls": {"ca_file": path}}
+        });
+        let request = serde_json::to_vec(&serde_json::json!({ "type": "test_request", "spec": spec })).unwrap();
+        let answer = Raw::connect(agent.port)
+            .hello()
+            .frame(&request)
+            .expect_error_and_close("an agent opens no file a client names");
+        assert!(!answer.contains("/etc"), "{answer}");
+        answers.push(answer);
+    }
+    assert_eq!(answers[0], answers[1], "one refusal, whatever the file");
+    agent.assert_serves_normally();
 }
 
 #[test]

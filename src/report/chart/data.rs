@@ -620,7 +620,10 @@ fn newest<T>(
         if found.len() >= max {
             break;
         }
-        if let Some(t) = read(*id, &store.run(*id)?.document)? {
+        let Some(run) = store.run_or_skip(*id)? else {
+            continue;
+        };
+        if let Some(t) = read(*id, &run.document)? {
             found.push(t);
         }
     }

@@ -42,6 +42,17 @@ pub enum ImportError {
         byte: usize,
         what: String,
     },
+    #[error(
+        "{file} is {}, more than the {} MiB a document may be; nothing was imported from it \
+         (a run that large makes every report that reads it slow)",
+        size_text(*.bytes),
+        super::MAX_DOCUMENT_BYTES >> 20
+    )]
+    TooLarge {
+        file: PathBuf,
+        /// Its size, or None when it was read past the cap from a stream.
+        bytes: Option<u64>,
+    },
     #[error("{file}{}: field {field}: {what}; nothing was imported from it", line_text(*.line))]
     Invalid {
         file: PathBuf,
@@ -56,14 +67,88 @@ fn line_text(line: Option<usize>) -> String {
     line.map(|l| format!(": line {l}")).unwrap_or_default()
 }
 
+fn size_text(bytes: Option<u64>) -> String {
+    match bytes {
+        Some(b) => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        None => "longer than that".into(),
+    }
+}
+
+/// A reader that fails once more than [`super::MAX_DOCUMENT_BYTES`] came
+/// through it (a file that grows, a pipe): the cap holds whatever the size
+/// said at the start.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+/// The error [`Capped`] fails with, told apart from the file's own.
+#[derive(Debug)]
+struct OverCap;
+
+impl std::fmt::Display for OverCap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "more than {} MiB", super::MAX_DOCUMENT_BYTES >> 20)
+    }
+}
+
+impl std::error::Error for OverCap {}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(n)
+            }
+            None => Err(std::io::Error::other(OverCap)),
+        }
+    }
+}
+
+/// Whether `error` (or what it wraps) is [`Capped`]'s.
+fn over_cap(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<OverCap>()
+            || e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .is_some_and(|i| i.is::<OverCap>())
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
 /// Reads one file: iperf3 or nicbench JSON when it starts with `{`, else
-/// NetPIPE's text. The file is read through a buffer, once.
+/// NetPIPE's text. The file is read through a buffer, once. A file over
+/// [`super::MAX_DOCUMENT_BYTES`] is refused before it is parsed (or when
+/// the reading passes the cap), saying the cap.
 pub fn read(file: &Path) -> Result<Imported, ImportError> {
     let opened = std::fs::File::open(file).map_err(|source| ImportError::Read {
         file: file.to_path_buf(),
         source,
     })?;
-    parse_from(file, BufReader::with_capacity(1 << 16, opened))
+    let too_large = |bytes| ImportError::TooLarge {
+        file: file.to_path_buf(),
+        bytes,
+    };
+    let size = opened.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    if let Some(bytes) = size.filter(|&b| b > super::MAX_DOCUMENT_BYTES) {
+        return Err(too_large(Some(bytes)));
+    }
+    let capped = Capped {
+        inner: opened,
+        left: super::MAX_DOCUMENT_BYTES,
+    };
+    parse_from(file, BufReader::with_capacity(1 << 16, capped)).map_err(|e| match &e {
+        ImportError::Read { source, .. } if over_cap(source) => too_large(None),
+        ImportError::Malformed { what, .. } if what.contains(&OverCap.to_string()) => too_large(None),
+        _ => e,
+    })
 }
 
 /// [`read`] on a text in memory (tests, and files already read).
@@ -256,6 +341,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("expected nicbench.run/1"), "{error}");
+    }
+
+    /// Issue 67: a 200 MB document was taken in, and every report then
+    /// read it (11 s and 836 MB). A file over the cap is refused first.
+    #[test]
+    fn a_document_over_the_cap_is_refused_saying_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("big.json");
+        let big = std::fs::File::create(&file).unwrap();
+        // Sparse: the size is what is checked, before a byte is parsed.
+        big.set_len(super::super::MAX_DOCUMENT_BYTES + 1).unwrap();
+        let error = read(&file).unwrap_err();
+        assert!(
+            matches!(error, ImportError::TooLarge { bytes: Some(_), .. }),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(text.contains("more than the 64 MiB a document may be"), "{text}");
+        // Read through a stream (no size to check first): cut at the cap.
+        let capped = Capped {
+            inner: std::io::Read::take(std::io::repeat(b' '), super::super::MAX_DOCUMENT_BYTES + 10),
+            left: super::super::MAX_DOCUMENT_BYTES,
+        };
+        let parsed = parse_from(&file, BufReader::new(capped)).unwrap_err();
+        match parsed {
+            ImportError::Read { source, .. } => assert!(over_cap(&source), "{source}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

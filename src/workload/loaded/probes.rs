@@ -227,8 +227,10 @@ fn udp_prober(socket: &UdpSocket, token: &[u8; TOKEN_LEN], clock: &Clock) -> Pro
         }
         let nanos = |at| u64_at(b, at) as i64;
         probe.1 = Some(received.saturating_duration_since(sent_at[seq as usize]).as_micros() as u64);
-        probe.2 = Some((nanos(AGENT_RECEIVED_AT) - nanos(CLIENT_SENT_AT)) / 1000);
-        probe.3 = Some((received_wall - nanos(AGENT_SENT_AT)) / 1000);
+        // The agent's clock readings are its word (any 64 bits): the
+        // differences wrap rather than overflow.
+        probe.2 = Some(nanos(AGENT_RECEIVED_AT).wrapping_sub(nanos(CLIENT_SENT_AT)) / 1000);
+        probe.3 = Some(received_wall.wrapping_sub(nanos(AGENT_SENT_AT)) / 1000);
         if highest.is_some_and(|h| seq < h) {
             probes.reordered += 1;
         }

@@ -82,7 +82,7 @@ impl WorkloadArgs for SweepOptions {
             tls: None,
         };
         let params = SweepParams {
-            tls: self.tls.params(params.encrypted()),
+            tls: self.tls.params(params.encrypted())?,
             ..params
         };
         spec.message_bytes = params.largest();

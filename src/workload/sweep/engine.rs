@@ -966,6 +966,10 @@ impl Echo {
                 take_place(place, &allowed, affinity);
             }
             let size = h.size as usize;
+            // Decoding refused a point whose counts do not fit 64 bits.
+            let exchanges = h
+                .exchanges()
+                .ok_or_else(|| io::Error::other("sweep point count overflows"))?;
             match h.op {
                 Op::End => {
                     // The client waits for this end before it closes.
@@ -973,7 +977,7 @@ impl Echo {
                     return Ok(());
                 }
                 Op::TcpPingPong => {
-                    for _ in 0..h.exchanges() {
+                    for _ in 0..exchanges {
                         wire.read_exact(&mut buffer[..size])?;
                         wire.write_all(&buffer[..size])?;
                         *received += h.size;
@@ -982,7 +986,7 @@ impl Echo {
                 Op::TcpStream => {
                     let batches = std::iter::once(u64::from(h.warmup)).chain((0..h.batches).map(|_| h.per_batch));
                     for count in batches {
-                        let mut left = count * h.size;
+                        let mut left = count.saturating_mul(h.size);
                         while left > 0 {
                             let want = left.min(buffer.len() as u64) as usize;
                             let n = wire.read(&mut buffer[..want])?;
@@ -1057,6 +1061,9 @@ impl Echo {
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read, Write};
+    use std::sync::atomic::AtomicU64;
+
     use super::*;
 
     fn timing(batch_each: &[f64], pass: u32) -> Timing {
@@ -1110,6 +1117,97 @@ mod tests {
         let p = size_point(64, Mode::PingPong, &[Some(timing(&[12e-6], 0)), None], false).unwrap();
         assert_eq!((p.placement, p.together_latency_us), (None, None));
         assert!(size_point(64, Mode::PingPong, &[None, None], true).is_none());
+    }
+
+    /// A wire that reads `input` and keeps what is written.
+    struct Scripted {
+        input: std::io::Cursor<Vec<u8>>,
+        written: Vec<u8>,
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.input.read(buf)
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.written.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Wire for Scripted {
+        fn close_write(&mut self) {}
+        fn set_read_timeout(&mut self, _: Option<Duration>) {}
+    }
+
+    /// Issue 67: the agent followed a header of 2^52 x 4096 B (which
+    /// wrapped to 0 B) with a one-byte acknowledgement per batch, reading
+    /// nothing. Now it answers such a header with nothing and an error.
+    #[test]
+    fn the_agent_sends_nothing_for_a_header_whose_counts_overflow() {
+        let follow = |header: FrameHeader, more: &[u8]| {
+            let mut input = header.encode().to_vec();
+            input.extend_from_slice(more);
+            let mut wire = Scripted {
+                input: std::io::Cursor::new(input),
+                written: Vec::new(),
+            };
+            let echo = Echo {
+                udp: None,
+                proven: ProvenAddresses::peer_only("127.0.0.1".parse().unwrap()),
+                max_size: 8192,
+                may_place: false,
+                core_if_asked: None,
+            };
+            let (bytes, stop) = (AtomicU64::new(0), std::sync::atomic::AtomicBool::new(false));
+            let ctx = StreamContext {
+                bytes: &bytes,
+                stop: &stop,
+                deadline: None,
+                progress: None,
+            };
+            let mut buffer = vec![0u8; 8192];
+            let (mut received, mut affinity) = (0, None);
+            let ended = echo.follow(None, &mut wire, &mut buffer, &mut received, &mut affinity, &ctx);
+            (ended.map_err(|e| e.to_string()), wire.written, received)
+        };
+        let wraps = FrameHeader {
+            op: Op::TcpStream,
+            size: 4096,
+            batches: u32::MAX,
+            warmup: 0,
+            per_batch: 1 << 52,
+            pin_apart: false,
+            place: None,
+        };
+        let (ended, written, received) = follow(wraps, &[]);
+        assert!(
+            ended
+                .as_ref()
+                .unwrap_err()
+                .contains("more bytes than a 64-bit count holds"),
+            "{ended:?}"
+        );
+        assert_eq!((written.len(), received), (0, 0), "nothing acknowledged");
+        // A point that fits: one acknowledgement per batch, after its bytes.
+        let fits = FrameHeader {
+            size: 4,
+            batches: 2,
+            warmup: 1,
+            per_batch: 3,
+            ..wraps
+        };
+        let mut data = vec![7u8; 4 * (1 + 2 * 3)];
+        data.extend_from_slice(&FrameHeader::END.encode());
+        let (ended, written, received) = follow(fits, &data);
+        assert_eq!(ended, Ok(()));
+        assert_eq!((written, received), (vec![1u8; 3], 28));
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! send a one-byte acknowledgement), `udp_ping_pong` (echo datagrams on the
 //! UDP socket until the client's 8-byte end mark arrives on TCP, then
 //! answer with the number of datagrams echoed, 8 bytes).
+//!
+//! Every count is checked before the agent acts on it: a point whose
+//! exchanges (`warm-up + batches x per batch`) or bytes (exchanges x size)
+//! do not fit 64 bits, or whose batches hold no exchange, is refused, so
+//! the agent never sends an acknowledgement for bytes it did not read.
 
 pub const MAGIC: [u8; 4] = *b"NBSW";
 pub const HEADER_LEN: usize = 32;
@@ -76,6 +81,21 @@ pub enum FrameHeaderError {
     Size { size: u64, max: u64 },
     #[error("the sweep header places the agent's end on core {0}, beyond the {MAX_CORES} cores a CPU set names")]
     Core(u16),
+    #[error(
+        "the sweep header asks for {batches} batches of 0 exchanges; a batch holds at least one \
+         (not a nicbench sweep client)"
+    )]
+    EmptyBatches { batches: u32 },
+    #[error(
+        "the sweep header asks for {warmup} + {batches} x {per_batch} exchanges of {size} B: more bytes than \
+         a 64-bit count holds (not a nicbench sweep client)"
+    )]
+    Overflow {
+        size: u64,
+        batches: u32,
+        warmup: u32,
+        per_batch: u64,
+    },
 }
 
 impl FrameHeader {
@@ -140,18 +160,43 @@ impl FrameHeader {
             pin_apart: b[5] & FLAG_PIN_APART != 0,
             place,
         };
-        if op != Op::End && !(1..=max_size).contains(&header.size) {
+        if op == Op::End {
+            return Ok(header);
+        }
+        if !(1..=max_size).contains(&header.size) {
             return Err(FrameHeaderError::Size {
                 size: header.size,
                 max: max_size,
             });
         }
+        if header.batches > 0 && header.per_batch == 0 {
+            return Err(FrameHeaderError::EmptyBatches {
+                batches: header.batches,
+            });
+        }
+        if header.point_bytes().is_none() {
+            return Err(FrameHeaderError::Overflow {
+                size: header.size,
+                batches: header.batches,
+                warmup: header.warmup,
+                per_batch: header.per_batch,
+            });
+        }
         Ok(header)
     }
 
-    /// Exchanges in the point, warm-up included.
-    pub fn exchanges(&self) -> u64 {
-        u64::from(self.warmup) + u64::from(self.batches) * self.per_batch
+    /// Exchanges in the point, warm-up included; None when they do not
+    /// fit 64 bits (a header [`decode`](Self::decode) accepted always fits).
+    pub fn exchanges(&self) -> Option<u64> {
+        u64::from(self.batches)
+            .checked_mul(self.per_batch)?
+            .checked_add(u64::from(self.warmup))
+    }
+
+    /// Bytes one way in the point, warm-up included; None when they do not
+    /// fit 64 bits.
+    pub fn point_bytes(&self) -> Option<u64> {
+        self.exchanges()?.checked_mul(self.size)
     }
 }
 
@@ -204,7 +249,7 @@ mod tests {
         assert_eq!(FrameHeader::decode(&unflagged, 8192).unwrap().place, None);
         // An older client left the byte zero.
         assert!(!FrameHeader::decode(&h.encode(), 8192).unwrap().pin_apart);
-        assert_eq!(h.exchanges(), 7001);
+        assert_eq!(h.exchanges(), Some(7001));
         assert_eq!(FrameHeader::decode(&FrameHeader::END.encode(), 1), Ok(FrameHeader::END));
         assert_eq!(
             FrameHeader::decode(&h.encode(), 1024),
@@ -216,5 +261,84 @@ mod tests {
         let mut bad = h.encode();
         bad[4] = 9;
         assert_eq!(FrameHeader::decode(&bad, 8192), Err(FrameHeaderError::Op(9)));
+    }
+
+    /// Issue 67: 2^52 exchanges of 4096 B wrapped to 0 bytes, and the agent
+    /// sent a one-byte acknowledgement per batch without reading a byte
+    /// (1.79 MB of them for one 32-byte header).
+    #[test]
+    fn a_header_whose_counts_overflow_or_hold_empty_batches_is_refused() {
+        let wraps = FrameHeader {
+            op: Op::TcpStream,
+            size: 4096,
+            batches: u32::MAX,
+            warmup: 0,
+            per_batch: 1 << 52,
+            pin_apart: false,
+            place: None,
+        };
+        // The exact header: the old product wrapped to zero bytes.
+        assert_eq!((1u64 << 52).wrapping_mul(4096), 0);
+        let bytes = wraps.encode();
+        assert_eq!(
+            bytes[8..],
+            [
+                0, 0, 0, 0, 0, 0, 0x10, 0, // size 4096
+                0xFF, 0xFF, 0xFF, 0xFF, // batches
+                0, 0, 0, 0, // warm-up
+                0, 0x10, 0, 0, 0, 0, 0, 0 // per batch 2^52
+            ]
+        );
+        let refused = FrameHeader::decode(&bytes, 8192).unwrap_err();
+        assert_eq!(
+            refused,
+            FrameHeaderError::Overflow {
+                size: 4096,
+                batches: u32::MAX,
+                warmup: 0,
+                per_batch: 1 << 52
+            }
+        );
+        assert!(
+            refused.to_string().contains("more bytes than a 64-bit count holds"),
+            "{refused}"
+        );
+        // One batch of 2^52 x 4096 B alone wraps too; and the exchange count
+        // itself (u32::MAX x u64::MAX).
+        for (batches, per_batch, size) in [(1, 1u64 << 52, 4096), (u32::MAX, u64::MAX, 1)] {
+            let h = FrameHeader {
+                batches,
+                per_batch,
+                size,
+                ..wraps
+            };
+            assert!(
+                matches!(
+                    FrameHeader::decode(&h.encode(), 8192),
+                    Err(FrameHeaderError::Overflow { .. })
+                ),
+                "{h:?}"
+            );
+            assert!(h.point_bytes().is_none());
+        }
+        // Batches of nothing: an acknowledgement each for no byte read.
+        let empty = FrameHeader {
+            per_batch: 0,
+            batches: 1000,
+            ..wraps
+        };
+        assert_eq!(
+            FrameHeader::decode(&empty.encode(), 8192),
+            Err(FrameHeaderError::EmptyBatches { batches: 1000 })
+        );
+        // The largest point a client of this version sends is taken.
+        let largest = FrameHeader {
+            batches: super::super::points::BATCHES as u32,
+            warmup: 1,
+            per_batch: super::super::points::MAX_EXCHANGES,
+            size: 64 << 20,
+            ..wraps
+        };
+        assert_eq!(FrameHeader::decode(&largest.encode(), 64 << 20), Ok(largest));
     }
 }

@@ -80,7 +80,7 @@ impl WorkloadArgs for TcpOptions {
             },
             tls: self
                 .tls
-                .params(matches!(self.transport, Some(t) if t == Proto::TLS || t == Proto::QUIC)),
+                .params(matches!(self.transport, Some(t) if t == Proto::TLS || t == Proto::QUIC))?,
         })
     }
 }

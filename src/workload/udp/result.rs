@@ -129,7 +129,7 @@ impl UdpResult {
             receiver_bits_per_second: receiver.bits_per_second,
             out_of_order_datagrams: received.out_of_order_datagrams,
             duplicate_datagrams: received.duplicate_datagrams,
-            malformed_datagrams: received.malformed_datagrams + received.refused_datagrams,
+            malformed_datagrams: received.malformed_datagrams.saturating_add(received.refused_datagrams),
             receiver_socket_drops: received.socket_drops,
             receiver_socket_drops_measured: received
                 .warmup_socket_drops

@@ -135,7 +135,8 @@ pub fn serve_given(cert_file: &std::path::Path, key_file: &std::path::Path) -> R
 pub enum Trust {
     /// Its SHA-256 must be this (`--tls-pin`).
     Pinned(String),
-    /// One of these CAs must have signed it for the agent's address (`--tls-ca`).
+    /// One of these CAs (PEM, as the client read them from `--tls-ca`)
+    /// must have signed it for the agent's address.
     Ca(String),
     /// Its SHA-256 must be the one the agent announced on the control connection.
     Announced(String),

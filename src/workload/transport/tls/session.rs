@@ -40,8 +40,8 @@ fn trust(params: &TlsParams, announced: Option<&str>) -> Result<Trust, String> {
     if let Some(pin) = &params.pin_sha256 {
         return normalize_pin(pin).map(Trust::Pinned);
     }
-    if let Some(ca) = &params.ca_file {
-        return Ok(Trust::Ca(ca.clone()));
+    if let Some(pem) = &params.ca_pem {
+        return Ok(Trust::Ca(pem.clone()));
     }
     match announced {
         Some(sha) => normalize_pin(sha)
@@ -81,23 +81,17 @@ fn client_config(
                 ServerName::try_from("nicbench-agent").expect("a valid DNS name"),
             )
         }
-        Trust::Ca(file) => {
-            use rustls::pki_types::pem::PemObject;
+        Trust::Ca(pem) => {
+            // The certificates the client read from its --tls-ca file.
             let mut roots = rustls::RootCertStore::empty();
-            let certs =
-                rustls::pki_types::CertificateDer::pem_file_iter(file).map_err(|e| format!("--tls-ca {file}: {e}"))?;
-            for cert in certs {
-                let cert = cert.map_err(|e| format!("--tls-ca {file}: not PEM certificates: {e}"))?;
+            for cert in super::params::ca_certificates("--tls-ca", pem)? {
                 roots
                     .add(cert)
-                    .map_err(|e| format!("--tls-ca {file}: a certificate rustls cannot use: {e}"))?;
-            }
-            if roots.is_empty() {
-                return Err(format!("--tls-ca {file}: holds no certificate"));
+                    .map_err(|e| format!("--tls-ca: a certificate rustls cannot use: {e}"))?;
             }
             let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
-                .map_err(|e| format!("--tls-ca {file}: {e}"))?;
+                .map_err(|e| format!("--tls-ca: {e}"))?;
             let config = builder.with_webpki_verifier(verifier).with_no_client_auth();
             (config, ServerName::IpAddress(agent.into()))
         }

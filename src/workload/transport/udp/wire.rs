@@ -171,7 +171,8 @@ impl SeqTracker {
     /// Accounts one datagram.
     #[inline]
     pub fn record(&mut self, seq: u64, warmup: bool) {
-        if seq >= self.next {
+        // `next` saturates at u64::MAX: a second u64::MAX is then a repeat.
+        if seq >= self.next && !(seq == u64::MAX && self.next == u64::MAX) {
             if seq - self.next >= WINDOW {
                 self.seen.iter_mut().for_each(|w| *w = 0);
             } else {
@@ -182,7 +183,8 @@ impl SeqTracker {
             }
             let (word, mask) = self.bit(seq);
             *word |= mask;
-            self.next = seq + 1;
+            // A peer's u64::MAX must not wrap `next` back to 0.
+            self.next = seq.saturating_add(1);
         } else if self.next - seq <= WINDOW {
             let (word, mask) = self.bit(seq);
             if *word & mask != 0 {
@@ -214,9 +216,11 @@ pub struct Jitter {
 impl Jitter {
     #[inline]
     pub fn update(&mut self, send_nanos: u64, arrival_nanos: u64) {
-        let transit = arrival_nanos as i64 - send_nanos as i64;
+        // The send time is the peer's word: any 64 bits. Differences of
+        // clocks wrap rather than overflow (offsets cancel out anyway).
+        let transit = (arrival_nanos as i64).wrapping_sub(send_nanos as i64);
         if let Some(last) = self.last_transit {
-            let d = (transit - last).unsigned_abs() as f64;
+            let d = transit.wrapping_sub(last).unsigned_abs() as f64;
             self.jitter_nanos += (d - self.jitter_nanos) / 16.0;
         }
         self.last_transit = Some(transit);
@@ -326,6 +330,23 @@ mod tests {
         assert_eq!(t.received, 3);
         assert_eq!(t.duplicates, 1);
         assert_eq!(t.out_of_order, 1);
+    }
+
+    /// Issue 67: counts from the wire never overflow. A datagram numbered
+    /// u64::MAX (and a send time of any 64 bits) is accounted, not a panic
+    /// in a debug build nor a wrap of "one past the highest" to 0.
+    #[test]
+    fn the_largest_sequence_number_and_send_time_do_not_overflow() {
+        let mut t = SeqTracker::default();
+        t.record(u64::MAX, false);
+        assert_eq!(t.next_seq(), u64::MAX);
+        t.record(u64::MAX, false);
+        assert_eq!((t.received, t.duplicates), (1, 1));
+        let mut j = Jitter::default();
+        for send in [u64::MAX, 0, u64::MAX, 1 << 63] {
+            j.update(send, 1_000);
+        }
+        assert!(j.micros().is_finite());
     }
 
     #[test]
