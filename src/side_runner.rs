@@ -36,6 +36,10 @@ pub enum TrialError {
     Unexpected { peer: &'static str, got: String },
     #[error("the test did not finish {0:.0} s after its expected end; aborted")]
     Hung(f64),
+    /// The path between the ends loses every packet above a size: what the
+    /// stall check found when the peer went quiet ([`TrialPlan::stall_check`]).
+    #[error("{0}")]
+    PathBlackHole(String),
     #[error("could not read CPU counters: {0}")]
     Cpu(std::io::Error),
     #[error("the test's own thread failed: {0} (a nicbench bug: please report it with the command line)")]
@@ -64,7 +68,18 @@ pub struct TrialPlan<'a> {
     pub interrupted: &'a (dyn Fn() -> Option<String> + Sync),
     pub on_interval: Option<IntervalCallback>,
     pub on_progress: Option<ProgressCallback>,
+    /// Asked once when the peer's report is [`STALL_CHECK_AFTER`] late
+    /// (the client's): what stalls the test, when it can tell (a path-MTU
+    /// black hole), which fails the trial at once with
+    /// [`TrialError::PathBlackHole`] rather than at the hard deadline.
+    pub stall_check: Option<&'a dyn Fn() -> Option<String>>,
 }
+
+/// How long past a trial's expected end the client waits for the agent's
+/// report before it asks what stalls the test: the report of a healthy
+/// test comes within a second of the end (the agent's side ends, samples
+/// its counters and sends it), also on a busy 2-core machine.
+pub const STALL_CHECK_AFTER: Duration = Duration::from_secs(2);
 
 /// The local report and, when asked for, the peer's.
 pub struct TrialOutcome {
@@ -183,6 +198,11 @@ fn watch_peer(
     let peer = plan.host.other().as_str();
     let mut watched = Watched::default();
     let mut stop_sent = false;
+    // When to ask what stalls the test, if its peer's report is late.
+    let mut stall_check_at = plan
+        .stall_check
+        .and(plan.hard_deadline)
+        .map(|d| d.at - d.grace + STALL_CHECK_AFTER);
     let fail = |mut watched: Watched, failure: TrialError| {
         watched.failure = Some(failure);
         watched
@@ -226,6 +246,12 @@ fn watch_peer(
         }
         if let Some(deadline) = plan.hard_deadline.filter(|d| Instant::now() > d.at) {
             return fail(watched, TrialError::Hung(deadline.grace.as_secs_f64()));
+        }
+        if watched.peer_report.is_none() && stall_check_at.is_some_and(|at| Instant::now() > at) {
+            stall_check_at = None;
+            if let Some(why) = plan.stall_check.and_then(|check| check()) {
+                return fail(watched, TrialError::PathBlackHole(why));
+            }
         }
         if watched.peer_report.is_some() {
             thread::sleep(Duration::from_millis(20));
@@ -418,6 +444,7 @@ mod tests {
             wait_for_peer_report: false,
             interrupted: &|| None,
             on_interval: None,
+            stall_check: None,
             on_progress: None,
         }
     }

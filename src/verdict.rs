@@ -271,15 +271,26 @@ fn line_rate_share(
     if !kind.line_rate_applies() {
         return None;
     }
-    let tcp = trial.streams.iter().find_map(|s| s.sender.tcp_info.as_ref());
-    // Full-size packets: the transport's own (QUIC's), the connection's
-    // path MTU and MSS (which already excludes TCP options), or UDP
+    let busier = [
+        (&trial.sum.client_to_agent, Party::Agent),
+        (&trial.sum.agent_to_client, Party::Client),
+    ]
+    .into_iter()
+    .filter_map(|(f, receiver)| f.as_ref().map(|f| (&f.receiver, receiver)))
+    .max_by(|a, b| a.0.bits_per_second.total_cmp(&b.0.bits_per_second));
+    // The busier direction's senders size its packets: a bidirectional
+    // test's two directions may have negotiated different segments.
+    let tcp = trial
+        .streams
+        .iter()
+        .filter(|s| busier.map_or(true, |(_, receiver)| s.flow.receiver() == receiver))
+        .find_map(|s| s.sender.tcp_info.as_ref().filter(|i| i.send_mss_bytes > 0));
+    // Full-size packets: the transport's own (QUIC's), the segments TCP
+    // really sent (its MSS as negotiated, within the path MTU), or UDP
     // datagrams of the message size.
     let (ip_packet, payload) = match (kind.full_packet(trial, ipv6), tcp) {
         (Some(packet), _) => packet,
-        (None, Some(info)) if info.send_mss_bytes > 0 && info.path_mtu_bytes > info.send_mss_bytes => {
-            (u64::from(info.path_mtu_bytes), u64::from(info.send_mss_bytes))
-        }
+        (None, Some(info)) if info.path_mtu_bytes > info.send_mss_bytes => tcp_packet(info, ipv6),
         (None, Some(_)) => return None,
         (None, None) => {
             let stack = if ipv6 { Stack::Udp6 } else { Stack::Udp4 };
@@ -289,12 +300,8 @@ fn line_rate_share(
         }
     };
     let model = linerate::goodput(link.bits_per_second as f64, ip_packet, payload, link.framing)?;
-    let busier = [&trial.sum.client_to_agent, &trial.sum.agent_to_client]
-        .iter()
-        .filter_map(|f| f.as_ref().map(|f| &f.receiver))
-        .max_by(|a, b| a.bits_per_second.total_cmp(&b.bits_per_second));
-    let measured = busier.map_or(0.0, |t| t.bits_per_second);
-    let seconds = busier.map_or(0.0, |t| t.seconds);
+    let measured = busier.map_or(0.0, |(t, _)| t.bits_per_second);
+    let seconds = busier.map_or(0.0, |(t, _)| t.seconds);
     // A token bucket starts full: over a test that starts with it, the
     // shaper passes its rate plus the bucket once.
     // Under a saturating load the bucket empties during a warm-up, whichever
@@ -330,6 +337,28 @@ fn line_rate_share(
     };
     share.above_model = above_model(&share);
     Some(share)
+}
+
+/// The IP packet of a TCP sender's full segments and the payload it
+/// carries: the segment it really sends (`tcpi_snd_mss`: the path MTU's,
+/// or less when the peer announced a smaller MSS, as a receiver with a
+/// small buffer does: 2048 B at MTU 9000 with a 4 KiB one) with its IP and
+/// TCP headers, never above the path MTU. The TCP header carries 12 B of
+/// timestamps when the connection says so, and when it does not say
+/// (documents older than the field): Linux's default; an MSS the path MTU
+/// sets then comes out at the path MTU either way.
+pub fn tcp_packet(info: &TcpInfo, ipv6: bool) -> (u64, u64) {
+    let ip = if ipv6 {
+        linerate::IPV6_HEADER_BYTES
+    } else {
+        linerate::IPV4_HEADER_BYTES
+    };
+    let tcp = match info.timestamps {
+        Some(false) => linerate::TCP_HEADER_BYTES,
+        _ => linerate::TCP_TIMESTAMPS_HEADER_BYTES,
+    };
+    let mss = u64::from(info.send_mss_bytes);
+    ((mss + ip + tcp).min(u64::from(info.path_mtu_bytes)), mss)
 }
 
 /// Why a measurement reads above 100% of the model, in words.
@@ -431,6 +460,7 @@ pub fn findings(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) 
     // rate the shaper's drops then do not make the link the limit.
     let an_end_short_of_cpu = all.iter().any(|f| f.class == Class::Cpu && f.strong);
     all.extend(link_bound(trial, an_end_short_of_cpu));
+    all.extend(return_path_bound(trial, an_end_short_of_cpu));
     let (work, own): (Vec<Verdict>, Vec<Verdict>) = kind
         .findings(trial)
         .into_iter()
@@ -504,6 +534,8 @@ fn workload_finding(trial: &TrialResult, v: Verdict) -> Finding {
             receiver,
         ),
         "path_loss" => (Class::PathLoss, None),
+        // Lost on the path, but of the sender's making: its catch-up bursts.
+        "pacer_burst_loss" => (Class::PathLoss, sender),
         "offered_rate_not_reached" if sender.is_some() => (
             Class::OfferShort {
                 sender: sender.unwrap_or(Party::Client),
@@ -683,6 +715,82 @@ fn held_by_the_shaper(trial: &TrialResult, share: &LineRateShare) -> Option<Find
             Rate(share.measured_bits_per_second),
             Rate(share.theoretical_goodput_bits_per_second),
             Rate(share.link_bits_per_second as f64)
+        ),
+    ))
+}
+
+/// Share of the time data flowed that the shaper on the way back to the
+/// sender must have been busy for it to hold the sender back; from
+/// [`LINK_HELD_PERCENT`] when it also dropped at its full queue.
+pub const RETURN_BUSY_PERCENT: f64 = 90.0;
+
+/// The way back to the sender, when a shaper there was read over the trial
+/// (a lab router's tbf toward the sender) and it was full: busy most of
+/// the time data flowed, or dropping at its full queue. TCP sends no
+/// faster than its ACKs come back, so a slow return path holds the sender
+/// however fast the way there is (`--rate 1:a=1mbit` held a 21 Gbit/s
+/// path to 1 Gbit/s). A direction already at its own line rate is that
+/// link's; an end short of CPU makes the rate itself, and its bursts can
+/// still fill the queue, so drops alone do not speak beside it.
+fn return_path_bound(trial: &TrialResult, an_end_short_of_cpu: bool) -> Option<Finding> {
+    let back = trial.return_shaper.as_ref().filter(|b| b.bits_per_second > 0)?;
+    if trial
+        .line_rate
+        .as_ref()
+        .is_some_and(|l| l.percent_of_theoretical_goodput >= LINK_BOUND_PERCENT)
+    {
+        return None;
+    }
+    let busier = [&trial.sum.client_to_agent, &trial.sum.agent_to_client]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.receiver.bits_per_second.total_cmp(&b.receiver.bits_per_second))?;
+    let received = &busier.receiver;
+    // The time data flowed: the measured time, and the warm-up's share of
+    // the bytes at the same rate before it.
+    let warmup: u64 = trial.streams.iter().map(|s| s.receiver.warmup_bytes).sum();
+    let data_seconds = match received.bytes {
+        0 => return None,
+        bytes => received.seconds * (bytes + warmup) as f64 / bytes as f64,
+    };
+    if data_seconds <= 0.0 {
+        return None;
+    }
+    let busy_seconds = back.sent_bytes as f64 * 8.0 / back.bits_per_second as f64;
+    let busy = busy_seconds * 100.0 / data_seconds;
+    let full =
+        busy >= RETURN_BUSY_PERCENT || (back.dropped_packets > 0 && busy >= LINK_HELD_PERCENT && !an_end_short_of_cpu);
+    if !full || back.sent_packets == 0 {
+        return None;
+    }
+    let per_packet = back.sent_bytes / back.sent_packets;
+    let acknowledged = (received.bytes + warmup) / back.sent_packets;
+    let queue = back
+        .queue_seconds
+        .map(|q| format!(", queue {:.0} ms", q * 1000.0))
+        .unwrap_or_default();
+    // The counters run from before the trial to after it: a queue that
+    // drains after the data stopped reads above the time data flowed.
+    let busy_words = match busy {
+        b if b >= 100.0 => "all of the time data flowed".to_string(),
+        b => format!("{b:.0}% of the time data flowed"),
+    };
+    let drops = match back.dropped_packets {
+        0 => String::new(),
+        n => format!(", dropped {n} at its full queue"),
+    };
+    Some(Finding::new(
+        "return_path_bound",
+        Class::Link,
+        None,
+        Some("path"),
+        format!(
+            "the return path toward the sender holds ACKs: {} ({}{queue}) was busy {busy_words}, carrying {:.0} packets/s of {per_packet} B, each acknowledging {} on average{drops}; \
+             the sender sends no faster than its ACKs come back",
+            Rate(back.bits_per_second as f64),
+            back.name,
+            back.sent_packets as f64 / data_seconds,
+            Bytes(acknowledged),
         ),
     ))
 }

@@ -90,6 +90,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
         interruption: None,
         links: None,
         path_shaper: None,
+        return_shaper: None,
         paths: None,
     }
 }
@@ -1188,6 +1189,7 @@ fn shaper_counters(dropped_packets: u64) -> crate::model::PathShaperCounters {
         sent_packets: 21_000,
         dropped_packets,
         overlimits: 9_000,
+        queue_seconds: None,
     }
 }
 
@@ -1368,4 +1370,184 @@ fn a_quic_trial_is_weighed_by_quinns_packets() {
     plain.streams[0].sender.tcp_info = None;
     let u = line_rate_share(&plain, udp, &tbf(1_000_000_000, 0), 1500, false, 131072, 1.0).unwrap();
     assert_eq!(u.payload_bytes, 1472);
+}
+
+/// Issue 72: a 4 KiB receive buffer makes the receiver announce a 2048 B
+/// MSS on an MTU 9000 path; the segments are 2100 B IP packets (the lab
+/// router counted ~2114 B frames). The model paired the path MTU's 9018 B
+/// frame with the 2048 B payload: 426% of its goodput, `model_exceeded`.
+#[test]
+fn a_clamped_mss_sizes_the_packet_and_the_model_holds() {
+    let mut t = tcp_trial(970.17e6, 9000, 2.0);
+    let info = t.streams[0].sender.tcp_info.as_mut().unwrap();
+    info.send_mss_bytes = 2048;
+    info.timestamps = Some(true);
+    let lab = Link {
+        bits_per_second: 1_000_000_000,
+        shaper_name: Some("lab router rp-r eth1".into()),
+        source: "lab",
+        ..tbf(1_000_000_000, 500_000)
+    };
+    t.line_rate = line_rate_share(&t, &Throughput, &lab, 9000, false, 131072, 0.0);
+    let share = t.line_rate.as_ref().unwrap();
+    assert_eq!((share.frame_bytes, share.payload_bytes), (2118, 2048), "{share:?}");
+    assert_eq!(share.counted_bytes_per_frame, Some(2114));
+    let percent = share.percent_of_theoretical_goodput;
+    assert!(
+        percent > LINK_BOUND_PERCENT && percent < MODEL_EXCEEDED_PERCENT,
+        "{percent}"
+    );
+    assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
+}
+
+#[test]
+fn the_tcp_packet_is_the_mss_with_its_headers_within_the_path_mtu() {
+    let info = |mss: u32, pmtu: u32, timestamps: Option<bool>| TcpInfo {
+        send_mss_bytes: mss,
+        path_mtu_bytes: pmtu,
+        timestamps,
+        ..TcpInfo::default()
+    };
+    // The path MTU's own MSS: the packet is the path MTU, however the
+    // options are known.
+    assert_eq!(tcp_packet(&info(1448, 1500, None), false), (1500, 1448));
+    assert_eq!(tcp_packet(&info(1460, 1500, Some(false)), false), (1500, 1460));
+    assert_eq!(tcp_packet(&info(1460, 1500, None), false), (1500, 1460));
+    // A smaller MSS announced by the peer: its segment and headers.
+    assert_eq!(tcp_packet(&info(2048, 9000, Some(true)), false), (2100, 2048));
+    assert_eq!(tcp_packet(&info(2048, 9000, Some(false)), false), (2088, 2048));
+    assert_eq!(tcp_packet(&info(2048, 9000, Some(true)), true), (2120, 2048));
+}
+
+#[test]
+fn the_busier_directions_senders_size_the_packet() {
+    // Both ways: client->agent at MSS 1448 and 300 Mbit/s, agent->client
+    // clamped to 2048 on MTU 9000 and busier: its packets are the model's.
+    let mut t = tcp_trial(300e6, 1500, 2.0);
+    let mut back = t.streams[0].clone();
+    back.stream_id = 2;
+    back.flow = Flow::AgentToClient;
+    let info = back.sender.tcp_info.as_mut().unwrap();
+    (info.send_mss_bytes, info.path_mtu_bytes) = (2048, 9000);
+    t.streams.push(back);
+    t.sum.agent_to_client = Some(FlowTotal {
+        sender: Total {
+            bytes: 0,
+            seconds: 2.0,
+            bits_per_second: 900e6,
+        },
+        receiver: Total {
+            bytes: 0,
+            seconds: 2.0,
+            bits_per_second: 900e6,
+        },
+        extras: Default::default(),
+    });
+    let share = line_rate_share(&t, &Throughput, &tbf(1_000_000_000, 0), 9000, false, 131072, 1.0).unwrap();
+    assert_eq!(share.payload_bytes, 2048);
+}
+
+/// A trial that moved `gigabytes` over 3 s from the client, and the lab
+/// router's shaper on the way back to it: `busy_seconds` of its rate sent,
+/// `dropped` at its full queue.
+fn return_trial(busy_seconds: f64, dropped: u64) -> TrialResult {
+    let mut t = tcp_trial(1e9, 1500, 3.0);
+    t.sum.client_to_agent.as_mut().unwrap().receiver.bytes = 375_000_000;
+    let rate = 1_000_000;
+    t.return_shaper = Some(crate::model::PathShaperCounters {
+        name: "lab router rt-r eth0".into(),
+        bits_per_second: rate,
+        sent_bytes: (busy_seconds * rate as f64 / 8.0) as u64,
+        sent_packets: 4_600,
+        dropped_packets: dropped,
+        overlimits: 4_000,
+        queue_seconds: Some(0.016),
+    });
+    t
+}
+
+#[test]
+fn a_full_return_path_holds_the_sender() {
+    // `--rate 1:a=1mbit`: the ACKs' way back at 1 Mbit/s, the way there
+    // unshaped (no line rate). Before: "no bottleneck stands out".
+    let v = judge(&return_trial(2.95, 0), &Throughput, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("return_path_bound", Some("path")),
+        "{}",
+        v.summary
+    );
+    assert!(
+        v.summary.starts_with(
+            "the return path toward the sender holds ACKs: 1.00 Mbit/s (lab router rt-r eth0, queue 16 ms) was busy 98%"
+        ),
+        "{}",
+        v.summary
+    );
+    // Starved ends beside a full return path: the path made the rate.
+    let mut t = return_trial(2.95, 0);
+    starve(&mut t, Party::Client, 3.0, 0.3, 2.6);
+    assert_eq!(judge(&t, &Throughput, false).kind, "return_path_bound");
+    // Half busy but dropping at its full queue: full all the same.
+    assert_eq!(
+        judge(&return_trial(1.8, 40), &Throughput, false).kind,
+        "return_path_bound"
+    );
+}
+
+#[test]
+fn a_return_path_with_room_or_a_full_way_there_is_not_named() {
+    // Busy a third of the time, nothing dropped: it had room.
+    assert_eq!(judge(&return_trial(1.0, 0), &Throughput, false).kind, "none");
+    // Half busy and dropping, beside a starved sender: the sender's bursts.
+    let mut t = return_trial(1.8, 40);
+    starve(&mut t, Party::Client, 3.0, 0.1, 2.9);
+    assert_eq!(judge(&t, &Throughput, false).kind, "cpu_starved");
+    // The way there at its own line rate: that link.
+    let mut t = return_trial(2.95, 0);
+    t.sum.client_to_agent.as_mut().unwrap().receiver.bits_per_second = 950e6;
+    t.line_rate = share(&t, 1_000_000_000);
+    assert_eq!(judge(&t, &Throughput, false).kind, "link_bound");
+}
+
+/// Issue 66: a starved sender's pacer caught up with 100 ms of credit that
+/// overflowed a router's queue, and the loss read "a slower link".
+#[test]
+fn loss_on_the_path_below_the_line_rate_after_pacer_bursts_is_the_senders() {
+    let mut t = udp_trial(10_000, 9_000, 0);
+    let mut udp: crate::workload::udp::result::UdpResult = t.sum.extras.get(crate::workload::udp::result::KEY).unwrap();
+    udp.sender_largest_burst_seconds = Some(0.004);
+    t.sum.extras.set(crate::workload::udp::result::KEY, &udp);
+    // Without a line rate the evidence cannot tell a burst from a slower link.
+    assert_eq!(judge(&t, &UdpResults, false).kind, "path_loss");
+    // 200 Mbit/s sent through a 1 Gbit/s link: not a slower link's loss.
+    t.line_rate = share(&t, 1_000_000_000);
+    let v = judge(&t, &UdpResults, false);
+    assert_eq!(
+        (v.kind.as_str(), v.side.as_deref()),
+        ("pacer_burst_loss", Some("sender")),
+        "{}",
+        v.summary
+    );
+    assert!(
+        v.summary.contains("bursts of up to 4.0 ms of its rate"),
+        "{}",
+        v.summary
+    );
+    // A starved sender explains its bursts' loss.
+    starve(&mut t, Party::Client, 3.0, 0.1, 2.9);
+    let v = judge(&t, &UdpResults, false);
+    assert_eq!(v.kind, "cpu_starved", "{}", v.summary);
+    let loss = v.evidence.iter().find(|e| e.kind == "pacer_burst_loss").unwrap();
+    assert_eq!(
+        (loss.role.as_str(), loss.explained_by),
+        ("consequence", Some(0)),
+        "{v:?}"
+    );
+    // Steady pacing (a millisecond a send) is no burst: the path's loss.
+    udp.sender_largest_burst_seconds = Some(0.001);
+    t.sum.extras.set(crate::workload::udp::result::KEY, &udp);
+    let mut t2 = t.clone();
+    t2.counters = udp_trial(10_000, 9_000, 0).counters;
+    assert_eq!(judge(&t2, &UdpResults, false).kind, "path_loss");
 }

@@ -95,6 +95,7 @@ pub(super) fn serve(
         },
         on_interval,
         on_progress: None,
+        stall_check: None,
     };
     let mut outcome = side_runner::run_side(side, plan, channel, &ProcStat)
         .map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;

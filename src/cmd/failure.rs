@@ -25,6 +25,32 @@ pub struct ErrorBody {
     /// The whole message, causes joined with ": ".
     pub message: String,
     pub exit_code: i32,
+    /// What the client found stalled the test, when it could tell: the
+    /// verdict of a test that produced no result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<FailureVerdict>,
+}
+
+/// The verdict of a failed test: its kind (`path_mtu_black_hole`) and the
+/// sentence that says it.
+#[derive(Debug, Serialize)]
+pub struct FailureVerdict {
+    pub kind: &'static str,
+    pub summary: String,
+}
+
+/// The verdict a failure carries: a path-MTU black hole the client found
+/// when the test stalled.
+pub fn verdict_of(error: &anyhow::Error) -> Option<FailureVerdict> {
+    error
+        .chain()
+        .find_map(|cause| match cause.downcast_ref::<crate::side_runner::TrialError>() {
+            Some(crate::side_runner::TrialError::PathBlackHole(summary)) => Some(FailureVerdict {
+                kind: "path_mtu_black_hole",
+                summary: crate::outside_text::terminal(summary).into_owned(),
+            }),
+            _ => None,
+        })
 }
 
 /// The word for an exit code.
@@ -47,6 +73,7 @@ impl ErrorDocument {
                 kind: kind_of(exit_code),
                 message: lines.join(": "),
                 exit_code,
+                verdict: None,
             },
         }
     }
@@ -109,7 +136,9 @@ pub fn report(error: &anyhow::Error, json: bool) -> i32 {
         .chain()
         .any(|c| c.downcast_ref::<super::watch::CommandExit>().is_some());
     if json && code != super::measure::CutShort::EXIT_CODE && !printed {
-        print_json(&ErrorDocument::new(&lines, code));
+        let mut doc = ErrorDocument::new(&lines, code);
+        doc.error.verdict = verdict_of(error);
+        print_json(&doc);
     }
     code
 }
@@ -273,6 +302,17 @@ mod tests {
         assert!(wants_json(&args("nicbench tcp h --json")));
         assert!(wants_json(&args("nicbench tcp h --json-stream")));
         assert!(!wants_json(&args("nicbench lab exec l a -- nicbench tcp b --json")));
+    }
+
+    #[test]
+    fn a_black_hole_found_when_a_test_stalled_is_the_failures_verdict() {
+        let hole = crate::side_runner::TrialError::PathBlackHole("packets over 1500 B vanish between a and b".into());
+        let error = anyhow::Error::new(crate::session::SessionError::Trial(hole)).context("tcp test against b:5310");
+        let verdict = verdict_of(&error).expect("a verdict");
+        assert_eq!(verdict.kind, "path_mtu_black_hole");
+        assert_eq!(verdict.summary, "packets over 1500 B vanish between a and b");
+        let lost = anyhow::anyhow!("lost the agent mid-test: closed");
+        assert!(verdict_of(&lost).is_none());
     }
 
     #[test]

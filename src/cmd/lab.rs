@@ -218,31 +218,45 @@ impl ShaperWatch {
     }
 
     /// Reads the shapers again after the trial `run` and records what the
-    /// one on its busier direction did (when that one is shaped).
+    /// one on its busier direction did (`path_shaper`), and the one on the
+    /// way back to that direction's sender (`return_shaper`), each when shaped.
     pub fn finish(self, run: &mut crate::model::RunResult) {
-        let link = busier_link(&self.path, run);
-        let Some(bits_per_second) = link.rate_bits_per_second else {
+        let forward = busier_link(&self.path, run);
+        let back = if std::ptr::eq(forward, &self.path.toward_peer) {
+            &self.path.toward_me
+        } else {
+            &self.path.toward_peer
+        };
+        let (Some(after), true) = (
+            Self::read(&self.path),
+            forward.rate_bits_per_second.is_some() || back.rate_bits_per_second.is_some(),
+        ) else {
             return;
         };
-        let which = usize::from(std::ptr::eq(link, &self.path.toward_peer));
-        let Some(after) = Self::read(&self.path) else { return };
-        let (Some(before), Some(after)) = (self.before[which], after[which]) else {
-            return;
+        let counters = |link: &crate::lab_env::RouterLink| -> Option<crate::model::PathShaperCounters> {
+            let bits_per_second = link.rate_bits_per_second?;
+            let which = usize::from(std::ptr::eq(link, &self.path.toward_peer));
+            let (Some(before), Some(after)) = (self.before[which], after[which]) else {
+                return None;
+            };
+            let Some(delta) = after.since(&before) else {
+                log::warn!(
+                    "the lab router's shaper was replaced during the trial (lab set?): its counters are not the trial's"
+                );
+                return None;
+            };
+            Some(crate::model::PathShaperCounters {
+                name: shaper_name(&self.path, link),
+                bits_per_second,
+                sent_bytes: delta.sent_bytes,
+                sent_packets: delta.sent_packets,
+                dropped_packets: delta.dropped_packets,
+                overlimits: delta.overlimits,
+                queue_seconds: link.queue_seconds,
+            })
         };
-        let Some(delta) = after.since(&before) else {
-            log::warn!(
-                "the lab router's shaper was replaced during the trial (lab set?): its counters are not the trial's"
-            );
-            return;
-        };
-        run.result.path_shaper = Some(crate::model::PathShaperCounters {
-            name: shaper_name(&self.path, link),
-            bits_per_second,
-            sent_bytes: delta.sent_bytes,
-            sent_packets: delta.sent_packets,
-            dropped_packets: delta.dropped_packets,
-            overlimits: delta.overlimits,
-        });
+        run.result.path_shaper = counters(forward);
+        run.result.return_shaper = counters(back);
     }
 }
 

@@ -205,7 +205,9 @@ pub struct Measured {
 /// them the run keeps the verdict it has, unless `always`.
 fn annotate_with_path(run: &mut crate::model::RunResult, m: &MeasureArgs, always: bool) {
     let shaper = m.link_speed.is_none().then(|| super::lab::router_shaper(run)).flatten();
-    if always || m.link_speed.is_some() || m.link_overhead.is_some() || shaper.is_some() {
+    // The way back to the sender, read over the trials: its verdict too.
+    let return_path = run.result.return_shaper.is_some() || run.trials.iter().any(|t| t.return_shaper.is_some());
+    if always || m.link_speed.is_some() || m.link_overhead.is_some() || shaper.is_some() || return_path {
         crate::verdict::annotate_path(
             run,
             m.link_speed,

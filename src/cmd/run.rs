@@ -507,7 +507,7 @@ impl runner::Steps for RealSteps<'_> {
     }
 
     fn check_path(&mut self, agent: &Agent, mtu: u32) -> Result<(), String> {
-        if let Some(why) = plan::path_mtu::check_agent(&agent.label, &agent.address, mtu)? {
+        if let Some(why) = crate::probe::path_mtu::check_agent(&agent.label, &agent.address, mtu)? {
             log::warn!("{why}");
         }
         Ok(())

@@ -144,9 +144,18 @@ pub struct TcpInfo {
     pub rtt_us: u32,
     pub rtt_var_us: u32,
     pub congestion_window_segments: u32,
+    /// The segment size it sends (`tcpi_snd_mss`): the smaller of what the
+    /// path MTU allows and the MSS the peer announced, less TCP options.
     pub send_mss_bytes: u32,
     pub receive_mss_bytes: u32,
     pub path_mtu_bytes: u32,
+    /// The MSS this end announced to its peer (`tcpi_advmss`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertised_mss_bytes: Option<u32>,
+    /// Whether the connection carries TCP timestamps (12 B of options in
+    /// every segment; `tcpi_options`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<bool>,
     pub congestion_control: String,
     /// Time with data outstanding, in microseconds (`tcpi_busy_time`, Linux
     /// 4.10+; the kernel counts in jiffies, 1-10 ms): the two limited times

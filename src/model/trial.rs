@@ -92,6 +92,12 @@ pub struct TrialResult {
     /// trial: its counters after the trial less those before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_shaper: Option<PathShaperCounters>,
+    /// In a lab, the router's shaper on the way back to the busier
+    /// direction's sender, when that egress is shaped: it carries the
+    /// ACKs (and the other direction's data), and a slow one holds the
+    /// sender back however fast the way there is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_shaper: Option<PathShaperCounters>,
     /// An MPTCP stream over several paths: each path's figures and link,
     /// and their summed goodput (its line rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,6 +121,9 @@ pub struct PathShaperCounters {
     pub dropped_packets: u64,
     /// Times a packet waited for tokens: the link was holding traffic back.
     pub overlimits: u64,
+    /// How long its queue holds at its rate (the lab's `--queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_seconds: Option<f64>,
 }
 
 /// How a trial was cut short.
@@ -223,6 +232,7 @@ impl TrialResult {
             interruption: None,
             links: None,
             path_shaper: None,
+            return_shaper: None,
             paths: None,
         })
     }

@@ -7,7 +7,6 @@ pub mod file;
 pub mod host;
 pub mod identity;
 pub mod matrix;
-pub mod path_mtu;
 pub mod queue;
 pub mod runner;
 

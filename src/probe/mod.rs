@@ -16,6 +16,7 @@ pub mod mptcp;
 pub mod mtu;
 pub mod netns;
 pub mod nic;
+pub mod path_mtu;
 pub mod qdisc;
 pub mod sched;
 pub mod settings;

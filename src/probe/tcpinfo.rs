@@ -45,6 +45,8 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
         send_mss_bytes: info.tcpi_snd_mss,
         receive_mss_bytes: info.tcpi_rcv_mss,
         path_mtu_bytes: info.tcpi_pmtu,
+        advertised_mss_bytes: Some(info.tcpi_advmss),
+        timestamps: Some(info.tcpi_options & TCPI_OPT_TIMESTAMPS != 0),
         congestion_control: congestion_control(socket).unwrap_or_default(),
         busy_us: filled!(tcpi_busy_time),
         rwnd_limited_us: filled!(tcpi_rwnd_limited),
@@ -54,6 +56,9 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
         peer_window_bytes: filled!(tcpi_snd_wnd).filter(|&w| w > 0),
     })
 }
+
+/// `tcpi_options`: the connection carries timestamps (linux/tcp.h).
+const TCPI_OPT_TIMESTAMPS: u8 = 1;
 
 /// Paces a socket's sending to `bits_per_second` (SO_MAX_PACING_RATE).
 /// TCP paces itself to it since Linux 4.13 whatever the qdisc (an `fq`

@@ -389,9 +389,19 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// The `Line rate:` lines, or why there is no share, and under them the
+/// shaper on the way back to the sender when one was read (a lab's).
+fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    forward_line_rate_lines(run, out)?;
+    match &run.result.return_shaper {
+        Some(back) => super::linerate::return_text(back, out),
+        None => Ok(()),
+    }
+}
+
 /// The `Line rate:` lines, or why there is no share: the workload's figure
 /// is no bulk throughput, or the only speed known is a virtual link's.
-fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+fn forward_line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     if let Some(links) = &run.result.links {
         return super::multilink::write_links(links, out);
     }
@@ -424,11 +434,15 @@ fn line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         .into_iter()
         .flatten()
         .find(|nic| crate::probe::nic::speed_is_nominal(nic));
+    // A lab that shapes only the way back has no line rate this way.
+    let remedy = match run.result.return_shaper {
+        Some(_) => "the lab shapes only the return path, below",
+        None => "shape it (lab --rate) or give --link-speed",
+    };
     match nominal {
         Some(nic) => writeln!(
             out,
-            "Line rate: n/a ({} is a virtual {} link: its {} is nominal, no line rate; \
-             shape it (lab --rate) or give --link-speed)",
+            "Line rate: n/a ({} is a virtual {} link: its {} is nominal, no line rate; {remedy})",
             terminal(&nic.name),
             terminal(nic.driver.as_deref().unwrap_or("?")),
             nic.link_speed_bits_per_second

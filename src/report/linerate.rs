@@ -205,6 +205,28 @@ pub fn shaper_text(shaper: &crate::model::PathShaperCounters, out: &mut dyn Writ
     )
 }
 
+/// The shaper on the way back to the sender, under the line rate: "  the
+/// return path toward the sender: lab router t-r eth1 (1.00 Mbit/s, queue
+/// 16 ms) over the trial: sent 1.20 MB in 15000 packets (its ACKs), dropped
+/// 57 at its full queue, held packets back 9000 times".
+pub fn return_text(shaper: &crate::model::PathShaperCounters, out: &mut dyn Write) -> io::Result<()> {
+    let queue = shaper
+        .queue_seconds
+        .map(|q| format!(", queue {:.0} ms", q * 1000.0))
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "  the return path toward the sender: {} ({}{queue}) over the trial: sent {} in {} packets (its ACKs), \
+         dropped {} at its full queue, held packets back {} times",
+        terminal(&shaper.name),
+        Rate(shaper.bits_per_second as f64),
+        crate::units::Bytes(shaper.sent_bytes),
+        shaper.sent_packets,
+        shaper.dropped_packets,
+        shaper.overlimits
+    )
+}
+
 pub fn share_text(share: Option<&LineRateShare>, out: &mut dyn Write) -> io::Result<()> {
     let Some(l) = share else {
         return writeln!(out, "Line rate: n/a (link speed unknown; give --link-speed)");

@@ -159,6 +159,8 @@ pub fn verdict_words(kind: &str) -> String {
         "cgroup_throttled" => "throttled by its cgroup",
         "link_bound" => "at line rate",
         "model_exceeded" => "above the line-rate model",
+        "return_path_bound" => "the return path (ACKs)",
+        "pacer_burst_loss" => "the sender's pacer bursts",
         "udp_loss" => "UDP loss",
         "path_loss" => "loss on the path",
         "socket_buffer_drops" => "socket buffer drops",

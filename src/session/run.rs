@@ -221,6 +221,99 @@ pub fn run_with_psk(
     let stream = connect(target)?;
     let agent_addr = stream.peer_addr().map_err(ProtocolError::Io)?;
     let client_addr = stream.local_addr().map_err(ProtocolError::Io)?;
+    let stalls = StallCheck {
+        here: client_addr.ip(),
+        agent: agent_addr.ip(),
+        label: target.host.clone(),
+        agent_mtu: std::cell::Cell::new(None),
+        asked: std::cell::Cell::new(false),
+    };
+    let ran = run_connected(target, psk, require_key, spec, options, stream, &stalls);
+    match ran {
+        Ok((result, agent)) => Ok(one_trial_run(spec, started_at, client_addr, agent, result, None)),
+        // A test that stalled or lost its agent: a path that loses every
+        // packet above a size is the likeliest cause, and one it can tell.
+        Err(e) if stalls.worth_asking(&e) => match stalls.ask() {
+            Some(why) => Err(side_runner::TrialError::PathBlackHole(format!("{why} (the test itself: {e})")).into()),
+            None => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// What the client asks when a test stalls: whether the path to the agent
+/// loses every packet above a size (a path-MTU black hole), once.
+struct StallCheck {
+    here: std::net::IpAddr,
+    agent: std::net::IpAddr,
+    /// The agent as the user named it.
+    label: String,
+    /// The agent's interface MTU, once its facts came.
+    agent_mtu: std::cell::Cell<Option<u32>>,
+    asked: std::cell::Cell<bool>,
+}
+
+impl StallCheck {
+    /// Whether `error` is one a black hole makes: the agent went quiet or
+    /// was lost, a step timed out, the test hung.
+    fn worth_asking(&self, error: &SessionError) -> bool {
+        use side_runner::TrialError;
+        !self.asked.get()
+            && matches!(
+                error,
+                SessionError::Protocol(ProtocolError::Timeout { .. } | ProtocolError::Closed(_) | ProtocolError::Io(_))
+                    | SessionError::Trial(
+                        TrialError::PeerLost { .. } | TrialError::Hung(_) | TrialError::PeerFailed { .. }
+                    )
+                    | SessionError::Workload(_)
+            )
+    }
+
+    /// The black hole in words, when the path has one; None when packets
+    /// of the smaller end's MTU pass, or the path cannot be judged (said
+    /// in the log).
+    fn ask(&self) -> Option<String> {
+        self.asked.set(true);
+        let own_mtu = crate::probe::nic::interface_with_address(self.here)
+            .and_then(|interface| crate::probe::mtu::mtu_of(&interface).ok());
+        let mtu = [own_mtu, self.agent_mtu.get()].into_iter().flatten().min()?;
+        match crate::probe::path_mtu::black_hole_toward(self.agent, mtu) {
+            Ok(Some(hole)) => Some(format!(
+                "packets over {} B vanish between {} and {}: a path-MTU black hole (ICMP 'fragmentation \
+                 needed' is not coming back); {}-byte packets are dropped {}: give every hop between them \
+                 the same MTU, let ICMP 'fragmentation needed' (ICMPv6 'packet too big') through, or test at \
+                 MTU {} or below",
+                hole.largest,
+                crate::probe::host::hostname(),
+                self.label,
+                hole.tried,
+                hole.place(),
+                hole.largest
+            )),
+            Ok(None) => None,
+            Err(why) => {
+                log::warn!(
+                    "the test stalled; whether the path to {} loses large packets is not known: {why}",
+                    self.label
+                );
+                None
+            }
+        }
+    }
+}
+
+/// [`run_with_psk`] once connected: the trial's result and the agent.
+fn run_connected(
+    target: &Target,
+    psk: Option<&Psk>,
+    require_key: bool,
+    spec: &TestSpec,
+    options: RunOptions,
+    stream: std::net::TcpStream,
+    stalls: &StallCheck,
+) -> Result<(TrialResult, Endpoint), SessionError> {
+    let workload = workload::find(&spec.workload)?;
+    let agent_addr = stream.peer_addr().map_err(ProtocolError::Io)?;
     let mut channel = Channel::new(stream, MAX_AGENT_FRAME);
 
     let hello = handshake_keyed(&mut channel, agent_addr, psk, require_key)?;
@@ -235,6 +328,9 @@ pub fn run_with_psk(
         check_links_supported(&hello, agent_addr)?;
     }
     let accepted = request(&mut channel, spec, target.wait, agent_addr)?;
+    stalls
+        .agent_mtu
+        .set(accepted.agent.interface.as_ref().and_then(|nic| nic.mtu_bytes));
     if let Some(proof) = &accepted.address_proof {
         prove_link_addresses(proof, spec, &accepted.token, agent_addr)?;
     }
@@ -256,6 +352,7 @@ pub fn run_with_psk(
     }
     channel.send(&Message::Start)?;
     let start = Instant::now();
+    let stall_check = || stalls.ask();
     let plan = TrialPlan {
         host: Party::Client,
         spec,
@@ -265,6 +362,7 @@ pub fn run_with_psk(
         interrupted: options.interrupted,
         on_interval: options.on_interval,
         on_progress: options.on_progress,
+        stall_check: Some(&stall_check),
     };
     let outcome = side_runner::run_side(side, plan, &mut channel, &ProcStat)?;
     let result = merge_sides(options.trial, spec, outcome)?;
@@ -272,7 +370,7 @@ pub fn run_with_psk(
         address: agent_addr.to_string(),
         facts: accepted.agent,
     };
-    Ok(one_trial_run(spec, started_at, client_addr, agent, result, None))
+    Ok((result, agent))
 }
 
 /// The run document of one trial this host ran from `client_addr`

@@ -122,6 +122,7 @@ fn trial_with(paths: &[P], announced: u8, limit: u8) -> TrialResult {
         interruption: None,
         links: None,
         path_shaper: None,
+        return_shaper: None,
         paths: None,
     }
 }

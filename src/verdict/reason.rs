@@ -8,7 +8,8 @@
 //!   own receiving socket or NIC, the retransmissions of the sender that
 //!   sends to it, a receive window it kept closed, its own send buffer
 //!   full (a starved sender writes in bursts), a sender's rate below
-//!   what it was offered, the workload's own limit on that end (and, with
+//!   what it was offered, the datagrams its pacer's catch-up bursts lost
+//!   on the path, the workload's own limit on that end (and, with
 //!   strong evidence, a files "link", the raw TCP rate it capped too), and
 //!   a rate below the link;
 //! - drops at a receiver explain the retransmissions of its sender;
@@ -151,6 +152,9 @@ pub fn explains(a: &Finding, b: &Finding, workload_first: bool) -> bool {
         // buffer: the buffer is not what held it back.
         (Class::Cpu, Class::SendBuffer) => a.party.is_some() && a.party == b.party,
         (Class::Cpu, Class::OfferShort { sender }) => a.party == Some(sender),
+        // A starved sender's pacer wakes late and catches up in bursts that
+        // overflow a queue on the path: loss of its own making.
+        (Class::Cpu, Class::PathLoss) => a.party.is_some() && a.party == b.party,
         (Class::Cpu, Class::BelowLink) => true,
         // The workload's limit on the starved end itself (a files
         // transfer's disk writes); not a delay the path's queue holds. A

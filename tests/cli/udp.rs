@@ -357,6 +357,7 @@ fn foreign_and_malformed_datagrams_before_registration_are_counted_and_ignored()
         interrupted: &|| None,
         on_interval: None,
         on_progress: None,
+        stall_check: None,
     };
     let outcome = run_side(side, plan, &mut channel, &ProcStat).unwrap();
     let agent_report = outcome.peer.unwrap();

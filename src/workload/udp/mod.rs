@@ -51,6 +51,15 @@ const MAX_DRAIN: Duration = Duration::from_secs(3);
 const COUNT_QUIET: Duration = Duration::from_secs(2);
 /// How often a blocked receive wakes up to look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
+/// The most a paced sender catches up at once after waking late: 4 ms of
+/// its rate. A wake-up on a busy machine comes up to a scheduler slice late
+/// (3-4 ms with two CPU hogs on 2 cores), which this covers so the average
+/// holds; what it sends at once goes out at the NIC's speed, and a queue
+/// on the path must hold it (a bottleneck of the offered rate needs 4 ms of
+/// queue; the lab's tbf holds 16 ms beyond its bucket, switches a few ms).
+/// It was 100 ms, whose catch-up overflowed a router's queue and read as
+/// loss on the path (issue 66).
+pub const PACER_CREDIT: Duration = Duration::from_millis(4);
 /// Datagrams per sendmmsg/recvmmsg without offload.
 const BATCH: usize = 64;
 /// GSO buffers per sendmmsg, and GRO buffers per recvmmsg.
@@ -445,6 +454,15 @@ fn transient(e: &std::io::Error) -> bool {
     )
 }
 
+/// The pacer's credit at `rate` when a send takes `per_call` bytes:
+/// [`PACER_CREDIT`] of the rate, or two sends' worth if more. A wake-up
+/// that late is caught up, so the average holds; a longer stall is not
+/// made up for.
+fn pacer_credit_bytes(rate: u64, per_call: u64) -> u64 {
+    let credit = (rate as f64 / 8.0 * PACER_CREDIT.as_secs_f64()) as u64;
+    (per_call * 2).max(credit)
+}
+
 /// The sender's loop: pace, stamp, send a batch, count; in a count run,
 /// until `quota` datagrams are out.
 fn send_stream(
@@ -470,15 +488,17 @@ fn send_stream(
         Some(rate) => {
             let per_ms = (rate as f64 / 8.0 / 1000.0 / dg as f64).ceil() as usize;
             let per_call = per_ms.clamp(1, max_datagrams);
-            // Credit for 100 ms: a late wake-up on a busy host is caught up,
-            // so the average holds; a longer stall is not made up for.
-            let burst = ((per_call * dg * 2) as u64).max(rate / 8 / 10);
-            (Some(Pacer::new(rate, burst)), per_call)
+            (
+                Some(Pacer::new(rate, pacer_credit_bytes(rate, (per_call * dg) as u64))),
+                per_call,
+            )
         }
         None => (None, max_datagrams),
     };
     let mut lens = vec![0usize; entries];
     let (mut seq, mut total, mut syscalls) = (0u64, 0u64, 0u64);
+    // Bytes sent back to back since the pacer last waited, and the most.
+    let (mut burst, mut largest_burst) = (0u64, 0u64);
     let mut udp = UdpEnd {
         datagram_bytes: dg as u64,
         segmentation_offload: params.gso,
@@ -497,6 +517,9 @@ fn send_stream(
         if let Some(p) = pacer.as_mut() {
             let allowed = (p.allowance(now - start) / dg as u64) as usize;
             if allowed < per_call.min(left) {
+                // A wait ends the burst sent since the last one.
+                largest_burst = largest_burst.max(burst);
+                burst = 0;
                 std::thread::sleep(p.wait_for(now - start, (per_call * dg) as u64).min(POLL));
                 continue;
             }
@@ -534,8 +557,12 @@ fn send_stream(
         ctx.bytes.store(total, Ordering::Relaxed);
         if let Some(p) = pacer.as_mut() {
             p.spend((sent * dg) as u64);
+            burst += (sent * dg) as u64;
         }
     }
+    udp.largest_burst_seconds = params
+        .rate_bits_per_second
+        .map(|rate| largest_burst.max(burst) as f64 * 8.0 / rate as f64);
     udp.datagrams_per_syscall = if syscalls > 0 {
         seq as f64 / syscalls as f64
     } else {
@@ -649,6 +676,7 @@ impl Receiving {
             segmentation_offload: gro,
             offered_bits_per_second: None,
             send_errors: 0,
+            largest_burst_seconds: None,
             received: Some(UdpReceived {
                 duplicate_datagrams: self.tracker.duplicates,
                 out_of_order_datagrams: self.tracker.out_of_order,
@@ -783,6 +811,19 @@ mod tests {
     use super::*;
     use crate::model::spec::tests::spec;
     use crate::workload::SideOptions;
+
+    /// Issue 66: a sender that woke 100 ms late sent 100 ms of its rate at
+    /// once and overflowed a router's queue; now at most 4 ms of it.
+    #[test]
+    fn the_pacer_catches_up_at_most_a_few_milliseconds_after_a_stall() {
+        let rate = 100_000_000; // 12.5 MB/s
+        let (dg, per_call) = (1472u64, 9u64); // about a millisecond a send
+        let mut pacer = Pacer::new(rate, pacer_credit_bytes(rate, per_call * dg));
+        let after_stall = pacer.allowance(Duration::from_millis(100));
+        assert_eq!(after_stall, 50_000, "4 ms of 12.5 MB/s");
+        // At a rate so low that two sends are more, two sends.
+        assert_eq!(pacer_credit_bytes(1_000_000, 2 * dg), 4 * dg);
+    }
 
     #[test]
     fn the_receiver_counts_junk_from_its_peer_and_keeps_the_rest() {

@@ -29,6 +29,11 @@ pub struct UdpEnd {
     /// Sends the kernel refused (ENOBUFS, ECONNREFUSED), counted and skipped.
     #[serde(default)]
     pub send_errors: u64,
+    /// A paced sender: the most it sent back to back between two waits, in
+    /// seconds of its rate (about 0.001 when it keeps pace; more when it
+    /// woke late and caught up, up to the pacer's credit). Sender only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_burst_seconds: Option<f64>,
     /// What only the receiver knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received: Option<UdpReceived>,
@@ -103,6 +108,10 @@ pub struct UdpResult {
     /// know the count cannot see). Absent in timed runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_at_end_datagrams: Option<u64>,
+    /// The largest burst a paced sender sent back to back, in seconds of
+    /// its rate (`largest_burst_seconds` of the senders, the largest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_largest_burst_seconds: Option<f64>,
 }
 
 /// Share of the offered rate below which a sender did not reach its offer.
@@ -138,6 +147,7 @@ impl UdpResult {
             receiver_gro: got.segmentation_offload,
             offered_bits_per_second: sent.offered_bits_per_second,
             lost_at_end_datagrams: received.lost_at_end_datagrams,
+            sender_largest_burst_seconds: sent.largest_burst_seconds,
             ..UdpResult::default()
         };
         r.set_loss();
@@ -179,6 +189,10 @@ impl UdpResult {
             };
             t.jitter_us = t.jitter_us.max(u.jitter_us);
             t.receiver_gro |= u.receiver_gro;
+            t.sender_largest_burst_seconds = [t.sender_largest_burst_seconds, u.sender_largest_burst_seconds]
+                .into_iter()
+                .flatten()
+                .reduce(f64::max);
             // The tail in sum only when every stream knew its count.
             t.lost_at_end_datagrams = match (first, t.lost_at_end_datagrams, u.lost_at_end_datagrams) {
                 (true, _, tail) => tail,

@@ -152,6 +152,17 @@ pub fn loss_verdict(trial: &TrialResult) -> Option<Verdict> {
                 share_of_sent(in_socket)
             ),
         )
+    } else if let Some(burst) = pacer_burst(trial, &udp) {
+        let mut v = Verdict::new(
+            "pacer_burst_loss",
+            format!(
+                "UDP lost {:.1}% of datagrams before the receiving socket while the sender stayed below the \
+                 line rate: {burst}, more at once than a queue on the path held ({rates})",
+                share_of_sent(udp.lost_datagrams - in_socket)
+            ),
+        );
+        v.side = Some("sender".into());
+        v
     } else {
         Verdict::new(
             "path_loss",
@@ -160,6 +171,32 @@ pub fn loss_verdict(trial: &TrialResult) -> Option<Verdict> {
                  on the path ({rates})",
                 share_of_sent(udp.lost_datagrams - in_socket)
             ),
+        )
+    })
+}
+
+/// Bursts of the sender's pacer longer than this (in seconds of its rate)
+/// are catch-ups after a late wake-up, not its steady pace (about a
+/// millisecond's worth per send).
+pub const PACER_BURST_SECONDS: f64 = 0.002;
+
+/// The sender's catch-up bursts, in words, when they explain loss on the
+/// path better than a slower link does: the path's line rate is known and
+/// the sender stayed below 90% of it (a link slower than the offer would
+/// have capped the receiver at it), and the pacer sent more than
+/// [`PACER_BURST_SECONDS`] of its rate at once. Without a line rate the
+/// evidence does not tell the two apart.
+fn pacer_burst(trial: &TrialResult, udp: &UdpResult) -> Option<String> {
+    let burst = udp.sender_largest_burst_seconds.filter(|&b| b > PACER_BURST_SECONDS)?;
+    let line = trial.line_rate.as_ref()?;
+    let room = udp.sender_bits_per_second * 100.0 < 90.0 * line.theoretical_goodput_bits_per_second;
+    room.then(|| {
+        format!(
+            "its pacer caught up after waking late in bursts of up to {:.1} ms of its rate ({} of {} \
+             theoretical goodput)",
+            burst * 1000.0,
+            Rate(udp.sender_bits_per_second),
+            Rate(line.theoretical_goodput_bits_per_second)
         )
     })
 }
