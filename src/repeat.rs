@@ -143,7 +143,7 @@ fn trial_line(policy: &Policy, values: &[f64], figure: &Figure, decision: &Decis
         } => {
             let width = stats::mean_interval(values, *level_percent)
                 .map(|i| format!("{:.1}% of the mean", i.width_percent))
-                .unwrap_or_else(|| "n/a (one trial)".into());
+                .unwrap_or_else(|| format!("n/a (fewer than {} trials)", stats::MIN_INTERVAL_TRIALS));
             let verdict = match decision {
                 Decision::Continue => "continuing",
                 Decision::Done => "width met, stopping",
@@ -189,7 +189,9 @@ pub fn summarize(
         max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         mean,
         stddev: stats::stddev(values),
-        interval: stats::mean_interval(values, level),
+        // Every figure of merit is a rate or a count (bit/s,
+        // transactions/s, round trips per minute): never below 0.
+        interval: stats::mean_interval(values, level).map(|i| i.within(0.0)),
         width_met,
         interrupted,
     }
@@ -326,8 +328,9 @@ mod tests {
             max_trials: 10,
             min_trials: 2,
         };
-        let (run, _) = run_with(&[9e9, 9e9, 1.0], policy);
-        assert_eq!(run.trials.len(), 2);
+        // Three at least: two trials make no interval.
+        let (run, _) = run_with(&[9e9, 9e9, 9e9, 1.0], policy);
+        assert_eq!(run.trials.len(), 3);
         assert_eq!(run.repetition.unwrap().width_met, Some(true));
     }
 
@@ -397,6 +400,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(*seen.borrow(), vec![1, 2, 3]);
+    }
+
+    /// `--repeat 2`: no interval (two trials are too few), and the
+    /// reported trial is the lower one, not called the median: the JSON's
+    /// `median` is the true one, the mean of the two.
+    #[test]
+    fn two_trials_report_the_lower_without_an_interval() {
+        let policy = Policy::Repeat {
+            trials: 2,
+            pick: Pick::Median,
+        };
+        let (run, _) = run_with(&[854.57e6, 518.19e6], policy);
+        let r = run.repetition.unwrap();
+        assert!(r.interval.is_none(), "{:?}", r.interval);
+        assert_eq!((r.picked_trial, r.reported_value), (2, 518.19e6));
+        assert_eq!(r.median, (854.57e6 + 518.19e6) / 2.0);
+    }
+
+    /// Three trials that vary by more than their mean: the interval stops
+    /// at 0 Gbit/s rather than reaching below it.
+    #[test]
+    fn the_interval_of_a_rate_stops_at_zero() {
+        let policy = Policy::Repeat {
+            trials: 3,
+            pick: Pick::Median,
+        };
+        let (run, _) = run_with(&[8.25e9, 20.64e9, 11.32e9], policy);
+        let i = run.repetition.unwrap().interval.unwrap();
+        assert_eq!(i.low, 0.0);
+        assert!(i.high > 20.64e9 && i.clamped(), "{i:?}");
     }
 
     #[test]

@@ -174,11 +174,20 @@ pub struct MeanInterval {
     pub width_percent: f64,
 }
 
+/// Fewest trials whose mean gets a confidence interval. With two, Student's
+/// t has one degree of freedom (t(0.975, 1) = 12.7, t(0.995, 1) = 63.7): the
+/// interval is 12.7 to 63.7 times as wide as the two trials are apart, and
+/// says how few trials there were rather than where the mean lies (two
+/// trials of 400 and 636 Mbit/s gave "95% ci -1450 to 2824"). Below this
+/// count the trials' min-max is shown instead, and the stopping rule of
+/// `--confidence` runs at least this many.
+pub const MIN_INTERVAL_TRIALS: usize = 3;
+
 /// The `level_percent` confidence interval of the mean; None for fewer than
-/// two values (no spread to estimate).
+/// [`MIN_INTERVAL_TRIALS`] values.
 pub fn mean_interval(values: &[f64], level_percent: f64) -> Option<MeanInterval> {
     let n = values.len();
-    if n < 2 {
+    if n < MIN_INTERVAL_TRIALS {
         return None;
     }
     let m = mean(values);
@@ -198,16 +207,58 @@ pub fn mean_interval(values: &[f64], level_percent: f64) -> Option<MeanInterval>
     })
 }
 
+impl MeanInterval {
+    /// The interval with its bounds kept within what the quantity can be
+    /// (`floor`: 0 for a rate or a count). A t interval is symmetric and
+    /// reaches below 0 when the trials vary by more than their mean; the
+    /// part below the floor holds no possible value, so cutting it off keeps
+    /// the interval's coverage. The width stays the t interval's (what the
+    /// stopping rule compares); [`MeanInterval::clamped`] says whether a
+    /// bound was cut.
+    pub fn within(self, floor: f64) -> MeanInterval {
+        MeanInterval {
+            low: self.low.max(floor),
+            high: self.high.max(floor),
+            ..self
+        }
+    }
+
+    /// Whether the interval is not symmetric about its mean: a bound was
+    /// cut at what the quantity allows.
+    pub fn clamped(&self) -> bool {
+        let half_below = self.mean - self.low;
+        let half_above = self.high - self.mean;
+        (half_above - half_below).abs() > 1e-9 * half_above.abs().max(self.mean.abs()).max(1e-300)
+    }
+}
+
 /// Which trial of several is reported (`--pick`: `cli::measure::PickArg`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pick {
     /// The best trial (highest throughput).
     Best,
-    /// The median trial (the lower middle one for an even count).
+    /// The median trial; an even count has no middle trial, and the lower
+    /// of the two middle ones is reported and named so ("the lower middle
+    /// of 4", "the lower of 2"), never "median".
     Median,
     /// The mean over trials; the trial nearest the mean is shown in full.
     Mean,
+}
+
+impl Pick {
+    /// What the reported one of `n` trials is called: `best`, `mean`, and
+    /// `median` only where there is a middle trial; for an even count the
+    /// lower of the two middle ones, `lower of 2`, `lower middle of 4`.
+    pub fn name_of(self, n: usize) -> String {
+        match self {
+            Pick::Best => "best".into(),
+            Pick::Mean => "mean".into(),
+            Pick::Median if n % 2 == 1 => "median".into(),
+            Pick::Median if n == 2 => "lower of 2".into(),
+            Pick::Median => format!("lower middle of {n}"),
+        }
+    }
 }
 
 /// How many trials a case runs, and which figure it reports.
@@ -271,7 +322,7 @@ pub fn decide(policy: &Policy, values: &[f64]) -> Decision {
             max_trials,
             min_trials,
         } => {
-            if n < min_trials.max(2) && n < max_trials {
+            if n < min_trials.max(MIN_INTERVAL_TRIALS as u32) && n < max_trials {
                 return Decision::Continue;
             }
             let achieved = mean_interval(values, level_percent)
@@ -425,6 +476,48 @@ mod tests {
         };
         assert_eq!(decide(&p, &[1.0, 2.0]), Decision::Continue);
         assert_eq!(decide(&p, &[1.0, 2.0, 3.0]), Decision::Done);
+    }
+
+    /// Two trials gave `95% ci -1450.75 to 2823.52` Mbit/s: no interval is
+    /// made of fewer than three, and the stopping rule runs a third even
+    /// when the first two agree.
+    #[test]
+    fn two_trials_make_no_interval_and_the_rule_runs_a_third() {
+        assert!(mean_interval(&[518.19, 854.57], 95.0).is_none());
+        assert!(mean_interval(&[5.0, 6.0, 7.0], 95.0).is_some());
+        let p = confidence(10, 2);
+        assert_eq!(decide(&p, &[100.0, 100.0]), Decision::Continue);
+        assert_eq!(decide(&p, &[100.0, 100.0, 100.0]), Decision::Done);
+        // MAX 2 cannot meet any width: it gives up, width unknown.
+        match decide(&confidence(2, 2), &[100.0, 100.0]) {
+            Decision::GaveUp { width_percent } => assert!(width_percent.is_infinite()),
+            other => panic!("expected GaveUp, got {other:?}"),
+        }
+    }
+
+    /// A rate cannot be negative: the interval of three trials that vary by
+    /// more than their mean stops at 0, its width still the t interval's.
+    #[test]
+    fn an_interval_is_kept_within_what_the_quantity_allows() {
+        let wide = mean_interval(&[8.25e9, 20.64e9, 11.32e9], 95.0).unwrap();
+        assert!(wide.low < 0.0, "{wide:?}");
+        assert!(!wide.clamped());
+        let kept = wide.within(0.0);
+        assert_eq!((kept.low, kept.high), (0.0, wide.high));
+        assert_eq!(kept.width_percent, wide.width_percent);
+        assert!(kept.clamped());
+        let narrow = mean_interval(&[9.0, 10.0, 11.0], 95.0).unwrap();
+        assert_eq!(narrow.within(0.0), narrow);
+        assert!(!narrow.within(0.0).clamped());
+    }
+
+    #[test]
+    fn median_is_said_only_where_there_is_a_middle_trial() {
+        assert_eq!(Pick::Median.name_of(3), "median");
+        assert_eq!(Pick::Median.name_of(1), "median");
+        assert_eq!(Pick::Median.name_of(2), "lower of 2");
+        assert_eq!(Pick::Median.name_of(4), "lower middle of 4");
+        assert_eq!(Pick::Best.name_of(2), "best");
     }
 
     #[test]

@@ -257,7 +257,8 @@ fn three_digits(value: f64) -> String {
 /// A figure in its unit: percentages as plain numbers (`0.1`, `45`: a
 /// "100 m%" reads as nothing), everything else with an SI prefix ([`si`]).
 pub fn in_unit(value: f64, unit: &str) -> String {
-    if unit == "%" {
+    // "%", "% of all cores", "% of a core": a share, never "500 m".
+    if unit.starts_with('%') {
         if value == 0.0 || !value.is_finite() {
             return "0".into();
         }

@@ -63,17 +63,21 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         if found.records.is_empty() {
             continue;
         }
-        tables.push(
-            Table::build(
-                &found.records,
-                metric,
-                stat,
-                keys(&rows),
-                keys(&cols),
-                args.baseline.as_deref(),
-            )
-            .map_err(UsageError)?,
-        );
+        let mut table = Table::build(
+            &found.records,
+            metric,
+            stat,
+            keys(&rows),
+            keys(&cols),
+            args.baseline.as_deref(),
+        )
+        .map_err(UsageError)?;
+        if crate::report::cpu_scope::is_cpu(metric) {
+            let ids: Vec<i64> = found.records.iter().map(|r| r.run_id).collect();
+            let scopes = crate::report::cpu_scope::ScopeBook::read(&store, &ids)?;
+            table.scope_note = scopes.note(metric, &ids);
+        }
+        tables.push(table);
     }
     if tables.is_empty() {
         let names: Vec<String> = metrics.iter().map(|m| format!("{} ({})", m.name, m.label)).collect();

@@ -72,11 +72,12 @@ pub fn runs(args: RunsArgs) -> anyhow::Result<()> {
     let store = open(&args.db)?;
     let mut f = filter(&args.filter);
     f.limit = Some(args.limit);
-    let runs = store.runs(&f)?;
+    let mut runs = store.runs(&f)?;
     if runs.is_empty() {
         return Err(nothing_matched(&store, &args.filter));
     }
-    write_out(|out| crate::report::runs::render(&runs, out))
+    let reread = crate::report::runs::reread_headlines(&store, &mut runs)?;
+    write_out(|out| crate::report::runs::render(&runs, &reread, out))
 }
 
 pub fn show(args: ShowArgs) -> anyhow::Result<()> {

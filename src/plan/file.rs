@@ -346,9 +346,19 @@ impl Plan {
                     ));
                 }
             }
+            let mut metrics = Vec::new();
             for metric in t.metrics() {
-                crate::store::compare::Metric::parse(metric)
-                    .map_err(|e| format!("[[report.tables]] #{} metric: {e}", i + 1))?;
+                metrics.push(
+                    crate::store::compare::Metric::parse(metric)
+                        .map_err(|e| format!("[[report.tables]] #{} metric: {e}", i + 1))?,
+                );
+            }
+            if let Some(wrong) = t
+                .title
+                .as_deref()
+                .and_then(|title| crate::report::roundup::title_contradiction(title, &metrics))
+            {
+                return Err(format!("[[report.tables]] #{}: {wrong}", i + 1));
             }
             if let Some(w) = &t.workload {
                 let names: Vec<&str> = crate::workload::names().collect();

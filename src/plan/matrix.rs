@@ -728,6 +728,28 @@ mod tests {
         );
         let e = bad(&format!("{AGENTS}[matrix]\nworkload = \"tcp\"\n"));
         assert!(e.contains("line 8"), "{e}");
+        // Issue 66: examples/slow-host.toml titled `agent-cpu`, % of all the
+        // host's cores (in a lab, the machine's), "% of one core".
+        let e = bad(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[report.tables]]\ntitle = \"Agent CPU, % of one core\"\n\
+             metric = \"agent-cpu\"\n"
+        ));
+        assert!(
+            e.contains(
+                "[[report.tables]] #1: the title \"Agent CPU, % of one core\" says \"of one core\", but agent-cpu"
+            ) && e.contains("is % of all cores")
+                && e.contains("use agent-threads-cpu"),
+            "{e}"
+        );
+        // The same words over the threads' figure, or no unit at all, stand.
+        for table in [
+            "title = \"Agent CPU, % of one core\"\nmetric = \"agent-threads-cpu\"",
+            "title = \"Agent CPU\"\nmetric = [\"agent-cpu\", \"agent-threads-cpu\"]",
+        ] {
+            plan(&format!(
+                "{AGENTS}[matrix]\nworkload = [\"tcp\"]\n[[report.tables]]\n{table}\n"
+            ));
+        }
     }
 
     #[test]

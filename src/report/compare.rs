@@ -92,6 +92,16 @@ pub struct Cell {
     /// The labels of the cases of its runs: one, unless the keys given
     /// pool unlike runs (then the table says which key separates them).
     pub cases: Vec<String>,
+    /// Its one run had a stopping rule's interval, but of fewer trials
+    /// than an interval means anything for
+    /// ([`crate::stats::MIN_INTERVAL_TRIALS`]): the spread is the trials'
+    /// min-max instead.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub too_few_for_interval: bool,
+    /// Its one run ran an even number of trials with `--pick median`: its
+    /// figure is the lower of the two middle trials, not a median.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lower_middle: bool,
 }
 
 impl Cell {
@@ -173,6 +183,10 @@ pub struct Table {
     pub unsettled: Vec<Unsettled>,
     #[serde(skip)]
     pub label: String,
+    /// For a CPU figure: whose cores it covers, when the runs say (a lab's
+    /// hosts share one kernel: their host-wide CPU is the machine's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope_note: Option<String>,
 }
 
 /// Orders keys as people expect: numbers by value (1500 < 9000), then
@@ -277,6 +291,20 @@ fn cell_of(row: &[String], col: &[String], runs: &[&Record], metric: &Metric, st
         [only] => only.rule,
         _ => None,
     };
+    // Two trials' interval is 12.7 (95%) to 63.7 (99%) times their distance
+    // apart: their min-max says more. A figure of merit (the figure a rule
+    // compares trials by) is a rate or a count: never below 0.
+    let enough = trials.len() >= crate::stats::MIN_INTERVAL_TRIALS;
+    let too_few_for_interval = rule.is_some() && !enough;
+    let rule = rule.filter(|_| enough).map(|r| crate::store::compare::Rule {
+        low: r.low.max(0.0),
+        high: r.high.max(0.0),
+        ..r
+    });
+    let lower_middle = match runs {
+        [only] => only.pick == Some(crate::stats::Pick::Median) && only.trials.len() % 2 == 0,
+        _ => false,
+    };
     let met = if runs.iter().all(|r| r.rule.and_then(|rule| rule.met).is_some()) {
         Some(runs.iter().all(|r| r.rule.and_then(|rule| rule.met) == Some(true)))
     } else {
@@ -302,6 +330,8 @@ fn cell_of(row: &[String], col: &[String], runs: &[&Record], metric: &Metric, st
         unsettled: false,
         ratio: None,
         cases,
+        too_few_for_interval,
+        lower_middle,
     }
 }
 
@@ -431,6 +461,7 @@ impl Table {
             separate_by,
             unsettled,
             label: metric.label.into(),
+            scope_note: None,
         })
     }
 
@@ -484,7 +515,7 @@ impl Table {
             // Sizes in whole bytes: n½ "32765.00 B" was no size.
             "transactions/s" | "B" => format!("{v:.0}"),
             "us/KB" => format!("{v:.3}"),
-            "%" | "us" => format!("{v:.1}"),
+            "%" | "% of all cores" | "us" => format!("{v:.1}"),
             _ => format!("{v:.2}"),
         }
     }
@@ -512,8 +543,13 @@ impl Table {
         };
         let spread = match (c.spread, c.level_percent) {
             (Spread::Interval, Some(level)) => format!(", {level:.0}% ci {}", range(c.low, c.high)),
+            _ if c.too_few_for_interval => format!(", min-max {}", range(c.low, c.high)),
             _ if c.trials > 1 => format!(", {}", range(c.low, c.high)),
             _ => String::new(),
+        };
+        let n = match c.lower_middle {
+            true => format!("{n}, {}", crate::stats::Pick::Median.name_of(c.trials)),
+            false => n,
         };
         let met = match c.met {
             Some(false) => ", not met",
@@ -585,9 +621,47 @@ impl Table {
         ))
     }
 
-    /// The notes under the table: cells not told apart, pooled cases.
+    /// What to say under a table with a cell whose run's interval is not
+    /// shown (too few trials), or whose run's figure is the lower of its
+    /// two middle trials.
+    pub fn trials_note(&self) -> Option<String> {
+        let few: Vec<usize> = self
+            .cells
+            .iter()
+            .filter(|c| c.too_few_for_interval)
+            .map(|c| c.trials)
+            .collect();
+        let lower = self.cells.iter().any(|c| c.lower_middle);
+        let mut parts = Vec::new();
+        if let Some(n) = few.iter().max() {
+            parts.push(format!(
+                "min-max: {} cell(s) of {n} trial(s) or fewer show their trials' range, not the stopping rule's \
+                 interval: it takes {} trials to mean anything (two trials' 95% interval is 12.7 times as wide \
+                 as they are apart)",
+                few.len(),
+                crate::stats::MIN_INTERVAL_TRIALS
+            ));
+        }
+        if lower {
+            parts.push(
+                "lower of 2, lower middle of N: the run picked the median of an even number of trials, which \
+                 has no middle one; it reports the lower of the two (an odd --repeat has a median)"
+                    .to_string(),
+            );
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The notes under the table: cells not told apart, pooled cases,
+    /// cells with too few trials, and what the table says of its figure
+    /// (`scope`: whose CPU it is).
     pub fn notes(&self) -> Vec<String> {
-        self.unsettled_note().into_iter().chain(self.pooling_note()).collect()
+        self.unsettled_note()
+            .into_iter()
+            .chain(self.pooling_note())
+            .chain(self.trials_note())
+            .chain(self.scope_note.clone())
+            .collect()
     }
 
     /// The title line: metric, unit, statistic.
@@ -599,13 +673,24 @@ impl Table {
             .map(|b| format!("; xR = ratio to {b}"))
             .unwrap_or_default();
         format!(
-            "{} ({}), {unit}: {} of the {} in each cell (n = trials; low-high: the stopping rule's interval, \
+            "{} ({}), {unit}: {} of the {} in each cell{} (n = trials; low-high: the stopping rule's interval, \
              else the trials' min-max){base}",
             self.label,
             self.metric,
             self.stat.name(),
-            self.stat.over()
+            self.stat.over(),
+            self.even_median()
         )
+    }
+
+    /// What a median of an even number of runs is, when a cell has one:
+    /// the mean of the middle two, said so.
+    pub fn even_median(&self) -> &'static str {
+        let even = self.cells.iter().any(|c| c.runs > 1 && c.runs % 2 == 0);
+        match (self.stat, even) {
+            (Stat::Median, true) => " (of an even number of runs, the mean of the middle two)",
+            _ => "",
+        }
     }
 
     /// The unit shown, as the title gives it, and the divisor into it.

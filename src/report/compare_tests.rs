@@ -417,8 +417,9 @@ fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "receiver throughput, client CPU busy, agent CPU busy: median of the runs in each cell (n = trials; \
-         low-high: the stopping rule's interval, else the trials' min-max)"
+        "receiver throughput, client CPU busy, agent CPU busy: median of the runs in each cell (of an even \
+         number of runs, the mean of the middle two) (n = trials; low-high: the stopping rule's interval, else \
+         the trials' min-max)"
     );
     // The cells of each line, as the columns separate them.
     let cells: Vec<Vec<&str>> = lines[1..]
@@ -436,12 +437,12 @@ fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
                 "470.00 (n=2 [2 runs], 460.00-480.00)"
             ],
             vec![
-                "client CPU busy, %",
+                "client CPU busy, % of all cores",
                 "20.0 (n=3, 20.0-22.0)",
                 "82.0 (n=2 [2 runs], 80.0-84.0)"
             ],
             vec![
-                "agent CPU busy, %",
+                "agent CPU busy, % of all cores",
                 "30.0 (n=3, 29.0-31.0)",
                 "61.0 (n=2 [2 runs], 60.0-62.0)"
             ],
@@ -451,8 +452,8 @@ fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
                 "990.00 (n=2, 985.00-990.00)",
                 "-"
             ],
-            vec!["client CPU busy, %", "12.0 (n=2, 12.0-13.0)", "-"],
-            vec!["agent CPU busy, %", "18.0 (n=2, 17.0-18.0)", "-"],
+            vec!["client CPU busy, % of all cores", "12.0 (n=2, 12.0-13.0)", "-"],
+            vec!["agent CPU busy, % of all cores", "18.0 (n=2, 17.0-18.0)", "-"],
         ],
         "{text}"
     );
@@ -587,9 +588,9 @@ fn a_figure_that_does_not_apply_stays_empty() {
     assert_eq!(
         lines,
         [
-            vec!["rr", "client CPU busy, %", "7.0 (n=1)"],
+            vec!["rr", "client CPU busy, % of all cores", "7.0 (n=1)"],
             vec!["tcp", "receiver throughput, Gbit/s", "5.00 (n=1)"],
-            vec!["", "client CPU busy, %", "9.0 (n=1)"],
+            vec!["", "client CPU busy, % of all cores", "9.0 (n=1)"],
         ]
     );
     let json: Value = serde_json::from_str(&render_roundup(&r, super::super::roundup::Roundup::json)).unwrap();
@@ -636,8 +637,13 @@ fn a_cell_whose_interval_is_wider_than_the_difference_is_marked_and_named() {
     let text = render_roundup(&r, super::super::roundup::Roundup::text);
     assert!(text.contains("~40.90 (n=3, 99% ci 2.00-70.00, not met)"), "{text}");
     assert!(text.contains("~16.96 (n=3, 99% ci 16.50-17.40)"), "{text}");
-    // b's interval is clear of a's at 1500: no mark.
-    assert!(text.contains(" 90.00 (n=2, 99% ci 89.00-92.00)"), "{text}");
+    // b ran two trials: no interval (issue 72: two trials' interval says
+    // how few they were), their min-max, clear of a's at 1500: no mark.
+    assert!(text.contains(" 90.00 (n=2, min-max 90.00-91.00)"), "{text}");
+    assert!(
+        text.contains("min-max: 1 cell(s) of 2 trial(s) or fewer show their trials' range"),
+        "{text}"
+    );
     assert!(!text.contains("~90.00"), "{text}");
     assert!(
         text.contains("~: mtu 1500 vs 9000 (a): their spreads overlap; more trials or a longer -t would separate them"),

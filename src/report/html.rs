@@ -228,6 +228,9 @@ pub struct Page {
     per_run_notes: Vec<String>,
     /// The plan's tables of several figures, in the order asked.
     roundups: Vec<RoundupPart>,
+    /// The runs whose stored headline was above their line rate, read
+    /// again from their documents.
+    reread: Vec<super::runs::Reread>,
 }
 
 /// One of the plan's tables of several figures, or its title when no
@@ -239,10 +242,11 @@ enum RoundupPart {
 
 /// Reads and draws what the report of the runs matching `filter` shows.
 pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page, ReportError> {
-    let summaries = store.runs(&Filter {
+    let mut summaries = store.runs(&Filter {
         limit: None,
         ..filter.clone()
     })?;
+    let reread = super::runs::reread_headlines(store, &mut summaries)?;
     if summaries.is_empty() {
         return Err(SelectError::from(ChartError::Empty(format!(
             "no run in {} matches the filters: `nicbench runs` lists them",
@@ -281,6 +285,12 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
             summary,
         });
     }
+    // A headline read again: its share of the line rate is the new one's.
+    for r in &reread {
+        if let Some(run) = runs.iter_mut().find(|run| run.summary.id == r.id) {
+            run.line_rate_percent = run.summary.headline_value.map(|v| r.share_percent * v / r.stored);
+        }
+    }
     // The cases of the complete runs, read once for every table and chart.
     let book = crate::store::cases::CaseBook::read(store, &data::complete(filter))?;
     let pairs = host_pairs(&runs);
@@ -289,8 +299,14 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
     } else {
         spec.cols.clone()
     };
+    let complete: Vec<i64> = runs
+        .iter()
+        .filter(|r| r.summary.complete)
+        .map(|r| r.summary.id)
+        .collect();
+    let scopes = super::cpu_scope::ScopeBook::read(store, &complete)?;
     let mut ids = 0..;
-    let mut parts = metric_parts(store, filter, spec, &cols, &book, &mut ids)?;
+    let mut parts = metric_parts(store, filter, spec, &cols, &book, &scopes, &mut ids)?;
     check_baseline(spec, &parts)?;
     let mut charts = Vec::new();
     // CPU beside throughput: one stacked pair of bars per cell of the
@@ -307,7 +323,11 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
                 .map(|c| col_label(&[c.row.clone(), c.col.clone()].concat()))
                 .collect()
         });
-    if let Some(cpu) = cpu_chart(store, filter, spec, &cols, &book, cells.as_deref(), &mut ids)? {
+    let drawn = CpuDrawn {
+        cells: cells.as_deref(),
+        note: scopes.chart_note(&complete),
+    };
+    if let Some(cpu) = cpu_chart(store, filter, spec, &cols, &book, drawn, &mut ids)? {
         match parts.iter_mut().find(|p| p.table.metric == THROUGHPUT) {
             Some(part) => part.cpu = Some(cpu),
             None => charts.push(cpu),
@@ -315,7 +335,7 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
     }
     let (of_runs, per_run_notes) = charts_of_runs(store, filter, spec, &book, &mut ids)?;
     charts.extend(of_runs);
-    let roundups = roundups(store, filter, &spec.roundups, &book)?;
+    let roundups = roundups(store, filter, &spec.roundups, &book, &scopes)?;
     Ok(Page {
         runs,
         hosts,
@@ -323,6 +343,7 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
         charts,
         per_run_notes,
         roundups,
+        reread,
     })
 }
 
@@ -335,6 +356,7 @@ pub fn render(page: &Page, spec: &ReportSpec, out: &mut String) -> Written {
         charts,
         per_run_notes,
         roundups,
+        reread,
     } = page;
     let complete = runs.iter().filter(|r| r.summary.complete).count();
     let _ = writeln!(
@@ -385,7 +407,7 @@ pub fn render(page: &Page, spec: &ReportSpec, out: &mut String) -> Written {
         }
         out.push_str("</section>\n");
     }
-    write_runs(out, runs);
+    write_runs(out, runs, reread);
     out.push_str("<section id=\"facts\"><h2>Hosts</h2><div class=\"facts\">\n");
     for host in &hosts.0 {
         let _ = write!(out, "<table><caption>{}</caption><tbody>", escape(&host.caption()));
@@ -564,6 +586,7 @@ fn roundups(
     filter: &Filter,
     specs: &[RoundupSpec],
     book: &CaseBook,
+    scopes: &super::cpu_scope::ScopeBook,
 ) -> Result<Vec<RoundupPart>, ReportError> {
     let filter = data::complete(filter);
     let keys = |d: &[Dimension]| d.iter().map(Dimension::title).collect::<Vec<_>>();
@@ -579,7 +602,7 @@ fn roundups(
             if found.records.is_empty() {
                 continue;
             }
-            let table = Table::build(
+            let mut table = Table::build(
                 &found.records,
                 metric,
                 spec.stat,
@@ -588,6 +611,7 @@ fn roundups(
                 spec.baseline.as_deref(),
             )
             .map_err(ReportError::Baseline)?;
+            table.scope_note = scopes.note(metric, &run_ids(&found.records));
             tables.push(table);
         }
         parts.push(match tables.is_empty() {
@@ -723,6 +747,7 @@ fn metric_parts(
     spec: &ReportSpec,
     cols: &[Dimension],
     book: &CaseBook,
+    scopes: &super::cpu_scope::ScopeBook,
     ids: &mut std::ops::RangeFrom<usize>,
 ) -> Result<Vec<MetricPart>, SelectError> {
     let filter = data::complete(filter);
@@ -743,6 +768,7 @@ fn metric_parts(
         if pairs {
             as_host_pairs(&mut table, &mut found.records);
         }
+        table.scope_note = scopes.note(&metric, &run_ids(&found.records));
         let bars = data::bars_of_table(&table, &found.records, metric.label, spec.stat);
         let bars = svg_of(chart::Chart::Bars(bars), BESIDE, ids)?;
         parts.push(MetricPart {
@@ -752,6 +778,11 @@ fn metric_parts(
         });
     }
     Ok(parts)
+}
+
+/// The runs a table was built from.
+fn run_ids(records: &[crate::store::compare::Record]) -> Vec<i64> {
+    records.iter().map(|r| r.run_id).collect()
 }
 
 /// A `--baseline` that no table has as a column is an error naming the
@@ -773,6 +804,13 @@ fn check_baseline(spec: &ReportSpec, parts: &[MetricPart]) -> Result<(), ReportE
     )))
 }
 
+/// What the CPU chart holds: the cells of the throughput table it stands
+/// beside (when it does), and whose cores its figures are, for its title.
+struct CpuDrawn<'a> {
+    cells: Option<&'a [String]>,
+    note: Option<String>,
+}
+
 /// The CPU chart: both ends' CPU per cell of the tables (rows, then
 /// columns), when some run carries it.
 fn cpu_chart(
@@ -781,9 +819,10 @@ fn cpu_chart(
     spec: &ReportSpec,
     cols: &[Dimension],
     book: &CaseBook,
-    cells: Option<&[String]>,
+    drawn: CpuDrawn,
     ids: &mut std::ops::RangeFrom<usize>,
 ) -> Result<Option<Figure>, SelectError> {
+    let CpuDrawn { cells, note } = drawn;
     let mut chart_spec = ChartSpec::new("cpu");
     chart_spec.group = spec.rows.iter().chain(cols).cloned().collect();
     chart_spec.stat = spec.stat;
@@ -798,7 +837,11 @@ fn cpu_chart(
                 if let Some(cells) = cells.filter(|c| cpu.groups.iter().any(|g| c.contains(&g.name))) {
                     cpu.groups.retain(|g| cells.contains(&g.name));
                 }
-                cpu.title = format!("CPU load of both ends by {} (mean of the runs)", cpu.group_key);
+                cpu.title = format!(
+                    "CPU load of both ends by {} (mean of the runs, % of all cores{})",
+                    cpu.group_key,
+                    note.map(|n| format!("; {n}")).unwrap_or_default()
+                );
             }
             Ok(Some(svg_of(chart, CPU_BESIDE, ids)?))
         }
@@ -1069,7 +1112,7 @@ fn left_out(out: &mut String, runs: &[RunView]) {
     }
 }
 
-fn write_runs(out: &mut String, runs: &[RunView]) {
+fn write_runs(out: &mut String, runs: &[RunView], reread: &[super::runs::Reread]) {
     let caption = if runs.len() > MAX_LISTED_RUNS {
         "The newest runs: result, share of the line rate, verdict"
     } else {
@@ -1086,8 +1129,20 @@ fn write_runs(out: &mut String, runs: &[RunView]) {
     for r in runs.iter().take(MAX_LISTED_RUNS) {
         let s = &r.summary;
         let result = match (s.headline_value, &s.headline_unit) {
-            (Some(v), Some(unit)) => (format!("{v}"), super::runs::figure(v, unit)),
+            (Some(v), Some(unit)) => (format!("{v}"), escape(&super::runs::figure(v, unit))),
             _ => (String::new(), "-".to_string()),
+        };
+        // Markup of our own around a figure read again from its document.
+        let result = match (reread.iter().find(|r| r.id == s.id), &s.headline_unit) {
+            (Some(r), Some(unit)) => (
+                result.0,
+                format!(
+                    "<span class=\"above\" title=\"{}\">{} *</span>",
+                    escape(&super::runs::reread_note(r, unit)),
+                    result.1
+                ),
+            ),
+            _ => result,
         };
         let state = if s.complete {
             String::new()
@@ -1130,7 +1185,7 @@ fn write_runs(out: &mut String, runs: &[RunView]) {
             escape(&super::runs::hosts(s)),
             escape(&tags.join(" ")),
             result.0,
-            escape(&result.1),
+            result.1,
             rate.0,
             // Markup of our own around a number.
             rate.1,
@@ -1298,6 +1353,7 @@ mod tests {
             },
             trials: vec![value],
             rule: None,
+            pick: None,
         };
         let records = [record(1, "1500", 9.41e9), record(2, "9000", 9.89e9)];
         let keys = |k: &str| vec![k.to_string()];
@@ -1328,6 +1384,7 @@ mod tests {
                 RoundupPart::Table(super::super::roundup::Roundup::new(vec![table]), Some("By MTU".into())),
                 RoundupPart::Missing(Some("CPU <per> byte".into())),
             ],
+            reread: Vec::new(),
         };
         let mut out = String::new();
         let written = render(&page, &spec(), &mut out);
@@ -1372,7 +1429,7 @@ mod tests {
     fn the_runs_lists_stop_at_the_newest_and_say_what_is_left_out() {
         let many: Vec<RunView> = (0..MAX_LISTED_RUNS as i64 + 7).rev().map(run).collect();
         let mut page = String::new();
-        write_runs(&mut page, &many);
+        write_runs(&mut page, &many, &[]);
         write_reproduce(&mut page, &many);
         assert_eq!(page.matches("<tr><td class=\"num\"").count(), MAX_LISTED_RUNS);
         assert_eq!(page.matches("<details id=").count(), MAX_LISTED_RUNS);
@@ -1384,7 +1441,7 @@ mod tests {
 
         let few: Vec<RunView> = (0..3).rev().map(run).collect();
         let mut page = String::new();
-        write_runs(&mut page, &few);
+        write_runs(&mut page, &few, &[]);
         write_reproduce(&mut page, &few);
         assert_eq!(page.matches("<details id=").count(), 3);
         assert!(page.contains("Every run, newest first"));

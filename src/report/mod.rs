@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod cpu_scope;
 pub mod facts;
 pub mod html;
 pub mod interruption;

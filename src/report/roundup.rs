@@ -50,6 +50,10 @@ struct Figure {
     unsettled: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     ratio: Option<f64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    too_few_for_interval: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    lower_middle: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -124,8 +128,15 @@ impl Roundup {
             .as_ref()
             .map(|b| format!("; xR = ratio to {b}"))
             .unwrap_or_default();
+        let even = self
+            .tables
+            .iter()
+            .map(Table::even_median)
+            .find(|e| !e.is_empty())
+            .unwrap_or("");
         format!(
-            "{}: {} in each cell (n = trials; low-high: the stopping rule's interval, else the trials' min-max){base}",
+            "{}: {} in each cell{even} (n = trials; low-high: the stopping rule's interval, else the trials' \
+             min-max){base}",
             labels.join(", "),
             match first.stat {
                 Stat::Best | Stat::Worst => format!("{} of the trials", first.stat.name()),
@@ -146,7 +157,15 @@ impl Roundup {
             }
         }
         for t in &self.tables {
-            if let Some(n) = t.pooling_note() {
+            for n in t.pooling_note().into_iter().chain(t.trials_note()) {
+                if !notes.contains(&n) {
+                    notes.push(n);
+                }
+            }
+        }
+        for t in &self.tables {
+            if let Some(n) = &t.scope_note {
+                let n = format!("{}: {n}", t.label);
                 if !notes.contains(&n) {
                     notes.push(n);
                 }
@@ -297,6 +316,8 @@ impl Roundup {
                             met: c.met,
                             unsettled: c.unsettled,
                             ratio: c.ratio,
+                            too_few_for_interval: c.too_few_for_interval,
+                            lower_middle: c.lower_middle,
                         },
                     );
                 }
@@ -355,6 +376,43 @@ impl Roundup {
         crate::outside_text::write_json_pretty(&mut *out, &document)?;
         writeln!(out)
     }
+}
+
+/// The CPU units a title may name, as the words say them, and the unit
+/// each is: a share of every core of the host (the whole machine's where
+/// hosts share a kernel), or of one core (a process's own threads).
+const CPU_UNIT_WORDS: [(&str, &str); 7] = [
+    ("of one core", "% of a core"),
+    ("of a core", "% of a core"),
+    ("of 1 core", "% of a core"),
+    ("of a single core", "% of a core"),
+    ("of all cores", "% of all cores"),
+    ("of every core", "% of all cores"),
+    ("of the machine", "% of all cores"),
+];
+
+/// Where a hand-written table title names a CPU unit that one of the
+/// table's figures is not in ("Agent CPU, % of one core" over `agent-cpu`,
+/// which is percent of all the host's cores): what is wrong and what to
+/// do. The table writes each figure's unit from the figure itself; a title
+/// need not name one.
+pub fn title_contradiction(title: &str, metrics: &[crate::store::compare::Metric]) -> Option<String> {
+    let lower = title.to_lowercase();
+    let (words, said) = CPU_UNIT_WORDS.iter().find(|(w, _)| lower.contains(w))?;
+    let wrong = metrics.iter().find(|m| m.unit.starts_with("% of") && m.unit != *said)?;
+    let instead = match wrong.unit {
+        "% of all cores" => format!(
+            " (the whole host's cores: in a lab, whose hosts share one kernel, the machine's); for the process's own \
+             threads, % of a core, use {}",
+            wrong.name.replace("cpu", "threads-cpu")
+        ),
+        _ => String::new(),
+    };
+    Some(format!(
+        "the title \"{title}\" says \"{words}\", but {} ({}) is {}{instead}: leave the unit out of the title (the \
+         table names each figure's own) or name the right one",
+        wrong.name, wrong.label, wrong.unit
+    ))
 }
 
 impl Roundup {

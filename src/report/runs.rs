@@ -267,8 +267,77 @@ pub fn state(run: &RunSummary) -> String {
     format!("INCOMPLETE ({}{planned} trials saved)", run.trials_saved)
 }
 
-/// One line per run, under a header, columns aligned.
-pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
+/// Where a document holds the share of the line rate its figure reached:
+/// the measured throughput's, or a sweep's peak's.
+pub const LINE_RATE_SHARE_PATHS: [&str; 2] = [
+    "$.line_rate.percent_of_theoretical_goodput",
+    "$.streams[0].sender.sweep.summary.peak_line_rate_percent",
+];
+
+/// A headline read again from its run's document: the figure of merit as
+/// this build computes it, where the stored one is above the run's line
+/// rate (a sweep saved before 2026-12-06 counted sizes a shaper's bucket
+/// passed above it in its peak).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reread {
+    pub id: i64,
+    /// What the store held.
+    pub stored: f64,
+    pub share_percent: f64,
+}
+
+/// Reads again the headline of each run whose stored headline is above its
+/// line rate, from its document, and puts the figure of merit this build
+/// computes in its place (a figure a wire of the line rate could carry);
+/// returns what changed. Only those runs' documents are read.
+pub fn reread_headlines(
+    store: &crate::store::Store,
+    runs: &mut [RunSummary],
+) -> Result<Vec<Reread>, crate::store::StoreError> {
+    let ids: Vec<i64> = runs
+        .iter()
+        .filter(|r| r.headline_value.is_some())
+        .map(|r| r.id)
+        .collect();
+    let above: BTreeMap<i64, f64> = store
+        .document_parts(&ids, &LINE_RATE_SHARE_PATHS)?
+        .into_iter()
+        .filter_map(|p| Some((p.id, p.number(1).or(p.number(0))?)))
+        .filter(|(_, share)| *share > 100.0)
+        .collect();
+    let mut changed = Vec::new();
+    for run in runs.iter_mut().filter(|r| above.contains_key(&r.id)) {
+        let Ok(result) = serde_json::from_value::<crate::model::RunResult>(store.run(run.id)?.document) else {
+            continue;
+        };
+        let figure = crate::workload::results_of(&run.workload).figure_of_merit(&result.result);
+        let Some(stored) = run.headline_value else { continue };
+        if figure.value.is_finite() && (figure.value - stored).abs() > 1e-9 * stored.abs() {
+            run.headline_value = Some(figure.value);
+            changed.push(Reread {
+                id: run.id,
+                stored,
+                share_percent: above[&run.id],
+            });
+        }
+    }
+    Ok(changed)
+}
+
+/// The line under a listing for each headline read again.
+pub fn reread_note(r: &Reread, unit: &str) -> String {
+    format!(
+        "* run {}: re-read from its document; the stored {} ({:.0}% of its line rate) counted figures above the \
+         line rate, which a shaper's bucket passed and no wire of that rate carries (saved before 2026-12-06)",
+        r.id,
+        figure(r.stored, unit),
+        r.share_percent
+    )
+}
+
+/// One line per run, under a header, columns aligned; a headline read
+/// again ([`reread_headlines`]) marked `*` and explained under the list.
+pub fn render(runs: &[RunSummary], reread: &[Reread], out: &mut dyn Write) -> io::Result<()> {
     let mut rows = vec![[
         "id".to_string(),
         "started (UTC)".into(),
@@ -280,7 +349,10 @@ pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
     ]];
     for run in runs {
         let tags: Vec<String> = run.tags.iter().map(|t| t.to_string()).collect();
-        let result = result(run);
+        let mut result = result(run);
+        if reread.iter().any(|r| r.id == run.id) {
+            result.push('*');
+        }
         let row = [
             run.id.to_string(),
             started(run),
@@ -314,6 +386,14 @@ pub fn render(runs: &[RunSummary], out: &mut dyn Write) -> io::Result<()> {
             }
         }
         writeln!(out, "{}", line.trim_end())?;
+    }
+    for r in reread {
+        let unit = runs
+            .iter()
+            .find(|run| run.id == r.id)
+            .and_then(|run| run.headline_unit.clone())
+            .unwrap_or_default();
+        writeln!(out, "{}", terminal(&reread_note(r, &unit)))?;
     }
     Ok(())
 }
@@ -374,7 +454,7 @@ mod tests {
             listed: vec![],
         };
         let mut out = Vec::new();
-        render(&[run], &mut out).unwrap();
+        render(&[run], &[], &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 2, "{text}");
         assert!(text.contains(r"a -> evil\x1b]0;x\x07\u{202e}\nb"), "{text}");
@@ -400,7 +480,7 @@ mod tests {
             listed: vec![],
         };
         let mut out = Vec::new();
-        render(&[run], &mut out).unwrap();
+        render(&[run], &[], &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains("a -> b  nic=igb  9.41 Gbit/s  INCOMPLETE (2 of 5 trials saved)"),
@@ -504,7 +584,7 @@ mod tests {
             },
         ];
         let mut out = Vec::new();
-        render(&[watch], &mut out).unwrap();
+        render(&[watch], &[], &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let row = text.lines().nth(1).unwrap();
         assert!(
@@ -516,5 +596,79 @@ mod tests {
             "{text}"
         );
         assert!(!row.contains("23.14"), "{text}");
+    }
+
+    /// A sweep stored with a summary that counted sizes above its line
+    /// rate (as builds before 2026-12-06 saved it): `runs` headlined a run
+    /// through a 1 Gbit/s lab link "31.28 Gbit/s". Its headline is read
+    /// again from the sizes a wire of the line rate carries, marked, and
+    /// the stored figure named under the list.
+    #[test]
+    fn a_stored_headline_above_the_line_rate_is_read_again_from_the_points() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-sweep.json");
+        let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let line_rate = 1.2e9;
+        let sweep = &mut doc["streams"][0]["sender"]["sweep"];
+        sweep["link_speed_bits_per_second"] = line_rate.into();
+        sweep["link_speed_source"] = "lab".into();
+        let stored = sweep["summary"]["peak_bits_per_second"].as_f64().unwrap();
+        assert!(stored > 3.0 * line_rate);
+        sweep["summary"]["peak_line_rate_percent"] = (100.0 * stored / line_rate).into();
+        let carried = sweep["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["best_bits_per_second"].as_f64().unwrap())
+            .filter(|v| *v <= line_rate)
+            .fold(0.0, f64::max);
+        let mut store = crate::store::Store::open(std::path::Path::new(":memory:")).unwrap();
+        for document in [
+            doc.clone(),
+            serde_json::from_str(
+                &std::fs::read_to_string(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-tcp.json"),
+                )
+                .unwrap(),
+            )
+            .unwrap(),
+        ] {
+            let meta = crate::store::RunMeta {
+                command_line: "nicbench sweep b".into(),
+                tags: Vec::new(),
+                trials_planned: Some(1),
+                source: None,
+            };
+            let mut writer = crate::store::RunWriter::new(store, meta);
+            writer.finish_document(&document, None).unwrap();
+            store = writer.into_store();
+        }
+        let mut runs = store.runs(&crate::store::query::Filter::default()).unwrap();
+        let sweep_run = runs
+            .iter()
+            .find(|r| r.headline_value == Some(stored))
+            .map(|r| r.id)
+            .unwrap();
+        let reread = reread_headlines(&store, &mut runs).unwrap();
+        assert_eq!(reread.len(), 1, "the tcp run stays as stored: {reread:?}");
+        assert_eq!((reread[0].id, reread[0].stored), (sweep_run, stored));
+        let run = runs.iter().find(|r| r.id == sweep_run).unwrap();
+        assert_eq!(run.headline_value, Some(carried));
+        let mut out = Vec::new();
+        render(&runs, &reread, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(&format!("{}*", figure(carried, "bit/s"))), "{text}");
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with(&format!("{sweep_run:>2} ")) && l.contains("4.53")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "* run {sweep_run}: re-read from its document; the stored {} (377% of its line rate)",
+                figure(stored, "bit/s")
+            )),
+            "{text}"
+        );
     }
 }

@@ -465,13 +465,18 @@ fn sum_lines(r: &TrialResult, kind: &dyn TextView, layout: Layout, out: &mut dyn
 }
 
 /// The repetition summary: policy, reported figure, spread, interval.
+/// "median" is said only of a middle trial or value (an even count's
+/// median is the mean of the middle two, and two trials have none worth
+/// naming); the interval only of three trials or more, never below 0 (a
+/// figure of merit is a rate or a count). A stored summary is read by the
+/// same rules, whatever the build that wrote it printed.
 fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) -> io::Result<()> {
-    use crate::stats::Policy;
+    use crate::stats::{Policy, MIN_INTERVAL_TRIALS};
     use crate::workload::format_figure;
     let f = |v: f64| format_figure(v, &r.unit);
     let n = r.values.len();
     let how = match r.policy {
-        Policy::Repeat { pick, .. } => format!("{pick:?}").to_lowercase(),
+        Policy::Repeat { pick, .. } => pick.name_of(n),
         Policy::Confidence { .. } => "mean".into(),
     };
     writeln!(
@@ -482,24 +487,48 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
         f(r.reported_value),
         r.picked_trial
     )?;
+    let median = match n {
+        2 => String::new(),
+        n if n % 2 == 0 => format!(" median {} (the mean of the middle two),", f(r.median)),
+        _ => format!(" median {},", f(r.median)),
+    };
     writeln!(
         out,
-        "  min {}, median {}, max {}, mean {}, stddev {}",
+        "  min {},{median} max {}, mean {}, stddev {}",
         f(r.min),
-        f(r.median),
         f(r.max),
         f(r.mean),
         f(r.stddev)
     )?;
-    if let Some(i) = &r.interval {
-        writeln!(
+    let interval = r.interval.filter(|_| n >= MIN_INTERVAL_TRIALS).map(|i| i.within(0.0));
+    match &interval {
+        Some(i) if i.clamped() => writeln!(
+            out,
+            "  {}% confidence interval of the mean: {} to {} (mean {} +- {}, cut at 0: the figure is never \
+             negative; width {:.1}% of the mean)",
+            i.level_percent,
+            f(i.low),
+            f(i.high),
+            f(i.mean),
+            f(i.high - i.mean),
+            i.width_percent
+        )?,
+        Some(i) => writeln!(
             out,
             "  {}% confidence interval of the mean: {} +- {} (width {:.1}% of the mean)",
             i.level_percent,
             f(i.mean),
             f((i.high - i.low) / 2.0),
             i.width_percent
-        )?;
+        )?,
+        None if n > 1 => writeln!(
+            out,
+            "  no confidence interval: {n} trials are too few (it takes {MIN_INTERVAL_TRIALS}); the trials \
+             range from {} to {}",
+            f(r.min),
+            f(r.max)
+        )?,
+        None => {}
     }
     if let Policy::Confidence {
         level_percent,
@@ -508,18 +537,18 @@ fn repetition_lines(r: &crate::model::RepetitionSummary, out: &mut dyn Write) ->
         ..
     } = r.policy
     {
-        match (r.width_met, &r.interval) {
-            (Some(true), _) => writeln!(
+        match (r.width_met, &interval) {
+            (Some(true), Some(_)) => writeln!(
                 out,
                 "  confidence met: the {level_percent}% interval is within the asked {width_percent}% after {n} trials"
             )?,
             (_, interval) => writeln!(
                 out,
                 "  CONFIDENCE NOT MET: after {n} of at most {max_trials} trials the {level_percent}% interval is \
-                 still {} wide (asked: at most {width_percent}%)",
+                 still {} (asked: at most {width_percent}%)",
                 interval
-                    .map(|i| format!("{:.1}% of the mean", i.width_percent))
-                    .unwrap_or_else(|| "undefined".into())
+                    .map(|i| format!("{:.1}% of the mean wide", i.width_percent))
+                    .unwrap_or_else(|| format!("undefined: it takes {MIN_INTERVAL_TRIALS} trials"))
             )?,
         }
     }
@@ -691,5 +720,81 @@ mod tests {
         assert_eq!(wrap("  short", 60), vec!["  short"]);
         let word = "x".repeat(80);
         assert_eq!(wrap(&word, 60), vec![word.clone()]);
+    }
+
+    /// A summary as the build before 2026-12-06 stored it for `--repeat 2`
+    /// (issue 72: "reported median 518.19" beside "median 686.38", and a
+    /// 95% interval from -1450.75 to 2823.52 Mbit/s).
+    fn stored_summary(values: &[f64], pick: crate::stats::Pick) -> crate::model::RepetitionSummary {
+        let policy = crate::stats::Policy::Repeat {
+            trials: values.len() as u32,
+            pick,
+        };
+        let mean = crate::stats::mean(values);
+        let half = 2168.0e6;
+        crate::model::RepetitionSummary {
+            policy,
+            metric: "receiver_bits_per_second".into(),
+            unit: "bit/s".into(),
+            picked_trial: 1,
+            reported_value: values[0],
+            values: values.to_vec(),
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            median: crate::stats::median(values),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            mean,
+            stddev: crate::stats::stddev(values),
+            interval: Some(crate::stats::MeanInterval {
+                mean,
+                level_percent: 95.0,
+                low: mean - half,
+                high: mean + half,
+                width_percent: 200.0 * half / mean,
+            }),
+            width_met: None,
+            interrupted: false,
+        }
+    }
+
+    fn repetition_text(r: &crate::model::RepetitionSummary) -> String {
+        let mut out = Vec::new();
+        super::repetition_lines(r, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn two_trials_are_no_median_and_make_no_interval() {
+        let text = repetition_text(&stored_summary(&[518.19e6, 854.57e6], crate::stats::Pick::Median));
+        assert!(
+            text.contains("reported lower of 2 by receiver_bits_per_second: 518.19 Mbit/s"),
+            "{text}"
+        );
+        assert!(!text.contains("median"), "{text}");
+        assert!(!text.contains("confidence interval of the mean"), "{text}");
+        assert!(
+            text.contains("no confidence interval: 2 trials are too few (it takes 3); the trials range from 518.19 Mbit/s to 854.57 Mbit/s"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_even_count_names_its_median_and_an_interval_stops_at_zero() {
+        let four = stored_summary(&[400e6, 500e6, 700e6, 900e6], crate::stats::Pick::Median);
+        let text = repetition_text(&four);
+        assert!(text.contains("reported lower middle of 4"), "{text}");
+        assert!(
+            text.contains("median 600.00 Mbit/s (the mean of the middle two)"),
+            "{text}"
+        );
+        // 625 +- 2168 Mbit/s: shown from 0, not from -1543.
+        assert!(
+            text.contains("confidence interval of the mean: 0.00 Mbit/s to 2.79 Gbit/s"),
+            "{text}"
+        );
+        assert!(!text.contains("-1"), "{text}");
+        let three = stored_summary(&[400e6, 500e6, 700e6], crate::stats::Pick::Median);
+        let text = repetition_text(&three);
+        assert!(text.contains("reported median by"), "{text}");
+        assert!(text.contains(" median 500.00 Mbit/s, max"), "{text}");
     }
 }

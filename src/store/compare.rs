@@ -228,6 +228,9 @@ pub struct Record {
     /// met the asked width. None when the run's trials were compared by
     /// another figure, or it ran once.
     pub rule: Option<Rule>,
+    /// How the run chose its reported trial (`--pick`), when its trials
+    /// were compared by this figure and it ran `--repeat`.
+    pub pick: Option<crate::stats::Pick>,
 }
 
 /// What a run's stopping rule gave on the figure it compared trials by.
@@ -242,8 +245,8 @@ pub struct Rule {
     pub met: Option<bool>,
 }
 
-/// A run's trial figures and its stopping rule, by run id.
-type TrialsByRun = BTreeMap<i64, (Vec<f64>, Option<Rule>)>;
+/// A run's trial figures, its stopping rule and its pick, by run id.
+type TrialsByRun = BTreeMap<i64, (Vec<f64>, Option<Rule>, Option<crate::stats::Pick>)>;
 
 /// The trials of `ids` for `metric`, and the stopping rule of the runs
 /// whose trials were compared by it: read from the documents of these runs
@@ -266,7 +269,8 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
                 json_extract({doc}, '$.repetition.interval.low'), \
                 json_extract({doc}, '$.repetition.interval.high'), \
                 json_extract({doc}, '$.repetition.interval.level_percent'), \
-                json_extract({doc}, '$.repetition.width_met') \
+                json_extract({doc}, '$.repetition.width_met'), \
+                json_extract({doc}, '$.repetition.policy.pick') \
          FROM runs WHERE id IN (SELECT value FROM json_each(?1))",
         doc = super::DOCUMENT_SQL
     );
@@ -282,6 +286,7 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
                 row.get::<_, Option<f64>>(4)?,
                 row.get::<_, Option<f64>>(5)?,
                 row.get::<_, Option<bool>>(6)?,
+                row.get::<_, Option<String>>(7)?,
             ))
         })
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
@@ -291,7 +296,7 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
         divisor: metric.divisor,
         ..WorkloadMetric::RECEIVER_RATE
     };
-    for (id, values, compared_by, low, high, level, met) in rows {
+    for (id, values, compared_by, low, high, level, met, pick) in rows {
         let values: Vec<f64> = values
             .and_then(|v| serde_json::from_str::<Vec<Option<f64>>>(&v).ok())
             .unwrap_or_default()
@@ -299,7 +304,11 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
             .flatten()
             .filter_map(|v| unit.of_number(v))
             .collect();
-        let rule = match (compared_by.as_deref() == Some(metric.column), low, high, level) {
+        let compared = compared_by.as_deref() == Some(metric.column);
+        let pick = pick
+            .filter(|_| compared)
+            .and_then(|p| serde_json::from_value(serde_json::Value::String(p)).ok());
+        let rule = match (compared, low, high, level) {
             (true, Some(low), Some(high), Some(level_percent)) => Some(Rule {
                 low,
                 high,
@@ -308,7 +317,7 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
             }),
             _ => None,
         };
-        out.insert(id, (values, rule));
+        out.insert(id, (values, rule, pick));
     }
     Ok(out)
 }
@@ -435,7 +444,7 @@ pub fn records_in(
                 label: "-".into(),
                 parts: Vec::new(),
             });
-            let (mut trial_values, rule) = trials.remove(&id).unwrap_or_default();
+            let (mut trial_values, rule, pick) = trials.remove(&id).unwrap_or_default();
             if trial_values.is_empty() {
                 trial_values.push(value);
             }
@@ -447,6 +456,7 @@ pub fn records_in(
                 case,
                 trials: trial_values,
                 rule,
+                pick,
             }
         })
         .collect();

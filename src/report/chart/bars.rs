@@ -21,6 +21,10 @@ pub struct Bar {
     /// min-max.
     pub min: f64,
     pub max: f64,
+    /// The highest trial of the bar's runs: the axis is scaled to the data
+    /// (this and the bar), never to an interval reaching past it; a whisker
+    /// that does is cut at the axis's top, an arrow there.
+    pub highest_trial: f64,
     pub runs: usize,
     /// The trials of its runs: a whisker is drawn for two or more.
     pub trials: usize,
@@ -58,6 +62,7 @@ impl Bars {
                     value: c.value,
                     min: c.low,
                     max: c.high,
+                    highest_trial: c.max,
                     runs: c.runs,
                     trials: c.trials,
                     run_ids: Vec::new(),
@@ -81,6 +86,18 @@ impl Bars {
             series,
             bars,
         }
+    }
+
+    /// The highest figure the bars stand for (a bar's value or a trial),
+    /// in the metric's unit: what the axis is scaled to. An interval that
+    /// reaches past it (two or three trials far apart) does not stretch
+    /// the axis: two trials of 518 and 855 Mbit/s drew a 1 Gbit/s link's
+    /// bars on an axis to 3.3 Gbit/s.
+    pub fn data_top(&self) -> f64 {
+        self.bars
+            .iter()
+            .map(|b| b.highest_trial.max(b.value))
+            .fold(0.0, f64::max)
     }
 
     /// What a hover over bar `b` shows: its group and series, value,
@@ -125,11 +142,7 @@ impl Bars {
         let area = legend::strip(&area, marks, &entries)?;
         let (factor, unit) = base_unit(&self.unit);
         let n = self.groups.len().max(1);
-        let top = self
-            .bars
-            .iter()
-            .map(|b| b.max.max(b.value) * factor)
-            .fold(0.0, f64::max);
+        let ceiling = upper(self.data_top() * factor);
         let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
         let (names, label_room) = group_label_room(&area, &self.groups, 100, 0.4);
         let apart = names.drawn_apart();
@@ -137,7 +150,7 @@ impl Bars {
             .margin(12)
             .x_label_area_size(label_room)
             .y_label_area_size(72)
-            .build_cartesian_2d(Keyed::linear(0f64..n as f64, centers), 0f64..upper(top))
+            .build_cartesian_2d(Keyed::linear(0f64..n as f64, centers), 0f64..ceiling)
             .map_err(draw_err)?;
         marks.set("axes");
         let groups = &self.groups;
@@ -192,12 +205,26 @@ impl Bars {
             let whisker = |b: &&Bar| {
                 let xc = x_of(b) + width * 0.45;
                 let cap = width * 0.15;
-                let (lo, hi) = (b.min * factor, b.max * factor);
-                vec![
+                // Within the axis: an interval past the data is cut at the
+                // top and ends in an arrowhead there, not in a cap.
+                let (lo, hi) = (
+                    (b.min * factor).clamp(0.0, ceiling),
+                    (b.max * factor).clamp(0.0, ceiling),
+                );
+                let cut = b.max * factor > ceiling;
+                let tip = ceiling * 0.03;
+                let mut marks = vec![
                     PathElement::new(vec![(xc, lo), (xc, hi)], BLACK.stroke_width(1)),
                     PathElement::new(vec![(xc - cap, lo), (xc + cap, lo)], BLACK.stroke_width(1)),
-                    PathElement::new(vec![(xc - cap, hi), (xc + cap, hi)], BLACK.stroke_width(1)),
-                ]
+                ];
+                marks.push(match cut {
+                    true => PathElement::new(
+                        vec![(xc - cap, hi - tip), (xc, hi), (xc + cap, hi - tip)],
+                        BLACK.stroke_width(1),
+                    ),
+                    false => PathElement::new(vec![(xc - cap, hi), (xc + cap, hi)], BLACK.stroke_width(1)),
+                });
+                marks
             };
             chart
                 .draw_series(mine.iter().filter(|b| b.trials > 1).flat_map(whisker))
@@ -206,7 +233,7 @@ impl Bars {
             let labels = mine.iter().filter_map(|b| {
                 let text = in_unit(b.value * factor, &unit);
                 let xc = x_of(b) + width * 0.45;
-                let at = (xc, b.max.max(b.value) * factor);
+                let at = (xc, (b.max.max(b.value) * factor).min(ceiling));
                 value_label(&area, text, at, bar_pixels)
             });
             chart.draw_series(labels).map_err(draw_err)?;
@@ -388,6 +415,49 @@ pub(crate) fn value_label<DB: DrawingBackend>(
 mod tests {
     use super::*;
 
+    /// A whisker whose interval reaches far past the data (three trials far
+    /// apart) leaves the axis at the data, and is cut there with an arrow.
+    #[test]
+    fn a_wide_interval_does_not_stretch_the_axis() {
+        let bars = Bars {
+            title: "t".into(),
+            axis: "receiver throughput".into(),
+            unit: "bit/s".into(),
+            group_key: "case".into(),
+            series_key: String::new(),
+            series: vec!["all".into()],
+            bars: vec![Bar {
+                group: 0,
+                series: 0,
+                value: 686.38e6,
+                min: 0.0,
+                max: 2823.52e6,
+                highest_trial: 854.57e6,
+                runs: 1,
+                trials: 3,
+                run_ids: vec![1],
+            }],
+            groups: vec!["TCP".into()],
+        };
+        assert_eq!(bars.data_top(), 854.57e6);
+        let svg = super::super::render_svg(&super::super::Chart::Bars(bars), (640, 440)).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        // The y axis's tick labels: none reaches 1.5 G (the interval's 2.8 G
+        // made ticks to 3 G).
+        let ticks: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .collect();
+        assert!(ticks.iter().any(|t| t.trim() == "800 M"), "{ticks:?}");
+        assert!(
+            !ticks
+                .iter()
+                .any(|t| ["1.5 G", "2 G", "2.5 G", "3 G"].contains(&t.trim())),
+            "{ticks:?}"
+        );
+    }
+
     /// The roundup's four cases under a bar chart beside its table: upright
     /// and cut at a word they read "TCP, 256 KiB…" four times, the MTU
     /// that tells them apart lost; wrapped level, every word is there.
@@ -411,6 +481,7 @@ mod tests {
                     value: 1e9,
                     min: 1e9,
                     max: 1e9,
+                    highest_trial: 1e9,
                     runs: 1,
                     trials: 1,
                     run_ids: vec![1],

@@ -572,6 +572,9 @@ fn merge_sweeps(lines: Vec<(Traits, CurveLine)>) -> Vec<CurveLine> {
             None => merged.push(CurveLine { name, ..line }),
         }
     }
+    for line in &mut merged {
+        line.carried_peak();
+    }
     // In the order of their names' numbers (MTU 1500 before 9000 before 16128).
     merged.sort_by(|a, b| crate::report::compare::natural_text(&a.name, &b.name));
     merged
@@ -661,7 +664,7 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<CurveLine> {
         return None;
     }
     let summary = &sweep["summary"];
-    Some(CurveLine {
+    let mut line = CurveLine {
         name,
         runs: Vec::new(),
         points: super::size_curve::best_per_size(points),
@@ -670,7 +673,9 @@ pub fn sweep_line(name: String, doc: &Value, key: &str) -> Option<CurveLine> {
             .zip(number(&summary["peak_bits_per_second"])),
         half_peak_size_bytes: number(&summary["half_peak_size_bytes"]).map(nominal),
         line_rate_bits_per_second: number(&sweep["link_speed_bits_per_second"]),
-    })
+    };
+    line.carried_peak();
+    Some(line)
 }
 
 /// The curve of an imported NetPIPE run (`{"format": "netpipe-3",
@@ -828,5 +833,40 @@ mod tests {
         assert_eq!(merged[0].runs, [1, 2]);
         assert_eq!(merged[0].points.len(), 1);
         assert_eq!(merged[0].peak, Some((64.0, 2e9)));
+    }
+
+    /// Issue 66: the legend computed peak and n½ from the points it drew
+    /// hollow above the line rate. A stored sweep whose summary counted
+    /// them is drawn with the peak of the sizes its line rate carries.
+    #[test]
+    fn a_stored_sweep_peaks_within_its_line_rate_on_the_chart() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-sweep.json");
+        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let stored = sweep_line("a".into(), &doc, "sweep").unwrap();
+        assert!(stored.peak.unwrap().1 > 4e9, "no line rate: the summary's peak");
+        doc["streams"][0]["sender"]["sweep"]["link_speed_bits_per_second"] = 1.2e9.into();
+        let line = sweep_line("a".into(), &doc, "sweep").unwrap();
+        let within = line
+            .points
+            .iter()
+            .map(|p| p.bits_per_second)
+            .filter(|v| *v <= 1.2e9)
+            .fold(0.0, f64::max);
+        let (size, peak) = line.peak.unwrap();
+        assert_eq!(peak, within);
+        assert_eq!(size, 1024.0);
+        let half = line
+            .points
+            .iter()
+            .filter(|p| p.bits_per_second <= 1.2e9 && p.bits_per_second >= peak / 2.0)
+            .map(|p| p.size_bytes)
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(line.half_peak_size_bytes, Some(half));
+        assert!(line.points_above_line_rate() > 0);
+        assert!(
+            line.legend_text().contains("hollow, not in the peak"),
+            "{}",
+            line.legend_text()
+        );
     }
 }

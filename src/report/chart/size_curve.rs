@@ -81,6 +81,33 @@ pub fn nominal_size(size_bytes: f64, perturbation_bytes: f64) -> f64 {
 }
 
 impl CurveLine {
+    /// Peak and n½ of the sizes a wire of the line rate could carry, when
+    /// some size reads above it (a shaper's bucket): those stay drawn,
+    /// hollow, but make no peak (a sweep saved before 2026-12-06 counted
+    /// them in its summary). No size within the line rate: left as it is.
+    pub fn carried_peak(&mut self) {
+        let Some(rate) = self.line_rate_bits_per_second else {
+            return;
+        };
+        if self.points_above_line_rate() == 0 {
+            return;
+        }
+        let within: Vec<&CurvePoint> = self.points.iter().filter(|p| p.bits_per_second <= rate).collect();
+        let Some(peak) = within
+            .iter()
+            .max_by(|a, b| a.bits_per_second.total_cmp(&b.bits_per_second))
+        else {
+            return;
+        };
+        let peak = (peak.size_bytes, peak.bits_per_second);
+        self.half_peak_size_bytes = within
+            .iter()
+            .filter(|p| p.bits_per_second >= peak.1 / 2.0)
+            .map(|p| p.size_bytes)
+            .reduce(f64::min);
+        self.peak = Some(peak);
+    }
+
     /// The line's name and its peak and n½, for the legend.
     pub fn legend_text(&self) -> String {
         let mut text = self.name.clone();
@@ -95,7 +122,10 @@ impl CurveLine {
             text += &format!("; line rate {}bit/s dashed", si(rate));
             let above = self.points_above_line_rate();
             if above > 0 {
-                text += &format!(", {above} size{} above it hollow", if above == 1 { "" } else { "s" });
+                text += &format!(
+                    ", {above} size{} above it hollow, not in the peak",
+                    if above == 1 { "" } else { "s" }
+                );
             }
         }
         text
@@ -418,7 +448,7 @@ mod tests {
         assert_eq!(line.points_above_line_rate(), 1);
         assert!(
             line.legend_text()
-                .ends_with("; line rate 1 Gbit/s dashed, 1 size above it hollow"),
+                .ends_with("; line rate 1 Gbit/s dashed, 1 size above it hollow, not in the peak"),
             "{}",
             line.legend_text()
         );

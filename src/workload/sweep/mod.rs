@@ -322,10 +322,16 @@ impl Figures for SweepResults {
         crate::workload::transport::tls::summarize(trial);
     }
 
+    /// The peak of the sizes a wire of the line rate could carry, read
+    /// again from the points: a summary saved before 2026-12-06 counted
+    /// sizes a shaper's bucket passed above it.
     fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
         let peak = sweeps(trial, None)
             .iter()
-            .map(|s| s.summary.peak_bits_per_second)
+            .map(|s| match s.points.is_empty() {
+                true => s.summary.peak_bits_per_second,
+                false => points::summarize(&s.points, s.link_speed_bits_per_second).peak_bits_per_second,
+            })
             .fold(0.0, f64::max);
         Figure {
             metric: "sweep_peak_bits_per_second",

@@ -315,17 +315,35 @@ fn every_pass_falls(before: &[&SweepPoint], after: &[&SweepPoint]) -> bool {
 /// host), and five sizes of a few bytes cost the same on the wire.
 pub const SMALL_SIZES: usize = 5;
 
+/// The points a wire of the line rate could carry: those at or below it.
+/// A size read faster (a shaper's token bucket passes what fits at the
+/// hosts' speed; a ping-pong lets it refill every half round trip) stays in
+/// the points, marked, but makes no peak or n-1/2: a sweep through a
+/// 1 Gbit/s lab link "peaked" at 31.3 Gbit/s. When no size is within it
+/// (a line rate that is not the path's), every point counts.
+pub fn carried(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>) -> Vec<&SweepPoint> {
+    let within: Vec<&SweepPoint> = match link_speed_bits_per_second.filter(|l| *l > 0.0) {
+        Some(link) => points.iter().filter(|p| p.best_bits_per_second <= link).collect(),
+        None => points.iter().collect(),
+    };
+    match within.is_empty() {
+        true => points.iter().collect(),
+        false => within,
+    }
+}
+
 pub fn summarize(points: &[SweepPoint], link_speed_bits_per_second: Option<f64>) -> SweepSummary {
     let Some(first) = points.iter().min_by_key(|p| p.size_bytes) else {
         return SweepSummary::default();
     };
-    let peak = points
+    let pool = carried(points, link_speed_bits_per_second);
+    let peak = *pool
         .iter()
         .max_by(|a, b| a.best_bits_per_second.total_cmp(&b.best_bits_per_second))
         .expect("not empty");
     let peak_bps = peak.best_bits_per_second;
     let first_reaching = |share: f64| {
-        let mut sorted: Vec<&SweepPoint> = points.iter().collect();
+        let mut sorted: Vec<&SweepPoint> = pool.clone();
         sorted.sort_by_key(|p| p.size_bytes);
         sorted
             .into_iter()
@@ -699,5 +717,31 @@ mod tests {
         assert_eq!(s.ninety_percent_peak_size_bytes, 262144);
         assert_eq!(s.peak_line_rate_percent, Some(25.0));
         assert_eq!(summarize(&[], None), SweepSummary::default());
+    }
+
+    /// Issue 66: sweeps through 1 Gbit/s lab links "peaked" at 2.77 to 31.3
+    /// Gbit/s, sizes a shaper's bucket passed at the hosts' speed. Peak,
+    /// n-1/2 and 90% of the peak come from the sizes the wire could carry;
+    /// the others stay in the points.
+    #[test]
+    fn sizes_above_the_line_rate_make_no_peak_or_half_peak() {
+        let points = [
+            point(1, 20.0, 4e5),
+            point(1024, 25.0, 3e8),
+            point(16384, 30.0, 31.3e9),
+            point(65536, 60.0, 2.77e9),
+            point(262144, 200.0, 0.7e9),
+            point(1 << 20, 800.0, 0.95e9),
+        ];
+        let s = summarize(&points, Some(1e9));
+        assert_eq!((s.peak_bits_per_second, s.peak_size_bytes), (0.95e9, 1 << 20));
+        assert_eq!(s.half_peak_size_bytes, 262144);
+        assert_eq!(s.ninety_percent_peak_size_bytes, 1 << 20);
+        assert!(s.peak_line_rate_percent.unwrap() <= 100.0);
+        assert_eq!(carried(&points, Some(1e9)).len(), 4);
+        // Without a line rate every size counts, as before.
+        assert_eq!(summarize(&points, None).peak_bits_per_second, 31.3e9);
+        // No size within it: the line rate is not the path's; all count.
+        assert_eq!(summarize(&points[2..4], Some(1e9)).peak_bits_per_second, 31.3e9);
     }
 }
