@@ -62,7 +62,6 @@ mod iperf3_auth;
 mod iperf3_lab;
 mod kubernetes;
 mod lab;
-mod lab_cpu;
 mod layers;
 mod linerate;
 mod links;
