@@ -238,13 +238,13 @@ echo "soak: end:   ${lfds_end} open fds, ${lrss_end} KiB RSS, ${lthreads_end} th
 echo "soak: ${ok} tests passed, ${failed} failed, $((round / 10)) rounds of hostile clients, in ${seconds} s"
 echo "soak: issue 31 rounds: ${held_refused} of held sockets refused past the address's share," \
     "${stalls} stalled -R clients, ${rateless_refused} rate-less specs refused"
+rounds=$((round / 10))
 echo "soak: issue 41 rounds: ${worst_ok} 16 x 64 MiB reverse tests served, ${past_refused} 32 x 64 MiB refused," \
     "silent iperf3-port sockets cut in ${silent_closed} rounds (${silent_cut} of $((rounds * 40)) sockets)," \
     "${iperf3_ok} iperf3 clients served after them" \
     "(iperf3 installed: ${have_iperf3}); normal test after each: ${after_ok} passed, ${after_failed} failed"
 echo "soak: change: $((fds_end - fds_start)) fds, $((rss_end - rss_start)) KiB RSS, $((threads_end - threads_start)) threads;" \
     "--max-rate agent: $((lfds_end - lfds_start)) fds, $((lrss_end - lrss_start)) KiB RSS, $((lthreads_end - lthreads_start)) threads"
-rounds=$((round / 10))
 # The files-flood round (issue 31, item 3): its own agent and scratch.
 files_ok=0
 bench/soak-files.sh "$bin" 5 && files_ok=1

@@ -21,6 +21,18 @@ use crate::side_runner::{self, TrialPlan};
 use crate::workload::runner::IntervalCallback;
 use crate::workload::{self, address_proof, AgentNet, TestSpec, Workload};
 
+/// The least time a test's setup on the data ports gets, whatever
+/// `--handshake-timeout` says: a short control handshake (2 s) must not
+/// cut off a large test's setup on a loaded host (16 streams of 64 MiB
+/// messages were, in bench/soak.sh). It was the setup's only timeout.
+const SETUP_FLOOR: Duration = Duration::from_secs(10);
+
+/// How long a test's whole setup on the data ports may take from its
+/// acceptance: `--handshake-timeout`, at least [`SETUP_FLOOR`].
+fn setup_time(shared: &Shared) -> Duration {
+    shared.config.handshake_timeout.max(SETUP_FLOOR)
+}
+
 /// How long past its setup deadline the agent waits for the thread
 /// accepting a test's data connections before it gives the slot back
 /// anyway (every step there ends at the deadline by itself).
@@ -52,7 +64,7 @@ pub(super) fn serve(
     // One deadline for the whole setup, from the test's acceptance: the
     // address proofs, every data connection's preamble, TLS or QUIC
     // handshake, and the client's `start`.
-    let setup_deadline = Instant::now() + shared.config.handshake_timeout;
+    let setup_deadline = Instant::now() + setup_time(shared);
     channel.send(&Message::Accepted {
         token: protocol::token_to_hex(&token),
         data_ports: pending.data_ports(),
@@ -235,7 +247,7 @@ pub(super) fn admit<'a>(
     spec: &TestSpec,
     wait_seconds: f64,
 ) -> Result<Ticket<'a>, Refusal> {
-    let expected = Duration::from_secs_f64(spec.expected_seconds()) + shared.config.handshake_timeout;
+    let expected = Duration::from_secs_f64(spec.expected_seconds()) + setup_time(shared);
     let busy = match shared.admission.try_enter(expected) {
         Ok(ticket) => return Ok(ticket),
         Err(busy) => busy,
@@ -332,7 +344,8 @@ fn accept_watching(
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline + SETUP_OVERRUN => {
                 stragglers.lock().unwrap_or_else(|e| e.into_inner()).push(accepting);
                 return Err(Refusal::Tell(
-                    "the data connections were not set up by the setup deadline (--handshake-timeout)".into(),
+                    "the data connections were not set up by the setup deadline (--handshake-timeout, at least 10 s)"
+                        .into(),
                 ));
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}

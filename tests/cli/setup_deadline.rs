@@ -1,6 +1,7 @@
 //! Issue 67, item 2: every step of a test's setup on the data ports (the
 //! token preamble, the TLS handshake) has one whole deadline counted from
-//! the test's acceptance, `--handshake-timeout`, not a timeout per read: a
+//! the test's acceptance, `--handshake-timeout` but at least 10 s (a
+//! preamble also within 5 s of its accept), not a timeout per read: a
 //! client that sends one byte at a time is cut off there, and the test's
 //! slot, threads and sockets all come back.
 
