@@ -210,9 +210,11 @@ pub fn iterations(s: &str) -> Result<(u32, u32), String> {
     let (max, min) = s.split_once(',').ok_or_else(bad)?;
     let max: u32 = max.trim().parse().map_err(|_| bad())?;
     let min: u32 = min.trim().parse().map_err(|_| bad())?;
-    if !(2..=1000).contains(&max) || min < 1 || min > max {
+    let least = crate::stats::MIN_INTERVAL_TRIALS as u32;
+    if !(least..=1000).contains(&max) || min < 1 || min > max {
         return Err(format!(
-            "need 2 <= MAX <= 1000 and 1 <= MIN <= MAX (an interval needs two trials), got MAX {max}, MIN {min}"
+            "need {least} <= MAX <= 1000 and 1 <= MIN <= MAX (an interval takes {least} trials to mean anything), \
+             got MAX {max}, MIN {min}"
         ));
     }
     Ok((max, min))
@@ -232,6 +234,8 @@ mod tests {
         assert_eq!(iterations("10,3").unwrap(), (10, 3));
         assert!(iterations("3,10").unwrap_err().contains("MIN <= MAX"));
         assert!(iterations("1,1").is_err());
+        // Two trials make no interval: a MAX of 2 could never be met.
+        assert!(iterations("2,2").unwrap_err().contains("3 <= MAX"));
         assert!(iterations("x").is_err());
     }
 
