@@ -384,16 +384,13 @@ fn lab_down_without_root_says_its_error_once() {
         &["--version"],
         "apt-get install util-linux"
     ));
+    // Nobody runs a copy every user may reach, wherever the checkout is.
+    let shared = crate::common::SharedDir::new();
+    let binary = shared.binary();
     let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            BIN,
-            "lab",
-            "down",
-            "nb-no-such-lab",
-        ])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&binary)
+        .args(["lab", "down", "nb-no-such-lab"])
         .output()
         .unwrap();
     let text = stderr(&out);
