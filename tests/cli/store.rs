@@ -377,9 +377,21 @@ fn bad_ids_filters_and_tags_say_so_with_their_exit_codes() {
     let out = nicbench(&["show", "999", "--db", &db_arg(&db)]);
     assert_eq!(out.status.code(), Some(7));
     assert!(stderr(&out).contains("no run with id 999"), "{}", stderr(&out));
+    // Each hint names the database the command used (issue 72, item 5).
+    let runs = nicbench::shell::join(["nicbench", "runs", "--db", &db_arg(&db)]);
+    assert!(
+        stderr(&out).contains(&format!("`{runs}` lists the ids")),
+        "{}",
+        stderr(&out)
+    );
     let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic=none"]);
     assert_eq!(out.status.code(), Some(7));
     assert!(stderr(&out).contains("matches --tag nic=none"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("`{runs}` without filters")),
+        "{}",
+        stderr(&out)
+    );
     let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("expected KEY=VALUE"), "{}", stderr(&out));
