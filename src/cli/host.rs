@@ -13,7 +13,7 @@ pub struct HostArgs {
     pub remote: Option<String>,
     /// Agent control port (with --remote) [default: 5310, or
     /// $NICBENCH_PORT; a port in HOST:PORT also works].
-    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true)]
+    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true, value_parser = crate::cli::parse::port_to_connect)]
     pub port: Option<u16>,
     /// Show this interface only.
     #[arg(short = 'I', long, value_name = "NAME", conflicts_with = "peer")]

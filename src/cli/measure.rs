@@ -23,7 +23,7 @@ pub struct MeasureArgs {
     pub iperf3: bool,
     /// Agent control port [default: 5310, or $NICBENCH_PORT, which `nicbench
     /// lab exec` sets to the lab's agent port].
-    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true)]
+    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true, value_parser = crate::cli::parse::port_to_connect)]
     pub port: Option<u16>,
     /// Use IPv4 only.
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]

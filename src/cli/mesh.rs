@@ -56,7 +56,7 @@ pub struct MeshArgs {
           value_parser = parse::between::<u32>(1, crate::model::spec::MAX_STREAMS as u64))]
     pub streams: u32,
     /// Control port of agents given without one.
-    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true, default_value_t = crate::protocol::DEFAULT_PORT)]
+    #[arg(short, long, env = "NICBENCH_PORT", hide_env = true, value_parser = crate::cli::parse::port_to_connect, default_value_t = crate::protocol::DEFAULT_PORT)]
     pub port: u16,
     /// The agents' pre-shared key: the coordinator proves it to each agent,
     /// and each agent checks that its partner proves it too.

@@ -186,14 +186,70 @@ fn summary_rows(runs: &[(&str, RunResult)]) -> Vec<Vec<String>> {
 
 fn summary_table(runs: &[(&str, RunResult)], out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "{SUMMARY_TITLE}")?;
-    let [test, result, sender, cpu, demand] = SUMMARY_HEADER;
-    writeln!(out, "{test:<32} {result:>26} {sender:>16} {cpu:>10} {demand:>22}")?;
-    for row in summary_rows(runs) {
-        writeln!(
-            out,
-            "{:<32} {:>26} {:>16} {:>10} {:>22}",
-            row[0], row[1], row[2], row[3], row[4]
-        )?;
+    write_aligned(&summary_rows(runs), out)
+}
+
+/// The header and `rows` in columns as wide as their widest cell: the
+/// first left-aligned, the figures right-aligned. Fixed widths let a long
+/// cell (a sweep's peak with its size) push the rest of its row out of
+/// line (issue 72, item 9).
+fn write_aligned(rows: &[Vec<String>], out: &mut dyn Write) -> std::io::Result<()> {
+    let header: Vec<String> = SUMMARY_HEADER.iter().map(|h| h.to_string()).collect();
+    let lines: Vec<&Vec<String>> = std::iter::once(&header).chain(rows).collect();
+    let width = |column: usize| {
+        lines
+            .iter()
+            .map(|cells| cells.get(column).map_or(0, |c| c.chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    for cells in lines {
+        let mut line = String::new();
+        for (column, cell) in cells.iter().enumerate() {
+            let w = widths[column];
+            if column == 0 {
+                line.push_str(&format!("{cell:<w$}"));
+            } else {
+                line.push_str(&format!("  {cell:>w$}"));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_summary_row_lines_up_with_the_header_whatever_its_cells() {
+        // A sweep's result is wider than the fixed 26 columns were.
+        let rows: Vec<Vec<String>> = [
+            ["TCP 1 stream", "31.20 Gbit/s", "31.21 Gbit/s", "99.0%", "0.248 us/KB"],
+            [
+                "Sweep 1 B-1 MiB, ping-pong",
+                "peak 12.34 Gbit/s at 1 MiB, half at 64 KiB (ping-pong)",
+                "-",
+                "98.0%",
+                "1.234 us/KB",
+            ],
+        ]
+        .iter()
+        .map(|r| r.iter().map(|c| c.to_string()).collect())
+        .collect();
+        let mut out = Vec::new();
+        write_aligned(&rows, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        // Right-aligned columns end where the header's do: every line has
+        // the same length, and each row's CPU cell ends where "CPU busy" does.
+        let end_of = |line: &str, cell: &str| line.find(cell).map(|at| at + cell.len());
+        let cpu_end = end_of(lines[0], "CPU busy").unwrap();
+        assert_eq!(end_of(lines[1], "99.0%"), Some(cpu_end), "{text}");
+        assert_eq!(end_of(lines[2], "98.0%"), Some(cpu_end), "{text}");
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{text}");
+    }
 }

@@ -105,7 +105,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         }
         if let Some(e) = cause.downcast_ref::<crate::store::StoreError>() {
             return match e {
-                crate::store::StoreError::NoSuchRun(_) | crate::store::StoreError::NothingMatched(_) => 7,
+                crate::store::StoreError::NoSuchRun { .. } | crate::store::StoreError::NothingMatched(_) => 7,
                 _ => 8,
             };
         }

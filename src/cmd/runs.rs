@@ -60,9 +60,10 @@ pub fn nothing_matched(store: &Store, f: &FilterArgs) -> anyhow::Error {
         format!("the database {} holds no runs yet", store.path().display())
     } else {
         format!(
-            "no run in {} matches {}: `nicbench runs` without filters lists every run",
+            "no run in {} matches {}: `{}` without filters lists every run",
             store.path().display(),
-            given.join(" ")
+            given.join(" "),
+            crate::store::given(store.path()).command(&["runs"])
         )
     };
     StoreError::NothingMatched(message).into()

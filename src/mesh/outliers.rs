@@ -21,6 +21,15 @@
 //!    sender or whose receiver is a slow receiver is explained by that host
 //!    and is not named again as a path.
 //!
+//! 4. **Hosts by their every pair.** A host whose every inbound pair is
+//!    low (each below its sender's usual figure toward the others by more
+//!    than the noise floor), with at least one of them slow enough to be
+//!    named as a path, is named as the slow receiver, with its worst path
+//!    under it, in place of that path alone: a host at 3% of a CPU read
+//!    599, 808, 896 and 846 Mbit/s from its four senders against 958, too
+//!    little spread for step 2 and yet not one bad path. The same for a
+//!    host's every outbound pair (a slow sender).
+//!
 //! The MAD has a floor of [`NOISE_FLOOR`] (5%): when every path agrees to
 //! within a percent, a 2% dip is noise, not a finding. Only slow cells are
 //! named; a faster-than-usual cell is not a fault. Fewer than
@@ -63,8 +72,13 @@ pub enum Outlier {
         sends: bool,
         receives: bool,
         /// The host's median against the median of all hosts, per role
-        /// that is slow, as a fraction (0.4 = 40% of the usual).
+        /// that is slow, as a fraction (0.4 = 40% of the usual); for a host
+        /// named by its every pair (`worst_peer` set), its worst path's.
         ratio: f64,
+        /// Set when every pair in the slow role is low and one of them is
+        /// slow enough to be a path: the other end of the worst one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worst_peer: Option<usize>,
     },
     /// One path (or both directions of it) slow while its ends are fine
     /// with everyone else.
@@ -86,6 +100,29 @@ impl Outlier {
                 sends,
                 receives,
                 ratio,
+                worst_peer: Some(peer),
+            } => {
+                let (h, p) = (&names[host], &names[peer]);
+                let pct = ratio * 100.0;
+                if receives {
+                    format!(
+                        "{h} receives slowly from everyone (every pair into {h} is low; the worst, {p}->{h}, \
+                         at {pct:.0}% of what both reach with others): {h}'s receive side"
+                    )
+                } else {
+                    debug_assert!(sends);
+                    format!(
+                        "{h} sends slowly to everyone (every pair from {h} is low; the worst, {h}->{p}, \
+                         at {pct:.0}% of what both reach with others): {h}'s send side"
+                    )
+                }
+            }
+            Outlier::Host {
+                host,
+                sends,
+                receives,
+                ratio,
+                worst_peer: None,
             } => {
                 let h = &names[host];
                 let pct = ratio * 100.0;
@@ -216,6 +253,7 @@ pub fn find(cells: &[Vec<Option<f64>>], better: Better) -> Vec<Outlier> {
             sends: s,
             receives: r,
             ratio,
+            worst_peer: None,
         });
     }
 
@@ -252,7 +290,68 @@ pub fn find(cells: &[Vec<Option<f64>>], better: Better) -> Vec<Outlier> {
             });
         }
     }
+    for receiving in [true, false] {
+        for h in 0..n {
+            name_host_by_every_pair(&x, h, receiving, &mut out);
+        }
+    }
     out
+}
+
+/// Step 4: when every pair of host `h` in one role (`receiving`: into it,
+/// else from it) is low against what its other end reaches with the rest
+/// (`x`, the log goodness), and `out` names one of them as a one-way path,
+/// those paths become one finding, `h` slow in that role with the worst
+/// path's ratio and other end.
+fn name_host_by_every_pair(x: &[Vec<Option<f64>>], h: usize, receiving: bool, out: &mut Vec<Outlier>) {
+    let n = x.len();
+    let cell = |other: usize| if receiving { x[other][h] } else { x[h][other] };
+    // What `other` reaches with everyone but h (its row as a sender, its
+    // column as a receiver).
+    let usual = |other: usize| {
+        let figures: Vec<f64> = (0..n)
+            .filter(|&k| k != other && k != h)
+            .filter_map(|k| if receiving { x[other][k] } else { x[k][other] })
+            .collect();
+        (!figures.is_empty()).then(|| median(&figures))
+    };
+    let ratios: Vec<f64> = (0..n)
+        .filter(|&other| other != h)
+        .filter_map(|other| Some((cell(other)? - usual(other)?).exp()))
+        .collect();
+    let low = 1.0 / (1.0 + NOISE_FLOOR);
+    if ratios.len() + 1 < MIN_HOSTS || ratios.iter().any(|r| *r >= low) {
+        return;
+    }
+    let mine = |o: &Outlier| match *o {
+        Outlier::Path {
+            src, dst, both_ways, ..
+        } => !both_ways && if receiving { dst == h } else { src == h },
+        Outlier::Host { .. } => false,
+    };
+    let worst = out
+        .iter()
+        .filter(|o| mine(o))
+        .filter_map(|o| match *o {
+            Outlier::Path { src, dst, ratio, .. } => Some((if receiving { src } else { dst }, ratio)),
+            Outlier::Host { .. } => None,
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let Some((peer, ratio)) = worst else {
+        return;
+    };
+    let at = out.iter().position(mine).expect("a path was found above");
+    out.retain(|o| !mine(o));
+    out.insert(
+        at,
+        Outlier::Host {
+            host: h,
+            sends: !receiving,
+            receives: receiving,
+            ratio,
+            worst_peer: Some(peer),
+        },
+    );
 }
 
 #[cfg(test)]
@@ -591,6 +690,74 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_host_whose_every_inbound_pair_is_low_is_named_with_its_worst_path() {
+        // Issue 72, item 7, as the lab measured it: five hosts through a
+        // 1 Gbit/s router, c (2) at 3% of a CPU. Every pair into c is down
+        // (599, 808, 896, 846 against 958); the rule named only "a->c only".
+        let mut m = uniform(5, 958e6);
+        for (sender, value) in [(0, 599e6), (1, 808e6), (3, 896e6), (4, 846e6)] {
+            m[sender][2] = Some(value);
+        }
+        let found = find(&m, Better::Higher);
+        assert_eq!(found.len(), 1, "{found:?}");
+        match found[0] {
+            Outlier::Host {
+                host,
+                sends,
+                receives,
+                worst_peer,
+                ratio,
+            } => {
+                assert_eq!((host, sends, receives, worst_peer), (2, false, true, Some(0)));
+                assert!(ratio < largest_named_ratio(), "{ratio}");
+            }
+            ref other => panic!("{other:?}"),
+        }
+        let words = found[0].words(&["a", "b", "c", "d", "e"].map(String::from));
+        assert!(
+            words.starts_with("c receives slowly from everyone") && words.contains("the worst, a->c"),
+            "{words}"
+        );
+    }
+
+    #[test]
+    fn a_host_whose_every_outbound_pair_is_low_is_named_as_a_slow_sender() {
+        let mut m = uniform(5, 958e6);
+        for (receiver, ratio) in [(0, 0.9), (1, 0.62), (3, 0.85), (4, 0.93)] {
+            m[2][receiver] = m[2][receiver].map(|v| v * ratio);
+        }
+        let found = find(&m, Better::Higher);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            matches!(
+                found[0],
+                Outlier::Host {
+                    host: 2,
+                    sends: true,
+                    receives: false,
+                    worst_peer: Some(1),
+                    ..
+                }
+            ),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_slow_path_into_a_host_whose_other_pairs_are_fine_stays_a_path() {
+        // One sender fine into c (97% of its usual) keeps a->c a path.
+        let mut m = uniform(5, 958e6);
+        for (sender, value) in [(0, 599e6), (1, 808e6), (3, 930e6), (4, 846e6)] {
+            m[sender][2] = Some(value);
+        }
+        let found = find(&m, Better::Higher);
+        assert!(
+            found.iter().all(|o| matches!(o, Outlier::Path { dst: 2, .. })) && !found.is_empty(),
+            "{found:?}"
+        );
     }
 
     #[test]

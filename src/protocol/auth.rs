@@ -152,7 +152,7 @@ pub enum KeyError {
     },
     #[error(
         "the pre-shared key in {path} is {length} bytes; use at least {MIN_KEY_LEN} \
-         (e.g. 'head -c 32 /dev/urandom | base64 > {path}')"
+         (e.g. '(umask 077; head -c 32 /dev/urandom | base64 > {path})')"
     )]
     TooShort { path: PathBuf, length: usize },
     #[error("the pre-shared key file {path} is larger than {MAX_KEY_LEN} bytes; it should hold one key")]

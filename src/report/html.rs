@@ -249,8 +249,9 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
     let reread = super::runs::reread_headlines(store, &mut summaries)?;
     if summaries.is_empty() {
         return Err(SelectError::from(ChartError::Empty(format!(
-            "no run in {} matches the filters: `nicbench runs` lists them",
-            store.path().display()
+            "no run in {} matches the filters: `{}` lists them",
+            store.path().display(),
+            crate::store::given(store.path()).command(&["runs"])
         )))
         .into());
     }

@@ -73,7 +73,8 @@ pub enum StoreError {
     #[error(
         "database {path}: its write-ahead log {path}-wal holds changes, and reading them needs {path}-shm, \
          which this user cannot create ({detail}): ask its owner to run a nicbench command that saves into it \
-         (closing folds the log into the file), or to give you a copy made with `nicbench db backup FILE`"
+         (closing folds the log into the file), or to give you a copy made with `{}`",
+        given(path).command(&["db", "backup", "FILE"])
     )]
     UnreadableLog { path: PathBuf, detail: String },
     #[error("backup {path}: {detail}")]
@@ -87,12 +88,12 @@ pub enum StoreError {
          sent a figure no network gives"
     )]
     Implausible { path: PathBuf, field: String, what: String },
-    #[error("no run with id {0} in the database: `nicbench runs` lists the ids")]
-    NoSuchRun(i64),
+    #[error("no run with id {id} in {}: `{}` lists the ids", path.display(), given(path).command(&["runs"]))]
+    NoSuchRun { path: PathBuf, id: i64 },
     /// A saved document that cannot be read: not JSON, or over
     /// [`MAX_DOCUMENT_BYTES`]. Commands over many runs leave it out with
     /// this message; `show` of it fails with it.
-    #[error("run {id} in {path}: {why} (`nicbench rm {id}` removes the run)")]
+    #[error("run {id} in {}: {why} (`{}` removes the run)", path.display(), given(path).command(&["rm", &id.to_string()]))]
     BadDocument { path: PathBuf, id: i64, why: String },
     #[error("{0}")]
     NothingMatched(String),
@@ -163,6 +164,17 @@ fn file_uri(path: &Path) -> String {
         }
     }
     uri
+}
+
+/// What a hint's command must be given to open the database at `path`:
+/// `--db PATH` unless it is the one a command opens without `--db` here
+/// (`NICBENCH_DB`'s, else [`default_path`]).
+pub fn given(path: &Path) -> crate::shell::Given {
+    let implicit = std::env::var_os("NICBENCH_DB")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(default_path);
+    crate::shell::Given::db((path != implicit).then(|| path.to_path_buf()))
 }
 
 /// The database a command uses when no `--db` or `NICBENCH_DB` names one:

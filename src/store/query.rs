@@ -437,7 +437,12 @@ impl Store {
             ))
         });
         let (mut summary, command_line, nicbench_version, document, text_report, bytes) = match found {
-            Err(rusqlite::Error::QueryReturnedNoRows) => return Err(StoreError::NoSuchRun(id)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => {
+                return Err(StoreError::NoSuchRun {
+                    path: self.path().to_path_buf(),
+                    id,
+                })
+            }
             other => other.map_err(|e| self.err(e))?,
         };
         let Some(document) = document else {
@@ -641,7 +646,7 @@ mod tests {
         assert_eq!(run.document["sum"]["receiver"]["bits_per_second"], 1e9);
         assert_eq!(run.text_report.as_deref(), Some("report"));
         assert_eq!(run.summary.headline_value, Some(1e9));
-        assert!(matches!(store.run(id + 1), Err(StoreError::NoSuchRun(_))));
+        assert!(matches!(store.run(id + 1), Err(StoreError::NoSuchRun { .. })));
         assert_eq!(store.remove(&[id]).unwrap(), 1);
         let trials: i64 = store
             .conn

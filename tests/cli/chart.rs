@@ -184,6 +184,12 @@ fn a_chart_of_nothing_is_an_error_not_an_empty_picture() {
     ]);
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert!(stderr(&out).contains("no complete run matches"), "{}", stderr(&out));
+    // The hint opens the database the command read (issue 72, item 5).
+    let listing = format!(
+        "`{}` lists them",
+        nicbench::shell::join(["nicbench", "runs", "--db", &db])
+    );
+    assert!(stderr(&out).contains(&listing), "{}", stderr(&out));
     // Runs match, but none is a sweep.
     let out = nicbench(&[
         "plot",

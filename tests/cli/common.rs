@@ -44,6 +44,59 @@ pub fn tool(program: &str, args: &[&str], install: &str) -> Result<(), String> {
     }
 }
 
+/// A fresh directory every user may enter (0755, in a parent chain every
+/// user may traverse), for what a test runs as another user (`nobody`):
+/// the build's binary and the files that user must reach. The checkout
+/// and its target directory may sit under a directory only root enters
+/// (a clone in /root or in a 0700 directory); nothing here depends on
+/// that. Removed when dropped.
+pub struct SharedDir {
+    dir: tempfile::TempDir,
+}
+
+/// True when every directory from `path` up to `/` lets others through.
+fn others_may_traverse(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.ancestors()
+        .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+impl SharedDir {
+    pub fn new() -> SharedDir {
+        use std::os::unix::fs::PermissionsExt;
+        let temp = std::env::temp_dir();
+        let base = if others_may_traverse(&temp) {
+            temp
+        } else {
+            std::path::PathBuf::from("/tmp")
+        };
+        assert!(
+            others_may_traverse(&base),
+            "no temporary directory every user may enter ({} is closed to others)",
+            base.display()
+        );
+        let dir = tempfile::Builder::new().prefix("nb-shared-").tempdir_in(&base).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        SharedDir { dir }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// This build's `nicbench` in the directory (a hard link, a copy on
+    /// another file system), executable by everyone.
+    pub fn binary(&self) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.path().join("nicbench");
+        if !path.exists() && std::fs::hard_link(BIN, &path).is_err() {
+            std::fs::copy(BIN, &path).unwrap();
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+}
+
 /// Ok when this host has an IPv6 loopback (a container may have none, or
 /// have it disabled with net.ipv6.conf.lo.disable_ipv6=1).
 pub fn ipv6_loopback() -> Result<(), String> {

@@ -298,3 +298,39 @@ fn deterministic_examples_print_what_the_page_shows() {
     }
     assert!(ran >= 2, "only {ran} linerate examples with output");
 }
+
+/// Regression (issue 72, item 6): the key recipes wrote the key with the
+/// shell's umask (`head -c 32 /dev/urandom | base64 > /tmp/jumbo.psk`),
+/// readable by every user, and the agent then warned about it. Every
+/// recipe on the pages, in the examples and in the key error's hint
+/// writes its file under `umask 077`.
+#[test]
+fn every_key_recipe_makes_a_file_only_its_owner_reads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = pages();
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    examples.sort();
+    files.extend(examples);
+    files.push(root.join("src/protocol/auth.rs"));
+    let mut recipes = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            // A key written into a file, not handed to a command by `$(...)`.
+            if line.contains("/dev/urandom") && line.contains(" > ") {
+                recipes += 1;
+                assert!(
+                    line.contains("umask 077"),
+                    "{}:{}: a key file others may read; write it as \
+                     `(umask 077; head -c 32 /dev/urandom | base64 > FILE)`: {line}",
+                    file.display(),
+                    n + 1
+                );
+            }
+        }
+    }
+    assert!(recipes >= 5, "the recipes moved: {recipes} found");
+}

@@ -25,13 +25,37 @@ pub(crate) fn free_port() -> u16 {
 
 /// True when a TCP socket listens on 127.0.0.1:`port` (/proc/net/tcp).
 pub(crate) fn listening(port: u16) -> bool {
+    listener_inode(port).is_some()
+}
+
+/// The inode of the socket listening on 127.0.0.1:`port` (/proc/net/tcp),
+/// if one does: a listener closed and opened anew has another.
+pub(crate) fn listener_inode(port: u16) -> Option<u64> {
     let wanted = format!("0100007F:{port:04X}");
-    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
-        t.lines().any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[1] == wanted && f[3] == "0A"
-        })
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 9 && f[1] == wanted && f[3] == "0A").then(|| f[9].parse().ok())?
     })
+}
+
+/// Waits until a socket listens on 127.0.0.1:`port` and is not the
+/// listener `previous` (its inode): `iperf3 -s` closes its listening
+/// socket after every test, also a refused one, and opens a new one for
+/// the next, so a client that connects before that lands in the old
+/// socket's queue and is reset when it closes. Returns the new inode.
+pub(crate) fn wait_for_new_listener(port: u16, previous: Option<u64>) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match listener_inode(port) {
+            Some(inode) if Some(inode) != previous => return inode,
+            _ => assert!(
+                std::time::Instant::now() < deadline,
+                "iperf3 -s did not listen anew on {port} (listener before: {previous:?})"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// An iperf3 process, killed when dropped (also when a test fails).

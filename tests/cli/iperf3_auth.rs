@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::{nicbench, stderr};
-use crate::iperf3::{agent_with, cookie_n, free_port, listening, n, raw, reply, send_frame, Iperf3, Reply};
+use crate::iperf3::{agent_with, cookie_n, free_port, n, raw, reply, send_frame, wait_for_new_listener, Iperf3, Reply};
 
 /// Runs nicbench with IPERF3_PASSWORD set to `password` (or unset).
 fn nicbench_with_password(args: &[&str], password: Option<&str>) -> Output {
@@ -114,14 +114,11 @@ fn nicbench_authenticates_to_an_iperf3_server_that_requires_it() {
         .spawn()
         .expect("start iperf3 -s");
     let _server = Iperf3(Some(server));
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !listening(port) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "iperf3 -s did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Each test the server takes, refused or not, ends with its listener
+    // closed and a new one opened: the next client waits for the new one
+    // (connecting earlier is reset under load, not refused by the server).
+    let mut listener = wait_for_new_listener(port, None);
+    let mut serves_next = || listener = wait_for_new_listener(port, Some(listener));
     // Servers before 3.17 read only PKCS#1 v1.5; later ones only OAEP by default.
     let old_server = version < (3, 17);
     let target = format!("iperf3://127.0.0.1:{port}");
@@ -149,21 +146,26 @@ fn nicbench_authenticates_to_an_iperf3_server_that_requires_it() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(n(&doc["sum"]["receiver"]["bytes"]) > 0, "{}", doc["sum"]);
     assert_eq!(doc["peer_protocol"]["protocol"], "iperf3");
+    serves_next();
 
     let out = nicbench_with_password(&with_key, Some("verdi"));
     assert_eq!(out.status.code(), Some(4), "a wrong password: {}", stderr(&out));
     assert!(stderr(&out).contains("denied user 'mario'"), "{}", stderr(&out));
     assert!(stderr(&out).contains("IPERF3_PASSWORD"), "{}", stderr(&out));
+    serves_next();
 
     let out = nicbench_with_password(&wrong_padding, Some("rossi"));
     assert_eq!(out.status.code(), Some(4), "the other padding: {}", stderr(&out));
     assert!(stderr(&out).contains("--iperf3-use-pkcs1-padding"), "{}", stderr(&out));
+    serves_next();
 
     let out = nicbench_with_password(&["tcp", &target, "-t", "1"], None);
     assert_eq!(out.status.code(), Some(4), "no credentials: {}", stderr(&out));
     assert!(stderr(&out).contains("requires authentication"), "{}", stderr(&out));
     assert!(stderr(&out).contains("--iperf3-username"), "{}", stderr(&out));
+    serves_next();
 
+    // Refused before it connects: the server's listener stays as it was.
     let out = nicbench_with_password(&with_key, None);
     assert_eq!(out.status.code(), Some(2), "no password: {}", stderr(&out));
     assert!(stderr(&out).contains("set IPERF3_PASSWORD"), "{}", stderr(&out));

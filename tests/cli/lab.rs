@@ -237,16 +237,12 @@ fn without_iproute2_or_root_the_cli_says_what_is_missing() {
     );
     if nicbench::lab::unavailable().is_none() {
         assert!(err.contains("missing the `ip` command (iproute2)"), "{err}");
+        // Nobody runs a copy every user may reach, wherever the checkout is.
+        let shared = crate::common::SharedDir::new();
         let out = Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                BIN,
-                "lab",
-                "down",
-                "x",
-            ])
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(shared.binary())
+            .args(["lab", "down", "x"])
             .output();
         match out {
             Ok(out) => assert!(stderr(&out).contains("missing root privileges"), "{}", stderr(&out)),

@@ -116,6 +116,14 @@ fn the_text_has_a_line_and_a_verdict_per_phase() {
     assert!(text.lines().any(|l| l.starts_with("LOADED upload")), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("LOADED download")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("upload: added")), "{text}");
+    // The [SUM] line covers idle and every phase: bytes only, said so, no
+    // rate averaged over phases that each have their own (issue 72, item 9).
+    let sums: Vec<&str> = text.lines().filter(|l| l.starts_with("[SUM]")).collect();
+    assert!(!sums.is_empty(), "{text}");
+    for sum in sums {
+        assert!(sum.contains("over the whole run (idle and every phase"), "{sum}");
+        assert!(!sum.contains("bit/s"), "{sum}");
+    }
     // The phase's line ends with both hosts' CPU over the phase (a narrow
     // terminal continues it on indented lines).
     let phase_line: String = text

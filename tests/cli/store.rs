@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use super::common::{nicbench, stderr, AgentProcess, BIN};
+use super::common::{nicbench, stderr, AgentProcess, SharedDir, BIN};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -296,7 +296,8 @@ fn a_read_only_database_is_named_and_the_result_kept() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     let agent = AgentProcess::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
+    // Nobody must reach the binary and the database wherever the checkout is.
+    let dir = SharedDir::new();
     let db = dir.path().join("results.db");
     measure(&agent, &db, "tcp", &["-t", "0.2"]);
     // Root writes anything it can open: run the client as nobody then,
@@ -304,8 +305,9 @@ fn a_read_only_database_is_named_and_the_result_kept() {
     let root = unsafe { libc::geteuid() } == 0;
     let (file_mode, dir_mode) = if root { (0o644, 0o755) } else { (0o444, 0o555) };
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(file_mode)).unwrap();
+    let binary = if root { dir.binary() } else { PathBuf::from(BIN) };
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(dir_mode)).unwrap();
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(binary);
     command.args([
         "tcp",
         "127.0.0.1",
@@ -375,9 +377,21 @@ fn bad_ids_filters_and_tags_say_so_with_their_exit_codes() {
     let out = nicbench(&["show", "999", "--db", &db_arg(&db)]);
     assert_eq!(out.status.code(), Some(7));
     assert!(stderr(&out).contains("no run with id 999"), "{}", stderr(&out));
+    // Each hint names the database the command used (issue 72, item 5).
+    let runs = nicbench::shell::join(["nicbench", "runs", "--db", &db_arg(&db)]);
+    assert!(
+        stderr(&out).contains(&format!("`{runs}` lists the ids")),
+        "{}",
+        stderr(&out)
+    );
     let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic=none"]);
     assert_eq!(out.status.code(), Some(7));
     assert!(stderr(&out).contains("matches --tag nic=none"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("`{runs}` without filters")),
+        "{}",
+        stderr(&out)
+    );
     let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("expected KEY=VALUE"), "{}", stderr(&out));
@@ -486,14 +500,26 @@ fn db_backup_copies_every_run_into_one_new_file_and_never_overwrites() {
 /// Runs `nicbench ARGS` as a user who may not write `dir` or anything in
 /// it: nobody when the tests run as root (root writes anything), else
 /// this user with the directory and its files made read-only.
-fn as_reader(args: &[&str]) -> Output {
+/// `binary` is this build's, where that user may run it.
+fn as_reader(binary: &Path, args: &[&str]) -> Output {
     use std::os::unix::process::CommandExt;
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(binary);
     command.args(args).env("COLUMNS", "1000").stdin(Stdio::null());
     if unsafe { libc::geteuid() } == 0 {
         command.uid(65534).gid(65534).env("TMPDIR", "/tmp");
     }
     command.output().unwrap()
+}
+
+/// A directory for a database that nobody reads (`shared/db`, 0755):
+/// the binary beside it, outside it, so making it read-only leaves the
+/// binary alone.
+fn database_dir(shared: &SharedDir) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = shared.path().join("db");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
 }
 
 /// Makes `dir` and every file in it read-only for everyone (0555, 0444).
@@ -506,9 +532,9 @@ fn make_read_only(dir: &Path) {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
 }
 
-/// The reading commands on the database in the read-only `dir`: each
-/// succeeds, and nothing in `dir` changes.
-fn reading_commands_work_read_only(dir: &Path, db: &Path) {
+/// The reading commands on the database in the read-only `dir` (in
+/// `shared`): each succeeds, and nothing in `dir` changes.
+fn reading_commands_work_read_only(shared: &SharedDir, dir: &Path, db: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let listing = |d: &Path| {
         let mut names: Vec<(String, u64)> = std::fs::read_dir(d)
@@ -525,11 +551,13 @@ fn reading_commands_work_read_only(dir: &Path, db: &Path) {
         names
     };
     let before = listing(dir);
-    let out_dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(out_dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let binary = shared.binary();
+    let out_dir = shared.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::set_permissions(&out_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let db = db_arg(db);
-    let report = out_dir.path().join("r.html").display().to_string();
-    let backup = out_dir.path().join("b.db").display().to_string();
+    let report = out_dir.join("r.html").display().to_string();
+    let backup = out_dir.join("b.db").display().to_string();
     for args in [
         vec!["runs", "--db", &db],
         vec!["show", "1", "--db", &db],
@@ -538,11 +566,11 @@ fn reading_commands_work_read_only(dir: &Path, db: &Path) {
         vec!["report", "-o", &report, "--db", &db],
         vec!["db", "backup", &backup, "--db", &db],
     ] {
-        let out = as_reader(&args);
+        let out = as_reader(&binary, &args);
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         assert!(!stdout(&out).is_empty(), "{args:?}");
     }
-    let listed = stdout(&as_reader(&["runs", "--db", &db]));
+    let listed = stdout(&as_reader(&binary, &["runs", "--db", &db]));
     assert!(listed.contains(" sweep "), "{listed}");
     assert_eq!(listing(dir), before, "a reading command changed the database directory");
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -550,13 +578,14 @@ fn reading_commands_work_read_only(dir: &Path, db: &Path) {
 
 #[test]
 fn reading_commands_work_on_a_read_only_database_folded_into_its_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db");
+    let shared = SharedDir::new();
+    let dir = database_dir(&shared);
+    let db = dir.join("results.db");
     let out = nicbench(&["import", &netpipe_fixture(), "--db", &db_arg(&db)]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!beside(&db, "-wal").exists(), "the import left a -wal");
-    make_read_only(dir.path());
-    reading_commands_work_read_only(dir.path(), &db);
+    make_read_only(&dir);
+    reading_commands_work_read_only(&shared, &dir, &db);
 }
 
 #[test]
@@ -568,13 +597,14 @@ fn reading_commands_work_on_a_read_only_database_whose_log_holds_the_runs() {
     let run = import::read(Path::new(&netpipe_fixture())).unwrap();
     let mut writer = RunWriter::new(Store::open(&live).unwrap(), RunMeta::default());
     writer.finish_with_columns(&run.document, &run.columns, None).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db");
+    let shared = SharedDir::new();
+    let dir = database_dir(&shared);
+    let db = dir.join("results.db");
     for suffix in ["", "-wal", "-shm"] {
         std::fs::copy(beside(&live, suffix), beside(&db, suffix)).unwrap();
     }
     drop(writer);
     assert!(std::fs::metadata(beside(&db, "-wal")).unwrap().len() > 0);
-    make_read_only(dir.path());
-    reading_commands_work_read_only(dir.path(), &db);
+    make_read_only(&dir);
+    reading_commands_work_read_only(&shared, &dir, &db);
 }

@@ -462,7 +462,8 @@ fn a_malformed_document_is_left_out_naming_its_run_and_the_others_are_read() {
     let out = nicbench(&["show", "2", "--db", &db]);
     assert_eq!(out.status.code(), Some(8));
     assert!(
-        stderr(&out).contains("run 2 in ") && stderr(&out).contains("`nicbench rm 2` removes the run"),
+        stderr(&out).contains("run 2 in ")
+            && stderr(&out).contains(&format!("`nicbench rm 2 --db {db}` removes the run")),
         "{}",
         stderr(&out)
     );

@@ -384,16 +384,13 @@ fn lab_down_without_root_says_its_error_once() {
         &["--version"],
         "apt-get install util-linux"
     ));
+    // Nobody runs a copy every user may reach, wherever the checkout is.
+    let shared = crate::common::SharedDir::new();
+    let binary = shared.binary();
     let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            BIN,
-            "lab",
-            "down",
-            "nb-no-such-lab",
-        ])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&binary)
+        .args(["lab", "down", "nb-no-such-lab"])
         .output()
         .unwrap();
     let text = stderr(&out);
@@ -455,5 +452,23 @@ fn output_into_a_closed_pipe_ends_quietly() {
         assert!(!text.contains("panicked"), "nicbench {}: {text}", args.join(" "));
         assert!(!text.contains("error"), "nicbench {}: {text}", args.join(" "));
         assert_eq!(out.status.code(), Some(0), "nicbench {}: {text}", args.join(" "));
+    }
+}
+
+/// Regression (issue 72, item 9): `-p 0` was taken, a connect to port 0
+/// attempted, and the error suggested `nicbench serve --port 0`. A client's
+/// port 0 is an option error now, before anything connects.
+#[test]
+fn a_client_port_of_zero_is_refused_as_an_option_error() {
+    for args in [
+        &["tcp", "127.0.0.1", "-p", "0", "-t", "0.2"][..],
+        &["rr", "127.0.0.1", "--port", "0", "-t", "0.2"],
+        &["host", "--remote", "127.0.0.1", "-p", "0"],
+    ] {
+        let out = crate::common::nicbench(args);
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains("0 is not a port to connect to"), "{args:?}: {text}");
+        assert!(!text.contains("serve --port 0"), "{args:?}: {text}");
     }
 }

@@ -360,20 +360,7 @@ fn draw_upright_names<DB: DrawingBackend>(
         area.estimate_text_size(t, &font(13))
             .map_or(true, |(w, _)| w as f64 * 1.2 <= room)
     };
-    let shown: Vec<String> = groups
-        .iter()
-        .map(|g| {
-            let mut t = g.clone();
-            while !fits(&t) {
-                let cut = t.trim_end_matches('…').trim_end_matches([',', ' ']);
-                match cut.rfind(' ') {
-                    Some(at) if at > 0 => t = format!("{}…", &cut[..at]),
-                    _ => break,
-                }
-            }
-            t
-        })
-        .collect();
+    let shown = upright_labels(groups, fits);
     chart
         .draw_series(
             shown
@@ -383,6 +370,59 @@ fn draw_upright_names<DB: DrawingBackend>(
         )
         .map_err(draw_err)?;
     Ok(())
+}
+
+/// The upright names of `groups`: each whole when it `fits`, else cut at
+/// a word with "…"; and where two cut names would read the same ("rr
+/// QUIC…" under two bars, issue 72, item 9), each keeps the words at its
+/// end that tell it from the others ("rr…MTU 9000"), as many words of its
+/// start as then fit before the "…".
+fn upright_labels(groups: &[String], fits: impl Fn(&str) -> bool) -> Vec<String> {
+    let cut_at_a_word = |g: &str| {
+        let mut t = g.to_string();
+        while !fits(&t) {
+            let cut = t.trim_end_matches('…').trim_end_matches([',', ' ']);
+            match cut.rfind(' ') {
+                Some(at) if at > 0 => t = format!("{}…", &cut[..at]),
+                _ => break,
+            }
+        }
+        t
+    };
+    let mut shown: Vec<String> = groups.iter().map(|g| cut_at_a_word(g)).collect();
+    let first_cut = shown.clone();
+    for (i, group) in groups.iter().enumerate() {
+        let alike: Vec<&String> = (0..groups.len())
+            .filter(|&k| k != i && first_cut[k] == first_cut[i])
+            .map(|k| &groups[k])
+            .collect();
+        if alike.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = group.split(' ').collect();
+        // The fewest end words no other alike group ends with.
+        let Some(tail_len) = (1..=words.len()).find(|&k| {
+            let tail = words[words.len() - k..].join(" ");
+            alike.iter().all(|other| !other.ends_with(&tail))
+        }) else {
+            continue;
+        };
+        let tail = words[words.len() - tail_len..].join(" ");
+        let mut head = words.len() - tail_len;
+        let label = |head: usize| {
+            let start = words[..head].join(" ");
+            format!("{}…{tail}", start.trim_end_matches([',', ' ']))
+        };
+        while head > 0 && !fits(&label(head)) {
+            head -= 1;
+        }
+        shown[i] = if head == words.len() - tail_len {
+            group.clone()
+        } else {
+            label(head)
+        };
+    }
+    shown
 }
 
 /// A bar's value over it: level when it fits the bar's width, upright
@@ -456,6 +496,26 @@ mod tests {
                 .any(|t| ["1.5 G", "2 G", "2.5 G", "3 G"].contains(&t.trim())),
             "{ticks:?}"
         );
+    }
+
+    /// Issue 72, item 9: the upright names of two QUIC cases were cut to
+    /// the same "rr QUIC…"; each keeps what tells it apart.
+    #[test]
+    fn upright_names_cut_alike_keep_the_words_that_tell_them_apart() {
+        let groups: Vec<String> = [
+            "rr QUIC, 1 KiB/1 KiB, MTU 1500",
+            "rr QUIC, 1 KiB/1 KiB, MTU 9000",
+            "TCP",
+        ]
+        .map(String::from)
+        .to_vec();
+        let fits = |t: &str| t.chars().count() <= 16;
+        let shown = upright_labels(&groups, fits);
+        assert_eq!(shown[2], "TCP");
+        assert_ne!(shown[0], shown[1], "{shown:?}");
+        assert!(shown[0].ends_with("1500") && shown[1].ends_with("9000"), "{shown:?}");
+        assert!(shown[0].starts_with("rr"), "{shown:?}");
+        assert!(shown.iter().all(|t| fits(t)), "{shown:?}");
     }
 
     /// The roundup's four cases under a bar chart beside its table: upright

@@ -283,11 +283,11 @@ pub fn per_run_charts(
             };
             notes.push(format!(
                 "{subject} is drawn for the newest {} of {} runs (run {}); \
-                 `nicbench plot --kind {} --id ID` draws any other.",
+                 `{}` draws any other.",
                 shown.len(),
                 ids.len(),
                 listed.join(", "),
-                kinds[0].name
+                crate::store::given(store.path()).command(&["plot", "--kind", kinds[0].name, "--id", "ID"])
             ));
         }
     }
@@ -342,12 +342,16 @@ fn empty(message: String) -> SelectError {
     ChartError::Empty(message).into()
 }
 
-fn nothing_complete() -> SelectError {
-    empty("no complete run matches the filters: `nicbench runs` lists them (unfinished runs are not drawn)".into())
+fn nothing_complete(store: &Store) -> SelectError {
+    empty(format!(
+        "no complete run matches the filters: `{}` lists them (unfinished runs are not drawn)",
+        crate::store::given(store.path()).command(&["runs"])
+    ))
 }
 
 /// The comparison table of `metric` over `found`, grouped by `rows` and `cols`.
 fn table(
+    store: &Store,
     found: &compare::Records,
     rows: &[Dimension],
     cols: &[Dimension],
@@ -355,7 +359,7 @@ fn table(
     stat: Stat,
 ) -> Result<Table, SelectError> {
     if found.matched_runs == 0 {
-        return Err(nothing_complete());
+        return Err(nothing_complete(store));
     }
     if found.records.is_empty() {
         return Err(empty(format!(
@@ -369,7 +373,7 @@ fn table(
 
 fn bars(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Result<Bars, SelectError> {
     let found = records(store, filter, &spec.group, &spec.series, &spec.metric, &spec.runs, book)?;
-    let t = table(&found, &spec.group, &spec.series, &spec.metric, spec.stat)?;
+    let t = table(store, &found, &spec.group, &spec.series, &spec.metric, spec.stat)?;
     let mut bars = bars_of_table(&t, &found.records, spec.metric.label, spec.stat);
     if !spec.metric.higher_is_better {
         // A taller bar is worse: a delay, a loss, a latency.
@@ -414,7 +418,7 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Res
     let busy = Metric::parse("cpu").expect("a known metric");
     let found = records(store, filter, &spec.group, &[], &busy, &spec.runs, book)?;
     if found.matched_runs == 0 {
-        return Err(nothing_complete());
+        return Err(nothing_complete(store));
     }
     let mut groups: BTreeMap<Vec<String>, (usize, [f64; 4], [f64; 4])> = BTreeMap::new();
     // The split is kept as columns (schema 3): no document is read.
@@ -443,7 +447,7 @@ fn cpu(store: &Store, filter: &Filter, spec: &ChartSpec, book: &CaseBook) -> Res
     let rates: BTreeMap<Vec<String>, f64> =
         match records(store, filter, &spec.group, &[], &throughput, &spec.runs, book)
             .map_err(SelectError::from)
-            .and_then(|found| table(&found, &spec.group, &[], &throughput, Stat::Median))
+            .and_then(|found| table(store, &found, &spec.group, &[], &throughput, Stat::Median))
         {
             Ok(t) => t.cells.iter().map(|c| (c.row.clone(), c.value)).collect(),
             Err(_) => BTreeMap::new(),
@@ -605,7 +609,7 @@ fn newest<T>(
         ids.retain(|id| only.contains(id));
     }
     if ids.is_empty() {
-        return Err(nothing_complete());
+        return Err(nothing_complete(store));
     }
     let matched = ids.len();
     if !workloads.is_empty() {

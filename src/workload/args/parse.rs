@@ -24,6 +24,21 @@ where
     }
 }
 
+/// A port to connect to, 1 to 65535: 0 asks the system for any free
+/// port, which only a listener can do (`nicbench serve -p 0`), so a client
+/// given it would only fail to connect.
+pub fn port_to_connect(s: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        Ok(0) => Err(
+            "0 is not a port to connect to (only a listener can take \"any free port\"): \
+             give the port the agent listens on, 1 to 65535 (`nicbench serve` prints it; default 5310)"
+                .into(),
+        ),
+        Ok(port) => Ok(port),
+        Err(_) => Err("must be a port, a whole number from 1 to 65535".into()),
+    }
+}
+
 /// A range in words: "from 1 B to 64 MiB", or "at least 1 B" when the
 /// top is the type's.
 fn range_in_words(min: String, max: Option<String>) -> String {
@@ -223,6 +238,15 @@ pub fn iterations(s: &str) -> Result<(u32, u32), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn port_zero_is_refused_as_a_port_to_connect_to() {
+        assert_eq!(port_to_connect("5310"), Ok(5310));
+        assert!(port_to_connect("0")
+            .unwrap_err()
+            .contains("0 is not a port to connect to"));
+        assert!(port_to_connect("70000").unwrap_err().contains("1 to 65535"));
+    }
 
     #[test]
     fn confidence_and_iterations() {

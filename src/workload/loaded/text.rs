@@ -153,6 +153,18 @@ impl VerdictQuestions for LoadedResults {
 }
 
 impl TextView for LoadedResults {
+    /// The `[SUM]` line covers the whole run, idle and every phase at
+    /// once: its average rate is no phase's (issue 72, item 9), so it
+    /// gives the bytes alone, says what they cover, and points to the
+    /// phases' own rates.
+    fn sum_cells(&self, trial: &TrialResult, flow: crate::model::Flow) -> Option<String> {
+        let total = match flow {
+            crate::model::Flow::ClientToAgent => trial.sum.client_to_agent.as_ref(),
+            crate::model::Flow::AgentToClient => trial.sum.agent_to_client.as_ref(),
+        }?;
+        Some(whole_run_cells(total.receiver.bytes))
+    }
+
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         match trial.sum.extras.get::<LoadedResult>(KEY) {
             Some(total) => write(&total, out),
@@ -191,6 +203,14 @@ impl ChartViews for LoadedResults {
             },
         ]
     }
+}
+
+/// A `[SUM]` line's cells: the bytes received over idle and every phase.
+fn whole_run_cells(received_bytes: u64) -> String {
+    format!(
+        "{} received over the whole run (idle and every phase; each phase's rate is on its LOADED line)",
+        bytes(received_bytes as f64)
+    )
 }
 
 fn signed_ms(seconds: Option<f64>) -> String {
