@@ -67,6 +67,16 @@ pub struct CpuLimit {
     pub percent: f64,
 }
 
+/// `--offloads [LINK[:HOST]=]tso=off,gso=off,gro=off`: offloads of the
+/// interfaces of every link, of one link, or of one host's end of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffloadSetting {
+    /// `towards` names the host whose interface (end) it is.
+    pub select: LinkSelector,
+    /// Offload name (of [`crate::model::settings::OFFLOADS`]) -> on.
+    pub features: std::collections::BTreeMap<String, bool>,
+}
+
 /// Everything that decides a lab's layout, validated by [`layout`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabSpec {
@@ -79,6 +89,8 @@ pub struct LabSpec {
     /// Router queue lengths, applied after the rates.
     pub queue: Vec<QueueSetting>,
     pub cpu_limits: Vec<CpuLimit>,
+    /// Offloads of the links' interfaces, applied in order.
+    pub offloads: Vec<OffloadSetting>,
     /// Multipath TCP path management on every host: limits for a subflow
     /// per extra link, and each extra link's address announced (`ip mptcp
     /// endpoint ... signal`), so a connection opens one subflow per link.
@@ -244,6 +256,45 @@ pub fn parse_queue_setting(input: &str) -> Result<QueueSetting, LabError> {
     })
 }
 
+/// Parses `--offloads LIST`, `--offloads LINK=LIST` or `--offloads
+/// LINK:HOST=LIST`, LIST being `tso=off,gso=off,gro=off` (the names and
+/// values of a plan's offloads axis).
+pub fn parse_offload_setting(input: &str) -> Result<OffloadSetting, LabError> {
+    const HINT: &str = "expected [LINK[:HOST]=]NAME=on|off,..., e.g. tso=off,gso=off,gro=off or 1:b=gro=off";
+    let (select, list) = match input.split_once('=') {
+        // A selector is a link number, or LINK:HOST, before the list.
+        Some((head, rest)) if head.trim().starts_with(|c: char| c.is_ascii_digit()) => {
+            let (link, towards) = match head.split_once(':') {
+                Some((link, host)) => (link, Some(host.trim().to_string())),
+                None => (head, None),
+            };
+            if towards.as_deref() == Some("") {
+                return Err(invalid("--offloads", input, HINT));
+            }
+            let link = parse_link_number("--offloads", input, link)?;
+            (
+                LinkSelector {
+                    link: Some(link),
+                    towards,
+                },
+                rest,
+            )
+        }
+        _ => (
+            LinkSelector {
+                link: None,
+                towards: None,
+            },
+            input,
+        ),
+    };
+    match crate::model::HostSetting::parse("offloads", list) {
+        Ok(crate::model::HostSetting::Offloads { features }) => Ok(OffloadSetting { select, features }),
+        Ok(_) => Err(invalid("--offloads", input, HINT)),
+        Err(e) => Err(invalid("--offloads", input, format!("{e}; {HINT}"))),
+    }
+}
+
 /// Parses `--cpu-limit HOST=PERCENT` (`a=25%`, `a=25`, `a=150%`).
 pub fn parse_cpu_limit(input: &str) -> Result<CpuLimit, LabError> {
     const HINT: &str = "expected HOST=PERCENT of one core, e.g. a=25% (1% to 6400%)";
@@ -330,6 +381,8 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
                 address: link_address(id, e, spec.topology),
                 rate_bits_per_second: None,
                 queue_seconds: None,
+                offloads: Default::default(),
+                napi_threads: Vec::new(),
             };
             let ends = [end(x, 0), end(y, 1)];
             LinkState { id, mtu: 1500, ends }
@@ -347,13 +400,183 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
     apply_mtu(&mut state, &spec.mtu)?;
     apply_rate(&mut state, &spec.rate)?;
     apply_queue(&mut state, &spec.queue)?;
-    for limit in &spec.cpu_limits {
+    apply_cpu_limits(&mut state, &spec.cpu_limits)?;
+    apply_offloads(&mut state, &spec.offloads)?;
+    Ok(state)
+}
+
+/// Sets the hosts' CPU limits; `percent` 0 or less removes one (`lab set
+/// --cpu-limit a=none`). Returns the hosts that changed.
+pub fn apply_cpu_limits(state: &mut LabState, limits: &[CpuLimit]) -> Result<Vec<String>, LabError> {
+    let names: Vec<String> = state.hosts.iter().map(|h| h.name.clone()).collect();
+    let mut changed = Vec::new();
+    for limit in limits {
         let host = state
             .host_mut(&limit.host)
+            .filter(|h| !h.router)
             .ok_or_else(|| unknown_host("--cpu-limit", &limit.host, &names))?;
-        host.cpu_limit_percent = Some(limit.percent);
+        host.cpu_limit_percent = (limit.percent > 0.0).then_some(limit.percent);
+        changed.push(limit.host.clone());
     }
-    Ok(state)
+    changed.dedup();
+    Ok(changed)
+}
+
+/// Applies offload settings to a layout, in order: every interface of the
+/// selected links, or only `towards`'s end. Returns the `(link, end)`
+/// pairs that changed.
+pub fn apply_offloads(state: &mut LabState, settings: &[OffloadSetting]) -> Result<Vec<(usize, usize)>, LabError> {
+    let mut changed = Vec::new();
+    for setting in settings {
+        if let Some(link) = setting.select.link {
+            check_link(state, "--offloads", link)?;
+        }
+        for link in state
+            .links
+            .iter_mut()
+            .filter(|l| setting.select.link.is_none() || setting.select.link == Some(l.id))
+        {
+            let ends: Vec<usize> = match &setting.select.towards {
+                Some(host) => match link.ends.iter().position(|e| &e.host == host) {
+                    Some(i) => vec![i],
+                    None => {
+                        let hosts = format!("{} and {}", link.ends[0].host, link.ends[1].host);
+                        return Err(invalid(
+                            "--offloads",
+                            host,
+                            format!("unknown host for link {}; it joins {hosts}", link.id),
+                        ));
+                    }
+                },
+                None => vec![0, 1],
+            };
+            for i in ends {
+                link.ends[i].offloads.extend(setting.features.clone());
+                changed.push((link.id, i));
+            }
+        }
+    }
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
+}
+
+/// Gives every host cores of `cpus` (the machine's, in order): its own
+/// where there are enough (an equal share each, the rest unused by
+/// hosts). Where there are not, a host limited below one core (whose thief
+/// would slow every host on its core) gets one of its own while a core is
+/// left for the others, and the rest share, round robin, and are said to.
+/// The router runs on every core, shared.
+pub fn assign_cores(state: &mut LabState, cpus: &[u32]) {
+    let hosts: Vec<usize> = (0..state.hosts.len()).filter(|&i| !state.hosts[i].router).collect();
+    if cpus.is_empty() || hosts.is_empty() {
+        return;
+    }
+    for host in state.hosts.iter_mut().filter(|h| h.router) {
+        host.cores = cpus.to_vec();
+        host.cores_shared = true;
+    }
+    let each = cpus.len() / hosts.len();
+    if each >= 1 {
+        for (n, &i) in hosts.iter().enumerate() {
+            state.hosts[i].cores = cpus[n * each..(n + 1) * each].to_vec();
+            state.hosts[i].cores_shared = false;
+        }
+        return;
+    }
+    let limited: Vec<usize> = hosts
+        .iter()
+        .copied()
+        .filter(|&i| state.hosts[i].cpu_limit_percent.is_some_and(|p| p < 100.0))
+        .collect();
+    let own = if limited.len() < cpus.len() { limited.len() } else { 0 };
+    for (n, &i) in limited.iter().take(own).enumerate() {
+        state.hosts[i].cores = vec![cpus[n]];
+        state.hosts[i].cores_shared = false;
+    }
+    let rest = &cpus[own..];
+    let sharing: Vec<usize> = hosts
+        .iter()
+        .copied()
+        .filter(|i| own == 0 || !limited.contains(i))
+        .collect();
+    for (n, &i) in sharing.iter().enumerate() {
+        state.hosts[i].cores = vec![rest[n % rest.len()]];
+        state.hosts[i].cores_shared = sharing.len() > rest.len();
+    }
+}
+
+/// The cores whose work is the receive work of `link`'s end `end`: its
+/// host's, or at the router the host's on the link's other end (a packet a
+/// host sends is carried through the router on that host's cores).
+pub fn receive_cores(state: &LabState, link: &LinkState, end: usize) -> Vec<u32> {
+    let owner = receive_owner(state, link, end);
+    state.host(owner).map(|h| h.cores.clone()).unwrap_or_default()
+}
+
+/// The host whose cores carry `link`'s end `end`'s receive work (see
+/// [`receive_cores`]).
+pub fn receive_owner<'a>(state: &'a LabState, link: &'a LinkState, end: usize) -> &'a str {
+    let here = &link.ends[end].host;
+    match state.host(here) {
+        Some(h) if h.router => &link.ends[1 - end].host,
+        _ => here,
+    }
+}
+
+/// A CPU mask as sysfs writes it (`rps_cpus`): hex words of 32 cores,
+/// highest first, joined by commas (`3`, `1,00000000`).
+pub fn cpu_mask(cores: &[u32]) -> String {
+    let Some(&top) = cores.iter().max() else {
+        return "0".into();
+    };
+    let mut words = vec![0u32; top as usize / 32 + 1];
+    for &c in cores {
+        words[c as usize / 32] |= 1 << (c % 32);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        out.push(if i == 0 { format!("{w:x}") } else { format!("{w:08x}") });
+    }
+    out.join(",")
+}
+
+/// Parses a cpu list as the kernel writes it (`0-3,8,10-11`).
+pub fn parse_cpu_list(text: &str) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    cpus.extend(a..=b.min(a.saturating_add(4096)));
+                }
+            }
+            None => cpus.extend(part.parse::<u32>().ok()),
+        }
+    }
+    cpus
+}
+
+/// The list form of cores (`0-1,3`).
+pub fn cpu_list(cores: &[u32]) -> String {
+    let mut sorted = cores.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 fn unknown_host(option: &'static str, host: &str, names: &[String]) -> LabError {
@@ -606,6 +829,7 @@ mod tests {
             rate: vec![],
             queue: vec![],
             cpu_limits: vec![],
+            offloads: vec![],
             mptcp: false,
             agent_port: Some(5310),
         }
@@ -697,6 +921,85 @@ mod tests {
             .links
             .iter()
             .all(|l| l.ends.iter().all(|e| e.queue_seconds.is_none())));
+    }
+
+    #[test]
+    fn hosts_own_cores_where_there_are_enough_and_share_them_where_not() {
+        let mut two = layout(&spec(2, 1, Topology::ViaRouter)).unwrap();
+        assign_cores(&mut two, &[0, 1]);
+        let cores = |s: &LabState, h: &str| (s.host(h).unwrap().cores.clone(), s.host(h).unwrap().cores_shared);
+        assert_eq!(cores(&two, "a"), (vec![0], false));
+        assert_eq!(cores(&two, "b"), (vec![1], false));
+        assert_eq!(cores(&two, ROUTER), (vec![0, 1], true));
+        // The router's end of a's link carries what a sends: on a's core.
+        assert_eq!(receive_cores(&two, &two.links[0], 1), vec![0]);
+        assert_eq!(receive_owner(&two, &two.links[1], 1), "b");
+        let mut three = layout(&spec(3, 1, Topology::Direct)).unwrap();
+        assign_cores(&mut three, &[0, 1]);
+        assert_eq!(cores(&three, "c"), (vec![0], true));
+        // A host whose thief would slow its core's other hosts gets its own.
+        let mut slow = spec(3, 1, Topology::Direct);
+        slow.cpu_limits = vec![parse_cpu_limit("c=20%").unwrap()];
+        let mut slow = layout(&slow).unwrap();
+        assign_cores(&mut slow, &[0, 1]);
+        assert_eq!(cores(&slow, "c"), (vec![0], false));
+        assert_eq!(cores(&slow, "a"), (vec![1], true));
+        assert_eq!(cores(&slow, "b"), (vec![1], true));
+        let mut wide = layout(&spec(2, 1, Topology::Direct)).unwrap();
+        assign_cores(&mut wide, &[0, 1, 2, 3, 4]);
+        assert_eq!(cores(&wide, "a"), (vec![0, 1], false));
+        assert_eq!(cores(&wide, "b"), (vec![2, 3], false));
+    }
+
+    #[test]
+    fn cpu_masks_and_lists_read_as_the_kernel_writes_them() {
+        assert_eq!(cpu_mask(&[0]), "1");
+        assert_eq!(cpu_mask(&[0, 1]), "3");
+        assert_eq!(cpu_mask(&[33]), "2,00000000");
+        assert_eq!(cpu_mask(&[]), "0");
+        assert_eq!(parse_cpu_list("0-2,5\n"), vec![0, 1, 2, 5]);
+        assert_eq!(cpu_list(&[5, 0, 1, 2]), "0-2,5");
+        assert_eq!(parse_cpu_list(&cpu_list(&[1, 3, 4])), vec![1, 3, 4]);
+    }
+
+    #[test]
+    fn offloads_take_a_link_and_a_host_end_like_rates() {
+        let all = parse_offload_setting("tso=off,gso=off,gro=off").unwrap();
+        assert_eq!(all.select.link, None);
+        assert_eq!(all.features.get("gro"), Some(&false));
+        let one = parse_offload_setting("2:b=gro=on").unwrap();
+        assert_eq!((one.select.link, one.select.towards.as_deref()), (Some(2), Some("b")));
+        assert_eq!(one.features.get("gro"), Some(&true));
+        for bad in ["tso=maybe", "0=tso=off", "1:=tso=off", "speed=off", "tso"] {
+            let e = parse_offload_setting(bad).unwrap_err().to_string();
+            assert!(e.contains("--offloads"), "{bad}: {e}");
+        }
+        let mut s = spec(2, 1, Topology::ViaRouter);
+        s.offloads = vec![all, parse_offload_setting("1:a=tso=on").unwrap()];
+        let state = layout(&s).unwrap();
+        assert_eq!(state.links[0].end_of("a").unwrap().offloads.get("tso"), Some(&true));
+        assert_eq!(state.links[0].end_of(ROUTER).unwrap().offloads.get("tso"), Some(&false));
+        assert_eq!(state.links[1].end_of("b").unwrap().offloads.get("gso"), Some(&false));
+        s.offloads = vec![parse_offload_setting("1:b=tso=on").unwrap()];
+        assert!(layout(&s).unwrap_err().to_string().contains("joins a and r"));
+    }
+
+    #[test]
+    fn a_cpu_limit_can_be_lifted_but_not_put_on_the_router() {
+        let mut state = layout(&spec(2, 1, Topology::ViaRouter)).unwrap();
+        let changed = apply_cpu_limits(&mut state, &[parse_cpu_limit("b=25%").unwrap()]).unwrap();
+        assert_eq!(changed, ["b"]);
+        assert_eq!(state.host("b").unwrap().cpu_limit_percent, Some(25.0));
+        apply_cpu_limits(
+            &mut state,
+            &[CpuLimit {
+                host: "b".into(),
+                percent: 0.0,
+            }],
+        )
+        .unwrap();
+        assert_eq!(state.host("b").unwrap().cpu_limit_percent, None);
+        assert!(apply_cpu_limits(&mut state, &[parse_cpu_limit("r=25%").unwrap()]).is_err());
     }
 
     #[test]
