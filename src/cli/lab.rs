@@ -4,6 +4,7 @@ use std::ffi::OsString;
 
 use clap::{Args, Subcommand};
 
+use crate::lab::cores::CorePolicy;
 use crate::lab::spec::{self, CpuLimit, MtuSetting, OffloadSetting, QueueSetting, RateSetting};
 use crate::lab::LabError;
 
@@ -78,6 +79,10 @@ fn queue_setting(s: &str) -> Result<QueueSetting, String> {
     spec::parse_queue_setting(s).map_err(hint)
 }
 
+fn core_policy(s: &str) -> Result<CorePolicy, String> {
+    s.parse().map_err(hint)
+}
+
 fn cpu_limit(s: &str) -> Result<CpuLimit, String> {
     spec::parse_cpu_limit(s).map_err(hint)
 }
@@ -143,6 +148,13 @@ pub struct LabUpArgs {
     /// real). Set with the ethtool ioctl. Repeatable.
     #[arg(long, value_name = "[LINK[:HOST]=]NAME=on|off,...", value_parser = offload_setting)]
     pub offloads: Vec<OffloadSetting>,
+    /// Which cores the hosts run on: `own` gives each host an equal share of
+    /// the machine's cores (its cpuset; its receive work steered there), so
+    /// its CPU figures are its own; `shared` puts every host on every core;
+    /// `auto` owns where the machine has more cores than the lab has hosts.
+    /// A host limited below one core always gets a core of its own.
+    #[arg(long, value_name = "auto|own|shared", default_value = "auto", value_parser = core_policy)]
+    pub cores: CorePolicy,
     /// Multipath TCP on every host: a subflow per extra link allowed, and
     /// each extra link's address announced (`ip mptcp endpoint ... signal`),
     /// so `tcp --mptcp` opens one subflow per link. Needs --links 2 or more.

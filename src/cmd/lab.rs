@@ -21,7 +21,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         LabCommand::Set(args) => set(args),
         LabCommand::Down(args) => down(args),
         LabCommand::Thief(args) => {
-            let cores = spec::parse_cpu_list(&args.cores);
+            let cores = lab::cores::parse_cpu_list(&args.cores);
             lab::thief::run(&args.netns, &cores, args.busy_percent / 100.0)
         }
     }
@@ -61,6 +61,7 @@ fn up(args: LabUpArgs) -> anyhow::Result<()> {
         queue: args.queue,
         cpu_limits: args.cpu_limit,
         offloads: args.offloads,
+        cores: args.cores,
         mptcp: args.mptcp,
         agent_port: (!args.no_agents).then_some(args.agent_port),
     };
@@ -460,13 +461,13 @@ fn is_agent_command(argv: &[String]) -> bool {
 fn cores_text(h: &crate::lab::state::HostState) -> String {
     let mut out = String::new();
     if !h.cores.is_empty() {
-        let list = spec::cpu_list(&h.cores);
+        let list = lab::cores::cpu_list(&h.cores);
         let noun = if h.cores.len() == 1 { "core" } else { "cores" };
         out += &match (h.router, h.cores_shared) {
             (true, _) => {
                 format!(", {noun} {list} (shared: what it forwards runs on the cores of the host that sent it)")
             }
-            (false, true) => format!(", {noun} {list} (shared with other hosts: fewer cores than hosts)"),
+            (false, true) => format!(", {noun} {list} (shared with the other hosts; `--cores own` gives each its own)"),
             (false, false) => format!(", {noun} {list} (its own)"),
         };
     }
@@ -474,8 +475,8 @@ fn cores_text(h: &crate::lab::state::HostState) -> String {
         return out;
     };
     out += &format!(", CPU limit {percent}% of one core");
-    match lab::steer::thief_busy(Some(percent), h.cores.len()) {
-        Some(busy) if !h.cores.is_empty() => {
+    match lab::steer::host_thief_busy(h) {
+        Some(busy) => {
             let thief = match h.thief_pid {
                 Some(pid) if sys::alive(pid as i32) => format!("thief pid {pid}"),
                 Some(pid) => format!("thief pid {pid} NOT RUNNING"),
@@ -496,7 +497,12 @@ fn cores_text(h: &crate::lab::state::HostState) -> String {
                 }
             );
         }
-        _ => out += " (a cgroup quota on its processes: its packet work is not limited)",
+        None if h.cores_shared && percent < 100.0 * h.cores.len() as f64 => {
+            out += " (a cgroup quota on its processes: its packet work is not limited, since the cores it \
+                    shares with other hosts cannot be taken from it alone; give it a core with more cores \
+                    than limited hosts)"
+        }
+        None => out += " (a cgroup quota on its processes: its packet work is not limited)",
     }
     out
 }
@@ -505,8 +511,8 @@ fn cores_text(h: &crate::lab::state::HostState) -> String {
 /// ", receive work on core 1 (RPS); offloads tso off, gso off, gro off".
 fn work_text(state: &LabState, link: &crate::lab::state::LinkState, end: usize, k: &sys::KernelLink) -> String {
     let mut out = String::new();
-    let cores = spec::receive_cores(state, link, end);
-    let owner = spec::receive_owner(state, link, end);
+    let cores = lab::cores::receive_cores(state, link, end);
+    let owner = lab::cores::receive_owner(state, link, end);
     let threads = &link.ends[end].napi_threads;
     if !threads.is_empty() && k.threaded_napi == Some(true) {
         let pids: Vec<String> = threads.iter().map(u32::to_string).collect();
@@ -515,7 +521,7 @@ fn work_text(state: &LabState, link: &crate::lab::state::LinkState, end: usize, 
             "; {} receives in napi thread {} on {owner}'s core {}{}",
             terminal(&link.ends[end].ifname),
             pids.join(", "),
-            spec::cpu_list(&cores),
+            lab::cores::cpu_list(&cores),
             if k.xdp {
                 " (NAPI by a pass-through XDP program)"
             } else {
@@ -530,7 +536,7 @@ fn work_text(state: &LabState, link: &crate::lab::state::LinkState, end: usize, 
         let _ = write!(
             out,
             "; receive work on {owner}'s core {} (RPS mask {mask})",
-            spec::cpu_list(&cores)
+            lab::cores::cpu_list(&cores)
         );
     }
     if let Some(o) = &k.offloads {

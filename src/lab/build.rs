@@ -82,7 +82,7 @@ pub fn unknown_host(state: &LabState, host: &str) -> LabError {
 pub fn up(spec: &LabSpec, agents: Option<&AgentLaunch>) -> Result<(LabState, Vec<Child>), LabError> {
     let mut state = spec::layout(spec)?;
     if cgroup::cpuset_root().is_some() {
-        spec::assign_cores(&mut state, &cgroup::online_cpus());
+        super::cores::assign_cores(&mut state, &cgroup::online_cpus(), spec.cores);
     } else {
         log::warn!(
             "no cgroup cpuset controller: the lab's hosts own no cores, so their CPU figures are the machine's \
@@ -271,7 +271,7 @@ pub fn set_host_work(
         // Every interface whose receive work is this host's.
         for link in &state.links {
             for end in 0..2 {
-                if spec::receive_owner(state, link, end) == host.as_str() {
+                if super::cores::receive_owner(state, link, end) == host.as_str() {
                     ends.push((link.id, end));
                 }
             }

@@ -88,7 +88,7 @@ pub const CPUSET_V1: &str = "/sys/fs/cgroup/cpuset";
 /// The machine's online cores (`/sys/devices/system/cpu/online`).
 pub fn online_cpus() -> Vec<u32> {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .map(|t| super::spec::parse_cpu_list(&t))
+        .map(|t| super::cores::parse_cpu_list(&t))
         .unwrap_or_default()
 }
 
@@ -147,7 +147,7 @@ pub fn create_cpuset(lab: &str, host: &str, cores: &[u32]) -> Result<PathBuf, La
         std::fs::write(&control, "+cpuset").map_err(io(format!("enabling cpuset in {}", control.display())))?;
     }
     std::fs::create_dir_all(&dir).map_err(io(format!("creating the cgroup {}", dir.display())))?;
-    let cpus = super::spec::cpu_list(cores);
+    let cpus = super::cores::cpu_list(cores);
     for (file, value) in [("cpuset.mems", all_mems.as_str()), ("cpuset.cpus", cpus.as_str())] {
         let path = dir.join(file);
         std::fs::write(&path, value).map_err(io(format!("writing {value} to {}", path.display())))?;

@@ -83,6 +83,7 @@ mod tests {
             queue: queue.iter().map(|q| parse_queue_setting(q).unwrap()).collect(),
             cpu_limits: vec![],
             offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: Some(5310),
         })

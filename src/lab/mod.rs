@@ -39,6 +39,7 @@
 
 mod build;
 pub mod cgroup;
+pub mod cores;
 pub mod env;
 pub mod follow;
 pub mod names;
@@ -193,6 +194,11 @@ impl LabBuilder {
         self.spec.offloads.push(setting);
         self
     }
+    /// Which cores the hosts run on (`--cores`; default `auto`).
+    pub fn cores(mut self, policy: cores::CorePolicy) -> Self {
+        self.spec.cores = policy;
+        self
+    }
     /// Limits `host` to `percent` of one core: its processes (a cgroup
     /// quota) and, below what its cores give, all its work (a thief takes
     /// its cores the rest of every period; see [`thief`]).
@@ -278,6 +284,7 @@ impl Lab {
                 queue: Vec::new(),
                 cpu_limits: Vec::new(),
                 offloads: vec![],
+                cores: Default::default(),
                 mptcp: false,
                 agent_port: Some(crate::protocol::DEFAULT_PORT),
             },

@@ -91,6 +91,8 @@ pub struct LabSpec {
     pub cpu_limits: Vec<CpuLimit>,
     /// Offloads of the links' interfaces, applied in order.
     pub offloads: Vec<OffloadSetting>,
+    /// Which cores the hosts run on (`--cores`).
+    pub cores: super::cores::CorePolicy,
     /// Multipath TCP path management on every host: limits for a subflow
     /// per extra link, and each extra link's address announced (`ip mptcp
     /// endpoint ... signal`), so a connection opens one subflow per link.
@@ -461,124 +463,6 @@ pub fn apply_offloads(state: &mut LabState, settings: &[OffloadSetting]) -> Resu
     Ok(changed)
 }
 
-/// Gives every host cores of `cpus` (the machine's, in order): its own
-/// where there are enough (an equal share each, the rest unused by
-/// hosts). Where there are not, a host limited below one core (whose thief
-/// would slow every host on its core) gets one of its own while a core is
-/// left for the others, and the rest share, round robin, and are said to.
-/// The router runs on every core, shared.
-pub fn assign_cores(state: &mut LabState, cpus: &[u32]) {
-    let hosts: Vec<usize> = (0..state.hosts.len()).filter(|&i| !state.hosts[i].router).collect();
-    if cpus.is_empty() || hosts.is_empty() {
-        return;
-    }
-    for host in state.hosts.iter_mut().filter(|h| h.router) {
-        host.cores = cpus.to_vec();
-        host.cores_shared = true;
-    }
-    let each = cpus.len() / hosts.len();
-    if each >= 1 {
-        for (n, &i) in hosts.iter().enumerate() {
-            state.hosts[i].cores = cpus[n * each..(n + 1) * each].to_vec();
-            state.hosts[i].cores_shared = false;
-        }
-        return;
-    }
-    let limited: Vec<usize> = hosts
-        .iter()
-        .copied()
-        .filter(|&i| state.hosts[i].cpu_limit_percent.is_some_and(|p| p < 100.0))
-        .collect();
-    let own = if limited.len() < cpus.len() { limited.len() } else { 0 };
-    for (n, &i) in limited.iter().take(own).enumerate() {
-        state.hosts[i].cores = vec![cpus[n]];
-        state.hosts[i].cores_shared = false;
-    }
-    let rest = &cpus[own..];
-    let sharing: Vec<usize> = hosts
-        .iter()
-        .copied()
-        .filter(|i| own == 0 || !limited.contains(i))
-        .collect();
-    for (n, &i) in sharing.iter().enumerate() {
-        state.hosts[i].cores = vec![rest[n % rest.len()]];
-        state.hosts[i].cores_shared = sharing.len() > rest.len();
-    }
-}
-
-/// The cores whose work is the receive work of `link`'s end `end`: its
-/// host's, or at the router the host's on the link's other end (a packet a
-/// host sends is carried through the router on that host's cores).
-pub fn receive_cores(state: &LabState, link: &LinkState, end: usize) -> Vec<u32> {
-    let owner = receive_owner(state, link, end);
-    state.host(owner).map(|h| h.cores.clone()).unwrap_or_default()
-}
-
-/// The host whose cores carry `link`'s end `end`'s receive work (see
-/// [`receive_cores`]).
-pub fn receive_owner<'a>(state: &'a LabState, link: &'a LinkState, end: usize) -> &'a str {
-    let here = &link.ends[end].host;
-    match state.host(here) {
-        Some(h) if h.router => &link.ends[1 - end].host,
-        _ => here,
-    }
-}
-
-/// A CPU mask as sysfs writes it (`rps_cpus`): hex words of 32 cores,
-/// highest first, joined by commas (`3`, `1,00000000`).
-pub fn cpu_mask(cores: &[u32]) -> String {
-    let Some(&top) = cores.iter().max() else {
-        return "0".into();
-    };
-    let mut words = vec![0u32; top as usize / 32 + 1];
-    for &c in cores {
-        words[c as usize / 32] |= 1 << (c % 32);
-    }
-    let mut out: Vec<String> = Vec::new();
-    for (i, w) in words.iter().rev().enumerate() {
-        out.push(if i == 0 { format!("{w:x}") } else { format!("{w:08x}") });
-    }
-    out.join(",")
-}
-
-/// Parses a cpu list as the kernel writes it (`0-3,8,10-11`).
-pub fn parse_cpu_list(text: &str) -> Vec<u32> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                    cpus.extend(a..=b.min(a.saturating_add(4096)));
-                }
-            }
-            None => cpus.extend(part.parse::<u32>().ok()),
-        }
-    }
-    cpus
-}
-
-/// The list form of cores (`0-1,3`).
-pub fn cpu_list(cores: &[u32]) -> String {
-    let mut sorted = cores.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let mut j = i;
-        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            sorted[i].to_string()
-        } else {
-            format!("{}-{}", sorted[i], sorted[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 fn unknown_host(option: &'static str, host: &str, names: &[String]) -> LabError {
     invalid(option, host, format!("unknown host; this lab has {}", names.join(", ")))
 }
@@ -816,10 +700,10 @@ pub fn hosts_file(state: &LabState, host: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn spec(hosts: usize, links: usize, topology: Topology) -> LabSpec {
+    pub(crate) fn spec(hosts: usize, links: usize, topology: Topology) -> LabSpec {
         LabSpec {
             name: "demo".into(),
             hosts,
@@ -830,6 +714,7 @@ mod tests {
             queue: vec![],
             cpu_limits: vec![],
             offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: Some(5310),
         }
@@ -921,45 +806,6 @@ mod tests {
             .links
             .iter()
             .all(|l| l.ends.iter().all(|e| e.queue_seconds.is_none())));
-    }
-
-    #[test]
-    fn hosts_own_cores_where_there_are_enough_and_share_them_where_not() {
-        let mut two = layout(&spec(2, 1, Topology::ViaRouter)).unwrap();
-        assign_cores(&mut two, &[0, 1]);
-        let cores = |s: &LabState, h: &str| (s.host(h).unwrap().cores.clone(), s.host(h).unwrap().cores_shared);
-        assert_eq!(cores(&two, "a"), (vec![0], false));
-        assert_eq!(cores(&two, "b"), (vec![1], false));
-        assert_eq!(cores(&two, ROUTER), (vec![0, 1], true));
-        // The router's end of a's link carries what a sends: on a's core.
-        assert_eq!(receive_cores(&two, &two.links[0], 1), vec![0]);
-        assert_eq!(receive_owner(&two, &two.links[1], 1), "b");
-        let mut three = layout(&spec(3, 1, Topology::Direct)).unwrap();
-        assign_cores(&mut three, &[0, 1]);
-        assert_eq!(cores(&three, "c"), (vec![0], true));
-        // A host whose thief would slow its core's other hosts gets its own.
-        let mut slow = spec(3, 1, Topology::Direct);
-        slow.cpu_limits = vec![parse_cpu_limit("c=20%").unwrap()];
-        let mut slow = layout(&slow).unwrap();
-        assign_cores(&mut slow, &[0, 1]);
-        assert_eq!(cores(&slow, "c"), (vec![0], false));
-        assert_eq!(cores(&slow, "a"), (vec![1], true));
-        assert_eq!(cores(&slow, "b"), (vec![1], true));
-        let mut wide = layout(&spec(2, 1, Topology::Direct)).unwrap();
-        assign_cores(&mut wide, &[0, 1, 2, 3, 4]);
-        assert_eq!(cores(&wide, "a"), (vec![0, 1], false));
-        assert_eq!(cores(&wide, "b"), (vec![2, 3], false));
-    }
-
-    #[test]
-    fn cpu_masks_and_lists_read_as_the_kernel_writes_them() {
-        assert_eq!(cpu_mask(&[0]), "1");
-        assert_eq!(cpu_mask(&[0, 1]), "3");
-        assert_eq!(cpu_mask(&[33]), "2,00000000");
-        assert_eq!(cpu_mask(&[]), "0");
-        assert_eq!(parse_cpu_list("0-2,5\n"), vec![0, 1, 2, 5]);
-        assert_eq!(cpu_list(&[5, 0, 1, 2]), "0-2,5");
-        assert_eq!(parse_cpu_list(&cpu_list(&[1, 3, 4])), vec![1, 3, 4]);
     }
 
     #[test]

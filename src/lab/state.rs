@@ -468,6 +468,7 @@ mod tests {
             queue: vec![parse_queue_setting("200ms").unwrap()],
             cpu_limits: vec![parse_cpu_limit("a=25%").unwrap()],
             offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: None,
         };
@@ -496,6 +497,7 @@ mod tests {
             queue: vec![],
             cpu_limits: vec![],
             offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: None,
         };
@@ -554,6 +556,7 @@ mod tests {
             queue: vec![],
             cpu_limits: vec![],
             offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: None,
         };

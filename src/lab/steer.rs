@@ -16,16 +16,26 @@
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
 
-use super::spec::{self, cpu_mask};
+use super::cores::{self, cpu_mask};
+use super::spec;
 use super::state::{LabState, LinkState};
 use super::{sys, xdp, LabError};
 
 /// Whether `host` has a CPU limit below what its cores give, so that a
 /// thief takes them away part of the time.
 pub fn thief_limited(state: &LabState, host: &str) -> bool {
-    state
-        .host(host)
-        .is_some_and(|h| !h.router && thief_busy(h.cpu_limit_percent, h.cores.len()).is_some())
+    state.host(host).is_some_and(|h| host_thief_busy(h).is_some())
+}
+
+/// How much of every period `h`'s thief keeps each of its cores; None
+/// without one: no limit below its cores, the router, or cores it shares
+/// with other hosts (a thief there would slow them too; the limit is then
+/// its processes' cgroup quota alone).
+pub fn host_thief_busy(h: &super::state::HostState) -> Option<f64> {
+    match h.router || h.cores_shared || h.cores.is_empty() {
+        true => None,
+        false => thief_busy(h.cpu_limit_percent, h.cores.len()),
+    }
 }
 
 /// How much of every period the thief of a host limited to `percent` of
@@ -136,9 +146,9 @@ impl NapiLock {
 pub fn steer_end(state: &LabState, link: &LinkState, end: usize) -> Result<Vec<u32>, LabError> {
     let e = &link.ends[end];
     let netns = spec::netns_name(&state.name, &e.host);
-    let cores = spec::receive_cores(state, link, end);
+    let cores = cores::receive_cores(state, link, end);
     let class = format!("/sys/class/net/{}", e.ifname);
-    let threaded = thief_limited(state, spec::receive_owner(state, link, end));
+    let threaded = thief_limited(state, cores::receive_owner(state, link, end));
     let gro_on = e.offloads.get("gro") == Some(&true);
     let ifname = e.ifname.clone();
     let set_xdp = |on: bool| {
@@ -186,19 +196,28 @@ pub fn steer_end(state: &LabState, link: &LinkState, end: usize) -> Result<Vec<u
         for pid in made {
             pin(pid, &cores).map_err(|err| {
                 command_error(
-                    format!("pinning napi thread {pid} to cores {}", spec::cpu_list(&cores)),
+                    format!("pinning napi thread {pid} to cores {}", cores::cpu_list(&cores)),
                     err,
                 )
             })?;
             pinned.push(pid as u32);
         }
     }
+    // A host that shares every core leaves its receive work where the
+    // kernel puts it (on the sender's core), as on one machine.
+    let shared = state
+        .host(cores::receive_owner(state, link, end))
+        .map_or(true, |h| h.cores_shared);
     if !cores.is_empty() {
         sys::write_sysfs_in(
             &netns,
             &[(
                 format!("{class}/queues/rx-*/rps_cpus"),
-                if threaded { "0".into() } else { cpu_mask(&cores) },
+                if threaded || shared {
+                    "0".into()
+                } else {
+                    cpu_mask(&cores)
+                },
             )],
         )?;
     }

@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use super::state::{HostState, LabState};
-use super::{cgroup, spec, LabError};
+use super::{cgroup, LabError};
 
 /// The thief's period.
 pub const PERIOD: Duration = Duration::from_millis(10);
@@ -118,7 +118,7 @@ pub fn run(netns: &str, cores: &[u32], busy: f64) -> anyhow::Result<()> {
 /// None when the host's limit needs none.
 pub fn start(h: &HostState, program: &std::path::Path) -> Result<Option<Child>, LabError> {
     let host = &h.name;
-    let Some(busy) = super::steer::thief_busy(h.cpu_limit_percent, h.cores.len()) else {
+    let Some(busy) = super::steer::host_thief_busy(h) else {
         return Ok(None);
     };
     let mut command = Command::new(program);
@@ -129,7 +129,7 @@ pub fn start(h: &HostState, program: &std::path::Path) -> Result<Option<Child>, 
             "--netns",
             &h.netns,
             "--cores",
-            &spec::cpu_list(&h.cores),
+            &super::cores::cpu_list(&h.cores),
         ])
         .arg("--busy-percent")
         .arg(format!("{:.3}", busy * 100.0))

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nicbench::lab::{self, spec, CpuLimit};
+use nicbench::lab::{self, CpuLimit};
 use serde_json::Value;
 
 use super::common::*;
@@ -83,15 +83,41 @@ fn cpu_seconds(pid: u64) -> f64 {
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
-/// Every host owns cores: a cpuset the kernel reads back, its interfaces'
-/// receive queues (and the router's toward it) steered there, and a test
-/// run inside reports the CPU of those cores, saying so.
+/// With `--cores own` every host owns cores: a cpuset the kernel reads
+/// back, its interfaces' receive queues (and the router's toward it)
+/// steered there, and a test run inside reports the CPU of those cores,
+/// saying so. Where the machine has no more cores than the lab has hosts,
+/// `auto` shares them all: every core in each cpuset, no steering.
 #[test]
 fn hosts_own_cores_their_receive_work_goes_there_and_their_cpu_figures_say_so() {
     require_lab!();
-    let lab = builder().via_router().build().unwrap();
-    let state = lab.state().clone();
     let cpus = lab::cgroup::online_cpus();
+    if cpus.len() <= 2 {
+        let shared = builder().via_router().no_agents().build().unwrap();
+        for host in ["a", "b"] {
+            let h = shared.state().host(host).unwrap();
+            assert_eq!((h.cores.clone(), h.cores_shared), (cpus.clone(), true), "{host}");
+            let cpuset = h.cpuset.clone().expect("a cpuset");
+            let kernel = std::fs::read_to_string(cpuset.join("cpuset.cpus")).unwrap();
+            assert_eq!(lab::cores::parse_cpu_list(&kernel), cpus, "{host} cpuset.cpus");
+            for link in shared.state().links_of(host) {
+                let k = shared.kernel_link(link.id, host).unwrap();
+                let rps = k.rps_cpus.expect("rps_cpus read back");
+                assert!(rps.trim_start_matches(['0', ',']).is_empty(), "{host}: RPS {rps}");
+            }
+        }
+        let status = ok(&["lab", "status", shared.name()]);
+        assert!(
+            status.contains("(shared with the other hosts; `--cores own` gives each its own)"),
+            "{status}"
+        );
+    }
+    let lab = builder()
+        .via_router()
+        .cores(lab::cores::CorePolicy::Own)
+        .build()
+        .unwrap();
+    let state = lab.state().clone();
     let (a, b) = (state.host("a").unwrap(), state.host("b").unwrap());
     assert!(!a.cores.is_empty() && !b.cores.is_empty(), "{state:?}");
     if cpus.len() >= 2 {
@@ -104,8 +130,13 @@ fn hosts_own_cores_their_receive_work_goes_there_and_their_cpu_figures_say_so() 
     for host in [a, b] {
         let cpuset = host.cpuset.clone().expect("a cpuset");
         let kernel = std::fs::read_to_string(cpuset.join("cpuset.cpus")).unwrap();
-        assert_eq!(spec::parse_cpu_list(&kernel), host.cores, "{} cpuset.cpus", host.name);
-        let mask = spec::cpu_mask(&host.cores);
+        assert_eq!(
+            lab::cores::parse_cpu_list(&kernel),
+            host.cores,
+            "{} cpuset.cpus",
+            host.name
+        );
+        let mask = lab::cores::cpu_mask(&host.cores);
         for link in state.links_of(&host.name) {
             for end in [&host.name, "r"] {
                 let k = lab.kernel_link(link.id, end).unwrap();
@@ -123,7 +154,7 @@ fn hosts_own_cores_their_receive_work_goes_there_and_their_cpu_figures_say_so() 
     // The agent in b runs on b's cores.
     let agent = b.agent_pid.expect("agent") as u64;
     assert_eq!(
-        spec::parse_cpu_list(&proc_status(agent, "Cpus_allowed_list")),
+        lab::cores::parse_cpu_list(&proc_status(agent, "Cpus_allowed_list")),
         b.cores,
         "the agent's cores"
     );
@@ -244,7 +275,7 @@ fn a_cpu_limit_has_a_real_time_thief_and_pinned_napi_threads_until_the_lab_goes(
         assert!(!threads.is_empty(), "{end}: {link:?}");
         for &t in threads {
             assert_eq!(
-                spec::parse_cpu_list(&proc_status(t as u64, "Cpus_allowed_list")),
+                lab::cores::parse_cpu_list(&proc_status(t as u64, "Cpus_allowed_list")),
                 b.cores,
                 "napi thread {t} at {end}"
             );
