@@ -27,6 +27,8 @@ const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
 /// most 15 bytes in Linux; namespace names are file names).
 const MAX_IFACE_LEN: usize = 15;
 const MAX_NETNS_LEN: usize = 255;
+/// Core numbers accepted (the kernel's NR_CPUS is at most 8192).
+const MAX_CORES: u32 = 8192;
 
 /// The path from this host to a peer in the same lab, through its router.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +69,19 @@ pub struct LabEnv {
     /// The router; None in a lab without one.
     pub router: Option<EnvRouter>,
     pub hosts: Vec<EnvHost>,
+    /// The cores this environment's host owns (its cpuset, where its packet
+    /// work runs); None in a lab whose hosts own no cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<EnvCores>,
+}
+
+/// The cores a lab host owns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvCores {
+    pub cores: Vec<u32>,
+    /// Other lab hosts run on them too.
+    pub shared: bool,
 }
 
 /// The lab's router: its host name and network namespace.
@@ -150,6 +165,15 @@ impl LabEnv {
         }
         if !names.contains(self.host.as_str()) {
             return Err(format!("this host '{}' is not among the lab's hosts", self.host));
+        }
+        if let Some(c) = &self.cores {
+            let unique: std::collections::BTreeSet<&u32> = c.cores.iter().collect();
+            if c.cores.is_empty() || unique.len() != c.cores.len() || c.cores.iter().any(|&n| n >= MAX_CORES) {
+                return Err(format!(
+                    "cores {:?} are not distinct core numbers below {MAX_CORES}",
+                    c.cores
+                ));
+            }
         }
         Ok(())
     }
@@ -266,6 +290,15 @@ fn env_here() -> Option<LabEnv> {
     }
 }
 
+/// The lab host this process runs in (`demo-a`, as its hostname reads)
+/// and the cores it owns. None outside a lab or in a lab whose hosts own
+/// no cores.
+pub fn host_cores_here() -> Option<(String, EnvCores)> {
+    let env = env_here()?;
+    let cores = env.cores?;
+    Some((format!("{}-{}", env.lab, env.host), cores))
+}
+
 /// The lab path from this process's host to `peer`. None outside a lab,
 /// without a router between the two, or for a peer that is no lab host.
 pub fn path_from_here(peer: IpAddr) -> Option<LabPath> {
@@ -326,6 +359,7 @@ mod tests {
                     ],
                 },
             ],
+            cores: None,
         }
     }
 
@@ -432,6 +466,24 @@ mod tests {
             ("no router", Box::new(|e| e.router = None)),
             ("repeated", Box::new(|e| e.router.as_mut().unwrap().name = "b".into())),
             ("this host", Box::new(|e| e.host = "z".into())),
+            (
+                "cores",
+                Box::new(|e| {
+                    e.cores = Some(EnvCores {
+                        cores: vec![1, 1],
+                        shared: false,
+                    })
+                }),
+            ),
+            (
+                "cores",
+                Box::new(|e| {
+                    e.cores = Some(EnvCores {
+                        cores: vec![],
+                        shared: false,
+                    })
+                }),
+            ),
         ];
         for (expected, break_it) in cases {
             let mut env = two_links();

@@ -284,6 +284,8 @@ struct Probes {
     counters_before: crate::probe::counters::CounterSnapshot,
     links: LinkProbes,
     threads: ThreadTracker,
+    /// The napi thread that receives for this side's link, when threaded.
+    packet_work: Option<crate::probe::sched::KernelThread>,
     cpu_before: crate::probe::cpu::CpuSnapshot,
 }
 
@@ -293,12 +295,17 @@ impl Probes {
         let counters_before = counter_probe.snapshot();
         let links = LinkProbes::new(spec, host);
         let threads = ThreadTracker::start();
+        // The control connection arrives over the test's link: the NAPI
+        // that delivers it delivers the test's packets too.
+        let packet_work =
+            crate::probe::sched::KernelThread::receiving_for(std::os::fd::AsRawFd::as_raw_fd(channel.stream()));
         let cpu_before = sampler.sample().map_err(TrialError::Cpu)?;
         Ok(Probes {
             counter_probe,
             counters_before,
             links,
             threads,
+            packet_work,
             cpu_before,
         })
     }
@@ -317,6 +324,7 @@ impl Probes {
             .counter_probe
             .delta(&self.counters_before, &self.counter_probe.snapshot());
         counters.scheduling = self.threads.report();
+        counters.packet_work = self.packet_work.as_ref().and_then(|t| t.report());
         let bytes_moved = outcome.streams.iter().map(|s| s.bytes + s.warmup_bytes).sum();
         let before = &self.cpu_before;
         let mut cpu = cpu_report(

@@ -467,6 +467,9 @@ pub fn findings(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) 
         .partition(|v| Verdict::CPU_WORK_KINDS.contains(&v.kind.as_str()));
     name_the_cpu_work(trial, &mut all, work);
     all.extend(own.into_iter().map(|v| workload_finding(trial, v)));
+    for f in all.iter_mut().filter(|f| matches!(f.class, Class::OfferShort { .. })) {
+        f.one_kernel = shared;
+    }
     // The workload's own loss figures are the test's: the host's speak
     // only when the workload has none.
     if !all
@@ -616,30 +619,48 @@ fn starved(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Ve
     if shared && kind.threads_spin(trial) {
         return Vec::new();
     }
-    PARTIES
-        .iter()
-        .filter_map(|&host| {
-            let c = counters(trial, host)?;
-            let s = c.scheduling.as_ref()?;
-            let share = s.wait_percent?;
+    let mut out = Vec::new();
+    for host in PARTIES {
+        let Some(c) = counters(trial, host) else {
+            continue;
+        };
+        // The test's own threads, and the kernel thread that received for
+        // it (a CPU-limited lab host's packet work waits there, while its
+        // threads sleep for want of data or acknowledgements).
+        let measured = [
+            (c.scheduling.as_ref(), "its threads waited", "they were"),
+            (
+                c.packet_work.as_ref(),
+                "its receive work (a napi thread) waited",
+                "it was",
+            ),
+        ];
+        for (s, what, were) in measured {
+            let Some(s) = s else { continue };
+            let Some(share) = s.wait_percent else { continue };
             let long_enough = s.wait_seconds * 100.0 >= WAIT_SHARE_OF_TRIAL_PERCENT * c.seconds;
-            (share >= WAIT_PERCENT && long_enough).then(|| {
-                let side = role_name(trial, host);
+            if share < WAIT_PERCENT || !long_enough {
+                continue;
+            }
+            let side = role_name(trial, host);
+            out.push(
                 Finding::new(
                     "cpu_starved",
                     Class::Cpu,
                     Some(host),
                     Some(side),
                     format!(
-                    "{side} CPU-starved: its threads waited for a CPU {share:.0}% of the time they were ready to run \
-                     (ran {:.2} s, waited {:.2} s)",
-                    s.run_seconds, s.wait_seconds
-                ),
+                        "{side} CPU-starved: {what} for a CPU {share:.0}% of the time {were} ready to run \
+                         (ran {:.2} s, waited {:.2} s)",
+                        s.run_seconds, s.wait_seconds
+                    ),
                 )
                 .strong_if(share >= STRONG_WAIT_PERCENT)
-            })
-        })
-        .collect()
+                .ran_percent_of_ready(100.0 - share),
+            );
+        }
+    }
+    out
 }
 
 fn link_bound(trial: &TrialResult, an_end_short_of_cpu: bool) -> Option<Finding> {

@@ -4,7 +4,8 @@ use std::ffi::OsString;
 
 use clap::{Args, Subcommand};
 
-use crate::lab::spec::{self, CpuLimit, MtuSetting, QueueSetting, RateSetting};
+use crate::lab::cores::CorePolicy;
+use crate::lab::spec::{self, CpuLimit, MtuSetting, OffloadSetting, QueueSetting, RateSetting};
 use crate::lab::LabError;
 
 /// `nicbench lab`
@@ -36,6 +37,23 @@ pub enum LabCommand {
     Set(LabSetArgs),
     /// Remove a lab and everything in it, also a half-built one.
     Down(LabDownArgs),
+    /// The CPU thief of a host with a CPU limit (the lab starts it).
+    #[command(hide = true)]
+    Thief(LabThiefArgs),
+}
+
+/// `nicbench lab thief` (started by the lab, not by hand).
+#[derive(Debug, Args)]
+pub struct LabThiefArgs {
+    /// The host's network namespace: the thief leaves when it is gone.
+    #[arg(long)]
+    pub netns: String,
+    /// The host's cores (`0-1,3`).
+    #[arg(long)]
+    pub cores: String,
+    /// Percent of every 10 ms period to take from each core.
+    #[arg(long)]
+    pub busy_percent: f64,
 }
 
 fn lab_name(s: &str) -> Result<String, String> {
@@ -61,8 +79,26 @@ fn queue_setting(s: &str) -> Result<QueueSetting, String> {
     spec::parse_queue_setting(s).map_err(hint)
 }
 
+fn core_policy(s: &str) -> Result<CorePolicy, String> {
+    s.parse().map_err(hint)
+}
+
 fn cpu_limit(s: &str) -> Result<CpuLimit, String> {
     spec::parse_cpu_limit(s).map_err(hint)
+}
+
+fn cpu_limit_or_none(s: &str) -> Result<CpuLimit, String> {
+    match s.split_once('=') {
+        Some((host, "none")) if !host.trim().is_empty() => Ok(CpuLimit {
+            host: host.trim().to_string(),
+            percent: 0.0,
+        }),
+        _ => cpu_limit(s),
+    }
+}
+
+fn offload_setting(s: &str) -> Result<OffloadSetting, String> {
+    spec::parse_offload_setting(s).map_err(hint)
 }
 
 /// `nicbench lab up`
@@ -99,10 +135,26 @@ pub struct LabUpArgs {
     /// of the rate in all, less the bucket. Repeatable.
     #[arg(long, value_name = "[LINK[:HOST]=]TIME", value_parser = queue_setting, requires_all = ["via_router", "rate"])]
     pub queue: Vec<QueueSetting>,
-    /// Limit the CPU of everything started in a host, in percent of one core:
-    /// `a=25%`. Repeatable.
+    /// Limit a host's CPU, in percent of one core: `a=25%`. Its processes
+    /// get that much (a cgroup quota), and its cores are free that share of
+    /// every 10 ms to all its work, its packet processing included (a
+    /// real-time thief takes the rest; `lab status` says what it slows).
+    /// Repeatable.
     #[arg(long, value_name = "HOST=PERCENT", value_parser = cpu_limit)]
     pub cpu_limit: Vec<CpuLimit>,
+    /// Offloads of the links' interfaces, as a plan names them: `tso=off,gso=off,gro=off`
+    /// on every interface, `2=gro=off` on both ends of link 2, `1:b=tso=off`
+    /// on b's end of link 1 (a NIC of another era: per-packet cost is
+    /// real). Set with the ethtool ioctl. Repeatable.
+    #[arg(long, value_name = "[LINK[:HOST]=]NAME=on|off,...", value_parser = offload_setting)]
+    pub offloads: Vec<OffloadSetting>,
+    /// Which cores the hosts run on: `own` gives each host an equal share of
+    /// the machine's cores (its cpuset; its receive work steered there), so
+    /// its CPU figures are its own; `shared` puts every host on every core;
+    /// `auto` owns where the machine has more cores than the lab has hosts.
+    /// A host limited below one core always gets a core of its own.
+    #[arg(long, value_name = "auto|own|shared", default_value = "auto", value_parser = core_policy)]
+    pub cores: CorePolicy,
     /// Multipath TCP on every host: a subflow per extra link allowed, and
     /// each extra link's address announced (`ip mptcp endpoint ... signal`),
     /// so `tcp --mptcp` opens one subflow per link. Needs --links 2 or more.
@@ -141,7 +193,7 @@ pub struct LabExecArgs {
 
 /// `nicbench lab set`
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["mtu", "rate", "queue"]))]
+#[command(group = clap::ArgGroup::new("change").required(true).multiple(true).args(["mtu", "rate", "queue", "cpu_limit", "offloads"]))]
 pub struct LabSetArgs {
     #[arg(value_parser = lab_name)]
     pub name: String,
@@ -154,6 +206,12 @@ pub struct LabSetArgs {
     /// New router queue length, as for `lab up`; `default` puts the default back.
     #[arg(long, value_name = "[LINK[:HOST]=]TIME", value_parser = queue_setting)]
     pub queue: Vec<QueueSetting>,
+    /// New CPU limit of a host, as for `lab up`; `a=none` lifts it.
+    #[arg(long, value_name = "HOST=PERCENT", value_parser = cpu_limit_or_none)]
+    pub cpu_limit: Vec<CpuLimit>,
+    /// Offloads to switch, as for `lab up`.
+    #[arg(long, value_name = "[LINK[:HOST]=]NAME=on|off,...", value_parser = offload_setting)]
+    pub offloads: Vec<OffloadSetting>,
 }
 
 /// `nicbench lab down`

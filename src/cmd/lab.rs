@@ -20,6 +20,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         LabCommand::Exec(args) => exec(args),
         LabCommand::Set(args) => set(args),
         LabCommand::Down(args) => down(args),
+        LabCommand::Thief(args) => {
+            let cores = lab::cores::parse_cpu_list(&args.cores);
+            lab::thief::run(&args.netns, &cores, args.busy_percent / 100.0)
+        }
     }
 }
 
@@ -56,6 +60,8 @@ fn up(args: LabUpArgs) -> anyhow::Result<()> {
         rate: args.rate,
         queue: args.queue,
         cpu_limits: args.cpu_limit,
+        offloads: args.offloads,
+        cores: args.cores,
         mptcp: args.mptcp,
         agent_port: (!args.no_agents).then_some(args.agent_port),
     };
@@ -265,6 +271,11 @@ fn set(args: LabSetArgs) -> anyhow::Result<()> {
     let mut state = lab::load_complete(&args.name)?;
     lab::set(&mut state, &args.mtu, &args.rate, &args.queue)
         .with_context(|| format!("changing lab '{}'", args.name))?;
+    if !args.cpu_limit.is_empty() || !args.offloads.is_empty() {
+        let program = std::env::current_exe().context("finding the nicbench executable for the CPU thieves")?;
+        lab::set_host_work(&mut state, &args.cpu_limit, &args.offloads, &program)
+            .with_context(|| format!("changing lab '{}'", args.name))?;
+    }
     print_out(&render_status(&state))
 }
 
@@ -445,6 +456,101 @@ fn is_agent_command(argv: &[String]) -> bool {
             .is_some_and(|a| a == "serve")
 }
 
+/// A host's cores and CPU limit, and what the limit does and does not slow:
+/// ", cores 1 (its own); CPU limit 25% of one core: ...".
+fn cores_text(h: &crate::lab::state::HostState) -> String {
+    let mut out = String::new();
+    if !h.cores.is_empty() {
+        let list = lab::cores::cpu_list(&h.cores);
+        let noun = if h.cores.len() == 1 { "core" } else { "cores" };
+        out += &match (h.router, h.cores_shared) {
+            (true, _) => {
+                format!(", {noun} {list} (shared: what it forwards runs on the cores of the host that sent it)")
+            }
+            (false, true) => format!(", {noun} {list} (shared with the other hosts; `--cores own` gives each its own)"),
+            (false, false) => format!(", {noun} {list} (its own)"),
+        };
+    }
+    let Some(percent) = h.cpu_limit_percent else {
+        return out;
+    };
+    out += &format!(", CPU limit {percent}% of one core");
+    match lab::steer::host_thief_busy(h) {
+        Some(busy) => {
+            let thief = match h.thief_pid {
+                Some(pid) if sys::alive(pid as i32) => format!("thief pid {pid}"),
+                Some(pid) => format!("thief pid {pid} NOT RUNNING"),
+                None => "no thief".into(),
+            };
+            let free = 100.0 * (1.0 - busy);
+            let _ = write!(
+                out,
+                ": its cores are free {free:.1}% of every {} ms (a real-time {thief} takes the rest{}); \
+                 slows its processes (also a cgroup quota), its receive work (napi threads on its cores) \
+                 and the router's work on what it sends; does not slow the router's shaping, softirq work \
+                 run on the way out of an interrupt, or other processes of the machine on its cores",
+                lab::thief::PERIOD.as_millis(),
+                if free > percent / h.cores.len() as f64 + 0.05 {
+                    format!(", at most {:.0}%: real-time throttling", 100.0 * busy)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        None if h.cores_shared && percent < 100.0 * h.cores.len() as f64 => {
+            out += " (a cgroup quota on its processes: its packet work is not limited, since the cores it \
+                    shares with other hosts cannot be taken from it alone; give it a core with more cores \
+                    than limited hosts)"
+        }
+        None => out += " (a cgroup quota on its processes: its packet work is not limited)",
+    }
+    out
+}
+
+/// Where an interface's receive work runs and what it offloads:
+/// ", receive work on core 1 (RPS); offloads tso off, gso off, gro off".
+fn work_text(state: &LabState, link: &crate::lab::state::LinkState, end: usize, k: &sys::KernelLink) -> String {
+    let mut out = String::new();
+    let cores = lab::cores::receive_cores(state, link, end);
+    let owner = lab::cores::receive_owner(state, link, end);
+    let threads = &link.ends[end].napi_threads;
+    if !threads.is_empty() && k.threaded_napi == Some(true) {
+        let pids: Vec<String> = threads.iter().map(u32::to_string).collect();
+        let _ = write!(
+            out,
+            "; {} receives in napi thread {} on {owner}'s core {}{}",
+            terminal(&link.ends[end].ifname),
+            pids.join(", "),
+            lab::cores::cpu_list(&cores),
+            if k.xdp {
+                " (NAPI by a pass-through XDP program)"
+            } else {
+                ""
+            }
+        );
+    } else if let Some(mask) = k
+        .rps_cpus
+        .as_deref()
+        .filter(|m| !m.trim_start_matches(['0', ',']).is_empty())
+    {
+        let _ = write!(
+            out,
+            "; receive work on {owner}'s core {} (RPS mask {mask})",
+            lab::cores::cpu_list(&cores)
+        );
+    }
+    if let Some(o) = &k.offloads {
+        let named: Vec<String> = [("tso", o.tso), ("gso", o.gso), ("gro", o.gro)]
+            .iter()
+            .filter_map(|(n, v)| v.map(|on| format!("{n} {}", if on { "on" } else { "off" })))
+            .collect();
+        if !named.is_empty() {
+            let _ = write!(out, "; offloads {}", named.join(", "));
+        }
+    }
+    out
+}
+
 /// The human view of a lab, with MTU and rates as the kernel reports them.
 pub fn render_status(state: &LabState) -> String {
     let mut out = String::new();
@@ -470,9 +576,7 @@ pub fn render_status(state: &LabState) -> String {
     let _ = writeln!(out, "{}", made_text(state));
     let _ = writeln!(out, "hosts:");
     for h in &state.hosts {
-        let cpu = h
-            .cpu_limit_percent
-            .map_or(String::new(), |p| format!(", CPU limit {p}% of one core"));
+        let cpu = cores_text(h);
         let endpoints = state.mptcp_endpoints(&h.name);
         let mptcp = match (state.mptcp && !h.router, endpoints.is_empty()) {
             (false, _) => String::new(),
@@ -517,12 +621,13 @@ pub fn render_status(state: &LabState) -> String {
             let peer = terminal(&link.ends[1 - i].host);
             let line = match sys::kernel_link(&spec::netns_name(&state.name, &end.host), &end.ifname) {
                 Ok(k) => format!(
-                    "MTU {} bytes, {} -> {peer}: {}{}{}",
+                    "MTU {} bytes, {} -> {peer}: {}{}{}{}",
                     k.mtu,
                     terminal(&end.host),
                     rate_text(k.tbf_bits_per_second),
                     queue_text(&k),
-                    if k.up { "" } else { ", DOWN" }
+                    if k.up { "" } else { ", DOWN" },
+                    work_text(state, link, i, &k)
                 ),
                 Err(e) => format!(
                     "{} {}: not in the kernel ({})",
@@ -555,6 +660,11 @@ struct KernelEndJson {
     tbf_bits_per_second: Option<u64>,
     tbf_queue_seconds: Option<f64>,
     up: Option<bool>,
+    /// The receive queue's RPS mask, as sysfs has it.
+    rps_cpus: Option<String>,
+    threaded_napi: Option<bool>,
+    xdp: Option<bool>,
+    offloads: Option<crate::model::Offloads>,
     error: Option<String>,
 }
 
@@ -571,6 +681,10 @@ fn status_json(state: &LabState) -> StatusJson<'_> {
                 tbf_bits_per_second: k.as_ref().ok().and_then(|k| k.tbf_bits_per_second),
                 tbf_queue_seconds: k.as_ref().ok().and_then(|k| k.tbf_queue_seconds),
                 up: k.as_ref().ok().map(|k| k.up),
+                rps_cpus: k.as_ref().ok().and_then(|k| k.rps_cpus.clone()),
+                threaded_napi: k.as_ref().ok().and_then(|k| k.threaded_napi),
+                xdp: k.as_ref().ok().map(|k| k.xdp),
+                offloads: k.as_ref().ok().and_then(|k| k.offloads.clone()),
                 error: k.err().map(|e| e.to_string()),
             });
         }

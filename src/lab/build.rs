@@ -10,9 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cgroup::{self, CpuController};
-use super::spec::{self, LabSpec, MtuSetting, QueueSetting, RateSetting, PREFIX_LEN, ROUTER};
+use super::spec::{self, CpuLimit, LabSpec, MtuSetting, OffloadSetting, QueueSetting, RateSetting, PREFIX_LEN, ROUTER};
 use super::state::{self, LabState};
-use super::{sys, LabError, Topology};
+use super::{steer, sys, thief, LabError, Topology};
 
 /// Directory `ip netns exec` bind-mounts files from (e.g. `hosts`).
 const ETC_NETNS: &str = "/etc/netns";
@@ -50,6 +50,10 @@ pub fn host_command(state: &LabState, host: &str, program: impl AsRef<std::ffi::
             Ok(())
         });
     }
+    if let Some(dir) = &h.cpuset {
+        // The host's cores.
+        cgroup::join_on_spawn(&mut command, dir);
+    }
     if let Some(dir) = &h.cgroup {
         cgroup::join_on_spawn(&mut command, dir);
         // Where the host's processes read their own cgroup (probe::cgroup).
@@ -77,6 +81,14 @@ pub fn unknown_host(state: &LabState, host: &str) -> LabError {
 /// is removed again. Returns the state and the agent processes.
 pub fn up(spec: &LabSpec, agents: Option<&AgentLaunch>) -> Result<(LabState, Vec<Child>), LabError> {
     let mut state = spec::layout(spec)?;
+    if cgroup::cpuset_root().is_some() {
+        super::cores::assign_cores(&mut state, &cgroup::online_cpus(), spec.cores);
+    } else {
+        log::warn!(
+            "no cgroup cpuset controller: the lab's hosts own no cores, so their CPU figures are the machine's \
+             (mount cgroup v1's cpuset at /sys/fs/cgroup/cpuset, or use cgroup v2 with cpuset)"
+        );
+    }
     let needs_tc = state
         .links
         .iter()
@@ -127,6 +139,11 @@ fn build(
         sys::ip(&["netns", "add", &netns])?;
         sys::ip_in(&netns, &["link", "set", "dev", "lo", "up"])?;
         write_hosts_file(&netns, &spec::hosts_file(state, &name))?;
+        if !state.hosts[i].cores.is_empty() {
+            let dir = cgroup::create_cpuset(&lab, &name, &state.hosts[i].cores)?;
+            state.hosts[i].cpuset = Some(dir);
+            state.save()?;
+        }
         if let (Some(percent), Some(controller)) = (state.hosts[i].cpu_limit_percent, controller) {
             let dir = controller.create(&lab, &name, percent)?;
             state.hosts[i].cgroup = Some(dir.clone());
@@ -172,6 +189,21 @@ fn build(
     for host in state.hosts.iter().filter(|h| !h.router) {
         set_mptcp(state, &host.name, &host.netns)?;
     }
+    let program = match agents {
+        Some(launch) => launch.program.clone(),
+        None => std::env::current_exe().map_err(|e| LabError::Io {
+            what: "finding the nicbench executable for the CPU thieves".into(),
+            source: e,
+        })?,
+    };
+    for i in 0..state.hosts.len() {
+        if let Some(child) = thief::start(&state.hosts[i], &program)? {
+            state.hosts[i].thief_pid = Some(child.id());
+            children.push(child);
+            state.save()?;
+        }
+    }
+    steer_links(state, None)?;
     if let (Some(launch), Some(port)) = (agents, state.agent_port) {
         for i in 0..state.hosts.len() {
             let child = start_agent(state, &state.hosts[i].name.clone(), launch, port)?;
@@ -182,6 +214,102 @@ fn build(
     }
     state.complete = true;
     state.save()
+}
+
+/// Sets the offloads of every link end (or of `only` those) and steers
+/// its receive work ([`steer::steer_end`]), recording the napi threads.
+fn steer_links(state: &mut LabState, only: Option<&[(usize, usize)]>) -> Result<(), LabError> {
+    for l in 0..state.links.len() {
+        for end in 0..2 {
+            if only.is_some_and(|o| !o.contains(&(state.links[l].id, end))) {
+                continue;
+            }
+            let link = state.links[l].clone();
+            steer::apply_offloads(state, &link, end)?;
+            let pinned = steer::steer_end(state, &link, end)?;
+            state.links[l].ends[end].napi_threads = pinned;
+            state.save()?;
+        }
+    }
+    Ok(())
+}
+
+/// Changes the CPU limits and offloads of a running lab: a host's cgroup
+/// quota and its thief (restarted for the new limit), the offloads of the
+/// selected interfaces, and where their receive work runs. `program` is
+/// the nicbench executable a thief runs.
+pub fn set_host_work(
+    state: &mut LabState,
+    limits: &[CpuLimit],
+    offloads: &[OffloadSetting],
+    program: &Path,
+) -> Result<(), LabError> {
+    let mut next = state.clone();
+    let hosts = spec::apply_cpu_limits(&mut next, limits)?;
+    let mut ends = spec::apply_offloads(&mut next, offloads)?;
+    let controller = match hosts
+        .iter()
+        .any(|h| next.host(h).is_some_and(|h| h.cpu_limit_percent.is_some()))
+    {
+        true => Some(CpuController::detect()?),
+        false => None,
+    };
+    sys::preflight(false)?;
+    *state = next;
+    for host in &hosts {
+        let i = state
+            .hosts
+            .iter()
+            .position(|h| &h.name == host)
+            .expect("a checked host");
+        set_quota(state, i, controller.as_ref())?;
+        thief::stop(state, host);
+        if let Some(child) = thief::start(&state.hosts[i], program)? {
+            state.hosts[i].thief_pid = Some(child.id());
+        }
+        state.save()?;
+        // Every interface whose receive work is this host's.
+        for link in &state.links {
+            for end in 0..2 {
+                if super::cores::receive_owner(state, link, end) == host.as_str() {
+                    ends.push((link.id, end));
+                }
+            }
+        }
+    }
+    ends.sort();
+    ends.dedup();
+    steer_links(state, Some(&ends))?;
+    state.save()
+}
+
+/// Puts host `i`'s cgroup quota in line with its limit: made (with the
+/// host's processes moved in) when it gets its first limit, rewritten when
+/// it changes, lifted when it goes.
+fn set_quota(state: &mut LabState, i: usize, controller: Option<&CpuController>) -> Result<(), LabError> {
+    let (lab, name) = (state.name.clone(), state.hosts[i].name.clone());
+    match (state.hosts[i].cpu_limit_percent, &state.hosts[i].cgroup, controller) {
+        (Some(percent), _, Some(controller)) => {
+            let fresh = state.hosts[i].cgroup.is_none();
+            let dir = controller.create(&lab, &name, percent)?;
+            if fresh {
+                let mut pids = sys::netns_pids(&state.hosts[i].netns);
+                if let Some(cpuset) = &state.hosts[i].cpuset {
+                    pids.extend(cgroup::procs(cpuset));
+                }
+                pids.retain(|&p| Some(p as u32) != state.hosts[i].thief_pid);
+                for pid in pids {
+                    let _ = std::fs::write(dir.join("cgroup.procs"), pid.to_string());
+                }
+                state.hosts[i].cgroup = Some(dir.clone());
+                state.save()?;
+                cgroup::publish(&dir, &lab, &name)?;
+            }
+        }
+        (None, Some(dir), _) => cgroup::lift_quota(dir)?,
+        _ => {}
+    }
+    Ok(())
 }
 
 /// `--mptcp`: the path manager of `host` allows a subflow and an accepted

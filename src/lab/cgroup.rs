@@ -82,6 +82,92 @@ impl CpuController {
     }
 }
 
+/// The cgroup v1 cpuset hierarchy, where each host's cores are kept.
+pub const CPUSET_V1: &str = "/sys/fs/cgroup/cpuset";
+
+/// The machine's online cores (`/sys/devices/system/cpu/online`).
+pub fn online_cpus() -> Vec<u32> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|t| super::cores::parse_cpu_list(&t))
+        .unwrap_or_default()
+}
+
+/// The root of the cpuset controller: cgroup v1's hierarchy, or the
+/// unified one when it offers `cpuset`; None when neither does.
+pub fn cpuset_root() -> Option<(PathBuf, bool)> {
+    let v2 = Path::new("/sys/fs/cgroup");
+    if std::fs::read_to_string(v2.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|c| c == "cpuset"))
+    {
+        return Some((v2.to_path_buf(), true));
+    }
+    let v1 = Path::new(CPUSET_V1);
+    v1.join("cpuset.cpus").is_file().then(|| (v1.to_path_buf(), false))
+}
+
+/// Creates host `host`'s cpuset cgroup holding `cores` (every level above
+/// it gets the root's cores and memory nodes, as cgroup v1 requires).
+pub fn create_cpuset(lab: &str, host: &str, cores: &[u32]) -> Result<PathBuf, LabError> {
+    let (root, v2) = cpuset_root().ok_or_else(|| LabError::Missing {
+        what: "a cgroup cpuset controller (each lab host owns cores)".into(),
+        how: "mount cgroup v1's cpuset at /sys/fs/cgroup/cpuset (`mount -t cgroup -o cpuset cgroup \
+              /sys/fs/cgroup/cpuset`), or cgroup v2 with the cpuset controller"
+            .into(),
+    })?;
+    let io = |what: String| move |e: std::io::Error| LabError::Io { what, source: e };
+    let read = |file: &Path| std::fs::read_to_string(file).unwrap_or_default().trim().to_string();
+    let lab_dir = root.join("nicbench").join(lab);
+    let dir = lab_dir.join(host);
+    let (all_cpus, all_mems) = match v2 {
+        true => (
+            read(&root.join("cpuset.cpus.effective")),
+            read(&root.join("cpuset.mems.effective")),
+        ),
+        false => (read(&root.join("cpuset.cpus")), read(&root.join("cpuset.mems"))),
+    };
+    for (level, parent) in [
+        (root.join("nicbench"), root.clone()),
+        (lab_dir.clone(), root.join("nicbench")),
+    ] {
+        if v2 {
+            let control = parent.join("cgroup.subtree_control");
+            std::fs::write(&control, "+cpuset").map_err(io(format!("enabling cpuset in {}", control.display())))?;
+        }
+        std::fs::create_dir_all(&level).map_err(io(format!("creating {}", level.display())))?;
+        if !v2 {
+            for (file, value) in [("cpuset.cpus", &all_cpus), ("cpuset.mems", &all_mems)] {
+                let path = level.join(file);
+                if read(&path).is_empty() {
+                    std::fs::write(&path, value).map_err(io(format!("writing {value} to {}", path.display())))?;
+                }
+            }
+        }
+    }
+    if v2 {
+        let control = lab_dir.join("cgroup.subtree_control");
+        std::fs::write(&control, "+cpuset").map_err(io(format!("enabling cpuset in {}", control.display())))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(io(format!("creating the cgroup {}", dir.display())))?;
+    let cpus = super::cores::cpu_list(cores);
+    for (file, value) in [("cpuset.mems", all_mems.as_str()), ("cpuset.cpus", cpus.as_str())] {
+        let path = dir.join(file);
+        std::fs::write(&path, value).map_err(io(format!("writing {value} to {}", path.display())))?;
+    }
+    Ok(dir)
+}
+
+/// Lifts the quota of a host's cgroup (`lab set --cpu-limit a=none`).
+pub fn lift_quota(dir: &Path) -> Result<(), LabError> {
+    let (file, value) = match dir.join("cpu.max").exists() {
+        true => ("cpu.max", format!("max {PERIOD_US}")),
+        false => ("cpu.cfs_quota_us", "-1".to_string()),
+    };
+    let path = dir.join(file);
+    std::fs::write(&path, &value).map_err(|e| LabError::Io {
+        what: format!("writing {value} to {}", path.display()),
+        source: e,
+    })
+}
+
 /// Where the lab publishes its hosts' cgroups for the processes in them
 /// (`/run` stays visible inside `ip netns exec`, /sys/fs/cgroup does not).
 pub const PUBLISHED_ROOT: &str = "/run/nicbench/cgroups";
@@ -157,23 +243,32 @@ pub fn unpublish_lab(lab: &str) -> Result<Vec<PathBuf>, LabError> {
 
 /// Every cgroup directory nicbench may have made for lab `lab`, on either version.
 pub fn lab_dirs(lab: &str) -> Vec<PathBuf> {
-    ["/sys/fs/cgroup/nicbench", "/sys/fs/cgroup/cpu/nicbench"]
-        .iter()
-        .map(|root| Path::new(root).join(lab))
-        .filter(|p| p.is_dir())
-        .collect()
+    [
+        "/sys/fs/cgroup/nicbench",
+        "/sys/fs/cgroup/cpu/nicbench",
+        "/sys/fs/cgroup/cpuset/nicbench",
+    ]
+    .iter()
+    .map(|root| Path::new(root).join(lab))
+    .filter(|p| p.is_dir())
+    .collect()
 }
 
 /// Names of labs that have a cgroup directory (or a published one).
 pub fn lab_names() -> Vec<String> {
-    ["/sys/fs/cgroup/nicbench", "/sys/fs/cgroup/cpu/nicbench", PUBLISHED_ROOT]
-        .iter()
-        .filter_map(|root| std::fs::read_dir(root).ok())
-        .flatten()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect()
+    [
+        "/sys/fs/cgroup/nicbench",
+        "/sys/fs/cgroup/cpu/nicbench",
+        "/sys/fs/cgroup/cpuset/nicbench",
+        PUBLISHED_ROOT,
+    ]
+    .iter()
+    .filter_map(|root| std::fs::read_dir(root).ok())
+    .flatten()
+    .filter_map(|e| e.ok())
+    .filter(|e| e.path().is_dir())
+    .filter_map(|e| e.file_name().to_str().map(str::to_string))
+    .collect()
 }
 
 /// Pids of the processes in a cgroup directory.

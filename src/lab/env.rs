@@ -2,7 +2,7 @@
 //! ([`crate::lab_env`]'s variables): the lab's name, each host's addresses
 //! and the router link toward each.
 
-use crate::lab_env::{EnvHost, EnvLink, EnvRouter, LabEnv, RouterLink, LAB_VAR, PATHS_VAR, SCHEMA};
+use crate::lab_env::{EnvCores, EnvHost, EnvLink, EnvRouter, LabEnv, RouterLink, LAB_VAR, PATHS_VAR, SCHEMA};
 
 use super::spec::{tbf_sizes, ROUTER};
 use super::state::LabState;
@@ -40,12 +40,17 @@ pub fn client_env(state: &LabState, host: &str) -> LabEnv {
                 .collect(),
         })
         .collect();
+    let cores = state.host(host).filter(|h| !h.cores.is_empty()).map(|h| EnvCores {
+        cores: h.cores.clone(),
+        shared: h.cores_shared,
+    });
     LabEnv {
         schema: SCHEMA.to_string(),
         lab: state.name.clone(),
         host: host.to_string(),
         router,
         hosts,
+        cores,
     }
 }
 
@@ -77,6 +82,8 @@ mod tests {
             rate: rate.iter().map(|r| parse_rate_setting(r).unwrap()).collect(),
             queue: queue.iter().map(|q| parse_queue_setting(q).unwrap()).collect(),
             cpu_limits: vec![],
+            offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: Some(5310),
         })

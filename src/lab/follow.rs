@@ -162,6 +162,8 @@ mod tests {
             address: std::net::Ipv4Addr::LOCALHOST,
             rate_bits_per_second: rate,
             queue_seconds: queue,
+            offloads: Default::default(),
+            napi_threads: Vec::new(),
         };
         let link = |id, ends| LinkState { id, mtu: 1500, ends };
         LabState::new(

@@ -39,12 +39,16 @@
 
 mod build;
 pub mod cgroup;
+pub mod cores;
 pub mod env;
 pub mod follow;
 pub mod names;
 pub mod spec;
 pub mod state;
+pub mod steer;
 pub mod sys;
+pub mod thief;
+mod xdp;
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -52,8 +56,10 @@ use std::process::{Child, Command};
 
 use serde::{Deserialize, Serialize};
 
-pub use build::{all_lab_names, down, existing_netns, host_command, load_complete, set, up, uts_hostname, AgentLaunch};
-pub use spec::{CpuLimit, LabSpec, LinkSelector, MtuSetting, QueueSetting, RateSetting};
+pub use build::{
+    all_lab_names, down, existing_netns, host_command, load_complete, set, set_host_work, up, uts_hostname, AgentLaunch,
+};
+pub use spec::{CpuLimit, LabSpec, LinkSelector, MtuSetting, OffloadSetting, QueueSetting, RateSetting};
 pub use state::{HostState, LabState, LinkEnd, LinkState};
 pub use sys::KernelLink;
 
@@ -182,7 +188,20 @@ impl LabBuilder {
         });
         self
     }
-    /// Limits the processes started in `host` to `percent` of one core.
+    /// Offloads of the links' interfaces (`--offloads`; see
+    /// [`spec::parse_offload_setting`]).
+    pub fn offloads(mut self, setting: OffloadSetting) -> Self {
+        self.spec.offloads.push(setting);
+        self
+    }
+    /// Which cores the hosts run on (`--cores`; default `auto`).
+    pub fn cores(mut self, policy: cores::CorePolicy) -> Self {
+        self.spec.cores = policy;
+        self
+    }
+    /// Limits `host` to `percent` of one core: its processes (a cgroup
+    /// quota) and, below what its cores give, all its work (a thief takes
+    /// its cores the rest of every period; see [`thief`]).
     pub fn cpu_limit(mut self, host: &str, percent: f64) -> Self {
         self.spec.cpu_limits.push(CpuLimit {
             host: host.to_string(),
@@ -232,9 +251,12 @@ impl LabBuilder {
             // left by an earlier process with the same pid that died.
             down(&self.spec.name)?;
         }
-        let launch = AgentLaunch { program, detach: false };
+        let launch = AgentLaunch {
+            program: program.clone(),
+            detach: false,
+        };
         let (state, agents) = up(&self.spec, Some(&launch))?;
-        Ok(Lab { state, agents })
+        Ok(Lab { state, agents, program })
     }
 }
 
@@ -242,7 +264,10 @@ impl LabBuilder {
 #[derive(Debug)]
 pub struct Lab {
     state: LabState,
+    /// Agents and CPU thieves.
     agents: Vec<Child>,
+    /// The nicbench executable (agents, thieves).
+    program: PathBuf,
 }
 
 impl Lab {
@@ -258,6 +283,8 @@ impl Lab {
                 rate: Vec::new(),
                 queue: Vec::new(),
                 cpu_limits: Vec::new(),
+                offloads: vec![],
+                cores: Default::default(),
                 mptcp: false,
                 agent_port: Some(crate::protocol::DEFAULT_PORT),
             },
@@ -335,6 +362,13 @@ impl Lab {
     /// as [`LabBuilder::queue`] would, or for one link and direction.
     pub fn set_queue(&mut self, select: LinkSelector, seconds: Option<f64>) -> Result<(), LabError> {
         set(&mut self.state, &[], &[], &[QueueSetting { select, seconds }])
+    }
+
+    /// Changes CPU limits (`percent` 0 lifts one) and offloads, as `lab set
+    /// --cpu-limit --offloads` does.
+    pub fn set_host_work(&mut self, limits: &[CpuLimit], offloads: &[OffloadSetting]) -> Result<(), LabError> {
+        let program = self.program.clone();
+        set_host_work(&mut self.state, limits, offloads, &program)
     }
 
     /// What the kernel reports for `host`'s end of link `link`.

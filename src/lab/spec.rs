@@ -67,6 +67,16 @@ pub struct CpuLimit {
     pub percent: f64,
 }
 
+/// `--offloads [LINK[:HOST]=]tso=off,gso=off,gro=off`: offloads of the
+/// interfaces of every link, of one link, or of one host's end of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffloadSetting {
+    /// `towards` names the host whose interface (end) it is.
+    pub select: LinkSelector,
+    /// Offload name (of [`crate::model::settings::OFFLOADS`]) -> on.
+    pub features: std::collections::BTreeMap<String, bool>,
+}
+
 /// Everything that decides a lab's layout, validated by [`layout`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabSpec {
@@ -79,6 +89,10 @@ pub struct LabSpec {
     /// Router queue lengths, applied after the rates.
     pub queue: Vec<QueueSetting>,
     pub cpu_limits: Vec<CpuLimit>,
+    /// Offloads of the links' interfaces, applied in order.
+    pub offloads: Vec<OffloadSetting>,
+    /// Which cores the hosts run on (`--cores`).
+    pub cores: super::cores::CorePolicy,
     /// Multipath TCP path management on every host: limits for a subflow
     /// per extra link, and each extra link's address announced (`ip mptcp
     /// endpoint ... signal`), so a connection opens one subflow per link.
@@ -244,6 +258,45 @@ pub fn parse_queue_setting(input: &str) -> Result<QueueSetting, LabError> {
     })
 }
 
+/// Parses `--offloads LIST`, `--offloads LINK=LIST` or `--offloads
+/// LINK:HOST=LIST`, LIST being `tso=off,gso=off,gro=off` (the names and
+/// values of a plan's offloads axis).
+pub fn parse_offload_setting(input: &str) -> Result<OffloadSetting, LabError> {
+    const HINT: &str = "expected [LINK[:HOST]=]NAME=on|off,..., e.g. tso=off,gso=off,gro=off or 1:b=gro=off";
+    let (select, list) = match input.split_once('=') {
+        // A selector is a link number, or LINK:HOST, before the list.
+        Some((head, rest)) if head.trim().starts_with(|c: char| c.is_ascii_digit()) => {
+            let (link, towards) = match head.split_once(':') {
+                Some((link, host)) => (link, Some(host.trim().to_string())),
+                None => (head, None),
+            };
+            if towards.as_deref() == Some("") {
+                return Err(invalid("--offloads", input, HINT));
+            }
+            let link = parse_link_number("--offloads", input, link)?;
+            (
+                LinkSelector {
+                    link: Some(link),
+                    towards,
+                },
+                rest,
+            )
+        }
+        _ => (
+            LinkSelector {
+                link: None,
+                towards: None,
+            },
+            input,
+        ),
+    };
+    match crate::model::HostSetting::parse("offloads", list) {
+        Ok(crate::model::HostSetting::Offloads { features }) => Ok(OffloadSetting { select, features }),
+        Ok(_) => Err(invalid("--offloads", input, HINT)),
+        Err(e) => Err(invalid("--offloads", input, format!("{e}; {HINT}"))),
+    }
+}
+
 /// Parses `--cpu-limit HOST=PERCENT` (`a=25%`, `a=25`, `a=150%`).
 pub fn parse_cpu_limit(input: &str) -> Result<CpuLimit, LabError> {
     const HINT: &str = "expected HOST=PERCENT of one core, e.g. a=25% (1% to 6400%)";
@@ -330,6 +383,8 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
                 address: link_address(id, e, spec.topology),
                 rate_bits_per_second: None,
                 queue_seconds: None,
+                offloads: Default::default(),
+                napi_threads: Vec::new(),
             };
             let ends = [end(x, 0), end(y, 1)];
             LinkState { id, mtu: 1500, ends }
@@ -347,13 +402,65 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
     apply_mtu(&mut state, &spec.mtu)?;
     apply_rate(&mut state, &spec.rate)?;
     apply_queue(&mut state, &spec.queue)?;
-    for limit in &spec.cpu_limits {
+    apply_cpu_limits(&mut state, &spec.cpu_limits)?;
+    apply_offloads(&mut state, &spec.offloads)?;
+    Ok(state)
+}
+
+/// Sets the hosts' CPU limits; `percent` 0 or less removes one (`lab set
+/// --cpu-limit a=none`). Returns the hosts that changed.
+pub fn apply_cpu_limits(state: &mut LabState, limits: &[CpuLimit]) -> Result<Vec<String>, LabError> {
+    let names: Vec<String> = state.hosts.iter().map(|h| h.name.clone()).collect();
+    let mut changed = Vec::new();
+    for limit in limits {
         let host = state
             .host_mut(&limit.host)
+            .filter(|h| !h.router)
             .ok_or_else(|| unknown_host("--cpu-limit", &limit.host, &names))?;
-        host.cpu_limit_percent = Some(limit.percent);
+        host.cpu_limit_percent = (limit.percent > 0.0).then_some(limit.percent);
+        changed.push(limit.host.clone());
     }
-    Ok(state)
+    changed.dedup();
+    Ok(changed)
+}
+
+/// Applies offload settings to a layout, in order: every interface of the
+/// selected links, or only `towards`'s end. Returns the `(link, end)`
+/// pairs that changed.
+pub fn apply_offloads(state: &mut LabState, settings: &[OffloadSetting]) -> Result<Vec<(usize, usize)>, LabError> {
+    let mut changed = Vec::new();
+    for setting in settings {
+        if let Some(link) = setting.select.link {
+            check_link(state, "--offloads", link)?;
+        }
+        for link in state
+            .links
+            .iter_mut()
+            .filter(|l| setting.select.link.is_none() || setting.select.link == Some(l.id))
+        {
+            let ends: Vec<usize> = match &setting.select.towards {
+                Some(host) => match link.ends.iter().position(|e| &e.host == host) {
+                    Some(i) => vec![i],
+                    None => {
+                        let hosts = format!("{} and {}", link.ends[0].host, link.ends[1].host);
+                        return Err(invalid(
+                            "--offloads",
+                            host,
+                            format!("unknown host for link {}; it joins {hosts}", link.id),
+                        ));
+                    }
+                },
+                None => vec![0, 1],
+            };
+            for i in ends {
+                link.ends[i].offloads.extend(setting.features.clone());
+                changed.push((link.id, i));
+            }
+        }
+    }
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
 }
 
 fn unknown_host(option: &'static str, host: &str, names: &[String]) -> LabError {
@@ -593,10 +700,10 @@ pub fn hosts_file(state: &LabState, host: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn spec(hosts: usize, links: usize, topology: Topology) -> LabSpec {
+    pub(crate) fn spec(hosts: usize, links: usize, topology: Topology) -> LabSpec {
         LabSpec {
             name: "demo".into(),
             hosts,
@@ -606,6 +713,8 @@ mod tests {
             rate: vec![],
             queue: vec![],
             cpu_limits: vec![],
+            offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: Some(5310),
         }
@@ -697,6 +806,46 @@ mod tests {
             .links
             .iter()
             .all(|l| l.ends.iter().all(|e| e.queue_seconds.is_none())));
+    }
+
+    #[test]
+    fn offloads_take_a_link_and_a_host_end_like_rates() {
+        let all = parse_offload_setting("tso=off,gso=off,gro=off").unwrap();
+        assert_eq!(all.select.link, None);
+        assert_eq!(all.features.get("gro"), Some(&false));
+        let one = parse_offload_setting("2:b=gro=on").unwrap();
+        assert_eq!((one.select.link, one.select.towards.as_deref()), (Some(2), Some("b")));
+        assert_eq!(one.features.get("gro"), Some(&true));
+        for bad in ["tso=maybe", "0=tso=off", "1:=tso=off", "speed=off", "tso"] {
+            let e = parse_offload_setting(bad).unwrap_err().to_string();
+            assert!(e.contains("--offloads"), "{bad}: {e}");
+        }
+        let mut s = spec(2, 1, Topology::ViaRouter);
+        s.offloads = vec![all, parse_offload_setting("1:a=tso=on").unwrap()];
+        let state = layout(&s).unwrap();
+        assert_eq!(state.links[0].end_of("a").unwrap().offloads.get("tso"), Some(&true));
+        assert_eq!(state.links[0].end_of(ROUTER).unwrap().offloads.get("tso"), Some(&false));
+        assert_eq!(state.links[1].end_of("b").unwrap().offloads.get("gso"), Some(&false));
+        s.offloads = vec![parse_offload_setting("1:b=tso=on").unwrap()];
+        assert!(layout(&s).unwrap_err().to_string().contains("joins a and r"));
+    }
+
+    #[test]
+    fn a_cpu_limit_can_be_lifted_but_not_put_on_the_router() {
+        let mut state = layout(&spec(2, 1, Topology::ViaRouter)).unwrap();
+        let changed = apply_cpu_limits(&mut state, &[parse_cpu_limit("b=25%").unwrap()]).unwrap();
+        assert_eq!(changed, ["b"]);
+        assert_eq!(state.host("b").unwrap().cpu_limit_percent, Some(25.0));
+        apply_cpu_limits(
+            &mut state,
+            &[CpuLimit {
+                host: "b".into(),
+                percent: 0.0,
+            }],
+        )
+        .unwrap();
+        assert_eq!(state.host("b").unwrap().cpu_limit_percent, None);
+        assert!(apply_cpu_limits(&mut state, &[parse_cpu_limit("r=25%").unwrap()]).is_err());
     }
 
     #[test]

@@ -123,6 +123,22 @@ pub struct HostState {
     /// The cgroup directory that holds the host's processes, when limited.
     pub cgroup: Option<PathBuf>,
     pub agent_pid: Option<u32>,
+    /// The cores the host owns (its cpuset; its interfaces' receive work is
+    /// steered there). Empty in labs made before hosts owned cores.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cores: Vec<u32>,
+    /// Other hosts of the lab run on the same cores (fewer cores than hosts;
+    /// the router always shares).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cores_shared: bool,
+    /// The cpuset cgroup that holds the host's processes on its cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<PathBuf>,
+    /// The process that takes the host's cores away from everything else
+    /// for the part of every period its CPU limit does not give
+    /// (`nicbench lab thief`); None without a limit below its cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thief_pid: Option<u32>,
 }
 
 /// A veth link between two hosts.
@@ -145,6 +161,14 @@ pub struct LinkEnd {
     /// How long that tbf may hold a packet (`--queue`); None: the default sizing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_seconds: Option<f64>,
+    /// Offloads switched on this interface (`--offloads`), by the names a
+    /// plan uses (`tso`, `gso`, `gro`, ...); the rest are the veth's own.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub offloads: std::collections::BTreeMap<String, bool>,
+    /// The napi threads that receive on this interface, pinned to the cores
+    /// of the host whose work it is (for a host whose CPU limit a thief keeps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub napi_threads: Vec<u32>,
 }
 
 impl HostState {
@@ -156,6 +180,10 @@ impl HostState {
             cpu_limit_percent: None,
             cgroup: None,
             agent_pid: None,
+            cores: Vec::new(),
+            cores_shared: false,
+            cpuset: None,
+            thief_pid: None,
         }
     }
 }
@@ -289,7 +317,7 @@ impl LabState {
                     terminal(&h.netns)
                 ));
             }
-            if let Some(dir) = &h.cgroup {
+            for dir in h.cgroup.iter().chain(&h.cpuset) {
                 let tail = Path::new("nicbench").join(&self.name).join(&h.name);
                 let plain = dir
                     .components()
@@ -439,6 +467,8 @@ mod tests {
             rate: vec![parse_rate_setting("100mbit").unwrap()],
             queue: vec![parse_queue_setting("200ms").unwrap()],
             cpu_limits: vec![parse_cpu_limit("a=25%").unwrap()],
+            offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: None,
         };
@@ -466,6 +496,8 @@ mod tests {
             rate: vec![],
             queue: vec![],
             cpu_limits: vec![],
+            offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: None,
         };
@@ -523,6 +555,8 @@ mod tests {
             rate: vec![],
             queue: vec![],
             cpu_limits: vec![],
+            offloads: vec![],
+            cores: Default::default(),
             mptcp: false,
             agent_port: None,
         };

@@ -141,6 +141,14 @@ pub struct KernelLink {
     pub tbf_bits_per_second: Option<u64>,
     /// How long the tbf may hold a packet (tc's `lat`).
     pub tbf_queue_seconds: Option<f64>,
+    /// The cores its receive queue steers packets to (`rps_cpus`, a mask).
+    pub rps_cpus: Option<String>,
+    /// Its NAPI polls in a thread of its own (`threaded`).
+    pub threaded_napi: Option<bool>,
+    /// An XDP program is attached (the lab's pass-through one).
+    pub xdp: bool,
+    /// Its offloads, as the ethtool ioctl reads them.
+    pub offloads: Option<crate::model::Offloads>,
 }
 
 /// Reads back an interface's MTU, state and root tbf rate from the kernel.
@@ -165,7 +173,26 @@ pub fn kernel_link(netns: &str, ifname: &str) -> Result<KernelLink, LabError> {
         .into_iter()
         .flatten()
         .find(|q| q["kind"] == "tbf" && q["root"] == true);
+    let sysfs = read_sysfs_in(
+        netns,
+        &[
+            format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus"),
+            format!("/sys/class/net/{ifname}/threaded"),
+        ],
+    );
+    let name = ifname.to_string();
+    let offloads = crate::probe::netns::read_in(netns, move || {
+        crate::probe::ethtool::Ethtool::open(&name)
+            .and_then(|t| t.features())
+            .map(|f| crate::probe::ethtool::offloads(&f))
+    })
+    .ok()
+    .flatten();
     Ok(KernelLink {
+        rps_cpus: sysfs[0].clone(),
+        threaded_napi: sysfs[1].as_deref().map(|t| t.trim() != "0"),
+        xdp: link.get("xdp").is_some(),
+        offloads,
         mtu: link["mtu"].as_u64().unwrap_or(0) as u32,
         up: link["flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "UP")),
         // tc's JSON gives the rate in bytes per second, the latency in microseconds.
@@ -204,4 +231,30 @@ pub fn set_tbf(netns: &str, ifname: &str, rate: Option<u64>, mtu: u32, queue: Op
 pub fn sysctl_in(netns: &str, key: &str, value: &str) -> Result<(), LabError> {
     let script = format!("echo {value} > /proc/sys/{key}");
     run("ip", &["netns", "exec", netns, "sh", "-c", &script]).map(|_| ())
+}
+
+/// Writes sysfs files inside a namespace (whose `/sys` shows the
+/// namespace's interfaces only under `ip netns exec`): `(path, value)`,
+/// paths under `/sys/class/net/` with a glob allowed, in one shell.
+pub fn write_sysfs_in(netns: &str, writes: &[(String, String)]) -> Result<(), LabError> {
+    let script: Vec<String> = writes
+        .iter()
+        .map(|(path, value)| format!("for f in {path}; do printf '%s' '{value}' > \"$f\" || exit 1; done"))
+        .collect();
+    run("ip", &["netns", "exec", netns, "sh", "-c", &script.join("\n")]).map(|_| ())
+}
+
+/// Reads sysfs files inside a namespace: one value per path, None where
+/// one cannot be read.
+pub fn read_sysfs_in(netns: &str, paths: &[String]) -> Vec<Option<String>> {
+    let script: Vec<String> = paths
+        .iter()
+        .map(|p| format!("v=$(cat {p} 2>/dev/null) && echo \"=$v\" || echo '!'"))
+        .collect();
+    let out = run("ip", &["netns", "exec", netns, "sh", "-c", &script.join("\n")]).unwrap_or_default();
+    let mut lines = out.lines();
+    paths
+        .iter()
+        .map(|_| lines.next().and_then(|l| l.strip_prefix('=')).map(str::to_string))
+        .collect()
 }

@@ -21,6 +21,12 @@ pub struct SideCounters {
     /// Run time and CPU wait of the threads this side started for the trial.
     #[serde(default)]
     pub scheduling: Option<ThreadScheduling>,
+    /// Run time and CPU wait over the trial of the kernel thread that
+    /// carried this side's receive work (threaded NAPI, as a CPU-limited lab
+    /// host has it): where a slow host's packet work waits. Absent where
+    /// that work runs in softirq (no thread to account it to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_work: Option<ThreadScheduling>,
 }
 
 /// Scheduling of a side's trial threads (/proc/self/task/*/schedstat).

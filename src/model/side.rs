@@ -271,6 +271,56 @@ pub struct CpuReport {
     /// counted. Absent when nothing moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_service_demand_us_per_kb: Option<f64>,
+    /// Which cores the figures above cover: the whole machine, or the cores
+    /// a lab host owns. Absent in documents before 2026-12-06 (the machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<CpuScope>,
+}
+
+/// Which cores a [`CpuReport`] covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuScope {
+    pub kind: CpuScopeKind,
+    /// The cores sampled, in order.
+    pub cores: Vec<u32>,
+    /// The lab host whose cores they are (`demo-a`), for `lab_host_cores`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab_host: Option<String>,
+    /// Other lab hosts run on these cores too (a machine with fewer cores
+    /// than the lab has hosts), so the figures are not this host's alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+}
+
+/// What a CPU report's cores are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuScopeKind {
+    /// Every core of the machine (the kernel's whole /proc/stat).
+    Machine,
+    /// Only the cores a lab host owns (its cpuset, where its packet work is
+    /// steered): the host's own CPU, not the machine's.
+    LabHostCores,
+}
+
+impl CpuScope {
+    /// "lab host demo-a's core 1" / "the machine's 2 cores".
+    pub fn describe(&self) -> String {
+        let cores = self.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let noun = if self.cores.len() == 1 { "core" } else { "cores" };
+        match self.kind {
+            CpuScopeKind::Machine => format!("the machine's {} {noun}", self.cores.len()),
+            CpuScopeKind::LabHostCores => format!(
+                "lab host {}'s {noun} {cores}{}",
+                self.lab_host.as_deref().unwrap_or("?"),
+                if self.shared {
+                    ", shared with other lab hosts"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
 }
 
 /// What one side sends back at the end of a trial.

@@ -264,6 +264,7 @@ impl CounterProbe {
             udp,
             cgroup_cpu,
             scheduling: None,
+            packet_work: None,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fs;
 
-use crate::model::{CoreUtilization, CpuReport, ProcessCpu};
+use crate::model::{CoreUtilization, CpuReport, CpuScope, CpuScopeKind, ProcessCpu};
 
 /// Cumulative ticks of one CPU line of /proc/stat.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,6 +44,44 @@ impl CoreTicks {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuSnapshot {
     pub cores: Vec<(u32, CoreTicks)>,
+    /// Which cores these are (the machine's, or a lab host's own).
+    pub scope: Option<CpuScope>,
+}
+
+/// Keeps only the cores of `lab_host` (its name and cores) when given and
+/// any of them is there, and says which cores the snapshot holds.
+pub fn scoped(mut snapshot: CpuSnapshot, lab_host: Option<(&str, &[u32], bool)>) -> CpuSnapshot {
+    if let Some((host, cores, shared)) = lab_host {
+        let kept: Vec<(u32, CoreTicks)> = snapshot
+            .cores
+            .iter()
+            .filter(|(c, _)| cores.contains(c))
+            .copied()
+            .collect();
+        if !kept.is_empty() {
+            snapshot.scope = Some(CpuScope {
+                kind: CpuScopeKind::LabHostCores,
+                cores: kept.iter().map(|(c, _)| *c).collect(),
+                lab_host: Some(host.to_string()),
+                shared,
+            });
+            snapshot.cores = kept;
+            return snapshot;
+        }
+    }
+    snapshot.scope = Some(CpuScope {
+        kind: CpuScopeKind::Machine,
+        cores: snapshot.cores.iter().map(|(c, _)| *c).collect(),
+        lab_host: None,
+        shared: false,
+    });
+    snapshot
+}
+
+/// The lab host this process runs in and its cores, read once.
+fn lab_host_here() -> Option<&'static (String, crate::lab_env::EnvCores)> {
+    static HERE: std::sync::OnceLock<Option<(String, crate::lab_env::EnvCores)>> = std::sync::OnceLock::new();
+    HERE.get_or_init(crate::lab_env::host_cores_here).as_ref()
 }
 
 /// Where CPU snapshots come from (the kernel, or a fixture in tests).
@@ -58,8 +96,11 @@ pub trait CpuSampler: Send + Sync {
 pub struct ProcStat;
 
 impl CpuSampler for ProcStat {
+    /// Inside a lab host (`lab exec`, its agent), only the host's own cores.
     fn sample(&self) -> std::io::Result<CpuSnapshot> {
-        parse_proc_stat(&fs::read_to_string("/proc/stat")?).map_err(std::io::Error::other)
+        let all = parse_proc_stat(&fs::read_to_string("/proc/stat")?).map_err(std::io::Error::other)?;
+        let here = lab_host_here().map(|(host, c)| (host.as_str(), c.cores.as_slice(), c.shared));
+        Ok(scoped(all, here))
     }
     fn ticks_per_second(&self) -> f64 {
         // SAFETY: sysconf has no preconditions.
@@ -108,7 +149,7 @@ pub fn parse_proc_stat(text: &str) -> Result<CpuSnapshot, String> {
     if cores.is_empty() {
         return Err("/proc/stat: no per-cpu lines".into());
     }
-    Ok(CpuSnapshot { cores })
+    Ok(CpuSnapshot { cores, scope: None })
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
@@ -193,6 +234,7 @@ pub fn cpu_report(
         service_demand_us_per_transaction: None,
         threads_percent_of_core,
         threads_service_demand_us_per_kb,
+        scope: after.scope.clone(),
     }
 }
 
@@ -277,6 +319,29 @@ mod tests {
         assert!((r.busiest_core.softirq_percent - 10.0).abs() < 1e-9);
         let sd = r.service_demand_us_per_kb.unwrap();
         assert!((sd - 1e6 / 1024.0).abs() < 1e-6, "{sd}");
+    }
+
+    #[test]
+    fn a_lab_hosts_snapshot_keeps_its_own_cores_and_says_so() {
+        let all = parse_proc_stat(BEFORE).unwrap();
+        let machine = scoped(all.clone(), None);
+        assert_eq!(machine.cores.len(), 2);
+        let scope = machine.scope.clone().unwrap();
+        assert_eq!((scope.kind, scope.cores), (CpuScopeKind::Machine, vec![0, 1]));
+        let host = scoped(all.clone(), Some(("demo-b", &[1], false)));
+        assert_eq!(host.cores.iter().map(|(c, _)| *c).collect::<Vec<_>>(), [1]);
+        let scope = host.scope.clone().unwrap();
+        assert_eq!(scope.kind, CpuScopeKind::LabHostCores);
+        assert_eq!(scope.lab_host.as_deref(), Some("demo-b"));
+        assert_eq!(scope.describe(), "lab host demo-b's core 1");
+        // Core 0 fully busy, core 1 idle: b's report is its idle core alone.
+        let after = scoped(parse_proc_stat(AFTER).unwrap(), Some(("demo-b", &[1], false)));
+        let r = cpu_report(&host, &after, 100.0, 1.0, ProcessCpu::default(), 1024);
+        assert_eq!((r.logical_cpus, r.utilization_percent), (1, 0.0));
+        assert_eq!(r.scope.unwrap().cores, vec![1]);
+        // Cores the host owns but the kernel does not list: the machine's.
+        let none = scoped(all, Some(("demo-b", &[7], false)));
+        assert_eq!(none.scope.unwrap().kind, CpuScopeKind::Machine);
     }
 
     #[test]

@@ -66,12 +66,83 @@ impl ThreadTracker {
         }
         let run_ns: u64 = self.latest.values().map(|v| v.0).sum();
         let wait_ns: u64 = self.latest.values().map(|v| v.1).sum();
-        Some(ThreadScheduling {
-            threads: self.latest.len() as u32,
-            run_seconds: run_ns as f64 / 1e9,
-            wait_seconds: wait_ns as f64 / 1e9,
-            wait_percent: (run_ns + wait_ns > 0).then(|| wait_ns as f64 * 100.0 / (run_ns + wait_ns) as f64),
+        Some(delta_report(self.latest.len() as u32, run_ns, wait_ns))
+    }
+}
+
+/// `SO_INCOMING_NAPI_ID` (asm-generic/socket.h, x86 and arm alike).
+const SO_INCOMING_NAPI_ID: libc::c_int = 56;
+
+/// The NAPI instance that last delivered to socket `fd`; None when its
+/// packets came through no NAPI poll (a veth without GRO or XDP, loopback).
+pub fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
+    let mut id: libc::c_uint = 0;
+    let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `id`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_INCOMING_NAPI_ID,
+            (&mut id as *mut libc::c_uint).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && id != 0).then_some(id)
+}
+
+/// The kernel thread that polls NAPI instance `napi_id` (threaded NAPI
+/// names it `napi/<ifname>-<id>`); None when that NAPI is not threaded.
+pub fn napi_thread(napi_id: u32) -> Option<u32> {
+    let suffix = format!("-{napi_id}");
+    fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end().starts_with("napi/") && c.trim_end().ends_with(&suffix))
         })
+}
+
+/// One thread that existed before the trial (a napi thread), followed as
+/// the change of its counters over the trial.
+#[derive(Debug)]
+pub struct KernelThread {
+    pid: u32,
+    before: (u64, u64),
+}
+
+impl KernelThread {
+    fn read(pid: u32) -> Option<(u64, u64)> {
+        parse_schedstat(&fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?)
+    }
+
+    /// The thread carrying socket `fd`'s receive work, when one does.
+    pub fn receiving_for(fd: std::os::fd::RawFd) -> Option<KernelThread> {
+        let pid = napi_thread(incoming_napi_id(fd)?)?;
+        Some(KernelThread {
+            pid,
+            before: Self::read(pid)?,
+        })
+    }
+
+    /// Its run time and wait since it was first read; None when it is gone.
+    pub fn report(&self) -> Option<ThreadScheduling> {
+        let now = Self::read(self.pid)?;
+        Some(delta_report(
+            1,
+            now.0.saturating_sub(self.before.0),
+            now.1.saturating_sub(self.before.1),
+        ))
+    }
+}
+
+fn delta_report(threads: u32, run_ns: u64, wait_ns: u64) -> ThreadScheduling {
+    ThreadScheduling {
+        threads,
+        run_seconds: run_ns as f64 / 1e9,
+        wait_seconds: wait_ns as f64 / 1e9,
+        wait_percent: (run_ns + wait_ns > 0).then(|| wait_ns as f64 * 100.0 / (run_ns + wait_ns) as f64),
     }
 }
 

@@ -19,7 +19,10 @@
 //!   drops what exceeds it), a sender held below its offer (a shaper
 //!   pushes back), and a rate below the link (a shaper late to dequeue
 //!   passes less than its rate);
-//! - a sender below its offered rate explains a rate below the link.
+//! - a sender below its offered rate explains a rate below the link;
+//! - with both ends on one kernel, a receiver strongly short of CPU
+//!   explains its sender below its offer (what the receiver has not taken
+//!   in is still charged to the sender's socket, which then blocks).
 //!
 //! What nothing explains is a root. The verdict names one root, its chain
 //! of consequences under it (`cause → consequence → ...`), and whatever
@@ -105,6 +108,13 @@ pub struct Finding {
     pub summary: String,
     /// The finding as a link in a chain ("the sender retransmitted 4.3% of bytes").
     pub consequence: String,
+    /// For an end short of CPU: the share of the time its threads were
+    /// ready to run that they ran, in percent (schedstat), when measured.
+    pub ran_percent_of_ready: Option<f64>,
+    /// Both ends ran on one kernel (a lab, loopback): what a sender has
+    /// sent stays charged to its socket until the receiver's packet work
+    /// takes it in, so a receiver short of CPU holds a sender back.
+    pub one_kernel: bool,
 }
 
 impl Finding {
@@ -123,7 +133,15 @@ impl Finding {
             strong: true,
             consequence: summary.clone(),
             summary,
+            ran_percent_of_ready: None,
+            one_kernel: false,
         }
+    }
+
+    /// The share of their ready time the end's threads ran, in percent.
+    pub fn ran_percent_of_ready(mut self, percent: f64) -> Finding {
+        self.ran_percent_of_ready = Some(percent);
+        self
     }
 
     pub fn weak(mut self) -> Finding {
@@ -151,7 +169,13 @@ pub fn explains(a: &Finding, b: &Finding, workload_first: bool) -> bool {
         // A starved sender writes in bursts when it runs and fills its
         // buffer: the buffer is not what held it back.
         (Class::Cpu, Class::SendBuffer) => a.party.is_some() && a.party == b.party,
-        (Class::Cpu, Class::OfferShort { sender }) => a.party == Some(sender),
+        // On one kernel a strongly starved receiver holds the sender back
+        // too: the datagrams it has not taken in are still the sender's
+        // (seen in the lab: a UDP sender asleep in sendmsg 90% of a trial
+        // into a host held to 2% of a core, its own threads not short).
+        (Class::Cpu, Class::OfferShort { sender }) => {
+            a.party == Some(sender) || (b.one_kernel && a.strong && a.party == Some(sender.other()))
+        }
         // A starved sender's pacer wakes late and catches up in bursts that
         // overflow a queue on the path: loss of its own making.
         (Class::Cpu, Class::PathLoss) => a.party.is_some() && a.party == b.party,
@@ -212,6 +236,7 @@ pub fn conclude(findings: Vec<Finding>, workload_first: bool) -> Verdict {
         .filter(|&i| !findings[i].class.is_cause() && findings[i].strong)
         .collect();
     let workload = roots.iter().copied().find(|&i| findings[i].class == Class::Workload);
+    let tighter = tighter_end(&findings, &strong_causes);
     let primary: Result<usize, Vec<usize>> = if let Some(i) = pick(Class::ModelExceeded) {
         Ok(i)
     } else if let (true, Some(i)) = (
@@ -223,6 +248,8 @@ pub fn conclude(findings: Vec<Finding>, workload_first: bool) -> Verdict {
         Ok(i)
     } else if strong_causes.len() == 1 {
         Ok(strong_causes[0])
+    } else if let Some((i, _)) = tighter {
+        Ok(i)
     } else if strong_causes.len() > 1 {
         Err(strong_causes)
     } else if weak_causes.len() == 1 && strong_symptoms.is_empty() {
@@ -233,12 +260,53 @@ pub fn conclude(findings: Vec<Finding>, workload_first: bool) -> Verdict {
         // Symptoms only: the first (the rules' order), strong before weak.
         Ok(strong_symptoms.first().copied().unwrap_or(roots[0]))
     };
+    let mut findings = findings;
+    if let (Ok(root), Some((tight, other))) = (&primary, tighter) {
+        if *root == tight {
+            let (ran, other_ran) = (
+                findings[tight].ran_percent_of_ready.unwrap_or_default(),
+                findings[other].ran_percent_of_ready.unwrap_or_default(),
+            );
+            let other_side = findings[other].side.clone().unwrap_or_else(|| "other end".into());
+            let words = format!(
+                " (the tighter end: its threads ran {ran:.0}% of the time they were ready, the {other_side}'s {other_ran:.0}%)"
+            );
+            findings[tight].summary.push_str(&words);
+            findings[tight].consequence.push_str(&words);
+        }
+    }
     match primary {
         Ok(root) => one_cause(&findings, &explained_by, root),
         Err(candidates) if candidates.iter().all(|&i| findings[i].class == Class::Cpu) => {
             both_ends(&findings, &explained_by, &candidates)
         }
         Err(candidates) => not_sure(&findings, &explained_by, &candidates),
+    }
+}
+
+/// How much less CPU, against its ready time, one end short of CPU must
+/// have had than the other for it alone to be the cause: the rate is the
+/// slower end's, and at half the other's share it is clearly the slower.
+pub const TIGHTER_END_FACTOR: f64 = 0.5;
+
+/// Of two ends short of CPU, the one whose threads ran at most
+/// [`TIGHTER_END_FACTOR`] of the other's share of their ready time: it set
+/// the rate (a host held to 2% of a core beside one the machine's other
+/// work kept waiting half the time). None when the candidates are not two
+/// such ends, or their shares are too close to tell.
+fn tighter_end(findings: &[Finding], candidates: &[usize]) -> Option<(usize, usize)> {
+    let [a, b] = candidates else {
+        return None;
+    };
+    let (fa, fb) = (&findings[*a], &findings[*b]);
+    if fa.class != Class::Cpu || fb.class != Class::Cpu || fa.party == fb.party {
+        return None;
+    }
+    let (ra, rb) = (fa.ran_percent_of_ready?, fb.ran_percent_of_ready?);
+    match () {
+        _ if ra <= TIGHTER_END_FACTOR * rb => Some((*a, *b)),
+        _ if rb <= TIGHTER_END_FACTOR * ra => Some((*b, *a)),
+        _ => None,
     }
 }
 
@@ -309,6 +377,10 @@ fn merge_cpu(findings: Vec<Finding>) -> Vec<Finding> {
                 o.summary = format!("{}; {}", o.summary, detail_of(&f.summary));
                 o.consequence = o.summary.clone();
                 o.strong |= f.strong;
+                o.ran_percent_of_ready = match (o.ran_percent_of_ready, f.ran_percent_of_ready) {
+                    (Some(x), Some(y)) => Some(x.min(y)),
+                    (x, y) => x.or(y),
+                };
             }
             None => out.push(f),
         }
@@ -552,6 +624,63 @@ mod tests {
         assert_eq!(v.kind, "cgroup_throttled");
         assert_eq!(v.summary, "receiver CPU-bound: its cgroup throttled it; waited");
         assert_eq!(v.evidence.len(), 1);
+    }
+
+    #[test]
+    fn of_two_starved_ends_the_one_that_ran_far_less_is_the_cause() {
+        // A host held to 2% of a core (its threads ran 4% of their ready
+        // time) beside a sender the machine's other work kept waiting
+        // (it ran 35%): the receiver set the rate; the sender is "also".
+        let sender = cpu(Party::Client, "sender", true).ran_percent_of_ready(35.0);
+        let receiver = cpu(Party::Agent, "receiver", true).ran_percent_of_ready(4.0);
+        let v = conclude(vec![sender.clone(), receiver.clone()], false);
+        assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("receiver")));
+        assert!(
+            v.summary
+                .contains("the tighter end: its threads ran 4% of the time they were ready, the sender's 35%"),
+            "{}",
+            v.summary
+        );
+        assert!(v.summary.contains("; also: sender CPU-starved"), "{}", v.summary);
+        let roles: Vec<(&str, &str)> = v
+            .evidence
+            .iter()
+            .map(|e| (e.side.as_deref().unwrap_or(""), e.role.as_str()))
+            .collect();
+        assert_eq!(roles, [("receiver", "cause"), ("sender", "also")]);
+        // Too close to tell (more than half of the other's share): both.
+        let close = conclude(vec![sender.ran_percent_of_ready(7.0), receiver.clone()], false);
+        assert_eq!(close.side.as_deref(), Some("both"));
+        // Without the shares measured on both ends: both, as before.
+        let unmeasured = conclude(vec![cpu(Party::Client, "sender", true), receiver], false);
+        assert_eq!(unmeasured.side.as_deref(), Some("both"));
+    }
+
+    #[test]
+    fn on_one_kernel_a_starved_receiver_holds_its_sender_below_the_offer() {
+        let short = || {
+            Finding::new(
+                "offered_rate_not_reached",
+                Class::OfferShort { sender: Party::Client },
+                Some(Party::Client),
+                Some("sender"),
+                "sender below its offered rate".into(),
+            )
+        };
+        let receiver = cpu(Party::Agent, "receiver", true);
+        let mut one = short();
+        one.one_kernel = true;
+        let v = conclude(vec![receiver.clone(), one], false);
+        assert_eq!((v.kind.as_str(), v.side.as_deref()), ("cpu_starved", Some("receiver")));
+        assert_eq!(v.evidence[1].role, "consequence");
+        // Across two kernels the receiver's CPU holds no sender back.
+        let v = conclude(vec![receiver.clone(), short()], false);
+        assert_eq!(v.kind, "not_sure");
+        // Nor does weak starvation.
+        let mut one = short();
+        one.one_kernel = true;
+        let v = conclude(vec![cpu(Party::Agent, "receiver", false), one], false);
+        assert_ne!(v.side.as_deref(), Some("receiver"));
     }
 
     #[test]

@@ -62,6 +62,7 @@ mod iperf3_auth;
 mod iperf3_lab;
 mod kubernetes;
 mod lab;
+mod lab_cpu;
 mod layers;
 mod linerate;
 mod links;
