@@ -70,18 +70,19 @@ def fig(run, *path):
     for k in path:
         v = (v or {}).get(k) if isinstance(v, dict) else None
     return v
-print(f"{'case':<18} {'Mbit/s':>24} {'client us/KB':>20} {'agent us/KB':>20} {'client threads us/KB':>22}  scope")
+print(f"{'case':<18} {'Mbit/s':>24} {'client us/KB':>20} {'agent us/KB':>20} {'client threads us/KB':>22} {'agent threads us/KB':>22}  scope")
 for label in labels:
     runs = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/{label}.*.json"))]
     cols = []
     for path in [("sum", "receiver", "bits_per_second"), ("cpu", "client", "service_demand_us_per_kb"),
-                 ("cpu", "agent", "service_demand_us_per_kb"), ("cpu", "client", "threads_service_demand_us_per_kb")]:
+                 ("cpu", "agent", "service_demand_us_per_kb"), ("cpu", "client", "threads_service_demand_us_per_kb"),
+                 ("cpu", "agent", "threads_service_demand_us_per_kb")]:
         vals = [fig(r, *path) for r in runs]
         vals = [v / 1e6 if path[0] == "sum" else v for v in vals if v is not None]
         cols.append(" / ".join(f"{v:.1f}" if path[0] == "sum" else f"{v:.2f}" for v in vals) or "-")
     scope = fig(runs[0], "cpu", "client", "scope") or {}
     where = f"{scope.get('kind', '?')} {scope.get('cores', '')}"
-    print(f"{label:<18} {cols[0]:>24} {cols[1]:>20} {cols[2]:>20} {cols[3]:>22}  {where}")
+    print(f"{label:<18} {cols[0]:>24} {cols[1]:>20} {cols[2]:>20} {cols[3]:>22} {cols[4]:>22}  {where}")
     verdicts = {fig(r, "verdict", "kind") + "/" + str(fig(r, "verdict", "side")) for r in runs}
     print(f"{'':<18} verdicts: {', '.join(sorted(verdicts))}")
 def med(label, *path):
@@ -89,7 +90,13 @@ def med(label, *path):
     vals = [v for v in vals if v is not None]
     return statistics.median(vals) if vals else None
 for side in ["client", "agent"]:
-    a, b = med("mtu1500", "cpu", side, "service_demand_us_per_kb"), med("mtu9000", "cpu", side, "service_demand_us_per_kb")
-    if a and b:
-        print(f"{side} CPU per KB, median, 1500 -> 9000: {a:.2f} -> {b:.2f} us/KB ({100 * (b - a) / a:+.0f}%)")
+    for figure, words in [("service_demand_us_per_kb", "its host's cores"), ("threads_service_demand_us_per_kb", "its threads")]:
+        a, b = med("mtu1500", "cpu", side, figure), med("mtu9000", "cpu", side, figure)
+        if a and b:
+            print(f"{side} CPU per KB ({words}), median, 1500 -> 9000: {a:.2f} -> {b:.2f} us/KB ({100 * (b - a) / a:+.0f}%)")
+busy = [fig(json.load(open(p)), "cpu", "client", "utilization_percent") for p in glob.glob(f"{out}/mtu*.json")]
+busy = [b for b in busy if b is not None]
+if busy:
+    print(f"the client host's cores were {min(busy):.0f}-{max(busy):.0f}% busy in the MTU runs"
+          " (near 100%: other work on them, and its per-KB figure is only 1/throughput)")
 EOF
