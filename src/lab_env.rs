@@ -264,6 +264,17 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// [`PATHS_VAR`]'s content as it reads now, when this process changed the
+/// lab since it started (a plan's queue axis sets the router's queue
+/// between its cases): see [`describe_here`].
+static PATHS_NOW: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Makes `paths` ([`LabEnv::to_json`]) what this process reads in place of
+/// [`PATHS_VAR`] from now on; None goes back to the environment's.
+pub fn describe_here(paths: Option<String>) {
+    *PATHS_NOW.lock().unwrap_or_else(|e| e.into_inner()) = paths;
+}
+
 /// The lab this process runs in, from the environment `nicbench lab exec`
 /// set. None outside a lab; a warning when the environment is there but
 /// malformed.
@@ -273,7 +284,8 @@ fn env_here() -> Option<LabEnv> {
         log::warn!("${LAB_VAR} is not UTF-8: the lab's router is not known here");
         return None;
     };
-    let Some(json) = std::env::var_os(PATHS_VAR) else {
+    let now = PATHS_NOW.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(json) = now.map(Into::into).or_else(|| std::env::var_os(PATHS_VAR)) else {
         log::warn!("${LAB_VAR} is set but ${PATHS_VAR} is not: the lab's router is not known here");
         return None;
     };

@@ -180,12 +180,12 @@ impl CutShort {
 /// Hands the run to `output` (which prints and saves it), then fails with
 /// [`CutShort`] if the run was cut short: a cut-short run is printed and
 /// saved as incomplete, and the exit code says so.
-pub fn conclude(measured: Measured, output: impl FnOnce(Measured) -> anyhow::Result<()>) -> anyhow::Result<()> {
+pub fn conclude<T>(measured: Measured, output: impl FnOnce(Measured) -> anyhow::Result<T>) -> anyhow::Result<T> {
     let cut_short = measured.run.interrupted.then(|| CutShort::of(&measured.run));
-    output(measured)?;
+    let output = output(measured)?;
     match cut_short {
         Some(cut) => Err(cut.into()),
-        None => Ok(()),
+        None => Ok(output),
     }
 }
 
@@ -218,29 +218,47 @@ fn annotate_with_path(run: &mut crate::model::RunResult, m: &MeasureArgs, always
     }
 }
 
-pub fn finish(m: &MeasureArgs, measured: Measured) -> anyhow::Result<()> {
-    let Measured { run, saver } = measured;
+pub fn finish(m: &MeasureArgs, run: &RunResult, saver: Saver) -> anyhow::Result<Option<i64>> {
     let text = (!m.json && !m.json_stream).then(|| {
         let mut buffer = Vec::new();
-        let _ = Text.render(&run, &mut buffer);
+        let _ = Text.render(run, &mut buffer);
         String::from_utf8_lossy(&buffer).into_owned()
     });
-    print(m, &run)?;
-    save(saver, &run, text.as_deref(), text.is_some())
+    print(m, run)?;
+    save(saver, run, text.as_deref(), text.is_some())
 }
 
-/// Saves the final document, then names the run on stdout (`to_stdout`) or stderr.
-pub fn save(saver: Saver, run: &RunResult, text: Option<&str>, to_stdout: bool) -> anyhow::Result<()> {
-    if let Some(line) = saver.finish(run, text)? {
-        if to_stdout {
-            let mut out = std::io::stdout().lock();
-            let written = writeln!(out, "{line}").and_then(|_| out.flush());
-            super::stdout::closed_pipe_is_the_end(written, "writing the result")?;
-        } else if log::log_enabled!(log::Level::Warn) {
-            eprintln!("{line}");
-        }
+/// Saves the final document, then names the run on stdout (`to_stdout`) or
+/// stderr. Returns the run's id (None with `--no-save`).
+pub fn save(saver: Saver, run: &RunResult, text: Option<&str>, to_stdout: bool) -> anyhow::Result<Option<i64>> {
+    let Some(saved) = saver.finish(run, text)? else {
+        return Ok(None);
+    };
+    if to_stdout {
+        let mut out = std::io::stdout().lock();
+        let written = writeln!(out, "{}", saved.line).and_then(|_| out.flush());
+        super::stdout::closed_pipe_is_the_end(written, "writing the result")?;
+    } else if log::log_enabled!(log::Level::Warn) {
+        eprintln!("{}", saved.line);
     }
-    Ok(())
+    Ok(Some(saved.id))
+}
+
+/// Who a measuring command reports to: the terminal, as its options ask;
+/// or a plan that runs it as one of its cases, which is handed each
+/// interval and the run, and prints what it wants itself.
+#[derive(Clone, Copy)]
+pub enum Audience<'a> {
+    Terminal,
+    Plan(&'a AsCase),
+}
+
+/// A measuring command run as a plan's case: nothing of it is printed,
+/// each interval goes to `on_interval`, and the run is stored with
+/// `command_line` (the case's, as a person would type it).
+pub struct AsCase {
+    pub command_line: String,
+    pub on_interval: std::sync::Arc<dyn Fn(&IntervalTick) + Send + Sync>,
 }
 
 /// Runs the trials of one test under the repetition policy of `m`, with
@@ -253,12 +271,16 @@ pub fn measure(
     on_progress: &dyn Fn() -> Option<ProgressCallback>,
     adjust: &dyn Fn(&mut RunResult),
     settings: &crate::workload::Settings,
+    audience: Audience,
 ) -> anyhow::Result<Measured> {
     signals::install();
     let json_stream = m.json_stream;
     let live = m.spec.interval.is_some() && !m.json;
     let on_interval = move || -> Option<IntervalCallback> {
-        if json_stream {
+        if let Audience::Plan(case) = audience {
+            let sink = std::sync::Arc::clone(&case.on_interval);
+            Some(Box::new(move |tick: &IntervalTick| sink(tick)))
+        } else if json_stream {
             Some(Box::new(|tick: &IntervalTick| {
                 let _ = StreamEvent::interval("client", tick).write_line(&mut std::io::stdout().lock());
             }))
@@ -273,13 +295,18 @@ pub fn measure(
     };
     let policy = policy(m);
     let mut stderr = std::io::stderr();
-    let show_trials = policy != Policy::SINGLE && log::log_enabled!(log::Level::Warn);
+    let terminal = matches!(audience, Audience::Terminal);
+    let show_trials = terminal && policy != Policy::SINGLE && log::log_enabled!(log::Level::Warn);
     let (target, iperf3_auth) = target_and_credentials(m)?;
     let trials_planned = match policy {
         Policy::Repeat { trials, .. } => trials,
         Policy::Confidence { max_trials, .. } => max_trials,
     };
-    let mut saver = Saver::start(&m.save, save::command_line(), Some(trials_planned));
+    let command_line = match audience {
+        Audience::Terminal => save::command_line(),
+        Audience::Plan(case) => case.command_line.clone(),
+    };
+    let mut saver = Saver::start(&m.save, command_line, Some(trials_planned));
     let mut on_trial = |run: &RunResult| saver.trial(run);
     let options = CaseOptions {
         policy,
@@ -332,7 +359,9 @@ pub fn measure(
                     "a trial failed after {} finished; those are shown, marked interrupted",
                     run.trials.len()
                 );
-                let _ = print(m, &run);
+                if terminal {
+                    let _ = print(m, &run);
+                }
             }
             return Err(anyhow::Error::new(failure.error)).with_context(context);
         }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::measure::{Audience, Measured};
 use super::{measure, signals};
 use crate::cli::{MeasureArgs, Measurement};
 use crate::model::{RunResult, TestSpec};
@@ -21,6 +22,22 @@ use crate::workload::Settings;
 
 /// Runs one measuring command.
 pub fn run(command: Measurement) -> anyhow::Result<()> {
+    measure_for(command, Audience::Terminal).map(|_| ())
+}
+
+/// How a measuring command ended: its run, and the run's id in the store
+/// (None with `--no-save`).
+pub struct Ended {
+    pub run: RunResult,
+    pub run_id: Option<i64>,
+}
+
+/// Runs one measuring command for `audience`: the terminal (the command
+/// itself), or a plan running it as a case, which gets the run and its id
+/// and prints nothing of it. A run cut short is saved and fails with
+/// [`measure::CutShort`].
+pub fn measure_for(command: Measurement, audience: Audience) -> anyhow::Result<Ended> {
+    let terminal = matches!(audience, Audience::Terminal);
     let spec = command.spec()?;
     let mut around = command.around()?;
     let m = &command.measure;
@@ -30,7 +47,7 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
     let mut settings = crate::workload::Settings::default();
     around.prepare(&spec, &mut settings)?;
     let around = &*around;
-    let show = log::log_enabled!(log::Level::Warn);
+    let show = terminal && log::log_enabled!(log::Level::Warn);
     let progress = around
         .progress_unit()
         .filter(|_| show)
@@ -46,7 +63,7 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
                 if signals::client_stop_reason().is_some() {
                     return None;
                 }
-                run_companion(m, &wanted, around, &settings)
+                run_companion(m, &wanted, around, &settings, terminal)
             })
             .as_ref();
         let mut changed = around.adjust(&mut run.result, companion);
@@ -57,31 +74,43 @@ pub fn run(command: Measurement) -> anyhow::Result<()> {
             crate::verdict::annotate_link(run, m.link_speed, m.link_overhead);
         }
     };
-    let measured = measure::measure(m, &spec, &on_progress, &adjust, &settings)?;
+    let measured = measure::measure(m, &spec, &on_progress, &adjust, &settings, audience)?;
     for caution in around.cautions(&measured.run) {
         log::warn!("{caution}");
     }
     // Stopped early (Ctrl-C, the agent): printed and saved like any other
     // cut-short run, and the exit code says so.
-    measure::conclude(measured, |measured| {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        match around.csv(&measured.run, &mut out) {
-            None => measure::finish(m, measured),
-            Some(written) => {
-                super::stdout::closed_pipe_is_the_end(written, "writing the CSV")?;
-                measure::save(measured.saver, &measured.run, None, false)
+    measure::conclude(measured, |Measured { run, saver }| {
+        let run_id = match audience {
+            Audience::Plan(_) => saver.finish(&run, None)?.map(|saved| saved.id),
+            Audience::Terminal => {
+                let stdout = std::io::stdout();
+                let mut out = stdout.lock();
+                match around.csv(&run, &mut out) {
+                    None => measure::finish(m, &run, saver)?,
+                    Some(written) => {
+                        super::stdout::closed_pipe_is_the_end(written, "writing the CSV")?;
+                        measure::save(saver, &run, None, false)?
+                    }
+                }
             }
-        }
+        };
+        Ok(Ended { run, run_id })
     })
 }
 
 /// The companion trial, on the same path; a failure is said and leaves the
 /// trials unread against it.
-fn run_companion(m: &MeasureArgs, wanted: &Companion, around: &dyn Around, settings: &Settings) -> Option<RunResult> {
+fn run_companion(
+    m: &MeasureArgs,
+    wanted: &Companion,
+    around: &dyn Around,
+    settings: &Settings,
+    terminal: bool,
+) -> Option<RunResult> {
     match companion_trial(m, &wanted.spec, settings) {
         Ok(run) => {
-            if log::log_enabled!(log::Level::Warn) {
+            if terminal && log::log_enabled!(log::Level::Warn) {
                 eprintln!("{}", around.companion_ran(&run));
             }
             Some(run)

@@ -3,17 +3,21 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{FromArgMatches, Parser};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use super::measure::{AsCase, Audience};
+use super::measuring::{self, Ended};
 use crate::cli::run::RunArgs;
-use crate::cli::Cli;
+use crate::cli::{Cli, Measurement};
 use crate::model::HostSetting;
-use crate::plan::exec::{self, CaseRecord, CaseRun, Monitors, Outcome};
+use crate::plan::exec::{self, CaseRecord, Monitors, Outcome};
 use crate::plan::file::{Agent, When};
 use crate::plan::host::{self, HostChanges};
 use crate::plan::identity::Identity;
@@ -27,9 +31,15 @@ use crate::session::Target;
 pub enum PlanStopped {
     #[error(
         "the plan was stopped after {done} of {total} cases; the finished cases are saved: \
-         run `nicbench run {plan}` again to resume (finished cases are skipped)"
+         run `{again}` again to resume (finished cases are skipped)"
     )]
-    Interrupted { done: usize, total: usize, plan: String },
+    Interrupted {
+        done: usize,
+        total: usize,
+        /// The command that resumes it: `nicbench run PLAN` with the
+        /// options that choose the database and the plan run.
+        again: String,
+    },
     #[error("{failed} of {total} cases failed (listed above); the others are saved")]
     Failed { failed: usize, total: usize },
 }
@@ -201,12 +211,9 @@ fn absolute(path: &Path) -> PathBuf {
     }
 }
 
-/// What the plan adds to a case's command line to run it: streaming JSON
-/// for its progress, the database, and the tags that let it be found.
-fn run_argv(case: &Planned, plan: &Plan, db: &Path, plan_run: &str, seed: u64) -> Vec<String> {
-    let mut argv = case.case.command_line(plan);
-    argv.push("--json-stream".into());
-    argv.extend(["--db".into(), db.display().to_string()]);
+/// The tags a case's run is saved with: the plan, the plan run and its
+/// seed, the case, its axes and the plan's own tags.
+fn case_tags(case: &Planned, plan: &Plan, plan_run: &str, seed: u64) -> Vec<(String, String)> {
     let mut tags = vec![
         ("plan".to_string(), plan.name().to_string()),
         ("plan_run".into(), plan_run.to_string()),
@@ -215,10 +222,7 @@ fn run_argv(case: &Planned, plan: &Plan, db: &Path, plan_run: &str, seed: u64) -
     ];
     tags.extend(case.case.axis_tags());
     tags.extend(plan.matrix.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
-    for (k, v) in tags {
-        argv.extend(["--tag".into(), format!("{k}={v}")]);
-    }
-    argv
+    tags
 }
 
 fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, order: &str) -> anyhow::Result<()> {
@@ -478,19 +482,46 @@ impl runner::Show for Progress {
 }
 
 /// The steps of a case as they really happen: host changes, the plan's
-/// commands and monitors, the case as a child process.
+/// commands and monitors, the case's measuring command in this process.
 struct RealSteps<'a> {
     plan: &'a Plan,
     dir: &'a Path,
-    exe: &'a Path,
     db: &'a Path,
+    /// The CLI's grammar the cases are parsed with.
+    grammar: &'a clap::Command,
     resume: &'a exec::Resume,
     host_changes: &'a mut HostChanges,
     monitors: Option<Monitors>,
     /// The lab router's queues, when the matrix has a `queue` axis.
     queues: Option<plan::queue::RouterQueues>,
-    /// What the case in flight gets in its environment beyond ours.
-    case_env: Vec<(&'static str, String)>,
+}
+
+impl RealSteps<'_> {
+    /// The case's measuring command, saving into the plan's database with
+    /// the plan's tags, and its command line as the store keeps it. Err:
+    /// why it cannot run (exit code 2, as the command's usage errors).
+    fn command(&self, planned: &Planned) -> Result<(Measurement, String), String> {
+        let matches = planned.case.matches(self.plan, self.grammar)?;
+        let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+        let crate::cli::Command::Measure(mut command) = cli.command else {
+            return Err(format!("'{}' is not a measuring command", planned.case.workload));
+        };
+        let tags = case_tags(planned, self.plan, &self.resume.plan_run, self.resume.seed);
+        let mut line = std::env::args().take(1).collect::<Vec<_>>();
+        line.extend(planned.case.command_line(self.plan));
+        line.extend(["--db".into(), self.db.display().to_string()]);
+        command.measure.save.db = Some(self.db.to_path_buf());
+        for (key, value) in tags {
+            let tag = format!("{key}={value}");
+            command
+                .measure
+                .save
+                .tags
+                .push(tag.parse().map_err(|e| format!("--tag {tag}: {e}"))?);
+            line.extend(["--tag".into(), tag]);
+        }
+        Ok((*command, crate::shell::join(line)))
+    }
 }
 
 impl runner::Steps for RealSteps<'_> {
@@ -518,13 +549,10 @@ impl runner::Steps for RealSteps<'_> {
     }
 
     fn set_queue(&mut self, queue: &str) -> Result<(), String> {
-        let queues = self.queues.as_mut().ok_or("the plan has no queue axis")?;
-        self.case_env = queues.set(queue)?;
-        Ok(())
+        self.queues.as_mut().ok_or("the plan has no queue axis")?.set(queue)
     }
 
     fn restore_queue(&mut self) -> Result<(), String> {
-        self.case_env.clear();
         self.queues.as_mut().map_or(Ok(()), |q| q.restore())
     }
 
@@ -542,15 +570,76 @@ impl runner::Steps for RealSteps<'_> {
     }
 
     fn run(&mut self, planned: &Planned, line: &dyn Fn(String)) -> Outcome {
-        CaseRun {
-            exe: self.exe,
-            argv: run_argv(planned, self.plan, self.db, &self.resume.plan_run, self.resume.seed),
-            trials: planned.trials,
-            env: &self.case_env,
-            line,
+        let started = Instant::now();
+        let seconds = || started.elapsed().as_secs_f64();
+        let (command, command_line) = match self.command(planned) {
+            Ok(command) => command,
+            Err(reason) => {
+                return Outcome::Failed {
+                    reason,
+                    exit_code: Some(2),
+                    seconds: seconds(),
+                }
+            }
+        };
+        let ended = run_case(command, command_line, planned.trials, line);
+        match ended {
+            Ok(ended) => Outcome::Measured {
+                headline: exec::headline(&ended.run),
+                run_id: ended.run_id,
+                seconds: seconds(),
+            },
+            Err(e) => {
+                let code = super::exit_code(&e);
+                // 6: cut short (marked, saved incomplete); 130: stopped before any result.
+                if exec::stopped() && (code == super::measure::CutShort::EXIT_CODE || code == 130) {
+                    return Outcome::Interrupted { seconds: seconds() };
+                }
+                Outcome::Failed {
+                    reason: super::failure::lines(&e).join("; caused by: "),
+                    exit_code: Some(code),
+                    seconds: seconds(),
+                }
+            }
         }
-        .run()
     }
+}
+
+/// Runs a case's measuring command on a thread of its own while this one
+/// keeps `line` told how far it is (every 100 ms). A panic of the case is
+/// its failure, not the plan's.
+fn run_case(command: Measurement, command_line: String, trials: u32, line: &dyn Fn(String)) -> anyhow::Result<Ended> {
+    let progress = Arc::new(Mutex::new(exec::CaseProgress::default()));
+    let case = AsCase {
+        command_line,
+        on_interval: {
+            let progress = Arc::clone(&progress);
+            Arc::new(move |tick| progress.lock().unwrap_or_else(|e| e.into_inner()).interval(tick))
+        },
+    };
+    let show = || line(progress.lock().unwrap_or_else(|e| e.into_inner()).line(trials));
+    std::thread::scope(|scope| {
+        let (done, ended) = std::sync::mpsc::channel();
+        let case = &case;
+        let thread = std::thread::Builder::new()
+            .name("case".into())
+            .spawn_scoped(scope, move || {
+                let _ = done.send(measuring::measure_for(command, Audience::Plan(case)));
+            })
+            .context("starting the case's thread")?;
+        show();
+        let ended = loop {
+            match ended.recv_timeout(Duration::from_millis(100)) {
+                Ok(ended) => break Some(ended),
+                Err(RecvTimeoutError::Timeout) => show(),
+                Err(RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        match (thread.join(), ended) {
+            (Ok(()), Some(ended)) => ended,
+            _ => anyhow::bail!("the case panicked (its message is on stderr)"),
+        }
+    })
 }
 
 fn execute(
@@ -562,7 +651,9 @@ fn execute(
     queues: Option<plan::queue::RouterQueues>,
 ) -> anyhow::Result<()> {
     exec::install_signals();
-    let exe = std::env::current_exe().context("finding this program to run the cases with")?;
+    // The cases' own handlers, before the first case: a stop that comes
+    // while one starts still reaches it.
+    super::signals::install();
     let dir = plan::plan_run_dir(db, plan.name(), &resume.plan_run).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     exec::record_plan_run(db, &resume)?;
@@ -592,13 +683,12 @@ fn execute(
     let mut steps = RealSteps {
         plan,
         dir: &dir,
-        exe: &exe,
         db,
+        grammar: &<Cli as clap::CommandFactory>::command(),
         resume: &resume,
         host_changes: &mut host_changes,
         monitors: None,
         queues,
-        case_env: Vec::new(),
     };
     let records = runner::run_cases(plan, &planned, &resume.finished, &mut steps, &progress);
     progress.finish();
@@ -648,7 +738,7 @@ fn execute(
         return Err(PlanStopped::Interrupted {
             done,
             total,
-            plan: args.plan.display().to_string(),
+            again: resume_command(args),
         }
         .into());
     }
@@ -662,6 +752,23 @@ fn execute(
         .into());
     }
     Ok(())
+}
+
+/// The command that resumes a plan run stopped part way: the plan, and
+/// the options the user gave that choose where it resumes (`--db`,
+/// `--resume`) and its order (`--no-shuffle`).
+fn resume_command(args: &RunArgs) -> String {
+    let mut argv = vec!["nicbench".to_string(), "run".into(), args.plan.display().to_string()];
+    if let Some(db) = &args.db {
+        argv.extend(["--db".into(), db.display().to_string()]);
+    }
+    if let Some(run) = &args.resume {
+        argv.extend(["--resume".into(), run.clone()]);
+    }
+    if args.no_shuffle {
+        argv.push("--no-shuffle".into());
+    }
+    crate::shell::join(argv)
 }
 
 /// The HTML report of exactly this plan run, beside its summary. A plan

@@ -71,15 +71,20 @@ impl Saver {
         }
     }
 
-    /// Saves the final document and the text as printed. Returns the line
-    /// that names the run and the database (None with `--no-save`); on a
-    /// database failure, writes the document to a JSON file and fails
-    /// naming it.
-    pub fn finish(self, run: &RunResult, text_report: Option<&str>) -> anyhow::Result<Option<String>> {
+    /// Saves the final document and the text as printed. Returns the run's
+    /// id and the line that names it and the database (None with
+    /// `--no-save`); on a database failure, writes the document to a JSON
+    /// file and fails naming it.
+    pub fn finish(self, run: &RunResult, text_report: Option<&str>) -> anyhow::Result<Option<Saved>> {
         let failure = match self.state {
             State::Off => return Ok(None),
             State::Writing(mut writer) => match writer.finish(run, text_report) {
-                Ok(id) => return Ok(Some(format!("saved as run {id} in {}", self.path.display()))),
+                Ok(id) => {
+                    return Ok(Some(Saved {
+                        line: format!("saved as run {id} in {}", self.path.display()),
+                        id,
+                    }))
+                }
                 Err(e) => e,
             },
             State::Failed(e) => e,
@@ -93,6 +98,12 @@ impl Saver {
             )
         })
     }
+}
+
+/// A run saved in the store: its id, and the line that says so.
+pub struct Saved {
+    pub id: i64,
+    pub line: String,
 }
 
 /// Writes the document to `$TMPDIR/nicbench-run-<time>-<pid>.json`.

@@ -229,18 +229,7 @@ impl Control {
 
     /// Reads one length-prefixed JSON object of at most `max` bytes before `timeout`.
     pub fn read_json(&mut self, max: u32, timeout: Duration) -> Result<Map<String, Value>, WireError> {
-        let mut prefix = [0u8; 4];
-        self.read_exact(&mut prefix, timeout)?;
-        let length = u32::from_be_bytes(prefix);
-        if length > max {
-            return Err(WireError::TooLong { length, max });
-        }
-        if length == 0 {
-            return Err(WireError::Empty);
-        }
-        let mut body = vec![0u8; length as usize];
-        self.read_exact(&mut body, timeout)?;
-        wire::decode_object(&body)
+        wire::read_json_by(|buf| self.read_exact(buf, timeout), max)
     }
 
     pub fn send_json(&mut self, value: &Value) -> io::Result<()> {

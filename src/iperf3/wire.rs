@@ -214,11 +214,20 @@ pub fn encode_json(value: &Value) -> Vec<u8> {
     frame
 }
 
-/// Reads one length-prefixed JSON object, refusing a length above `max`
-/// before allocating anything.
+/// Reads one length-prefixed JSON object from `input`; see [`read_json_by`].
 pub fn read_json(input: &mut impl Read, max: u32) -> Result<Map<String, Value>, WireError> {
+    read_json_by(|buf| input.read_exact(buf).map_err(WireError::from), max)
+}
+
+/// Reads one length-prefixed JSON object with `read_exact` (which fills
+/// the buffer it is handed, or fails), refusing a length above `max`
+/// before allocating anything.
+pub fn read_json_by(
+    mut read_exact: impl FnMut(&mut [u8]) -> Result<(), WireError>,
+    max: u32,
+) -> Result<Map<String, Value>, WireError> {
     let mut prefix = [0u8; 4];
-    input.read_exact(&mut prefix)?;
+    read_exact(&mut prefix)?;
     let length = u32::from_be_bytes(prefix);
     if length > max {
         return Err(WireError::TooLong { length, max });
@@ -227,7 +236,7 @@ pub fn read_json(input: &mut impl Read, max: u32) -> Result<Map<String, Value>, 
         return Err(WireError::Empty);
     }
     let mut body = vec![0u8; length as usize];
-    input.read_exact(&mut body)?;
+    read_exact(&mut body)?;
     decode_object(&body)
 }
 

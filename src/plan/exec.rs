@@ -1,27 +1,30 @@
-//! Running a plan: each case is this program run as a child with the
-//! case's command line, saving into the plan's database with the plan's
-//! tags. The store is the plan's memory: a case whose run is complete is
+//! Running a plan: each case is its measuring command run in this
+//! process (see `cmd::run`), saving into the plan's database with the
+//! plan's tags. The store is the plan's memory: a case whose run is complete is
 //! not run again, so a plan stopped by Ctrl-C, a reboot or a crash resumes
 //! where it stopped.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::file::{Plan, When};
 use super::identity::Identity;
+use crate::model::{Role, RunResult};
 use crate::store::plan_runs::PlanRunRecord;
-use crate::store::query::Filter;
+use crate::store::query::{Filter, RunSummary};
 use crate::store::{Store, Tag};
+use crate::workload::runner::IntervalTick;
 
-/// Stop signals seen by the plan (SIGINT, SIGTERM): the first is passed to
-/// the case in flight, which stops and saves what it measured; a second is
-/// passed on too, and the case ends at once.
+/// Stop signals seen by the plan (SIGINT, SIGTERM): no case starts after
+/// the first. The case in flight sees the same signals through the
+/// measuring command's own handlers: the first stops it and saves what it
+/// measured, a second ends the process at once.
 static STOPS: AtomicUsize = AtomicUsize::new(0);
 
 pub fn install_signals() {
@@ -47,7 +50,7 @@ pub struct Resume {
     pub plan_run: String,
     pub seed: u64,
     /// Case key -> run id, for cases whose run is complete.
-    pub finished: std::collections::BTreeMap<String, i64>,
+    pub finished: BTreeMap<String, i64>,
     pub resumed: bool,
     /// Why this plan run and not the newest one of the plan (a changed
     /// plan, an older plan run without a fingerprint), or what `--resume`
@@ -90,38 +93,8 @@ pub fn resume(
     seed: Option<u64>,
     plan_file: &str,
 ) -> anyhow::Result<Resume> {
-    let record_of = |plan_run: &str, seed: u64| PlanRunRecord {
-        plan_run: plan_run.to_string(),
-        plan: plan.name().to_string(),
-        started_at_unix_seconds: crate::store::now_unix_seconds(),
-        seed,
-        fingerprint: identity.fingerprint(),
-        identity: identity.to_json(),
-    };
-    let fresh = |seed: Option<u64>, note: Option<String>| -> anyhow::Result<Resume> {
-        let mut bytes = [0u8; 8];
-        getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("no random numbers: {e}"))?;
-        let stamp: String = crate::report::runs::utc(crate::store::now_unix_seconds())
-            .chars()
-            .filter_map(|c| match c {
-                '-' | ':' => None,
-                ' ' => Some('-'),
-                c => Some(c),
-            })
-            .collect();
-        let plan_run = format!("{stamp}-{:04x}", u16::from_le_bytes([bytes[0], bytes[1]]));
-        let seed = seed.unwrap_or_else(|| u64::from_le_bytes(bytes) >> 16);
-        Ok(Resume {
-            record: Some(record_of(&plan_run, seed)),
-            plan_run,
-            seed,
-            finished: Default::default(),
-            resumed: false,
-            note,
-        })
-    };
     if choose == Choose::Restart || (!db.exists() && choose == Choose::Newest) {
-        return fresh(seed, None);
+        return fresh(plan, identity, seed, None);
     }
     if !db.exists() {
         anyhow::bail!(
@@ -133,128 +106,29 @@ pub fn resume(
         super::check_plan_run_id(asked)
             .map_err(|why| anyhow::anyhow!("--resume {asked:?}: not a plan-run id: {why}"))?;
     }
-    // Ids read from the database name a directory: each is checked before
-    // it is used at all (the database is a file anyone may have written).
-    let untrusted = |plan_run: &str, from: &str| {
-        super::check_plan_run_id(plan_run).map_err(|why| {
-            anyhow::anyhow!(
-                "database {}: {from} names plan run {plan_run:?} of the plan '{}', which is not a plan-run id \
-                 ({why}); nicbench names a directory after a plan run, so it resumes none: remove it from the \
-                 database, or start a new plan run with --restart",
-                db.display(),
-                plan.name()
-            )
-        })
-    };
     let store = Store::open(db)?;
     let filter = Filter {
         tags: vec![super::file::tag("plan", plan.name()).map_err(anyhow::Error::msg)?],
         ..Filter::default()
     };
     let runs = store.runs(&filter)?;
-    let value = |tags: &[Tag], key: &str| tags.iter().find(|t| t.key == key).map(|t| t.value.clone());
-    let mut found: std::collections::BTreeMap<String, Found> = std::collections::BTreeMap::new();
-    for record in store.plan_runs(plan.name())? {
-        untrusted(&record.plan_run, "its plan_runs table")?;
-        found.insert(
-            record.plan_run.clone(),
-            Found {
-                latest: record.started_at_unix_seconds,
-                record: Some(record),
-                seed_tag: None,
-            },
-        );
-    }
-    for run in &runs {
-        let Some(plan_run) = value(&run.tags, "plan_run") else {
-            continue;
-        };
-        untrusted(&plan_run, &format!("the plan_run tag of run {}", run.id))?;
-        let entry = found.entry(plan_run).or_insert(Found {
-            record: None,
-            seed_tag: None,
-            latest: f64::NEG_INFINITY,
-        });
-        entry.latest = entry.latest.max(run.started_at_unix_seconds);
-        if entry.seed_tag.is_none() {
-            entry.seed_tag = value(&run.tags, "plan_seed").and_then(|s| s.parse().ok());
-        }
-    }
+    let mut found = plan_runs_found(&store, &runs, db, plan)?;
     let (plan_run, chosen, note, record) = match choose {
         Choose::Resume(asked) => {
             let Some(chosen) = found.remove(asked) else {
-                if let Some(other) = store.plan_run(asked)? {
-                    anyhow::bail!(
-                        "--resume {asked}: that plan run is of the plan '{}', not '{}' ({plan_file})",
-                        other.plan,
-                        plan.name()
-                    );
-                }
-                let mut known: Vec<(&String, &Found)> = found.iter().collect();
-                known.sort_by(|a, b| b.1.latest.total_cmp(&a.1.latest));
-                let known: Vec<&str> = known.iter().take(5).map(|(k, _)| k.as_str()).collect();
-                anyhow::bail!(
-                    "--resume {asked}: no plan run {asked} of the plan '{}' in {}; {}",
-                    plan.name(),
-                    db.display(),
-                    if known.is_empty() {
-                        "it has no plan runs there".to_string()
-                    } else {
-                        format!("its plan runs, newest first: {}", known.join(", "))
-                    }
-                );
+                return Err(not_found(&store, &found, asked, db, plan, plan_file));
             };
-            let changed = match &chosen.record {
-                Some(r) if r.fingerprint == identity.fingerprint() => None,
-                Some(r) => Some(format!(
-                    "resuming plan run {asked} as asked, although the plan changed since it started ({}); \
-                     it is recorded with the plan as it is now",
-                    changed(&r.identity, identity)
-                )),
-                None => Some(format!(
-                    "resuming plan run {asked} as asked; it was started by a nicbench that did not record \
-                     what a plan run measures, and is recorded with the plan as it is now"
-                )),
-            };
-            let seed = chosen
-                .record
-                .as_ref()
-                .map(|r| r.seed)
-                .or(chosen.seed_tag)
-                .or(seed)
-                .unwrap_or(0);
-            let record = changed.is_some().then(|| PlanRunRecord {
-                started_at_unix_seconds: chosen
-                    .record
-                    .as_ref()
-                    .map_or(chosen.latest, |r| r.started_at_unix_seconds),
-                ..record_of(asked, seed)
-            });
-            (asked.to_string(), chosen, changed, record)
+            let (note, record) = adopted(&chosen, asked, identity, plan, seed);
+            (asked.to_string(), chosen, note, record)
         }
         _ => {
             let Some((plan_run, newest)) = found.into_iter().max_by(|a, b| a.1.latest.total_cmp(&b.1.latest)) else {
-                return fresh(seed, None);
+                return fresh(plan, identity, seed, None);
             };
-            match &newest.record {
-                Some(r) if r.fingerprint == identity.fingerprint() => (plan_run, newest, None, None),
-                Some(r) => {
-                    let note = format!(
-                        "the plan changed since plan run {plan_run} ({}): a new plan run starts; \
-                         `nicbench run {plan_file} --resume {plan_run}` continues the old one anyway",
-                        changed(&r.identity, identity)
-                    );
-                    return fresh(seed, Some(note));
-                }
-                None => {
-                    let note = format!(
-                        "plan run {plan_run} was started by a nicbench that did not record what a plan run \
-                         measures, so it is not resumed: a new plan run starts; \
-                         `nicbench run {plan_file} --resume {plan_run}` continues it with this plan"
-                    );
-                    return fresh(seed, Some(note));
-                }
+            if let Some(why) = not_resumed(&newest, &plan_run, identity, plan_file) {
+                return fresh(plan, identity, seed, Some(why));
             }
+            (plan_run, newest, None, None)
         }
     };
     let recorded_seed = chosen.record.as_ref().map(|r| r.seed).or(chosen.seed_tag);
@@ -266,22 +140,212 @@ pub fn resume(
             );
         }
     }
-    let mut finished = std::collections::BTreeMap::new();
-    for run in runs.iter().filter(|r| r.complete) {
-        if value(&run.tags, "plan_run").as_deref() == Some(plan_run.as_str()) {
-            if let Some(case) = value(&run.tags, "case") {
-                finished.entry(case).or_insert(run.id);
-            }
-        }
-    }
     Ok(Resume {
+        finished: finished_cases(&runs, &plan_run),
         plan_run,
         seed: recorded_seed.or(seed).unwrap_or(0),
-        finished,
         resumed: true,
         note,
         record,
     })
+}
+
+/// The record of plan run `plan_run` of `plan` as it is now, started now.
+fn record_of(plan: &Plan, identity: &Identity, plan_run: &str, seed: u64) -> PlanRunRecord {
+    PlanRunRecord {
+        plan_run: plan_run.to_string(),
+        plan: plan.name().to_string(),
+        started_at_unix_seconds: crate::store::now_unix_seconds(),
+        seed,
+        fingerprint: identity.fingerprint(),
+        identity: identity.to_json(),
+    }
+}
+
+/// A new plan run: named after the time and a random number, shuffled with
+/// `seed` or a random one; `note` says why it is new.
+fn fresh(plan: &Plan, identity: &Identity, seed: Option<u64>, note: Option<String>) -> anyhow::Result<Resume> {
+    let mut bytes = [0u8; 8];
+    getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("no random numbers: {e}"))?;
+    let stamp: String = crate::report::runs::utc(crate::store::now_unix_seconds())
+        .chars()
+        .filter_map(|c| match c {
+            '-' | ':' => None,
+            ' ' => Some('-'),
+            c => Some(c),
+        })
+        .collect();
+    let plan_run = format!("{stamp}-{:04x}", u16::from_le_bytes([bytes[0], bytes[1]]));
+    let seed = seed.unwrap_or_else(|| u64::from_le_bytes(bytes) >> 16);
+    Ok(Resume {
+        record: Some(record_of(plan, identity, &plan_run, seed)),
+        plan_run,
+        seed,
+        finished: Default::default(),
+        resumed: false,
+        note,
+    })
+}
+
+fn tag_value(tags: &[Tag], key: &str) -> Option<String> {
+    tags.iter().find(|t| t.key == key).map(|t| t.value.clone())
+}
+
+/// Every plan run of `plan` in the database: those with a record, and
+/// those only its runs' tags name (an older nicbench's). Ids read from the
+/// database name a directory: each is checked before it is used at all
+/// (the database is a file anyone may have written).
+fn plan_runs_found(
+    store: &Store,
+    runs: &[RunSummary],
+    db: &Path,
+    plan: &Plan,
+) -> anyhow::Result<BTreeMap<String, Found>> {
+    let untrusted = |plan_run: &str, from: &str| {
+        super::check_plan_run_id(plan_run).map_err(|why| {
+            anyhow::anyhow!(
+                "database {}: {from} names plan run {plan_run:?} of the plan '{}', which is not a plan-run id \
+                 ({why}); nicbench names a directory after a plan run, so it resumes none: remove it from the \
+                 database, or start a new plan run with --restart",
+                db.display(),
+                plan.name()
+            )
+        })
+    };
+    let mut found: BTreeMap<String, Found> = BTreeMap::new();
+    for record in store.plan_runs(plan.name())? {
+        untrusted(&record.plan_run, "its plan_runs table")?;
+        found.insert(
+            record.plan_run.clone(),
+            Found {
+                latest: record.started_at_unix_seconds,
+                record: Some(record),
+                seed_tag: None,
+            },
+        );
+    }
+    for run in runs {
+        let Some(plan_run) = tag_value(&run.tags, "plan_run") else {
+            continue;
+        };
+        untrusted(&plan_run, &format!("the plan_run tag of run {}", run.id))?;
+        let entry = found.entry(plan_run).or_insert(Found {
+            record: None,
+            seed_tag: None,
+            latest: f64::NEG_INFINITY,
+        });
+        entry.latest = entry.latest.max(run.started_at_unix_seconds);
+        if entry.seed_tag.is_none() {
+            entry.seed_tag = tag_value(&run.tags, "plan_seed").and_then(|s| s.parse().ok());
+        }
+    }
+    Ok(found)
+}
+
+/// Why `--resume asked` finds nothing: a plan run of another plan, or none
+/// of that id (naming this plan's newest ones).
+fn not_found(
+    store: &Store,
+    found: &BTreeMap<String, Found>,
+    asked: &str,
+    db: &Path,
+    plan: &Plan,
+    plan_file: &str,
+) -> anyhow::Error {
+    match store.plan_run(asked) {
+        Err(e) => return e.into(),
+        Ok(Some(other)) => {
+            return anyhow::anyhow!(
+                "--resume {asked}: that plan run is of the plan '{}', not '{}' ({plan_file})",
+                other.plan,
+                plan.name()
+            )
+        }
+        Ok(None) => {}
+    }
+    let mut known: Vec<(&String, &Found)> = found.iter().collect();
+    known.sort_by(|a, b| b.1.latest.total_cmp(&a.1.latest));
+    let known: Vec<&str> = known.iter().take(5).map(|(k, _)| k.as_str()).collect();
+    anyhow::anyhow!(
+        "--resume {asked}: no plan run {asked} of the plan '{}' in {}; {}",
+        plan.name(),
+        db.display(),
+        if known.is_empty() {
+            "it has no plan runs there".to_string()
+        } else {
+            format!("its plan runs, newest first: {}", known.join(", "))
+        }
+    )
+}
+
+/// Plan run `asked`, adopted as `--resume` asks: the note saying what it
+/// overrode, and its record with the plan as it is now when it had none
+/// or another plan's.
+fn adopted(
+    chosen: &Found,
+    asked: &str,
+    identity: &Identity,
+    plan: &Plan,
+    seed: Option<u64>,
+) -> (Option<String>, Option<PlanRunRecord>) {
+    let changed = match &chosen.record {
+        Some(r) if r.fingerprint == identity.fingerprint() => None,
+        Some(r) => Some(format!(
+            "resuming plan run {asked} as asked, although the plan changed since it started ({}); \
+             it is recorded with the plan as it is now",
+            changed(&r.identity, identity)
+        )),
+        None => Some(format!(
+            "resuming plan run {asked} as asked; it was started by a nicbench that did not record \
+             what a plan run measures, and is recorded with the plan as it is now"
+        )),
+    };
+    let seed = chosen
+        .record
+        .as_ref()
+        .map(|r| r.seed)
+        .or(chosen.seed_tag)
+        .or(seed)
+        .unwrap_or(0);
+    let record = changed.is_some().then(|| PlanRunRecord {
+        started_at_unix_seconds: chosen
+            .record
+            .as_ref()
+            .map_or(chosen.latest, |r| r.started_at_unix_seconds),
+        ..record_of(plan, identity, asked, seed)
+    });
+    (changed, record)
+}
+
+/// Why the newest plan run is not continued (a new one starts), if it is
+/// not: the plan changed since, or it has no record of what it measures.
+fn not_resumed(newest: &Found, plan_run: &str, identity: &Identity, plan_file: &str) -> Option<String> {
+    match &newest.record {
+        Some(r) if r.fingerprint == identity.fingerprint() => None,
+        Some(r) => Some(format!(
+            "the plan changed since plan run {plan_run} ({}): a new plan run starts; \
+             `nicbench run {plan_file} --resume {plan_run}` continues the old one anyway",
+            changed(&r.identity, identity)
+        )),
+        None => Some(format!(
+            "plan run {plan_run} was started by a nicbench that did not record what a plan run \
+             measures, so it is not resumed: a new plan run starts; \
+             `nicbench run {plan_file} --resume {plan_run}` continues it with this plan"
+        )),
+    }
+}
+
+/// Case key -> run id, for the cases of `plan_run` whose run is complete.
+fn finished_cases(runs: &[RunSummary], plan_run: &str) -> BTreeMap<String, i64> {
+    let mut finished = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.complete) {
+        if tag_value(&run.tags, "plan_run").as_deref() == Some(plan_run) {
+            if let Some(case) = tag_value(&run.tags, "case") {
+                finished.entry(case).or_insert(run.id);
+            }
+        }
+    }
+    finished
 }
 
 /// What changed from the stored identity `old` (JSON) to `new`.
@@ -339,196 +403,56 @@ pub struct CaseRecord {
     pub command_output: Vec<PathBuf>,
 }
 
-/// What the child process printed that the plan needs.
+/// What the plan shows of the case in flight: the trial its intervals
+/// belong to and the receiver rate of the latest one.
 #[derive(Default)]
-struct Seen {
+pub struct CaseProgress {
     /// Receiver rate of the latest interval, bits/s.
     rate: Option<f64>,
     /// Which trial the intervals belong to (a new trial restarts the clock).
     trial: u32,
     last_start: f64,
-    result: Option<serde_json::Value>,
 }
 
-/// Runs one case as a child process; `line` is told what the case is doing.
-pub struct CaseRun<'a> {
-    pub exe: &'a Path,
-    pub argv: Vec<String>,
-    pub trials: u32,
-    /// Environment variables the case gets beyond this process's (the
-    /// lab's description after its router queue was set for the case).
-    pub env: &'a [(&'static str, String)],
-    pub line: &'a dyn Fn(String),
-}
-
-impl CaseRun<'_> {
-    pub fn run(&self) -> Outcome {
-        let started = Instant::now();
-        let seconds = || started.elapsed().as_secs_f64();
-        let mut child = match spawn(self.exe, &self.argv, self.env) {
-            Ok(c) => c,
-            Err(e) => {
-                return Outcome::Failed {
-                    reason: format!("cannot start {}: {e}", self.exe.display()),
-                    exit_code: None,
-                    seconds: seconds(),
-                }
-            }
-        };
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let reader = {
-            let seen = Arc::clone(&seen);
-            std::thread::spawn(move || read_events(stdout, &seen))
-        };
-        let mut stderr = child.stderr.take().expect("piped stderr");
-        let errors = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        });
-        let mut forwarded = 0;
-        let status = loop {
-            if stops() > forwarded {
-                forwarded += 1;
-                // SAFETY: kill(2) on our own child's pid.
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-            }
-            match child.try_wait() {
-                Ok(Some(status)) => break Ok(status),
-                Ok(None) => {}
-                Err(e) => break Err(e),
-            }
-            {
-                let s = seen.lock().expect("not poisoned");
-                let trial = if self.trials > 1 {
-                    format!("trial {} of {}", s.trial.max(1), self.trials)
-                } else {
-                    String::new()
-                };
-                let rate = s
-                    .rate
-                    .map(|r| crate::workload::format_figure(r, "bit/s"))
-                    .unwrap_or_default();
-                (self.line)(format!("{trial}  {rate}").trim().to_string());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let _ = reader.join();
-        let stderr = errors.join().unwrap_or_default();
-        let status = match status {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = child.kill();
-                return Outcome::Failed {
-                    reason: format!("waiting for the case: {e}"),
-                    exit_code: None,
-                    seconds: seconds(),
-                };
-            }
-        };
-        let run_id = saved_run(&stderr);
-        match status.code() {
-            Some(0) => {
-                let result = seen.lock().expect("not poisoned").result.take();
-                Outcome::Measured {
-                    run_id,
-                    headline: result.as_ref().and_then(headline),
-                    seconds: seconds(),
-                }
-            }
-            // 6: cut short (marked, saved incomplete); 130: stopped at once.
-            Some(6) | Some(130) if stops() > 0 => Outcome::Interrupted { seconds: seconds() },
-            None if stops() > 0 => Outcome::Interrupted { seconds: seconds() },
-            code => Outcome::Failed {
-                reason: error_text(&stderr).unwrap_or_else(|| match code {
-                    Some(c) => format!("exit code {c}"),
-                    None => "killed by a signal".into(),
-                }),
-                exit_code: code,
-                seconds: seconds(),
-            },
+impl CaseProgress {
+    /// Takes one interval of the case.
+    pub fn interval(&mut self, tick: &IntervalTick) {
+        if tick.start_seconds < self.last_start || self.trial == 0 {
+            self.trial += 1;
+        }
+        self.last_start = tick.start_seconds;
+        let seconds = tick.end_seconds - tick.start_seconds;
+        let rate: f64 = tick
+            .streams
+            .iter()
+            .filter(|s| s.role == Role::Receiver)
+            .map(|s| crate::units::bits_per_second(s.bytes, seconds))
+            .sum();
+        if rate > 0.0 {
+            self.rate = Some(rate);
         }
     }
-}
 
-fn spawn(exe: &Path, argv: &[String], env: &[(&'static str, String)]) -> std::io::Result<Child> {
-    use std::os::unix::process::CommandExt;
-    Process::new(exe)
-        .args(argv)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // The case's address carries its port (`Case::resolve_address`):
-        // the lab's default port must not contradict it.
-        .env_remove("NICBENCH_PORT")
-        // Its own process group: a Ctrl-C at the terminal reaches the plan
-        // only, which passes it on once, so the case can still save.
-        .process_group(0)
-        .spawn()
-}
-
-fn read_events(stdout: impl Read, seen: &Mutex<Seen>) {
-    for line in BufReader::new(stdout).lines() {
-        let Ok(line) = line else { break };
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
+    /// "trial 2 of 5  9.41 Gbit/s": the case's line, of `trials` in all.
+    pub fn line(&self, trials: u32) -> String {
+        let trial = if trials > 1 {
+            format!("trial {} of {trials}", self.trial.max(1))
+        } else {
+            String::new()
         };
-        let mut s = seen.lock().expect("not poisoned");
-        match event.get("event").and_then(|e| e.as_str()) {
-            Some("interval") => {
-                let start = event.get("start_seconds").and_then(|v| v.as_f64()).unwrap_or(0.0);
-                if start < s.last_start || s.trial == 0 {
-                    s.trial += 1;
-                }
-                s.last_start = start;
-                let rate: f64 = event
-                    .get("streams")
-                    .and_then(|v| v.as_array())
-                    .map(|streams| {
-                        streams
-                            .iter()
-                            .filter(|st| st.get("role").and_then(|r| r.as_str()) == Some("receiver"))
-                            .filter_map(|st| st.get("bits_per_second").and_then(|b| b.as_f64()))
-                            .sum()
-                    })
-                    .unwrap_or(0.0);
-                if rate > 0.0 {
-                    s.rate = Some(rate);
-                }
-            }
-            Some("result") => s.result = event.get("result").cloned(),
-            _ => {}
-        }
+        let rate = self
+            .rate
+            .map(|r| crate::workload::format_figure(r, "bit/s"))
+            .unwrap_or_default();
+        format!("{trial}  {rate}").trim().to_string()
     }
 }
 
 /// The run's figure of merit, as `runs` lists it.
-fn headline(doc: &serde_json::Value) -> Option<String> {
-    let columns = crate::store::columns::of_document(doc);
+pub fn headline(run: &RunResult) -> Option<String> {
+    let doc = serde_json::to_value(run).ok()?;
+    let columns = crate::store::columns::of_document(&doc);
     crate::store::columns::headline(&columns).map(|h| crate::workload::format_figure(h.value, &h.unit))
-}
-
-/// "saved as run 12 in /path" -> 12.
-fn saved_run(stderr: &str) -> Option<i64> {
-    stderr.lines().rev().find_map(|l| {
-        let rest = l.trim().strip_prefix("saved as run ")?;
-        rest.split_whitespace().next()?.parse().ok()
-    })
-}
-
-/// The error lines of a failed case ("nicbench: error: ..." and its causes).
-fn error_text(stderr: &str) -> Option<String> {
-    let lines: Vec<&str> = stderr.lines().collect();
-    let start = lines.iter().rposition(|l| l.starts_with("nicbench: error:"))?;
-    Some(
-        lines[start..]
-            .iter()
-            .map(|l| l.trim().trim_start_matches("nicbench: error: "))
-            .collect::<Vec<_>>()
-            .join("; "),
-    )
 }
 
 /// Runs the plan's commands of one kind for a case; their output goes to

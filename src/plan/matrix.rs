@@ -157,13 +157,20 @@ impl Case {
         self.checked(plan, grammar).map(|c| c.spec)
     }
 
+    /// The case's command line parsed with `grammar` (the CLI's), its port
+    /// the address's whatever `$NICBENCH_PORT` says: what the command is
+    /// built from when the case runs.
+    pub fn matches(&self, plan: &Plan, grammar: &clap::Command) -> Result<clap::ArgMatches, String> {
+        let argv = self.command_line(plan);
+        without_port_default(grammar, &self.workload)
+            .try_get_matches_from(std::iter::once("nicbench".to_string()).chain(argv))
+            .map_err(|e| workload::args::first_line(&e.to_string()))
+    }
+
     /// [`Case::check`], with the trials the command line asks for and the
     /// case's estimate from them.
     pub fn checked(&self, plan: &Plan, grammar: &clap::Command) -> Result<Checked, String> {
-        let argv = self.command_line(plan);
-        let matches = without_port_default(grammar, &self.workload)
-            .try_get_matches_from(std::iter::once("nicbench".to_string()).chain(argv.iter().cloned()))
-            .map_err(|e| workload::args::first_line(&e.to_string()))?;
+        let matches = self.matches(plan, grammar)?;
         let Some((name, options)) = matches.subcommand() else {
             return Err(format!("'{}' is not a measuring command", self.workload));
         };
@@ -263,7 +270,7 @@ fn environment_port() -> Result<Option<u16>, String> {
 
 /// The CLI's grammar with the workload's `--port` taking no value from
 /// `$NICBENCH_PORT`: a case's port is its address's (see
-/// [`Case::resolve_address`]), and its process runs without that variable.
+/// [`Case::resolve_address`]), and the case is built from this grammar.
 fn without_port_default(grammar: &clap::Command, workload: &str) -> clap::Command {
     let has_port = grammar
         .find_subcommand(workload)

@@ -63,9 +63,10 @@ impl RouterQueues {
         Ok(queues)
     }
 
-    /// Sets every shaped router egress to `value`; returns the lab's
-    /// environment variables as they now read, for the case.
-    pub fn set(&mut self, value: &str) -> Result<Vec<(&'static str, String)>, String> {
+    /// Sets every shaped router egress to `value`, and the lab's
+    /// description this process reads ([`crate::lab_env::describe_here`])
+    /// to say so, for the case.
+    pub fn set(&mut self, value: &str) -> Result<(), String> {
         let seconds = parse(value).map_err(|e| format!("queue = \"{value}\": {e}"))?;
         let mut state = lab::load_complete(&self.lab).map_err(|e| e.to_string())?;
         if self.original.is_none() {
@@ -78,11 +79,14 @@ impl RouterQueues {
         let settings = every_end(&state, seconds);
         lab::set(&mut state, &[], &[], &settings)
             .map_err(|e| format!("setting the lab router's queue to {value}: {e}"))?;
-        Ok(lab::env::client_vars(&state, &self.host).into())
+        let [_, (_, paths)] = lab::env::client_vars(&state, &self.host);
+        crate::lab_env::describe_here(Some(paths));
+        Ok(())
     }
 
     /// Puts back every queue [`RouterQueues::set`] changed.
     pub fn restore(&mut self) -> Result<(), String> {
+        crate::lab_env::describe_here(None);
         let Some(original) = self.original.take() else {
             return Ok(());
         };

@@ -775,7 +775,7 @@ mod tests {
         let mut echo = match IcmpEcho::new("127.0.0.1".parse().unwrap()) {
             Ok(e) => e,
             // Neither a ping socket nor root here: nothing to send with.
-            Err(e) => return eprintln!("skipped: {e}"),
+            Err(e) => return crate::probe::skip_or_fail(&format!("no ICMP echo socket here: {e}")),
         };
         assert_eq!(check(&mut echo, 9000), PathMtu::Passes);
     }

@@ -5,8 +5,10 @@ use std::os::fd::AsRawFd;
 
 use crate::model::{SocketBuffers, TcpInfo};
 
-/// Reads TCP_INFO of a connected socket; None when the kernel refuses.
-pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
+/// The kernel's TCP_INFO of a socket as the kernel lays it out, and how
+/// many bytes of it the kernel filled (an older kernel fills less of the
+/// struct; the rest stays zero). None when the kernel refuses.
+pub fn raw_tcp_info(socket: &impl AsRawFd) -> Option<(libc::tcp_info, usize)> {
     // SAFETY: getsockopt writes at most `len` bytes into the zeroed struct.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -15,16 +17,17 @@ pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
             socket.as_raw_fd(),
             libc::IPPROTO_TCP,
             libc::TCP_INFO,
-            &mut info as *mut _ as *mut libc::c_void,
+            (&mut info as *mut libc::tcp_info).cast(),
             &mut len,
         )
     };
-    if rc != 0 {
-        return None;
-    }
-    // An older kernel fills less of the struct: a field counts only when the
-    // kernel wrote all of it.
-    let filled = len as usize;
+    (rc == 0).then_some((info, len as usize))
+}
+
+/// Reads TCP_INFO of a connected socket; None when the kernel refuses.
+pub fn tcp_info(socket: &impl AsRawFd) -> Option<TcpInfo> {
+    // A field counts only when the kernel wrote all of it.
+    let (info, filled) = raw_tcp_info(socket)?;
     // A field of the struct, widened to u64, when the kernel filled it.
     macro_rules! filled {
         ($field:ident) => {{

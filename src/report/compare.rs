@@ -6,8 +6,8 @@
 //! line per cell). Several figures per cell, and the JSON document (one
 //! figure's is a roundup of one table): [`super::roundup`]. Row and column keys
 //! are stored values (host names from peers, imported strings): the text
-//! shows them through `outside_text::terminal`, the Markdown through
-//! `outside_text::markdown`, the CSV through `csv_out`.
+//! and Markdown tables are [`super::grid`]'s, which escapes them; the CSV
+//! goes through `csv_out`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -15,8 +15,8 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use super::grid::Grid;
 use crate::csv_out::Csv;
-use crate::outside_text::{self, terminal};
 use crate::store::cases::{self, Case};
 use crate::store::compare::{Metric, Record};
 
@@ -716,56 +716,26 @@ impl Table {
         (header, body)
     }
 
+    /// The table to write: title, grid, notes.
+    pub fn to_grid(&self) -> Grid {
+        let (header, body) = self.grid();
+        Grid {
+            title: self.title(),
+            header,
+            body,
+            keys: self.row_keys.len(),
+            notes: self.notes(),
+        }
+    }
+
     /// Aligned text: keys left, figures right.
     pub fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{}", terminal(&self.title()))?;
-        let (header, body) = self.grid();
-        let shown = |line: Vec<String>| -> Vec<String> { line.iter().map(|c| terminal(c).into_owned()).collect() };
-        let (header, body): (Vec<String>, Vec<Vec<String>>) = (shown(header), body.into_iter().map(shown).collect());
-        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-        for line in &body {
-            for (w, cell) in widths.iter_mut().zip(line) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let keys = self.row_keys.len();
-        for line in std::iter::once(&header).chain(&body) {
-            let cells: Vec<String> = line
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    if i < keys {
-                        format!("{c:<w$}", w = widths[i])
-                    } else {
-                        format!("{c:>w$}", w = widths[i])
-                    }
-                })
-                .collect();
-            writeln!(out, "{}", cells.join("  ").trim_end())?;
-        }
-        for note in self.notes() {
-            writeln!(out, "{}", terminal(&note))?;
-        }
-        Ok(())
+        self.to_grid().text(out)
     }
 
     /// A Markdown table under the title.
     pub fn markdown(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{}\n", terminal(&self.title()))?;
-        let (header, body) = self.grid();
-        let escape = |s: &String| outside_text::markdown(s).into_owned();
-        writeln!(out, "| {} |", header.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
-        let align: Vec<&str> = (0..header.len())
-            .map(|i| if i < self.row_keys.len() { "---" } else { "---:" })
-            .collect();
-        writeln!(out, "| {} |", align.join(" | "))?;
-        for line in &body {
-            writeln!(out, "| {} |", line.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
-        }
-        for note in self.notes() {
-            writeln!(out, "\n{}", escape(&note))?;
-        }
-        Ok(())
+        self.to_grid().markdown(out)
     }
 
     /// One line per cell, in the metric's own unit (bit/s, not scaled).

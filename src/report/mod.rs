@@ -5,6 +5,7 @@ pub mod chart;
 pub mod compare;
 pub mod cpu_scope;
 pub mod facts;
+pub mod grid;
 pub mod html;
 pub mod interruption;
 pub mod json;

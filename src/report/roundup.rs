@@ -12,8 +12,8 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::compare::{col_label, natural, Cell, Spread, Stat, Table, SCHEMA};
+use super::grid::Grid;
 use crate::csv_out::Csv;
-use crate::outside_text::{self, terminal};
 
 /// The tables of one grouping, one per metric, in the order asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -217,59 +217,29 @@ impl Roundup {
         self.first().row_keys.len() + usize::from(self.single().is_none())
     }
 
+    /// The table to write: title, grid, notes (one figure: its own table's).
+    fn to_grid(&self) -> Grid {
+        if let Some(t) = self.single() {
+            return t.to_grid();
+        }
+        let (header, body) = self.grid();
+        Grid {
+            title: self.title(),
+            header,
+            body,
+            keys: self.key_columns(),
+            notes: self.notes(),
+        }
+    }
+
     /// Aligned text: keys left, figures right, notes under it.
     pub fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        if let Some(t) = self.single() {
-            return t.text(out);
-        }
-        writeln!(out, "{}", terminal(&self.title()))?;
-        let (header, body) = self.grid();
-        let shown = |line: &Vec<String>| -> Vec<String> { line.iter().map(|c| terminal(c).into_owned()).collect() };
-        let lines: Vec<Vec<String>> = std::iter::once(&header).chain(&body).map(shown).collect();
-        let mut widths = vec![0; header.len()];
-        for line in &lines {
-            for (w, cell) in widths.iter_mut().zip(line) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let keys = self.key_columns();
-        for line in &lines {
-            let cells: Vec<String> = line
-                .iter()
-                .enumerate()
-                .map(|(i, c)| match i < keys {
-                    true => format!("{c:<w$}", w = widths[i]),
-                    false => format!("{c:>w$}", w = widths[i]),
-                })
-                .collect();
-            writeln!(out, "{}", cells.join("  ").trim_end())?;
-        }
-        for note in self.notes() {
-            writeln!(out, "{}", terminal(&note))?;
-        }
-        Ok(())
+        self.to_grid().text(out)
     }
 
     /// A Markdown table under the title.
     pub fn markdown(&self, out: &mut dyn Write) -> io::Result<()> {
-        if let Some(t) = self.single() {
-            return t.markdown(out);
-        }
-        writeln!(out, "{}\n", terminal(&self.title()))?;
-        let (header, body) = self.grid();
-        let escape = |s: &String| outside_text::markdown(s).into_owned();
-        writeln!(out, "| {} |", header.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
-        let align: Vec<&str> = (0..header.len())
-            .map(|i| if i < self.key_columns() { "---" } else { "---:" })
-            .collect();
-        writeln!(out, "| {} |", align.join(" | "))?;
-        for line in &body {
-            writeln!(out, "| {} |", line.iter().map(escape).collect::<Vec<_>>().join(" | "))?;
-        }
-        for note in self.notes() {
-            writeln!(out, "\n{}", escape(&note))?;
-        }
-        Ok(())
+        self.to_grid().markdown(out)
     }
 
     /// One line per cell and figure, in each metric's own unit.

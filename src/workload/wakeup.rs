@@ -73,8 +73,15 @@ pub fn probe(cores: (u32, u32)) -> Option<WakeupCost> {
         cores: [cores.0, cores.1],
         together_round_trip_us: together,
         apart_round_trip_us: apart,
-        cross_core_wakeup_us: ((apart - together) / 2.0).max(0.0),
+        cross_core_wakeup_us: one_wakeup_us(together, apart),
     })
+}
+
+/// One wake-up, from the round trips with both ends on one core and on
+/// two: half their difference (a round trip pays two), at least 0 (a
+/// second core that is faster pays no wake-up worth naming).
+fn one_wakeup_us(together_round_trip_us: f64, apart_round_trip_us: f64) -> f64 {
+    ((apart_round_trip_us - together_round_trip_us) / 2.0).max(0.0)
 }
 
 /// The fastest batch's round trip, in microseconds, between a thread on
@@ -147,7 +154,15 @@ mod tests {
     }
 
     #[test]
-    fn the_wakeup_is_half_the_difference_of_two_measured_round_trips() {
+    fn the_wakeup_is_half_the_difference_of_two_round_trips_and_never_negative() {
+        assert_eq!(one_wakeup_us(8.0, 108.0), 50.0);
+        assert_eq!(one_wakeup_us(20.0, 21.0), 0.5);
+        // Apart faster than together: no wake-up cost, not a negative one.
+        assert_eq!(one_wakeup_us(30.0, 10.0), 0.0);
+    }
+
+    #[test]
+    fn the_probe_times_both_placements_on_the_cores_it_was_given() {
         let Some(cost) = probe((0, 0)) else {
             panic!("core 0 could not be pinned on this host")
         };
@@ -156,9 +171,6 @@ mod tests {
             cost.together_round_trip_us > 0.0 && cost.apart_round_trip_us > 0.0,
             "{cost:?}"
         );
-        let half = (cost.apart_round_trip_us - cost.together_round_trip_us) / 2.0;
-        assert_eq!(cost.cross_core_wakeup_us, half.max(0.0));
-        assert!(cost.cross_core_wakeup_us >= 0.0);
         // A core this host does not have cannot be pinned.
         assert_eq!(probe((0, 100_000)), None);
     }

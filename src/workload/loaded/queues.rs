@@ -138,7 +138,9 @@ impl Sampler {
             }
             let (mut rtt_sum, mut senders, mut notsent, mut unacked) = (0u64, 0u64, 0u64, 0u64);
             for (flow, socket) in &self.watched {
-                let Some(info) = raw_tcp_info(socket) else { continue };
+                let Some((info, _)) = crate::probe::tcpinfo::raw_tcp_info(socket) else {
+                    continue;
+                };
                 notsent += u64::from(info.tcpi_notsent_bytes);
                 unacked += u64::from(info.tcpi_unacked) * u64::from(info.tcpi_snd_mss);
                 if phase.is_some_and(|p| p.loads(*flow)) {
@@ -285,23 +287,6 @@ fn sample_router(router: &Router, clock: &Clock) -> Vec<RouterSample> {
         samples.push(RouterSample(clock.micros(now), backlog(client), backlog(agent)));
     }
     samples
-}
-
-/// The kernel's TCP_INFO of a socket, as the kernel lays it out.
-fn raw_tcp_info(socket: &Socket) -> Option<libc::tcp_info> {
-    // SAFETY: getsockopt writes at most `len` bytes into the zeroed struct.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(info)
 }
 
 /// Sets TCP_NOTSENT_LOWAT: the socket holds at most this many unsent
