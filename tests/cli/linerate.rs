@@ -25,8 +25,12 @@ use serde_json::Value;
 use super::common::*;
 
 /// The measured goodput may not pass more than the shaper allows, less
-/// interval timing.
-const HIGHEST_PERCENT: f64 = 100.2;
+/// interval timing. The shaper's own byte count (below) is the exact check;
+/// this one rests on when the measured window closed, which a loaded
+/// machine moves: the whole suite beside two `yes` hogs read 100.36% once
+/// at 100 Mbit/s and MTU 9000 (7 ms of a 2 s window), its bytes within the
+/// model. One percent is 20 ms of that window.
+const HIGHEST_PERCENT: f64 = 101.0;
 /// A floor against gross errors only (a factor of 8, a wrong rate).
 const LOWEST_PERCENT: f64 = 50.0;
 /// How far the shaper's payload share may fall below the model's: the odd
