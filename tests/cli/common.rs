@@ -350,3 +350,19 @@ pub fn nicbench_json(args: &[&str]) -> serde_json::Value {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Removes a CLI-built lab when the test ends, also on failure.
+pub struct CliLab(pub String);
+
+impl Drop for CliLab {
+    fn drop(&mut self) {
+        let _ = nicbench(&["lab", "down", &self.0]);
+    }
+}
+
+/// Runs `nicbench ARGS`, which must succeed; its stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = nicbench(args);
+    assert!(out.status.success(), "nicbench {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -87,21 +87,6 @@ fn tcp_json(lab: &Lab, from: &str, args: &[&str]) -> Value {
     serde_json::from_str(&run_in(lab, from, BIN, &all)).expect("JSON result")
 }
 
-/// Removes a CLI-built lab when the test ends, also on failure.
-struct CliLab(String);
-
-impl Drop for CliLab {
-    fn drop(&mut self) {
-        let _ = nicbench(&["lab", "down", &self.0]);
-    }
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = nicbench(args);
-    assert!(out.status.success(), "nicbench {args:?}: {}", stderr(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn api_direct_lab_resolves_names_and_tears_down_on_drop() {
     require_lab!();

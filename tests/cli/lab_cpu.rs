@@ -15,21 +15,6 @@ use super::common::*;
 
 use super::common::lab_builder as builder;
 
-/// Removes a CLI-built lab when the test ends, also on failure.
-struct CliLab(String);
-
-impl Drop for CliLab {
-    fn drop(&mut self) {
-        let _ = nicbench(&["lab", "down", &self.0]);
-    }
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = nicbench(args);
-    assert!(out.status.success(), "nicbench {args:?}: {}", stderr(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn status_json(name: &str) -> Value {
     serde_json::from_str(&ok(&["lab", "status", name, "--json"])).unwrap()
 }
