@@ -366,3 +366,27 @@ pub fn ok(args: &[&str]) -> String {
     assert!(out.status.success(), "nicbench {args:?}: {}", stderr(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A turn at building a lab with a CPU-limited host, held until dropped.
+/// Every such lab gives its limited host a core of its own, and two at
+/// once on one machine pick the same core: their real-time thieves then
+/// share it, and each host gets a slice of what is left (beside two `yes`
+/// hogs, a receiver at 2% took more than the agent's 5 s grace to drain).
+/// Tests that limit a host take turns, across test processes, by an
+/// exclusive lock on one file.
+pub struct LimitedLabTurn(#[allow(dead_code)] std::fs::File);
+
+pub fn limited_lab_turn() -> LimitedLabTurn {
+    use std::os::fd::AsRawFd;
+    let path = std::env::temp_dir().join("nicbench-tests-limited-lab.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // SAFETY: flock on a descriptor we own; released when it closes.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock {}: {}", path.display(), std::io::Error::last_os_error());
+    LimitedLabTurn(file)
+}

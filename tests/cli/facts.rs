@@ -223,6 +223,7 @@ mod lab {
     #[test]
     fn cpu_limited_sender_is_named_by_the_verdict() {
         require_lab!();
+        let _turn = limited_lab_turn();
         // Host a (client and sender) gets 5% of one core; b is free.
         let lab = lab_builder().cpu_limit("a", 5.0).build().unwrap();
         let run = tcp_json(&lab, "a", &["b", "-t", "3"]);

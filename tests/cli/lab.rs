@@ -497,6 +497,7 @@ fn cpu_stat_field(cpu_stat: &str, name: &str) -> u64 {
 #[test]
 fn cpu_limited_host_really_gets_less_cpu() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let lab = builder().no_agents().cpu_limit("a", 10.0).build().unwrap();
     let mut limited = lab
         .command("a", "sh")

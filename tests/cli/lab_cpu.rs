@@ -307,6 +307,7 @@ fn offloads_are_set_per_interface_read_back_and_changed_while_running() {
 #[test]
 fn a_cpu_limit_has_a_real_time_thief_and_pinned_napi_threads_until_the_lab_goes() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let mut lab = builder().via_router().no_agents().cpu_limit("b", 25.0).build().unwrap();
     let b = lab.state().host("b").unwrap().clone();
     let thief = b.thief_pid.expect("a thief for b at 25%") as u64;
@@ -418,6 +419,7 @@ fn a_cpu_limit_has_a_real_time_thief_and_pinned_napi_threads_until_the_lab_goes(
 #[test]
 fn lab_status_says_what_a_cpu_limit_slows() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let name = lab::spec::unique_name();
     let _guard = CliLab(name.clone());
     let shown = ok(&[

@@ -175,6 +175,7 @@ fn one_link_at_10mbit_among_three_is_named() {
 #[test]
 fn a_cpu_starved_receiver_caps_the_aggregate_and_is_named() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let lab = three_links(|b| b.cpu_limit("b", 1.0));
     let doc = json_in(&lab, "a", &["tcp", "b", "--links", "auto", "-t", "3"]);
     assert_links_verdict_agrees(&doc);

@@ -24,7 +24,21 @@ fn run_in_a(lab: &Lab, args: &[&str]) -> Value {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    if !out.status.success() {
+        // The agents' side of it, before the lab and its logs go.
+        let logs: Vec<String> = ["b", "a"]
+            .iter()
+            .map(|h| {
+                let path = nicbench::lab::state::log_dir(lab.name()).join(format!("{h}-agent.log"));
+                format!(
+                    "{}:\n{}",
+                    path.display(),
+                    std::fs::read_to_string(&path).unwrap_or_default()
+                )
+            })
+            .collect();
+        panic!("{args:?}: {}\n{}", stderr(&out), logs.join("\n"));
+    }
     serde_json::from_slice(&out.stdout).expect("JSON result")
 }
 
@@ -82,6 +96,7 @@ fn lab(build: impl FnOnce(LabBuilder) -> LabBuilder) -> Lab {
 #[test]
 fn a_receiver_starved_through_a_router_is_the_cause_not_its_retransmissions() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let lab = lab(|b| b.via_router().rate(1_000_000_000).cpu_limit("b", 2.0));
     let run = run_in_a(&lab, &["tcp", "b", "-t", "3"]);
     assert_cpu("tcp onto b at 2% through a 1 Gbit/s router", &run, "receiver");
@@ -94,6 +109,7 @@ fn a_receiver_starved_through_a_router_is_the_cause_not_its_retransmissions() {
 #[test]
 fn a_starved_sender_is_named_directly_and_through_a_router() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let direct = lab(|b| b.cpu_limit("a", 2.0));
     let run = run_in_a(&direct, &["tcp", "b", "-t", "3"]);
     assert_cpu("tcp from a at 2%, direct", &run, "sender");
@@ -130,6 +146,7 @@ fn a_router_slower_than_both_ends_is_the_link() {
 #[test]
 fn a_starved_udp_receiver_explains_its_socket_drops() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let lab = lab(|b| b.cpu_limit("b", 2.0));
     let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-b", "500M"]);
     assert_cpu("udp 500M onto b at 2%", &run, "receiver");
@@ -138,6 +155,7 @@ fn a_starved_udp_receiver_explains_its_socket_drops() {
 #[test]
 fn a_starved_udp_sender_below_its_offer_is_the_sender() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let lab = lab(|b| b.cpu_limit("a", 2.0));
     let run = run_in_a(&lab, &["udp", "b", "-t", "3", "-b", "2G"]);
     assert_cpu("udp 2G from a at 2%", &run, "sender");
@@ -178,6 +196,7 @@ fn a_deep_router_queue_is_the_loaded_verdict_under_cubic_and_bbr() {
 #[test]
 fn files_onto_a_starved_receiver_name_its_cpu() {
     require_lab!();
+    let _turn = limited_lab_turn();
     let lab = lab(|b| b.cpu_limit("b", 3.0));
     let run = run_in_a(&lab, &["files", "b", "--generate", "4x16M", "--raw-time", "2s"]);
     assert_cpu("files 4x16M onto b at 3%", &run, "receiver");
@@ -250,6 +269,7 @@ fn a_small_receive_window_through_a_router_is_named_never_the_link() {
 #[test]
 fn two_causes_both_ends_starved_name_both_or_the_one_that_held() {
     require_lab!();
+    let _turn = limited_lab_turn();
     // Both ends at 2% of a core. A sender that starved first sends so little
     // that the receiver may keep up within its 2% (seen on a fresh clone's
     // run: the receiver never throttled). So the verdict names both ends
@@ -288,6 +308,7 @@ fn two_causes_both_ends_starved_name_both_or_the_one_that_held() {
 #[test]
 fn two_causes_a_starved_receiver_explains_its_small_window() {
     require_lab!();
+    let _turn = limited_lab_turn();
     // Both built: the receiver at 2% of a core and its buffer at 4 KiB. The
     // starved receiver reads slowly, which is what keeps its window shut:
     // the cause is its CPU, the window (when the kernel saw it hold the
@@ -304,6 +325,7 @@ fn two_causes_a_starved_receiver_explains_its_small_window() {
 #[test]
 fn a_starved_udp_receiver_on_three_links_is_the_receiver_not_a_slow_link() {
     require_lab!();
+    let _turn = limited_lab_turn();
     // Every link carries what was offered; the receiving socket drops
     // unevenly between the links' streams.
     let lab = lab(|b| b.links(3).cpu_limit("b", 4.0));
