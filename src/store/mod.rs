@@ -12,6 +12,7 @@ pub mod backup;
 pub mod cases;
 pub mod columns;
 pub mod compare;
+pub mod copy;
 pub mod db;
 pub mod digest;
 pub mod import;
