@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 pub struct Cluster {
     dir: tempfile::TempDir,
     server: Child,
+    /// The directory of the server programs.
+    bin: PathBuf,
 }
 
 /// The user the server runs as under root (nobody), and the database
@@ -62,6 +64,35 @@ fn as_server_user(program: PathBuf) -> Command {
     command
 }
 
+/// Starts `postgres` on the cluster in `dir`, its log appended to
+/// `dir/server.log`.
+fn spawn_server(bin: &Path, dir: &Path) -> Result<Child, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .map_err(|e| e.to_string())?;
+    as_server_user(bin.join("postgres"))
+        .arg("-D")
+        .arg(dir.join("data"))
+        .arg("-k")
+        .arg(dir)
+        .args([
+            "-c",
+            "listen_addresses=",
+            "-c",
+            "fsync=off",
+            "-c",
+            "full_page_writes=off",
+        ])
+        .args(["-c", "synchronous_commit=off", "-c", "max_connections=40"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("{} cannot run: {e}", bin.join("postgres").display()))
+}
+
 impl Cluster {
     /// A new, running server; Err says what is missing (the caller skips
     /// or, under CI, fails).
@@ -99,29 +130,21 @@ impl Cluster {
                 String::from_utf8_lossy(&init.stderr)
             ));
         }
-        let log = std::fs::File::create(dir.path().join("server.log")).map_err(|e| e.to_string())?;
-        let server = as_server_user(bin.join("postgres"))
-            .arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(dir.path())
-            .args([
-                "-c",
-                "listen_addresses=",
-                "-c",
-                "fsync=off",
-                "-c",
-                "full_page_writes=off",
-            ])
-            .args(["-c", "synchronous_commit=off", "-c", "max_connections=40"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("{} cannot run: {e}", bin.join("postgres").display()))?;
-        let mut cluster = Cluster { dir, server };
+        let server = spawn_server(&bin, dir.path())?;
+        let mut cluster = Cluster { dir, server, bin };
         cluster.wait_ready()?;
         Ok(cluster)
+    }
+
+    /// Stops the server the way a crash does (SIGQUIT: no shutdown
+    /// checkpoint, every connection cut), then starts it again on the same
+    /// data, which it recovers from its log.
+    pub fn crash_and_restart(&mut self) -> Result<(), String> {
+        // SAFETY: kill(2) on the server this Cluster started and has not reaped.
+        unsafe { libc::kill(self.server.id() as libc::pid_t, libc::SIGQUIT) };
+        self.server.wait().map_err(|e| e.to_string())?;
+        self.server = spawn_server(&self.bin, self.dir.path())?;
+        self.wait_ready()
     }
 
     /// Waits (30 s at most) until the server accepts a connection.

@@ -126,7 +126,7 @@ pub fn config(url: &str) -> Result<postgres::Config, StoreError> {
     if config.get_password().is_none() {
         if let Some(password) = std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()) {
             config.password(password);
-        } else if let Some(password) = password_from_file(&config) {
+        } else if let Some(password) = password_from_file(&config, &network_host(url)) {
             config.password(password);
         }
     }
@@ -158,7 +158,7 @@ fn current_user() -> Option<String> {
 /// `~/.pgpass`): lines of `host:port:database:user:password`, `*` matching
 /// anything, `\` escaping `:` and `\`. As libpq, a file others may read is
 /// ignored (with a warning).
-fn password_from_file(config: &postgres::Config) -> Option<String> {
+fn password_from_file(config: &postgres::Config, network_host: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let file = std::env::var_os("PGPASSFILE")
         .filter(|f| !f.is_empty())
@@ -175,19 +175,43 @@ fn password_from_file(config: &postgres::Config) -> Option<String> {
     }
     let text = std::fs::read_to_string(&file).ok()?;
     let host = match config.get_hosts().first() {
-        Some(postgres::config::Host::Tcp(h)) => h.clone(),
         // libpq matches a socket connection as "localhost".
-        Some(postgres::config::Host::Unix(_)) | None => "localhost".to_string(),
+        Some(postgres::config::Host::Unix(_)) | None => "localhost",
+        Some(_) => network_host,
     };
     let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
     let user = config.get_user().unwrap_or_default();
     let dbname = config.get_dbname().unwrap_or(user);
-    let wanted = [host.as_str(), port.as_str(), dbname, user];
+    let wanted = [host, port.as_str(), dbname, user];
     text.lines()
         .filter(|l| !l.trim_start().starts_with('#'))
         .map(pgpass_fields)
         .find(|fields| fields.len() == 5 && (0..4).all(|i| fields[i] == "*" || fields[i] == wanted[i]))
         .map(|fields| fields[4].clone())
+}
+
+/// The host name `url` (else `PGHOST`) connects to over the network, as
+/// the password file names it: the URL's host (without brackets), else
+/// its `host=` parameter, else `PGHOST`; `localhost` when none.
+fn network_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
+        None => host_port.split([':', ',']).next().unwrap_or(""),
+    };
+    let from_query = || {
+        url.split_once('?')
+            .and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("host=")))
+            .map(str::to_string)
+    };
+    Some(host.to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(from_query)
+        .or_else(|| std::env::var("PGHOST").ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 /// The fields of one password-file line, `\:` and `\\` unescaped.
@@ -409,6 +433,13 @@ mod tests {
         for mode in ["disable", "allow", "prefer"] {
             config(&format!("postgres://a@h/db?sslmode={mode}")).unwrap();
         }
+    }
+
+    #[test]
+    fn the_network_host_is_read_from_the_url_as_the_password_file_names_it() {
+        assert_eq!(network_host("postgres://team@db.example:5433/archive"), "db.example");
+        assert_eq!(network_host("postgres://[::1]:5433/archive"), "::1");
+        assert_eq!(network_host("postgres://team@/archive?host=db.example"), "db.example");
     }
 
     #[test]

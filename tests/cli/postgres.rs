@@ -177,6 +177,58 @@ fn a_push_of_5000_runs_twice_stores_5000() {
     assert!(out.contains("pulled 5000 runs"), "{out}");
 }
 
+/// A server that goes away mid-push: the push fails naming it, and the
+/// next push, once the server is back, leaves every run stored once.
+#[test]
+fn a_server_killed_mid_push_loses_nothing_after_the_next_push() {
+    let Some(mut cluster) = require_cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("laptop.db");
+    sqlite_with_runs(&local, 5000, 2);
+    let url = cluster.url("postgres");
+    let push = Command::new(BIN)
+        .args(["db", "push", &url, "--db"])
+        .arg(&local)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (with a deadline) until part of the runs are in, then crash the server.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let copied = "SELECT CASE WHEN to_regclass('copied_runs') IS NULL THEN 0 \
+                  ELSE (SELECT count(*) FROM copied_runs) END";
+    loop {
+        // Before the push made its tables, the query fails: none stored yet.
+        let stored: i64 = cluster
+            .client("postgres")
+            .query_one(copied, &[])
+            .map_or(0, |r| r.get(0));
+        if stored >= 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push stored {stored} runs in 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    cluster.crash_and_restart().unwrap();
+    let cut = push.wait_with_output().unwrap();
+    assert!(!cut.status.success(), "the push outlived the server: {}", stdout(&cut));
+    assert!(stderr(&cut).contains(&url), "{}", stderr(&cut));
+    let stored_before = count(&cluster, "SELECT count(*) FROM runs");
+    assert!(stored_before < 5000, "{stored_before}");
+    let again = stdout(&ok(
+        nicbench(&["db", "push", &url, "--db", local.to_str().unwrap()]),
+        "the next push",
+    ));
+    assert!(again.contains(&format!("({stored_before} already there)")), "{again}");
+    assert_eq!(count(&cluster, "SELECT count(*) FROM runs"), 5000);
+    assert_eq!(count(&cluster, "SELECT count(DISTINCT document) FROM runs"), 5000);
+    assert_eq!(count(&cluster, "SELECT count(*) FROM trials"), 5000);
+}
+
 #[test]
 fn eight_pushers_at_once_of_200_runs_each_store_1600_none_twice() {
     let Some(cluster) = require_cluster() else { return };
