@@ -150,7 +150,7 @@ impl ConnectionFigures {
     /// Puts the connection's figures in `end`'s extras under the
     /// transport's name, with what the watch saw, and the connection's
     /// TCP_INFO figures where the socket's covered only part of it.
-    pub fn add_to(self, end: &mut super::runner::TaskEnd) {
+    pub fn add_to(self, end: &mut crate::workload::base::runner::TaskEnd) {
         let ConnectionFigures {
             transport,
             socket,

@@ -20,8 +20,9 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::admission::{apply_buffers, check_destination};
 use super::{Delivery, Transport};
 use crate::linerate::Stack;
+use crate::model::spec::SideOptions;
 use crate::protocol::TOKEN_LEN;
-use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
+use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 use wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind, REGISTER_LEN};
 
 /// UDP.
