@@ -81,6 +81,12 @@ pub trait Transport: Sync + 'static {
     fn kernel_stream(&self) -> bool {
         true
     }
+    /// Whether its connections open with a TLS 1.3 handshake (TLS, QUIC):
+    /// the `--tls-*` options then apply, and each stream end's handshake
+    /// is a `tls` part of its extras.
+    fn tls_handshake(&self) -> bool {
+        false
+    }
     /// Whether a connection adds paths to the agent's other addresses
     /// (MPTCP's MP_JOIN): its data listener then takes every address of
     /// its family, not only the one the client came to.
