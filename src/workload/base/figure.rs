@@ -225,14 +225,64 @@ impl Metric {
         better: Better::Lower,
     };
 
-    /// Each end's own CPU, from its stream threads: asked for by name
-    /// (`compare --metric threads-cpu`, a plan's tables), not tabled by
-    /// default.
-    pub const THREADS: [Metric; 4] = [
+    /// A lab client host's own work (its stream threads and the napi
+    /// threads carrying its packets), percent of one core.
+    pub const CLIENT_HOST_WORK_CPU: Metric = Metric {
+        name: "client_host_work_percent_of_core",
+        option: "host-work-cpu",
+        label: "client host work CPU",
+        unit: "% of a core",
+        pointer: "/cpu/client/host_work_percent_of_core",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// A lab agent host's own work, percent of one core.
+    pub const AGENT_HOST_WORK_CPU: Metric = Metric {
+        name: "agent_host_work_percent_of_core",
+        option: "agent-host-work-cpu",
+        label: "agent host work CPU",
+        unit: "% of a core",
+        pointer: "/cpu/agent/host_work_percent_of_core",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// A lab client host's own work per KB moved.
+    pub const CLIENT_HOST_WORK_SERVICE_DEMAND: Metric = Metric {
+        name: "client_host_work_service_demand_us_per_kb",
+        option: "host-work-service-demand",
+        label: "client host work CPU per KB",
+        unit: "us/KB",
+        pointer: "/cpu/client/host_work_service_demand_us_per_kb",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// A lab agent host's own work per KB moved.
+    pub const AGENT_HOST_WORK_SERVICE_DEMAND: Metric = Metric {
+        name: "agent_host_work_service_demand_us_per_kb",
+        option: "agent-host-work-service-demand",
+        label: "agent host work CPU per KB",
+        unit: "us/KB",
+        pointer: "/cpu/agent/host_work_service_demand_us_per_kb",
+        divisor: 1.0,
+        better: Better::Lower,
+    };
+
+    /// Each end's own CPU, from its stream threads and, in a lab, its
+    /// host's own work: asked for by name (`compare --metric threads-cpu`,
+    /// `--metric host-work-service-demand`, a plan's tables), not tabled
+    /// by default.
+    pub const THREADS: [Metric; 8] = [
         Metric::CLIENT_THREADS_CPU,
         Metric::AGENT_THREADS_CPU,
         Metric::CLIENT_THREADS_SERVICE_DEMAND,
         Metric::AGENT_THREADS_SERVICE_DEMAND,
+        Metric::CLIENT_HOST_WORK_CPU,
+        Metric::AGENT_HOST_WORK_CPU,
+        Metric::CLIENT_HOST_WORK_SERVICE_DEMAND,
+        Metric::AGENT_HOST_WORK_SERVICE_DEMAND,
     ];
 
     /// The figures of bulk throughput, in the order tables list them:
