@@ -4,8 +4,10 @@
 # (NICs of another era) and each host on a core of its own (--cores own).
 #
 # 1. Jumbo frames: MTU 1500 and 9000 by turns, `tcp b -t SECONDS`, ROUNDS
-#    rounds; each host's CPU per KB on its own cores (cpu.*.service_demand)
-#    and its test threads' (threads_service_demand).
+#    rounds; each host's CPU per KB: its own work (its test threads and the
+#    napi threads carrying its packets, cpu.*.host_work_service_demand;
+#    what counts on a busy machine), its cores' (cpu.*.service_demand;
+#    everything that ran there) and its test threads' alone.
 # 2. A slow host: b full and b at 25% of a core by turns, a -> b and b -> a.
 #
 # Prints every run, then the medians and ranges. Needs root and iproute2.
@@ -70,19 +72,19 @@ def fig(run, *path):
     for k in path:
         v = (v or {}).get(k) if isinstance(v, dict) else None
     return v
-print(f"{'case':<18} {'Mbit/s':>24} {'client us/KB':>20} {'agent us/KB':>20} {'client threads us/KB':>22} {'agent threads us/KB':>22}  scope")
+print(f"{'case':<18} {'Mbit/s':>24} {'client work us/KB':>20} {'agent work us/KB':>20} {'client cores us/KB':>20} {'agent cores us/KB':>20}  scope")
 for label in labels:
     runs = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/{label}.*.json"))]
     cols = []
-    for path in [("sum", "receiver", "bits_per_second"), ("cpu", "client", "service_demand_us_per_kb"),
-                 ("cpu", "agent", "service_demand_us_per_kb"), ("cpu", "client", "threads_service_demand_us_per_kb"),
-                 ("cpu", "agent", "threads_service_demand_us_per_kb")]:
+    for path in [("sum", "receiver", "bits_per_second"), ("cpu", "client", "host_work_service_demand_us_per_kb"),
+                 ("cpu", "agent", "host_work_service_demand_us_per_kb"), ("cpu", "client", "service_demand_us_per_kb"),
+                 ("cpu", "agent", "service_demand_us_per_kb")]:
         vals = [fig(r, *path) for r in runs]
         vals = [v / 1e6 if path[0] == "sum" else v for v in vals if v is not None]
         cols.append(" / ".join(f"{v:.1f}" if path[0] == "sum" else f"{v:.2f}" for v in vals) or "-")
     scope = fig(runs[0], "cpu", "client", "scope") or {}
     where = f"{scope.get('kind', '?')} {scope.get('cores', '')}"
-    print(f"{label:<18} {cols[0]:>24} {cols[1]:>20} {cols[2]:>20} {cols[3]:>22} {cols[4]:>22}  {where}")
+    print(f"{label:<18} {cols[0]:>24} {cols[1]:>20} {cols[2]:>20} {cols[3]:>20} {cols[4]:>20}  {where}")
     verdicts = {fig(r, "verdict", "kind") + "/" + str(fig(r, "verdict", "side")) for r in runs}
     print(f"{'':<18} verdicts: {', '.join(sorted(verdicts))}")
 def med(label, *path):
@@ -90,7 +92,9 @@ def med(label, *path):
     vals = [v for v in vals if v is not None]
     return statistics.median(vals) if vals else None
 for side in ["client", "agent"]:
-    for figure, words in [("service_demand_us_per_kb", "its host's cores"), ("threads_service_demand_us_per_kb", "its threads")]:
+    for figure, words in [("host_work_service_demand_us_per_kb", "its host's own work"),
+                          ("service_demand_us_per_kb", "its host's cores"),
+                          ("threads_service_demand_us_per_kb", "its test threads")]:
         a, b = med("mtu1500", "cpu", side, figure), med("mtu9000", "cpu", side, figure)
         if a and b:
             print(f"{side} CPU per KB ({words}), median, 1500 -> 9000: {a:.2f} -> {b:.2f} us/KB ({100 * (b - a) / a:+.0f}%)")

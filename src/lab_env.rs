@@ -311,6 +311,88 @@ pub fn host_cores_here() -> Option<(String, EnvCores)> {
     Some((format!("{}-{}", env.lab, env.host), cores))
 }
 
+/// Where lab state files live: `$NICBENCH_LAB_DIR` or `/run/nicbench/labs`
+/// (`/run` is a tmpfs, so a reboot, which also removes every namespace,
+/// clears it too).
+pub fn state_dir() -> std::path::PathBuf {
+    std::env::var_os("NICBENCH_LAB_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("/run/nicbench/labs"))
+}
+
+/// The parts of a lab's state file that say which napi threads carry
+/// which host's receive work (the lab writes the whole file; unknown
+/// fields are skipped).
+#[derive(Debug, Deserialize)]
+struct StateThreads {
+    hosts: Vec<StateHost>,
+    links: Vec<StateLink>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StateHost {
+    name: String,
+    #[serde(default)]
+    router: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct StateLink {
+    ends: [StateEnd; 2],
+}
+
+#[derive(Debug, Deserialize)]
+struct StateEnd {
+    host: String,
+    #[serde(default)]
+    napi_threads: Vec<u32>,
+}
+
+/// The napi threads carrying lab host `host`'s receive work, read from the
+/// lab's state file text `json`: those of its own interfaces and, at the
+/// router, of the interfaces toward it (what it sends is carried through
+/// the router on its cores). Empty where none is threaded.
+pub fn packet_work_threads_in(json: &str, host: &str) -> Result<Vec<u32>, String> {
+    let state: StateThreads = serde_json::from_str(json).map_err(|e| format!("not a lab state file: {e}"))?;
+    let router = |name: &str| state.hosts.iter().any(|h| h.name == name && h.router);
+    let mut threads = Vec::new();
+    for link in &state.links {
+        for end in 0..2 {
+            let here = &link.ends[end].host;
+            let owner = if router(here) { &link.ends[1 - end].host } else { here };
+            if owner == host {
+                threads.extend(&link.ends[end].napi_threads);
+            }
+        }
+    }
+    threads.sort_unstable();
+    threads.dedup();
+    Ok(threads)
+}
+
+/// The napi threads carrying this process's lab host's receive work (see
+/// [`packet_work_threads_in`]), read now from the lab's state file (a
+/// `lab set` makes new ones). None outside a lab, or when the state file
+/// cannot be read (a warning says why).
+pub fn packet_work_threads() -> Option<Vec<u32>> {
+    let env = env_here()?;
+    let path = state_dir().join(format!("{}.json", env.lab));
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            log::warn!("cannot read lab state {}: {e}; host work not counted", path.display());
+            return None;
+        }
+    };
+    match packet_work_threads_in(&text, &env.host) {
+        Ok(threads) => Some(threads),
+        Err(e) => {
+            log::warn!("lab state {}: {e}; host work not counted", path.display());
+            None
+        }
+    }
+}
+
 /// The lab path from this process's host to `peer`. None outside a lab,
 /// without a router between the two, or for a peer that is no lab host.
 pub fn path_from_here(peer: IpAddr) -> Option<LabPath> {
@@ -328,6 +410,24 @@ pub fn egress_toward(address: IpAddr) -> Option<(String, RouterLink)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosts_packet_work_is_its_interfaces_threads_and_the_routers_toward_it() {
+        let state = r#"{"schema": "nicbench.lab/1", "name": "x", "extra": 1,
+            "hosts": [{"name": "a"}, {"name": "b", "router": false}, {"name": "r", "router": true}],
+            "links": [
+              {"id": 1, "ends": [{"host": "a", "napi_threads": [10]}, {"host": "r", "napi_threads": [11]}]},
+              {"id": 2, "ends": [{"host": "b", "napi_threads": [20]}, {"host": "r", "napi_threads": [21, 11]}]},
+              {"id": 3, "ends": [{"host": "a"}, {"host": "b", "napi_threads": [30]}]}
+            ]}"#;
+        assert_eq!(packet_work_threads_in(state, "a").unwrap(), vec![10, 11]);
+        assert_eq!(packet_work_threads_in(state, "b").unwrap(), vec![11, 20, 21, 30]);
+        assert_eq!(packet_work_threads_in(state, "r").unwrap(), Vec::<u32>::new());
+        assert_eq!(packet_work_threads_in(state, "nobody").unwrap(), Vec::<u32>::new());
+        let bad = packet_work_threads_in(r#"{"hosts": 3}"#, "a").unwrap_err();
+        assert!(bad.starts_with("not a lab state file"), "{bad}");
+        assert!(packet_work_threads_in("", "a").is_err());
+    }
 
     fn shaped(iface: &str) -> RouterLink {
         RouterLink {

@@ -284,8 +284,14 @@ struct Probes {
     counters_before: crate::probe::counters::CounterSnapshot,
     links: LinkProbes,
     threads: ThreadTracker,
-    /// The napi thread that receives for this side's link, when threaded.
-    packet_work: Option<crate::probe::sched::KernelThread>,
+    /// The napi threads that carry this side's packet work, when threaded:
+    /// in a lab, all those its host's receive work runs in; elsewhere, the
+    /// one receiving for the control connection.
+    packet_work: Option<crate::probe::sched::KernelThreads>,
+    /// `packet_work` is all of a lab host's: its own work can be told.
+    host_work: bool,
+    /// When the packet work began to be followed.
+    since: std::time::Instant,
     cpu_before: crate::probe::cpu::CpuSnapshot,
 }
 
@@ -297,8 +303,14 @@ impl Probes {
         let threads = ThreadTracker::start();
         // The control connection arrives over the test's link: the NAPI
         // that delivers it delivers the test's packets too.
-        let packet_work =
-            crate::probe::sched::KernelThread::receiving_for(std::os::fd::AsRawFd::as_raw_fd(channel.stream()));
+        let lab_threads = crate::lab_env::packet_work_threads().unwrap_or_default();
+        let host_work = !lab_threads.is_empty();
+        let packet_work = match host_work {
+            true => crate::probe::sched::KernelThreads::of(&lab_threads),
+            false => {
+                crate::probe::sched::KernelThreads::receiving_for(std::os::fd::AsRawFd::as_raw_fd(channel.stream()))
+            }
+        };
         let cpu_before = sampler.sample().map_err(TrialError::Cpu)?;
         Ok(Probes {
             counter_probe,
@@ -306,6 +318,8 @@ impl Probes {
             links,
             threads,
             packet_work,
+            host_work,
+            since: std::time::Instant::now(),
             cpu_before,
         })
     }
@@ -335,6 +349,11 @@ impl Probes {
             outcome.process,
             bytes_moved,
         );
+        // A lab host's own work: its test threads and the napi threads
+        // that carry its packets, each timed exactly by the kernel.
+        if let Some(work) = counters.packet_work.as_ref().filter(|_| self.host_work) {
+            cpu.add_host_work(work.run_seconds, self.since.elapsed().as_secs_f64());
+        }
         // Request/response sides count transactions (warm-up included, like bytes_moved).
         if outcome.transactions > 0 {
             let busy_us = busy_seconds(before, &after, sampler.ticks_per_second()) * 1e6;

@@ -627,13 +627,13 @@ fn starved(trial: &TrialResult, kind: &dyn VerdictQuestions, shared: bool) -> Ve
         // The test's own threads, and the kernel thread that received for
         // it (a CPU-limited lab host's packet work waits there, while its
         // threads sleep for want of data or acknowledgements).
+        let (napi, napi_were) = match c.packet_work.as_ref().is_some_and(|w| w.threads > 1) {
+            true => ("its receive work (napi threads) waited", "they were"),
+            false => ("its receive work (a napi thread) waited", "it was"),
+        };
         let measured = [
             (c.scheduling.as_ref(), "its threads waited", "they were"),
-            (
-                c.packet_work.as_ref(),
-                "its receive work (a napi thread) waited",
-                "it was",
-            ),
+            (c.packet_work.as_ref(), napi, napi_were),
         ];
         for (s, what, were) in measured {
             let Some(s) = s else { continue };

@@ -14,14 +14,7 @@ use super::{LabError, Topology};
 /// Version tag of the state file format.
 pub const STATE_SCHEMA: &str = "nicbench.lab/1";
 
-/// Where lab state lives: `$NICBENCH_LAB_DIR` or `/run/nicbench/labs`
-/// (`/run` is a tmpfs, so a reboot, which also removes every namespace,
-/// clears it too).
-pub fn state_dir() -> PathBuf {
-    std::env::var_os("NICBENCH_LAB_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/run/nicbench/labs"))
-}
+pub use crate::lab_env::state_dir;
 
 /// The state file of lab `name`.
 pub fn state_path(name: &str) -> PathBuf {

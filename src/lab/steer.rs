@@ -1,17 +1,22 @@
 //! Where each host's packet work runs, and what its interfaces offload.
 //!
-//! Every link end steers its receive work to the cores of the host it
-//! belongs to (RPS, `rps_cpus` of its receive queue); at the router, to the
-//! cores of the host on the link's other end. So a host's protocol work runs
-//! on, and is counted against, its own cores. A host with a CPU limit below
-//! its cores (a thief takes them away part of every period) needs more: RPS
-//! work runs in softirq, which the kernel runs on the way out of an
-//! interrupt, ahead of any thread, so it would escape the limit. Its
-//! interfaces (and the router's toward it) receive through NAPI in a thread
-//! of their own, pinned to the host's cores (threaded NAPI), which the
-//! thief's real-time priority holds back like any other thread. A veth polls
-//! with NAPI only with GRO on or an XDP program attached: with GRO off the
-//! lab attaches a pass-through program ([`super::xdp`]), which keeps GRO off.
+//! A host that owns its cores receives on every interface (and the router
+//! receives on its interface toward that host) through NAPI in a thread of
+//! its own, pinned to the host's cores (threaded NAPI): so the host's
+//! protocol work runs on its own cores, in threads whose CPU time the
+//! kernel counts exactly ([`crate::lab_env::packet_work_threads`]), and it
+//! is taken in batches as a NIC's interrupt moderation would hand it over,
+//! not one softirq per packet. What a veth does not hand to NAPI (a TCP
+//! segment from a sender with TSO on) is steered to the same cores by RPS
+//! (`rps_cpus` of the receive queue). A host with a CPU limit below its
+//! cores (a thief takes them away part of every period) gets no RPS: RPS
+//! work runs in softirq, ahead of any thread, and would escape the limit;
+//! its napi threads the thief's real-time priority holds back like any
+//! other thread. A veth polls with NAPI only with GRO on or an XDP program
+//! attached: with GRO off the lab attaches a pass-through program
+//! ([`super::xdp`]), which keeps GRO off. A host that shares its cores with
+//! other hosts keeps the kernel's defaults (its receive work runs on the
+//! sender's core, as on one machine).
 
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
@@ -25,6 +30,14 @@ use super::{sys, xdp, LabError};
 /// thief takes them away part of the time.
 pub fn thief_limited(state: &LabState, host: &str) -> bool {
     state.host(host).is_some_and(|h| host_thief_busy(h).is_some())
+}
+
+/// Whether `host` has cores of its own (not shared with other hosts; never
+/// the router), so that its receive work is steered to them.
+pub fn owns_cores(state: &LabState, host: &str) -> bool {
+    state
+        .host(host)
+        .is_some_and(|h| !h.router && !h.cores_shared && !h.cores.is_empty())
 }
 
 /// How much of every period `h`'s thief keeps each of its cores; None
@@ -140,15 +153,18 @@ impl NapiLock {
     }
 }
 
-/// Steers `link`'s end `end`: RPS toward its owner's cores, and for a
-/// thief-limited owner, NAPI in a thread pinned to those cores (else NAPI
-/// back to how the veth had it). Returns the napi threads pinned.
+/// Steers `link`'s end `end`: for an owner with cores of its own, NAPI in
+/// a thread pinned to those cores, and RPS toward them unless a thief
+/// limits the owner (else NAPI back to how the veth had it, no RPS).
+/// Returns the napi threads pinned.
 pub fn steer_end(state: &LabState, link: &LinkState, end: usize) -> Result<Vec<u32>, LabError> {
     let e = &link.ends[end];
     let netns = spec::netns_name(&state.name, &e.host);
     let cores = cores::receive_cores(state, link, end);
     let class = format!("/sys/class/net/{}", e.ifname);
-    let threaded = thief_limited(state, cores::receive_owner(state, link, end));
+    let owner = cores::receive_owner(state, link, end);
+    let limited = thief_limited(state, owner);
+    let threaded = owns_cores(state, owner);
     let gro_on = e.offloads.get("gro") == Some(&true);
     let ifname = e.ifname.clone();
     let set_xdp = |on: bool| {
@@ -203,17 +219,12 @@ pub fn steer_end(state: &LabState, link: &LinkState, end: usize) -> Result<Vec<u
             pinned.push(pid as u32);
         }
     }
-    // A host that shares every core leaves its receive work where the
-    // kernel puts it (on the sender's core), as on one machine.
-    let shared = state
-        .host(cores::receive_owner(state, link, end))
-        .map_or(true, |h| h.cores_shared);
     if !cores.is_empty() {
         sys::write_sysfs_in(
             &netns,
             &[(
                 format!("{class}/queues/rx-*/rps_cpus"),
-                if threaded || shared {
+                if limited || !threaded {
                     "0".into()
                 } else {
                     cpu_mask(&cores)

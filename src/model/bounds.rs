@@ -121,6 +121,10 @@ pub fn cpu(prefix: &str, cpu: &CpuReport) -> Result<(), String> {
             cpu.service_demand_us_per_transaction,
         ),
         ("threads_service_demand_us_per_kb", cpu.threads_service_demand_us_per_kb),
+        (
+            "host_work_service_demand_us_per_kb",
+            cpu.host_work_service_demand_us_per_kb,
+        ),
     ] {
         if let Some(value) = value {
             within(&format!("{prefix}.{name}"), value, 0.0, f64::MAX, "us")?;
@@ -129,6 +133,10 @@ pub fn cpu(prefix: &str, cpu: &CpuReport) -> Result<(), String> {
     // Threads busy: at most every core, in percent of one.
     if let Some(value) = cpu.threads_percent_of_core {
         let name = format!("{prefix}.threads_percent_of_core");
+        within(&name, value, 0.0, cores as f64 * 100.0 + 1.0, "%")?;
+    }
+    if let Some(value) = cpu.host_work_percent_of_core {
+        let name = format!("{prefix}.host_work_percent_of_core");
         within(&name, value, 0.0, cores as f64 * 100.0 + 1.0, "%")?;
     }
     Ok(())

@@ -271,6 +271,18 @@ pub struct CpuReport {
     /// counted. Absent when nothing moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_service_demand_us_per_kb: Option<f64>,
+    /// A lab host's own work in percent of one core over `seconds`: its
+    /// stream threads (`process`) plus the napi threads that carry its
+    /// packets (`counters.packet_work`), each timed exactly by the kernel,
+    /// so other work on the same cores (a busy machine) does not count.
+    /// Absent outside a lab whose hosts receive in napi threads, and in
+    /// documents before 2026-12-06.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_work_percent_of_core: Option<f64>,
+    /// The same CPU time in microseconds per KB moved: the lab host's own
+    /// service demand. Absent as above, or when nothing moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_work_service_demand_us_per_kb: Option<f64>,
     /// Which cores the figures above cover: the whole machine, or the cores
     /// a lab host owns. Absent in documents before 2026-12-06 (the machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]

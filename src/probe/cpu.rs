@@ -234,7 +234,24 @@ pub fn cpu_report(
         service_demand_us_per_transaction: None,
         threads_percent_of_core,
         threads_service_demand_us_per_kb,
+        host_work_percent_of_core: None,
+        host_work_service_demand_us_per_kb: None,
         scope: after.scope.clone(),
+    }
+}
+
+impl CpuReport {
+    /// Adds a lab host's own work: the stream threads plus
+    /// `packet_work_seconds` of the napi threads carrying its packets, those
+    /// followed over `followed_seconds` (from before the streams start to
+    /// after they end, so the percent is over that time: threads pinned to
+    /// the host's cores never exceed them).
+    pub fn add_host_work(&mut self, packet_work_seconds: f64, followed_seconds: f64) {
+        let seconds = self.process.user_seconds + self.process.system_seconds + packet_work_seconds;
+        let over = followed_seconds.max(self.seconds);
+        self.host_work_percent_of_core = (over > 0.0).then(|| seconds / over * 100.0);
+        self.host_work_service_demand_us_per_kb =
+            (self.bytes_moved > 0).then(|| seconds * 1e6 / (self.bytes_moved as f64 / 1024.0));
     }
 }
 

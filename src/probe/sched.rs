@@ -104,36 +104,42 @@ pub fn napi_thread(napi_id: u32) -> Option<u32> {
         })
 }
 
-/// One thread that existed before the trial (a napi thread), followed as
-/// the change of its counters over the trial.
+/// Threads that existed before the trial (napi threads), followed as the
+/// change of their counters over the trial.
 #[derive(Debug)]
-pub struct KernelThread {
-    pid: u32,
-    before: (u64, u64),
+pub struct KernelThreads {
+    /// Each thread and its run time and delay when first read.
+    threads: Vec<(u32, (u64, u64))>,
 }
 
-impl KernelThread {
+impl KernelThreads {
     fn read(pid: u32) -> Option<(u64, u64)> {
         parse_schedstat(&fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?)
     }
 
     /// The thread carrying socket `fd`'s receive work, when one does.
-    pub fn receiving_for(fd: std::os::fd::RawFd) -> Option<KernelThread> {
-        let pid = napi_thread(incoming_napi_id(fd)?)?;
-        Some(KernelThread {
-            pid,
-            before: Self::read(pid)?,
-        })
+    pub fn receiving_for(fd: std::os::fd::RawFd) -> Option<KernelThreads> {
+        KernelThreads::of(&[napi_thread(incoming_napi_id(fd)?)?])
     }
 
-    /// Its run time and wait since it was first read; None when it is gone.
+    /// Threads `pids`, those that can be read now; None when none can.
+    pub fn of(pids: &[u32]) -> Option<KernelThreads> {
+        let threads: Vec<(u32, (u64, u64))> = pids.iter().filter_map(|&p| Some((p, Self::read(p)?))).collect();
+        (!threads.is_empty()).then_some(KernelThreads { threads })
+    }
+
+    /// Their run time and wait since they were first read, summed over
+    /// those still there; None when all are gone.
     pub fn report(&self) -> Option<ThreadScheduling> {
-        let now = Self::read(self.pid)?;
-        Some(delta_report(
-            1,
-            now.0.saturating_sub(self.before.0),
-            now.1.saturating_sub(self.before.1),
-        ))
+        let (mut count, mut run, mut wait) = (0, 0, 0);
+        for (pid, before) in &self.threads {
+            if let Some(now) = Self::read(*pid) {
+                count += 1;
+                run += now.0.saturating_sub(before.0);
+                wait += now.1.saturating_sub(before.1);
+            }
+        }
+        (count > 0).then(|| delta_report(count, run, wait))
     }
 }
 

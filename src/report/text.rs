@@ -162,9 +162,16 @@ fn cpu_line(name: &str, c: &CpuReport) -> String {
         );
     }
     let demand = service_demand(c);
+    let host_work = match (c.host_work_percent_of_core, c.host_work_service_demand_us_per_kb) {
+        (Some(percent), Some(per_kb)) => {
+            format!("; host's own work (its threads and napi threads) {percent:.1}% of a core, {per_kb:.3} us/KB")
+        }
+        (Some(percent), None) => format!("; host's own work (its threads and napi threads) {percent:.1}% of a core"),
+        _ => String::new(),
+    };
     format!(
         "CPU {name:<6} {:5.1}% of {} cores (user {:.1}%, sys {:.1}%, softirq {:.1}%, irq {:.1}%), \
-         busiest core {} at {:.1}%; own threads {:.2} s; service demand {demand}",
+         busiest core {} at {:.1}%; own threads {:.2} s; service demand {demand}{host_work}",
         c.utilization_percent,
         c.logical_cpus,
         c.user_percent,

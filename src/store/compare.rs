@@ -51,7 +51,17 @@ impl Metric {
     /// not know reads as bulk throughput).
     pub fn applies_to(&self, workload: &str) -> bool {
         // Each end's own threads' figures go where its host-wide ones do.
-        const HOST_WIDE: [(WorkloadMetric, WorkloadMetric); 4] = [
+        const HOST_WIDE: [(WorkloadMetric, WorkloadMetric); 8] = [
+            (WorkloadMetric::CLIENT_HOST_WORK_CPU, WorkloadMetric::CLIENT_CPU),
+            (WorkloadMetric::AGENT_HOST_WORK_CPU, WorkloadMetric::AGENT_CPU),
+            (
+                WorkloadMetric::CLIENT_HOST_WORK_SERVICE_DEMAND,
+                WorkloadMetric::CLIENT_SERVICE_DEMAND,
+            ),
+            (
+                WorkloadMetric::AGENT_HOST_WORK_SERVICE_DEMAND,
+                WorkloadMetric::AGENT_SERVICE_DEMAND,
+            ),
             (WorkloadMetric::CLIENT_THREADS_CPU, WorkloadMetric::CLIENT_CPU),
             (WorkloadMetric::AGENT_THREADS_CPU, WorkloadMetric::AGENT_CPU),
             (
@@ -522,6 +532,11 @@ mod tests {
                 "agent-threads-cpu",
                 "threads-service-demand",
                 "agent-threads-service-demand",
+                // A lab host's own work, asked for by name.
+                "host-work-cpu",
+                "agent-host-work-cpu",
+                "host-work-service-demand",
+                "agent-host-work-service-demand",
             ]
         );
         let p99 = Metric::parse("p99").unwrap();

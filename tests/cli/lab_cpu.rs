@@ -171,6 +171,18 @@ fn hosts_own_cores_their_receive_work_goes_there_and_their_cpu_figures_say_so() 
                     link.id,
                     host.name
                 );
+                // And taken in by napi threads pinned there.
+                assert_eq!(k.threaded_napi, Some(true), "link {} end {end}", link.id);
+                let threads = &link.end_of(end).unwrap().napi_threads;
+                assert!(!threads.is_empty(), "link {} end {end}: {link:?}", link.id);
+                for &t in threads {
+                    assert_eq!(
+                        lab::cores::parse_cpu_list(&proc_status(t as u64, "Cpus_allowed_list")),
+                        host.cores,
+                        "napi thread {t} at link {} end {end}",
+                        link.id
+                    );
+                }
             }
         }
     }
@@ -207,6 +219,32 @@ fn hosts_own_cores_their_receive_work_goes_there_and_their_cpu_figures_say_so() 
             per_core,
             host.cores.iter().map(|&c| c as u64).collect::<Vec<_>>(),
             "{side}"
+        );
+        // The host's own work: its test threads plus the napi threads
+        // carrying its packets (its own interface's and the router's
+        // toward it), the sum of the two figures the run reports.
+        let work = &run["counters"][side]["packet_work"];
+        assert_eq!(work["threads"], 2, "{side}: {work}");
+        let c = &cpu[side];
+        let threads = c["process"]["user_seconds"].as_f64().unwrap() + c["process"]["system_seconds"].as_f64().unwrap();
+        let sum = threads + work["run_seconds"].as_f64().unwrap();
+        // In percent of one core over the time the napi threads were
+        // followed, at least the test's: never more than the host's cores.
+        let percent = c["host_work_percent_of_core"].as_f64().expect("host work figure");
+        let seconds = c["seconds"].as_f64().unwrap();
+        assert!(
+            percent <= sum / seconds * 100.0 + 1e-6,
+            "{side}: {percent}% for {sum} s in {seconds} s"
+        );
+        assert!(
+            percent > 0.0 && percent <= 100.0 * host.cores.len() as f64,
+            "{side}: {percent}% of a core"
+        );
+        let per_kb = c["host_work_service_demand_us_per_kb"].as_f64().unwrap();
+        let kb = c["bytes_moved"].as_f64().unwrap() / 1024.0;
+        assert!(
+            (per_kb * kb / 1e6 - sum).abs() < 1e-6,
+            "{side}: {per_kb} us/KB over {kb} KB"
         );
     }
     let name = lab.name().to_string();
@@ -315,10 +353,26 @@ fn a_cpu_limit_has_a_real_time_thief_and_pinned_napi_threads_until_the_lab_goes(
             );
         }
     }
-    // a has no limit: RPS only.
+    // b's receive queues are not steered by RPS (softirq would escape the thief).
+    let rps = lab
+        .kernel_link(link.id, "b")
+        .unwrap()
+        .rps_cpus
+        .expect("rps_cpus read back");
+    assert!(rps.trim_start_matches(['0', ',']).is_empty(), "b: RPS {rps}");
+    // a has no limit: napi threads where it owns its cores, the kernel's
+    // defaults where it shares them.
+    let a = lab.state().host("a").unwrap().clone();
     let a_link = lab.state().links_of("a")[0].id;
-    assert_ne!(lab.kernel_link(a_link, "a").unwrap().threaded_napi, Some(true));
-    // Lifting the limit ends the thief and the threaded receive work.
+    assert_eq!(
+        lab.kernel_link(a_link, "a").unwrap().threaded_napi == Some(true),
+        !a.cores_shared,
+        "a on cores {:?}, shared: {}",
+        a.cores,
+        a.cores_shared
+    );
+    // Lifting the limit ends the thief; b keeps its core, its napi
+    // threads, and gets RPS back.
     lab.set_host_work(
         &[CpuLimit {
             host: "b".into(),
@@ -333,7 +387,14 @@ fn a_cpu_limit_has_a_real_time_thief_and_pinned_napi_threads_until_the_lab_goes(
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!alive(thief), "the thief outlived its limit");
-    assert_ne!(lab.kernel_link(link.id, "b").unwrap().threaded_napi, Some(true));
+    let k = lab.kernel_link(link.id, "b").unwrap();
+    assert_eq!(k.threaded_napi, Some(true));
+    let rps = k.rps_cpus.expect("rps_cpus read back");
+    assert_eq!(
+        rps.trim_start_matches(['0', ',']),
+        lab::cores::cpu_mask(&b.cores).trim_start_matches(['0', ',']),
+        "b's RPS after the limit went"
+    );
     // A new limit, a new thief; `down` ends it.
     lab.set_host_work(
         &[CpuLimit {
