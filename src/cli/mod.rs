@@ -73,7 +73,8 @@ pub enum Command {
     Rm(store::RmArgs),
     /// Bring in results of iperf3 (-J), NetPIPE (np.out) or nicbench (--json).
     Import(store::ImportArgs),
-    /// The results database itself: `db backup FILE` copies it while others may save into it.
+    /// The results database itself: `db backup FILE` copies it while others may save into it;
+    /// `db push postgres://...` copies its runs into a team's archive, each run once.
     Db(store::DbCommandArgs),
     /// One chart of saved runs (or of result files) as SVG or PNG.
     Plot(Box<chart::PlotArgs>),

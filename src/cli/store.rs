@@ -227,6 +227,27 @@ pub enum DbAction {
     /// Copy the database into FILE, consistent even while other processes
     /// save into it (SQLite's online backup): one self-contained file.
     Backup(BackupArgs),
+    /// Copy the runs of the database (--db, a local SQLite file) into a
+    /// team's archive, `postgres://user@host/dbname`: each run once (a run
+    /// already there, by its document's SHA-256, is skipped), so a push cut
+    /// short is resumed by pushing again. The password comes from
+    /// PGPASSWORD or ~/.pgpass, never from the URL.
+    Push(CopyArgs),
+    /// Copy the runs of an archive (`postgres://...`) that match the filters
+    /// into the database (--db), each run once, as `db push` the other way.
+    Pull(CopyArgs),
+}
+
+/// `nicbench db push` and `db pull`
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// The other database: `postgres://user@host/dbname` (or a file).
+    #[arg(value_name = "URL")]
+    pub other: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 /// `nicbench db backup`

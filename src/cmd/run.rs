@@ -202,7 +202,7 @@ fn shuffle_planned(planned: &mut Vec<Planned>, seed: u64) {
 }
 
 fn absolute(path: &Path) -> PathBuf {
-    if path.is_absolute() {
+    if path.is_absolute() || crate::store::postgres::is_url(path) {
         path.to_path_buf()
     } else {
         std::env::current_dir()

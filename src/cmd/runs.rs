@@ -28,7 +28,7 @@ pub fn open_writable(db: &DbArgs) -> anyhow::Result<Store> {
 
 fn existing(db: &DbArgs) -> anyhow::Result<std::path::PathBuf> {
     let path = database_path(&db.db);
-    if !path.exists() {
+    if !crate::store::exists(&path) {
         return Err(StoreError::NothingMatched(format!(
             "no results database at {}: measuring commands create it (or give --db PATH)",
             path.display()

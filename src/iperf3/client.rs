@@ -241,7 +241,7 @@ fn open_streams(
                 crate::workload::transport::admission::apply_buffers(&s, &spec.client)
                     .map_err(|e| Iperf3Error::Streams(e.to_string()))?;
                 if role == Role::Receiver && spec.client.receive_buffer_bytes.is_none() {
-                    let _ = s.set_recv_buffer_size(crate::workload::udp::DEFAULT_RECEIVE_BUFFER);
+                    let _ = s.set_recv_buffer_size(crate::workload::transport::udp::loops::DEFAULT_RECEIVE_BUFFER);
                 }
                 let local = SocketAddr::new(
                     bind.unwrap_or(if server.is_ipv4() {

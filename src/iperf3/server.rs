@@ -611,7 +611,9 @@ fn bind_udp(ip: IpAddr, port: u16, spec: &TestSpec) -> std::io::Result<Socket> {
     let receive = spec
         .agent
         .receive_buffer_bytes
-        .map_or(crate::workload::udp::DEFAULT_RECEIVE_BUFFER, |b| b as usize);
+        .map_or(crate::workload::transport::udp::loops::DEFAULT_RECEIVE_BUFFER, |b| {
+            b as usize
+        });
     let _ = socket.set_recv_buffer_size(receive);
     socket.bind(&SocketAddr::new(ip, port).into())?;
     Ok(socket)

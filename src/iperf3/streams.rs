@@ -18,8 +18,8 @@ use crate::probe::cpu::{cpu_report, CpuSampler, CpuSnapshot};
 use crate::workload::runner::{
     run_streams, tcp_probe, IntervalCallback, RunControl, SideOutcome, StreamContext, StreamTask,
 };
+use crate::workload::transport::udp::counts::{UdpEnd, UdpReceived, KEY as UDP_KEY};
 use crate::workload::transport::{Delivery, Proto};
-use crate::workload::udp::result::{UdpEnd, UdpReceived, KEY as UDP_KEY};
 
 /// One connected data stream.
 pub struct DataStream {

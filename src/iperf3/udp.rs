@@ -19,9 +19,9 @@ use super::wire::{UdpHeader, LEGACY_UDP_CONNECT_MSG, LEGACY_UDP_CONNECT_REPLY, U
 use crate::probe::tcpinfo;
 use crate::workload::address_proof::ProvenAddresses;
 use crate::workload::runner::{StreamContext, TaskEnd};
+use crate::workload::transport::udp::counts::{UdpEnd, UdpReceived, KEY};
 use crate::workload::transport::udp::wire::{Jitter, Pacer, SeqTracker};
 use crate::workload::transport::udp::{realtime_nanos, socket_drops};
-use crate::workload::udp::result::{UdpEnd, UdpReceived, KEY};
 
 /// How long a receiver waits for stragglers once the test is over.
 const DRAIN: Duration = Duration::from_millis(300);

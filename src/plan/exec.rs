@@ -93,10 +93,10 @@ pub fn resume(
     seed: Option<u64>,
     plan_file: &str,
 ) -> anyhow::Result<Resume> {
-    if choose == Choose::Restart || (!db.exists() && choose == Choose::Newest) {
+    if choose == Choose::Restart || (!crate::store::exists(db) && choose == Choose::Newest) {
         return fresh(plan, identity, seed, None);
     }
-    if !db.exists() {
+    if !crate::store::exists(db) {
         anyhow::bail!(
             "--resume: there is no database at {}, so no plan run to resume",
             db.display()

@@ -56,9 +56,12 @@ impl Store {
 
     /// The online backup into a new database at `to`; returns its runs.
     fn copy_into(&self, to: &Path) -> Result<i64, String> {
+        let Some(source) = self.db.sqlite() else {
+            return Err("a PostgreSQL archive is backed up with its server's tools (pg_dump)".into());
+        };
         let mut copy = Connection::open(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
         {
-            let backup = Backup::new(&self.conn, &mut copy).map_err(|e| e.to_string())?;
+            let backup = Backup::new(source, &mut copy).map_err(|e| e.to_string())?;
             // All pages in one step: one read transaction of the source, so
             // the copy is one consistent state; in WAL mode writers go on.
             let deadline = Instant::now() + BUSY_TIMEOUT;

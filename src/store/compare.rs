@@ -281,25 +281,26 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
                 json_extract({doc}, '$.repetition.interval.level_percent'), \
                 json_extract({doc}, '$.repetition.width_met'), \
                 json_extract({doc}, '$.repetition.policy.pick') \
-         FROM runs WHERE id IN (SELECT value FROM json_each(?1))",
+         FROM runs WHERE id IN ({})",
+        super::query::id_list(ids),
         doc = super::DOCUMENT_SQL
     );
-    let ids_json = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
-    let mut statement = store.conn.prepare(&sql).map_err(|e| store.err(e))?;
-    let rows = statement
-        .query_map([ids_json], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, Option<String>>(1)?,
-                row.get::<_, Option<String>>(2)?,
-                row.get::<_, Option<f64>>(3)?,
-                row.get::<_, Option<f64>>(4)?,
-                row.get::<_, Option<f64>>(5)?,
-                row.get::<_, Option<bool>>(6)?,
-                row.get::<_, Option<String>>(7)?,
-            ))
-        })
-        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+    let read = |row: &super::db::Row| -> Result<_, super::db::DbError> {
+        Ok((
+            row.get::<i64>(0)?,
+            row.get::<Option<String>>(1)?,
+            row.get::<Option<String>>(2)?,
+            row.get::<Option<f64>>(3)?,
+            row.get::<Option<f64>>(4)?,
+            row.get::<Option<f64>>(5)?,
+            row.get::<Option<bool>>(6)?,
+            row.get::<Option<String>>(7)?,
+        ))
+    };
+    let rows = store
+        .db
+        .query(&sql, &[])
+        .and_then(|rows| rows.iter().map(read).collect::<Result<Vec<_>, _>>())
         .map_err(|e| store.err(e))?;
     let unit = WorkloadMetric {
         pointer: metric.pointer,

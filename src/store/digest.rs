@@ -83,22 +83,20 @@ pub fn of(doc: &Value) -> String {
 /// Makes the digest of every run from its document (the migration that
 /// adds the column). A document that is not JSON keeps none: its paths
 /// are read from the document, as before.
-pub(crate) fn fill(tx: &rusqlite::Transaction) -> rusqlite::Result<()> {
+pub(crate) fn fill(tx: &super::db::Db) -> Result<(), super::db::DbError> {
     let ids: Vec<i64> = tx
-        .prepare("SELECT id FROM runs")?
-        .query_map([], |r| r.get(0))?
+        .query("SELECT id FROM runs", &[])?
+        .iter()
+        .map(|r| r.get(0))
         .collect::<Result<_, _>>()?;
-    let mut read = tx.prepare("SELECT document FROM runs WHERE id = ?1")?;
-    let mut write = tx.prepare("INSERT OR REPLACE INTO digests (digest, run_id) VALUES (?1, ?2)")?;
     for id in ids {
-        let digest = read.query_row([id], |r| {
-            Ok(match r.get_ref(0)? {
-                rusqlite::types::ValueRef::Text(text) => serde_json::from_slice::<Value>(text).ok().map(|d| of(&d)),
-                _ => None,
-            })
-        })?;
+        let document = tx.query_row("SELECT document FROM runs WHERE id = ?1", super::db::params![id])?;
+        let digest = match document.map(|r| r.value(0)) {
+            Some(rusqlite::types::Value::Text(text)) => serde_json::from_str::<Value>(&text).ok().map(|d| of(&d)),
+            _ => None,
+        };
         if let Some(digest) = digest {
-            write.execute(rusqlite::params![digest, id])?;
+            save_digest(tx, id, digest)?;
         }
     }
     Ok(())
@@ -189,7 +187,7 @@ pub fn source_of(paths: &[&str]) -> String {
     if holds(paths) {
         format!(
             "coalesce((SELECT d.digest FROM digests d WHERE d.run_id = runs.id \
-             AND json_extract(d.digest, '$.{KEY_FIELD}') = '{}'), {})",
+             AND d.digest ->> '$.{KEY_FIELD}' = '{}'), {})",
             kept().key,
             super::DOCUMENT_SQL
         )
@@ -199,10 +197,16 @@ pub fn source_of(paths: &[&str]) -> String {
 }
 
 /// Saves run `id`'s digest of `doc`, replacing the one it had.
-pub(crate) fn save(tx: &rusqlite::Transaction, id: i64, doc: &Value) -> rusqlite::Result<()> {
+pub(crate) fn save(tx: &super::db::Db, id: i64, doc: &Value) -> Result<(), super::db::DbError> {
+    save_digest(tx, id, of(doc))
+}
+
+/// Writes (or replaces) run `id`'s digest.
+fn save_digest(tx: &super::db::Db, id: i64, digest: String) -> Result<(), super::db::DbError> {
     tx.execute(
-        "INSERT OR REPLACE INTO digests (run_id, digest) VALUES (?1, ?2)",
-        rusqlite::params![id, of(doc)],
+        "INSERT INTO digests (run_id, digest) VALUES (?1, ?2) \
+         ON CONFLICT (run_id) DO UPDATE SET digest = excluded.digest",
+        super::db::params![id, digest],
     )?;
     Ok(())
 }

@@ -1,6 +1,9 @@
-//! The results store: every measured run in one SQLite database (WAL mode,
-//! busy timeout), each trial written in its own transaction as it ends, the
-//! log folded back into the database file when the last writer closes it.
+//! The results store: every measured run in one database, each trial
+//! written in its own transaction as it ends. One interface, two back ends
+//! ([`db`]): a SQLite file (the default; WAL mode, busy timeout, the log
+//! folded back into the database file when the last writer closes it), or
+//! a PostgreSQL database named by a `postgres://` URL, a team's archive
+//! ([`postgres`]); the same schema, migrations and queries on both.
 //! Commands that only read open it read-only. It consumes serialized result
 //! documents and never reaches into workloads or sessions. See
 //! docs/STORE.md for the schema.
@@ -9,13 +12,18 @@ pub mod backup;
 pub mod cases;
 pub mod columns;
 pub mod compare;
+pub mod copy;
+pub mod db;
 pub mod digest;
 pub mod import;
 pub mod plan_runs;
+pub mod postgres;
 pub mod query;
 pub mod save;
 pub mod schema;
 pub mod tags;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -81,6 +89,11 @@ pub enum StoreError {
     Backup { path: PathBuf, detail: String },
     #[error("cannot create the directory of database {path}: {source}")]
     Directory { path: PathBuf, source: std::io::Error },
+    #[error(
+        "cannot use the PostgreSQL database {path} ({detail}): check that the server runs and the URL's host, \
+         port, user and database name; a password comes from PGPASSWORD or ~/.pgpass (PGPASSFILE)"
+    )]
+    Unreachable { path: PathBuf, detail: String },
     #[error("database {path}: {detail}")]
     Other { path: PathBuf, detail: String },
     #[error(
@@ -100,6 +113,56 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Classifies an error of either back end on the database at `path`.
+    pub fn from_db(path: &Path, error: db::DbError) -> StoreError {
+        use ::postgres::error::SqlState;
+        let path_buf = path.to_path_buf();
+        let code = match &error {
+            db::DbError::Sqlite(_) => {
+                let db::DbError::Sqlite(e) = error else { unreachable!() };
+                return StoreError::from_sqlite(path, e);
+            }
+            db::DbError::Postgres(e) => e.as_db_error().map(|server| server.code().clone()),
+            db::DbError::Decode { .. } => {
+                return StoreError::Other {
+                    path: path_buf,
+                    detail: error.to_string(),
+                }
+            }
+        };
+        let detail = error.to_string();
+        match code {
+            // No answer from the server: not reachable, or the connection broke.
+            None => StoreError::Unreachable { path: path_buf, detail },
+            Some(c)
+                if c == SqlState::INVALID_PASSWORD
+                    || c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+                    || c == SqlState::INVALID_CATALOG_NAME
+                    || c == SqlState::CANNOT_CONNECT_NOW
+                    || c == SqlState::ADMIN_SHUTDOWN
+                    || c == SqlState::TOO_MANY_CONNECTIONS =>
+            {
+                StoreError::Unreachable { path: path_buf, detail }
+            }
+            Some(c) if c == SqlState::READ_ONLY_SQL_TRANSACTION || c == SqlState::INSUFFICIENT_PRIVILEGE => {
+                StoreError::ReadOnly { path: path_buf, detail }
+            }
+            Some(c) if c == SqlState::DISK_FULL => StoreError::Full { path: path_buf, detail },
+            Some(c)
+                if c == SqlState::T_R_SERIALIZATION_FAILURE
+                    || c == SqlState::T_R_DEADLOCK_DETECTED
+                    || c == SqlState::LOCK_NOT_AVAILABLE =>
+            {
+                StoreError::Locked {
+                    path: path_buf,
+                    seconds: BUSY_TIMEOUT.as_secs(),
+                    detail,
+                }
+            }
+            Some(_) => StoreError::Other { path: path_buf, detail },
+        }
+    }
+
     /// Classifies a SQLite error on the database at `path`.
     pub fn from_sqlite(path: &Path, error: rusqlite::Error) -> StoreError {
         let path = path.to_path_buf();
@@ -177,6 +240,12 @@ pub fn given(path: &Path) -> crate::shell::Given {
     crate::shell::Given::db((path != implicit).then(|| path.to_path_buf()))
 }
 
+/// Whether there is a database at `path` to read: a file, or a PostgreSQL
+/// URL (whose server says, when connected, whether it holds one).
+pub fn exists(path: &Path) -> bool {
+    postgres::is_url(path) || path.exists()
+}
+
 /// The database a command uses when no `--db` or `NICBENCH_DB` names one:
 /// `$XDG_DATA_HOME/nicbench/results.db`, else `~/.local/share/nicbench/results.db`.
 pub fn default_path() -> PathBuf {
@@ -224,16 +293,32 @@ fn connect(path: &Path, name: impl AsRef<Path>, flags: OpenFlags) -> Result<Conn
 
 /// An open, migrated results database.
 pub struct Store {
-    pub(crate) conn: Connection,
+    pub(crate) db: db::Db,
+    /// What messages name it by: the file, or the URL (which never holds
+    /// a password: [`postgres::config`] refuses one).
     path: PathBuf,
     /// Runs whose unreadable document was named already (one warning each).
     warned: std::cell::RefCell<std::collections::BTreeSet<i64>>,
 }
 
 impl Store {
+    fn new(db: db::Db, path: &Path) -> Store {
+        Store {
+            db,
+            path: path.to_path_buf(),
+            warned: Default::default(),
+        }
+    }
+
     /// Opens (creating if needed) the database at `path` and brings its
-    /// schema up to date. `:memory:` gives a private in-memory database.
+    /// schema up to date. `:memory:` gives a private in-memory database; a
+    /// `postgres://` URL a PostgreSQL database ([`postgres`]).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(url) = postgres::url_of(path) {
+            let store = Store::new(postgres::connect(url)?, path);
+            store.migrate_postgres()?;
+            return Ok(store);
+        }
         if path != Path::new(":memory:") {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|source| StoreError::Directory {
@@ -244,11 +329,7 @@ impl Store {
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = connect(path, path, flags)?;
-        let mut store = Store {
-            conn,
-            path: path.to_path_buf(),
-            warned: Default::default(),
-        };
+        let mut store = Store::new(db::Db::Sqlite(conn), path);
         store.prepare().map_err(|e| match e {
             StoreError::Other { path, detail } if store.read_only() => StoreError::ReadOnly { path, detail },
             other => other,
@@ -262,26 +343,44 @@ impl Store {
     /// file; where this user can neither open nor create it (a read-only
     /// directory) and no `-wal` holds changes, the file alone is the whole
     /// database and is opened immutable. A database of an older schema is
-    /// upgraded first when this user may write it.
+    /// upgraded first when this user may write it. On PostgreSQL, the
+    /// session is read-only after the same checks.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        if let Some(url) = postgres::url_of(path) {
+            let store = Store::new(postgres::connect(url)?, path);
+            let version = store.check_schema()?;
+            if version < schema::CURRENT_VERSION {
+                match store.migrate_postgres() {
+                    Ok(()) => {}
+                    Err(StoreError::ReadOnly { .. }) => {
+                        return Err(StoreError::NeedsUpgrade {
+                            path: path.to_path_buf(),
+                            found: version,
+                            ours: schema::CURRENT_VERSION,
+                        })
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+            store
+                .db
+                .execute_batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+                .map_err(|e| store.err(e))?;
+            return Ok(store);
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = connect(path, path, flags)?;
-        let mut store = Store {
-            conn,
-            path: path.to_path_buf(),
-            warned: Default::default(),
-        };
-        store.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| store.err(e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| StoreError::from_sqlite(path, e))?;
         // The first read opens the -shm and -wal files (or fails to).
-        let probe = store
-            .conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()));
+        let probe = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()));
+        let mut store = Store::new(db::Db::Sqlite(conn), path);
         if let Err(e) = probe {
             if !matches!(
                 e.sqlite_error_code(),
                 Some(ErrorCode::CannotOpen) | Some(ErrorCode::ReadOnly)
             ) {
-                return Err(store.err(e));
+                return Err(store.err(e.into()));
             }
             if wal_holds_changes(path) {
                 return Err(StoreError::UnreadableLog {
@@ -313,45 +412,58 @@ impl Store {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let uri = format!("{}?immutable=1", file_uri(path));
         let conn = connect(path, uri, flags)?;
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-            warned: Default::default(),
-        })
+        Ok(Store::new(db::Db::Sqlite(conn), path))
     }
 
-    /// The database's path, as given.
+    /// The database's path, as given (a URL for PostgreSQL).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Which back end holds it.
+    pub fn backend(&self) -> db::Backend {
+        self.db.backend()
+    }
+
+    /// The SQLite connection; only called on a SQLite store.
+    fn sqlite(&self) -> &Connection {
+        self.db.sqlite().expect("only called on a SQLite store")
+    }
+
     fn read_only(&self) -> bool {
-        self.conn.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false)
+        self.db
+            .sqlite()
+            .is_some_and(|c| c.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false))
     }
 
-    pub(crate) fn err(&self, error: rusqlite::Error) -> StoreError {
-        StoreError::from_sqlite(&self.path, error)
+    pub(crate) fn err(&self, error: db::DbError) -> StoreError {
+        StoreError::from_db(&self.path, error)
     }
 
-    /// Busy timeout, then whether the file is a nicbench database of a
-    /// schema this build knows; returns its version.
+    /// Busy timeout, then whether the database is a nicbench database of
+    /// a schema this build knows; returns its version.
     fn check_schema(&self) -> Result<i64, StoreError> {
-        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| self.err(e))?;
-        // Reading the schema first tells a non-database file apart early. One
-        // statement reads all three from one snapshot: another process may be
-        // creating the tables right now, and three separate reads could see
-        // its tables without the mark it sets in the same transaction.
-        let (version, application_id, tables): (i64, i64, i64) = self
-            .conn
-            .query_row(
-                "SELECT (SELECT user_version FROM pragma_user_version), \
-                        (SELECT application_id FROM pragma_application_id), \
-                        (SELECT count(*) FROM sqlite_schema)",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .map_err(|e| self.err(e))?;
-        if tables > 0 && application_id != schema::APPLICATION_ID {
+        let (version, tables, ours) = match &self.db {
+            db::Db::Sqlite(conn) => {
+                conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| self.err(e.into()))?;
+                // Reading the schema first tells a non-database file apart early. One
+                // statement reads all three from one snapshot: another process may be
+                // creating the tables right now, and three separate reads could see
+                // its tables without the mark it sets in the same transaction.
+                let (version, application_id, tables): (i64, i64, i64) = conn
+                    .query_row(
+                        "SELECT (SELECT user_version FROM pragma_user_version), \
+                                (SELECT application_id FROM pragma_application_id), \
+                                (SELECT count(*) FROM sqlite_schema)",
+                        [],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .map_err(|e| self.err(e.into()))?;
+                (version, tables, application_id == schema::APPLICATION_ID)
+            }
+            db::Db::Postgres(_) => postgres::schema_state(&self.db).map_err(|e| self.err(e))?,
+        };
+        if tables > 0 && !ours {
             return Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 detail: format!("it holds {tables} tables but is not marked as a nicbench results database"),
@@ -381,16 +493,16 @@ impl Store {
         // In WAL mode NORMAL syncs at checkpoints, not at every commit: a
         // killed process still loses nothing committed (only a power cut may
         // lose the last commits), and a save no longer waits for fsync twice.
-        self.conn
+        self.sqlite()
             .pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.err(e.into()))?;
         // Closing the last connection checkpoints (SQLite's default, kept on
         // purpose): the database file alone then holds every run, so a copy
         // of it without its -wal is a whole copy. Measuring commands drop
         // the store after printing the result, so its few ms come after it.
-        self.conn
+        self.sqlite()
             .pragma_update(None, "foreign_keys", "ON")
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.err(e.into()))?;
         self.migrate(version)
     }
 
@@ -401,7 +513,7 @@ impl Store {
     fn wal(&self) -> Result<(), StoreError> {
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         loop {
-            match self.conn.pragma_update(None, "journal_mode", "WAL") {
+            match self.sqlite().pragma_update(None, "journal_mode", "WAL") {
                 Ok(()) => return Ok(()),
                 Err(rusqlite::Error::SqliteFailure(f, _))
                     if matches!(
@@ -411,45 +523,64 @@ impl Store {
                 {
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                Err(e) => return Err(self.err(e)),
+                Err(e) => return Err(self.err(e.into())),
             }
         }
     }
 
-    /// Runs the migrations past `from`, each in its own transaction.
-    fn migrate(&mut self, from: i64) -> Result<(), StoreError> {
+    /// Checks a PostgreSQL database and runs the migrations it lacks.
+    fn migrate_postgres(&self) -> Result<(), StoreError> {
+        let version = self.check_schema()?;
+        self.migrate(version)
+    }
+
+    /// Runs the migrations past `from`, each in its own transaction, under
+    /// the back end's write lock (SQLite's, PostgreSQL's advisory lock).
+    fn migrate(&self, from: i64) -> Result<(), StoreError> {
         for (index, sql) in schema::MIGRATIONS.iter().enumerate().skip(from as usize) {
             let to = index as i64 + 1;
-            let path = self.path.clone();
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(|e| StoreError::from_sqlite(&path, e))?;
-            // Another process may have migrated while we waited for the lock.
-            let now: i64 = tx
-                .query_row("PRAGMA user_version", [], |r| r.get(0))
-                .map_err(|e| StoreError::from_sqlite(&path, e))?;
-            if now >= to {
-                continue;
-            }
-            tx.execute_batch(sql)
-                .and_then(|_| match schema::fills_digests(sql) {
-                    true => digest::fill(&tx),
-                    false => Ok(()),
-                })
-                .and_then(|_| tx.pragma_update(None, "user_version", to))
-                .and_then(|_| tx.pragma_update(None, "application_id", schema::APPLICATION_ID))
-                .and_then(|_| tx.commit())
-                .map_err(|e| StoreError::from_sqlite(&path, e))?;
+            let step = || -> Result<bool, db::DbError> {
+                let tx = self.db.transaction(true)?;
+                if self.backend() == db::Backend::Postgres {
+                    postgres::lock_and_prepare(&tx)?;
+                }
+                // Another process may have migrated while we waited for the lock.
+                if self.version_in(&tx)? >= to {
+                    return Ok(false);
+                }
+                match self.backend() {
+                    db::Backend::Sqlite => tx.execute_batch(sql)?,
+                    db::Backend::Postgres => tx.execute_batch(&postgres::migration(index, sql))?,
+                }
+                if schema::fills_digests(sql) {
+                    digest::fill(&tx)?;
+                }
+                match self.backend() {
+                    db::Backend::Sqlite => tx.execute_batch(&format!(
+                        "PRAGMA user_version = {to}; PRAGMA application_id = {}",
+                        schema::APPLICATION_ID
+                    ))?,
+                    db::Backend::Postgres => postgres::set_version(&tx, to)?,
+                }
+                tx.commit()?;
+                Ok(true)
+            };
+            step().map_err(|e| self.err(e))?;
         }
         Ok(())
     }
 
+    /// The schema version, read through `db` (a transaction's view).
+    fn version_in(&self, db: &db::Db) -> Result<i64, db::DbError> {
+        match db {
+            db::Db::Sqlite(_) => db.query_row("PRAGMA user_version", &[])?.map_or(Ok(0), |r| r.get(0)),
+            db::Db::Postgres(_) => Ok(postgres::schema_state(db)?.0),
+        }
+    }
+
     /// The schema version of the open database.
     pub fn version(&self) -> Result<i64, StoreError> {
-        self.conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| self.err(e))
+        self.version_in(&self.db).map_err(|e| self.err(e))
     }
 }
 
@@ -465,11 +596,10 @@ pub fn now_unix_seconds() -> f64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_new_database_gets_the_current_schema() {
-        let store = Store::open(Path::new(":memory:")).unwrap();
+    crate::store::testing::store_test!(
+    fn a_new_database_gets_the_current_schema(store) {
         assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
-    }
+    });
 
     #[test]
     fn a_newer_database_is_refused_naming_both_versions() {
@@ -586,7 +716,7 @@ mod tests {
         let store = Store::open(&path).unwrap();
         assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
         let headlines: Vec<(String, String, f64, f64)> = store
-            .conn
+            .sqlite()
             .prepare(
                 "SELECT headline_metric, headline_unit, r.headline_value, t.headline_value \
                  FROM runs r JOIN trials t ON t.run_id = r.id ORDER BY r.id",
@@ -626,11 +756,11 @@ mod tests {
         drop(conn);
         let store = Store::open(&path).unwrap();
         assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
-        let count = |sql: &str| -> i64 { store.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        let count = |sql: &str| -> i64 { store.sqlite().query_row(sql, [], |r| r.get(0)).unwrap() };
         assert_eq!(count("SELECT count(*) FROM runs"), 1);
         assert_eq!(count("SELECT count(*) FROM plan_runs"), 0);
         store
-            .conn
+            .sqlite()
             .execute(
                 "INSERT INTO plan_runs VALUES ('20261124-000000-abcd', 'p', 1.0, '18446744073709551615', 'f', '{}')",
                 [],
@@ -652,7 +782,7 @@ mod tests {
         let store = Store::open(&path).unwrap();
         assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
         let digests: Vec<Option<String>> = store
-            .conn
+            .sqlite()
             .prepare("SELECT d.digest FROM runs r LEFT JOIN digests d ON d.run_id = r.id ORDER BY r.id")
             .unwrap()
             .query_map([], |r| r.get(0))
@@ -687,7 +817,7 @@ mod tests {
         let path = dir.path().join("r.db");
         let writable = Store::open(&path).unwrap();
         writable
-            .conn
+            .sqlite()
             .execute_batch(
                 "CREATE TABLE planted (n INTEGER); \
                  CREATE TRIGGER fire AFTER INSERT ON tags BEGIN INSERT INTO planted VALUES (1); END; \
@@ -701,7 +831,7 @@ mod tests {
             Store::open_immutable(&path).unwrap(),
         ];
         for store in &stores {
-            let c = &store.conn;
+            let c = &store.sqlite();
             assert!(!c.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER).unwrap());
             assert!(!c.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW).unwrap());
             assert!(!c.db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA).unwrap());
@@ -726,7 +856,7 @@ mod tests {
             .finish_with_columns(&serde_json::json!({"format": "test"}), &columns, None)
             .unwrap();
         let fired: i64 = store
-            .conn
+            .sqlite()
             .query_row("SELECT count(*) FROM planted", [], |r| r.get(0))
             .unwrap();
         assert_eq!(fired, 0, "the planted trigger did not fire");

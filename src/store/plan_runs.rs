@@ -2,8 +2,7 @@
 //! resumes only a plan run of the same plan. The plan module builds the
 //! identity; the store keeps it as JSON text with its fingerprint.
 
-use rusqlite::OptionalExtension;
-
+use super::db::{params, DbError, Row};
 use super::{Store, StoreError};
 
 /// One plan run as recorded when it started (or adopted by `--resume`).
@@ -26,18 +25,20 @@ impl Store {
     /// Records a plan run, or replaces the record of the same plan run
     /// (`--resume` adopting a plan run with the plan as it is now).
     pub fn record_plan_run(&self, record: &PlanRunRecord) -> Result<(), StoreError> {
-        self.conn
+        self.db
             .execute(
-                "INSERT OR REPLACE INTO plan_runs \
+                "INSERT INTO plan_runs \
                  (plan_run, plan, started_at_unix_seconds, seed, fingerprint, identity) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                rusqlite::params![
-                    record.plan_run,
-                    record.plan,
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (plan_run) DO UPDATE SET plan = excluded.plan, \
+                 started_at_unix_seconds = excluded.started_at_unix_seconds, seed = excluded.seed, \
+                 fingerprint = excluded.fingerprint, identity = excluded.identity",
+                params![
+                    &record.plan_run,
+                    &record.plan,
                     record.started_at_unix_seconds,
                     record.seed.to_string(),
-                    record.fingerprint,
-                    record.identity
+                    &record.fingerprint,
+                    &record.identity
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -46,45 +47,42 @@ impl Store {
 
     /// The recorded plan runs of the plan `plan`, newest first.
     pub fn plan_runs(&self, plan: &str) -> Result<Vec<PlanRunRecord>, StoreError> {
-        let mut statement = self
-            .conn
-            .prepare(
+        let rows = self
+            .db
+            .query(
                 "SELECT plan_run, plan, started_at_unix_seconds, seed, fingerprint, identity FROM plan_runs \
                  WHERE plan = ?1 ORDER BY started_at_unix_seconds DESC, plan_run DESC",
+                params![plan],
             )
-            .map_err(|e| self.err(e))?;
-        let rows = statement
-            .query_map([plan], row)
-            .map_err(|e| self.err(e))?
-            .collect::<Result<Vec<_>, _>>()
+            .and_then(|rows| rows.iter().map(row).collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
         Ok(rows)
     }
 
     /// The record of the plan run `plan_run`, of whichever plan.
     pub fn plan_run(&self, plan_run: &str) -> Result<Option<PlanRunRecord>, StoreError> {
-        self.conn
+        self.db
             .query_row(
                 "SELECT plan_run, plan, started_at_unix_seconds, seed, fingerprint, identity FROM plan_runs \
                  WHERE plan_run = ?1",
-                [plan_run],
-                row,
+                params![plan_run],
             )
-            .optional()
+            .and_then(|found| found.as_ref().map(row).transpose())
             .map_err(|e| self.err(e))
     }
 }
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<PlanRunRecord> {
+fn row(r: &Row) -> Result<PlanRunRecord, DbError> {
     let seed: String = r.get(3)?;
     Ok(PlanRunRecord {
         plan_run: r.get(0)?,
         plan: r.get(1)?,
         started_at_unix_seconds: r.get(2)?,
         // Written by record_plan_run from a u64; anything else is not ours.
-        seed: seed
-            .parse()
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e)))?,
+        seed: seed.parse().map_err(|e: std::num::ParseIntError| DbError::Decode {
+            column: 3,
+            detail: format!("a seed that is not a 64-bit number: {e}"),
+        })?,
         fingerprint: r.get(4)?,
         identity: r.get(5)?,
     })
@@ -92,7 +90,6 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<PlanRunRecord> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
 
     use super::*;
 
@@ -107,9 +104,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn plan_runs_come_back_newest_first_per_plan_and_a_record_is_replaced_in_place() {
-        let store = Store::open(Path::new(":memory:")).unwrap();
+    crate::store::testing::store_test!(
+    fn plan_runs_come_back_newest_first_per_plan_and_a_record_is_replaced_in_place(store) {
         store.record_plan_run(&record("r1", "p", 1.0)).unwrap();
         store.record_plan_run(&record("r2", "p", 2.0)).unwrap();
         store.record_plan_run(&record("q1", "q", 3.0)).unwrap();
@@ -122,5 +118,5 @@ mod tests {
         assert_eq!(store.plan_runs("p").unwrap().len(), 2);
         assert_eq!(store.plan_run("nope").unwrap(), None);
         assert_eq!(store.plan_run("q1").unwrap().unwrap().seed, u64::MAX);
-    }
+    });
 }

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use rusqlite::types::Value as Sql;
-use rusqlite::{params, params_from_iter, Row};
+
+use super::db::{params, DbError, Row};
 
 use super::{Store, StoreError, Tag};
 
@@ -25,7 +26,7 @@ pub struct Filter {
 impl Filter {
     /// The WHERE clause and its parameters.
     fn clause(&self) -> (String, Vec<Sql>) {
-        let mut conditions = vec!["1".to_string()];
+        let mut conditions = vec!["1 = 1".to_string()];
         let mut values = Vec::new();
         for tag in &self.tags {
             values.push(Sql::Text(tag.key.clone()));
@@ -140,6 +141,15 @@ fn json_values(array: &str, n: usize) -> Vec<Sql> {
     values
 }
 
+/// `ids` as the list of an SQL `IN (...)`: integers this program holds,
+/// never input text; `NULL` for none (which matches nothing).
+pub(crate) fn id_list(ids: &[i64]) -> String {
+    match ids.is_empty() {
+        true => "NULL".into(),
+        false => ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", "),
+    }
+}
+
 /// A whole saved run.
 #[derive(Debug, Clone)]
 pub struct SavedRun {
@@ -153,7 +163,7 @@ pub struct SavedRun {
 const SUMMARY_COLUMNS: &str = "id, started_at_unix_seconds, workload, client_host, agent_host, agent_address, \
      headline_unit, headline_value, verdict_kind, trials_planned, trials_saved, complete, source";
 
-fn summary(row: &Row) -> rusqlite::Result<RunSummary> {
+fn summary(row: &Row) -> Result<RunSummary, DbError> {
     Ok(RunSummary {
         id: row.get(0)?,
         started_at_unix_seconds: row.get(1)?,
@@ -179,10 +189,10 @@ impl Store {
         let (clause, values) = filter.clause();
         let limit = filter.limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
         let sql = format!("SELECT {SUMMARY_COLUMNS} FROM runs WHERE {clause} ORDER BY id DESC{limit}");
-        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        let mut runs = statement
-            .query_map(params_from_iter(values), summary)
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        let mut runs = self
+            .db
+            .query(&sql, &values)
+            .and_then(|rows| rows.iter().map(summary).collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
         let mut tags = self.tags_of(runs.iter().map(|r| r.id))?;
         for run in &mut runs {
@@ -229,10 +239,10 @@ impl Store {
     pub fn run_ids(&self, filter: &Filter) -> Result<Vec<i64>, StoreError> {
         let (clause, values) = filter.clause();
         let sql = format!("SELECT id FROM runs WHERE {clause} ORDER BY id");
-        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        let ids = statement
-            .query_map(params_from_iter(values), |r| r.get(0))
-            .and_then(|rows| rows.collect::<Result<Vec<i64>, _>>())
+        let ids = self
+            .db
+            .query(&sql, &values)
+            .and_then(|rows| rows.iter().map(|r| r.get(0)).collect::<Result<Vec<i64>, _>>())
             .map_err(|e| self.err(e))?;
         Ok(ids)
     }
@@ -261,21 +271,22 @@ impl Store {
     ) -> Result<Vec<(i64, Vec<Sql>)>, StoreError> {
         let (mut clause, mut values) = filter.clause();
         if let Some(workloads) = workloads {
-            values.push(Sql::Text(
-                serde_json::to_string(workloads).unwrap_or_else(|_| "[]".into()),
-            ));
-            clause += &format!(" AND workload IN (SELECT value FROM json_each(?{}))", values.len());
+            let mut marks = vec!["NULL".to_string()];
+            for workload in workloads {
+                values.push(Sql::Text(workload.to_string()));
+                marks.push(format!("?{}", values.len()));
+            }
+            clause += &format!(" AND workload IN ({})", marks.join(", "));
         }
         let sql = format!("SELECT id, {} FROM runs WHERE {clause} ORDER BY id", columns.join(", "));
-        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        let rows = statement
-            .query_map(params_from_iter(values), |row| {
-                let values = (1..=columns.len())
-                    .map(|i| row.get::<_, Sql>(i))
-                    .collect::<Result<_, _>>()?;
-                Ok((row.get(0)?, values))
+        let rows = self
+            .db
+            .query(&sql, &values)
+            .and_then(|rows| {
+                rows.into_iter()
+                    .map(|row| Ok((row.get(0)?, row.0[1..].to_vec())))
+                    .collect::<Result<Vec<_>, DbError>>()
             })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
         Ok(rows)
     }
@@ -288,24 +299,25 @@ impl Store {
             return Ok(by_run);
         }
         let (low, high) = (ids.iter().min().copied(), ids.iter().max().copied());
-        let mut statement = self
-            .conn
-            .prepare("SELECT run_id, key, value FROM tags WHERE run_id BETWEEN ?1 AND ?2 ORDER BY run_id, key")
-            .map_err(|e| self.err(e))?;
-        let rows = statement
-            .query_map(params![low, high], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    Tag {
-                        key: r.get(1)?,
-                        value: r.get(2)?,
-                    },
-                ))
-            })
+        let rows = self
+            .db
+            .query(
+                "SELECT run_id, key, value FROM tags WHERE run_id BETWEEN ?1 AND ?2 ORDER BY run_id, key",
+                params![low, high],
+            )
             .map_err(|e| self.err(e))?;
         let wanted: std::collections::HashSet<i64> = ids.into_iter().collect();
         for row in rows {
-            let (id, tag) = row.map_err(|e| self.err(e))?;
+            let read = || -> Result<(i64, Tag), DbError> {
+                Ok((
+                    row.get(0)?,
+                    Tag {
+                        key: row.get(1)?,
+                        value: row.get(2)?,
+                    },
+                ))
+            };
+            let (id, tag) = read().map_err(|e| self.err(e))?;
             if wanted.contains(&id) {
                 by_run.entry(id).or_default().push(tag);
             }
@@ -346,33 +358,33 @@ impl Store {
             false => ", json_valid(runs.document)",
         };
         let sql = format!(
-            "SELECT id, command_line{valid}{extract} FROM runs WHERE id IN (SELECT value FROM json_each(?1)) \
-             ORDER BY id"
+            "SELECT id, command_line{valid}{extract} FROM runs WHERE id IN ({}) ORDER BY id",
+            id_list(ids)
         );
-        let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
-        let mut statement = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        let rows = statement
-            .query_map([ids], |row| {
-                let values = match paths.len() {
-                    0 => Vec::new(),
-                    n if from_digest => (3..3 + n).map(|i| row.get::<_, Sql>(i)).collect::<Result<_, _>>()?,
-                    1 => vec![row.get::<_, Sql>(3)?],
-                    n => match row.get::<_, Sql>(3)? {
-                        Sql::Text(array) => json_values(&array, n),
-                        _ => vec![Sql::Null; n],
-                    },
-                };
-                let valid: bool = row.get(2)?;
-                Ok((
-                    valid,
-                    DocumentParts {
-                        id: row.get(0)?,
-                        command_line: row.get(1)?,
-                        values,
-                    },
-                ))
-            })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        let read = |row: Row| -> Result<(bool, DocumentParts), DbError> {
+            let values = match paths.len() {
+                0 => Vec::new(),
+                n if from_digest => (3..3 + n).map(|i| row.value(i)).collect(),
+                1 => vec![row.value(3)],
+                n => match row.value(3) {
+                    Sql::Text(array) => json_values(&array, n),
+                    _ => vec![Sql::Null; n],
+                },
+            };
+            let valid: bool = row.get(2)?;
+            Ok((
+                valid,
+                DocumentParts {
+                    id: row.get(0)?,
+                    command_line: row.get(1)?,
+                    values,
+                },
+            ))
+        };
+        let rows = self
+            .db
+            .query(&sql, &[])
+            .and_then(|rows| rows.into_iter().map(read).collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
         Ok(rows
             .into_iter()
@@ -426,24 +438,26 @@ impl Store {
              iif(octet_length(document) <= {cap}, document, NULL), text_report, octet_length(document) \
              FROM runs WHERE id = ?1"
         );
-        let found = self.conn.query_row(&sql, [id], |row| {
+        let read = |row: &Row| -> Result<_, DbError> {
             Ok((
                 summary(row)?,
-                row.get::<_, String>(13)?,
-                row.get::<_, String>(14)?,
-                row.get::<_, Option<String>>(15)?,
-                row.get::<_, Option<String>>(16)?,
-                row.get::<_, i64>(17)?,
+                row.get::<String>(13)?,
+                row.get::<String>(14)?,
+                row.get::<Option<String>>(15)?,
+                row.get::<Option<String>>(16)?,
+                row.get::<i64>(17)?,
             ))
-        });
-        let (mut summary, command_line, nicbench_version, document, text_report, bytes) = match found {
-            Err(rusqlite::Error::QueryReturnedNoRows) => {
-                return Err(StoreError::NoSuchRun {
-                    path: self.path().to_path_buf(),
-                    id,
-                })
-            }
-            other => other.map_err(|e| self.err(e))?,
+        };
+        let found = self
+            .db
+            .query_row(&sql, params![id])
+            .and_then(|row| row.as_ref().map(read).transpose())
+            .map_err(|e| self.err(e))?;
+        let Some((mut summary, command_line, nicbench_version, document, text_report, bytes)) = found else {
+            return Err(StoreError::NoSuchRun {
+                path: self.path().to_path_buf(),
+                id,
+            });
         };
         let Some(document) = document else {
             return Err(self.bad_document(
@@ -470,11 +484,13 @@ impl Store {
     /// Removes runs (their trials and tags go with them); returns how many.
     pub fn remove(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
         let path = self.path.clone();
-        let fail = |e| StoreError::from_sqlite(&path, e);
-        let tx = self.conn.transaction().map_err(fail)?;
+        let fail = |e| StoreError::from_db(&path, e);
+        let tx = self.db.transaction(false).map_err(fail)?;
         let mut removed = 0;
         for id in ids {
-            removed += tx.execute("DELETE FROM runs WHERE id = ?1", [id]).map_err(fail)?;
+            removed += tx
+                .execute("DELETE FROM runs WHERE id = ?1", params![id])
+                .map_err(fail)?;
         }
         tx.commit().map_err(fail)?;
         Ok(removed)
@@ -486,7 +502,6 @@ mod tests {
     use super::*;
     use crate::store::{RunMeta, RunWriter};
     use serde_json::json;
-    use std::path::Path;
 
     fn doc(workload: &str, receiver: f64, started: f64) -> serde_json::Value {
         json!({"schema": "nicbench.run/1", "workload": workload, "started_at_unix_seconds": started,
@@ -511,9 +526,8 @@ mod tests {
         (w.into_store(), id)
     }
 
-    #[test]
-    fn filters_select_by_tag_workload_host_and_time() {
-        let store = Store::open(Path::new(":memory:")).unwrap();
+    crate::store::testing::store_test!(
+    fn filters_select_by_tag_workload_host_and_time(store) {
         let (store, one) = save(store, doc("tcp", 1e9, 100.0), &["nic=e1000"]);
         let (store, two) = save(store, doc("udp", 2e9, 200.0), &["nic=igb", "mtu=9000"]);
         let ids = |f: Filter| store.runs(&f).unwrap().iter().map(|r| r.id).collect::<Vec<_>>();
@@ -566,13 +580,12 @@ mod tests {
         let runs = store.runs(&Filter::default()).unwrap();
         assert_eq!(runs[0].tags.len(), 2);
         assert!(runs[0].complete);
-    }
+    });
 
+    crate::store::testing::store_test!(
     /// Several paths read in one pass give what one json_extract per path
     /// gave: strings as text, numbers, objects as JSON, absent as NULL.
-    #[test]
-    fn document_parts_read_every_path_as_one_extract_would() {
-        let store = Store::open(Path::new(":memory:")).unwrap();
+    fn document_parts_read_every_path_as_one_extract_would(store) {
         let (store, id) = save(store, doc("tcp", 1.5e9, 100.0), &[]);
         let paths = [
             "$.workload",
@@ -594,19 +607,18 @@ mod tests {
             let one = store.document_parts(&[id], &[path]).unwrap();
             assert_eq!(one[0].values, vec![p.values[i].clone()], "{path}");
         }
-    }
+    });
 
+    crate::store::testing::store_test!(
     /// Kept paths are read from the digest, and only from one of this
     /// build's: a digest of another key (or none) sends them to the document.
-    #[test]
-    fn document_parts_read_kept_paths_from_the_digest_of_this_build_only() {
-        let store = Store::open(Path::new(":memory:")).unwrap();
+    fn document_parts_read_kept_paths_from_the_digest_of_this_build_only(store) {
         let (store, id) = save(store, doc("tcp", 1.5e9, 100.0), &[]);
         let paths = ["$.client.facts.hostname", "$.spec.streams"];
         // The document emptied: what is read comes from the digest.
         store
-            .conn
-            .execute("UPDATE runs SET document = '{}' WHERE id = ?1", [id])
+            .db
+            .execute("UPDATE runs SET document = '{}' WHERE id = ?1", params![id])
             .unwrap();
         let parts = store.document_parts(&[id], &paths).unwrap();
         assert_eq!(parts[0].text(0), Some("a"));
@@ -617,30 +629,28 @@ mod tests {
             vec![Sql::Null]
         );
         store
-            .conn
+            .db
             .execute(
-                "UPDATE digests SET digest = json_set(digest, '$.nicbench_digest', 'another') WHERE run_id = ?1",
-                [id],
+                "UPDATE digests SET digest = '{\"nicbench_digest\": \"another\"}' WHERE run_id = ?1",
+                params![id],
             )
             .unwrap();
         let parts = store.document_parts(&[id], &paths).unwrap();
         assert_eq!(parts[0].values, vec![Sql::Null, Sql::Null], "read from the document");
-    }
+    });
 
-    #[test]
-    fn a_run_cut_short_is_saved_but_not_complete() {
-        let store = Store::open(Path::new(":memory:")).unwrap();
+    crate::store::testing::store_test!(
+    fn a_run_cut_short_is_saved_but_not_complete(store) {
         let mut cut = doc("tcp", 1e9, 100.0);
         cut["repetition"] = json!({"interrupted": true});
         let (store, id) = save(store, cut, &[]);
         let run = store.run(id).unwrap();
         assert!(!run.summary.complete);
         assert_eq!(run.summary.trials_saved, 1);
-    }
+    });
 
-    #[test]
-    fn a_run_round_trips_and_removal_takes_its_trials() {
-        let store = Store::open(Path::new(":memory:")).unwrap();
+    crate::store::testing::store_test!(
+    fn a_run_round_trips_and_removal_takes_its_trials(store) {
         let (mut store, id) = save(store, doc("tcp", 1e9, 100.0), &["nic=e1000"]);
         let run = store.run(id).unwrap();
         assert_eq!(run.document["sum"]["receiver"]["bits_per_second"], 1e9);
@@ -649,9 +659,12 @@ mod tests {
         assert!(matches!(store.run(id + 1), Err(StoreError::NoSuchRun { .. })));
         assert_eq!(store.remove(&[id]).unwrap(), 1);
         let trials: i64 = store
-            .conn
-            .query_row("SELECT count(*) FROM trials", [], |r| r.get(0))
+            .db
+            .query_row("SELECT count(*) FROM trials", &[])
+            .unwrap()
+            .unwrap()
+            .get(0)
             .unwrap();
         assert_eq!(trials, 0);
-    }
+    });
 }

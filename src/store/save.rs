@@ -3,7 +3,8 @@
 //! at most the trial in flight), and the final document marks it complete.
 
 use rusqlite::types::Value as Sql;
-use rusqlite::{params, Transaction};
+
+use super::db::{params, Db, DbError, Tx};
 use serde_json::Value;
 
 use super::columns::{self, Columns};
@@ -68,8 +69,8 @@ impl RunWriter {
         let number = self.trials.len() as i64;
         let store = &mut self.store;
         let path = store.path.clone();
-        let fail = |e| StoreError::from_sqlite(&path, e);
-        let tx = store.conn.transaction().map_err(fail)?;
+        let fail = |e| StoreError::from_db(&path, e);
+        let tx = store.db.transaction(false).map_err(fail)?;
         let columns = columns::of_document(&doc);
         plausible(&path, &columns)?;
         let id = upsert_run(&tx, self.id, &self.meta, &doc, &columns, false).map_err(fail)?;
@@ -105,8 +106,8 @@ impl RunWriter {
     ) -> Result<i64, StoreError> {
         let path = self.store.path.clone();
         plausible(&path, columns)?;
-        let fail = |e| StoreError::from_sqlite(&path, e);
-        let tx = self.store.conn.transaction().map_err(fail)?;
+        let fail = |e| StoreError::from_db(&path, e);
+        let tx = self.store.db.transaction(false).map_err(fail)?;
         let id = write_final(&tx, self.id, &self.meta, doc, columns, self.trials.len(), text_report).map_err(fail)?;
         tx.commit().map_err(fail)?;
         self.id = Some(id);
@@ -125,7 +126,7 @@ impl RunWriter {
 /// (`nicbench import FILE...`). Dropped without [`Batch::commit`], nothing
 /// it saved stays.
 pub struct Batch<'s> {
-    tx: Transaction<'s>,
+    tx: Tx<'s>,
     path: std::path::PathBuf,
     ids: Vec<i64>,
 }
@@ -134,7 +135,7 @@ impl Store {
     /// Starts a batch of runs saved in one transaction.
     pub fn batch(&mut self) -> Result<Batch<'_>, StoreError> {
         let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|e| StoreError::from_sqlite(&path, e))?;
+        let tx = self.db.transaction(false).map_err(|e| StoreError::from_db(&path, e))?;
         Ok(Batch {
             tx,
             path,
@@ -148,8 +149,8 @@ impl Batch<'_> {
     /// if the batch is committed. Returns its id.
     pub fn save(&mut self, meta: &RunMeta, doc: &Value, columns: &Columns) -> Result<i64, StoreError> {
         plausible(&self.path, columns)?;
-        let id = write_final(&self.tx, None, meta, doc, columns, 0, None)
-            .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
+        let id =
+            write_final(&self.tx, None, meta, doc, columns, 0, None).map_err(|e| StoreError::from_db(&self.path, e))?;
         self.ids.push(id);
         Ok(id)
     }
@@ -157,7 +158,7 @@ impl Batch<'_> {
     /// Commits every run saved; returns their ids in the order saved.
     pub fn commit(self) -> Result<Vec<i64>, StoreError> {
         let path = self.path;
-        self.tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
+        self.tx.commit().map_err(|e| StoreError::from_db(&path, e))?;
         Ok(self.ids)
     }
 }
@@ -180,14 +181,14 @@ fn plausible(path: &std::path::Path, columns: &Columns) -> Result<(), StoreError
 /// past the `saved` already written, the text report; marks it complete
 /// unless it was cut short.
 fn write_final(
-    tx: &Transaction,
+    tx: &Db,
     id: Option<i64>,
     meta: &RunMeta,
     doc: &Value,
     columns: &Columns,
     saved: usize,
     text_report: Option<&str>,
-) -> rusqlite::Result<i64> {
+) -> Result<i64, DbError> {
     // A run cut short (Ctrl-C, SIGTERM) keeps what it measured but is
     // not a complete run: compare leaves it out, runs says INCOMPLETE.
     let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
@@ -200,7 +201,8 @@ fn write_final(
         insert_trial(tx, id, &columns.workload, i as i64 + 1, trial)?;
     }
     tx.execute(
-        "UPDATE runs SET text_report = ?1, trials_saved = max(trials_saved, ?2) WHERE id = ?3",
+        "UPDATE runs SET text_report = ?1, \
+         trials_saved = CASE WHEN trials_saved > ?2 THEN trials_saved ELSE ?2 END WHERE id = ?3",
         params![text_report, count as i64, id],
     )?;
     Ok(id)
@@ -251,13 +253,13 @@ fn column_values(c: &Columns) -> (Vec<&'static str>, Vec<Sql>) {
 
 /// Inserts the run row (with its tags) or updates its columns and document.
 fn upsert_run(
-    tx: &Transaction,
+    tx: &Db,
     id: Option<i64>,
     meta: &RunMeta,
     doc: &Value,
     c: &Columns,
     complete: bool,
-) -> rusqlite::Result<i64> {
+) -> Result<i64, DbError> {
     let (mut names, mut values) = column_values(c);
     values.push(Sql::Text(doc.to_string()));
     values.push(Sql::Integer(complete as i64));
@@ -269,7 +271,7 @@ fn upsert_run(
             .map(|(i, n)| format!("{n} = ?{}", i + 1))
             .collect();
         let sql = format!("UPDATE runs SET {} WHERE id = {id}", set.join(", "));
-        tx.execute(&sql, rusqlite::params_from_iter(values))?;
+        tx.execute(&sql, &values)?;
         return Ok(id);
     }
     names.extend([
@@ -295,13 +297,22 @@ fn upsert_run(
     values.push(Sql::Text(source));
     values.push(if file.is_empty() { Sql::Null } else { Sql::Text(file) });
     let marks: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
-    let sql = format!("INSERT INTO runs ({}) VALUES ({})", names.join(", "), marks.join(", "));
-    tx.execute(&sql, rusqlite::params_from_iter(values))?;
-    let id = tx.last_insert_rowid();
+    let sql = format!(
+        "INSERT INTO runs ({}) VALUES ({}) RETURNING id",
+        names.join(", "),
+        marks.join(", ")
+    );
+    let id: i64 = tx
+        .query_row(&sql, &values)?
+        .ok_or_else(|| DbError::Decode {
+            column: 0,
+            detail: "INSERT ... RETURNING id gave no row".into(),
+        })?
+        .get(0)?;
     for tag in &meta.tags {
         tx.execute(
             "INSERT INTO tags (run_id, key, value) VALUES (?1, ?2, ?3)",
-            params![id, tag.key, tag.value],
+            params![id, &tag.key, &tag.value],
         )?;
     }
     Ok(id)
@@ -309,11 +320,13 @@ fn upsert_run(
 
 /// Saves trial `number` of a run of `workload` (the trial's document has
 /// no header: its workload is the run's).
-fn insert_trial(tx: &Transaction, run_id: i64, workload: &str, number: i64, trial: &Value) -> rusqlite::Result<()> {
+fn insert_trial(tx: &Db, run_id: i64, workload: &str, number: i64, trial: &Value) -> Result<(), DbError> {
     let headline = columns::trial_headline(workload, trial).map(|h| h.value);
     tx.execute(
-        "INSERT OR REPLACE INTO trials (run_id, trial, saved_at_unix_seconds, headline_value, document) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO trials (run_id, trial, saved_at_unix_seconds, headline_value, document) \
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, trial) DO UPDATE SET \
+         saved_at_unix_seconds = excluded.saved_at_unix_seconds, headline_value = excluded.headline_value, \
+         document = excluded.document",
         params![run_id, number, now_unix_seconds(), headline, trial.to_string()],
     )?;
     Ok(())
@@ -333,9 +346,8 @@ mod tests {
         (serde_json::json!({"format": "test", "i": i}), columns)
     }
 
-    #[test]
-    fn a_batch_saves_all_its_runs_on_commit_and_none_without_it() {
-        let mut store = Store::open(std::path::Path::new(":memory:")).unwrap();
+    crate::store::testing::store_test!(
+    fn a_batch_saves_all_its_runs_on_commit_and_none_without_it(mut store) {
         let meta = RunMeta::default();
         {
             let mut batch = store.batch().unwrap();
@@ -354,5 +366,5 @@ mod tests {
         let ids = batch.commit().unwrap();
         assert_eq!(ids.len(), 3);
         assert_eq!(store.run_ids(&Default::default()).unwrap().len(), 3);
-    }
+    });
 }

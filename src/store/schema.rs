@@ -157,8 +157,18 @@ CREATE TABLE digests (
 );
 ";
 
+/// Version 7: the runs `db push` and `db pull` copied in, by the SHA-256
+/// of their document (`store::copy`), so that a run copied twice, or by
+/// two pushers at once, is stored once, and a cut push resumes.
+const COPIED: &str = "
+CREATE TABLE copied_runs (
+    document_sha256 TEXT PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE
+);
+";
+
 /// Every migration, in order. Never edit a released one: append.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, DIGESTS];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, DIGESTS, COPIED];
 
 /// Whether migration `sql` is the one after which every run's digest is
 /// made from its document (wherever it sits in [`MIGRATIONS`]).

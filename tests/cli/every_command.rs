@@ -211,6 +211,18 @@ const TABLE: &[Row] = &[
         &["db", "backup", "{dir}/backup-{n}.db", "--db", "{db}"],
         Ends::Itself,
     ),
+    // A push or pull takes any other store, a file too (a PostgreSQL one
+    // in tests/cli/postgres.rs).
+    row(
+        "db push",
+        &["db", "push", "{dir}/archive-{n}.db", "--db", "{db}"],
+        Ends::Itself,
+    ),
+    row(
+        "db pull",
+        &["db", "pull", "{db}", "--db", "{dir}/pulled-{n}.db"],
+        Ends::Itself,
+    ),
     row(
         "plot",
         &["plot", "--db", "{db}", "--kind", "bars", "--out", "{dir}/plot-{n}.svg"],

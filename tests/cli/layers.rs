@@ -241,6 +241,48 @@ fn every_module_imports_only_from_below_and_without_circles() {
     assert!(problems.is_empty(), "the layers are broken:\n{}", problems.join("\n"));
 }
 
+/// Transports stand below the workloads they serve (issue 68): a file under
+/// `workload/transport/` names transports and the base layer
+/// (`workload/base/`: errors, the network context, the stream runner,
+/// figures), never the registry of workloads or a workload.
+const TRANSPORTS: &[&str] = &["workload", "transport"];
+const BASE: &[&str] = &["workload", "base"];
+
+#[test]
+fn transports_name_only_transports_and_the_base_layer() {
+    let problems = files::reaches_outside(&files::read_all(&source_tree()), TRANSPORTS, &[BASE]);
+    assert!(
+        problems.is_empty(),
+        "a transport names what stands above it:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_transport_naming_the_registry_or_a_workload_is_named_with_its_line() {
+    let tree = [
+        file(
+            "workload/mod.rs",
+            "pub mod base;\npub mod transport;\npub mod udp;\npub use base::Aborter;\npub static REGISTRY: &[u8] = &[];\n",
+        ),
+        file("workload/base/mod.rs", "pub type Aborter = u8;\n"),
+        file("workload/udp/mod.rs", "pub const KEY: &str = \"udp\";\n"),
+        file("workload/transport/mod.rs", "pub mod tcp;\npub struct Proto;\n"),
+        file(
+            "workload/transport/tcp.rs",
+            "use crate::workload::Aborter;\nuse super::Proto;\nfn f() {\n    let _ = crate::workload::udp::KEY;\n    \
+             let _ = super::super::REGISTRY;\n}\n#[cfg(test)]\nmod tests {\n    use crate::workload::udp::KEY;\n}\n",
+        ),
+    ];
+    assert_eq!(
+        files::reaches_outside(&files::read_all(&tree), TRANSPORTS, &[BASE]),
+        [
+            "src/workload/transport/tcp.rs:4: -> src/workload/udp/mod.rs: let _ = crate::workload::udp::KEY;",
+            "src/workload/transport/tcp.rs:5: -> src/workload/mod.rs: let _ = super::super::REGISTRY;",
+        ]
+    );
+}
+
 #[test]
 fn every_declared_module_has_a_floor_and_every_floor_a_module() {
     let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();

@@ -73,6 +73,7 @@ mod metrics;
 mod mptcp;
 mod outside_text;
 mod plan;
+mod postgres;
 mod prometheus;
 mod quic;
 mod rawclient;

@@ -91,7 +91,7 @@ impl WorkloadArgs for RrOptions {
             quickack: self.quickack,
             spin: self.spin,
             interval_us: self.every.map(|d| (d.as_micros().min(u64::MAX as u128) as u64).max(1)),
-            tls: self.tls.params(proto == Proto::TLS || proto == Proto::QUIC)?,
+            tls: self.tls.params(proto.tls_handshake())?,
         })
     }
 }

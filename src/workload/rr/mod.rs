@@ -97,9 +97,10 @@ impl RrParams {
         self.encrypted().then(|| self.tls.clone().unwrap_or_default())
     }
 
-    /// Whether the transactions are sealed: over TLS or QUIC.
+    /// Whether the transactions are sealed: over a transport with a TLS
+    /// handshake (TLS, QUIC).
     pub fn encrypted(&self) -> bool {
-        self.proto == Proto::TLS || self.proto == Proto::QUIC
+        self.proto.tls_handshake()
     }
 }
 

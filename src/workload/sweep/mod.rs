@@ -156,9 +156,10 @@ impl SweepParams {
         }
     }
 
-    /// Whether the messages are sealed: over TLS or QUIC.
+    /// Whether the messages are sealed: over a transport with a TLS
+    /// handshake (TLS, QUIC).
     pub fn encrypted(&self) -> bool {
-        self.transport == Proto::TLS || self.transport == Proto::QUIC
+        self.transport.tls_handshake()
     }
 
     /// The TLS options of a sweep over TLS or QUIC (their defaults where
@@ -232,7 +233,7 @@ impl SweepParams {
             self.tls.as_ref(),
         )
         .map_err(SpecError::Invalid)?;
-        if self.transport == Proto::UDP && self.mode == Mode::Stream {
+        if self.transport.is_datagram() && self.mode == Mode::Stream {
             return Err(SpecError::Invalid(
                 "--mode stream runs over a connection (tcp, tls, quic, mptcp); over UDP the sweep is ping-pong \
                  (drop --udp or --mode stream)"

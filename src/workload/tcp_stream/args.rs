@@ -78,9 +78,7 @@ impl WorkloadArgs for TcpOptions {
                 true => Proto::MPTCP,
                 false => self.transport.unwrap_or_default(),
             },
-            tls: self
-                .tls
-                .params(matches!(self.transport, Some(t) if t == Proto::TLS || t == Proto::QUIC))?,
+            tls: self.tls.params(self.transport.is_some_and(|t| t.tls_handshake()))?,
         })
     }
 }

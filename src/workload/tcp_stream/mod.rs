@@ -97,10 +97,10 @@ impl TcpParams {
         self.runs_tls().then(|| self.tls.clone().unwrap_or_default())
     }
 
-    /// Whether the streams shake hands with TLS 1.3: over TLS, and QUIC's
-    /// own handshake.
+    /// Whether the streams shake hands with TLS 1.3 (the transport's own
+    /// handshake: TLS, QUIC).
     pub fn runs_tls(&self) -> bool {
-        self.transport == Proto::TLS || self.transport == Proto::QUIC
+        self.transport.tls_handshake()
     }
 
     /// The receiver's path these parameters ask for.

@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, SockAddr, Socket};
 
 use super::Proto;
+use crate::model::spec::SideOptions;
 use crate::protocol::TOKEN_LEN;
-use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
+pub use crate::workload::base::sockets::{accept_until, token_matches, Deadlined};
+use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 
 const PREAMBLE_LEN: usize = TOKEN_LEN + 4;
 /// How long a data connection may take to present its whole preamble,
@@ -46,7 +48,7 @@ fn refuse(peer: Option<SocketAddr>, why: &str) {
 
 /// The agent sends traffic only to an address that proved itself over
 /// TCP (the control connection's peer, or a link client address that
-/// presented the token on the proof port: [`super::address_proof`]). Every
+/// presented the token on the proof port: [`crate::workload::base::address_proof`]). Every
 /// place a workload learns a destination (a UDP registration's source, a
 /// datagram to answer) checks it here before sending anything there.
 pub fn check_destination(net: &AgentNet, destination: SocketAddr) -> Result<(), WorkloadError> {
@@ -136,95 +138,6 @@ pub fn local_port(socket: &Socket) -> u16 {
         .and_then(|a| a.as_socket())
         .map(|a| a.port())
         .unwrap_or(0)
-}
-
-/// Constant-time comparison (`subtle`), so the token cannot be guessed
-/// byte by byte from response times.
-pub fn token_matches(a: &[u8], b: &[u8]) -> bool {
-    use subtle::ConstantTimeEq;
-    bool::from(a.ct_eq(b))
-}
-
-/// Accepts one connection on `listener`, waiting at most until `deadline`:
-/// None once it has passed. A wait that times out or is interrupted
-/// before then waits again; `what` names the connection in an error
-/// ("a data connection").
-pub fn accept_until(
-    listener: &Socket,
-    deadline: Instant,
-    what: &str,
-) -> Result<Option<(Socket, SockAddr)>, WorkloadError> {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Ok(None);
-        }
-        listener
-            .set_read_timeout(Some(left))
-            .map_err(WorkloadError::io(format!("setting the timeout for accepting {what}")))?;
-        match listener.accept() {
-            Ok(pair) => return Ok(Some(pair)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(WorkloadError::io(format!("accepting {what}"))(e)),
-        }
-    }
-}
-
-/// A socket read and written under one whole deadline: each call waits at
-/// most what is left of it, and none starts once it has passed. A peer
-/// that sends one byte at a time gains nothing by it.
-pub struct Deadlined<'a> {
-    socket: &'a Socket,
-    deadline: Instant,
-}
-
-impl<'a> Deadlined<'a> {
-    pub fn new(socket: &'a Socket, deadline: Instant) -> Deadlined<'a> {
-        Deadlined { socket, deadline }
-    }
-
-    /// What is left, never zero (a zero timeout would block for ever);
-    /// TimedOut once the deadline has passed.
-    fn left(&self) -> std::io::Result<Duration> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the setup deadline passed",
-            ));
-        }
-        Ok(left.max(Duration::from_millis(1)))
-    }
-
-    /// Clears the timeouts this left on the socket, for the test's loops.
-    pub fn clear(&self) -> std::io::Result<()> {
-        self.socket.set_read_timeout(None)?;
-        self.socket.set_write_timeout(None)
-    }
-}
-
-impl Read for Deadlined<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.socket.set_read_timeout(Some(self.left()?))?;
-        let mut socket: &Socket = self.socket;
-        socket.read(buf)
-    }
-}
-
-impl Write for Deadlined<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.socket.set_write_timeout(Some(self.left()?))?;
-        let mut socket: &Socket = self.socket;
-        socket.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Accepts one data connection per id in `expected`, refusing anything
@@ -355,7 +268,7 @@ pub fn connect_stream(
 }
 
 /// Closes every socket of a side (from another thread) so blocked calls return.
-pub fn aborter(sockets: &[&Socket]) -> crate::workload::Aborter {
+pub fn aborter(sockets: &[&Socket]) -> crate::workload::base::Aborter {
     let clones: Vec<Socket> = sockets.iter().filter_map(|s| s.try_clone().ok()).collect();
     std::sync::Arc::new(move || {
         for s in &clones {

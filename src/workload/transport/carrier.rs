@@ -11,8 +11,8 @@ use super::quic::{self, endpoint::Connected, wire::QuicWire};
 use super::tls::{self, session::Session, wire::TlsIo};
 use super::wire::{Plain, Wire};
 use crate::model::SocketBuffers;
-use crate::workload::runner::{run_streams, StreamTask, TaskEnd};
-use crate::workload::{Aborter, RunControl, SideOutcome};
+use crate::workload::base::runner::{run_streams, StreamTask, TaskEnd};
+use crate::workload::base::{Aborter, RunControl, SideOutcome};
 
 /// A stream of one transport, ready for a message loop: what a workload's
 /// end holds once its connection is set up.

@@ -81,6 +81,12 @@ pub trait Transport: Sync + 'static {
     fn kernel_stream(&self) -> bool {
         true
     }
+    /// Whether its connections open with a TLS 1.3 handshake (TLS, QUIC):
+    /// the `--tls-*` options then apply, and each stream end's handshake
+    /// is a `tls` part of its extras.
+    fn tls_handshake(&self) -> bool {
+        false
+    }
     /// Whether a connection adds paths to the agent's other addresses
     /// (MPTCP's MP_JOIN): its data listener then takes every address of
     /// its family, not only the one the client came to.
@@ -150,7 +156,7 @@ impl ConnectionFigures {
     /// Puts the connection's figures in `end`'s extras under the
     /// transport's name, with what the watch saw, and the connection's
     /// TCP_INFO figures where the socket's covered only part of it.
-    pub fn add_to(self, end: &mut super::runner::TaskEnd) {
+    pub fn add_to(self, end: &mut crate::workload::base::runner::TaskEnd) {
         let ConnectionFigures {
             transport,
             socket,

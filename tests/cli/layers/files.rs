@@ -219,6 +219,45 @@ pub fn imports(files: &[File]) -> Vec<Import> {
     all
 }
 
+/// Where a file in module `under` (`workload::transport`) names a file of
+/// its top-level module that is neither in `under` nor in one of `allowed`
+/// (`workload::base`): a floor inside a module, as `file:line: -> file:
+/// text`. Test modules stand above their file and are left out.
+pub fn reaches_outside(files: &[File], under: &[&str], allowed: &[&[&str]]) -> Vec<String> {
+    let tree = Tree::new(files);
+    let within = |module: &[String], prefix: &[&str]| {
+        module.len() >= prefix.len() && module.iter().zip(prefix).all(|(m, p)| m == p)
+    };
+    let mut problems = Vec::new();
+    for file in files {
+        if !within(&file.module, under) || file.module.iter().any(|m| m == "tests") {
+            continue;
+        }
+        for written in file.read.paths.iter().filter(|w| w.node == file.module) {
+            let Some(path) = source::absolute(written, &file.module) else {
+                continue;
+            };
+            let Some(target) = tree.holder(&path).map(|to| &files[to]) else {
+                continue;
+            };
+            if target.top() != file.top()
+                || within(&target.module, under)
+                || allowed.iter().any(|a| within(&target.module, a))
+            {
+                continue;
+            }
+            let (at, text) = file.at(written.line);
+            problems.push(format!(
+                "{at}:{}: -> src/{}: {text}",
+                written.line,
+                target.path.display()
+            ));
+        }
+    }
+    problems.dedup(); // The leaves of one `use` group name one file once.
+    problems
+}
+
 /// `src/...` of the file, and `::tests` when the node is a test module in it.
 fn node_name(file: &File, node: &[String]) -> String {
     let mut name = format!("src/{}", file.path.display());

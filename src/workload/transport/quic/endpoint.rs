@@ -25,13 +25,14 @@ use quinn::{AsyncUdpSocket, Runtime, TokioRuntime, UdpPoller, VarInt};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::QuicEnd;
+use crate::model::spec::SideOptions;
 use crate::model::SocketBuffers;
 use crate::protocol::TOKEN_LEN;
+use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 use crate::workload::transport::admission;
 use crate::workload::transport::tls::params::TlsParams;
 use crate::workload::transport::tls::session::{ClientSetup, ServerSetup};
 use crate::workload::transport::tls::{self, TlsEnd};
-use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
 
 /// The ALPN both ends name: a QUIC handshake must agree on one.
 const ALPN: &[u8] = b"nicbench";

@@ -68,6 +68,10 @@ impl Transport for Quic {
         false
     }
 
+    fn tls_handshake(&self) -> bool {
+        true
+    }
+
     /// The ciphers' one-core speeds and the agent's certificate, as for
     /// TLS: QUIC protects its packets with the suite the handshake chose.
     fn host_facts(&self, facts: &mut crate::model::HostFacts) {

@@ -13,11 +13,12 @@ use quinn::{ConnectionError, ReadError, StoppedError, VarInt, WriteError};
 
 use super::endpoint::{Connected, Streams, CLOSE_ABORTED, CLOSE_DONE};
 use super::KEY;
+use crate::model::TestSpec;
 use crate::model::{Flow, Party, Role};
-use crate::workload::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
+use crate::workload::base::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
+use crate::workload::base::{Aborter, RunControl, Side, SideOutcome};
 use crate::workload::transport::tcp::pattern;
 use crate::workload::transport::tls;
-use crate::workload::{Aborter, RunControl, Side, SideOutcome, TestSpec};
 
 /// One end's QUIC streams, open and admitted.
 pub struct QuicSide {

@@ -13,7 +13,7 @@ use socket2::{Protocol, Socket, Type};
 use super::{Delivery, Transport};
 use crate::linerate::Stack;
 use crate::probe::tcpinfo;
-use crate::workload::WorkloadError;
+use crate::workload::base::WorkloadError;
 pub(crate) use send::{pattern, receive_stream, send_stream, send_stream_held, RECEIVE_CHUNK};
 pub use send::{ReceivePath, SendPath};
 pub use zerocopy::MsgZeroCopy;

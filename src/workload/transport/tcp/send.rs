@@ -13,7 +13,7 @@ use socket2::Socket;
 use super::zerocopy::{self, Completions};
 use super::{TcpEnd, KEY};
 use crate::probe::tcpinfo;
-use crate::workload::runner::{StreamContext, TaskEnd};
+use crate::workload::base::runner::{StreamContext, TaskEnd};
 
 /// How a sender hands its bytes to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::WorkloadError;
+use crate::workload::base::WorkloadError;
 
 /// `SO_ZEROCOPY` (asm-generic/socket.h; x86, arm and most others).
 const SO_ZEROCOPY: libc::c_int = 60;

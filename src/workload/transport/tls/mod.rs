@@ -61,6 +61,10 @@ impl Transport for Tls {
         false
     }
 
+    fn tls_handshake(&self) -> bool {
+        true
+    }
+
     /// Each cipher's speed on one core, AES instructions, kernel TLS; and
     /// on an agent the certificate it presents.
     fn host_facts(&self, facts: &mut crate::model::HostFacts) {

@@ -14,8 +14,8 @@ use socket2::Socket;
 use super::cert::{self, PinnedVerifier, Trust};
 use super::params::{normalize_pin, TlsParams};
 use super::TlsEnd;
+use crate::workload::base::WorkloadError;
 use crate::workload::transport::admission::Deadlined;
-use crate::workload::WorkloadError;
 
 /// A connection's TLS state once its handshake is done, and what it
 /// negotiated.
@@ -126,7 +126,7 @@ pub struct ClientSetup {
 impl ClientSetup {
     /// Trust as `--tls-pin`, `--tls-ca` or the agent's announcement says
     /// (its facts in `net`); the cipher speeds measured now, not later.
-    pub fn new(params: &TlsParams, net: &crate::workload::ClientNet) -> Result<ClientSetup, WorkloadError> {
+    pub fn new(params: &TlsParams, net: &crate::workload::base::ClientNet) -> Result<ClientSetup, WorkloadError> {
         let announced = net.agent_tls.as_ref().and_then(|t| t.certificate_sha256.as_deref());
         let trust = trust(params, announced).map_err(WorkloadError::Setup)?;
         let (config, name) = client_config(params, &trust, net.agent_ip).map_err(WorkloadError::Setup)?;

@@ -15,7 +15,7 @@ use socket2::Socket;
 use super::session::Session;
 use super::KEY;
 use crate::probe::tcpinfo;
-use crate::workload::runner::{StreamContext, TaskEnd};
+use crate::workload::base::runner::{StreamContext, TaskEnd};
 use crate::workload::transport::tcp::{pattern, RECEIVE_CHUNK};
 
 /// How much sealed data the sender lets rustls hold before it writes:

@@ -1,7 +1,9 @@
 //! UDP, the datagram transport (Linux): binding, the
 //! registration handshake that admits only the control peer with the
-//! session token, UDP GSO/GRO socket options, batched sendmmsg/recvmmsg
-//! and the per-socket drop counter from /proc/net/udp.
+//! session token, UDP GSO/GRO socket options, batched sendmmsg/recvmmsg,
+//! the per-socket drop counter from /proc/net/udp, and the send and
+//! receive loops any workload over datagrams runs ([`loops`], counting
+//! into [`counts::UdpEnd`]).
 //!
 //! Registration: each client stream socket sends [`register_datagram`]s
 //! (token + stream id) to its agent port until it gets an ack. The agent
@@ -9,6 +11,8 @@
 //! `connect()`s the socket to that source, so the kernel filters every
 //! other sender from then on.
 
+pub mod counts;
+pub mod loops;
 pub mod wire;
 
 use std::net::{IpAddr, SocketAddr};
@@ -20,8 +24,9 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::admission::{apply_buffers, check_destination};
 use super::{Delivery, Transport};
 use crate::linerate::Stack;
+use crate::model::spec::SideOptions;
 use crate::protocol::TOKEN_LEN;
-use crate::workload::{AgentNet, ClientNet, SideOptions, WorkloadError};
+use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 use wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind, REGISTER_LEN};
 
 /// UDP.

@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::transport::admission::{accept_until, token_matches, Deadlined};
-use super::{LinkPair, WorkloadError};
+use super::sockets::{accept_until, token_matches, Deadlined};
+use super::WorkloadError;
+use crate::model::LinkPair;
 use crate::protocol::TOKEN_LEN;
 
 /// What follows the token on a proof connection (never a data stream's

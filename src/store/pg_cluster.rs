@@ -1,0 +1,224 @@
+//! A throwaway PostgreSQL server for a test: `initdb` into a temporary
+//! directory, `postgres` listening only on a unix socket in it (no TCP
+//! port, so nothing to collide with), stopped and removed when dropped,
+//! also when the test fails. As root, the server runs as `nobody` (initdb
+//! refuses root). Shared by the library's tests (`store::testing`) and the
+//! command-line tests (`tests/cli/postgres.rs`), which include this file;
+//! each uses part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running server and its directory.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    server: Child,
+    /// The directory of the server programs.
+    bin: PathBuf,
+}
+
+/// The user the server runs as under root (nobody), and the database
+/// user the cluster is created with.
+const NOBODY: u32 = 65534;
+pub const USER: &str = "nicbench";
+
+/// The directory holding PostgreSQL's server programs: Debian's
+/// `/usr/lib/postgresql/N/bin` (15 first), else `initdb` on the PATH.
+fn binaries() -> Option<PathBuf> {
+    let mut candidates = vec![PathBuf::from("/usr/lib/postgresql/15/bin")];
+    if let Ok(versions) = std::fs::read_dir("/usr/lib/postgresql") {
+        let mut others: Vec<PathBuf> = versions.flatten().map(|e| e.path().join("bin")).collect();
+        others.sort();
+        candidates.extend(others.into_iter().rev());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path));
+    }
+    candidates
+        .into_iter()
+        .find(|dir| dir.join("initdb").is_file() && dir.join("postgres").is_file())
+}
+
+/// True when every directory from `path` up lets others through.
+fn others_may_traverse(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.ancestors()
+        .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `program` as the server's user: nobody under root, else this user.
+fn as_server_user(program: PathBuf) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(program);
+    if is_root() {
+        command.uid(NOBODY).gid(NOBODY);
+    }
+    command.env_remove("PGDATA").env("LC_ALL", "C");
+    command
+}
+
+/// Starts `postgres` on the cluster in `dir`, its log appended to
+/// `dir/server.log`.
+fn spawn_server(bin: &Path, dir: &Path) -> Result<Child, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .map_err(|e| e.to_string())?;
+    as_server_user(bin.join("postgres"))
+        .arg("-D")
+        .arg(dir.join("data"))
+        .arg("-k")
+        .arg(dir)
+        .args([
+            "-c",
+            "listen_addresses=",
+            "-c",
+            "fsync=off",
+            "-c",
+            "full_page_writes=off",
+        ])
+        .args(["-c", "synchronous_commit=off", "-c", "max_connections=40"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("{} cannot run: {e}", bin.join("postgres").display()))
+}
+
+impl Cluster {
+    /// A new, running server; Err says what is missing (the caller skips
+    /// or, under CI, fails).
+    pub fn start() -> Result<Cluster, String> {
+        let bin = binaries().ok_or(
+            "PostgreSQL's server programs (initdb, postgres) are not installed: \
+             apt-get install postgresql (Debian 12 has version 15)",
+        )?;
+        let temp = std::env::temp_dir();
+        let base = if others_may_traverse(&temp) {
+            temp
+        } else {
+            PathBuf::from("/tmp")
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("nb-pg-")
+            .tempdir_in(&base)
+            .map_err(|e| format!("cannot create a directory in {}: {e}", base.display()))?;
+        if is_root() {
+            std::os::unix::fs::chown(dir.path(), Some(NOBODY), Some(NOBODY))
+                .map_err(|e| format!("chown {}: {e}", dir.path().display()))?;
+        }
+        let data = dir.path().join("data");
+        let init = as_server_user(bin.join("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8", "--locale=C"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{} cannot run: {e}", bin.join("initdb").display()))?;
+        if !init.status.success() {
+            return Err(format!(
+                "initdb failed: {}{}",
+                String::from_utf8_lossy(&init.stdout),
+                String::from_utf8_lossy(&init.stderr)
+            ));
+        }
+        let server = spawn_server(&bin, dir.path())?;
+        let mut cluster = Cluster { dir, server, bin };
+        cluster.wait_ready()?;
+        Ok(cluster)
+    }
+
+    /// Stops the server the way a crash does (SIGQUIT: no shutdown
+    /// checkpoint, every connection cut), then starts it again on the same
+    /// data, which it recovers from its log.
+    pub fn crash_and_restart(&mut self) -> Result<(), String> {
+        // SAFETY: kill(2) on the server this Cluster started and has not reaped.
+        unsafe { libc::kill(self.server.id() as libc::pid_t, libc::SIGQUIT) };
+        self.server.wait().map_err(|e| e.to_string())?;
+        self.server = spawn_server(&self.bin, self.dir.path())?;
+        self.wait_ready()
+    }
+
+    /// Waits (30 s at most) until the server accepts a connection.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let error = match postgres::Config::new()
+                .host_path(self.dir.path())
+                .user(USER)
+                .dbname("postgres")
+                .connect(postgres::NoTls)
+            {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            if let Ok(Some(status)) = self.server.try_wait() {
+                return Err(format!(
+                    "postgres exited ({status}) before it was ready: {}",
+                    self.log()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("postgres was not ready after 30 s ({error}): {}", self.log()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the server logged.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// The directory of the server's socket.
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The URL of database `dbname` (`postgres` exists in every cluster).
+    pub fn url(&self, dbname: &str) -> String {
+        format!("postgres://{USER}@/{dbname}?host={}", self.dir.path().display())
+    }
+
+    /// A client to database `dbname`, for a test to look inside.
+    pub fn client(&self, dbname: &str) -> postgres::Client {
+        postgres::Config::new()
+            .host_path(self.dir.path())
+            .user(USER)
+            .dbname(dbname)
+            .connect(postgres::NoTls)
+            .expect("the test server accepts connections")
+    }
+
+    /// The server's process id.
+    pub fn server_pid(&self) -> u32 {
+        self.server.id()
+    }
+}
+
+impl Drop for Cluster {
+    /// Fast shutdown (SIGINT), then SIGKILL after 10 s; the directory goes
+    /// with the TempDir.
+    fn drop(&mut self) {
+        let pid = self.server.id() as libc::pid_t;
+        // SAFETY: kill(2) on the server this Cluster started and has not reaped.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.server.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}

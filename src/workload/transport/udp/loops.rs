@@ -1,0 +1,627 @@
+//! The datagram loops every workload over UDP runs: the sender paces with
+//! a token bucket against the monotonic clock and sends in batches
+//! (sendmmsg, optionally UDP GSO), every datagram stamped with stream id,
+//! sequence number, send time and a warm-up flag ([`super::wire`]); the
+//! receiver (recvmmsg, optionally GRO) counts distinct, duplicate, late and
+//! foreign datagrams and the RFC 3550 jitter, and reads its socket's drop
+//! counter. Receivers get no end-of-stream: they stop once the stop flag is
+//! up and the socket has been quiet for [`DRAIN`]. What each end counted
+//! is its [`UdpEnd`], in the stream end's extras under [`KEY`].
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use socket2::Socket;
+
+use super::counts::{UdpEnd, UdpReceived, KEY};
+use super::wire::{DatagramHeader, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP};
+use super::{
+    enable_drop_counts, enable_gro, enable_gso, enable_receive_timestamps, monotonic_nanos, RecvBatch, SendBatch,
+    MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES,
+};
+use crate::model::Role;
+use crate::workload::base::runner::{StreamContext, TaskEnd};
+use crate::workload::base::WorkloadError;
+
+/// How long a receiver waits for stragglers once the test is over.
+pub const DRAIN: Duration = Duration::from_millis(300);
+/// A receiver stops at the latest this long after the stop flag.
+const MAX_DRAIN: Duration = Duration::from_secs(3);
+/// In a count run, the silence after which a receiver takes the datagrams
+/// still missing as lost (longer at slow offers, see [`count_quiet`]).
+const COUNT_QUIET: Duration = Duration::from_secs(2);
+/// How often a blocked receive wakes up to look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+/// The most a paced sender catches up at once after waking late: 4 ms of
+/// its rate. A wake-up on a busy machine comes up to a scheduler slice late
+/// (3-4 ms with two CPU hogs on 2 cores), which this covers so the average
+/// holds; what it sends at once goes out at the NIC's speed, and a queue
+/// on the path must hold it (a bottleneck of the offered rate needs 4 ms of
+/// queue; the lab's tbf holds 16 ms beyond its bucket, switches a few ms).
+/// It was 100 ms, whose catch-up overflowed a router's queue and read as
+/// loss on the path (issue 66).
+pub const PACER_CREDIT: Duration = Duration::from_millis(4);
+/// Datagrams per sendmmsg/recvmmsg without offload.
+const BATCH: usize = 64;
+/// GSO buffers per sendmmsg, and GRO buffers per recvmmsg.
+const GSO_BATCH: usize = 8;
+const GRO_BATCH: usize = 16;
+/// Receive buffer a UDP receiver asks for when the user set none: room for
+/// several milliseconds of datagrams at loopback rates, so a receiving thread
+/// that is briefly not scheduled does not turn into loss. The kernel caps it
+/// at net.core.rmem_max; the result shows what was granted.
+pub const DEFAULT_RECEIVE_BUFFER: usize = 4 << 20;
+/// How long a receiver that has just drained a queue naps before taking
+/// the next batch (see [`receive_stream`]).
+const NAP: Duration = Duration::from_micros(50);
+
+/// What a stream loop counted, besides what the runner counts.
+#[derive(Default)]
+struct EndCounts {
+    udp: UdpEnd,
+    /// Receiver: when the last datagram arrived (its rate ends there).
+    last_data_at: Option<Instant>,
+}
+
+/// Readies a registered socket for its role: GSO on a sender that asked
+/// for it; on a receiver GRO if asked, a large receive buffer unless the
+/// user set one (`receive_buffer_set`), arrival stamps and drop counts.
+pub fn prepare_end(
+    socket: &Socket,
+    role: Role,
+    datagram_bytes: usize,
+    (gso, gro): (bool, bool),
+    receive_buffer_set: bool,
+) -> Result<(), WorkloadError> {
+    match role {
+        Role::Sender if gso => enable_gso(socket, datagram_bytes)?,
+        Role::Receiver if gro => enable_gro(socket)?,
+        _ => {}
+    }
+    if role == Role::Receiver {
+        if !receive_buffer_set {
+            // Best effort: a smaller grant is reported, not an error.
+            let _ = socket.set_recv_buffer_size(DEFAULT_RECEIVE_BUFFER);
+        }
+        enable_receive_timestamps(socket)?;
+        enable_drop_counts(socket)?;
+    }
+    Ok(())
+}
+
+/// Lets this thread's short sleeps end on time (the default slack is 50 us).
+fn set_timer_slack(slack: Duration) {
+    // SAFETY: PR_SET_TIMERSLACK takes a value and changes only this thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack.as_nanos() as libc::c_ulong, 0, 0, 0) };
+}
+
+/// The stream end with the UDP counts; a receiver's time runs to its last
+/// datagram, not to the end of the drain wait.
+fn finish((mut end, counts): (TaskEnd, EndCounts)) -> TaskEnd {
+    end.extras.set(KEY, &counts.udp);
+    end.last_activity = counts.last_data_at;
+    end
+}
+
+/// Is this send error one to count and go on with?
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOBUFS | libc::ECONNREFUSED | libc::EAGAIN | libc::EINTR)
+    )
+}
+
+/// The pacer's credit at `rate` when a send takes `per_call` bytes:
+/// [`PACER_CREDIT`] of the rate, or two sends' worth if more. A wake-up
+/// that late is caught up, so the average holds; a longer stall is not
+/// made up for.
+fn pacer_credit_bytes(rate: u64, per_call: u64) -> u64 {
+    let credit = (rate as f64 / 8.0 * PACER_CREDIT.as_secs_f64()) as u64;
+    (per_call * 2).max(credit)
+}
+
+/// How one stream end sends.
+#[derive(Debug, Clone, Copy)]
+pub struct SendOptions {
+    pub id: u32,
+    pub datagram_bytes: usize,
+    /// Offered rate; None sends as fast as the sender can.
+    pub rate_bits_per_second: Option<u64>,
+    /// UDP GSO, enabled on the socket by [`prepare_end`].
+    pub gso: bool,
+    /// In a count run, the datagrams this end sends.
+    pub quota: Option<u64>,
+    /// The side's start, which the pacer counts from (like the rate in the
+    /// result), and the end of the warm-up.
+    pub start: Instant,
+    pub warmup_until: Instant,
+}
+
+/// The sender's loop: pace, stamp, send a batch, count; in a count run,
+/// until `quota` datagrams are out. The end's [`UdpEnd`] is in its extras
+/// under [`KEY`].
+pub fn send_stream(socket: &Socket, how: &SendOptions, ctx: &StreamContext) -> TaskEnd {
+    finish(send_loop(socket, how, ctx))
+}
+
+fn send_loop(socket: &Socket, how: &SendOptions, ctx: &StreamContext) -> (TaskEnd, EndCounts) {
+    let SendOptions {
+        id,
+        datagram_bytes: dg,
+        rate_bits_per_second,
+        gso,
+        quota,
+        start,
+        warmup_until: omit_at,
+    } = *how;
+    let fd = socket.as_raw_fd();
+    let segments = if gso {
+        (MAX_OFFLOAD_BYTES / dg).clamp(1, MAX_GSO_SEGMENTS)
+    } else {
+        1
+    };
+    let entries = if gso { GSO_BATCH } else { BATCH };
+    let max_datagrams = entries * segments;
+    let mut batch = SendBatch::new(entries, segments * dg);
+    // Send about a millisecond's worth at a time when paced.
+    let (mut pacer, per_call) = match rate_bits_per_second {
+        Some(rate) => {
+            let per_ms = (rate as f64 / 8.0 / 1000.0 / dg as f64).ceil() as usize;
+            let per_call = per_ms.clamp(1, max_datagrams);
+            (
+                Some(Pacer::new(rate, pacer_credit_bytes(rate, (per_call * dg) as u64))),
+                per_call,
+            )
+        }
+        None => (None, max_datagrams),
+    };
+    let mut lens = vec![0usize; entries];
+    let (mut seq, mut total, mut syscalls) = (0u64, 0u64, 0u64);
+    // Bytes sent back to back since the pacer last waited, and the most.
+    let (mut burst, mut largest_burst) = (0u64, 0u64);
+    let mut udp = UdpEnd {
+        datagram_bytes: dg as u64,
+        segmentation_offload: gso,
+        offered_bits_per_second: rate_bits_per_second.map(|r| r as f64),
+        ..UdpEnd::default()
+    };
+    let mut error = None;
+    // The pacer counts from the side's start, like the rate in the result.
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let left = quota.map_or(usize::MAX, |q| q.saturating_sub(seq).min(usize::MAX as u64) as usize);
+        if left == 0 {
+            break;
+        }
+        let now = Instant::now();
+        let mut n = max_datagrams.min(left);
+        if let Some(p) = pacer.as_mut() {
+            let allowed = (p.allowance(now - start) / dg as u64) as usize;
+            if allowed < per_call.min(left) {
+                // A wait ends the burst sent since the last one.
+                largest_burst = largest_burst.max(burst);
+                burst = 0;
+                std::thread::sleep(p.wait_for(now - start, (per_call * dg) as u64).min(POLL));
+                continue;
+            }
+            n = allowed.min(max_datagrams).min(left);
+        }
+        let flags = if now < omit_at { FLAG_WARMUP } else { 0 };
+        let used = stamp_batch(&mut batch, &mut lens, (id, seq, flags), n, segments, dg);
+        let sent_entries = match batch.send(fd, &lens[..used]) {
+            Ok(m) => m,
+            Err(e) if transient(&e) => {
+                udp.send_errors += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            Err(e) => {
+                let hint = if gso && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EMSGSIZE)) {
+                    " (with --gso every datagram must fit the path MTU: -l at most MTU - 28 for IPv4, \
+                     MTU - 48 for IPv6)"
+                } else {
+                    ""
+                };
+                error = Some(format!("send failed after {seq} datagrams: {e}{hint}"));
+                break;
+            }
+        };
+        syscalls += 1;
+        let sent: usize = lens[..sent_entries].iter().map(|l| l / dg).sum();
+        seq += sent as u64;
+        if flags == FLAG_WARMUP {
+            udp.warmup_datagrams += sent as u64;
+        } else {
+            udp.datagrams += sent as u64;
+        }
+        total += (sent * dg) as u64;
+        ctx.bytes.store(total, Ordering::Relaxed);
+        if let Some(p) = pacer.as_mut() {
+            p.spend((sent * dg) as u64);
+            burst += (sent * dg) as u64;
+        }
+    }
+    udp.largest_burst_seconds = rate_bits_per_second.map(|rate| largest_burst.max(burst) as f64 * 8.0 / rate as f64);
+    udp.datagrams_per_syscall = if syscalls > 0 {
+        seq as f64 / syscalls as f64
+    } else {
+        0.0
+    };
+    (
+        TaskEnd {
+            error,
+            ..TaskEnd::default()
+        },
+        EndCounts {
+            udp,
+            last_data_at: None,
+        },
+    )
+}
+
+/// Writes the headers of `n` datagrams (sequence numbers from `seq`) into
+/// the batch, `segments` per buffer, and sets the buffer lengths; returns
+/// how many buffers are in use.
+fn stamp_batch(
+    batch: &mut SendBatch,
+    lens: &mut [usize],
+    (id, seq, flags): (u32, u64, u8),
+    n: usize,
+    segments: usize,
+    dg: usize,
+) -> usize {
+    let stamp = monotonic_nanos();
+    for k in 0..n {
+        let at = (k % segments) * dg;
+        DatagramHeader::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
+    }
+    let used = n.div_ceil(segments);
+    for (e, len) in lens.iter_mut().enumerate().take(used) {
+        *len = (n - e * segments).min(segments) * dg;
+    }
+    used
+}
+
+/// What a receiver has counted so far.
+struct Receiving {
+    id: u32,
+    tracker: SeqTracker,
+    jitter: Jitter,
+    bytes: u64,
+    datagrams: u64,
+    malformed: u64,
+    syscalls: u64,
+    /// The socket's drops when the first datagram sent after the warm-up
+    /// was queued: those of the warm-up.
+    warmup_drops: Option<u64>,
+}
+
+impl Receiving {
+    /// Nothing received yet on stream `id`.
+    fn new(id: u32) -> Receiving {
+        Receiving {
+            id,
+            tracker: SeqTracker::default(),
+            jitter: Jitter::default(),
+            bytes: 0,
+            datagrams: 0,
+            malformed: 0,
+            syscalls: 0,
+            warmup_drops: None,
+        }
+    }
+
+    /// Accounts the `n` messages of one `recvmmsg`; true if any was ours.
+    /// Jitter uses each datagram's kernel arrival time where there is one
+    /// and `now` (real-time clock, ns) otherwise.
+    fn take(&mut self, batch: &RecvBatch, n: usize, now: u64) -> bool {
+        let before = self.datagrams;
+        self.syscalls += 1;
+        for i in 0..n {
+            let message = batch.message(i);
+            let (len, arrival) = (message.len, message.arrival_nanos.unwrap_or(now));
+            let segment = message.segment.unwrap_or(len).max(1);
+            for chunk in batch.buffers[i][..len].chunks(segment) {
+                match DatagramHeader::read(chunk) {
+                    Some(h) if h.kind == Kind::Data && h.stream_id == self.id => {
+                        let warmup = h.flags & FLAG_WARMUP != 0;
+                        if !warmup && self.warmup_drops.is_none() {
+                            self.warmup_drops = Some(u64::from(message.drops_before.unwrap_or(0)));
+                        }
+                        self.tracker.record(h.seq, warmup);
+                        self.jitter.update(h.send_nanos, arrival);
+                        self.bytes += chunk.len() as u64;
+                        self.datagrams += 1;
+                    }
+                    // A repeated registration whose ack was lost.
+                    Some(h) if h.kind == Kind::Register => {}
+                    _ => self.malformed += 1,
+                }
+            }
+        }
+        self.datagrams > before
+    }
+
+    fn end(self, dg: usize, gro: bool, refused: u64, socket: &Socket) -> UdpEnd {
+        UdpEnd {
+            datagram_bytes: dg as u64,
+            datagrams: self.tracker.received,
+            warmup_datagrams: self.tracker.warmup,
+            datagrams_per_syscall: if self.syscalls > 0 {
+                self.datagrams as f64 / self.syscalls as f64
+            } else {
+                0.0
+            },
+            segmentation_offload: gro,
+            offered_bits_per_second: None,
+            send_errors: 0,
+            largest_burst_seconds: None,
+            received: Some(UdpReceived {
+                duplicate_datagrams: self.tracker.duplicates,
+                out_of_order_datagrams: self.tracker.out_of_order,
+                malformed_datagrams: self.malformed,
+                refused_datagrams: refused,
+                jitter_us: self.jitter.micros(),
+                socket_drops: super::socket_drops(socket).unwrap_or(0),
+                warmup_socket_drops: Some(self.warmup_drops.unwrap_or(0)),
+                lost_at_end_datagrams: None,
+            }),
+        }
+    }
+}
+
+/// How one stream end receives.
+#[derive(Debug, Clone, Copy)]
+pub struct ReceiveOptions {
+    pub id: u32,
+    pub datagram_bytes: usize,
+    /// UDP GRO, enabled on the socket by [`prepare_end`].
+    pub gro: bool,
+    /// Datagrams refused while the stream registered.
+    pub refused: u64,
+    /// In a count run, what it waits for.
+    pub expected: Option<Expected>,
+}
+
+/// What a receiver of a count run (`-n`, `-k`) waits for.
+#[derive(Debug, Clone, Copy)]
+pub struct Expected {
+    /// The datagrams its sender sends in all.
+    pub datagrams: u64,
+    /// How long a silence ends the stream when some never arrive.
+    pub quiet: Duration,
+}
+
+impl Expected {
+    /// `datagrams` of `datagram_bytes` at the offered rate (None: unpaced).
+    pub fn new(datagrams: u64, datagram_bytes: usize, rate_bits_per_second: Option<u64>) -> Expected {
+        Expected {
+            datagrams,
+            quiet: count_quiet(datagram_bytes, rate_bits_per_second),
+        }
+    }
+}
+
+/// Silence after which a count run's receiver stops waiting for datagrams
+/// that were lost: [`COUNT_QUIET`], or ten datagrams' time at a slow offer.
+fn count_quiet(dg: usize, rate: Option<u64>) -> Duration {
+    let per_datagram = rate.map_or(0.0, |r| dg as f64 * 8.0 / r.max(1) as f64);
+    COUNT_QUIET.max(Duration::from_secs_f64((per_datagram * 10.0).min(600.0)))
+}
+
+/// The receiver's loop: drain batches, account each datagram, stop once
+/// the test is over and the socket has gone quiet; in a count run, once
+/// every datagram is in, or the socket was quiet for the count's wait.
+///
+/// A receiver that sleeps in the kernel whenever its queue is empty makes
+/// the sender wake it for almost every datagram (about 2.4 datagrams per
+/// receive at 300 k/s on loopback), and the sender pays for that wake-up.
+/// So, like NAPI in the kernel, this one coalesces once datagrams queue up:
+/// after a receive that found two or more and drained the queue, it naps
+/// [`NAP`] and then takes what has queued meanwhile without waiting; a full
+/// batch is followed by the next at once. A receive that finds one datagram
+/// or none means the receiver keeps up, so it blocks until the next one, as
+/// a plain receiver would: at low rates napping would only add wake-ups.
+/// Jitter uses the kernel's arrival stamps (SO_TIMESTAMPNS), so napping does
+/// not change it.
+pub fn receive_stream(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> TaskEnd {
+    finish(receive_loop(socket, how, ctx))
+}
+
+fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (TaskEnd, EndCounts) {
+    let ReceiveOptions {
+        id,
+        datagram_bytes: dg,
+        gro,
+        refused,
+        expected,
+    } = *how;
+    let fd = socket.as_raw_fd();
+    let started = Instant::now();
+    let _ = socket.set_read_timeout(Some(POLL));
+    let mut batch = if gro {
+        RecvBatch::new(GRO_BATCH, 65_536)
+    } else {
+        RecvBatch::new(BATCH, dg)
+    };
+    let mut counts = Receiving::new(id);
+    let mut last_data_at: Option<Instant> = None;
+    let mut stop_seen: Option<Instant> = None;
+    let mut error = None;
+    set_timer_slack(Duration::from_micros(1));
+    // Did the last receive find a queue? Then take the next without waiting.
+    let mut queued = false;
+    loop {
+        let received = if queued { batch.recv_queued(fd) } else { batch.recv(fd) };
+        queued = matches!(received, Ok(n) if n >= 2);
+        match received {
+            Ok(n) => {
+                if counts.take(&batch, n, super::realtime_nanos()) {
+                    ctx.bytes.store(counts.bytes, Ordering::Relaxed);
+                    last_data_at = Some(Instant::now());
+                }
+                // With GRO a buffer holds dozens of datagrams, so there is
+                // no wake-up per datagram to save, and a nap only let the
+                // socket overflow: 4.5-14% lost against 2.8-4.6% without,
+                // at the same rate (--gso --gro on loopback, 4 rounds).
+                if queued && n < batch.capacity() && !gro {
+                    // Drained a queue: let the next batch gather instead of being woken per datagram.
+                    std::thread::sleep(NAP);
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                ) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+            Err(e) => {
+                error = Some(format!("receive failed after {} datagrams: {e}", counts.datagrams));
+                break;
+            }
+        }
+        if let Some(expected) = expected {
+            if counts.tracker.received + counts.tracker.warmup >= expected.datagrams {
+                break;
+            }
+            // The rest were lost (the sender's count says how many).
+            if last_data_at.unwrap_or(started).elapsed() >= expected.quiet {
+                break;
+            }
+        }
+        if ctx.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let since = *stop_seen.get_or_insert(now);
+            let quiet_from = last_data_at.map_or(since, |l| l.max(since));
+            if now - quiet_from >= DRAIN || now - since >= MAX_DRAIN {
+                break;
+            }
+        }
+    }
+    let counts_next = counts.tracker.next_seq();
+    let mut udp = counts.end(dg, gro, refused, socket);
+    if let (Some(expected), Some(received)) = (expected, udp.received.as_mut()) {
+        received.lost_at_end_datagrams = Some(expected.datagrams.saturating_sub(counts_next));
+    }
+    (
+        TaskEnd {
+            error,
+            ..TaskEnd::default()
+        },
+        EndCounts { udp, last_data_at },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::spec::SideOptions;
+    use crate::workload::transport::udp;
+
+    /// Issue 66: a sender that woke 100 ms late sent 100 ms of its rate at
+    /// once and overflowed a router's queue; now at most 4 ms of it.
+    #[test]
+    fn the_pacer_catches_up_at_most_a_few_milliseconds_after_a_stall() {
+        let rate = 100_000_000; // 12.5 MB/s
+        let (dg, per_call) = (1472u64, 9u64); // about a millisecond a send
+        let mut pacer = Pacer::new(rate, pacer_credit_bytes(rate, per_call * dg));
+        let after_stall = pacer.allowance(Duration::from_millis(100));
+        assert_eq!(after_stall, 50_000, "4 ms of 12.5 MB/s");
+        // At a rate so low that two sends are more, two sends.
+        assert_eq!(pacer_credit_bytes(1_000_000, 2 * dg), 4 * dg);
+    }
+
+    #[test]
+    fn the_receiver_counts_junk_from_its_peer_and_keeps_the_rest() {
+        let ip = "127.0.0.1".parse().unwrap();
+        let receiver = udp::bind_udp(ip, &SideOptions::default()).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender
+            .connect(receiver.local_addr().unwrap().as_socket().unwrap())
+            .unwrap();
+        let mut datagram = vec![0u8; 100];
+        for seq in [0u64, 1, 3, 2, 2] {
+            DatagramHeader::data(5, seq, 1000 + seq, 0).write(&mut datagram);
+            sender.send(&datagram).unwrap();
+        }
+        DatagramHeader::data(6, 9, 0, 0).write(&mut datagram); // another stream's id
+        sender.send(&datagram).unwrap();
+        sender.send(b"short").unwrap();
+        sender.send(&[0xffu8; 100]).unwrap();
+        let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut batch = RecvBatch::new(BATCH, 100);
+        let mut counts = Receiving::new(5);
+        let mut seen = 0;
+        while seen < 8 {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, udp::realtime_nanos());
+            seen += n;
+        }
+        let end = counts.end(100, false, 0, &receiver);
+        let received = end.received.unwrap();
+        assert_eq!(end.datagrams, 4);
+        assert_eq!(received.duplicate_datagrams, 1);
+        assert_eq!(received.out_of_order_datagrams, 1);
+        assert_eq!(received.malformed_datagrams, 3);
+    }
+
+    /// Regression (issue 43): "LOST 99.60% (11949 of 11997 datagrams)"
+    /// stood beside "14970 dropped at the receiving socket": the drops
+    /// counted the warm-up, the loss did not. The socket's drops when the
+    /// first measured datagram was queued are the warm-up's.
+    #[test]
+    fn drops_during_the_warm_up_are_told_from_the_measured_ones() {
+        let ip = "127.0.0.1".parse().unwrap();
+        let receiver = udp::bind_udp(ip, &SideOptions::default()).unwrap();
+        receiver.set_recv_buffer_size(4096).unwrap();
+        udp::enable_drop_counts(&receiver).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender
+            .connect(receiver.local_addr().unwrap().as_socket().unwrap())
+            .unwrap();
+        // The warm-up overflows the unread socket; loopback delivers (or
+        // drops) each datagram inside send(2).
+        let mut datagram = vec![0u8; 1000];
+        let mut seq = 0u64;
+        while udp::socket_drops(&receiver).unwrap() < 20 {
+            DatagramHeader::data(5, seq, 0, FLAG_WARMUP).write(&mut datagram);
+            sender.send(&datagram).unwrap();
+            seq += 1;
+            assert!(seq < 100_000, "a 4 KiB socket never dropped");
+        }
+        let warmup_drops = udp::socket_drops(&receiver).unwrap();
+        let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut batch = RecvBatch::new(BATCH, 1000);
+        let mut counts = Receiving::new(5);
+        // Drain the warm-up, then the measured part: two datagrams, none dropped.
+        let queued = seq - warmup_drops;
+        let mut seen = 0;
+        while seen < queued {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, udp::realtime_nanos());
+            seen += n as u64;
+        }
+        assert_eq!(counts.warmup_drops, None, "no measured datagram yet");
+        for _ in 0..2 {
+            DatagramHeader::data(5, seq, 0, 0).write(&mut datagram);
+            sender.send(&datagram).unwrap();
+            seq += 1;
+        }
+        let mut seen = 0;
+        while seen < 2 {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, udp::realtime_nanos());
+            seen += n;
+        }
+        let received = counts.end(1000, false, 0, &receiver).received.unwrap();
+        assert_eq!(received.socket_drops, warmup_drops);
+        assert_eq!(received.warmup_socket_drops, Some(warmup_drops));
+    }
+
+    #[test]
+    fn a_count_receiver_waits_longer_at_slow_offers() {
+        assert_eq!(count_quiet(1400, None), COUNT_QUIET);
+        assert_eq!(count_quiet(1400, Some(1_000_000_000)), COUNT_QUIET);
+        // 1400 B at 1 kbit/s: 11.2 s a datagram, ten of them.
+        assert_eq!(count_quiet(1400, Some(1000)), Duration::from_secs(112));
+    }
+}
