@@ -314,7 +314,13 @@ fn two_causes_a_starved_receiver_explains_its_small_window() {
     // the cause is its CPU, the window (when the kernel saw it hold the
     // sender back) a consequence of it.
     let lab = lab(|b| b.via_router().rate(1_000_000_000).cpu_limit("b", 2.0));
-    let run = run_in_a(&lab, &["tcp", "b", "-t", "3", "--remote-rcvbuf", "4K"]);
+    // A small send buffer too: what the sender has queued at the end must
+    // drain through the starved receiver within the agent's grace (with
+    // the autotuned MiBs, beside two `yes` hogs, it did not).
+    let run = run_in_a(
+        &lab,
+        &["tcp", "b", "-t", "3", "--remote-rcvbuf", "4K", "--sndbuf", "16K"],
+    );
     assert_cpu("tcp onto b at 2% with a 4 KiB receive buffer", &run, "receiver");
     if let Some(window) = evidence(&run, "receive_window_limited") {
         assert_eq!(window["role"], "consequence", "{window}");
