@@ -74,6 +74,12 @@ pub(super) fn handle_connection(stream: TcpStream, peer: SocketAddr, accepted: I
             log::warn!("{peer}: refused: {reason}");
             let _ = channel.send(&Message::Error { message: reason });
         }
+        Err(Refusal::Aborted(reason)) => {
+            log::warn!("{peer}: closed: test aborted: {reason}");
+            let _ = channel.send(&Message::Error {
+                message: format!("test aborted: {reason}"),
+            });
+        }
     }
     log::debug!("{peer}: control connection closed");
 }

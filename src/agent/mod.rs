@@ -205,11 +205,14 @@ impl Shared {
 }
 
 /// How a connection ended early: told to the client, not worth telling,
-/// or answered `busy` (no problem, logged at info).
+/// answered `busy` (no problem, logged at info), or a test the agent cut
+/// short itself (logged as "test aborted: ..." and told to a client that is
+/// still there, so it reads why rather than a closed connection).
 enum Refusal {
     Tell(String),
     Quiet(String),
     Busy(String),
+    Aborted(String),
 }
 
 impl From<ProtocolError> for Refusal {

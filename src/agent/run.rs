@@ -109,8 +109,12 @@ pub(super) fn serve(
         on_progress: None,
         stall_check: None,
     };
-    let mut outcome = side_runner::run_side(side, plan, channel, &ProcStat)
-        .map_err(|e| Refusal::Quiet(format!("test aborted: {e}")))?;
+    // A client still there hears why its test ended here; one that is
+    // gone cannot, and its end is logged quietly.
+    let mut outcome = side_runner::run_side(side, plan, channel, &ProcStat).map_err(|e| match e {
+        side_runner::TrialError::PeerLost { .. } => Refusal::Quiet(format!("test aborted: {e}")),
+        other => Refusal::Aborted(other.to_string()),
+    })?;
     let overlapped = ticket.overlapped();
     outcome.local.overlapped_tests = overlapped;
     // The slot is free before the client hears that the test is done: a

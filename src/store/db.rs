@@ -166,12 +166,7 @@ impl Db {
             }
             Db::Postgres(c) => {
                 let sql = postgres_sql(sql);
-                let values: Vec<PgValue> = params.iter().map(PgValue).collect();
-                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-                    .iter()
-                    .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-                    .collect();
-                Ok(c.borrow_mut().execute(sql.as_str(), &refs)? as usize)
+                with_pg_params(params, |refs| Ok(c.borrow_mut().execute(sql.as_str(), refs)? as usize))
             }
         }
     }
@@ -201,12 +196,7 @@ impl Db {
             }
             Db::Postgres(c) => {
                 let sql = postgres_sql(sql);
-                let values: Vec<PgValue> = params.iter().map(PgValue).collect();
-                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-                    .iter()
-                    .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-                    .collect();
-                let rows = c.borrow_mut().query(sql.as_str(), &refs)?;
+                let rows = with_pg_params(params, |refs| c.borrow_mut().query(sql.as_str(), refs))?;
                 rows.iter().map(sqlite_row).collect()
             }
         }
@@ -364,6 +354,16 @@ pub fn json_value(v: serde_json::Value) -> Sql {
 /// placeholder (an integer for a float column is a float, and so on).
 #[derive(Debug)]
 struct PgValue<'a>(&'a Sql);
+
+/// Calls `f` with the parameters as the postgres crate takes them.
+fn with_pg_params<T>(params: &[Sql], f: impl FnOnce(&[&(dyn postgres::types::ToSql + Sync)]) -> T) -> T {
+    let values: Vec<PgValue> = params.iter().map(PgValue).collect();
+    let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
+        .iter()
+        .map(|v| v as &(dyn postgres::types::ToSql + Sync))
+        .collect();
+    f(&refs)
+}
 
 impl postgres::types::ToSql for PgValue<'_> {
     fn to_sql(

@@ -124,19 +124,7 @@ impl DocumentParts {
 /// object or array as its JSON text, null (or anything unreadable) as NULL.
 fn json_values(array: &str, n: usize) -> Vec<Sql> {
     let parsed: Vec<serde_json::Value> = serde_json::from_str(array).unwrap_or_default();
-    let mut values: Vec<Sql> = parsed
-        .into_iter()
-        .map(|v| match v {
-            serde_json::Value::Null => Sql::Null,
-            serde_json::Value::Bool(b) => Sql::Integer(b.into()),
-            serde_json::Value::Number(x) => match x.as_i64() {
-                Some(i) => Sql::Integer(i),
-                None => x.as_f64().map_or(Sql::Null, Sql::Real),
-            },
-            serde_json::Value::String(t) => Sql::Text(t),
-            other => Sql::Text(other.to_string()),
-        })
-        .collect();
+    let mut values: Vec<Sql> = parsed.into_iter().map(super::db::json_value).collect();
     values.resize(n, Sql::Null);
     values
 }

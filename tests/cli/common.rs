@@ -319,6 +319,19 @@ pub fn spawn_captured(command: &mut Command, what: &str) -> Child {
         .unwrap_or_else(|e| panic!("start {what}: {e}"))
 }
 
+/// Starts every command at once (see [`spawn_captured`]), then waits for
+/// each in turn: concurrent writers to one store, say.
+pub fn run_at_once(commands: impl IntoIterator<Item = Command>, what: &str) -> Vec<Output> {
+    let children: Vec<Child> = commands
+        .into_iter()
+        .map(|mut command| spawn_captured(&mut command, what))
+        .collect();
+    children
+        .into_iter()
+        .map(|child| wait_output(child, COMMAND_LIMIT, what))
+        .collect()
+}
+
 /// Runs the client binary with `args`, failing the test when it runs
 /// longer than [`COMMAND_LIMIT`].
 /// Text assertions read whole lines, so the text is not fitted to a

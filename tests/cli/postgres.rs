@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
-use super::common::{nicbench, stderr, AgentProcess, BIN};
+use super::common::{nicbench, run_at_once, stderr, AgentProcess, BIN};
 
 #[path = "../../src/store/pg_cluster.rs"]
 mod pg_cluster;
@@ -244,20 +244,13 @@ fn eight_pushers_at_once_of_200_runs_each_store_1600_none_twice() {
     // Round 1: each writer its own runs; round 2: each writer another's,
     // all at once, so every run is pushed by two processes.
     for round in 0..2 {
-        let children: Vec<_> = (0..8)
-            .map(|i| {
-                Command::new(BIN)
-                    .args(["db", "push", &url, "--db"])
-                    .arg(&files[(i + round) % 8])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for child in children {
-            ok(child.wait_with_output().unwrap(), "a concurrent push");
+        let pushes = (0..8).map(|i| {
+            let mut push = Command::new(BIN);
+            push.args(["db", "push", &url, "--db"]).arg(&files[(i + round) % 8]);
+            push
+        });
+        for out in run_at_once(pushes, "a concurrent push") {
+            ok(out, "a concurrent push");
         }
         assert_eq!(count(&cluster, "SELECT count(*) FROM runs"), 1600, "round {round}");
         assert_eq!(

@@ -477,5 +477,15 @@ fn a_stalled_reverse_client_frees_the_slot_at_the_tests_time_and_grace() {
     let out = client(&agent, &["--wait", "20s", "--json"]);
     assert!(out.status.success(), "{}\nagent log:\n{}", stderr(&out), agent.logs());
     agent.wait_for_log("test aborted: the test did not finish 5 s after its expected end");
+    // The stalled client, once it reads again, hears why its test ended
+    // (after what the test sent before), not a bare close.
+    let told = std::iter::from_fn(|| stalled.recv()).take(1000).find_map(|m| match m {
+        Message::Error { message } => Some(message),
+        _ => None,
+    });
+    assert_eq!(
+        told.as_deref(),
+        Some("test aborted: the test did not finish 5 s after its expected end")
+    );
     drop((stalled, data));
 }

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use super::common::{nicbench, stderr, AgentProcess, SharedDir, BIN};
+use super::common::{nicbench, run_at_once, stderr, AgentProcess, SharedDir, BIN};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -228,19 +228,12 @@ fn many_processes_creating_one_database_all_succeed() {
     for round in 0..4 {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("results.db");
-        let children: Vec<_> = (0..10)
-            .map(|_| {
-                Command::new(BIN)
-                    .args(["import", fixture.to_str().unwrap(), "--db", &db_arg(&db)])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
+        let imports = (0..10).map(|_| {
+            let mut import = Command::new(BIN);
+            import.args(["import", fixture.to_str().unwrap(), "--db", &db_arg(&db)]);
+            import
+        });
+        for out in run_at_once(imports, "a concurrent import") {
             assert!(out.status.success(), "round {round}: {}", stderr(&out));
         }
         let conn = rusqlite::Connection::open(&db).unwrap();
