@@ -488,9 +488,9 @@ impl Recorder<'_> {
                 }
                 cell.verdict = run.result.verdict.as_ref().map(|v| v.summary.clone());
                 cell.verdict_kind = run.result.verdict.as_ref().map(|v| v.kind.clone());
-                if let Some(db) = store.take() {
+                if !self.args.save.no_save {
                     let (db, id) = save(
-                        db,
+                        store.take(),
                         self.args,
                         self.spec,
                         &run,
@@ -498,7 +498,7 @@ impl Recorder<'_> {
                         &self.members[o.src],
                         &self.members[o.dst],
                     );
-                    *store = Some(db);
+                    *store = db;
                     cell.run_id = id;
                 }
             }
@@ -551,17 +551,18 @@ fn command_line(args: &MeshArgs, spec: &TestSpec, dst: &Member) -> String {
     crate::shell::join(&words)
 }
 
-/// Saves one run with the mesh's tags; a failing database is reported and
-/// the mesh goes on.
+/// Saves one run with the mesh's tags; a run the database (None: it could
+/// not be opened) does not take is kept in its spool, said, and the mesh
+/// goes on.
 fn save(
-    db: Store,
+    db: Option<Store>,
     args: &MeshArgs,
     spec: &TestSpec,
     run: &RunResult,
     mesh_run: &str,
     src: &Member,
     dst: &Member,
-) -> (Store, Option<i64>) {
+) -> (Option<Store>, Option<i64>) {
     let tag = |k: &str, v: &str| Tag {
         key: k.into(),
         value: v.into(),
@@ -575,24 +576,45 @@ fn save(
     ]);
     let mut text = Vec::new();
     let _ = Text.render(run, &mut text);
+    let text = String::from_utf8_lossy(&text);
     let meta = RunMeta {
         command_line: command_line(args, spec, dst),
         tags,
         trials_planned: Some(1),
         source: None,
     };
-    let mut writer = RunWriter::new(db, meta);
-    let saved = writer
-        .trial(run)
-        .and_then(|_| writer.finish(run, Some(&String::from_utf8_lossy(&text))));
-    let id = match saved {
-        Ok(id) => Some(id),
-        Err(e) => {
-            log::warn!("{}->{}: not saved: {e}", src.name, dst.name);
-            None
+    let path = super::save::database_path(&args.save.db);
+    let (db, partial, why) = match db {
+        Some(db) => {
+            let mut writer = RunWriter::new(db, meta.clone());
+            let saved = writer.trial(run).and_then(|_| writer.finish(run, Some(&text)));
+            let partial = writer.id();
+            match saved {
+                Ok(id) => return (Some(writer.into_store()), Some(id)),
+                Err(e) => (Some(writer.into_store()), partial, e.to_string()),
+            }
         }
+        None => (None, None, "the database could not be opened".to_string()),
     };
-    (writer.into_store(), id)
+    let kept = serde_json::to_value(run)
+        .map_err(std::io::Error::other)
+        .and_then(|doc| store::spool::keep(&path, &meta, partial, &doc, Some(&text)));
+    match kept {
+        Ok(file) => log::warn!(
+            "{}->{}: not saved in {} ({why}); kept in the spool as {}, which the next command that opens it saves",
+            src.name,
+            dst.name,
+            path.display(),
+            file.display()
+        ),
+        Err(e) => log::warn!(
+            "{}->{}: not saved in {} ({why}), nor in the spool ({e})",
+            src.name,
+            dst.name,
+            path.display()
+        ),
+    }
+    (db, None)
 }
 
 fn print(args: &MeshArgs, result: &MeshResult) -> anyhow::Result<()> {

@@ -1,7 +1,10 @@
 //! Saving a measured run in the results store as it goes: opened before
 //! the first trial, each trial committed as it ends, the final document at
 //! the end. A database that fails never loses the result: it is still
-//! printed, and written to a JSON file that the error names.
+//! printed, and kept in the store's spool (`store::spool`), which the next
+//! command that opens the store saves there; where the spool cannot be
+//! written, or the store would never take the run, it is written to a
+//! JSON file. The error names either.
 
 use std::path::PathBuf;
 
@@ -20,7 +23,23 @@ pub struct Saver {
 enum State {
     Off,
     Writing(Box<RunWriter>),
-    Failed(StoreError),
+    Failed(Failed),
+}
+
+/// A save that failed: why, what the run is saved with, and its row when
+/// its first trials were written before the store failed.
+struct Failed {
+    error: StoreError,
+    meta: RunMeta,
+    partial_run_id: Option<i64>,
+}
+
+impl Failed {
+    /// Whether a later attempt may store the run: not a run the store
+    /// refuses (an implausible figure, tags given twice).
+    fn may_pass_later(&self) -> bool {
+        !matches!(self.error, StoreError::Implausible { .. }) && store::tags::check_unique(&self.meta.tags).is_ok()
+    }
 }
 
 /// The database a `--db` option (or `NICBENCH_DB`) names, else the default.
@@ -53,9 +72,13 @@ impl Saver {
             .and_then(|_| Store::open(&path))
         {
             Ok(db) => State::Writing(Box::new(RunWriter::new(db, meta))),
-            Err(e) => {
-                log::warn!("this run will not be saved: {e}");
-                State::Failed(e)
+            Err(error) => {
+                log::warn!("this run will not be saved there: {error}");
+                State::Failed(Failed {
+                    error,
+                    meta,
+                    partial_run_id: None,
+                })
             }
         };
         Saver { path, state }
@@ -64,9 +87,13 @@ impl Saver {
     /// Saves the trial just finished; a failure stops saving this run.
     pub fn trial(&mut self, run: &RunResult) {
         if let State::Writing(writer) = &mut self.state {
-            if let Err(e) = writer.trial(run) {
-                log::warn!("saving trial {} failed: {e}", run.result.trial);
-                self.state = State::Failed(e);
+            if let Err(error) = writer.trial(run) {
+                log::warn!("saving trial {} failed: {error}", run.result.trial);
+                self.state = State::Failed(Failed {
+                    error,
+                    meta: writer.meta().clone(),
+                    partial_run_id: writer.id(),
+                });
             }
         }
     }
@@ -76,7 +103,7 @@ impl Saver {
     /// `--no-save`); on a database failure, writes the document to a JSON
     /// file and fails naming it.
     pub fn finish(self, run: &RunResult, text_report: Option<&str>) -> anyhow::Result<Option<Saved>> {
-        let failure = match self.state {
+        let failed = match self.state {
             State::Off => return Ok(None),
             State::Writing(mut writer) => match writer.finish(run, text_report) {
                 Ok(id) => {
@@ -85,15 +112,36 @@ impl Saver {
                         id,
                     }))
                 }
-                Err(e) => e,
+                Err(error) => Failed {
+                    error,
+                    meta: writer.meta().clone(),
+                    partial_run_id: writer.id(),
+                },
             },
-            State::Failed(e) => e,
+            State::Failed(failed) => failed,
         };
+        let database = self.path.display().to_string();
+        if failed.may_pass_later() {
+            let kept = serde_json::to_value(run)
+                .map_err(std::io::Error::other)
+                .and_then(|doc| store::spool::keep(&self.path, &failed.meta, failed.partial_run_id, &doc, text_report));
+            match kept {
+                Ok(file) => {
+                    return Err(anyhow::Error::new(failed.error)).with_context(|| {
+                        format!(
+                            "the run was not saved in {database}; it is kept in the spool as {}, and the next \
+                             nicbench command that opens {database} saves it there",
+                            file.display()
+                        )
+                    })
+                }
+                Err(e) => log::warn!("the run cannot be kept in the spool: {e}"),
+            }
+        }
         let file = write_fallback(run).context("the result could not be saved anywhere; it is printed above")?;
-        Err(anyhow::Error::new(failure)).with_context(|| {
+        Err(anyhow::Error::new(failed.error)).with_context(|| {
             format!(
-                "the run was not saved in {}; the result was written to {}",
-                self.path.display(),
+                "the run was not saved in {database}; the result was written to {}",
                 file.display()
             )
         })

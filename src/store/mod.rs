@@ -21,6 +21,7 @@ pub mod postgres;
 pub mod query;
 pub mod save;
 pub mod schema;
+pub mod spool;
 pub mod tags;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -317,6 +318,7 @@ impl Store {
         if let Some(url) = postgres::url_of(path) {
             let store = Store::new(postgres::connect(url)?, path);
             store.migrate_postgres()?;
+            store.drain_spool_and_say();
             return Ok(store);
         }
         if path != Path::new(":memory:") {
@@ -334,6 +336,7 @@ impl Store {
             StoreError::Other { path, detail } if store.read_only() => StoreError::ReadOnly { path, detail },
             other => other,
         })?;
+        store.drain_spool_and_say();
         Ok(store)
     }
 
@@ -344,8 +347,11 @@ impl Store {
     /// directory) and no `-wal` holds changes, the file alone is the whole
     /// database and is opened immutable. A database of an older schema is
     /// upgraded first when this user may write it. On PostgreSQL, the
-    /// session is read-only after the same checks.
+    /// session is read-only after the same checks. Runs waiting in the
+    /// store's spool are saved first where this user may write it
+    /// ([`spool::save_before_reading`]).
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        spool::save_before_reading(path);
         if let Some(url) = postgres::url_of(path) {
             let store = Store::new(postgres::connect(url)?, path);
             let version = store.check_schema()?;

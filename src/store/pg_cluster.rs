@@ -147,6 +147,20 @@ impl Cluster {
         self.wait_ready()
     }
 
+    /// Stops the server (fast shutdown: every connection cut) and waits
+    /// until it has exited; [`Cluster::start_again`] brings it back.
+    pub fn stop(&mut self) -> Result<(), String> {
+        // SAFETY: kill(2) on the server this Cluster started and has not reaped.
+        unsafe { libc::kill(self.server.id() as libc::pid_t, libc::SIGINT) };
+        self.server.wait().map(drop).map_err(|e| e.to_string())
+    }
+
+    /// Starts the stopped server again on the same data.
+    pub fn start_again(&mut self) -> Result<(), String> {
+        self.server = spawn_server(&self.bin, self.dir.path())?;
+        self.wait_ready()
+    }
+
     /// Waits (30 s at most) until the server accepts a connection.
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -208,6 +222,9 @@ impl Drop for Cluster {
     /// Fast shutdown (SIGINT), then SIGKILL after 10 s; the directory goes
     /// with the TempDir.
     fn drop(&mut self) {
+        if let Ok(Some(_)) = self.server.try_wait() {
+            return; // stopped already (and reaped: its pid may be another's now)
+        }
         let pid = self.server.id() as libc::pid_t;
         // SAFETY: kill(2) on the server this Cluster started and has not reaped.
         unsafe { libc::kill(pid, libc::SIGINT) };

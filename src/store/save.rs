@@ -51,6 +51,11 @@ impl RunWriter {
         &self.store
     }
 
+    /// What the run is saved with besides its document.
+    pub fn meta(&self) -> &RunMeta {
+        &self.meta
+    }
+
     pub fn into_store(self) -> Store {
         self.store
     }
@@ -167,7 +172,7 @@ impl Batch<'_> {
 /// imports are held to (`import::checks`): whatever measured it, a run
 /// with a rate over 1 Pbit/s or a negative CPU is not saved, so no
 /// report or chart ever meets one.
-fn plausible(path: &std::path::Path, columns: &Columns) -> Result<(), StoreError> {
+pub(super) fn plausible(path: &std::path::Path, columns: &Columns) -> Result<(), StoreError> {
     super::import::checks::columns(columns, &|column| format!("its {column}"), [None, None]).map_err(|bad| {
         StoreError::Implausible {
             path: path.to_path_buf(),
@@ -180,7 +185,7 @@ fn plausible(path: &std::path::Path, columns: &Columns) -> Result<(), StoreError
 /// Writes a run's final document: its row (new, or `id`'s), the trials
 /// past the `saved` already written, the text report; marks it complete
 /// unless it was cut short.
-fn write_final(
+pub(super) fn write_final(
     tx: &Db,
     id: Option<i64>,
     meta: &RunMeta,

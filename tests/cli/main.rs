@@ -30,7 +30,9 @@ macro_rules! require_lab {
 /// Every nicbench process these tests start saves its runs in a database
 /// under the target directory, never in the user's (`~/.local/share`): the
 /// variable is set before any test runs and inherited by every child
-/// process. Tests of the store pass their own `--db`.
+/// process. Tests of the store pass their own `--db`. Runs a store could
+/// not take are spooled under the target directory too (`XDG_STATE_HOME`),
+/// never in the user's `~/.local/state`.
 #[used]
 #[link_section = ".init_array"]
 static ISOLATE_RESULTS_DATABASE: extern "C" fn() = isolate_results_database;
@@ -39,6 +41,10 @@ extern "C" fn isolate_results_database() {
     std::env::set_var(
         "NICBENCH_DB",
         concat!(env!("CARGO_TARGET_TMPDIR"), "/cli-tests-results.db"),
+    );
+    std::env::set_var(
+        "XDG_STATE_HOME",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/cli-tests-state"),
     );
 }
 

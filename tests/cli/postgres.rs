@@ -289,3 +289,157 @@ fn a_server_that_is_not_there_is_named_with_what_to_check() {
     );
     assert!(said.contains("check that the server runs"), "{said}");
 }
+
+/// `nicbench ARGS` with its spool under `state` (`XDG_STATE_HOME`).
+fn with_state(state: &Path, args: &[&str]) -> Output {
+    let child = super::common::clean_env(&mut Command::new(BIN))
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .env("COLUMNS", "1000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    super::common::wait_output(child, super::common::COMMAND_LIMIT, &format!("nicbench {args:?}"))
+}
+
+/// The spool file a failed save names ("it is kept in the spool as FILE,").
+fn spool_file_named(out: &Output) -> std::path::PathBuf {
+    let err = stderr(out);
+    let rest = err
+        .split("it is kept in the spool as ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no spool file named: {err}"));
+    rest.split([',', '\n']).next().unwrap().trim().into()
+}
+
+/// Issue 71, item 3: a run measured while the archive's server is down is
+/// kept in the local spool (exit code 8, the file named); the next command
+/// once the server is back stores it, once, and says so; the same file
+/// spooled again is found stored (by its document's digest) and not
+/// stored twice; a spool file that is not a run is named and left.
+#[test]
+fn a_run_the_stopped_server_missed_waits_in_the_spool_and_is_stored_once() {
+    let Some(mut cluster) = require_cluster() else { return };
+    let agent = AgentProcess::start(&[]);
+    let state = tempfile::tempdir().unwrap();
+    let url = cluster.url("postgres");
+    let port = agent.port_arg();
+    let tcp = [
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.3",
+        "--tag",
+        "site=field",
+        "--db",
+        &url,
+    ];
+    ok(with_state(state.path(), &tcp), "a first run");
+    cluster.stop().unwrap();
+    let out = with_state(state.path(), &tcp);
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Verdict"),
+        "the result was printed: {}",
+        stdout(&out)
+    );
+    let file = spool_file_named(&out);
+    assert!(file.starts_with(state.path()), "{}", file.display());
+    let spooled = std::fs::read(&file).unwrap();
+    let envelope: Value = serde_json::from_slice(&spooled).unwrap();
+    assert_eq!(envelope["run"]["schema"], "nicbench.run/1");
+    cluster.start_again().unwrap();
+
+    let listing = ok(with_state(state.path(), &["runs", "--db", &url]), "runs");
+    assert!(
+        stderr(&listing).contains(&format!("saved 1 spooled run(s) in {url}")),
+        "{}",
+        stderr(&listing)
+    );
+    assert!(!file.exists(), "the stored run's spool file is removed");
+    assert_eq!(stdout(&listing).lines().count(), 3, "{}", stdout(&listing));
+    assert_eq!(count(&cluster, "SELECT count(*) FROM runs WHERE complete = 1"), 2);
+    assert_eq!(
+        count(
+            &cluster,
+            "SELECT count(*) FROM tags WHERE key = 'site' AND value = 'field'"
+        ),
+        2
+    );
+    let again = ok(with_state(state.path(), &["runs", "--db", &url]), "runs again");
+    assert!(!stderr(&again).contains("spool"), "{}", stderr(&again));
+
+    // A drain cut short after storing, before removing the file: found stored.
+    std::fs::write(&file, &spooled).unwrap();
+    let bad = file.with_file_name("run-0-0-0.json");
+    std::fs::write(&bad, b"{\"schema\": \"nicbench.spool/1\", \"store\": ").unwrap();
+    let out = ok(with_state(state.path(), &tcp), "a run with the server back");
+    let said = stderr(&out);
+    assert!(said.contains("none new; 1 were there already"), "{said}");
+    assert!(
+        said.contains(&format!("spool file {} was not saved", bad.display())) && said.contains("left in place"),
+        "{said}"
+    );
+    assert!(bad.exists(), "a file that is not a run stays");
+    assert!(!file.exists());
+    assert_eq!(count(&cluster, "SELECT count(*) FROM runs"), 3);
+    assert_eq!(count(&cluster, "SELECT count(DISTINCT document) FROM runs"), 3);
+}
+
+/// A server that goes away between a run's trials: the trials saved before
+/// stay as the unfinished run, the whole run waits in the spool, and the
+/// drain completes that same row (one run, every trial), not a second one.
+#[test]
+fn a_run_cut_off_mid_write_is_completed_in_place_from_the_spool() {
+    let Some(mut cluster) = require_cluster() else { return };
+    let agent = AgentProcess::start(&[]);
+    let state = tempfile::tempdir().unwrap();
+    let url = cluster.url("postgres");
+    let port = agent.port_arg();
+    let child = super::common::clean_env(&mut Command::new(BIN))
+        .args([
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "2",
+            "--repeat",
+            "2",
+            "--db",
+            &url,
+        ])
+        .env("XDG_STATE_HOME", state.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let trials = "SELECT CASE WHEN to_regclass('trials') IS NULL THEN 0 ELSE (SELECT count(*) FROM trials) END";
+    while cluster
+        .client("postgres")
+        .query_one(trials, &[])
+        .map_or(0, |r| r.get::<_, i64>(0))
+        < 1
+    {
+        assert!(std::time::Instant::now() < deadline, "no trial saved in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    cluster.stop().unwrap();
+    let out = super::common::wait_output(child, super::common::COMMAND_LIMIT, "the cut-off run");
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+    let file = spool_file_named(&out);
+    cluster.start_again().unwrap();
+    assert_eq!(count(&cluster, "SELECT count(*) FROM runs WHERE complete = 0"), 1);
+    let shown = ok(with_state(state.path(), &["runs", "--db", &url]), "runs");
+    assert!(stderr(&shown).contains("saved 1 spooled run(s)"), "{}", stderr(&shown));
+    assert!(!file.exists());
+    assert_eq!(count(&cluster, "SELECT count(*) FROM runs"), 1);
+    assert_eq!(count(&cluster, "SELECT count(*) FROM runs WHERE complete = 1"), 1);
+    assert_eq!(count(&cluster, "SELECT count(*) FROM trials"), 2);
+}
