@@ -3,6 +3,17 @@
 # `runs` answer over a large database.
 #
 #   bench/store.sh [RUNS] [LARGE]      (defaults: 50 runs each way, 10000 runs in the large database)
+#   bench/store.sh scale [SIZE...]     (default sizes: 10000 100000 1000000)
+#
+# `scale` (issue 71, item 4) measures the store at each SIZE of generated
+# runs on SQLite and on PostgreSQL: the time to load them (the
+# `store_fill` example: a 100-host mesh every 30 minutes, saved through
+# nicbench's own store code in batches of 10,000) and the median of 5
+# calls of each query below; then how each cost grows from size to size.
+# Databases are cached under /tmp/nicbench-store-scale (a SIZE loaded once
+# is reused; remove the directory to load again). PostgreSQL: a throwaway
+# server of Debian's postgresql (initdb in that directory, a unix socket
+# only, as nobody under root), stopped at the end.
 #
 # 1. Saving overhead: RUNS `nicbench tcp -t 0.2` against an agent on loopback
 #    with --db, RUNS with --no-save, alternating so drifts hit both alike;
@@ -17,6 +28,10 @@
 # Needs python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = scale ]; then
+    shift
+    exec bash bench/lib/store-scale.sh "$@"
+fi
 RUNS=${1:-50}
 LARGE=${2:-10000}
 command -v python3 >/dev/null || { echo "missing python3" >&2; exit 1; }
