@@ -298,9 +298,11 @@ impl Workload for Files {
             }
             _ => None,
         };
-        let listener = admission::listen(params.transport, net.local_ip, (spec.streams as i32).max(16), &|s| {
-            admission::apply_buffers(s, &spec.agent)
-        })?;
+        let listener = params
+            .transport
+            .listen(net.local_ip, (spec.streams as i32).max(16), &|s| {
+                admission::apply_buffers(s, &spec.agent)
+            })?;
         Ok(Box::new(FilesAgent {
             listener,
             spec: spec.clone(),

@@ -559,7 +559,9 @@ impl Workload for RequestResponse {
             }
             Delivery::Stream => vec![(
                 0,
-                admission::listen(params.proto, net.local_ip, 1024, &configure(&spec.agent, &params))?,
+                params
+                    .proto
+                    .listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
             )],
         };
         Ok(Box::new(RrAgent {

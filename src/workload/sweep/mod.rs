@@ -548,12 +548,7 @@ impl Workload for Sweep {
                 quic::DEFAULT_CONGESTION,
                 1,
             )?)),
-            false => Listener::Socket(admission::listen(
-                params.connection(),
-                net.local_ip,
-                4,
-                &configure(&spec.agent),
-            )?),
+            false => Listener::Socket(params.connection().listen(net.local_ip, 4, &configure(&spec.agent))?),
         };
         let udp = match params.transport.delivery() {
             Delivery::Stream => None,

@@ -384,8 +384,7 @@ impl Workload for TcpStream {
                 cipher: params.tls().unwrap_or_default().cipher.suite_name(),
             }));
         }
-        let listener = admission::listen(
-            params.transport,
+        let listener = params.transport.listen(
             net.local_ip,
             (spec.flows().len() as i32).max(16),
             &configure(&spec.agent, &params),
