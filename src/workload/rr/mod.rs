@@ -720,7 +720,7 @@ pub(super) fn configure<'a>(
         if let Some(us) = params.busy_poll_us {
             transport::udp::set_busy_poll(socket, us)?;
         }
-        if params.proto.delivery() == Delivery::Stream {
+        if params.proto.delivery() == Delivery::Stream && params.proto.tcp_options() {
             // Several requests in flight must not wait for Nagle.
             socket
                 .set_nodelay(true)

@@ -321,6 +321,20 @@ impl Workload for TcpStream {
                 return Err(SpecError::Invalid(quic::NO_LINKS.into()));
             }
         }
+        if !params.transport.tcp_options() {
+            let set = [
+                (params.mss.is_some(), "-M/--mss"),
+                (params.nodelay, "-N/--nodelay"),
+                (params.congestion.is_some(), "-C/--congestion"),
+                (params.rate_bits_per_second.is_some(), "-b/--bitrate (TCP's pacing)"),
+            ];
+            if let Some((_, option)) = set.iter().find(|(set, _)| *set) {
+                return Err(SpecError::Invalid(format!(
+                    "{option} with --transport {}: its sockets have no TCP options; drop it",
+                    params.transport
+                )));
+            }
+        }
         tls::params::check(
             params.runs_tls(),
             "tls or quic",

@@ -55,8 +55,7 @@ pub fn check_destination(net: &AgentNet, destination: SocketAddr) -> Result<(), 
     net.proven.check(destination)
 }
 
-/// Per-socket settings a workload applies before connecting or listening.
-pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
+pub use super::Configure;
 
 /// Requests the socket buffer sizes of `side`.
 pub fn apply_buffers(socket: &Socket, side: &SideOptions) -> Result<(), WorkloadError> {
@@ -97,12 +96,13 @@ impl JoinListener {
     }
 }
 
+/// The port a data listener names to the client: its IP port, or the
+/// number an AF_UNIX listener's name stands for.
 pub fn local_port(socket: &Socket) -> u16 {
-    socket
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_socket())
-        .map(|a| a.port())
+    let address = socket.local_addr().ok();
+    address
+        .as_ref()
+        .and_then(|a| a.as_socket().map(|a| a.port()).or_else(|| super::unix::number_of(a)))
         .unwrap_or(0)
 }
 
@@ -128,8 +128,14 @@ pub fn accept_streams(
                 expected.len()
             )));
         };
+        let from_unix = peer.is_unix();
         let peer = peer.as_socket();
-        if !peer.is_some_and(|p| net.peer_allowed(p.ip())) {
+        // A peer without an IP address came over AF_UNIX, so from this
+        // host: it stands for the control peer if that one is on this host.
+        let peer_ip = peer
+            .map(|p| p.ip())
+            .or_else(|| (from_unix && super::unix::on_this_host(net.peer_ip)).then_some(net.peer_ip));
+        if !peer_ip.is_some_and(|ip| net.peer_allowed(ip)) {
             refused += 1;
             let allowed = match net.routes.is_empty() {
                 true => format!("only the control connection's peer {} may connect", net.peer_ip),

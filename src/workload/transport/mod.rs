@@ -36,6 +36,7 @@ pub mod quic;
 pub mod tcp;
 pub mod tls;
 pub mod udp;
+pub mod unix;
 pub mod wire;
 
 use std::fmt;
@@ -44,9 +45,11 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use self::admission::Configure;
 use crate::linerate::Stack;
 use crate::workload::base::{ClientNet, WorkloadError};
+
+/// Per-socket settings a workload applies before connecting or listening.
+pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
 
 /// How a transport carries a workload's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +128,11 @@ pub trait Transport: Sync + 'static {
     /// Adds to this host's facts what decides how its connections run
     /// (MPTCP: the path manager), for a test over it.
     fn host_facts(&self, _facts: &mut crate::model::HostFacts) {}
+    /// Whether its sockets take TCP's own options (`TCP_NODELAY`,
+    /// `TCP_MAXSEG`, `TCP_CONGESTION`): workloads set them only then.
+    fn tcp_options(&self) -> bool {
+        true
+    }
     /// Opens the agent's data listener on `ip`, the address the client
     /// came to (on every address of its family for a transport whose
     /// connections join at other addresses), at a port the kernel picks;
@@ -242,7 +250,14 @@ impl ConnectionFigures {
 pub struct Proto(&'static dyn Transport);
 
 /// Every transport, in the order help lists them.
-pub static REGISTRY: [Proto; 5] = [Proto::TCP, Proto::UDP, Proto::MPTCP, Proto::TLS, Proto::QUIC];
+pub static REGISTRY: [Proto; 6] = [
+    Proto::TCP,
+    Proto::UDP,
+    Proto::MPTCP,
+    Proto::TLS,
+    Proto::QUIC,
+    Proto(&unix::Unix),
+];
 
 impl Proto {
     pub const TCP: Proto = Proto(&tcp::Tcp);
