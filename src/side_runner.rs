@@ -34,7 +34,7 @@ pub enum TrialError {
     },
     #[error("the {peer} sent '{got}' during the test")]
     Unexpected { peer: &'static str, got: String },
-    #[error("the test did not finish {0:.0} s after its expected end; aborted")]
+    #[error("the test did not finish {0:.0} s after its expected end")]
     Hung(f64),
     /// The path between the ends loses every packet above a size: what the
     /// stall check found when the peer went quiet ([`TrialPlan::stall_check`]).

@@ -101,6 +101,7 @@ mod tcp;
 mod tls;
 mod udp;
 mod units;
+mod unix;
 mod usability;
 mod verdict_scenarios;
 mod watch;

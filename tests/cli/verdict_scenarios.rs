@@ -83,10 +83,34 @@ fn verdict(what: &str, run: &Value) -> (String, String) {
     (text("kind"), text("side"))
 }
 
+/// The limited `side` is named. Both ends are named only when the other
+/// end's own threads (or its napi threads) measurably waited for a CPU most
+/// of their ready time: a machine busier than its cores starves a free lab
+/// host too, and the verdict follows what was measured on each side.
 fn assert_cpu(what: &str, run: &Value, side: &str) {
     let (kind, found) = verdict(what, run);
     assert!(CPU_KINDS.contains(&kind.as_str()), "{what}: kind {kind}");
-    assert_eq!(found, side, "{what}");
+    if found == side {
+        return;
+    }
+    assert_eq!(found, "both", "{what}");
+    let other = if side == "sender" { "receiver" } else { "sender" };
+    let waited = waited_percent(run, other);
+    assert!(
+        waited >= 50.0,
+        "{what}: both ends named, but the {other} waited for a CPU only {waited:.0}% of its ready time"
+    );
+}
+
+/// The larger of what `side`'s threads and its napi threads waited for a
+/// CPU, in percent of their ready time. Every run here goes from a (the
+/// client) to b (the agent).
+fn waited_percent(run: &Value, side: &str) -> f64 {
+    let end = if side == "sender" { "client" } else { "agent" };
+    ["scheduling", "packet_work"]
+        .iter()
+        .filter_map(|part| run["counters"][end][part]["wait_percent"].as_f64())
+        .fold(0.0, f64::max)
 }
 
 fn lab(build: impl FnOnce(LabBuilder) -> LabBuilder) -> Lab {
@@ -248,8 +272,16 @@ fn a_small_receive_window_through_a_router_is_named_never_the_link() {
         // Under heavy load the receiver's own threads may wait for a CPU
         // most of their ready time: then its starvation explains the
         // window, which must be in the chain under it.
+        // On a machine busier than its cores the free sender may starve as
+        // well: named only where its threads measurably waited.
         cpu if CPU_KINDS.contains(&cpu) => {
-            assert_eq!(side, "receiver", "{cpu}");
+            if side != "receiver" {
+                let waited = waited_percent(&run, "sender");
+                assert!(
+                    waited >= 50.0,
+                    "{cpu} on the {side} side, which waited only {waited:.0}%"
+                );
+            }
             let window = evidence(&run, "receive_window_limited").expect("the window in the chain");
             assert_eq!(window["role"], "consequence", "{window}");
         }

@@ -298,9 +298,11 @@ impl Workload for Files {
             }
             _ => None,
         };
-        let listener = admission::listen(params.transport, net.local_ip, (spec.streams as i32).max(16), &|s| {
-            admission::apply_buffers(s, &spec.agent)
-        })?;
+        let listener = params
+            .transport
+            .listen(net.local_ip, (spec.streams as i32).max(16), &|s| {
+                admission::apply_buffers(s, &spec.agent)
+            })?;
         Ok(Box::new(FilesAgent {
             listener,
             spec: spec.clone(),
@@ -349,6 +351,10 @@ impl Workload for Files {
     }
 }
 
+/// The longest a receiver waits, before its test, for earlier tests'
+/// directories to be removed and again for the filesystem's write-back.
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The receiver's scratch directory for one test, after the quota check:
 /// what the declared set takes at least on disk (its payload and an entry
 /// per file) must fit `--max-files-bytes`, and the test may then write the
@@ -371,6 +377,15 @@ fn receive_plan(params: &FilesParams, storage: &Storage) -> Result<Arc<ReceivePl
     }
     let budget = scratch::Budget::of_set(params.files, params.total_bytes, storage.max_files_bytes);
     let parent = storage.scratch.clone().unwrap_or_else(scratch::default_scratch);
+    // An earlier test's directory, removed in the background, and its
+    // writes not yet on disk would otherwise be paid inside this test.
+    if parent.is_dir() {
+        let settled = scratch::settle(&parent, SETTLE_LIMIT);
+        match settled.note(&parent) {
+            Some(note) => log::info!("{note}"),
+            None => log::debug!("{settled:?}"),
+        }
+    }
     let scratch = Scratch::create(&parent, &scratch::unique_name(), storage.keep, budget)
         .map_err(|e| {
             WorkloadError::Setup(format!(

@@ -429,13 +429,124 @@ impl Drop for Scratch {
         };
         match self.remove_in_background {
             true => {
-                let spawned = std::thread::Builder::new().name("scratch-removal".into()).spawn(remove);
+                let removal = Removal::begin();
+                let spawned = std::thread::Builder::new()
+                    .name("scratch-removal".into())
+                    .spawn(move || {
+                        remove();
+                        drop(removal);
+                    });
                 if let Err(e) = spawned {
                     log::warn!("could not start the removal of {}: {e}", self.path.display());
                 }
             }
             false => remove(),
         }
+    }
+}
+
+/// Earlier tests' directories still being removed in the background, and
+/// the condition their removers signal when done.
+static REMOVALS: (std::sync::Mutex<usize>, std::sync::Condvar) = (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+/// One background removal in flight, counted in [`REMOVALS`] until dropped.
+struct Removal;
+
+impl Removal {
+    fn begin() -> Removal {
+        *REMOVALS.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Removal
+    }
+}
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        let mut pending = REMOVALS.0.lock().unwrap_or_else(|p| p.into_inner());
+        *pending = pending.saturating_sub(1);
+        REMOVALS.1.notify_all();
+    }
+}
+
+/// What a receiver did before its test so that earlier tests' disk work
+/// does not run inside this one's time (issue 72 item 8: the same small-
+/// files test read 86% of raw TCP in one run and 7-10% in the next, while
+/// the previous test's directory was being removed and its writes flushed).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settled {
+    /// Seconds spent waiting for earlier tests' directories to go.
+    pub removal_wait_seconds: f64,
+    /// Removals still running when the wait gave up (0 when all finished).
+    pub removals_pending: usize,
+    /// Seconds syncfs(2) took to write back the filesystem's dirty data.
+    pub writeback_seconds: f64,
+    /// Whether that write-back finished within its limit.
+    pub writeback_done: bool,
+}
+
+impl Settled {
+    /// A sentence for the log when settling took noticeable time or did
+    /// not finish; None when the disk was quiet.
+    pub fn note(&self, dir: &Path) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.removals_pending > 0 {
+            parts.push(format!(
+                "{} earlier test directories were still being removed after {:.1} s (their work overlaps this test)",
+                self.removals_pending, self.removal_wait_seconds
+            ));
+        } else if self.removal_wait_seconds >= 0.05 {
+            parts.push(format!(
+                "waited {:.2} s for an earlier test's directory to be removed",
+                self.removal_wait_seconds
+            ));
+        }
+        if !self.writeback_done {
+            parts.push(format!(
+                "writing back the filesystem's dirty data did not finish in {:.1} s (it overlaps this test)",
+                self.writeback_seconds
+            ));
+        } else if self.writeback_seconds >= 0.05 {
+            parts.push(format!(
+                "wrote back earlier writes in {:.2} s (syncfs)",
+                self.writeback_seconds
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("before receiving into {}: {}", dir.display(), parts.join("; ")))
+    }
+}
+
+/// Waits (at most `limit` each) for this process's earlier background
+/// removals to finish, then writes back the dirty data of the filesystem
+/// holding `dir` (syncfs(2), on a thread, since it cannot be interrupted),
+/// so the test about to run pays neither.
+pub fn settle(dir: &Path, limit: std::time::Duration) -> Settled {
+    let start = std::time::Instant::now();
+    let pending = {
+        let guard = REMOVALS.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = REMOVALS
+            .1
+            .wait_timeout_while(guard, limit, |pending| *pending > 0)
+            .unwrap_or_else(|p| p.into_inner());
+        *guard
+    };
+    let removal_wait_seconds = start.elapsed().as_secs_f64();
+    let start = std::time::Instant::now();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let target = dir.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("scratch-syncfs".into())
+        .spawn(move || {
+            if let Ok(d) = File::open(&target) {
+                // SAFETY: syncfs takes any open descriptor of the filesystem.
+                unsafe { libc::syncfs(d.as_raw_fd()) };
+            }
+            let _ = done_tx.send(());
+        });
+    let writeback_done = spawned.is_ok() && done_rx.recv_timeout(limit).is_ok();
+    Settled {
+        removal_wait_seconds,
+        removals_pending: pending,
+        writeback_seconds: start.elapsed().as_secs_f64(),
+        writeback_done,
     }
 }
 
@@ -449,6 +560,41 @@ pub fn unique_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settling_waits_for_an_earlier_background_removal() {
+        let base = tempfile::tempdir().unwrap();
+        let scratch = Scratch::create(base.path(), "earlier", false, Budget::unlimited())
+            .unwrap()
+            .removed_in_background(true);
+        let dir = scratch.directory_of(&[b"d"]).unwrap();
+        for i in 0..2000 {
+            drop(Scratch::create_file(&dir, format!("f{i}").as_bytes()).unwrap());
+        }
+        drop(dir);
+        drop(scratch);
+        let settled = settle(base.path(), std::time::Duration::from_secs(60));
+        assert_eq!(settled.removals_pending, 0, "{settled:?}");
+        assert!(settled.writeback_done, "{settled:?}");
+        // Nothing of the earlier test is left once settle returns.
+        assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
+        // With nothing pending, nothing is waited for and no note is due
+        // for the removal part.
+        let quiet = settle(base.path(), std::time::Duration::from_secs(60));
+        assert_eq!(quiet.removals_pending, 0);
+        let note = Settled {
+            removal_wait_seconds: 2.0,
+            removals_pending: 1,
+            writeback_seconds: 0.0,
+            writeback_done: true,
+        }
+        .note(base.path())
+        .unwrap();
+        assert!(
+            note.contains("1 earlier test directories were still being removed after 2.0 s"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn files_are_created_inside_and_the_directory_removed_afterwards() {

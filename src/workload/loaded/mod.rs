@@ -256,8 +256,7 @@ impl Workload for Loaded {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: LoadedParams = spec.params()?;
-        let listener = admission::listen(
-            Proto::TCP,
+        let listener = Proto::TCP.listen(
             net.local_ip,
             (spec.flows().len() as i32 + 1).max(16),
             &load_configure(&spec.agent, &params),

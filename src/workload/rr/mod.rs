@@ -559,7 +559,9 @@ impl Workload for RequestResponse {
             }
             Delivery::Stream => vec![(
                 0,
-                admission::listen(params.proto, net.local_ip, 1024, &configure(&spec.agent, &params))?,
+                params
+                    .proto
+                    .listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
             )],
         };
         Ok(Box::new(RrAgent {
@@ -718,7 +720,7 @@ pub(super) fn configure<'a>(
         if let Some(us) = params.busy_poll_us {
             transport::udp::set_busy_poll(socket, us)?;
         }
-        if params.proto.delivery() == Delivery::Stream {
+        if params.proto.delivery() == Delivery::Stream && params.proto.tcp_options() {
             // Several requests in flight must not wait for Nagle.
             socket
                 .set_nodelay(true)

@@ -548,11 +548,10 @@ impl Workload for Sweep {
                 quic::DEFAULT_CONGESTION,
                 1,
             )?)),
-            false => Listener::Socket(admission::listen(
-                params.connection(),
+            false => Listener::Socket(params.connection().listen(
                 net.local_ip,
                 4,
-                &configure(&spec.agent),
+                &configure(&spec.agent, params.connection()),
             )?),
         };
         let udp = match params.transport.delivery() {
@@ -593,7 +592,13 @@ impl Workload for Sweep {
                 Carrier::Quic(Arc::new(connected), send, recv)
             }
             (false, tls) => {
-                let tcp = admission::connect_stream(params.connection(), net, port(0)?, 1, &configure(&spec.client))?;
+                let tcp = admission::connect_stream(
+                    params.connection(),
+                    net,
+                    port(0)?,
+                    1,
+                    &configure(&spec.client, params.connection()),
+                )?;
                 match tls {
                     None => Carrier::Plain(tcp),
                     Some(t) => {
@@ -698,12 +703,15 @@ fn one_host(tcp: &Socket) -> bool {
     }
 }
 
-fn configure(side: &SideOptions) -> impl Fn(&Socket) -> Result<(), WorkloadError> + '_ {
+fn configure(side: &SideOptions, proto: Proto) -> impl Fn(&Socket) -> Result<(), WorkloadError> + '_ {
     move |socket: &Socket| {
         admission::apply_buffers(socket, side)?;
-        socket
-            .set_nodelay(true)
-            .map_err(WorkloadError::io("setting TCP_NODELAY"))
+        match proto.tcp_options() {
+            true => socket
+                .set_nodelay(true)
+                .map_err(WorkloadError::io("setting TCP_NODELAY")),
+            false => Ok(()),
+        }
     }
 }
 
@@ -773,7 +781,7 @@ impl AgentSide for SweepAgent {
                     .remove(&1)
                     .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
                 // Options set on the listener are not all inherited: set them again.
-                configure(&self.agent_options)(&tcp)?;
+                configure(&self.agent_options, self.proto)(&tcp)?;
                 let carrier = match self.cipher {
                     None => Carrier::Plain(tcp),
                     Some(_) => {

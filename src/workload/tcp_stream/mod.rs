@@ -321,6 +321,20 @@ impl Workload for TcpStream {
                 return Err(SpecError::Invalid(quic::NO_LINKS.into()));
             }
         }
+        if !params.transport.tcp_options() {
+            let set = [
+                (params.mss.is_some(), "-M/--mss"),
+                (params.nodelay, "-N/--nodelay"),
+                (params.congestion.is_some(), "-C/--congestion"),
+                (params.rate_bits_per_second.is_some(), "-b/--bitrate (TCP's pacing)"),
+            ];
+            if let Some((_, option)) = set.iter().find(|(set, _)| *set) {
+                return Err(SpecError::Invalid(format!(
+                    "{option} with --transport {}: its sockets have no TCP options; drop it",
+                    params.transport
+                )));
+            }
+        }
         tls::params::check(
             params.runs_tls(),
             "tls or quic",
@@ -384,8 +398,7 @@ impl Workload for TcpStream {
                 cipher: params.tls().unwrap_or_default().cipher.suite_name(),
             }));
         }
-        let listener = admission::listen(
-            params.transport,
+        let listener = params.transport.listen(
             net.local_ip,
             (spec.flows().len() as i32).max(16),
             &configure(&spec.agent, &params),

@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, SockAddr, Socket};
+use socket2::Socket;
 
 use super::Proto;
 use crate::model::spec::SideOptions;
@@ -55,16 +55,7 @@ pub fn check_destination(net: &AgentNet, destination: SocketAddr) -> Result<(), 
     net.proven.check(destination)
 }
 
-/// Per-socket settings a workload applies before connecting or listening.
-pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
-
-fn domain_of(ip: IpAddr) -> Domain {
-    if ip.is_ipv4() {
-        Domain::IPV4
-    } else {
-        Domain::IPV6
-    }
-}
+pub use super::Configure;
 
 /// Requests the socket buffer sizes of `side`.
 pub fn apply_buffers(socket: &Socket, side: &SideOptions) -> Result<(), WorkloadError> {
@@ -79,32 +70,6 @@ pub fn apply_buffers(socket: &Socket, side: &SideOptions) -> Result<(), Workload
             .map_err(WorkloadError::io(format!("setting SO_RCVBUF to {size} B")))?;
     }
     Ok(())
-}
-
-/// Binds a listener of transport `proto` on `ip` (on every address of its
-/// family for a transport whose connections join at other addresses),
-/// port chosen by the kernel; `configure` runs before `listen` so accepted
-/// sockets inherit buffers and MSS. The token preamble, not the address,
-/// is what admits a connection.
-pub fn listen(proto: Proto, ip: IpAddr, backlog: i32, configure: Configure) -> Result<Socket, WorkloadError> {
-    let ip = match (proto.joins_other_addresses(), ip) {
-        (false, ip) => ip,
-        (true, IpAddr::V4(_)) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-        (true, IpAddr::V6(_)) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
-    };
-    let (kind, protocol) = proto.socket();
-    let socket = Socket::new(domain_of(ip), kind, Some(protocol)).map_err(WorkloadError::io(format!(
-        "creating the {} data listener",
-        proto.label()
-    )))?;
-    configure(&socket)?;
-    socket
-        .bind(&SocketAddr::new(ip, 0).into())
-        .map_err(WorkloadError::io(format!("binding a data listener on {ip}")))?;
-    socket
-        .listen(backlog)
-        .map_err(WorkloadError::io("listening for data connections"))?;
-    Ok(socket)
 }
 
 /// The listener an agent keeps for the subflows that join a connection
@@ -131,12 +96,13 @@ impl JoinListener {
     }
 }
 
+/// The port a data listener names to the client: its IP port, or the
+/// number an AF_UNIX listener's name stands for.
 pub fn local_port(socket: &Socket) -> u16 {
-    socket
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_socket())
-        .map(|a| a.port())
+    let address = socket.local_addr().ok();
+    address
+        .as_ref()
+        .and_then(|a| a.as_socket().map(|a| a.port()).or_else(|| super::unix::number_of(a)))
         .unwrap_or(0)
 }
 
@@ -162,8 +128,14 @@ pub fn accept_streams(
                 expected.len()
             )));
         };
+        let from_unix = peer.is_unix();
         let peer = peer.as_socket();
-        if !peer.is_some_and(|p| net.peer_allowed(p.ip())) {
+        // A peer without an IP address came over AF_UNIX, so from this
+        // host: it stands for the control peer if that one is on this host.
+        let peer_ip = peer
+            .map(|p| p.ip())
+            .or_else(|| (from_unix && super::unix::on_this_host(net.peer_ip)).then_some(net.peer_ip));
+        if !peer_ip.is_some_and(|ip| net.peer_allowed(ip)) {
             refused += 1;
             let allowed = match net.routes.is_empty() {
                 true => format!("only the control connection's peer {} may connect", net.peer_ip),
@@ -243,20 +215,7 @@ pub fn connect_stream(
     id: u32,
     configure: Configure,
 ) -> Result<Socket, WorkloadError> {
-    let (bind, agent_ip) = net.route(id);
-    let addr = SocketAddr::new(agent_ip, port);
-    let (kind, protocol) = proto.socket();
-    let socket = Socket::new(domain_of(agent_ip), kind, Some(protocol))
-        .map_err(WorkloadError::io(format!("creating a {} data socket", proto.label())))?;
-    if let Some(bind) = bind {
-        socket
-            .bind(&SocketAddr::new(bind, 0).into())
-            .map_err(WorkloadError::io(format!("binding the data socket to {bind}")))?;
-    }
-    configure(&socket)?;
-    socket
-        .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
-        .map_err(WorkloadError::io(format!("connecting data stream {id} to {addr}")))?;
+    let socket = proto.connect(net, port, id, configure)?;
     let mut preamble = [0u8; PREAMBLE_LEN];
     preamble[..TOKEN_LEN].copy_from_slice(&net.token);
     preamble[TOKEN_LEN..].copy_from_slice(&id.to_be_bytes());
@@ -280,6 +239,7 @@ pub fn aborter(sockets: &[&Socket]) -> crate::workload::base::Aborter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     #[test]
     fn token_comparison_needs_every_byte() {
@@ -293,7 +253,7 @@ mod tests {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let token = crate::protocol::new_token();
         let agent_net = AgentNet::new(ip, ip, token, Default::default(), BTreeMap::new());
-        let listener = listen(Proto::TCP, ip, 16, &|_| Ok(())).unwrap();
+        let listener = Proto::TCP.listen(ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let client = move |token| ClientNet {
             agent_ip: ip,
@@ -345,7 +305,7 @@ mod tests {
             "a link's client is admitted only once proven"
         );
         agent_net.proven.record(vec![ip("127.0.0.2")]).unwrap();
-        let listener = listen(Proto::TCP, agent_net.local_ip, 16, &|_| Ok(())).unwrap();
+        let listener = Proto::TCP.listen(agent_net.local_ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let client = move |bind: &str, agent: &str| ClientNet {
             agent_ip: ip(agent),
@@ -406,7 +366,7 @@ mod tests {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let token = crate::protocol::new_token();
         let net = AgentNet::new(ip, ip, token, Default::default(), BTreeMap::new());
-        let listener = listen(Proto::TCP, ip, 16, &|_| Ok(())).unwrap();
+        let listener = Proto::TCP.listen(ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let drip = std::thread::spawn(move || {
             let mut s = std::net::TcpStream::connect((ip, port)).unwrap();
@@ -433,7 +393,7 @@ mod tests {
     fn missing_connections_time_out_with_a_count() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let net = AgentNet::new(ip, ip, [0; TOKEN_LEN], Default::default(), BTreeMap::new());
-        let listener = listen(Proto::TCP, ip, 16, &|_| Ok(())).unwrap();
+        let listener = Proto::TCP.listen(ip, 16, &|_| Ok(())).unwrap();
         let err = accept_streams(&listener, &net, &[1, 2], Instant::now() + Duration::from_millis(100)).unwrap_err();
         assert!(err.to_string().contains("0 of 2"), "{err}");
     }

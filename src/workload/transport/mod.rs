@@ -36,13 +36,20 @@ pub mod quic;
 pub mod tcp;
 pub mod tls;
 pub mod udp;
+pub mod unix;
 pub mod wire;
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
-use socket2::{Protocol, Type};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::linerate::Stack;
+use crate::workload::base::{ClientNet, WorkloadError};
+
+/// Per-socket settings a workload applies before connecting or listening.
+pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
 
 /// How a transport carries a workload's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +128,60 @@ pub trait Transport: Sync + 'static {
     /// Adds to this host's facts what decides how its connections run
     /// (MPTCP: the path manager), for a test over it.
     fn host_facts(&self, _facts: &mut crate::model::HostFacts) {}
+    /// Whether its sockets take TCP's own options (`TCP_NODELAY`,
+    /// `TCP_MAXSEG`, `TCP_CONGESTION`): workloads set them only then.
+    fn tcp_options(&self) -> bool {
+        true
+    }
+    /// Opens the agent's data listener on `ip`, the address the client
+    /// came to (on every address of its family for a transport whose
+    /// connections join at other addresses), at a port the kernel picks;
+    /// `configure` runs before `listen` so accepted sockets inherit
+    /// buffers and MSS. The token preamble
+    /// ([`admission::accept_streams`]), not the address, admits a
+    /// connection. A connection transport's own: the default is an IP
+    /// socket of [`Transport::socket`].
+    fn listen(&self, ip: IpAddr, backlog: i32, configure: Configure) -> Result<Socket, WorkloadError> {
+        let ip = match (self.joins_other_addresses(), ip) {
+            (false, ip) => ip,
+            (true, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            (true, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
+        let (kind, protocol) = self.socket();
+        let socket = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), kind, Some(protocol)).map_err(
+            WorkloadError::io(format!("creating the {} data listener", self.label())),
+        )?;
+        configure(&socket)?;
+        socket
+            .bind(&SocketAddr::new(ip, 0).into())
+            .map_err(WorkloadError::io(format!("binding a data listener on {ip}")))?;
+        socket
+            .listen(backlog)
+            .map_err(WorkloadError::io("listening for data connections"))?;
+        Ok(socket)
+    }
+    /// Connects one data socket of stream `id` to the agent's listener at
+    /// `port` (over the stream's link, where the test has links), with
+    /// `configure` run before the connect; the caller then presents the
+    /// session token ([`admission::connect_stream`]). The default is an IP
+    /// socket of [`Transport::socket`].
+    fn connect(&self, net: &ClientNet, port: u16, id: u32, configure: Configure) -> Result<Socket, WorkloadError> {
+        let (bind, agent_ip) = net.route(id);
+        let addr = SocketAddr::new(agent_ip, port);
+        let (kind, protocol) = self.socket();
+        let socket = Socket::new(Domain::for_address(addr), kind, Some(protocol))
+            .map_err(WorkloadError::io(format!("creating a {} data socket", self.label())))?;
+        if let Some(bind) = bind {
+            socket
+                .bind(&SocketAddr::new(bind, 0).into())
+                .map_err(WorkloadError::io(format!("binding the data socket to {bind}")))?;
+        }
+        configure(&socket)?;
+        socket
+            .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
+            .map_err(WorkloadError::io(format!("connecting data stream {id} to {addr}")))?;
+        Ok(socket)
+    }
 }
 
 /// What a transport watched on a connection while its stream ran.
@@ -189,7 +250,14 @@ impl ConnectionFigures {
 pub struct Proto(&'static dyn Transport);
 
 /// Every transport, in the order help lists them.
-pub static REGISTRY: [Proto; 5] = [Proto::TCP, Proto::UDP, Proto::MPTCP, Proto::TLS, Proto::QUIC];
+pub static REGISTRY: [Proto; 6] = [
+    Proto::TCP,
+    Proto::UDP,
+    Proto::MPTCP,
+    Proto::TLS,
+    Proto::QUIC,
+    Proto(&unix::Unix),
+];
 
 impl Proto {
     pub const TCP: Proto = Proto(&tcp::Tcp);
