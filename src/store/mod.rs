@@ -208,17 +208,23 @@ fn wal_holds_changes(path: &Path) -> bool {
     std::fs::metadata(wal).is_ok_and(|m| m.len() > 0)
 }
 
-/// `path` as an SQLite `file:` URI, every byte outside the unreserved set
-/// and `/` percent-encoded (so `?`, `#` and `%` in a name stay the name's).
-fn file_uri(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let absolute = if path.is_absolute() {
+/// `path` joined to the current directory when it is relative (as given
+/// when the current directory cannot be read).
+pub(crate) fn absolute(path: &Path) -> std::path::PathBuf {
+    if path.is_absolute() {
         path.to_path_buf()
     } else {
         std::env::current_dir()
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
-    };
+    }
+}
+
+/// `path` as an SQLite `file:` URI, every byte outside the unreserved set
+/// and `/` percent-encoded (so `?`, `#` and `%` in a name stay the name's).
+fn file_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let absolute = absolute(path);
     let mut uri = String::from("file:");
     for &b in absolute.as_os_str().as_bytes() {
         if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {

@@ -57,13 +57,7 @@ pub fn store_name(path: &Path) -> String {
     if super::postgres::is_url(path) {
         return path.display().to_string();
     }
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|d| d.join(path))
-            .unwrap_or_else(|_| path.to_path_buf())
-    };
+    let absolute = super::absolute(path);
     let mut clean = PathBuf::new();
     for part in absolute.components() {
         match part {
