@@ -18,6 +18,12 @@ use serde::{Deserialize, Serialize};
 pub const LAB_VAR: &str = "NICBENCH_LAB";
 /// The lab's hosts, addresses and router links as JSON ([`LabEnv`]).
 pub const PATHS_VAR: &str = "NICBENCH_LAB_PATHS";
+/// Set by `nicbench lab exec`: the number of a descriptor, left open
+/// across the exec, of the mount namespace `lab exec` ran in. `ip netns
+/// exec` gives the command a mount namespace of its own with a fresh /sys
+/// and no cgroup hierarchies; a plan that changes a lab host's CPU limit
+/// makes the change through a `nicbench lab set` that enters this one.
+pub const MOUNTS_FD_VAR: &str = "NICBENCH_LAB_MOUNTS_FD";
 /// Version tag of [`PATHS_VAR`]'s JSON.
 pub const SCHEMA: &str = "nicbench.lab-env/1";
 

@@ -88,13 +88,7 @@ fn cpu_limit(s: &str) -> Result<CpuLimit, String> {
 }
 
 fn cpu_limit_or_none(s: &str) -> Result<CpuLimit, String> {
-    match s.split_once('=') {
-        Some((host, "none")) if !host.trim().is_empty() => Ok(CpuLimit {
-            host: host.trim().to_string(),
-            percent: 0.0,
-        }),
-        _ => cpu_limit(s),
-    }
+    spec::parse_cpu_limit_or_none(s).map_err(hint)
 }
 
 fn offload_setting(s: &str) -> Result<OffloadSetting, String> {

@@ -121,9 +121,22 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
     if let Some(port) = state.agent_port {
         command.env("NICBENCH_PORT", port.to_string());
     }
+    if let Some(fd) = mounts_fd() {
+        command.env(crate::lab_env::MOUNTS_FD_VAR, fd.to_string());
+    }
     // exec only returns on failure.
     let error = command.exec();
     Err(error).with_context(|| format!("running {:?} in host {} of lab '{}'", program, args.host, args.name))
+}
+
+/// A descriptor of this process's mount namespace that stays open across
+/// exec ([`crate::lab_env::MOUNTS_FD_VAR`]); None if it cannot be opened
+/// (the command then runs without it, and says so only if it needs it).
+fn mounts_fd() -> Option<i32> {
+    // SAFETY: a valid NUL-terminated path; the descriptor is meant to
+    // outlive this process image (no O_CLOEXEC).
+    let fd = unsafe { libc::open(c"/proc/self/ns/mnt".as_ptr(), libc::O_RDONLY) };
+    (fd >= 0).then_some(fd)
 }
 
 /// The router link that carries the busier direction of `run` on `path`:

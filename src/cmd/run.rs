@@ -99,17 +99,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         return leftover_changes(&db, true);
     }
     let plan = Plan::load(&args.plan)?;
-    // The queue axis needs the lab this runs in: checked before the dry run.
-    let queues =
-        match plan.matrix.queue.is_empty() {
+    // The queue and lab axes need the lab this runs in: checked before the dry run.
+    let invalid = |message| plan::PlanError::Invalid {
+        path: args.plan.display().to_string(),
+        message,
+    };
+    let lab = InLab {
+        queues: match plan.matrix.queue.is_empty() {
             true => None,
-            false => Some(plan::queue::RouterQueues::here(&plan.matrix.queue).map_err(|message| {
-                plan::PlanError::Invalid {
-                    path: args.plan.display().to_string(),
-                    message,
-                }
-            })?),
-        };
+            false => Some(plan::queue::RouterQueues::here(&plan.matrix.queue).map_err(invalid)?),
+        },
+        changes: match plan.matrix.lab.is_empty() {
+            true => None,
+            false => Some(plan::lab_axis::LabChanges::here(&plan.matrix.lab).map_err(invalid)?),
+        },
+    };
     let cases = plan::expand(&plan).map_err(|message| plan::PlanError::Invalid {
         path: args.plan.display().to_string(),
         message,
@@ -184,7 +188,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         };
         return dry_run(&plan, &planned, &resume, &db, &order);
     }
-    execute(&args, &plan, planned, resume, &db, queues)
+    execute(&args, &plan, planned, resume, &db, lab)
 }
 
 /// Shuffles the cases with the plan run's seed: the same order on every
@@ -388,11 +392,18 @@ fn host_changes_accepted(agent: &Agent, hello: &crate::protocol::Hello, needs: &
 /// "(MTU 9000, offloads tso=off on both ends) ": what a case sets first.
 fn host_text(case: &Case) -> String {
     let parts = host_changes_of(case);
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("({} on both ends) ", parts.join(", "))
+    let mut text = String::new();
+    if !case.lab.is_empty() {
+        let options: Vec<String> = case.lab.iter().flat_map(|(_, _, o)| o.iter().cloned()).collect();
+        text += &match options.is_empty() {
+            true => "(lab as built) ".to_string(),
+            false => format!("(lab set {}) ", options.join(" ")),
+        };
     }
+    if !parts.is_empty() {
+        text += &format!("({} on both ends) ", parts.join(", "));
+    }
+    text
 }
 
 /// Hello, authentication and the agent's facts: what a case needs, without
@@ -492,8 +503,16 @@ struct RealSteps<'a> {
     resume: &'a exec::Resume,
     host_changes: &'a mut HostChanges,
     monitors: Option<Monitors>,
+    /// The lab this runs in, when the matrix changes it.
+    lab: InLab,
+}
+
+/// What the plan changes in the lab it runs in, per case.
+struct InLab {
     /// The lab router's queues, when the matrix has a `queue` axis.
     queues: Option<plan::queue::RouterQueues>,
+    /// The lab's settings, when the matrix has `[matrix.lab]` axes.
+    changes: Option<plan::lab_axis::LabChanges>,
 }
 
 impl RealSteps<'_> {
@@ -549,11 +568,20 @@ impl runner::Steps for RealSteps<'_> {
     }
 
     fn set_queue(&mut self, queue: &str) -> Result<(), String> {
-        self.queues.as_mut().ok_or("the plan has no queue axis")?.set(queue)
+        self.lab.queues.as_mut().ok_or("the plan has no queue axis")?.set(queue)
     }
 
     fn restore_queue(&mut self) -> Result<(), String> {
-        self.queues.as_mut().map_or(Ok(()), |q| q.restore())
+        self.lab.queues.as_mut().map_or(Ok(()), |q| q.restore())
+    }
+
+    fn set_lab(&mut self, axis: &str, value: &str, options: &[String]) -> Result<(), String> {
+        let changes = self.lab.changes.as_mut().ok_or("the plan has no lab axis")?;
+        changes.set(axis, value, options)
+    }
+
+    fn restore_lab(&mut self) -> Result<(), String> {
+        self.lab.changes.as_mut().map_or(Ok(()), |c| c.restore())
     }
 
     fn commands(&mut self, when: When, index: usize) -> (Vec<PathBuf>, Option<String>) {
@@ -648,7 +676,7 @@ fn execute(
     planned: Vec<Planned>,
     resume: exec::Resume,
     db: &Path,
-    queues: Option<plan::queue::RouterQueues>,
+    lab: InLab,
 ) -> anyhow::Result<()> {
     exec::install_signals();
     // The cases' own handlers, before the first case: a stop that comes
@@ -688,7 +716,7 @@ fn execute(
         resume: &resume,
         host_changes: &mut host_changes,
         monitors: None,
-        queues,
+        lab,
     };
     let records = runner::run_cases(plan, &planned, &resume.finished, &mut steps, &progress);
     progress.finish();

@@ -317,6 +317,18 @@ pub fn parse_cpu_limit(input: &str) -> Result<CpuLimit, LabError> {
     })
 }
 
+/// Parses `lab set --cpu-limit`: `HOST=PERCENT` as [`parse_cpu_limit`], or
+/// `HOST=none`, which lifts the limit (percent 0).
+pub fn parse_cpu_limit_or_none(input: &str) -> Result<CpuLimit, LabError> {
+    match input.split_once('=') {
+        Some((host, "none")) if !host.trim().is_empty() => Ok(CpuLimit {
+            host: host.trim().to_string(),
+            percent: 0.0,
+        }),
+        _ => parse_cpu_limit(input),
+    }
+}
+
 /// The address of end `end` (0 or 1) of link `id`: 10.(200 + id/256).(id%256).E/24,
 /// with E = 1 and 2 on a direct link, and 2 (host) and 1 (router) via the router.
 pub fn link_address(id: usize, end: usize, topology: Topology) -> Ipv4Addr {

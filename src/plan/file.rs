@@ -141,6 +141,12 @@ pub struct Matrix {
     /// `[matrix.vary.nodelay] on = ["-N"]  off = []`.
     #[serde(default)]
     pub vary: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Axes that change the lab the plan runs in, as `nicbench lab set`
+    /// would: a name, and for each value the `lab set` options it applies:
+    /// `[matrix.lab.card] slow = ["--rate", "2=500mbit", "--cpu-limit", "b=25%"]`.
+    /// Made before each case and put back after it; only in a lab.
+    #[serde(default)]
+    pub lab: BTreeMap<String, BTreeMap<String, Vec<String>>>,
     /// Tags on every case's runs.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
@@ -614,6 +620,7 @@ fn check_matrix(m: &Matrix, labels: &[&str]) -> Result<(), String> {
     }
     check_queue_axis(m)?;
     check_vary(m)?;
+    check_lab_axes(m)?;
     check_matrix_tags(m)?;
     check_rules(m)
 }
@@ -675,11 +682,38 @@ fn check_vary(m: &Matrix) -> Result<(), String> {
     Ok(())
 }
 
+/// `[matrix.lab.AXIS]`: a new axis's name (no other axis's), its values'
+/// names, and each value's `lab set` options.
+fn check_lab_axes(m: &Matrix) -> Result<(), String> {
+    for (axis, values) in &m.lab {
+        if AXES.contains(&axis.as_str()) || m.vary.contains_key(axis) {
+            return Err(format!(
+                "[matrix.lab.{axis}]: '{axis}' is already an axis of this plan; give the lab axis another name"
+            ));
+        }
+        tag(axis, "x").map_err(|e| format!("[matrix.lab.{axis}]: {e}"))?;
+        if values.is_empty() {
+            return Err(format!(
+                "[matrix.lab.{axis}]: give at least one value, e.g. slow = [\"--rate\", \"2=100mbit\"]"
+            ));
+        }
+        for (v, options) in values {
+            tag(axis, v).map_err(|e| format!("[matrix.lab.{axis}] {v}: {e}"))?;
+            super::lab_axis::LabChange::parse(options).map_err(|e| format!("[matrix.lab.{axis}] {v}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// `[matrix.tags]`: valid tags, none the plan sets itself.
 fn check_matrix_tags(m: &Matrix) -> Result<(), String> {
     for (key, value) in &m.tags {
         tag(key, value).map_err(|e| format!("[matrix.tags] {key}: {e}"))?;
-        if RESERVED_TAGS.contains(&key.as_str()) || AXES.contains(&key.as_str()) || m.vary.contains_key(key) {
+        if RESERVED_TAGS.contains(&key.as_str())
+            || AXES.contains(&key.as_str())
+            || m.vary.contains_key(key)
+            || m.lab.contains_key(key)
+        {
             return Err(format!(
                 "[matrix.tags] {key}: that tag is set by the plan itself; choose another key"
             ));
@@ -699,8 +733,13 @@ fn check_rules(m: &Matrix) -> Result<(), String> {
                 ));
             }
             for key in rule.keys() {
-                if !AXES.contains(&key.as_str()) && !m.vary.contains_key(key) {
-                    let known: Vec<&str> = AXES.iter().copied().chain(m.vary.keys().map(String::as_str)).collect();
+                if !AXES.contains(&key.as_str()) && !m.vary.contains_key(key) && !m.lab.contains_key(key) {
+                    let known: Vec<&str> = AXES
+                        .iter()
+                        .copied()
+                        .chain(m.vary.keys().map(String::as_str))
+                        .chain(m.lab.keys().map(String::as_str))
+                        .collect();
                     return Err(format!(
                         "[[matrix.{section}]] #{}: unknown axis '{key}'; expected one of {}",
                         i + 1,

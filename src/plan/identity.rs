@@ -29,6 +29,11 @@ pub struct Identity {
     pub axes: BTreeMap<String, BTreeSet<String>>,
     /// `AXIS VALUE` of `[matrix.vary]` -> the options that value adds.
     pub vary_options: BTreeMap<String, Vec<String>>,
+    /// `AXIS VALUE` of `[matrix.lab]` -> the `lab set` options that value
+    /// applies (absent from plans without lab axes, whose fingerprints so
+    /// stay what they were).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lab_options: BTreeMap<String, Vec<String>>,
     /// `exclude`, `include` -> each rule as `axis=value|value ...`.
     pub rules: BTreeMap<String, BTreeSet<String>>,
     /// `[matrix.tags]`.
@@ -85,6 +90,13 @@ impl Identity {
                 vary_options.insert(format!("{axis} {value}"), options.clone());
             }
         }
+        let mut lab_options = BTreeMap::new();
+        for (axis, values) in &m.lab {
+            axes.insert(axis.clone(), set(values.keys().cloned().collect()));
+            for (value, options) in values {
+                lab_options.insert(format!("{axis} {value}"), options.clone());
+            }
+        }
         let mut rules = BTreeMap::new();
         for (name, list) in [("exclude", &m.exclude), ("include", &m.include)] {
             if !list.is_empty() {
@@ -102,6 +114,7 @@ impl Identity {
             agents,
             axes,
             vary_options,
+            lab_options,
             rules,
             tags: m.tags.clone(),
             options,
@@ -193,15 +206,20 @@ pub fn differences(old: &Identity, new: &Identity) -> Vec<String> {
             _ => {}
         }
     }
-    for key in keys(&old.vary_options, &new.vary_options) {
-        if let (Some(a), Some(b)) = (old.vary_options.get(key), new.vary_options.get(key)) {
-            if a != b {
-                let (axis, value) = key.split_once(' ').unwrap_or((key, ""));
-                out.push(format!(
-                    "[matrix.vary.{axis}] {value} changed: {} -> {}",
-                    options(a),
-                    options(b)
-                ));
+    for (section, old, new) in [
+        ("vary", &old.vary_options, &new.vary_options),
+        ("lab", &old.lab_options, &new.lab_options),
+    ] {
+        for key in keys(old, new) {
+            if let (Some(a), Some(b)) = (old.get(key), new.get(key)) {
+                if a != b {
+                    let (axis, value) = key.split_once(' ').unwrap_or((key, ""));
+                    out.push(format!(
+                        "[matrix.{section}.{axis}] {value} changed: {} -> {}",
+                        options(a),
+                        options(b)
+                    ));
+                }
             }
         }
     }

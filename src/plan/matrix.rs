@@ -30,6 +30,9 @@ pub struct Case {
     pub queue: Option<String>,
     /// Further axes: (axis, value, the options the value adds).
     pub vary: Vec<(String, String, Vec<String>)>,
+    /// Lab axes: (axis, value, the `lab set` options the value applies);
+    /// see [`super::lab_axis`].
+    pub lab: Vec<(String, String, Vec<String>)>,
 }
 
 impl Case {
@@ -63,7 +66,7 @@ impl Case {
         if let Some(q) = &self.queue {
             tags.push(("queue".into(), q.clone()));
         }
-        for (axis, value, _) in &self.vary {
+        for (axis, value, _) in self.vary.iter().chain(&self.lab) {
             tags.push((axis.clone(), value.clone()));
         }
         tags
@@ -82,7 +85,12 @@ impl Case {
             other if crate::model::settings::HOST_AXES.contains(&other) => {
                 self.host.iter().find(|(a, _)| a == other).map(|(_, v)| v.clone())
             }
-            other => self.vary.iter().find(|(a, _, _)| a == other).map(|(_, v, _)| v.clone()),
+            other => self
+                .vary
+                .iter()
+                .chain(&self.lab)
+                .find(|(a, _, _)| a == other)
+                .map(|(_, v, _)| v.clone()),
         }
     }
 
@@ -384,6 +392,7 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
                                 host: Vec::new(),
                                 queue: queue.clone(),
                                 vary: Vec::new(),
+                                lab: Vec::new(),
                             };
                             cases.extend(with_host_and_vary_axes(plan, base));
                         }
@@ -395,7 +404,8 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
     cases
 }
 
-/// `base` once per combination of the host axes' and the `vary` axes' values.
+/// `base` once per combination of the host axes', the `vary` axes' and the
+/// lab axes' values.
 fn with_host_and_vary_axes(plan: &Plan, base: Case) -> Vec<Case> {
     let mut partial = vec![base];
     for (axis, values) in plan.host_axes() {
@@ -417,6 +427,18 @@ fn with_host_and_vary_axes(plan: &Plan, base: Case) -> Vec<Case> {
                 values.iter().map(move |(value, options)| {
                     let mut c = c.clone();
                     c.vary.push((axis.clone(), value.clone(), options.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    for (axis, values) in &plan.matrix.lab {
+        partial = partial
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |(value, options)| {
+                    let mut c = c.clone();
+                    c.lab.push((axis.clone(), value.clone(), options.clone()));
                     c
                 })
             })
@@ -473,7 +495,7 @@ pub fn check_size(plan: &Plan) -> Result<(), String> {
         ("queue".into(), m.queue.len()),
     ];
     axes.extend(plan.host_axes().into_iter().map(|(a, v)| (a.to_string(), v.len())));
-    axes.extend(m.vary.iter().map(|(a, v)| (a.clone(), v.len())));
+    axes.extend(m.vary.iter().chain(&m.lab).map(|(a, v)| (a.clone(), v.len())));
     axes.retain(|(_, n)| *n > 1);
     let product = axes.iter().fold(1u128, |p, (_, n)| p.saturating_mul(*n as u128));
     let included = m.include.iter().fold(0u128, |sum, rule| {
@@ -620,6 +642,18 @@ fn included(
         })?;
         vary.push((axis.clone(), value, options.clone()));
     }
+    // A lab axis the rule does not name leaves the lab as it is.
+    let mut lab = Vec::new();
+    for (axis, values) in &m.lab {
+        let Some(value) = get(axis) else { continue };
+        let options = values.get(&value).ok_or_else(|| {
+            format!(
+                "{axis} = \"{value}\": not a value of [matrix.lab.{axis}] (values: {})",
+                values.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        lab.push((axis.clone(), value, options.clone()));
+    }
     Ok(Case {
         workload,
         agent,
@@ -631,6 +665,7 @@ fn included(
         host,
         queue,
         vary,
+        lab,
     })
 }
 

@@ -6,6 +6,7 @@ pub mod exec;
 pub mod file;
 pub mod host;
 pub mod identity;
+pub mod lab_axis;
 pub mod matrix;
 pub mod queue;
 pub mod runner;
@@ -89,5 +90,34 @@ mod tests {
             assert!(plan_run_dir(db, "p", bad).is_err(), "{bad:?}: {why}");
         }
         assert!(check_plan_run_id("../../../../tmp/x").unwrap_err().contains("'/'"));
+    }
+
+    /// Every plan in examples/ reads and expands into its cases, the lab
+    /// axes of roundup.toml with them: an example that drifted from the
+    /// plan grammar fails here, not in a user's hands.
+    #[test]
+    fn every_example_plan_reads_and_expands() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut plans = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let plan = Plan::parse(&text, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let cases = expand(&plan).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!cases.is_empty(), "{}", path.display());
+            if path.ends_with("roundup.toml") {
+                let cards: std::collections::BTreeSet<&str> = cases
+                    .iter()
+                    .flat_map(|c| c.lab.iter().map(|(_, v, _)| v.as_str()))
+                    .collect();
+                assert_eq!(cards.len(), 3, "{cards:?}");
+                assert_eq!(cases.len(), 24);
+            }
+            plans += 1;
+        }
+        assert!(plans >= 8, "only {plans} example plans");
     }
 }

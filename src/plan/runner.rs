@@ -40,6 +40,11 @@ pub trait Steps {
     fn set_queue(&mut self, queue: &str) -> Result<(), String>;
     /// Puts back what [`Steps::set_queue`] changed (nothing changed: Ok).
     fn restore_queue(&mut self) -> Result<(), String>;
+    /// Changes the lab for the next case as value `value` of lab axis
+    /// `axis` says (its `lab set` options; see [`super::lab_axis`]).
+    fn set_lab(&mut self, axis: &str, value: &str, options: &[String]) -> Result<(), String>;
+    /// Puts back what [`Steps::set_lab`] changed (nothing changed: Ok).
+    fn restore_lab(&mut self) -> Result<(), String>;
     /// The plan's commands before or after case `index`: the files holding
     /// their output, and why they failed.
     fn commands(&mut self, when: When, index: usize) -> (Vec<PathBuf>, Option<String>);
@@ -154,12 +159,44 @@ fn failed(reason: String, seconds: f64) -> Outcome {
     }
 }
 
-/// One case: its host settings (the first failure ends the case before its
-/// commands), the lab router's queue, the commands before, the monitors,
-/// the case, the commands after, the queue put back. A measured case whose
-/// monitor or after-command failed, or whose queue could not be put back,
-/// is a failure, with the time it measured for.
+/// One case: the lab changed as its lab axes say, its host settings (the
+/// first failure ends the case before its commands), the lab router's
+/// queue, the commands before, the monitors, the case, the commands after,
+/// the queue and the lab put back. A measured case whose monitor or
+/// after-command failed, or whose queue or lab could not be put back, is a
+/// failure, with the time it measured for.
 fn run_case(index: usize, p: &Planned, label: &str, steps: &mut dyn Steps, show: &dyn Show) -> (Outcome, Vec<PathBuf>) {
+    if p.case.lab.is_empty() {
+        return run_case_on_hosts(index, p, label, steps, show);
+    }
+    let values: Vec<String> = p
+        .case
+        .lab
+        .iter()
+        .map(|(axis, value, _)| format!("{axis}={value}"))
+        .collect();
+    show.case(format!("{label}  changing the lab for {}", values.join(", ")));
+    let changed = p
+        .case
+        .lab
+        .iter()
+        .try_for_each(|(axis, value, options)| steps.set_lab(axis, value, options));
+    let (outcome, files) = match changed {
+        Ok(()) => run_case_on_hosts(index, p, label, steps, show),
+        Err(reason) => (failed(reason, 0.0), Vec::new()),
+    };
+    (put_back(outcome, steps.restore_lab()), files)
+}
+
+/// The case with its lab in place: its host settings, the router's queue,
+/// and the rest ([`run_case_here`]).
+fn run_case_on_hosts(
+    index: usize,
+    p: &Planned,
+    label: &str,
+    steps: &mut dyn Steps,
+    show: &dyn Show,
+) -> (Outcome, Vec<PathBuf>) {
     if let Err(reason) = host_settings(p, label, steps, show) {
         return (failed(reason, 0.0), Vec::new());
     }
@@ -167,18 +204,23 @@ fn run_case(index: usize, p: &Planned, label: &str, steps: &mut dyn Steps, show:
         return run_case_here(index, p, label, steps, show);
     };
     show.case(format!("{label}  setting the lab router's queue to {queue}"));
-    let (mut outcome, files) = match steps.set_queue(queue) {
+    let (outcome, files) = match steps.set_queue(queue) {
         Ok(()) => run_case_here(index, p, label, steps, show),
         Err(reason) => (failed(reason, 0.0), Vec::new()),
     };
-    if let Err(e) = steps.restore_queue() {
-        outcome = match outcome {
-            Outcome::Failed { reason, seconds, .. } => failed(format!("{reason}; {e}"), seconds),
-            Outcome::Measured { seconds, .. } | Outcome::Interrupted { seconds } => failed(e, seconds),
-            skipped @ Outcome::Skipped { .. } => skipped,
-        };
+    (put_back(outcome, steps.restore_queue()), files)
+}
+
+/// `outcome`, failed if what the case changed could not be put back.
+fn put_back(outcome: Outcome, restored: Result<(), String>) -> Outcome {
+    let Err(e) = restored else {
+        return outcome;
+    };
+    match outcome {
+        Outcome::Failed { reason, seconds, .. } => failed(format!("{reason}; {e}"), seconds),
+        Outcome::Measured { seconds, .. } | Outcome::Interrupted { seconds } => failed(e, seconds),
+        skipped @ Outcome::Skipped { .. } => skipped,
     }
-    (outcome, files)
 }
 
 /// The case with its settings in place: the commands before, the
@@ -302,6 +344,8 @@ mod tests {
         fail_monitor_stop: bool,
         fail_queue: bool,
         fail_queue_restore: bool,
+        fail_lab: bool,
+        fail_lab_restore: bool,
     }
 
     impl Steps for Fake {
@@ -346,6 +390,22 @@ mod tests {
             self.log.push("queue restored".into());
             if self.fail_queue_restore {
                 Err("could not restore the queue".into())
+            } else {
+                Ok(())
+            }
+        }
+        fn set_lab(&mut self, axis: &str, value: &str, options: &[String]) -> Result<(), String> {
+            self.log.push(format!("lab {axis}={value} [{}]", options.join(" ")));
+            if self.fail_lab {
+                Err("the lab refused".into())
+            } else {
+                Ok(())
+            }
+        }
+        fn restore_lab(&mut self) -> Result<(), String> {
+            self.log.push("lab restored".into());
+            if self.fail_lab_restore {
+                Err("could not put the lab back".into())
             } else {
                 Ok(())
             }
@@ -457,6 +517,64 @@ mod tests {
             Outcome::Failed { reason, seconds, .. } => {
                 assert_eq!(reason, "cannot set the MTU");
                 assert_eq!(*seconds, 0.0);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_lab_is_changed_before_everything_else_and_put_back_after_everything_even_when_it_fails() {
+        let plan = plan(
+            "mtu = [9000]\nqueue = [\"5ms\"]\n[matrix.lab.card]\nslow = [\"--rate\", \"2=500mbit\"]\nas-built = []\n",
+        );
+        let cases = planned(&plan);
+        assert_eq!(cases[0].key, "tcp agent=a streams=1 mtu=9000 queue=5ms card=as-built");
+        assert_eq!(cases[1].key, "tcp agent=a streams=1 mtu=9000 queue=5ms card=slow");
+        let mut fake = Fake::default();
+        let records = run_cases(&plan, &cases[1..2], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(
+            fake.log,
+            [
+                "lab card=slow [--rate 2=500mbit]",
+                "mtu 9000",
+                "path 9000",
+                "queue 5ms",
+                "Before 0",
+                "monitors 0",
+                &format!("run {}", cases[1].key),
+                "monitors stopped",
+                "After 0",
+                "queue restored",
+                "lab restored",
+            ]
+        );
+        assert!(matches!(records[0].outcome, Outcome::Measured { .. }));
+        // A host setting that fails still puts the lab back.
+        let mut fake = Fake {
+            fail_mtu: true,
+            ..Fake::default()
+        };
+        run_cases(&plan, &cases[..1], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(fake.log, ["lab card=as-built []", "mtu 9000", "lab restored"]);
+        // A change the lab refused fails the case before anything runs.
+        let mut fake = Fake {
+            fail_lab: true,
+            ..Fake::default()
+        };
+        let records = run_cases(&plan, &cases[..1], &BTreeMap::new(), &mut fake, &Lines::default());
+        assert_eq!(fake.log, ["lab card=as-built []", "lab restored"]);
+        assert!(matches!(&records[0].outcome, Outcome::Failed { reason, .. } if reason == "the lab refused"));
+        // A measured case whose lab could not be put back is a failure
+        // that keeps its time.
+        let mut fake = Fake {
+            fail_lab_restore: true,
+            ..Fake::default()
+        };
+        let records = run_cases(&plan, &cases[..1], &BTreeMap::new(), &mut fake, &Lines::default());
+        match &records[0].outcome {
+            Outcome::Failed { reason, seconds, .. } => {
+                assert_eq!(reason, "could not put the lab back");
+                assert_eq!(*seconds, 2.5);
             }
             other => panic!("{other:?}"),
         }

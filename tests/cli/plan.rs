@@ -986,6 +986,162 @@ fn a_queue_axis_outside_a_lab_is_refused_naming_lab_exec() {
     );
 }
 
+/// The lab axis: a plan run with `nicbench lab exec` has two cards in
+/// turn on host b, one that slows the router's egress toward b and holds b
+/// to 30% of a core, one that leaves the lab as built. A command before
+/// each case reads the lab (`lab status --json`: its state and the
+/// kernel's tbf) and finds the case's card in place; each run is tagged
+/// with its card; after the plan the lab is as it was built, its rate in
+/// the kernel and b's limit lifted (made through `lab set` in the mount
+/// namespace `lab exec` ran in: `ip netns exec` hides /sys/fs/cgroup).
+#[test]
+fn a_lab_axis_changes_the_lab_around_each_case_and_puts_it_back() {
+    require_lab!();
+    let lab = crate::common::lab_builder()
+        .via_router()
+        .rate(100_000_000)
+        .no_agents()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = lab.addr("b").to_string();
+    let agent = AgentProcess::start_with(lab.command("b", BIN), &b, &[]);
+    let db = dir.path().join("r.db").display().to_string();
+    let plan = write_plan(
+        dir.path(),
+        "cards.toml",
+        &format!(
+            "name = \"cards\"\n[defaults]\nduration = \"0.5s\"\n\
+             [[agents]]\nlabel = \"b\"\naddress = \"{b}:{}\"\n\
+             [matrix]\nworkload = [\"tcp\"]\n\
+             [matrix.lab.card]\nslow = [\"--rate\", \"2=50mbit\", \"--cpu-limit\", \"b=30%\"]\nas-built = []\n\
+             [[commands]]\nwhen = \"before\"\nrun = [\"{BIN}\", \"lab\", \"status\", \"{}\", \"--json\"]\n",
+            agent.port,
+            lab.name()
+        ),
+    );
+    let mut run = Command::new(BIN);
+    clean_env(&mut run).args([
+        "lab",
+        "exec",
+        lab.name(),
+        "a",
+        "--",
+        BIN,
+        "run",
+        &plan,
+        "--db",
+        &db,
+        "--no-shuffle",
+    ]);
+    let out = crate::common::run_captured(&mut run, "nicbench run under lab exec");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}\n{}", stderr(&out), agent.logs());
+    assert!(text.contains("2 of 2 cases done"), "{text}\n{}", stderr(&out));
+    assert_eq!(
+        complete_cases(&db, "cards")
+            .into_iter()
+            .map(|(case, _)| case)
+            .collect::<Vec<_>>(),
+        ["tcp agent=b card=as-built", "tcp agent=b card=slow"]
+    );
+    // While each case ran, the lab was the case's card (the file's order:
+    // as-built, then slow).
+    let plans = dir.path().join("plans");
+    let run_dir = plans.read_dir().unwrap().next().unwrap().unwrap().path();
+    let router_toward_b = |status: &serde_json::Value| {
+        status["kernel"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["link"] == 2 && k["host"] == "r")
+            .unwrap()["tbf_bits_per_second"]
+            .as_u64()
+    };
+    let limit_of_b = |status: &serde_json::Value| {
+        status["lab"]["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"] == "b")
+            .unwrap()["cpu_limit_percent"]
+            .as_f64()
+    };
+    for (index, rate, limit) in [(1, 100_000_000, None), (2, 50_000_000, Some(30.0))] {
+        let saved = std::fs::read_to_string(run_dir.join(format!("case{index:03}-before-1.txt"))).unwrap();
+        let json = &saved[saved.find('{').unwrap_or_else(|| panic!("no JSON: {saved}"))..];
+        // The command's output: one JSON document, then the file's own lines.
+        let status: serde_json::Value = serde_json::Deserializer::from_str(json)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no JSON: {saved}"))
+            .unwrap_or_else(|e| panic!("{e}: {saved}"));
+        assert_eq!(router_toward_b(&status), Some(rate), "case {index}: {saved}");
+        assert_eq!(limit_of_b(&status), limit, "case {index}: {saved}");
+    }
+    // And afterwards as built: the kernel's rate, and no limit on b.
+    assert_eq!(lab.kernel_link(2, "r").unwrap().tbf_bits_per_second, Some(100_000_000));
+    let out = nicbench(&["lab", "status", lab.name(), "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(limit_of_b(&status), None, "{status}");
+    assert_eq!(router_toward_b(&status), Some(100_000_000));
+}
+
+/// Outside a lab a plan with a lab axis is refused before anything runs
+/// (the dry run too), saying how to run it; a value `lab set` would not
+/// take is refused at load, naming the axis, the value and what it takes.
+#[test]
+fn a_lab_axis_outside_a_lab_or_with_a_bad_value_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:1\"\n[matrix]\nworkload = [\"tcp\"]\n";
+    let plan = write_plan(
+        dir.path(),
+        "l.toml",
+        &format!("{head}[matrix.lab.card]\nslow = [\"--rate\", \"2=50mbit\"]\n"),
+    );
+    let mut command = Command::new(BIN);
+    clean_env(&mut command);
+    command.env_remove("NICBENCH_LAB").env_remove("NICBENCH_LAB_PATHS");
+    let out = command.args(["run", &plan, "--dry-run"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("[matrix.lab.card] changes the lab the plan runs in, and this is not a lab")
+            && e.contains("nicbench lab exec LAB HOST"),
+        "{e}"
+    );
+    for (value, expected) in [
+        ("[\"--rate\", \"fast\"]", "[matrix.lab.card] slow: --rate fast:"),
+        ("[\"--offloads\", \"tso=off\"]", "the plan's offloads axis"),
+        (
+            "[\"--hosts\", \"3\"]",
+            "expected --rate, --queue, --mtu and --cpu-limit",
+        ),
+    ] {
+        let plan = write_plan(
+            dir.path(),
+            "bad.toml",
+            &format!("{head}[matrix.lab.card]\nslow = {value}\n"),
+        );
+        let out = nicbench(&["run", &plan, "--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let e = stderr(&out);
+        assert!(e.contains(expected), "{value}: {e}");
+    }
+    // A lab axis may not take another axis's name.
+    let plan = write_plan(
+        dir.path(),
+        "clash.toml",
+        &format!("{head}[matrix.lab.mtu]\nslow = [\"--rate\", \"2=50mbit\"]\n"),
+    );
+    let out = nicbench(&["run", &plan, "--dry-run"]);
+    assert!(
+        stderr(&out).contains("'mtu' is already an axis of this plan"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// The congestion-control axis (a `[matrix.vary]` over `-C`) runs `loaded`
 /// like any workload: each case's load streams used its algorithm, as
 /// their kernels reported it, and each phase's verdict names it.
