@@ -58,18 +58,27 @@ pub struct ScopeBook(pub BTreeMap<i64, RunScope>);
 /// What a CPU figure is of: which end, and whether it is host-wide.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
-    HostWide { agent: bool },
+    HostWide {
+        agent: bool,
+    },
     OwnThreads,
+    /// A lab host's own work (its threads and the napi threads carrying
+    /// its packets, timed by the scheduler).
+    HostWork {
+        agent: bool,
+    },
 }
 
 fn kind(metric: &Metric) -> Option<Kind> {
     let rest = metric.pointer.strip_prefix("/cpu/")?;
+    let agent = rest.starts_with("agent/");
     if rest.contains("threads_") {
         return Some(Kind::OwnThreads);
     }
-    Some(Kind::HostWide {
-        agent: rest.starts_with("agent/"),
-    })
+    if rest.contains("/host_work_") {
+        return Some(Kind::HostWork { agent });
+    }
+    Some(Kind::HostWide { agent })
 }
 
 /// Whether a figure is of CPU (its pointer under `/cpu/`).
@@ -144,6 +153,20 @@ impl ScopeBook {
                 shared
             )),
             Kind::OwnThreads => None,
+            Kind::HostWork { agent } => {
+                let end = |r: &RunScope| if agent { r.agent.clone() } else { r.client.clone() };
+                let own = runs.iter().filter(|r| end(r).is_some_and(|s| s.own_cores)).count();
+                (own > 0).then(|| {
+                    format!(
+                        "whose CPU: the lab host's own work in {}: its threads and the napi threads carrying its \
+                         packets, timed by the scheduler: not what else ran on its cores",
+                        match own == total {
+                            true => format!("all {total} runs"),
+                            false => format!("{own} of {total} runs"),
+                        }
+                    )
+                })
+            }
             Kind::HostWide { agent } => {
                 let end = |r: &RunScope| if agent { r.agent.clone() } else { r.client.clone() };
                 let own = runs
@@ -173,7 +196,17 @@ impl ScopeBook {
                     ));
                 }
                 if own > 0 {
-                    parts.push(format!("the lab host's own cores in {}", of(own)));
+                    parts.push(format!(
+                        "the lab host's own cores in {}, busy with its work and whatever else ran on them (its \
+                         work alone: {}host-work-{})",
+                        of(own),
+                        if agent { "agent-" } else { "" },
+                        if metric.pointer.contains("service_demand") {
+                            "service-demand"
+                        } else {
+                            "cpu"
+                        }
+                    ));
                 }
                 if own_shared > 0 {
                     parts.push(format!(
@@ -285,6 +318,20 @@ mod tests {
             "{client}"
         );
         assert!(!client.contains("machine"), "{client}");
+        // The cores' load points to the host's own work, in the figure's kind.
+        assert!(client.contains("(its work alone: host-work-cpu)"), "{client}");
+        let demand = b.note(&Metric::parse("agent-service-demand").unwrap(), &[1]).unwrap();
+        assert!(
+            demand.contains("(its work alone: agent-host-work-service-demand)"),
+            "{demand}"
+        );
+        // The host's own work is said to be that, not its cores'.
+        let work = b.note(&Metric::parse("host-work-cpu").unwrap(), &[1, 2]).unwrap();
+        assert!(
+            work.starts_with("whose CPU: the lab host's own work in all 2 runs")
+                && work.contains("not what else ran on its cores"),
+            "{work}"
+        );
         let agent = b.note(&Metric::parse("agent-cpu").unwrap(), &[1, 2]).unwrap();
         assert!(agent.contains("the whole machine's cores in 1 of 2 runs"), "{agent}");
         assert_eq!(b.chart_note(&[1]).unwrap(), "each end: its lab host's own cores");
