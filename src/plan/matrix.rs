@@ -420,25 +420,25 @@ fn with_host_and_vary_axes(plan: &Plan, base: Case) -> Vec<Case> {
             })
             .collect();
     }
-    for (axis, values) in &plan.matrix.vary {
+    partial = with_named_axes(partial, &plan.matrix.vary, |c| &mut c.vary);
+    with_named_axes(partial, &plan.matrix.lab, |c| &mut c.lab)
+}
+
+/// Named axes (`[matrix.vary]`, `[matrix.lab]`): each case once per value of
+/// each axis, the value and its options pushed onto the list `field` picks.
+type Named = Vec<(String, String, Vec<String>)>;
+fn with_named_axes(
+    mut partial: Vec<Case>,
+    axes: &BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    field: fn(&mut Case) -> &mut Named,
+) -> Vec<Case> {
+    for (axis, values) in axes {
         partial = partial
             .into_iter()
             .flat_map(|c| {
                 values.iter().map(move |(value, options)| {
                     let mut c = c.clone();
-                    c.vary.push((axis.clone(), value.clone(), options.clone()));
-                    c
-                })
-            })
-            .collect();
-    }
-    for (axis, values) in &plan.matrix.lab {
-        partial = partial
-            .into_iter()
-            .flat_map(|c| {
-                values.iter().map(move |(value, options)| {
-                    let mut c = c.clone();
-                    c.lab.push((axis.clone(), value.clone(), options.clone()));
+                    field(&mut c).push((axis.clone(), value.clone(), options.clone()));
                     c
                 })
             })
@@ -630,30 +630,10 @@ fn included(
     }
     host.sort_by_key(|(a, _)| crate::model::settings::HOST_AXES.iter().position(|h| h == a));
     // A `vary` axis the rule does not name is not applied to the cell (its
-    // options may not even exist for the cell's workload).
-    let mut vary = Vec::new();
-    for (axis, values) in &m.vary {
-        let Some(value) = get(axis) else { continue };
-        let options = values.get(&value).ok_or_else(|| {
-            format!(
-                "{axis} = \"{value}\": not a value of [matrix.vary.{axis}] (values: {})",
-                values.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })?;
-        vary.push((axis.clone(), value, options.clone()));
-    }
-    // A lab axis the rule does not name leaves the lab as it is.
-    let mut lab = Vec::new();
-    for (axis, values) in &m.lab {
-        let Some(value) = get(axis) else { continue };
-        let options = values.get(&value).ok_or_else(|| {
-            format!(
-                "{axis} = \"{value}\": not a value of [matrix.lab.{axis}] (values: {})",
-                values.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })?;
-        lab.push((axis.clone(), value, options.clone()));
-    }
+    // options may not even exist for the cell's workload); a lab axis it
+    // does not name leaves the lab as it is.
+    let vary = named_values(&m.vary, "vary", &get)?;
+    let lab = named_values(&m.lab, "lab", &get)?;
     Ok(Case {
         workload,
         agent,
@@ -667,6 +647,28 @@ fn included(
         vary,
         lab,
     })
+}
+
+/// The values an include rule (`get`) names of the named axes `axes`
+/// (`[matrix.SECTION.AXIS]`), with their options; an axis it does not
+/// name is left out.
+fn named_values(
+    axes: &BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    section: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Named, String> {
+    let mut named = Vec::new();
+    for (axis, values) in axes {
+        let Some(value) = get(axis) else { continue };
+        let options = values.get(&value).ok_or_else(|| {
+            format!(
+                "{axis} = \"{value}\": not a value of [matrix.{section}.{axis}] (values: {})",
+                values.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        named.push((axis.clone(), value, options.clone()));
+    }
+    Ok(named)
 }
 
 #[cfg(test)]
