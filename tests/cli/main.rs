@@ -59,6 +59,7 @@ mod extremes;
 mod facts;
 mod fair_slots;
 mod files;
+mod grafana;
 mod help;
 mod host_settings;
 mod hostile;

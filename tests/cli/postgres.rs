@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::common::{nicbench, run_at_once, stderr, AgentProcess, BIN};
 
 #[path = "../../src/store/pg_cluster.rs"]
-mod pg_cluster;
+pub(crate) mod pg_cluster;
 use pg_cluster::Cluster;
 
 /// A new server, or why there is none.
