@@ -153,7 +153,8 @@ const TABLE: &[Row] = &[
             header: Some("watch: "),
         },
     ),
-    row("demo", &["demo", "-t", "0.3"], Ends::Itself),
+    // Its report goes to the test's directory, not the checkout's.
+    row("demo", &["demo", "-t", "0.3", "--report", "{dir}/demo-{n}.html"], Ends::Itself),
     row("host", &["host"], Ends::Itself),
     row("linerate", &["linerate", "--speed", "10G"], Ends::Itself),
     row("lab status", &["lab", "status"], Ends::Itself),
