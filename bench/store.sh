@@ -22,7 +22,8 @@
 # 2. A database of LARGE runs, generated (not typed): 12 real runs (tcp, udp,
 #    rr with two message sizes each, two nics), then copies of them with varied
 #    tags (nic, mtu), times and figures, written by Python's sqlite3 into the
-#    schema nicbench made. Then 20 timed calls each of
+#    schema nicbench made (each copy with its seed's digest, as every run
+#    nicbench saves has one). Then 20 timed calls each of
 #      nicbench compare --rows workload,tag:mtu --cols tag:nic   (median; goal < 200 ms)
 #      nicbench runs                                              (median; goal < 100 ms)
 # Needs python3.
@@ -88,20 +89,25 @@ finally:
 
 con = sqlite3.connect(big)
 cols = [r[1] for r in con.execute("PRAGMA table_info(runs)") if r[1] != "id"]
-rows = con.execute(f"SELECT {', '.join(cols)} FROM runs").fetchall()
+rows = con.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY id").fetchall()
+# Every run nicbench saves has a digest (schema version 6): a copy gets its seed's.
+digests = [d for (d,) in con.execute("SELECT d.digest FROM runs r JOIN digests d ON d.run_id = r.id ORDER BY r.id")]
+assert len(digests) == len(rows), "a seed run without its digest"
 rng = random.Random(12)
 nics = ["e1000", "igb", "ixgbe", "mlx5", "r8169", "tg3", "bnx2", "e100"]
 figures = [c for c in cols if c.endswith(("_per_second", "_percent", "_us", "_per_kb")) or c == "headline_value"]
 now = time.time()
 with con:
     for i in range(large - len(rows)):
-        row = dict(zip(cols, rng.choice(rows)))
+        seed = rng.randrange(len(rows))
+        row = dict(zip(cols, rows[seed]))
         for c in figures:
             if row[c] is not None:
                 row[c] *= rng.uniform(0.5, 1.5)
         row["started_at_unix_seconds"] = now - rng.uniform(0, 90 * 86400)
         cur = con.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                           [row[c] for c in cols])
+        con.execute("INSERT INTO digests (run_id, digest) VALUES (?, ?)", (cur.lastrowid, digests[seed]))
         con.executemany("INSERT INTO tags (run_id, key, value) VALUES (?, ?, ?)",
                         [(cur.lastrowid, "nic", rng.choice(nics)),
                          (cur.lastrowid, "mtu", rng.choice(["1500", "4088", "9000", "16128"]))])

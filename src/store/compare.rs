@@ -260,7 +260,10 @@ type TrialsByRun = BTreeMap<i64, (Vec<f64>, Option<Rule>, Option<crate::stats::P
 
 /// The trials of `ids` for `metric`, and the stopping rule of the runs
 /// whose trials were compared by it: read from the documents of these runs
-/// only (a table's, not the whole store's).
+/// only (a table's, not the whole store's). A run that planned one trial
+/// and saved at most one has neither a list to read nor a rule: its
+/// document is not parsed (most of a large store, and most of the time
+/// `compare` took over one: it parsed every matching run's whole document).
 fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun, StoreError> {
     let mut out = BTreeMap::new();
     if ids.is_empty() {
@@ -281,7 +284,8 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
                 json_extract({doc}, '$.repetition.interval.level_percent'), \
                 json_extract({doc}, '$.repetition.width_met'), \
                 json_extract({doc}, '$.repetition.policy.pick') \
-         FROM runs WHERE id IN ({})",
+         FROM runs WHERE id IN ({}) \
+           AND (trials_saved > 1 OR trials_planned IS NULL OR trials_planned > 1)",
         super::query::id_list(ids),
         doc = super::DOCUMENT_SQL
     );

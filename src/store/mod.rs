@@ -808,6 +808,92 @@ mod tests {
         assert_eq!(digests[1], None);
     }
 
+    /// Writes schema version 7 into the empty database `db` opens to,
+    /// with one run tagged src=host-17 and mtu=9000 (id 1).
+    fn at_version_7_with_a_tagged_run(db: &db::Db) {
+        let tx = db.transaction(true).unwrap();
+        let postgres = db.backend() == db::Backend::Postgres;
+        if postgres {
+            postgres::lock_and_prepare(&tx).unwrap();
+        }
+        for (index, sql) in schema::MIGRATIONS[..7].iter().enumerate() {
+            match postgres {
+                false => tx.execute_batch(sql).unwrap(),
+                true => tx.execute_batch(&postgres::migration(index, sql)).unwrap(),
+            }
+        }
+        match postgres {
+            false => tx
+                .execute_batch(&format!(
+                    "PRAGMA user_version = 7; PRAGMA application_id = {}",
+                    schema::APPLICATION_ID
+                ))
+                .unwrap(),
+            true => postgres::set_version(&tx, 7).unwrap(),
+        }
+        tx.execute(
+            "INSERT INTO runs (id, started_at_unix_seconds, saved_at_unix_seconds, command_line, \
+             nicbench_version, workload, document, complete) VALUES (1, 1.0, 2.0, 'x', '0.1.0', 'tcp', '{}', 1)",
+            &[],
+        )
+        .unwrap();
+        tx.execute(
+            "INSERT INTO tags (run_id, key, value) VALUES (1, 'src', 'host-17'), (1, 'mtu', '9000')",
+            &[],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+
+    /// Whether the database has an index of this name.
+    fn has_index(store: &Store, name: &str) -> bool {
+        let sql = match store.backend() {
+            db::Backend::Sqlite => "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
+            db::Backend::Postgres => "SELECT count(*) FROM pg_indexes WHERE indexname = ?1",
+        };
+        let row = store.db.query_row(sql, db::params![name]).unwrap().unwrap();
+        row.get::<i64>(0).unwrap() == 1
+    }
+
+    /// Migration 8 on a version-7 database: the tag index that holds the
+    /// run replaces the one that did not, and the tagged run is found.
+    fn version_7_gains_the_tag_index_holding_the_run(path: &Path) {
+        let store = Store::open(path).unwrap();
+        assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
+        assert!(has_index(&store, "tags_key_value_run"));
+        assert!(!has_index(&store, "tags_key_value"));
+        let filter = query::Filter {
+            tags: vec!["src=host-17".parse().unwrap(), "mtu=9000".parse().unwrap()],
+            ..Default::default()
+        };
+        let runs = store.runs(&filter).unwrap();
+        assert_eq!(runs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(runs[0].tags.len(), 2);
+    }
+
+    #[test]
+    fn migration_8_indexes_tags_with_their_run_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v7.db");
+        at_version_7_with_a_tagged_run(&db::Db::Sqlite(Connection::open(&path).unwrap()));
+        version_7_gains_the_tag_index_holding_the_run(&path);
+    }
+
+    #[test]
+    fn migration_8_indexes_tags_with_their_run_on_postgres() {
+        let Some((_, cluster)) = testing::postgres() else {
+            return;
+        };
+        let url = cluster.url("postgres");
+        // The test server's database, emptied back to nothing.
+        cluster
+            .client("postgres")
+            .batch_execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public; DROP SCHEMA nicbench_sql CASCADE")
+            .unwrap();
+        at_version_7_with_a_tagged_run(&postgres::connect(&url).unwrap());
+        version_7_gains_the_tag_index_holding_the_run(Path::new(&url));
+    }
+
     #[test]
     fn a_file_that_is_not_a_database_is_called_corrupt() {
         let dir = tempfile::tempdir().unwrap();

@@ -130,21 +130,78 @@ impl RunWriter {
 /// Runs saved together, in one transaction: all of them or none
 /// (`nicbench import FILE...`). Dropped without [`Batch::commit`], nothing
 /// it saved stays.
+///
+/// The rows are written many to a statement ([`BATCH_RUNS`] runs at a
+/// time, and at the commit), each run under an id reserved beforehand:
+/// row by row, a run took nine round trips to a PostgreSQL server (62
+/// runs/s), which made loading an archive of a million runs a matter of
+/// hours. The rows are those a single save writes.
 pub struct Batch<'s> {
     tx: Tx<'s>,
     path: std::path::PathBuf,
     ids: Vec<i64>,
+    /// Ids reserved for the runs still to be saved, in order.
+    reserved: std::collections::VecDeque<i64>,
+    pending: Pending,
+}
+
+/// How many runs a batch holds before it writes them.
+pub const BATCH_RUNS: usize = 500;
+
+/// The rows of the runs a batch has not written yet.
+#[derive(Default)]
+struct Pending {
+    /// The columns of `runs` each run row gives, in order.
+    run_columns: Vec<&'static str>,
+    runs: Vec<Vec<Sql>>,
+    tags: Vec<Vec<Sql>>,
+    digests: Vec<Vec<Sql>>,
+    trials: Vec<Vec<Sql>>,
+}
+
+/// The most parameters one statement carries (SQLite allows 32,766,
+/// PostgreSQL 65,535).
+const MAX_PARAMETERS: usize = 30_000;
+
+/// Inserts `rows` (each a value per column of `columns`) into `table`,
+/// as many rows to a statement as [`MAX_PARAMETERS`] allows.
+fn insert_rows(tx: &Db, table: &str, columns: &[&str], rows: &[Vec<Sql>]) -> Result<(), DbError> {
+    let per_statement = (MAX_PARAMETERS / columns.len().max(1)).max(1);
+    for chunk in rows.chunks(per_statement) {
+        let mut marks = Vec::with_capacity(chunk.len());
+        let mut values = Vec::with_capacity(chunk.len() * columns.len());
+        for row in chunk {
+            debug_assert_eq!(row.len(), columns.len());
+            let first = values.len();
+            values.extend(row.iter().cloned());
+            let row_marks: Vec<String> = (first + 1..=values.len()).map(|i| format!("?{i}")).collect();
+            marks.push(format!("({})", row_marks.join(", ")));
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO {table} ({}) VALUES {}",
+                columns.join(", "),
+                marks.join(", ")
+            ),
+            &values,
+        )?;
+    }
+    Ok(())
 }
 
 impl Store {
     /// Starts a batch of runs saved in one transaction.
     pub fn batch(&mut self) -> Result<Batch<'_>, StoreError> {
         let path = self.path.clone();
-        let tx = self.db.transaction(false).map_err(|e| StoreError::from_db(&path, e))?;
+        // SQLite's write lock from the start: the batch's ids follow the
+        // largest one, which no other writer may take meanwhile.
+        let tx = self.db.transaction(true).map_err(|e| StoreError::from_db(&path, e))?;
         Ok(Batch {
             tx,
             path,
             ids: Vec::new(),
+            reserved: Default::default(),
+            pending: Pending::default(),
         })
     }
 }
@@ -154,15 +211,92 @@ impl Batch<'_> {
     /// if the batch is committed. Returns its id.
     pub fn save(&mut self, meta: &RunMeta, doc: &Value, columns: &Columns) -> Result<i64, StoreError> {
         plausible(&self.path, columns)?;
-        let id =
-            write_final(&self.tx, None, meta, doc, columns, 0, None).map_err(|e| StoreError::from_db(&self.path, e))?;
+        let path = self.path.clone();
+        let fail = |e| StoreError::from_db(&path, e);
+        let id = match self.reserved.pop_front() {
+            Some(id) => id,
+            None => {
+                self.reserve().map_err(fail)?;
+                self.reserved.pop_front().expect("ids reserved above")
+            }
+        };
+        let cut_short = doc.get("interrupted") == Some(&Value::Bool(true))
+            || doc.pointer("/repetition/interrupted") == Some(&Value::Bool(true));
+        let (mut names, mut values) = new_run_row(meta, doc, columns, !cut_short);
+        let trials = doc.get("trials").and_then(Value::as_array);
+        names.extend(["trials_saved", "id"]);
+        values.extend([Sql::Integer(trials.map_or(0, Vec::len) as i64), Sql::Integer(id)]);
+        let pending = &mut self.pending;
+        if pending.runs.is_empty() {
+            pending.run_columns = names;
+        } else {
+            debug_assert_eq!(pending.run_columns, names, "every run row has the same columns");
+        }
+        pending.runs.push(values);
+        for tag in &meta.tags {
+            pending.tags.push(params![id, &tag.key, &tag.value].to_vec());
+        }
+        pending
+            .digests
+            .push(vec![Sql::Integer(id), Sql::Text(super::digest::of(doc))]);
+        for (i, trial) in trials.into_iter().flatten().enumerate() {
+            pending
+                .trials
+                .push(trial_row(id, &columns.workload, i as i64 + 1, trial));
+        }
         self.ids.push(id);
+        if self.pending.runs.len() >= BATCH_RUNS {
+            self.write().map_err(fail)?;
+        }
         Ok(id)
     }
 
+    /// Reserves the ids of the next [`BATCH_RUNS`] runs: PostgreSQL's from
+    /// the `runs` id sequence (other writers take theirs alongside), SQLite's
+    /// after the largest (the batch holds the write lock).
+    fn reserve(&mut self) -> Result<(), DbError> {
+        let mut ids: Vec<i64> = match self.tx.backend() {
+            super::db::Backend::Postgres => self
+                .tx
+                .query(
+                    &format!(
+                        "SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, {BATCH_RUNS})"
+                    ),
+                    &[],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect::<Result<_, _>>()?,
+            super::db::Backend::Sqlite => {
+                let after: i64 = match self.ids.last() {
+                    Some(last) => *last,
+                    None => self
+                        .tx
+                        .query_row("SELECT coalesce(max(id), 0) FROM runs", &[])?
+                        .map_or(Ok(0), |r| r.get(0))?,
+                };
+                (after + 1..=after + BATCH_RUNS as i64).collect()
+            }
+        };
+        ids.sort_unstable();
+        self.reserved.extend(ids);
+        Ok(())
+    }
+
+    /// Writes the pending rows: the runs first (the others refer to them).
+    fn write(&mut self) -> Result<(), DbError> {
+        let pending = std::mem::take(&mut self.pending);
+        insert_rows(&self.tx, "runs", &pending.run_columns, &pending.runs)?;
+        insert_rows(&self.tx, "tags", &["run_id", "key", "value"], &pending.tags)?;
+        insert_rows(&self.tx, "digests", &["run_id", "digest"], &pending.digests)?;
+        insert_rows(&self.tx, "trials", &TRIAL_COLUMNS, &pending.trials)?;
+        Ok(())
+    }
+
     /// Commits every run saved; returns their ids in the order saved.
-    pub fn commit(self) -> Result<Vec<i64>, StoreError> {
-        let path = self.path;
+    pub fn commit(mut self) -> Result<Vec<i64>, StoreError> {
+        let path = self.path.clone();
+        self.write().map_err(|e| StoreError::from_db(&path, e))?;
         self.tx.commit().map_err(|e| StoreError::from_db(&path, e))?;
         Ok(self.ids)
     }
@@ -265,11 +399,11 @@ fn upsert_run(
     c: &Columns,
     complete: bool,
 ) -> Result<i64, DbError> {
-    let (mut names, mut values) = column_values(c);
-    values.push(Sql::Text(doc.to_string()));
-    values.push(Sql::Integer(complete as i64));
-    names.extend(["document", "complete"]);
     if let Some(id) = id {
+        let (mut names, mut values) = column_values(c);
+        values.push(Sql::Text(doc.to_string()));
+        values.push(Sql::Integer(complete as i64));
+        names.extend(["document", "complete"]);
         let set: Vec<String> = names
             .iter()
             .enumerate()
@@ -279,28 +413,7 @@ fn upsert_run(
         tx.execute(&sql, &values)?;
         return Ok(id);
     }
-    names.extend([
-        "saved_at_unix_seconds",
-        "command_line",
-        "nicbench_version",
-        "trials_planned",
-        "source",
-        "source_file",
-    ]);
-    values.push(Sql::Real(now_unix_seconds()));
-    values.push(Sql::Text(meta.command_line.clone()));
-    values.push(Sql::Text(
-        c.nicbench_version
-            .clone()
-            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").into()),
-    ));
-    values.push(meta.trials_planned.map(|n| Sql::Integer(n.into())).unwrap_or(Sql::Null));
-    let (source, file) = meta
-        .source
-        .clone()
-        .unwrap_or_else(|| ("nicbench".into(), String::new()));
-    values.push(Sql::Text(source));
-    values.push(if file.is_empty() { Sql::Null } else { Sql::Text(file) });
+    let (names, values) = new_run_row(meta, doc, c, complete);
     let marks: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
     let sql = format!(
         "INSERT INTO runs ({}) VALUES ({}) RETURNING id",
@@ -325,16 +438,56 @@ fn upsert_run(
 
 /// Saves trial `number` of a run of `workload` (the trial's document has
 /// no header: its workload is the run's).
-fn insert_trial(tx: &Db, run_id: i64, workload: &str, number: i64, trial: &Value) -> Result<(), DbError> {
+/// The columns of a row of `trials`, as [`trial_row`] gives them.
+const TRIAL_COLUMNS: [&str; 5] = ["run_id", "trial", "saved_at_unix_seconds", "headline_value", "document"];
+
+/// Trial `number` of run `run_id`: a row of `trials`.
+fn trial_row(run_id: i64, workload: &str, number: i64, trial: &Value) -> Vec<Sql> {
     let headline = columns::trial_headline(workload, trial).map(|h| h.value);
+    params![run_id, number, now_unix_seconds(), headline, trial.to_string()].to_vec()
+}
+
+fn insert_trial(tx: &Db, run_id: i64, workload: &str, number: i64, trial: &Value) -> Result<(), DbError> {
     tx.execute(
         "INSERT INTO trials (run_id, trial, saved_at_unix_seconds, headline_value, document) \
          VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, trial) DO UPDATE SET \
          saved_at_unix_seconds = excluded.saved_at_unix_seconds, headline_value = excluded.headline_value, \
          document = excluded.document",
-        params![run_id, number, now_unix_seconds(), headline, trial.to_string()],
+        &trial_row(run_id, workload, number, trial),
     )?;
     Ok(())
+}
+
+/// The columns and values of a new run's row of `runs`, but its id,
+/// `text_report` and `trials_saved`.
+fn new_run_row(meta: &RunMeta, doc: &Value, c: &Columns, complete: bool) -> (Vec<&'static str>, Vec<Sql>) {
+    let (mut names, mut values) = column_values(c);
+    values.push(Sql::Text(doc.to_string()));
+    values.push(Sql::Integer(complete as i64));
+    names.extend(["document", "complete"]);
+    names.extend([
+        "saved_at_unix_seconds",
+        "command_line",
+        "nicbench_version",
+        "trials_planned",
+        "source",
+        "source_file",
+    ]);
+    values.push(Sql::Real(now_unix_seconds()));
+    values.push(Sql::Text(meta.command_line.clone()));
+    values.push(Sql::Text(
+        c.nicbench_version
+            .clone()
+            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").into()),
+    ));
+    values.push(meta.trials_planned.map(|n| Sql::Integer(n.into())).unwrap_or(Sql::Null));
+    let (source, file) = meta
+        .source
+        .clone()
+        .unwrap_or_else(|| ("nicbench".into(), String::new()));
+    values.push(Sql::Text(source));
+    values.push(if file.is_empty() { Sql::Null } else { Sql::Text(file) });
+    (names, values)
 }
 
 #[cfg(test)]
@@ -350,6 +503,103 @@ mod tests {
         };
         (serde_json::json!({"format": "test", "i": i}), columns)
     }
+
+    /// Every row of `table` that belongs to run `id`, but the columns that
+    /// differ between two saves of one run (its id, when it was saved).
+    fn rows_of(store: &Store, table: &str, key: &str, id: i64) -> Vec<Vec<Sql>> {
+        let rows = store
+            .db
+            .query(
+                &format!("SELECT * FROM {table} WHERE {key} = ?1 ORDER BY 1, 2"),
+                params![id],
+            )
+            .unwrap();
+        let names: Vec<String> = match store.backend() {
+            // Column names, in the order `SELECT *` gives them.
+            super::super::db::Backend::Sqlite => store
+                .db
+                .query(
+                    &format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
+                    &[],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0).unwrap())
+                .collect(),
+            super::super::db::Backend::Postgres => store
+                .db
+                .query(
+                    "SELECT column_name::text FROM information_schema.columns \
+                     WHERE table_schema = current_schema() AND table_name = ?1 ORDER BY ordinal_position",
+                    params![table],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0).unwrap())
+                .collect(),
+        };
+        assert_eq!(
+            names.len(),
+            rows.first().map_or(names.len(), |r| r.0.len()),
+            "{names:?}"
+        );
+        rows.into_iter()
+            .map(|row| {
+                row.0
+                    .into_iter()
+                    .zip(&names)
+                    .filter(|(_, n)| !matches!(n.as_str(), "id" | "run_id" | "saved_at_unix_seconds"))
+                    .map(|(v, _)| v)
+                    .collect()
+            })
+            .collect()
+    }
+
+    crate::store::testing::store_test!(
+    /// A batch writes many runs to a statement (past [`BATCH_RUNS`] it
+    /// writes before the commit): each run's rows are those a run saved
+    /// alone gets, in `runs`, `tags`, `digests` and `trials`.
+    fn a_batch_writes_the_rows_a_single_save_writes(store) {
+        let doc = serde_json::json!({"schema": "nicbench.run/1", "workload": "tcp",
+            "started_at_unix_seconds": 1.7e9,
+            "client": {"address": "127.0.0.1:1", "facts": {"hostname": "a"}},
+            "agent": {"address": "127.0.0.1:5201", "facts": {"hostname": "b"}},
+            "spec": {"streams": 2}, "trial": 2,
+            "sum": {"receiver": {"bits_per_second": 2e9}},
+            "trials": [{"trial": 1, "sum": {"receiver": {"bits_per_second": 1e9}}},
+                       {"trial": 2, "sum": {"receiver": {"bits_per_second": 2e9}}}]});
+        let meta = RunMeta {
+            command_line: "nicbench tcp b --repeat 2".into(),
+            tags: vec!["nic=igb".parse().unwrap(), "mtu=9000".parse().unwrap()],
+            trials_planned: Some(2),
+            source: None,
+        };
+        let mut writer = RunWriter::new(store, meta.clone());
+        let alone = writer.finish_document(&doc, None).unwrap();
+        let mut store = writer.into_store();
+        let mut batch = store.batch().unwrap();
+        let count = BATCH_RUNS + 2;
+        let columns = columns::of_document(&doc);
+        let saved: Vec<i64> = (0..count).map(|_| batch.save(&meta, &doc, &columns).unwrap()).collect();
+        assert_eq!(batch.commit().unwrap(), saved);
+        let mut sorted = saved.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), count, "an id given twice");
+        assert!(saved[0] > alone);
+        assert_eq!(store.run_ids(&Default::default()).unwrap().len(), count + 1);
+        for (table, key) in [("runs", "id"), ("tags", "run_id"), ("digests", "run_id"), ("trials", "run_id")] {
+            let expected = rows_of(&store, table, key, alone);
+            assert!(!expected.is_empty(), "{table}");
+            for id in [saved[0], saved[BATCH_RUNS], saved[count - 1]] {
+                assert_eq!(rows_of(&store, table, key, id), expected, "{table} of run {id}");
+            }
+        }
+        // A run saved after the batch takes the next id.
+        let mut writer = RunWriter::new(store, meta);
+        let after = writer.finish_document(&doc, None).unwrap();
+        assert!(after > *saved.iter().max().unwrap());
+    });
 
     crate::store::testing::store_test!(
     fn a_batch_saves_all_its_runs_on_commit_and_none_without_it(mut store) {
