@@ -154,7 +154,11 @@ const TABLE: &[Row] = &[
         },
     ),
     // Its report goes to the test's directory, not the checkout's.
-    row("demo", &["demo", "-t", "0.3", "--report", "{dir}/demo-{n}.html"], Ends::Itself),
+    row(
+        "demo",
+        &["demo", "-t", "0.3", "--report", "{dir}/demo-{n}.html"],
+        Ends::Itself,
+    ),
     row("host", &["host"], Ends::Itself),
     row("linerate", &["linerate", "--speed", "10G"], Ends::Itself),
     row("lab status", &["lab", "status"], Ends::Itself),
