@@ -247,34 +247,51 @@ impl LabChanges {
                     .map_err(|e| format!("[matrix.lab.{axis}] {value}, in lab '{lab}': {e}"))?;
             }
         }
+        LabChanges::for_lab(lab, env.host).map_err(|e| format!("[matrix.lab.{first}]: {e}"))
+    }
+
+    /// Changes to lab `lab`, made from its host `host`; nothing changed yet.
+    pub fn for_lab(lab: String, host: String) -> Result<LabChanges, String> {
         let program = std::env::current_exe()
-            .map_err(|e| format!("[matrix.lab.{first}]: finding the nicbench executable (a CPU limit runs it): {e}"))?;
+            .map_err(|e| format!("finding the nicbench executable (a CPU limit runs it): {e}"))?;
         Ok(LabChanges {
             lab,
-            host: env.host,
+            host,
             program,
             before: None,
         })
     }
 
     /// Makes the change of value `value` of lab axis `axis` (its `lab set`
-    /// options), and the lab's description this process reads
-    /// ([`crate::lab_env::describe_here`]) say so, for the case.
+    /// options) for the case.
     pub fn set(&mut self, axis: &str, value: &str, options: &[String]) -> Result<(), String> {
         let change = LabChange::parse(options).map_err(|e| format!("{axis} = \"{value}\": {e}"))?;
+        self.make(&change, &format!("{axis} = \"{value}\""))
+    }
+
+    /// Makes `change` (for `what`, in messages) in the lab, the lab as it was
+    /// before the first change since the last restore kept to put back, and
+    /// the lab's description this process reads
+    /// ([`crate::lab_env::describe_here`]) says so, for the case.
+    pub fn make(&mut self, change: &LabChange, what: &str) -> Result<(), String> {
         let mut state = lab::load_complete(&self.lab).map_err(|e| e.to_string())?;
         if self.before.is_none() {
             self.before = Some(state.clone());
         }
         change
             .make(&mut state, &self.program)
-            .map_err(|e| format!("changing lab '{}' for {axis} = \"{value}\": {e}", self.lab))?;
+            .map_err(|e| format!("changing lab '{}' for {what}: {e}", self.lab))?;
         let [_, (_, paths)] = lab::env::client_vars(&state, &self.host);
         crate::lab_env::describe_here(Some(paths));
         Ok(())
     }
 
-    /// Puts back what [`LabChanges::set`] changed since the last restore.
+    /// The lab's name.
+    pub fn lab(&self) -> &str {
+        &self.lab
+    }
+
+    /// Puts back what [`LabChanges::make`] changed since the last restore.
     pub fn restore(&mut self) -> Result<(), String> {
         crate::lab_env::describe_here(None);
         let Some(before) = self.before.take() else {

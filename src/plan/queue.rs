@@ -6,6 +6,7 @@
 //! description as it now is, and puts each queue back after the case —
 //! after a failure too, and on drop.
 
+use super::lab_axis::{LabChange, LabChanges};
 use crate::lab::{self, LabError, LabState, LinkSelector, QueueSetting};
 use crate::lab_env::{LabEnv, LAB_VAR, PATHS_VAR};
 
@@ -21,15 +22,11 @@ pub fn parse(value: &str) -> Result<Option<f64>, String> {
 /// How to run a plan with the axis, for messages.
 const HOW: &str = "run the plan inside the lab: `nicbench lab exec LAB HOST nicbench run PLAN`";
 
-/// The router queues of the lab this process runs in, set per case.
+/// The router queues of the lab this process runs in, set per case
+/// through the lab axes' changes ([`LabChanges`]), which put back what
+/// they changed.
 pub struct RouterQueues {
-    lab: String,
-    /// The lab host this process runs in (its environment is handed to
-    /// each case).
-    host: String,
-    /// Each shaped router egress's queue before the first change (None:
-    /// nothing changed since the last restore).
-    original: Option<Vec<QueueSetting>>,
+    changes: LabChanges,
 }
 
 impl RouterQueues {
@@ -44,15 +41,9 @@ impl RouterQueues {
             .map_err(|_| format!("[matrix] queue: ${LAB_VAR} is '{lab}' but ${PATHS_VAR} is not set: {HOW}"))?;
         let env = LabEnv::parse(&lab, &paths).map_err(|e| format!("[matrix] queue: ${PATHS_VAR}: {e}"))?;
         let state = lab::load_complete(&lab).map_err(|e| format!("[matrix] queue: {e}"))?;
-        let queues = RouterQueues {
-            lab,
-            host: env.host,
-            original: None,
-        };
         if shaped_router_ends(&state).is_empty() {
             return Err(format!(
-                "[matrix] queue: lab '{}' has no router queue to set: build it with --via-router and --rate",
-                queues.lab
+                "[matrix] queue: lab '{lab}' has no router queue to set: build it with --via-router and --rate"
             ));
         }
         for v in values {
@@ -60,52 +51,25 @@ impl RouterQueues {
             lab::spec::apply_queue(&mut copy, &every_end(&state, parse(v)?))
                 .map_err(|e| format!("[matrix] queue = \"{v}\": {e}"))?;
         }
-        Ok(queues)
+        let changes = LabChanges::for_lab(lab, env.host).map_err(|e| format!("[matrix] queue: {e}"))?;
+        Ok(RouterQueues { changes })
     }
 
-    /// Sets every shaped router egress to `value`, and the lab's
-    /// description this process reads ([`crate::lab_env::describe_here`])
-    /// to say so, for the case.
+    /// Sets every shaped router egress to `value` for the case.
     pub fn set(&mut self, value: &str) -> Result<(), String> {
-        let seconds = parse(value).map_err(|e| format!("queue = \"{value}\": {e}"))?;
-        let mut state = lab::load_complete(&self.lab).map_err(|e| e.to_string())?;
-        if self.original.is_none() {
-            let original = shaped_router_ends(&state)
-                .into_iter()
-                .map(|(select, seconds)| QueueSetting { select, seconds })
-                .collect();
-            self.original = Some(original);
-        }
-        let settings = every_end(&state, seconds);
-        lab::set(&mut state, &[], &[], &settings)
-            .map_err(|e| format!("setting the lab router's queue to {value}: {e}"))?;
-        let [_, (_, paths)] = lab::env::client_vars(&state, &self.host);
-        crate::lab_env::describe_here(Some(paths));
-        Ok(())
+        let what = format!("queue = \"{value}\"");
+        let seconds = parse(value).map_err(|e| format!("{what}: {e}"))?;
+        let state = lab::load_complete(self.changes.lab()).map_err(|e| e.to_string())?;
+        let change = LabChange {
+            queue: every_end(&state, seconds),
+            ..LabChange::default()
+        };
+        self.changes.make(&change, &what)
     }
 
     /// Puts back every queue [`RouterQueues::set`] changed.
     pub fn restore(&mut self) -> Result<(), String> {
-        crate::lab_env::describe_here(None);
-        let Some(original) = self.original.take() else {
-            return Ok(());
-        };
-        let mut state = lab::load_complete(&self.lab).map_err(|e| e.to_string())?;
-        lab::set(&mut state, &[], &[], &original).map_err(|e| {
-            self.original = Some(original.clone());
-            format!("restoring the lab router's queues: {e}")
-        })
-    }
-}
-
-impl Drop for RouterQueues {
-    fn drop(&mut self) {
-        if let Err(e) = self.restore() {
-            eprintln!(
-                "nicbench run: {e}; put them back with `nicbench lab set {} --queue ...`",
-                self.lab
-            );
-        }
+        self.changes.restore()
     }
 }
 
