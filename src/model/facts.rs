@@ -51,6 +51,33 @@ pub struct HostFacts {
     /// TLS only, absent otherwise and in runs before 2026-11-29.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsHostFacts>,
+    /// Whether the kernel's clock is disciplined, and how far off it says it
+    /// may be (adjtimex): what bounds a one-way figure besides the offset
+    /// measured to the peer (docs/CLOCKS.md). Absent where adjtimex fails
+    /// and in runs before 2026-12-06.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockSync>,
+}
+
+/// The kernel clock's discipline as adjtimex(2) reports it, and the time
+/// daemons running on the host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClockSync {
+    /// The kernel holds the clock synchronized: STA_UNSYNC clear and the
+    /// clock state not TIME_ERROR. False on a host whose clock no daemon
+    /// disciplines (the kernel then also says its error is unbounded).
+    pub synchronized: bool,
+    /// The kernel's estimated error of the clock (adjtimex `esterror`), us,
+    /// as the daemon set it.
+    pub estimated_error_us: i64,
+    /// The kernel's maximum error (adjtimex `maxerror`), us; it grows by
+    /// 500 us each second no daemon refreshes it, to 16 s.
+    pub maximum_error_us: i64,
+    /// Time daemons found running (process names: chronyd, ntpd, ntpsec,
+    /// openntpd, systemd-timesyncd, ptp4l, phc2sys, timemaster); empty
+    /// where none is, or /proc shows no other processes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub daemons: Vec<String>,
 }
 
 /// What bounds TLS on a host.

@@ -32,6 +32,7 @@ pub fn local_facts() -> HostFacts {
         cpu_limit: cpu_limit(),
         mptcp: None,
         tls: None,
+        clock: super::clock::sync_state(),
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod bonding;
 pub mod cgroup;
 pub mod cipher;
+pub mod clock;
 pub mod counters;
 pub mod cpu;
 pub mod ethtool;

@@ -60,6 +60,9 @@ pub fn write_host(facts: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(out, "memory        {}", memory(facts.memory_bytes))?;
     writeln!(out, "numa nodes    {}", or_na(facts.numa_nodes))?;
+    if let Some(clock) = &facts.clock {
+        writeln!(out, "clock         {}", clock_words(clock))?;
+    }
     writeln!(out, "nicbench      {}", terminal(&facts.nicbench_version))
 }
 
@@ -257,6 +260,25 @@ fn path_manager_words(pm: &crate::probe::mptcp::PathManager) -> String {
 }
 
 /// "CPU limit 3% of one core, set by the lab (cgroup /nicbench/x/b)".
+/// The kernel clock's discipline in a line: whether it is synchronized, by
+/// which daemon, and the error the kernel was told.
+fn clock_words(clock: &crate::model::ClockSync) -> String {
+    let daemons = if clock.daemons.is_empty() {
+        "no time daemon found".to_string()
+    } else {
+        clock.daemons.iter().map(|d| terminal(d)).collect::<Vec<_>>().join(", ")
+    };
+    if clock.synchronized {
+        format!(
+            "synchronized ({daemons}), estimated error {:.3} ms, maximum {:.3} ms",
+            clock.estimated_error_us as f64 / 1e3,
+            clock.maximum_error_us as f64 / 1e3
+        )
+    } else {
+        format!("not synchronized ({daemons}): the kernel holds no bound on this clock's error")
+    }
+}
+
 fn cpu_limit_words(l: &crate::model::CpuLimit) -> String {
     let by = if l.set_by == "lab" {
         "set by the lab"
@@ -449,5 +471,46 @@ fn forward_line_rate_lines(run: &RunResult, out: &mut dyn Write) -> io::Result<(
                 .map_or("speed".into(), |s| format!("{} speed", Rate(s as f64)))
         ),
         None => super::linerate::share_text(None, out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ClockSync;
+
+    #[test]
+    fn the_clock_line_says_whether_one_way_figures_have_a_disciplined_clock_behind_them() {
+        let chrony = ClockSync {
+            synchronized: true,
+            estimated_error_us: 12,
+            maximum_error_us: 480,
+            daemons: vec!["chronyd".into()],
+        };
+        assert_eq!(
+            clock_words(&chrony),
+            "synchronized (chronyd), estimated error 0.012 ms, maximum 0.480 ms"
+        );
+        let free = ClockSync {
+            synchronized: false,
+            estimated_error_us: 16_000_000,
+            maximum_error_us: 16_000_000,
+            daemons: vec![],
+        };
+        let facts = HostFacts {
+            clock: Some(free),
+            ..HostFacts::default()
+        };
+        let mut out = Vec::new();
+        write_host(&facts, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("clock         not synchronized (no time daemon found)"),
+            "{text}"
+        );
+        // No line where adjtimex could not be read.
+        let mut out = Vec::new();
+        write_host(&HostFacts::default(), &mut out).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("clock"));
     }
 }
