@@ -16,6 +16,7 @@ pub mod copy;
 pub mod db;
 pub mod digest;
 pub mod import;
+pub mod pg_tls;
 pub mod plan_runs;
 pub mod postgres;
 pub mod query;
