@@ -231,7 +231,9 @@ pub enum DbAction {
     /// team's archive, `postgres://user@host/dbname`: each run once (a run
     /// already there, by its document's SHA-256, is skipped), so a push cut
     /// short is resumed by pushing again. The password comes from
-    /// PGPASSWORD or ~/.pgpass, never from the URL.
+    /// PGPASSWORD or ~/.pgpass, never from the URL. TLS as libpq's sslmode:
+    /// `?sslmode=verify-full&sslrootcert=ca.crt` checks the server's
+    /// certificate and name, `require` only encrypts, `disable` never.
     Push(CopyArgs),
     /// Copy the runs of an archive (`postgres://...`) that match the filters
     /// into the database (--db), each run once, as `db push` the other way.
@@ -241,7 +243,9 @@ pub enum DbAction {
 /// `nicbench db push` and `db pull`
 #[derive(Debug, Args)]
 pub struct CopyArgs {
-    /// The other database: `postgres://user@host/dbname` (or a file).
+    /// The other database: `postgres://user@host/dbname` (or a file);
+    /// `?sslmode=disable|prefer|require|verify-ca|verify-full` and
+    /// `&sslrootcert=FILE|system` as libpq's.
     #[arg(value_name = "URL")]
     pub other: PathBuf,
     #[command(flatten)]

@@ -1,13 +1,12 @@
 //! The comparison table from fixture runs saved in an in-memory store,
 //! checked cell by cell in every format.
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 
 use super::*;
 use crate::store::compare::{self, Dimension};
 use crate::store::query::Filter;
+use crate::store::testing::store_test;
 use crate::store::{RunMeta, RunWriter, Store};
 
 /// A tcp or udp document as the store sees it.
@@ -22,7 +21,7 @@ fn fixture(workload: &str, mtu: u32, receiver: f64) -> Value {
 
 /// The Gigabit roundup in small: two cards, two workloads, two MTUs;
 /// e1000 has three tcp/1500 runs, one of them without the nic tag's peer.
-fn roundup() -> Store {
+fn roundup(mut store: Store) -> Store {
     let runs: &[(&str, &str, u32, f64)] = &[
         ("e1000", "tcp", 1500, 900e6),
         ("e1000", "tcp", 1500, 940e6),
@@ -32,7 +31,6 @@ fn roundup() -> Store {
         ("igb", "tcp", 9000, 495e6),
         ("igb", "udp", 1500, 300e6),
     ];
-    let mut store = Store::open(Path::new(":memory:")).unwrap();
     for (nic, workload, mtu, value) in runs {
         let meta = RunMeta {
             command_line: format!("nicbench {workload} b"),
@@ -47,12 +45,16 @@ fn roundup() -> Store {
     store
 }
 
-fn table(stat: Stat, baseline: Option<&str>) -> Table {
-    let store = roundup();
+/// The roundup's table of `stat` (over the roundup saved into `store`).
+fn table(store: Store, stat: Stat, baseline: Option<&str>) -> Table {
+    table_of(&roundup(store), stat, baseline)
+}
+
+fn table_of(store: &Store, stat: Stat, baseline: Option<&str>) -> Table {
     let rows = vec![Dimension::parse("workload").unwrap(), Dimension::parse("mtu").unwrap()];
     let cols = vec![Dimension::parse("tag:nic").unwrap()];
     let metric = compare::Metric::parse("throughput").unwrap();
-    let found = compare::records(&store, &Filter::default(), &rows, &cols, &metric).unwrap();
+    let found = compare::records(store, &Filter::default(), &rows, &cols, &metric).unwrap();
     assert_eq!(found.records.len(), 7);
     let keys = |d: &[Dimension]| d.iter().map(Dimension::label).collect();
     Table::build(&found.records, &metric, stat, keys(&rows), keys(&cols), baseline).unwrap()
@@ -64,9 +66,9 @@ fn render(t: &Table, f: fn(&Table, &mut dyn Write) -> io::Result<()>) -> String 
     String::from_utf8(out).unwrap()
 }
 
-#[test]
-fn text_has_one_line_per_row_and_every_cell_with_runs_and_range() {
-    let text = render(&table(Stat::Median, None), Table::text);
+store_test!(
+fn text_has_one_line_per_row_and_every_cell_with_runs_and_range(store) {
+    let text = render(&table(store, Stat::Median, None), Table::text);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines,
@@ -79,20 +81,21 @@ fn text_has_one_line_per_row_and_every_cell_with_runs_and_range() {
             "udp       1500                                     -  300.00 (n=1)",
         ]
     );
-}
+});
 
-#[test]
-fn best_and_mean_pick_their_own_figure() {
-    let best = table(Stat::Best, None);
-    let mean = table(Stat::Mean, None);
+store_test!(
+fn best_and_mean_pick_their_own_figure(store) {
+    let store = roundup(store);
+    let best = table_of(&store, Stat::Best, None);
+    let mean = table_of(&store, Stat::Mean, None);
     let cell = |t: &Table| t.cell(&["tcp".into(), "1500".into()], &["e1000".into()]).unwrap().value;
     assert_eq!(cell(&best), 940e6);
     assert_eq!(cell(&mean), 920e6);
-}
+});
 
-#[test]
-fn markdown_has_a_header_alignment_row_and_the_same_cells() {
-    let md = render(&table(Stat::Median, Some("e1000")), Table::markdown);
+store_test!(
+fn markdown_has_a_header_alignment_row_and_the_same_cells(store) {
+    let md = render(&table(store, Stat::Median, Some("e1000")), Table::markdown);
     let lines: Vec<&str> = md.lines().collect();
     assert!(lines[0].ends_with("; xR = ratio to e1000"), "{}", lines[0]);
     assert_eq!(lines[2], "| workload | mtu | e1000 | igb |");
@@ -104,11 +107,11 @@ fn markdown_has_a_header_alignment_row_and_the_same_cells() {
     assert_eq!(lines[5], "| tcp | 9000 | 990.00 (n=1) x1.00 | 495.00 (n=1) x0.50 |");
     assert_eq!(lines[6], "| udp | 1500 | - | 300.00 (n=1) |");
     assert_eq!(lines.len(), 7);
-}
+});
 
-#[test]
-fn csv_has_one_line_per_cell_in_bits_per_second() {
-    let csv = render(&table(Stat::Median, Some("e1000")), Table::csv);
+store_test!(
+fn csv_has_one_line_per_cell_in_bits_per_second(store) {
+    let csv = render(&table(store, Stat::Median, Some("e1000")), Table::csv);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines,
@@ -127,13 +130,13 @@ fn csv_has_one_line_per_cell_in_bits_per_second() {
              false,,\"udp, MTU 1500\"",
         ]
     );
-}
+});
 
-#[test]
-fn json_holds_every_cell() {
+store_test!(
+fn json_holds_every_cell(store) {
     // `compare --format json` of one figure: the roundup of one table.
-    let one = super::super::roundup::Roundup::new(vec![table(Stat::Median, None)]);
-    let json: Value = serde_json::from_str(&render_roundup(&one, super::super::roundup::Roundup::json)).unwrap();
+    let one = crate::report::roundup::Roundup::new(vec![table(store, Stat::Median, None)]);
+    let json: Value = serde_json::from_str(&render_roundup(&one, crate::report::roundup::Roundup::json)).unwrap();
     assert_eq!(json["schema"], "nicbench.compare/3");
     assert_eq!(
         json["metrics"],
@@ -150,7 +153,7 @@ fn json_holds_every_cell() {
                                           "low": 900e6, "high": 940e6, "spread": "range", "unsettled": false}}})
     );
     assert_eq!(cells[4]["row"], json!(["udp", "1500"]));
-}
+});
 
 #[test]
 fn unknown_names_are_refused_with_the_choices() {
@@ -173,8 +176,7 @@ fn unknown_names_are_refused_with_the_choices() {
 
 /// A table by agent whose one agent named itself with a terminal title
 /// sequence, a bell, a right-to-left override, a pipe and a line break.
-fn hostile_table() -> Table {
-    let mut store = Store::open(Path::new(":memory:")).unwrap();
+fn hostile_table(mut store: Store) -> Table {
     let mut doc = fixture("tcp", 1500, 940e6);
     doc["agent"]["facts"]["hostname"] = json!("evil\u{1b}]0;x\u{7}\u{202e}|b\nc");
     let meta = RunMeta {
@@ -193,9 +195,9 @@ fn hostile_table() -> Table {
     Table::build(&found.records, &metric, Stat::Median, keys(&rows), vec![], None).unwrap()
 }
 
-#[test]
-fn a_peer_host_name_is_escaped_in_text_markdown_and_csv() {
-    let table = hostile_table();
+store_test!(
+fn a_peer_host_name_is_escaped_in_text_markdown_and_csv(store) {
+    let table = hostile_table(store);
     let raw = ['\u{1b}', '\u{7}', '\u{202e}'];
     let text = render(&table, Table::text);
     assert!(!text.contains(raw), "{text:?}");
@@ -210,7 +212,7 @@ fn a_peer_host_name_is_escaped_in_text_markdown_and_csv() {
     let csv = render(&table, Table::csv);
     assert!(!csv.contains(raw), "{csv:?}");
     assert!(csv.contains("\"evil\\x1b]0;x\\x07\\u{202e}|b\nc\""), "{csv:?}");
-}
+});
 
 /// A run of `workload` with a whole spec, as the store sees it.
 fn spec_run(workload: &str, streams: u32, receiver: f64) -> Value {
@@ -225,8 +227,7 @@ fn spec_run(workload: &str, streams: u32, receiver: f64) -> Value {
            "trials": [{"trial": 1}]})
 }
 
-fn save_all(runs: &[Value]) -> Store {
-    let mut store = Store::open(Path::new(":memory:")).unwrap();
+fn save_all(mut store: Store, runs: &[Value]) -> Store {
     for doc in runs {
         let meta = RunMeta {
             command_line: "nicbench".into(),
@@ -241,13 +242,13 @@ fn save_all(runs: &[Value]) -> Store {
     store
 }
 
+store_test!(
 /// Issue 29: the demo's "tcp" row pooled 1 and 4 streams into one median.
 /// Grouped by workload, the cell says it holds two cases and the table
 /// names the key that separates them; grouped by case (the default),
 /// each case has its row. An rr run has no throughput to pool.
-#[test]
-fn a_cell_that_pools_unlike_cases_says_so_and_names_the_key_that_separates_them() {
-    let store = save_all(&[
+fn a_cell_that_pools_unlike_cases_says_so_and_names_the_key_that_separates_them(store) {
+    let store = save_all(store, &[
         spec_run("tcp", 1, 10e9),
         spec_run("tcp", 4, 20e9),
         spec_run("tcp", 4, 22e9),
@@ -281,13 +282,13 @@ fn a_cell_that_pools_unlike_cases_says_so_and_names_the_key_that_separates_them(
     assert_eq!(found.records.len(), 1);
     // Labelled among every run matched: the same words in every table.
     assert_eq!(found.records[0].case.label, "rr TCP, 1 stream");
-}
+});
 
+store_test!(
 /// A delay in seconds reads in milliseconds: the added delay of a loaded
 /// run behind a 200 ms queue is "192.93" ms, not "0.19" s (nor a loopback
 /// run's "0.00").
-#[test]
-fn delays_in_seconds_are_shown_in_milliseconds() {
+fn delays_in_seconds_are_shown_in_milliseconds(store) {
     let mut doc: Value = serde_json::from_str(include_str!("../../tests/fixtures/loaded-loopback.json")).unwrap();
     doc["sum"]["loaded"]["added_p50_seconds"] = json!(0.19293);
     let meta = RunMeta {
@@ -296,7 +297,7 @@ fn delays_in_seconds_are_shown_in_milliseconds() {
         trials_planned: Some(1),
         source: None,
     };
-    let mut writer = RunWriter::new(Store::open(Path::new(":memory:")).unwrap(), meta);
+    let mut writer = RunWriter::new(store, meta);
     writer.finish_document(&doc, None).unwrap();
     let store = writer.into_store();
     let rows = vec![Dimension::parse("workload").unwrap()];
@@ -316,7 +317,7 @@ fn delays_in_seconds_are_shown_in_milliseconds() {
     assert_eq!(body[0][1], "192.93 (n=1)");
     // JSON keeps the stored unit and value.
     assert_eq!((t.unit.as_str(), t.cells[0].value), ("s", 0.19293));
-}
+});
 
 /// A tcp run of `card` at `mtu` whose trials measured `trials` (receiver
 /// rate, client CPU, agent CPU, client service demand), the first reported;
@@ -340,8 +341,7 @@ fn card_run(card: &str, mtu: u32, trials: &[(f64, f64, f64, f64)], rule: Option<
     (card.to_string(), doc)
 }
 
-fn save_cards(runs: &[(String, Value)]) -> Store {
-    let mut store = Store::open(Path::new(":memory:")).unwrap();
+fn save_cards(mut store: Store, runs: &[(String, Value)]) -> Store {
     for (card, doc) in runs {
         let meta = RunMeta {
             command_line: "nicbench tcp b".into(),
@@ -357,7 +357,7 @@ fn save_cards(runs: &[(String, Value)]) -> Store {
 }
 
 /// The tables of `metrics` over `store`, MTU in rows and cards in columns.
-fn roundup_of(store: &Store, metrics: &[&str], stat: Stat) -> super::super::roundup::Roundup {
+fn roundup_of(store: &Store, metrics: &[&str], stat: Stat) -> crate::report::roundup::Roundup {
     let rows = vec![Dimension::parse("mtu").unwrap()];
     let cols = vec![Dimension::parse("tag:card").unwrap()];
     let tables = metrics
@@ -376,23 +376,23 @@ fn roundup_of(store: &Store, metrics: &[&str], stat: Stat) -> super::super::roun
             .unwrap()
         })
         .collect();
-    super::super::roundup::Roundup::new(tables)
+    crate::report::roundup::Roundup::new(tables)
 }
 
 fn render_roundup(
-    r: &super::super::roundup::Roundup,
-    f: fn(&super::super::roundup::Roundup, &mut dyn Write) -> io::Result<()>,
+    r: &crate::report::roundup::Roundup,
+    f: fn(&crate::report::roundup::Roundup, &mut dyn Write) -> io::Result<()>,
 ) -> String {
     let mut out = Vec::new();
     f(r, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
+store_test!(
 /// Three figures per cell, each cell checked against the trials of its
 /// runs in text, CSV and JSON; `n` counts trials (runs in brackets).
-#[test]
-fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
-    let store = save_cards(&[
+fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json(store) {
+    let store = save_cards(store, &[
         card_run(
             "fast",
             1500,
@@ -413,7 +413,7 @@ fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
         card_run("slow", 1500, &[(480e6, 84.0, 62.0, 2.2)], None),
     ]);
     let r = roundup_of(&store, &["throughput", "cpu", "agent-cpu"], Stat::Median);
-    let text = render_roundup(&r, super::super::roundup::Roundup::text);
+    let text = render_roundup(&r, crate::report::roundup::Roundup::text);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
@@ -457,7 +457,7 @@ fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
         ],
         "{text}"
     );
-    let csv = render_roundup(&r, super::super::roundup::Roundup::csv);
+    let csv = render_roundup(&r, crate::report::roundup::Roundup::csv);
     let csv: Vec<Vec<String>> = csv.lines().map(|l| l.split(',').map(String::from).collect()).collect();
     assert_eq!(csv.len(), 1 + 3 * 3);
     let field = |line: &[String], name: &str| -> String {
@@ -520,7 +520,7 @@ fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
             want
         );
     }
-    let json: Value = serde_json::from_str(&render_roundup(&r, super::super::roundup::Roundup::json)).unwrap();
+    let json: Value = serde_json::from_str(&render_roundup(&r, crate::report::roundup::Roundup::json)).unwrap();
     let names: Vec<&str> = json["metrics"]
         .as_array()
         .unwrap()
@@ -554,17 +554,17 @@ fn three_figures_per_cell_carry_their_trials_in_text_csv_and_json() {
             "{mtu} {card} {metric}"
         );
     }
-}
+});
 
+store_test!(
 /// A figure that does not apply to a cell's runs stays empty: an rr run
 /// has CPU but no throughput.
-#[test]
-fn a_figure_that_does_not_apply_stays_empty() {
+fn a_figure_that_does_not_apply_stays_empty(store) {
     let mut rr = spec_run("rr", 1, 0.0);
     rr["cpu"] = json!({"client": {"utilization_percent": 7.0}});
     let mut tcp = spec_run("tcp", 1, 5e9);
     tcp["cpu"] = json!({"client": {"utilization_percent": 9.0}});
-    let store = save_all(&[tcp, rr]);
+    let store = save_all(store, &[tcp, rr]);
     let tables: Vec<Table> = ["throughput", "cpu"]
         .iter()
         .map(|m| {
@@ -582,7 +582,7 @@ fn a_figure_that_does_not_apply_stays_empty() {
             .unwrap()
         })
         .collect();
-    let r = super::super::roundup::Roundup::new(tables);
+    let r = crate::report::roundup::Roundup::new(tables);
     let (_, body) = r.grid();
     let lines: Vec<Vec<&str>> = body.iter().map(|l| l.iter().map(String::as_str).collect()).collect();
     assert_eq!(
@@ -593,18 +593,18 @@ fn a_figure_that_does_not_apply_stays_empty() {
             vec!["", "client CPU busy, % of all cores", "9.0 (n=1)"],
         ]
     );
-    let json: Value = serde_json::from_str(&render_roundup(&r, super::super::roundup::Roundup::json)).unwrap();
+    let json: Value = serde_json::from_str(&render_roundup(&r, crate::report::roundup::Roundup::json)).unwrap();
     let rr_cell = &json["cells"][0];
     assert_eq!(rr_cell["row"], json!(["rr"]));
     assert!(rr_cell["figures"].get("throughput").is_none(), "{rr_cell}");
-}
+});
 
+store_test!(
 /// Issue 48: "rr 1500 40899 (n=1)" against "9000 16960 (n=1)" hid trials
 /// from 20023 to 41391. The cells show their trials and interval; two
 /// whose intervals overlap are marked `~` and named under the table.
-#[test]
-fn a_cell_whose_interval_is_wider_than_the_difference_is_marked_and_named() {
-    let store = save_cards(&[
+fn a_cell_whose_interval_is_wider_than_the_difference_is_marked_and_named(store) {
+    let store = save_cards(store, &[
         card_run(
             "a",
             1500,
@@ -634,7 +634,7 @@ fn a_cell_whose_interval_is_wider_than_the_difference_is_marked_and_named() {
     ]);
     let r = roundup_of(&store, &["throughput"], Stat::Median);
     let t = &r.tables[0];
-    let text = render_roundup(&r, super::super::roundup::Roundup::text);
+    let text = render_roundup(&r, crate::report::roundup::Roundup::text);
     assert!(text.contains("~40.90 (n=3, 99% ci 2.00-70.00, not met)"), "{text}");
     assert!(text.contains("~16.96 (n=3, 99% ci 16.50-17.40)"), "{text}");
     // b ran two trials: no interval (issue 72: two trials' interval says
@@ -653,20 +653,20 @@ fn a_cell_whose_interval_is_wider_than_the_difference_is_marked_and_named() {
     assert!(cell("1500", "a").unsettled && cell("9000", "a").unsettled && !cell("1500", "b").unsettled);
     assert_eq!(cell("1500", "a").met, Some(false));
     assert_eq!(cell("1500", "a").spread, Spread::Interval);
-    let json: Value = serde_json::from_str(&render_roundup(&r, super::super::roundup::Roundup::json)).unwrap();
+    let json: Value = serde_json::from_str(&render_roundup(&r, crate::report::roundup::Roundup::json)).unwrap();
     assert_eq!(
         json["unsettled"],
         json!([{"metric": "throughput", "row": ["1500"], "col": ["a"], "other_row": ["9000"], "other_col": ["a"]}])
     );
     assert_eq!(json["cells"][0]["figures"]["throughput"]["level_percent"], 99.0);
-}
+});
 
+store_test!(
 /// Issue 48: compare's `best` picked the best run, not the best trial
 /// (a "best of 3" table equalled the median one). Best and worst take the
 /// trials; the median and mean take the runs' reported figures.
-#[test]
-fn best_and_worst_take_the_trials() {
-    let store = save_cards(&[card_run(
+fn best_and_worst_take_the_trials(store) {
+    let store = save_cards(store, &[card_run(
         "a",
         1500,
         &[
@@ -683,4 +683,4 @@ fn best_and_worst_take_the_trials() {
     // CPU: lower is better.
     assert_eq!(value("cpu", Stat::Best), 10.0);
     assert_eq!(value("cpu", Stat::Worst), 50.0);
-}
+});

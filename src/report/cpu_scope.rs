@@ -347,11 +347,11 @@ mod tests {
         );
     }
 
+    crate::store::testing::store_test!(
     /// Read from a store: a loopback run (one boot id on both ends), the
     /// same run with its ends on two kernels, and one from before boot
     /// ids (same host name, agent on loopback); a lab host's recorded cores.
-    #[test]
-    fn the_store_tells_a_shared_kernel_and_a_recorded_scope() {
+    fn the_store_tells_a_shared_kernel_and_a_recorded_scope(store) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-tcp.json");
         let loopback: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let mut apart = loopback.clone();
@@ -362,7 +362,7 @@ mod tests {
         let mut own = loopback.clone();
         own["cpu"]["client"]["scope"] =
             serde_json::json!({"kind": "lab_host_cores", "cores": [1], "lab_host": "seeds-a"});
-        let mut store = Store::open(std::path::Path::new(":memory:")).unwrap();
+        let mut store = store;
         for doc in [&loopback, &apart, &old, &own] {
             let meta = crate::store::RunMeta {
                 command_line: "nicbench tcp b".into(),
@@ -395,5 +395,5 @@ mod tests {
         let note = b.note(&Metric::parse("cpu").unwrap(), &ids).unwrap();
         assert!(note.contains("the whole machine's cores in 2 of 4 runs"), "{note}");
         assert!(note.contains("the lab host's own cores in 1 of 4 runs"), "{note}");
-    }
+    });
 }

@@ -598,13 +598,13 @@ mod tests {
         assert!(!row.contains("23.14"), "{text}");
     }
 
+    crate::store::testing::store_test!(
     /// A sweep stored with a summary that counted sizes above its line
     /// rate (as builds before 2026-12-06 saved it): `runs` headlined a run
     /// through a 1 Gbit/s lab link "31.28 Gbit/s". Its headline is read
     /// again from the sizes a wire of the line rate carries, marked, and
     /// the stored figure named under the list.
-    #[test]
-    fn a_stored_headline_above_the_line_rate_is_read_again_from_the_points() {
+    fn a_stored_headline_above_the_line_rate_is_read_again_from_the_points(store) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-sweep.json");
         let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let line_rate = 1.2e9;
@@ -621,7 +621,7 @@ mod tests {
             .map(|p| p["best_bits_per_second"].as_f64().unwrap())
             .filter(|v| *v <= line_rate)
             .fold(0.0, f64::max);
-        let mut store = crate::store::Store::open(std::path::Path::new(":memory:")).unwrap();
+        let mut store = store;
         for document in [
             doc.clone(),
             serde_json::from_str(
@@ -670,5 +670,5 @@ mod tests {
             )),
             "{text}"
         );
-    }
+    });
 }

@@ -117,6 +117,7 @@ mod tests {
         store
     }
 
+    // SQLite only: SQLite's online backup of a file; an archive is backed up with pg_dump, and `db backup` says so.
     #[test]
     fn a_backup_holds_every_run_in_one_file_and_never_overwrites() {
         let dir = tempfile::tempdir().unwrap();

@@ -16,6 +16,7 @@ pub mod copy;
 pub mod db;
 pub mod digest;
 pub mod import;
+pub mod pg_tls;
 pub mod plan_runs;
 pub mod postgres;
 pub mod query;
@@ -613,6 +614,7 @@ mod tests {
         assert_eq!(store.version().unwrap(), schema::CURRENT_VERSION);
     });
 
+    // SQLite only: it writes PRAGMA user_version into a file; PostgreSQL keeps its version in nicbench_schema, where no test forges one (not covered there).
     #[test]
     fn a_newer_database_is_refused_naming_both_versions() {
         let dir = tempfile::tempdir().unwrap();
@@ -647,6 +649,7 @@ mod tests {
         }
     }
 
+    // SQLite only: an old SQLite file is migrated; no PostgreSQL archive was ever at this version (POSTGRES_DATA_MIGRATIONS_FROM).
     #[test]
     fn migration_3_fills_the_cpu_split_from_documents_and_skips_what_is_not_a_number() {
         let dir = tempfile::tempdir().unwrap();
@@ -684,6 +687,7 @@ mod tests {
         assert_eq!(split[2].1, vec![Null; 8]);
     }
 
+    // SQLite only: an old SQLite file is migrated; no PostgreSQL archive was ever at this version (POSTGRES_DATA_MIGRATIONS_FROM).
     #[test]
     fn migration_4_heads_files_runs_and_trials_by_their_payload_rate_and_leaves_the_rest() {
         let dir = tempfile::tempdir().unwrap();
@@ -750,6 +754,7 @@ mod tests {
         );
     }
 
+    // SQLite only: an old SQLite file is migrated; no PostgreSQL archive was ever at this version.
     #[test]
     fn migration_5_adds_an_empty_plan_runs_table_and_keeps_the_runs() {
         let dir = tempfile::tempdir().unwrap();
@@ -781,6 +786,7 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM plan_runs WHERE plan = 'p'"), 1);
     }
 
+    // SQLite only: an old SQLite file is migrated; no PostgreSQL archive was ever at this version.
     #[test]
     fn migration_6_gives_every_run_the_digest_of_its_document() {
         let dir = tempfile::tempdir().unwrap();
@@ -894,6 +900,7 @@ mod tests {
         version_7_gains_the_tag_index_holding_the_run(Path::new(&url));
     }
 
+    // SQLite only: about the file format (a file that is not SQLite's).
     #[test]
     fn a_file_that_is_not_a_database_is_called_corrupt() {
         let dir = tempfile::tempdir().unwrap();
@@ -908,6 +915,7 @@ mod tests {
     /// Issue 67: every connection nicbench opens runs no trigger and reads
     /// no view a database file brings, trusts no function in its schema,
     /// and may not corrupt it on purpose: writable, read-only, immutable.
+    // SQLite only: SQLite's connection flags (trusted_schema, triggers in a file).
     #[test]
     fn every_connection_is_opened_without_triggers_views_or_trusted_schema() {
         use rusqlite::config::DbConfig;
@@ -960,6 +968,7 @@ mod tests {
         assert_eq!(fired, 0, "the planted trigger did not fire");
     }
 
+    // SQLite only: application_id of a foreign SQLite file.
     #[test]
     fn a_foreign_sqlite_database_is_not_taken_over() {
         let dir = tempfile::tempdir().unwrap();

@@ -17,6 +17,16 @@ pub struct Cluster {
     server: Child,
     /// The directory of the server programs.
     bin: PathBuf,
+    /// The server's settings beyond the defaults (`-c name=value`, `-p`).
+    settings: Vec<String>,
+    /// The TCP port on 127.0.0.1, when it listens there too.
+    port: Option<u16>,
+}
+
+/// A certificate (chain) and its key, in PEM, for a server with TLS on.
+pub struct ServerTls {
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
 /// The user the server runs as under root (nobody), and the database
@@ -48,6 +58,26 @@ fn others_may_traverse(path: &Path) -> bool {
         .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
 }
 
+/// Writes `text` to a new `file` only its owner may read (the server's
+/// user under root): the server refuses a key others may read.
+fn write_private(file: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+        .and_then(|mut f| f.write_all(text.as_bytes()).map(|_| f))
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    out.flush().map_err(|e| e.to_string())?;
+    if is_root() {
+        std::os::unix::fs::chown(file, Some(NOBODY), Some(NOBODY))
+            .map_err(|e| format!("chown {}: {e}", file.display()))?;
+    }
+    Ok(())
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -66,7 +96,7 @@ fn as_server_user(program: PathBuf) -> Command {
 
 /// Starts `postgres` on the cluster in `dir`, its log appended to
 /// `dir/server.log`.
-fn spawn_server(bin: &Path, dir: &Path) -> Result<Child, String> {
+fn spawn_server(bin: &Path, dir: &Path, settings: &[String]) -> Result<Child, String> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -86,6 +116,7 @@ fn spawn_server(bin: &Path, dir: &Path) -> Result<Child, String> {
             "full_page_writes=off",
         ])
         .args(["-c", "synchronous_commit=off", "-c", "max_connections=40"])
+        .args(settings)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -97,6 +128,28 @@ impl Cluster {
     /// A new, running server; Err says what is missing (the caller skips
     /// or, under CI, fails).
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(false, None)
+    }
+
+    /// A new server that also listens on 127.0.0.1 ([`Cluster::tcp_url`]),
+    /// with TLS on (`ssl = on`, the certificate and key in its directory)
+    /// when `tls` is given, off otherwise. A unix socket never carries
+    /// TLS, so a TLS test needs the TCP port.
+    pub fn start_on_tcp(tls: Option<&ServerTls>) -> Result<Cluster, String> {
+        // A port free a moment ago; taken meanwhile (rare), the server
+        // does not start and the next try takes another.
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Cluster::start_with(true, tls) {
+                Ok(cluster) => return Ok(cluster),
+                Err(e) if e.contains("could not bind") || e.contains("could not create any TCP/IP sockets") => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    fn start_with(tcp: bool, tls: Option<&ServerTls>) -> Result<Cluster, String> {
         let bin = binaries().ok_or(
             "PostgreSQL's server programs (initdb, postgres) are not installed: \
              apt-get install postgresql (Debian 12 has version 15)",
@@ -130,8 +183,40 @@ impl Cluster {
                 String::from_utf8_lossy(&init.stderr)
             ));
         }
-        let server = spawn_server(&bin, dir.path())?;
-        let mut cluster = Cluster { dir, server, bin };
+        let mut settings = Vec::new();
+        let mut port = None;
+        if tcp {
+            let free = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
+                .port();
+            port = Some(free);
+            settings.extend([
+                "-c".into(),
+                "listen_addresses=127.0.0.1".into(),
+                "-p".into(),
+                free.to_string(),
+            ]);
+        }
+        if let Some(tls) = tls {
+            for (setting, name, pem) in [
+                ("ssl_cert_file", "server.crt", &tls.cert_pem),
+                ("ssl_key_file", "server.key", &tls.key_pem),
+            ] {
+                let file = dir.path().join(name);
+                write_private(&file, pem)?;
+                settings.extend(["-c".into(), format!("{setting}={}", file.display())]);
+            }
+            settings.extend(["-c".into(), "ssl=on".into()]);
+        }
+        let server = spawn_server(&bin, dir.path(), &settings)?;
+        let mut cluster = Cluster {
+            dir,
+            server,
+            bin,
+            settings,
+            port,
+        };
         cluster.wait_ready()?;
         Ok(cluster)
     }
@@ -143,7 +228,7 @@ impl Cluster {
         // SAFETY: kill(2) on the server this Cluster started and has not reaped.
         unsafe { libc::kill(self.server.id() as libc::pid_t, libc::SIGQUIT) };
         self.server.wait().map_err(|e| e.to_string())?;
-        self.server = spawn_server(&self.bin, self.dir.path())?;
+        self.server = spawn_server(&self.bin, self.dir.path(), &self.settings)?;
         self.wait_ready()
     }
 
@@ -157,7 +242,7 @@ impl Cluster {
 
     /// Starts the stopped server again on the same data.
     pub fn start_again(&mut self) -> Result<(), String> {
-        self.server = spawn_server(&self.bin, self.dir.path())?;
+        self.server = spawn_server(&self.bin, self.dir.path(), &self.settings)?;
         self.wait_ready()
     }
 
@@ -200,6 +285,15 @@ impl Cluster {
     /// The URL of database `dbname` (`postgres` exists in every cluster).
     pub fn url(&self, dbname: &str) -> String {
         format!("postgres://{USER}@/{dbname}?host={}", self.dir.path().display())
+    }
+
+    /// The URL of database `dbname` over TCP to `host` (a name or
+    /// address; `hostaddr=127.0.0.1` says where it is), with the query
+    /// parameters `query` (`sslmode=...`). Panics if the server has no
+    /// TCP port ([`Cluster::start_on_tcp`]).
+    pub fn tcp_url(&self, host: &str, dbname: &str, query: &str) -> String {
+        let port = self.port.expect("a server started with start_on_tcp");
+        format!("postgres://{USER}@{host}:{port}/{dbname}?hostaddr=127.0.0.1&{query}")
     }
 
     /// A client to database `dbname`, for a test to look inside.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::db::{Db, DbError};
+use super::pg_tls;
 use super::StoreError;
 
 /// The schema that holds the SQLite functions the store's SQL uses.
@@ -62,13 +63,13 @@ fn bad_url(url: &str, detail: impl Into<String>) -> StoreError {
     }
 }
 
-/// The connection settings `url` and the environment give: a password in
-/// the URL is refused (it would be in `ps`, shell history and logs); the
-/// user defaults to `PGUSER`, else this user; the host to `PGHOST`, else
-/// the local socket directory; the password comes from `PGPASSWORD`, else
-/// the password file. `sslmode` other than `disable`/`allow`/`prefer` is
-/// refused: this build has no TLS for PostgreSQL.
-pub fn config(url: &str) -> Result<postgres::Config, StoreError> {
+/// The connection settings `url` and the environment give, and its TLS:
+/// a password in the URL is refused (it would be in `ps`, shell history
+/// and logs); the user defaults to `PGUSER`, else this user; the host to
+/// `PGHOST`, else the local socket directory; the password comes from
+/// `PGPASSWORD`, else the password file; `sslmode` and `sslrootcert` as
+/// libpq reads them ([`pg_tls::resolve`]).
+pub fn config(url: &str) -> Result<(postgres::Config, pg_tls::Tls), StoreError> {
     if redact(url) != url {
         return Err(bad_url(
             url,
@@ -76,22 +77,23 @@ pub fn config(url: &str) -> Result<postgres::Config, StoreError> {
              remove it and put it in PGPASSWORD or in ~/.pgpass (or the file PGPASSFILE names)",
         ));
     }
-    let query = url.split_once('?').map(|(_, q)| q).unwrap_or("");
-    for (key, value) in query.split('&').filter_map(|p| p.split_once('=')) {
-        if key == "sslmode" && !matches!(value, "disable" | "allow" | "prefer") {
-            return Err(bad_url(
-                url,
-                format!(
-                    "sslmode={value} asks for TLS, and this nicbench connects to PostgreSQL without TLS: \
-                     use sslmode=disable on a trusted network or a unix socket (host=/run/postgresql), \
-                     or reach the server through an encrypted tunnel (ssh -L)"
-                ),
-            ));
+    // The TLS parameters are ours to read (the client crate knows neither
+    // verify-ca, verify-full nor sslrootcert); the rest is the crate's.
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let (mut sslmode, mut sslrootcert) = (None, None);
+    let mut rest = Vec::new();
+    for part in query.split('&').filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            Some(("sslmode", value)) => sslmode = Some(value),
+            Some(("sslrootcert", value)) => sslrootcert = Some(value),
+            _ => rest.push(part),
         }
     }
-    // `allow` is libpq's word for "plain first"; the client crate knows
-    // only disable, prefer and require.
-    let parsed_url = url.replace("sslmode=allow", "sslmode=prefer");
+    let tls = pg_tls::resolve(sslmode, sslrootcert).map_err(|e| bad_url(url, e))?;
+    let parsed_url = match rest.is_empty() {
+        true => base.to_string(),
+        false => format!("{base}?{}", rest.join("&")),
+    };
     let mut config: postgres::Config = parsed_url
         .parse()
         .map_err(|e: postgres::Error| bad_url(url, format!("not a PostgreSQL URL this nicbench reads: {e}")))?;
@@ -134,7 +136,16 @@ pub fn config(url: &str) -> Result<postgres::Config, StoreError> {
         config.connect_timeout(Duration::from_secs(10));
     }
     config.application_name("nicbench");
-    Ok(config)
+    // The server refuses TLS on a unix socket, and libpq does not ask there.
+    let sockets_only = config
+        .get_hosts()
+        .iter()
+        .all(|h| matches!(h, postgres::config::Host::Unix(_)));
+    config.ssl_mode(match sockets_only {
+        true => postgres::config::SslMode::Disable,
+        false => tls.mode.for_client(),
+    });
+    Ok((config, tls))
 }
 
 /// This process's user name, as libpq defaults to.
@@ -235,10 +246,14 @@ fn pgpass_fields(line: &str) -> Vec<String> {
 /// Connects to the database `url` names; the store's functions are on
 /// the search path.
 pub fn connect(url: &str) -> Result<Db, StoreError> {
-    let config = config(url)?;
+    let (config, tls) = config(url)?;
+    let connector = pg_tls::connector(&tls).map_err(|e| bad_url(url, e))?;
     let client = config
-        .connect(postgres::NoTls)
-        .map_err(|e| StoreError::from_db(Path::new(&redact(url)), e.into()))?;
+        .connect(connector)
+        .map_err(|e| match pg_tls::advice(&e, &tls, &network_host(url)) {
+            Some(advice) => bad_url(url, format!("{e}: {advice}")),
+            None => StoreError::from_db(Path::new(&redact(url)), e.into()),
+        })?;
     let db = Db::Postgres(std::cell::RefCell::new(client));
     db.execute_batch(&format!(
         "SELECT set_config('search_path', current_setting('search_path') || ', {FUNCTIONS_SCHEMA}', false); \
@@ -423,16 +438,45 @@ mod tests {
     }
 
     #[test]
-    fn tls_modes_are_refused_clearly_and_plain_ones_taken() {
-        let error = config("postgres://a@h/db?sslmode=require").unwrap_err().to_string();
-        assert!(
-            error.contains("sslmode=require") && error.contains("without TLS"),
-            "{error}"
+    fn tls_modes_reach_the_client_and_an_unknown_one_is_refused_naming_the_choices() {
+        use postgres::config::SslMode as Client;
+        let mode = |url: &str| config(url).unwrap().0.get_ssl_mode();
+        assert_eq!(mode("postgres://a@h/db?sslmode=disable"), Client::Disable);
+        assert_eq!(mode("postgres://a@h/db?sslmode=allow"), Client::Prefer);
+        assert_eq!(
+            mode("postgres://a@h/db?sslmode=prefer&connect_timeout=3"),
+            Client::Prefer
         );
-        assert!(config("postgres://a@h/db?sslmode=verify-full").is_err());
-        for mode in ["disable", "allow", "prefer"] {
-            config(&format!("postgres://a@h/db?sslmode={mode}")).unwrap();
+        assert_eq!(mode("postgres://a@h/db?sslmode=require"), Client::Require);
+        // Over a unix socket there is no TLS, whatever the mode (as libpq).
+        assert_eq!(mode("postgres://a@/db?host=/tmp&sslmode=require"), Client::Disable);
+        let error = config("postgres://a@h/db?sslmode=on").unwrap_err().to_string();
+        assert!(error.contains("sslmode=on") && error.contains("verify-full"), "{error}");
+    }
+
+    #[test]
+    fn verify_modes_without_a_root_certificate_say_where_to_put_one() {
+        let missing = "/nonexistent/nicbench-root.crt";
+        for mode in ["verify-ca", "verify-full"] {
+            let error = config(&format!("postgres://a@h/db?sslmode={mode}&sslrootcert={missing}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(missing) && error.contains("sslrootcert=FILE") && error.contains("sslmode=require"),
+                "{error}"
+            );
         }
+        let error = config("postgres://a@h/db?sslmode=require&sslrootcert=system")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("sslmode=verify-full"), "{error}");
+        let (_, tls) = config("postgres://a@h/db?sslrootcert=system").unwrap();
+        assert_eq!(
+            (tls.mode, tls.roots),
+            (pg_tls::SslMode::VerifyFull, Some(pg_tls::Roots::System))
+        );
+        let (_, tls) = config(&format!("postgres://a@h/db?sslmode=require&sslrootcert={missing}")).unwrap();
+        assert_eq!(tls.roots, None, "require without the file encrypts unchecked");
     }
 
     #[test]

@@ -32,12 +32,33 @@ fn ok(out: Output, what: &str) -> Output {
 
 /// Runs `body` with the `--db` of a new SQLite file, then with the URL of
 /// a new PostgreSQL database: one set of assertions for both back ends.
-fn on_each_backend(body: impl Fn(&str)) {
+pub(crate) fn on_each_backend(body: impl Fn(&str)) {
     let dir = tempfile::tempdir().unwrap();
     body(dir.path().join("results.db").to_str().unwrap());
     let cluster = require_cluster();
     if let Some(cluster) = cluster {
         body(&cluster.url("postgres"));
+    }
+}
+
+/// Runs `body` on a copy of the SQLite file `fixture`, then on a new
+/// PostgreSQL database the copy's runs were pushed into (`db push`).
+pub(crate) fn on_each_backend_from(fixture: &Path, body: impl Fn(&str)) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(fixture, &copy).unwrap();
+    let copy = copy.to_str().unwrap().to_string();
+    body(&copy);
+    if let Some(cluster) = require_cluster() {
+        // A fresh copy: `body` may have changed the first.
+        let again = dir.path().join("again.db");
+        std::fs::copy(fixture, &again).unwrap();
+        let url = cluster.url("postgres");
+        ok(
+            nicbench(&["db", "push", &url, "--db", again.to_str().unwrap()]),
+            "db push",
+        );
+        body(&url);
     }
 }
 

@@ -97,6 +97,7 @@ fn the_text_report_is_saved_as_printed_and_ends_with_the_run_line() {
     assert_eq!(stdout(&shown).trim_end(), report.trim_end());
 }
 
+// SQLite only: whether a file is created.
 #[test]
 fn no_save_writes_no_database() {
     let agent = AgentProcess::start(&[]);
@@ -107,6 +108,7 @@ fn no_save_writes_no_database() {
     assert!(!db.exists());
 }
 
+// SQLite only: the default file path.
 #[test]
 fn without_db_runs_go_to_the_xdg_data_directory() {
     let agent = AgentProcess::start(&[]);
@@ -176,6 +178,7 @@ fn a_run_killed_mid_repetition_keeps_its_finished_trials() {
     assert_eq!(doc["trials"].as_array().unwrap().len() as i64, saved);
 }
 
+// SQLite only: SQLite's file locking; many writers to PostgreSQL: postgres.rs (eight pushers).
 #[test]
 fn two_processes_saving_at_once_both_succeed() {
     let agent = AgentProcess::start(&["--max-concurrent", "2"]);
@@ -220,6 +223,7 @@ fn two_processes_saving_at_once_both_succeed() {
 /// Many processes creating the same new database at once: each must see
 /// either no schema or the whole marked one, never tables without the mark
 /// (found by 12 parallel imports: 1 of 60 was refused as "corrupt").
+// SQLite only: creating one file at once; PostgreSQL's migration lock: postgres.rs (eight pushers).
 #[test]
 fn many_processes_creating_one_database_all_succeed() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-tcp.json");
@@ -273,6 +277,7 @@ fn assert_result_kept(out: &Output, db: &Path, reason: &str) {
     std::fs::remove_file(file).unwrap();
 }
 
+// SQLite only: a corrupt file.
 #[test]
 fn a_corrupt_database_is_named_and_the_result_kept() {
     let agent = AgentProcess::start(&[]);
@@ -294,6 +299,7 @@ fn a_corrupt_database_is_named_and_the_result_kept() {
     assert_eq!(runs.status.code(), Some(8), "{}", stderr(&runs));
 }
 
+// SQLite only: file permissions.
 #[test]
 fn a_read_only_database_is_named_and_the_result_kept() {
     use std::os::unix::fs::PermissionsExt;
@@ -331,13 +337,18 @@ fn a_read_only_database_is_named_and_the_result_kept() {
 
 /// A copy of the database the first schema version wrote (tcp with two
 /// trials, udp, rr, sweep; tags nic and test), made by that version.
+/// The SQLite file of the first schema kept as a fixture (four runs).
+fn first_schema_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v1.db")
+}
+
 fn first_schema_copy(dir: &Path) -> PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v1.db");
     let db = dir.join("old.db");
-    std::fs::copy(fixture, &db).unwrap();
+    std::fs::copy(first_schema_fixture(), &db).unwrap();
     db
 }
 
+// SQLite only: an old SQLite file migrated in place.
 #[test]
 fn a_database_of_the_first_schema_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -356,6 +367,7 @@ fn a_database_of_the_first_schema_is_upgraded_in_place() {
     assert_eq!(doc["trials"].as_array().unwrap().len(), 2);
 }
 
+// SQLite only: a file with a forged PRAGMA user_version.
 #[test]
 fn a_newer_database_is_refused_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();
@@ -375,29 +387,32 @@ fn a_newer_database_is_refused_naming_both_versions() {
 
 #[test]
 fn bad_ids_filters_and_tags_say_so_with_their_exit_codes() {
+    super::postgres::on_each_backend_from(&first_schema_fixture(), |db| {
+        let out = nicbench(&["show", "999", "--db", db]);
+        assert_eq!(out.status.code(), Some(7));
+        assert!(stderr(&out).contains("no run with id 999"), "{}", stderr(&out));
+        // Each hint names the database the command used (issue 72, item 5).
+        let runs = nicbench::shell::join(["nicbench", "runs", "--db", db]);
+        assert!(
+            stderr(&out).contains(&format!("`{runs}` lists the ids")),
+            "{}",
+            stderr(&out)
+        );
+        let out = nicbench(&["runs", "--db", db, "--tag", "nic=none"]);
+        assert_eq!(out.status.code(), Some(7));
+        assert!(stderr(&out).contains("matches --tag nic=none"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("`{runs}` without filters")),
+            "{}",
+            stderr(&out)
+        );
+        let out = nicbench(&["runs", "--db", db, "--tag", "nic"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("expected KEY=VALUE"), "{}", stderr(&out));
+    });
+    // A file that does not exist (SQLite's matter: a PostgreSQL database
+    // that does not exist is the server's "unreachable" error).
     let dir = tempfile::tempdir().unwrap();
-    let db = first_schema_copy(dir.path());
-    let out = nicbench(&["show", "999", "--db", &db_arg(&db)]);
-    assert_eq!(out.status.code(), Some(7));
-    assert!(stderr(&out).contains("no run with id 999"), "{}", stderr(&out));
-    // Each hint names the database the command used (issue 72, item 5).
-    let runs = nicbench::shell::join(["nicbench", "runs", "--db", &db_arg(&db)]);
-    assert!(
-        stderr(&out).contains(&format!("`{runs}` lists the ids")),
-        "{}",
-        stderr(&out)
-    );
-    let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic=none"]);
-    assert_eq!(out.status.code(), Some(7));
-    assert!(stderr(&out).contains("matches --tag nic=none"), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!("`{runs}` without filters")),
-        "{}",
-        stderr(&out)
-    );
-    let out = nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("expected KEY=VALUE"), "{}", stderr(&out));
     let missing = dir.path().join("none.db");
     let out = nicbench(&["runs", "--db", &db_arg(&missing)]);
     assert_eq!(out.status.code(), Some(7));
@@ -406,38 +421,38 @@ fn bad_ids_filters_and_tags_say_so_with_their_exit_codes() {
 
 #[test]
 fn rm_asks_unless_yes_and_removes_by_tag() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = first_schema_copy(dir.path());
-    let out = nicbench(&["rm", "1", "--db", &db_arg(&db)]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--yes"));
-    let out = nicbench(&["rm", "--tag", "test=udp", "--yes", "--db", &db_arg(&db)]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let listing = stdout(&nicbench(&["runs", "--db", &db_arg(&db)]));
-    assert!(
-        !listing.contains("test=udp") && listing.contains("test=rr"),
-        "{listing}"
-    );
+    super::postgres::on_each_backend_from(&first_schema_fixture(), |db| {
+        let out = nicbench(&["rm", "1", "--db", db]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("--yes"));
+        let out = nicbench(&["rm", "--tag", "test=udp", "--yes", "--db", db]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let listing = stdout(&nicbench(&["runs", "--db", db]));
+        assert!(
+            !listing.contains("test=udp") && listing.contains("test=rr"),
+            "{listing}"
+        );
+    });
 }
 
 #[test]
 fn export_csv_has_one_line_per_run_with_tags_and_columns() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = first_schema_copy(dir.path());
-    let out = nicbench(&["export", "--format", "csv", "--db", &db_arg(&db), "--workload", "tcp"]);
-    let text = stdout(&out);
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
-    assert!(lines.next().is_none(), "{text}");
-    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
-    assert_eq!(col("tag:test"), "tcp");
-    assert_eq!(col("workload"), "tcp");
-    assert!(col("receiver_bits_per_second").parse::<f64>().unwrap() > 0.0);
-    let json = nicbench(&["export", "--db", &db_arg(&db)]);
-    let all: Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(all.as_array().unwrap().len(), 4);
-    assert_eq!(all[0]["document"]["schema"], "nicbench.run/1");
+    super::postgres::on_each_backend_from(&first_schema_fixture(), |db| {
+        let out = nicbench(&["export", "--format", "csv", "--db", db, "--workload", "tcp"]);
+        let text = stdout(&out);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert!(lines.next().is_none(), "{text}");
+        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(col("tag:test"), "tcp");
+        assert_eq!(col("workload"), "tcp");
+        assert!(col("receiver_bits_per_second").parse::<f64>().unwrap() > 0.0);
+        let json = nicbench(&["export", "--db", db]);
+        let all: Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(all.as_array().unwrap().len(), 4);
+        assert_eq!(all[0]["document"]["schema"], "nicbench.run/1");
+    });
 }
 
 /// The NetPIPE output file kept as a fixture: a run to import, no agent needed.
@@ -455,6 +470,7 @@ fn beside(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+// SQLite only: the -wal file folded into the file.
 #[test]
 fn the_database_file_alone_holds_every_run_after_a_save() {
     let agent = AgentProcess::start(&[]);
@@ -477,6 +493,7 @@ fn the_database_file_alone_holds_every_run_after_a_save() {
     }
 }
 
+// SQLite only: SQLite's online backup (an archive: pg_dump).
 #[test]
 fn db_backup_copies_every_run_into_one_new_file_and_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
@@ -579,6 +596,7 @@ fn reading_commands_work_read_only(shared: &SharedDir, dir: &Path, db: &Path) {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+// SQLite only: a read-only file.
 #[test]
 fn reading_commands_work_on_a_read_only_database_folded_into_its_file() {
     let shared = SharedDir::new();
@@ -591,6 +609,7 @@ fn reading_commands_work_on_a_read_only_database_folded_into_its_file() {
     reading_commands_work_read_only(&shared, &dir, &db);
 }
 
+// SQLite only: a read-only file and its -wal.
 #[test]
 fn reading_commands_work_on_a_read_only_database_whose_log_holds_the_runs() {
     use nicbench::store::{import, RunMeta, RunWriter, Store};

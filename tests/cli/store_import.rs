@@ -143,26 +143,26 @@ fn netpipe_fixture() -> String {
 
 #[test]
 fn a_netpipe_file_imports_as_a_sweep_headed_by_its_peak() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db").display().to_string();
-    let out = nicbench(&["import", &netpipe_fixture(), "--db", &db]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = std::fs::read_to_string(netpipe_fixture()).unwrap();
-    let peak_mbps = text
-        .lines()
-        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap())
-        .fold(0.0, f64::max);
-    let (header, rows) = export_csv(&db);
-    let col = |name: &str| rows[0][header.iter().position(|h| h == name).unwrap()].clone();
-    assert_eq!((col("workload"), col("source")), ("sweep".into(), "netpipe".into()));
-    assert_eq!(
-        col("sweep_peak_bits_per_second").parse::<f64>().unwrap(),
-        peak_mbps * 1_048_576.0
-    );
-    assert_eq!(col("client_cpu_percent"), "");
-    let shown = nicbench(&["show", "1", "--json", "--db", &db]);
-    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
-    assert_eq!(doc["points"].as_array().unwrap().len(), text.lines().count());
+    super::postgres::on_each_backend(|db| {
+        let out = nicbench(&["import", &netpipe_fixture(), "--db", db]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = std::fs::read_to_string(netpipe_fixture()).unwrap();
+        let peak_mbps = text
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap())
+            .fold(0.0, f64::max);
+        let (header, rows) = export_csv(db);
+        let col = |name: &str| rows[0][header.iter().position(|h| h == name).unwrap()].clone();
+        assert_eq!((col("workload"), col("source")), ("sweep".into(), "netpipe".into()));
+        assert_eq!(
+            col("sweep_peak_bits_per_second").parse::<f64>().unwrap(),
+            peak_mbps * 1_048_576.0
+        );
+        assert_eq!(col("client_cpu_percent"), "");
+        let shown = nicbench(&["show", "1", "--json", "--db", db]);
+        let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        assert_eq!(doc["points"].as_array().unwrap().len(), text.lines().count());
+    });
 }
 
 #[test]
@@ -210,35 +210,36 @@ fn iperf3_document(timesecs: &str, end: &str) -> String {
 
 #[test]
 fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_imported() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db").display().to_string();
-    let out = nicbench(&["import", &netpipe_fixture(), "--db", &db]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let sum = |bits: &str| {
-        format!(
-            "{{\n\t\t\"sum_sent\":\t{{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t}},\n\t\t\"sum_received\":\t{{\n\
+    super::postgres::on_each_backend(|db| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = nicbench(&["import", &netpipe_fixture(), "--db", db]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let sum = |bits: &str| {
+            format!(
+                "{{\n\t\t\"sum_sent\":\t{{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t}},\n\t\t\"sum_received\":\t{{\n\
              \t\t\t\"bits_per_second\":\t{bits}\n\t\t}}\n\t}}"
-        )
-    };
-    let cpu = "{\n\t\t\"sum_received\":\t{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t},\n\
+            )
+        };
+        let cpu = "{\n\t\t\"sum_received\":\t{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t},\n\
                \t\t\"cpu_utilization_percent\":\t{\n\t\t\t\"host_total\":\t1e308,\n\t\t\t\"remote_total\":\t3\n\t\t}\n\t}";
-    let mut nicbench_doc: Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-tcp.json")).unwrap(),
-    )
-    .unwrap();
-    nicbench_doc["workload"] = Value::from("<script>alert(1)</script>");
-    // Issue 41: a count, a duration or an interval's rate anywhere in the
-    // document, also a rate given as a word.
-    let mut negative_interval = nicbench_doc.clone();
-    negative_interval["workload"] = Value::from("tcp");
-    negative_interval["streams"][0]["receiver"]["intervals"][0]["bits_per_second"] = Value::from(-1.0);
-    let mut words = serde_json::from_str::<Value>(&iperf3_document("1700000000", &sum("9.4e9"))).unwrap();
-    words["intervals"] =
-        serde_json::json!([{"sum": {"start": 0, "end": 1, "seconds": 1, "bytes": 100, "bits_per_second": "fast"}}]);
-    let mut seconds = words.clone();
-    seconds["intervals"][0]["sum"]["bits_per_second"] = Value::from(800);
-    seconds["intervals"][0]["sum"]["seconds"] = Value::from(-10);
-    let cases = [
+        let mut nicbench_doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-tcp.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        nicbench_doc["workload"] = Value::from("<script>alert(1)</script>");
+        // Issue 41: a count, a duration or an interval's rate anywhere in the
+        // document, also a rate given as a word.
+        let mut negative_interval = nicbench_doc.clone();
+        negative_interval["workload"] = Value::from("tcp");
+        negative_interval["streams"][0]["receiver"]["intervals"][0]["bits_per_second"] = Value::from(-1.0);
+        let mut words = serde_json::from_str::<Value>(&iperf3_document("1700000000", &sum("9.4e9"))).unwrap();
+        words["intervals"] =
+            serde_json::json!([{"sum": {"start": 0, "end": 1, "seconds": 1, "bytes": 100, "bits_per_second": "fast"}}]);
+        let mut seconds = words.clone();
+        seconds["intervals"][0]["sum"]["bits_per_second"] = Value::from(800);
+        seconds["intervals"][0]["sum"]["seconds"] = Value::from(-10);
+        let cases = [
         (
             "negative.json",
             iperf3_document("1700000000", &sum("-9.4e9")),
@@ -280,20 +281,21 @@ fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_impo
             "line 1: field intervals.0.sum.seconds: -10 is not a measurement: a count or a duration is not negative",
         ),
     ];
-    for (name, text, expected) in cases {
-        let file = dir.path().join(name);
-        std::fs::write(&file, text).unwrap();
-        let out = nicbench(&["import", &netpipe_fixture(), &file.display().to_string(), "--db", &db]);
-        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
-        let e = stderr(&out);
-        assert!(e.contains(&format!("{}: {expected}", file.display())), "{name}: {e}");
-        assert!(e.contains("no file was imported"), "{e}");
-        assert_eq!(
-            run_count(&db),
-            1,
-            "{name}: a file was imported although another was refused"
-        );
-    }
+        for (name, text, expected) in cases {
+            let file = dir.path().join(name);
+            std::fs::write(&file, text).unwrap();
+            let out = nicbench(&["import", &netpipe_fixture(), &file.display().to_string(), "--db", db]);
+            assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+            let e = stderr(&out);
+            assert!(e.contains(&format!("{}: {expected}", file.display())), "{name}: {e}");
+            assert!(e.contains("no file was imported"), "{e}");
+            assert_eq!(
+                run_count(db),
+                1,
+                "{name}: a file was imported although another was refused"
+            );
+        }
+    });
 }
 
 #[test]
@@ -364,6 +366,7 @@ fn run_tcp_fixture() -> String {
 /// every rate to 1.7e308 and deleted all tags) and stayed to run again.
 /// nicbench opens every database with triggers and views off: the import
 /// saves its run and nothing else changes.
+// SQLite only: a trigger planted in a SQLite file.
 #[test]
 fn a_trigger_planted_in_the_database_does_not_fire_on_import() {
     let dir = tempfile::tempdir().unwrap();
