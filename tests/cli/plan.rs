@@ -167,10 +167,22 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
 /// monitor left running).
 #[test]
 fn a_second_stop_ends_the_case_at_once_and_the_plan_still_puts_things_back() {
-    // An "agent" that accepts and never says hello: the case waits for it
-    // (2 s), whatever the first stop says.
+    // An "agent" that says hello and then never answers the test request:
+    // the case waits for it (15 s), whatever the first stop says.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();
+    let (answered, hello_sent) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let hello = nicbench::protocol::framing::encode(&nicbench::protocol::Message::Hello(
+            nicbench::protocol::Hello::ours(nicbench::workload::names()),
+        ));
+        let mut held = Vec::new();
+        for mut connection in silent.incoming().flatten() {
+            let _ = connection.write_all(&hello);
+            held.push(connection);
+            let _ = answered.send(());
+        }
+    });
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db").display().to_string();
     let pid_file = dir.path().join("monitor.pid");
@@ -185,18 +197,10 @@ fn a_second_stop_ends_the_case_at_once_and_the_plan_still_puts_things_back() {
         ),
     );
     let child = crate::common::spawn_captured(Command::new(BIN).args(["run", &plan, "--db", &db]), "nicbench run");
-    // The case is in flight once it connected.
-    silent.set_nonblocking(true).unwrap();
-    let deadline = std::time::Instant::now() + COMMAND_LIMIT;
-    let _connection = loop {
-        match silent.accept() {
-            Ok((connection, _)) => break connection,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            Err(e) => panic!("the case never connected: {e}"),
-        }
-    };
+    // The case is in flight once the agent said hello.
+    hello_sent
+        .recv_timeout(COMMAND_LIMIT)
+        .expect("the case never connected");
     // Two stops from two senders (one sender's twice within a second is
     // the same stop delivered again, as `timeout` does).
     for _ in 0..2 {
