@@ -65,7 +65,7 @@ fn up(args: LabUpArgs) -> anyhow::Result<()> {
         mptcp: args.mptcp,
         agent_port: (!args.no_agents).then_some(args.agent_port),
     };
-    let program = std::env::current_exe().context("finding the nicbench executable for the agents")?;
+    let program = lab::nicbench_program("the agents")?;
     let launch = AgentLaunch { program, detach: true };
     // The agents run in their own sessions and outlive this process.
     let (state, _agents) = lab::up(&spec, Some(&launch)).with_context(|| format!("building lab '{}'", args.name))?;
@@ -108,9 +108,7 @@ fn exec(args: LabExecArgs) -> anyhow::Result<()> {
     let state = lab::load_complete(&args.name)?;
     let (program, rest) = args.command.split_first().expect("clap requires a command");
     let program = if program == "nicbench" {
-        std::env::current_exe()
-            .context("finding the nicbench executable")?
-            .into_os_string()
+        lab::nicbench_program("the command")?.into_os_string()
     } else {
         program.clone()
     };
@@ -285,7 +283,7 @@ fn set(args: LabSetArgs) -> anyhow::Result<()> {
     lab::set(&mut state, &args.mtu, &args.rate, &args.queue)
         .with_context(|| format!("changing lab '{}'", args.name))?;
     if !args.cpu_limit.is_empty() || !args.offloads.is_empty() {
-        let program = std::env::current_exe().context("finding the nicbench executable for the CPU thieves")?;
+        let program = lab::nicbench_program("the CPU thieves")?;
         lab::set_host_work(&mut state, &args.cpu_limit, &args.offloads, &program)
             .with_context(|| format!("changing lab '{}'", args.name))?;
     }

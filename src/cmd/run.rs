@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::measure::{AsCase, Audience};
 use super::measuring::{self, Ended};
+use super::signals;
 use crate::cli::run::RunArgs;
 use crate::cli::{Cli, Measurement};
 use crate::model::HostSetting;
@@ -545,11 +546,15 @@ impl RealSteps<'_> {
 
 impl runner::Steps for RealSteps<'_> {
     fn stopped(&self) -> bool {
-        exec::stopped()
+        signals::interrupted()
     }
 
+    /// Sleeps, unless a stop signal comes first.
     fn pause(&mut self, pause: Duration) {
-        exec::pause(pause)
+        let end = Instant::now() + pause;
+        while Instant::now() < end && !signals::interrupted() {
+            std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
+        }
     }
 
     fn set_mtu(&mut self, agent: &Agent, mtu: u32) -> Result<(), String> {
@@ -610,7 +615,9 @@ impl runner::Steps for RealSteps<'_> {
                 }
             }
         };
-        let ended = run_case(command, command_line, planned.trials, line);
+        let Some(ended) = run_case(command, command_line, planned.trials, line) else {
+            return Outcome::Interrupted { seconds: seconds() };
+        };
         match ended {
             Ok(ended) => Outcome::Measured {
                 headline: exec::headline(&ended.run),
@@ -620,7 +627,7 @@ impl runner::Steps for RealSteps<'_> {
             Err(e) => {
                 let code = super::exit_code(&e);
                 // 6: cut short (marked, saved incomplete); 130: stopped before any result.
-                if exec::stopped() && (code == super::measure::CutShort::EXIT_CODE || code == 130) {
+                if signals::interrupted() && (code == super::measure::CutShort::EXIT_CODE || code == 130) {
                     return Outcome::Interrupted { seconds: seconds() };
                 }
                 Outcome::Failed {
@@ -635,8 +642,16 @@ impl runner::Steps for RealSteps<'_> {
 
 /// Runs a case's measuring command on a thread of its own while this one
 /// keeps `line` told how far it is (every 100 ms). A panic of the case is
-/// its failure, not the plan's.
-fn run_case(command: Measurement, command_line: String, trials: u32, line: &dyn Fn(String)) -> anyhow::Result<Ended> {
+/// its failure, not the plan's. None: a second stop came while the case
+/// ran, which leaves it at once, as the child process a case once was
+/// ended; its thread ends with the process, after the plan put back what
+/// it changed.
+fn run_case(
+    command: Measurement,
+    command_line: String,
+    trials: u32,
+    line: &dyn Fn(String),
+) -> Option<anyhow::Result<Ended>> {
     let progress = Arc::new(Mutex::new(exec::CaseProgress::default()));
     let case = AsCase {
         command_line,
@@ -646,28 +661,27 @@ fn run_case(command: Measurement, command_line: String, trials: u32, line: &dyn 
         },
     };
     let show = || line(progress.lock().unwrap_or_else(|e| e.into_inner()).line(trials));
-    std::thread::scope(|scope| {
-        let (done, ended) = std::sync::mpsc::channel();
-        let case = &case;
-        let thread = std::thread::Builder::new()
-            .name("case".into())
-            .spawn_scoped(scope, move || {
-                let _ = done.send(measuring::measure_for(command, Audience::Plan(case)));
-            })
-            .context("starting the case's thread")?;
-        show();
-        let ended = loop {
-            match ended.recv_timeout(Duration::from_millis(100)) {
-                Ok(ended) => break Some(ended),
-                Err(RecvTimeoutError::Timeout) => show(),
-                Err(RecvTimeoutError::Disconnected) => break None,
-            }
-        };
-        match (thread.join(), ended) {
-            (Ok(()), Some(ended)) => ended,
-            _ => anyhow::bail!("the case panicked (its message is on stderr)"),
+    let (done, ended) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new().name("case".into()).spawn(move || {
+        let _ = done.send(measuring::measure_for(command, Audience::Plan(&case)));
+    });
+    let thread = match thread {
+        Ok(thread) => thread,
+        Err(e) => return Some(Err(anyhow::Error::new(e).context("starting the case's thread"))),
+    };
+    show();
+    let ended = loop {
+        match ended.recv_timeout(Duration::from_millis(100)) {
+            Ok(ended) => break Some(ended),
+            Err(RecvTimeoutError::Timeout) if signals::stopped_at_once() => return None,
+            Err(RecvTimeoutError::Timeout) => show(),
+            Err(RecvTimeoutError::Disconnected) => break None,
         }
-    })
+    };
+    match (thread.join(), ended) {
+        (Ok(()), Some(ended)) => Some(ended),
+        _ => Some(Err(anyhow::anyhow!("the case panicked (its message is on stderr)"))),
+    }
 }
 
 fn execute(
@@ -678,10 +692,9 @@ fn execute(
     db: &Path,
     lab: InLab,
 ) -> anyhow::Result<()> {
-    exec::install_signals();
     // The cases' own handlers, before the first case: a stop that comes
     // while one starts still reaches it.
-    super::signals::install();
+    signals::install_for_plan();
     let dir = plan::plan_run_dir(db, plan.name(), &resume.plan_run).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     exec::record_plan_run(db, &resume)?;
@@ -762,7 +775,7 @@ fn execute(
     writeln!(out, "summary: {}", summary_file.display())?;
     out.flush()?;
     drop(out);
-    if exec::stopped() {
+    if signals::interrupted() {
         return Err(PlanStopped::Interrupted {
             done,
             total,

@@ -95,6 +95,20 @@ fn record(signal: i32, arrival: Arrival) -> bool {
     }
 }
 
+/// Whether a second stop ends the process at once (a measuring command),
+/// or is recorded for a plan to end its case in flight and still put back
+/// what it changed ([`install_for_plan`]).
+static SECOND_EXITS: AtomicBool = AtomicBool::new(true);
+/// A second request to stop arrived and did not end the process.
+static SECOND: AtomicBool = AtomicBool::new(false);
+
+/// What a request to stop after the first does: true when it ends the
+/// process at once -- a measuring command's second stop, a plan's third.
+/// Async-signal-safe.
+fn again_exits() -> bool {
+    SECOND_EXITS.load(Ordering::SeqCst) || SECOND.swap(true, Ordering::SeqCst)
+}
+
 /// Installs the client's handlers for SIGINT and SIGTERM (once per
 /// process): the run loop reads [`client_stop_reason`] between its steps.
 pub fn install() {
@@ -106,7 +120,7 @@ pub fn install() {
             // async-signal-safe.
             let registered = unsafe {
                 signal_hook_registry::register_sigaction(signal, move |info: &libc::siginfo_t| {
-                    if record(signal, arrival_of(info)) {
+                    if record(signal, arrival_of(info)) && again_exits() {
                         signal_hook::low_level::exit(EXIT_AT_ONCE);
                     }
                 })
@@ -118,9 +132,26 @@ pub fn install() {
     });
 }
 
+/// The handlers of `nicbench run`, whose cases run in its process: the
+/// first stop stops the case in flight (which saves what it measured) and
+/// starts no further case; a second ends the case at once
+/// ([`stopped_at_once`]) while the plan still stops its monitors, puts
+/// back what it changed and writes its summary, as when each case was a
+/// child process the plan outlived; a third ends the process at once.
+pub fn install_for_plan() {
+    SECOND_EXITS.store(false, Ordering::SeqCst);
+    install();
+}
+
 /// True once SIGINT or SIGTERM arrived.
 pub fn interrupted() -> bool {
     SIGNAL.load(Ordering::Relaxed) != 0
+}
+
+/// True once a second request to stop arrived under [`install_for_plan`]:
+/// the case in flight is left, not waited for.
+pub fn stopped_at_once() -> bool {
+    SECOND.load(Ordering::SeqCst)
 }
 
 /// Why a client's test must stop, once a signal arrived: the words that go

@@ -191,10 +191,7 @@ fn build(
     }
     let program = match agents {
         Some(launch) => launch.program.clone(),
-        None => std::env::current_exe().map_err(|e| LabError::Io {
-            what: "finding the nicbench executable for the CPU thieves".into(),
-            source: e,
-        })?,
+        None => super::nicbench_program("the CPU thieves")?,
     };
     for i in 0..state.hosts.len() {
         if let Some(child) = thief::start(&state.hosts[i], &program)? {

@@ -111,6 +111,16 @@ pub fn unavailable() -> Option<String> {
     sys::preflight(true).err().map(|e| e.to_string())
 }
 
+/// The nicbench executable this process runs, for the lab's own processes
+/// (agents, CPU thieves, `lab set` in another mount namespace, `lab exec
+/// nicbench`): `what` says what it is for, in the error.
+pub fn nicbench_program(what: &str) -> Result<PathBuf, LabError> {
+    std::env::current_exe().map_err(|e| LabError::Io {
+        what: format!("finding the nicbench executable for {what}"),
+        source: e,
+    })
+}
+
 /// Builds a [`Lab`]. Defaults: a unique name, 2 hosts (`a`, `b`) joined
 /// directly by 1 link, MTU 1500, no rate limit, an agent in every host on
 /// the default control port using the running executable.
@@ -234,10 +244,7 @@ impl LabBuilder {
     pub fn build(self) -> Result<Lab, LabError> {
         let program = match self.agent_program {
             Some(p) => p,
-            None => std::env::current_exe().map_err(|e| LabError::Io {
-                what: "finding the nicbench executable for the agents".into(),
-                source: e,
-            })?,
+            None => nicbench_program("the agents")?,
         };
         if self.auto_name {
             // Labs of test processes that were killed before their Drop ran.

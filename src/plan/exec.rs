@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -20,30 +18,6 @@ use crate::store::plan_runs::PlanRunRecord;
 use crate::store::query::{Filter, RunSummary};
 use crate::store::{Store, Tag};
 use crate::workload::runner::IntervalTick;
-
-/// Stop signals seen by the plan (SIGINT, SIGTERM): no case starts after
-/// the first. The case in flight sees the same signals through the
-/// measuring command's own handlers: the first stops it and saves what it
-/// measured, a second ends the process at once.
-static STOPS: AtomicUsize = AtomicUsize::new(0);
-
-pub fn install_signals() {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the action only increments an atomic.
-        let registered = unsafe {
-            signal_hook::low_level::register(signal, || {
-                STOPS.fetch_add(1, Ordering::SeqCst);
-            })
-        };
-        if let Err(e) = registered {
-            log::warn!("cannot handle signal {signal} ({e}): Ctrl-C will not resume cleanly");
-        }
-    }
-}
-
-fn stops() -> usize {
-    STOPS.load(Ordering::SeqCst)
-}
 
 /// Where a plan run stands: which cases finished in earlier invocations.
 pub struct Resume {
@@ -568,18 +542,6 @@ impl Monitors {
         }
         (files, failure)
     }
-}
-
-/// Sleeps, unless a stop signal comes first.
-pub fn pause(d: Duration) {
-    let end = Instant::now() + d;
-    while Instant::now() < end && stops() == 0 {
-        std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
-    }
-}
-
-pub fn stopped() -> bool {
-    stops() > 0
 }
 
 /// Writes the plan run's summary (every case, its outcome, its command

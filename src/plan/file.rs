@@ -472,16 +472,15 @@ const RUNNER_OPTIONS: [(&str, &str); 5] = [
         "--no-save",
         "the runner finds measured cases in the database: an unsaved case would be measured again on every resume",
     ),
-    (
-        "--json",
-        "the runner reads each case's progress from --json-stream, which it passes itself",
-    ),
-    ("--json-stream", "the runner passes --json-stream itself"),
-    (
-        "--csv",
-        "the runner reads each case's --json-stream output, which --csv replaces",
-    ),
+    ("--json", CASES_PRINT_NOTHING),
+    ("--json-stream", CASES_PRINT_NOTHING),
+    ("--csv", CASES_PRINT_NOTHING),
 ];
+
+/// Why a case takes no output format.
+const CASES_PRINT_NOTHING: &str = "a case runs in the plan's process and prints nothing (the plan shows its \
+     progress and saves its run), so --json, --json-stream and --csv would shape no output: read the runs with \
+     `nicbench export --tag plan_run=ID`";
 
 impl Plan {
     /// No `options` list (of `[defaults]`, `[workloads.NAME]` or a

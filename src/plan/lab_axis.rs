@@ -252,8 +252,7 @@ impl LabChanges {
 
     /// Changes to lab `lab`, made from its host `host`; nothing changed yet.
     pub fn for_lab(lab: String, host: String) -> Result<LabChanges, String> {
-        let program = std::env::current_exe()
-            .map_err(|e| format!("finding the nicbench executable (a CPU limit runs it): {e}"))?;
+        let program = lab::nicbench_program("a CPU limit").map_err(|e| e.to_string())?;
         Ok(LabChanges {
             lab,
             host,

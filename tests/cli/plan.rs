@@ -160,6 +160,75 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
     assert_eq!(complete_cases(&db, "resume-test").len(), 8);
 }
 
+/// A second Ctrl-C ends the case in flight at once, and the plan still
+/// stops its monitors, writes its summary and ends with exit code 6, as
+/// when a case was a child process the plan outlived (run in-process, the
+/// second stop had ended the plan itself with 130: no summary, and the
+/// monitor left running).
+#[test]
+fn a_second_stop_ends_the_case_at_once_and_the_plan_still_puts_things_back() {
+    // An "agent" that says hello and then never answers the test request:
+    // the case waits for it (15 s), whatever the first stop says.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let (answered, hello_sent) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let hello = nicbench::protocol::framing::encode(&nicbench::protocol::Message::Hello(
+            nicbench::protocol::Hello::ours(nicbench::workload::names()),
+        ));
+        let mut held = Vec::new();
+        for mut connection in silent.incoming().flatten() {
+            let _ = connection.write_all(&hello);
+            held.push(connection);
+            let _ = answered.send(());
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db").display().to_string();
+    let pid_file = dir.path().join("monitor.pid");
+    let plan = write_plan(
+        dir.path(),
+        "s.toml",
+        &format!(
+            "name = \"second-stop\"\n[defaults]\nduration = \"0.5s\"\n\
+             [[agents]]\nlabel = \"silent\"\naddress = \"127.0.0.1:{port}\"\n[matrix]\nworkload = [\"tcp\"]\n\
+             [[commands]]\nwhen = \"alongside\"\nrun = [\"sh\", \"-c\", \"echo $$ > {}; exec sleep 300\"]\n",
+            pid_file.display()
+        ),
+    );
+    let child = crate::common::spawn_captured(Command::new(BIN).args(["run", &plan, "--db", &db]), "nicbench run");
+    // The case is in flight once the agent said hello.
+    hello_sent
+        .recv_timeout(COMMAND_LIMIT)
+        .expect("the case never connected");
+    // Two stops from two senders (one sender's twice within a second is
+    // the same stop delivered again, as `timeout` does).
+    for _ in 0..2 {
+        let sent = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+    let out = crate::common::wait_output(child, COMMAND_LIMIT, "nicbench run");
+    let monitor = std::fs::read_to_string(&pid_file).unwrap_or_default();
+    let monitor_alive =
+        !monitor.trim().is_empty() && std::path::Path::new(&format!("/proc/{}", monitor.trim())).exists();
+    if monitor_alive {
+        let _ = Command::new("kill").arg(monitor.trim()).status();
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(6), "{text}\n{}", stderr(&out));
+    assert!(!monitor_alive, "the monitor (pid {}) was left running", monitor.trim());
+    let summary = text
+        .lines()
+        .find_map(|l| l.strip_prefix("summary: "))
+        .unwrap_or_else(|| panic!("no summary: {text}"));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(summary).unwrap()).unwrap();
+    assert_eq!(summary["cases"][0]["status"], "interrupted", "{summary}");
+    assert!(stderr(&out).contains("run `nicbench run"), "{}", stderr(&out));
+}
+
 #[test]
 fn a_failing_case_is_recorded_with_its_reason_and_the_plan_goes_on() {
     let agent = AgentProcess::start(&[]);
