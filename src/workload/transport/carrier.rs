@@ -1,18 +1,15 @@
-//! A stream of any transport as a workload's end holds it: borrowed for
-//! one loop ([`Connection`]) or owned for the whole test ([`Carrier`]);
-//! either runs a message loop over it as a [`Wire`] and then puts in the
-//! stream end what the transport recorded (the handshake, QUIC's figures).
-
-use std::sync::Arc;
+//! A stream of any transport borrowed for one message loop
+//! ([`Connection`]): it runs the loop over the stream as a [`Wire`] and
+//! then puts in the stream end what the transport recorded (the
+//! handshake, QUIC's figures). Each [`super::stream::Stream`] carries its
+//! loops through it.
 
 use socket2::Socket;
 
 use super::quic::{self, endpoint::Connected, wire::QuicWire};
 use super::tls::{self, session::Session, wire::TlsIo};
 use super::wire::{Plain, Wire};
-use crate::model::SocketBuffers;
-use crate::workload::base::runner::{run_streams, StreamTask, TaskEnd};
-use crate::workload::base::{Aborter, RunControl, SideOutcome};
+use crate::workload::base::runner::TaskEnd;
 
 /// A stream of one transport, ready for a message loop: what a workload's
 /// end holds once its connection is set up.
@@ -62,77 +59,5 @@ impl Connection<'_> {
             end.extras.set(tls::KEY, &record);
         }
         (end, out)
-    }
-}
-
-/// A stream an end owns for the whole test (the sweep's one connection):
-/// what [`Connection`] borrows.
-pub enum Carrier {
-    Plain(Socket),
-    /// Boxed: a rustls connection is over a kilobyte.
-    Tls(Socket, Box<Session>),
-    Quic(Arc<Connected>, quinn::SendStream, quinn::RecvStream),
-}
-
-impl Carrier {
-    /// Runs `body` over the stream: see [`Connection::carry`].
-    pub fn carry(self, seals: bool, body: impl FnOnce(Option<&Socket>, &mut dyn Wire) -> TaskEnd) -> TaskEnd {
-        let run = |connection: Connection| connection.carry(seals, |socket, wire| (body(socket, wire), ())).0;
-        match self {
-            Carrier::Plain(socket) => run(Connection::Plain(&socket)),
-            Carrier::Tls(socket, session) => run(Connection::Tls(&socket, session)),
-            Carrier::Quic(connected, send, recv) => run(Connection::Quic(&connected, send, recv)),
-        }
-    }
-
-    /// The kernel's socket of the stream (none over QUIC).
-    pub fn socket(&self) -> Option<&Socket> {
-        match self {
-            Carrier::Plain(socket) | Carrier::Tls(socket, _) => Some(socket),
-            Carrier::Quic(..) => None,
-        }
-    }
-
-    /// The QUIC connection the stream is on.
-    pub fn quic(&self) -> Option<Arc<Connected>> {
-        match self {
-            Carrier::Quic(connected, ..) => Some(connected.clone()),
-            _ => None,
-        }
-    }
-
-    /// The buffers the stream's socket has: the TCP socket's, or the
-    /// QUIC endpoint's UDP socket's.
-    pub fn buffers(&self) -> SocketBuffers {
-        match self {
-            Carrier::Plain(socket) | Carrier::Tls(socket, _) => crate::probe::tcpinfo::socket_buffers(socket),
-            Carrier::Quic(connected, ..) => connected.local.buffers.clone(),
-        }
-    }
-
-    /// Ends the stream from another thread: shuts the socket down, or
-    /// closes the QUIC endpoint as aborted.
-    pub fn aborter(&self) -> Aborter {
-        match self {
-            Carrier::Plain(socket) | Carrier::Tls(socket, _) => super::admission::aborter(&[socket]),
-            Carrier::Quic(connected, ..) => {
-                let endpoint = connected.local.endpoint.clone();
-                Arc::new(move || endpoint.close(quinn::VarInt::from_u32(quic::endpoint::CLOSE_ABORTED), b"aborted"))
-            }
-        }
-    }
-
-    /// Runs `tasks` (the stream's body among them) as [`run_streams`]
-    /// does; over QUIC the body's thread drives quinn meanwhile, and the
-    /// connection is closed as done once they end.
-    pub fn run_streams(quic: Option<Arc<Connected>>, tasks: Vec<StreamTask>, control: &RunControl) -> SideOutcome {
-        if let Some(connected) = &quic {
-            connected.local.driver.hand_over();
-        }
-        let outcome = run_streams(tasks, control);
-        if let Some(connected) = &quic {
-            connected.local.close(&connected.connection);
-        }
-        outcome
     }
 }
