@@ -24,8 +24,7 @@
 //!   agent serves, the client dials; each stream ready, its handshake
 //!   done), and the plain kernel stream every connection transport has;
 //! - [`wire`]: a connected stream of any transport as one `Read + Write`
-//!   for the message loops (rr, sweep), and [`carrier`]: a borrowed
-//!   stream that runs such a loop and records the transport's figures.
+//!   for the message loops (rr, sweep).
 //!
 //! Workloads branch on [`Delivery`], never on a transport's name, so a new
 //! stream transport runs under every workload that runs over TCP.
@@ -33,7 +32,6 @@
 //! `"udp"`), the strings they always held; `"mptcp"` is new.
 
 pub mod admission;
-pub mod carrier;
 pub mod mptcp;
 pub mod quic;
 pub mod stream;
