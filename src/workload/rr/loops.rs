@@ -19,14 +19,14 @@ use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::transport::admission::token_matches;
-use crate::workload::transport::carrier::Connection;
 use crate::workload::transport::quic::endpoint::{Dialer, Listening, ENDPOINT_CLOSED};
-use crate::workload::transport::tls::session::{ClientSetup, ServerSetup, Session};
+use crate::workload::transport::stream::Stream;
+use crate::workload::transport::tls::session::{ClientSetup, ServerSetup};
 use crate::workload::transport::tls::wire::TlsIo;
 use crate::workload::transport::tls::{self, TlsEnd};
 use crate::workload::transport::udp::wire::DatagramHeader;
 use crate::workload::transport::wire::{timed_out, Wire};
-use crate::workload::transport::{Delivery, Proto};
+use crate::workload::transport::Proto;
 use crate::workload::{AgentNet, ClientNet, WorkloadError};
 
 /// How long a responder without end-of-stream waits for stragglers.
@@ -239,48 +239,29 @@ fn recv_spinning(socket: &Socket, buf: &mut [u8], until: Instant, empty_polls: &
     }
 }
 
-/// The requester of one flow over a connected socket.
-pub fn requester(
-    socket: &Socket,
-    tls: Option<Box<Session>>,
-    exchange: &Exchange,
-    ctx: &StreamContext,
-) -> (TaskEnd, FlowCounts) {
-    match (exchange.proto.delivery(), tls) {
-        (Delivery::Stream, None) => on_stream(Connection::Plain(socket), true, exchange, ctx),
-        (Delivery::Stream, Some(session)) => on_stream(Connection::Tls(socket, session), true, exchange, ctx),
-        (Delivery::Datagram, _) => datagram_requester(socket, exchange, ctx),
-    }
-}
-
-/// The responder of one flow over a connected socket.
-pub fn responder(
-    socket: &Socket,
-    tls: Option<Box<Session>>,
-    exchange: &Exchange,
-    ctx: &StreamContext,
-) -> (TaskEnd, FlowCounts) {
-    match (exchange.proto.delivery(), tls) {
-        (Delivery::Stream, None) => on_stream(Connection::Plain(socket), false, exchange, ctx),
-        (Delivery::Stream, Some(session)) => on_stream(Connection::Tls(socket, session), false, exchange, ctx),
-        (Delivery::Datagram, _) => datagram_responder(socket, exchange, ctx),
-    }
-}
-
 /// The requester (or the responder) of one flow over a stream of any
 /// transport: a socket, a TLS session over it, or a QUIC stream. Over TLS
 /// and QUIC the stream end records the handshake; the requester seals
 /// the requests.
 pub fn on_stream(
-    connection: Connection,
+    stream: Box<dyn Stream>,
     requester: bool,
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
-    connection.carry(requester, |socket, wire| match requester {
-        true => stream_requester(socket, wire, exchange, ctx),
-        false => stream_responder(socket, wire, exchange, ctx),
-    })
+    let mut counts = FlowCounts::default();
+    let end = stream.carry(
+        requester,
+        Box::new(|socket, wire| {
+            let (end, flow) = match requester {
+                true => stream_requester(socket, wire, exchange, ctx),
+                false => stream_responder(socket, wire, exchange, ctx),
+            };
+            counts = flow;
+            end
+        }),
+    );
+    (end, counts)
 }
 
 /// `socket`: the connection's, for `--spin` and `--quickack` (None over QUIC).
@@ -364,7 +345,7 @@ fn stream_responder(
     counter.finish(error, false)
 }
 
-fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
     let mut request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; exchange.response.max(64)];
     let mut counter = Counter::new(exchange, ctx, true);
@@ -457,7 +438,7 @@ fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
     unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
 }
 
-fn datagram_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
+pub fn datagram_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
     let mut request = vec![0u8; exchange.request.max(64)];
     let mut response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
@@ -619,9 +600,8 @@ fn with_handshakes(
     handshakes: Option<TlsEnd>,
     seals: bool,
 ) -> (TaskEnd, FlowCounts) {
-    if let Some(mut record) = handshakes {
-        record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, seals);
-        end.extras.set(tls::KEY, &record);
+    if let Some(record) = handshakes {
+        tls::record_handshake(&mut end, record, seals);
     }
     (end, counts)
 }

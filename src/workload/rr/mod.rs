@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::transport::admission::{self, Configure, JoinListener};
-use super::transport::carrier::Connection;
-use super::transport::quic::endpoint::{Connected, Dialer, Listening, Local};
-use super::transport::tls::session::{ClientSetup, ServerSetup, Session};
+use super::transport::admission;
+use super::transport::quic::endpoint::{Dialer, Listening, Local};
+use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
+use super::transport::tls::session::{ClientSetup, ServerSetup};
 use super::transport::tls::{self, TlsParams};
 use super::transport::{self, quic, Delivery, Proto};
 pub mod args;
@@ -534,18 +534,24 @@ impl Workload for RequestResponse {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: RrParams = spec.params()?;
+        let mut agent = RrAgent {
+            sockets: Vec::new(),
+            serving: None,
+            quic: None,
+            spec: spec.clone(),
+            params: params.clone(),
+            net: net.clone(),
+        };
+        if params.proto.delivery() == Delivery::Stream && !params.crr {
+            let configure = configure(&spec.agent, &params);
+            let options = connect_options(&spec.agent, &configure, &params);
+            agent.serving = Some(params.proto.serve(net, &options, spec.flows().len())?);
+            return Ok(Box::new(agent));
+        }
         if params.proto == Proto::QUIC {
-            // One stream per flow on one connection; with --crr a
-            // connection of one stream per transaction.
-            let streams = if params.crr { 1 } else { spec.flows().len() };
-            let listening = Listening::bind(net, &spec.agent, quic::DEFAULT_CONGESTION, streams)?;
-            return Ok(Box::new(RrAgent {
-                sockets: Vec::new(),
-                quic: Some(listening),
-                spec: spec.clone(),
-                params,
-                net: net.clone(),
-            }));
+            // --crr: a connection of one stream per transaction.
+            agent.quic = Some(Listening::bind(net, &spec.agent, quic::DEFAULT_CONGESTION, 1)?);
+            return Ok(Box::new(agent));
         }
         let sockets = match params.proto.delivery() {
             Delivery::Datagram => {
@@ -564,26 +570,16 @@ impl Workload for RequestResponse {
                     .listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
             )],
         };
-        Ok(Box::new(RrAgent {
-            sockets,
-            quic: None,
-            spec: spec.clone(),
-            params,
-            net: net.clone(),
-        }))
+        agent.sockets = sockets;
+        Ok(Box::new(agent))
     }
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: RrParams = spec.params()?;
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
         let mut quic_home = None;
-        let ends = if params.proto == Proto::QUIC {
-            let port = first_port(net)?;
-            let tls = params.tls().unwrap_or_default();
-            let (ends, home) = quic_client(net, port, spec, &tls, params.crr, &ids)?;
-            quic_home = Some(home);
-            ends
-        } else {
+        let mut held = None;
+        let ends = {
             let configure = configure(&spec.client, &params);
             match (params.proto.delivery(), params.crr) {
                 (Delivery::Datagram, _) => transport::udp::register_streams(net, &ids, &spec.client, &configure)?
@@ -591,18 +587,25 @@ impl Workload for RequestResponse {
                     .map(|(id, s)| (id, FlowSocket::Socket(s)))
                     .collect(),
                 (Delivery::Stream, false) => {
-                    let port = first_port(net)?;
-                    let mut sockets = Vec::new();
-                    for &id in &ids {
-                        sockets.push((id, admission::connect_stream(params.proto, net, port, id, &configure)?));
-                    }
-                    match params.tls() {
-                        Some(t) => {
-                            let sessions = ClientSetup::new(&t, net)?.handshake_all(&sockets)?;
-                            with_sessions(sockets, sessions)
-                        }
-                        None => sockets.into_iter().map(|(id, s)| (id, FlowSocket::Socket(s))).collect(),
-                    }
+                    let options = connect_options(&spec.client, &configure, &params);
+                    let Streams { streams, held: kept } = params.proto.dial(net, first_port(net)?, &ids, &options)?;
+                    held = Some(kept);
+                    streams.into_iter().map(|(id, s)| (id, FlowSocket::Stream(s))).collect()
+                }
+                (Delivery::Stream, true) if params.proto == Proto::QUIC => {
+                    let tls = params.tls().unwrap_or_default();
+                    let dialer = Arc::new(Dialer::new(
+                        net,
+                        first_port(net)?,
+                        &spec.client,
+                        &tls,
+                        quic::DEFAULT_CONGESTION,
+                        1,
+                    )?);
+                    quic_home = Some(QuicHome::Dialer(dialer.clone()));
+                    ids.iter()
+                        .map(|&id| (id, FlowSocket::QuicDialer(dialer.clone())))
+                        .collect()
                 }
                 (Delivery::Stream, true) => {
                     let port = first_port(net)?;
@@ -644,42 +647,14 @@ impl Workload for RequestResponse {
             client: Some(net.clone()),
             one_host,
             quic: quic_home,
-            _joins: JoinListener::none(),
+            held,
         }))
     }
 }
 
-/// The client's QUIC flows: a stream each on one connection, or with
-/// `--crr` an endpoint that opens a connection per transaction.
-fn quic_client(
-    net: &ClientNet,
-    port: u16,
-    spec: &TestSpec,
-    tls: &TlsParams,
-    crr: bool,
-    ids: &[u32],
-) -> Result<(Vec<(u32, FlowSocket)>, QuicHome), WorkloadError> {
-    if crr {
-        let dialer = Arc::new(Dialer::new(net, port, &spec.client, tls, quic::DEFAULT_CONGESTION, 1)?);
-        let ends = ids
-            .iter()
-            .map(|&id| (id, FlowSocket::QuicDialer(dialer.clone())))
-            .collect();
-        return Ok((ends, QuicHome::Dialer(dialer)));
-    }
-    let (connected, streams) = quic::endpoint::connect(net, port, &spec.client, tls, quic::DEFAULT_CONGESTION, ids)?;
-    let connected = Arc::new(connected);
-    let ends = streams
-        .into_iter()
-        .map(|(id, send, recv)| (id, FlowSocket::Quic(connected.clone(), send, recv)))
-        .collect();
-    Ok((ends, QuicHome::Connection(connected)))
-}
-
-/// Where a QUIC side's flows run: one connection, or an endpoint that
-/// makes or takes a connection per transaction (`--crr`).
+/// Where a QUIC side's flows run with `--crr`: an endpoint that makes or
+/// takes a connection per transaction.
 enum QuicHome {
-    Connection(Arc<Connected>),
     Dialer(Arc<Dialer>),
     Listener(Arc<Listening>),
 }
@@ -687,19 +662,14 @@ enum QuicHome {
 impl QuicHome {
     fn local(&self) -> &Local {
         match self {
-            QuicHome::Connection(c) => &c.local,
             QuicHome::Dialer(d) => &d.local,
             QuicHome::Listener(l) => l.local(),
         }
     }
 
-    /// Once the flows are done: the connection closed as done, or the
-    /// last connections' closes delivered.
+    /// Once the flows are done: the last connections' closes delivered.
     fn finish(&self) {
-        match self {
-            QuicHome::Connection(c) => c.local.close(&c.connection),
-            _ => self.local().settle(),
-        }
+        self.local().settle()
     }
 }
 
@@ -730,10 +700,27 @@ pub(super) fn configure<'a>(
     }
 }
 
+/// The flows' connections as the rr workload asks its transport for them.
+fn connect_options<'a>(
+    side: &'a SideOptions,
+    configure: &'a (dyn Fn(&Socket) -> Result<(), WorkloadError> + 'a),
+    params: &'a RrParams,
+) -> ConnectOptions<'a> {
+    ConnectOptions {
+        side,
+        configure,
+        tls: params.tls.as_ref(),
+        congestion: None,
+    }
+}
+
 struct RrAgent {
-    /// UDP: one socket per flow; TCP: the listener (id 0); QUIC: none.
+    /// UDP: one socket per flow; `--crr` over TCP or TLS: the listener
+    /// (id 0).
     sockets: Vec<(u32, Socket)>,
-    /// QUIC: the endpoint the client connects to.
+    /// A stream transport's streams, one per flow.
+    serving: Option<Box<dyn Serving>>,
+    /// `--crr` over QUIC: the endpoint the client connects to.
     quic: Option<Listening>,
     spec: TestSpec,
     params: RrParams,
@@ -742,6 +729,9 @@ struct RrAgent {
 
 impl AgentSide for RrAgent {
     fn data_ports(&self) -> Vec<u16> {
+        if let Some(serving) = &self.serving {
+            return vec![serving.port()];
+        }
         if let Some(listening) = &self.quic {
             return vec![listening.port()];
         }
@@ -750,65 +740,34 @@ impl AgentSide for RrAgent {
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
+        if let Some(serving) = self.serving {
+            let Streams { streams, held } =
+                serving.accept(&ids, &configure(&self.spec.agent, &self.params), deadline)?;
+            let ends = streams.into_iter().map(|(id, s)| (id, FlowSocket::Stream(s))).collect();
+            return Ok(RrSide::agent(self.spec, self.params, ends, None, Some(held)));
+        }
         if let Some(listening) = self.quic {
             let cipher = self.params.tls().unwrap_or_default().cipher.suite_name();
-            let (ends, home) = if self.params.crr {
-                // Connections come during the test: every responder
-                // thread takes them from the one endpoint.
-                let listening = Arc::new(listening);
-                let ends = ids
-                    .iter()
-                    .map(|&id| (id, FlowSocket::QuicListener(listening.clone(), ids.clone(), cipher)))
-                    .collect();
-                (ends, QuicHome::Listener(listening))
-            } else {
-                let (connected, streams) = listening.accept(&ids, cipher, deadline)?;
-                let connected = Arc::new(connected);
-                let ends = streams
-                    .into_iter()
-                    .map(|(id, send, recv)| (id, FlowSocket::Quic(connected.clone(), send, recv)))
-                    .collect();
-                (ends, QuicHome::Connection(connected))
-            };
-            return Ok(RrSide::agent(
-                self.spec,
-                self.params,
-                ends,
-                Some(home),
-                JoinListener::none(),
-            ));
+            // Connections come during the test: every responder thread
+            // takes them from the one endpoint.
+            let listening = Arc::new(listening);
+            let ends = ids
+                .iter()
+                .map(|&id| (id, FlowSocket::QuicListener(listening.clone(), ids.clone(), cipher)))
+                .collect();
+            let home = QuicHome::Listener(listening);
+            return Ok(RrSide::agent(self.spec, self.params, ends, Some(home), None));
         }
-        let mut joins = JoinListener::none();
-        let ends: Vec<(u32, FlowSocket)> = match (self.params.proto.delivery(), self.params.crr) {
-            (Delivery::Datagram, _) => {
+        let ends: Vec<(u32, FlowSocket)> = match self.params.proto.delivery() {
+            Delivery::Datagram => {
                 transport::udp::await_registrations(&self.sockets, &self.net, deadline)?;
                 self.sockets
                     .into_iter()
                     .map(|(id, s)| (id, FlowSocket::Socket(s)))
                     .collect()
             }
-            (Delivery::Stream, false) => {
-                let accepted = admission::accept_streams(&self.sockets[0].1, &self.net, &ids, deadline)?;
-                let configure: Configure = &configure(&self.spec.agent, &self.params);
-                let mut sockets = Vec::new();
-                for (id, socket) in accepted {
-                    configure(&socket)?;
-                    sockets.push((id, socket));
-                }
-                let ends = match self.params.tls() {
-                    Some(_) => {
-                        let sessions = ServerSetup::new()?.handshake_all(&sockets, deadline)?;
-                        with_sessions(sockets, sessions)
-                    }
-                    None => sockets.into_iter().map(|(id, s)| (id, FlowSocket::Socket(s))).collect(),
-                };
-                if let Some((_, listener)) = self.sockets.into_iter().next() {
-                    joins = JoinListener::keep(self.params.proto, listener);
-                }
-                ends
-            }
-            (Delivery::Stream, true) => {
-                // Connections come during the test: every responder thread
+            Delivery::Stream => {
+                // --crr: connections come during the test: every responder thread
                 // accepts on the same listener.
                 let listener = Arc::new(self.sockets.into_iter().next().expect("one listener").1);
                 let tls = self
@@ -826,43 +785,28 @@ impl AgentSide for RrAgent {
                     .collect()
             }
         };
-        Ok(RrSide::agent(self.spec, self.params, ends, None, joins))
+        Ok(RrSide::agent(self.spec, self.params, ends, None, None))
     }
 }
 
 /// What a flow's thread works with.
 pub(super) enum FlowSocket {
-    /// A connected TCP or registered UDP socket.
+    /// A registered UDP socket.
     Socket(Socket),
-    /// A connected socket and its TLS session, the handshake done (boxed:
-    /// a rustls connection is over a kilobyte).
-    Tls(Socket, Box<Session>),
+    /// A stream of the flow's transport, its handshake done.
+    Stream(Box<dyn Stream>),
     /// Client with `--crr`: where to connect for each transaction, and
     /// over TLS how to shake hands on each connection.
     Connector(SocketAddr, Option<Arc<ClientSetup>>),
     /// Agent with `--crr`: the shared listener, who may connect, and over
     /// TLS how to shake hands on each connection.
     Listener(Arc<Socket>, AgentNet, Option<Arc<ServerSetup>>),
-    /// A QUIC stream of the side's connection, both halves.
-    Quic(Arc<Connected>, quinn::SendStream, quinn::RecvStream),
     /// Client with `--crr` over QUIC: the endpoint a connection per
     /// transaction is opened from.
     QuicDialer(Arc<Dialer>),
     /// Agent with `--crr` over QUIC: the endpoint, the test's stream ids,
     /// and the cipher suite the spec names.
     QuicListener(Arc<Listening>, Vec<u32>, &'static str),
-}
-
-/// Each connected socket with its session, by stream id.
-fn with_sessions(sockets: Vec<(u32, Socket)>, sessions: Vec<(u32, Session)>) -> Vec<(u32, FlowSocket)> {
-    let mut sessions: std::collections::BTreeMap<u32, Session> = sessions.into_iter().collect();
-    sockets
-        .into_iter()
-        .map(|(id, s)| match sessions.remove(&id) {
-            Some(session) => (id, FlowSocket::Tls(s, Box::new(session))),
-            None => (id, FlowSocket::Socket(s)),
-        })
-        .collect()
 }
 
 /// One end's flows.
@@ -875,10 +819,11 @@ struct RrSide {
     /// Both ends on one host and nobody chose cores: how they were placed
     /// and what that costs (the first requester's end carries it).
     one_host: Option<(String, Option<WakeupCost>)>,
-    /// QUIC: the connection or endpoint the flows drive.
+    /// `--crr` over QUIC: the endpoint the flows drive.
     quic: Option<QuicHome>,
-    /// Closed when the flows end, not before (MPTCP's joins).
-    _joins: JoinListener,
+    /// What a stream transport's connection holds while the flows run
+    /// (MPTCP's listener for its joins, QUIC's endpoint).
+    held: Option<Held>,
 }
 
 impl RrSide {
@@ -888,7 +833,7 @@ impl RrSide {
         params: RrParams,
         ends: Vec<(u32, FlowSocket)>,
         quic: Option<QuicHome>,
-        joins: JoinListener,
+        held: Option<Held>,
     ) -> Box<dyn Side> {
         Box::new(RrSide {
             role: Role::Receiver,
@@ -898,7 +843,7 @@ impl RrSide {
             client: None,
             one_host: None,
             quic,
-            _joins: joins,
+            held,
         })
     }
 }
@@ -915,15 +860,17 @@ impl Side for RrSide {
             .ends
             .iter()
             .filter_map(|(_, e)| match e {
-                FlowSocket::Socket(s) | FlowSocket::Tls(s, _) => Some(s),
+                FlowSocket::Socket(s) => Some(s),
                 FlowSocket::Listener(l, _, _) => Some(&**l),
-                FlowSocket::Connector(..)
-                | FlowSocket::Quic(..)
-                | FlowSocket::QuicDialer(_)
-                | FlowSocket::QuicListener(..) => None,
+                _ => None,
             })
             .collect();
-        admission::aborter(&sockets)
+        let mut all = vec![admission::aborter(&sockets)];
+        all.extend(self.ends.iter().filter_map(|(_, e)| match e {
+            FlowSocket::Stream(s) => Some(s.aborter()),
+            _ => None,
+        }));
+        Arc::new(move || all.iter().for_each(|abort| abort()))
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
@@ -942,7 +889,8 @@ impl Side for RrSide {
         let one_host = self.one_host;
         for (id, end) in self.ends {
             let buffers = match (&end, &self.quic) {
-                (FlowSocket::Socket(s) | FlowSocket::Tls(s, _), _) => tcpinfo::socket_buffers(s),
+                (FlowSocket::Socket(s), _) => tcpinfo::socket_buffers(s),
+                (FlowSocket::Stream(s), _) => s.buffers(),
                 (_, Some(home)) => home.local().buffers.clone(),
                 _ => SocketBuffers::default(),
             };
@@ -957,21 +905,14 @@ impl Side for RrSide {
                         let configure = configure(&side, &params);
                         loops::crr_requester(id, addr, &net, &configure, tls.as_deref(), &exchange, ctx)
                     }
-                    (Role::Sender, FlowSocket::Socket(s)) => loops::requester(&s, None, &exchange, ctx),
-                    (Role::Sender, FlowSocket::Tls(s, session)) => loops::requester(&s, Some(session), &exchange, ctx),
-                    (Role::Receiver, FlowSocket::Socket(s)) => loops::responder(&s, None, &exchange, ctx),
-                    (Role::Receiver, FlowSocket::Tls(s, session)) => {
-                        loops::responder(&s, Some(session), &exchange, ctx)
+                    (Role::Sender, FlowSocket::Socket(s)) => loops::datagram_requester(&s, &exchange, ctx),
+                    (Role::Receiver, FlowSocket::Socket(s)) => loops::datagram_responder(&s, &exchange, ctx),
+                    (role, FlowSocket::Stream(stream)) => {
+                        loops::on_stream(stream, role == Role::Sender, &exchange, ctx)
                     }
                     (Role::Receiver, FlowSocket::Listener(l, net, tls)) => {
                         loops::crr_responder(&l, &net, tls.as_deref(), &exchange, ctx)
                     }
-                    (role, FlowSocket::Quic(connected, send, recv)) => loops::on_stream(
-                        Connection::Quic(&connected, send, recv),
-                        role == Role::Sender,
-                        &exchange,
-                        ctx,
-                    ),
                     (Role::Sender, FlowSocket::QuicDialer(dialer)) => {
                         loops::quic_crr_requester(id, &dialer, &exchange, ctx)
                     }
@@ -996,7 +937,10 @@ impl Side for RrSide {
         if let Some(home) = &self.quic {
             home.local().driver.hand_over();
         }
-        let mut outcome = run_streams(tasks, control);
+        let mut outcome = match self.held {
+            Some(held) => held.run(tasks, control),
+            None => run_streams(tasks, control),
+        };
         if let Some(home) = &self.quic {
             home.finish();
         }

@@ -24,8 +24,7 @@ use crate::workload::runner::{
     current_thread_cpus, pin_current_thread, release_current_thread, Affinity, Progress, StreamContext, TaskEnd,
     AFFINITY_KEY,
 };
-use crate::workload::transport::admission::JoinListener;
-use crate::workload::transport::carrier::Carrier;
+use crate::workload::transport::stream::{Held, Stream};
 use crate::workload::transport::wire::{timed_out, Wire};
 use crate::workload::transport::Delivery;
 
@@ -422,7 +421,7 @@ fn stop_reason(ctx: &StreamContext) -> Option<(&'static str, &'static str)> {
 pub(super) struct Driver {
     /// The sweep's connection, over the transport measured (TCP when the
     /// sizes go by UDP).
-    pub carrier: Carrier,
+    pub stream: Box<dyn Stream>,
     pub points: Points,
 }
 
@@ -431,7 +430,8 @@ impl Driver {
     /// the messages it sends; the echoes are sealed by the agent.
     pub(super) fn run(self, ctx: &StreamContext) -> TaskEnd {
         let points = self.points;
-        self.carrier.carry(true, |socket, wire| points.run(socket, wire, ctx))
+        self.stream
+            .carry(true, Box::new(|socket, wire| points.run(socket, wire, ctx)))
     }
 }
 
@@ -825,11 +825,12 @@ fn extra_rounds(
 
 /// The agent: follows the client's headers until `end`.
 pub(super) struct AgentServer {
-    /// The sweep's connection (see [`Driver::carrier`]).
-    pub carrier: Carrier,
+    /// The sweep's connection (see [`Driver::stream`]).
+    pub stream: Box<dyn Stream>,
     pub echo: Echo,
-    /// The data listener, kept while the sweep runs for MPTCP's joins.
-    pub _joins: JoinListener,
+    /// What the connection holds while the sweep runs (MPTCP's listener
+    /// for its joins, QUIC's endpoint), until it runs.
+    pub held: Option<Held>,
 }
 
 /// Runs the agent's end where the client placed it. The thread is not
@@ -876,26 +877,29 @@ impl AgentServer {
     pub(super) fn serve(self, ctx: &StreamContext) -> TaskEnd {
         let echo = self.echo;
         // The agent seals the echoes.
-        self.carrier.carry(false, |socket, wire| {
-            let mut affinity = None;
-            let mut buffer = vec![0u8; echo.max_size as usize];
-            let mut received = 0u64;
-            let error = echo
-                .follow(socket, wire, &mut buffer, &mut received, &mut affinity, ctx)
-                .err()
-                .map(|e| e.to_string());
-            ctx.bytes.store(received, Ordering::Relaxed);
-            let mut end = TaskEnd {
-                socket: socket.map(tcpinfo::socket_buffers),
-                tcp_info: socket.and_then(tcpinfo::tcp_info),
-                error,
-                ..TaskEnd::default()
-            };
-            if let Some(affinity) = &affinity {
-                end.extras.set(AFFINITY_KEY, affinity);
-            }
-            end
-        })
+        self.stream.carry(
+            false,
+            Box::new(|socket, wire| {
+                let mut affinity = None;
+                let mut buffer = vec![0u8; echo.max_size as usize];
+                let mut received = 0u64;
+                let error = echo
+                    .follow(socket, wire, &mut buffer, &mut received, &mut affinity, ctx)
+                    .err()
+                    .map(|e| e.to_string());
+                ctx.bytes.store(received, Ordering::Relaxed);
+                let mut end = TaskEnd {
+                    socket: socket.map(tcpinfo::socket_buffers),
+                    tcp_info: socket.and_then(tcpinfo::tcp_info),
+                    error,
+                    ..TaskEnd::default()
+                };
+                if let Some(affinity) = &affinity {
+                    end.extras.set(AFFINITY_KEY, affinity);
+                }
+                end
+            }),
+        )
     }
 }
 

@@ -24,18 +24,15 @@ pub mod text;
 pub mod wire;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::runner::{StreamContext, StreamTask};
-use super::transport::admission::{self, JoinListener};
-use super::transport::carrier::Carrier;
-use super::transport::quic::{self, endpoint::Listening};
-use super::transport::tls::params::{Cipher, TlsParams};
-use super::transport::tls::session::{ClientSetup, ServerSetup};
+use super::transport::admission;
+use super::transport::stream::{ConnectOptions, Held, Serving};
+use super::transport::tls::params::TlsParams;
 use super::transport::{Delivery, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
@@ -541,19 +538,9 @@ impl Workload for Sweep {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: SweepParams = spec.params()?;
         TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity")?;
-        let listener = match params.transport == Proto::QUIC {
-            true => Listener::Quic(Box::new(Listening::bind(
-                net,
-                &spec.agent,
-                quic::DEFAULT_CONGESTION,
-                1,
-            )?)),
-            false => Listener::Socket(params.connection().listen(
-                net.local_ip,
-                4,
-                &configure(&spec.agent, params.connection()),
-            )?),
-        };
+        let configure = configure(&spec.agent, params.connection());
+        let options = connect_options(&spec.agent, &configure, &params);
+        let serving = params.connection().serve(net, &options, 1)?;
         let udp = match params.transport.delivery() {
             Delivery::Stream => None,
             Delivery::Datagram => Some(UdpSocket::bind(SocketAddr::new(net.local_ip, 0)).map_err(
@@ -562,8 +549,7 @@ impl Workload for Sweep {
         };
         Ok(Box::new(SweepAgent {
             proto: params.connection(),
-            cipher: params.tls().map(|t| t.cipher),
-            listener,
+            serving,
             agent_options: spec.agent.clone(),
             nobody_pinned: spec.client.cpus.is_empty() && spec.agent.cpus.is_empty(),
             udp,
@@ -581,48 +567,18 @@ impl Workload for Sweep {
                 .copied()
                 .ok_or_else(|| WorkloadError::Setup("the agent named too few data ports for the sweep".into()))
         };
-        let carrier = match (params.transport == Proto::QUIC, params.tls()) {
-            (true, tls) => {
-                let tls = tls.unwrap_or_default();
-                let (connected, mut streams) =
-                    quic::endpoint::connect(net, port(0)?, &spec.client, &tls, quic::DEFAULT_CONGESTION, &[1])?;
-                let (_, send, recv) = streams
-                    .pop()
-                    .ok_or_else(|| WorkloadError::Setup("the sweep's QUIC stream did not open".into()))?;
-                Carrier::Quic(Arc::new(connected), send, recv)
-            }
-            (false, tls) => {
-                let tcp = admission::connect_stream(
-                    params.connection(),
-                    net,
-                    port(0)?,
-                    1,
-                    &configure(&spec.client, params.connection()),
-                )?;
-                match tls {
-                    None => Carrier::Plain(tcp),
-                    Some(t) => {
-                        let sockets = vec![(1, tcp)];
-                        let session = ClientSetup::new(&t, net)?
-                            .handshake_all(&sockets)?
-                            .pop()
-                            .map(|(_, session)| session)
-                            .ok_or_else(|| WorkloadError::Setup("the sweep's TLS handshake did not end".into()))?;
-                        let (_, tcp) = sockets.into_iter().next().expect("one socket");
-                        Carrier::Tls(tcp, Box::new(session))
-                    }
-                }
-            }
-        };
+        let configure = configure(&spec.client, params.connection());
+        let options = connect_options(&spec.client, &configure, &params);
+        let (stream, held) = params
+            .connection()
+            .dial(net, port(0)?, &[1], &options)?
+            .one("the sweep's data connection")?;
         let udp = match params.transport.delivery() {
             Delivery::Stream => None,
             Delivery::Datagram => Some(connect_udp(net, port(1)?)?),
         };
-        let socket = carrier.buffers();
-        let by_address = match &carrier {
-            Carrier::Quic(connected, ..) => local_address(connected.connection.remote_address().ip()),
-            _ => carrier.socket().is_some_and(one_host),
-        };
+        let socket = stream.buffers();
+        let by_address = stream.peer_on_this_host();
         let one_host = by_address || net.same_kernel;
         let nobody_pinned = spec.client.cpus.is_empty() && spec.agent.cpus.is_empty();
         // Both ends on one host: where they run decides a small message's
@@ -670,7 +626,7 @@ impl Workload for Sweep {
         };
         Ok(Box::new(SweepClient {
             driver: engine::Driver {
-                carrier,
+                stream,
                 points: engine::Points {
                     udp,
                     params,
@@ -679,27 +635,9 @@ impl Workload for Sweep {
                     wakeup,
                 },
             },
+            held,
             socket,
         }))
-    }
-}
-
-/// Whether `ip` is an address of this host: the agent of a QUIC sweep
-/// then runs here too (a UDP socket binds only to a local address).
-fn local_address(ip: IpAddr) -> bool {
-    ip.is_loopback() || UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
-}
-
-/// Whether both ends of the data connection are on this host (loopback,
-/// or the same address at both ends). A sweep then keeps its two ends on
-/// two cores of their own: where the scheduler puts them otherwise (one
-/// core when the other is busy, two when idle) changes a small message's
-/// round trip several times over, from one point or one run to the next.
-fn one_host(tcp: &Socket) -> bool {
-    let ip = |a: io::Result<socket2::SockAddr>| a.ok().and_then(|a| a.as_socket()).map(|a| a.ip());
-    match (ip(tcp.local_addr()), ip(tcp.peer_addr())) {
-        (Some(local), Some(peer)) => local == peer || (local.is_loopback() && peer.is_loopback()),
-        _ => false,
     }
 }
 
@@ -712,6 +650,21 @@ fn configure(side: &SideOptions, proto: Proto) -> impl Fn(&Socket) -> Result<(),
                 .map_err(WorkloadError::io("setting TCP_NODELAY")),
             false => Ok(()),
         }
+    }
+}
+
+/// The sweep's connection as its transport makes it: the spec's TLS
+/// options, the transport's own congestion control.
+fn connect_options<'a>(
+    side: &'a SideOptions,
+    configure: &'a (dyn Fn(&Socket) -> Result<(), WorkloadError> + 'a),
+    params: &'a SweepParams,
+) -> ConnectOptions<'a> {
+    ConnectOptions {
+        side,
+        configure,
+        tls: params.tls.as_ref(),
+        congestion: None,
     }
 }
 
@@ -731,20 +684,10 @@ fn connect_udp(net: &ClientNet, port: u16) -> Result<UdpSocket, WorkloadError> {
     Ok(socket)
 }
 
-/// Where the agent waits for the sweep's connection.
-enum Listener {
-    /// TCP, MPTCP, TLS (over TCP), and the control connection of UDP.
-    Socket(Socket),
-    /// Boxed: an endpoint and its runtime are some hundred bytes.
-    Quic(Box<Listening>),
-}
-
 struct SweepAgent {
-    /// The transport the data connection came by.
+    /// The transport the data connection comes by.
     proto: Proto,
-    /// Over TLS or QUIC: the cipher suite the spec names.
-    cipher: Option<Cipher>,
-    listener: Listener,
+    serving: Box<dyn Serving>,
     agent_options: SideOptions,
     /// Neither end has cores chosen: on one host the sweep picks them.
     nobody_pinned: bool,
@@ -755,10 +698,7 @@ struct SweepAgent {
 
 impl AgentSide for SweepAgent {
     fn data_ports(&self) -> Vec<u16> {
-        let mut ports = vec![match &self.listener {
-            Listener::Socket(listener) => admission::local_port(listener),
-            Listener::Quic(listening) => listening.port(),
-        }];
+        let mut ports = vec![self.serving.port()];
         if let Some(udp) = &self.udp {
             ports.push(udp.local_addr().map(|a| a.port()).unwrap_or(0));
         }
@@ -766,38 +706,12 @@ impl AgentSide for SweepAgent {
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
-        let (carrier, joins) = match self.listener {
-            Listener::Quic(listening) => {
-                let suite = self.cipher.unwrap_or_default().suite_name();
-                let (connected, mut streams) = listening.accept(&[1], suite, deadline)?;
-                let (_, send, recv) = streams
-                    .pop()
-                    .ok_or_else(|| WorkloadError::Setup("the sweep's QUIC stream did not arrive".into()))?;
-                (Carrier::Quic(Arc::new(connected), send, recv), JoinListener::none())
-            }
-            Listener::Socket(listener) => {
-                let mut accepted = admission::accept_streams(&listener, &self.net, &[1], deadline)?;
-                let tcp = accepted
-                    .remove(&1)
-                    .ok_or_else(|| WorkloadError::Setup("the sweep's data connection did not arrive".into()))?;
-                // Options set on the listener are not all inherited: set them again.
-                configure(&self.agent_options, self.proto)(&tcp)?;
-                let carrier = match self.cipher {
-                    None => Carrier::Plain(tcp),
-                    Some(_) => {
-                        let sockets = vec![(1, tcp)];
-                        let session = ServerSetup::new()?
-                            .handshake_all(&sockets, deadline)?
-                            .pop()
-                            .map(|(_, session)| session)
-                            .ok_or_else(|| WorkloadError::Setup("the sweep's TLS handshake did not end".into()))?;
-                        let (_, tcp) = sockets.into_iter().next().expect("one socket");
-                        Carrier::Tls(tcp, Box::new(session))
-                    }
-                };
-                (carrier, JoinListener::keep(self.proto, listener))
-            }
-        };
+        // Options set on the listener are not all inherited: set again.
+        let configure = configure(&self.agent_options, self.proto);
+        let (stream, held) = self
+            .serving
+            .accept(&[1], &configure, deadline)?
+            .one("the sweep's data connection")?;
         // The agent pins its end only when a client asks (`pin apart`,
         // sent by clients before issue 42); it no longer does on its own.
         let apart = self
@@ -806,7 +720,8 @@ impl AgentSide for SweepAgent {
             .flatten()
             .map(|c| c.1);
         Ok(Box::new(engine::AgentServer {
-            carrier,
+            stream,
+            held: Some(held),
             echo: engine::Echo {
                 udp: self.udp,
                 proven: self.net.proven.clone(),
@@ -814,50 +729,49 @@ impl AgentSide for SweepAgent {
                 may_place: self.nobody_pinned,
                 core_if_asked: apart,
             },
-            _joins: joins,
         }))
     }
 }
 
 struct SweepClient {
     driver: engine::Driver,
+    held: Held,
     /// Buffer sizes at setup.
     socket: SocketBuffers,
 }
 
 impl Side for SweepClient {
     fn aborter(&self) -> Aborter {
-        self.driver.carrier.aborter()
+        self.driver.stream.aborter()
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
         let driver = self.driver;
-        let quic = driver.carrier.quic();
         let task = StreamTask::new(
             1,
             Role::Sender,
             self.socket,
             Box::new(move |ctx: &StreamContext| driver.run(ctx)),
         );
-        Carrier::run_streams(quic, vec![task], control)
+        self.held.run(vec![task], control)
     }
 }
 
 impl Side for engine::AgentServer {
     fn aborter(&self) -> Aborter {
-        self.carrier.aborter()
+        self.stream.aborter()
     }
 
-    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
-        let socket = self.carrier.buffers();
-        let quic = self.carrier.quic();
+    fn run(mut self: Box<Self>, control: &RunControl) -> SideOutcome {
+        let socket = self.stream.buffers();
+        let held = self.held.take().expect("held until the sweep runs");
         let task = StreamTask::new(
             1,
             Role::Receiver,
             socket,
             Box::new(move |ctx: &StreamContext| self.serve(ctx)),
         );
-        Carrier::run_streams(quic, vec![task], control)
+        held.run(vec![task], control)
     }
 }
 

@@ -17,10 +17,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
-use super::runner::{run_streams, tcp_probe, StreamBody, StreamContext, StreamTask};
-use super::transport::admission::{self, Configure, JoinListener};
-use super::transport::quic::{self, stream::QuicSide};
-use super::transport::tcp::{pace, receive_stream, send_stream, zerocopy, TcpEnd, KEY};
+use super::runner::{tcp_probe, StreamBody, StreamContext, StreamTask};
+use super::transport::admission;
+use super::transport::quic;
+use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
+use super::transport::tcp::{pace, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
 use super::transport::tls::{self, TlsParams};
 use super::transport::{ConnectionFigures, Proto};
@@ -381,33 +382,15 @@ impl Workload for TcpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: TcpParams = spec.params()?;
-        if params.tls().is_some() {
-            // Made now, so the facts the agent answers with announce it.
-            tls::cert::serving().map_err(WorkloadError::Setup)?;
-        }
-        if params.transport == Proto::QUIC {
-            let listening = quic::endpoint::Listening::bind(
-                net,
-                &spec.agent,
-                params.congestion.as_deref().unwrap_or(quic::DEFAULT_CONGESTION),
-                spec.flows().len(),
-            )?;
-            return Ok(Box::new(QuicAgent {
-                listening,
-                spec: spec.clone(),
-                cipher: params.tls().unwrap_or_default().cipher.suite_name(),
-            }));
-        }
-        let listener = params.transport.listen(
-            net.local_ip,
-            (spec.flows().len() as i32).max(16),
-            &configure(&spec.agent, &params),
-        )?;
+        let serving = {
+            let configure = configure(&spec.agent, &params);
+            let options = connect_options(&spec.agent, &configure, &params);
+            params.transport.serve(net, &options, spec.flows().len())?
+        };
         Ok(Box::new(TcpAgent {
-            listener,
+            serving,
             spec: spec.clone(),
             params,
-            net: net.clone(),
         }))
     }
 
@@ -417,34 +400,29 @@ impl Workload for TcpStream {
             .data_ports
             .first()
             .ok_or_else(|| WorkloadError::Setup("the agent named no data port".into()))?;
-        if params.transport == Proto::QUIC {
-            let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
-            let (connected, streams) = quic::endpoint::connect(
-                net,
-                port,
-                &spec.client,
-                &params.tls().unwrap_or_default(),
-                params.congestion.as_deref().unwrap_or(quic::DEFAULT_CONGESTION),
-                &ids,
-            )?;
-            return Ok(Box::new(QuicSide::new(Party::Client, spec, connected, streams)));
-        }
-        let mut sockets = Vec::new();
-        {
+        let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
+        let streams = {
             let configure = configure(&spec.client, &params);
-            for (id, flow) in spec.flows() {
-                let socket = admission::connect_stream(params.transport, net, port, id, &configure)?;
-                prepare_sender(&socket, flow.sender() == Party::Client, &params)?;
-                sockets.push((id, socket));
-            }
-        }
-        let sessions = match params.tls() {
-            Some(t) => tls::session::ClientSetup::new(&t, net)?.handshake_all(&sockets)?,
-            None => Vec::new(),
+            let options = connect_options(&spec.client, &configure, &params);
+            params.transport.dial(net, port, &ids, &options)?
         };
-        Ok(Box::new(
-            TcpSide::new(Party::Client, spec, params, sockets, JoinListener::none()).with_sessions(sessions),
-        ))
+        Ok(Box::new(TcpSide::new(Party::Client, spec, params, streams)?))
+    }
+}
+
+/// The streams' connections as their transport makes them: the spec's
+/// TLS options, and its congestion controller where the transport has its
+/// own (QUIC; a kernel socket's is set by [`configure`]).
+fn connect_options<'a>(
+    side: &'a SideOptions,
+    configure: &'a (dyn Fn(&Socket) -> Result<(), WorkloadError> + 'a),
+    params: &'a TcpParams,
+) -> ConnectOptions<'a> {
+    ConnectOptions {
+        side,
+        configure,
+        tls: params.tls.as_ref(),
+        congestion: params.congestion.as_deref(),
     }
 }
 
@@ -532,60 +510,25 @@ fn check_quic(params: &TcpParams) -> Result<(), SpecError> {
     Ok(())
 }
 
-/// The agent's end of a test over QUIC: its endpoint, bound.
-struct QuicAgent {
-    listening: quic::endpoint::Listening,
-    spec: TestSpec,
-    cipher: &'static str,
-}
-
-impl AgentSide for QuicAgent {
-    fn data_ports(&self) -> Vec<u16> {
-        vec![self.listening.port()]
-    }
-
-    fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
-        let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let (connected, streams) = self.listening.accept(&ids, self.cipher, deadline)?;
-        Ok(Box::new(QuicSide::new(Party::Agent, &self.spec, connected, streams)))
-    }
-}
-
 struct TcpAgent {
-    listener: Socket,
+    serving: Box<dyn Serving>,
     spec: TestSpec,
     params: TcpParams,
-    net: AgentNet,
 }
 
 impl AgentSide for TcpAgent {
     fn data_ports(&self) -> Vec<u16> {
-        vec![admission::local_port(&self.listener)]
+        vec![self.serving.port()]
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
         let ids: Vec<u32> = self.spec.flows().iter().map(|(id, _)| *id).collect();
-        let accepted = admission::accept_streams(&self.listener, &self.net, &ids, deadline)?;
-        {
-            let configure: Configure = &configure(&self.spec.agent, &self.params);
-            let flows = self.spec.flows();
-            for (id, socket) in &accepted {
-                // Buffers and MSS are inherited from the listener, but set
-                // everything again: NODELAY and congestion are per socket.
-                configure(socket)?;
-                let sends = flows.iter().any(|(f, flow)| f == id && flow.sender() == Party::Agent);
-                prepare_sender(socket, sends, &self.params)?;
-            }
-        }
-        let accepted: Vec<(u32, Socket)> = accepted.into_iter().collect();
-        let sessions = match self.params.tls() {
-            Some(_) => tls::session::ServerSetup::new()?.handshake_all(&accepted, deadline)?,
-            None => Vec::new(),
-        };
-        let joins = JoinListener::keep(self.params.transport, self.listener);
-        Ok(Box::new(
-            TcpSide::new(Party::Agent, &self.spec, self.params, accepted, joins).with_sessions(sessions),
-        ))
+        // Buffers and MSS are inherited from the listener, but everything
+        // is set again: NODELAY and congestion are per socket.
+        let streams = self
+            .serving
+            .accept(&ids, &configure(&self.spec.agent, &self.params), deadline)?;
+        Ok(Box::new(TcpSide::new(Party::Agent, &self.spec, self.params, streams)?))
     }
 }
 
@@ -594,65 +537,61 @@ struct TcpSide {
     host: Party,
     spec: TestSpec,
     params: TcpParams,
-    sockets: Vec<(u32, Flow, Socket)>,
-    /// Over TLS: each stream's session, its handshake done.
-    sessions: std::collections::BTreeMap<u32, tls::session::Session>,
-    /// Closed when the streams end, not before (MPTCP's joins).
-    _joins: JoinListener,
+    streams: Vec<(u32, Flow, Box<dyn Stream>)>,
+    /// What the connection holds while they run (MPTCP's listener for its
+    /// joins, QUIC's endpoint).
+    held: Held,
 }
 
 impl TcpSide {
-    fn new(
-        host: Party,
-        spec: &TestSpec,
-        params: TcpParams,
-        sockets: Vec<(u32, Socket)>,
-        joins: JoinListener,
-    ) -> TcpSide {
+    /// The end's streams, each sender's socket prepared.
+    fn new(host: Party, spec: &TestSpec, params: TcpParams, streams: Streams) -> Result<TcpSide, WorkloadError> {
         let flows = spec.flows();
-        let sockets = sockets
+        let Streams { streams, held } = streams;
+        let streams: Vec<(u32, Flow, Box<dyn Stream>)> = streams
             .into_iter()
             .filter_map(|(id, s)| flows.iter().find(|(f, _)| *f == id).map(|(_, flow)| (id, *flow, s)))
             .collect();
-        TcpSide {
+        for (_, flow, stream) in &streams {
+            if let Some(socket) = stream.socket() {
+                prepare_sender(socket, flow.sender() == host, &params)?;
+            }
+        }
+        Ok(TcpSide {
             host,
             spec: spec.clone(),
             params,
-            sockets,
-            sessions: Default::default(),
-            _joins: joins,
-        }
-    }
-
-    fn with_sessions(mut self, sessions: Vec<(u32, tls::session::Session)>) -> TcpSide {
-        self.sessions = sessions.into_iter().collect();
-        self
+            streams,
+            held,
+        })
     }
 }
 
 impl Side for TcpSide {
     fn aborter(&self) -> Aborter {
-        admission::aborter(&self.sockets.iter().map(|(_, _, s)| s).collect::<Vec<_>>())
+        let all: Vec<Aborter> = self.streams.iter().map(|(_, _, s)| s.aborter()).collect();
+        std::sync::Arc::new(move || all.iter().for_each(|abort| abort()))
     }
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
         let message = self.spec.message_bytes as usize;
-        let senders = self.sockets.iter().filter(|(_, f, _)| f.sender() == self.host).count() as u64;
+        let senders = self.streams.iter().filter(|(_, f, _)| f.sender() == self.host).count() as u64;
         let mut tasks = Vec::new();
         let mut sender_index = 0u64;
         let transport = self.params.transport;
-        let mut sessions = self.sessions;
-        for (id, flow, socket) in self.sockets {
-            let session = sessions.remove(&id);
-            let buffers = tcpinfo::socket_buffers(&socket);
-            let figures = ConnectionFigures::start(transport, &socket);
-            let probe = (flow.sender() == self.host).then(|| tcp_probe(&socket)).flatten();
+        for (id, flow, stream) in self.streams {
+            let buffers = stream.buffers();
+            let figures = stream.socket().map(|s| ConnectionFigures::start(transport, s));
+            let socket = stream.socket();
+            let probe = (flow.sender() == self.host)
+                .then(|| socket.and_then(tcp_probe))
+                .flatten();
             let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
                 // The pacing rate the socket holds, read back, is the offer.
                 let paced = self
                     .params
                     .rate_bits_per_second
-                    .and_then(|_| tcpinfo::max_pacing_rate(&socket));
+                    .and_then(|_| socket.and_then(tcpinfo::max_pacing_rate));
                 // A byte count is shared out among the streams of this side.
                 let quota = self
                     .spec
@@ -663,16 +602,15 @@ impl Side for TcpSide {
                 (
                     Role::Sender,
                     Box::new(move |ctx: &StreamContext| {
-                        let mut end = match session {
-                            Some(session) => tls::stream::send(socket, session, message, quota, ctx),
-                            None => send_stream(socket, message, quota, path, ctx),
-                        };
+                        let mut end = stream.send(message, quota, path, ctx);
                         if paced.is_some() {
                             let mut part: TcpEnd = end.extras.get(KEY).unwrap_or_default();
                             part.paced_bits_per_second = paced;
                             end.extras.set(KEY, &part);
                         }
-                        figures.add_to(&mut end);
+                        if let Some(figures) = figures {
+                            figures.add_to(&mut end);
+                        }
                         end
                     }),
                 )
@@ -681,18 +619,17 @@ impl Side for TcpSide {
                 (
                     Role::Receiver,
                     Box::new(move |ctx: &StreamContext| {
-                        let mut end = match session {
-                            Some(session) => tls::stream::receive(socket, session, ctx),
-                            None => receive_stream(socket, message, path, ctx),
-                        };
-                        figures.add_to(&mut end);
+                        let mut end = stream.receive(message, path, ctx);
+                        if let Some(figures) = figures {
+                            figures.add_to(&mut end);
+                        }
                         end
                     }),
                 )
             };
             tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));
         }
-        run_streams(tasks, control)
+        self.held.run(tasks, control)
     }
 }
 

@@ -85,8 +85,13 @@ pub struct JoinListener {
 
 impl JoinListener {
     pub fn keep(proto: Proto, listener: Socket) -> JoinListener {
+        JoinListener::keep_if(proto.joins_other_addresses(), listener)
+    }
+
+    /// Keeps `listener` when its transport's connections join (`joins`).
+    pub fn keep_if(joins: bool, listener: Socket) -> JoinListener {
         JoinListener {
-            _kept: proto.joins_other_addresses().then_some(listener),
+            _kept: joins.then_some(listener),
         }
     }
 
@@ -216,14 +221,20 @@ pub fn connect_stream(
     configure: Configure,
 ) -> Result<Socket, WorkloadError> {
     let socket = proto.connect(net, port, id, configure)?;
+    present_token(&socket, net, id)?;
+    Ok(socket)
+}
+
+/// Opens data stream `id` on a connected `socket`: the session token and
+/// the id, as the agent's [`accept_streams`] reads them.
+pub fn present_token(socket: &Socket, net: &ClientNet, id: u32) -> Result<(), WorkloadError> {
     let mut preamble = [0u8; PREAMBLE_LEN];
     preamble[..TOKEN_LEN].copy_from_slice(&net.token);
     preamble[TOKEN_LEN..].copy_from_slice(&id.to_be_bytes());
-    let mut writer: &Socket = &socket;
+    let mut writer: &Socket = socket;
     writer
         .write_all(&preamble)
-        .map_err(WorkloadError::io(format!("opening data stream {id}")))?;
-    Ok(socket)
+        .map_err(WorkloadError::io(format!("opening data stream {id}")))
 }
 
 /// Closes every socket of a side (from another thread) so blocked calls return.

@@ -20,9 +20,11 @@
 //!   over UDP;
 //! - [`udp`]: datagram sockets, their registration handshake, GSO/GRO and
 //!   batched system calls, and the datagram header ([`udp::wire`]);
+//! - [`stream`]: a transport's connections as a workload gets them (the
+//!   agent serves, the client dials; each stream ready, its handshake
+//!   done), and the plain kernel stream every connection transport has;
 //! - [`wire`]: a connected stream of any transport as one `Read + Write`
-//!   for the message loops (rr, sweep), and [`carrier`]: the stream an end
-//!   holds, which runs such a loop and records the transport's figures.
+//!   for the message loops (rr, sweep).
 //!
 //! Workloads branch on [`Delivery`], never on a transport's name, so a new
 //! stream transport runs under every workload that runs over TCP.
@@ -30,9 +32,9 @@
 //! `"udp"`), the strings they always held; `"mptcp"` is new.
 
 pub mod admission;
-pub mod carrier;
 pub mod mptcp;
 pub mod quic;
+pub mod stream;
 pub mod tcp;
 pub mod tls;
 pub mod udp;
@@ -46,7 +48,8 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::linerate::Stack;
-use crate::workload::base::{ClientNet, WorkloadError};
+use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
+use stream::{ConnectOptions, Serving, Streams};
 
 /// Per-socket settings a workload applies before connecting or listening.
 pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
@@ -181,6 +184,31 @@ pub trait Transport: Sync + 'static {
             .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
             .map_err(WorkloadError::io(format!("connecting data stream {id} to {addr}")))?;
         Ok(socket)
+    }
+    /// The agent's end of a test of `streams` streams, bound on the
+    /// address the client came to: its port goes to the client, and its
+    /// accept hands the workload each stream ready, the handshake done.
+    /// The default: a [`Transport::listen`] socket whose connections are
+    /// the kernel's byte stream.
+    fn serve(
+        &self,
+        net: &AgentNet,
+        options: &ConnectOptions,
+        streams: usize,
+    ) -> Result<Box<dyn Serving>, WorkloadError> {
+        Ok(Box::new(stream::PlainServing::bind(self, net, options, streams)?))
+    }
+    /// The client's streams `ids` to the agent's [`Transport::serve`] at
+    /// `port`, each admitted and its handshake done. The default: a
+    /// [`Transport::connect`] socket each.
+    fn dial(
+        &self,
+        net: &ClientNet,
+        port: u16,
+        ids: &[u32],
+        options: &ConnectOptions,
+    ) -> Result<Streams, WorkloadError> {
+        stream::dial_plain(self, net, port, ids, options)
     }
 }
 

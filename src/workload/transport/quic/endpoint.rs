@@ -692,6 +692,13 @@ async fn admit(
         .unwrap_or_else(|_| Err("its streams did not open within 5 s".into()))
 }
 
+/// Whether a connection error is the peer's close after its streams were
+/// done: the end of the test, not a failure.
+pub(crate) fn closed_when_done(e: &quinn::ConnectionError) -> bool {
+    matches!(e, quinn::ConnectionError::ApplicationClosed(c) if c.error_code == VarInt::from_u32(CLOSE_DONE))
+        || matches!(e, quinn::ConnectionError::LocallyClosed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,8 +30,10 @@ pub const NO_LINKS: &str = "--links with --transport quic: QUIC carries all the 
 use serde::{Deserialize, Serialize};
 use socket2::{Protocol, Type};
 
+use super::stream::{ConnectOptions, Serving, Streams};
 use super::{Delivery, Transport};
 use crate::linerate::Stack;
+use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 
 /// QUIC (RFC 9000) over UDP.
 pub struct Quic;
@@ -76,6 +78,25 @@ impl Transport for Quic {
     /// TLS: QUIC protects its packets with the suite the handshake chose.
     fn host_facts(&self, facts: &mut crate::model::HostFacts) {
         super::tls::Tls.host_facts(facts)
+    }
+
+    fn serve(
+        &self,
+        net: &AgentNet,
+        options: &ConnectOptions,
+        streams: usize,
+    ) -> Result<Box<dyn Serving>, WorkloadError> {
+        Ok(Box::new(stream::QuicServing::bind(net, options, streams)?))
+    }
+
+    fn dial(
+        &self,
+        net: &ClientNet,
+        port: u16,
+        ids: &[u32],
+        options: &ConnectOptions,
+    ) -> Result<Streams, WorkloadError> {
+        stream::dial(net, port, ids, options)
     }
 }
 

@@ -1,5 +1,5 @@
-//! A QUIC side of the `tcp` workload: its streams on one connection, and
-//! the sender's and receiver's loops. The sender hands quinn each message
+//! QUIC's streams as a workload gets them, all on one connection, and
+//! their bulk sender's and receiver's loops. The sender hands quinn each message
 //! as one shared buffer (no copy into quinn, as quinn's `perf` does); the
 //! receiver takes the chunks quinn opened, 32 at a time, where they lie.
 //! Both count stream bytes, so the two ends of a stream agree: the sender
@@ -7,103 +7,146 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
-use quinn::{ConnectionError, ReadError, StoppedError, VarInt, WriteError};
+use quinn::{ReadError, StoppedError, VarInt, WriteError};
+use socket2::Socket;
 
-use super::endpoint::{Connected, Streams, CLOSE_ABORTED, CLOSE_DONE};
-use super::KEY;
-use crate::model::TestSpec;
-use crate::model::{Flow, Party, Role};
-use crate::workload::base::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
-use crate::workload::base::{Aborter, RunControl, Side, SideOutcome};
-use crate::workload::transport::tcp::pattern;
+use super::endpoint::{self, closed_when_done, Connected, Listening, CLOSE_ABORTED};
+use super::{DEFAULT_CONGESTION, KEY};
+use crate::model::SocketBuffers;
+use crate::workload::base::runner::{StreamContext, TaskEnd};
+use crate::workload::base::{Aborter, AgentNet, ClientNet, WorkloadError};
+use crate::workload::transport::stream::{Body, ConnectOptions, Held, Hold, Serving, Stream, Streams};
+use crate::workload::transport::tcp::{pattern, ReceivePath, SendPath};
 use crate::workload::transport::tls;
+use crate::workload::transport::Configure;
 
-/// One end's QUIC streams, open and admitted.
-pub struct QuicSide {
-    host: Party,
-    spec: TestSpec,
+/// One QUIC stream of the end's connection, both halves.
+pub struct QuicStream {
     connected: Arc<Connected>,
-    streams: Vec<(u32, Flow, quinn::SendStream, quinn::RecvStream)>,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
 }
 
-impl QuicSide {
-    pub fn new(host: Party, spec: &TestSpec, connected: Connected, streams: Streams) -> QuicSide {
-        let flows = spec.flows();
-        let streams = streams
-            .into_iter()
-            .filter_map(|(id, send, recv)| {
-                flows
-                    .iter()
-                    .find(|(f, _)| *f == id)
-                    .map(|(_, flow)| (id, *flow, send, recv))
-            })
-            .collect();
-        QuicSide {
-            host,
-            spec: spec.clone(),
-            connected: Arc::new(connected),
-            streams,
-        }
+impl Stream for QuicStream {
+    fn socket(&self) -> Option<&Socket> {
+        None
     }
-}
 
-impl Side for QuicSide {
+    /// The endpoint's UDP socket's.
+    fn buffers(&self) -> SocketBuffers {
+        self.connected.local.buffers.clone()
+    }
+
     fn aborter(&self) -> Aborter {
         let connection = self.connected.connection.clone();
         Arc::new(move || connection.close(VarInt::from_u32(CLOSE_ABORTED), b"aborted"))
     }
 
-    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
-        let message = self.spec.message_bytes as usize;
-        let senders = self
-            .streams
-            .iter()
-            .filter(|(_, f, _, _)| f.sender() == self.host)
-            .count() as u64;
-        let mut sender_index = 0u64;
-        let mut tasks = Vec::new();
-        let buffers = self.connected.local.buffers.clone();
-        for (id, flow, send, recv) in self.streams {
-            let connected = self.connected.clone();
-            let (role, body): (Role, StreamBody) = if flow.sender() == self.host {
-                let quota = self
-                    .spec
-                    .bytes
-                    .map(|total| total / senders + u64::from(sender_index < total % senders));
-                sender_index += 1;
-                drop(recv);
-                (
-                    Role::Sender,
-                    Box::new(move |ctx: &StreamContext| {
-                        let error = connected.local.driver.block_on(send_loop(send, message, quota, ctx));
-                        end_of(&connected, error, true)
-                    }),
-                )
-            } else {
-                drop(send);
-                (
-                    Role::Receiver,
-                    Box::new(move |ctx: &StreamContext| {
-                        let error = connected.local.driver.block_on(receive_loop(recv, ctx));
-                        end_of(&connected, error, false)
-                    }),
-                )
-            };
-            tasks.push(StreamTask::new(id, role, buffers.clone(), body));
-        }
-        // quinn's work (packets, protection, system calls) runs on the
-        // stream threads as they drive the runtime: their CPU time has it.
-        self.connected.local.driver.hand_over();
-        let outcome = run_streams(tasks, control);
-        self.connected.local.close(&self.connected.connection);
-        outcome
+    /// Whether the peer's address is one of this host's (a UDP socket
+    /// binds only to a local address).
+    fn peer_on_this_host(&self) -> bool {
+        let ip = self.connected.connection.remote_address().ip();
+        ip.is_loopback() || std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok()
+    }
+
+    fn carry(self: Box<Self>, seals: bool, body: Body) -> TaskEnd {
+        let QuicStream { connected, send, recv } = *self;
+        let mut wire = super::wire::QuicWire::new(&connected.local.driver, send, recv);
+        let mut end = body(None, &mut wire);
+        drop(wire);
+        record(&mut end, &connected, seals);
+        end
+    }
+
+    /// quinn protects the packets: the kernel's paths do not apply.
+    fn send(self: Box<Self>, message: usize, quota: Option<u64>, _: SendPath, ctx: &StreamContext) -> TaskEnd {
+        let QuicStream { connected, send, recv } = *self;
+        drop(recv);
+        let error = connected.local.driver.block_on(send_loop(send, message, quota, ctx));
+        end_of(&connected, error, true)
+    }
+
+    fn receive(self: Box<Self>, _: usize, _: ReceivePath, ctx: &StreamContext) -> TaskEnd {
+        let QuicStream { connected, send, recv } = *self;
+        drop(send);
+        let error = connected.local.driver.block_on(receive_loop(recv, ctx));
+        end_of(&connected, error, false)
     }
 }
 
+/// The connection while its streams run: quinn's work (packets,
+/// protection, system calls) runs on the stream threads as they drive
+/// the runtime, so their CPU time has it; closed as done once they end.
+struct Running(Arc<Connected>);
+
+impl Hold for Running {
+    fn start(&self) {
+        self.0.local.driver.hand_over();
+    }
+
+    fn finish(&self) {
+        self.0.local.close(&self.0.connection);
+    }
+}
+
+fn streams(connected: Connected, streams: endpoint::Streams) -> Streams {
+    let connected = Arc::new(connected);
+    Streams {
+        streams: streams
+            .into_iter()
+            .map(|(id, send, recv)| {
+                let stream = QuicStream {
+                    connected: connected.clone(),
+                    send,
+                    recv,
+                };
+                (id, Box::new(stream) as Box<dyn Stream>)
+            })
+            .collect(),
+        held: Held(Box::new(Running(connected))),
+    }
+}
+
+/// The agent's endpoint, and the cipher suite the spec names.
+pub struct QuicServing {
+    listening: Listening,
+    cipher: &'static str,
+}
+
+impl QuicServing {
+    pub fn bind(net: &AgentNet, options: &ConnectOptions, count: usize) -> Result<QuicServing, WorkloadError> {
+        let congestion = options.congestion.unwrap_or(DEFAULT_CONGESTION);
+        Ok(QuicServing {
+            listening: Listening::bind(net, options.side, congestion, count)?,
+            cipher: options.tls.cloned().unwrap_or_default().cipher.suite_name(),
+        })
+    }
+}
+
+impl Serving for QuicServing {
+    fn port(&self) -> u16 {
+        self.listening.port()
+    }
+
+    fn accept(self: Box<Self>, ids: &[u32], _: Configure, deadline: Instant) -> Result<Streams, WorkloadError> {
+        let (connected, opened) = self.listening.accept(ids, self.cipher, deadline)?;
+        Ok(streams(connected, opened))
+    }
+}
+
+/// The client's connection, every stream of `ids` open on it.
+pub fn dial(net: &ClientNet, port: u16, ids: &[u32], options: &ConnectOptions) -> Result<Streams, WorkloadError> {
+    let tls = options.tls.cloned().unwrap_or_default();
+    let congestion = options.congestion.unwrap_or(DEFAULT_CONGESTION);
+    let (connected, opened) = endpoint::connect(net, port, options.side, &tls, congestion, ids)?;
+    Ok(streams(connected, opened))
+}
+
 /// A stream end's record (its bytes are the context's count): its error,
-/// the handshake under `tls` and the connection's figures under `quic`.
+/// and what [`record`] puts in it.
 fn end_of(connected: &Connected, error: Option<String>, sends: bool) -> TaskEnd {
     let mut end = TaskEnd {
         tcp_info: None,
@@ -111,18 +154,16 @@ fn end_of(connected: &Connected, error: Option<String>, sends: bool) -> TaskEnd 
         error,
         ..TaskEnd::default()
     };
-    let mut record = connected.tls.clone();
-    record.cipher_one_core_bits_per_second = tls::one_core_speed(&record.cipher_suite, sends);
-    end.extras.set(tls::KEY, &record);
-    end.extras.set(KEY, &connected.local.figures(&connected.connection));
+    record(&mut end, connected, sends);
     end
 }
 
-/// Whether a connection error is the peer's close after its streams were
-/// done: the end of the test, not a failure.
-pub(crate) fn closed_when_done(e: &ConnectionError) -> bool {
-    matches!(e, ConnectionError::ApplicationClosed(c) if c.error_code == VarInt::from_u32(CLOSE_DONE))
-        || matches!(e, ConnectionError::LocallyClosed)
+/// Puts the handshake under `tls` (with this end's one-core cipher speed,
+/// of sealing when `seals`) and the connection's figures under `quic` in
+/// a stream end.
+fn record(end: &mut TaskEnd, connected: &Connected, seals: bool) {
+    tls::record_handshake(end, connected.tls.clone(), seals);
+    end.extras.set(KEY, &connected.local.figures(&connected.connection));
 }
 
 /// The sender's loop: hand quinn messages until stopped or the quota is

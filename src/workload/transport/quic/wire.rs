@@ -5,8 +5,8 @@
 use std::io::{self, Read, Write};
 use std::time::Duration;
 
+use super::endpoint::closed_when_done;
 use super::endpoint::Driver;
-use super::stream::closed_when_done;
 use crate::workload::transport::wire::Wire;
 
 /// Both halves of a QUIC stream and the runtime that drives them.

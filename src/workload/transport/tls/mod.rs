@@ -23,8 +23,11 @@ pub mod wire;
 use serde::{Deserialize, Serialize};
 use socket2::{Protocol, Type};
 
+use super::stream::{ConnectOptions, Serving, Streams};
 use super::{Delivery, Transport};
 use crate::linerate::Stack;
+use crate::workload::base::runner::TaskEnd;
+use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 
 pub use params::{Cipher, TlsParams};
 
@@ -74,6 +77,25 @@ impl Transport for Tls {
             tls.certificate_source = Some(serving.source.clone());
         }
         facts.tls = Some(tls);
+    }
+
+    fn serve(
+        &self,
+        net: &AgentNet,
+        options: &ConnectOptions,
+        streams: usize,
+    ) -> Result<Box<dyn Serving>, WorkloadError> {
+        Ok(Box::new(stream::TlsServing::bind(net, options, streams)?))
+    }
+
+    fn dial(
+        &self,
+        net: &ClientNet,
+        port: u16,
+        ids: &[u32],
+        options: &ConnectOptions,
+    ) -> Result<Streams, WorkloadError> {
+        stream::dial(net, port, ids, options)
     }
 }
 
@@ -174,6 +196,14 @@ pub fn summarize(trial: &mut crate::model::TrialResult) {
 /// The share of an end's CPU time the cipher took, above which the cipher
 /// names what limited an end short of CPU.
 pub const CIPHER_SHARE_PERCENT: f64 = 50.0;
+
+/// Puts a stream end's handshake `record` in `end` under [`KEY`], with
+/// this end's one-core cipher speed (of sealing when `seals`: this end's
+/// direction carries the bulk; of opening otherwise).
+pub fn record_handshake(end: &mut TaskEnd, mut record: TlsEnd, seals: bool) {
+    record.cipher_one_core_bits_per_second = one_core_speed(&record.cipher_suite, seals);
+    end.extras.set(KEY, &record);
+}
 
 /// This host's one-core speed of `suite` for a sender (`encrypt`) or a receiver.
 pub fn one_core_speed(suite: &str, encrypt: bool) -> Option<f64> {

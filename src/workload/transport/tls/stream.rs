@@ -9,14 +9,21 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use socket2::Socket;
 
-use super::session::Session;
+use super::session::{ClientSetup, ServerSetup, Session};
 use super::KEY;
+use crate::model::SocketBuffers;
 use crate::probe::tcpinfo;
 use crate::workload::base::runner::{StreamContext, TaskEnd};
-use crate::workload::transport::tcp::{pattern, RECEIVE_CHUNK};
+use crate::workload::base::{Aborter, AgentNet, ClientNet, WorkloadError};
+use crate::workload::transport::admission::{self, Configure, JoinListener};
+use crate::workload::transport::stream::{
+    dial_sockets, same_host, Body, ConnectOptions, Held, PlainServing, Serving, Stream, Streams,
+};
+use crate::workload::transport::tcp::{pattern, ReceivePath, SendPath, RECEIVE_CHUNK};
 
 /// How much sealed data the sender lets rustls hold before it writes:
 /// four records. rustls seals each record into an allocation of its own
@@ -156,4 +163,95 @@ pub fn receive(socket: Socket, session: Session, ctx: &StreamContext) -> TaskEnd
     };
     end.extras.set(KEY, &tls);
     end
+}
+
+/// A TLS stream: its TCP socket and its session, the handshake done
+/// (boxed: a rustls connection is over a kilobyte).
+pub struct TlsStream {
+    socket: Socket,
+    session: Box<Session>,
+}
+
+impl Stream for TlsStream {
+    fn socket(&self) -> Option<&Socket> {
+        Some(&self.socket)
+    }
+
+    fn buffers(&self) -> SocketBuffers {
+        tcpinfo::socket_buffers(&self.socket)
+    }
+
+    fn aborter(&self) -> Aborter {
+        admission::aborter(&[&self.socket])
+    }
+
+    fn peer_on_this_host(&self) -> bool {
+        same_host(&self.socket)
+    }
+
+    fn carry(self: Box<Self>, seals: bool, body: Body) -> TaskEnd {
+        let TlsStream { socket, session } = *self;
+        let mut io = super::wire::TlsIo::new(*session, &socket);
+        let mut end = body(Some(&socket), &mut io);
+        super::record_handshake(&mut end, io.end, seals);
+        end
+    }
+
+    /// rustls seals the records: the kernel's paths do not apply (a spec
+    /// asking for them is refused).
+    fn send(self: Box<Self>, message: usize, quota: Option<u64>, _: SendPath, ctx: &StreamContext) -> TaskEnd {
+        send(self.socket, *self.session, message, quota, ctx)
+    }
+
+    fn receive(self: Box<Self>, _: usize, _: ReceivePath, ctx: &StreamContext) -> TaskEnd {
+        receive(self.socket, *self.session, ctx)
+    }
+}
+
+fn streams(sockets: Vec<(u32, Socket)>, sessions: Vec<(u32, Session)>, held: Held) -> Streams {
+    let mut sessions: std::collections::BTreeMap<u32, Session> = sessions.into_iter().collect();
+    let streams = sockets
+        .into_iter()
+        .filter_map(|(id, socket)| {
+            let session = Box::new(sessions.remove(&id)?);
+            Some((id, Box::new(TlsStream { socket, session }) as Box<dyn Stream>))
+        })
+        .collect();
+    Streams { streams, held }
+}
+
+/// The agent's TLS listener: TCP's, and the agent's certificate.
+pub struct TlsServing {
+    tcp: PlainServing,
+    setup: ServerSetup,
+}
+
+impl TlsServing {
+    pub fn bind(net: &AgentNet, options: &ConnectOptions, count: usize) -> Result<TlsServing, WorkloadError> {
+        // Made now, so the facts the agent answers with announce it.
+        let setup = ServerSetup::new()?;
+        let tcp = PlainServing::bind(&super::Tls, net, options, count)?;
+        Ok(TlsServing { tcp, setup })
+    }
+}
+
+impl Serving for TlsServing {
+    fn port(&self) -> u16 {
+        self.tcp.port()
+    }
+
+    fn accept(self: Box<Self>, ids: &[u32], configure: Configure, deadline: Instant) -> Result<Streams, WorkloadError> {
+        let (sockets, held) = self.tcp.accept_sockets(ids, configure, deadline)?;
+        let sessions = self.setup.handshake_all(&sockets, deadline)?;
+        Ok(streams(sockets, sessions, held))
+    }
+}
+
+/// The client's TLS streams: TCP's, each with its handshake, trusting the
+/// agent as the spec's options say.
+pub fn dial(net: &ClientNet, port: u16, ids: &[u32], options: &ConnectOptions) -> Result<Streams, WorkloadError> {
+    let sockets = dial_sockets(&super::Tls, net, port, ids, options.configure)?;
+    let tls = options.tls.cloned().unwrap_or_default();
+    let sessions = ClientSetup::new(&tls, net)?.handshake_all(&sockets)?;
+    Ok(streams(sockets, sessions, Held(Box::new(JoinListener::none()))))
 }
