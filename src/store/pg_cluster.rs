@@ -250,12 +250,14 @@ impl Cluster {
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let error = match postgres::Config::new()
-                .host_path(self.dir.path())
-                .user(USER)
-                .dbname("postgres")
-                .connect(postgres::NoTls)
-            {
+            // The socket's name carries the port: a server on TCP has its
+            // socket under that port's number, not 5432's.
+            let mut config = postgres::Config::new();
+            config.host_path(self.dir.path()).user(USER).dbname("postgres");
+            if let Some(port) = self.port {
+                config.port(port);
+            }
+            let error = match config.connect(postgres::NoTls) {
                 Ok(_) => return Ok(()),
                 Err(e) => e,
             };

@@ -491,9 +491,13 @@ fn cpu_stat_field(cpu_stat: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in cpu.stat: {cpu_stat}"))
 }
 
-/// The cap holds by the kernel's own clocks, not wall time: a busy loop in
-/// the 10% host used at most its quota in each enforcement period the
-/// kernel counted, and the kernel says it had to throttle it.
+/// The cap holds by the kernel's own clocks, not wall time: the host's
+/// cgroup carries a 10% quota, and a busy loop in the host used at most that
+/// quota in each enforcement period the kernel counted. Whether the kernel
+/// also had to throttle it depends on the machine: the host's thief holds
+/// its core for the other 90% of every 10 ms, so on a busy machine (two
+/// `yes` hogs) the loop may never get as far as its quota; the test does
+/// not ask for a throttle.
 #[test]
 fn cpu_limited_host_really_gets_less_cpu() {
     require_lab!();
@@ -511,19 +515,32 @@ fn cpu_limited_host_really_gets_less_cpu() {
         in_cgroup.split_whitespace().any(|p| p == limited.id().to_string()),
         "{in_cgroup}"
     );
-    // Wait on the kernel's state: enough periods counted, some throttled.
+    // The quota the kernel enforces: 10 ms of every 100 ms (v1's
+    // cpu.cfs_quota_us and cpu.cfs_period_us, v2's cpu.max).
+    let quota = match std::fs::read_to_string(cgroup.join("cpu.cfs_quota_us")) {
+        Ok(quota) => format!(
+            "{} {}",
+            quota.trim(),
+            std::fs::read_to_string(cgroup.join("cpu.cfs_period_us"))
+                .unwrap()
+                .trim()
+        ),
+        Err(_) => std::fs::read_to_string(cgroup.join("cpu.max"))
+            .unwrap()
+            .trim()
+            .to_string(),
+    };
+    assert_eq!(quota, "10000 100000", "the 10% host's quota in {}", cgroup.display());
+    // Wait on the kernel's state: enough periods counted.
     let deadline = Instant::now() + Duration::from_secs(60);
     let (used, cpu_stat) = loop {
         // The process's time first: periods only grow after it.
         let used = cpu_seconds(limited.id());
         let cpu_stat = std::fs::read_to_string(cgroup.join("cpu.stat")).unwrap();
-        if cpu_stat_field(&cpu_stat, "nr_periods") >= 20 && cpu_stat_field(&cpu_stat, "nr_throttled") >= 5 {
+        if cpu_stat_field(&cpu_stat, "nr_periods") >= 20 {
             break (used, cpu_stat);
         }
-        assert!(
-            Instant::now() < deadline,
-            "20 periods, 5 throttled, not reached in 60 s: {cpu_stat}"
-        );
+        assert!(Instant::now() < deadline, "20 periods not counted in 60 s: {cpu_stat}");
         std::thread::sleep(Duration::from_millis(50));
     };
     limited.kill().unwrap();
