@@ -544,7 +544,7 @@ impl Workload for RequestResponse {
         };
         if params.proto.delivery() == Delivery::Stream && !params.crr {
             let configure = configure(&spec.agent, &params);
-            let options = connect_options(&spec.agent, &configure, &params);
+            let options = ConnectOptions::new(&spec.agent, &configure, params.tls.as_ref());
             agent.serving = Some(params.proto.serve(net, &options, spec.flows().len())?);
             return Ok(Box::new(agent));
         }
@@ -587,7 +587,7 @@ impl Workload for RequestResponse {
                     .map(|(id, s)| (id, FlowSocket::Socket(s)))
                     .collect(),
                 (Delivery::Stream, false) => {
-                    let options = connect_options(&spec.client, &configure, &params);
+                    let options = ConnectOptions::new(&spec.client, &configure, params.tls.as_ref());
                     let Streams { streams, held: kept } = params.proto.dial(net, first_port(net)?, &ids, &options)?;
                     held = Some(kept);
                     streams.into_iter().map(|(id, s)| (id, FlowSocket::Stream(s))).collect()
@@ -697,20 +697,6 @@ pub(super) fn configure<'a>(
                 .map_err(WorkloadError::io("setting TCP_NODELAY"))?;
         }
         Ok(())
-    }
-}
-
-/// The flows' connections as the rr workload asks its transport for them.
-fn connect_options<'a>(
-    side: &'a SideOptions,
-    configure: &'a (dyn Fn(&Socket) -> Result<(), WorkloadError> + 'a),
-    params: &'a RrParams,
-) -> ConnectOptions<'a> {
-    ConnectOptions {
-        side,
-        configure,
-        tls: params.tls.as_ref(),
-        congestion: None,
     }
 }
 

@@ -539,7 +539,7 @@ impl Workload for Sweep {
         let params: SweepParams = spec.params()?;
         TestSpec::validate_cpus(&spec.agent.cpus, "remote CPU affinity")?;
         let configure = configure(&spec.agent, params.connection());
-        let options = connect_options(&spec.agent, &configure, &params);
+        let options = ConnectOptions::new(&spec.agent, &configure, params.tls.as_ref());
         let serving = params.connection().serve(net, &options, 1)?;
         let udp = match params.transport.delivery() {
             Delivery::Stream => None,
@@ -568,7 +568,7 @@ impl Workload for Sweep {
                 .ok_or_else(|| WorkloadError::Setup("the agent named too few data ports for the sweep".into()))
         };
         let configure = configure(&spec.client, params.connection());
-        let options = connect_options(&spec.client, &configure, &params);
+        let options = ConnectOptions::new(&spec.client, &configure, params.tls.as_ref());
         let (stream, held) = params
             .connection()
             .dial(net, port(0)?, &[1], &options)?
@@ -650,21 +650,6 @@ fn configure(side: &SideOptions, proto: Proto) -> impl Fn(&Socket) -> Result<(),
                 .map_err(WorkloadError::io("setting TCP_NODELAY")),
             false => Ok(()),
         }
-    }
-}
-
-/// The sweep's connection as its transport makes it: the spec's TLS
-/// options, the transport's own congestion control.
-fn connect_options<'a>(
-    side: &'a SideOptions,
-    configure: &'a (dyn Fn(&Socket) -> Result<(), WorkloadError> + 'a),
-    params: &'a SweepParams,
-) -> ConnectOptions<'a> {
-    ConnectOptions {
-        side,
-        configure,
-        tls: params.tls.as_ref(),
-        congestion: None,
     }
 }
 

@@ -42,6 +42,19 @@ pub struct ConnectOptions<'a> {
     pub congestion: Option<&'a str>,
 }
 
+impl<'a> ConnectOptions<'a> {
+    /// This end's buffers and socket options, the spec's TLS options, and
+    /// the transport's own congestion control.
+    pub fn new(side: &'a SideOptions, configure: Configure<'a>, tls: Option<&'a TlsParams>) -> Self {
+        ConnectOptions {
+            side,
+            configure,
+            tls,
+            congestion: None,
+        }
+    }
+}
+
 /// The agent's end of a transport's connections, bound before the test.
 pub trait Serving: Send {
     /// The port the client dials.
