@@ -105,7 +105,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<()> {
         if let Some(text) = &run.text_report {
             return out.write_all(terminal_text(text).as_bytes());
         }
-        if let Ok(result) = serde_json::from_value::<RunResult>(run.document.clone()) {
+        if let Ok(result) = <RunResult as serde::Deserialize>::deserialize(&run.document) {
             return Text.render(&result, out);
         }
         // An imported run: what its columns hold.

@@ -37,3 +37,17 @@ pub use verdict::{Evidence, Verdict};
 
 /// Identifies the JSON document format.
 pub const SCHEMA: &str = "nicbench.run/1";
+
+/// Reads a model type from JSON text; None when the text is not JSON or not
+/// of that shape.
+///
+/// Model types outside the control protocol are read from a
+/// `&serde_json::Value` wherever they are read (the store hands out parsed
+/// documents): every deserializer a type is read through is another copy of
+/// its whole `Deserialize` in the binary, and those copies were a tenth of
+/// the crate's code and of its build time (issue 72). Text goes through a
+/// `Value` first for the same reason.
+pub fn from_text<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    T::deserialize(&value).ok()
+}

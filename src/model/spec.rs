@@ -302,7 +302,7 @@ impl TestSpec {
         if self.params.is_null() {
             return Ok(T::default());
         }
-        serde_json::from_value(self.params.clone())
+        T::deserialize(&self.params)
             .map_err(|e| SpecError::Invalid(format!("bad parameters for workload '{}': {e}", self.workload)))
     }
 }

@@ -271,7 +271,7 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
             if !seen_facts.insert(text.to_string()) {
                 continue;
             }
-            if let Ok(facts) = serde_json::from_str::<HostFacts>(text) {
+            if let Some(facts) = crate::model::from_text::<HostFacts>(text) {
                 hosts.add(
                     &facts.hostname,
                     format!("{side} of run {}", summary.id),

@@ -307,7 +307,8 @@ pub fn reread_headlines(
         .collect();
     let mut changed = Vec::new();
     for run in runs.iter_mut().filter(|r| above.contains_key(&r.id)) {
-        let Ok(result) = serde_json::from_value::<crate::model::RunResult>(store.run(run.id)?.document) else {
+        let Ok(result) = <crate::model::RunResult as serde::Deserialize>::deserialize(&store.run(run.id)?.document)
+        else {
             continue;
         };
         let figure = crate::workload::results_of(&run.workload).figure_of_merit(&result.result);

@@ -56,7 +56,7 @@ pub struct RunFacts<'a> {
 
 /// The parts of a run's case.
 pub fn parts(run: &RunFacts) -> Parts {
-    let spec: Option<TestSpec> = run.spec.and_then(|s| serde_json::from_str(s).ok());
+    let spec: Option<TestSpec> = run.spec.and_then(crate::model::from_text);
     let mut parts: Parts = match &spec {
         Some(spec) => workload::results_of(run.workload)
             .case(spec)
@@ -82,7 +82,7 @@ pub fn parts(run: &RunFacts) -> Parts {
 fn column_parts(run: &RunFacts) -> Parts {
     let mut parts = vec![("workload".to_string(), run.workload.to_string())];
     if let Some(d) = run.direction {
-        let words = serde_json::from_value(serde_json::Value::String(d.into()))
+        let words = serde::Deserialize::deserialize(&serde_json::Value::String(d.into()))
             .map(workload::case::direction)
             .unwrap_or(d);
         parts.push(("direction".into(), words.to_string()));

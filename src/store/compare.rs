@@ -322,7 +322,7 @@ fn trials_of(store: &Store, ids: &[i64], metric: &Metric) -> Result<TrialsByRun,
         let compared = compared_by.as_deref() == Some(metric.column);
         let pick = pick
             .filter(|_| compared)
-            .and_then(|p| serde_json::from_value(serde_json::Value::String(p)).ok());
+            .and_then(|p| serde::Deserialize::deserialize(&serde_json::Value::String(p)).ok());
         let rule = match (compared, low, high, level) {
             (true, Some(low), Some(high), Some(level_percent)) => Some(Rule {
                 low,

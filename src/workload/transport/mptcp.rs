@@ -80,7 +80,7 @@ impl Transport for Mptcp {
         figures: &serde_json::Value,
         socket: &crate::model::TcpInfo,
     ) -> Option<crate::model::TcpInfo> {
-        let connection: mptcp::MptcpConnection = serde_json::from_value(figures.clone()).ok()?;
+        let connection: mptcp::MptcpConnection = serde::Deserialize::deserialize(figures).ok()?;
         connection_tcp_info(&connection, socket)
     }
 
@@ -152,7 +152,7 @@ struct Joins(mptcp::JoinWatch);
 
 impl ConnectionWatch for Joins {
     fn finish(self: Box<Self>, figures: &mut serde_json::Value) {
-        let Ok(mut connection) = serde_json::from_value::<mptcp::MptcpConnection>(figures.clone()) else {
+        let Ok(mut connection) = <mptcp::MptcpConnection as serde::Deserialize>::deserialize(&*figures) else {
             return;
         };
         self.0.finish(&mut connection);
