@@ -92,6 +92,7 @@ fn trial(bits_per_second: f64) -> TrialResult {
         path_shaper: None,
         return_shaper: None,
         paths: None,
+        clock_offset: None,
     }
 }
 

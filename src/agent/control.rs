@@ -99,8 +99,10 @@ fn serve_connection(
         authenticate(channel, psk, &handshake, shared)?;
     }
     let mut addresses_sent = false;
+    let mut clock_replies = 0;
     loop {
         let request = handshake.recv(channel, "test_request")?;
+        let received_ns = crate::probe::clock::realtime_ns();
         slot.settle();
         match request {
             Message::TestRequest { spec, wait_seconds } => {
@@ -122,6 +124,10 @@ fn serve_connection(
             } => return peer::serve(channel, peer, shared, target, spec, wait_seconds),
             // Once per connection too, as set_mtu.
             Message::SetHost { setting } => return host_settings::serve(channel, peer, local_ip, shared, &setting),
+            Message::ClockRequest { sent_ns } if clock_replies < protocol::MAX_CLOCK_REQUESTS => {
+                clock_replies += 1;
+                answer_clock(channel, sent_ns, received_ns)?;
+            }
             Message::AddressesRequest if !addresses_sent => {
                 addresses_sent = true;
                 channel.send(&Message::Addresses {
@@ -135,6 +141,43 @@ fn serve_connection(
     }
 }
 
+/// Answers one `clock_request` read at `received_ns` (this host's clock).
+fn answer_clock(channel: &mut Channel, client_sent_ns: i64, received_ns: i64) -> Result<(), ProtocolError> {
+    channel.send(&Message::ClockReply {
+        client_sent_ns,
+        received_ns,
+        sent_ns: crate::probe::clock::realtime_ns(),
+    })
+}
+
+/// After `done`: answers the client's clock requests (at most
+/// [`protocol::MAX_CLOCK_REQUESTS`]) until it closes, sends anything else,
+/// or leaves [`CLOCK_AFTER_WAIT`] between two. The test is over, so nothing
+/// here can fail it: an older client simply closes.
+pub(super) fn serve_clock_after(channel: &mut Channel) {
+    for _ in 0..protocol::MAX_CLOCK_REQUESTS {
+        let Ok(message) = channel.recv(CLOCK_AFTER_WAIT, "clock_request or the end") else {
+            return;
+        };
+        let received_ns = crate::probe::clock::realtime_ns();
+        match message {
+            Message::ClockRequest { sent_ns } => {
+                if answer_clock(channel, sent_ns, received_ns).is_err() {
+                    return;
+                }
+            }
+            other => {
+                log::debug!("after done: '{}' instead of clock_request; closing", other.kind());
+                return;
+            }
+        }
+    }
+}
+
+/// How long the agent waits after `done` for the client's next clock
+/// request before it closes the connection.
+const CLOCK_AFTER_WAIT: Duration = Duration::from_secs(5);
+
 /// The agent's hello: whether it asks for the key, and the features its
 /// configuration offers.
 fn our_hello(shared: &Shared) -> Hello {
@@ -144,6 +187,7 @@ fn our_hello(shared: &Shared) -> Hello {
         hello.features.push(protocol::FEATURE_PEER_TESTS.to_string());
     }
     hello.features.push(protocol::FEATURE_WATCH.to_string());
+    hello.features.push(protocol::FEATURE_CLOCK.to_string());
     if shared.config.allow_host_changes && shared.config.psk.is_some() {
         hello.features.push(protocol::FEATURE_HOST_CHANGES.to_string());
     }
@@ -359,6 +403,46 @@ mod tests {
             channel.recv(wait, "error").unwrap(),
             Message::Error {
                 message: "expected test_request, got 'addresses_request'".into()
+            }
+        );
+    }
+
+    #[test]
+    fn clock_requests_are_answered_up_to_the_limit_then_refused() {
+        let handle = Agent::bind(AgentConfig::new("127.0.0.1:0".parse().unwrap()))
+            .unwrap()
+            .spawn();
+        let mut channel = Channel::new(TcpStream::connect(handle.addr).unwrap(), MAX_AGENT_FRAME);
+        channel.send(&Message::Hello(Hello::ours(["tcp"]))).unwrap();
+        let wait = Duration::from_secs(10);
+        let Message::Hello(hello) = channel.recv(wait, "hello").unwrap() else {
+            panic!("no hello");
+        };
+        assert!(hello.features.iter().any(|f| f == protocol::FEATURE_CLOCK));
+        for n in 0..protocol::MAX_CLOCK_REQUESTS {
+            let sent_ns = 1_000_000 + i64::from(n);
+            let before = crate::probe::clock::realtime_ns();
+            channel.send(&Message::ClockRequest { sent_ns }).unwrap();
+            let Message::ClockReply {
+                client_sent_ns,
+                received_ns,
+                sent_ns: replied_ns,
+            } = channel.recv(wait, "clock_reply").unwrap()
+            else {
+                panic!("no clock_reply");
+            };
+            let after = crate::probe::clock::realtime_ns();
+            // The request's reading comes back as it went; the agent's two
+            // readings are of the same clock as ours, in order, between our
+            // send and our receipt.
+            assert_eq!(client_sent_ns, sent_ns);
+            assert!(before <= received_ns && received_ns <= replied_ns && replied_ns <= after);
+        }
+        channel.send(&Message::ClockRequest { sent_ns: 0 }).unwrap();
+        assert_eq!(
+            channel.recv(wait, "error").unwrap(),
+            Message::Error {
+                message: "expected test_request, got 'clock_request'".into()
             }
         );
     }

@@ -132,6 +132,8 @@ pub(super) fn serve(
             n => format!(", overlapped by {n} other test(s)"),
         }
     );
+    // The client's clock exchanges after the test (docs/CLOCKS.md).
+    super::control::serve_clock_after(channel);
     Ok(())
 }
 

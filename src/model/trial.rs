@@ -102,6 +102,46 @@ pub struct TrialResult {
     /// and their summed goodput (its line rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<super::PathsSummary>,
+    /// The agent's clock against the client's over this trial, from the
+    /// clock exchanges before and after it (docs/CLOCKS.md); absent when
+    /// the agent offers none (an older release, another tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset: Option<ClockOffset>,
+}
+
+/// The agent's CLOCK_REALTIME against the client's at the middle of a trial,
+/// estimated from timestamped exchanges over the control connection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClockOffset {
+    /// Agent minus client, µs; absent when the exchanges fit no offset
+    /// (`problem` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_minus_client_us: Option<f64>,
+    /// The true offset lies within the figure plus or minus this, µs,
+    /// however the path's delay splits between its directions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_us: Option<f64>,
+    /// The agent's clock rate against the client's, ppm (positive: the
+    /// agent's runs fast), when the exchanges narrowed it below the
+    /// kernel's 500 ppm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_ppm: Option<f64>,
+    /// The drift's bound, ppm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_bound_ppm: Option<f64>,
+    /// Exchanges used, before and after the trial together.
+    pub exchanges: u32,
+    /// Exchanges refused as impossible (a clock went back during one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused: u32,
+    /// Why there is no figure, in words: a clock stepped while the
+    /// exchanges ran, or none could be used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A shaper between the ends (a lab router's tbf toward the receiver of the
@@ -234,6 +274,7 @@ impl TrialResult {
             path_shaper: None,
             return_shaper: None,
             paths: None,
+            clock_offset: None,
         })
     }
 }

@@ -25,6 +25,27 @@ use crate::model::ClockSync;
 /// the drift searched is within it.
 pub const MAX_DRIFT_PPM: f64 = 500.0;
 
+/// This host's CLOCK_REALTIME now, ns since the epoch: the reading each end
+/// of a clock exchange takes (`Message::ClockRequest`).
+pub fn realtime_ns() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// The resolution of this host's CLOCK_REALTIME, ns (clock_getres; 1 ns on
+/// a kernel with high-resolution timers), or 1 µs where it cannot be read.
+pub fn realtime_resolution_ns() -> f64 {
+    let mut res = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_getres writes one timespec into the one we pass.
+    let read = unsafe { libc::clock_getres(libc::CLOCK_REALTIME, &mut res) } == 0;
+    match read {
+        true => (res.tv_sec as f64 * 1e9 + res.tv_nsec as f64).max(1.0),
+        false => 1_000.0,
+    }
+}
+
 /// Daemons that discipline the clock, by process name.
 const DAEMONS: [&str; 8] = [
     "chronyd",
@@ -149,6 +170,41 @@ impl fmt::Display for Estimate {
             write!(f, ", {} refused", self.refused)?;
         }
         write!(f, ")")
+    }
+}
+
+impl Estimate {
+    /// The estimate as a run records it (`clock_offset`, µs and ppm).
+    pub fn recorded(&self) -> crate::model::ClockOffset {
+        crate::model::ClockOffset {
+            agent_minus_client_us: Some(self.offset_ns / 1e3),
+            bound_us: Some(self.bound_ns / 1e3),
+            drift_ppm: self.drift_ppm.map(|(drift, _)| drift),
+            drift_bound_ppm: self.drift_ppm.map(|(_, bound)| bound),
+            exchanges: self.used as u32,
+            refused: self.refused as u32,
+            problem: None,
+        }
+    }
+}
+
+/// What a run records of `exchanges`, estimated at client time `at_ns`:
+/// the offset and its bound, or why there is none.
+pub fn recorded(exchanges: &[Exchange], at_ns: i64) -> crate::model::ClockOffset {
+    match estimate(exchanges, realtime_resolution_ns(), at_ns) {
+        Ok(estimate) => estimate.recorded(),
+        Err(error) => crate::model::ClockOffset {
+            exchanges: match error {
+                ClockError::Inconsistent { used } => used as u32,
+                ClockError::NoExchange { .. } => 0,
+            },
+            refused: match error {
+                ClockError::NoExchange { refused, .. } => refused as u32,
+                ClockError::Inconsistent { .. } => 0,
+            },
+            problem: Some(error.to_string()),
+            ..Default::default()
+        },
     }
 }
 

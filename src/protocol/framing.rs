@@ -229,6 +229,14 @@ mod properties {
             "\\PC{0,200}".prop_map(|message| Message::Error { message }),
             "[0-9a-f]{0,64}".prop_map(|nonce| Message::AuthChallenge { nonce }),
             ("[0-9a-f]{64}", "[0-9a-f]{64}").prop_map(|(nonce, mac)| Message::AuthResponse { nonce, mac }),
+            any::<i64>().prop_map(|sent_ns| Message::ClockRequest { sent_ns }),
+            (any::<i64>(), any::<i64>(), any::<i64>()).prop_map(|(client_sent_ns, received_ns, sent_ns)| {
+                Message::ClockReply {
+                    client_sent_ns,
+                    received_ns,
+                    sent_ns,
+                }
+            }),
         ]
     }
 

@@ -186,6 +186,17 @@ pub enum Message {
     WatchStarted { agent: HostFacts, max_seconds: f64 },
     /// Client: stop sampling and send your side (`done {report}`).
     WatchStop,
+    /// Client (to an agent offering `clock`), before its test request and
+    /// again after `done`: its CLOCK_REALTIME when it sent this, ns since
+    /// the epoch. The agent answers each with `clock_reply`.
+    ClockRequest { sent_ns: i64 },
+    /// Agent: the client's reading back, and its own CLOCK_REALTIME when it
+    /// read the request and when it sent this reply (ns since the epoch).
+    ClockReply {
+        client_sent_ns: i64,
+        received_ns: i64,
+        sent_ns: i64,
+    },
 }
 
 impl Message {
@@ -216,6 +227,8 @@ impl Message {
             Message::WatchStart => "watch_start",
             Message::WatchStarted { .. } => "watch_started",
             Message::WatchStop => "watch_stop",
+            Message::ClockRequest { .. } => "clock_request",
+            Message::ClockReply { .. } => "clock_reply",
         }
     }
 }
@@ -257,6 +270,14 @@ pub const FEATURE_HOST_CHANGES: &str = "host_changes";
 /// that asks for the key without it (an older release, or a relay that
 /// rewrote its hello).
 pub const FEATURE_SEALED_SESSION: &str = "sealed_session";
+/// Feature of [`Hello::features`]: `clock_request`/`clock_reply` before the
+/// test request and after `done`, so the client can bound the agent's clock
+/// against its own (issue 70; docs/CLOCKS.md). At most
+/// [`MAX_CLOCK_REQUESTS`] each time.
+pub const FEATURE_CLOCK: &str = "clock";
+/// Clock requests an agent answers before a test request, and again after
+/// `done`: enough for the estimator, too few to keep a connection busy.
+pub const MAX_CLOCK_REQUESTS: u32 = 32;
 
 fn is_zero(value: &f64) -> bool {
     *value == 0.0

@@ -279,6 +279,48 @@ fn clock_words(clock: &crate::model::ClockSync) -> String {
     }
 }
 
+/// The agent's clock against the client's over the trial, and how each
+/// host's kernel says its clock is kept: what bounds a one-way figure.
+fn clocks_line(offset: &crate::model::ClockOffset, client: &HostFacts, agent: &HostFacts) -> String {
+    let estimate = match (offset.agent_minus_client_us, offset.bound_us) {
+        (Some(us), Some(bound)) => {
+            let mut words = format!(
+                "agent minus client {:+.3} ms +/- {:.3} ms at the test's middle ({} exchanges",
+                us / 1e3,
+                bound / 1e3,
+                offset.exchanges
+            );
+            if let (Some(drift), Some(drift_bound)) = (offset.drift_ppm, offset.drift_bound_ppm) {
+                words.push_str(&format!(", drift {drift:+.1} +/- {drift_bound:.1} ppm"));
+            }
+            words.push(')');
+            words
+        }
+        _ => format!(
+            "no offset: {}",
+            terminal(offset.problem.as_deref().unwrap_or("the exchanges gave none"))
+        ),
+    };
+    let kept = |name: &str, facts: &HostFacts| match &facts.clock {
+        Some(clock) if clock.synchronized => format!(
+            "{name} synchronized ({}, estimated error {:.3} ms)",
+            if clock.daemons.is_empty() {
+                "no time daemon found".to_string()
+            } else {
+                clock.daemons.iter().map(|d| terminal(d)).collect::<Vec<_>>().join(", ")
+            },
+            clock.estimated_error_us as f64 / 1e3
+        ),
+        Some(_) => format!("{name} not synchronized"),
+        None => format!("{name}'s clock discipline not known"),
+    };
+    format!(
+        "Clocks {estimate}; {}; {}",
+        kept("client", client),
+        kept("agent", agent)
+    )
+}
+
 fn cpu_limit_words(l: &crate::model::CpuLimit) -> String {
     let by = if l.set_by == "lab" {
         "set by the lab"
@@ -388,6 +430,10 @@ pub fn write_run_tail(run: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "{}", facts_line("agent", &run.agent.facts))?;
     let r = &run.result;
     let shared = run.shared_host();
+    // On one kernel the two clocks are one: the offset is 0 by construction.
+    if let (Some(offset), false) = (&r.clock_offset, shared) {
+        writeln!(out, "{}", clocks_line(offset, &run.client.facts, &run.agent.facts))?;
+    }
     let kind = crate::workload::results_of(&run.workload);
     for (name, party, counters) in [
         ("client", Party::Client, &r.counters.client),
@@ -512,5 +558,45 @@ mod tests {
         let mut out = Vec::new();
         write_host(&HostFacts::default(), &mut out).unwrap();
         assert!(!String::from_utf8(out).unwrap().contains("clock"));
+    }
+
+    #[test]
+    fn the_clocks_line_states_the_offset_with_its_bound_or_why_there_is_none() {
+        let chrony = HostFacts {
+            clock: Some(ClockSync {
+                synchronized: true,
+                estimated_error_us: 12,
+                maximum_error_us: 480,
+                daemons: vec!["chronyd".into()],
+            }),
+            ..HostFacts::default()
+        };
+        let free = HostFacts {
+            clock: Some(ClockSync::default()),
+            ..HostFacts::default()
+        };
+        let measured = crate::model::ClockOffset {
+            agent_minus_client_us: Some(-1234.4),
+            bound_us: Some(40.25),
+            drift_ppm: Some(3.07),
+            drift_bound_ppm: Some(0.52),
+            exchanges: 16,
+            ..Default::default()
+        };
+        assert_eq!(
+            clocks_line(&measured, &free, &chrony),
+            "Clocks agent minus client -1.234 ms +/- 0.040 ms at the test's middle (16 exchanges, drift +3.1 +/- \
+             0.5 ppm); client not synchronized; agent synchronized (chronyd, estimated error 0.012 ms)"
+        );
+        let stepped = crate::model::ClockOffset {
+            exchanges: 16,
+            problem: Some("the 16 clock exchanges fit no single offset".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            clocks_line(&stepped, &chrony, &HostFacts::default()),
+            "Clocks no offset: the 16 clock exchanges fit no single offset; client synchronized (chronyd, \
+             estimated error 0.012 ms); agent's clock discipline not known"
+        );
     }
 }

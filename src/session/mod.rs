@@ -8,6 +8,7 @@
 //! [`RunResult`]: crate::model::RunResult
 
 mod admin;
+mod clock;
 mod connect;
 mod run;
 

@@ -327,6 +327,10 @@ fn run_connected(
         }
         check_links_supported(&hello, agent_addr)?;
     }
+    let mut clock = super::clock::ClockExchanges::offered(&hello);
+    if let Some(clock) = &mut clock {
+        clock.burst(&mut channel, agent_addr)?;
+    }
     let accepted = request(&mut channel, spec, target.wait, agent_addr)?;
     stalls
         .agent_mtu
@@ -352,6 +356,7 @@ fn run_connected(
     }
     channel.send(&Message::Start)?;
     let start = Instant::now();
+    let start_ns = crate::probe::clock::realtime_ns();
     let stall_check = || stalls.ask();
     let plan = TrialPlan {
         host: Party::Client,
@@ -365,7 +370,12 @@ fn run_connected(
         stall_check: Some(&stall_check),
     };
     let outcome = side_runner::run_side(side, plan, &mut channel, &ProcStat)?;
-    let result = merge_sides(options.trial, spec, outcome)?;
+    let end_ns = crate::probe::clock::realtime_ns();
+    if let Some(clock) = &mut clock {
+        clock.burst_after(&mut channel, agent_addr);
+    }
+    let mut result = merge_sides(options.trial, spec, outcome)?;
+    result.clock_offset = clock.map(|clock| clock.recorded(start_ns + (end_ns - start_ns) / 2));
     let agent = Endpoint {
         address: agent_addr.to_string(),
         facts: accepted.agent,

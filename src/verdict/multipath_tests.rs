@@ -124,6 +124,7 @@ fn trial_with(paths: &[P], announced: u8, limit: u8) -> TrialResult {
         path_shaper: None,
         return_shaper: None,
         paths: None,
+        clock_offset: None,
     }
 }
 

@@ -107,6 +107,27 @@ fn tcp_result_carries_both_ends_facts_counters_and_a_verdict() {
     assert_eq!(run["trials"][0]["verdict"], *verdict);
 }
 
+/// A `clock_offset` from exchanges on one kernel: 8 before and 8 after the
+/// trial, and the true offset (0: one clock) within the bound.
+fn holds_zero(clock: &Value) {
+    assert_eq!(clock["exchanges"], 16, "{clock}");
+    assert!(clock.get("problem").is_none(), "{clock}");
+    let offset = clock["agent_minus_client_us"].as_f64().unwrap();
+    let bound = clock["bound_us"].as_f64().unwrap();
+    assert!(offset.abs() <= bound, "0 outside {offset} +/- {bound} us: {clock}");
+}
+
+#[test]
+fn every_trial_bounds_the_agents_clock_and_one_kernels_bound_holds_zero() {
+    let agent = AgentProcess::start(&[]);
+    let run = agent.run_json("tcp", &["-t", "0.5"]);
+    holds_zero(&run["clock_offset"]);
+    assert_eq!(run["trials"][0]["clock_offset"], run["clock_offset"]);
+    // The agent keeps serving after the exchanges that follow a test.
+    let again = agent.run_json("rr", &["-t", "0.5"]);
+    holds_zero(&again["clock_offset"]);
+}
+
 #[test]
 fn link_speed_option_gives_percent_of_theoretical_goodput() {
     let agent = AgentProcess::start(&[]);
@@ -132,6 +153,8 @@ fn text_summary_ends_with_facts_line_rate_and_verdict() {
     assert!(text.contains("Facts client"), "{text}");
     assert!(text.contains("Facts agent"), "{text}");
     assert!(text.contains("Counters client lo:"), "{text}");
+    // One kernel, one clock: no offset to state.
+    assert!(!text.contains("Clocks "), "{text}");
     assert!(
         text.contains("Line rate: n/a (link speed unknown; give --link-speed)"),
         "{text}"
@@ -285,6 +308,9 @@ mod lab {
             let nic = &run["counters"][end]["nic"];
             assert!(nic["rx_packets"].as_u64().unwrap() > 1000, "{end}: {nic}");
         }
+        // The lab's hosts share one clock: the estimate through the veths
+        // and the router must hold an offset of 0.
+        super::holds_zero(&run["clock_offset"]);
     }
 
     /// A UDP flood into a socket that never reads, on b's loopback, for
