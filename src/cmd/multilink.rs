@@ -32,8 +32,13 @@ pub fn prepare(m: &MeasureArgs, spec: &TestSpec, target: &Target, iperf3: bool) 
     }
     // Before the agent is asked for its addresses: the spec's own check
     // sees the links only once they are resolved.
-    if crate::workload::transport_of(spec) == Some(crate::workload::transport::Proto::QUIC) {
-        return Err(SpecError::Invalid(crate::workload::transport::quic::NO_LINKS.into()).into());
+    if let Some(transport) = crate::workload::transport_of(spec) {
+        let asked = crate::workload::transport::Asked {
+            chosen_by: "--transport",
+            options: vec![("--links", crate::workload::transport::Setting::Links)],
+            tls: None,
+        };
+        transport.refuse(&asked).map_err(SpecError::Invalid)?;
     }
     if iperf3 {
         return Err(

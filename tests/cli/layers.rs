@@ -23,6 +23,7 @@ use files::File;
 mod files;
 mod names;
 mod source;
+mod transports;
 
 /// Floors, top (1) to bottom (9), as drawn in docs/ARCHITECTURE.md. A
 /// floor with a letter is part of the floor of its number, in an order of
@@ -524,6 +525,61 @@ fn a_workload_name_added_to_the_report_is_named_with_its_line() {
     assert!(names::against(&found, &counts).is_empty());
     let counts = [("src/report/extra.rs".to_string(), 3)].into_iter().collect();
     assert!(names::against(&found, &counts)[0].contains("lower its count"));
+}
+
+/// No transport named in a workload's production code beyond what
+/// `layers/transport_names.txt` still counts (see `layers/transports.rs`).
+#[test]
+fn no_transport_named_by_a_workload_beyond_the_counted() {
+    let files = files::read_all(&source_tree());
+    let found = transports::leaks(&files, &transports::registry());
+    let counts = names::counted(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/layers/transport_names.txt"))
+            .unwrap(),
+    );
+    let problems = transports::against(&found, &counts);
+    assert!(
+        problems.is_empty(),
+        "transports named by workloads:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_transport_named_by_a_workload_is_named_with_its_line() {
+    let tree = [
+        file("workload/mod.rs", "pub mod rr;\npub mod transport;\n"),
+        file(
+            "workload/transport/mod.rs",
+            "pub mod quic;\npub mod tls;\npub struct Proto;\n",
+        ),
+        file("workload/transport/quic.rs", "pub const KEY: &str = \"quic\";\n"),
+        file("workload/transport/tls.rs", "pub fn check() {}\n"),
+        file(
+            "workload/rr/mod.rs",
+            "use super::transport::{self, quic, Proto};\n// transport::tls in prose\nfn f(p: Proto) -> bool {\n    \
+             transport::tls::check();\n    p == Proto::QUIC || p == Proto::TCPX\n}\nfn g() {\n    \
+             crate::workload::transport::tls::check();\n}\n#[cfg(test)]\nmod tests {\n    \
+             use crate::workload::transport::tls::check;\n}\n",
+        ),
+    ];
+    let names: Vec<String> = ["tcp", "quic", "tls"].map(String::from).to_vec();
+    let found = transports::leaks(&files::read_all(&tree), &names);
+    let at: Vec<(&str, usize)> = found.iter().map(|l| (l.file.as_str(), l.line)).collect();
+    assert_eq!(
+        at,
+        [
+            ("src/workload/rr/mod.rs", 1),
+            ("src/workload/rr/mod.rs", 4),
+            ("src/workload/rr/mod.rs", 5),
+            ("src/workload/rr/mod.rs", 8)
+        ],
+        "{found:?}"
+    );
+    let counts = [("src/workload/rr/mod.rs".to_string(), 3)].into_iter().collect();
+    assert!(transports::against(&found, &counts)[0].contains("on 4 line(s), 3 counted"));
+    let counts = [("src/workload/rr/mod.rs".to_string(), 5)].into_iter().collect();
+    assert!(transports::against(&found, &counts)[0].contains("lower its count"));
 }
 
 #[test]

@@ -5,6 +5,10 @@
 use crate::model::TrialResult;
 use crate::units::Rate;
 
+/// Share of the offered rate below which a sender did not reach its offer
+/// (UDP's `-b`, TCP's pacing).
+pub const OFFER_REACHED_PERCENT: f64 = 90.0;
+
 /// The figure trials of a case are compared by.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use error::WorkloadError;
-pub use figure::{format_figure, Better, Figure, Metric};
+pub use figure::{format_figure, Better, Figure, Metric, OFFER_REACHED_PERCENT};
 pub use net::{routes_of, AgentNet, ClientNet, Settings};
 pub use runner::{RunControl, SideOutcome};
 

@@ -81,7 +81,7 @@ impl Default for FilesParams {
             compressibility: 0.0,
             compress_level: None,
             fsync: false,
-            transport: Proto::TCP,
+            transport: Proto::default(),
         }
     }
 }
@@ -185,16 +185,13 @@ impl VerdictQuestions for FilesResults {
     }
 
     fn several_paths(&self, trial: &TrialResult) -> Option<String> {
-        super::transport::mptcp::several_paths(trial)
+        super::transport::several_paths(trial)
     }
 }
 
 impl TextView for FilesResults {
     fn write_details(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        for stream in &trial.streams {
-            super::transport::mptcp::write_subflows(stream, out)?;
-        }
-        Ok(())
+        super::transport::write_details(trial, super::transport::Details::Connection, out)
     }
 
     fn write_summary(&self, trial: &TrialResult, out: &mut dyn std::io::Write) -> std::io::Result<()> {

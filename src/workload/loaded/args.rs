@@ -102,7 +102,7 @@ impl WorkloadArgs for LoadedOptions {
                 zerocopy_method: None,
                 discard: false,
                 rate_bits_per_second: None,
-                transport: crate::workload::transport::Proto::TCP,
+                transport: crate::workload::transport::Proto::default(),
                 tls: None,
             },
             notsent_lowat_bytes: self.notsent_lowat,

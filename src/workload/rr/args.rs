@@ -24,7 +24,7 @@ pub fn sizes(s: &str) -> Result<(u64, u64), String> {
 pub struct RrOptions {
     /// Transport of the transactions (`--transport` as tcp and sweep spell
     /// it, so a plan's axis can give one option to all three).
-    #[arg(long, visible_alias = "transport", value_enum, default_value_t = Proto::TCP)]
+    #[arg(long, visible_alias = "transport", value_enum, default_value_t = Proto::default())]
     pub proto: Proto,
     /// Request and response sizes, REQ,RESP (e.g. 1,1 or 64,1K). UDP needs
     /// at least 8 bytes each (the sequence number); default 1,1 for TCP, 8,8 for UDP.

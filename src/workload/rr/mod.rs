@@ -19,8 +19,8 @@ use super::transport::admission;
 use super::transport::quic::endpoint::{Dialer, Listening, Local};
 use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
 use super::transport::tls::session::{ClientSetup, ServerSetup};
-use super::transport::tls::{self, TlsParams};
-use super::transport::{self, quic, Delivery, Proto};
+use super::transport::tls::TlsParams;
+use super::transport::{self, quic, Asked, Delivery, Proto, Setting};
 pub mod args;
 pub mod command;
 pub mod loops;
@@ -107,7 +107,7 @@ impl RrParams {
 impl Default for RrParams {
     fn default() -> Self {
         RrParams {
-            proto: Proto::TCP,
+            proto: Proto::default(),
             request_bytes: 1,
             response_bytes: 1,
             crr: false,
@@ -217,7 +217,7 @@ impl Figures for RrResults {
 
     fn summarize(&self, trial: &mut TrialResult) {
         result::summarize(trial);
-        crate::workload::transport::tls::summarize(trial);
+        crate::workload::transport::summarize(trial);
     }
 
     fn figure_of_merit(&self, trial: &TrialResult) -> Figure {
@@ -361,7 +361,7 @@ impl TextView for RrResults {
 
     /// Over TLS: what the handshakes settled on and their mean time.
     fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
-        tls::write_handshakes(trial, out)
+        transport::write_details(trial, transport::Details::Handshakes, out)
     }
 }
 
@@ -448,37 +448,21 @@ impl Workload for RequestResponse {
         p.proto
             .available()
             .map_err(|why| SpecError::Invalid(format!("--proto {}: {why}", p.proto)))?;
-        if p.proto == Proto::QUIC {
-            // Each is a kernel socket's option; QUIC's stream is quinn's.
-            let refuse = |option: &str, why: &str| {
-                Err(SpecError::Invalid(format!(
-                    "{option} with --proto quic: {why}; drop {option}"
-                )))
-            };
-            if p.spin {
-                return refuse(
-                    "--spin",
-                    "quinn reads the UDP socket when its runtime is woken, not by polling",
-                );
-            }
-            if p.quickack {
-                return refuse("--quickack", "QUIC acknowledges in quinn, not with TCP_QUICKACK");
-            }
-            if p.busy_poll_us.is_some() {
-                return refuse(
-                    "--busy-poll",
-                    "quinn's socket waits in its runtime, not in the kernel's busy poll",
-                );
-            }
-        }
-        tls::params::check(p.encrypted(), "tls or quic", p.proto.name(), p.tls.as_ref()).map_err(SpecError::Invalid)?;
-        if p.spin && p.proto == Proto::TLS {
-            return Err(SpecError::Invalid(
-                "--spin polls the socket for data; over TLS records are opened in rustls, which waits on the \
-                 socket: drop --spin"
-                    .into(),
-            ));
-        }
+        let set = [
+            (p.spin, "--spin", Setting::Spin),
+            (p.quickack, "--quickack", Setting::QuickAck),
+            (p.busy_poll_us.is_some(), "--busy-poll", Setting::BusyPoll),
+        ];
+        let asked = Asked {
+            chosen_by: "--proto",
+            options: set
+                .into_iter()
+                .filter(|s| s.0)
+                .map(|(_, option, setting)| (option, setting))
+                .collect(),
+            tls: p.tls.as_ref(),
+        };
+        p.proto.refuse(&asked).map_err(SpecError::Invalid)?;
         if p.crr && p.proto.is_datagram() {
             return Err(SpecError::Invalid(format!(
                 "--crr opens a connection per transaction; it cannot be combined with --proto {}",

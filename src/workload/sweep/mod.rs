@@ -118,7 +118,7 @@ impl Default for SweepParams {
             perturbation_bytes: 3,
             sizes_bytes: Vec::new(),
             mode: Mode::PingPong,
-            transport: Proto::TCP,
+            transport: Proto::default(),
             point_seconds: DEFAULT_POINT_SECONDS,
             passes: Some(DEFAULT_PASSES),
             link_speed_bits_per_second: None,
@@ -145,11 +145,12 @@ impl SweepParams {
     }
 
     /// The transport of the sweep's connection: the measured one when it
-    /// is a stream; over datagrams, TCP carries the sizes and the results.
+    /// is a stream; over datagrams, the default one (TCP) carries the
+    /// sizes and the results.
     pub fn connection(&self) -> Proto {
         match self.transport.delivery() {
             Delivery::Stream => self.transport,
-            Delivery::Datagram => Proto::TCP,
+            Delivery::Datagram => Proto::default(),
         }
     }
 
@@ -223,13 +224,12 @@ impl SweepParams {
         self.transport
             .available()
             .map_err(|why| SpecError::Invalid(format!("--transport {}: {why}", self.transport)))?;
-        crate::workload::transport::tls::params::check(
-            self.encrypted(),
-            "tls or quic",
-            self.transport.name(),
-            self.tls.as_ref(),
-        )
-        .map_err(SpecError::Invalid)?;
+        let asked = crate::workload::transport::Asked {
+            chosen_by: "--transport",
+            options: Vec::new(),
+            tls: self.tls.as_ref(),
+        };
+        self.transport.refuse(&asked).map_err(SpecError::Invalid)?;
         if self.transport.is_datagram() && self.mode == Mode::Stream {
             return Err(SpecError::Invalid(
                 "--mode stream runs over a connection (tcp, tls, quic, mptcp); over UDP the sweep is ping-pong \
@@ -317,7 +317,7 @@ impl Figures for SweepResults {
 
     /// Over TLS and QUIC, each end's handshake time in `sum.tls`.
     fn summarize(&self, trial: &mut TrialResult) {
-        crate::workload::transport::tls::summarize(trial);
+        crate::workload::transport::summarize(trial);
     }
 
     /// The peak of the sizes a wire of the line rate could carry, read
@@ -351,7 +351,7 @@ impl Stored for SweepResults {
             Mode::PingPong => "sweep ping-pong".to_string(),
             Mode::Stream => "sweep stream".to_string(),
         };
-        if p.transport != Proto::TCP {
+        if !p.transport.is_tcp() {
             mode = format!("{mode} {}", p.transport.label());
         }
         if let Some(t) = p.tls() {
@@ -437,8 +437,7 @@ impl TextView for SweepResults {
         for sweep in sweeps(trial, None) {
             text::table(&sweep, out)?;
         }
-        crate::workload::transport::tls::write_handshakes(trial, out)?;
-        crate::workload::transport::quic::write_details(trial, out)
+        crate::workload::transport::write_details(trial, crate::workload::transport::Details::Connection, out)
     }
 }
 

@@ -19,12 +19,11 @@ use socket2::Socket;
 
 use super::runner::{tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::transport::admission;
-use super::transport::quic;
 use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
 use super::transport::tcp::{pace, zerocopy, TcpEnd, KEY};
 pub use super::transport::tcp::{ReceivePath, SendPath};
-use super::transport::tls::{self, TlsParams};
-use super::transport::{ConnectionFigures, Proto};
+use super::transport::tls::TlsParams;
+use super::transport::{self, Asked, ConnectionFigures, Details, Proto, Setting};
 use super::{
     Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, RunControl, Side, SideOptions, SideOutcome,
     SpecError, Stored, TestSpec, TextView, VerdictQuestions, Workload, WorkloadError,
@@ -140,7 +139,7 @@ impl Figures for TcpResults {
     }
 
     fn summarize(&self, trial: &mut TrialResult) {
-        tls::summarize(trial)
+        transport::summarize(trial)
     }
 }
 
@@ -181,16 +180,17 @@ impl Stored for TcpResults {
 impl VerdictQuestions for TcpResults {
     /// Over TLS: the cipher, where it took most of an end's CPU time.
     fn findings(&self, trial: &TrialResult) -> Vec<crate::model::Verdict> {
-        tls::cipher_findings(trial)
+        transport::findings(trial)
     }
 
+    /// Over MPTCP, a stream's several paths.
     fn several_paths(&self, trial: &TrialResult) -> Option<String> {
-        super::transport::mptcp::several_paths(trial)
+        transport::several_paths(trial)
     }
 
     /// Over QUIC, quinn's packets at the size it settled on.
     fn full_packet(&self, trial: &TrialResult, ipv6: bool) -> Option<(u64, u64)> {
-        quic::full_packet(trial, ipv6)
+        transport::full_packet(trial, ipv6)
     }
 
     /// A paced sender (`-b`) that reached 90% of its pacing rate, summed
@@ -214,7 +214,7 @@ impl VerdictQuestions for TcpResults {
             };
             paced = true;
             let rate: f64 = senders.iter().map(|s| s.bits_per_second).sum();
-            reached &= rate * 100.0 / offered as f64 >= crate::workload::udp::result::OFFER_REACHED_PERCENT;
+            reached &= rate * 100.0 / offered as f64 >= super::base::OFFER_REACHED_PERCENT;
         }
         paced.then_some(reached)
     }
@@ -224,10 +224,7 @@ impl TextView for TcpResults {
     /// Shown where a stream has no TCP_INFO: over QUIC, whose UDP socket
     /// nicbench sizes itself.
     fn default_buffers_note(&self) -> Option<String> {
-        Some(format!(
-            "QUIC: {} asked each way, as quinn's perf asks, which Linux doubles, up to net.core.wmem_max/rmem_max",
-            crate::units::Size(quic::endpoint::DEFAULT_BUFFER_BYTES)
-        ))
+        transport::default_buffers_note()
     }
 
     /// The message size, and the pacing rate when `-b` set one.
@@ -241,11 +238,7 @@ impl TextView for TcpResults {
     }
 
     fn write_details(&self, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
-        for stream in &trial.streams {
-            super::transport::mptcp::write_subflows(stream, out)?;
-        }
-        tls::write_details(trial, out)?;
-        quic::write_details(trial, out)?;
+        transport::write_details(trial, Details::Costs, out)?;
         for stream in &trial.streams {
             let Some(part) = stream.sender.extras.get::<TcpEnd>(KEY) else {
                 continue;
@@ -316,12 +309,6 @@ impl Workload for TcpStream {
             .transport
             .check_stream_for(self.name())
             .map_err(SpecError::Invalid)?;
-        if params.transport == Proto::QUIC {
-            check_quic(&params)?;
-            if !spec.links.is_empty() {
-                return Err(SpecError::Invalid(quic::NO_LINKS.into()));
-            }
-        }
         if !params.transport.tcp_options() {
             let set = [
                 (params.mss.is_some(), "-M/--mss"),
@@ -336,37 +323,20 @@ impl Workload for TcpStream {
                 )));
             }
         }
-        tls::params::check(
-            params.runs_tls(),
-            "tls or quic",
-            params.transport.name(),
-            params.tls.as_ref(),
-        )
-        .map_err(SpecError::Invalid)?;
-        match params.tls() {
-            None => {}
-            Some(_) => {
-                if params.zerocopy {
-                    return Err(SpecError::Invalid(
-                        "-Z/--zerocopy with --transport tls: rustls seals each record in user space, so there is \
-                         no file page or user page the kernel could send as it is; drop -Z"
-                            .into(),
-                    ));
-                }
-                if params.discard {
-                    return Err(SpecError::Invalid(
-                        "--discard with --transport tls: records must be read to be opened and checked; drop --discard"
-                            .into(),
-                    ));
-                }
-            }
-        }
+        params
+            .transport
+            .refuse(&asked(spec, &params))
+            .map_err(SpecError::Invalid)?;
         if params.zerocopy_method.is_some() && !params.zerocopy {
             return Err(SpecError::Invalid(
                 "a zero-copy method without zero-copy send: set zerocopy too (-Z/--zerocopy=METHOD)".into(),
             ));
         }
-        if let Some(cc) = params.congestion.as_ref().filter(|_| params.transport != Proto::QUIC) {
+        if let Some(cc) = params
+            .congestion
+            .as_ref()
+            .filter(|_| !params.transport.own_congestion_control())
+        {
             let available = tcpinfo::available_congestion_controls();
             if !available.is_empty() && !available.iter().any(|a| a == cc) {
                 return Err(SpecError::Invalid(format!(
@@ -466,48 +436,36 @@ fn prepare_sender(socket: &Socket, sends: bool, params: &TcpParams) -> Result<()
     Ok(())
 }
 
-/// What a test over QUIC refuses: the options of TCP's sockets, which
-/// quinn's UDP socket does not have, and a congestion controller quinn
-/// does not have.
-fn check_quic(params: &TcpParams) -> Result<(), SpecError> {
-    let refuse = |option: &str, why: &str| {
-        Err(SpecError::Invalid(format!(
-            "{option} with --transport quic: {why}; drop {option}"
-        )))
-    };
-    if params.mss.is_some() {
-        return refuse("-M/--mss", "QUIC sizes its own packets to the path MTU it discovers");
-    }
-    if params.nodelay {
-        return refuse("-N/--nodelay", "QUIC has no Nagle's algorithm");
-    }
-    if params.zerocopy {
-        return refuse("-Z/--zerocopy", "quinn protects each packet in user space");
-    }
-    if params.discard {
-        return refuse("--discard", "packets must be read to be opened and checked");
-    }
-    if params.rate_bits_per_second.is_some() {
-        return refuse(
-            "-b/--bitrate",
-            "quinn paces to its congestion window; nicbench cannot pace it yet",
-        );
-    }
-    if params.tls.as_ref().is_some_and(|t| t.ktls) {
-        return refuse(
+/// What the test asks of its transport, in the order it is checked.
+fn asked<'a>(spec: &'a TestSpec, params: &'a TcpParams) -> Asked<'a> {
+    let set = [
+        (params.mss.is_some(), "-M/--mss", Setting::Mss),
+        (params.nodelay, "-N/--nodelay", Setting::NoDelay),
+        (params.zerocopy, "-Z/--zerocopy", Setting::ZeroCopy),
+        (params.discard, "--discard", Setting::Discard),
+        (params.rate_bits_per_second.is_some(), "-b/--bitrate", Setting::Pacing),
+        (
+            params.tls.as_ref().is_some_and(|t| t.ktls),
             "--ktls",
-            "kernel TLS seals TCP records; QUIC protects its packets in quinn",
-        );
-    }
+            Setting::KernelTls,
+        ),
+    ];
+    let mut options: Vec<(&str, Setting)> = set
+        .into_iter()
+        .filter(|(set, _, _)| *set)
+        .map(|(_, option, setting)| (option, setting))
+        .collect();
     if let Some(cc) = &params.congestion {
-        if !quic::CONGESTION_CONTROLLERS.contains(&cc.as_str()) {
-            return Err(SpecError::Invalid(format!(
-                "-C/--congestion '{cc}' with --transport quic: quinn has {} (the kernel's controllers drive TCP only)",
-                quic::CONGESTION_CONTROLLERS.join(", ")
-            )));
-        }
+        options.push(("-C/--congestion", Setting::Congestion(cc)));
     }
-    Ok(())
+    if !spec.links.is_empty() {
+        options.push(("--links", Setting::Links));
+    }
+    Asked {
+        chosen_by: "--transport",
+        options,
+        tls: params.tls.as_ref(),
+    }
 }
 
 struct TcpAgent {

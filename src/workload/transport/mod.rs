@@ -42,12 +42,14 @@ pub mod unix;
 pub mod wire;
 
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::linerate::Stack;
+use crate::model::{TrialResult, Verdict};
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 use stream::{ConnectOptions, Serving, Streams};
 
@@ -131,6 +133,50 @@ pub trait Transport: Sync + 'static {
     /// Adds to this host's facts what decides how its connections run
     /// (MPTCP: the path manager), for a test over it.
     fn host_facts(&self, _facts: &mut crate::model::HostFacts) {}
+    /// Refuses what of `asked` it cannot do, saying why and what to drop.
+    /// The default: TLS's options only over a TLS 1.3 handshake, and
+    /// checked there ([`tls::params::check`]).
+    fn refuse(&self, asked: &Asked) -> Result<(), String> {
+        check_tls_options(self, asked)
+    }
+    /// Whether a congestion controller of its own drives its connections
+    /// (QUIC's, in quinn) instead of the kernel's: `-C` then names one of
+    /// its own, which [`Transport::refuse`] checks.
+    fn own_congestion_control(&self) -> bool {
+        false
+    }
+    /// Puts its totals of `trial`, from its figures in the stream ends,
+    /// into the trial's sum (TLS: the handshakes of TLS and QUIC alike, in
+    /// `sum.tls`). A trial without its figures is left alone.
+    fn summarize(&self, _trial: &mut TrialResult) {}
+    /// Writes its lines under a result whose stream ends hold its figures,
+    /// as many as the workload's text shows (`details`); nothing for a
+    /// trial without them.
+    fn write_details(&self, _trial: &TrialResult, _details: Details, _out: &mut dyn io::Write) -> io::Result<()> {
+        Ok(())
+    }
+    /// The verdict's findings only it can give from its figures (TLS: the
+    /// cipher took most of an end's CPU time).
+    fn findings(&self, _trial: &TrialResult) -> Vec<Verdict> {
+        Vec::new()
+    }
+    /// Why `trial` has no one link's line rate, where it spread a stream
+    /// over several paths (MPTCP), in words for `Line rate: n/a (...)`.
+    fn several_paths(&self, _trial: &TrialResult) -> Option<String> {
+        None
+    }
+    /// The full-size packet of `trial` where it packs the bytes into
+    /// datagrams of its own (QUIC): the IP packet and the payload it
+    /// carries. None: the sockets tell it.
+    fn full_packet(&self, _trial: &TrialResult, _ipv6: bool) -> Option<(u64, u64)> {
+        None
+    }
+    /// Why a stream's buffers are what they are where nobody asked for a
+    /// size and it has no TCP_INFO to show them (QUIC sizes its own UDP
+    /// socket).
+    fn default_buffers_note(&self) -> Option<String> {
+        None
+    }
     /// Whether its sockets take TCP's own options (`TCP_NODELAY`,
     /// `TCP_MAXSEG`, `TCP_CONGESTION`): workloads set them only then.
     fn tcp_options(&self) -> bool {
@@ -210,6 +256,118 @@ pub trait Transport: Sync + 'static {
     ) -> Result<Streams, WorkloadError> {
         stream::dial_plain(self, net, port, ids, options)
     }
+}
+
+/// A setting of a test, from an option, that a transport may not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting<'a> {
+    /// TCP_MAXSEG.
+    Mss,
+    /// TCP_NODELAY.
+    NoDelay,
+    /// Sending without the user-to-kernel copy (sendfile, MSG_ZEROCOPY).
+    ZeroCopy,
+    /// Receiving with MSG_TRUNC: the kernel discards the data.
+    Discard,
+    /// The kernel's pacing of a socket (SO_MAX_PACING_RATE).
+    Pacing,
+    /// Records sealed in the kernel (kTLS).
+    KernelTls,
+    /// A congestion controller, by name.
+    Congestion(&'a str),
+    /// Streams spread over several links.
+    Links,
+    /// Polling the socket for data in a busy loop.
+    Spin,
+    /// TCP_QUICKACK.
+    QuickAck,
+    /// SO_BUSY_POLL.
+    BusyPoll,
+}
+
+/// What a test asks of its transport beyond its streams
+/// ([`Transport::refuse`]).
+pub struct Asked<'a> {
+    /// The option that chose the transport, as errors name it
+    /// (`--transport`, `--proto`).
+    pub chosen_by: &'a str,
+    /// The options set, each with its name on the command line
+    /// (`-M/--mss`), in the order they are checked.
+    pub options: Vec<(&'a str, Setting<'a>)>,
+    /// The spec's TLS options, as given.
+    pub tls: Option<&'a tls::TlsParams>,
+}
+
+/// TLS's options refused without a TLS 1.3 handshake and checked with one:
+/// every transport's part of [`Transport::refuse`].
+pub fn check_tls_options(transport: &(impl Transport + ?Sized), asked: &Asked) -> Result<(), String> {
+    let encrypted: Vec<&str> = REGISTRY
+        .iter()
+        .filter(|t| t.tls_handshake())
+        .map(|t| t.name())
+        .collect();
+    tls::params::check(
+        transport.tls_handshake(),
+        &encrypted.join(" or "),
+        transport.name(),
+        asked.tls,
+    )
+}
+
+/// How many of a transport's own lines a workload's text shows under a
+/// result ([`Transport::write_details`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Details {
+    /// What the handshakes settled on (rr: its transactions say the rest).
+    Handshakes,
+    /// Besides, the connection's own figures: MPTCP's subflows, QUIC's
+    /// packets (a sweep, a files transfer).
+    Connection,
+    /// Besides, what the cipher cost each end (bulk streams).
+    Costs,
+}
+
+/// Every transport's totals of `trial` into its sum
+/// ([`Transport::summarize`]).
+pub fn summarize(trial: &mut TrialResult) {
+    for transport in &REGISTRY {
+        transport.summarize(trial);
+    }
+}
+
+/// Every transport's lines under `trial`, in [`REGISTRY`]'s order
+/// ([`Transport::write_details`]).
+pub fn write_details(trial: &TrialResult, details: Details, out: &mut dyn io::Write) -> io::Result<()> {
+    for transport in &REGISTRY {
+        transport.write_details(trial, details, out)?;
+    }
+    Ok(())
+}
+
+/// Every transport's findings of `trial` ([`Transport::findings`]).
+pub fn findings(trial: &TrialResult) -> Vec<Verdict> {
+    REGISTRY
+        .iter()
+        .flat_map(|transport| transport.findings(trial))
+        .collect()
+}
+
+/// Why `trial` has no one link's line rate, if a transport spread it over
+/// several paths ([`Transport::several_paths`]).
+pub fn several_paths(trial: &TrialResult) -> Option<String> {
+    REGISTRY.iter().find_map(|transport| transport.several_paths(trial))
+}
+
+/// `trial`'s full-size packet, if a transport packed it itself
+/// ([`Transport::full_packet`]).
+pub fn full_packet(trial: &TrialResult, ipv6: bool) -> Option<(u64, u64)> {
+    REGISTRY.iter().find_map(|transport| transport.full_packet(trial, ipv6))
+}
+
+/// Why the buffers of a stream without TCP_INFO are what they are
+/// ([`Transport::default_buffers_note`]).
+pub fn default_buffers_note() -> Option<String> {
+    REGISTRY.iter().find_map(|transport| transport.default_buffers_note())
 }
 
 /// What a transport watched on a connection while its stream ran.

@@ -47,6 +47,25 @@ impl Transport for Mptcp {
         }
     }
 
+    /// Each stream's subflows, where the connection's figures are shown.
+    fn write_details(
+        &self,
+        trial: &crate::model::TrialResult,
+        details: super::Details,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        if details >= super::Details::Connection {
+            for stream in &trial.streams {
+                write_subflows(stream, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn several_paths(&self, trial: &crate::model::TrialResult) -> Option<String> {
+        several_paths(trial)
+    }
+
     /// A subflow joins at the address the agent announced on another link
     /// (ADD_ADDR), at the data port: the listener must be there too.
     fn joins_other_addresses(&self) -> bool {

@@ -55,8 +55,7 @@ pub struct UdpResult {
     pub sender_largest_burst_seconds: Option<f64>,
 }
 
-/// Share of the offered rate below which a sender did not reach its offer.
-pub const OFFER_REACHED_PERCENT: f64 = 90.0;
+pub use crate::workload::base::OFFER_REACHED_PERCENT;
 
 impl UdpResult {
     /// The sender's rate as a share of what it was asked to offer.

@@ -23,15 +23,11 @@ pub mod endpoint;
 pub mod stream;
 pub mod wire;
 
-/// Why `--links` does not go with `--transport quic`.
-pub const NO_LINKS: &str = "--links with --transport quic: QUIC carries all the streams on one connection over one \
-     UDP socket, so they cannot be spread over links; drop --links, or use --transport tcp or tls";
-
 use serde::{Deserialize, Serialize};
 use socket2::{Protocol, Type};
 
 use super::stream::{ConnectOptions, Serving, Streams};
-use super::{Delivery, Transport};
+use super::{Asked, Delivery, Setting, Transport};
 use crate::linerate::Stack;
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 
@@ -72,6 +68,71 @@ impl Transport for Quic {
 
     fn tls_handshake(&self) -> bool {
         true
+    }
+
+    /// A kernel socket's options (quinn's UDP socket has none of TCP's),
+    /// kernel TLS, links, and a congestion controller quinn does not have;
+    /// then TLS's options.
+    fn refuse(&self, asked: &Asked) -> Result<(), String> {
+        let chosen_by = asked.chosen_by;
+        for &(option, setting) in &asked.options {
+            let why = match setting {
+                Setting::Mss => "QUIC sizes its own packets to the path MTU it discovers",
+                Setting::NoDelay => "QUIC has no Nagle's algorithm",
+                Setting::ZeroCopy => "quinn protects each packet in user space",
+                Setting::Discard => "packets must be read to be opened and checked",
+                Setting::Pacing => "quinn paces to its congestion window; nicbench cannot pace it yet",
+                Setting::KernelTls => "kernel TLS seals TCP records; QUIC protects its packets in quinn",
+                Setting::Spin => "quinn reads the UDP socket when its runtime is woken, not by polling",
+                Setting::QuickAck => "QUIC acknowledges in quinn, not with TCP_QUICKACK",
+                Setting::BusyPoll => "quinn's socket waits in its runtime, not in the kernel's busy poll",
+                Setting::Congestion(cc) if CONGESTION_CONTROLLERS.contains(&cc) => continue,
+                Setting::Congestion(cc) => {
+                    return Err(format!(
+                        "{option} '{cc}' with {chosen_by} quic: quinn has {} (the kernel's controllers drive TCP only)",
+                        CONGESTION_CONTROLLERS.join(", ")
+                    ))
+                }
+                Setting::Links => {
+                    return Err(format!(
+                        "{option} with {chosen_by} quic: QUIC carries all the streams on one connection over one \
+                         UDP socket, so they cannot be spread over links; drop {option}, or use {chosen_by} tcp or tls"
+                    ))
+                }
+            };
+            return Err(format!("{option} with {chosen_by} quic: {why}; drop {option}"));
+        }
+        super::check_tls_options(self, asked)
+    }
+
+    fn own_congestion_control(&self) -> bool {
+        true
+    }
+
+    /// The connection's figures of each end (version, path MTU, packets,
+    /// losses, GSO/GRO), where the connection's figures are shown.
+    fn write_details(
+        &self,
+        trial: &crate::model::TrialResult,
+        details: super::Details,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        match details {
+            super::Details::Handshakes => Ok(()),
+            super::Details::Connection | super::Details::Costs => write_details(trial, out),
+        }
+    }
+
+    fn full_packet(&self, trial: &crate::model::TrialResult, ipv6: bool) -> Option<(u64, u64)> {
+        full_packet(trial, ipv6)
+    }
+
+    /// Its UDP socket's size, which nicbench sets itself.
+    fn default_buffers_note(&self) -> Option<String> {
+        Some(format!(
+            "QUIC: {} asked each way, as quinn's perf asks, which Linux doubles, up to net.core.wmem_max/rmem_max",
+            crate::units::Size(endpoint::DEFAULT_BUFFER_BYTES)
+        ))
     }
 
     /// The ciphers' one-core speeds and the agent's certificate, as for

@@ -68,6 +68,62 @@ impl Transport for Tls {
         true
     }
 
+    /// TLS's options checked; then what needs the bytes as the kernel
+    /// holds them, which rustls seals and opens in user space.
+    fn refuse(&self, asked: &super::Asked) -> Result<(), String> {
+        use super::Setting;
+        super::check_tls_options(self, asked)?;
+        let chosen_by = asked.chosen_by;
+        for &(option, setting) in &asked.options {
+            // The short form of `-Z/--zerocopy`, as the hint names it.
+            let short = option.split('/').next().unwrap_or(option);
+            match setting {
+                Setting::ZeroCopy => {
+                    return Err(format!(
+                        "{option} with {chosen_by} tls: rustls seals each record in user space, so there is no \
+                         file page or user page the kernel could send as it is; drop {short}"
+                    ))
+                }
+                Setting::Discard => {
+                    return Err(format!(
+                        "{option} with {chosen_by} tls: records must be read to be opened and checked; drop {short}"
+                    ))
+                }
+                Setting::Spin => {
+                    return Err(format!(
+                        "{option} polls the socket for data; over TLS records are opened in rustls, which waits \
+                         on the socket: drop {short}"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The handshakes of TLS and QUIC alike: QUIC's is TLS 1.3's, recorded
+    /// under the same key.
+    fn summarize(&self, trial: &mut crate::model::TrialResult) {
+        summarize(trial)
+    }
+
+    /// The handshakes' line; with the costs, what the cipher cost each end.
+    fn write_details(
+        &self,
+        trial: &crate::model::TrialResult,
+        details: super::Details,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        match details {
+            super::Details::Costs => write_details(trial, out),
+            super::Details::Handshakes | super::Details::Connection => write_handshakes(trial, out),
+        }
+    }
+
+    fn findings(&self, trial: &crate::model::TrialResult) -> Vec<crate::model::Verdict> {
+        cipher_findings(trial)
+    }
+
     /// Each cipher's speed on one core, AES instructions, kernel TLS; and
     /// on an agent the certificate it presents.
     fn host_facts(&self, facts: &mut crate::model::HostFacts) {
