@@ -126,7 +126,7 @@ fn serve_connection(
             Message::SetHost { setting } => return host_settings::serve(channel, peer, local_ip, shared, &setting),
             Message::ClockRequest { sent_ns } if clock_replies < protocol::MAX_CLOCK_REQUESTS => {
                 clock_replies += 1;
-                answer_clock(channel, sent_ns, received_ns)?;
+                super::clock::answer(channel, sent_ns, received_ns)?;
             }
             Message::AddressesRequest if !addresses_sent => {
                 addresses_sent = true;
@@ -140,43 +140,6 @@ fn serve_connection(
         }
     }
 }
-
-/// Answers one `clock_request` read at `received_ns` (this host's clock).
-fn answer_clock(channel: &mut Channel, client_sent_ns: i64, received_ns: i64) -> Result<(), ProtocolError> {
-    channel.send(&Message::ClockReply {
-        client_sent_ns,
-        received_ns,
-        sent_ns: crate::probe::clock::realtime_ns(),
-    })
-}
-
-/// After `done`: answers the client's clock requests (at most
-/// [`protocol::MAX_CLOCK_REQUESTS`]) until it closes, sends anything else,
-/// or leaves [`CLOCK_AFTER_WAIT`] between two. The test is over, so nothing
-/// here can fail it: an older client simply closes.
-pub(super) fn serve_clock_after(channel: &mut Channel) {
-    for _ in 0..protocol::MAX_CLOCK_REQUESTS {
-        let Ok(message) = channel.recv(CLOCK_AFTER_WAIT, "clock_request or the end") else {
-            return;
-        };
-        let received_ns = crate::probe::clock::realtime_ns();
-        match message {
-            Message::ClockRequest { sent_ns } => {
-                if answer_clock(channel, sent_ns, received_ns).is_err() {
-                    return;
-                }
-            }
-            other => {
-                log::debug!("after done: '{}' instead of clock_request; closing", other.kind());
-                return;
-            }
-        }
-    }
-}
-
-/// How long the agent waits after `done` for the client's next clock
-/// request before it closes the connection.
-const CLOCK_AFTER_WAIT: Duration = Duration::from_secs(5);
 
 /// The agent's hello: whether it asks for the key, and the features its
 /// configuration offers.

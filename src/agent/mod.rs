@@ -18,6 +18,7 @@
 //! test's end plus a short grace whatever the client does.
 
 mod admission;
+mod clock;
 mod control;
 mod host_settings;
 mod iperf3_port;

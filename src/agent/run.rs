@@ -133,7 +133,7 @@ pub(super) fn serve(
         }
     );
     // The client's clock exchanges after the test (docs/CLOCKS.md).
-    super::control::serve_clock_after(channel);
+    super::clock::serve_after(channel);
     Ok(())
 }
 

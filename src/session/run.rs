@@ -374,8 +374,8 @@ fn run_connected(
     if let Some(clock) = &mut clock {
         clock.burst_after(&mut channel, agent_addr);
     }
-    let mut result = merge_sides(options.trial, spec, outcome)?;
-    result.clock_offset = clock.map(|clock| clock.recorded(start_ns + (end_ns - start_ns) / 2));
+    let clock_offset = clock.map(|clock| clock.recorded(start_ns + (end_ns - start_ns) / 2));
+    let result = merge_sides(options.trial, spec, outcome, clock_offset)?;
     let agent = Endpoint {
         address: agent_addr.to_string(),
         facts: accepted.agent,
@@ -418,11 +418,18 @@ pub fn one_trial_run(
 /// Both sides' reports of trial number `trial` as one result: the agent's
 /// report checked against `spec`, the workload's and the links' totals,
 /// and the first stream end that failed as the error.
-fn merge_sides(trial: u32, spec: &TestSpec, outcome: TrialOutcome) -> Result<TrialResult, SessionError> {
+fn merge_sides(
+    trial: u32,
+    spec: &TestSpec,
+    outcome: TrialOutcome,
+    clock_offset: Option<crate::model::ClockOffset>,
+) -> Result<TrialResult, SessionError> {
     let agent_report = outcome.peer.expect("run_side waits for the peer's report");
     check_agent_report(&agent_report, spec)?;
     let (client_links, agent_links) = (outcome.local.links.clone(), agent_report.links.clone());
     let mut result = TrialResult::merge(trial, &spec.flows(), outcome.local, agent_report)?;
+    // Before the workload's summary: loaded's one-way delays stand on it.
+    result.clock_offset = clock_offset;
     workload::results_of(&spec.workload).summarize(&mut result);
     crate::multilink::summarize(&mut result, spec, &client_links, &agent_links);
     result.interruption = outcome.interruption;

@@ -241,7 +241,7 @@ fn download_behind_a_router(queue: f64, congestion: &str) -> (Value, Value, Valu
 #[test]
 fn a_deep_router_queue_explains_the_added_delay_and_is_named() {
     require_lab!();
-    let (_, phase, router) = download_behind_a_router(0.2, "cubic");
+    let (run, phase, router) = download_behind_a_router(0.2, "cubic");
     let added = figure(&phase, "added_p50_seconds");
     let predicted = figure(&router, "seconds");
     let verdict = phase["verdict"].as_str().unwrap();
@@ -251,6 +251,27 @@ fn a_deep_router_queue_explains_the_added_delay_and_is_named() {
         (added - predicted).abs() <= 0.2 * predicted,
         "added p50 {added} s against the router's backlog {predicted} s: {phase}"
     );
+    // Issue 70: the one-way figures put the added delay on the way down
+    // (the queue toward the client), and the lab's one clock lies within
+    // the bound of the offset they stand on.
+    let idle = &run["sum"]["loaded"]["idle"];
+    let (offset, bound) = (
+        figure(idle, "clock_offset_seconds"),
+        figure(idle, "clock_offset_bound_seconds"),
+    );
+    assert!(
+        offset.abs() <= bound,
+        "one clock, yet 0 is outside {offset} +/- {bound} s: {idle}"
+    );
+    let (down, up) = (
+        figure(&phase, "added_down_p50_seconds"),
+        figure(&phase, "added_up_p50_seconds"),
+    );
+    assert!(
+        down > up + 2.0 * bound,
+        "added one-way down {down} s, up {up} s, bound {bound} s: {phase}"
+    );
+    assert!(down >= 0.5 * added, "the way down holds {down} s of {added} s: {phase}");
 }
 
 /// With a 5 ms router queue the path cannot add much: the added p50 stays

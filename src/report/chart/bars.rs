@@ -196,7 +196,9 @@ impl Bars {
                 let x0 = x_of(b);
                 chart
                     .draw_series([Rectangle::new(
-                        [(x0, 0.0), (x0 + width * 0.9, b.value * factor)],
+                        // Within the axis: a stored -1.7e308 overflows
+                        // plotters' pixel arithmetic.
+                        [(x0, 0.0), (x0 + width * 0.9, (b.value * factor).clamp(0.0, ceiling))],
                         c.filled(),
                     )])
                     .map_err(draw_err)?;
@@ -233,7 +235,7 @@ impl Bars {
             let labels = mine.iter().filter_map(|b| {
                 let text = in_unit(b.value * factor, &unit);
                 let xc = x_of(b) + width * 0.45;
-                let at = (xc, (b.max.max(b.value) * factor).min(ceiling));
+                let at = (xc, (b.max.max(b.value) * factor).clamp(0.0, ceiling));
                 value_label(&area, text, at, bar_pixels)
             });
             chart.draw_series(labels).map_err(draw_err)?;

@@ -121,8 +121,11 @@ impl Cpu {
                     .iter()
                     .zip(parts)
                     .map(|((_, c), v)| {
-                        let r = Rectangle::new([(x0, below), (x0 + 0.35, below + v)], c.filled());
-                        below += v;
+                        // Within the axis: a stored -1.7e308 overflows
+                        // plotters' pixel arithmetic.
+                        let top = (below + v).clamp(below, 118.0);
+                        let r = Rectangle::new([(x0, below), (x0 + 0.35, top)], c.filled());
+                        below = top;
                         r
                     })
                     .collect();
@@ -143,7 +146,12 @@ impl Cpu {
                 sides(g).map(|(offset, parts, side)| {
                     let total: f64 = parts.iter().sum();
                     let text = format!("{} {total:.0}%", &side[..1]);
-                    value_label(&plot, text, (i as f64 + offset + 0.175, total), bar_pixels)
+                    value_label(
+                        &plot,
+                        text,
+                        (i as f64 + offset + 0.175, total.clamp(0.0, 118.0)),
+                        bar_pixels,
+                    )
                 })
             })
             .flatten()
@@ -183,6 +191,7 @@ impl Cpu {
                 continue;
             };
             marks.tip(Some(format!("{}\nreceiver throughput {}bit/s (median)", g.name, si(v))));
+            let v = v.clamp(0.0, upper(top));
             rate.draw_series([Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, v)], c.filled())])
                 .map_err(draw_err)?;
         }

@@ -244,6 +244,10 @@ impl SizeCurve {
             .y_label_area_size(72)
             .build_cartesian_2d(Keyed::log(xs.clone(), ticks.clone()), 0f64..upper(top))
             .map_err(draw_err)?;
+        // Every point within the axes: a stored -1.7e308 overflows
+        // plotters' pixel arithmetic.
+        let (x_range, ceiling) = (xs.clone(), upper(top));
+        let at = move |size: f64, bits: f64| (size.clamp(x_range.start, x_range.end), bits.clamp(0.0, ceiling));
         marks.set("axes");
         bandwidth
             .configure_mesh()
@@ -267,7 +271,7 @@ impl SizeCurve {
             let c = color(i);
             bandwidth
                 .draw_series(LineSeries::new(
-                    line.points.iter().map(|p| (p.size_bytes, p.bits_per_second)),
+                    line.points.iter().map(|p| at(p.size_bytes, p.bits_per_second)),
                     c.stroke_width(2),
                 ))
                 .map_err(draw_err)?;
@@ -279,19 +283,19 @@ impl SizeCurve {
                     .is_some_and(|rate| p.bits_per_second > rate);
                 let style = if above { c.stroke_width(2) } else { c.filled() };
                 bandwidth
-                    .draw_series([Circle::new((p.size_bytes, p.bits_per_second), 3, style)])
+                    .draw_series([Circle::new(at(p.size_bytes, p.bits_per_second), 3, style)])
                     .map_err(draw_err)?;
             }
             marks.tip(None);
             // The peak (ringed) and n½ (a triangle); their figures are in the legend.
             if let Some((size, peak)) = line.peak {
                 bandwidth
-                    .draw_series([Circle::new((size, peak), 7, c.stroke_width(2))])
+                    .draw_series([Circle::new(at(size, peak), 7, c.stroke_width(2))])
                     .map_err(draw_err)?;
             }
             if let (Some(half), Some((_, peak))) = (line.half_peak_size_bytes, line.peak) {
                 bandwidth
-                    .draw_series([TriangleMarker::new((half, peak / 2.0), 7, c.filled())])
+                    .draw_series([TriangleMarker::new(at(half, peak / 2.0), 7, c.filled())])
                     .map_err(draw_err)?;
             }
         }
@@ -325,7 +329,7 @@ impl SizeCurve {
                     line.points
                         .iter()
                         .filter(|p| p.latency_us > 0.0)
-                        .map(|p| (p.size_bytes, p.latency_us)),
+                        .map(|p| (at(p.size_bytes, 0.0).0, p.latency_us.clamp(low, high))),
                     color(i).stroke_width(2),
                 ))
                 .map_err(draw_err)?;

@@ -42,13 +42,17 @@ impl Timeline {
             .collect();
         let area = legend::strip(&area, marks, &entries)?;
         let all = || self.streams.iter().flat_map(|s| s.intervals.iter());
-        let end = all().map(|i| i.1).fold(0.0, f64::max);
+        let end = all()
+            .map(|i| i.1)
+            .fold(0.0, f64::max)
+            .min(crate::chart_kit::AXIS_CEILING);
+        let span = if end > 0.0 { end } else { 1.0 };
         let ceiling = upper(scale_top(self.streams.iter().flat_map(|s| &s.intervals)));
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(72)
-            .build_cartesian_2d(0f64..if end > 0.0 { end } else { 1.0 }, 0f64..ceiling)
+            .build_cartesian_2d(0f64..span, 0f64..ceiling)
             .map_err(draw_err)?;
         marks.set("axes");
         chart
@@ -69,7 +73,12 @@ impl Timeline {
             let steps = stream
                 .intervals
                 .iter()
-                .flat_map(|(start, end, rate)| [(*start, rate.min(ceiling)), (*end, rate.min(ceiling))]);
+                // Within the axes: a stored -1.7e308 overflows plotters'
+                // pixel arithmetic.
+                .flat_map(|(start, end, rate)| {
+                    let rate = rate.clamp(0.0, ceiling);
+                    [(start.clamp(0.0, span), rate), (end.clamp(0.0, span), rate)]
+                });
             chart
                 .draw_series(LineSeries::new(steps, c.stroke_width(2)))
                 .map_err(draw_err)?;
@@ -77,7 +86,7 @@ impl Timeline {
             chart
                 .draw_series(clipped.map(|(start, end, rate)| {
                     let text = format!("↑ {}bit/s over {} s", si(*rate), seconds(end - start));
-                    Text::new(text, (*start, ceiling), note.clone())
+                    Text::new(text, (start.clamp(0.0, span), ceiling), note.clone())
                 }))
                 .map_err(draw_err)?;
         }

@@ -274,10 +274,12 @@ impl LoadTimeline {
         marks.set("data");
         let note = font(11).pos(Pos::new(HPos::Right, VPos::Top));
         for (i, line) in self.rates.iter().enumerate() {
-            let steps = line
-                .steps
-                .iter()
-                .flat_map(|(s, e, r)| [(*s, r.min(ceiling)), (*e, r.min(ceiling))]);
+            let steps = line.steps.iter().flat_map(|(s, e, r)| {
+                // Within both axes (a stored 1.7e308 overflows plotters'
+                // pixel arithmetic); what is above the scale is named below.
+                let r = r.clamp(0.0, ceiling);
+                [(s.clamp(0.0, end), r), (e.clamp(0.0, end), r)]
+            });
             rate.draw_series(LineSeries::new(steps, series_color(i).stroke_width(2)))
                 .map_err(draw_err)?;
             // Each interval above the scale is named where it starts, under
@@ -286,9 +288,9 @@ impl LoadTimeline {
             let pixels = rate.plotting_area().strip_coord_spec();
             let (base_x, base_y) = pixels.get_base_pixel();
             let right = pixels.dim_in_pixel().0 as i32 - NOTE_INSET;
-            for (start, end, r) in line.steps.iter().filter(|s| s.2 > ceiling) {
-                let text = format!("↑ {}bit/s over {} s", si(*r), seconds(end - start));
-                let (x, y) = rate.backend_coord(&(*start, ceiling * 0.9));
+            for (start, stop, r) in line.steps.iter().filter(|s| s.2 > ceiling) {
+                let text = format!("↑ {}bit/s over {} s", si(*r), seconds(stop - start));
+                let (x, y) = rate.backend_coord(&(start.clamp(0.0, end), ceiling * 0.9));
                 pixels
                     .draw(&Text::new(text, ((x - base_x).min(right), y - base_y), note.clone()))
                     .map_err(draw_err)?;
@@ -324,7 +326,9 @@ impl LoadTimeline {
             let width = if line.name.contains("(self)") { 2 } else { 1 };
             // A line through the answered samples, broken where none came.
             for run in line.points.split(|p| p.1.is_none()) {
-                let points = run.iter().filter_map(|(t, v)| Some((*t, (*v)?.clamp(low, high))));
+                let points = run
+                    .iter()
+                    .filter_map(|(t, v)| Some((t.clamp(0.0, end), (*v)?.clamp(low, high))));
                 rtt.draw_series(LineSeries::new(points, c.stroke_width(width)))
                     .map_err(draw_err)?;
             }
@@ -344,16 +348,20 @@ impl LoadTimeline {
     ) -> Result<(), ChartError> {
         marks.set("phases");
         let label = font(13).pos(Pos::new(HPos::Center, VPos::Top));
+        // Within the time axis: a stored phase far past it (1.7e308 s) is
+        // mapped to pixels beyond i32, which overflows in plotters.
+        let end = self.end();
         for span in &self.phases {
+            let (start, stop) = (span.start.clamp(0.0, end), span.end.clamp(0.0, end));
             area.draw(&Rectangle::new(
-                [(span.start, low), (span.end, high)],
+                [(start, low), (stop, high)],
                 phase_tint(&span.name).filled(),
             ))
             .map_err(draw_err)?;
             if named {
                 area.draw(&Text::new(
                     span.name.clone(),
-                    ((span.start + span.end) / 2.0, high),
+                    ((start + stop) / 2.0, high),
                     label.clone(),
                 ))
                 .map_err(draw_err)?;

@@ -104,10 +104,20 @@ pub struct IdleFigures {
     pub foreign_rtt_seconds: Option<f64>,
     pub rpm: Option<f64>,
     pub probe_loss_percent: Option<f64>,
-    /// The agent's wall clock minus the client's, estimated from the idle
-    /// probe with the shortest round trip assuming a symmetric path: the
-    /// one-way delays stand on this estimate.
+    /// The agent's wall clock minus the client's: the one-way delays stand
+    /// on this estimate (docs/CLOCKS.md).
     pub clock_offset_seconds: Option<f64>,
+    /// The true offset lies within `clock_offset_seconds` plus or minus
+    /// this anywhere in the test, however the path's delay splits between
+    /// its directions; so does each one-way delay. Absent in documents of
+    /// builds before it, whose offset assumed a symmetric path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_bound_seconds: Option<f64>,
+    /// Where the offset comes from: `control_connection` (the clock
+    /// exchanges before and after the trial) or `idle_probes` (the idle
+    /// phase's probes as exchanges), whichever bounds it more tightly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_from: Option<String>,
 }
 
 /// A queue's mean backlog over a phase's figures, and what it is as time
@@ -149,6 +159,14 @@ pub struct PhaseFigures {
     /// estimated clock offset.
     pub up_delay_p50_seconds: Option<f64>,
     pub down_delay_p50_seconds: Option<f64>,
+    /// Each direction's one-way median minus its idle one: which way the
+    /// added delay went. The clocks' offset cancels; what is left of its
+    /// bound is the drift between the idle phase and this one, within
+    /// the idle figures' `clock_offset_bound_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_up_p50_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_down_p50_seconds: Option<f64>,
     pub foreign_rtt_seconds: Option<f64>,
     pub self_rtt_seconds: Option<f64>,
     pub rpm: Option<f64>,
@@ -360,6 +378,60 @@ fn rate_of(q: &QueueFigure) -> String {
     }
 }
 
+/// The clocks' offset the one-way delays stand on (agent minus client, µs)
+/// and its bound over the whole test.
+struct OneWayOffset {
+    micros: f64,
+    bound_micros: f64,
+    from: &'static str,
+}
+
+impl OneWayOffset {
+    /// The tighter of two estimates: the control connection's exchanges
+    /// before and after the trial (at its middle, the bound widened by the
+    /// drift still possible over half the test), and the idle probes taken
+    /// as exchanges (estimated at the test's end, the farthest any phase is
+    /// from them). None without either.
+    fn of(trial: &TrialResult, idle_probes: &[&UdpProbe], total_seconds: f64) -> Option<OneWayOffset> {
+        let control = trial.clock_offset.as_ref().and_then(|c| {
+            let drift_bound = c.drift_bound_ppm.unwrap_or(crate::probe::clock::MAX_DRIFT_PPM);
+            Some(OneWayOffset {
+                micros: c.agent_minus_client_us?,
+                // ppm x seconds = µs.
+                bound_micros: c.bound_us? + drift_bound * total_seconds / 2.0,
+                from: "control_connection",
+            })
+        });
+        // A probe's own readings: sent at t1 (µs from the start), received
+        // by the agent `up` later on its clock, answered at once, back
+        // `down` after that: the interval [-down, up] holds the offset.
+        let exchanges: Vec<crate::probe::clock::Exchange> = idle_probes
+            .iter()
+            .filter_map(|p| {
+                let sent = p.0 as i64 * 1000;
+                let (up, down) = (p.2? * 1000, p.3? * 1000);
+                Some(crate::probe::clock::Exchange {
+                    client_sent_ns: sent,
+                    agent_received_ns: sent + up,
+                    agent_sent_ns: sent + up,
+                    client_received_ns: sent + up + down,
+                })
+            })
+            .collect();
+        let probes = crate::probe::clock::estimate(&exchanges, 1000.0, (total_seconds * 1e9) as i64)
+            .ok()
+            .map(|e| OneWayOffset {
+                micros: e.offset_ns / 1e3,
+                bound_micros: e.bound_ns / 1e3,
+                from: "idle_probes",
+            });
+        [control, probes]
+            .into_iter()
+            .flatten()
+            .min_by(|a, b| a.bound_micros.total_cmp(&b.bound_micros))
+    }
+}
+
 /// An end's part, found on whichever of its stream ends carries it.
 fn part_of(trial: &TrialResult, party: Party) -> Option<LoadedEnd> {
     trial
@@ -387,11 +459,12 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
     };
     let idle_probes = udp(0.0, schedule.idle_seconds);
     let idle_rtts = sorted(idle_probes.iter().filter_map(|p| p.1));
-    let offset_micros = idle_probes
-        .iter()
-        .filter_map(|p| Some((p.1?, p.2?, p.3?)))
-        .min_by_key(|(rtt, _, _)| *rtt)
-        .map(|(_, up, down)| (up - down) as f64 / 2.0);
+    let offset = OneWayOffset::of(trial, &idle_probes, total_seconds);
+    let offset_micros = offset.as_ref().map(|o| o.micros);
+    // Each direction's raw one-way median (the clocks' offset in it) over
+    // the idle phase: a phase's minus these is its added delay that way.
+    let idle_up_raw = signed_median(idle_probes.iter().filter_map(|p| p.2));
+    let idle_down_raw = signed_median(idle_probes.iter().filter_map(|p| p.3));
     let idle_foreign = trimmed_mean(
         client
             .tcp_probes
@@ -408,6 +481,8 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
         rpm: idle_foreign.filter(|&s| s > 0.0).map(|s| 60.0 / s),
         probe_loss_percent: loss_percent(&idle_probes, countable),
         clock_offset_seconds: offset_micros.map(|o| o / 1e6),
+        clock_offset_bound_seconds: offset.as_ref().map(|o| o.bound_micros / 1e6),
+        clock_offset_from: offset.as_ref().map(|o| o.from.to_string()),
     };
     let load_congestion = congestion_used(trial);
     let mut phases = Vec::new();
@@ -425,16 +500,11 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
         let probes = udp(from, end);
         let rtts = sorted(probes.iter().filter_map(|p| p.1));
         let (download, upload) = rates.mean_between(from, end);
-        let up = sorted(
-            probes
-                .iter()
-                .filter_map(|p| Some((p.2? as f64 - offset_micros?) as u64)),
-        );
-        let down = sorted(
-            probes
-                .iter()
-                .filter_map(|p| Some((p.3? as f64 + offset_micros?) as u64)),
-        );
+        // Medians of the raw one-way readings, then the offset: the median
+        // of a shifted set is the shifted median, and a delay the offset's
+        // error makes slightly negative keeps its sign.
+        let up_raw = signed_median(probes.iter().filter_map(|p| p.2));
+        let down_raw = signed_median(probes.iter().filter_map(|p| p.3));
         let foreign = trimmed_mean(
             client
                 .tcp_probes
@@ -471,8 +541,10 @@ pub fn summarize(trial: &TrialResult) -> Option<LoadedResult> {
             rtt_max_seconds: rtts.last().map(|&m| m as f64 / 1e6),
             added_p50_seconds: p50.zip(idle.rtt_p50_seconds).map(|(l, i)| l - i),
             added_p99_seconds: p99.zip(idle.rtt_p99_seconds).map(|(l, i)| l - i),
-            up_delay_p50_seconds: percentile(&up, 50.0),
-            down_delay_p50_seconds: percentile(&down, 50.0),
+            up_delay_p50_seconds: up_raw.zip(offset_micros).map(|(u, o)| u - o / 1e6),
+            down_delay_p50_seconds: down_raw.zip(offset_micros).map(|(d, o)| d + o / 1e6),
+            added_up_p50_seconds: up_raw.zip(idle_up_raw).map(|(l, i)| l - i),
+            added_down_p50_seconds: down_raw.zip(idle_down_raw).map(|(l, i)| l - i),
             foreign_rtt_seconds: foreign,
             self_rtt_seconds: self_rtt,
             rpm,
@@ -522,6 +594,17 @@ fn sorted(values: impl Iterator<Item = u64>) -> Vec<u64> {
     let mut v: Vec<u64> = values.collect();
     v.sort_unstable();
     v
+}
+
+/// The nearest-rank median of signed µs values, in seconds.
+fn signed_median(values: impl Iterator<Item = i64>) -> Option<f64> {
+    let mut v: Vec<i64> = values.collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    let rank = ((v.len() as f64) / 2.0).ceil().max(1.0) as usize;
+    Some(v[rank - 1] as f64 / 1e6)
 }
 
 /// Nearest-rank percentile of sorted µs values, in seconds.
@@ -770,5 +853,68 @@ mod tests {
         last.1 += 1e-4;
         let end = 10.0 + 7.0 * 0.25;
         assert_eq!(late.stable_after(10.0, end), Some(end - 10.0));
+    }
+
+    /// Idle probes on a path 300 µs up and 100 µs down, the agent's clock
+    /// 1000 µs ahead: each probe's interval is [900, 1300] µs.
+    fn asymmetric_probes() -> Vec<UdpProbe> {
+        (0..50u64)
+            .map(|i| UdpProbe(i * 20_000, Some(400), Some(300 + 1000), Some(100 - 1000)))
+            .collect()
+    }
+
+    #[test]
+    fn idle_probes_bound_the_offset_whatever_the_asymmetry() {
+        let probes = asymmetric_probes();
+        let idle: Vec<&UdpProbe> = probes.iter().collect();
+        let offset = OneWayOffset::of(&TrialResult::default(), &idle, 10.0).unwrap();
+        assert_eq!(offset.from, "idle_probes");
+        // The middle of [900, 1300] (a symmetric guess would say 1100 and
+        // stop there); the bound holds the truth, 1000 µs.
+        assert!(
+            (offset.micros - 1000.0).abs() <= offset.bound_micros,
+            "{}",
+            offset.micros
+        );
+        assert!(offset.bound_micros >= 200.0, "{}", offset.bound_micros);
+    }
+
+    #[test]
+    fn the_tighter_estimate_wins_and_the_control_ones_bound_grows_with_the_test() {
+        let probes = asymmetric_probes();
+        let idle: Vec<&UdpProbe> = probes.iter().collect();
+        let mut trial = TrialResult {
+            clock_offset: Some(crate::model::ClockOffset {
+                agent_minus_client_us: Some(1001.0),
+                bound_us: Some(5.0),
+                drift_ppm: Some(0.0),
+                drift_bound_ppm: Some(2.0),
+                exchanges: 16,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let offset = OneWayOffset::of(&trial, &idle, 10.0).unwrap();
+        assert_eq!(offset.from, "control_connection");
+        assert_eq!(offset.micros, 1001.0);
+        // 5 µs at the middle, plus 2 ppm over the 5 s to either end.
+        assert_eq!(offset.bound_micros, 15.0);
+        // A wide control estimate without a measured drift (5 ms, and the
+        // kernel's 500 ppm over 5 s: 7.5 ms) loses to the probes' (200 µs,
+        // and 500 ppm over the 9 s from them to the test's end: 4.7 ms).
+        let control = trial.clock_offset.as_mut().unwrap();
+        (control.bound_us, control.drift_bound_ppm) = (Some(5000.0), None);
+        let probes = OneWayOffset::of(&trial, &idle, 10.0).unwrap();
+        assert_eq!(probes.from, "idle_probes");
+        assert!(probes.bound_micros < 7500.0, "{}", probes.bound_micros);
+        // Neither: no footing for one-way figures.
+        assert!(OneWayOffset::of(&TrialResult::default(), &[], 10.0).is_none());
+    }
+
+    #[test]
+    fn a_signed_median_keeps_negative_readings() {
+        assert_eq!(signed_median([-900i64, -1000, -800].into_iter()), Some(-900e-6));
+        assert_eq!(signed_median([3i64, 1, 2, 4].into_iter()), Some(2e-6));
+        assert_eq!(signed_median(std::iter::empty()), None);
     }
 }

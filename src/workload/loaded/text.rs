@@ -263,11 +263,24 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     if let Some(offset) = idle.clock_offset_seconds {
-        writeln!(
-            out,
-            "LOADED one-way delays stand on the clocks' offset estimated while idle: {}",
-            signed_ms(Some(offset))
-        )?;
+        match (idle.clock_offset_bound_seconds, idle.clock_offset_from.as_deref()) {
+            (Some(bound), from) => writeln!(
+                out,
+                "LOADED one-way delays stand on the clocks' offset {} +/- {:.2} ms ({})",
+                signed_ms(Some(offset)),
+                bound * 1e3,
+                match from {
+                    Some("control_connection") => "the control connection's clock exchanges before and after",
+                    _ => "the idle probes as clock exchanges",
+                }
+            )?,
+            // A document of a build before the bound.
+            (None, _) => writeln!(
+                out,
+                "LOADED one-way delays stand on the clocks' offset estimated while idle: {}",
+                signed_ms(Some(offset))
+            )?,
+        }
     }
     for p in &total.phases {
         // The verdict's clauses one to a line, so no terminal cuts them.
@@ -283,17 +296,58 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
             }
         }
         if let (Some(up), Some(down)) = (p.up_delay_p50_seconds, p.down_delay_p50_seconds) {
-            writeln!(
-                out,
-                "  one-way p50: client->agent {}, agent->client {}; download {}, upload {}",
-                ms(Some(up)),
-                ms(Some(down)),
-                Rate(p.download_bits_per_second),
-                Rate(p.upload_bits_per_second)
-            )?;
+            writeln!(out, "{}", one_way_line(p, up, down, idle.clock_offset_bound_seconds))?;
         }
     }
     Ok(())
+}
+
+/// A phase's one-way medians with the clocks' bound, and which direction
+/// holds the delay the load added. Medians the bound is wider than are
+/// not printed: they would mean nothing.
+fn one_way_line(p: &super::result::PhaseFigures, up: f64, down: f64, bound: Option<f64>) -> String {
+    let rates = format!(
+        "download {}, upload {}",
+        Rate(p.download_bits_per_second),
+        Rate(p.upload_bits_per_second)
+    );
+    let Some(bound) = bound else {
+        return format!(
+            "  one-way p50: client->agent {}, agent->client {}; {rates}",
+            ms(Some(up)),
+            ms(Some(down))
+        );
+    };
+    let mut line = if bound >= up.max(down) {
+        format!(
+            "  one-way p50: not shown, the clocks' offset is known to +/- {:.2} ms, more than either delay",
+            bound * 1e3
+        )
+    } else {
+        format!(
+            "  one-way p50: client->agent {}, agent->client {} (+/- {:.2} ms)",
+            ms(Some(up)),
+            ms(Some(down)),
+            bound * 1e3
+        )
+    };
+    if let (Some(added_up), Some(added_down)) = (p.added_up_p50_seconds, p.added_down_p50_seconds) {
+        line.push_str(&format!(
+            "; added one-way: client->agent {}, agent->client {}",
+            signed_ms(Some(added_up)),
+            signed_ms(Some(added_down))
+        ));
+        // The offset cancels in each direction's difference; what a
+        // direction's added delay must beat is its bound and the other's.
+        let (more, less, name) = match added_up >= added_down {
+            true => (added_up, added_down, "client->agent (upload)"),
+            false => (added_down, added_up, "agent->client (download)"),
+        };
+        if more - less > 2.0 * bound && more > 2.0 * bound {
+            line.push_str(&format!(": the delay is {name}'s"));
+        }
+    }
+    format!("{line}; {rates}")
 }
 
 /// A phase's CPU on both hosts, as the run's CPU lines say it:
@@ -314,5 +368,50 @@ fn cpu_text(cpu: &BothEnds) -> String {
     match ends.is_empty() {
         true => String::new(),
         false => format!("  CPU {}", ends.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::loaded::result::PhaseFigures;
+
+    /// The first phase of a real loopback run (tests/fixtures), its
+    /// one-way figures set as a test needs them.
+    fn phase(up: f64, down: f64, added_up: f64, added_down: f64) -> PhaseFigures {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../../tests/fixtures/loaded-loopback.json")).unwrap();
+        let mut phase: PhaseFigures = serde::Deserialize::deserialize(&doc["sum"]["loaded"]["phases"][0]).unwrap();
+        phase.download_bits_per_second = 95e6;
+        phase.upload_bits_per_second = 94e6;
+        (phase.added_up_p50_seconds, phase.added_down_p50_seconds) = (Some(added_up), Some(added_down));
+        (phase.up_delay_p50_seconds, phase.down_delay_p50_seconds) = (Some(up), Some(down));
+        phase
+    }
+
+    #[test]
+    fn the_one_way_line_names_the_direction_that_holds_the_added_delay() {
+        let p = phase(0.172, 0.003, 0.1719, 0.0029);
+        assert_eq!(
+            one_way_line(&p, 0.172, 0.003, Some(0.0004)),
+            "  one-way p50: client->agent 172.00 ms, agent->client 3.00 ms (+/- 0.40 ms); added one-way: \
+             client->agent +171.90 ms, agent->client +2.90 ms: the delay is client->agent (upload)'s; \
+             download 95.00 Mbit/s, upload 94.00 Mbit/s"
+        );
+    }
+
+    #[test]
+    fn one_way_medians_inside_the_clocks_bound_are_not_printed_and_no_direction_is_named() {
+        let p = phase(0.00004, 0.00003, 0.00001, 0.00002);
+        let line = one_way_line(&p, 0.00004, 0.00003, Some(0.0002));
+        assert!(
+            line.starts_with(
+                "  one-way p50: not shown, the clocks' offset is known to +/- 0.20 ms, more than either delay"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("the delay is"), "{line}");
+        // A document from before the bound: the medians as they were.
+        assert!(one_way_line(&p, 0.00004, 0.00003, None).starts_with("  one-way p50: client->agent 0.04 ms"));
     }
 }
