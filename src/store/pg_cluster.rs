@@ -5,6 +5,15 @@
 //! refuses root). Shared by the library's tests (`store::testing`) and the
 //! command-line tests (`tests/cli/postgres.rs`), which include this file;
 //! each uses part of it.
+//!
+//! `initdb` takes seconds (3.2 s here under a build's load), a copy of its
+//! 39 MB a tenth of that: the first cluster of a build keeps what initdb
+//! made as a template (`target/<profile>/pg-templates/<version>-<key>`,
+//! beside the test binary, keyed by the server programs and initdb's
+//! arguments), and later clusters copy it. The template is written whole
+//! under a temporary name and renamed into place, so tests in parallel
+//! processes see none or all of it; where anything about it fails, the
+//! cluster is made by initdb as before.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -28,6 +37,9 @@ pub struct ServerTls {
     pub cert_pem: String,
     pub key_pem: String,
 }
+
+/// initdb's arguments but the data directory: part of a template's key.
+const INITDB_ARGS: [&str; 8] = ["-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8", "--locale=C"];
 
 /// The user the server runs as under root (nobody), and the database
 /// user the cluster is created with.
@@ -124,6 +136,119 @@ fn spawn_server(bin: &Path, dir: &Path, settings: &[String]) -> Result<Child, St
         .map_err(|e| format!("{} cannot run: {e}", bin.join("postgres").display()))
 }
 
+/// Makes a new cluster in `data` with `initdb`, as the server's user.
+fn initdb(bin: &Path, data: &Path) -> Result<(), String> {
+    let init = as_server_user(bin.join("initdb"))
+        .arg("-D")
+        .arg(data)
+        .args(INITDB_ARGS)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{} cannot run: {e}", bin.join("initdb").display()))?;
+    if !init.status.success() {
+        return Err(format!(
+            "initdb failed: {}{}",
+            String::from_utf8_lossy(&init.stdout),
+            String::from_utf8_lossy(&init.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// Where the template of a cluster of the server programs in `bin` is
+/// kept: `pg-templates` in the directory of the profile the test binary
+/// was built in (target/debug/deps/cli-HASH: target/debug), named by the
+/// programs' version directory and a key of their path, size and time
+/// and of initdb's arguments. None where the test binary is elsewhere.
+fn template_of(bin: &Path) -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    if deps.file_name()? != "deps" {
+        return None;
+    }
+    let server = std::fs::metadata(bin.join("postgres")).ok()?;
+    let modified = server.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    let mut key = std::collections::hash_map::DefaultHasher::new();
+    (bin, server.len(), modified, INITDB_ARGS).hash(&mut key);
+    let version = bin.parent()?.file_name()?.to_string_lossy().into_owned();
+    Some(
+        deps.parent()?
+            .join("pg-templates")
+            .join(format!("{version}-{:016x}", key.finish())),
+    )
+}
+
+/// Copies the template into `data`, owned by the server's user; false
+/// (and nothing left in `data`) when there is no template or the copy
+/// fails.
+fn copy_template(template: &Path, data: &Path) -> bool {
+    if !template.is_dir() {
+        return false;
+    }
+    let owner = is_root().then_some(NOBODY);
+    match copy_tree(template, data, owner) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!(
+                "the PostgreSQL template {} did not copy ({e}): initdb instead",
+                template.display()
+            );
+            let _ = std::fs::remove_dir_all(data);
+            false
+        }
+    }
+}
+
+/// Keeps a copy of the new cluster in `data` (initdb's work, the server
+/// not started yet) as `template`: copied under a temporary name beside
+/// it, then renamed into place. Where another process kept one first, the
+/// rename fails and the copy goes; any failure leaves no template, and
+/// the next cluster runs initdb again.
+fn keep_as_template(data: &Path, template: &Path) {
+    let Some(parent) = template.parent() else { return };
+    if std::fs::create_dir_all(parent).is_err() {
+        return;
+    }
+    let Ok(partial) = tempfile::Builder::new().prefix(".partial-").tempdir_in(parent) else {
+        return;
+    };
+    let copy = partial.path().join("data");
+    if copy_tree(data, &copy, None).is_ok() {
+        let _ = std::fs::rename(&copy, template);
+    }
+}
+
+/// Copies the directory `from` to the new directory `to`: files with
+/// their permissions, directories with theirs, each owned by `owner`
+/// when given. Anything but files and directories is refused (initdb
+/// makes none).
+fn copy_tree(from: &Path, to: &Path, owner: Option<u32>) -> std::io::Result<()> {
+    let chown = |path: &Path| match owner {
+        Some(id) => std::os::unix::fs::chown(path, Some(id), Some(id)),
+        None => Ok(()),
+    };
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target, owner)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+            chown(&target)?;
+        } else {
+            return Err(std::io::Error::other(format!(
+                "{} is neither a file nor a directory",
+                entry.path().display()
+            )));
+        }
+    }
+    std::fs::set_permissions(to, std::fs::metadata(from)?.permissions())?;
+    chown(to)
+}
+
 impl Cluster {
     /// A new, running server; Err says what is missing (the caller skips
     /// or, under CI, fails).
@@ -169,19 +294,15 @@ impl Cluster {
                 .map_err(|e| format!("chown {}: {e}", dir.path().display()))?;
         }
         let data = dir.path().join("data");
-        let init = as_server_user(bin.join("initdb"))
-            .arg("-D")
-            .arg(&data)
-            .args(["-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8", "--locale=C"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{} cannot run: {e}", bin.join("initdb").display()))?;
-        if !init.status.success() {
-            return Err(format!(
-                "initdb failed: {}{}",
-                String::from_utf8_lossy(&init.stdout),
-                String::from_utf8_lossy(&init.stderr)
-            ));
+        let template = template_of(&bin);
+        let copied = template
+            .as_deref()
+            .is_some_and(|template| copy_template(template, &data));
+        if !copied {
+            initdb(&bin, &data)?;
+            if let Some(template) = &template {
+                keep_as_template(&data, template);
+            }
         }
         let mut settings = Vec::new();
         let mut port = None;

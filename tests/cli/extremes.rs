@@ -3,7 +3,9 @@
 //! measured it; a database written before that (or by hand) may still
 //! hold one. Filled with the extremes a double can hold, every chart kind,
 //! the report, compare, runs and show still finish (a hang fails at the
-//! command deadline of tests/cli/common.rs), and none panics.
+//! command deadline of tests/cli/common.rs), and none panics: on the
+//! SQLite file and on a PostgreSQL database the file's runs were pushed
+//! into (`db push` copies the stored values as they are).
 
 use std::path::Path;
 
@@ -108,59 +110,62 @@ pub fn poisoned_database_of(dir: &Path, value: f64, edit: &dyn Fn(&mut Value)) -
 fn every_chart_and_the_report_finish_over_a_database_of_extreme_values() {
     let dir = tempfile::tempdir().unwrap();
     for value in [1.7e308, -1.7e308, f64::MIN_POSITIVE, 0.0] {
-        let db = poisoned_database(dir.path(), value);
-        let out_file = |name: &str| dir.path().join(name).display().to_string();
-        let mut commands: Vec<Vec<String>> = ["bars", "sweep", "cpu", "latency", "loaded", "loaded-cdf"]
-            .iter()
-            .map(|kind| {
-                vec![
-                    "plot".into(),
-                    "--db".into(),
-                    db.clone(),
-                    "--kind".into(),
-                    kind.to_string(),
-                    "-o".into(),
-                    out_file(&format!("{kind}.svg")),
-                ]
-            })
-            .collect();
-        commands.push(vec![
-            "plot".into(),
-            "--db".into(),
-            db.clone(),
-            "--kind".into(),
-            "timeline".into(),
-            "--id".into(),
-            "1".into(),
-            "-o".into(),
-            out_file("timeline.svg"),
-        ]);
-        commands.push(vec![
-            "report".into(),
-            "--db".into(),
-            db.clone(),
-            "-o".into(),
-            out_file("r.html"),
-        ]);
-        for args in ["compare", "runs", "show"] {
-            let mut command = vec![args.to_string(), "--db".into(), db.clone()];
-            if args == "show" {
-                command.push("1".into());
+        let poisoned = poisoned_database(dir.path(), value);
+        super::postgres::on_each_backend_from(Path::new(&poisoned), |db| {
+            let db = db.to_string();
+            let out_file = |name: &str| dir.path().join(name).display().to_string();
+            let mut commands: Vec<Vec<String>> = ["bars", "sweep", "cpu", "latency", "loaded", "loaded-cdf"]
+                .iter()
+                .map(|kind| {
+                    vec![
+                        "plot".into(),
+                        "--db".into(),
+                        db.clone(),
+                        "--kind".into(),
+                        kind.to_string(),
+                        "-o".into(),
+                        out_file(&format!("{kind}.svg")),
+                    ]
+                })
+                .collect();
+            commands.push(vec![
+                "plot".into(),
+                "--db".into(),
+                db.clone(),
+                "--kind".into(),
+                "timeline".into(),
+                "--id".into(),
+                "1".into(),
+                "-o".into(),
+                out_file("timeline.svg"),
+            ]);
+            commands.push(vec![
+                "report".into(),
+                "--db".into(),
+                db.clone(),
+                "-o".into(),
+                out_file("r.html"),
+            ]);
+            for args in ["compare", "runs", "show"] {
+                let mut command = vec![args.to_string(), "--db".into(), db.clone()];
+                if args == "show" {
+                    command.push("1".into());
+                }
+                commands.push(command);
             }
-            commands.push(command);
-        }
-        for command in commands {
-            let args: Vec<&str> = command.iter().map(String::as_str).collect();
-            // A hang fails inside nicbench() at its deadline.
-            let out = nicbench(&args);
-            let code = out.status.code();
-            assert!(
-                code.is_some() && code != Some(101),
-                "nicbench {args:?} over {value}: {code:?} {}",
-                stderr(&out)
-            );
-            assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
-        }
+            for command in commands {
+                let args: Vec<&str> = command.iter().map(String::as_str).collect();
+                // A hang fails inside nicbench() at its deadline.
+                let out = nicbench(&args);
+                let code = out.status.code();
+                assert!(
+                    code.is_some() && code != Some(101),
+                    "nicbench {args:?} over {value}: {code:?} {}",
+                    stderr(&out)
+                );
+                assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+            }
+        });
     }
 }
 
@@ -174,12 +179,14 @@ fn a_run_with_a_figure_no_network_gives_is_not_saved() {
     poison(&mut doc, 1.7e308);
     let file = dir.path().join("absurd.json");
     std::fs::write(&file, doc.to_string()).unwrap();
-    let db = dir.path().join("r.db");
-    let out = nicbench(&["import", "--db", db.to_str().unwrap(), file.to_str().unwrap()]);
-    assert_ne!(out.status.code(), Some(0));
-    let err = stderr(&out);
-    assert!(
-        err.contains("bits_per_second") && err.contains("not a measurement"),
-        "{err}"
-    );
+    super::postgres::on_each_backend(|db| {
+        let out = nicbench(&["import", "--db", db, file.to_str().unwrap()]);
+        assert_ne!(out.status.code(), Some(0));
+        let err = stderr(&out);
+        assert!(
+            err.contains("bits_per_second") && err.contains("not a measurement"),
+            "{err}"
+        );
+        assert!(super::postgres::holds_nothing(db), "{db} was written");
+    });
 }

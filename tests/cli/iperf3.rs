@@ -372,36 +372,35 @@ fn a_refused_iperf3_client_that_asks_for_the_servers_output_reads_why() {
 #[test]
 fn iperf3_tests_the_agent_served_are_saved_with_db() {
     require!(installed());
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("agent.db");
-    let db_arg = db.to_str().unwrap();
-    let (_agent, port) = agent_with(&["--db", db_arg, "--tag", "nic=lo"]);
-    iperf3_client(port, &["-n", "4M"]);
-    // Saved when the agent has finished the test, just after the client hears
-    // its results: wait on the database, not on time.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let doc = loop {
-        let out = nicbench(&["show", "1", "--db", db_arg, "--json"]);
-        if out.status.success() {
-            break serde_json::from_slice::<Value>(&out.stdout).unwrap();
-        }
-        assert!(std::time::Instant::now() < deadline, "no saved run: {}", stderr(&out));
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    crate::result_schema::assert_valid(&crate::result_schema::schema(), &doc, "an iperf3 client's saved test");
-    assert_eq!(doc["peer_protocol"]["peer_role"], "client", "{doc}");
-    assert_eq!(doc["workload"], "tcp");
-    let received: u64 = doc["streams"][0]["receiver"]["bytes"].as_u64().unwrap();
-    assert!(received >= 4 << 20, "received {received}");
-    let runs = nicbench(&["runs", "--db", db_arg, "--tag", "nic=lo"]);
-    assert!(
-        String::from_utf8_lossy(&runs.stdout).contains("tcp"),
-        "{}",
-        stderr(&runs)
-    );
+    crate::postgres::on_each_backend(|db_arg| {
+        let (_agent, port) = agent_with(&["--db", db_arg, "--tag", "nic=lo"]);
+        iperf3_client(port, &["-n", "4M"]);
+        // Saved when the agent has finished the test, just after the client hears
+        // its results: wait on the database, not on time.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let doc = loop {
+            let out = nicbench(&["show", "1", "--db", db_arg, "--json"]);
+            if out.status.success() {
+                break serde_json::from_slice::<Value>(&out.stdout).unwrap();
+            }
+            assert!(std::time::Instant::now() < deadline, "no saved run: {}", stderr(&out));
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        crate::result_schema::assert_valid(&crate::result_schema::schema(), &doc, "an iperf3 client's saved test");
+        assert_eq!(doc["peer_protocol"]["peer_role"], "client", "{doc}");
+        assert_eq!(doc["workload"], "tcp");
+        let received: u64 = doc["streams"][0]["receiver"]["bytes"].as_u64().unwrap();
+        assert!(received >= 4 << 20, "received {received}");
+        let runs = nicbench(&["runs", "--db", db_arg, "--tag", "nic=lo"]);
+        assert!(
+            String::from_utf8_lossy(&runs.stdout).contains("tcp"),
+            "{}",
+            stderr(&runs)
+        );
 
-    let refused = nicbench(&["serve", "--db", db_arg]);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        let refused = nicbench(&["serve", "--db", db_arg]);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    });
 }
 
 #[test]

@@ -212,108 +212,110 @@ fn a_mesh_on_loopback_saves_every_pair_and_prints_every_format() {
     let agents: Vec<AgentProcess> = (0..3)
         .map(|_| AgentProcess::start(&["--psk-file", &psk, "--allow-peer-tests"]))
         .collect();
-    let db = dir.path().join("m.db").display().to_string();
     let members: Vec<String> = agents
         .iter()
         .enumerate()
         .map(|(i, a)| format!("h{i}=127.0.0.1:{}", a.port))
         .collect();
-    let chart = dir.path().join("heat.svg").display().to_string();
-    let mut args: Vec<&str> = vec!["mesh"];
-    args.extend(members.iter().map(String::as_str));
-    args.extend([
-        "-w",
-        "rr",
-        "-t",
-        "0.3s",
-        "--psk-file",
-        &psk,
-        "--db",
-        &db,
-        "--name",
-        "loop",
-        "--format",
-        "json",
-        "--chart",
-        &chart,
-        "--",
-        "-r",
-        "32,32",
-    ]);
-    let out = crate::common::nicbench(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["schema"], "nicbench.mesh/1");
-    assert_eq!(doc["metric"], "rtt_p50_seconds");
-    let cells = doc["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 6, "{doc}");
-    assert!(cells.iter().all(|c| c["value"].as_f64().unwrap() > 0.0), "{doc}");
-    // 3 hosts: a bye each pairing round, so 6 rounds of one test.
-    assert_eq!(doc["rounds"], 6);
-    let run = doc["mesh_run"].as_str().unwrap();
-    assert_eq!(saved_runs(&db, &format!("mesh_run={run}")).len(), 6);
-    let svg = std::fs::read_to_string(&chart).unwrap();
-    assert!(roxmltree::Document::parse(&svg).is_ok());
-    assert!(svg.contains("h0") && svg.contains("h2"), "the heat map names the hosts");
-    // The store is the record: the heat map and the report come back from it.
-    let again = dir.path().join("again.svg").display().to_string();
-    let out = crate::common::nicbench(&[
-        "plot",
-        "--db",
-        &db,
-        "--kind",
-        "heatmap",
-        "--tag",
-        "mesh=loop",
-        "-o",
-        &again,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(std::fs::read_to_string(&again).unwrap().contains("Heat map of 3 hosts"));
-    let html = dir.path().join("r.html").display().to_string();
-    let out = crate::common::nicbench(&["report", "--db", &db, "-o", &html]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(std::fs::read_to_string(&html).unwrap().contains("Mesh “loop” (rr)"));
+    // The mesh's runs, pruned by --keep, in a SQLite file and in PostgreSQL.
+    crate::postgres::on_each_backend(|db| {
+        let chart = dir.path().join("heat.svg").display().to_string();
+        let mut args: Vec<&str> = vec!["mesh"];
+        args.extend(members.iter().map(String::as_str));
+        args.extend([
+            "-w",
+            "rr",
+            "-t",
+            "0.3s",
+            "--psk-file",
+            &psk,
+            "--db",
+            db,
+            "--name",
+            "loop",
+            "--format",
+            "json",
+            "--chart",
+            &chart,
+            "--",
+            "-r",
+            "32,32",
+        ]);
+        let out = crate::common::nicbench(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["schema"], "nicbench.mesh/1");
+        assert_eq!(doc["metric"], "rtt_p50_seconds");
+        let cells = doc["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 6, "{doc}");
+        assert!(cells.iter().all(|c| c["value"].as_f64().unwrap() > 0.0), "{doc}");
+        // 3 hosts: a bye each pairing round, so 6 rounds of one test.
+        assert_eq!(doc["rounds"], 6);
+        let run = doc["mesh_run"].as_str().unwrap();
+        assert_eq!(saved_runs(db, &format!("mesh_run={run}")).len(), 6);
+        let svg = std::fs::read_to_string(&chart).unwrap();
+        assert!(roxmltree::Document::parse(&svg).is_ok());
+        assert!(svg.contains("h0") && svg.contains("h2"), "the heat map names the hosts");
+        // The store is the record: the heat map and the report come back from it.
+        let again = dir.path().join("again.svg").display().to_string();
+        let out = crate::common::nicbench(&[
+            "plot",
+            "--db",
+            db,
+            "--kind",
+            "heatmap",
+            "--tag",
+            "mesh=loop",
+            "-o",
+            &again,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(std::fs::read_to_string(&again).unwrap().contains("Heat map of 3 hosts"));
+        let html = dir.path().join("r.html").display().to_string();
+        let out = crate::common::nicbench(&["report", "--db", db, "-o", &html]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(std::fs::read_to_string(&html).unwrap().contains("Mesh “loop” (rr)"));
 
-    // The same mesh as CSV, twice with --every/--runs, keeping 1 s before
-    // each run: the rr runs go, as they started before this command and
-    // --every 1s starts its second run at least 1 s after the command
-    // started (an order of events, so no waiting here); the last run stays
-    // whole.
-    let mut args: Vec<&str> = vec!["mesh"];
-    args.extend(members.iter().map(String::as_str));
-    args.extend([
-        "-t",
-        "0.2s",
-        "--psk-file",
-        &psk,
-        "--db",
-        &db,
-        "--name",
-        "loop",
-        "--format",
-        "csv",
-        "--every",
-        "1s",
-        "--runs",
-        "2",
-        "--keep",
-        "1s",
-    ]);
-    let out = crate::common::nicbench(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.matches("src,dst,metric").count(), 2, "{text}");
-    assert_eq!(
-        text.lines()
-            .filter(|l| l.starts_with("h1,h2,receiver_bits_per_second,"))
-            .count(),
-        2,
-        "{text}"
-    );
-    let left = saved_runs(&db, "mesh=loop");
-    assert!((6..=12).contains(&left.len()), "{left:#?}");
-    assert!(left.iter().all(|r| r.contains(" tcp ")), "{left:#?}");
+        // The same mesh as CSV, twice with --every/--runs, keeping 1 s before
+        // each run: the rr runs go, as they started before this command and
+        // --every 1s starts its second run at least 1 s after the command
+        // started (an order of events, so no waiting here); the last run stays
+        // whole.
+        let mut args: Vec<&str> = vec!["mesh"];
+        args.extend(members.iter().map(String::as_str));
+        args.extend([
+            "-t",
+            "0.2s",
+            "--psk-file",
+            &psk,
+            "--db",
+            db,
+            "--name",
+            "loop",
+            "--format",
+            "csv",
+            "--every",
+            "1s",
+            "--runs",
+            "2",
+            "--keep",
+            "1s",
+        ]);
+        let out = crate::common::nicbench(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.matches("src,dst,metric").count(), 2, "{text}");
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("h1,h2,receiver_bits_per_second,"))
+                .count(),
+            2,
+            "{text}"
+        );
+        let left = saved_runs(db, "mesh=loop");
+        assert!((6..=12).contains(&left.len()), "{left:#?}");
+        assert!(left.iter().all(|r| r.contains(" tcp ")), "{left:#?}");
+    });
 }
 
 /// Shapes what the router forwards toward `to`: an htb on the router's

@@ -1,9 +1,12 @@
 //! `nicbench run PLAN.toml`: plans run end to end against an agent on
 //! loopback, are stopped mid-case and resumed, record failed cases and go
-//! on, and refuse bad plans with the line and what is allowed.
+//! on, and refuse bad plans with the line and what is allowed. What a
+//! plan keeps in the store (its runs, its plan-run records, resume) is
+//! checked on SQLite and on PostgreSQL alike.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 use crate::common::{clean_env, nicbench, stderr, AgentProcess, Lines, BIN, COMMAND_LIMIT};
 
@@ -31,6 +34,19 @@ fn closed_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// `nicbench ARGS` in the working directory `cwd`. A plan run's files go
+/// to the plans directory beside the database's file (`plan::plans_dir`);
+/// for a PostgreSQL URL that comes out as a path relative to the working
+/// directory (`postgres:/...`), so each half of a store test runs in a
+/// directory of its own and the checkout stays clean.
+fn nicbench_in(cwd: &Path, args: &[&str]) -> Output {
+    let child = crate::common::spawn_captured(
+        Command::new(BIN).args(args).current_dir(cwd).env("COLUMNS", "1000"),
+        "nicbench",
+    );
+    crate::common::wait_output(child, COMMAND_LIMIT, &format!("nicbench {args:?}"))
 }
 
 /// Complete runs of a plan in the database, by case tag.
@@ -66,98 +82,101 @@ fn complete_cases(db: &str, plan: &str) -> Vec<(String, i64)> {
 fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
     let agent = AgentProcess::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("r.db").display().to_string();
     let plan = write_plan(dir.path(), "p.toml", &tcp_plan(agent.port, ""));
+    crate::postgres::on_each_backend(|db| {
+        let work = tempfile::tempdir().unwrap();
 
-    // First invocation: stopped with SIGINT while the second case runs.
-    let mut child = clean_env(&mut Command::new(BIN))
-        .args(["run", &plan, "--db", &db, "--no-shuffle"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = Lines::collect(child.stderr.take().unwrap());
-    let out = Lines::collect(child.stdout.take().unwrap());
-    let mark = agent.log_mark();
-    err.wait_for(0, "[1/4] tcp", COMMAND_LIMIT).unwrap();
-    // The first case's test was logged before its line; the second case
-    // runs when the agent logs another test: SIGINT then.
-    let first_test = agent
-        .logs()
-        .lines()
-        .skip(mark)
-        .filter(|l| l.contains("running tcp test"))
-        .count();
-    assert_eq!(first_test, 1, "{}", agent.logs());
-    let logged = agent.logs().lines().count();
-    agent.wait_for_log_after(logged, "running tcp test");
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    // The reader threads may not have drained the pipes yet: wait for the
-    // hint line (or the pipe's end) instead of reading what is there now.
-    let _ = err.wait_for(0, "run `nicbench run", COMMAND_LIMIT);
-    let _ = out.wait_for(0, "\0", COMMAND_LIMIT); // returns when stdout closes
-    let (stdout, stderr_text) = (out.text(), err.text());
-    assert_eq!(status.code(), Some(6), "stdout:\n{stdout}\nstderr:\n{stderr_text}");
-    assert!(stderr_text.contains("run `nicbench run"), "{stderr_text}");
-    let first = complete_cases(&db, "resume-test");
-    assert!(
-        (1..4).contains(&first.len()),
-        "stopped mid-plan: some but not all cases are complete: {first:?}"
-    );
-
-    // Second invocation: resumes, skips what finished, redoes the rest.
-    let out = nicbench(&["run", &plan, "--db", &db, "--no-shuffle"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", stderr(&out));
-    assert!(text.contains("(resumed)"), "{text}");
-    assert!(
-        text.contains(&format!("{} finished earlier and skipped", first.len())),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!(
-            "4 of 4 cases done ({} measured now, {} earlier)",
-            4 - first.len(),
-            first.len()
-        )),
-        "{text}"
-    );
-    assert!(text.contains("Receiver throughput"), "the report table: {text}");
-    // The HTML report of exactly this plan run, beside its summary: the
-    // four complete runs and the one cut short (shown as such).
-    let report = text
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("wrote the report of 5 runs")
-                .and_then(|r| r.rsplit(" to ").next())
-        })
-        .unwrap_or_else(|| panic!("no report line: {text}"));
-    let html = std::fs::read_to_string(report).unwrap();
-    assert!(html.contains("<svg") && html.contains("plan_run"), "{report}");
-    let second = complete_cases(&db, "resume-test");
-    assert_eq!(second.len(), 4, "every case once: {second:?}");
-    for done in &first {
+        // First invocation: stopped with SIGINT while the second case runs.
+        let mut child = clean_env(&mut Command::new(BIN))
+            .args(["run", &plan, "--db", db, "--no-shuffle"])
+            .current_dir(work.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = Lines::collect(child.stderr.take().unwrap());
+        let out = Lines::collect(child.stdout.take().unwrap());
+        let mark = agent.log_mark();
+        err.wait_for(0, "[1/4] tcp", COMMAND_LIMIT).unwrap();
+        // The first case's test was logged before its line; the second case
+        // runs when the agent logs another test: SIGINT then.
+        let first_test = agent
+            .logs()
+            .lines()
+            .skip(mark)
+            .filter(|l| l.contains("running tcp test"))
+            .count();
+        assert_eq!(first_test, 1, "{}", agent.logs());
+        let logged = agent.logs().lines().count();
+        agent.wait_for_log_after(logged, "running tcp test");
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let status = child.wait().unwrap();
+        // The reader threads may not have drained the pipes yet: wait for the
+        // hint line (or the pipe's end) instead of reading what is there now.
+        let _ = err.wait_for(0, "run `nicbench run", COMMAND_LIMIT);
+        let _ = out.wait_for(0, "\0", COMMAND_LIMIT); // returns when stdout closes
+        let (stdout, stderr_text) = (out.text(), err.text());
+        assert_eq!(status.code(), Some(6), "stdout:\n{stdout}\nstderr:\n{stderr_text}");
+        assert!(stderr_text.contains("run `nicbench run"), "{stderr_text}");
+        let first = complete_cases(db, "resume-test");
         assert!(
-            second.contains(done),
-            "a finished case was measured again: {done:?} in {second:?}"
+            (1..4).contains(&first.len()),
+            "stopped mid-plan: some but not all cases are complete: {first:?}"
         );
-    }
 
-    // Third invocation: nothing left; --restart measures everything again.
-    let out = nicbench(&["run", &plan, "--db", &db]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("4 finished earlier and skipped"));
-    let out = nicbench(&["run", &plan, "--db", &db, "--restart", "--seed", "7"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        text.contains("4 of 4 cases done (4 measured now, 0 earlier)") && text.contains("seed 7"),
-        "{text}"
-    );
-    assert_eq!(complete_cases(&db, "resume-test").len(), 8);
+        // Second invocation: resumes, skips what finished, redoes the rest.
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db, "--no-shuffle"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}\n{}", stderr(&out));
+        assert!(text.contains("(resumed)"), "{text}");
+        assert!(
+            text.contains(&format!("{} finished earlier and skipped", first.len())),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "4 of 4 cases done ({} measured now, {} earlier)",
+                4 - first.len(),
+                first.len()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("Receiver throughput"), "the report table: {text}");
+        // The HTML report of exactly this plan run, beside its summary: the
+        // four complete runs and the one cut short (shown as such).
+        let report = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("wrote the report of 5 runs")
+                    .and_then(|r| r.rsplit(" to ").next())
+            })
+            .unwrap_or_else(|| panic!("no report line: {text}"));
+        let html = std::fs::read_to_string(work.path().join(report)).unwrap();
+        assert!(html.contains("<svg") && html.contains("plan_run"), "{report}");
+        let second = complete_cases(db, "resume-test");
+        assert_eq!(second.len(), 4, "every case once: {second:?}");
+        for done in &first {
+            assert!(
+                second.contains(done),
+                "a finished case was measured again: {done:?} in {second:?}"
+            );
+        }
+
+        // Third invocation: nothing left; --restart measures everything again.
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("4 finished earlier and skipped"));
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db, "--restart", "--seed", "7"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            text.contains("4 of 4 cases done (4 measured now, 0 earlier)") && text.contains("seed 7"),
+            "{text}"
+        );
+        assert_eq!(complete_cases(db, "resume-test").len(), 8);
+    });
 }
 
 /// A second Ctrl-C ends the case in flight at once, and the plan still
@@ -566,80 +585,86 @@ fn plan_run_of(text: &str) -> String {
 fn a_changed_plan_with_the_same_name_starts_a_new_plan_run_and_says_what_changed() {
     let agent = AgentProcess::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("r.db").display().to_string();
-    let head = format!(
+    crate::postgres::on_each_backend(|db| {
+        let work = tempfile::tempdir().unwrap();
+        let head = format!(
         "name = \"same\"\n[defaults]\nduration = \"0.3s\"\n[[agents]]\nlabel = \"lo\"\naddress = \"127.0.0.1:{}\"\n\
          [matrix]\nworkload = [\"tcp\"]\n",
         agent.port
     );
-    let plan = write_plan(dir.path(), "p.toml", &head);
-    let out = nicbench(&["run", &plan, "--db", &db]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{text}\n{}", stderr(&out));
-    let first_run = plan_run_of(&text);
+        let plan = write_plan(dir.path(), "p.toml", &head);
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{text}\n{}", stderr(&out));
+        let first_run = plan_run_of(&text);
 
-    // The same plan, its axis values in another order: resumed.
-    let out = nicbench(&["run", &plan, "--db", &db, "--dry-run"]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(text.contains(&format!("resumes plan run {first_run}")), "{text}");
+        // The same plan, its axis values in another order: resumed.
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db, "--dry-run"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains(&format!("resumes plan run {first_run}")), "{text}");
 
-    // Another matrix under the same name: a new plan run, and why.
-    let plan = write_plan(dir.path(), "p.toml", &format!("{head}streams = [2, 1]\n"));
-    let out = nicbench(&["run", &plan, "--db", &db]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{text}\n{}", stderr(&out));
-    assert!(
+        // Another matrix under the same name: a new plan run, and why.
+        let plan = write_plan(dir.path(), "p.toml", &format!("{head}streams = [2, 1]\n"));
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{text}\n{}", stderr(&out));
+        assert!(
         text.contains(&format!(
             "the plan changed since plan run {first_run} (the matrix changed: streams axis added): a new plan run starts"
         )),
         "{text}"
     );
-    assert!(!text.contains("(resumed)"), "{text}");
-    let second_run = plan_run_of(&text.lines().skip(1).collect::<Vec<_>>().join("\n"));
-    assert_ne!(second_run, first_run);
-    assert!(text.contains("2 of 2 cases done (2 measured now, 0 earlier)"), "{text}");
+        assert!(!text.contains("(resumed)"), "{text}");
+        let second_run = plan_run_of(&text.lines().skip(1).collect::<Vec<_>>().join("\n"));
+        assert_ne!(second_run, first_run);
+        assert!(text.contains("2 of 2 cases done (2 measured now, 0 earlier)"), "{text}");
 
-    // --resume names the old one: resumed with this plan, which says so.
-    let out = nicbench(&["run", &plan, "--db", &db, "--resume", &first_run, "--dry-run"]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{text}\n{}", stderr(&out));
-    assert!(
-        text.contains(&format!(
-            "resuming plan run {first_run} as asked, although the plan changed"
-        )),
-        "{text}"
-    );
-    assert!(text.contains(&format!("resumes plan run {first_run}")), "{text}");
-    // A plan run of no run of this plan is refused, naming the plan's.
-    let out = nicbench(&[
-        "run",
-        &plan,
-        "--db",
-        &db,
-        "--resume",
-        "20000101-000000-0000",
-        "--dry-run",
-    ]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("no plan run 20000101-000000-0000 of the plan 'same'")
-            && stderr(&out).contains(&second_run),
-        "{}",
-        stderr(&out)
-    );
+        // --resume names the old one: resumed with this plan, which says so.
+        let out = nicbench_in(
+            work.path(),
+            &["run", &plan, "--db", db, "--resume", &first_run, "--dry-run"],
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{text}\n{}", stderr(&out));
+        assert!(
+            text.contains(&format!(
+                "resuming plan run {first_run} as asked, although the plan changed"
+            )),
+            "{text}"
+        );
+        assert!(text.contains(&format!("resumes plan run {first_run}")), "{text}");
+        // A plan run of no run of this plan is refused, naming the plan's.
+        let out = nicbench_in(
+            work.path(),
+            &[
+                "run",
+                &plan,
+                "--db",
+                db,
+                "--resume",
+                "20000101-000000-0000",
+                "--dry-run",
+            ],
+        );
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("no plan run 20000101-000000-0000 of the plan 'same'")
+                && stderr(&out).contains(&second_run),
+            "{}",
+            stderr(&out)
+        );
 
-    // A plan run without a record (an older nicbench): not resumed, said.
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute("DELETE FROM plan_runs", []).unwrap();
-    drop(conn);
-    let out = nicbench(&["run", &plan, "--db", &db, "--dry-run"]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        text.contains(&format!(
-            "plan run {second_run} was started by a nicbench that did not record what a plan run measures"
-        )) && !text.contains("resumes plan run"),
-        "{text}"
-    );
+        // A plan run without a record (an older nicbench): not resumed, said.
+        crate::postgres::Inside::open(db).execute("DELETE FROM plan_runs");
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db, "--dry-run"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            text.contains(&format!(
+                "plan run {second_run} was started by a nicbench that did not record what a plan run measures"
+            )) && !text.contains("resumes plan run"),
+            "{text}"
+        );
+    });
 }
 
 /// Issue 67: a plan-run id from the database named a directory as it was:
@@ -652,7 +677,7 @@ fn a_plan_run_id_planted_in_the_database_is_refused_and_names_no_directory() {
     let agent = AgentProcess::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("a")).unwrap();
-    let db = dir.path().join("a/r.db").display().to_string();
+    let sqlite = dir.path().join("a/r.db").display().to_string();
     let plan = write_plan(
         dir.path(),
         "p.toml",
@@ -662,43 +687,52 @@ fn a_plan_run_id_planted_in_the_database_is_refused_and_names_no_directory() {
             agent.port
         ),
     );
-    let out = nicbench(&["run", &plan, "--db", &db]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    // plans/planted-x/../../../escaped is DIR/escaped.
-    let planted = "x/../../../escaped";
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute("UPDATE plan_runs SET plan_run = ?1", [planted]).unwrap();
-    conn.execute("UPDATE tags SET value = ?1 WHERE key = 'plan_run'", [planted])
-        .unwrap();
-    drop(conn);
-    for extra in [&[][..], &["--dry-run"][..]] {
-        let mut args = vec!["run", plan.as_str(), "--db", db.as_str()];
-        args.extend_from_slice(extra);
-        let out = nicbench(&args);
-        let err = stderr(&out);
-        assert!(!out.status.success(), "{extra:?}: {err}");
-        assert!(
-            err.contains(&format!(
-                "names plan run \"{planted}\" of the plan 'planted', which is not a plan-run id"
-            )) && err.contains("--restart"),
-            "{extra:?}: {err}"
+    // The SQLite file in DIR/a, so that the planted id's way out leads
+    // into this test's DIR; then a PostgreSQL database.
+    let body = |db: &str| {
+        let work = tempfile::tempdir().unwrap();
+        let plans = work.path().join(nicbench::plan::plans_dir(Path::new(db)));
+        let escaped = plans.parent().unwrap().parent().unwrap().join("escaped");
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        // PLANS/planted-x/../../../escaped is PLANS/../../escaped (DIR/escaped
+        // for the SQLite file DIR/a/r.db).
+        let planted = "x/../../../escaped";
+        let mut inside = crate::postgres::Inside::open(db);
+        inside.execute(&format!("UPDATE plan_runs SET plan_run = '{planted}'"));
+        inside.execute(&format!("UPDATE tags SET value = '{planted}' WHERE key = 'plan_run'"));
+        drop(inside);
+        for extra in [&[][..], &["--dry-run"][..]] {
+            let mut args = vec!["run", plan.as_str(), "--db", db];
+            args.extend_from_slice(extra);
+            let out = nicbench_in(work.path(), &args);
+            let err = stderr(&out);
+            assert!(!out.status.success(), "{extra:?}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "names plan run \"{planted}\" of the plan 'planted', which is not a plan-run id"
+                )) && err.contains("--restart"),
+                "{extra:?}: {err}"
+            );
+        }
+        assert!(!escaped.exists(), "nothing written outside the plans directory");
+        // --resume with such an id is refused before the database is read.
+        let out = nicbench_in(
+            work.path(),
+            &["run", &plan, "--db", db, "--resume", "../../x", "--dry-run"],
         );
-    }
-    assert!(
-        !dir.path().join("escaped").exists(),
-        "nothing written outside the plans directory"
-    );
-    // --resume with such an id is refused before the database is read.
-    let out = nicbench(&["run", &plan, "--db", &db, "--resume", "../../x", "--dry-run"]);
-    assert!(
-        stderr(&out).contains("--resume \"../../x\": not a plan-run id"),
-        "{}",
-        stderr(&out)
-    );
-    // --restart starts a plan run of its own, under the plans directory.
-    let out = nicbench(&["run", &plan, "--db", &db, "--restart"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!dir.path().join("escaped").exists());
+        assert!(
+            stderr(&out).contains("--resume \"../../x\": not a plan-run id"),
+            "{}",
+            stderr(&out)
+        );
+        // --restart starts a plan run of its own, under the plans directory.
+        let out = nicbench_in(work.path(), &["run", &plan, "--db", db, "--restart"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(!escaped.exists());
+    };
+    body(&sqlite);
+    crate::postgres::on_postgres(body);
 }
 
 /// `nicbench ARGS` with `$NICBENCH_PORT` set, as `lab exec` sets it.

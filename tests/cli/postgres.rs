@@ -35,8 +35,13 @@ fn ok(out: Output, what: &str) -> Output {
 pub(crate) fn on_each_backend(body: impl Fn(&str)) {
     let dir = tempfile::tempdir().unwrap();
     body(dir.path().join("results.db").to_str().unwrap());
-    let cluster = require_cluster();
-    if let Some(cluster) = cluster {
+    on_postgres(body);
+}
+
+/// Runs `body` with the URL of a new PostgreSQL database: the PostgreSQL
+/// half of a test whose SQLite half needs its file somewhere of its own.
+pub(crate) fn on_postgres(body: impl FnOnce(&str)) {
+    if let Some(cluster) = require_cluster() {
         body(&cluster.url("postgres"));
     }
 }
@@ -60,6 +65,72 @@ pub(crate) fn on_each_backend_from(fixture: &Path, body: impl Fn(&str)) {
         );
         body(&url);
     }
+}
+
+/// Whether `db` names a PostgreSQL database rather than a SQLite file.
+pub(crate) fn is_postgres(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// SQL on the store `db` names (a SQLite file or a PostgreSQL URL), for a
+/// test to look inside or to change what it holds behind nicbench's back.
+/// The tables are the same on both back ends, so one statement without
+/// parameters serves both halves of a test.
+pub(crate) enum Inside {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<postgres::Client>),
+}
+
+impl Inside {
+    pub(crate) fn open(db: &str) -> Inside {
+        if !is_postgres(db) {
+            return Inside::Sqlite(rusqlite::Connection::open(db).unwrap_or_else(|e| panic!("{db}: {e}")));
+        }
+        let config: postgres::Config = db.parse().unwrap_or_else(|e| panic!("{db}: {e}"));
+        let client = config.connect(postgres::NoTls).unwrap_or_else(|e| panic!("{db}: {e}"));
+        Inside::Postgres(Box::new(client))
+    }
+
+    /// Runs `sql`, one statement; the number of rows it changed.
+    pub(crate) fn execute(&mut self, sql: &str) -> u64 {
+        match self {
+            Inside::Sqlite(c) => c.execute(sql, []).unwrap_or_else(|e| panic!("{sql}: {e}")) as u64,
+            Inside::Postgres(c) => c.execute(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}")),
+        }
+    }
+
+    /// The one row `sql` selects, its columns as integers (64-bit on
+    /// PostgreSQL: `count(*)` and the store's `BIGINT` columns).
+    pub(crate) fn integers(&mut self, sql: &str) -> Vec<i64> {
+        match self {
+            Inside::Sqlite(c) => {
+                let mut statement = c.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+                let columns = statement.column_count();
+                statement
+                    .query_row([], |r| (0..columns).map(|i| r.get(i)).collect())
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            }
+            Inside::Postgres(c) => {
+                let row = c.query_one(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}"));
+                (0..row.len()).map(|i| row.get(i)).collect()
+            }
+        }
+    }
+
+    /// The integer `sql` selects.
+    pub(crate) fn integer(&mut self, sql: &str) -> i64 {
+        self.integers(sql)[0]
+    }
+}
+
+/// Whether nothing was written to the store `db` names: no SQLite file,
+/// or not one table in the PostgreSQL database.
+pub(crate) fn holds_nothing(db: &str) -> bool {
+    if !is_postgres(db) {
+        return !Path::new(db).exists();
+    }
+    Inside::open(db).integer("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()")
+        == 0
 }
 
 /// The server, or None having skipped (failing under CI).

@@ -15,7 +15,8 @@ fn stdout(out: &Output) -> String {
 }
 
 /// The run id from the line `saved as run N in PATH`.
-fn saved_id(text: &str, db: &Path) -> i64 {
+fn saved_id(text: &str, db: impl AsRef<Path>) -> i64 {
+    let db = db.as_ref();
     let line = text
         .lines()
         .find(|l| l.starts_with("saved as run "))
@@ -34,9 +35,9 @@ fn db_arg(db: &Path) -> String {
 }
 
 /// Runs a measuring command against `agent` with `--db`, asserting success.
-fn measure(agent: &AgentProcess, db: &Path, workload: &str, extra: &[&str]) -> Output {
+fn measure(agent: &AgentProcess, db: impl AsRef<Path>, workload: &str, extra: &[&str]) -> Output {
     let port = agent.port_arg();
-    let db = db_arg(db);
+    let db = db_arg(db.as_ref());
     let mut argv = vec![workload, "127.0.0.1", "-p", &port, "--db", &db];
     argv.extend_from_slice(extra);
     let out = nicbench(&argv);
@@ -47,65 +48,65 @@ fn measure(agent: &AgentProcess, db: &Path, workload: &str, extra: &[&str]) -> O
 #[test]
 fn every_workload_round_trips_through_the_store() {
     let agent = AgentProcess::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db");
-    let cases: &[(&str, &[&str])] = &[
-        (
-            "tcp",
-            &["-t", "0.3", "--repeat", "2", "--tag", "nic=lo", "--tag", "test=tcp"],
-        ),
-        ("udp", &["-t", "0.3", "-b", "50M", "--tag", "test=udp"]),
-        ("rr", &["-t", "0.3", "--tag", "test=rr"]),
-        ("sweep", &["--max", "4K", "--point-time", "5ms", "--tag", "test=sweep"]),
-    ];
-    for (workload, extra) in cases {
-        let mut args = extra.to_vec();
-        args.push("--json");
-        let out = measure(&agent, &db, workload, &args);
-        let printed: Value = serde_json::from_slice(&out.stdout).expect("stdout is only the document");
-        let id = saved_id(&stderr(&out), &db);
-        let shown = nicbench(&["show", &id.to_string(), "--db", &db_arg(&db), "--json"]);
-        assert!(shown.status.success(), "{}", stderr(&shown));
-        let saved: Value = serde_json::from_slice(&shown.stdout).unwrap();
-        assert_eq!(
-            saved, printed,
-            "{workload}: the saved document differs from the printed one"
-        );
-    }
-    let runs = nicbench(&["runs", "--db", &db_arg(&db)]);
-    let listing = stdout(&runs);
-    assert_eq!(listing.lines().count(), 5, "{listing}");
-    assert!(listing.contains("nic=lo test=tcp"), "{listing}");
-    assert!(listing.contains("transactions/s"), "{listing}");
-    let only_rr = stdout(&nicbench(&["runs", "--db", &db_arg(&db), "--workload", "rr"]));
-    assert_eq!(only_rr.lines().count(), 2, "{only_rr}");
-    let tagged = stdout(&nicbench(&["runs", "--db", &db_arg(&db), "--tag", "nic=lo"]));
-    assert_eq!(tagged.lines().count(), 2, "{tagged}");
-    assert!(tagged.contains(" tcp "), "{tagged}");
+    super::postgres::on_each_backend(|db| {
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "tcp",
+                &["-t", "0.3", "--repeat", "2", "--tag", "nic=lo", "--tag", "test=tcp"],
+            ),
+            ("udp", &["-t", "0.3", "-b", "50M", "--tag", "test=udp"]),
+            ("rr", &["-t", "0.3", "--tag", "test=rr"]),
+            ("sweep", &["--max", "4K", "--point-time", "5ms", "--tag", "test=sweep"]),
+        ];
+        for (workload, extra) in cases {
+            let mut args = extra.to_vec();
+            args.push("--json");
+            let out = measure(&agent, db, workload, &args);
+            let printed: Value = serde_json::from_slice(&out.stdout).expect("stdout is only the document");
+            let id = saved_id(&stderr(&out), db);
+            let shown = nicbench(&["show", &id.to_string(), "--db", db, "--json"]);
+            assert!(shown.status.success(), "{}", stderr(&shown));
+            let saved: Value = serde_json::from_slice(&shown.stdout).unwrap();
+            assert_eq!(
+                saved, printed,
+                "{workload}: the saved document differs from the printed one"
+            );
+        }
+        let runs = nicbench(&["runs", "--db", db]);
+        let listing = stdout(&runs);
+        assert_eq!(listing.lines().count(), 5, "{listing}");
+        assert!(listing.contains("nic=lo test=tcp"), "{listing}");
+        assert!(listing.contains("transactions/s"), "{listing}");
+        let only_rr = stdout(&nicbench(&["runs", "--db", db, "--workload", "rr"]));
+        assert_eq!(only_rr.lines().count(), 2, "{only_rr}");
+        let tagged = stdout(&nicbench(&["runs", "--db", db, "--tag", "nic=lo"]));
+        assert_eq!(tagged.lines().count(), 2, "{tagged}");
+        assert!(tagged.contains(" tcp "), "{tagged}");
+    });
 }
 
 #[test]
 fn the_text_report_is_saved_as_printed_and_ends_with_the_run_line() {
     let agent = AgentProcess::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db");
-    let out = measure(&agent, &db, "tcp", &["-t", "0.3"]);
-    let text = stdout(&out);
-    let (report, last) = text.trim_end().rsplit_once('\n').unwrap();
-    let id = saved_id(last, &db);
-    let shown = nicbench(&["show", &id.to_string(), "--db", &db_arg(&db)]);
-    assert_eq!(stdout(&shown).trim_end(), report.trim_end());
+    super::postgres::on_each_backend(|db| {
+        let out = measure(&agent, db, "tcp", &["-t", "0.3"]);
+        let text = stdout(&out);
+        let (report, last) = text.trim_end().rsplit_once('\n').unwrap();
+        let id = saved_id(last, db);
+        let shown = nicbench(&["show", &id.to_string(), "--db", db]);
+        assert!(shown.status.success(), "{}", stderr(&shown));
+        assert_eq!(stdout(&shown).trim_end(), report.trim_end());
+    });
 }
 
-// SQLite only: whether a file is created.
 #[test]
 fn no_save_writes_no_database() {
     let agent = AgentProcess::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db");
-    let out = measure(&agent, &db, "tcp", &["-t", "0.2", "--no-save"]);
-    assert!(!stdout(&out).contains("saved as run"));
-    assert!(!db.exists());
+    super::postgres::on_each_backend(|db| {
+        let out = measure(&agent, db, "tcp", &["-t", "0.2", "--no-save"]);
+        assert!(!stdout(&out).contains("saved as run"));
+        assert!(super::postgres::holds_nothing(db), "--no-save wrote to {db}");
+    });
 }
 
 // SQLite only: the default file path.
@@ -124,58 +125,59 @@ fn without_db_runs_go_to_the_xdg_data_directory() {
     assert_eq!(saved_id(&stdout(&out), &db), 1);
 }
 
+/// A client killed (SIGKILL) between trials: the trials it saved stay,
+/// as the unfinished run, whole (SQLite's file passes its integrity check;
+/// PostgreSQL's server rolls back only the cut connection's open work).
 #[test]
 fn a_run_killed_mid_repetition_keeps_its_finished_trials() {
     let agent = AgentProcess::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db");
-    let mut client = Command::new(BIN)
-        .args([
-            "tcp",
-            "127.0.0.1",
-            "-p",
-            &agent.port_arg(),
-            "-t",
-            "0.3",
-            "--repeat",
-            "50",
-        ])
-        .args(["--db", &db_arg(&db), "--tag", "killed=yes"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The progress line of a trial comes after that trial is committed.
-    let mut lines = BufReader::new(client.stderr.take().unwrap()).lines();
-    loop {
-        let line = lines.next().expect("client exited before trial 2").unwrap();
-        if line.starts_with("trial 2/50") {
-            break;
+    super::postgres::on_each_backend(|db| {
+        let mut client = Command::new(BIN)
+            .args([
+                "tcp",
+                "127.0.0.1",
+                "-p",
+                &agent.port_arg(),
+                "-t",
+                "0.3",
+                "--repeat",
+                "50",
+            ])
+            .args(["--db", db, "--tag", "killed=yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The progress line of a trial comes after that trial is committed.
+        let mut lines = BufReader::new(client.stderr.take().unwrap()).lines();
+        loop {
+            let line = lines.next().expect("client exited before trial 2").unwrap();
+            if line.starts_with("trial 2/50") {
+                break;
+            }
         }
-    }
-    client.kill().unwrap(); // SIGKILL
-    client.wait().unwrap();
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
-    assert_eq!(check, "ok");
-    let (complete, saved, trials): (bool, i64, i64) = conn
-        .query_row(
-            "SELECT complete, trials_saved, (SELECT count(*) FROM trials WHERE run_id = runs.id) FROM runs",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert!(!complete);
-    assert!(saved >= 2 && saved == trials, "saved {saved}, trial rows {trials}");
-    let listing = stdout(&nicbench(&["runs", "--db", &db_arg(&db)]));
-    assert!(
-        listing.contains(&format!("INCOMPLETE ({saved} of 50 trials saved)")),
-        "{listing}"
-    );
-    let shown = nicbench(&["show", "1", "--db", &db_arg(&db), "--json"]);
-    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
-    assert_eq!(doc["trials"].as_array().unwrap().len() as i64, saved);
+        client.kill().unwrap(); // SIGKILL
+        client.wait().unwrap();
+        let mut inside = super::postgres::Inside::open(db);
+        if let super::postgres::Inside::Sqlite(conn) = &inside {
+            let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+            assert_eq!(check, "ok");
+        }
+        let row = inside
+            .integers("SELECT complete, trials_saved, (SELECT count(*) FROM trials WHERE run_id = runs.id) FROM runs");
+        let (complete, saved, trials) = (row[0], row[1], row[2]);
+        assert_eq!(complete, 0);
+        assert!(saved >= 2 && saved == trials, "saved {saved}, trial rows {trials}");
+        let listing = stdout(&nicbench(&["runs", "--db", db]));
+        assert!(
+            listing.contains(&format!("INCOMPLETE ({saved} of 50 trials saved)")),
+            "{listing}"
+        );
+        let shown = nicbench(&["show", "1", "--db", db, "--json"]);
+        let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        assert_eq!(doc["trials"].as_array().unwrap().len() as i64, saved);
+    });
 }
 
 // SQLite only: SQLite's file locking; many writers to PostgreSQL: postgres.rs (eight pushers).

@@ -86,52 +86,53 @@ fn real_iperf3_tcp_and_udp_documents_import_with_their_figures() {
     let (tcp_file, udp_file) = (dir.path().join("tcp.json"), dir.path().join("udp.json"));
     let tcp = Iperf3Server::start().run_client(&[], &tcp_file);
     let udp = Iperf3Server::start().run_client(&["-u", "-b", "50M"], &udp_file);
-    let db = dir.path().join("results.db").display().to_string();
-    let out = nicbench(&[
-        "import",
-        &tcp_file.display().to_string(),
-        &udp_file.display().to_string(),
-        "--tag",
-        "tool=iperf3",
-        "--db",
-        &db,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let (header, rows) = export_csv(&db);
-    let col = |row: &[String], name: &str| row[header.iter().position(|h| h == name).unwrap()].clone();
-    let number = |s: String| s.parse::<f64>().unwrap();
-    assert_eq!(rows.len(), 2);
-    let (t, u) = (&rows[0], &rows[1]);
-    assert_eq!((col(t, "workload"), col(t, "source")), ("tcp".into(), "iperf3".into()));
-    assert_eq!(
-        number(col(t, "receiver_bits_per_second")),
-        tcp["end"]["sum_received"]["bits_per_second"].as_f64().unwrap()
-    );
-    assert_eq!(
-        number(col(t, "sender_bits_per_second")),
-        tcp["end"]["sum_sent"]["bits_per_second"].as_f64().unwrap()
-    );
-    assert_eq!(col(t, "tag:tool"), "iperf3");
-    assert_eq!(col(u, "workload"), "udp");
-    assert_eq!(
-        number(col(u, "receiver_bits_per_second")),
-        udp["end"]["sum_received"]["bits_per_second"].as_f64().unwrap()
-    );
-    assert_eq!(
-        number(col(u, "loss_percent")),
-        udp["end"]["sum_received"]["lost_percent"].as_f64().unwrap()
-    );
-    // iperf3 carries neither MTU nor latency percentiles: left empty.
-    for empty in ["client_mtu_bytes", "p99_latency_us", "agent_host", "verdict_kind"] {
-        assert_eq!(col(t, empty), "", "{empty}");
-    }
-    let shown = nicbench(&["show", "1", "--json", "--db", &db]);
-    assert_eq!(serde_json::from_slice::<Value>(&shown.stdout).unwrap(), tcp);
-    let listing = String::from_utf8(nicbench(&["runs", "--db", &db]).stdout).unwrap();
-    assert!(
-        listing.contains("tcp (iperf3)") && listing.contains("udp (iperf3)"),
-        "{listing}"
-    );
+    super::postgres::on_each_backend(|db| {
+        let out = nicbench(&[
+            "import",
+            &tcp_file.display().to_string(),
+            &udp_file.display().to_string(),
+            "--tag",
+            "tool=iperf3",
+            "--db",
+            db,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let (header, rows) = export_csv(db);
+        let col = |row: &[String], name: &str| row[header.iter().position(|h| h == name).unwrap()].clone();
+        let number = |s: String| s.parse::<f64>().unwrap();
+        assert_eq!(rows.len(), 2);
+        let (t, u) = (&rows[0], &rows[1]);
+        assert_eq!((col(t, "workload"), col(t, "source")), ("tcp".into(), "iperf3".into()));
+        assert_eq!(
+            number(col(t, "receiver_bits_per_second")),
+            tcp["end"]["sum_received"]["bits_per_second"].as_f64().unwrap()
+        );
+        assert_eq!(
+            number(col(t, "sender_bits_per_second")),
+            tcp["end"]["sum_sent"]["bits_per_second"].as_f64().unwrap()
+        );
+        assert_eq!(col(t, "tag:tool"), "iperf3");
+        assert_eq!(col(u, "workload"), "udp");
+        assert_eq!(
+            number(col(u, "receiver_bits_per_second")),
+            udp["end"]["sum_received"]["bits_per_second"].as_f64().unwrap()
+        );
+        assert_eq!(
+            number(col(u, "loss_percent")),
+            udp["end"]["sum_received"]["lost_percent"].as_f64().unwrap()
+        );
+        // iperf3 carries neither MTU nor latency percentiles: left empty.
+        for empty in ["client_mtu_bytes", "p99_latency_us", "agent_host", "verdict_kind"] {
+            assert_eq!(col(t, empty), "", "{empty}");
+        }
+        let shown = nicbench(&["show", "1", "--json", "--db", db]);
+        assert_eq!(serde_json::from_slice::<Value>(&shown.stdout).unwrap(), tcp);
+        let listing = String::from_utf8(nicbench(&["runs", "--db", db]).stdout).unwrap();
+        assert!(
+            listing.contains("tcp (iperf3)") && listing.contains("udp (iperf3)"),
+            "{listing}"
+        );
+    });
 }
 
 fn netpipe_fixture() -> String {
@@ -172,22 +173,24 @@ fn a_malformed_file_is_named_with_its_line_and_nothing_is_imported() {
     std::fs::write(&bad, "       1 1.08   0.00000704\n       2 oops   0.00001086\n").unwrap();
     let json = dir.path().join("cut.json");
     std::fs::write(&json, "{\"start\": {\"test_start\": ").unwrap();
-    let db = dir.path().join("results.db").display().to_string();
-    let out = nicbench(&["import", &netpipe_fixture(), &bad.display().to_string(), "--db", &db]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(err.contains(&format!("{}: line 2, byte 34", bad.display())), "{err}");
-    assert!(
-        err.contains("not a number") && err.contains("no file was imported"),
-        "{err}"
-    );
-    assert!(
-        !Path::new(&db).exists(),
-        "a database was written although nothing was imported"
-    );
-    let out = nicbench(&["import", &json.display().to_string(), "--db", &db]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("cut.json: line 1, byte "), "{}", stderr(&out));
+    super::postgres::on_each_backend(|db| {
+        let out = nicbench(&["import", &netpipe_fixture(), &bad.display().to_string(), "--db", db]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("{}: line 2, byte 34", bad.display())), "{err}");
+        assert!(
+            err.contains("not a number") && err.contains("no file was imported"),
+            "{err}"
+        );
+        assert!(
+            super::postgres::holds_nothing(db),
+            "a database was written although nothing was imported"
+        );
+        let out = nicbench(&["import", &json.display().to_string(), "--db", db]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("cut.json: line 1, byte "), "{}", stderr(&out));
+        assert!(super::postgres::holds_nothing(db));
+    });
 }
 
 /// Run ids listed by `runs` (first column).
@@ -301,28 +304,39 @@ fn impossible_figures_are_refused_naming_file_line_and_field_and_nothing_is_impo
 #[test]
 fn an_import_saves_every_file_in_one_transaction_and_lists_the_runs_saved() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.db").display().to_string();
-    let good = dir.path().join("good.json");
-    let end = "{\n\t\t\"sum_received\":\t{\n\t\t\t\"bits_per_second\":\t9.4e9\n\t\t}\n\t}";
-    std::fs::write(&good, iperf3_document("1700000000", end)).unwrap();
-    let (fixture, good) = (netpipe_fixture(), good.display().to_string());
-    let out = nicbench(&["import", &fixture, &good, "--db", &db]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        text.contains(&format!("imported {good} (iperf3 tcp) as run 2")),
-        "{text}"
-    );
-    assert!(text.ends_with(&format!("saved 2 run(s) in {db}: 1, 2\n")), "{text}");
-    // A database that cannot take the write (read-only) saves none of them.
-    use std::os::unix::fs::PermissionsExt;
-    if unsafe { libc::geteuid() } != 0 {
-        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
-        let out = nicbench(&["import", &fixture, &good, "--db", &db]);
-        assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
-        assert!(stderr(&out).contains("is unchanged"), "{}", stderr(&out));
-        assert_eq!(run_count(&db), 2);
-    }
+    super::postgres::on_each_backend(|db| {
+        let good = dir.path().join("good.json");
+        let end = "{\n\t\t\"sum_received\":\t{\n\t\t\t\"bits_per_second\":\t9.4e9\n\t\t}\n\t}";
+        std::fs::write(&good, iperf3_document("1700000000", end)).unwrap();
+        let (fixture, good) = (netpipe_fixture(), good.display().to_string());
+        let out = nicbench(&["import", &fixture, &good, "--db", db]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            text.contains(&format!("imported {good} (iperf3 tcp) as run 2")),
+            "{text}"
+        );
+        assert!(text.ends_with(&format!("saved 2 run(s) in {db}: 1, 2\n")), "{text}");
+        // A database that cannot take the write saves none of them: a
+        // read-only file (root writes any file, so not under root), or a
+        // PostgreSQL database whose transactions are read-only.
+        use std::os::unix::fs::PermissionsExt;
+        let read_only = if super::postgres::is_postgres(db) {
+            super::postgres::Inside::open(db).execute("ALTER DATABASE postgres SET default_transaction_read_only = on");
+            true
+        } else if unsafe { libc::geteuid() } != 0 {
+            std::fs::set_permissions(db, std::fs::Permissions::from_mode(0o444)).unwrap();
+            true
+        } else {
+            false
+        };
+        if read_only {
+            let out = nicbench(&["import", &fixture, &good, "--db", db]);
+            assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+            assert!(stderr(&out).contains("is unchanged"), "{}", stderr(&out));
+            assert_eq!(run_count(db), 2);
+        }
+    });
 }
 
 #[test]
@@ -340,19 +354,22 @@ fn an_imported_netpipe_run_draws_as_a_sweep() {
     assert!(out.status.success(), "{}", stderr(&out));
     let drawn = std::fs::read_to_string(&svg).unwrap();
     roxmltree::Document::parse(&drawn).expect("a valid SVG");
-    let db = dir.path().join("results.db").display().to_string();
-    assert!(nicbench(&["import", &netpipe_fixture(), "--db", &db]).status.success());
-    let from_db = dir.path().join("db.svg");
-    let out = nicbench(&[
-        "plot",
-        "--kind",
-        "sweep",
-        "--db",
-        &db,
-        "-o",
-        &from_db.display().to_string(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    super::postgres::on_each_backend(|db| {
+        assert!(nicbench(&["import", &netpipe_fixture(), "--db", db]).status.success());
+        let from_db = dir.path().join("db.svg");
+        let out = nicbench(&[
+            "plot",
+            "--kind",
+            "sweep",
+            "--db",
+            db,
+            "-o",
+            &from_db.display().to_string(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let from_db = std::fs::read_to_string(&from_db).unwrap();
+        roxmltree::Document::parse(&from_db).expect("a valid SVG");
+    });
 }
 
 fn run_tcp_fixture() -> String {
@@ -366,7 +383,9 @@ fn run_tcp_fixture() -> String {
 /// every rate to 1.7e308 and deleted all tags) and stayed to run again.
 /// nicbench opens every database with triggers and views off: the import
 /// saves its run and nothing else changes.
-// SQLite only: a trigger planted in a SQLite file.
+// SQLite only: a trigger planted in a file anyone may hand over; a
+// PostgreSQL archive's triggers are its owner's (turning them off,
+// session_replication_role, takes a superuser).
 #[test]
 fn a_trigger_planted_in_the_database_does_not_fire_on_import() {
     let dir = tempfile::tempdir().unwrap();
@@ -418,61 +437,62 @@ fn a_trigger_planted_in_the_database_does_not_fire_on_import() {
 #[test]
 fn a_malformed_document_is_left_out_naming_its_run_and_the_others_are_read() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("r.db").display().to_string();
-    let out = nicbench(&[
-        "import",
-        &run_tcp_fixture(),
-        &run_tcp_fixture(),
-        &netpipe_fixture(),
-        "--db",
-        &db,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute("UPDATE runs SET document = '{not json' WHERE id = 2", [])
-        .unwrap();
-    conn.execute("DELETE FROM digests WHERE run_id = 2", []).unwrap();
-    drop(conn);
-    let named = "run 2 in ";
-    let html = dir.path().join("r.html").display().to_string();
-    // compare reads the stored columns, and the document's parts as absent.
-    let out = nicbench(&["compare", "--db", &db]);
-    assert!(out.status.success(), "compare: {}", stderr(&out));
-    for args in [
-        vec!["report", "--db", &db, "-o", &html],
-        vec!["export", "--db", &db, "--format", "json"],
-    ] {
-        let out = nicbench(&args);
-        let err = stderr(&out);
-        assert!(out.status.success(), "{args:?}: {err}");
+    super::postgres::on_each_backend(|db| {
+        let out = nicbench(&[
+            "import",
+            &run_tcp_fixture(),
+            &run_tcp_fixture(),
+            &netpipe_fixture(),
+            "--db",
+            db,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let mut inside = super::postgres::Inside::open(db);
+        assert_eq!(inside.execute("UPDATE runs SET document = '{not json' WHERE id = 2"), 1);
+        inside.execute("DELETE FROM digests WHERE run_id = 2");
+        drop(inside);
+        let named = "run 2 in ";
+        let html = dir.path().join("r.html").display().to_string();
+        // compare reads the stored columns, and the document's parts as absent.
+        let out = nicbench(&["compare", "--db", db]);
+        assert!(out.status.success(), "compare: {}", stderr(&out));
+        for args in [
+            vec!["report", "--db", db, "-o", &html],
+            vec!["export", "--db", db, "--format", "json"],
+        ] {
+            let out = nicbench(&args);
+            let err = stderr(&out);
+            assert!(out.status.success(), "{args:?}: {err}");
+            assert!(
+                err.contains(named) && err.contains("its document is not valid JSON") && err.contains("left out"),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.matches(named).count(), 1, "one message: {err}");
+        }
+        let exported: Value =
+            serde_json::from_slice(&nicbench(&["export", "--db", db, "--format", "json"]).stdout).unwrap();
+        let ids: Vec<i64> = exported
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(ids, [1, 3]);
+        let out = nicbench(&["show", "1", "--db", db]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = nicbench(&["show", "2", "--db", db]);
+        assert_eq!(out.status.code(), Some(8));
+        // The hint quotes the URL for the shell (its `?`), as it does a path that needs it.
+        let rm = nicbench::shell::join(["nicbench", "rm", "2", "--db", db]);
         assert!(
-            err.contains(named) && err.contains("its document is not valid JSON") && err.contains("left out"),
-            "{args:?}: {err}"
+            stderr(&out).contains("run 2 in ") && stderr(&out).contains(&format!("`{rm}` removes the run")),
+            "{}",
+            stderr(&out)
         );
-        assert_eq!(err.matches(named).count(), 1, "one message: {err}");
-    }
-    let exported: Value =
-        serde_json::from_slice(&nicbench(&["export", "--db", &db, "--format", "json"]).stdout).unwrap();
-    let ids: Vec<i64> = exported
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(ids, [1, 3]);
-    let out = nicbench(&["show", "1", "--db", &db]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let out = nicbench(&["show", "2", "--db", &db]);
-    assert_eq!(out.status.code(), Some(8));
-    assert!(
-        stderr(&out).contains("run 2 in ")
-            && stderr(&out).contains(&format!("`nicbench rm 2 --db {db}` removes the run")),
-        "{}",
-        stderr(&out)
-    );
-    let out = nicbench(&["rm", "2", "--db", &db, "--yes"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(run_count(&db), 2);
+        let out = nicbench(&["rm", "2", "--db", db, "--yes"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(run_count(db), 2);
+    });
 }
 
 /// Issue 67: a 200 MB document was imported, and then every report read it
@@ -481,7 +501,6 @@ fn a_malformed_document_is_left_out_naming_its_run_and_the_others_are_read() {
 #[test]
 fn a_document_over_the_size_cap_is_refused_at_import() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("r.db").display().to_string();
     let sum = "{\n\t\t\"sum_sent\":\t{\n\t\t\t\"bits_per_second\":\t1e9\n\t\t},\n\t\t\"sum_received\":\t{\n\
                \t\t\t\"bits_per_second\":\t1e9\n\t\t}\n\t}";
     // A valid document, padded past 64 MiB with whitespace JSON allows.
@@ -489,13 +508,15 @@ fn a_document_over_the_size_cap_is_refused_at_import() {
     text.push_str(&" ".repeat((64 << 20) + 1));
     let file = dir.path().join("big.json");
     std::fs::write(&file, text).unwrap();
-    let out = nicbench(&["import", &netpipe_fixture(), &file.display().to_string(), "--db", &db]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("big.json is 64.0 MiB, more than the 64 MiB a document may be"),
-        "{err}"
-    );
-    assert!(err.contains("no file was imported"), "{err}");
-    assert_eq!(run_count(&db), 0);
+    super::postgres::on_each_backend(|db| {
+        let out = nicbench(&["import", &netpipe_fixture(), &file.display().to_string(), "--db", db]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("big.json is 64.0 MiB, more than the 64 MiB a document may be"),
+            "{err}"
+        );
+        assert!(err.contains("no file was imported"), "{err}");
+        assert!(super::postgres::holds_nothing(db), "{db} was written");
+    });
 }

@@ -114,6 +114,8 @@ fn upgrade_and_check(db: &Path, from: i64, also_added: &[&str]) -> usize {
     with_split
 }
 
+// SQLite only: an old SQLite file migrated in place; no PostgreSQL archive was ever at
+// this version (postgres::POSTGRES_DATA_MIGRATIONS_FROM: their data updates do not run there).
 #[test]
 fn a_schema_2_database_gains_the_cpu_split_of_its_runs_and_nothing_else_changes() {
     let dir = tempfile::tempdir().unwrap();
@@ -166,6 +168,8 @@ fn a_schema_2_database_gains_the_cpu_split_of_its_runs_and_nothing_else_changes(
     assert!(!text.contains("netpipe"), "a run without the split was drawn");
 }
 
+// SQLite only: an old SQLite file migrated in place; no PostgreSQL archive was ever at
+// this version (postgres::POSTGRES_DATA_MIGRATIONS_FROM: their data updates do not run there).
 #[test]
 fn a_schema_1_database_is_upgraded_through_both_migrations_with_the_split() {
     let dir = tempfile::tempdir().unwrap();
@@ -179,6 +183,8 @@ fn a_schema_1_database_is_upgraded_through_both_migrations_with_the_split() {
 /// as that version did, and a tcp run of two trials. Opening it heads the
 /// files run and its trial by the payload rate the command reports, as a
 /// run saved now is; nothing else changes.
+// SQLite only: an old SQLite file migrated in place; no PostgreSQL archive was ever at
+// this version (postgres::POSTGRES_DATA_MIGRATIONS_FROM: their data updates do not run there).
 #[test]
 fn a_schema_3_database_heads_its_files_run_by_the_payload_rate_and_nothing_else_changes() {
     let dir = tempfile::tempdir().unwrap();
