@@ -17,10 +17,18 @@ pub use file::{Plan, PlanError};
 pub use matrix::{expand, Case};
 
 /// Where plan runs keep their summaries, command output and restore files:
-/// beside the results database `db`. `nicbench run` writes there, and the
-/// HTML report and `--restore` read it back.
+/// beside the results database `db`, or, for a PostgreSQL archive (no
+/// directory of its own on this host), beside the default local database.
+/// `nicbench run` writes there, and the HTML report and `--restore` read it
+/// back.
 pub fn plans_dir(db: &Path) -> PathBuf {
-    db.parent().unwrap_or(Path::new(".")).join("plans")
+    // A URL's "parent" would be a relative directory named `postgres:` in
+    // whatever directory the command ran from.
+    let local = match crate::store::postgres::is_url(db) {
+        true => crate::store::default_path(),
+        false => db.to_path_buf(),
+    };
+    local.parent().unwrap_or(Path::new(".")).join("plans")
 }
 
 /// The longest plan-run id taken (nicbench makes 20: `20261123-201022-d72c`).
@@ -65,6 +73,14 @@ mod tests {
 
     /// Issue 67: a plan-run id `../../../../tmp/x` planted in a database
     /// was resumed and wrote `/tmp/x/summary.json`.
+    #[test]
+    fn a_postgresql_archives_plans_are_kept_beside_the_default_local_database() {
+        let dir = plans_dir(Path::new("postgres://team@db.example/nicbench"));
+        assert_eq!(dir, crate::store::default_path().parent().unwrap().join("plans"));
+        assert!(!dir.to_string_lossy().contains("postgres:"), "{}", dir.display());
+        assert_eq!(plans_dir(Path::new("/data/results.db")), Path::new("/data/plans"));
+    }
+
     #[test]
     fn a_plan_run_id_that_leaves_the_plans_directory_is_refused() {
         for good in ["20261123-201022-d72c", "r1", "a.b_c-D"] {

@@ -36,14 +36,19 @@ fn closed_port() -> u16 {
         .port()
 }
 
-/// `nicbench ARGS` in the working directory `cwd`. A plan run's files go
-/// to the plans directory beside the database's file (`plan::plans_dir`);
-/// for a PostgreSQL URL that comes out as a path relative to the working
-/// directory (`postgres:/...`), so each half of a store test runs in a
-/// directory of its own and the checkout stays clean.
+/// `nicbench ARGS` in the working directory `cwd`, whose `nicbench/`
+/// stands for the user's data directory. A plan run's files go to the plans
+/// directory beside the database's file (`plan::plans_dir`); for a
+/// PostgreSQL URL, beside the default local database in the data
+/// directory: each half of a store test keeps them in a directory of its
+/// own, and nothing reaches the home directory.
 fn nicbench_in(cwd: &Path, args: &[&str]) -> Output {
     let child = crate::common::spawn_captured(
-        Command::new(BIN).args(args).current_dir(cwd).env("COLUMNS", "1000"),
+        Command::new(BIN)
+            .args(args)
+            .current_dir(cwd)
+            .env("XDG_DATA_HOME", cwd)
+            .env("COLUMNS", "1000"),
         "nicbench",
     );
     crate::common::wait_output(child, COMMAND_LIMIT, &format!("nicbench {args:?}"))
@@ -90,6 +95,7 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
         let mut child = clean_env(&mut Command::new(BIN))
             .args(["run", &plan, "--db", db, "--no-shuffle"])
             .current_dir(work.path())
+            .env("XDG_DATA_HOME", work.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -691,7 +697,12 @@ fn a_plan_run_id_planted_in_the_database_is_refused_and_names_no_directory() {
     // into this test's DIR; then a PostgreSQL database.
     let body = |db: &str| {
         let work = tempfile::tempdir().unwrap();
-        let plans = work.path().join(nicbench::plan::plans_dir(Path::new(db)));
+        // nicbench_in makes WORK the data directory: a PostgreSQL URL's
+        // plans are in WORK/nicbench/plans.
+        let plans = match crate::postgres::is_postgres(db) {
+            true => work.path().join("nicbench").join("plans"),
+            false => nicbench::plan::plans_dir(Path::new(db)),
+        };
         let escaped = plans.parent().unwrap().parent().unwrap().join("escaped");
         let out = nicbench_in(work.path(), &["run", &plan, "--db", db]);
         assert!(out.status.success(), "{}", stderr(&out));
