@@ -237,6 +237,25 @@ pub fn conclude(findings: Vec<Finding>, workload_first: bool) -> Verdict {
         .collect();
     let workload = roots.iter().copied().find(|&i| findings[i].class == Class::Workload);
     let tighter = tighter_end(&findings, &strong_causes);
+    // Where the workload's own finding answers the question the test
+    // exists for, of several strong causes the only one that explains that
+    // finding: the others, however short of CPU, are not what the answer
+    // shows (a files sender that needed 0.02 s of CPU and waited for most
+    // of it, beside the receiver whose starvation is the per-file overhead
+    // seen). Elsewhere a starved end's mark may be invisible (an unpaced
+    // UDP sender just sends less), so the ready-time shares decide.
+    let marked: Vec<usize> = match workload_first {
+        true => strong_causes
+            .iter()
+            .copied()
+            .filter(|&a| {
+                (0..n).any(|b| {
+                    findings[b].class == Class::Workload && explains(&findings[a], &findings[b], workload_first)
+                })
+            })
+            .collect(),
+        false => Vec::new(),
+    };
     let primary: Result<usize, Vec<usize>> = if let Some(i) = pick(Class::ModelExceeded) {
         Ok(i)
     } else if let (true, Some(i)) = (
@@ -248,6 +267,8 @@ pub fn conclude(findings: Vec<Finding>, workload_first: bool) -> Verdict {
         Ok(i)
     } else if strong_causes.len() == 1 {
         Ok(strong_causes[0])
+    } else if let [i] = marked[..] {
+        Ok(i)
     } else if let Some((i, _)) = tighter {
         Ok(i)
     } else if strong_causes.len() > 1 {
@@ -654,6 +675,44 @@ mod tests {
         // Without the shares measured on both ends: both, as before.
         let unmeasured = conclude(vec![cpu(Party::Client, "sender", true), receiver], false);
         assert_eq!(unmeasured.side.as_deref(), Some("both"));
+    }
+
+    #[test]
+    fn of_two_starved_ends_the_one_whose_starvation_shows_is_the_cause() {
+        // Seen under a busy suite: small files, the sender's threads ran 8%
+        // of their ready time (0.02 s in all), the receiver's 21%; the
+        // result is the receiver's per-file overhead, which only the
+        // receiver's starvation explains. The ready-time shares alone would
+        // name the sender.
+        let sender = cpu(Party::Client, "sender", true).ran_percent_of_ready(8.0);
+        let receiver = cpu(Party::Agent, "receiver", true).ran_percent_of_ready(21.0);
+        let files = Finding::new(
+            "files_per_file_overhead",
+            Class::Workload,
+            Some(Party::Agent),
+            Some("receiver"),
+            "files: 5% of raw TCP; limited by: per-file overhead".into(),
+        )
+        .strong_if(true);
+        let v = conclude(vec![sender, receiver, files], true);
+        assert_eq!(
+            (v.kind.as_str(), v.side.as_deref()),
+            ("cpu_starved", Some("receiver")),
+            "{v:?}"
+        );
+        let roles: Vec<(&str, &str, &str)> = v
+            .evidence
+            .iter()
+            .map(|e| (e.kind.as_str(), e.side.as_deref().unwrap_or(""), e.role.as_str()))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                ("cpu_starved", "receiver", "cause"),
+                ("files_per_file_overhead", "receiver", "consequence"),
+                ("cpu_starved", "sender", "also")
+            ]
+        );
     }
 
     #[test]
