@@ -208,6 +208,20 @@ pub fn recorded(exchanges: &[Exchange], at_ns: i64) -> crate::model::ClockOffset
     }
 }
 
+/// A trial's offset (agent minus client) and its bound, µs, anywhere in a
+/// test of `seconds`: the estimate is at the trial's middle, so its bound
+/// widens by the drift still possible over half the test (the measured
+/// drift's bound, or the kernel's 500 ppm when the bursts did not narrow
+/// it). None when the exchanges fit no offset.
+pub fn offset_within(c: &crate::model::ClockOffset, seconds: f64) -> Option<(f64, f64)> {
+    let drift_bound = c.drift_bound_ppm.unwrap_or(MAX_DRIFT_PPM);
+    // ppm x seconds = µs.
+    Some((
+        c.agent_minus_client_us?,
+        c.bound_us? + drift_bound * seconds.max(0.0) / 2.0,
+    ))
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClockError {
     #[error("no clock exchange to estimate from{}", refused_words(.refused, .why))]

@@ -43,6 +43,7 @@ fn assert_udp_accounts(run: &Value) -> &Value {
         );
         assert!(num(&u["sent_datagrams"]) > 0.0);
         assert!(s["receiver"]["udp"]["received"]["jitter_us"].is_number());
+        assert_one_way(s);
     }
     let sum = &run["sum"]["udp"];
     assert_eq!(
@@ -50,6 +51,38 @@ fn assert_udp_accounts(run: &Value) -> &Value {
         num(&sum["sent_datagrams"])
     );
     sum
+}
+
+/// A stream's one-way delay: every datagram counted was timed, the
+/// quantiles are in order, and on one kernel (every test here; the
+/// clocks are one) no delay reads below zero by more than the bound the
+/// clock estimate claims.
+fn assert_one_way(s: &Value) {
+    let received = &s["udp"]["received_datagrams"];
+    let transit = &s["receiver"]["udp"]["received"]["transit"];
+    let delay = &s["udp"]["one_way"];
+    if received == 0 {
+        return;
+    }
+    assert_eq!(&transit["datagrams"], received, "stream {}: {transit}", s["stream_id"]);
+    assert_eq!(&delay["samples"], received, "stream {}: {delay}", s["stream_id"]);
+    let figures: Vec<f64> = [
+        "min_seconds",
+        "p50_seconds",
+        "p90_seconds",
+        "p99_seconds",
+        "max_seconds",
+    ]
+    .iter()
+    .map(|k| num(&delay[k]))
+    .collect();
+    assert!(figures.windows(2).all(|w| w[0] <= w[1]), "{delay}");
+    let bound = num(&delay["clock_bound_seconds"]);
+    assert!(bound > 0.0, "{delay}");
+    assert!(
+        figures[0] >= -bound,
+        "a delay below zero beyond the clock bound: {delay}"
+    );
 }
 
 #[test]
@@ -204,6 +237,12 @@ fn the_text_summary_shows_both_rates_and_the_loss() {
     assert!(!header.contains("retr") && !header.contains("cwnd"), "{header}");
     // A 1400-byte datagram reads in bytes, not as a fraction of a KiB.
     assert!(text.contains("1400 B datagrams"), "{text}");
+    // The one-way delay with the clocks' bound, or why it is not shown.
+    let one_way = text.lines().find(|l| l.starts_with("    one-way delay ")).expect(&text);
+    assert!(
+        one_way.contains("clocks +/- ") || one_way.contains("not shown: the clocks' offset is known to +/- "),
+        "{one_way}"
+    );
     // Without TCP columns the table rows end with the receiver's rate.
     for line in text.lines() {
         assert_eq!(line, line.trim_end(), "trailing blanks");
@@ -420,6 +459,17 @@ fn lab_bottleneck_shows_sender_rate_receiver_rate_and_the_loss() {
     assert!(
         num(&shaper["sent_bytes"]) >= received,
         "{shaper} against {received} B received"
+    );
+    // A tbf drops only when its queue is full, and the datagram admitted
+    // last before a drop waits out the whole queue (less the burst it may
+    // send at once): the slowest datagram's one-way delay shows the queue.
+    // Only delay can be added to it (a starved host, a late stamp), so
+    // half the queue's time is a floor any machine keeps.
+    let one_way = &sum["one_way"];
+    let queue = num(&shaper["queue_seconds"]);
+    assert!(
+        num(&one_way["max_seconds"]) + num(&one_way["clock_bound_seconds"]) >= queue / 2.0,
+        "a full {queue} s queue, yet the slowest datagram's one-way delay: {one_way}"
     );
     // The verdict names the path, not the hosts: the shaped link is the
     // cause, the loss before the receiving socket its consequence.

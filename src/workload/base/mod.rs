@@ -12,6 +12,8 @@
 //! - [`runner`]: one thread per stream end, its counters, intervals and
 //!   window;
 //! - [`figure`]: figures and metrics, and how they read;
+//! - [`one_way`]: transit times on two hosts' clocks, and the one-way
+//!   delays they give once the clocks' offset is taken out;
 //! - here, what one end of a test is ([`Side`], [`AgentSide`]) and what
 //!   stops it from another thread ([`Aborter`]).
 
@@ -19,6 +21,7 @@ pub mod address_proof;
 pub mod error;
 pub mod figure;
 pub mod net;
+pub mod one_way;
 pub mod runner;
 pub mod sockets;
 

@@ -394,11 +394,10 @@ impl OneWayOffset {
     /// from them). None without either.
     fn of(trial: &TrialResult, idle_probes: &[&UdpProbe], total_seconds: f64) -> Option<OneWayOffset> {
         let control = trial.clock_offset.as_ref().and_then(|c| {
-            let drift_bound = c.drift_bound_ppm.unwrap_or(crate::probe::clock::MAX_DRIFT_PPM);
+            let (micros, bound_micros) = crate::probe::clock::offset_within(c, total_seconds)?;
             Some(OneWayOffset {
-                micros: c.agent_minus_client_us?,
-                // ppm x seconds = µs.
-                bound_micros: c.bound_us? + drift_bound * total_seconds / 2.0,
+                micros,
+                bound_micros,
                 from: "control_connection",
             })
         });

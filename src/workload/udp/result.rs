@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Flow, StreamEnd, TrialResult};
+use crate::workload::base::one_way::OneWayDelay;
 
 pub use crate::workload::transport::udp::counts::{UdpEnd, UdpReceived, KEY};
 
@@ -53,6 +54,13 @@ pub struct UdpResult {
     /// its rate (`largest_burst_seconds` of the senders, the largest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_largest_burst_seconds: Option<f64>,
+    /// Each datagram's delay from the sender's stamp to its arrival, with
+    /// the clocks' offset taken out and its bound beside (per stream; a
+    /// direction's and the sum's take each figure's worst). Absent without
+    /// a clock estimate (agents before 2026-12-07, iperf3 peers) or stamps
+    /// on a real-time clock (senders before 2026-12-07).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way: Option<OneWayDelay>,
 }
 
 pub use crate::workload::base::OFFER_REACHED_PERCENT;
@@ -68,7 +76,9 @@ impl UdpResult {
 
 impl UdpResult {
     /// One stream: the sender's own count against the receiver's.
-    fn of_stream(sender: &StreamEnd, receiver: &StreamEnd) -> Option<UdpResult> {
+    /// `receiver_ahead`: the receiver's clock minus the sender's and its
+    /// bound, µs, when the trial has a clock estimate.
+    fn of_stream(sender: &StreamEnd, receiver: &StreamEnd, receiver_ahead: Option<(f64, f64)>) -> Option<UdpResult> {
         let (sent, got): (UdpEnd, UdpEnd) = (sender.extras.get(KEY)?, receiver.extras.get(KEY)?);
         let received = got.received.clone().unwrap_or_default();
         let mut r = UdpResult {
@@ -88,6 +98,11 @@ impl UdpResult {
             offered_bits_per_second: sent.offered_bits_per_second,
             lost_at_end_datagrams: received.lost_at_end_datagrams,
             sender_largest_burst_seconds: sent.largest_burst_seconds,
+            one_way: received
+                .transit
+                .as_ref()
+                .zip(receiver_ahead)
+                .map(|(transit, (ahead, bound))| OneWayDelay::of(transit, ahead, bound)),
             ..UdpResult::default()
         };
         r.set_loss();
@@ -128,6 +143,12 @@ impl UdpResult {
                 _ => None,
             };
             t.jitter_us = t.jitter_us.max(u.jitter_us);
+            // One-way in sum only when every stream timed it.
+            t.one_way = match (first, t.one_way.take(), &u.one_way) {
+                (true, _, delay) => delay.clone(),
+                (false, Some(a), Some(b)) => OneWayDelay::worst([a, b.clone()].iter()),
+                _ => None,
+            };
             t.receiver_gro |= u.receiver_gro;
             t.sender_largest_burst_seconds = [t.sender_largest_burst_seconds, u.sender_largest_burst_seconds]
                 .into_iter()
@@ -157,9 +178,18 @@ impl UdpResult {
 /// Puts the UDP view of a merged trial in place: each stream's sender
 /// against its receiver, each direction's total, and the sum.
 pub fn summarize(trial: &mut TrialResult) {
+    let clock = trial.clock_offset.clone();
     let mut per_stream = Vec::new();
     for s in &mut trial.streams {
-        if let Some(u) = UdpResult::of_stream(&s.sender, &s.receiver) {
+        // The agent's clock minus the client's, over the stream's time.
+        let agent_ahead = clock
+            .as_ref()
+            .and_then(|c| crate::probe::clock::offset_within(c, s.receiver.seconds));
+        let receiver_ahead = agent_ahead.map(|(ahead, bound)| match s.flow {
+            Flow::ClientToAgent => (ahead, bound),
+            Flow::AgentToClient => (-ahead, bound),
+        });
+        if let Some(u) = UdpResult::of_stream(&s.sender, &s.receiver, receiver_ahead) {
             s.extras.set(KEY, &u);
             per_stream.push((s.flow, u));
         }
@@ -248,5 +278,67 @@ mod tests {
         let forward: UdpResult = t.sum.client_to_agent.unwrap().extras.get(KEY).unwrap();
         assert_eq!(forward.lost_datagrams, 10);
         assert!(!t.sum.extras.contains("rr"));
+        // No clock estimate: no one-way delay.
+        assert_eq!(u.one_way, None);
+    }
+
+    #[test]
+    fn one_way_delays_take_the_agents_clock_out_in_each_direction() {
+        use crate::model::ClockOffset;
+        use crate::workload::base::one_way::Transit;
+        // The agent's clock is 1 ms ahead of the client's (known to 10 µs,
+        // drift bound 2 ppm); each direction's datagrams take 100 µs.
+        let flows = [(1, Flow::ClientToAgent), (2, Flow::AgentToClient)];
+        let transit = |ns: i64| Transit {
+            datagrams: 5,
+            min_ns: ns,
+            p50_ns: ns,
+            p90_ns: ns,
+            p99_ns: ns,
+            max_ns: ns,
+        };
+        let stream = |id: u32, role: Role, transit_ns: Option<i64>| {
+            let mut e = end(id, role, 7_000);
+            let udp = UdpEnd {
+                datagrams: 5,
+                received: transit_ns.map(|ns| UdpReceived {
+                    transit: Some(transit(ns)),
+                    ..UdpReceived::default()
+                }),
+                ..UdpEnd::default()
+            };
+            e.extras.set(KEY, &udp);
+            e
+        };
+        let client = side(
+            Party::Client,
+            vec![
+                stream(1, Role::Sender, None),
+                stream(2, Role::Receiver, Some(100_000 - 1_000_000)),
+            ],
+        );
+        let agent = side(
+            Party::Agent,
+            vec![
+                stream(1, Role::Receiver, Some(100_000 + 1_000_000)),
+                stream(2, Role::Sender, None),
+            ],
+        );
+        let mut t = TrialResult::merge(1, &flows, client, agent).unwrap();
+        t.clock_offset = Some(ClockOffset {
+            agent_minus_client_us: Some(1_000.0),
+            bound_us: Some(10.0),
+            drift_bound_ppm: Some(2.0),
+            exchanges: 16,
+            ..ClockOffset::default()
+        });
+        summarize(&mut t);
+        for flow in [&t.sum.client_to_agent, &t.sum.agent_to_client] {
+            let u: UdpResult = flow.as_ref().unwrap().extras.get(KEY).unwrap();
+            let d = u.one_way.unwrap();
+            assert!((d.p50_seconds - 100e-6).abs() < 1e-12, "{d:?}");
+            // 10 µs, and 2 ppm over half the stream's 1 s.
+            assert!((d.clock_bound_seconds - 11e-6).abs() < 1e-12, "{d:?}");
+        }
     }
 }

@@ -17,6 +17,7 @@ pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()>
         let Some(flow) = flow else { continue };
         if let Some(udp) = flow.extras.get::<UdpResult>(KEY) {
             udp_lines(name, &udp, flow.receiver.seconds, out)?;
+            one_way_line(&udp, trial, out)?;
         }
     }
     Ok(())
@@ -91,6 +92,19 @@ fn udp_lines(name: &str, u: &UdpResult, receiver_seconds: f64, out: &mut dyn Wri
         "    {drops}{tail}; out of order {}, duplicates {}, foreign {}, jitter {:.1} us",
         u.out_of_order_datagrams, u.duplicate_datagrams, u.malformed_datagrams, u.jitter_us
     )
+}
+
+/// The datagrams' one-way delay in this direction with the clocks' bound,
+/// or why there is none when the clocks could not be compared.
+fn one_way_line(u: &UdpResult, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+    match (
+        &u.one_way,
+        trial.clock_offset.as_ref().and_then(|c| c.problem.as_deref()),
+    ) {
+        (Some(delay), _) => writeln!(out, "    one-way delay {}", delay.text()),
+        (None, Some(problem)) => writeln!(out, "    one-way delay not measured: {problem}"),
+        (None, None) => Ok(()),
+    }
 }
 
 /// The UDP findings of a trial: a sender below its offered rate, and

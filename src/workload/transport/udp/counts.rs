@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::workload::base::one_way::Transit;
+
 /// The key of the UDP part in stream ends, streams, flow totals and sums.
 pub const KEY: &str = "udp";
 
@@ -63,4 +65,9 @@ pub struct UdpReceived {
     /// which the receiver knows were sent because it knows the count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_at_end_datagrams: Option<u64>,
+    /// Each datagram's arrival on the receiver's clock minus its send
+    /// time on the sender's, after the warm-up. Absent from senders before
+    /// 2026-12-07 (their stamps were on a monotonic clock) and iperf3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transit: Option<Transit>,
 }

@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use super::counts::{UdpEnd, UdpReceived, KEY};
-use super::wire::{DatagramHeader, Jitter, Kind, Pacer, SeqTracker, FLAG_WARMUP};
+use super::wire::{DatagramHeader, Jitter, Kind, Pacer, SeqTracker, FLAG_REALTIME, FLAG_WARMUP};
 use super::{
-    enable_drop_counts, enable_gro, enable_gso, enable_receive_timestamps, monotonic_nanos, RecvBatch, SendBatch,
+    enable_drop_counts, enable_gro, enable_gso, enable_receive_timestamps, realtime_nanos, RecvBatch, SendBatch,
     MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES,
 };
 use crate::model::Role;
+use crate::workload::base::one_way::TransitRecorder;
 use crate::workload::base::runner::{StreamContext, TaskEnd};
 use crate::workload::base::WorkloadError;
 
@@ -270,7 +271,8 @@ fn stamp_batch(
     segments: usize,
     dg: usize,
 ) -> usize {
-    let stamp = monotonic_nanos();
+    // The real-time clock, so that the receiver can time the transit.
+    let (stamp, flags) = (realtime_nanos(), flags | FLAG_REALTIME);
     for k in 0..n {
         let at = (k % segments) * dg;
         DatagramHeader::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
@@ -287,6 +289,7 @@ struct Receiving {
     id: u32,
     tracker: SeqTracker,
     jitter: Jitter,
+    transit: TransitRecorder,
     bytes: u64,
     datagrams: u64,
     malformed: u64,
@@ -303,6 +306,7 @@ impl Receiving {
             id,
             tracker: SeqTracker::default(),
             jitter: Jitter::default(),
+            transit: TransitRecorder::default(),
             bytes: 0,
             datagrams: 0,
             malformed: 0,
@@ -328,8 +332,14 @@ impl Receiving {
                         if !warmup && self.warmup_drops.is_none() {
                             self.warmup_drops = Some(u64::from(message.drops_before.unwrap_or(0)));
                         }
+                        let duplicates = self.tracker.duplicates;
                         self.tracker.record(h.seq, warmup);
                         self.jitter.update(h.send_nanos, arrival);
+                        // Timed: the datagrams `received` counts.
+                        let counted = !warmup && self.tracker.duplicates == duplicates;
+                        if counted && h.flags & FLAG_REALTIME != 0 {
+                            self.transit.record(h.send_nanos, arrival);
+                        }
                         self.bytes += chunk.len() as u64;
                         self.datagrams += 1;
                     }
@@ -365,6 +375,7 @@ impl Receiving {
                 socket_drops: super::socket_drops(socket).unwrap_or(0),
                 warmup_socket_drops: Some(self.warmup_drops.unwrap_or(0)),
                 lost_at_end_datagrams: None,
+                transit: self.transit.summary(),
             }),
         }
     }

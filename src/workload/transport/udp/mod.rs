@@ -76,17 +76,8 @@ fn domain_of(ip: IpAddr) -> Domain {
     }
 }
 
-/// Nanoseconds of the monotonic clock (only differences are used).
-#[inline]
-pub fn monotonic_nanos() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Nanoseconds of the real-time clock, the clock of kernel receive
-/// timestamps (SO_TIMESTAMPNS).
+/// timestamps (SO_TIMESTAMPNS) and of the datagrams' send stamps.
 #[inline]
 pub fn realtime_nanos() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

@@ -6,8 +6,13 @@
 //!
 //! ```text
 //! 0  magic "NBUD"   4  kind   5  flags   6  reserved (2)
-//! 8  stream id (u32)   12  sequence (u64)   20  send time (u64 ns, sender's monotonic clock)
+//! 8  stream id (u32)   12  sequence (u64)   20  send time (u64 ns)
 //! ```
+//!
+//! The send time is on the sender's real-time clock when the flags carry
+//! [`FLAG_REALTIME`] (senders since 2026-12-07), so that a receiver can
+//! time each datagram's transit; before, it was the monotonic clock, good
+//! for jitter only.
 //!
 //! A registration datagram is a header of kind [`Kind::Register`] followed by
 //! the 16-byte session token; the agent answers with [`Kind::Ack`].
@@ -23,6 +28,8 @@ pub const REGISTER_LEN: usize = HEADER_LEN + TOKEN_LEN;
 pub const MAX_DATAGRAM_BYTES: u64 = 65507;
 /// Flag: the datagram was sent during the warm-up.
 pub const FLAG_WARMUP: u8 = 1;
+/// Flag: the send time is the sender's CLOCK_REALTIME.
+pub const FLAG_REALTIME: u8 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
