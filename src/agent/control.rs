@@ -151,6 +151,7 @@ fn our_hello(shared: &Shared) -> Hello {
     }
     hello.features.push(protocol::FEATURE_WATCH.to_string());
     hello.features.push(protocol::FEATURE_CLOCK.to_string());
+    hello.features.push(protocol::FEATURE_RR_ONE_WAY.to_string());
     if shared.config.allow_host_changes && shared.config.psk.is_some() {
         hello.features.push(protocol::FEATURE_HOST_CHANGES.to_string());
     }

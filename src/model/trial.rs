@@ -138,6 +138,13 @@ pub struct ClockOffset {
     /// exchanges ran, or none could be used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Both ends read one kernel's clock (their boot ids are equal: one
+    /// host, or network namespaces of one, as in the lab): the offset is 0
+    /// exactly, and one-way figures use that rather than the estimate,
+    /// which is still recorded above. Absent when false and before
+    /// 2026-12-07.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub one_clock: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -184,6 +184,7 @@ impl Estimate {
             exchanges: self.used as u32,
             refused: self.refused as u32,
             problem: None,
+            one_clock: false,
         }
     }
 }
@@ -209,11 +210,15 @@ pub fn recorded(exchanges: &[Exchange], at_ns: i64) -> crate::model::ClockOffset
 }
 
 /// A trial's offset (agent minus client) and its bound, µs, anywhere in a
-/// test of `seconds`: the estimate is at the trial's middle, so its bound
-/// widens by the drift still possible over half the test (the measured
-/// drift's bound, or the kernel's 500 ppm when the bursts did not narrow
-/// it). None when the exchanges fit no offset.
+/// test of `seconds`: 0 exactly when both ends read one kernel's clock;
+/// else the estimate, at the trial's middle, so its bound widens by the
+/// drift still possible over half the test (the measured drift's bound,
+/// or the kernel's 500 ppm when the bursts did not narrow it). None when
+/// the exchanges fit no offset.
 pub fn offset_within(c: &crate::model::ClockOffset, seconds: f64) -> Option<(f64, f64)> {
+    if c.one_clock {
+        return Some((0.0, 0.0));
+    }
     let drift_bound = c.drift_bound_ppm.unwrap_or(MAX_DRIFT_PPM);
     // ppm x seconds = µs.
     Some((

@@ -249,6 +249,27 @@ pub(super) fn check_links_supported(hello: &Hello, addr: SocketAddr) -> Result<(
     )))
 }
 
+/// Refuses a test that needs `feature` of an agent whose hello does not
+/// offer it, naming the option (`option`) that asked for it.
+pub(super) fn check_feature(
+    hello: &Hello,
+    addr: SocketAddr,
+    (feature, option): (&str, &str),
+) -> Result<(), SessionError> {
+    if hello.has_feature(feature) {
+        return Ok(());
+    }
+    // Builds between releases carry the same version number.
+    let newer = match hello.software_version == env!("CARGO_PKG_VERSION") {
+        true => format!("a build of nicbench {} as new as this client's", hello.software_version),
+        false => format!("nicbench {} or newer", env!("CARGO_PKG_VERSION")),
+    };
+    Err(SessionError::AgentRefused(format!(
+        "the agent at {addr} (nicbench {}) does not know {option}; run {newer} there, or drop {option}",
+        hello.software_version
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -502,5 +523,21 @@ mod tests {
         hello.features.clear();
         let e = check_links_supported(&hello, addr).unwrap_err();
         assert!(e.to_string().contains("does not know --links"), "{e}");
+    }
+
+    #[test]
+    fn a_feature_the_agent_does_not_offer_is_refused_naming_the_option() {
+        let addr: SocketAddr = "127.0.0.1:5310".parse().unwrap();
+        let needed = (crate::protocol::FEATURE_RR_ONE_WAY, "--one-way");
+        let mut hello = Hello::ours(["tcp"]);
+        hello.features.push(crate::protocol::FEATURE_RR_ONE_WAY.into());
+        assert!(check_feature(&hello, addr, needed).is_ok());
+        hello.features.clear();
+        let e = check_feature(&hello, addr, needed).unwrap_err().to_string();
+        assert!(
+            e.contains("does not know --one-way; run a build of nicbench ")
+                && e.contains(" as new as this client's there, or drop --one-way"),
+            "{e}"
+        );
     }
 }

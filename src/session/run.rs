@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::connect::{check_links_supported, connect, handshake_keyed, unexpected};
+use super::connect::{check_feature, check_links_supported, connect, handshake_keyed, unexpected};
 use super::{SessionError, Target, REPLY_TIMEOUT};
 use crate::model::{Endpoint, HostFacts, Party, PeerProtocol, Role, RunResult, SideReport, TrialResult, SCHEMA};
 use crate::probe::cpu::ProcStat;
@@ -327,6 +327,9 @@ fn run_connected(
         }
         check_links_supported(&hello, agent_addr)?;
     }
+    if let Some(needed) = workload.needs_feature(spec) {
+        check_feature(&hello, agent_addr, needed)?;
+    }
     let mut clock = super::clock::ClockExchanges::offered(&hello);
     if let Some(clock) = &mut clock {
         clock.burst(&mut channel, agent_addr)?;
@@ -349,6 +352,7 @@ fn run_connected(
         settings: options.settings.clone(),
         agent_tls: accepted.agent.tls.clone(),
     };
+    let net_same_kernel = net.same_kernel;
     let side = workload.client_side(spec, &net)?;
     match channel.recv(REPLY_TIMEOUT, "the agent to be ready")? {
         Message::Ready => {}
@@ -374,7 +378,10 @@ fn run_connected(
     if let Some(clock) = &mut clock {
         clock.burst_after(&mut channel, agent_addr);
     }
-    let clock_offset = clock.map(|clock| clock.recorded(start_ns + (end_ns - start_ns) / 2));
+    let clock_offset = clock.map(|clock| crate::model::ClockOffset {
+        one_clock: net_same_kernel,
+        ..clock.recorded(start_ns + (end_ns - start_ns) / 2)
+    });
     let result = merge_sides(options.trial, spec, outcome, clock_offset)?;
     let agent = Endpoint {
         address: agent_addr.to_string(),

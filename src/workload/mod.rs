@@ -166,6 +166,11 @@ pub trait Workload: Sync {
     fn results(&self) -> &'static dyn ResultKind;
     /// How its command line becomes its spec (its `args.rs`).
     fn command_line(&self) -> &'static dyn args::CommandLine;
+    /// A hello feature the agent must offer for this spec, and the option
+    /// that asked for it (`rr --one-way`); None when any agent will do.
+    fn needs_feature(&self, _spec: &TestSpec) -> Option<(&'static str, &'static str)> {
+        None
+    }
     /// Whether the workload can spread its streams over several links
     /// (`--links`); a sweep cannot.
     fn supports_links(&self) -> bool {

@@ -313,6 +313,75 @@ fn paced_rr_starts_one_transaction_per_interval() {
     assert!(text.contains("one transaction every 20 ms per flow"), "{text}");
 }
 
+/// `--one-way` over TCP, UDP and QUIC on loopback: every transaction
+/// counted has both legs timed; one kernel means one clock, so the legs
+/// stand on an offset of 0 exactly (bound 0), none reads below zero, and
+/// the two legs' fastest are no longer than the fastest round trip.
+#[test]
+fn one_way_times_both_legs_of_every_transaction() {
+    let agent = AgentProcess::start(&[]);
+    for proto in ["tcp", "udp", "quic"] {
+        let run = rr(&agent, &["--one-way", "--proto", proto]);
+        assert_eq!(run["spec"]["params"]["one_way"], true, "{proto}");
+        // The default sizes grow to carry the agent's stamp.
+        let want = if proto == "udp" { 16 } else { 8 };
+        assert_eq!(run["spec"]["params"]["response_bytes"], want, "{proto}");
+        assert_eq!(
+            run["clock_offset"]["one_clock"], true,
+            "{proto}: {}",
+            run["clock_offset"]
+        );
+        let requester = &run["streams"][0]["sender"]["rr"];
+        let transactions = &requester["transactions"];
+        for leg in ["request_transit", "response_transit"] {
+            assert_eq!(&requester[leg]["datagrams"], transactions, "{proto} {leg}: {requester}");
+        }
+        let sum = &run["sum"]["rr"];
+        let rtt_min = num(&sum["latency"]["min_us"]) / 1e6;
+        let mut fastest = 0.0;
+        for leg in ["one_way_request", "one_way_response"] {
+            let d = &sum[leg];
+            assert_eq!(&d["samples"], transactions, "{proto} {leg}: {d}");
+            assert_eq!(num(&d["clock_bound_seconds"]), 0.0, "{proto} {leg}: {d}");
+            let figures: Vec<f64> = [
+                "min_seconds",
+                "p50_seconds",
+                "p90_seconds",
+                "p99_seconds",
+                "max_seconds",
+            ]
+            .iter()
+            .map(|k| num(&d[k]))
+            .collect();
+            assert!(
+                figures[0] >= 0.0,
+                "{proto} {leg}: a leg shorter than nothing on one clock: {d}"
+            );
+            assert!(figures.windows(2).all(|w| w[0] <= w[1]), "{proto} {leg}: {d}");
+            fastest += figures[0];
+        }
+        // Each transaction's legs fit in its round trip (the requester reads
+        // its real-time clock after the monotonic one at the send, and after
+        // it at the arrival, so the legs can only come out shorter), and the
+        // histogram keeps 3 digits.
+        assert!(
+            fastest <= rtt_min * 1.002 + 1e-6,
+            "{proto}: legs {fastest} s, round trip {rtt_min} s"
+        );
+    }
+    // The text prints both legs.
+    let port = agent.port_arg();
+    let out = nicbench(&["rr", "127.0.0.1", "-p", &port, "-t", "1", "--one-way"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for leg in [
+        "one-way request  client->agent: p50 ",
+        "one-way response agent->client: p50 ",
+    ] {
+        assert!(text.contains(leg) && text.contains("; one clock)"), "{leg}: {text}");
+    }
+}
+
 #[test]
 fn bad_rr_options_are_refused_with_exit_code_2() {
     for (args, expect) in [
@@ -330,6 +399,12 @@ fn bad_rr_options_are_refused_with_exit_code_2() {
         (&["--every", "2min"][..], "--every"),
         (&["--every", "soon"][..], "--every"),
         (&["--every", "10ms", "--burst", "4"][..], "--burst"),
+        (&["--one-way", "-r", "1,4"][..], "give -r 1,8 or more"),
+        (
+            &["--one-way", "--proto", "udp", "-r", "8,8"][..],
+            "stamp after the 8-byte sequence number, so it needs at least 16 bytes (got 8)",
+        ),
+        (&["--one-way", "--crr"][..], "--crr"),
     ] {
         let mut argv = vec!["rr", "127.0.0.1", "-p", "1"];
         argv.extend_from_slice(args);

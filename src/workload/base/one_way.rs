@@ -150,7 +150,7 @@ impl OneWayDelay {
 
     /// Whether the figures say something: the bound is narrower than the
     /// median delay. When it is not, a delay printed could be anything from
-    /// nothing to twice itself.
+    /// nothing to twice itself. (A bound of 0: both ends read one clock.)
     pub fn telling(&self) -> bool {
         self.clock_bound_seconds < self.p50_seconds
     }
@@ -171,9 +171,14 @@ impl OneWayDelay {
     }
 
     /// How the figures read: "p50 38 us, p99 120 us (min 21 us, max 1.20 ms;
-    /// clocks +/- 9 us)", or why there are none.
+    /// clocks +/- 9.0 us)", "...; one clock)" when both ends read one
+    /// kernel's clock, or why there are none.
     pub fn text(&self) -> String {
         let bound = delay_text(self.clock_bound_seconds);
+        let clocks = match self.clock_bound_seconds {
+            0.0 => "one clock".to_string(),
+            _ => format!("clocks +/- {bound}"),
+        };
         if !self.telling() {
             return format!(
                 "not shown: the clocks' offset is known to +/- {bound}, not less than the median delay ({})",
@@ -181,7 +186,7 @@ impl OneWayDelay {
             );
         }
         format!(
-            "p50 {}, p99 {} (min {}, max {}; clocks +/- {bound})",
+            "p50 {}, p99 {} (min {}, max {}; {clocks})",
             delay_text(self.p50_seconds),
             delay_text(self.p99_seconds),
             delay_text(self.min_seconds),
@@ -291,6 +296,8 @@ mod tests {
             d.text(),
             "p50 50 us, p99 70 us (min 40 us, max 100 us; clocks +/- 9.0 us)"
         );
+        let one = OneWayDelay::of(&t, 2_000.0, 0.0);
+        assert_eq!(one.text(), "p50 50 us, p99 70 us (min 40 us, max 100 us; one clock)");
         // The same transits read by a client the agent is 2 ms behind.
         let back = OneWayDelay::of(&t, -2_000.0, 9.0);
         assert!((back.p50_seconds - 4.05e-3).abs() < 1e-12);

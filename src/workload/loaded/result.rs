@@ -115,7 +115,8 @@ pub struct IdleFigures {
     pub clock_offset_bound_seconds: Option<f64>,
     /// Where the offset comes from: `control_connection` (the clock
     /// exchanges before and after the trial) or `idle_probes` (the idle
-    /// phase's probes as exchanges), whichever bounds it more tightly.
+    /// phase's probes as exchanges), whichever bounds it more tightly;
+    /// `one_clock` (0 exactly: both ends read one kernel's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_offset_from: Option<String>,
 }
@@ -398,7 +399,7 @@ impl OneWayOffset {
             Some(OneWayOffset {
                 micros,
                 bound_micros,
-                from: "control_connection",
+                from: if c.one_clock { "one_clock" } else { "control_connection" },
             })
         });
         // A probe's own readings: sent at t1 (µs from the start), received

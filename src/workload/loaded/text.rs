@@ -271,6 +271,7 @@ pub fn write(total: &LoadedResult, out: &mut dyn Write) -> io::Result<()> {
                 bound * 1e3,
                 match from {
                     Some("control_connection") => "the control connection's clock exchanges before and after",
+                    Some("one_clock") => "both ends read one kernel's clock",
                     _ => "the idle probes as clock exchanges",
                 }
             )?,

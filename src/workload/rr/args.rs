@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{RequestResponse, RrParams, MAX_BURST, MAX_INTERVAL_SECONDS, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE};
+use super::{
+    RequestResponse, RrParams, MAX_BURST, MAX_INTERVAL_SECONDS, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE, STAMP_BYTES,
+};
 use crate::workload::args::{parse, Context, WorkloadArgs};
 use crate::workload::transport::tls::params::TlsOptions;
 use crate::workload::transport::{Delivery, Proto};
@@ -54,6 +56,13 @@ pub struct RrOptions {
     /// RPCs (and `nicbench loaded`'s probes). Not with --burst. Recorded in the result.
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_in(1e-6, MAX_INTERVAL_SECONDS))]
     pub every: Option<Duration>,
+    /// Time each leg of a transaction, request and response, not just the
+    /// round trip: the agent stamps its clock into each response, and the
+    /// clocks' offset is taken out (estimated with its bound, or 0 on one
+    /// kernel; docs/CLOCKS.md). The response then needs 8 bytes (16 over
+    /// UDP): the default sizes become 1,8 (8,16 over UDP). Not with --crr.
+    #[arg(long)]
+    pub one_way: bool,
     /// The TLS options (with --proto tls).
     #[command(flatten)]
     pub tls: TlsOptions,
@@ -75,9 +84,10 @@ impl WorkloadArgs for RrOptions {
 
     fn complete(&self, spec: &mut TestSpec, _: &Context) -> Result<(), SpecError> {
         let proto = self.proto;
+        let stamp = if self.one_way { STAMP_BYTES } else { 0 };
         let (request_bytes, response_bytes) = self.sizes.unwrap_or(match proto.delivery() {
-            Delivery::Stream => (1, 1),
-            Delivery::Datagram => (MIN_UDP_MESSAGE, MIN_UDP_MESSAGE),
+            Delivery::Stream => (1, 1.max(stamp)),
+            Delivery::Datagram => (MIN_UDP_MESSAGE, MIN_UDP_MESSAGE + stamp),
         });
         spec.message_bytes = request_bytes;
         spec.set_params(&RrParams {
@@ -92,6 +102,7 @@ impl WorkloadArgs for RrOptions {
             spin: self.spin,
             interval_us: self.every.map(|d| (d.as_micros().min(u64::MAX as u128) as u64).max(1)),
             tls: self.tls.params(proto.tls_handshake())?,
+            one_way: self.one_way,
         })
     }
 }

@@ -17,6 +17,7 @@ use socket2::{Domain, SockAddr, Socket};
 use super::result::RrEnd;
 use crate::model::latency::LatencyRecorder;
 use crate::protocol::TOKEN_LEN;
+use crate::workload::base::one_way::TransitRecorder;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::transport::admission::token_matches;
 use crate::workload::transport::quic::endpoint::{Dialer, Listening, ENDPOINT_CLOSED};
@@ -50,6 +51,33 @@ pub struct Exchange {
     /// Paced: a transaction starts this often (`--every`, burst 1).
     pub interval: Option<Duration>,
     pub omit_at: Instant,
+    /// Time each leg: the responder stamps its real-time clock into each
+    /// response ([`STAMP_AT`] on a stream, after the sequence number in a
+    /// datagram), and the requester reads its own at both ends.
+    pub one_way: bool,
+}
+
+/// Where a stream response carries the responder's stamp; a datagram
+/// response carries it after its 8-byte sequence number.
+const STAMP_AT: usize = 0;
+const DATAGRAM_STAMP_AT: usize = 8;
+
+/// The real-time clock, ns: the clock both ends stamp legs with.
+#[inline]
+fn stamp_now() -> u64 {
+    crate::workload::transport::udp::realtime_nanos()
+}
+
+/// Writes the responder's stamp into a response at `at`.
+#[inline]
+fn stamp(response: &mut [u8], at: usize) {
+    response[at..at + 8].copy_from_slice(&stamp_now().to_be_bytes());
+}
+
+/// The responder's stamp in a response.
+#[inline]
+fn stamp_of(response: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(response[at..at + 8].try_into().unwrap())
 }
 
 /// What a loop leaves for its stream end.
@@ -68,6 +96,8 @@ struct Counter<'a> {
     omit_at: Instant,
     ctx: &'a StreamContext<'a>,
     latency: Option<LatencyRecorder>,
+    /// The request's and the response's transits (`--one-way`, requester).
+    legs: Option<(TransitRecorder, TransitRecorder)>,
     last: Option<Instant>,
 }
 
@@ -83,6 +113,7 @@ impl<'a> Counter<'a> {
             omit_at: exchange.omit_at,
             ctx,
             latency: timed.then(LatencyRecorder::new),
+            legs: (timed && exchange.one_way).then(Default::default),
             last: None,
         }
     }
@@ -103,8 +134,23 @@ impl<'a> Counter<'a> {
         self.last = Some(now);
     }
 
+    /// The legs of a transaction sent at `sent` and answered at
+    /// `received` (the requester's real-time clock) that the responder
+    /// stamped at `stamped` (its own); warm-up transactions are not timed.
+    #[inline]
+    fn legs(&mut self, started: Instant, (sent, stamped, received): (u64, u64, u64)) {
+        if let (Some((request, response)), true) = (self.legs.as_mut(), started >= self.omit_at) {
+            request.record(sent, stamped);
+            response.record(stamped, received);
+        }
+    }
+
     fn finish(mut self, error: Option<String>, keep_time: bool) -> (TaskEnd, FlowCounts) {
         self.rr.latency = self.latency.as_ref().and_then(|h| h.stats());
+        if let Some((request, response)) = &self.legs {
+            self.rr.request_transit = request.summary();
+            self.rr.response_transit = response.summary();
+        }
         (
             TaskEnd {
                 error,
@@ -274,20 +320,21 @@ fn stream_requester(
     let request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; exchange.response];
     let mut counter = Counter::new(exchange, ctx, true);
-    let mut in_flight: VecDeque<Instant> = VecDeque::with_capacity(exchange.burst);
+    // Each request's start, and its real-time send stamp with --one-way.
+    let mut in_flight: VecDeque<(Instant, u64)> = VecDeque::with_capacity(exchange.burst);
     let mut next = Instant::now();
     let error = 'flow: loop {
         while in_flight.len() < exchange.burst && !stopped(ctx) {
             if !paced(exchange, &mut next, ctx) {
                 break;
             }
-            in_flight.push_back(Instant::now());
+            in_flight.push_back((Instant::now(), if exchange.one_way { stamp_now() } else { 0 }));
             if let Err(e) = io.write_all(&request) {
                 break 'flow Some(format!("sending a request: {e}"));
             }
         }
         counter.rr.max_in_flight = counter.rr.max_in_flight.max(in_flight.len() as u64);
-        let Some(started) = in_flight.pop_front() else {
+        let Some((started, sent)) = in_flight.pop_front() else {
             break None;
         };
         if stopped(ctx) {
@@ -304,6 +351,9 @@ fn stream_requester(
             Err(e) => break Some(format!("receiving a response: {e}")),
         }
         counter.done(Some(started), Instant::now());
+        if exchange.one_way {
+            counter.legs(started, (sent, stamp_of(&response, STAMP_AT), stamp_now()));
+        }
         if exchange.quickack && socket.is_some_and(quickack) {
             counter.rr.quickacks += 1;
         }
@@ -319,7 +369,7 @@ fn stream_responder(
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
     let mut request = vec![0u8; exchange.request];
-    let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
+    let mut response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
     let mut counter = Counter::new(exchange, ctx, false);
     let error = loop {
         let read = match socket.filter(|_| exchange.spin) {
@@ -336,6 +386,9 @@ fn stream_responder(
         if exchange.quickack && socket.is_some_and(quickack) {
             counter.rr.quickacks += 1;
         }
+        if exchange.one_way {
+            stamp(&mut response, STAMP_AT);
+        }
         match io.write_all(&response) {
             Ok(()) => counter.done(None, Instant::now()),
             Err(_) if stopped(ctx) => break None,
@@ -351,7 +404,8 @@ pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
     let mut counter = Counter::new(exchange, ctx, true);
     let wait = (exchange.timeout / 4).clamp(Duration::from_millis(1), POLL);
     let _ = socket.set_read_timeout(Some(wait));
-    let mut in_flight: Vec<(u64, Instant)> = Vec::with_capacity(exchange.burst);
+    // Each request's sequence number, start and real-time send stamp.
+    let mut in_flight: Vec<(u64, Instant, u64)> = Vec::with_capacity(exchange.burst);
     let mut seq = 0u64;
     let mut tail_until: Option<Instant> = None;
     let mut next = Instant::now();
@@ -363,8 +417,9 @@ pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
             seq += 1;
             request[..8].copy_from_slice(&seq.to_be_bytes());
             let now = Instant::now();
+            let sent = if exchange.one_way { stamp_now() } else { 0 };
             match socket.send(&request) {
-                Ok(_) => in_flight.push((seq, now)),
+                Ok(_) => in_flight.push((seq, now, sent)),
                 // A refused or dropped send is a lost transaction, not a failure.
                 Err(_) => count_lost(&mut counter, now),
             }
@@ -390,10 +445,13 @@ pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
             Ok(len) if len >= 8 => {
                 let now = Instant::now();
                 let got = u64::from_be_bytes(response[..8].try_into().unwrap());
-                match in_flight.iter().position(|(s, _)| *s == got) {
+                match in_flight.iter().position(|(s, _, _)| *s == got) {
                     Some(i) => {
-                        let (_, started) = in_flight.swap_remove(i);
+                        let (_, started, sent) = in_flight.swap_remove(i);
                         counter.done(Some(started), now);
+                        if exchange.one_way && len >= DATAGRAM_STAMP_AT + 8 {
+                            counter.legs(started, (sent, stamp_of(&response, DATAGRAM_STAMP_AT), stamp_now()));
+                        }
                     }
                     None => counter.rr.late_responses += 1,
                 }
@@ -406,7 +464,7 @@ pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
         let timeout = exchange.timeout;
         let before = in_flight.len();
         let mut lost_started = Vec::new();
-        in_flight.retain(|&(_, t)| {
+        in_flight.retain(|&(_, t, _)| {
             let keep = now - t < timeout;
             if !keep {
                 lost_started.push(t);
@@ -420,7 +478,7 @@ pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
         }
     };
     // Requests still unanswered at the end were lost too.
-    for (_, t) in in_flight {
+    for (_, t, _) in in_flight {
         count_lost(&mut counter, t);
     }
     counter.finish(error, true)
@@ -459,6 +517,9 @@ pub fn datagram_responder(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
             // Repeated registrations carry nicbench's header; requests do not.
             Ok(len) if len >= 8 && DatagramHeader::read(&request[..len]).is_none() => {
                 response[..8].copy_from_slice(&request[..8]);
+                if exchange.one_way {
+                    stamp(&mut response, DATAGRAM_STAMP_AT);
+                }
                 match socket.send(&response) {
                     Ok(_) => counter.done(None, Instant::now()),
                     Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}

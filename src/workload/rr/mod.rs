@@ -88,9 +88,29 @@ pub struct RrParams {
     /// and how the client trusts the agent; absent over other transports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsParams>,
+    /// Time each leg (`--one-way`): the responder stamps its real-time
+    /// clock into each response (its first 8 bytes, after the sequence
+    /// number over UDP). Absent when not asked, so older agents still
+    /// read the spec.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub one_way: bool,
 }
 
+/// Bytes of a response that carry the responder's stamp (`--one-way`).
+pub const STAMP_BYTES: u64 = 8;
+
 impl RrParams {
+    /// The smallest response that carries what a transaction needs: the
+    /// sequence number over UDP, and the stamp with `--one-way`.
+    pub fn min_response_bytes(&self) -> u64 {
+        match (self.proto.is_datagram(), self.one_way) {
+            (true, true) => MIN_UDP_MESSAGE + STAMP_BYTES,
+            (true, false) => MIN_UDP_MESSAGE,
+            (false, true) => STAMP_BYTES,
+            (false, false) => 1,
+        }
+    }
+
     /// The TLS options of a test over TLS or QUIC (its defaults where the
     /// spec left them out), None over any other transport.
     pub fn tls(&self) -> Option<TlsParams> {
@@ -118,6 +138,7 @@ impl Default for RrParams {
             spin: false,
             interval_us: None,
             tls: None,
+            one_way: false,
         }
     }
 }
@@ -388,6 +409,11 @@ impl Workload for RequestResponse {
         spec.params::<RrParams>().ok().map(|p| p.proto)
     }
 
+    fn needs_feature(&self, spec: &TestSpec) -> Option<(&'static str, &'static str)> {
+        let p: RrParams = spec.params().ok()?;
+        p.one_way.then_some((crate::protocol::FEATURE_RR_ONE_WAY, "--one-way"))
+    }
+
     fn name(&self) -> &'static str {
         "rr"
     }
@@ -483,6 +509,27 @@ impl Workload for RequestResponse {
             return Err(SpecError::Invalid(
                 "--burst keeps several transactions in flight on one connection; --crr has one per connection".into(),
             ));
+        }
+        if p.one_way && p.crr {
+            return Err(SpecError::Invalid(
+                "--one-way times the legs of transactions on an open connection; --crr is not built for it \
+                 (drop one of them)"
+                    .into(),
+            ));
+        }
+        if p.response_bytes < p.min_response_bytes() {
+            let min = p.min_response_bytes();
+            return Err(SpecError::Invalid(format!(
+                "--one-way: each response carries the agent's {STAMP_BYTES}-byte clock stamp{}, so it needs at least \
+                 {min} bytes (got {}); give -r {},{min} or more",
+                if p.proto.is_datagram() {
+                    " after the 8-byte sequence number"
+                } else {
+                    ""
+                },
+                p.response_bytes,
+                p.request_bytes
+            )));
         }
         if p.timeout_us == 0 || p.timeout_us > 60_000_000 {
             return Err(out_of_range(
@@ -854,6 +901,7 @@ impl Side for RrSide {
             spin: self.params.spin,
             interval: self.params.interval_us.map(Duration::from_micros),
             omit_at: control.start + control.omit,
+            one_way: self.params.one_way,
         };
         let mut tasks = Vec::new();
         let one_host = self.one_host;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::latency::{self, LatencyStats};
 use crate::model::{Role, TrialResult};
+use crate::workload::base::one_way::{OneWayDelay, Transit};
 use crate::workload::wakeup::WakeupCost;
 
 /// The key of the request/response part in stream ends and sums.
@@ -55,6 +56,13 @@ pub struct RrEnd {
     pub placement: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_core_wakeup: Option<WakeupCost>,
+    /// `--one-way`, requester: each request's transit (the responder's
+    /// stamp minus the requester's send time) and each response's (the
+    /// requester's arrival time minus the stamp), on two clocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_transit: Option<Transit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_transit: Option<Transit>,
 }
 
 /// Request/response totals over the flows.
@@ -76,6 +84,13 @@ pub struct RrResult {
     pub placement: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_core_wakeup: Option<WakeupCost>,
+    /// `--one-way`: the request's leg (client to agent) and the response's
+    /// (agent to client), the clocks' offset taken out, each figure the
+    /// worst of the flows'. Absent without a clock estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way_request: Option<OneWayDelay>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way_response: Option<OneWayDelay>,
 }
 
 /// How a shaper's token bucket shortened round trips: it refills while
@@ -114,7 +129,24 @@ pub fn summarize(trial: &mut TrialResult) {
         return;
     }
     let latencies: Vec<&LatencyStats> = ends.iter().filter_map(|e| e.latency.as_ref()).collect();
+    // The agent's clock minus the client's, over the test. The request's
+    // receiver is the agent, the response's the client.
+    let seconds = trial.streams.first().map_or(0.0, |s| s.sender.seconds);
+    let agent_ahead = trial
+        .clock_offset
+        .as_ref()
+        .and_then(|c| crate::probe::clock::offset_within(c, seconds));
+    let legs = |transit: fn(&RrEnd) -> Option<&Transit>, sign: f64| {
+        let (ahead, bound) = agent_ahead?;
+        let each: Vec<OneWayDelay> = ends
+            .iter()
+            .map(|e| transit(e).map(|t| OneWayDelay::of(t, sign * ahead, bound)))
+            .collect::<Option<_>>()?;
+        OneWayDelay::worst(each.iter())
+    };
     let total = RrResult {
+        one_way_request: legs(|e| e.request_transit.as_ref(), 1.0),
+        one_way_response: legs(|e| e.response_transit.as_ref(), -1.0),
         transactions: ends.iter().map(|e| e.transactions).sum(),
         transactions_per_second: ends.iter().map(|e| e.transactions_per_second).sum(),
         lost_transactions: ends.iter().map(|e| e.lost_transactions).sum(),
@@ -128,4 +160,77 @@ pub fn summarize(trial: &mut TrialResult) {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClockOffset, CpuReport, Flow, Party, SideReport, StreamEnd};
+
+    fn side(host: Party, role: Role, rr: RrEnd) -> SideReport {
+        let mut end = StreamEnd {
+            stream_id: 1,
+            role,
+            seconds: 1.0,
+            ..StreamEnd::default()
+        };
+        end.extras.set(KEY, &rr);
+        SideReport {
+            host,
+            streams: vec![end],
+            cpu: CpuReport::default(),
+            counters: None,
+            overlapped_tests: 0,
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_legs_offset_is_taken_out_with_its_own_sign() {
+        // The agent's clock is 1 ms ahead; each leg takes 100 µs: the
+        // request reads 1.1 ms on the two clocks, the response -0.9 ms.
+        let transit = |ns: i64| Transit {
+            datagrams: 3,
+            min_ns: ns,
+            p50_ns: ns,
+            p90_ns: ns,
+            p99_ns: ns,
+            max_ns: ns,
+        };
+        let requester = RrEnd {
+            transactions: 3,
+            request_transit: Some(transit(1_100_000)),
+            response_transit: Some(transit(-900_000)),
+            ..RrEnd::default()
+        };
+        let responder = RrEnd {
+            transactions: 3,
+            ..RrEnd::default()
+        };
+        let mut t = TrialResult::merge(
+            1,
+            &[(1, Flow::ClientToAgent)],
+            side(Party::Client, Role::Sender, requester),
+            side(Party::Agent, Role::Receiver, responder),
+        )
+        .unwrap();
+        summarize(&mut t);
+        let without: RrResult = t.sum.extras.get(KEY).unwrap();
+        assert_eq!((without.one_way_request, without.one_way_response), (None, None));
+        t.clock_offset = Some(ClockOffset {
+            agent_minus_client_us: Some(1_000.0),
+            bound_us: Some(5.0),
+            drift_bound_ppm: Some(4.0),
+            exchanges: 16,
+            ..ClockOffset::default()
+        });
+        summarize(&mut t);
+        let rr: RrResult = t.sum.extras.get(KEY).unwrap();
+        for leg in [rr.one_way_request.unwrap(), rr.one_way_response.unwrap()] {
+            assert!((leg.p50_seconds - 100e-6).abs() < 1e-12, "{leg:?}");
+            // 5 µs, and 4 ppm over half the test's 1 s.
+            assert!((leg.clock_bound_seconds - 7e-6).abs() < 1e-12, "{leg:?}");
+            assert_eq!(leg.samples, 3);
+        }
+    }
 }

@@ -46,6 +46,7 @@ pub fn write_summary(trial: &TrialResult, out: &mut dyn Write) -> io::Result<()>
         return Ok(());
     };
     rr_lines(&rr, out)?;
+    one_way_lines(&rr, trial, out)?;
     if let Some(bucket) = &rr.shaper_bucket {
         shaper_line(&rr, bucket, out)?;
     }
@@ -80,6 +81,34 @@ pub fn rr_lines(rr: &RrResult, out: &mut dyn Write) -> io::Result<()> {
              p99.9 {:.1} us, max {:.1} us ({} samples)",
             l.mean_us, l.min_us, l.p50_us, l.p90_us, l.p99_us, l.p99_9_us, l.max_us, l.samples
         )?;
+    }
+    Ok(())
+}
+
+/// `--one-way`: each leg's delay with the clocks' bound, or why there is
+/// none when the requesters timed the legs but the clocks could not be
+/// compared.
+fn one_way_lines(rr: &RrResult, trial: &TrialResult, out: &mut dyn Write) -> io::Result<()> {
+    for (leg, delay) in [
+        ("request  client->agent", &rr.one_way_request),
+        ("response agent->client", &rr.one_way_response),
+    ] {
+        if let Some(delay) = delay {
+            writeln!(out, "    one-way {leg}: {}", delay.text())?;
+        }
+    }
+    let timed = trial
+        .streams
+        .iter()
+        .filter_map(|s| s.sender.extras.get::<RrEnd>(KEY))
+        .any(|e| e.request_transit.is_some());
+    if timed && rr.one_way_request.is_none() {
+        let why = trial
+            .clock_offset
+            .as_ref()
+            .and_then(|c| c.problem.clone())
+            .unwrap_or_else(|| "the agent gave no clock estimate".into());
+        writeln!(out, "    one-way not measured: {why}")?;
     }
     Ok(())
 }
