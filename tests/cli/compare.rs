@@ -164,6 +164,53 @@ fn three_figures_per_cell_agree_with_the_runs_trials_in_text_csv_and_json() {
     assert!(text.lines().any(|l| l.contains("client CPU busy, %")), "{text}");
 }
 
+/// The one-way figures (issue 70) compare like any other: udp's median and
+/// rr --one-way's two legs, each cell the run's own figure.
+#[test]
+fn one_way_delays_compare_by_name() {
+    let agent = AgentProcess::start(&[]);
+    let port = agent.port_arg();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db").display().to_string();
+    for args in [&["udp", "-b", "20M"][..], &["rr", "--one-way"][..]] {
+        let mut argv = vec![args[0], "127.0.0.1", "-p", &port, "-t", "0.5", "--db", &db];
+        argv.extend_from_slice(&args[1..]);
+        let out = nicbench(&argv);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    let export = nicbench_json(&["export", "--db", &db, "--format", "json"]);
+    let doc_of = |workload: &str| {
+        export
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["document"]["workload"] == workload)
+            .unwrap_or_else(|| panic!("no {workload} run in {export}"))["document"]
+            .clone()
+    };
+    for (workload, metric, pointer) in [
+        ("udp", "one-way", "/sum/udp/one_way/p50_seconds"),
+        ("rr", "one-way-request", "/sum/rr/one_way_request/p50_seconds"),
+        ("rr", "one-way-response", "/sum/rr/one_way_response/p50_seconds"),
+    ] {
+        let want = doc_of(workload).pointer(pointer).and_then(Value::as_f64);
+        let want = want.unwrap_or_else(|| panic!("{workload}: no {pointer}"));
+        let json = nicbench_json(&[
+            "compare", "--db", &db, "--rows", "workload", "--metric", metric, "--format", "json",
+        ]);
+        let cell = json["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["row"][0] == workload)
+            .unwrap_or_else(|| panic!("{metric}: no {workload} row in {json}"));
+        let got = cell["figures"][metric]["value"].as_f64().unwrap();
+        // Figures are rounded to a billionth of their unit (here seconds).
+        assert!((got - want).abs() <= 1e-9, "{metric}: {got} against the run's {want}");
+        assert_eq!(cell["figures"][metric]["runs"], 1, "{metric}: {cell}");
+    }
+}
+
 #[test]
 fn a_metric_list_with_an_unknown_or_repeated_name_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -10,6 +10,17 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+/// Nanoseconds of the real-time clock: what every one-way stamp reads (a
+/// datagram's send time, an rr responder's stamp), as the kernel's receive
+/// timestamps (SO_TIMESTAMPNS) do.
+#[inline]
+pub fn realtime_nanos() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The transit distribution one receiver saw, ns on "receiver's clock at
 /// arrival minus sender's clock at send": signed, since the clocks' offset
 /// is still in it.

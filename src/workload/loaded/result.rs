@@ -267,16 +267,44 @@ pub fn phase_conclusion(total: &LoadedResult) -> Option<crate::model::Verdict> {
         Some(q) if q.kind == "socket_unsent" => "sender",
         _ => "path",
     };
+    // Which way the delay went, when the clocks can tell.
+    let direction = total
+        .idle
+        .clock_offset_bound_seconds
+        .filter(|_| kind == "added_delay")
+        .and_then(|bound| {
+            let name = delayed_direction(worst, bound)?;
+            Some(format!(
+                "; one-way, the added delay is {name}'s (client->agent {}, agent->client {}, clocks +/- {})",
+                ms(worst.added_up_p50_seconds),
+                ms(worst.added_down_p50_seconds),
+                ms(Some(bound))
+            ))
+        })
+        .unwrap_or_default();
     let mut v = crate::model::Verdict::new(
         kind,
         format!(
-            "under load ({} phase, the most): {}",
+            "under load ({} phase, the most): {}{direction}",
             worst.name.as_str(),
             worst.verdict
         ),
     );
     v.side = (kind == "added_delay").then(|| side.to_string());
     Some(v)
+}
+
+/// The direction that holds a phase's added delay, when its added one-way
+/// delay beats the other's by more than the clocks' bound on each (the
+/// offset cancels in each direction's difference; what is left is each
+/// side's bound): `client->agent (upload)` or `agent->client (download)`.
+pub fn delayed_direction(p: &PhaseFigures, bound: f64) -> Option<&'static str> {
+    let (up, down) = (p.added_up_p50_seconds?, p.added_down_p50_seconds?);
+    let (more, less, name) = match up >= down {
+        true => (up, down, "client->agent (upload)"),
+        false => (down, up, "agent->client (download)"),
+    };
+    (more - less > 2.0 * bound && more > 2.0 * bound).then_some(name)
 }
 
 /// Below this the load added no delay worth attributing.

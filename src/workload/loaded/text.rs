@@ -338,13 +338,7 @@ fn one_way_line(p: &super::result::PhaseFigures, up: f64, down: f64, bound: Opti
             signed_ms(Some(added_up)),
             signed_ms(Some(added_down))
         ));
-        // The offset cancels in each direction's difference; what a
-        // direction's added delay must beat is its bound and the other's.
-        let (more, less, name) = match added_up >= added_down {
-            true => (added_up, added_down, "client->agent (upload)"),
-            false => (added_down, added_up, "agent->client (download)"),
-        };
-        if more - less > 2.0 * bound && more > 2.0 * bound {
+        if let Some(name) = super::result::delayed_direction(p, bound) {
             line.push_str(&format!(": the delay is {name}'s"));
         }
     }

@@ -65,7 +65,7 @@ const DATAGRAM_STAMP_AT: usize = 8;
 /// The real-time clock, ns: the clock both ends stamp legs with.
 #[inline]
 fn stamp_now() -> u64 {
-    crate::workload::transport::udp::realtime_nanos()
+    crate::workload::base::one_way::realtime_nanos()
 }
 
 /// Writes the responder's stamp into a response at `at`.

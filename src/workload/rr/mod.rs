@@ -172,6 +172,28 @@ const fn latency_us(name: &'static str, option: &'static str, label: &'static st
     }
 }
 
+/// `--one-way`: each leg's median, the clocks' offset taken out.
+const ONE_WAY: [Metric; 2] = [
+    Metric {
+        name: "one_way_request_p50_seconds",
+        option: "one-way-request",
+        label: "request's one-way delay, client to agent (median)",
+        unit: "s",
+        pointer: "/sum/rr/one_way_request/p50_seconds",
+        divisor: 1.0,
+        better: Better::Lower,
+    },
+    Metric {
+        name: "one_way_response_p50_seconds",
+        option: "one-way-response",
+        label: "response's one-way delay, agent to client (median)",
+        unit: "s",
+        pointer: "/sum/rr/one_way_response/p50_seconds",
+        divisor: 1.0,
+        better: Better::Lower,
+    },
+];
+
 /// rr's median and 99th percentile latency: stored columns.
 const LATENCY: [Metric; 2] = [
     latency_us("p50_latency_us", "p50", "median latency", "/sum/rr/latency/p50_us"),
@@ -192,10 +214,12 @@ impl Figures for RrResults {
     /// moves a few bytes per round trip, so neither its bit rate nor its
     /// CPU per KB says anything.
     fn figures(&self) -> &'static [Metric] {
-        const FIGURES: [Metric; 9] = [
+        const FIGURES: [Metric; 11] = [
             TRANSACTIONS,
             LATENCY[0],
             LATENCY[1],
+            ONE_WAY[0],
+            ONE_WAY[1],
             Metric::CLIENT_CPU,
             Metric::AGENT_CPU,
             Metric::CLIENT_CPU_PER_TRANSACTION,

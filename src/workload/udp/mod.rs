@@ -102,12 +102,25 @@ const LOSS_PERCENT: Metric = Metric {
     better: Better::Lower,
 };
 
+/// The datagrams' median one-way delay (the worse direction's in a
+/// bidirectional run), the clocks' offset taken out.
+const ONE_WAY_P50: Metric = Metric {
+    name: "one_way_p50_seconds",
+    option: "one-way",
+    label: "one-way delay (median)",
+    unit: "s",
+    pointer: "/sum/udp/one_way/p50_seconds",
+    divisor: 1.0,
+    better: Better::Lower,
+};
+
 impl Figures for UdpResults {
     fn figures(&self) -> &'static [Metric] {
-        const FIGURES: [Metric; 7] = [
+        const FIGURES: [Metric; 8] = [
             Metric::RECEIVER_RATE,
             Metric::SENDER_RATE,
             LOSS_PERCENT,
+            ONE_WAY_P50,
             Metric::CLIENT_CPU,
             Metric::AGENT_CPU,
             Metric::CLIENT_SERVICE_DEMAND,

@@ -76,15 +76,9 @@ fn domain_of(ip: IpAddr) -> Domain {
     }
 }
 
-/// Nanoseconds of the real-time clock, the clock of kernel receive
-/// timestamps (SO_TIMESTAMPNS) and of the datagrams' send stamps.
-#[inline]
-pub fn realtime_nanos() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// The real-time clock, the clock of kernel receive timestamps
+/// (SO_TIMESTAMPNS) and of the datagrams' send stamps.
+pub use crate::workload::base::one_way::realtime_nanos;
 
 fn set_int_option(socket: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
     // SAFETY: passes a pointer to a c_int of the given size.
