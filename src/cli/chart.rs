@@ -42,11 +42,8 @@ pub struct PlotArgs {
     /// What to draw.
     #[arg(long, value_name = "KIND", value_parser = chart_kinds())]
     pub kind: String,
-    /// The figure of the bars, drawn for the runs that have it: throughput,
-    /// sender, loss, p50, p99, tps, peak, cpu-per-transaction,
-    /// agent-cpu-per-transaction, half-peak-size, small-latency,
-    /// transmitted, received, cpu, agent-cpu, service-demand,
-    /// agent-service-demand.
+    /// The figure of the bars, drawn for the runs that have it (the help
+    /// lists every metric: `plot_metric_help` in cli/mod.rs).
     #[arg(long, value_name = "METRIC", default_value = "throughput")]
     pub metric: String,
     /// What makes a group on the x axis: the run's case, columns or tags, comma-separated (e.g. tag:nic).

@@ -77,6 +77,7 @@ pub enum Command {
     /// `db push postgres://...` copies its runs into a team's archive, each run once.
     Db(store::DbCommandArgs),
     /// One chart of saved runs (or of result files) as SVG or PNG.
+    #[command(mut_arg("metric", |a| a.help(plot_metric_help())))]
     Plot(Box<chart::PlotArgs>),
     /// One self-contained HTML file: charts, comparison tables, facts, verdicts, reproduce commands.
     Report(chart::ReportArgs),
@@ -94,6 +95,16 @@ fn metric_help() -> String {
     let names: Vec<&str> = crate::store::compare::all_metrics().iter().map(|m| m.name).collect();
     format!(
         "The figure in each cell, shown for the runs that have it: {}",
+        names.join(", ")
+    )
+}
+
+/// `plot --metric`'s help, from the same list (plot parses its metric as
+/// compare does; its help once listed 17 of 34).
+fn plot_metric_help() -> String {
+    let names: Vec<&str> = crate::store::compare::all_metrics().iter().map(|m| m.name).collect();
+    format!(
+        "The figure of the bars, drawn for the runs that have it: {}",
         names.join(", ")
     )
 }
