@@ -348,15 +348,24 @@ mod tests {
         assert_eq!(failures, 1);
     }
 
-    #[test]
-    fn addresses_are_answered_once_per_connection() {
+    /// A keyless agent on loopback, greeted: its handle (the agent lives
+    /// as long as it), the control channel and the agent's hello.
+    fn greeted_agent() -> (super::super::AgentHandle, Channel, Hello) {
         let handle = Agent::bind(AgentConfig::new("127.0.0.1:0".parse().unwrap()))
             .unwrap()
             .spawn();
         let mut channel = Channel::new(TcpStream::connect(handle.addr).unwrap(), MAX_AGENT_FRAME);
         channel.send(&Message::Hello(Hello::ours(["tcp"]))).unwrap();
+        let Message::Hello(hello) = channel.recv(Duration::from_secs(10), "hello").unwrap() else {
+            panic!("no hello");
+        };
+        (handle, channel, hello)
+    }
+
+    #[test]
+    fn addresses_are_answered_once_per_connection() {
+        let (_agent, mut channel, _) = greeted_agent();
         let wait = Duration::from_secs(10);
-        assert!(matches!(channel.recv(wait, "hello").unwrap(), Message::Hello(_)));
         channel.send(&Message::AddressesRequest).unwrap();
         assert!(matches!(
             channel.recv(wait, "addresses").unwrap(),
@@ -373,15 +382,8 @@ mod tests {
 
     #[test]
     fn clock_requests_are_answered_up_to_the_limit_then_refused() {
-        let handle = Agent::bind(AgentConfig::new("127.0.0.1:0".parse().unwrap()))
-            .unwrap()
-            .spawn();
-        let mut channel = Channel::new(TcpStream::connect(handle.addr).unwrap(), MAX_AGENT_FRAME);
-        channel.send(&Message::Hello(Hello::ours(["tcp"]))).unwrap();
+        let (_agent, mut channel, hello) = greeted_agent();
         let wait = Duration::from_secs(10);
-        let Message::Hello(hello) = channel.recv(wait, "hello").unwrap() else {
-            panic!("no hello");
-        };
         assert!(hello.features.iter().any(|f| f == protocol::FEATURE_CLOCK));
         for n in 0..protocol::MAX_CLOCK_REQUESTS {
             let sent_ns = 1_000_000 + i64::from(n);
