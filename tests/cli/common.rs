@@ -403,3 +403,28 @@ pub fn limited_lab_turn() -> LimitedLabTurn {
     assert_eq!(rc, 0, "flock {}: {}", path.display(), std::io::Error::last_os_error());
     LimitedLabTurn(file)
 }
+
+/// A one-way delay (`udp.one_way`, `rr.one_way_request`...) measured on one
+/// kernel: `samples` as counted, its quantiles in order, the one clock's
+/// bound 0 and nothing below zero. Returns its fastest, in seconds.
+pub fn assert_one_clock_delay(d: &serde_json::Value, samples: &serde_json::Value, what: &str) -> f64 {
+    assert_eq!(&d["samples"], samples, "{what}: {d}");
+    let figures: Vec<f64> = [
+        "min_seconds",
+        "p50_seconds",
+        "p90_seconds",
+        "p99_seconds",
+        "max_seconds",
+    ]
+    .iter()
+    .map(|k| d[k].as_f64().unwrap_or_else(|| panic!("{what}: no {k} in {d}")))
+    .collect();
+    assert!(figures.windows(2).all(|w| w[0] <= w[1]), "{what}: {d}");
+    assert_eq!(
+        d["clock_bound_seconds"].as_f64(),
+        Some(0.0),
+        "{what}: one kernel, one clock: {d}"
+    );
+    assert!(figures[0] >= 0.0, "{what}: a delay below zero on one clock: {d}");
+    figures[0]
+}

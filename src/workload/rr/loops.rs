@@ -350,9 +350,12 @@ fn stream_requester(
             Err(e) if stopped(ctx) && timed_out(&e) => break None,
             Err(e) => break Some(format!("receiving a response: {e}")),
         }
+        // The real-time clock first: the legs then lie within the round
+        // trip (sent after its start, arrived before its end).
+        let arrived = if exchange.one_way { stamp_now() } else { 0 };
         counter.done(Some(started), Instant::now());
         if exchange.one_way {
-            counter.legs(started, (sent, stamp_of(&response, STAMP_AT), stamp_now()));
+            counter.legs(started, (sent, stamp_of(&response, STAMP_AT), arrived));
         }
         if exchange.quickack && socket.is_some_and(quickack) {
             counter.rr.quickacks += 1;
@@ -443,6 +446,8 @@ pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
         };
         match received {
             Ok(len) if len >= 8 => {
+                // As on a stream: the real-time clock before the round trip's end.
+                let arrived = if exchange.one_way { stamp_now() } else { 0 };
                 let now = Instant::now();
                 let got = u64::from_be_bytes(response[..8].try_into().unwrap());
                 match in_flight.iter().position(|(s, _, _)| *s == got) {
@@ -450,7 +455,7 @@ pub fn datagram_requester(socket: &Socket, exchange: &Exchange, ctx: &StreamCont
                         let (_, started, sent) = in_flight.swap_remove(i);
                         counter.done(Some(started), now);
                         if exchange.one_way && len >= DATAGRAM_STAMP_AT + 8 {
-                            counter.legs(started, (sent, stamp_of(&response, DATAGRAM_STAMP_AT), stamp_now()));
+                            counter.legs(started, (sent, stamp_of(&response, DATAGRAM_STAMP_AT), arrived));
                         }
                     }
                     None => counter.rr.late_responses += 1,

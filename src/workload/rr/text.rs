@@ -107,7 +107,9 @@ fn one_way_lines(rr: &RrResult, trial: &TrialResult, out: &mut dyn Write) -> io:
             .clock_offset
             .as_ref()
             .and_then(|c| c.problem.clone())
-            .unwrap_or_else(|| "the agent gave no clock estimate".into());
+            .unwrap_or_else(|| {
+                "the agent gave no clock estimate (an agent older than this client: update it to time the legs)".into()
+            });
         writeln!(out, "    one-way not measured: {why}")?;
     }
     Ok(())
