@@ -151,7 +151,9 @@ fn our_hello(shared: &Shared) -> Hello {
     }
     hello.features.push(protocol::FEATURE_WATCH.to_string());
     hello.features.push(protocol::FEATURE_CLOCK.to_string());
-    hello.features.push(protocol::FEATURE_RR_ONE_WAY.to_string());
+    // What the workloads themselves add (rr's stamped responses).
+    let offered = crate::workload::REGISTRY.iter().flat_map(|w| w.agent_features());
+    hello.features.extend(offered.map(|f| f.to_string()));
     if shared.config.allow_host_changes && shared.config.psk.is_some() {
         hello.features.push(protocol::FEATURE_HOST_CHANGES.to_string());
     }
@@ -385,6 +387,8 @@ mod tests {
         let (_agent, mut channel, hello) = greeted_agent();
         let wait = Duration::from_secs(10);
         assert!(hello.features.iter().any(|f| f == protocol::FEATURE_CLOCK));
+        // The workloads' own features join the protocol's (rr's stamps).
+        assert!(hello.features.iter().any(|f| f == "rr_one_way"), "{:?}", hello.features);
         for n in 0..protocol::MAX_CLOCK_REQUESTS {
             let sent_ns = 1_000_000 + i64::from(n);
             let before = crate::probe::clock::realtime_ns();

@@ -275,10 +275,6 @@ pub const FEATURE_SEALED_SESSION: &str = "sealed_session";
 /// against its own (issue 70; docs/CLOCKS.md). At most
 /// [`MAX_CLOCK_REQUESTS`] each time.
 pub const FEATURE_CLOCK: &str = "clock";
-/// Feature of [`Hello::features`]: `rr` with `one_way` in its parameters:
-/// the responder stamps its real-time clock into each response, so the
-/// client can time the request's and the response's legs (issue 70).
-pub const FEATURE_RR_ONE_WAY: &str = "rr_one_way";
 /// Clock requests an agent answers before a test request, and again after
 /// `done`: enough for the estimator, too few to keep a connection busy.
 pub const MAX_CLOCK_REQUESTS: u32 = 32;

@@ -528,9 +528,9 @@ mod tests {
     #[test]
     fn a_feature_the_agent_does_not_offer_is_refused_naming_the_option() {
         let addr: SocketAddr = "127.0.0.1:5310".parse().unwrap();
-        let needed = (crate::protocol::FEATURE_RR_ONE_WAY, "--one-way");
+        let needed = ("rr_one_way", "--one-way");
         let mut hello = Hello::ours(["tcp"]);
-        hello.features.push(crate::protocol::FEATURE_RR_ONE_WAY.into());
+        hello.features.push("rr_one_way".into());
         assert!(check_feature(&hello, addr, needed).is_ok());
         hello.features.clear();
         let e = check_feature(&hello, addr, needed).unwrap_err().to_string();

@@ -166,6 +166,11 @@ pub trait Workload: Sync {
     fn results(&self) -> &'static dyn ResultKind;
     /// How its command line becomes its spec (its `args.rs`).
     fn command_line(&self) -> &'static dyn args::CommandLine;
+    /// Hello features an agent of this build offers for this workload
+    /// (`rr_one_way`), added to its hello beside the protocol's own.
+    fn agent_features(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// A hello feature the agent must offer for this spec, and the option
     /// that asked for it (`rr --one-way`); None when any agent will do.
     fn needs_feature(&self, _spec: &TestSpec) -> Option<(&'static str, &'static str)> {

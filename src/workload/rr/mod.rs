@@ -96,6 +96,11 @@ pub struct RrParams {
     pub one_way: bool,
 }
 
+/// Hello feature of an agent whose rr responder stamps its real-time clock
+/// into each response when the spec asks (`one_way`), so that the client
+/// can time the request's and the response's legs (issue 70).
+pub const FEATURE_ONE_WAY: &str = "rr_one_way";
+
 /// Bytes of a response that carry the responder's stamp (`--one-way`).
 pub const STAMP_BYTES: u64 = 8;
 
@@ -435,7 +440,11 @@ impl Workload for RequestResponse {
 
     fn needs_feature(&self, spec: &TestSpec) -> Option<(&'static str, &'static str)> {
         let p: RrParams = spec.params().ok()?;
-        p.one_way.then_some((crate::protocol::FEATURE_RR_ONE_WAY, "--one-way"))
+        p.one_way.then_some((FEATURE_ONE_WAY, "--one-way"))
+    }
+
+    fn agent_features(&self) -> &'static [&'static str] {
+        &[FEATURE_ONE_WAY]
     }
 
     fn name(&self) -> &'static str {
