@@ -19,7 +19,7 @@ use socket2::Socket;
 use super::WorkloadError;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::address_proof::ProvenAddresses;
-use crate::workload::transport::udp::realtime_nanos;
+use crate::workload::base::one_way::realtime_nanos;
 
 /// What a probe starts with.
 const MAGIC: &[u8; 4] = b"NBLP";

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::transport::admission;
+use super::transport::datagram::DatagramServing;
 use super::transport::quic::endpoint::{Dialer, Listening, Local};
 use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
 use super::transport::tls::session::{ClientSetup, ServerSetup};
@@ -28,7 +29,6 @@ pub mod result;
 pub mod text;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask, TaskEnd};
-use super::udp::check_datagram_size;
 use super::wakeup::WakeupCost;
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
@@ -493,7 +493,7 @@ impl Workload for RequestResponse {
             ("-r/--sizes (response)", p.response_bytes),
         ] {
             match p.proto.delivery() {
-                Delivery::Datagram => check_datagram_size(option, size, MIN_UDP_MESSAGE)?,
+                Delivery::Datagram => p.proto.check_message_size(option, size, MIN_UDP_MESSAGE)?,
                 Delivery::Stream if size == 0 || size > MAX_MESSAGE_BYTES => {
                     return Err(out_of_range(
                         option,
@@ -601,6 +601,7 @@ impl Workload for RequestResponse {
         let mut agent = RrAgent {
             sockets: Vec::new(),
             serving: None,
+            datagrams: None,
             quic: None,
             spec: spec.clone(),
             params: params.clone(),
@@ -617,24 +618,20 @@ impl Workload for RequestResponse {
             agent.quic = Some(Listening::bind(net, &spec.agent, quic::DEFAULT_CONGESTION, 1)?);
             return Ok(Box::new(agent));
         }
-        let sockets = match params.proto.delivery() {
-            Delivery::Datagram => {
-                let mut sockets = Vec::new();
-                for (id, _) in spec.flows() {
-                    let s = transport::udp::bind_udp(net.local_ip_for(id), &spec.agent)?;
-                    configure(&spec.agent, &params)(&s)?;
-                    sockets.push((id, s));
-                }
-                sockets
-            }
-            Delivery::Stream => vec![(
-                0,
-                params
-                    .proto
-                    .listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
-            )],
-        };
-        agent.sockets = sockets;
+        if params.proto.delivery() == Delivery::Datagram {
+            let configure = configure(&spec.agent, &params);
+            let options = ConnectOptions::new(&spec.agent, &configure, None);
+            let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
+            agent.datagrams = Some(params.proto.serve_datagrams(net, &ids, &options)?);
+            return Ok(Box::new(agent));
+        }
+        // --crr over a kernel stream: the listener (id 0).
+        agent.sockets = vec![(
+            0,
+            params
+                .proto
+                .listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
+        )];
         Ok(Box::new(agent))
     }
 
@@ -646,10 +643,15 @@ impl Workload for RequestResponse {
         let ends = {
             let configure = configure(&spec.client, &params);
             match (params.proto.delivery(), params.crr) {
-                (Delivery::Datagram, _) => transport::udp::register_streams(net, &ids, &spec.client, &configure)?
-                    .into_iter()
-                    .map(|(id, s)| (id, FlowSocket::Socket(s)))
-                    .collect(),
+                (Delivery::Datagram, _) => {
+                    let options = ConnectOptions::new(&spec.client, &configure, None);
+                    params
+                        .proto
+                        .dial_datagrams(net, &ids, &options)?
+                        .into_iter()
+                        .map(|end| (end.id, FlowSocket::Socket(end.socket)))
+                        .collect()
+                }
                 (Delivery::Stream, false) => {
                     let options = ConnectOptions::new(&spec.client, &configure, params.tls.as_ref());
                     let Streams { streams, held: kept } = params.proto.dial(net, first_port(net)?, &ids, &options)?;
@@ -752,7 +754,7 @@ pub(super) fn configure<'a>(
     move |socket: &Socket| {
         admission::apply_buffers(socket, side)?;
         if let Some(us) = params.busy_poll_us {
-            transport::udp::set_busy_poll(socket, us)?;
+            admission::set_busy_poll(socket, us)?;
         }
         if params.proto.delivery() == Delivery::Stream && params.proto.tcp_options() {
             // Several requests in flight must not wait for Nagle.
@@ -765,11 +767,12 @@ pub(super) fn configure<'a>(
 }
 
 struct RrAgent {
-    /// UDP: one socket per flow; `--crr` over TCP or TLS: the listener
-    /// (id 0).
+    /// `--crr` over TCP or TLS: the listener (id 0).
     sockets: Vec<(u32, Socket)>,
     /// A stream transport's streams, one per flow.
     serving: Option<Box<dyn Serving>>,
+    /// A datagram transport's endpoints, one per flow.
+    datagrams: Option<Box<dyn DatagramServing>>,
     /// `--crr` over QUIC: the endpoint the client connects to.
     quic: Option<Listening>,
     spec: TestSpec,
@@ -784,6 +787,9 @@ impl AgentSide for RrAgent {
         }
         if let Some(listening) = &self.quic {
             return vec![listening.port()];
+        }
+        if let Some(datagrams) = &self.datagrams {
+            return datagrams.ports();
         }
         self.sockets.iter().map(|(_, s)| admission::local_port(s)).collect()
     }
@@ -808,33 +814,36 @@ impl AgentSide for RrAgent {
             let home = QuicHome::Listener(listening);
             return Ok(RrSide::agent(self.spec, self.params, ends, Some(home), None));
         }
-        let ends: Vec<(u32, FlowSocket)> = match self.params.proto.delivery() {
-            Delivery::Datagram => {
-                transport::udp::await_registrations(&self.sockets, &self.net, deadline)?;
-                self.sockets
-                    .into_iter()
-                    .map(|(id, s)| (id, FlowSocket::Socket(s)))
-                    .collect()
-            }
-            Delivery::Stream => {
-                // --crr: connections come during the test: every responder thread
-                // accepts on the same listener.
-                let listener = Arc::new(self.sockets.into_iter().next().expect("one listener").1);
-                let tls = self
-                    .params
-                    .tls()
-                    .map(|_| ServerSetup::new().map(Arc::new))
-                    .transpose()?;
-                ids.iter()
-                    .map(|&id| {
-                        (
-                            id,
-                            FlowSocket::Listener(Arc::clone(&listener), self.net.clone(), tls.clone()),
-                        )
-                    })
-                    .collect()
-            }
-        };
+        if let Some(datagrams) = self.datagrams {
+            let ends = datagrams
+                .accept(deadline)?
+                .into_iter()
+                .map(|end| (end.id, FlowSocket::Socket(end.socket)))
+                .collect();
+            return Ok(RrSide::agent(self.spec, self.params, ends, None, None));
+        }
+        // --crr: connections come during the test: every responder thread
+        // accepts on the same listener.
+        let listener = self
+            .sockets
+            .into_iter()
+            .next()
+            .map(|(_, listener)| Arc::new(listener))
+            .ok_or_else(|| WorkloadError::Setup("the --crr listener was not opened".into()))?;
+        let tls = self
+            .params
+            .tls()
+            .map(|_| ServerSetup::new().map(Arc::new))
+            .transpose()?;
+        let ends = ids
+            .iter()
+            .map(|&id| {
+                (
+                    id,
+                    FlowSocket::Listener(Arc::clone(&listener), self.net.clone(), tls.clone()),
+                )
+            })
+            .collect();
         Ok(RrSide::agent(self.spec, self.params, ends, None, None))
     }
 }

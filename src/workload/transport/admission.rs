@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -70,6 +71,41 @@ pub fn apply_buffers(socket: &Socket, side: &SideOptions) -> Result<(), Workload
             .map_err(WorkloadError::io(format!("setting SO_RCVBUF to {size} B")))?;
     }
     Ok(())
+}
+
+/// SO_BUSY_POLL (asm-generic/socket.h).
+const SO_BUSY_POLL: libc::c_int = 46;
+
+/// Sets an integer socket option that socket2 has no call for.
+pub fn set_int_option(
+    socket: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: passes a pointer to a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            &value as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// SO_BUSY_POLL: spin this long in the driver before sleeping on a
+/// receive, on a socket of any transport.
+pub fn set_busy_poll(socket: &Socket, micros: u32) -> Result<(), WorkloadError> {
+    set_int_option(socket, libc::SOL_SOCKET, SO_BUSY_POLL, micros as libc::c_int).map_err(WorkloadError::io(format!(
+        "setting SO_BUSY_POLL to {micros} us (needs CAP_NET_ADMIN to raise it)"
+    )))
 }
 
 /// The listener an agent keeps for the subflows that join a connection

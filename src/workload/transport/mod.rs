@@ -23,6 +23,8 @@
 //! - [`stream`]: a transport's connections as a workload gets them (the
 //!   agent serves, the client dials; each stream ready, its handshake
 //!   done), and the plain kernel stream every connection transport has;
+//! - [`datagram`]: a datagram transport's endpoints as a workload gets
+//!   them (one socket per stream, claimed by the token-holding client);
 //! - [`wire`]: a connected stream of any transport as one `Read + Write`
 //!   for the message loops (rr, sweep).
 //!
@@ -32,6 +34,7 @@
 //! `"udp"`), the strings they always held; `"mptcp"` is new.
 
 pub mod admission;
+pub mod datagram;
 pub mod mptcp;
 pub mod quic;
 pub mod stream;
@@ -49,8 +52,10 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::linerate::Stack;
+use crate::model::spec::{out_of_range, SpecError};
 use crate::model::{TrialResult, Verdict};
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
+use datagram::{DatagramServing, Endpoint};
 use stream::{ConnectOptions, Serving, Streams};
 
 /// Per-socket settings a workload applies before connecting or listening.
@@ -255,6 +260,41 @@ pub trait Transport: Sync + 'static {
         options: &ConnectOptions,
     ) -> Result<Streams, WorkloadError> {
         stream::dial_plain(self, net, port, ids, options)
+    }
+    /// The agent's datagram endpoints of a test, one per stream of `ids`,
+    /// each bound on the address for its stream with `options`' buffers
+    /// and socket options: their ports go to the client, and its accept
+    /// hands each endpoint over once the token-holding client has claimed
+    /// it. A datagram transport's own; a stream transport refuses.
+    fn serve_datagrams(
+        &self,
+        _net: &AgentNet,
+        _ids: &[u32],
+        _options: &ConnectOptions,
+    ) -> Result<Box<dyn DatagramServing>, WorkloadError> {
+        Err(self.no_datagrams())
+    }
+    /// The client's datagram endpoints of streams `ids`, one per port the
+    /// agent's [`Transport::serve_datagrams`] offered, each claimed there.
+    fn dial_datagrams(
+        &self,
+        _net: &ClientNet,
+        _ids: &[u32],
+        _options: &ConnectOptions,
+    ) -> Result<Vec<Endpoint>, WorkloadError> {
+        Err(self.no_datagrams())
+    }
+    /// The largest message one of its datagrams carries, and why (the
+    /// largest UDP payload over IPv4); None for a byte stream.
+    fn largest_message(&self) -> Option<(u64, &'static str)> {
+        None
+    }
+    /// The error of a datagram endpoint asked of a stream transport.
+    fn no_datagrams(&self) -> WorkloadError {
+        WorkloadError::Setup(format!(
+            "{} delivers a byte stream, not datagrams: a datagram workload runs over a datagram transport",
+            self.label()
+        ))
     }
 }
 
@@ -483,6 +523,22 @@ impl Proto {
         self.available().map_err(|why| format!("--transport {self}: {why}"))
     }
 
+    /// Checks a message size against what one of this transport's
+    /// datagrams carries: at least `min` bytes (the workload's header), at
+    /// most [`Transport::largest_message`]. A byte stream takes any size
+    /// from `min`.
+    pub fn check_message_size(self, option: &'static str, bytes: u64, min: u64) -> Result<(), SpecError> {
+        let (largest, why) = self.largest_message().unwrap_or((u64::MAX, ""));
+        if bytes < min || bytes > largest {
+            let range = match largest {
+                u64::MAX => format!("at least {min} bytes ({min} bytes carry nicbench's header)"),
+                _ => format!("{min}..={largest} bytes ({largest} is {why}; {min} bytes carry nicbench's header)"),
+            };
+            return Err(out_of_range(option, range, format!("{bytes} bytes")));
+        }
+        Ok(())
+    }
+
     /// Whether a workload that runs the kernel's stream loops on its
     /// sockets (rr, the sweep, files) can run over this transport; the
     /// error names the option and where it runs.
@@ -497,6 +553,13 @@ impl Proto {
             )),
         }
     }
+}
+
+/// The registry's datagram transport, for a workload that runs over
+/// datagrams and offers no choice of transport (`udp`): it asks for
+/// datagrams, not for UDP by name.
+pub fn datagrams() -> Proto {
+    REGISTRY.iter().copied().find(|p| p.is_datagram()).unwrap_or(Proto::UDP)
 }
 
 impl Default for Proto {

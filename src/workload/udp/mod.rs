@@ -19,8 +19,10 @@ use socket2::Socket;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
 use super::transport;
+use super::transport::datagram::{DatagramServing, Endpoint};
+use super::transport::stream::ConnectOptions;
 use super::transport::udp::loops::{self, ReceiveOptions, SendOptions};
-use super::transport::udp::wire::{HEADER_LEN, MAX_DATAGRAM_BYTES};
+use super::transport::udp::wire::HEADER_LEN;
 use super::{
     Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, ResultKind, RunControl, Side, SideOutcome, SpecError,
     Stored, TestSpec, TextView, VerdictQuestions, Workload, WorkloadError,
@@ -71,21 +73,6 @@ pub fn datagram_quota(spec: &TestSpec, id: u32) -> Option<u64> {
         .collect();
     let (n, index) = (ids.len() as u64, ids.iter().position(|&f| f == id)? as u64);
     Some(total / n + u64::from(index < total % n))
-}
-
-/// Checks a UDP payload size (shared with `rr --proto udp`).
-pub fn check_datagram_size(option: &'static str, bytes: u64, min: u64) -> Result<(), SpecError> {
-    if bytes < min || bytes > MAX_DATAGRAM_BYTES {
-        return Err(out_of_range(
-            option,
-            format!(
-                "{min}..={MAX_DATAGRAM_BYTES} bytes ({MAX_DATAGRAM_BYTES} is the largest UDP payload over IPv4; \
-                 {min} bytes carry nicbench's header)"
-            ),
-            format!("{bytes} bytes"),
-        ));
-    }
-    Ok(())
 }
 
 /// How UDP results read.
@@ -232,7 +219,7 @@ impl Workload for UdpStream {
     fn validate(&self, spec: &TestSpec) -> Result<(), SpecError> {
         spec.validate_common()?;
         let params: UdpParams = spec.params()?;
-        check_datagram_size("-l/--length", spec.message_bytes, HEADER_LEN as u64)?;
+        transport::datagrams().check_message_size("-l/--length", spec.message_bytes, HEADER_LEN as u64)?;
         if params.rate_bits_per_second == Some(0) {
             return Err(out_of_range("-b/--bitrate", "a rate above 0 (e.g. 100M) or 'max'", 0));
         }
@@ -255,45 +242,42 @@ impl Workload for UdpStream {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: UdpParams = spec.params()?;
-        let mut sockets = Vec::new();
-        for (id, _) in spec.flows() {
-            sockets.push((id, transport::udp::bind_udp(net.local_ip_for(id), &spec.agent)?));
-        }
+        let options = ConnectOptions::new(&spec.agent, &|_| Ok(()), None);
+        let serving = transport::datagrams().serve_datagrams(net, &flow_ids(spec), &options)?;
         Ok(Box::new(UdpAgent {
-            sockets,
+            serving,
             spec: spec.clone(),
             params,
-            net: net.clone(),
         }))
     }
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: UdpParams = spec.params()?;
-        let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
-        let sockets = transport::udp::register_streams(net, &ids, &spec.client, &|_| Ok(()))?;
-        let refused = vec![0; sockets.len()];
-        UdpSide::new(Party::Client, spec, params, sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
+        let options = ConnectOptions::new(&spec.client, &|_| Ok(()), None);
+        let endpoints = transport::datagrams().dial_datagrams(net, &flow_ids(spec), &options)?;
+        UdpSide::new(Party::Client, spec, params, endpoints).map(|s| Box::new(s) as Box<dyn Side>)
     }
 }
 
+/// The ids of a test's streams, in the order the ports go.
+fn flow_ids(spec: &TestSpec) -> Vec<u32> {
+    spec.flows().iter().map(|(id, _)| *id).collect()
+}
+
 struct UdpAgent {
-    sockets: Vec<(u32, Socket)>,
+    serving: Box<dyn DatagramServing>,
     spec: TestSpec,
     params: UdpParams,
-    net: AgentNet,
 }
 
 impl AgentSide for UdpAgent {
     fn data_ports(&self) -> Vec<u16> {
-        self.sockets
-            .iter()
-            .map(|(_, s)| super::transport::admission::local_port(s))
-            .collect()
+        self.serving.ports()
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
-        let refused = transport::udp::await_registrations(&self.sockets, &self.net, deadline)?;
-        UdpSide::new(Party::Agent, &self.spec, self.params, self.sockets, refused).map(|s| Box::new(s) as Box<dyn Side>)
+        let endpoints = self.serving.accept(deadline)?;
+        UdpSide::new(Party::Agent, &self.spec, self.params, endpoints).map(|s| Box::new(s) as Box<dyn Side>)
     }
 }
 
@@ -317,12 +301,11 @@ impl UdpSide {
         host: Party,
         spec: &TestSpec,
         params: UdpParams,
-        sockets: Vec<(u32, Socket)>,
-        refused: Vec<u64>,
+        endpoints: Vec<Endpoint>,
     ) -> Result<UdpSide, WorkloadError> {
         let flows = spec.flows();
-        let mut ends = Vec::with_capacity(sockets.len());
-        for ((id, socket), refused) in sockets.into_iter().zip(refused) {
+        let mut ends = Vec::with_capacity(endpoints.len());
+        for Endpoint { id, socket, refused } in endpoints {
             let Some((_, flow)) = flows.iter().find(|(f, _)| *f == id) else {
                 continue;
             };

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::admission::{apply_buffers, check_destination};
+use super::admission::{apply_buffers, check_destination, local_port, set_int_option};
+use super::datagram::{DatagramServing, Endpoint};
+use super::stream::ConnectOptions;
 use super::{Delivery, Transport};
 use crate::linerate::Stack;
 use crate::model::spec::SideOptions;
@@ -55,12 +57,67 @@ impl Transport for Udp {
             true => Stack::Udp6,
         }
     }
+
+    fn largest_message(&self) -> Option<(u64, &'static str)> {
+        Some((wire::MAX_DATAGRAM_BYTES, "the largest UDP payload over IPv4"))
+    }
+
+    fn serve_datagrams(
+        &self,
+        net: &AgentNet,
+        ids: &[u32],
+        options: &ConnectOptions,
+    ) -> Result<Box<dyn DatagramServing>, WorkloadError> {
+        let mut sockets = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let socket = bind_udp(net.local_ip_for(id), options.side)?;
+            (options.configure)(&socket)?;
+            sockets.push((id, socket));
+        }
+        Ok(Box::new(Registering {
+            sockets,
+            net: net.clone(),
+        }))
+    }
+
+    fn dial_datagrams(
+        &self,
+        net: &ClientNet,
+        ids: &[u32],
+        options: &ConnectOptions,
+    ) -> Result<Vec<Endpoint>, WorkloadError> {
+        Ok(register_streams(net, ids, options.side, options.configure)?
+            .into_iter()
+            .map(|(id, socket)| Endpoint { id, socket, refused: 0 })
+            .collect())
+    }
+}
+
+/// The agent's UDP sockets of a test, waiting for their registrations.
+struct Registering {
+    sockets: Vec<(u32, Socket)>,
+    net: AgentNet,
+}
+
+impl DatagramServing for Registering {
+    fn ports(&self) -> Vec<u16> {
+        self.sockets.iter().map(|(_, s)| local_port(s)).collect()
+    }
+
+    fn accept(self: Box<Self>, deadline: Instant) -> Result<Vec<Endpoint>, WorkloadError> {
+        let refused = await_registrations(&self.sockets, &self.net, deadline)?;
+        Ok(self
+            .sockets
+            .into_iter()
+            .zip(refused)
+            .map(|((id, socket), refused)| Endpoint { id, socket, refused })
+            .collect())
+    }
 }
 
 /// Socket option numbers (include/uapi/linux/udp.h, asm-generic/socket.h).
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
-const SO_BUSY_POLL: libc::c_int = 46;
 /// Most segments the kernel accepts in one GSO send.
 pub const MAX_GSO_SEGMENTS: usize = 64;
 /// Largest buffer handed to one GSO send or returned by one GRO receive.
@@ -79,24 +136,6 @@ fn domain_of(ip: IpAddr) -> Domain {
 /// The real-time clock, the clock of kernel receive timestamps
 /// (SO_TIMESTAMPNS) and of the datagrams' send stamps.
 pub use crate::workload::base::one_way::realtime_nanos;
-
-fn set_int_option(socket: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: passes a pointer to a c_int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            &value as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
 
 /// Turns on UDP GSO: every send longer than `segment` is cut by the kernel.
 pub fn enable_gso(socket: &Socket, segment: usize) -> Result<(), WorkloadError> {
@@ -126,13 +165,6 @@ pub fn enable_receive_timestamps(socket: &Socket) -> Result<(), WorkloadError> {
 pub fn enable_drop_counts(socket: &Socket) -> Result<(), WorkloadError> {
     set_int_option(socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
         .map_err(WorkloadError::io("enabling per-datagram drop counts (SO_RXQ_OVFL)"))
-}
-
-/// SO_BUSY_POLL: spin this long in the driver before sleeping on a receive.
-pub fn set_busy_poll(socket: &Socket, micros: u32) -> Result<(), WorkloadError> {
-    set_int_option(socket, libc::SOL_SOCKET, SO_BUSY_POLL, micros as libc::c_int).map_err(WorkloadError::io(format!(
-        "setting SO_BUSY_POLL to {micros} us (needs CAP_NET_ADMIN to raise it)"
-    )))
 }
 
 /// A UDP socket bound to `ip`, kernel-chosen port, with the side's buffers.
@@ -529,23 +561,35 @@ mod tests {
     }
 
     #[test]
-    fn registration_admits_the_token_and_counts_strangers() {
+    fn the_seam_hands_over_endpoints_claimed_by_the_token_and_counts_strangers() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let token = crate::protocol::new_token();
         let agent_net = AgentNet::new(ip, ip, token, Default::default(), Default::default());
-        let agent = vec![(1u32, bind_udp(ip, &SideOptions::default()).unwrap())];
-        let port = agent[0].1.local_addr().unwrap().as_socket().unwrap().port();
+        let configured = std::sync::atomic::AtomicUsize::new(0);
+        let configure = |_: &Socket| {
+            configured.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        };
+        let side = SideOptions::default();
+        let serving = Udp
+            .serve_datagrams(&agent_net, &[1, 2], &ConnectOptions::new(&side, &configure, None))
+            .unwrap();
+        let ports = serving.ports();
+        assert_eq!(ports.len(), 2);
+        assert!(ports.iter().all(|&p| p != 0) && ports[0] != ports[1], "{ports:?}");
         let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        stranger.send_to(b"junk that is not ours", ("127.0.0.1", port)).unwrap();
+        stranger
+            .send_to(b"junk that is not ours", ("127.0.0.1", ports[1]))
+            .unwrap();
         stranger
             .send_to(
-                &register_datagram(1, 0, &crate::protocol::new_token()),
-                ("127.0.0.1", port),
+                &register_datagram(2, 0, &crate::protocol::new_token()),
+                ("127.0.0.1", ports[1]),
             )
             .unwrap();
         let client_net = ClientNet {
             agent_ip: ip,
-            data_ports: vec![port],
+            data_ports: ports.clone(),
             token,
             bind: None,
             routes: Default::default(),
@@ -553,15 +597,95 @@ mod tests {
             settings: Default::default(),
             agent_tls: None,
         };
-        let client =
-            std::thread::spawn(move || register_streams(&client_net, &[1], &SideOptions::default(), &|_| Ok(())));
-        let refused = await_registrations(&agent, &agent_net, Instant::now() + Duration::from_secs(5)).unwrap();
-        assert_eq!(refused, vec![2]);
+        let client = std::thread::spawn(move || {
+            let side = SideOptions::default();
+            Udp.dial_datagrams(&client_net, &[1, 2], &ConnectOptions::new(&side, &|_| Ok(()), None))
+        });
+        let agent = serving.accept(Instant::now() + Duration::from_secs(5)).unwrap();
         let client = client.join().unwrap().unwrap();
-        // Connected both ways: the agent's socket now talks to the client only.
         assert_eq!(
-            agent[0].1.peer_addr().unwrap().as_socket(),
-            client[0].1.local_addr().unwrap().as_socket()
+            configured.load(std::sync::atomic::Ordering::Relaxed),
+            2,
+            "configure runs on every socket"
         );
+        assert_eq!(
+            agent.iter().map(|e| (e.id, e.refused)).collect::<Vec<_>>(),
+            [(1, 0), (2, 2)]
+        );
+        assert_eq!(
+            client.iter().map(|e| (e.id, e.refused)).collect::<Vec<_>>(),
+            [(1, 0), (2, 0)]
+        );
+        // Connected both ways, stream by stream: the agent's socket now
+        // talks to its stream's client socket only.
+        for (a, c) in agent.iter().zip(&client) {
+            assert_eq!(
+                a.socket.peer_addr().unwrap().as_socket(),
+                c.socket.local_addr().unwrap().as_socket()
+            );
+            assert_eq!(
+                c.socket.peer_addr().unwrap().as_socket(),
+                a.socket.local_addr().unwrap().as_socket()
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_offered_fewer_ports_than_streams_is_refused() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let net = ClientNet {
+            agent_ip: ip,
+            data_ports: vec![9],
+            token: [0; TOKEN_LEN],
+            bind: None,
+            routes: Default::default(),
+            same_kernel: true,
+            settings: Default::default(),
+            agent_tls: None,
+        };
+        let side = SideOptions::default();
+        let err = Udp
+            .dial_datagrams(&net, &[1, 2], &ConnectOptions::new(&side, &|_| Ok(()), None))
+            .err()
+            .expect("two streams on one port");
+        assert!(
+            err.to_string().contains("the agent offered 1 UDP ports for 2 streams"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_stream_transport_has_no_datagram_endpoints_and_the_error_says_so() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let net = AgentNet::new(ip, ip, [0; TOKEN_LEN], Default::default(), Default::default());
+        let side = SideOptions::default();
+        let err = super::super::Proto::TCP
+            .serve_datagrams(&net, &[1], &ConnectOptions::new(&side, &|_| Ok(()), None))
+            .err()
+            .expect("TCP carries no datagrams");
+        assert!(
+            err.to_string().contains("TCP delivers a byte stream, not datagrams"),
+            "{err}"
+        );
+        assert_eq!(super::super::datagrams(), super::super::Proto::UDP);
+    }
+
+    #[test]
+    fn message_sizes_are_checked_against_the_largest_datagram() {
+        let udp = super::super::Proto::UDP;
+        assert!(udp.check_message_size("-l", wire::MAX_DATAGRAM_BYTES, 16).is_ok());
+        assert!(udp.check_message_size("-l", 16, 16).is_ok());
+        let over = udp
+            .check_message_size("-l", wire::MAX_DATAGRAM_BYTES + 1, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            over.contains("16 to 65507 bytes (65507 is the largest UDP payload over IPv4"),
+            "{over}"
+        );
+        let under = udp.check_message_size("-l", 15, 16).unwrap_err().to_string();
+        assert!(under.contains("15 bytes"), "{under}");
+        // A byte stream takes any size from the header on.
+        assert!(super::super::Proto::TCP.check_message_size("-l", u64::MAX, 1).is_ok());
     }
 }
