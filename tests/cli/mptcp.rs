@@ -65,6 +65,19 @@ fn rr_and_the_sweep_run_over_mptcp_by_name() {
     assert_eq!(points, [1, 1024, 65536]);
 }
 
+#[test]
+fn crr_over_mptcp_ends_on_time_with_a_connection_per_transaction() {
+    // An MPTCP listener's accept does not heed SO_RCVTIMEO: the agent's
+    // responders, waiting in accept for connections that no longer came,
+    // outwaited the test, and the agent aborted it ("did not finish 5 s
+    // after its expected end").
+    require_mptcp!();
+    let agent = AgentProcess::start(&[]);
+    let run = agent.run_json("rr", &["--proto", "mptcp", "--crr", "-P", "2", "-t", "0.5"]);
+    assert_eq!(run["spec"]["params"]["proto"], "mptcp");
+    super::unix::assert_a_connection_per_transaction(&run);
+}
+
 fn num(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }

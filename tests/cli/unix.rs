@@ -101,3 +101,56 @@ fn unix_to_an_agent_on_another_host_is_refused_with_what_to_do() {
         assert!(err.contains("--transport tcp"), "{workload}: {err}");
     }
 }
+
+/// `rr --crr` over a transport: every transaction on a connection of its
+/// own, every one answered (the agent's threads share the connections, so
+/// the sums agree, not each stream).
+pub fn assert_a_connection_per_transaction(run: &Value) {
+    let streams = run["streams"].as_array().unwrap();
+    let total = |end: &str, what: &str| -> u64 { streams.iter().map(|s| count(&s[end]["rr"][what])).sum() };
+    for s in streams {
+        let sender = &s["sender"]["rr"];
+        assert!(count(&sender["transactions"]) > 0, "{s}");
+        assert_eq!(sender["connections"], sender["transactions"], "{s}");
+    }
+    assert_eq!(
+        total("receiver", "transactions"),
+        total("sender", "transactions"),
+        "{run}"
+    );
+    assert_eq!(
+        total("receiver", "connections"),
+        total("sender", "connections"),
+        "{run}"
+    );
+    assert_eq!(
+        count(&run["sum"]["rr"]["transactions"]),
+        total("sender", "transactions")
+    );
+}
+
+#[test]
+fn crr_opens_an_af_unix_connection_per_transaction() {
+    // Before the transport opened --crr's connections, rr dialled the
+    // AF_UNIX name's number as a TCP port: "connect: Connection refused".
+    let agent = AgentProcess::start(&[]);
+    let run = agent.run_json("rr", &["--transport", "unix", "--crr", "-P", "2", "-t", "0.5"]);
+    assert_eq!(run["spec"]["params"]["proto"], "unix");
+    assert_a_connection_per_transaction(&run);
+    // The header names the transport's connections, not TCP's.
+    let port = agent.port_arg();
+    let out = nicbench(&[
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--transport",
+        "unix",
+        "--crr",
+        "-t",
+        "0.2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("a new AF_UNIX connection per transaction"), "{text}");
+}

@@ -97,3 +97,19 @@ impl Write for Deadlined<'_> {
         Ok(())
     }
 }
+
+/// Reads exactly `buf.len()` bytes; Ok(false) on a clean end of stream
+/// before the first byte, an error if it ends part-way.
+pub fn read_full(mut from: impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match from.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}

@@ -1,34 +1,27 @@
-//! The hot loops of `rr`: requester and responder over a TCP connection
-//! (plain or TLS), a QUIC stream, a registered UDP socket, and with a new
-//! connection per transaction (`--crr`, TCP, TLS or QUIC). Each owns its buffers and counters; the
-//! requester reads the clock twice per transaction (that is the
-//! measurement), the responder once (to tell warm-up from the test).
+//! The hot loops of `rr`: requester and responder over a stream of any
+//! stream transport, a claimed datagram endpoint, and with a new
+//! connection per transaction (`--crr`: the transport's [`Dialing`] and
+//! [`Answering`] open, admit and close each). Each owns its buffers and
+//! counters; the requester reads the clock twice per transaction (that is
+//! the measurement), the responder once (to tell warm-up from the test).
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use socket2::{Domain, SockAddr, Socket};
+use socket2::Socket;
 
 use super::result::RrEnd;
 use crate::model::latency::LatencyRecorder;
-use crate::protocol::TOKEN_LEN;
 use crate::workload::base::one_way::TransitRecorder;
+use crate::workload::base::sockets::read_full;
 use crate::workload::runner::{StreamContext, TaskEnd};
-use crate::workload::transport::admission::token_matches;
-use crate::workload::transport::quic::endpoint::{Dialer, Listening, ENDPOINT_CLOSED};
 use crate::workload::transport::stream::Stream;
-use crate::workload::transport::tls::session::{ClientSetup, ServerSetup};
-use crate::workload::transport::tls::wire::TlsIo;
-use crate::workload::transport::tls::{self, TlsEnd};
+use crate::workload::transport::transaction::{Answer, Answering, Dialing};
 use crate::workload::transport::udp::wire::DatagramHeader;
 use crate::workload::transport::wire::{timed_out, Wire};
-use crate::workload::transport::Proto;
-use crate::workload::{AgentNet, ClientNet, WorkloadError};
+use crate::workload::transport::Configure;
 
 /// How long a responder without end-of-stream waits for stragglers.
 const DRAIN: Duration = Duration::from_millis(300);
@@ -40,7 +33,6 @@ const TAIL: Duration = Duration::from_secs(2);
 /// The transaction a flow repeats.
 #[derive(Debug, Clone)]
 pub struct Exchange {
-    pub proto: Proto,
     pub request: usize,
     pub response: usize,
     pub burst: usize,
@@ -248,22 +240,6 @@ fn recv_now(socket: &Socket, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(None),
         _ => Err(e),
     }
-}
-
-/// Reads exactly `buf.len()` bytes; Ok(false) on a clean end of stream
-/// before the first byte.
-fn read_full(mut from: impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        match from.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
 
 /// Receives one datagram, waiting by polling with MSG_DONTWAIT (`--spin`)
@@ -551,58 +527,25 @@ fn quiet(stop_seen: &mut Option<Instant>, last: Option<Instant>) -> bool {
     now - from >= DRAIN || now - since >= TAIL
 }
 
-/// `--crr` client: connect, send token + stream id + request in one
-/// segment, read the response, close with a reset (no TIME_WAIT pile-up).
-/// Over TLS the token and stream id go first, then the handshake, then
-/// the request and response as records: each transaction pays a handshake.
+/// `--crr` client: a new connection per transaction, opened, admitted,
+/// its handshake done and closed with a reset by the transport
+/// ([`Dialing`]); `configure` is set on each connection's socket.
 pub fn crr_requester(
-    id: u32,
-    addr: SocketAddr,
-    net: &ClientNet,
-    configure: &dyn Fn(&Socket) -> Result<(), WorkloadError>,
-    tls: Option<&ClientSetup>,
+    mut dialing: Box<dyn Dialing>,
+    configure: Configure,
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
-    // Token, stream id and request, built once: plain TCP sends them as
-    // one segment; TLS sends the first two in the clear, the rest sealed.
-    let mut message = Vec::with_capacity(TOKEN_LEN + 4 + exchange.request);
-    message.extend_from_slice(&net.token);
-    message.extend_from_slice(&id.to_be_bytes());
-    message.extend((0..exchange.request).map(|i| (i % 251) as u8));
+    let request: Vec<u8> = (0..exchange.request).map(|i| (i % 251) as u8).collect();
     let mut response = vec![0u8; exchange.response];
-    let dial = Dial {
-        proto: exchange.proto,
-        addr,
-        bind: net.route(id).0,
-        configure,
-    };
-    let connection = format!("a new connection to {addr}");
-    crr_dialing(exchange, ctx, &connection, || {
-        crr_once(&dial, tls, &message, &mut response)
-    })
-}
-
-/// The `--crr` client's loop, whatever the transport: `once` makes one
-/// transaction on a new connection and returns what its handshake
-/// settled on, if it had one; `connection` names it in an error.
-fn crr_dialing(
-    exchange: &Exchange,
-    ctx: &StreamContext,
-    connection: &str,
-    mut once: impl FnMut() -> Result<Option<TlsEnd>, String>,
-) -> (TaskEnd, FlowCounts) {
+    let connection = dialing.connection();
     let mut counter = Counter::new(exchange, ctx, true);
     let mut error = None;
     let mut next = Instant::now();
-    let mut handshakes: Option<TlsEnd> = None;
     while !stopped(ctx) && paced(exchange, &mut next, ctx) {
         let started = Instant::now();
-        match once() {
-            Ok(record) => {
-                if let Some(record) = record {
-                    handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
-                }
+        match dialing.transact(configure, &request, &mut response) {
+            Ok(()) => {
                 counter.rr.connections += 1;
                 counter.done(Some(started), Instant::now());
             }
@@ -615,224 +558,45 @@ fn crr_dialing(
             }
         }
     }
-    with_handshakes(counter.finish(error, false), handshakes, true)
-}
-
-/// What one turn of a `--crr` agent's loop did.
-enum Served {
-    /// Nothing counted: no connection came, or it failed its admission
-    /// or its transaction.
-    Nothing,
-    /// One transaction answered; over TLS or QUIC, its handshake.
-    Answered(Option<TlsEnd>),
-    /// The listener is gone: the test was aborted.
-    Closed,
-}
-
-/// The `--crr` agent's loop, whatever the transport: `serve` waits a
-/// while for one connection and answers it, until the test is over and
-/// none came for a while.
-fn crr_serving(
-    exchange: &Exchange,
-    ctx: &StreamContext,
-    mut serve: impl FnMut(&mut Counter) -> Served,
-) -> (TaskEnd, FlowCounts) {
-    let mut counter = Counter::new(exchange, ctx, false);
-    let mut stop_seen: Option<Instant> = None;
-    let mut handshakes: Option<TlsEnd> = None;
-    loop {
-        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
-            break;
-        }
-        match serve(&mut counter) {
-            Served::Nothing => {}
-            Served::Answered(record) => {
-                if let Some(record) = record {
-                    handshakes.get_or_insert_with(TlsEnd::default).add_handshake(&record);
-                }
-                counter.rr.connections += 1;
-                counter.done(None, Instant::now());
-            }
-            Served::Closed => break,
-        }
-    }
-    with_handshakes(counter.finish(None, true), handshakes, false)
-}
-
-/// Puts the handshakes' record, with this end's one-core cipher speed
-/// (`seals`: the requests' direction), in the stream end.
-fn with_handshakes(
-    (mut end, counts): (TaskEnd, FlowCounts),
-    handshakes: Option<TlsEnd>,
-    seals: bool,
-) -> (TaskEnd, FlowCounts) {
-    if let Some(record) = handshakes {
-        tls::record_handshake(&mut end, record, seals);
-    }
+    let (mut end, counts) = counter.finish(error, false);
+    dialing.finish(&mut end);
     (end, counts)
 }
 
-/// Where and how a `--crr` client connects.
-struct Dial<'a> {
-    proto: Proto,
-    addr: SocketAddr,
-    bind: Option<std::net::IpAddr>,
-    configure: &'a dyn Fn(&Socket) -> Result<(), WorkloadError>,
-}
-
-/// One transaction on a new connection; over TLS, what its handshake settled on.
-fn crr_once(
-    dial: &Dial,
-    tls: Option<&ClientSetup>,
-    message: &[u8],
-    response: &mut [u8],
-) -> Result<Option<TlsEnd>, String> {
-    let addr = dial.addr;
-    let domain = if addr.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
-    let (kind, protocol) = dial.proto.socket();
-    let socket = Socket::new(domain, kind, Some(protocol)).map_err(|e| e.to_string())?;
-    if let Some(bind) = dial.bind {
-        socket
-            .bind(&SocketAddr::new(bind, 0).into())
-            .map_err(|e| format!("binding to {bind}: {e}"))?;
-    }
-    (dial.configure)(&socket).map_err(|e| e.to_string())?;
-    let _ = socket.set_linger(Some(Duration::ZERO));
-    socket
-        .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
-        .map_err(|e| format!("connect: {e}"))?;
-    let _ = socket.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut writer: &Socket = &socket;
-    let Some(tls) = tls else {
-        // The preamble and the request in one segment.
-        writer
-            .write_all(message)
-            .map_err(|e| format!("sending the request: {e}"))?;
-        return match read_full(&socket, response) {
-            Ok(true) => Ok(None),
-            Ok(false) => Err("the agent closed the connection without a response".into()),
-            Err(e) => Err(format!("reading the response: {e}")),
-        };
-    };
-    let (preamble, request) = message.split_at(TOKEN_LEN + 4);
-    writer
-        .write_all(preamble)
-        .map_err(|e| format!("opening the connection: {e}"))?;
-    let session = tls
-        .handshake(&socket, Instant::now() + Duration::from_secs(5))
-        .map_err(|e| format!("TLS handshake: {e}"))?;
-    let mut io = TlsIo::new(session, &socket);
-    io.write_all(request).map_err(|e| format!("sending the request: {e}"))?;
-    let record = io.end.clone();
-    match read_full(&mut io, response) {
-        Ok(true) => Ok(Some(record)),
-        Ok(false) => Err("the agent closed the connection without a response".into()),
-        Err(e) => Err(format!("reading the response: {e}")),
-    }
-}
-
-/// `--crr` agent: accept connections from the control peer with the token
-/// until the test is over and no connection came for a while. Over TLS
-/// each connection shakes hands after the token, and the agent's end
-/// records the handshakes it answered.
+/// `--crr` agent: answer the connections that come ([`Answering`]: only
+/// the client's, with the token), until the test is over and none came
+/// for a while. A connection that fails its admission, its handshake or
+/// its transaction is not counted.
 pub fn crr_responder(
-    listener: &Socket,
-    net: &AgentNet,
-    tls: Option<&ServerSetup>,
-    exchange: &Exchange,
-    ctx: &StreamContext,
-) -> (TaskEnd, FlowCounts) {
-    let _ = listener.set_read_timeout(Some(POLL));
-    let preamble_len = TOKEN_LEN + 4;
-    let mut preamble_and_request = vec![0u8; preamble_len + exchange.request];
-    let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
-    crr_serving(exchange, ctx, |counter| {
-        let (socket, from) = match listener.accept() {
-            Ok(pair) => pair,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Served::Closed, // aborted
-            Err(_) => return Served::Nothing,
-        };
-        if !from.as_socket().is_some_and(|a| net.peer_allowed(a.ip())) {
-            return Served::Nothing;
-        }
-        let _ = socket.set_read_timeout(Some(Duration::from_secs(2)));
-        // Over TLS only the preamble comes in the clear.
-        let clear = match tls {
-            Some(_) => &mut preamble_and_request[..preamble_len],
-            None => &mut preamble_and_request[..],
-        };
-        if !matches!(read_full(&socket, clear), Ok(true)) || !token_matches(&clear[..TOKEN_LEN], &net.token) {
-            return Served::Nothing;
-        }
-        match tls {
-            None => {
-                if exchange.quickack && quickack(&socket) {
-                    counter.rr.quickacks += 1;
-                }
-                let mut writer: &Socket = &socket;
-                match writer.write_all(&response) {
-                    Ok(()) => Served::Answered(None),
-                    Err(_) => Served::Nothing,
-                }
-            }
-            Some(setup) => {
-                let Ok(session) = setup.handshake(&socket, Instant::now() + Duration::from_secs(2)) else {
-                    return Served::Nothing;
-                };
-                let record = session.end.clone();
-                let mut io = TlsIo::new(session, &socket);
-                if matches!(read_full(&mut io, &mut preamble_and_request[preamble_len..]), Ok(true))
-                    && io.write_all(&response).is_ok()
-                {
-                    Served::Answered(Some(record))
-                } else {
-                    Served::Nothing
-                }
-            }
-        }
-    })
-}
-
-/// `--crr` client over QUIC: a new connection per transaction from the
-/// one endpoint, each paying QUIC's handshake (TLS 1.3 in its packets).
-pub fn quic_crr_requester(id: u32, dialer: &Dialer, exchange: &Exchange, ctx: &StreamContext) -> (TaskEnd, FlowCounts) {
-    let request = Bytes::from((0..exchange.request).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
-    let mut response = vec![0u8; exchange.response];
-    crr_dialing(exchange, ctx, "a new QUIC connection", || {
-        dialer
-            .local
-            .driver
-            .block_on(dialer.transact(id, &request, &mut response))
-            .map(Some)
-    })
-}
-
-/// `--crr` agent over QUIC: answer the client's connections, one
-/// transaction each, until the test is over and none came for a while.
-/// A connection that fails its admission or its transaction is not
-/// counted, as over TCP.
-pub fn quic_crr_responder(
-    listening: &Listening,
-    ids: &[u32],
-    cipher: &str,
+    mut answering: Box<dyn Answering>,
     exchange: &Exchange,
     ctx: &StreamContext,
 ) -> (TaskEnd, FlowCounts) {
     let mut request = vec![0u8; exchange.request];
-    let response = Bytes::from((0..exchange.response).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
-    crr_serving(exchange, ctx, |_| {
-        let served = listening
-            .local()
-            .driver
-            .block_on(listening.transact(ids, cipher, &mut request, &response, POLL));
-        match served {
-            None => Served::Nothing,
-            Some(Ok(record)) => Served::Answered(Some(record)),
-            Some(Err(why)) if why == ENDPOINT_CLOSED => Served::Closed,
-            Some(Err(why)) => {
-                log::debug!("a QUIC transaction was not answered: {why}");
-                Served::Nothing
-            }
+    let response: Vec<u8> = (0..exchange.response).map(|i| (i % 251) as u8).collect();
+    let mut counter = Counter::new(exchange, ctx, false);
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        if stopped(ctx) && quiet(&mut stop_seen, counter.last) {
+            break;
         }
-    })
+        let mut quickacks = 0;
+        let answer = answering.answer(&mut request, &response, &mut |socket| {
+            if exchange.quickack && quickack(socket) {
+                quickacks += 1;
+            }
+        });
+        counter.rr.quickacks += quickacks;
+        match answer {
+            Answer::Nothing => {}
+            Answer::Answered => {
+                counter.rr.connections += 1;
+                counter.done(None, Instant::now());
+            }
+            Answer::Closed => break,
+        }
+    }
+    let (mut end, counts) = counter.finish(None, true);
+    answering.finish(&mut end);
+    (end, counts)
 }

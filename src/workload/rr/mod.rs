@@ -8,7 +8,6 @@
 //! within the timeout counts as lost and is replaced, so a lost datagram
 //! never stalls the test. The hot loops are in [`loops`].
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,11 +16,10 @@ use socket2::Socket;
 
 use super::transport::admission;
 use super::transport::datagram::DatagramServing;
-use super::transport::quic::endpoint::{Dialer, Listening, Local};
 use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
-use super::transport::tls::session::{ClientSetup, ServerSetup};
 use super::transport::tls::TlsParams;
-use super::transport::{self, quic, Asked, Delivery, Proto, Setting};
+use super::transport::transaction::{Answering, Dialing, TransactionServing, Transactions};
+use super::transport::{self, Asked, Delivery, Proto, Setting};
 pub mod args;
 pub mod command;
 pub mod loops;
@@ -599,23 +597,16 @@ impl Workload for RequestResponse {
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: RrParams = spec.params()?;
         let mut agent = RrAgent {
-            sockets: Vec::new(),
             serving: None,
             datagrams: None,
-            quic: None,
+            transactions: None,
             spec: spec.clone(),
             params: params.clone(),
-            net: net.clone(),
         };
         if params.proto.delivery() == Delivery::Stream && !params.crr {
             let configure = configure(&spec.agent, &params);
             let options = ConnectOptions::new(&spec.agent, &configure, params.tls.as_ref());
             agent.serving = Some(params.proto.serve(net, &options, spec.flows().len())?);
-            return Ok(Box::new(agent));
-        }
-        if params.proto == Proto::QUIC {
-            // --crr: a connection of one stream per transaction.
-            agent.quic = Some(Listening::bind(net, &spec.agent, quic::DEFAULT_CONGESTION, 1)?);
             return Ok(Box::new(agent));
         }
         if params.proto.delivery() == Delivery::Datagram {
@@ -625,21 +616,18 @@ impl Workload for RequestResponse {
             agent.datagrams = Some(params.proto.serve_datagrams(net, &ids, &options)?);
             return Ok(Box::new(agent));
         }
-        // --crr over a kernel stream: the listener (id 0).
-        agent.sockets = vec![(
-            0,
-            params
-                .proto
-                .listen(net.local_ip, 1024, &configure(&spec.agent, &params))?,
-        )];
+        // --crr: a connection per transaction.
+        let configure = configure(&spec.agent, &params);
+        let options = ConnectOptions::new(&spec.agent, &configure, params.tls.as_ref());
+        agent.transactions = Some(params.proto.serve_transactions(net, &options)?);
         Ok(Box::new(agent))
     }
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let params: RrParams = spec.params()?;
         let ids: Vec<u32> = spec.flows().iter().map(|(id, _)| *id).collect();
-        let mut quic_home = None;
         let mut held = None;
+        let mut crr = None;
         let ends = {
             let configure = configure(&spec.client, &params);
             match (params.proto.delivery(), params.crr) {
@@ -658,35 +646,13 @@ impl Workload for RequestResponse {
                     held = Some(kept);
                     streams.into_iter().map(|(id, s)| (id, FlowSocket::Stream(s))).collect()
                 }
-                (Delivery::Stream, true) if params.proto == Proto::QUIC => {
-                    let tls = params.tls().unwrap_or_default();
-                    let dialer = Arc::new(Dialer::new(
-                        net,
-                        first_port(net)?,
-                        &spec.client,
-                        &tls,
-                        quic::DEFAULT_CONGESTION,
-                        1,
-                    )?);
-                    quic_home = Some(QuicHome::Dialer(dialer.clone()));
-                    ids.iter()
-                        .map(|&id| (id, FlowSocket::QuicDialer(dialer.clone())))
-                        .collect()
-                }
                 (Delivery::Stream, true) => {
-                    let port = first_port(net)?;
-                    let tls = params
-                        .tls()
-                        .map(|t| ClientSetup::new(&t, net).map(Arc::new))
-                        .transpose()?;
-                    ids.iter()
-                        .map(|&id| {
-                            (
-                                id,
-                                FlowSocket::Connector(SocketAddr::new(net.route(id).1, port), tls.clone()),
-                            )
-                        })
-                        .collect()
+                    let options = ConnectOptions::new(&spec.client, &configure, params.tls.as_ref());
+                    let transactions = params.proto.dial_transactions(net, first_port(net)?, &ids, &options)?;
+                    let (ends, shared) = Crr::take(transactions);
+                    held = Some(shared.0);
+                    crr = Some(shared.1);
+                    ends.into_iter().map(|(id, d)| (id, FlowSocket::Dialing(d))).collect()
                 }
             }
         };
@@ -710,32 +676,32 @@ impl Workload for RequestResponse {
             spec: spec.clone(),
             params,
             ends,
-            client: Some(net.clone()),
             one_host,
-            quic: quic_home,
+            crr,
             held,
         }))
     }
 }
 
-/// Where a QUIC side's flows run with `--crr`: an endpoint that makes or
-/// takes a connection per transaction.
-enum QuicHome {
-    Dialer(Arc<Dialer>),
-    Listener(Arc<Listening>),
+/// `--crr`: what every flow of a side shares.
+struct Crr {
+    /// The buffers the transport set for all its connections (QUIC's
+    /// socket); the kernel's defaults otherwise.
+    buffers: SocketBuffers,
+    /// Ends the flows' waits (closes the listener or the endpoint).
+    aborter: Option<Aborter>,
 }
 
-impl QuicHome {
-    fn local(&self) -> &Local {
-        match self {
-            QuicHome::Dialer(d) => &d.local,
-            QuicHome::Listener(l) => l.local(),
-        }
-    }
-
-    /// Once the flows are done: the last connections' closes delivered.
-    fn finish(&self) {
-        self.local().settle()
+impl Crr {
+    /// A side's ends, and what they share, from the transport's.
+    fn take<E>(transactions: Transactions<E>) -> (Vec<(u32, E)>, (Held, Crr)) {
+        let Transactions {
+            ends,
+            held,
+            buffers,
+            aborter,
+        } = transactions;
+        (ends, (held, Crr { buffers, aborter }))
     }
 }
 
@@ -767,17 +733,15 @@ pub(super) fn configure<'a>(
 }
 
 struct RrAgent {
-    /// `--crr` over TCP or TLS: the listener (id 0).
-    sockets: Vec<(u32, Socket)>,
     /// A stream transport's streams, one per flow.
     serving: Option<Box<dyn Serving>>,
     /// A datagram transport's endpoints, one per flow.
     datagrams: Option<Box<dyn DatagramServing>>,
-    /// `--crr` over QUIC: the endpoint the client connects to.
-    quic: Option<Listening>,
+    /// `--crr`: the transport's end that answers a connection per
+    /// transaction.
+    transactions: Option<Box<dyn TransactionServing>>,
     spec: TestSpec,
     params: RrParams,
-    net: AgentNet,
 }
 
 impl AgentSide for RrAgent {
@@ -785,13 +749,10 @@ impl AgentSide for RrAgent {
         if let Some(serving) = &self.serving {
             return vec![serving.port()];
         }
-        if let Some(listening) = &self.quic {
-            return vec![listening.port()];
-        }
         if let Some(datagrams) = &self.datagrams {
             return datagrams.ports();
         }
-        self.sockets.iter().map(|(_, s)| admission::local_port(s)).collect()
+        self.transactions.iter().map(|t| t.port()).collect()
     }
 
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
@@ -802,18 +763,6 @@ impl AgentSide for RrAgent {
             let ends = streams.into_iter().map(|(id, s)| (id, FlowSocket::Stream(s))).collect();
             return Ok(RrSide::agent(self.spec, self.params, ends, None, Some(held)));
         }
-        if let Some(listening) = self.quic {
-            let cipher = self.params.tls().unwrap_or_default().cipher.suite_name();
-            // Connections come during the test: every responder thread
-            // takes them from the one endpoint.
-            let listening = Arc::new(listening);
-            let ends = ids
-                .iter()
-                .map(|&id| (id, FlowSocket::QuicListener(listening.clone(), ids.clone(), cipher)))
-                .collect();
-            let home = QuicHome::Listener(listening);
-            return Ok(RrSide::agent(self.spec, self.params, ends, Some(home), None));
-        }
         if let Some(datagrams) = self.datagrams {
             let ends = datagrams
                 .accept(deadline)?
@@ -822,29 +771,15 @@ impl AgentSide for RrAgent {
                 .collect();
             return Ok(RrSide::agent(self.spec, self.params, ends, None, None));
         }
-        // --crr: connections come during the test: every responder thread
-        // accepts on the same listener.
-        let listener = self
-            .sockets
-            .into_iter()
-            .next()
-            .map(|(_, listener)| Arc::new(listener))
-            .ok_or_else(|| WorkloadError::Setup("the --crr listener was not opened".into()))?;
-        let tls = self
-            .params
-            .tls()
-            .map(|_| ServerSetup::new().map(Arc::new))
-            .transpose()?;
-        let ends = ids
-            .iter()
-            .map(|&id| {
-                (
-                    id,
-                    FlowSocket::Listener(Arc::clone(&listener), self.net.clone(), tls.clone()),
-                )
-            })
-            .collect();
-        Ok(RrSide::agent(self.spec, self.params, ends, None, None))
+        // --crr: connections come during the test, and every responder
+        // thread answers those that come to it.
+        let transactions = self
+            .transactions
+            .ok_or_else(|| WorkloadError::Setup("the --crr listener was not opened".into()))?
+            .accept(&ids)?;
+        let (ends, (held, crr)) = Crr::take(transactions);
+        let ends = ends.into_iter().map(|(id, a)| (id, FlowSocket::Answering(a))).collect();
+        Ok(RrSide::agent(self.spec, self.params, ends, Some(crr), Some(held)))
     }
 }
 
@@ -854,18 +789,10 @@ pub(super) enum FlowSocket {
     Socket(Socket),
     /// A stream of the flow's transport, its handshake done.
     Stream(Box<dyn Stream>),
-    /// Client with `--crr`: where to connect for each transaction, and
-    /// over TLS how to shake hands on each connection.
-    Connector(SocketAddr, Option<Arc<ClientSetup>>),
-    /// Agent with `--crr`: the shared listener, who may connect, and over
-    /// TLS how to shake hands on each connection.
-    Listener(Arc<Socket>, AgentNet, Option<Arc<ServerSetup>>),
-    /// Client with `--crr` over QUIC: the endpoint a connection per
-    /// transaction is opened from.
-    QuicDialer(Arc<Dialer>),
-    /// Agent with `--crr` over QUIC: the endpoint, the test's stream ids,
-    /// and the cipher suite the spec names.
-    QuicListener(Arc<Listening>, Vec<u32>, &'static str),
+    /// Client with `--crr`: a new connection per transaction.
+    Dialing(Box<dyn Dialing>),
+    /// Agent with `--crr`: its share of the connections that come.
+    Answering(Box<dyn Answering>),
 }
 
 /// One end's flows.
@@ -874,12 +801,11 @@ struct RrSide {
     spec: TestSpec,
     params: RrParams,
     ends: Vec<(u32, FlowSocket)>,
-    client: Option<ClientNet>,
     /// Both ends on one host and nobody chose cores: how they were placed
     /// and what that costs (the first requester's end carries it).
     one_host: Option<(String, Option<WakeupCost>)>,
-    /// `--crr` over QUIC: the endpoint the flows drive.
-    quic: Option<QuicHome>,
+    /// `--crr`: what the flows share.
+    crr: Option<Crr>,
     /// What a stream transport's connection holds while the flows run
     /// (MPTCP's listener for its joins, QUIC's endpoint).
     held: Option<Held>,
@@ -891,7 +817,7 @@ impl RrSide {
         spec: TestSpec,
         params: RrParams,
         ends: Vec<(u32, FlowSocket)>,
-        quic: Option<QuicHome>,
+        crr: Option<Crr>,
         held: Option<Held>,
     ) -> Box<dyn Side> {
         Box::new(RrSide {
@@ -899,9 +825,8 @@ impl RrSide {
             spec,
             params,
             ends,
-            client: None,
             one_host: None,
-            quic,
+            crr,
             held,
         })
     }
@@ -909,22 +834,16 @@ impl RrSide {
 
 impl Side for RrSide {
     fn aborter(&self) -> Aborter {
-        if let Some(home) = &self.quic {
-            let endpoint = home.local().endpoint.clone();
-            return Arc::new(move || {
-                endpoint.close(quinn::VarInt::from_u32(quic::endpoint::CLOSE_ABORTED), b"aborted")
-            });
-        }
         let sockets: Vec<&Socket> = self
             .ends
             .iter()
             .filter_map(|(_, e)| match e {
                 FlowSocket::Socket(s) => Some(s),
-                FlowSocket::Listener(l, _, _) => Some(&**l),
                 _ => None,
             })
             .collect();
         let mut all = vec![admission::aborter(&sockets)];
+        all.extend(self.crr.as_ref().and_then(|crr| crr.aborter.clone()));
         all.extend(self.ends.iter().filter_map(|(_, e)| match e {
             FlowSocket::Stream(s) => Some(s.aborter()),
             _ => None,
@@ -934,7 +853,6 @@ impl Side for RrSide {
 
     fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
         let exchange = Exchange {
-            proto: self.params.proto,
             request: self.params.request_bytes as usize,
             response: self.params.response_bytes as usize,
             burst: self.params.burst as usize,
@@ -948,36 +866,27 @@ impl Side for RrSide {
         let mut tasks = Vec::new();
         let one_host = self.one_host;
         for (id, end) in self.ends {
-            let buffers = match (&end, &self.quic) {
+            let buffers = match (&end, &self.crr) {
                 (FlowSocket::Socket(s), _) => tcpinfo::socket_buffers(s),
                 (FlowSocket::Stream(s), _) => s.buffers(),
-                (_, Some(home)) => home.local().buffers.clone(),
+                (_, Some(crr)) => crr.buffers.clone(),
                 _ => SocketBuffers::default(),
             };
             let (exchange, role) = (exchange.clone(), self.role);
-            let client = self.client.clone();
             let side = self.spec.client.clone();
             let params = self.params.clone();
             let body: StreamBody = Box::new(move |ctx: &StreamContext| {
                 let (mut end, counts) = match (role, end) {
-                    (Role::Sender, FlowSocket::Connector(addr, tls)) => {
-                        let net = client.expect("the client has its net");
-                        let configure = configure(&side, &params);
-                        loops::crr_requester(id, addr, &net, &configure, tls.as_deref(), &exchange, ctx)
+                    (Role::Sender, FlowSocket::Dialing(dialing)) => {
+                        loops::crr_requester(dialing, &configure(&side, &params), &exchange, ctx)
                     }
                     (Role::Sender, FlowSocket::Socket(s)) => loops::datagram_requester(&s, &exchange, ctx),
                     (Role::Receiver, FlowSocket::Socket(s)) => loops::datagram_responder(&s, &exchange, ctx),
                     (role, FlowSocket::Stream(stream)) => {
                         loops::on_stream(stream, role == Role::Sender, &exchange, ctx)
                     }
-                    (Role::Receiver, FlowSocket::Listener(l, net, tls)) => {
-                        loops::crr_responder(&l, &net, tls.as_deref(), &exchange, ctx)
-                    }
-                    (Role::Sender, FlowSocket::QuicDialer(dialer)) => {
-                        loops::quic_crr_requester(id, &dialer, &exchange, ctx)
-                    }
-                    (Role::Receiver, FlowSocket::QuicListener(listening, ids, cipher)) => {
-                        loops::quic_crr_responder(&listening, &ids, cipher, &exchange, ctx)
+                    (Role::Receiver, FlowSocket::Answering(answering)) => {
+                        loops::crr_responder(answering, &exchange, ctx)
                     }
                     _ => (
                         TaskEnd {
@@ -993,17 +902,10 @@ impl Side for RrSide {
             });
             tasks.push(StreamTask::new(id, self.role, buffers, body));
         }
-        // quinn's work runs on the flow threads as they drive the runtime.
-        if let Some(home) = &self.quic {
-            home.local().driver.hand_over();
-        }
         let mut outcome = match self.held {
             Some(held) => held.run(tasks, control),
             None => run_streams(tasks, control),
         };
-        if let Some(home) = &self.quic {
-            home.finish();
-        }
         let mut one_host = one_host;
         for end in &mut outcome.streams {
             if let Some(mut rr) = end.extras.get::<RrEnd>(result::KEY) {

@@ -15,10 +15,9 @@ pub fn messages(p: &RrParams) -> String {
         "{} requests, {} responses{}{}",
         Size(p.request_bytes),
         Size(p.response_bytes),
-        if p.crr {
-            ", a new TCP connection per transaction"
-        } else {
-            ""
+        match p.crr {
+            true => format!(", a new {} connection per transaction", p.proto.label()),
+            false => String::new(),
         },
         match p.interval_us {
             Some(us) => format!(

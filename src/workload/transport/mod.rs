@@ -23,6 +23,8 @@
 //! - [`stream`]: a transport's connections as a workload gets them (the
 //!   agent serves, the client dials; each stream ready, its handshake
 //!   done), and the plain kernel stream every connection transport has;
+//! - [`transaction`]: a new connection per transaction (`rr --crr`), each
+//!   admitted and its handshake done by the transport;
 //! - [`datagram`]: a datagram transport's endpoints as a workload gets
 //!   them (one socket per stream, claimed by the token-holding client);
 //! - [`wire`]: a connected stream of any transport as one `Read + Write`
@@ -40,6 +42,7 @@ pub mod quic;
 pub mod stream;
 pub mod tcp;
 pub mod tls;
+pub mod transaction;
 pub mod udp;
 pub mod unix;
 pub mod wire;
@@ -57,6 +60,7 @@ use crate::model::{TrialResult, Verdict};
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 use datagram::{DatagramServing, Endpoint};
 use stream::{ConnectOptions, Serving, Streams};
+use transaction::{Dialing, Secured, TransactionServing, Transactions};
 
 /// Per-socket settings a workload applies before connecting or listening.
 pub type Configure<'a> = &'a dyn Fn(&Socket) -> Result<(), WorkloadError>;
@@ -283,6 +287,51 @@ pub trait Transport: Sync + 'static {
         _options: &ConnectOptions,
     ) -> Result<Vec<Endpoint>, WorkloadError> {
         Err(self.no_datagrams())
+    }
+    /// The agent's end of a test with a connection per transaction (`rr
+    /// --crr`), bound before the test on the address the client came to
+    /// with `options`' socket options: its port goes to the client, and
+    /// its accept hands each stream its share of the connections that
+    /// come. The default: the kernel byte stream's listener
+    /// ([`transaction::serve_stream`]), with a TLS 1.3 handshake on each
+    /// connection for a transport that has one ([`Transport::tls_handshake`]).
+    fn serve_transactions(
+        &self,
+        net: &AgentNet,
+        options: &ConnectOptions,
+    ) -> Result<Box<dyn TransactionServing>, WorkloadError> {
+        transaction::serve_stream(self.registered()?, net, options, Secured::of(self.tls_handshake()))
+    }
+    /// The client's streams `ids` of a test with a connection per
+    /// transaction to the agent's [`Transport::serve_transactions`] at
+    /// `port`. The default: a [`Transport::connect`] socket each time,
+    /// and TLS's handshake on it where the transport has one.
+    fn dial_transactions(
+        &self,
+        net: &ClientNet,
+        port: u16,
+        ids: &[u32],
+        options: &ConnectOptions,
+    ) -> Result<Transactions<Box<dyn Dialing>>, WorkloadError> {
+        transaction::dial_stream(
+            self.registered()?,
+            net,
+            port,
+            ids,
+            options,
+            Secured::of(self.tls_handshake()),
+        )
+    }
+    /// This transport as [`REGISTRY`] holds it, for what keeps it past a
+    /// call; a datagram transport has no connections to keep.
+    fn registered(&self) -> Result<Proto, WorkloadError> {
+        if self.delivery() == Delivery::Datagram {
+            return Err(WorkloadError::Setup(format!(
+                "{} carries datagrams, not connections: a connection per transaction runs over a stream transport",
+                self.label()
+            )));
+        }
+        Proto::by_name(self.name()).map_err(WorkloadError::Setup)
     }
     /// The largest message one of its datagrams carries, and why (the
     /// largest UDP payload over IPv4); None for a byte stream.

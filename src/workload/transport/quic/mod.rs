@@ -21,12 +21,14 @@
 
 pub mod endpoint;
 pub mod stream;
+pub mod transaction;
 pub mod wire;
 
 use serde::{Deserialize, Serialize};
 use socket2::{Protocol, Type};
 
 use super::stream::{ConnectOptions, Serving, Streams};
+use super::transaction::{Dialing, TransactionServing, Transactions};
 use super::{Asked, Delivery, Setting, Transport};
 use crate::linerate::Stack;
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
@@ -158,6 +160,24 @@ impl Transport for Quic {
         options: &ConnectOptions,
     ) -> Result<Streams, WorkloadError> {
         stream::dial(net, port, ids, options)
+    }
+
+    fn serve_transactions(
+        &self,
+        net: &AgentNet,
+        options: &ConnectOptions,
+    ) -> Result<Box<dyn TransactionServing>, WorkloadError> {
+        Ok(Box::new(transaction::QuicAnswers::bind(net, options)?))
+    }
+
+    fn dial_transactions(
+        &self,
+        net: &ClientNet,
+        port: u16,
+        ids: &[u32],
+        options: &ConnectOptions,
+    ) -> Result<Transactions<Box<dyn Dialing>>, WorkloadError> {
+        transaction::dial(net, port, ids, options)
     }
 }
 
