@@ -113,8 +113,14 @@ pub struct LabUpArgs {
     pub links: u16,
     /// Join the hosts through a router host `r`, which carries the rate
     /// limits on its egress (a bottleneck then drops packets, like a switch).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "switch")]
     pub via_router: bool,
+    /// Join the hosts on one switch: a Linux bridge in host `sw`, every host
+    /// on 10.200.0.0/24 with one port each, IGMP/MLD snooping and a querier
+    /// on (a shared segment, where a multicast group reaches every member).
+    /// Rates and queues sit on the switch ports' egress, toward each host.
+    #[arg(long)]
+    pub switch: bool,
     /// MTU in bytes of every link, or of one link: `9000`, `2=1500`. Repeatable.
     #[arg(long, value_name = "[LINK=]MTU", value_parser = mtu_setting)]
     pub mtu: Vec<MtuSetting>,
@@ -123,11 +129,11 @@ pub struct LabUpArgs {
     /// on link 1 towards host b. `none` removes. Repeatable.
     #[arg(long, value_name = "[LINK[:HOST]=]RATE", value_parser = rate_setting)]
     pub rate: Vec<RateSetting>,
-    /// How long the router's tbf may hold a packet (its queue; tc's
+    /// How long the router's (or switch's) tbf may hold a packet (its queue; tc's
     /// `latency`), 1ms to 10s: `200ms` on every router link, `1:a=5ms`
-    /// toward host a on link 1. Needs --via-router and --rate; default: 20 ms
+    /// toward host a on link 1. Needs --via-router or --switch, and --rate; default: 20 ms
     /// of the rate in all, less the bucket. Repeatable.
-    #[arg(long, value_name = "[LINK[:HOST]=]TIME", value_parser = queue_setting, requires_all = ["via_router", "rate"])]
+    #[arg(long, value_name = "[LINK[:HOST]=]TIME", value_parser = queue_setting, requires = "rate")]
     pub queue: Vec<QueueSetting>,
     /// Limit a host's CPU, in percent of one core: `a=25%`. Its processes
     /// get that much (a cgroup quota), and its cores are free that share of

@@ -135,12 +135,9 @@ pub struct CompareArgs {
     /// What makes a column (e.g. tag:nic).
     #[arg(long, value_name = "KEYS", default_value = "", value_delimiter = ',')]
     pub cols: Vec<String>,
-    /// The figures in each cell, comma-separated (e.g.
-    /// throughput,cpu,agent-cpu,service-demand), each shown for the runs
-    /// that have it: throughput, sender, loss, p50, p99, tps, peak,
-    /// cpu-per-transaction, agent-cpu-per-transaction, half-peak-size,
-    /// small-latency, transmitted, received, cpu, agent-cpu, service-demand,
-    /// agent-service-demand.
+    /// The figures in each cell, comma-separated. The help's list of
+    /// metrics is generated from the workloads' and the store's own
+    /// (`cli::metric_help`), so this comment names none.
     #[arg(long, value_name = "METRICS", default_value = "throughput", value_delimiter = ',')]
     pub metric: Vec<String>,
     /// How a cell sums up its runs: the best or worst of its trials, the

@@ -51,10 +51,10 @@ fn up(args: LabUpArgs) -> anyhow::Result<()> {
         name: args.name.clone(),
         hosts: args.hosts as usize,
         links: args.links as usize,
-        topology: if args.via_router {
-            Topology::ViaRouter
-        } else {
-            Topology::Direct
+        topology: match (args.via_router, args.switch) {
+            (true, _) => Topology::ViaRouter,
+            (false, true) => Topology::Switch,
+            (false, false) => Topology::Direct,
         },
         mtu: args.mtu,
         rate: args.rate,
@@ -149,17 +149,21 @@ fn busier_link<'p>(path: &'p crate::lab_env::LabPath, run: &crate::model::RunRes
     }
 }
 
-/// How a router link is named in results: `lab router demo-r eth1`.
+/// How a router link is named in results: `lab router demo-r eth1` (a
+/// switch's port: `lab switch demo-sw eth2`).
 fn shaper_name(path: &crate::lab_env::LabPath, link: &crate::lab_env::RouterLink) -> String {
     shaper_name_in(&path.router_netns, link)
 }
 
 fn shaper_name_in(router_netns: &str, link: &crate::lab_env::RouterLink) -> String {
-    let router = match spec::parse_netns_name(router_netns) {
-        Some((lab, host)) => lab::uts_hostname(lab, host),
-        None => router_netns.to_string(),
+    let (kind, router) = match spec::parse_netns_name(router_netns) {
+        Some((lab, host)) => (
+            if host == spec::SWITCH { "switch" } else { "router" },
+            lab::uts_hostname(lab, host),
+        ),
+        None => ("router", router_netns.to_string()),
     };
-    format!("lab router {router} {}", link.iface)
+    format!("lab {kind} {router} {}", link.iface)
 }
 
 /// The lab router's shaper on the way to `address`, whichever host sends
@@ -382,10 +386,11 @@ fn summary_line(name: &str) -> String {
 /// one of the hosts the user asked for (it read "3 hosts").
 fn hosts_text(state: &LabState) -> String {
     let hosts = state.hosts.iter().filter(|h| !h.router).count();
-    match state.hosts.len() - hosts {
-        0 => format!("{hosts} hosts"),
-        1 => format!("{hosts} hosts and a router"),
-        routers => format!("{hosts} hosts and {routers} routers"),
+    match (state.hosts.len() - hosts, state.topology) {
+        (0, _) => format!("{hosts} hosts"),
+        (1, Topology::Switch) => format!("{hosts} hosts and a switch"),
+        (1, _) => format!("{hosts} hosts and a router"),
+        (routers, _) => format!("{hosts} hosts and {routers} routers"),
     }
 }
 
@@ -397,6 +402,7 @@ fn topology_name(t: Topology) -> &'static str {
     match t {
         Topology::Direct => "direct",
         Topology::ViaRouter => "via-router",
+        Topology::Switch => "switch",
     }
 }
 
@@ -617,14 +623,23 @@ pub fn render_status(state: &LabState) -> String {
         let ends: Vec<String> = link
             .ends
             .iter()
-            .map(|e| {
-                format!(
+            .map(|e| match state.topology == Topology::Switch && e.host == spec::SWITCH {
+                // A switch port has no address: its bridge has the switch's.
+                true => format!(
+                    "{} {} (port of {} {}/{})",
+                    terminal(&e.host),
+                    terminal(&e.ifname),
+                    spec::BRIDGE,
+                    e.address,
+                    spec::PREFIX_LEN
+                ),
+                false => format!(
                     "{} {} {}/{}",
                     terminal(&e.host),
                     terminal(&e.ifname),
                     e.address,
                     spec::PREFIX_LEN
-                )
+                ),
             })
             .collect();
         let _ = writeln!(out, "  {:<2} {}  <->  {}", link.id, ends[0], ends[1]);

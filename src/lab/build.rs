@@ -10,7 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cgroup::{self, CpuController};
-use super::spec::{self, CpuLimit, LabSpec, MtuSetting, OffloadSetting, QueueSetting, RateSetting, PREFIX_LEN, ROUTER};
+use super::spec::{
+    self, CpuLimit, LabSpec, MtuSetting, OffloadSetting, QueueSetting, RateSetting, BRIDGE, PREFIX_LEN, ROUTER, SWITCH,
+    SWITCH_ADDRESS,
+};
 use super::state::{self, LabState};
 use super::{steer, sys, thief, LabError, Topology};
 
@@ -152,6 +155,9 @@ fn build(
         }
         state.save()?;
     }
+    if state.topology == Topology::Switch {
+        add_bridge(&spec::netns_name(&lab, SWITCH))?;
+    }
     for link in state.links.clone() {
         let [x, y] = &link.ends;
         let ns = |host: &str| spec::netns_name(&lab, host);
@@ -164,7 +170,11 @@ fn build(
             let mtu = link.mtu.to_string();
             let addr = format!("{}/{PREFIX_LEN}", end.address);
             sys::ip_in(&netns, &["link", "set", "dev", &end.ifname, "mtu", &mtu])?;
-            sys::ip_in(&netns, &["addr", "add", &addr, "dev", &end.ifname])?;
+            match end.host == SWITCH {
+                // A switch port: a bridge port has no address of its own.
+                true => sys::ip_in(&netns, &["link", "set", "dev", &end.ifname, "master", BRIDGE])?,
+                false => sys::ip_in(&netns, &["addr", "add", &addr, "dev", &end.ifname])?,
+            };
             sys::ip_in(&netns, &["link", "set", "dev", &end.ifname, "up"])?;
             if end.rate_bits_per_second.is_some() {
                 sys::set_tbf(
@@ -211,6 +221,34 @@ fn build(
     }
     state.complete = true;
     state.save()
+}
+
+/// The switch's bridge: IGMP and MLD snooping on (a group's traffic
+/// goes only to the ports that joined it) with the bridge as the querier
+/// (a segment without a multicast router needs one, or snooping forgets
+/// the members), multicast statistics kept, and the switch's address on
+/// the hosts' subnet as the queries' source.
+fn add_bridge(netns: &str) -> Result<(), LabError> {
+    sys::ip_in(
+        netns,
+        &[
+            "link",
+            "add",
+            BRIDGE,
+            "type",
+            "bridge",
+            "mcast_snooping",
+            "1",
+            "mcast_querier",
+            "1",
+            "mcast_stats_enabled",
+            "1",
+        ],
+    )?;
+    let address = format!("{SWITCH_ADDRESS}/{PREFIX_LEN}");
+    sys::ip_in(netns, &["addr", "add", &address, "dev", BRIDGE])?;
+    sys::ip_in(netns, &["link", "set", "dev", BRIDGE, "up"])?;
+    Ok(())
 }
 
 /// Sets the offloads of every link end (or of `only` those) and steers

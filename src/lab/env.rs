@@ -4,12 +4,15 @@
 
 use crate::lab_env::{EnvCores, EnvHost, EnvLink, EnvRouter, LabEnv, RouterLink, LAB_VAR, PATHS_VAR, SCHEMA};
 
-use super::spec::{tbf_sizes, ROUTER};
+use super::spec::tbf_sizes;
 use super::state::LabState;
 
 /// The environment of a command run in `host` of the lab `state` describes.
 pub fn client_env(state: &LabState, host: &str) -> LabEnv {
-    let router = state.host(ROUTER).filter(|h| h.router).map(|h| EnvRouter {
+    // The lab's forwarding host: the router, or the switch (whose port
+    // toward a host is that host's bottleneck as a router's link is).
+    let forwarder = state.hosts.iter().find(|h| h.router);
+    let router = forwarder.map(|h| EnvRouter {
         name: h.name.clone(),
         netns: h.netns.clone(),
     });
@@ -24,7 +27,7 @@ pub fn client_env(state: &LabState, host: &str) -> LabEnv {
                 .iter()
                 .map(|link| {
                     let mine = link.end_of(&h.name).expect("a link of this host");
-                    let router_link = link.end_of(ROUTER).filter(|_| router.is_some()).map(|r| RouterLink {
+                    let router_link = forwarder.and_then(|f| link.end_of(&f.name)).map(|r| RouterLink {
                         iface: r.ifname.clone(),
                         rate_bits_per_second: r.rate_bits_per_second,
                         queue_seconds: r
@@ -111,6 +114,20 @@ mod tests {
             (path.toward_me.rate_bits_per_second, path.toward_me.queue_seconds),
             (None, None)
         );
+    }
+
+    #[test]
+    fn a_client_on_a_switch_finds_the_ports_toward_both_ends() {
+        // Link 3 joins c and the switch; its port toward c is shaped.
+        let state = lab(Topology::Switch, &["3:c=50mbit"]);
+        let env = LabEnv::parse("demo", &client_env(&state, "a").to_json()).unwrap();
+        let c = state.links[2].end_of("c").unwrap().address;
+        let path = env.path_to(c.into()).unwrap();
+        assert_eq!(path.router_netns, "nicbench-demo-sw");
+        assert_eq!(path.toward_peer.iface, "eth2");
+        assert_eq!(path.toward_peer.rate_bits_per_second, Some(50_000_000));
+        assert_eq!(path.toward_me.iface, "eth0");
+        assert_eq!(path.toward_me.rate_bits_per_second, None);
     }
 
     #[test]

@@ -72,6 +72,11 @@ pub enum Topology {
     /// Every host joined to a router namespace `r`, which carries the rate
     /// limits on its egress so a bottleneck drops packets like a switch.
     ViaRouter,
+    /// Every host on one Linux bridge in a switch namespace `sw`, all on
+    /// one subnet: a shared segment, with IGMP/MLD snooping and a querier
+    /// on, where a multicast group reaches every member; the rate limits
+    /// sit on the switch ports' egress.
+    Switch,
 }
 
 /// What can go wrong with a lab.
@@ -151,6 +156,11 @@ impl LabBuilder {
     /// Joins the hosts through a router host `r` instead of directly.
     pub fn via_router(mut self) -> Self {
         self.spec.topology = Topology::ViaRouter;
+        self
+    }
+    /// Joins the hosts on one switch (a Linux bridge in host `sw`).
+    pub fn switch(mut self) -> Self {
+        self.spec.topology = Topology::Switch;
         self
     }
     /// MTU of every link.

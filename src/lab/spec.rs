@@ -28,6 +28,13 @@ pub const QUEUE_SECONDS_RANGE: std::ops::RangeInclusive<f64> = 0.001..=10.0;
 pub const MAX_QUEUE_BYTES: u64 = u32::MAX as u64;
 /// Name of the router host in a via-router lab.
 pub const ROUTER: &str = "r";
+/// Name of the switch host in a switch lab: its bridge joins the hosts.
+pub const SWITCH: &str = "sw";
+/// The bridge in the switch host.
+pub const BRIDGE: &str = "br0";
+/// The switch's own address on the hosts' subnet (the bridge's: the
+/// source of its IGMP and MLD queries).
+pub const SWITCH_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 254);
 
 /// Which links a setting applies to: all of them, or one by number (as
 /// `nicbench lab status` lists them, from 1), optionally only the traffic
@@ -331,7 +338,15 @@ pub fn parse_cpu_limit_or_none(input: &str) -> Result<CpuLimit, LabError> {
 
 /// The address of end `end` (0 or 1) of link `id`: 10.(200 + id/256).(id%256).E/24,
 /// with E = 1 and 2 on a direct link, and 2 (host) and 1 (router) via the router.
+/// On a switch every host is on 10.200.0.0/24: the host of link `id` at
+/// 10.200.0.`id`, the switch's end at its bridge's [`SWITCH_ADDRESS`].
 pub fn link_address(id: usize, end: usize, topology: Topology) -> Ipv4Addr {
+    if topology == Topology::Switch {
+        return match end {
+            0 => Ipv4Addr::new(10, 200, 0, id as u8),
+            _ => SWITCH_ADDRESS,
+        };
+    }
     let last = match (topology, end) {
         (Topology::Direct, 0) | (Topology::ViaRouter, 1) => 1,
         _ => 2,
@@ -341,6 +356,12 @@ pub fn link_address(id: usize, end: usize, topology: Topology) -> Ipv4Addr {
 
 /// Prefix length of every link's subnet.
 pub const PREFIX_LEN: u8 = 24;
+
+/// Whether `host` is the lab's own forwarding host (the router or the
+/// switch), whose end of a link carries the shaper toward the test host.
+fn forwards(host: &str) -> bool {
+    host == ROUTER || host == SWITCH
+}
 
 /// Works out hosts, links, interfaces and addresses, and applies the MTU,
 /// rate and CPU settings; rejects anything out of range or unknown.
@@ -377,6 +398,18 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
                 pairs.extend((0..spec.links).map(|_| (h.clone(), ROUTER.to_string())));
             }
         }
+        Topology::Switch => {
+            if spec.links != 1 {
+                return Err(invalid(
+                    "--links",
+                    &spec.links.to_string(),
+                    "a switch gives each host one port: leave out --links with --switch (or use --via-router)",
+                ));
+            }
+            // The switch is the lab's own, as a router is: no agent, no test.
+            hosts.push(HostState::new(&spec.name, SWITCH, true));
+            pairs.extend(names.iter().map(|h| (h.clone(), SWITCH.to_string())));
+        }
     }
     let mut next_if = std::collections::HashMap::<String, usize>::new();
     let mut ifname = |host: &str| {
@@ -402,6 +435,13 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
             LinkState { id, mtu: 1500, ends }
         })
         .collect();
+    if spec.mptcp && spec.topology == Topology::Switch {
+        return Err(invalid(
+            "--mptcp",
+            "--switch",
+            "Multipath TCP needs two paths or more, and a switch gives each host one port: use --via-router --links 2",
+        ));
+    }
     if spec.mptcp && spec.links < 2 {
         return Err(invalid(
             "--mptcp",
@@ -538,7 +578,7 @@ pub fn apply_rate(state: &mut LabState, settings: &[RateSetting]) -> Result<Vec<
                     }
                 },
                 None => (0..2)
-                    .filter(|&i| link.ends[i].host == ROUTER || link.ends[1 - i].host != ROUTER)
+                    .filter(|&i| forwards(&link.ends[i].host) || !forwards(&link.ends[1 - i].host))
                     .collect(),
             };
             for i in ends {
@@ -566,11 +606,11 @@ pub fn apply_queue(state: &mut LabState, settings: &[QueueSetting]) -> Result<Ve
                 .seconds
                 .map_or("default".to_string(), |s| format!("{}ms", s * 1e3))
         };
-        if state.topology != Topology::ViaRouter {
+        if state.topology == Topology::Direct {
             return Err(invalid(
                 "--queue",
                 &text(),
-                "the queue is the router's: build the lab with --via-router and --rate",
+                "the queue is the router's or the switch's: build the lab with --via-router (or --switch) and --rate",
             ));
         }
         if let Some(link) = setting.select.link {
@@ -596,8 +636,8 @@ pub fn apply_queue(state: &mut LabState, settings: &[QueueSetting]) -> Result<Ve
                 None => link
                     .ends
                     .iter()
-                    .position(|e| e.host == ROUTER)
-                    .expect("a link to the router"),
+                    .position(|e| forwards(&e.host))
+                    .expect("a link to the router or the switch"),
             };
             let (mtu, id, toward) = (link.mtu, link.id, link.ends[1 - end].host.clone());
             let e = &mut link.ends[end];
@@ -666,7 +706,7 @@ pub fn tbf_sizes(bits_per_second: u64, mtu: u32, queue: Option<f64>) -> TbfSizes
 /// Routes a host needs beyond its connected subnets: `(destination subnet, gateway)`.
 /// Via the router, link i of a host reaches link i of every other host.
 pub fn routes(state: &LabState, host: &str) -> Vec<(Ipv4Addr, Ipv4Addr)> {
-    if state.topology == Topology::Direct || host == ROUTER {
+    if state.topology != Topology::ViaRouter || host == ROUTER {
         return Vec::new();
     }
     let mine = state.links_of(host);
@@ -697,7 +737,9 @@ pub fn hosts_file(state: &LabState, host: &str) -> String {
                 && !other.router
                 && (host == ROUTER
                     || state.links_of(&other.name).iter().position(|l| l.id == link.id) < Some(mine.len()));
-            if other.name == host || direct || routed {
+            // On a switch every host is on the one subnet.
+            let switched = state.topology == Topology::Switch && !other.router;
+            if other.name == host || direct || routed || switched {
                 reachable.push((link.id, addr));
             }
         }
@@ -766,6 +808,65 @@ pub(super) mod tests {
         one.mptcp = true;
         let e = layout(&one).unwrap_err().to_string();
         assert!(e.contains("--mptcp") && e.contains("--links 2"), "{e}");
+    }
+
+    #[test]
+    fn a_switch_puts_every_host_on_one_subnet_behind_its_own_port() {
+        let mut s = spec(3, 1, Topology::Switch);
+        s.rate = vec![parse_rate_setting("200mbit").unwrap()];
+        s.queue = vec![parse_queue_setting("3:c=50ms").unwrap()];
+        let state = layout(&s).unwrap();
+        let names: Vec<(&str, bool)> = state.hosts.iter().map(|h| (h.name.as_str(), h.router)).collect();
+        assert_eq!(names, [("a", false), ("b", false), ("c", false), (SWITCH, true)]);
+        // One port each, numbered as the hosts; the hosts on 10.200.0.0/24,
+        // the switch's ends at its bridge's address.
+        let ends: Vec<String> = state
+            .links
+            .iter()
+            .map(|l| {
+                let [h, sw] = &l.ends;
+                format!(
+                    "{} {} {} | {} {} {}",
+                    h.host, h.ifname, h.address, sw.host, sw.ifname, sw.address
+                )
+            })
+            .collect();
+        assert_eq!(
+            ends,
+            [
+                "a eth0 10.200.0.1 | sw eth0 10.200.0.254",
+                "b eth0 10.200.0.2 | sw eth1 10.200.0.254",
+                "c eth0 10.200.0.3 | sw eth2 10.200.0.254",
+            ]
+        );
+        // The shapers sit on the switch's ports, toward each host; the
+        // queue toward c is the one asked for.
+        for link in &state.links {
+            assert_eq!(link.end_of(SWITCH).unwrap().rate_bits_per_second, Some(200_000_000));
+            assert_eq!(link.ends[0].rate_bits_per_second, None);
+        }
+        assert_eq!(state.links[2].end_of(SWITCH).unwrap().queue_seconds, Some(0.05));
+        // One subnet: no routes, and every host knows every other by name.
+        assert!(routes(&state, "a").is_empty());
+        let hosts = hosts_file(&state, "a");
+        for line in [
+            "10.200.0.2\tb\n",
+            "10.200.0.3\tc\n",
+            "10.200.0.3\tc-3\n",
+            "10.200.0.1\ta\n",
+        ] {
+            assert!(hosts.contains(line), "{line:?} in {hosts}");
+        }
+        // The switch by its bridge's address, as a router lab names its router.
+        assert!(hosts.contains("10.200.0.254\tsw\n"), "{hosts}");
+
+        let mut two = spec(3, 2, Topology::Switch);
+        let e = layout(&two).unwrap_err().to_string();
+        assert!(e.contains("--links") && e.contains("one port"), "{e}");
+        two.links = 1;
+        two.mptcp = true;
+        let e = layout(&two).unwrap_err().to_string();
+        assert!(e.contains("--mptcp") && e.contains("--via-router --links 2"), "{e}");
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl RouterQueues {
         let state = lab::load_complete(&lab).map_err(|e| format!("[matrix] queue: {e}"))?;
         if shaped_router_ends(&state).is_empty() {
             return Err(format!(
-                "[matrix] queue: lab '{lab}' has no router queue to set: build it with --via-router and --rate"
+                "[matrix] queue: lab '{lab}' has no router queue to set: build it with --via-router (or --switch) and --rate"
             ));
         }
         for v in values {
@@ -73,17 +73,17 @@ impl RouterQueues {
     }
 }
 
-/// Every router egress with a rate limit, as a selector of that egress
+/// Every router (or switch port) egress with a rate limit, as a selector of that egress
 /// alone (its link, toward the host at its other end), with its queue.
 fn shaped_router_ends(state: &LabState) -> Vec<(LinkSelector, Option<f64>)> {
-    if state.topology != lab::Topology::ViaRouter {
+    // The router's links, or the switch's ports: the lab's forwarding host.
+    let Some(router) = state.hosts.iter().find(|h| h.router) else {
         return Vec::new();
-    }
-    let router = lab::spec::ROUTER;
+    };
     let mut ends = Vec::new();
     for link in &state.links {
         for (i, end) in link.ends.iter().enumerate() {
-            if end.host == router && end.rate_bits_per_second.is_some() {
+            if end.host == router.name && end.rate_bits_per_second.is_some() {
                 let select = LinkSelector {
                     link: Some(link.id),
                     towards: Some(link.ends[1 - i].host.clone()),

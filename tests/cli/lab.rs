@@ -194,8 +194,22 @@ fn cli_refuses_bad_values_naming_the_option() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
     }
+    let both = nicbench(&["lab", "up", "x", "--switch", "--via-router"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(stderr(&both).contains("cannot be used with"), "{}", stderr(&both));
     require_lab!();
     let name = lab::spec::unique_name();
+    for (args, needle) in [
+        (&["--switch", "--links", "2"][..], "one port"),
+        (&["--switch", "--mptcp"][..], "--via-router --links 2"),
+    ] {
+        let mut up = vec!["lab", "up", &name];
+        up.extend_from_slice(args);
+        let out = nicbench(&up);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+        assert_gone(&name);
+    }
     let out = nicbench(&["lab", "up", &name, "--cpu-limit", "q=10%"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -608,4 +622,93 @@ fn status_names_the_maker_and_agents_started_by_hand_and_down_all_asks_first() {
     // Nothing was removed: the lab is still there.
     assert!(ok(&["lab", "status", lab.name()]).contains("made by "));
     drop(agent);
+}
+
+/// Runs a host tool (ip, tc, bridge) and returns what it printed.
+fn tool(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program).args(args).output().unwrap();
+    assert!(out.status.success(), "{program} {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Joins a group on the host's address, says so, and prints the first
+/// datagram and its sender (exits with an error after 10 s without one).
+const MEMBER: &str = "
+import socket, struct, sys
+group, local = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('', 5555))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, struct.pack('4s4s', socket.inet_aton(group), socket.inet_aton(local)))
+s.settimeout(10)
+print('joined', flush=True)
+data, sender = s.recvfrom(100)
+print(data.decode(), sender[0], flush=True)
+";
+
+/// Sends a datagram to a group every 100 ms for 3 s, out of the host's address.
+const SENDER: &str = "
+import socket, sys, time
+group, local = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(local))
+for _ in range(30):
+    s.sendto(b'hello', (group, 5555))
+    time.sleep(0.1)
+";
+
+#[test]
+fn a_switch_joins_every_host_on_one_bridge_and_carries_a_group_to_its_member() {
+    require_lab!();
+    let lab = builder().switch().hosts(3).rate(200_000_000).build().unwrap();
+    let sw = format!("nicbench-{}-sw", lab.name());
+    // The bridge as the kernel has it: snooping and a querier on, every
+    // host's port on it.
+    let bridge = tool("ip", &["-d", "-n", &sw, "link", "show", "br0"]);
+    for flag in ["mcast_snooping 1", "mcast_querier 1", "mcast_stats_enabled 1"] {
+        assert!(bridge.contains(flag), "{flag}: {bridge}");
+    }
+    let ports = tool("ip", &["-o", "-n", &sw, "link", "show", "master", "br0"]);
+    assert_eq!(ports.lines().count(), 3, "{ports}");
+    // One subnet: c reaches a without a gateway.
+    assert!(!tool("ip", &["-n", &format!("nicbench-{}-c", lab.name()), "route"]).contains(" via "));
+    // Any two hosts, through the switch; the port toward c is shaped.
+    let run = tcp_json(&lab, "a", &["c", "-n", "2M"]);
+    assert_eq!(run["sum"]["receiver"]["bytes"], 2 * 1024 * 1024, "{}", run["sum"]);
+    let shaper = tool("tc", &["-n", &sw, "qdisc", "show", "dev", "eth2"]);
+    assert!(shaper.contains("tbf") && shaper.contains("rate 200Mbit"), "{shaper}");
+    // A group: b joins, the switch snoops b's report, a sends and b hears a.
+    let mut member = lab
+        .command("b", "python3")
+        .args(["-c", MEMBER, "239.1.2.3", "10.200.0.2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(member.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut said, &mut line).unwrap();
+    assert_eq!(line.trim(), "joined", "{line}");
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut mdb = String::new();
+    while Instant::now() < until && !mdb.contains("port eth1 grp 239.1.2.3") {
+        std::thread::sleep(Duration::from_millis(50));
+        mdb = tool("bridge", &["-n", &sw, "mdb", "show"]);
+    }
+    assert!(
+        mdb.contains("port eth1 grp 239.1.2.3"),
+        "b's port is the group's: {mdb}"
+    );
+    run_in(&lab, "a", "python3", &["-c", SENDER, "239.1.2.3", "10.200.0.1"]);
+    let mut heard = String::new();
+    std::io::Read::read_to_string(&mut said, &mut heard).unwrap();
+    let status = member.wait().unwrap();
+    assert!(status.success(), "the member heard nothing: {heard}");
+    assert_eq!(heard.trim(), "hello 10.200.0.1");
+    let status = ok(&["lab", "status", lab.name()]);
+    assert!(
+        status.contains("3 hosts and a switch") && status.contains("sw eth2 (port of br0 10.200.0.254/24)"),
+        "{status}"
+    );
 }

@@ -148,6 +148,23 @@ pub struct ClientNet {
 }
 
 impl ClientNet {
+    /// A client's view of an agent at `agent_ip` on this kernel, its data
+    /// ports and the session token, with no links, no `-B` and nothing
+    /// announced: what the transports' unit tests dial.
+    #[cfg(test)]
+    pub fn on_this_kernel(agent_ip: IpAddr, data_ports: Vec<u16>, token: [u8; TOKEN_LEN]) -> ClientNet {
+        ClientNet {
+            agent_ip,
+            data_ports,
+            token,
+            bind: None,
+            routes: BTreeMap::new(),
+            same_kernel: true,
+            settings: Default::default(),
+            agent_tls: None,
+        }
+    }
+
     /// Where stream `id` binds (its link's client address, else `-B`) and
     /// which agent address it goes to.
     pub fn route(&self, id: u32) -> (Option<IpAddr>, IpAddr) {

@@ -302,16 +302,7 @@ mod tests {
         let agent_net = AgentNet::new(ip, ip, token, Default::default(), BTreeMap::new());
         let listener = Proto::TCP.listen(ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
-        let client = move |token| ClientNet {
-            agent_ip: ip,
-            data_ports: vec![port],
-            token,
-            bind: None,
-            routes: BTreeMap::new(),
-            same_kernel: true,
-            settings: Default::default(),
-            agent_tls: None,
-        };
+        let client = move |token| ClientNet::on_this_kernel(ip, vec![port], token);
         // A wrong token, garbage, a silent connection, then the real one.
         let _wrong = connect_stream(Proto::TCP, &client(crate::protocol::new_token()), port, 1, &|_| Ok(())).unwrap();
         let mut junk = std::net::TcpStream::connect((ip, port)).unwrap();
@@ -355,14 +346,8 @@ mod tests {
         let listener = Proto::TCP.listen(agent_net.local_ip, 16, &|_| Ok(())).unwrap();
         let port = local_port(&listener);
         let client = move |bind: &str, agent: &str| ClientNet {
-            agent_ip: ip(agent),
-            data_ports: vec![port],
-            token,
             bind: Some(ip(bind)),
-            routes: BTreeMap::new(),
-            same_kernel: true,
-            settings: Default::default(),
-            agent_tls: None,
+            ..ClientNet::on_this_kernel(ip(agent), vec![port], token)
         };
         // An address nobody announced, the right client to the wrong agent
         // address, then the link itself.

@@ -423,19 +423,6 @@ mod tests {
     use super::*;
     use crate::model::SideOptions;
 
-    fn client_net(ip: IpAddr, token: [u8; TOKEN_LEN]) -> ClientNet {
-        ClientNet {
-            agent_ip: ip,
-            data_ports: Vec::new(),
-            token,
-            bind: None,
-            routes: Default::default(),
-            same_kernel: true,
-            settings: Default::default(),
-            agent_tls: None,
-        }
-    }
-
     /// Answers until `answered` transactions came, counting the turns
     /// that answered nothing.
     fn answer(answering: &mut dyn Answering, answered: usize) -> (Vec<Vec<u8>>, usize) {
@@ -475,7 +462,7 @@ mod tests {
         unknown.write_all(&9u32.to_be_bytes()).unwrap();
         unknown.write_all(b"abc").unwrap();
 
-        let net = client_net(ip, token);
+        let net = ClientNet::on_this_kernel(ip, Vec::new(), token);
         let dialer = std::thread::spawn(move || {
             let side = SideOptions::default();
             let options = ConnectOptions::new(&side, &|_| Ok(()), None);

@@ -138,16 +138,7 @@ mod tests {
         let listener = Unix.listen(ip, 4, &|_| Ok(())).unwrap();
         let number = number_of(&listener.local_addr().unwrap()).expect("an abstract name of ours");
         assert!(number >= 1024);
-        let net = ClientNet {
-            agent_ip: ip,
-            data_ports: vec![number],
-            token: [0; crate::protocol::TOKEN_LEN],
-            bind: None,
-            routes: Default::default(),
-            same_kernel: true,
-            settings: Default::default(),
-            agent_tls: None,
-        };
+        let net = ClientNet::on_this_kernel(ip, vec![number], [0; crate::protocol::TOKEN_LEN]);
         let client = Unix.connect(&net, number, 1, &|_| Ok(())).unwrap();
         let (accepted, _) = listener.accept().unwrap();
         client.send(b"x").unwrap();

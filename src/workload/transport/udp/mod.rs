@@ -587,16 +587,7 @@ mod tests {
                 ("127.0.0.1", ports[1]),
             )
             .unwrap();
-        let client_net = ClientNet {
-            agent_ip: ip,
-            data_ports: ports.clone(),
-            token,
-            bind: None,
-            routes: Default::default(),
-            same_kernel: true,
-            settings: Default::default(),
-            agent_tls: None,
-        };
+        let client_net = ClientNet::on_this_kernel(ip, ports.clone(), token);
         let client = std::thread::spawn(move || {
             let side = SideOptions::default();
             Udp.dial_datagrams(&client_net, &[1, 2], &ConnectOptions::new(&side, &|_| Ok(()), None))
@@ -633,16 +624,7 @@ mod tests {
     #[test]
     fn a_client_offered_fewer_ports_than_streams_is_refused() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        let net = ClientNet {
-            agent_ip: ip,
-            data_ports: vec![9],
-            token: [0; TOKEN_LEN],
-            bind: None,
-            routes: Default::default(),
-            same_kernel: true,
-            settings: Default::default(),
-            agent_tls: None,
-        };
+        let net = ClientNet::on_this_kernel(ip, vec![9], [0; TOKEN_LEN]);
         let side = SideOptions::default();
         let err = Udp
             .dial_datagrams(&net, &[1, 2], &ConnectOptions::new(&side, &|_| Ok(()), None))
