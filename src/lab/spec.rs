@@ -406,7 +406,8 @@ pub fn layout(spec: &LabSpec) -> Result<LabState, LabError> {
                     "a switch gives each host one port: leave out --links with --switch (or use --via-router)",
                 ));
             }
-            // The switch is the lab's own, as a router is: no agent, no test.
+            // The switch is the lab's own forwarding host, as a router is:
+            // not one of the hosts asked for.
             hosts.push(HostState::new(&spec.name, SWITCH, true));
             pairs.extend(names.iter().map(|h| (h.clone(), SWITCH.to_string())));
         }
