@@ -3,6 +3,7 @@
 //! compare a token.
 
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use socket2::{SockAddr, Socket};
@@ -16,10 +17,28 @@ pub fn token_matches(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.ct_eq(b))
 }
 
+/// Whether `socket` becomes readable within `wait` (a connection to
+/// accept, data, an error or a shutdown), waiting in poll(2) at least a
+/// millisecond.
+pub fn readable_within(socket: &Socket, wait: Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = wait.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut fd, 1, ms) > 0 }
+}
+
 /// Accepts one connection on `listener`, waiting at most until `deadline`:
-/// None once it has passed. A wait that times out or is interrupted
-/// before then waits again; `what` names the connection in an error
-/// ("a data connection").
+/// None once it has passed; `what` names the connection in an error ("a
+/// data connection"). It waits in poll(2), not in accept under the
+/// listener's receive timeout: an MPTCP listener's accept does not heed
+/// SO_RCVTIMEO (Linux 6.18), so a client that never connected its streams
+/// held the agent there past every deadline. The listener is non-blocking
+/// while it takes the connection, so one gone before the accept costs
+/// another wait, not a hang.
 pub fn accept_until(
     listener: &Socket,
     deadline: Instant,
@@ -30,10 +49,16 @@ pub fn accept_until(
         if left.is_zero() {
             return Ok(None);
         }
+        if !readable_within(listener, left) {
+            continue;
+        }
         listener
-            .set_read_timeout(Some(left))
-            .map_err(WorkloadError::io(format!("setting the timeout for accepting {what}")))?;
-        match listener.accept() {
+            .set_nonblocking(true)
+            .map_err(WorkloadError::io(format!("waiting for {what}")))?;
+        let accepted = listener.accept();
+        let _ = listener.set_nonblocking(false);
+        match accepted {
+            // Linux: the accepted socket does not inherit O_NONBLOCK.
             Ok(pair) => return Ok(Some(pair)),
             Err(e)
                 if matches!(
@@ -112,4 +137,54 @@ pub fn read_full(mut from: impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socket2::{Domain, Protocol, Type};
+
+    /// A listener on 127.0.0.1 of `protocol`, or None where this kernel
+    /// has none (MPTCP off).
+    fn listener(protocol: Protocol) -> Option<Socket> {
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(protocol)).ok()?;
+        socket
+            .bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into())
+            .unwrap();
+        socket.listen(4).unwrap();
+        Some(socket)
+    }
+
+    #[test]
+    fn with_nobody_connecting_the_wait_ends_at_the_deadline_over_tcp_and_mptcp() {
+        // An MPTCP listener's accept ignored the receive timeout this waited
+        // with before: the test hung (nextest's timeout ends it as a failure).
+        let mptcp = listener(Protocol::from(libc::IPPROTO_MPTCP));
+        if mptcp.is_none() {
+            crate::probe::skip_or_fail("this kernel opens no MPTCP socket (net.mptcp.enabled=0?)");
+        }
+        for socket in [listener(Protocol::TCP), mptcp].into_iter().flatten() {
+            let deadline = Instant::now() + Duration::from_millis(200);
+            assert!(accept_until(&socket, deadline, "a test connection").unwrap().is_none());
+            assert!(Instant::now() >= deadline, "returned before its deadline");
+        }
+    }
+
+    #[test]
+    fn a_connection_that_comes_is_taken_and_both_sockets_stay_blocking() {
+        let socket = listener(Protocol::TCP).unwrap();
+        let port = socket.local_addr().unwrap().as_socket().unwrap().port();
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (accepted, _) = accept_until(&socket, Instant::now() + Duration::from_secs(5), "a test connection")
+            .unwrap()
+            .expect("the connection came");
+        // Both blocking again: the listener as it was, the connection as
+        // accept(2) makes it.
+        let blocking = |s: &Socket| {
+            // SAFETY: F_GETFL reads the descriptor's flags.
+            let flags = unsafe { libc::fcntl(s.as_raw_fd(), libc::F_GETFL) };
+            flags >= 0 && flags & libc::O_NONBLOCK == 0
+        };
+        assert!(blocking(&socket) && blocking(&accepted));
+    }
 }
