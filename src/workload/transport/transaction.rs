@@ -15,7 +15,6 @@
 //! connections come from one endpoint, has its own in `quic/`.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +28,7 @@ use super::{admission, Configure, Proto};
 use crate::model::SocketBuffers;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::base::runner::TaskEnd;
-use crate::workload::base::sockets::{read_full, token_matches};
+use crate::workload::base::sockets::{read_full, readable_within, token_matches};
 use crate::workload::base::{Aborter, AgentNet, ClientNet, WorkloadError};
 
 /// How long an agent's stream waits for a connection before it looks
@@ -283,14 +282,9 @@ impl Answering for StreamAnswering {
 /// does not heed SO_RCVTIMEO, so a blocking accept with no connection
 /// coming outwaited the test's end and the agent aborted it.
 fn accept_within(listener: &Socket, wait: Duration) -> std::io::Result<Option<(Socket, socket2::SockAddr)>> {
-    let mut fd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd. Its result is not needed: the accept
-    // below says whether a connection came (or the listener was shut).
-    unsafe { libc::poll(&mut fd, 1, wait.as_millis().min(i32::MAX as u128) as libc::c_int) };
+    // Whatever the wait says, the accept below tells whether a connection
+    // came (or the listener was shut).
+    let _ = readable_within(listener, wait);
     match listener.accept() {
         Ok(pair) => Ok(Some(pair)),
         Err(e)
