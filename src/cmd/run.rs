@@ -670,7 +670,16 @@ fn run_case(
         Err(e) => return Some(Err(anyhow::Error::new(e).context("starting the case's thread"))),
     };
     show();
+    // The first stop is said once, so whoever pressed Ctrl-C knows it was
+    // heard and what a second one does.
+    let mut told = false;
     let ended = loop {
+        if !told && signals::interrupted() {
+            told = true;
+            log::warn!(
+                "signal received: finishing the running case, then stopping the plan (again to leave the case at once)"
+            );
+        }
         match ended.recv_timeout(Duration::from_millis(100)) {
             Ok(ended) => break Some(ended),
             Err(RecvTimeoutError::Timeout) if signals::stopped_at_once() => return None,

@@ -221,21 +221,44 @@ fn a_second_stop_ends_the_case_at_once_and_the_plan_still_puts_things_back() {
             pid_file.display()
         ),
     );
-    let child = crate::common::spawn_captured(Command::new(BIN).args(["run", &plan, "--db", &db]), "nicbench run");
+    let mut child = crate::common::spawn_captured(Command::new(BIN).args(["run", &plan, "--db", &db]), "nicbench run");
+    // Its stderr as it comes, to see the first stop taken.
+    let pipe = child.stderr.take().unwrap();
+    let (taken, first_taken) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(pipe)).map_while(Result::ok) {
+            if line.contains("signal received") {
+                let _ = taken.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
     // The case is in flight once the agent said hello.
     hello_sent
         .recv_timeout(COMMAND_LIMIT)
         .expect("the case never connected");
     // Two stops from two senders (one sender's twice within a second is
-    // the same stop delivered again, as `timeout` does).
-    for _ in 0..2 {
+    // the same stop delivered again, as `timeout` does). The second only
+    // once the first was taken: two SIGINTs sent back to back to a process
+    // that has not run in between arrive as one (a pending signal is not
+    // queued twice), which on a busy machine made this one stop.
+    let stop = || {
         let sent = Command::new("kill")
             .args(["-INT", &child.id().to_string()])
             .status()
             .unwrap();
         assert!(sent.success());
-    }
+    };
+    stop();
+    first_taken
+        .recv_timeout(COMMAND_LIMIT)
+        .expect("the first stop was never taken");
+    stop();
     let out = crate::common::wait_output(child, COMMAND_LIMIT, "nicbench run");
+    let err = reader.join().unwrap();
     let monitor = std::fs::read_to_string(&pid_file).unwrap_or_default();
     let monitor_alive =
         !monitor.trim().is_empty() && std::path::Path::new(&format!("/proc/{}", monitor.trim())).exists();
@@ -243,7 +266,7 @@ fn a_second_stop_ends_the_case_at_once_and_the_plan_still_puts_things_back() {
         let _ = Command::new("kill").arg(monitor.trim()).status();
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(6), "{text}\n{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(6), "{text}\n{err}");
     assert!(!monitor_alive, "the monitor (pid {}) was left running", monitor.trim());
     let summary = text
         .lines()
@@ -251,7 +274,7 @@ fn a_second_stop_ends_the_case_at_once_and_the_plan_still_puts_things_back() {
         .unwrap_or_else(|| panic!("no summary: {text}"));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(summary).unwrap()).unwrap();
     assert_eq!(summary["cases"][0]["status"], "interrupted", "{summary}");
-    assert!(stderr(&out).contains("run `nicbench run"), "{}", stderr(&out));
+    assert!(err.contains("run `nicbench run"), "{err}");
 }
 
 #[test]
