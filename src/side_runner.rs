@@ -107,23 +107,14 @@ pub fn run_side(
     let spec = plan.spec;
     let stop = Arc::new(AtomicBool::new(false));
     let abort = side.aborter();
-    let mut probes = Probes::start(channel, spec, plan.host, sampler)?;
-    let control = RunControl {
-        stop: Arc::clone(&stop),
-        start: Instant::now(),
-        omit: Duration::from_secs_f64(spec.omit_seconds),
-        duration: spec
-            .bytes
-            .is_none()
-            .then(|| Duration::from_secs_f64(spec.duration_seconds)),
-        interval: Duration::from_secs_f64(spec.interval_seconds),
-        cpus: match plan.host {
-            Party::Client => spec.client.cpus.clone(),
-            Party::Agent => spec.agent.cpus.clone(),
-        },
-        on_interval: plan.on_interval.take(),
-        on_progress: plan.on_progress.take(),
-    };
+    let mut probes = Probes::start(
+        channel.stream().local_addr().ok().map(|a| a.ip()),
+        Some(std::os::fd::AsRawFd::as_raw_fd(channel.stream())),
+        spec,
+        plan.host,
+        sampler,
+    )?;
+    let control = run_control(spec, plan.host, Arc::clone(&stop), &mut plan);
     let start = control.start;
     let panicked = Arc::new(AtomicBool::new(false));
     let worker = spawn_side(side, control, Arc::clone(&panicked))?;
@@ -149,6 +140,79 @@ pub fn run_side(
             planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
         }),
     })
+}
+
+/// Runs a side that has no peer of its own on a control connection (a
+/// group's sender, whose receivers each have theirs): the same sampling
+/// and the same control of the side as [`run_side`], stopped when
+/// `plan.interrupted` says so or at its hard deadline. `local` is the
+/// address its traffic leaves from.
+pub fn run_alone(
+    side: Box<dyn Side>,
+    mut plan: TrialPlan,
+    local: Option<std::net::IpAddr>,
+    sampler: &dyn CpuSampler,
+) -> Result<TrialOutcome, TrialError> {
+    let spec = plan.spec;
+    let stop = Arc::new(AtomicBool::new(false));
+    let abort = side.aborter();
+    let mut probes = Probes::start(local, None, spec, plan.host, sampler)?;
+    let control = run_control(spec, plan.host, Arc::clone(&stop), &mut plan);
+    let start = control.start;
+    let panicked = Arc::new(AtomicBool::new(false));
+    let worker = spawn_side(side, control, Arc::clone(&panicked))?;
+    let mut stopped_by = None;
+    while !worker.is_finished() {
+        probes.threads.sample();
+        if stopped_by.is_none() {
+            if let Some(reason) = (plan.interrupted)() {
+                stop.store(true, Ordering::Relaxed);
+                stopped_by = Some((plan.host, reason));
+            }
+        }
+        if let Some(deadline) = plan.hard_deadline.filter(|d| Instant::now() > d.at) {
+            stop.store(true, Ordering::Relaxed);
+            abort();
+            let _ = worker.join();
+            return Err(TrialError::Hung(deadline.grace.as_secs_f64()));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let outcome = worker
+        .join()
+        .map_err(|payload| TrialError::SidePanicked(panic_message(payload)))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let local = probes.finish(plan.host, outcome, seconds, sampler)?;
+    Ok(TrialOutcome {
+        local,
+        peer: None,
+        interruption: stopped_by.map(|(by, reason)| Interruption {
+            by,
+            reason,
+            elapsed_seconds: seconds,
+            planned_seconds: spec.bytes.is_none().then(|| spec.expected_seconds()),
+        }),
+    })
+}
+
+/// The side's control of a trial of `spec` on `host`: its clock starts now.
+fn run_control(spec: &TestSpec, host: Party, stop: Arc<AtomicBool>, plan: &mut TrialPlan) -> RunControl {
+    RunControl {
+        stop,
+        start: Instant::now(),
+        omit: Duration::from_secs_f64(spec.omit_seconds),
+        duration: spec
+            .bytes
+            .is_none()
+            .then(|| Duration::from_secs_f64(spec.duration_seconds)),
+        interval: Duration::from_secs_f64(spec.interval_seconds),
+        cpus: match host {
+            Party::Client => spec.client.cpus.clone(),
+            Party::Agent => spec.agent.cpus.clone(),
+        },
+        on_interval: plan.on_interval.take(),
+        on_progress: plan.on_progress.take(),
+    }
 }
 
 /// Starts the side on its own thread; `panicked` is set if it panics.
@@ -296,8 +360,17 @@ struct Probes {
 }
 
 impl Probes {
-    fn start(channel: &Channel, spec: &TestSpec, host: Party, sampler: &dyn CpuSampler) -> Result<Probes, TrialError> {
-        let counter_probe = CounterProbe::for_local_address(channel.stream().local_addr().ok().map(|a| a.ip()));
+    /// Starts sampling for a side whose traffic leaves by the interface
+    /// holding `local`; `control` is the control connection, whose
+    /// receiving napi thread is the test's outside a lab.
+    fn start(
+        local: Option<std::net::IpAddr>,
+        control: Option<std::os::fd::RawFd>,
+        spec: &TestSpec,
+        host: Party,
+        sampler: &dyn CpuSampler,
+    ) -> Result<Probes, TrialError> {
+        let counter_probe = CounterProbe::for_local_address(local);
         let counters_before = counter_probe.snapshot();
         let links = LinkProbes::new(spec, host);
         let threads = ThreadTracker::start();
@@ -305,11 +378,10 @@ impl Probes {
         // that delivers it delivers the test's packets too.
         let lab_threads = crate::lab_env::packet_work_threads().unwrap_or_default();
         let host_work = !lab_threads.is_empty();
-        let packet_work = match host_work {
-            true => crate::probe::sched::KernelThreads::of(&lab_threads),
-            false => {
-                crate::probe::sched::KernelThreads::receiving_for(std::os::fd::AsRawFd::as_raw_fd(channel.stream()))
-            }
+        let packet_work = match (host_work, control) {
+            (true, _) => crate::probe::sched::KernelThreads::of(&lab_threads),
+            (false, Some(fd)) => crate::probe::sched::KernelThreads::receiving_for(fd),
+            (false, None) => None,
         };
         let cpu_before = sampler.sample().map_err(TrialError::Cpu)?;
         Ok(Probes {

@@ -259,6 +259,7 @@ pub fn receive(
             warmup_socket_drops: None,
             // The iperf3 client ends the test, not a count this end knows.
             lost_at_end_datagrams: None,
+            first_datagram_after_seconds: None,
             // No clock estimate with an iperf3 client to take the offset out.
             transit: None,
         }),

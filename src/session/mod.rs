@@ -10,6 +10,7 @@
 mod admin;
 mod clock;
 mod connect;
+mod fanout;
 mod run;
 
 use std::net::{IpAddr, SocketAddr};
@@ -19,6 +20,7 @@ pub use self::admin::{
     agent_addresses, peer_test, probe_agent, remote_facts, set_remote_host, set_remote_mtu, watch_start, PeerWatch,
 };
 pub use self::connect::connect;
+pub use self::fanout::{run_fanout, AgentTrial, FanoutError, FanoutRun};
 pub use self::run::{one_trial_run, run, run_with_psk, RunOptions};
 use crate::address::Family;
 use crate::model::MergeError;

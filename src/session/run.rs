@@ -34,11 +34,11 @@ pub struct RunOptions<'a> {
 
 /// What the agent answers when it accepts a test.
 #[derive(Debug)]
-struct Acceptance {
-    token: [u8; TOKEN_LEN],
-    data_ports: Vec<u16>,
-    agent: HostFacts,
-    address_proof: Option<AddressProof>,
+pub(super) struct Acceptance {
+    pub(super) token: [u8; TOKEN_LEN],
+    pub(super) data_ports: Vec<u16>,
+    pub(super) agent: HostFacts,
+    pub(super) address_proof: Option<AddressProof>,
 }
 
 /// How long past `--wait` an agent may take to say `busy` (it checks its
@@ -120,7 +120,7 @@ fn check_queue_place(position: u32, seconds_left: f64) -> Result<(), SessionErro
 
 /// Sends the test request and waits for acceptance, in the agent's queue
 /// when `wait` allows it.
-fn request(
+pub(super) fn request(
     channel: &mut Channel,
     spec: &TestSpec,
     wait: Duration,
@@ -168,7 +168,7 @@ fn request(
 
 /// Checks that the agent's report covers only what was asked: its own
 /// ends of the streams of `spec`, once each, with sane numbers.
-fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), SessionError> {
+pub(super) fn check_agent_report(report: &SideReport, spec: &TestSpec) -> Result<(), SessionError> {
     let bad = |what: String| Err(SessionError::BadReport(what));
     if report.host != Party::Agent {
         return bad(format!("it claims to come from the {}", report.host.as_str()));

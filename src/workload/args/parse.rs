@@ -235,6 +235,25 @@ pub fn iterations(s: &str) -> Result<(u32, u32), String> {
     Ok((max, min))
 }
 
+/// A datagram sender's offered rate: bits per second, or as fast as possible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bitrate {
+    Max,
+    BitsPerSecond(u64),
+}
+
+/// Parses `-b`: `500M`, `2G`, `100mbit` or `max`; zero is refused.
+pub fn bitrate(s: &str) -> Result<Bitrate, String> {
+    if s.trim().eq_ignore_ascii_case("max") {
+        return Ok(Bitrate::Max);
+    }
+    match crate::units::parse_rate(s) {
+        Ok(0) => Err("the rate must be above 0; use e.g. 100M, or 'max' for as fast as possible".into()),
+        Ok(r) => Ok(Bitrate::BitsPerSecond(r)),
+        Err(e) => Err(format!("{e}, or 'max' for as fast as possible")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

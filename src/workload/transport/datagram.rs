@@ -42,3 +42,11 @@ pub trait DatagramServing: Send {
     /// `deadline`), connecting each to it.
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Vec<Endpoint>, WorkloadError>;
 }
+
+/// The loops a workload runs over its datagram endpoints (paced batches,
+/// counts, jitter, drops, arrival stamps): the datagram transport's own,
+/// so that a workload runs them without naming the transport.
+pub use super::udp::loops;
+/// The datagram header's length (the smallest message) and the largest
+/// datagram the loops send.
+pub use super::udp::wire::{HEADER_LEN, MAX_DATAGRAM_BYTES};

@@ -7,24 +7,7 @@ use crate::workload::args::{parse, Context, WorkloadArgs};
 use crate::workload::transport::udp::wire::{HEADER_LEN, MAX_DATAGRAM_BYTES};
 use crate::workload::{SpecError, TestSpec, Workload};
 
-/// A UDP offered rate: bits per second, or as fast as possible.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bitrate {
-    Max,
-    BitsPerSecond(u64),
-}
-
-/// Parses `-b`: `500M`, `2G`, `100mbit` or `max`; zero is refused.
-pub fn bitrate(s: &str) -> Result<Bitrate, String> {
-    if s.trim().eq_ignore_ascii_case("max") {
-        return Ok(Bitrate::Max);
-    }
-    match crate::units::parse_rate(s) {
-        Ok(0) => Err("the rate must be above 0; use e.g. 100M, or 'max' for as fast as possible".into()),
-        Ok(r) => Ok(Bitrate::BitsPerSecond(r)),
-        Err(e) => Err(format!("{e}, or 'max' for as fast as possible")),
-    }
-}
+pub use crate::workload::args::parse::{bitrate, Bitrate};
 
 /// The options of `nicbench udp` besides the shared ones.
 #[derive(Debug, Clone, Args)]

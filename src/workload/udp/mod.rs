@@ -374,6 +374,7 @@ impl Side for UdpSide {
                         gro: self.params.gro,
                         refused: end.refused,
                         expected: quota.map(|datagrams| loops::Expected::new(datagrams, dg, rate)),
+                        first_within: None,
                     };
                     Box::new(move |ctx: &StreamContext| loops::receive_stream(&socket, &how, ctx))
                 }

@@ -65,6 +65,11 @@ pub struct UdpReceived {
     /// which the receiver knows were sent because it knows the count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_at_end_datagrams: Option<u64>,
+    /// A multicast receiver: seconds from its join to its first datagram
+    /// (warm-up included); absent when nothing came within its wait, and
+    /// from every other receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_datagram_after_seconds: Option<f64>,
     /// Each datagram's arrival on the receiver's clock minus its send
     /// time on the sender's, after the warm-up. Absent from senders before
     /// 2026-12-07 (their stamps were on a monotonic clock) and iperf3.

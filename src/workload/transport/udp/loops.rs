@@ -375,6 +375,7 @@ impl Receiving {
                 socket_drops: super::socket_drops(socket).unwrap_or(0),
                 warmup_socket_drops: Some(self.warmup_drops.unwrap_or(0)),
                 lost_at_end_datagrams: None,
+                first_datagram_after_seconds: None,
                 transit: self.transit.summary(),
             }),
         }
@@ -392,6 +393,11 @@ pub struct ReceiveOptions {
     pub refused: u64,
     /// In a count run, what it waits for.
     pub expected: Option<Expected>,
+    /// A multicast receiver's wait for its first datagram after it joined
+    /// (the loop starts at the join): with nothing by then it stops, and
+    /// the time to the first datagram is in its counts
+    /// ([`UdpReceived::first_datagram_after_seconds`]).
+    pub first_within: Option<Duration>,
 }
 
 /// What a receiver of a count run (`-n`, `-k`) waits for.
@@ -446,9 +452,11 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
         gro,
         refused,
         expected,
+        first_within,
     } = *how;
     let fd = socket.as_raw_fd();
     let started = Instant::now();
+    let mut first_at: Option<Instant> = None;
     let _ = socket.set_read_timeout(Some(POLL));
     let mut batch = if gro {
         RecvBatch::new(GRO_BATCH, 65_536)
@@ -469,7 +477,9 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
             Ok(n) => {
                 if counts.take(&batch, n, super::realtime_nanos()) {
                     ctx.bytes.store(counts.bytes, Ordering::Relaxed);
-                    last_data_at = Some(Instant::now());
+                    let now = Instant::now();
+                    last_data_at = Some(now);
+                    first_at.get_or_insert(now);
                 }
                 // With GRO a buffer holds dozens of datagrams, so there is
                 // no wake-up per datagram to save, and a nap only let the
@@ -489,6 +499,9 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
                 error = Some(format!("receive failed after {} datagrams: {e}", counts.datagrams));
                 break;
             }
+        }
+        if first_within.is_some_and(|wait| first_at.is_none() && started.elapsed() >= wait) {
+            break;
         }
         if let Some(expected) = expected {
             if counts.tracker.received + counts.tracker.warmup >= expected.datagrams {
@@ -512,6 +525,9 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
     let mut udp = counts.end(dg, gro, refused, socket);
     if let (Some(expected), Some(received)) = (expected, udp.received.as_mut()) {
         received.lost_at_end_datagrams = Some(expected.datagrams.saturating_sub(counts_next));
+    }
+    if let (Some(_), Some(received)) = (first_within, udp.received.as_mut()) {
+        received.first_datagram_after_seconds = first_at.map(|at| (at - started).as_secs_f64());
     }
     (
         TaskEnd {
