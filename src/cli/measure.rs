@@ -152,7 +152,7 @@ pub struct Measurement {
 
 impl Measurement {
     fn entry(name: &str) -> Option<&'static dyn Workload> {
-        crate::workload::find(name).ok()
+        crate::workload::find(name).ok().filter(|w| w.measuring_command())
     }
 
     /// The registered workload.
@@ -196,7 +196,8 @@ impl FromArgMatches for Measurement {
 
 impl Subcommand for Measurement {
     fn augment_subcommands(command: clap::Command) -> clap::Command {
-        crate::workload::REGISTRY.iter().fold(command, |command, w| {
+        let measuring = crate::workload::REGISTRY.iter().filter(|w| w.measuring_command());
+        measuring.fold(command, |command, w| {
             let sub = MeasureArgs::augment_args(clap::Command::new(w.name()));
             command.subcommand(w.command_line().command(sub))
         })

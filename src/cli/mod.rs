@@ -3,6 +3,7 @@
 //! comments are the help text.
 
 pub mod chart;
+pub mod fanout;
 pub mod host;
 pub mod lab;
 pub mod linerate;
@@ -58,6 +59,10 @@ pub enum Command {
     /// Every ordered pair of many agents, measured by the agents themselves:
     /// the N x N matrix, its outliers, optionally every --every.
     Mesh(Box<mesh::MeshArgs>),
+    /// The fan-out commands, one per registered workload that drives
+    /// several agents at once (`multicast`), built as the measuring ones.
+    #[command(flatten)]
+    Fanout(Box<fanout::Fanout>),
     /// Saved runs, one line each, newest first.
     Runs(store::RunsArgs),
     /// One saved run: its text report as printed, or its document.

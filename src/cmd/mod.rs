@@ -10,6 +10,7 @@ pub mod demo;
 pub mod diff;
 pub mod export;
 pub mod failure;
+pub mod fanout;
 pub mod host;
 pub mod import;
 pub mod lab;
@@ -55,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Lab(args) => lab::run(args),
         Command::Run(args) => run::run(args),
         Command::Mesh(args) => mesh::run(*args),
+        Command::Fanout(command) => fanout::run(*command),
         Command::Man(args) => manual::man(args),
         Command::Completions(args) => manual::completions(args),
         Command::Runs(args) => runs::runs(args),
@@ -186,6 +188,11 @@ mod tests {
         let cli = Cli::command();
         for w in crate::workload::REGISTRY {
             assert!(cli.find_subcommand(w.name()).is_some(), "no `nicbench {}`", w.name());
+            if !w.measuring_command() {
+                // A fan-out command (tested with its CLI): its agents are read by its view.
+                assert!(w.fanout().is_some(), "{} has no view of its agents", w.name());
+                continue;
+            }
             let mut argv = vec!["nicbench", w.name(), "127.0.0.1", "-P", "1"];
             // The one workload that cannot run without naming its input.
             if w.name() == "files" {

@@ -14,6 +14,7 @@ pub mod latency;
 pub mod multilink;
 pub mod paths;
 pub mod peer;
+pub mod receivers;
 pub mod run;
 pub mod settings;
 pub mod side;

@@ -14,6 +14,7 @@ pub mod base;
 pub mod case;
 pub mod files;
 pub mod loaded;
+pub mod multicast;
 pub mod pace;
 mod results;
 pub mod rr;
@@ -41,6 +42,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &sweep::Sweep,
     &files::Files,
     &loaded::Loaded,
+    &multicast::Multicast,
 ];
 
 /// Looks a workload up by its name (the same string on the command line,
@@ -146,6 +148,31 @@ pub trait ServeOptions: Sync {
     fn read(&self, matches: &clap::ArgMatches, settings: &mut Settings) -> Result<(), clap::Error>;
 }
 pub use case::CasePart;
+
+/// One agent of a fan-out test as the command hands it to its workload:
+/// its name on the command line, its endpoint, and its trial or why it
+/// has none.
+pub struct FanoutAgent {
+    pub name: String,
+    pub agent: crate::model::Endpoint,
+    pub result: Result<crate::model::TrialResult, String>,
+}
+
+/// A fan-out workload's reading of its agents (`multicast`: the receivers).
+pub trait FanoutView: Sync {
+    /// What the command says before the test: the test in a line.
+    fn heading(&self, spec: &TestSpec, agents: usize) -> String;
+    /// Each agent's entry of the document, in the order given, and the
+    /// index of the one whose trial is the run's top level (the worst of
+    /// those with a trial); None when none has one.
+    fn read(
+        &self,
+        spec: &TestSpec,
+        agents: Vec<FanoutAgent>,
+    ) -> (Vec<crate::model::receivers::ReceiverRun>, Option<usize>);
+    /// The document as text.
+    fn write_text(&self, run: &crate::model::receivers::GroupRun, out: &mut dyn std::io::Write) -> std::io::Result<()>;
+}
 pub use results::*;
 
 /// One kind of test.
@@ -174,6 +201,18 @@ pub trait Workload: Sync {
     /// A hello feature the agent must offer for this spec, and the option
     /// that asked for it (`rr --one-way`); None when any agent will do.
     fn needs_feature(&self, _spec: &TestSpec) -> Option<(&'static str, &'static str)> {
+        None
+    }
+    /// Whether the workload is one of the measuring commands (`nicbench
+    /// tcp HOST ...`, built from [`args::CommandLine`]); false for one
+    /// that drives several agents at once and has a command of its own
+    /// (`nicbench multicast`).
+    fn measuring_command(&self) -> bool {
+        true
+    }
+    /// How a fan-out workload reads its agents' trials (`multicast`'s
+    /// receivers); None for a measuring command's workload.
+    fn fanout(&self) -> Option<&'static dyn FanoutView> {
         None
     }
     /// Whether the workload can spread its streams over several links

@@ -78,6 +78,7 @@ mod manual;
 mod mesh;
 mod metrics;
 mod mptcp;
+mod multicast;
 mod outside_text;
 mod plan;
 mod postgres;

@@ -1,0 +1,36 @@
+//! A run with many receivers (`nicbench multicast`): the run document of
+//! its slowest receiver, and every receiver's own trial beside it.
+
+use serde::{Deserialize, Serialize};
+
+use super::run::{Endpoint, RunResult};
+use super::trial::TrialResult;
+
+/// The document of a group test: the slowest receiver's trial as a run
+/// (so every reader of `nicbench.run/1` reads the figure that limits the
+/// group), and `receivers`, one per agent in the order given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRun {
+    #[serde(flatten)]
+    pub run: RunResult,
+    pub receivers: Vec<ReceiverRun>,
+}
+
+/// One receiver of a group test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverRun {
+    /// The agent as the command line named it.
+    pub name: String,
+    pub agent: Endpoint,
+    /// `complete`, `losing`, `never_joined` or `failed`.
+    pub standing: String,
+    /// True for the one receiver the run's top level reports.
+    pub slowest: bool,
+    /// Seconds from its join to its first datagram; null when none came.
+    pub join_latency_seconds: Option<f64>,
+    /// What it lost and where, or what failed, in words.
+    pub verdict: String,
+    /// Its trial (the sender's end and its own); null when it has none
+    /// (it failed before reporting).
+    pub result: Option<TrialResult>,
+}

@@ -1,0 +1,404 @@
+//! Each receiver of a group test read from its trial: whether it joined,
+//! how long its join took, what it lost and where ([`Reading`]); which
+//! receiver fared worst ([`slowest`]); and the table that shows them with
+//! the sender ([`write_table`]).
+//!
+//! Where a receiver's loss went is told by its own host's kernel: drops
+//! at its socket (its receive buffer was full: a slow or busy receiver)
+//! are counted per datagram (SO_RXQ_OVFL); loss beyond them happened
+//! before the socket (the wire, a switch port's queue, the NIC).
+
+use std::io::{self, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::MulticastParams;
+use crate::model::receivers::{GroupRun, ReceiverRun};
+use crate::model::TrialResult;
+use crate::units::Rate;
+use crate::workload::udp::result::{UdpEnd, UdpResult, KEY};
+use crate::workload::{FanoutAgent, FanoutView, TestSpec};
+
+/// How a receiver fared, from best to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// Every datagram sent after the warm-up arrived.
+    Complete,
+    /// Some were lost.
+    Losing,
+    /// Nothing arrived within the join wait.
+    NeverJoined,
+    /// Its side failed (the join was refused, the agent was lost).
+    Failed,
+}
+
+impl Standing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Complete => "complete",
+            Standing::Losing => "losing",
+            Standing::NeverJoined => "never joined",
+            Standing::Failed => "failed",
+        }
+    }
+}
+
+/// One receiver as the table and the document show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    pub standing: Standing,
+    /// Seconds from its join to its first datagram.
+    pub join_latency_seconds: Option<f64>,
+    /// What it lost and why, or what failed, in words.
+    pub words: String,
+}
+
+/// A receiver's counts: the sum of its trial (sender's count against its own).
+pub fn counts(trial: &TrialResult) -> Option<UdpResult> {
+    trial.sum.extras.get(KEY)
+}
+
+/// The sender's counts as a receiver's trial holds them (its own end of
+/// the stream), whatever the receiver got.
+pub fn sender(trial: &TrialResult) -> UdpResult {
+    let Some(end) = trial.streams.first().map(|s| &s.sender) else {
+        return UdpResult::default();
+    };
+    let own: UdpEnd = end.extras.get(KEY).unwrap_or_default();
+    UdpResult {
+        sent_datagrams: own.datagrams,
+        sender_bits_per_second: end.bits_per_second,
+        offered_bits_per_second: own.offered_bits_per_second,
+        ..UdpResult::default()
+    }
+}
+
+/// Reads a receiver's trial of a test with parameters `p`.
+pub fn read(trial: &TrialResult, p: &MulticastParams) -> Reading {
+    let receiver = trial.streams.first().map(|s| &s.receiver);
+    if let Some(error) = receiver.and_then(|r| r.error.clone()) {
+        return Reading {
+            standing: Standing::Failed,
+            join_latency_seconds: None,
+            words: error,
+        };
+    }
+    let own: Option<UdpEnd> = receiver.and_then(|r| r.extras.get(KEY));
+    let join_latency_seconds = own
+        .and_then(|end| end.received)
+        .and_then(|received| received.first_datagram_after_seconds);
+    let Some(udp) = counts(trial) else {
+        return Reading {
+            standing: Standing::Failed,
+            join_latency_seconds,
+            words: "its report holds no datagram counts".into(),
+        };
+    };
+    if join_latency_seconds.is_none() && udp.received_datagrams == 0 {
+        return Reading {
+            standing: Standing::NeverJoined,
+            join_latency_seconds,
+            words: format!(
+                "never joined: nothing arrived within {} of joining {} (IGMP/MLD snooping that did not \
+                 take the join, a filter on the host or its switch port, or no route for the group: TTL {}, \
+                 a router without multicast routing)",
+                crate::workload::args::parse::duration_in_words(p.join_wait_seconds),
+                p.group_text(),
+                p.ttl
+            ),
+        };
+    }
+    if udp.lost_datagrams == 0 {
+        return Reading {
+            standing: Standing::Complete,
+            join_latency_seconds,
+            words: format!("all {} datagrams arrived", udp.received_datagrams),
+        };
+    }
+    let at_socket = udp.receiver_socket_drops_measured.unwrap_or(udp.receiver_socket_drops);
+    let cpu = trial.cpu.agent.utilization_percent;
+    let words = if at_socket > 0 && at_socket * 2 >= udp.lost_datagrams {
+        format!(
+            "lost {} ({:.2}%), {} of them dropped at its socket: its receive buffer overflowed, the \
+             receiver did not keep up (its host {cpu:.0}% busy); give it CPU or a larger --remote-rcvbuf",
+            udp.lost_datagrams, udp.loss_percent, at_socket
+        )
+    } else {
+        format!(
+            "lost {} ({:.2}%) before its socket ({at_socket} at the socket): on the wire, a switch port's \
+             queue or its NIC",
+            udp.lost_datagrams, udp.loss_percent
+        )
+    };
+    Reading {
+        standing: Standing::Losing,
+        join_latency_seconds,
+        words,
+    }
+}
+
+/// The index of the receiver that fared worst: the worst standing, then
+/// the most loss, then the lowest rate; None without receivers.
+pub fn slowest(readings: &[(Reading, Option<UdpResult>)]) -> Option<usize> {
+    let key = |(reading, udp): &(Reading, Option<UdpResult>)| {
+        let loss = udp.as_ref().map_or(100.0, |u| u.loss_percent);
+        let rate = udp.as_ref().map_or(0.0, |u| u.receiver_bits_per_second);
+        (reading.standing, loss, -rate)
+    };
+    (0..readings.len()).max_by(|&a, &b| {
+        key(&readings[a])
+            .partial_cmp(&key(&readings[b]))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            // The first of equals is named.
+            .then(b.cmp(&a))
+    })
+}
+
+/// The sender's line: what it sent, and whether it held the offered rate.
+pub fn sender_words(udp: &UdpResult) -> String {
+    match udp.percent_of_offer() {
+        Some(p) if p < crate::workload::base::OFFER_REACHED_PERCENT => format!(
+            "the sender gave out: {} of the {} offered ({p:.0}%)",
+            Rate(udp.sender_bits_per_second),
+            Rate(udp.offered_bits_per_second.unwrap_or_default())
+        ),
+        _ => format!(
+            "sent {} datagrams at {}",
+            udp.sent_datagrams,
+            Rate(udp.sender_bits_per_second)
+        ),
+    }
+}
+
+/// One row of the table: a receiver's name and its reading and counts.
+pub struct Row<'a> {
+    pub name: &'a str,
+    pub reading: &'a Reading,
+    pub udp: Option<&'a UdpResult>,
+}
+
+fn optional<T>(value: Option<T>, show: impl Fn(T) -> String) -> String {
+    value.map_or_else(|| "-".to_string(), show)
+}
+
+/// The table: the sender, then one row per receiver.
+pub fn write_table(out: &mut dyn Write, sender: &UdpResult, sender_name: &str, rows: &[Row]) -> io::Result<()> {
+    let width = rows
+        .iter()
+        .map(|r| r.name.len())
+        .chain([sender_name.len(), 8])
+        .max()
+        .unwrap_or(8);
+    let line = |cells: [&str; 10]| {
+        format!(
+            "{:<width$}  {:>10}  {:>14}  {:>10}  {:>9}  {:>5}  {:>9}  {:>9}  {:>11}  {}",
+            cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], cells[6], cells[7], cells[8], cells[9]
+        )
+    };
+    writeln!(
+        out,
+        "{}",
+        line([
+            "host",
+            "joined in",
+            "rate",
+            "datagrams",
+            "lost",
+            "dup",
+            "reordered",
+            "jitter",
+            "one-way p50",
+            "standing"
+        ])
+    )?;
+    let rate = Rate(sender.sender_bits_per_second).to_string();
+    let sent = sender.sent_datagrams.to_string();
+    writeln!(
+        out,
+        "{}",
+        line([sender_name, "-", &rate, &sent, "-", "-", "-", "-", "-", "sender"])
+    )?;
+    for row in rows {
+        let u = row.udp;
+        let cells = [
+            row.name.to_string(),
+            optional(
+                row.reading.join_latency_seconds,
+                crate::workload::base::one_way::delay_text,
+            ),
+            optional(u, |u| Rate(u.receiver_bits_per_second).to_string()),
+            optional(u, |u| u.received_datagrams.to_string()),
+            optional(u, |u| format!("{:.2}%", u.loss_percent)),
+            optional(u, |u| u.duplicate_datagrams.to_string()),
+            optional(u, |u| u.out_of_order_datagrams.to_string()),
+            optional(u, |u| format!("{:.1} us", u.jitter_us)),
+            optional(u.and_then(|u| u.one_way.as_ref()), |d| match d.telling() {
+                true => crate::workload::base::one_way::delay_text(d.p50_seconds),
+                false => "unknown".into(),
+            }),
+            row.reading.standing.as_str().to_string(),
+        ];
+        writeln!(out, "{}", line(cells.each_ref().map(String::as_str)))?;
+    }
+    Ok(())
+}
+
+/// How `nicbench multicast` reads its receivers.
+pub struct Receivers;
+
+impl Receivers {
+    fn params(spec: &TestSpec) -> MulticastParams {
+        spec.params().unwrap_or_default()
+    }
+}
+
+impl FanoutView for Receivers {
+    fn heading(&self, spec: &TestSpec, agents: usize) -> String {
+        let p = Receivers::params(spec);
+        let words = crate::workload::args::parse::duration_in_words;
+        format!(
+            "nicbench multicast: {} (TTL {}), {} datagrams at {}, {agents} receiver{}, {} after a {} warm-up",
+            p.group_text(),
+            p.ttl,
+            crate::units::Size(spec.message_bytes),
+            p.rate_bits_per_second
+                .map_or("as fast as possible".to_string(), |r| Rate(r as f64).to_string()),
+            if agents == 1 { "" } else { "s" },
+            words(spec.duration_seconds),
+            words(spec.omit_seconds),
+        )
+    }
+
+    fn read(&self, spec: &TestSpec, agents: Vec<FanoutAgent>) -> (Vec<ReceiverRun>, Option<usize>) {
+        let p = Receivers::params(spec);
+        let readings: Vec<(Reading, Option<UdpResult>)> = agents
+            .iter()
+            .map(|agent| match &agent.result {
+                Ok(trial) => (read(trial, &p), counts(trial)),
+                Err(why) => (
+                    Reading {
+                        standing: Standing::Failed,
+                        join_latency_seconds: None,
+                        words: why.clone(),
+                    },
+                    None,
+                ),
+            })
+            .collect();
+        // Only a receiver with a trial can be the run's top level.
+        let with_trial: Vec<usize> = (0..agents.len()).filter(|&i| agents[i].result.is_ok()).collect();
+        let ranked: Vec<(Reading, Option<UdpResult>)> = with_trial.iter().map(|&i| readings[i].clone()).collect();
+        let worst = slowest(&ranked).map(|k| with_trial[k]);
+        let runs = agents
+            .into_iter()
+            .zip(readings)
+            .enumerate()
+            .map(|(i, (agent, (reading, _)))| ReceiverRun {
+                name: agent.name,
+                agent: agent.agent,
+                standing: match reading.standing {
+                    Standing::NeverJoined => "never_joined".into(),
+                    other => other.as_str().into(),
+                },
+                slowest: Some(i) == worst,
+                join_latency_seconds: reading.join_latency_seconds,
+                verdict: reading.words,
+                result: agent.result.ok(),
+            })
+            .collect();
+        (runs, worst)
+    }
+
+    fn write_text(&self, run: &GroupRun, out: &mut dyn Write) -> io::Result<()> {
+        let p = Receivers::params(&run.run.spec);
+        let sender_counts = sender(&run.run.result);
+        let readings: Vec<(Reading, Option<UdpResult>)> = run
+            .receivers
+            .iter()
+            .map(|r| match &r.result {
+                Some(trial) => (read(trial, &p), counts(trial)),
+                None => (
+                    Reading {
+                        standing: Standing::Failed,
+                        join_latency_seconds: None,
+                        words: r.verdict.clone(),
+                    },
+                    None,
+                ),
+            })
+            .collect();
+        let rows: Vec<Row> = run
+            .receivers
+            .iter()
+            .zip(&readings)
+            .map(|(r, (reading, udp))| Row {
+                name: &r.name,
+                reading,
+                udp: udp.as_ref(),
+            })
+            .collect();
+        write_table(out, &sender_counts, "sender (this host)", &rows)?;
+        writeln!(out)?;
+        for r in &run.receivers {
+            writeln!(out, "{}: {}", r.name, r.verdict)?;
+        }
+        match run.receivers.iter().find(|r| r.slowest) {
+            Some(worst) if run.receivers.iter().all(|r| r.standing == "complete") => writeln!(
+                out,
+                "every receiver got every datagram; the slowest by rate: {} ({})",
+                worst.name, worst.agent.address
+            )?,
+            Some(worst) => writeln!(
+                out,
+                "slowest receiver: {} ({}): {}",
+                worst.name, worst.agent.address, worst.verdict
+            )?,
+            None => {}
+        }
+        if let Some(d) = counts(&run.run.result).and_then(|u| u.one_way) {
+            writeln!(out, "one-way delay (slowest receiver): {}", d.text())?;
+        }
+        writeln!(out, "sender: {}", sender_words(&sender_counts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(standing: Standing) -> Reading {
+        Reading {
+            standing,
+            join_latency_seconds: Some(0.001),
+            words: String::new(),
+        }
+    }
+
+    fn udp(loss_percent: f64, rate: f64) -> Option<UdpResult> {
+        Some(UdpResult {
+            loss_percent,
+            receiver_bits_per_second: rate,
+            ..UdpResult::default()
+        })
+    }
+
+    #[test]
+    fn the_slowest_is_the_worst_standing_then_the_most_loss_then_the_lowest_rate() {
+        let rows = vec![
+            (reading(Standing::Complete), udp(0.0, 100.0)),
+            (reading(Standing::Losing), udp(3.0, 97.0)),
+            (reading(Standing::Losing), udp(1.0, 99.0)),
+        ];
+        assert_eq!(slowest(&rows), Some(1));
+        let mut with_silent = rows.clone();
+        with_silent.push((reading(Standing::NeverJoined), udp(100.0, 0.0)));
+        assert_eq!(slowest(&with_silent), Some(3));
+        let ties = vec![
+            (reading(Standing::Complete), udp(0.0, 100.0)),
+            (reading(Standing::Complete), udp(0.0, 100.0)),
+        ];
+        assert_eq!(slowest(&ties), Some(0), "the first of equals");
+        assert_eq!(slowest(&[]), None);
+    }
+}
