@@ -83,8 +83,22 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         .map(|(trial, named)| FanoutAgent {
             // As named on the command line: two agents of one host differ by port.
             name: named.clone(),
+            result: trial
+                .result
+                .map(|result| {
+                    // Each agent's trial judged as a run of its own would be.
+                    let run = session::one_trial_run(
+                        &spec,
+                        ran.started_at,
+                        ran.client_addr,
+                        trial.agent.clone(),
+                        result,
+                        None,
+                    );
+                    run.result
+                })
+                .map_err(|e| e.to_string()),
             agent: trial.agent,
-            result: trial.result.map_err(|e| e.to_string()),
         })
         .collect();
     let (receivers, worst) = view.read(&spec, agents);

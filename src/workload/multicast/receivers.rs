@@ -117,19 +117,27 @@ pub fn read(trial: &TrialResult, p: &MulticastParams) -> Reading {
         };
     }
     let at_socket = udp.receiver_socket_drops_measured.unwrap_or(udp.receiver_socket_drops);
-    let cpu = trial.cpu.agent.utilization_percent;
-    let words = if at_socket > 0 && at_socket * 2 >= udp.lost_datagrams {
-        format!(
-            "lost {} ({:.2}%), {} of them dropped at its socket: its receive buffer overflowed, the \
-             receiver did not keep up (its host {cpu:.0}% busy); give it CPU or a larger --remote-rcvbuf",
-            udp.lost_datagrams, udp.loss_percent, at_socket
-        )
-    } else {
-        format!(
-            "lost {} ({:.2}%) before its socket ({at_socket} at the socket): on the wire, a switch port's \
-             queue or its NIC",
-            udp.lost_datagrams, udp.loss_percent
-        )
+    let lost = format!("lost {} ({:.2}%)", udp.lost_datagrams, udp.loss_percent);
+    // The run's verdict of this receiver's trial, when it names the
+    // receiver's own host (CPU starved or throttled, its NIC): that host
+    // lost them, whatever the stage its kernel dropped them at.
+    let own_host = trial
+        .verdict
+        .as_ref()
+        .filter(|v| v.side.as_deref() == Some("receiver") && v.kind != "path_loss" && v.kind != "udp_loss");
+    let words = match own_host {
+        Some(verdict) => {
+            let cause = verdict.evidence.first().map_or(&verdict.summary, |e| &e.summary);
+            format!("{lost}: its host is the cause: {cause}")
+        }
+        None if at_socket > 0 && at_socket * 2 >= udp.lost_datagrams => format!(
+            "{lost}, {at_socket} of them dropped at its socket: its receive buffer overflowed, the receiver did \
+             not keep up (its host {:.0}% busy); give it CPU or a larger --remote-rcvbuf",
+            trial.cpu.agent.utilization_percent
+        ),
+        None => format!(
+            "{lost} before its socket ({at_socket} at the socket): on the wire, a switch port's queue or its NIC"
+        ),
     };
     Reading {
         standing: Standing::Losing,
