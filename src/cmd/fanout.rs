@@ -5,8 +5,6 @@
 //!
 //! [`FanoutView`]: crate::workload::FanoutView
 
-use std::io::Write;
-
 use anyhow::Context as _;
 
 use crate::address::Family;
@@ -66,7 +64,7 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
     let targets = targets(args)?;
     signals::install();
     if !args.json {
-        eprintln!("{}", view.heading(&spec, targets.len()));
+        super::stdout::err_line(view.heading(&spec, targets.len()));
     }
     let options = RunOptions {
         interrupted: &signals::client_stop_reason,
@@ -120,13 +118,12 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         run.interrupted = run.result.interruption.is_some();
     }
     let document = GroupRun { run, receivers };
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &document)?;
-        writeln!(out)?;
-    } else {
-        view.write_text(&document, &mut out)?;
-    }
+    super::stdout::write_out(|out| match args.json {
+        true => serde_json::to_writer_pretty(&mut *out, &document)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out)),
+        false => view.write_text(&document, out),
+    })?;
     if document.receivers.iter().all(|r| r.standing == "failed") {
         return Err(session::SessionError::Stream {
             stream_id: 1,

@@ -22,6 +22,16 @@ pub fn interface_addresses() -> Vec<(String, IpAddr)> {
         .collect()
 }
 
+/// Whether `peer` is reachable without a router: an address of this host,
+/// loopback, or in the subnet of one of this host's addresses.
+pub fn on_link(peer: IpAddr) -> bool {
+    let peer = peer.to_canonical();
+    peer.is_loopback()
+        || interface_addresses_with_prefix()
+            .iter()
+            .any(|a| a.address == peer || (a.address.is_ipv4() == peer.is_ipv4() && a.same_subnet(peer)))
+}
+
 /// The prefix length of a netmask (its leading one bits).
 fn prefix_of(mask: &[u8]) -> u8 {
     let mut bits = 0;

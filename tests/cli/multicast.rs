@@ -380,3 +380,45 @@ fn on_a_switch_a_receiver_whose_host_filters_the_group_never_joins_and_is_named(
         );
     }
 }
+
+/// Behind a router without multicast routing nothing arrives, and the
+/// receiver's words say whether the TTL or the router stopped the group.
+#[test]
+fn a_group_does_not_cross_a_router_without_multicast_routing_and_the_words_say_why() {
+    require_lab!();
+    let lab = crate::common::lab_builder().via_router().hosts(2).build().unwrap();
+    for (ttl, needle) in [
+        ("1", "group's TTL 1 ends at the first one"),
+        ("4", "do not forward the group"),
+    ] {
+        let text = run_in(
+            &lab,
+            "a",
+            crate::common::BIN,
+            &[
+                "multicast",
+                "b",
+                "-g",
+                &unique_group(),
+                "-t",
+                "0.5",
+                "-b",
+                "5M",
+                "--join-wait",
+                "300ms",
+                "--ttl",
+                ttl,
+                "--json",
+            ],
+        );
+        let doc: Value = serde_json::from_str(&text).expect("JSON");
+        let b = &doc["receivers"][0];
+        assert_eq!(b["standing"], "never_joined", "{b}");
+        let verdict = b["verdict"].as_str().unwrap();
+        assert!(
+            verdict.contains("behind a router") && verdict.contains(needle),
+            "TTL {ttl}: {verdict}"
+        );
+        assert!(doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap() > 0);
+    }
+}

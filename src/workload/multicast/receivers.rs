@@ -74,8 +74,33 @@ pub fn sender(trial: &TrialResult) -> UdpResult {
     }
 }
 
-/// Reads a receiver's trial of a test with parameters `p`.
-pub fn read(trial: &TrialResult, p: &MulticastParams) -> Reading {
+/// Why nothing arrived, in words: for a receiver behind a router (`routed`),
+/// the TTL or the router; on the sender's segment, the join itself.
+pub fn never_joined(p: &MulticastParams, routed: bool) -> String {
+    let wait = crate::workload::args::parse::duration_in_words(p.join_wait_seconds);
+    let group = p.group_text();
+    match (routed, p.ttl) {
+        (true, 0..=1) => format!(
+            "never joined: nothing arrived within {wait} of joining {group}; it is behind a router and the \
+             group's TTL {} ends at the first one: raise --ttl (one per router on the way, plus one), and the \
+             routers must route the group",
+            p.ttl
+        ),
+        (true, _) => format!(
+            "never joined: nothing arrived within {wait} of joining {group}; it is behind a router, and the \
+             router(s) on the way do not forward the group (no multicast routing for it: smcroute, pimd), or \
+             its join did not reach them"
+        ),
+        (false, _) => format!(
+            "never joined: nothing arrived within {wait} of joining {group} on the sender's segment (IGMP/MLD \
+             snooping that did not take the join, or a filter on the host or its switch port)"
+        ),
+    }
+}
+
+/// Reads a receiver's trial of a test with parameters `p`; `routed` says
+/// whether a router stands between the sender and the receiver.
+pub fn read(trial: &TrialResult, p: &MulticastParams, routed: bool) -> Reading {
     let receiver = trial.streams.first().map(|s| &s.receiver);
     if let Some(error) = receiver.and_then(|r| r.error.clone()) {
         return Reading {
@@ -99,14 +124,7 @@ pub fn read(trial: &TrialResult, p: &MulticastParams) -> Reading {
         return Reading {
             standing: Standing::NeverJoined,
             join_latency_seconds,
-            words: format!(
-                "never joined: nothing arrived within {} of joining {} (IGMP/MLD snooping that did not \
-                 take the join, a filter on the host or its switch port, or no route for the group: TTL {}, \
-                 a router without multicast routing)",
-                crate::workload::args::parse::duration_in_words(p.join_wait_seconds),
-                p.group_text(),
-                p.ttl
-            ),
+            words: never_joined(p, routed),
         };
     }
     if udp.lost_datagrams == 0 {
@@ -252,6 +270,14 @@ pub fn write_table(out: &mut dyn Write, sender: &UdpResult, sender_name: &str, r
     Ok(())
 }
 
+/// Whether a router stands between this host (the sender) and `agent`.
+fn routed(agent: &crate::model::Endpoint) -> bool {
+    agent
+        .address
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| !crate::probe::nic::on_link(a.ip()))
+}
+
 /// How `nicbench multicast` reads its receivers.
 pub struct Receivers;
 
@@ -283,7 +309,7 @@ impl FanoutView for Receivers {
         let readings: Vec<(Reading, Option<UdpResult>)> = agents
             .iter()
             .map(|agent| match &agent.result {
-                Ok(trial) => (read(trial, &p), counts(trial)),
+                Ok(trial) => (read(trial, &p, routed(&agent.agent)), counts(trial)),
                 Err(why) => (
                     Reading {
                         standing: Standing::Failed,
@@ -325,7 +351,7 @@ impl FanoutView for Receivers {
             .receivers
             .iter()
             .map(|r| match &r.result {
-                Some(trial) => (read(trial, &p), counts(trial)),
+                Some(trial) => (read(trial, &p, routed(&r.agent)), counts(trial)),
                 None => (
                     Reading {
                         standing: Standing::Failed,
@@ -374,6 +400,19 @@ impl FanoutView for Receivers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn never_joined_says_the_ttl_the_router_or_the_join() {
+        let mut p = MulticastParams::default();
+        assert!(never_joined(&p, true).contains("TTL 1 ends at the first one: raise --ttl"));
+        p.ttl = 4;
+        assert!(never_joined(&p, true).contains("do not forward the group"));
+        let local = never_joined(&p, false);
+        assert!(
+            local.starts_with("never joined: nothing arrived within 1 s") && local.contains("snooping"),
+            "{local}"
+        );
+    }
 
     fn reading(standing: Standing) -> Reading {
         Reading {
