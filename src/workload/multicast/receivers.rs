@@ -19,6 +19,15 @@ use crate::units::Rate;
 use crate::workload::udp::result::{UdpEnd, UdpResult, KEY};
 use crate::workload::{FanoutAgent, FanoutView, TestSpec};
 
+/// The verdict's findings that put loss on the receiving host itself.
+const HOST_FINDINGS: [&str; 5] = [
+    "cpu_starved",
+    "cgroup_throttled",
+    "cpu_bound",
+    "socket_buffer_drops",
+    "nic_drops",
+];
+
 /// How a receiver fared, from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -127,27 +136,31 @@ pub fn read(trial: &TrialResult, p: &MulticastParams, routed: bool) -> Reading {
             words: never_joined(p, routed),
         };
     }
+    // A finding of this receiver's trial that names its own host (CPU
+    // starved or throttled, its socket buffer, its NIC), as the cause or
+    // beside another: that host lost them, whatever the stage its kernel
+    // dropped them at (a starved napi thread leaves them in the switch
+    // port's ring, which reads as loss before the socket).
+    let own_host = trial
+        .verdict
+        .iter()
+        .flat_map(|v| v.evidence.iter())
+        .find(|e| e.side.as_deref() == Some("receiver") && HOST_FINDINGS.contains(&e.kind.as_str()));
     if udp.lost_datagrams == 0 {
+        let all = format!("all {} datagrams arrived", udp.received_datagrams);
         return Reading {
             standing: Standing::Complete,
             join_latency_seconds,
-            words: format!("all {} datagrams arrived", udp.received_datagrams),
+            words: match own_host {
+                Some(finding) => format!("{all}, but its host held them up: {}", finding.summary),
+                None => all,
+            },
         };
     }
     let at_socket = udp.receiver_socket_drops_measured.unwrap_or(udp.receiver_socket_drops);
     let lost = format!("lost {} ({:.2}%)", udp.lost_datagrams, udp.loss_percent);
-    // The run's verdict of this receiver's trial, when it names the
-    // receiver's own host (CPU starved or throttled, its NIC): that host
-    // lost them, whatever the stage its kernel dropped them at.
-    let own_host = trial
-        .verdict
-        .as_ref()
-        .filter(|v| v.side.as_deref() == Some("receiver") && v.kind != "path_loss" && v.kind != "udp_loss");
     let words = match own_host {
-        Some(verdict) => {
-            let cause = verdict.evidence.first().map_or(&verdict.summary, |e| &e.summary);
-            format!("{lost}: its host is the cause: {cause}")
-        }
+        Some(finding) => format!("{lost}: its host is the cause: {}", finding.summary),
         None if at_socket > 0 && at_socket * 2 >= udp.lost_datagrams => format!(
             "{lost}, {at_socket} of them dropped at its socket: its receive buffer overflowed, the receiver did \
              not keep up (its host {:.0}% busy); give it CPU or a larger --remote-rcvbuf",
@@ -412,6 +425,94 @@ mod tests {
             local.starts_with("never joined: nothing arrived within 1 s") && local.contains("snooping"),
             "{local}"
         );
+    }
+
+    /// A receiver's trial: the sender sent `sent`, it got `got` (its first
+    /// after `join` s), and the verdict found `findings` (kind, side).
+    fn trial(sent: u64, got: u64, join: Option<f64>, findings: &[(&str, &str)]) -> TrialResult {
+        let mut trial = TrialResult::default();
+        let mut stream = crate::model::StreamResult {
+            stream_id: 1,
+            flow: crate::model::Flow::ClientToAgent,
+            sender: Default::default(),
+            receiver: Default::default(),
+            extras: Default::default(),
+        };
+        let own = UdpEnd {
+            datagrams: got,
+            received: Some(crate::workload::udp::result::UdpReceived {
+                first_datagram_after_seconds: join,
+                ..Default::default()
+            }),
+            ..UdpEnd::default()
+        };
+        stream.receiver.extras.set(KEY, &own);
+        trial.streams.push(stream);
+        let udp = UdpResult {
+            sent_datagrams: sent,
+            received_datagrams: got,
+            lost_datagrams: sent - got,
+            loss_percent: (sent - got) as f64 * 100.0 / sent as f64,
+            ..UdpResult::default()
+        };
+        trial.sum.extras.set(KEY, &udp);
+        let mut verdict = crate::model::Verdict::new("none", "no bottleneck".into());
+        for (kind, side) in findings {
+            verdict.evidence.push(crate::model::Evidence {
+                kind: kind.to_string(),
+                side: Some(side.to_string()),
+                strength: "strong".into(),
+                role: "also".into(),
+                explained_by: None,
+                summary: format!("{side} {kind}"),
+            });
+        }
+        trial.verdict = Some(verdict);
+        trial
+    }
+
+    #[test]
+    fn a_receiver_reads_complete_losing_or_never_joined_and_names_its_host_when_the_verdict_does() {
+        let p = MulticastParams::default();
+        let all = read(&trial(100, 100, Some(0.002), &[]), &p, false);
+        assert_eq!(
+            (all.standing, all.words.as_str()),
+            (Standing::Complete, "all 100 datagrams arrived")
+        );
+        assert_eq!(all.join_latency_seconds, Some(0.002));
+        let late = read(&trial(100, 100, Some(0.002), &[("cpu_starved", "receiver")]), &p, false);
+        assert!(
+            late.words.ends_with("but its host held them up: receiver cpu_starved"),
+            "{}",
+            late.words
+        );
+        let starved = read(
+            &trial(
+                100,
+                90,
+                Some(0.002),
+                &[("path_loss", "path"), ("cpu_starved", "receiver")],
+            ),
+            &p,
+            false,
+        );
+        assert_eq!(starved.standing, Standing::Losing);
+        assert!(
+            starved
+                .words
+                .starts_with("lost 10 (10.00%): its host is the cause: receiver cpu_starved"),
+            "{}",
+            starved.words
+        );
+        let sender_side = read(&trial(100, 90, Some(0.002), &[("cpu_starved", "sender")]), &p, false);
+        assert!(
+            sender_side.words.contains("before its socket"),
+            "the sender's host is not this receiver's: {}",
+            sender_side.words
+        );
+        let silent = read(&trial(100, 0, None, &[]), &p, true);
+        assert_eq!(silent.standing, Standing::NeverJoined);
+        assert!(silent.words.contains("behind a router"), "{}", silent.words);
     }
 
     fn reading(standing: Standing) -> Reading {
