@@ -38,6 +38,9 @@ pub struct FanoutArgs {
     /// Print the result as one JSON document (docs/SCHEMA.md).
     #[arg(long)]
     pub json: bool,
+    /// Where each agent's run is saved, and its tags.
+    #[command(flatten)]
+    pub save: super::store::SaveArgs,
     /// How long to wait for each agent to accept the control connection.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse::positive_duration)]
     pub connect_timeout: Duration,

@@ -10,7 +10,10 @@ use anyhow::Context as _;
 use crate::address::Family;
 use crate::cli::fanout::{Fanout, FanoutArgs};
 use crate::model::receivers::GroupRun;
+use crate::model::{RunResult, TestSpec};
+use crate::report::Reporter;
 use crate::session::{self, RunOptions, Target};
+use crate::store::tags::Tag;
 use crate::workload::FanoutAgent;
 
 use super::signals;
@@ -74,28 +77,31 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         settings: Default::default(),
     };
     let ran = session::run_fanout(&targets, &spec, options).with_context(|| format!("the {} test", spec.workload))?;
+    // Each agent's trial as a run of its own: judged, and saved as one.
+    let runs: Vec<Result<RunResult, String>> = ran
+        .agents
+        .iter()
+        .map(|trial| match &trial.result {
+            Ok(result) => Ok(session::one_trial_run(
+                &spec,
+                ran.started_at,
+                ran.client_addr,
+                trial.agent.clone(),
+                result.clone(),
+                None,
+            )),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect();
     let agents = ran
         .agents
         .into_iter()
         .zip(&args.agents)
-        .map(|(trial, named)| FanoutAgent {
+        .zip(&runs)
+        .map(|((trial, named), run)| FanoutAgent {
             // As named on the command line: two agents of one host differ by port.
             name: named.clone(),
-            result: trial
-                .result
-                .map(|result| {
-                    // Each agent's trial judged as a run of its own would be.
-                    let run = session::one_trial_run(
-                        &spec,
-                        ran.started_at,
-                        ran.client_addr,
-                        trial.agent.clone(),
-                        result,
-                        None,
-                    );
-                    run.result
-                })
-                .map_err(|e| e.to_string()),
+            result: run.as_ref().map(|run| run.result.clone()).map_err(Clone::clone),
             agent: trial.agent,
         })
         .collect();
@@ -124,6 +130,7 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
             .and_then(|()| writeln!(out)),
         false => view.write_text(&document, out),
     })?;
+    save(args, &spec, &document, &runs);
     if document.receivers.iter().all(|r| r.standing == "failed") {
         return Err(session::SessionError::Stream {
             stream_id: 1,
@@ -143,4 +150,52 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Saves each agent's run as a run of its own, tagged with the test they
+/// share (`fanout_run`), the agent's name (`agent`) and whether it is the
+/// one the document reports (`slowest`), besides the command's tags; says
+/// which runs it saved. A run the store refuses is said, and the rest go on.
+fn save(args: &FanoutArgs, spec: &TestSpec, document: &GroupRun, runs: &[Result<RunResult, String>]) {
+    if args.save.no_save {
+        return;
+    }
+    let fanout_run = format!(
+        "{}-{:06x}",
+        document.run.started_at_unix_seconds as u64,
+        (document.run.started_at_unix_seconds.fract() * 16_777_216.0) as u64
+    );
+    let tag = |key: &str, value: &str| Tag {
+        key: key.into(),
+        value: value.into(),
+    };
+    let mut saved = Vec::new();
+    for (receiver, run) in document.receivers.iter().zip(runs) {
+        let Ok(run) = run else { continue };
+        let mut save_args = args.save.clone();
+        save_args.tags.extend([
+            tag("fanout_run", &fanout_run),
+            tag("agent", &receiver.name),
+            tag("slowest", if receiver.slowest { "true" } else { "false" }),
+        ]);
+        let mut text = Vec::new();
+        let _ = crate::report::text::Text.render(run, &mut text);
+        let mut saver = super::save::Saver::start(&save_args, super::save::command_line(), Some(1));
+        saver.trial(run);
+        match saver.finish(run, Some(&String::from_utf8_lossy(&text))) {
+            Ok(Some(done)) => saved.push(format!("{} ({})", done.id, receiver.name)),
+            Ok(None) => {}
+            Err(e) => super::stdout::err_line(format!(
+                "{}'s run of {} was not saved: {e:#}",
+                receiver.name, spec.workload
+            )),
+        }
+    }
+    if !saved.is_empty() {
+        super::stdout::err_line(format!(
+            "saved as runs {} in {}, tagged fanout_run={fanout_run}",
+            saved.join(", "),
+            super::save::database_path(&args.save.db).display()
+        ));
+    }
 }

@@ -110,12 +110,19 @@ fn a_group_on_loopback_reaches_every_receiver_and_each_counts_the_senders_datagr
 }
 
 #[test]
-fn the_text_names_each_receiver_the_sender_and_the_slowest() {
+fn the_text_names_each_receiver_the_sender_and_the_slowest_and_each_receivers_run_is_saved() {
     let agent = AgentProcess::start(&[]);
     let receiver = format!("127.0.0.1:{}", agent.port);
+    let dir = std::env::temp_dir().join(format!("nicbench-multicast-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("runs.db").display().to_string();
     let out = nicbench(&[
         "multicast",
         &receiver,
+        "--db",
+        &db,
+        "--tag",
+        "nic=lo",
         "-g",
         &unique_group(),
         "-t",
@@ -151,6 +158,24 @@ fn the_text_names_each_receiver_the_sender_and_the_slowest() {
         "{text}"
     );
     assert!(stderr(&out).contains("nicbench multicast: "), "{}", stderr(&out));
+    // The receiver's trial is a run of its own in the store, tagged.
+    assert!(stderr(&out).contains("saved as runs 1 ("), "{}", stderr(&out));
+    let listed = nicbench(&[
+        "runs",
+        "--db",
+        &db,
+        "--tag",
+        &format!("agent={receiver}"),
+        "--tag",
+        "nic=lo",
+    ]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(
+        listed.lines().filter(|l| l.contains(" multicast ")).count(),
+        1,
+        "{listed}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
