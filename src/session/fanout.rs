@@ -208,18 +208,9 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
         let local = scope.spawn(move || {
             let _finished = finished;
             let plan = TrialPlan {
-                host: Party::Client,
-                spec,
-                hard_deadline: side_runner::hard_deadline(
-                    spec,
-                    Instant::now(),
-                    Some(crate::model::spec::MAX_DURATION_SECONDS),
-                ),
-                wait_for_peer_report: false,
-                interrupted,
                 on_interval,
                 on_progress,
-                stall_check: None,
+                ..client_plan(spec, false, interrupted)
             };
             side_runner::run_alone(side, plan, Some(local_ip), &ProcStat)
         });
@@ -229,20 +220,7 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
                 let done = Arc::clone(&done);
                 scope.spawn(move || {
                     agent.channel.send(&Message::Start)?;
-                    let plan = TrialPlan {
-                        host: Party::Client,
-                        spec,
-                        hard_deadline: side_runner::hard_deadline(
-                            spec,
-                            Instant::now(),
-                            Some(crate::model::spec::MAX_DURATION_SECONDS),
-                        ),
-                        wait_for_peer_report: true,
-                        interrupted,
-                        on_interval: None,
-                        on_progress: None,
-                        stall_check: None,
-                    };
+                    let plan = client_plan(spec, true, interrupted);
                     let follower = Follower {
                         done,
                         aborted: Arc::new(AtomicBool::new(false)),
@@ -307,6 +285,26 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
         interruption: local.interruption,
         agents,
     })
+}
+
+/// The client's plan of a trial of `spec` starting now, hung at the
+/// hard deadline; the local side's (`wait_for_peer_report` false) or one
+/// agent's follower's.
+fn client_plan<'a>(
+    spec: &'a TestSpec,
+    wait_for_peer_report: bool,
+    interrupted: &'a (dyn Fn() -> Option<String> + Sync),
+) -> TrialPlan<'a> {
+    TrialPlan {
+        host: Party::Client,
+        spec,
+        hard_deadline: side_runner::hard_deadline(spec, Instant::now(), Some(crate::model::spec::MAX_DURATION_SECONDS)),
+        wait_for_peer_report,
+        interrupted,
+        on_interval: None,
+        on_progress: None,
+        stall_check: None,
+    }
 }
 
 /// The local side's report and one agent's as that agent's trial.
