@@ -161,10 +161,11 @@ pub fn read(trial: &TrialResult, p: &MulticastParams, routed: bool) -> Reading {
     let lost = format!("lost {} ({:.2}%)", udp.lost_datagrams, udp.loss_percent);
     let words = match own_host {
         Some(finding) => format!("{lost}: its host is the cause: {}", finding.summary),
+        // No CPU figure here: in a lab whose hosts share the machine's
+        // cores it would be the machine's, not this receiver's host's.
         None if at_socket > 0 && at_socket * 2 >= udp.lost_datagrams => format!(
             "{lost}, {at_socket} of them dropped at its socket: its receive buffer overflowed, the receiver did \
-             not keep up (its host {:.0}% busy); give it CPU or a larger --remote-rcvbuf",
-            trial.cpu.agent.utilization_percent
+             not keep up; give it CPU or a larger --remote-rcvbuf"
         ),
         None => format!(
             "{lost} before its socket ({at_socket} at the socket): on the wire, a switch port's queue or its NIC"
