@@ -260,6 +260,7 @@ pub fn receive(
             // The iperf3 client ends the test, not a count this end knows.
             lost_at_end_datagrams: None,
             first_datagram_after_seconds: None,
+            numbered_datagrams: None,
             // No clock estimate with an iperf3 client to take the offset out.
             transit: None,
         }),

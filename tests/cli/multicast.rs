@@ -198,6 +198,8 @@ fn bad_groups_and_options_are_refused_before_anything_connects() {
         (vec!["--ttl", "256"], "--ttl"),
         (vec!["--join-wait", "0s"], "--join-wait"),
         (vec!["-b", "0"], "at least 1 bit/s"),
+        (vec!["--with-iperf2", "receivers", "-l", "51"], "-l/--length"),
+        (vec!["--with-iperf2", "both"], "possible values: receivers, sender"),
     ] {
         let mut argv = vec!["multicast", &receiver];
         argv.extend(&args);
@@ -446,4 +448,391 @@ fn a_group_does_not_cross_a_router_without_multicast_routing_and_the_words_say_w
         );
         assert!(doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap() > 0);
     }
+}
+
+/// Ok when Debian's iperf 2 (`iperf`, 2.0.10 or later) is installed, for
+/// `require!`.
+fn iperf2_installed() -> Result<(), String> {
+    match Command::new("iperf").arg("-v").output() {
+        // iperf 2 prints its version on stderr and exits 1.
+        Ok(out) if stderr(&out).contains("iperf version 2.") => Ok(()),
+        Ok(out) => Err(format!("`iperf -v` is not iperf 2: {}", stderr(&out).trim())),
+        Err(e) => Err(format!("iperf is not runnable here ({e}): apt-get install iperf")),
+    }
+}
+
+/// A child process killed and reaped when dropped (also when a test fails).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Reaped {
+    /// Its stdout once it has exited (within `limit`), or None.
+    fn output_within(mut self, limit: Duration) -> Option<String> {
+        let end = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < end {
+            if self.0.try_wait().ok().flatten().is_some() {
+                let mut text = String::new();
+                std::io::Read::read_to_string(self.0.stdout.as_mut()?, &mut text).ok()?;
+                return Some(text);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Its stdout lines as they come (it runs on), read on a thread.
+    fn lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = self.0.stdout.take().expect("stdout piped");
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+}
+
+/// iperf 2's server report of one sender (`-y C`), which it writes when
+/// the sender's first closing datagram arrives: its total (that datagram's
+/// number: the datagrams numbered, plus one) and its loss: fields 12 and
+/// 11 of `time,src,sport,dst,dport,id,interval,bytes,bps,jitter,lost,total,...`.
+fn iperf2_server_counts(lines: &std::sync::mpsc::Receiver<String>) -> (u64, u64) {
+    let line = lines
+        .recv_timeout(crate::common::LOG_LIMIT)
+        .expect("iperf -s reported on the closing datagram");
+    let f: Vec<&str> = line.split(',').collect();
+    assert!(f.len() >= 13, "not a CSV report: {line}");
+    (f[11].parse().unwrap(), f[10].parse().unwrap())
+}
+
+/// What iperf 2's client says it sent ("Sent N datagrams"): its data
+/// datagrams, numbered 1 to N - 2, and two more.
+fn iperf2_sent(said: &str) -> u64 {
+    said.split("Sent ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no 'Sent N datagrams' in: {said}"))
+}
+
+/// Waits until lab host `host`'s eth0 holds `group`.
+fn wait_for_member_in(lab: &nicbench::lab::Lab, host: &str, group: &str) {
+    let end = std::time::Instant::now() + crate::common::LOG_LIMIT;
+    while !run_in(lab, host, "ip", &["maddr", "show", "dev", "eth0"]).contains(group) {
+        assert!(std::time::Instant::now() < end, "{host} never joined {group}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `dev` holds `group` for `sockets` sockets (`ip maddr`:
+/// "users N" from two on).
+fn wait_for_members(dev: &str, group: &str, sockets: usize) {
+    let end = std::time::Instant::now() + crate::common::LOG_LIMIT;
+    loop {
+        let held = memberships(dev)
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(group))
+            .map(|l| match l.split("users ").nth(1) {
+                Some(n) => n.trim().parse().unwrap_or(0),
+                None => 1,
+            });
+        if held.unwrap_or(0) >= sockets {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{sockets} joins of {group} never showed: {}",
+            memberships(dev)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// nicbench's sender into an iperf 2 receiver and an agent at once: iperf
+/// 2 reads our numbering (its total is every datagram the client sent,
+/// warm-up included, plus its closing datagram) and our agent is not put
+/// off by iperf 2's header in front of ours.
+#[test]
+fn an_iperf_2_receiver_counts_the_datagrams_nicbench_sends() {
+    require!(iperf2_installed());
+    let agent = AgentProcess::start(&[]);
+    let group = unique_group();
+    let (address, port) = group.split_once(':').unwrap();
+    // Line-buffered, so that its report comes out while it runs on.
+    let mut server = Reaped(
+        Command::new("stdbuf")
+            .args([
+                "-oL",
+                "iperf",
+                "-s",
+                "-u",
+                "-B",
+                &format!("{address}%lo"),
+                "-p",
+                port,
+                "-y",
+                "C",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start iperf -s"),
+    );
+    let reports = server.lines();
+    wait_for_members("lo", address, 1);
+    let receiver = format!("127.0.0.1:{}", agent.port);
+    let doc = nicbench_json(&[
+        "multicast",
+        &receiver,
+        "-g",
+        &group,
+        "--with-iperf2",
+        "receivers",
+        "-t",
+        "1",
+        "-b",
+        "10M",
+        "-l",
+        "1000",
+        "--join-wait",
+        "300ms",
+        "--json",
+    ]);
+    assert_eq!(doc["spec"]["params"]["with_iperf2"], "receivers");
+    let sender = &doc["streams"][0]["sender"]["udp"];
+    let sent = sender["datagrams"].as_u64().unwrap() + sender["warmup_datagrams"].as_u64().unwrap();
+    assert!(sent > 0, "{sender}");
+    let (total, lost) = iperf2_server_counts(&reports);
+    // The first closing datagram carries -(sent + 1); each repeat one less,
+    // and iperf 2 takes the first that arrives.
+    assert!(
+        (sent + 1..=sent + 10).contains(&total),
+        "iperf 2 total {total}, we sent {sent}"
+    );
+    assert!(lost <= total, "iperf 2 lost {lost} of {total}");
+    let r = &doc["receivers"][0];
+    let udp = &r["result"]["sum"]["udp"];
+    assert_eq!(
+        udp["malformed_datagrams"], 0,
+        "iperf 2's header in front is ours to skip: {r}"
+    );
+    assert_consistent(&doc, doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap());
+}
+
+/// iperf 2's sender into two agents: each takes iperf 2's count from its
+/// numbering and closing datagram, and it agrees with what iperf 2 says it
+/// sent ("Sent N datagrams": its data datagrams plus two).
+#[test]
+fn agents_count_what_an_iperf_2_sender_sends() {
+    require!(iperf2_installed());
+    let (a, b) = (AgentProcess::start(&[]), AgentProcess::start(&[]));
+    let group = unique_group();
+    let (address, port) = group.split_once(':').unwrap();
+    let (ra, rb) = (format!("127.0.0.1:{}", a.port), format!("127.0.0.1:{}", b.port));
+    let client = Reaped(
+        crate::common::clean_env(&mut Command::new(crate::common::BIN))
+            .args([
+                "multicast",
+                &ra,
+                &rb,
+                "-g",
+                &group,
+                "--with-iperf2",
+                "sender",
+                "-t",
+                "4",
+                "-O",
+                "0",
+                "--join-wait",
+                "10s",
+                "--json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start nicbench multicast"),
+    );
+    // Both agents joined before iperf 2 sends its first datagram.
+    wait_for_members("lo", address, 2);
+    // 1500 datagrams of 1000 B at 10 Mbit/s: 1.2 s. -B keeps it on loopback.
+    let out = Command::new("iperf")
+        .args([
+            "-c",
+            address,
+            "-B",
+            "127.0.0.1",
+            "-p",
+            port,
+            "-u",
+            "-T",
+            "1",
+            "-b",
+            "10M",
+            "-l",
+            "1000",
+            "-n",
+            "1500000",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let iperf_sent = iperf2_sent(&said);
+    let doc: Value = serde_json::from_str(
+        &client
+            .output_within(crate::common::COMMAND_LIMIT)
+            .expect("nicbench ended"),
+    )
+    .expect("JSON");
+    assert_eq!(doc["spec"]["params"]["with_iperf2"], "sender");
+    assert!(
+        doc["spec"]["params"]["rate_bits_per_second"].is_null(),
+        "the rate is iperf 2's"
+    );
+    for r in doc["receivers"].as_array().unwrap() {
+        let udp = &r["result"]["sum"]["udp"];
+        let received = &r["result"]["streams"][0]["receiver"]["udp"]["received"];
+        // Joined before the first datagram: iperf 2's whole numbering.
+        assert_eq!(received["numbered_datagrams"], iperf_sent - 2, "{r}");
+        assert_eq!(udp["sent_datagrams"], iperf_sent - 2, "{r}");
+        let (got, lost) = (
+            udp["received_datagrams"].as_u64().unwrap(),
+            udp["lost_datagrams"].as_u64().unwrap(),
+        );
+        assert_eq!(got + lost, iperf_sent - 2, "{r}");
+        assert!(
+            received["lost_at_end_datagrams"].is_u64(),
+            "the closing datagram arrived: {r}"
+        );
+        assert_eq!(udp["malformed_datagrams"], 0, "{r}");
+        assert!(udp.get("one_way").is_none(), "iperf 2's clock is not the client's: {r}");
+        assert!(r["join_latency_seconds"].as_f64().is_some(), "{r}");
+    }
+    let schema = crate::result_schema::schema();
+    crate::result_schema::assert_valid(&schema, &doc, "a multicast document from iperf 2's sender");
+    assert!(!memberships("lo").contains(address), "{}", memberships("lo"));
+}
+
+/// On a switch, both ways: host c's iperf 2 receiver counts what a's
+/// client sends beside agent b; then c's iperf 2 sender feeds agent b, and
+/// b's count of iperf 2's numbering agrees with what iperf 2 says it sent.
+#[test]
+fn on_a_switch_iperf_2_receives_from_and_sends_to_nicbench() {
+    require_lab!();
+    require!(iperf2_installed());
+    let lab = crate::common::lab_builder().switch().hosts(3).build().unwrap();
+    let group = unique_group();
+    let (address, port) = group.split_once(':').unwrap();
+    let mut server = Reaped(
+        lab.command("c", "stdbuf")
+            .args([
+                "-oL",
+                "iperf",
+                "-s",
+                "-u",
+                "-B",
+                &format!("{address}%eth0"),
+                "-p",
+                port,
+                "-y",
+                "C",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start iperf -s in c"),
+    );
+    let reports = server.lines();
+    wait_for_member_in(&lab, "c", address);
+    let text = run_in(
+        &lab,
+        "a",
+        crate::common::BIN,
+        &[
+            "multicast",
+            "b",
+            "-g",
+            &group,
+            "--with-iperf2",
+            "receivers",
+            "-t",
+            "1",
+            "-b",
+            "20M",
+            "--join-wait",
+            "300ms",
+            "--json",
+        ],
+    );
+    let doc: Value = serde_json::from_str(&text).expect("JSON");
+    let sender = &doc["streams"][0]["sender"]["udp"];
+    let sent = sender["datagrams"].as_u64().unwrap() + sender["warmup_datagrams"].as_u64().unwrap();
+    let (total, _) = iperf2_server_counts(&reports);
+    assert!(
+        (sent + 1..=sent + 10).contains(&total),
+        "iperf 2 in c: total {total}, a sent {sent}"
+    );
+    assert_consistent(&doc, doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap());
+    drop(server);
+
+    // The other way: c sends with iperf 2, b receives with nicbench.
+    let group = unique_group();
+    let (address, port) = group.split_once(':').unwrap();
+    let client = Reaped(
+        lab.command("a", crate::common::BIN)
+            .args([
+                "multicast",
+                "b",
+                "-g",
+                &group,
+                "--with-iperf2",
+                "sender",
+                "-t",
+                "4",
+                "-O",
+                "0",
+                "--join-wait",
+                "10s",
+                "--json",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start nicbench multicast in a"),
+    );
+    wait_for_member_in(&lab, "b", address);
+    let c = lab.addr("c").to_string();
+    let said = run_in(
+        &lab,
+        "c",
+        "iperf",
+        &[
+            "-c", address, "-B", &c, "-p", port, "-u", "-T", "1", "-b", "20M", "-l", "1400", "-n", "2800000",
+        ],
+    );
+    let iperf_sent = iperf2_sent(&said);
+    let doc: Value = serde_json::from_str(
+        &client
+            .output_within(crate::common::COMMAND_LIMIT)
+            .expect("a's client ended"),
+    )
+    .expect("JSON");
+    let b = &doc["receivers"][0];
+    let udp = &b["result"]["sum"]["udp"];
+    assert_eq!(udp["sent_datagrams"], iperf_sent - 2, "iperf 2's data datagrams: {b}");
+    assert_eq!(
+        udp["received_datagrams"].as_u64().unwrap() + udp["lost_datagrams"].as_u64().unwrap(),
+        iperf_sent - 2,
+        "{b}"
+    );
 }

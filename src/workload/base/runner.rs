@@ -119,6 +119,11 @@ pub struct TaskEnd {
     /// returned (a receiver that waits for stragglers, a responder that
     /// waits for requests that never come): its time and rate end there.
     pub last_activity: Option<Instant>,
+    /// When the end's first useful work happened, if later than the
+    /// window's start and it should not count the wait (a receiver of
+    /// another program's sender, which starts when it starts): its time
+    /// starts there.
+    pub first_activity: Option<Instant>,
 }
 
 /// One stream end to run on its own thread.
@@ -568,6 +573,7 @@ impl Watch {
         } else {
             (self.start, 0)
         };
+        let from = f.end.first_activity.map_or(from, |first| first.clamp(from, last));
         let seconds = last.saturating_duration_since(from).as_secs_f64();
         let bytes = total - omitted;
         if self.interval_budget > 0 && total > self.last_sample[i] {

@@ -65,6 +65,14 @@ pub struct MulticastOptions {
     #[arg(long, value_name = "DURATION", default_value = "1s",
           value_parser = parse::duration_in(JOIN_WAIT_RANGE.0, JOIN_WAIT_RANGE.1))]
     pub join_wait: Duration,
+    /// iperf 2 on the group too. `receivers`: iperf 2 receivers (`iperf -s
+    /// -u -B GROUP`) count the client's datagrams beside the agents (iperf
+    /// 2's header goes in front of ours: -l at least 52). `sender`: iperf 2
+    /// sends (`iperf -c GROUP -u -T TTL`) and the client sends nothing; the
+    /// agents count iperf 2's datagrams for -t after -O (then the join wait
+    /// need not fit in the warm-up; -b is iperf 2's).
+    #[arg(long, value_name = "ROLE")]
+    pub with_iperf2: Option<super::WithIperf2>,
 }
 
 impl WorkloadArgs for MulticastOptions {
@@ -77,17 +85,22 @@ impl WorkloadArgs for MulticastOptions {
         group::check(address, self.source).map_err(SpecError::Invalid)?;
         spec.message_bytes = self.length;
         let join_wait = self.join_wait.as_secs_f64();
-        spec.omit_seconds = spec.omit_seconds.max(join_wait);
+        let iperf2_sends = self.with_iperf2 == Some(super::WithIperf2::Sender);
+        if !iperf2_sends {
+            spec.omit_seconds = spec.omit_seconds.max(join_wait);
+        }
         spec.set_params(&MulticastParams {
             group: address,
             port,
             source: self.source,
             ttl: self.ttl,
             rate_bits_per_second: match self.bitrate {
+                _ if iperf2_sends => None,
                 Bitrate::Max => None,
                 Bitrate::BitsPerSecond(r) => Some(r),
             },
             join_wait_seconds: join_wait,
+            with_iperf2: self.with_iperf2,
         })
     }
 }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
-use super::transport::datagram::loops::{self, ReceiveOptions, SendOptions};
+use super::transport::datagram::loops::{self, ReceiveOptions, SendOptions, Wire};
 use super::transport::datagram::HEADER_LEN;
 use super::{
     Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, ResultKind, RunControl, Side, SideOutcome, SpecError,
@@ -74,6 +74,24 @@ pub struct MulticastParams {
     /// How long a receiver waits for its first datagram after it joined
     /// before it reports that it never joined.
     pub join_wait_seconds: f64,
+    /// iperf 2 on the group beside nicbench: its receivers, or its sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_iperf2: Option<WithIperf2>,
+}
+
+/// iperf 2 (2.0.10 and later, Debian's `iperf`) on a group beside nicbench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum WithIperf2 {
+    /// iperf 2 receivers (`iperf -s -u -B GROUP`) count the client's
+    /// datagrams too: each carries iperf 2's header in front of nicbench's,
+    /// and the sender ends with iperf 2's closing datagrams, on which they
+    /// report.
+    Receivers,
+    /// iperf 2 sends (`iperf -c GROUP -u`): the client sends nothing; the
+    /// agents read iperf 2's header and take its count from its sequence
+    /// numbers and its closing datagram.
+    Sender,
 }
 
 /// What `nicbench multicast` sends when told nothing: its default group
@@ -87,6 +105,7 @@ impl Default for MulticastParams {
             ttl: 1,
             rate_bits_per_second: None,
             join_wait_seconds: 1.0,
+            with_iperf2: None,
         }
     }
 }
@@ -112,6 +131,20 @@ impl MulticastParams {
 
     fn join_wait(&self) -> Duration {
         Duration::from_secs_f64(self.join_wait_seconds)
+    }
+
+    /// Whether the client sends (not when iperf 2 does).
+    pub fn client_sends(&self) -> bool {
+        self.with_iperf2 != Some(WithIperf2::Sender)
+    }
+
+    /// The header the group's datagrams carry.
+    pub fn wire(&self) -> Wire {
+        match self.with_iperf2 {
+            None => Wire::Nicbench,
+            Some(WithIperf2::Receivers) => Wire::Iperf2InFront,
+            Some(WithIperf2::Sender) => Wire::Iperf2,
+        }
     }
 }
 
@@ -232,6 +265,17 @@ impl Workload for Multicast {
         spec.validate_common()?;
         let p: MulticastParams = spec.params()?;
         group::check(p.group, p.source).map_err(SpecError::Invalid)?;
+        let smallest = p.wire().min_datagram_bytes() as u64;
+        if p.wire() == Wire::Iperf2InFront && spec.message_bytes < smallest {
+            return Err(out_of_range(
+                "-l/--length",
+                format!(
+                    "at least {smallest} bytes with --with-iperf2 receivers (iperf 2's header and flags, 24 bytes, in \
+                     front of nicbench's, {HEADER_LEN})"
+                ),
+                format!("{} bytes", spec.message_bytes),
+            ));
+        }
         super::transport::datagrams().check_message_size("-l/--length", spec.message_bytes, HEADER_LEN as u64)?;
         if spec.streams != 1 || spec.direction != Direction::Forward {
             return Err(SpecError::Invalid(
@@ -260,7 +304,7 @@ impl Workload for Multicast {
                 format!("{} s", p.join_wait_seconds),
             ));
         }
-        if spec.omit_seconds + 1e-9 < p.join_wait_seconds {
+        if p.client_sends() && spec.omit_seconds + 1e-9 < p.join_wait_seconds {
             return Err(SpecError::Invalid(format!(
                 "the warm-up (-O {} s) must cover the join wait ({} s): datagrams sent while receivers join are \
                  not counted",
@@ -287,11 +331,15 @@ impl Workload for Multicast {
             local: net.local_ip,
             datagram_bytes: spec.message_bytes as usize,
             join_wait: p.join_wait(),
+            wire: p.wire(),
         }))
     }
 
     fn client_side(&self, spec: &TestSpec, net: &ClientNet) -> Result<Box<dyn Side>, WorkloadError> {
         let p: MulticastParams = spec.params()?;
+        if !p.client_sends() {
+            return Ok(Box::new(Bystander));
+        }
         let local = match net.bind {
             Some(bind) => bind,
             None => crate::probe::nic::local_address_toward(net.agent_ip).ok_or_else(|| {
@@ -311,6 +359,7 @@ impl Workload for Multicast {
             socket,
             datagram_bytes: spec.message_bytes as usize,
             rate: p.rate_bits_per_second,
+            wire: p.wire(),
         }))
     }
 }
@@ -323,6 +372,7 @@ struct Receiver {
     local: IpAddr,
     datagram_bytes: usize,
     join_wait: Duration,
+    wire: Wire,
 }
 
 impl AgentSide for Receiver {
@@ -351,6 +401,7 @@ impl Side for Receiver {
             local,
             datagram_bytes,
             join_wait,
+            wire,
         } = *self;
         let how = ReceiveOptions {
             id: STREAM,
@@ -359,6 +410,8 @@ impl Side for Receiver {
             refused: 0,
             expected: None,
             first_within: Some(join_wait),
+            wire,
+            warmup_until: (wire == Wire::Iperf2).then(|| control.start + control.omit),
         };
         let body: StreamBody = Box::new(move |ctx: &StreamContext| match group::join(&socket, &group, local) {
             Ok(membership) => {
@@ -380,6 +433,7 @@ struct Sender {
     socket: Socket,
     datagram_bytes: usize,
     rate: Option<u64>,
+    wire: Wire,
 }
 
 impl Side for Sender {
@@ -397,9 +451,36 @@ impl Side for Sender {
             quota: None,
             start: control.start,
             warmup_until: control.start + control.omit,
+            wire: self.wire,
         };
         let socket = self.socket;
         let body: StreamBody = Box::new(move |ctx: &StreamContext| loops::send_stream(&socket, &how, ctx));
+        run_streams(vec![StreamTask::new(STREAM, Role::Sender, buffers, body)], control)
+    }
+}
+
+/// The client's end when iperf 2 sends: it sends nothing and counts
+/// nothing; the run's time is the receivers'.
+struct Bystander;
+
+impl Side for Bystander {
+    fn aborter(&self) -> Aborter {
+        super::transport::admission::aborter(&[])
+    }
+
+    fn run(self: Box<Self>, control: &RunControl) -> SideOutcome {
+        let body: StreamBody = Box::new(|ctx: &StreamContext| {
+            while !ctx.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let mut end = TaskEnd::default();
+            end.extras.set(
+                crate::workload::udp::result::KEY,
+                &crate::workload::udp::result::UdpEnd::default(),
+            );
+            end
+        });
+        let buffers = Default::default();
         run_streams(vec![StreamTask::new(STREAM, Role::Sender, buffers, body)], control)
     }
 }
@@ -438,6 +519,22 @@ mod tests {
         assert!(words(&|s| s.params["port"] = 0.into()).contains("port"));
         assert!(words(&|s| s.params["join_wait_seconds"] = 0.0.into()).contains("--join-wait"));
         assert!(words(&|s| s.params["rate_bits_per_second"] = 0.into()).contains("-b/--bitrate"));
+        assert!(words(&|s| {
+            s.params["with_iperf2"] = "receivers".into();
+            s.message_bytes = 51;
+        })
+        .contains("at least 52 bytes with --with-iperf2 receivers"));
+        // iperf 2 sends: no warm-up needed for a join wait, any -l.
+        let mut listening = multicast_spec();
+        listening.params["with_iperf2"] = "sender".into();
+        listening.omit_seconds = 0.0;
+        listening.message_bytes = 28;
+        assert!(
+            Multicast.validate(&listening).is_ok(),
+            "{:?}",
+            Multicast.validate(&listening)
+        );
+        assert!(words(&|s| s.params["with_iperf2"] = "both".into()).contains("unknown variant"));
         assert!(words(&|s| s.params["group"] = "232.1.1.1".into()).contains("--source"));
         assert!(
             words(&|s| s.params["extra"] = 1.into()).contains("extra"),

@@ -12,7 +12,7 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use super::MulticastParams;
+use super::{MulticastParams, WithIperf2};
 use crate::model::receivers::{GroupRun, ReceiverRun};
 use crate::model::TrialResult;
 use crate::units::Rate;
@@ -88,6 +88,20 @@ pub fn sender(trial: &TrialResult) -> UdpResult {
 pub fn never_joined(p: &MulticastParams, routed: bool) -> String {
     let wait = crate::workload::args::parse::duration_in_words(p.join_wait_seconds);
     let group = p.group_text();
+    if !p.client_sends() {
+        return match routed {
+            true => format!(
+                "never joined: nothing arrived within {wait} of joining {group}; it is behind a router: iperf 2's \
+                 TTL (its -T, 1 unless set) must count one per router on the way plus one, and the routers must \
+                 route the group"
+            ),
+            false => format!(
+                "never joined: nothing arrived within {wait} of joining {group}: was the iperf 2 sender running \
+                 (iperf -c GROUP -u -p PORT) and sending on this segment? Else IGMP/MLD snooping that did not take \
+                 the join, or a filter on the host or its switch port"
+            ),
+        };
+    }
     match (routed, p.ttl) {
         (true, 0..=1) => format!(
             "never joined: nothing arrived within {wait} of joining {group}; it is behind a router and the \
@@ -222,8 +236,9 @@ fn optional<T>(value: Option<T>, show: impl Fn(T) -> String) -> String {
     value.map_or_else(|| "-".to_string(), show)
 }
 
-/// The table: the sender, then one row per receiver.
-pub fn write_table(out: &mut dyn Write, sender: &UdpResult, sender_name: &str, rows: &[Row]) -> io::Result<()> {
+/// The table: the sender (its counts when they are ours), then one row
+/// per receiver.
+pub fn write_table(out: &mut dyn Write, sender: Option<&UdpResult>, sender_name: &str, rows: &[Row]) -> io::Result<()> {
     let width = rows
         .iter()
         .map(|r| r.name.len())
@@ -252,8 +267,8 @@ pub fn write_table(out: &mut dyn Write, sender: &UdpResult, sender_name: &str, r
             "standing"
         ])
     )?;
-    let rate = Rate(sender.sender_bits_per_second).to_string();
-    let sent = sender.sent_datagrams.to_string();
+    let rate = optional(sender, |s| Rate(s.sender_bits_per_second).to_string());
+    let sent = optional(sender, |s| s.sent_datagrams.to_string());
     writeln!(
         out,
         "{}",
@@ -305,13 +320,20 @@ impl FanoutView for Receivers {
     fn heading(&self, spec: &TestSpec, agents: usize) -> String {
         let p = Receivers::params(spec);
         let words = crate::workload::args::parse::duration_in_words;
+        let sent = match p.with_iperf2 {
+            Some(WithIperf2::Sender) => "from an iperf 2 sender".to_string(),
+            with => format!(
+                "(TTL {}), {} datagrams at {}{}",
+                p.ttl,
+                crate::units::Size(spec.message_bytes),
+                p.rate_bits_per_second
+                    .map_or("as fast as possible".to_string(), |r| Rate(r as f64).to_string()),
+                if with.is_some() { " with iperf 2's header" } else { "" }
+            ),
+        };
         format!(
-            "nicbench multicast: {} (TTL {}), {} datagrams at {}, {agents} receiver{}, {} after a {} warm-up",
+            "nicbench multicast: {} {sent}, {agents} receiver{}, {} after a {} warm-up",
             p.group_text(),
-            p.ttl,
-            crate::units::Size(spec.message_bytes),
-            p.rate_bits_per_second
-                .map_or("as fast as possible".to_string(), |r| Rate(r as f64).to_string()),
             if agents == 1 { "" } else { "s" },
             words(spec.duration_seconds),
             words(spec.omit_seconds),
@@ -386,7 +408,12 @@ impl FanoutView for Receivers {
                 udp: udp.as_ref(),
             })
             .collect();
-        write_table(out, &sender_counts, "sender (this host)", &rows)?;
+        let client_sends = p.client_sends();
+        let (sender_row, sender_name) = match client_sends {
+            true => (Some(&sender_counts), "sender (this host)"),
+            false => (None, "sender (iperf 2)"),
+        };
+        write_table(out, sender_row, sender_name, &rows)?;
         writeln!(out)?;
         for r in &run.receivers {
             writeln!(out, "{}: {}", r.name, r.verdict)?;
@@ -407,7 +434,14 @@ impl FanoutView for Receivers {
         if let Some(d) = counts(&run.run.result).and_then(|u| u.one_way) {
             writeln!(out, "one-way delay (slowest receiver): {}", d.text())?;
         }
-        writeln!(out, "sender: {}", sender_words(&sender_counts))
+        match client_sends {
+            true => writeln!(out, "sender: {}", sender_words(&sender_counts)),
+            false => writeln!(
+                out,
+                "sender: iperf 2, not measured here; each receiver's loss is against iperf 2's numbering from its \
+                 first datagram to iperf 2's closing datagram (or its last arrival without one)"
+            ),
+        }
     }
 }
 

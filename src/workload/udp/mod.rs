@@ -364,6 +364,7 @@ impl Side for UdpSide {
                         quota,
                         start: control.start,
                         warmup_until: control.start + control.omit,
+                        wire: loops::Wire::Nicbench,
                     };
                     Box::new(move |ctx: &StreamContext| loops::send_stream(&socket, &how, ctx))
                 }
@@ -375,6 +376,8 @@ impl Side for UdpSide {
                         refused: end.refused,
                         expected: quota.map(|datagrams| loops::Expected::new(datagrams, dg, rate)),
                         first_within: None,
+                        wire: loops::Wire::Nicbench,
+                        warmup_until: None,
                     };
                     Box::new(move |ctx: &StreamContext| loops::receive_stream(&socket, &how, ctx))
                 }

@@ -82,7 +82,8 @@ impl UdpResult {
         let (sent, got): (UdpEnd, UdpEnd) = (sender.extras.get(KEY)?, receiver.extras.get(KEY)?);
         let received = got.received.clone().unwrap_or_default();
         let mut r = UdpResult {
-            sent_datagrams: sent.datagrams,
+            // A sender that is not ours: what it numbered, as the receiver saw.
+            sent_datagrams: received.numbered_datagrams.unwrap_or(sent.datagrams),
             received_datagrams: got.datagrams,
             sender_bits_per_second: sender.bits_per_second,
             receiver_bits_per_second: receiver.bits_per_second,

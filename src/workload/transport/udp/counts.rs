@@ -62,7 +62,8 @@ pub struct UdpReceived {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_socket_drops: Option<u64>,
     /// Count runs (`-n`, `-k`): datagrams after the last one that arrived,
-    /// which the receiver knows were sent because it knows the count.
+    /// which the receiver knows were sent because it knows the count; a
+    /// receiver of an iperf 2 sender: those its closing datagram told of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_at_end_datagrams: Option<u64>,
     /// A multicast receiver: seconds from its join to its first datagram
@@ -70,6 +71,13 @@ pub struct UdpReceived {
     /// from every other receiver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_datagram_after_seconds: Option<f64>,
+    /// A receiver of a sender that is not nicbench (iperf 2): the datagrams
+    /// that sender numbered from the first measured one this receiver got
+    /// to its last (its closing datagram tells it) or, without a closing
+    /// datagram, to the last that arrived. It stands for the sender's own
+    /// count, which never reaches the client. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numbered_datagrams: Option<u64>,
     /// Each datagram's arrival on the receiver's clock minus its send
     /// time on the sender's, after the warm-up. Absent from senders before
     /// 2026-12-07 (their stamps were on a monotonic clock) and iperf3.

@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use super::counts::{UdpEnd, UdpReceived, KEY};
-use super::wire::{DatagramHeader, Jitter, Kind, Pacer, SeqTracker, FLAG_REALTIME, FLAG_WARMUP};
+use super::wire::{
+    DatagramHeader, Iperf2Header, Jitter, Kind, Pacer, SeqTracker, FLAG_REALTIME, FLAG_WARMUP, IPERF2_PREFIX,
+    MAX_DATAGRAM_BYTES,
+};
 use super::{
     enable_drop_counts, enable_gro, enable_gso, enable_receive_timestamps, realtime_nanos, RecvBatch, SendBatch,
     MAX_GSO_SEGMENTS, MAX_OFFLOAD_BYTES,
@@ -57,12 +60,57 @@ pub const DEFAULT_RECEIVE_BUFFER: usize = 4 << 20;
 /// the next batch (see [`receive_stream`]).
 const NAP: Duration = Duration::from_micros(50);
 
+/// The header a stream's datagrams carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// nicbench's own ([`DatagramHeader`]).
+    #[default]
+    Nicbench,
+    /// iperf 2's header in front of nicbench's, which starts at
+    /// [`IPERF2_PREFIX`]: iperf 2 receivers (`iperf -s -u`) count the same
+    /// datagrams, and the sender ends with iperf 2's closing datagrams.
+    Iperf2InFront,
+    /// iperf 2's header alone: a receiver of an iperf 2 sender's datagrams.
+    /// It tells warm-up from measured by arrival time, and no one-way delay
+    /// (the sender's clock is not the client's).
+    Iperf2,
+}
+
+impl Wire {
+    /// Where nicbench's header starts, if the datagrams carry one.
+    fn nicbench_at(self) -> Option<usize> {
+        match self {
+            Wire::Nicbench => Some(0),
+            Wire::Iperf2InFront => Some(IPERF2_PREFIX),
+            Wire::Iperf2 => None,
+        }
+    }
+
+    /// The smallest datagram that holds the header(s).
+    pub fn min_datagram_bytes(self) -> usize {
+        match self {
+            Wire::Nicbench => super::wire::HEADER_LEN,
+            Wire::Iperf2InFront => IPERF2_PREFIX + super::wire::HEADER_LEN,
+            Wire::Iperf2 => Iperf2Header::LEN,
+        }
+    }
+}
+
+/// How many closing datagrams a sender with iperf 2's header sends, and
+/// how far apart: iperf 2's receiver reports when the first arrives, and a
+/// group's sender gets no acknowledgement to stop at.
+const IPERF2_CLOSINGS: u32 = 10;
+const IPERF2_CLOSING_GAP: Duration = Duration::from_millis(5);
+
 /// What a stream loop counted, besides what the runner counts.
 #[derive(Default)]
 struct EndCounts {
     udp: UdpEnd,
     /// Receiver: when the last datagram arrived (its rate ends there).
     last_data_at: Option<Instant>,
+    /// A receiver of an iperf 2 sender: when the first measured datagram
+    /// arrived (its rate starts there, not at the join).
+    first_data_at: Option<Instant>,
 }
 
 /// Readies a registered socket for its role: GSO on a sender that asked
@@ -102,6 +150,7 @@ fn set_timer_slack(slack: Duration) {
 fn finish((mut end, counts): (TaskEnd, EndCounts)) -> TaskEnd {
     end.extras.set(KEY, &counts.udp);
     end.last_activity = counts.last_data_at;
+    end.first_activity = counts.first_data_at;
     end
 }
 
@@ -137,6 +186,8 @@ pub struct SendOptions {
     /// result), and the end of the warm-up.
     pub start: Instant,
     pub warmup_until: Instant,
+    /// Nicbench's header, or iperf 2's in front of it.
+    pub wire: Wire,
 }
 
 /// The sender's loop: pace, stamp, send a batch, count; in a count run,
@@ -155,6 +206,7 @@ fn send_loop(socket: &Socket, how: &SendOptions, ctx: &StreamContext) -> (TaskEn
         quota,
         start,
         warmup_until: omit_at,
+        wire,
     } = *how;
     let fd = socket.as_raw_fd();
     let segments = if gso {
@@ -208,7 +260,7 @@ fn send_loop(socket: &Socket, how: &SendOptions, ctx: &StreamContext) -> (TaskEn
             n = allowed.min(max_datagrams).min(left);
         }
         let flags = if now < omit_at { FLAG_WARMUP } else { 0 };
-        let used = stamp_batch(&mut batch, &mut lens, (id, seq, flags), n, segments, dg);
+        let used = stamp_batch(&mut batch, &mut lens, (id, seq, flags), n, (segments, dg), wire);
         let sent_entries = match batch.send(fd, &lens[..used]) {
             Ok(m) => m,
             Err(e) if transient(&e) => {
@@ -242,6 +294,9 @@ fn send_loop(socket: &Socket, how: &SendOptions, ctx: &StreamContext) -> (TaskEn
             burst += (sent * dg) as u64;
         }
     }
+    if wire == Wire::Iperf2InFront && error.is_none() {
+        send_iperf2_closing(socket, (id, seq), &mut batch.buffers[0][..dg]);
+    }
     udp.largest_burst_seconds = rate_bits_per_second.map(|rate| largest_burst.max(burst) as f64 * 8.0 / rate as f64);
     udp.datagrams_per_syscall = if syscalls > 0 {
         seq as f64 / syscalls as f64
@@ -255,27 +310,56 @@ fn send_loop(socket: &Socket, how: &SendOptions, ctx: &StreamContext) -> (TaskEn
         },
         EndCounts {
             udp,
-            last_data_at: None,
+            ..EndCounts::default()
         },
     )
 }
 
+/// iperf 2's closing datagrams after `sent` datagrams of stream `id`:
+/// numbered -(sent + 1) and down, as iperf 2's client numbers them, with
+/// nicbench's header of kind [`Kind::End`] behind (a receiver of ours takes
+/// no count from them). Best effort: the test's counts are complete already.
+fn send_iperf2_closing(socket: &Socket, (id, sent): (u32, u64), datagram: &mut [u8]) {
+    for k in 0..IPERF2_CLOSINGS {
+        let seq = -(sent.min(i64::MAX as u64 / 2) as i64) - 1 - i64::from(k);
+        let stamp = realtime_nanos();
+        Iperf2Header { seq, send_nanos: stamp }.write(datagram);
+        DatagramHeader {
+            kind: Kind::End,
+            flags: FLAG_REALTIME,
+            stream_id: id,
+            seq: sent,
+            send_nanos: stamp,
+        }
+        .write(&mut datagram[IPERF2_PREFIX..]);
+        let _ = socket.send(datagram);
+        std::thread::sleep(IPERF2_CLOSING_GAP);
+    }
+}
+
 /// Writes the headers of `n` datagrams (sequence numbers from `seq`) into
-/// the batch, `segments` per buffer, and sets the buffer lengths; returns
-/// how many buffers are in use.
+/// the batch, `segments` per buffer of datagrams of `dg` bytes, and sets
+/// the buffer lengths; returns how many buffers are in use.
 fn stamp_batch(
     batch: &mut SendBatch,
     lens: &mut [usize],
     (id, seq, flags): (u32, u64, u8),
     n: usize,
-    segments: usize,
-    dg: usize,
+    (segments, dg): (usize, usize),
+    wire: Wire,
 ) -> usize {
     // The real-time clock, so that the receiver can time the transit.
     let (stamp, flags) = (realtime_nanos(), flags | FLAG_REALTIME);
+    let ours = wire.nicbench_at().unwrap_or(0);
     for k in 0..n {
         let at = (k % segments) * dg;
-        DatagramHeader::data(id, seq + k as u64, stamp, flags).write(&mut batch.buffers[k / segments][at..]);
+        let buffer = &mut batch.buffers[k / segments][at..];
+        if wire == Wire::Iperf2InFront {
+            // iperf 2 numbers from 1.
+            let seq = (seq + k as u64 + 1).min(i64::MAX as u64) as i64;
+            Iperf2Header { seq, send_nanos: stamp }.write(buffer);
+        }
+        DatagramHeader::data(id, seq + k as u64, stamp, flags).write(&mut buffer[ours..]);
     }
     let used = n.div_ceil(segments);
     for (e, len) in lens.iter_mut().enumerate().take(used) {
@@ -287,6 +371,14 @@ fn stamp_batch(
 /// What a receiver has counted so far.
 struct Receiving {
     id: u32,
+    wire: Wire,
+    /// [`Wire::Iperf2`]: the end of the warm-up on the real-time clock
+    /// (datagrams that arrive before it are the warm-up's), the lowest
+    /// measured sequence number, and the last data datagram's number as
+    /// the sender's closing datagrams tell it (from 0, like the tracker's).
+    iperf2_warmup_until: u64,
+    first_measured: Option<u64>,
+    closing_last: Option<u64>,
     tracker: SeqTracker,
     jitter: Jitter,
     transit: TransitRecorder,
@@ -301,9 +393,13 @@ struct Receiving {
 
 impl Receiving {
     /// Nothing received yet on stream `id`.
-    fn new(id: u32) -> Receiving {
+    fn new(id: u32, wire: Wire) -> Receiving {
         Receiving {
             id,
+            wire,
+            iperf2_warmup_until: 0,
+            first_measured: None,
+            closing_last: None,
             tracker: SeqTracker::default(),
             jitter: Jitter::default(),
             transit: TransitRecorder::default(),
@@ -326,7 +422,12 @@ impl Receiving {
             let (len, arrival) = (message.len, message.arrival_nanos.unwrap_or(now));
             let segment = message.segment.unwrap_or(len).max(1);
             for chunk in batch.buffers[i][..len].chunks(segment) {
-                match DatagramHeader::read(chunk) {
+                if self.wire == Wire::Iperf2 {
+                    self.take_iperf2(chunk, arrival);
+                    continue;
+                }
+                let ours = chunk.get(self.wire.nicbench_at().unwrap_or(0)..).unwrap_or_default();
+                match DatagramHeader::read(ours) {
                     Some(h) if h.kind == Kind::Data && h.stream_id == self.id => {
                         let warmup = h.flags & FLAG_WARMUP != 0;
                         if !warmup && self.warmup_drops.is_none() {
@@ -343,16 +444,61 @@ impl Receiving {
                         self.bytes += chunk.len() as u64;
                         self.datagrams += 1;
                     }
-                    // A repeated registration whose ack was lost.
-                    Some(h) if h.kind == Kind::Register => {}
+                    // A repeated registration whose ack was lost; a sender's
+                    // closing datagram (for iperf 2's receivers).
+                    Some(h) if matches!(h.kind, Kind::Register | Kind::End) => {}
                     _ => self.malformed += 1,
                 }
+            }
+            if self.wire == Wire::Iperf2 && self.first_measured.is_some() && self.warmup_drops.is_none() {
+                self.warmup_drops = Some(u64::from(message.drops_before.unwrap_or(0)));
             }
         }
         self.datagrams > before
     }
 
+    /// Accounts one datagram of an iperf 2 sender: data numbered from 1,
+    /// closing datagrams negative. No one-way delay: iperf 2's clock is
+    /// not the one the client estimated against.
+    fn take_iperf2(&mut self, chunk: &[u8], arrival: u64) {
+        match Iperf2Header::read(chunk) {
+            Some(h) if h.seq > 0 => {
+                let seq = h.seq as u64 - 1;
+                let warmup = arrival < self.iperf2_warmup_until;
+                if !warmup {
+                    self.first_measured = Some(self.first_measured.map_or(seq, |f| f.min(seq)));
+                }
+                self.tracker.record(seq, warmup);
+                self.jitter.update(h.send_nanos, arrival);
+                self.bytes += chunk.len() as u64;
+                self.datagrams += 1;
+            }
+            // The first closing datagram carries -(last + 1), the repeats
+            // count down from there.
+            Some(h) if h.seq < 0 => {
+                if let Some(last) = h.seq.unsigned_abs().checked_sub(2) {
+                    self.closing_last = Some(self.closing_last.map_or(last, |l| l.min(last)));
+                }
+            }
+            _ => self.malformed += 1,
+        }
+    }
+
+    /// An iperf 2 sender's count as this receiver can tell it: the numbers
+    /// from the first measured datagram to the last the sender sent (its
+    /// closing datagram says which) or, without that, to the last that
+    /// arrived; and of those, the ones after the last arrival.
+    fn iperf2_sender_count(&self) -> (u64, Option<u64>) {
+        let next = self.tracker.next_seq();
+        let numbered = self.first_measured.map_or(0, |first| {
+            let last = self.closing_last.unwrap_or(next.saturating_sub(1));
+            (last + 1).saturating_sub(first)
+        });
+        (numbered, self.closing_last.map(|last| (last + 1).saturating_sub(next)))
+    }
+
     fn end(self, dg: usize, gro: bool, refused: u64, socket: &Socket) -> UdpEnd {
+        let iperf2 = (self.wire == Wire::Iperf2).then(|| self.iperf2_sender_count());
         UdpEnd {
             datagram_bytes: dg as u64,
             datagrams: self.tracker.received,
@@ -374,8 +520,9 @@ impl Receiving {
                 jitter_us: self.jitter.micros(),
                 socket_drops: super::socket_drops(socket).unwrap_or(0),
                 warmup_socket_drops: Some(self.warmup_drops.unwrap_or(0)),
-                lost_at_end_datagrams: None,
+                lost_at_end_datagrams: iperf2.and_then(|(_, tail)| tail),
                 first_datagram_after_seconds: None,
+                numbered_datagrams: iperf2.map(|(numbered, _)| numbered),
                 transit: self.transit.summary(),
             }),
         }
@@ -398,6 +545,11 @@ pub struct ReceiveOptions {
     /// the time to the first datagram is in its counts
     /// ([`UdpReceived::first_datagram_after_seconds`]).
     pub first_within: Option<Duration>,
+    /// The datagrams' header. With [`Wire::Iperf2`] the receiver counts
+    /// what arrives after `warmup_until` and takes the sender's count from
+    /// its sequence numbers ([`UdpReceived::numbered_datagrams`]).
+    pub wire: Wire,
+    pub warmup_until: Option<Instant>,
 }
 
 /// What a receiver of a count run (`-n`, `-k`) waits for.
@@ -453,17 +605,26 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
         refused,
         expected,
         first_within,
+        wire,
+        warmup_until,
     } = *how;
     let fd = socket.as_raw_fd();
     let started = Instant::now();
-    let mut first_at: Option<Instant> = None;
+    let (mut first_at, mut first_measured_at): (Option<Instant>, Option<Instant>) = (None, None);
     let _ = socket.set_read_timeout(Some(POLL));
     let mut batch = if gro {
         RecvBatch::new(GRO_BATCH, 65_536)
+    } else if wire == Wire::Iperf2 {
+        // Another program's sender: its datagrams may be of any size.
+        RecvBatch::new(BATCH, MAX_DATAGRAM_BYTES as usize)
     } else {
         RecvBatch::new(BATCH, dg)
     };
-    let mut counts = Receiving::new(id);
+    let mut counts = Receiving::new(id, wire);
+    if let Some(until) = warmup_until {
+        let ahead = until.saturating_duration_since(Instant::now());
+        counts.iperf2_warmup_until = super::realtime_nanos().saturating_add(ahead.as_nanos() as u64);
+    }
     let mut last_data_at: Option<Instant> = None;
     let mut stop_seen: Option<Instant> = None;
     let mut error = None;
@@ -480,6 +641,9 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
                     let now = Instant::now();
                     last_data_at = Some(now);
                     first_at.get_or_insert(now);
+                    if wire == Wire::Iperf2 && counts.first_measured.is_some() {
+                        first_measured_at.get_or_insert(now);
+                    }
                 }
                 // With GRO a buffer holds dozens of datagrams, so there is
                 // no wake-up per datagram to save, and a nap only let the
@@ -534,7 +698,11 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
             error,
             ..TaskEnd::default()
         },
-        EndCounts { udp, last_data_at },
+        EndCounts {
+            udp,
+            last_data_at,
+            first_data_at: first_measured_at,
+        },
     )
 }
 
@@ -576,7 +744,7 @@ mod tests {
         sender.send(&[0xffu8; 100]).unwrap();
         let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
         let mut batch = RecvBatch::new(BATCH, 100);
-        let mut counts = Receiving::new(5);
+        let mut counts = Receiving::new(5, Wire::Nicbench);
         let mut seen = 0;
         while seen < 8 {
             let n = batch.recv(receiver.as_raw_fd()).unwrap();
@@ -589,6 +757,92 @@ mod tests {
         assert_eq!(received.duplicate_datagrams, 1);
         assert_eq!(received.out_of_order_datagrams, 1);
         assert_eq!(received.malformed_datagrams, 3);
+    }
+
+    /// An iperf 2 sender's datagrams: numbered from 1, a gap, a late one,
+    /// a repeat, then its closing datagrams (which say two more were sent
+    /// after the last arrival); and nicbench's own header behind iperf 2's
+    /// is read past it, while the closing datagram we send is no count.
+    #[test]
+    fn the_receiver_reads_iperf_2_s_numbering_and_its_closing_datagram() {
+        use crate::workload::transport::udp::wire::{Iperf2Header, IPERF2_PREFIX};
+        let ip = "127.0.0.1".parse().unwrap();
+        let receiver = udp::bind_udp(ip, &SideOptions::default()).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender
+            .connect(receiver.local_addr().unwrap().as_socket().unwrap())
+            .unwrap();
+        let mut datagram = vec![0u8; 200];
+        // Numbers 5..=9 without 7, then 7 late, 9 again; closing -12, -13:
+        // 10 and 11 were sent and never came.
+        for seq in [5i64, 6, 8, 7, 9, 9, -12, -13] {
+            Iperf2Header { seq, send_nanos: 1000 }.write(&mut datagram);
+            sender.send(&datagram).unwrap();
+        }
+        sender.send(b"short").unwrap();
+        let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut batch = RecvBatch::new(BATCH, 200);
+        let mut counts = Receiving::new(5, Wire::Iperf2);
+        let mut seen = 0;
+        while seen < 9 {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, udp::realtime_nanos());
+            seen += n;
+        }
+        let end = counts.end(200, false, 0, &receiver);
+        let received = end.received.unwrap();
+        assert_eq!(end.datagrams, 5, "5, 6, 7, 8, 9");
+        assert_eq!((received.duplicate_datagrams, received.out_of_order_datagrams), (1, 1));
+        assert_eq!(received.malformed_datagrams, 1);
+        assert_eq!(received.numbered_datagrams, Some(7), "5 to 11");
+        assert_eq!(received.lost_at_end_datagrams, Some(2), "10 and 11");
+        assert!(
+            received.transit.is_none(),
+            "no one-way delay against another program's clock"
+        );
+
+        // iperf 2's header in front of ours: ours is read at its offset.
+        let mut counts = Receiving::new(5, Wire::Iperf2InFront);
+        for seq in [0u64, 1] {
+            Iperf2Header {
+                seq: seq as i64 + 1,
+                send_nanos: 1000,
+            }
+            .write(&mut datagram);
+            DatagramHeader::data(5, seq, 1000, 0).write(&mut datagram[IPERF2_PREFIX..]);
+            sender.send(&datagram).unwrap();
+        }
+        // The sender's own closing datagrams, as it sends them at the end.
+        let closing = Socket::from(sender.try_clone().unwrap());
+        send_iperf2_closing(&closing, (5, 2), &mut [0u8; 200]);
+        let mut seen = 0;
+        while seen < 2 + IPERF2_CLOSINGS as usize {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(&batch, n, udp::realtime_nanos());
+            seen += n;
+        }
+        let end = counts.end(200, false, 0, &receiver);
+        assert_eq!(end.datagrams, 2);
+        assert_eq!(
+            end.received.unwrap().malformed_datagrams,
+            0,
+            "the closing datagrams are no count"
+        );
+        // What iperf 2 reads of them: -3 first (2 sent), then down.
+        let mut iperf2 = Receiving::new(0, Wire::Iperf2);
+        send_iperf2_closing(&closing, (5, 2), &mut [0u8; 200]);
+        let mut seen = 0;
+        while seen < IPERF2_CLOSINGS as usize {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            iperf2.take(&batch, n, udp::realtime_nanos());
+            seen += n;
+        }
+        assert_eq!(
+            iperf2.closing_last,
+            Some(1),
+            "numbers 1 and 2 (0 and 1 from 0) were sent"
+        );
+        assert_eq!(iperf2.malformed, 0);
     }
 
     /// Regression (issue 43): "LOST 99.60% (11949 of 11997 datagrams)"
@@ -618,7 +872,7 @@ mod tests {
         let warmup_drops = udp::socket_drops(&receiver).unwrap();
         let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
         let mut batch = RecvBatch::new(BATCH, 1000);
-        let mut counts = Receiving::new(5);
+        let mut counts = Receiving::new(5, Wire::Nicbench);
         // Drain the warm-up, then the measured part: two datagrams, none dropped.
         let queued = seq - warmup_drops;
         let mut seen = 0;

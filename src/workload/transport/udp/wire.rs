@@ -37,6 +37,9 @@ pub enum Kind {
     Data = 1,
     Register = 2,
     Ack = 3,
+    /// A sender's closing datagram (only with iperf 2's header in front,
+    /// [`Iperf2Header`]): receivers take no count from it.
+    End = 4,
 }
 
 /// A decoded header.
@@ -82,6 +85,7 @@ impl DatagramHeader {
             1 => Kind::Data,
             2 => Kind::Register,
             3 => Kind::Ack,
+            4 => Kind::End,
             _ => return None,
         };
         let u32_at = |i: usize| u32::from_be_bytes(buf[i..i + 4].try_into().unwrap());
@@ -131,6 +135,70 @@ pub fn ack_datagram(stream_id: u32) -> [u8; HEADER_LEN] {
     }
     .write(&mut buf);
     buf
+}
+
+/// Where nicbench's header starts in a datagram that carries iperf 2's in
+/// front of it: iperf 2's 16 bytes, its flags word (only the 64-bit
+/// sequence flag: no extensions, so an iperf 2 receiver reads nothing
+/// further) and 4 bytes of padding.
+pub const IPERF2_PREFIX: usize = 24;
+/// iperf 2's header flag (in the word after its 16 bytes): the second id
+/// word holds the upper 32 bits of the sequence number.
+const IPERF2_SEQNO64B: u32 = 0x0800_0000;
+
+/// iperf 2's UDP header (2.0.10 and later, as 2.1.8 sends it), 16 bytes,
+/// big-endian, with no magic:
+///
+/// ```text
+/// 0  id (i32)   4  send time, seconds (u32)   8  microseconds (u32)
+/// 12 id2 (i32): upper bits of the sequence number when the flags say so
+/// 16 flags (u32), then iperf 2's own extensions when the flags ask
+/// ```
+///
+/// Data datagrams are numbered from 1; the closing datagrams carry the
+/// negated number after the last data datagram (and count down from there,
+/// one number per repeat). The send time is the real-time clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Iperf2Header {
+    /// Positive: a data datagram's number (from 1); negative: closing.
+    pub seq: i64,
+    pub send_nanos: u64,
+}
+
+impl Iperf2Header {
+    pub const LEN: usize = 16;
+
+    /// Writes the header and a flags word that says only that the sequence
+    /// number has 64 bits (20 bytes): iperf 2.1.8's receiver takes it so,
+    /// and asks nothing more of the datagram.
+    #[inline]
+    pub fn write(&self, buf: &mut [u8]) {
+        let (secs, nanos) = (self.send_nanos / 1_000_000_000, self.send_nanos % 1_000_000_000);
+        buf[0..4].copy_from_slice(&(self.seq as i32).to_be_bytes());
+        buf[4..8].copy_from_slice(&(secs as u32).to_be_bytes());
+        buf[8..12].copy_from_slice(&((nanos / 1000) as u32).to_be_bytes());
+        buf[12..16].copy_from_slice(&((self.seq >> 32) as i32).to_be_bytes());
+        buf[16..20].copy_from_slice(&IPERF2_SEQNO64B.to_be_bytes());
+    }
+
+    /// Reads a header; None for a datagram too short to hold one. Any 16
+    /// bytes read as one (iperf 2 has no magic): the caller judges the
+    /// sequence number.
+    #[inline]
+    pub fn read(buf: &[u8]) -> Option<Iperf2Header> {
+        if buf.len() < Self::LEN {
+            return None;
+        }
+        let word = |i: usize| u32::from_be_bytes(buf[i..i + 4].try_into().unwrap());
+        let flags = if buf.len() >= 20 { word(16) } else { 0 };
+        let seq = if flags & IPERF2_SEQNO64B != 0 {
+            (i64::from(word(12) as i32) << 32) | i64::from(word(0))
+        } else {
+            i64::from(word(0) as i32)
+        };
+        let send_nanos = u64::from(word(4)) * 1_000_000_000 + u64::from(word(8).min(999_999)) * 1000;
+        Some(Iperf2Header { seq, send_nanos })
+    }
 }
 
 /// Bits remembered behind the highest sequence number, to tell a late
@@ -301,6 +369,45 @@ mod tests {
         assert_eq!(DatagramHeader::read(b"GET / HTTP/1.0\r\n\r\nxxxxxxxxxxxxxxxxxx"), None);
         buf[4] = 99;
         assert_eq!(DatagramHeader::read(&buf), None);
+    }
+
+    /// The bytes iperf 2.1.8 sent (captured on loopback): data datagram 3
+    /// and the closing datagram -659, both with the 64-bit flag set.
+    #[test]
+    fn iperf2_headers_read_as_iperf_2_sends_them_and_round_trip() {
+        let data = hex("00000003 6b16c2b7 0006ea7d 00000000 48010098");
+        assert_eq!(
+            Iperf2Header::read(&data),
+            Some(Iperf2Header {
+                seq: 3,
+                send_nanos: 1_796_653_751_000_000_000 + 453_245_000
+            })
+        );
+        let closing = hex("fffffd6d 6b16c2b8 0006ef30 ffffffff 48010098");
+        assert_eq!(Iperf2Header::read(&closing).unwrap().seq, -659);
+        // Without the flag, the first word alone is the number.
+        let old = hex("fffffd6d 6b16c2b8 0006ef30 00000007 00000000");
+        assert_eq!(Iperf2Header::read(&old).unwrap().seq, -659);
+        assert_eq!(Iperf2Header::read(&data[..15]), None);
+        let mut buf = [0xaau8; 40];
+        for seq in [1i64, 1 << 40, -(1 << 33) - 5] {
+            let h = Iperf2Header {
+                seq,
+                send_nanos: 1_796_653_751_123_456_000,
+            };
+            h.write(&mut buf);
+            assert_eq!(&buf[16..20], &[8, 0, 0, 0], "the 64-bit flag, no extensions");
+            assert_eq!(Iperf2Header::read(&buf).unwrap().seq, seq);
+            assert_eq!(Iperf2Header::read(&buf).unwrap().send_nanos, h.send_nanos);
+        }
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     #[test]
