@@ -836,3 +836,112 @@ fn on_a_switch_iperf_2_receives_from_and_sends_to_nicbench() {
         "{b}"
     );
 }
+
+/// Two namespaces of this test joined by a veth pair, IPv6 only: the
+/// host's loopback does not carry IPv6 multicast and the lab is IPv4.
+/// Both go (with the pair) when dropped, also when the test fails.
+struct V6Pair {
+    a: String,
+    b: String,
+}
+
+impl V6Pair {
+    const A: &'static str = "fd00:77::1";
+    const B: &'static str = "fd00:77::2";
+
+    fn new() -> V6Pair {
+        let id = std::process::id();
+        let pair = V6Pair {
+            a: format!("nbm6a-{id}"),
+            b: format!("nbm6b-{id}"),
+        };
+        for ns in [&pair.a, &pair.b] {
+            let added = Command::new("ip").args(["netns", "add", ns]).status().unwrap();
+            assert!(added.success(), "ip netns add {ns}");
+        }
+        let (va, vb) = (format!("m6a{}", id % 100_000), format!("m6b{}", id % 100_000));
+        let veth = Command::new("ip")
+            .args([
+                "link", "add", &va, "netns", &pair.a, "type", "veth", "peer", "name", &vb, "netns", &pair.b,
+            ])
+            .status()
+            .unwrap();
+        assert!(veth.success(), "ip link add {va} type veth");
+        for (ns, dev, address) in [(&pair.a, &va, V6Pair::A), (&pair.b, &vb, V6Pair::B)] {
+            for args in [
+                vec!["link", "set", "lo", "up"],
+                vec!["link", "set", dev, "up"],
+                vec!["-6", "addr", "add", &format!("{address}/64"), "dev", dev, "nodad"],
+            ] {
+                let out = pair.exec(ns, "ip").args(&args).output().unwrap();
+                assert!(out.status.success(), "ip {args:?} in {ns}: {}", stderr(&out));
+            }
+        }
+        pair
+    }
+
+    fn exec(&self, ns: &str, program: &str) -> Command {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", ns, program]);
+        command
+    }
+}
+
+impl Drop for V6Pair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// IPv6 over a veth pair: an any-source group and a source-specific one
+/// (MLDv2, MCAST_JOIN_SOURCE_GROUP) reach the receiver and add up; a
+/// source-specific join that names another source takes nothing.
+#[test]
+fn ipv6_groups_any_source_and_source_specific_reach_their_receiver() {
+    require_lab!();
+    let pair = V6Pair::new();
+    let agent = AgentProcess::start_with(pair.exec(&pair.b, crate::common::BIN), V6Pair::B, &[]);
+    let receiver = format!("[{}]:{}", V6Pair::B, agent.port);
+    let n = std::process::id() % 0xffff;
+    let run = |group: &str, source: Option<&str>| -> Value {
+        let mut args = vec![
+            "multicast",
+            &receiver,
+            "-g",
+            group,
+            "-t",
+            "0.5",
+            "-b",
+            "10M",
+            "--join-wait",
+            "300ms",
+        ];
+        if let Some(source) = source {
+            args.extend(["--source", source]);
+        }
+        args.push("--json");
+        let out = pair.exec(&pair.a, crate::common::BIN).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    for (group, source) in [
+        (format!("[ff15::77:{n:x}]:6000"), None),
+        (format!("[ff3e::77:{n:x}]:6001"), Some(V6Pair::A)),
+    ] {
+        let doc = run(&group, source);
+        let r = &doc["receivers"][0];
+        assert!(r["join_latency_seconds"].as_f64().is_some(), "{group}: {r}");
+        let sent = doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap();
+        assert!(sent > 0, "{group}");
+        assert_consistent(&doc, sent);
+    }
+    let doc = run(&format!("[ff3e::77:{n:x}]:6002"), Some("fd00:77::9"));
+    let r = &doc["receivers"][0];
+    assert_eq!(
+        r["standing"], "never_joined",
+        "another source's datagrams are filtered: {r}"
+    );
+    assert!(doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap() > 0);
+}

@@ -37,13 +37,14 @@ pub fn group_and_port(s: &str) -> Result<(IpAddr, u16), String> {
 #[derive(Debug, Clone, Args)]
 pub struct MulticastOptions {
     /// The group and port to send to: GROUP or GROUP:PORT ([GROUP]:PORT for
-    /// IPv6). 239.0.0.0/8 is any-source; 232.0.0.0/8 is source-specific and
-    /// needs --source. The port defaults to iperf 2's, 5001.
+    /// IPv6). 239.0.0.0/8 and ff15::/16-style groups are any-source;
+    /// 232.0.0.0/8 and ff3x:: are source-specific and need --source. The
+    /// port defaults to iperf 2's, 5001.
     #[arg(short = 'g', long, value_name = "GROUP[:PORT]", default_value = DEFAULT_GROUP,
           value_parser = group_and_port)]
     pub group: (IpAddr, u16),
-    /// The one source receivers take a source-specific group from (SSM,
-    /// IGMPv3): this host's address toward them.
+    /// The one source receivers take a source-specific group from (SSM:
+    /// IGMPv3, MLDv2): this host's address toward them.
     #[arg(long, value_name = "ADDR")]
     pub source: Option<IpAddr>,
     /// TTL (IPv4) or hop limit (IPv6) of the datagrams: 1 stays on the
