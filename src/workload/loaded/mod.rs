@@ -429,14 +429,14 @@ impl Side for LoadedSide {
                 (
                     Role::Sender,
                     Box::new(move |ctx: &StreamContext| {
-                        transport::tcp::send_stream_held(socket, message, None, path, Some(&hold), ctx)
+                        transport::stream::loops::send_stream_held(socket, message, None, path, Some(&hold), ctx)
                     }),
                 )
             } else {
                 let path = params.tcp.receive_path();
                 (
                     Role::Receiver,
-                    Box::new(move |ctx: &StreamContext| transport::tcp::receive_stream(socket, message, path, ctx)),
+                    Box::new(move |ctx: &StreamContext| transport::stream::loops::receive_stream(socket, message, path, ctx)),
                 )
             };
             tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));

@@ -19,7 +19,7 @@ use crate::workload::base::sockets::read_full;
 use crate::workload::runner::{StreamContext, TaskEnd};
 use crate::workload::transport::stream::Stream;
 use crate::workload::transport::transaction::{Answer, Answering, Dialing};
-use crate::workload::transport::udp::wire::DatagramHeader;
+use crate::workload::transport::datagram::DatagramHeader;
 use crate::workload::transport::wire::{timed_out, Wire};
 use crate::workload::transport::Configure;
 

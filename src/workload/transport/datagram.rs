@@ -47,6 +47,9 @@ pub trait DatagramServing: Send {
 /// counts, jitter, drops, arrival stamps): the datagram transport's own,
 /// so that a workload runs them without naming the transport.
 pub use super::udp::loops;
-/// The datagram header's length (the smallest message) and the largest
-/// datagram the loops send.
-pub use super::udp::wire::{HEADER_LEN, MAX_DATAGRAM_BYTES};
+/// The datagram header (its length is the smallest message) and the
+/// largest datagram the loops send.
+pub use super::udp::wire::{DatagramHeader, HEADER_LEN, MAX_DATAGRAM_BYTES};
+/// What each end of a datagram stream counted, as the loops leave it in
+/// the stream end's extras.
+pub use super::udp::counts;

@@ -27,6 +27,16 @@ use crate::probe::tcpinfo;
 use crate::workload::base::runner::{run_streams, StreamContext, StreamTask, TaskEnd};
 use crate::workload::base::{Aborter, AgentNet, ClientNet, RunControl, SideOutcome, WorkloadError};
 
+/// The loops every kernel byte stream runs (copying `send(2)`,
+/// `sendfile(2)`, `MSG_ZEROCOPY`; copying or discarding receive), their
+/// paths, the kernel's pacing, and what the fast paths did ([`TcpEnd`](loops::TcpEnd)
+/// under [`KEY`](loops::KEY)): the kernel stream's own, so that a workload
+/// runs them over any transport's plain socket without naming one.
+pub mod loops {
+    pub use super::super::tcp::{zerocopy, ReceivePath, SendPath, TcpEnd, KEY};
+    pub(crate) use super::super::tcp::{pace, receive_stream, send_stream_held};
+}
+
 /// What a test asks of its transport's connections.
 pub struct ConnectOptions<'a> {
     /// This end's buffers (a kernel socket's, or QUIC's UDP socket's).

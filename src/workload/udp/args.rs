@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{UdpParams, UdpStream};
 use crate::workload::args::{parse, Context, WorkloadArgs};
-use crate::workload::transport::udp::wire::{HEADER_LEN, MAX_DATAGRAM_BYTES};
+use crate::workload::transport::datagram::{HEADER_LEN, MAX_DATAGRAM_BYTES};
 use crate::workload::{SpecError, TestSpec, Workload};
 
 pub use crate::workload::args::parse::{bitrate, Bitrate};

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Flow, StreamEnd, TrialResult};
 use crate::workload::base::one_way::OneWayDelay;
 
-pub use crate::workload::transport::udp::counts::{UdpEnd, UdpReceived, KEY};
+pub use crate::workload::transport::datagram::counts::{UdpEnd, UdpReceived, KEY};
 
 /// A UDP stream (or a sum of them) seen from both ends: what the sender
 /// pushed, what the receiver got, and what was lost where.
