@@ -693,9 +693,9 @@ fn agents_count_what_an_iperf_2_sender_sends() {
     )
     .expect("JSON");
     assert_eq!(doc["spec"]["params"]["with_iperf2"], "sender");
-    assert!(
-        doc["spec"]["params"]["rate_bits_per_second"].is_null(),
-        "the rate is iperf 2's"
+    assert_eq!(
+        doc["spec"]["params"]["rate_bits_per_second"], 100_000_000,
+        "-b (by default 100M) declares iperf 2's rate to the agents"
     );
     for r in doc["receivers"].as_array().unwrap() {
         let udp = &r["result"]["sum"]["udp"];

@@ -71,7 +71,8 @@ pub struct MulticastOptions {
     /// 2's header goes in front of ours: -l at least 52). `sender`: iperf 2
     /// sends (`iperf -c GROUP -u -T TTL`) and the client sends nothing; the
     /// agents count iperf 2's datagrams for -t after -O (then the join wait
-    /// need not fit in the warm-up; -b is iperf 2's).
+    /// need not fit in the warm-up, and -b says the rate iperf 2 sends at,
+    /// which agents with --max-rate check).
     #[arg(long, value_name = "ROLE")]
     pub with_iperf2: Option<super::WithIperf2>,
 }
@@ -96,7 +97,6 @@ impl WorkloadArgs for MulticastOptions {
             source: self.source,
             ttl: self.ttl,
             rate_bits_per_second: match self.bitrate {
-                _ if iperf2_sends => None,
                 Bitrate::Max => None,
                 Bitrate::BitsPerSecond(r) => Some(r),
             },

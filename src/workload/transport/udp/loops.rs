@@ -622,8 +622,12 @@ fn receive_loop(socket: &Socket, how: &ReceiveOptions, ctx: &StreamContext) -> (
     };
     let mut counts = Receiving::new(id, wire);
     if let Some(until) = warmup_until {
-        let ahead = until.saturating_duration_since(Instant::now());
-        counts.iperf2_warmup_until = super::realtime_nanos().saturating_add(ahead.as_nanos() as u64);
+        // The same instant on the real-time clock (the arrival stamps').
+        let (now, realtime) = (Instant::now(), super::realtime_nanos());
+        counts.iperf2_warmup_until = match until.checked_duration_since(now) {
+            Some(ahead) => realtime.saturating_add(ahead.as_nanos() as u64),
+            None => realtime.saturating_sub(now.duration_since(until).as_nanos() as u64),
+        };
     }
     let mut last_data_at: Option<Instant> = None;
     let mut stop_seen: Option<Instant> = None;
