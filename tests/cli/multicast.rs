@@ -943,5 +943,9 @@ fn ipv6_groups_any_source_and_source_specific_reach_their_receiver() {
         r["standing"], "never_joined",
         "another source's datagrams are filtered: {r}"
     );
+    assert!(
+        r["verdict"].as_str().unwrap().contains("from fd00:77::9 only"),
+        "the words name the source it took: {r}"
+    );
     assert!(doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap() > 0);
 }

@@ -436,7 +436,9 @@ impl Side for LoadedSide {
                 let path = params.tcp.receive_path();
                 (
                     Role::Receiver,
-                    Box::new(move |ctx: &StreamContext| transport::stream::loops::receive_stream(socket, message, path, ctx)),
+                    Box::new(move |ctx: &StreamContext| {
+                        transport::stream::loops::receive_stream(socket, message, path, ctx)
+                    }),
                 )
             };
             tasks.push(StreamTask::new(id, role, buffers, body).with_probe(probe));

@@ -114,10 +114,19 @@ pub fn never_joined(p: &MulticastParams, routed: bool) -> String {
              router(s) on the way do not forward the group (no multicast routing for it: smcroute, pimd), or \
              its join did not reach them"
         ),
-        (false, _) => format!(
-            "never joined: nothing arrived within {wait} of joining {group} on the sender's segment (IGMP/MLD \
-             snooping that did not take the join, or a filter on the host or its switch port)"
-        ),
+        (false, _) => match p.source {
+            // A source-specific join takes nothing from any other address.
+            Some(source) => format!(
+                "never joined: nothing arrived within {wait} of joining {group} on the sender's segment: it takes \
+                 the group from {source} only, so the sender must send from that address (--source names this \
+                 host's address toward the receivers); else IGMPv3/MLDv2 snooping that did not take the join, or \
+                 a filter on the host or its switch port"
+            ),
+            None => format!(
+                "never joined: nothing arrived within {wait} of joining {group} on the sender's segment (IGMP/MLD \
+                 snooping that did not take the join, or a filter on the host or its switch port)"
+            ),
+        },
     }
 }
 
@@ -459,6 +468,13 @@ mod tests {
         assert!(
             local.starts_with("never joined: nothing arrived within 1 s") && local.contains("snooping"),
             "{local}"
+        );
+        p.group = "232.1.1.1".parse().unwrap();
+        p.source = Some("10.0.0.9".parse().unwrap());
+        let ssm = never_joined(&p, false);
+        assert!(
+            ssm.contains("from 10.0.0.9 only, so the sender must send from that address"),
+            "{ssm}"
         );
     }
 

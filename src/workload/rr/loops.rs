@@ -17,9 +17,9 @@ use crate::model::latency::LatencyRecorder;
 use crate::workload::base::one_way::TransitRecorder;
 use crate::workload::base::sockets::read_full;
 use crate::workload::runner::{StreamContext, TaskEnd};
+use crate::workload::transport::datagram::DatagramHeader;
 use crate::workload::transport::stream::Stream;
 use crate::workload::transport::transaction::{Answer, Answering, Dialing};
-use crate::workload::transport::datagram::DatagramHeader;
 use crate::workload::transport::wire::{timed_out, Wire};
 use crate::workload::transport::Configure;
 

@@ -19,9 +19,9 @@ use socket2::Socket;
 
 use super::runner::{tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::transport::admission;
-use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
 use super::transport::stream::loops::{pace, zerocopy, TcpEnd, KEY};
 pub use super::transport::stream::loops::{ReceivePath, SendPath};
+use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
 use super::transport::tls::TlsParams;
 use super::transport::{self, Asked, ConnectionFigures, Details, Proto, Setting};
 use super::{

@@ -43,6 +43,9 @@ pub trait DatagramServing: Send {
     fn accept(self: Box<Self>, deadline: Instant) -> Result<Vec<Endpoint>, WorkloadError>;
 }
 
+/// What each end of a datagram stream counted, as the loops leave it in
+/// the stream end's extras.
+pub use super::udp::counts;
 /// The loops a workload runs over its datagram endpoints (paced batches,
 /// counts, jitter, drops, arrival stamps): the datagram transport's own,
 /// so that a workload runs them without naming the transport.
@@ -50,6 +53,3 @@ pub use super::udp::loops;
 /// The datagram header (its length is the smallest message) and the
 /// largest datagram the loops send.
 pub use super::udp::wire::{DatagramHeader, HEADER_LEN, MAX_DATAGRAM_BYTES};
-/// What each end of a datagram stream counted, as the loops leave it in
-/// the stream end's extras.
-pub use super::udp::counts;

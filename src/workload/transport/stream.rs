@@ -33,8 +33,8 @@ use crate::workload::base::{Aborter, AgentNet, ClientNet, RunControl, SideOutcom
 /// under [`KEY`](loops::KEY)): the kernel stream's own, so that a workload
 /// runs them over any transport's plain socket without naming one.
 pub mod loops {
-    pub use super::super::tcp::{zerocopy, ReceivePath, SendPath, TcpEnd, KEY};
     pub(crate) use super::super::tcp::{pace, receive_stream, send_stream_held};
+    pub use super::super::tcp::{zerocopy, ReceivePath, SendPath, TcpEnd, KEY};
 }
 
 /// What a test asks of its transport's connections.

@@ -19,10 +19,10 @@ use socket2::Socket;
 
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
 use super::transport;
-use super::transport::datagram::{DatagramServing, Endpoint};
-use super::transport::stream::ConnectOptions;
 use super::transport::datagram::loops::{self, ReceiveOptions, SendOptions};
 use super::transport::datagram::HEADER_LEN;
+use super::transport::datagram::{DatagramServing, Endpoint};
+use super::transport::stream::ConnectOptions;
 use super::{
     Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, ResultKind, RunControl, Side, SideOutcome, SpecError,
     Stored, TestSpec, TextView, VerdictQuestions, Workload, WorkloadError,
