@@ -30,27 +30,11 @@
 # stays in the lab, which is removed on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${1:-3}
-SECONDS_PER_TEST=${2:-3}
-if ! [[ $ROUNDS =~ ^[1-9][0-9]{0,2}$ && $SECONDS_PER_TEST =~ ^[1-9][0-9]{0,2}$ ]]; then
-  echo "usage: bench/multicast.sh [ROUNDS] [SECONDS]  (whole numbers, 1 to 999; not '$ROUNDS' '$SECONDS_PER_TEST')" >&2
-  exit 2
-fi
-for tool in ip iperf python3; do
-  case $tool in ip) package=iproute2 ;; *) package=$tool ;; esac
-  command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install $package" >&2; exit 1; }
-done
-IPERF_VERSION=$(iperf --version 2>&1 || true)
-[[ $IPERF_VERSION == "iperf version 2."* ]] \
-  || { echo "iperf is not iperf 2 ($IPERF_VERSION): apt-get install iperf" >&2; exit 1; }
-if [ "$(id -u)" != 0 ]; then
-  echo "the lab needs root (network namespaces): run with sudo" >&2
-  exit 1
-fi
-if [ -z "${NICBENCH:-}" ]; then
-  cargo build --release --quiet
-  NICBENCH=$PWD/target/release/nicbench
-fi
+# shellcheck source=bench/lib/lab-iperf2.sh
+. bench/lib/lab-iperf2.sh
+bench_args bench/multicast.sh 3 "$@"
+need_lab_and_iperf2 ip python3
+nicbench_binary
 LAB=mcb-$$
 WORK=$(mktemp -d)
 PIDS=()

@@ -61,26 +61,12 @@
 # traffic stays in the lab (`owd-PID`), which is removed on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${1:-3}
-SECONDS_PER_TEST=${2:-4}
-if ! [[ $ROUNDS =~ ^[1-9][0-9]{0,2}$ && $SECONDS_PER_TEST =~ ^[1-9][0-9]{0,2}$ ]]; then
-  echo "usage: bench/owd-vs-iperf2.sh [ROUNDS] [SECONDS]  (whole numbers, 1 to 999; not '$ROUNDS' '$SECONDS_PER_TEST')" >&2
-  exit 2
-fi
-for tool in ip tc ss iperf python3; do
-  case $tool in ip | tc | ss) package=iproute2 ;; *) package=$tool ;; esac
-  command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install $package" >&2; exit 1; }
-done
-# iperf 2 prints its version on stderr and exits 1.
-IPERF_VERSION=$(iperf --version 2>&1 || true)
-[[ $IPERF_VERSION == "iperf version 2."* ]] \
-  || { echo "iperf is not iperf 2 ($IPERF_VERSION): apt-get install iperf" >&2; exit 1; }
-if [ "$(id -u)" != 0 ]; then
-  echo "the lab needs root (network namespaces): run with sudo" >&2
-  exit 1
-fi
-[ -n "${NICBENCH:-}" ] || cargo build --release --quiet
-NB=${NICBENCH:-$PWD/target/release/nicbench}
+# shellcheck source=bench/lib/lab-iperf2.sh
+. bench/lib/lab-iperf2.sh
+bench_args bench/owd-vs-iperf2.sh 4 "$@"
+need_lab_and_iperf2 ip tc ss python3
+nicbench_binary
+NB=$NICBENCH
 LAB=owd-$$
 IPERF_PORT=5599
 WORK=$(mktemp -d /tmp/nicbench-owd-iperf2-XXXXXX)

@@ -514,6 +514,35 @@ fn iperf2_server_counts(lines: &std::sync::mpsc::Receiver<String>) -> (u64, u64)
     (f[11].parse().unwrap(), f[10].parse().unwrap())
 }
 
+/// Starts `command` (nicbench) as the client of `receivers` waiting for an
+/// iperf 2 sender on `group` for 4 s, with a join wait long enough for the
+/// test to start iperf 2; its JSON comes on its stdout.
+fn listening_for_iperf2(mut command: Command, receivers: &[&str], group: &str) -> Reaped {
+    Reaped(
+        command
+            .arg("multicast")
+            .args(receivers)
+            .args([
+                "-g",
+                group,
+                "--with-iperf2",
+                "sender",
+                "-t",
+                "4",
+                "-O",
+                "0",
+                "--join-wait",
+                "10s",
+                "--json",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start nicbench multicast"),
+    )
+}
+
 /// What iperf 2's client says it sent ("Sent N datagrams"): its data
 /// datagrams, numbered 1 to N - 2, and two more.
 fn iperf2_sent(said: &str) -> u64 {
@@ -638,29 +667,9 @@ fn agents_count_what_an_iperf_2_sender_sends() {
     let group = unique_group();
     let (address, port) = group.split_once(':').unwrap();
     let (ra, rb) = (format!("127.0.0.1:{}", a.port), format!("127.0.0.1:{}", b.port));
-    let client = Reaped(
-        crate::common::clean_env(&mut Command::new(crate::common::BIN))
-            .args([
-                "multicast",
-                &ra,
-                &rb,
-                "-g",
-                &group,
-                "--with-iperf2",
-                "sender",
-                "-t",
-                "4",
-                "-O",
-                "0",
-                "--join-wait",
-                "10s",
-                "--json",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start nicbench multicast"),
-    );
+    let mut command = Command::new(crate::common::BIN);
+    crate::common::clean_env(&mut command);
+    let client = listening_for_iperf2(command, &[&ra, &rb], &group);
     // Both agents joined before iperf 2 sends its first datagram.
     wait_for_members("lo", address, 2);
     // 1500 datagrams of 1000 B at 10 Mbit/s: 1.2 s. -B keeps it on loopback.
@@ -787,29 +796,7 @@ fn on_a_switch_iperf_2_receives_from_and_sends_to_nicbench() {
     // The other way: c sends with iperf 2, b receives with nicbench.
     let group = unique_group();
     let (address, port) = group.split_once(':').unwrap();
-    let client = Reaped(
-        lab.command("a", crate::common::BIN)
-            .args([
-                "multicast",
-                "b",
-                "-g",
-                &group,
-                "--with-iperf2",
-                "sender",
-                "-t",
-                "4",
-                "-O",
-                "0",
-                "--join-wait",
-                "10s",
-                "--json",
-            ])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start nicbench multicast in a"),
-    );
+    let client = listening_for_iperf2(lab.command("a", crate::common::BIN), &["b"], &group);
     wait_for_member_in(&lab, "b", address);
     let c = lab.addr("c").to_string();
     let said = run_in(

@@ -716,6 +716,16 @@ mod tests {
     use crate::model::spec::SideOptions;
     use crate::workload::transport::udp;
 
+    /// Receives until `count` datagrams are in and accounts them.
+    fn take_datagrams(batch: &mut RecvBatch, receiver: &Socket, counts: &mut Receiving, count: usize) {
+        let mut seen = 0;
+        while seen < count {
+            let n = batch.recv(receiver.as_raw_fd()).unwrap();
+            counts.take(batch, n, udp::realtime_nanos());
+            seen += n;
+        }
+    }
+
     /// Issue 66: a sender that woke 100 ms late sent 100 ms of its rate at
     /// once and overflowed a router's queue; now at most 4 ms of it.
     #[test]
@@ -749,12 +759,7 @@ mod tests {
         let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
         let mut batch = RecvBatch::new(BATCH, 100);
         let mut counts = Receiving::new(5, Wire::Nicbench);
-        let mut seen = 0;
-        while seen < 8 {
-            let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp::realtime_nanos());
-            seen += n;
-        }
+        take_datagrams(&mut batch, &receiver, &mut counts, 8);
         let end = counts.end(100, false, 0, &receiver);
         let received = end.received.unwrap();
         assert_eq!(end.datagrams, 4);
@@ -787,12 +792,7 @@ mod tests {
         let _ = receiver.set_read_timeout(Some(Duration::from_secs(1)));
         let mut batch = RecvBatch::new(BATCH, 200);
         let mut counts = Receiving::new(5, Wire::Iperf2);
-        let mut seen = 0;
-        while seen < 9 {
-            let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp::realtime_nanos());
-            seen += n;
-        }
+        take_datagrams(&mut batch, &receiver, &mut counts, 9);
         let end = counts.end(200, false, 0, &receiver);
         let received = end.received.unwrap();
         assert_eq!(end.datagrams, 5, "5, 6, 7, 8, 9");
@@ -819,12 +819,7 @@ mod tests {
         // The sender's own closing datagrams, as it sends them at the end.
         let closing = Socket::from(sender.try_clone().unwrap());
         send_iperf2_closing(&closing, (5, 2), &mut [0u8; 200]);
-        let mut seen = 0;
-        while seen < 2 + IPERF2_CLOSINGS as usize {
-            let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp::realtime_nanos());
-            seen += n;
-        }
+        take_datagrams(&mut batch, &receiver, &mut counts, 2 + IPERF2_CLOSINGS as usize);
         let end = counts.end(200, false, 0, &receiver);
         assert_eq!(end.datagrams, 2);
         assert_eq!(
@@ -835,12 +830,7 @@ mod tests {
         // What iperf 2 reads of them: -3 first (2 sent), then down.
         let mut iperf2 = Receiving::new(0, Wire::Iperf2);
         send_iperf2_closing(&closing, (5, 2), &mut [0u8; 200]);
-        let mut seen = 0;
-        while seen < IPERF2_CLOSINGS as usize {
-            let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            iperf2.take(&batch, n, udp::realtime_nanos());
-            seen += n;
-        }
+        take_datagrams(&mut batch, &receiver, &mut iperf2, IPERF2_CLOSINGS as usize);
         assert_eq!(
             iperf2.closing_last,
             Some(1),
@@ -879,24 +869,14 @@ mod tests {
         let mut counts = Receiving::new(5, Wire::Nicbench);
         // Drain the warm-up, then the measured part: two datagrams, none dropped.
         let queued = seq - warmup_drops;
-        let mut seen = 0;
-        while seen < queued {
-            let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp::realtime_nanos());
-            seen += n as u64;
-        }
+        take_datagrams(&mut batch, &receiver, &mut counts, queued as usize);
         assert_eq!(counts.warmup_drops, None, "no measured datagram yet");
         for _ in 0..2 {
             DatagramHeader::data(5, seq, 0, 0).write(&mut datagram);
             sender.send(&datagram).unwrap();
             seq += 1;
         }
-        let mut seen = 0;
-        while seen < 2 {
-            let n = batch.recv(receiver.as_raw_fd()).unwrap();
-            counts.take(&batch, n, udp::realtime_nanos());
-            seen += n;
-        }
+        take_datagrams(&mut batch, &receiver, &mut counts, 2);
         let received = counts.end(1000, false, 0, &receiver).received.unwrap();
         assert_eq!(received.socket_drops, warmup_drops);
         assert_eq!(received.warmup_socket_drops, Some(warmup_drops));
