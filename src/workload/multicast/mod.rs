@@ -80,17 +80,20 @@ pub struct MulticastParams {
 }
 
 /// iperf 2 (2.0.10 and later, Debian's `iperf`) on a group beside nicbench.
+/// (The roles' words are plain comments: as doc comments clap would print
+/// each in --help and switch the whole page to its long layout; the option
+/// says them.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum WithIperf2 {
-    /// iperf 2 receivers (`iperf -s -u -B GROUP`) count the client's
-    /// datagrams too: each carries iperf 2's header in front of nicbench's,
-    /// and the sender ends with iperf 2's closing datagrams, on which they
-    /// report.
+    // iperf 2 receivers (`iperf -s -u -B GROUP`) count the client's
+    // datagrams too: each carries iperf 2's header in front of nicbench's,
+    // and the sender ends with iperf 2's closing datagrams, on which they
+    // report.
     Receivers,
-    /// iperf 2 sends (`iperf -c GROUP -u`): the client sends nothing; the
-    /// agents read iperf 2's header and take its count from its sequence
-    /// numbers and its closing datagram.
+    // iperf 2 sends (`iperf -c GROUP -u`): the client sends nothing; the
+    // agents read iperf 2's header and take its count from its sequence
+    // numbers and its closing datagram.
     Sender,
 }
 
