@@ -18,6 +18,11 @@ pub struct FanoutArgs {
     /// [IPv6]:PORT, each named once.
     #[arg(value_name = "AGENT", required = true)]
     pub agents: Vec<String>,
+    /// An agent that sends instead of this host (HOST, HOST:PORT), from its
+    /// own address toward the others; it is not one of the AGENTs. This
+    /// host then only drives the test.
+    #[arg(long, value_name = "AGENT")]
+    pub sender: Option<String>,
     /// Control port of agents given without one [default: 5310, or
     /// $NICBENCH_PORT, which `nicbench lab exec` sets].
     #[arg(short, long, env = "NICBENCH_PORT", hide_env = true, value_parser = parse::port_to_connect)]

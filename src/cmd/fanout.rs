@@ -18,8 +18,9 @@ use crate::workload::FanoutAgent;
 
 use super::signals;
 
-/// Every agent's target, checked before anything connects.
-fn targets(args: &FanoutArgs) -> anyhow::Result<Vec<Target>> {
+/// Every agent's target, checked before anything connects, and the
+/// sending agent's (`--sender`), which is none of them.
+fn targets(args: &FanoutArgs) -> anyhow::Result<(Vec<Target>, Option<Target>)> {
     let family = match (args.ipv4, args.ipv6) {
         (true, _) => Some(Family::V4),
         (_, true) => Some(Family::V6),
@@ -31,25 +32,32 @@ fn targets(args: &FanoutArgs) -> anyhow::Result<Vec<Target>> {
         .map(|b| super::measure::bind_address(b, family))
         .transpose()?;
     let mut seen = std::collections::BTreeSet::new();
-    args.agents
-        .iter()
-        .map(|named| {
-            let (host, port) = crate::address::agent_address(named, args.port, family)
-                .map_err(|e| super::UsageError(format!("agent '{named}': {e}")))?;
-            if !seen.insert((host.clone(), port)) {
-                return Err(super::UsageError(format!("{host}:{port} is named twice; name each agent once")).into());
-            }
-            Ok(Target {
-                host,
-                port,
-                family,
-                bind,
-                connect_timeout: args.connect_timeout,
-                wait: args.wait,
-                psk_file: args.psk_file.clone(),
-            })
+    let mut target = |named: &String, what: &str| -> anyhow::Result<Target> {
+        let (host, port) = crate::address::agent_address(named, args.port, family)
+            .map_err(|e| super::UsageError(format!("{what} '{named}': {e}")))?;
+        if !seen.insert((host.clone(), port)) {
+            return Err(super::UsageError(format!(
+                "{host}:{port} is named twice; name each agent once (the sender is not a receiver)"
+            ))
+            .into());
+        }
+        Ok(Target {
+            host,
+            port,
+            family,
+            bind,
+            connect_timeout: args.connect_timeout,
+            wait: args.wait,
+            psk_file: args.psk_file.clone(),
         })
-        .collect()
+    };
+    let sender = args.sender.as_ref().map(|named| target(named, "sender")).transpose()?;
+    let receivers = args
+        .agents
+        .iter()
+        .map(|named| target(named, "agent"))
+        .collect::<anyhow::Result<_>>()?;
+    Ok((receivers, sender))
 }
 
 /// Runs one fan-out command.
@@ -58,13 +66,16 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
     let view = workload
         .fanout()
         .expect("a fan-out command's workload reads its agents");
+    let args = &command.args;
     let spec = workload
         .command_line()
         .spec(&command.matches)
-        .and_then(|spec| workload.validate(&spec).map(|()| spec))
+        .and_then(|mut spec| match &args.sender {
+            Some(named) => view.sent_by_agent(&mut spec, named).map(|()| spec),
+            None => workload.validate(&spec).map(|()| spec),
+        })
         .map_err(|e| super::UsageError(e.to_string()))?;
-    let args = &command.args;
-    let targets = targets(args)?;
+    let (targets, sender) = targets(args)?;
     signals::install();
     if !args.json {
         super::stdout::err_line(view.heading(&spec, targets.len()));
@@ -76,16 +87,25 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         trial: 1,
         settings: Default::default(),
     };
-    let ran = session::run_fanout(&targets, &spec, options).with_context(|| format!("the {} test", spec.workload))?;
+    let ran = session::run_fanout(&targets, sender.as_ref(), &spec, options)
+        .with_context(|| format!("the {} test", spec.workload))?;
+    // The sending end of every trial: the sending agent, or this host.
+    let client = |spec: &TestSpec| match &ran.sender {
+        Some(sender) => sender.clone(),
+        None => crate::model::Endpoint {
+            address: ran.client_addr.to_string(),
+            facts: crate::workload::host_facts_for(spec, ran.client_addr.ip()),
+        },
+    };
     // Each agent's trial as a run of its own: judged, and saved as one.
     let runs: Vec<Result<RunResult, String>> = ran
         .agents
         .iter()
         .map(|trial| match &trial.result {
-            Ok(result) => Ok(session::one_trial_run(
+            Ok(result) => Ok(session::trial_run_between(
                 &spec,
                 ran.started_at,
-                ran.client_addr,
+                client(&spec),
                 trial.agent.clone(),
                 result.clone(),
                 None,
@@ -118,7 +138,7 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
     let top = &receivers[worst];
     let trial = top.result.clone().expect("the worst has a trial");
     let agent = top.agent.clone();
-    let mut run = session::one_trial_run(&spec, ran.started_at, ran.client_addr, agent, trial, None);
+    let mut run = session::trial_run_between(&spec, ran.started_at, client(&spec), agent, trial, None);
     if run.result.interruption.is_none() {
         run.result.interruption = ran.interruption;
         run.interrupted = run.result.interruption.is_some();

@@ -147,6 +147,34 @@ pub struct ClockOffset {
     pub one_clock: bool,
 }
 
+impl ClockOffset {
+    /// This agent's clock against another agent's (`sender`), both
+    /// measured against the client's: the one figure a receiver's one-way
+    /// delay needs when an agent, not the client, sent. The offsets
+    /// subtract, their bounds add; one clock only when both read the
+    /// client's kernel.
+    pub fn against(&self, sender: &ClockOffset) -> ClockOffset {
+        let both = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| a.zip(b).map(|(a, b)| f(a, b));
+        let difference = both(self.agent_minus_client_us, sender.agent_minus_client_us, |a, b| a - b);
+        let problem = match (&self.problem, &sender.problem) {
+            (Some(own), _) => Some(own.clone()),
+            (None, Some(theirs)) => Some(format!("the sending agent's clock: {theirs}")),
+            (None, None) if difference.is_none() => Some("the sending agent's clock fits no offset".into()),
+            (None, None) => None,
+        };
+        ClockOffset {
+            agent_minus_client_us: difference,
+            bound_us: both(self.bound_us, sender.bound_us, |a, b| a + b).filter(|_| difference.is_some()),
+            drift_ppm: both(self.drift_ppm, sender.drift_ppm, |a, b| a - b),
+            drift_bound_ppm: both(self.drift_bound_ppm, sender.drift_bound_ppm, |a, b| a + b),
+            exchanges: self.exchanges + sender.exchanges,
+            refused: self.refused + sender.refused,
+            problem,
+            one_clock: self.one_clock && sender.one_clock,
+        }
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -365,6 +393,38 @@ pub struct LineRateShare {
 mod tests {
     use super::*;
     use crate::model::SocketBuffers;
+
+    #[test]
+    fn a_receivers_clock_against_a_sending_agents_subtracts_offsets_and_adds_bounds() {
+        let offset = |us: Option<f64>, bound: f64, one_clock: bool| ClockOffset {
+            agent_minus_client_us: us,
+            bound_us: us.map(|_| bound),
+            drift_ppm: Some(3.0),
+            drift_bound_ppm: Some(1.0),
+            exchanges: 16,
+            one_clock,
+            ..ClockOffset::default()
+        };
+        let receiver = offset(Some(250.0), 40.0, true);
+        let between = receiver.against(&offset(Some(-100.0), 60.0, true));
+        assert_eq!(between.agent_minus_client_us, Some(350.0));
+        assert_eq!(between.bound_us, Some(100.0));
+        assert_eq!((between.drift_ppm, between.drift_bound_ppm), (Some(0.0), Some(2.0)));
+        assert_eq!(between.exchanges, 32);
+        assert!(between.one_clock && between.problem.is_none());
+        // The sender on another kernel: not one clock; the sender's clock
+        // without an offset leaves none, and says whose clock it was.
+        let apart = receiver.against(&ClockOffset {
+            problem: Some("a clock stepped".into()),
+            ..offset(None, 0.0, false)
+        });
+        assert!(!apart.one_clock);
+        assert_eq!((apart.agent_minus_client_us, apart.bound_us), (None, None));
+        assert_eq!(
+            apart.problem.as_deref(),
+            Some("the sending agent's clock: a clock stepped")
+        );
+    }
 
     fn end(id: u32, role: Role, bytes: u64) -> StreamEnd {
         StreamEnd {

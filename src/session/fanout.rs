@@ -35,6 +35,9 @@ pub struct FanoutRun {
     pub started_at: Duration,
     /// The control connection's local address toward the first agent.
     pub client_addr: SocketAddr,
+    /// The agent that sent instead of this host (`--sender`), and its
+    /// facts; None when this host sent.
+    pub sender: Option<Endpoint>,
     pub local: SideReport,
     /// Set when the local side was cut short (Ctrl-C).
     pub interruption: Option<Interruption>,
@@ -44,7 +47,7 @@ pub struct FanoutRun {
 
 /// One agent's part: who it is and its trial, or why it has none.
 pub struct AgentTrial {
-    /// The agent as the user named it.
+    /// The agent as `HOST:PORT`.
     pub label: String,
     pub agent: Endpoint,
     pub result: Result<TrialResult, SessionError>,
@@ -108,7 +111,7 @@ fn prepare(target: &Target, spec: &TestSpec) -> Result<Prepared, SessionError> {
         other => return Err(unexpected("ready", other, addr)),
     }
     Ok(Prepared {
-        label: target.host.clone(),
+        label: target.label(),
         channel,
         addr,
         local,
@@ -152,7 +155,12 @@ impl Drop for Finished {
 
 /// Runs one trial of `spec` with the local side against every agent of
 /// `targets` at once (see the module's words).
-pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> Result<FanoutRun, FanoutError> {
+pub fn run_fanout(
+    targets: &[Target],
+    sender: Option<&Target>,
+    spec: &TestSpec,
+    options: RunOptions,
+) -> Result<FanoutRun, FanoutError> {
     let workload = workload::find(&spec.workload).map_err(|e| FanoutError::of("the test", e))?;
     workload.validate(spec).map_err(|e| FanoutError::of("the test", e))?;
     TestSpec::validate_cpus(&spec.client.cpus, "-A/--affinity").map_err(|e| FanoutError::of("the test", e))?;
@@ -164,22 +172,45 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
             )),
         ));
     }
+    // The sending agent gets the test reversed: it sends, as an agent does on -R.
+    let sender_spec = TestSpec {
+        direction: crate::model::Direction::Reverse,
+        ..spec.clone()
+    };
+    if sender.is_some() {
+        workload
+            .validate(&sender_spec)
+            .map_err(|e| FanoutError::of("the test", e))?;
+    }
+    let asks: Vec<(&Target, &TestSpec)> = targets
+        .iter()
+        .map(|target| (target, spec))
+        .chain(sender.map(|target| (target, &sender_spec)))
+        .collect();
     let mut prepared = std::thread::scope(|scope| {
-        let handles: Vec<_> = targets
+        let handles: Vec<_> = asks
             .iter()
-            .map(|target| scope.spawn(move || prepare(target, spec)))
+            .map(|&(target, spec)| scope.spawn(move || prepare(target, spec)))
             .collect();
         handles
             .into_iter()
-            .zip(targets)
-            .map(|(handle, target)| {
+            .zip(&asks)
+            .enumerate()
+            .map(|(i, (handle, (target, _)))| {
+                let label = match i < targets.len() {
+                    true => target.label(),
+                    false => format!("{} (the sender)", target.label()),
+                };
                 handle
                     .join()
                     .unwrap_or_else(|_| Err(SessionError::BadReport("the thread reaching it panicked".into())))
-                    .map_err(|e| FanoutError::of(&target.host, e))
+                    .map_err(|e| FanoutError::of(&label, e))
             })
             .collect::<Result<Vec<_>, _>>()
     })?;
+    let mut sending = sender
+        .is_some()
+        .then(|| prepared.pop().expect("the sender was prepared"));
     let first = &prepared[0];
     let own_boot_id = crate::probe::host::boot_id();
     let net = ClientNet {
@@ -199,9 +230,16 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
         .map_err(|e| FanoutError::of("this host (the local side)", e))?;
     let started_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let start_ns = crate::probe::clock::realtime_ns();
+    // A sending agent first: receivers join a group already flowing.
+    if let Some(agent) = &mut sending {
+        agent
+            .channel
+            .send(&Message::Start)
+            .map_err(|e| FanoutError::of(&format!("{} (the sender)", agent.label), SessionError::from(e)))?;
+    }
     let done = Arc::new(AtomicBool::new(false));
     let interrupted = options.interrupted;
-    let (local, followed) = std::thread::scope(|scope| {
+    let (local, sent, followed) = std::thread::scope(|scope| {
         let finished = Finished(Arc::clone(&done));
         let (on_interval, on_progress) = (options.on_interval, options.on_progress);
         // The local side first: receivers join a group already flowing.
@@ -214,46 +252,72 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
             };
             side_runner::run_alone(side, plan, Some(local_ip), &ProcStat)
         });
+        let sender_spec = &sender_spec;
+        let sender = sending.as_mut().map(|agent| {
+            let done = Arc::clone(&done);
+            scope.spawn(move || follow(agent, sender_spec, done, interrupted))
+        });
         let followers: Vec<_> = prepared
             .iter_mut()
             .map(|agent| {
                 let done = Arc::clone(&done);
                 scope.spawn(move || {
                     agent.channel.send(&Message::Start)?;
-                    let plan = client_plan(spec, true, interrupted);
-                    let follower = Follower {
-                        done,
-                        aborted: Arc::new(AtomicBool::new(false)),
-                    };
-                    side_runner::run_side(Box::new(follower), plan, &mut agent.channel, &ProcStat)
-                        .map_err(SessionError::from)
+                    follow(agent, spec, done, interrupted)
                 })
             })
             .collect();
         let local = local.join();
-        let followed: Vec<_> = followers
-            .into_iter()
-            .map(|f| {
-                f.join()
-                    .unwrap_or_else(|_| Err(SessionError::BadReport("the thread following it panicked".into())))
-            })
-            .collect();
-        (local, followed)
+        let joined = |f: std::thread::ScopedJoinHandle<'_, Result<_, SessionError>>| {
+            f.join()
+                .unwrap_or_else(|_| Err(SessionError::BadReport("the thread following it panicked".into())))
+        };
+        let followed: Vec<_> = followers.into_iter().map(joined).collect();
+        (local, sender.map(joined), followed)
     });
     let local = local
         .unwrap_or_else(|_| Err(side_runner::TrialError::SidePanicked("the local side's thread".into())))
         .map_err(|e| FanoutError::of("this host (the local side)", e))?;
     let end_ns = crate::probe::clock::realtime_ns();
+    let offset_of = |agent: &mut Prepared| {
+        agent.clock.as_mut().map(|clock| {
+            clock.burst_after(&mut agent.channel, agent.addr);
+            ClockOffset {
+                one_clock: !own_boot_id.is_empty() && agent.accepted.agent.boot_id == own_boot_id,
+                ..clock.recorded(start_ns + (end_ns - start_ns) / 2)
+            }
+        })
+    };
+    // What each receiver's trial takes as the sending end: the sending
+    // agent's report (checked as the reversed test's) with its clock, or
+    // this host's.
+    let (sending_end, sender_offset, sender) = match (sending, sent) {
+        (Some(mut agent), Some(outcome)) => {
+            let offset = offset_of(&mut agent);
+            let report = outcome
+                .and_then(|outcome| {
+                    let report = outcome
+                        .peer
+                        .ok_or_else(|| SessionError::BadReport("no report came".into()))?;
+                    check_agent_report(&report, &sender_spec)?;
+                    Ok(report)
+                })
+                .map_err(|e| FanoutError::of(&format!("{} (the sender)", agent.label), e))?;
+            let endpoint = Endpoint {
+                address: agent.addr.to_string(),
+                facts: agent.accepted.agent,
+            };
+            (report, offset, Some(endpoint))
+        }
+        _ => (local.local.clone(), None, None),
+    };
     let agents = prepared
         .into_iter()
         .zip(followed)
         .map(|(mut agent, outcome)| {
-            let offset = agent.clock.as_mut().map(|clock| {
-                clock.burst_after(&mut agent.channel, agent.addr);
-                ClockOffset {
-                    one_clock: !own_boot_id.is_empty() && agent.accepted.agent.boot_id == own_boot_id,
-                    ..clock.recorded(start_ns + (end_ns - start_ns) / 2)
-                }
+            let offset = offset_of(&mut agent).map(|offset| match &sender_offset {
+                Some(sender) => offset.against(sender),
+                None => offset,
             });
             let result = outcome.and_then(|outcome| {
                 let report = outcome
@@ -262,7 +326,7 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
                 merge(
                     options.trial,
                     spec,
-                    local.local.clone(),
+                    sending_end.clone(),
                     report,
                     offset,
                     outcome.interruption,
@@ -281,10 +345,27 @@ pub fn run_fanout(targets: &[Target], spec: &TestSpec, options: RunOptions) -> R
     Ok(FanoutRun {
         started_at,
         client_addr,
+        sender,
         local: local.local,
         interruption: local.interruption,
         agents,
     })
+}
+
+/// Follows one agent's side of the test (its `start` sent) until its
+/// report comes, while the local side runs.
+fn follow(
+    agent: &mut Prepared,
+    spec: &TestSpec,
+    done: Arc<AtomicBool>,
+    interrupted: &(dyn Fn() -> Option<String> + Sync),
+) -> Result<side_runner::TrialOutcome, SessionError> {
+    let plan = client_plan(spec, true, interrupted);
+    let follower = Follower {
+        done,
+        aborted: Arc::new(AtomicBool::new(false)),
+    };
+    side_runner::run_side(Box::new(follower), plan, &mut agent.channel, &ProcStat).map_err(SessionError::from)
 }
 
 /// The client's plan of a trial of `spec` starting now, hung at the

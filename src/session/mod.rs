@@ -21,7 +21,7 @@ pub use self::admin::{
 };
 pub use self::connect::connect;
 pub use self::fanout::{run_fanout, AgentTrial, FanoutError, FanoutRun};
-pub use self::run::{one_trial_run, run, run_with_psk, RunOptions};
+pub use self::run::{one_trial_run, run, run_with_psk, trial_run_between, RunOptions};
 use crate::address::Family;
 use crate::model::MergeError;
 use crate::protocol::auth::KeyError;
@@ -50,6 +50,16 @@ pub struct Target {
     pub wait: Duration,
     /// Pre-shared key file for an agent that requires authentication.
     pub psk_file: Option<std::path::PathBuf>,
+}
+
+impl Target {
+    /// The agent as `HOST:PORT` (`[V6]:PORT`): how errors name it.
+    pub fn label(&self) -> String {
+        match self.host.contains(':') {
+            true => format!("[{}]:{}", self.host, self.port),
+            false => format!("{}:{}", self.host, self.port),
+        }
+    }
 }
 
 /// "Busy" in words: the time left when the agent could say, else how long

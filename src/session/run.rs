@@ -402,14 +402,29 @@ pub fn one_trial_run(
     result: TrialResult,
     peer_protocol: Option<PeerProtocol>,
 ) -> RunResult {
+    let client = Endpoint {
+        address: client_addr.to_string(),
+        facts: crate::workload::host_facts_for(spec, client_addr.ip()),
+    };
+    trial_run_between(spec, started_at, client, agent, result, peer_protocol)
+}
+
+/// The run of one trial between `client` (the end that stands where the
+/// client does: this host, or the agent that sent a group test in its
+/// place) and `agent`, judged.
+pub fn trial_run_between(
+    spec: &TestSpec,
+    started_at: Duration,
+    client: Endpoint,
+    agent: Endpoint,
+    result: TrialResult,
+    peer_protocol: Option<PeerProtocol>,
+) -> RunResult {
     let mut run = RunResult {
         schema: SCHEMA.to_string(),
         workload: spec.workload.clone(),
         started_at_unix_seconds: started_at.as_secs_f64(),
-        client: Endpoint {
-            address: client_addr.to_string(),
-            facts: crate::workload::host_facts_for(spec, client_addr.ip()),
-        },
+        client,
         agent,
         spec: spec.clone(),
         trials: vec![result.clone()],

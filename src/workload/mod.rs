@@ -172,6 +172,10 @@ pub trait FanoutView: Sync {
     ) -> (Vec<crate::model::receivers::ReceiverRun>, Option<usize>);
     /// The document as text.
     fn write_text(&self, run: &crate::model::receivers::GroupRun, out: &mut dyn std::io::Write) -> std::io::Result<()>;
+    /// Makes `spec` a test whose sender is the agent named `name`
+    /// (`--sender`), not this host; the session gives that agent the test
+    /// reversed (it sends, as an agent does on -R).
+    fn sent_by_agent(&self, spec: &mut TestSpec, name: &str) -> Result<(), SpecError>;
 }
 pub use results::*;
 

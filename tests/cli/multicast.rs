@@ -16,7 +16,7 @@ use crate::rawclient::Raw;
 
 /// A group no other test of this run uses: tests run in parallel on one
 /// loopback, and each receiving socket gets only the groups it joined.
-fn unique_group() -> String {
+pub(crate) fn unique_group() -> String {
     static NEXT: AtomicU32 = AtomicU32::new(1);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     format!(
@@ -29,7 +29,7 @@ fn unique_group() -> String {
 }
 
 /// The groups interface `dev` holds, as `ip maddr` shows them.
-fn memberships(dev: &str) -> String {
+pub(crate) fn memberships(dev: &str) -> String {
     let out = Command::new("ip")
         .args(["maddr", "show", "dev", dev])
         .output()
@@ -40,7 +40,7 @@ fn memberships(dev: &str) -> String {
 /// What a receiver's trial says of the sender and of itself: every
 /// receiver's counts add up against the one sender's, and its join took
 /// a time it measured.
-fn assert_consistent(doc: &Value, sent: u64) {
+pub(crate) fn assert_consistent(doc: &Value, sent: u64) {
     for r in doc["receivers"].as_array().unwrap() {
         let udp = &r["result"]["sum"]["udp"];
         assert_eq!(udp["sent_datagrams"], sent, "one sender for all: {r}");
@@ -316,7 +316,7 @@ fn a_receiver_whose_client_vanishes_leaves_the_group() {
 }
 
 /// Runs `program args` in lab host `host`; its stdout, failing with stderr.
-fn run_in(lab: &nicbench::lab::Lab, host: &str, program: &str, args: &[&str]) -> String {
+pub(crate) fn run_in(lab: &nicbench::lab::Lab, host: &str, program: &str, args: &[&str]) -> String {
     let out = lab
         .command(host, program)
         .args(args)

@@ -102,6 +102,7 @@ impl WorkloadArgs for MulticastOptions {
             },
             join_wait_seconds: join_wait,
             with_iperf2: self.with_iperf2,
+            sender_agent: None,
         })
     }
 }

@@ -77,6 +77,10 @@ pub struct MulticastParams {
     /// iperf 2 on the group beside nicbench: its receivers, or its sender.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub with_iperf2: Option<WithIperf2>,
+    /// The agent that sends instead of the client, as the command line
+    /// named it (`--sender`); None: the client sends (or iperf 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_agent: Option<String>,
 }
 
 /// iperf 2 (2.0.10 and later, Debian's `iperf`) on a group beside nicbench.
@@ -109,6 +113,7 @@ impl Default for MulticastParams {
             rate_bits_per_second: None,
             join_wait_seconds: 1.0,
             with_iperf2: None,
+            sender_agent: None,
         }
     }
 }
@@ -136,9 +141,14 @@ impl MulticastParams {
         Duration::from_secs_f64(self.join_wait_seconds)
     }
 
-    /// Whether the client sends (not when iperf 2 does).
-    pub fn client_sends(&self) -> bool {
+    /// Whether nicbench sends (the client or an agent), not iperf 2.
+    pub fn nicbench_sends(&self) -> bool {
         self.with_iperf2 != Some(WithIperf2::Sender)
+    }
+
+    /// Whether the client sends (not an agent, not iperf 2).
+    pub fn client_sends(&self) -> bool {
+        self.nicbench_sends() && self.sender_agent.is_none()
     }
 
     /// The header the group's datagrams carry.
@@ -153,6 +163,22 @@ impl MulticastParams {
 
 /// Shortest and longest join wait (`--join-wait`).
 pub const JOIN_WAIT_RANGE: (f64, f64) = (0.05, 60.0);
+
+/// Longest name of a sending agent a spec may carry (a host name and port).
+pub const MAX_AGENT_NAME_BYTES: usize = 300;
+
+/// Checks the sending agent's name a spec carries (it came over the wire
+/// to every agent, and is shown and stored): 1 to [`MAX_AGENT_NAME_BYTES`]
+/// bytes of printable characters.
+fn check_agent_name(name: &str) -> Result<(), SpecError> {
+    if name.is_empty() || name.len() > MAX_AGENT_NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(SpecError::Invalid(format!(
+            "the sending agent's name {:?} is not 1 to {MAX_AGENT_NAME_BYTES} printable characters",
+            name.chars().take(40).collect::<String>()
+        )));
+    }
+    Ok(())
+}
 
 /// The `multicast` workload.
 pub struct Multicast;
@@ -280,10 +306,23 @@ impl Workload for Multicast {
             ));
         }
         super::transport::datagrams().check_message_size("-l/--length", spec.message_bytes, HEADER_LEN as u64)?;
-        if spec.streams != 1 || spec.direction != Direction::Forward {
+        // The sending agent's copy of the spec is reversed (it sends, as
+        // an agent does on -R); the receivers' and the document's are not.
+        let sending_agents_copy = spec.direction == Direction::Reverse && p.sender_agent.is_some();
+        if spec.streams != 1 || !(spec.direction == Direction::Forward || sending_agents_copy) {
             return Err(SpecError::Invalid(
-                "a group test has one sender (the client) and one stream: drop -P, -R and --bidir".into(),
+                "a group test has one sender and one stream: drop -P, -R and --bidir (to have an agent send, \
+                 name it with --sender AGENT)"
+                    .into(),
             ));
+        }
+        if let Some(name) = &p.sender_agent {
+            check_agent_name(name)?;
+            if p.with_iperf2 == Some(WithIperf2::Sender) {
+                return Err(SpecError::Invalid(
+                    "--sender and --with-iperf2 sender both name the group's sender: keep one".into(),
+                ));
+            }
         }
         if spec.bytes.is_some() {
             return Err(SpecError::Invalid(
@@ -307,7 +346,7 @@ impl Workload for Multicast {
                 format!("{} s", p.join_wait_seconds),
             ));
         }
-        if p.client_sends() && spec.omit_seconds + 1e-9 < p.join_wait_seconds {
+        if p.nicbench_sends() && spec.omit_seconds + 1e-9 < p.join_wait_seconds {
             return Err(SpecError::Invalid(format!(
                 "the warm-up (-O {} s) must cover the join wait ({} s): datagrams sent while receivers join are \
                  not counted",
@@ -319,6 +358,15 @@ impl Workload for Multicast {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let p: MulticastParams = spec.params()?;
+        if spec.direction == Direction::Reverse {
+            return Ok(Box::new(Sender::toward(
+                spec,
+                &p,
+                net.local_ip,
+                "this agent",
+                &spec.agent,
+            )?));
+        }
         let socket = group::receiver(&p.group())?;
         crate::workload::transport::admission::apply_buffers(&socket, &spec.agent)?;
         loops::prepare_end(
@@ -349,21 +397,52 @@ impl Workload for Multicast {
                 WorkloadError::Setup(format!("no route from this host toward the receiver {}", net.agent_ip))
             })?,
         };
+        Ok(Box::new(Sender::toward(spec, &p, local, "this host", &spec.client)?))
+    }
+}
+
+impl Sender {
+    /// The sender of a test of `spec` (parameters `p`): a socket aimed at
+    /// the group from `local`, the address of `who` (this host, or this
+    /// agent: where its control connection arrived) toward the receivers.
+    /// `end` is that end's options (its socket buffers).
+    fn toward(
+        spec: &TestSpec,
+        p: &MulticastParams,
+        local: IpAddr,
+        who: &str,
+        end: &crate::model::spec::SideOptions,
+    ) -> Result<Sender, WorkloadError> {
+        // An agent listening on both families sees an IPv4 client as ::ffff:a.b.c.d.
+        let local = local.to_canonical();
         if local.is_ipv4() != p.group.is_ipv4() {
             return Err(WorkloadError::Setup(format!(
-                "the group {} and this host's address toward the receivers ({local}) are of different families: \
-                 reach the receivers over the group's family (-4 or -6, or -B ADDR)",
+                "the group {} and {who}'s address toward the receivers ({local}) are of different families: \
+                 reach the agents over the group's family (-4 or -6, or -B ADDR)",
                 p.group
             )));
         }
         let socket = group::sender(&p.group(), local, p.ttl)?;
-        crate::workload::transport::admission::apply_buffers(&socket, &spec.client)?;
-        Ok(Box::new(Sender {
+        crate::workload::transport::admission::apply_buffers(&socket, end)?;
+        Ok(Sender {
             socket,
+            port: p.port,
             datagram_bytes: spec.message_bytes as usize,
             rate: p.rate_bits_per_second,
             wire: p.wire(),
-        }))
+        })
+    }
+}
+
+/// An agent that sends: nothing connects to it; it is ready at once. Its
+/// one port is the group's, as a receiver's is.
+impl AgentSide for Sender {
+    fn data_ports(&self) -> Vec<u16> {
+        vec![self.port]
+    }
+
+    fn accept(self: Box<Self>, _deadline: Instant) -> Result<Box<dyn Side>, WorkloadError> {
+        Ok(self)
     }
 }
 
@@ -431,9 +510,11 @@ impl Side for Receiver {
     }
 }
 
-/// The client's end: a socket aimed at the group.
+/// The sending end (the client's, or an agent's): a socket aimed at the group.
 struct Sender {
     socket: Socket,
+    /// The group's port.
+    port: u16,
     datagram_bytes: usize,
     rate: Option<u64>,
     wire: Wire,
@@ -538,6 +619,27 @@ mod tests {
             Multicast.validate(&listening)
         );
         assert!(words(&|s| s.params["with_iperf2"] = "both".into()).contains("unknown variant"));
+        // An agent sends: its copy of the test is reversed, nobody else's.
+        let mut by_agent = multicast_spec();
+        by_agent.params["sender_agent"] = "h2:5310".into();
+        assert!(Multicast.validate(&by_agent).is_ok());
+        by_agent.direction = Direction::Reverse;
+        assert!(
+            Multicast.validate(&by_agent).is_ok(),
+            "{:?}",
+            Multicast.validate(&by_agent)
+        );
+        assert!(words(&|s| {
+            s.params["sender_agent"] = "h2".into();
+            s.params["with_iperf2"] = "sender".into();
+        })
+        .contains("keep one"));
+        for bad in ["", "h2\n--psk", &"h".repeat(MAX_AGENT_NAME_BYTES + 1)] {
+            assert!(
+                words(&|s| s.params["sender_agent"] = bad.into()).contains("printable characters"),
+                "{bad:?}"
+            );
+        }
         assert!(words(&|s| s.params["group"] = "232.1.1.1".into()).contains("--source"));
         assert!(
             words(&|s| s.params["extra"] = 1.into()).contains("extra"),

@@ -17,7 +17,7 @@ use crate::model::receivers::{GroupRun, ReceiverRun};
 use crate::model::TrialResult;
 use crate::units::Rate;
 use crate::workload::udp::result::{UdpEnd, UdpResult, KEY};
-use crate::workload::{FanoutAgent, FanoutView, TestSpec};
+use crate::workload::{FanoutAgent, FanoutView, SpecError, TestSpec, Workload};
 
 /// The verdict's findings that put loss on the receiving host itself.
 const HOST_FINDINGS: [&str; 5] = [
@@ -88,7 +88,7 @@ pub fn sender(trial: &TrialResult) -> UdpResult {
 pub fn never_joined(p: &MulticastParams, routed: bool) -> String {
     let wait = crate::workload::args::parse::duration_in_words(p.join_wait_seconds);
     let group = p.group_text();
-    if !p.client_sends() {
+    if !p.nicbench_sends() {
         return match routed {
             true => format!(
                 "never joined: nothing arrived within {wait} of joining {group}; it is behind a router: iperf 2's \
@@ -308,6 +308,14 @@ pub fn write_table(out: &mut dyn Write, sender: Option<&UdpResult>, sender_name:
     Ok(())
 }
 
+/// An agent as named, with its address when the name is not that.
+fn named(name: &str, address: &str) -> String {
+    match name == address {
+        true => name.to_string(),
+        false => format!("{name} ({address})"),
+    }
+}
+
 /// Whether a router stands between this host (the sender) and `agent`.
 fn routed(agent: &crate::model::Endpoint) -> bool {
     agent
@@ -332,11 +340,14 @@ impl FanoutView for Receivers {
         let sent = match p.with_iperf2 {
             Some(WithIperf2::Sender) => "from an iperf 2 sender".to_string(),
             with => format!(
-                "(TTL {}), {} datagrams at {}{}",
+                "{}(TTL {}), {} datagrams {}{}",
+                p.sender_agent
+                    .as_ref()
+                    .map_or(String::new(), |a| format!("sent by {a} ")),
                 p.ttl,
                 crate::units::Size(spec.message_bytes),
                 p.rate_bits_per_second
-                    .map_or("as fast as possible".to_string(), |r| Rate(r as f64).to_string()),
+                    .map_or("as fast as possible".to_string(), |r| format!("at {}", Rate(r as f64))),
                 if with.is_some() { " with iperf 2's header" } else { "" }
             ),
         };
@@ -389,6 +400,13 @@ impl FanoutView for Receivers {
         (runs, worst)
     }
 
+    fn sent_by_agent(&self, spec: &mut TestSpec, name: &str) -> Result<(), SpecError> {
+        let mut p: MulticastParams = spec.params()?;
+        p.sender_agent = Some(name.to_string());
+        spec.set_params(&p)?;
+        super::Multicast.validate(spec)
+    }
+
     fn write_text(&self, run: &GroupRun, out: &mut dyn Write) -> io::Result<()> {
         let p = Receivers::params(&run.run.spec);
         let sender_counts = sender(&run.run.result);
@@ -417,12 +435,14 @@ impl FanoutView for Receivers {
                 udp: udp.as_ref(),
             })
             .collect();
-        let client_sends = p.client_sends();
-        let (sender_row, sender_name) = match client_sends {
-            true => (Some(&sender_counts), "sender (this host)"),
-            false => (None, "sender (iperf 2)"),
+        let nicbench_sends = p.nicbench_sends();
+        let sender_name = match (&p.sender_agent, nicbench_sends) {
+            (Some(agent), _) => agent.clone(),
+            (None, true) => "sender (this host)".into(),
+            (None, false) => "sender (iperf 2)".into(),
         };
-        write_table(out, sender_row, sender_name, &rows)?;
+        let sender_row = nicbench_sends.then_some(&sender_counts);
+        write_table(out, sender_row, &sender_name, &rows)?;
         writeln!(out)?;
         for r in &run.receivers {
             writeln!(out, "{}: {}", r.name, r.verdict)?;
@@ -430,21 +450,29 @@ impl FanoutView for Receivers {
         match run.receivers.iter().find(|r| r.slowest) {
             Some(worst) if run.receivers.iter().all(|r| r.standing == "complete") => writeln!(
                 out,
-                "every receiver got every datagram; the slowest by rate: {} ({})",
-                worst.name, worst.agent.address
+                "every receiver got every datagram; the slowest by rate: {}",
+                named(&worst.name, &worst.agent.address)
             )?,
             Some(worst) => writeln!(
                 out,
-                "slowest receiver: {} ({}): {}",
-                worst.name, worst.agent.address, worst.verdict
+                "slowest receiver: {}: {}",
+                named(&worst.name, &worst.agent.address),
+                worst.verdict
             )?,
             None => {}
         }
         if let Some(d) = counts(&run.run.result).and_then(|u| u.one_way) {
             writeln!(out, "one-way delay (slowest receiver): {}", d.text())?;
         }
-        match client_sends {
-            true => writeln!(out, "sender: {}", sender_words(&sender_counts)),
+        match nicbench_sends {
+            true => writeln!(
+                out,
+                "sender{}: {}",
+                p.sender_agent
+                    .as_ref()
+                    .map_or(String::new(), |a| format!(" {}", named(a, &run.run.client.address))),
+                sender_words(&sender_counts)
+            ),
             false => writeln!(
                 out,
                 "sender: iperf 2, not measured here; each receiver's loss is against iperf 2's numbering from its \
