@@ -172,6 +172,10 @@ pub trait FanoutView: Sync {
     ) -> (Vec<crate::model::receivers::ReceiverRun>, Option<usize>);
     /// The document as text.
     fn write_text(&self, run: &crate::model::receivers::GroupRun, out: &mut dyn std::io::Write) -> std::io::Result<()>;
+    /// One agent's figures read back from the run saved for it (its own
+    /// trial as the run's top level), for the report's chart of a test's
+    /// receivers.
+    fn stored_figures(&self, run: &crate::model::RunResult) -> crate::model::receivers::ReceiverFigures;
 }
 pub use results::*;
 

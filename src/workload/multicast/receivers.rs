@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 
 use super::{MulticastParams, WithIperf2};
-use crate::model::receivers::{GroupRun, ReceiverRun};
+use crate::model::receivers::{GroupRun, ReceiverCounts, ReceiverFigures, ReceiverRun};
 use crate::model::TrialResult;
 use crate::units::Rate;
 use crate::workload::udp::result::{UdpEnd, UdpResult, KEY};
@@ -387,6 +387,31 @@ impl FanoutView for Receivers {
             })
             .collect();
         (runs, worst)
+    }
+
+    /// Read as the command read it, but for the words: whether a router
+    /// stood between is this host's view, not the test's, and the figures
+    /// need no words.
+    fn stored_figures(&self, run: &crate::model::RunResult) -> ReceiverFigures {
+        let p = Receivers::params(&run.spec);
+        let trial = &run.result;
+        let reading = read(trial, &p, false);
+        let sent = sender(trial);
+        ReceiverFigures {
+            counts: counts(trial).map(|u| ReceiverCounts {
+                received_bits_per_second: u.receiver_bits_per_second,
+                received_datagrams: u.received_datagrams,
+                lost_datagrams: u.lost_datagrams,
+                loss_percent: u.loss_percent,
+            }),
+            join_latency_seconds: reading.join_latency_seconds,
+            standing: reading.standing.as_str().into(),
+            sent_bits_per_second: (p.client_sends() && sent.sent_datagrams > 0).then_some(sent.sender_bits_per_second),
+            offered_bits_per_second: sent
+                .offered_bits_per_second
+                .or(p.rate_bits_per_second.map(|r| r as f64))
+                .filter(|r| *r > 0.0),
+        }
     }
 
     fn write_text(&self, run: &GroupRun, out: &mut dyn Write) -> io::Result<()> {
