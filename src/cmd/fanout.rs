@@ -13,7 +13,7 @@ use crate::model::receivers::GroupRun;
 use crate::model::{RunResult, TestSpec};
 use crate::report::Reporter;
 use crate::session::{self, RunOptions, Target};
-use crate::store::tags::Tag;
+use crate::store::tags::{Tag, FANOUT_AGENT, FANOUT_RUN, FANOUT_SLOWEST};
 use crate::workload::FanoutAgent;
 
 use super::signals;
@@ -194,9 +194,9 @@ fn save(args: &FanoutArgs, spec: &TestSpec, document: &GroupRun, runs: &[Result<
         let Ok(run) = run else { continue };
         let mut save_args = args.save.clone();
         save_args.tags.extend([
-            tag("fanout_run", &fanout_run),
-            tag("agent", &receiver.name),
-            tag("slowest", if receiver.slowest { "true" } else { "false" }),
+            tag(FANOUT_RUN, &fanout_run),
+            tag(FANOUT_AGENT, &receiver.name),
+            tag(FANOUT_SLOWEST, if receiver.slowest { "true" } else { "false" }),
         ]);
         let mut text = Vec::new();
         let _ = crate::report::text::Text.render(run, &mut text);

@@ -34,3 +34,32 @@ pub struct ReceiverRun {
     /// (it failed before reporting).
     pub result: Option<TrialResult>,
 }
+
+/// One receiver of a saved group test read back from its own run (the
+/// report's chart of a test's receivers): its counts, its join and
+/// standing, and the sender's rates as its trial holds them. A figure the
+/// run does not hold is None, never guessed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReceiverFigures {
+    /// What it got and lost; None when its trial holds no datagram counts.
+    pub counts: Option<ReceiverCounts>,
+    /// Seconds from its join to its first datagram.
+    pub join_latency_seconds: Option<f64>,
+    /// In words: `complete`, `losing`, `never joined` or `failed`.
+    pub standing: String,
+    /// The rate the sender sent at, by its own count; None when the
+    /// client did not send (iperf 2 did) or counted nothing.
+    pub sent_bits_per_second: Option<f64>,
+    /// The rate the sender was asked to offer; None for "as fast as it can".
+    pub offered_bits_per_second: Option<f64>,
+}
+
+/// A receiver's datagram counts after the warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ReceiverCounts {
+    pub received_bits_per_second: f64,
+    pub received_datagrams: u64,
+    /// The sender's count minus its own.
+    pub lost_datagrams: u64,
+    pub loss_percent: f64,
+}

@@ -108,6 +108,7 @@ figure svg{width:100%;height:auto;display:block}
 .tip{position:absolute;display:none;z-index:9;max-width:24rem;background:#fff;border:1px solid var(--muted);border-radius:4px;padding:.3rem .5rem;font-size:.85rem;white-space:pre-line;pointer-events:none;box-shadow:0 2px 6px rgba(0,0,0,.2)}
 [data-tip]:hover{opacity:.8}
 .failed td:first-child{font-weight:600}
+table.receivers tr.slowest>th{color:#d62728}
 figcaption{color:var(--muted);font-size:.9rem}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
@@ -226,6 +227,11 @@ pub struct Page {
     charts: Vec<Figure>,
     /// Which runs the charts of one run cover, when not all.
     per_run_notes: Vec<String>,
+    /// One chart per fan-out test (its receivers side by side), newest
+    /// first, each with its table under it.
+    group_tests: Vec<Figure>,
+    /// Which fan-out tests are drawn, when not all.
+    group_tests_note: Option<String>,
     /// The plan's tables of several figures, in the order asked.
     roundups: Vec<RoundupPart>,
     /// The runs whose stored headline was above their line rate, read
@@ -336,6 +342,11 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
     }
     let (of_runs, per_run_notes) = charts_of_runs(store, filter, spec, &book, &mut ids)?;
     charts.extend(of_runs);
+    let (tests, group_tests_note) = super::receivers::read(store, filter)?;
+    let group_tests = tests
+        .into_iter()
+        .map(|test| svg_of(chart::Chart::Receivers(test), SIZE, &mut ids))
+        .collect::<Result<Vec<_>, _>>()?;
     let roundups = roundups(store, filter, &spec.roundups, &book, &scopes)?;
     Ok(Page {
         runs,
@@ -343,6 +354,8 @@ pub fn gather(store: &Store, filter: &Filter, spec: &ReportSpec) -> Result<Page,
         parts,
         charts,
         per_run_notes,
+        group_tests,
+        group_tests_note,
         roundups,
         reread,
     })
@@ -356,6 +369,8 @@ pub fn render(page: &Page, spec: &ReportSpec, out: &mut String) -> Written {
         parts,
         charts,
         per_run_notes,
+        group_tests,
+        group_tests_note,
         roundups,
         reread,
     } = page;
@@ -386,7 +401,7 @@ pub fn render(page: &Page, spec: &ReportSpec, out: &mut String) -> Written {
     if let Some(lead) = &spec.lead {
         write_lead(out, lead);
     }
-    let _ = writeln!(out, "<nav aria-label=\"Contents\"><p>{}<a href=\"#tables\">Tables and bars</a> · <a href=\"#charts\">Curves</a> · <a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>", if spec.roundups.is_empty() { "" } else { "<a href=\"#roundup\">The plan's tables</a> · " });
+    let _ = writeln!(out, "<nav aria-label=\"Contents\"><p>{}<a href=\"#tables\">Tables and bars</a> · <a href=\"#charts\">Curves</a> · {}<a href=\"#runs\">Runs</a> · <a href=\"#facts\">Hosts</a> · <a href=\"#reproduce\">Reproduce</a></p></nav>", if spec.roundups.is_empty() { "" } else { "<a href=\"#roundup\">The plan's tables</a> · " }, if group_tests.is_empty() { "" } else { "<a href=\"#receivers\">Receivers</a> · " });
 
     write_roundups(out, roundups);
     out.push_str("<section id=\"tables\"><h2>Tables and bars</h2>\n");
@@ -408,6 +423,7 @@ pub fn render(page: &Page, spec: &ReportSpec, out: &mut String) -> Written {
         }
         out.push_str("</section>\n");
     }
+    write_group_tests(out, group_tests, group_tests_note.as_deref(), &mut figures);
     write_runs(out, runs, reread);
     out.push_str("<section id=\"facts\"><h2>Hosts</h2><div class=\"facts\">\n");
     for host in &hosts.0 {
@@ -431,7 +447,7 @@ pub fn render(page: &Page, spec: &ReportSpec, out: &mut String) -> Written {
         .sum();
     Written {
         runs: runs.len(),
-        charts: charts.len() + drawn_with_tables,
+        charts: charts.len() + group_tests.len() + drawn_with_tables,
         tables: parts.len(),
     }
 }
@@ -976,6 +992,28 @@ fn write_figure(out: &mut String, (chart, svg): &Figure, number: &mut usize) {
     );
 }
 
+/// The fan-out tests' section: each test's chart of its receivers with
+/// their table under it; none without such a test.
+fn write_group_tests(out: &mut String, tests: &[Figure], note: Option<&str>, number: &mut usize) {
+    if tests.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<section id=\"receivers\"><h2>Receivers of group tests</h2><p>Each group test's receivers side by side: \
+         the rate each received, its loss over its bar, the slowest in red, the sender's rate as a line.</p>\n",
+    );
+    for figure in tests {
+        write_figure(out, figure, number);
+        if let (chart::Chart::Receivers(test), _) = figure {
+            super::receivers::write_table(out, test);
+        }
+    }
+    if let Some(note) = note {
+        let _ = writeln!(out, "<p class=\"meta\">{}</p>", escape(note));
+    }
+    out.push_str("</section>\n");
+}
+
 /// A metric's table with its bar chart beside it (and, for throughput,
 /// the CPU chart beside the bars, the table over both).
 fn write_part(out: &mut String, part: &MetricPart, baseline: Option<&str>, number: &mut usize) {
@@ -1381,6 +1419,8 @@ mod tests {
             }],
             charts: vec![curve],
             per_run_notes: vec!["Drawn for the newest 1 of 2 runs & no more.".into()],
+            group_tests: Vec::new(),
+            group_tests_note: None,
             roundups: vec![
                 RoundupPart::Table(super::super::roundup::Roundup::new(vec![table]), Some("By MTU".into())),
                 RoundupPart::Missing(Some("CPU <per> byte".into())),

@@ -11,6 +11,7 @@ pub mod interruption;
 pub mod json;
 pub mod linerate;
 pub mod multilink;
+pub mod receivers;
 pub mod roundup;
 pub mod runs;
 pub mod text;

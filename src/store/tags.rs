@@ -3,6 +3,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// The tags a fan-out test (`nicbench multicast`) puts on the run it
+/// saves for each agent: the test they share, the agent as the command
+/// line named it, and whether it is the one the test reports (`true` or
+/// `false`). The report puts a test's runs back together by them.
+pub const FANOUT_RUN: &str = "fanout_run";
+pub const FANOUT_AGENT: &str = "agent";
+pub const FANOUT_SLOWEST: &str = "slowest";
+
 /// One `key=value` tag. Keys: a letter, then letters, digits, `_`, `-`,
 /// `.` (at most 64); values: 1 to 256 printable characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

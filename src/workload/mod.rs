@@ -176,6 +176,10 @@ pub trait FanoutView: Sync {
     /// (`--sender`), not this host; the session gives that agent the test
     /// reversed (it sends, as an agent does on -R).
     fn sent_by_agent(&self, spec: &mut TestSpec, name: &str) -> Result<(), SpecError>;
+    /// One agent's figures read back from the run saved for it (its own
+    /// trial as the run's top level), for the report's chart of a test's
+    /// receivers.
+    fn stored_figures(&self, run: &crate::model::RunResult) -> crate::model::receivers::ReceiverFigures;
 }
 pub use results::*;
 

@@ -574,7 +574,7 @@ fn every_report_table_has_its_bar_chart_beside_it_a_bar_per_cell_and_whiskers_fr
 }
 
 /// Headless Chromium (Debian's `chromium`), for `require!`.
-fn chromium() -> Result<PathBuf, String> {
+pub(crate) fn chromium() -> Result<PathBuf, String> {
     let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
         Command::new(name)
             .arg("--version")
@@ -640,6 +640,44 @@ document.querySelectorAll('table.runs tbody tr').forEach(function(tr){r.sorted.p
 var pre=document.createElement('pre');pre.id='nicbench-check';pre.textContent=JSON.stringify(r);document.body.appendChild(pre);
 })();</script>"#;
 
+/// The report `html` as headless Chromium draws it on a phone-sized
+/// window (written to `page` with the checks around it): what [`INSPECT`]
+/// measured, after asserting what holds for every report: no error on
+/// the page, every chart with axes, tick labels and a data mark and no
+/// wider than the window, no sideways scrolling.
+pub(crate) fn inspect_on_a_phone(browser: &Path, profile: &Path, page: &Path, html: &str) -> serde_json::Value {
+    let with_checks = html.replacen("<head>", &format!("<head>{CATCH_ERRORS}"), 1).replacen(
+        "</body>",
+        &format!("{INSPECT}</body>"),
+        1,
+    );
+    std::fs::write(page, with_checks).unwrap();
+    let (dom, _) = browse(browser, profile, "390,844", &["--dump-dom"], page);
+    let marker = "<pre id=\"nicbench-check\">";
+    let start = dom.find(marker).expect("the inspection ran") + marker.len();
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let r: serde_json::Value = serde_json::from_str(&unescape(&dom[start..end])).unwrap();
+
+    assert_eq!(r["errors"], serde_json::json!([]), "errors on the page");
+    let charts = r["charts"].as_array().unwrap();
+    let (scroll_width, window_width) = (r["scroll"][0].as_u64().unwrap(), r["scroll"][1].as_u64().unwrap());
+    for c in charts {
+        assert!(c["axes"].as_u64().unwrap() >= 2, "no axes drawn: {c}");
+        assert!(c["ticks"].as_u64().unwrap() >= 4, "no tick labels drawn: {c}");
+        assert!(c["marks"].as_u64().unwrap() >= 1, "no data mark drawn: {c}");
+        assert!(
+            c["width"].as_f64().unwrap() <= window_width as f64,
+            "chart wider than the window ({window_width}): {c}"
+        );
+    }
+    assert!(window_width <= 600, "not a phone-sized window: {window_width}");
+    assert!(
+        scroll_width <= window_width,
+        "the page scrolls sideways on a phone: {scroll_width} > {window_width}"
+    );
+    r
+}
+
 fn unescape(s: &str) -> String {
     s.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 }
@@ -690,37 +728,8 @@ fn the_report_renders_in_headless_chromium() {
     }
 
     // What the browser drew, measured inside it, on a phone-sized window.
-    let inspected = f.path("inspected.html");
-    let with_checks = html.replacen("<head>", &format!("<head>{CATCH_ERRORS}"), 1).replacen(
-        "</body>",
-        &format!("{INSPECT}</body>"),
-        1,
-    );
-    std::fs::write(&inspected, with_checks).unwrap();
-    let (dom, _) = browse(&browser, &profile, "390,844", &["--dump-dom"], &inspected);
-    let marker = "<pre id=\"nicbench-check\">";
-    let start = dom.find(marker).expect("the inspection ran") + marker.len();
-    let end = start + dom[start..].find("</pre>").unwrap();
-    let r: serde_json::Value = serde_json::from_str(&unescape(&dom[start..end])).unwrap();
-
-    assert_eq!(r["errors"], serde_json::json!([]), "errors on the page");
-    let charts = r["charts"].as_array().unwrap();
-    assert_eq!(charts.len(), 19);
-    let (scroll_width, window_width) = (r["scroll"][0].as_u64().unwrap(), r["scroll"][1].as_u64().unwrap());
-    for c in charts {
-        assert!(c["axes"].as_u64().unwrap() >= 2, "no axes drawn: {c}");
-        assert!(c["ticks"].as_u64().unwrap() >= 4, "no tick labels drawn: {c}");
-        assert!(c["marks"].as_u64().unwrap() >= 1, "no data mark drawn: {c}");
-        assert!(
-            c["width"].as_f64().unwrap() <= window_width as f64,
-            "chart wider than the window ({window_width}): {c}"
-        );
-    }
-    assert!(window_width <= 600, "not a phone-sized window: {window_width}");
-    assert!(
-        scroll_width <= window_width,
-        "the page scrolls sideways on a phone: {scroll_width} > {window_width}"
-    );
+    let r = inspect_on_a_phone(&browser, &profile, &f.path("inspected.html"), &html);
+    assert_eq!(r["charts"].as_array().unwrap().len(), 19);
     // The runs table: one row per run, newest first, with the expected cells.
     let cells = r["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 9);

@@ -936,3 +936,112 @@ fn ipv6_groups_any_source_and_source_specific_reach_their_receiver() {
     );
     assert!(doc["sum"]["udp"]["sent_datagrams"].as_u64().unwrap() > 0);
 }
+
+/// The section of a report that `id` opens, up to its end.
+fn section<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("<section id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = start + html[start..].find("</section>").unwrap();
+    &html[start..end]
+}
+
+/// Issue 69: a group test's receivers in the report. Three agents on
+/// loopback receive one group; `report` over the database draws one
+/// chart of them with a bar per receiver, named by its agent, each
+/// bar's loss as its run stored it, the slowest marked, and a table row
+/// per receiver with its stored counts; and the page draws in Chromium.
+#[test]
+fn the_report_draws_a_bar_per_receiver_of_a_group_test_with_its_stored_loss() {
+    let agents = [
+        AgentProcess::start(&[]),
+        AgentProcess::start(&[]),
+        AgentProcess::start(&[]),
+    ];
+    let names: Vec<String> = agents.iter().map(|a| format!("127.0.0.1:{}", a.port)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db").display().to_string();
+    let mut args = vec!["multicast"];
+    args.extend(names.iter().map(String::as_str));
+    let group = unique_group();
+    args.extend([
+        "--db",
+        &db,
+        "-g",
+        &group,
+        "-t",
+        "0.5",
+        "-b",
+        "10M",
+        "-l",
+        "1000",
+        "--join-wait",
+        "200ms",
+    ]);
+    let out = nicbench(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = dir.path().join("report.html");
+    let out = nicbench(&["report", "--db", &db, "-o", page.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let part = section(&html, "receivers");
+    assert_eq!(part.matches("<svg").count(), 1, "one test, one chart");
+    assert!(
+        part.contains("<title id=") && part.contains(&format!("multicast to {group}, ")),
+        "titled by its group: {part}"
+    );
+    assert_eq!(part.matches("data-tip=").count(), 3, "a bar per receiver");
+    assert!(part.contains("sender sent "), "the sender's line in the legend");
+
+    // Each receiver as its run was stored: its name, its loss over its
+    // bar, its counts in its row; the one tagged slowest marked.
+    let store = nicbench::store::Store::open_read_only(std::path::Path::new(&db)).unwrap();
+    let runs = store.runs(&Default::default()).unwrap();
+    assert_eq!(runs.len(), 3);
+    let mut slowest = 0;
+    for name in &names {
+        let run = runs
+            .iter()
+            .find(|r| r.tags.iter().any(|t| t.key == "agent" && &t.value == name))
+            .unwrap_or_else(|| panic!("no run of {name}"));
+        let doc = store.run(run.id).unwrap().document;
+        let udp = &doc["sum"]["udp"];
+        let tagged_slowest = run.tags.iter().any(|t| t.key == "slowest" && t.value == "true");
+        let loss = format!("{:.2}% lost", udp["loss_percent"].as_f64().unwrap());
+        let label = match tagged_slowest {
+            true => format!("slowest, {loss}"),
+            false => loss,
+        };
+        assert!(part.contains(&format!(">{label}</text>")), "{name}: {label}");
+        let row = &part[part
+            .find(&format!("<th scope=\"row\">{name}</th>"))
+            .expect("a row per receiver")..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        for count in ["received_datagrams", "lost_datagrams"] {
+            let value = udp[count].as_u64().unwrap();
+            assert!(
+                row.contains(&format!("data-v=\"{value}\">{value}<")),
+                "{name} {count}: {row}"
+            );
+        }
+        if tagged_slowest {
+            slowest += 1;
+            assert!(row.contains("slowest"), "{row}");
+        }
+    }
+    assert_eq!(slowest, 1);
+
+    let browser = require!(crate::chart::chromium());
+    let r = crate::chart::inspect_on_a_phone(
+        &browser,
+        &dir.path().join("profile"),
+        &dir.path().join("inspected.html"),
+        &html,
+    );
+    let charts = r["charts"].as_array().unwrap();
+    let drawn = charts
+        .iter()
+        .find(|c| c["title"].as_str().unwrap().contains("received rate per receiver"))
+        .expect("the receivers' chart drawn");
+    assert!(drawn["marks"].as_u64().unwrap() >= 3, "{drawn}");
+}

@@ -1,6 +1,7 @@
 //! Charts of saved runs, drawn with plotters: grouped bars of a metric,
 //! the size curve, CPU load split by kind, latency percentiles, the
-//! per-interval throughput of one run's streams and a mesh's heat map;
+//! per-interval throughput of one run's streams, a mesh's heat map and
+//! the receivers of a fan-out test (a bar each, its loss over it);
 //! a workload's own charts of one run live in its folder
 //! ([`Chart::OfRun`]). Each kind is a plain data
 //! struct (built from run documents in [`data`]) with a `draw` over any
@@ -12,6 +13,7 @@ pub mod cpu;
 pub mod data;
 pub mod heatmap;
 pub mod latency;
+pub mod receivers;
 pub mod size_curve;
 pub mod timeline;
 
@@ -29,6 +31,7 @@ pub use bars::Bars;
 pub use cpu::Cpu;
 pub use heatmap::Heatmap;
 pub use latency::Latency;
+pub use receivers::Receivers;
 pub use size_curve::SizeCurve;
 pub use timeline::Timeline;
 
@@ -42,6 +45,8 @@ pub enum Chart {
     Timeline(Timeline),
     /// The matrix of a mesh (`nicbench mesh --chart`, and its report).
     Heatmap(Heatmap),
+    /// The receivers of one fan-out test (`nicbench multicast`).
+    Receivers(Receivers),
     /// A chart a workload draws of one run, in its own folder
     /// ([`crate::workload::ChartData::PerRun`]).
     OfRun(Arc<dyn RunChart>),
@@ -56,6 +61,7 @@ impl Chart {
             Chart::Latency(c) => &c.title,
             Chart::Timeline(c) => &c.title,
             Chart::Heatmap(c) => &c.title,
+            Chart::Receivers(c) => &c.title,
             Chart::OfRun(c) => c.title(),
         }
     }
@@ -69,6 +75,7 @@ impl Chart {
             Chart::Latency(c) => c.lines.iter().map(|l| l.name.clone()).collect(),
             Chart::Timeline(c) => c.streams.iter().map(|l| l.name.clone()).collect(),
             Chart::Heatmap(c) => c.names.clone(),
+            Chart::Receivers(c) => c.series_names(),
             Chart::OfRun(c) => c.series_names(),
         }
     }
@@ -97,6 +104,7 @@ impl Chart {
                     found => format!("framed in red, the outliers: {}", found.join("; ")),
                 }
             ),
+            Chart::Receivers(c) => return c.description(),
             Chart::OfRun(c) => return c.description(),
         };
         format!("{what}; series: {}.", self.series_names().join(", "))
@@ -117,6 +125,7 @@ impl Chart {
             Chart::Latency(c) => c.draw(root, marks),
             Chart::Timeline(c) => c.draw(root, marks),
             Chart::Heatmap(c) => c.draw(root, marks),
+            Chart::Receivers(c) => c.draw(root, marks),
             Chart::OfRun(c) => own(c.as_ref()),
         }
     }

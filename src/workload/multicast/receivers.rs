@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 
 use super::{MulticastParams, WithIperf2};
-use crate::model::receivers::{GroupRun, ReceiverRun};
+use crate::model::receivers::{GroupRun, ReceiverCounts, ReceiverFigures, ReceiverRun};
 use crate::model::TrialResult;
 use crate::units::Rate;
 use crate::workload::udp::result::{UdpEnd, UdpResult, KEY};
@@ -407,6 +407,32 @@ impl FanoutView for Receivers {
         super::Multicast.validate(spec)
     }
 
+    /// Read as the command read it, but for the words: whether a router
+    /// stood between is this host's view, not the test's, and the figures
+    /// need no words.
+    fn stored_figures(&self, run: &crate::model::RunResult) -> ReceiverFigures {
+        let p = Receivers::params(&run.spec);
+        let trial = &run.result;
+        let reading = read(trial, &p, false);
+        let sent = sender(trial);
+        ReceiverFigures {
+            counts: counts(trial).map(|u| ReceiverCounts {
+                received_bits_per_second: u.receiver_bits_per_second,
+                received_datagrams: u.received_datagrams,
+                lost_datagrams: u.lost_datagrams,
+                loss_percent: u.loss_percent,
+            }),
+            join_latency_seconds: reading.join_latency_seconds,
+            standing: reading.standing.as_str().into(),
+            sent_bits_per_second: (p.nicbench_sends() && sent.sent_datagrams > 0)
+                .then_some(sent.sender_bits_per_second),
+            offered_bits_per_second: sent
+                .offered_bits_per_second
+                .or(p.rate_bits_per_second.map(|r| r as f64))
+                .filter(|r| *r > 0.0),
+        }
+    }
+
     fn write_text(&self, run: &GroupRun, out: &mut dyn Write) -> io::Result<()> {
         let p = Receivers::params(&run.run.spec);
         let sender_counts = sender(&run.run.result);
@@ -592,6 +618,50 @@ mod tests {
         let silent = read(&trial(100, 0, None, &[]), &p, true);
         assert_eq!(silent.standing, Standing::NeverJoined);
         assert!(silent.words.contains("behind a router"), "{}", silent.words);
+    }
+
+    /// A receiver's saved run reads back as the command read its trial:
+    /// its counts, join and standing; the sender's rates as its own end
+    /// counted them, and no sent rate when iperf 2 sent.
+    #[test]
+    fn a_saved_receiver_run_reads_back_its_counts_join_standing_and_the_senders_rates() {
+        let mut trial = trial(1000, 970, Some(0.004), &[]);
+        let end = &mut trial.streams[0].sender;
+        end.bits_per_second = 8e6;
+        end.extras.set(
+            KEY,
+            &UdpEnd {
+                datagrams: 1000,
+                offered_bits_per_second: Some(1e7),
+                ..UdpEnd::default()
+            },
+        );
+        let mut spec = crate::model::spec::tests::spec(super::super::NAME);
+        spec.params = serde_json::to_value(MulticastParams::default()).unwrap();
+        let mut run = crate::model::RunResult {
+            schema: "nicbench.run/1".into(),
+            workload: super::super::NAME.into(),
+            started_at_unix_seconds: 1.8e9,
+            client: Default::default(),
+            agent: Default::default(),
+            spec,
+            result: trial,
+            trials: Vec::new(),
+            interrupted: false,
+            repetition: None,
+            peer_protocol: None,
+        };
+        let figures = Receivers.stored_figures(&run);
+        let counts = figures.counts.unwrap();
+        assert_eq!((counts.received_datagrams, counts.lost_datagrams), (970, 30));
+        assert_eq!(counts.loss_percent, 3.0);
+        assert_eq!(figures.join_latency_seconds, Some(0.004));
+        assert_eq!(figures.standing, "losing");
+        assert_eq!(figures.sent_bits_per_second, Some(8e6));
+        assert_eq!(figures.offered_bits_per_second, Some(1e7));
+        run.spec.params["with_iperf2"] = "sender".into();
+        let from_iperf2 = Receivers.stored_figures(&run);
+        assert_eq!(from_iperf2.sent_bits_per_second, None, "this host sent nothing");
     }
 
     fn reading(standing: Standing) -> Reading {
