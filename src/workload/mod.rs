@@ -172,6 +172,19 @@ pub trait FanoutView: Sync {
     ) -> (Vec<crate::model::receivers::ReceiverRun>, Option<usize>);
     /// The document as text.
     fn write_text(&self, run: &crate::model::receivers::GroupRun, out: &mut dyn std::io::Write) -> std::io::Result<()>;
+    /// The multicast group the agents join, whose entries a switch lab's
+    /// bridge holds (the document's `switch`); None for a test without one.
+    fn group(&self, _spec: &TestSpec) -> Option<std::net::IpAddr> {
+        None
+    }
+    /// Adds what the lab's switch saw to each receiver's words (whether
+    /// its port was in the switch's mdb); the default leaves them.
+    fn read_switch(
+        &self,
+        _receivers: &mut [crate::model::receivers::ReceiverRun],
+        _switch: &crate::model::switch::SwitchRecord,
+    ) {
+    }
 }
 pub use results::*;
 

@@ -79,6 +79,7 @@ mod mesh;
 mod metrics;
 mod mptcp;
 mod multicast;
+mod multicast_switch;
 mod outside_text;
 mod plan;
 mod postgres;
