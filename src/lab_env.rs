@@ -96,6 +96,32 @@ pub struct EnvCores {
 pub struct EnvRouter {
     pub name: String,
     pub netns: String,
+    /// The bridge that joins the hosts when the forwarding host is a
+    /// switch (`lab up --switch`); None for a router. Each host's
+    /// `router_link` is then its port on this bridge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<String>,
+}
+
+/// A switch lab's switch, as a command inside the lab finds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabSwitch {
+    /// The lab's name.
+    pub lab: String,
+    /// The switch's network namespace.
+    pub netns: String,
+    pub bridge: String,
+    /// Each bridge port toward a lab host.
+    pub ports: Vec<SwitchPort>,
+}
+
+/// A switch port and the lab host behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchPort {
+    pub port: String,
+    pub host: String,
+    /// The host's address on the link to this port.
+    pub address: IpAddr,
 }
 
 /// A host of the lab (not the router) and its links, in order.
@@ -147,6 +173,11 @@ impl LabEnv {
             if !plain_name(&router.name, MAX_NETNS_LEN) {
                 return Err(format!("router name '{}' is invalid", router.name));
             }
+            if let Some(bridge) = &router.bridge {
+                if !plain_name(bridge, MAX_IFACE_LEN) {
+                    return Err(format!("bridge '{bridge}' is not an interface name"));
+                }
+            }
             names.insert(router.name.as_str());
         }
         let mut addresses = std::collections::BTreeSet::new();
@@ -195,6 +226,38 @@ impl LabEnv {
             .flat_map(|h| &h.links)
             .find(|l| l.address == address)?;
         Some((router.netns.clone(), link.router_link.clone()?))
+    }
+
+    /// The lab's switch: its namespace, its bridge and the port toward
+    /// each host; the error says why there is none.
+    pub fn switch(&self) -> Result<LabSwitch, String> {
+        let Some(router) = &self.router else {
+            return Err(format!(
+                "lab '{}' has no switch (its hosts are linked directly)",
+                self.lab
+            ));
+        };
+        let Some(bridge) = &router.bridge else {
+            return Err(format!("lab '{}' has a router, not a switch", self.lab));
+        };
+        let ports = self
+            .hosts
+            .iter()
+            .flat_map(|h| h.links.iter().map(move |l| (h, l)))
+            .filter_map(|(h, l)| {
+                Some(SwitchPort {
+                    port: l.router_link.as_ref()?.iface.clone(),
+                    host: h.name.clone(),
+                    address: l.address,
+                })
+            })
+            .collect();
+        Ok(LabSwitch {
+            lab: self.lab.clone(),
+            netns: router.netns.clone(),
+            bridge: bridge.clone(),
+            ports,
+        })
     }
 
     /// The path from this environment's host to `peer` through the router;
@@ -285,27 +348,34 @@ pub fn describe_here(paths: Option<String>) {
 /// set. None outside a lab; a warning when the environment is there but
 /// malformed.
 fn env_here() -> Option<LabEnv> {
-    let lab = std::env::var_os(LAB_VAR)?;
-    let Some(lab) = lab.to_str() else {
-        log::warn!("${LAB_VAR} is not UTF-8: the lab's router is not known here");
-        return None;
+    read_env().unwrap_or_else(|why| {
+        log::warn!("{why}: the lab's router is not known here");
+        None
+    })
+}
+
+/// The lab this process runs in: None outside a lab, the error when the
+/// environment is there but malformed.
+fn read_env() -> Result<Option<LabEnv>, String> {
+    let Some(lab) = std::env::var_os(LAB_VAR) else {
+        return Ok(None);
     };
+    let lab = lab.to_str().ok_or_else(|| format!("${LAB_VAR} is not UTF-8"))?;
     let now = PATHS_NOW.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let Some(json) = now.map(Into::into).or_else(|| std::env::var_os(PATHS_VAR)) else {
-        log::warn!("${LAB_VAR} is set but ${PATHS_VAR} is not: the lab's router is not known here");
-        return None;
+        return Err(format!("${LAB_VAR} is set but ${PATHS_VAR} is not"));
     };
-    let parsed = json
-        .to_str()
+    json.to_str()
         .ok_or_else(|| "not UTF-8".to_string())
-        .and_then(|json| LabEnv::parse(lab, json));
-    match parsed {
-        Ok(env) => Some(env),
-        Err(e) => {
-            log::warn!("${PATHS_VAR} is unusable ({e}): the lab's router is not known here");
-            None
-        }
-    }
+        .and_then(|json| LabEnv::parse(lab, json))
+        .map(Some)
+        .map_err(|e| format!("${PATHS_VAR} is unusable ({e})"))
+}
+
+/// The switch of the lab this process runs in; the error says why there
+/// is none (not in a lab, a lab without a switch, an unusable environment).
+pub fn switch_here() -> Result<LabSwitch, String> {
+    read_env()?.ok_or_else(|| "not in a lab".to_string())?.switch()
 }
 
 /// The lab host this process runs in (`demo-a`, as its hostname reads)
@@ -460,6 +530,7 @@ mod tests {
             router: Some(EnvRouter {
                 name: "r".into(),
                 netns: "nicbench-demo-r".into(),
+                bridge: None,
             }),
             hosts: vec![
                 EnvHost {
@@ -525,6 +596,33 @@ mod tests {
     }
 
     #[test]
+    fn a_switch_is_the_forwarding_host_with_a_bridge_and_its_ports_name_the_hosts() {
+        let mut on_switch = two_links();
+        on_switch.router.as_mut().unwrap().bridge = Some("br0".into());
+        let env = LabEnv::parse("demo", &on_switch.to_json()).unwrap();
+        let switch = env.switch().unwrap();
+        assert_eq!(
+            (switch.lab.as_str(), switch.netns.as_str(), switch.bridge.as_str()),
+            ("demo", "nicbench-demo-r", "br0")
+        );
+        let ports: Vec<(&str, &str, String)> = switch
+            .ports
+            .iter()
+            .map(|p| (p.port.as_str(), p.host.as_str(), p.address.to_string()))
+            .collect();
+        assert_eq!(ports[0], ("eth0", "a", "10.200.1.2".to_string()));
+        assert_eq!(ports[3], ("eth3", "b", "10.200.4.2".to_string()));
+        assert_eq!(ports.len(), 4);
+        let routed = two_links().switch().unwrap_err();
+        assert!(routed.contains("a router, not a switch"), "{routed}");
+        let mut direct = two_links();
+        direct.router = None;
+        assert!(direct.switch().unwrap_err().contains("no switch"));
+        // A router's environment reads as before: no bridge field at all.
+        assert!(!two_links().to_json().contains("bridge"));
+    }
+
+    #[test]
     fn no_path_to_myself_to_strangers_or_without_a_router() {
         let env = two_links();
         for peer in ["10.200.1.2", "10.200.2.2", "10.200.3.1", "127.0.0.1", "::1"] {
@@ -583,6 +681,10 @@ mod tests {
             ),
             ("no router", Box::new(|e| e.router = None)),
             ("repeated", Box::new(|e| e.router.as_mut().unwrap().name = "b".into())),
+            (
+                "bridge",
+                Box::new(|e| e.router.as_mut().unwrap().bridge = Some("br0 up".into())),
+            ),
             ("this host", Box::new(|e| e.host = "z".into())),
             (
                 "cores",

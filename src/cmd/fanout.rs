@@ -80,15 +80,29 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
     if !args.json {
         super::stdout::err_line(view.heading(&spec, targets.len()));
     }
+    // The lab switch's view of the group: its counters now, its mdb once
+    // the warm-up is over (read on a thread of its own, so the sampling
+    // goes on), its counters again after the test.
+    let watch = view.group(&spec).map(super::switch::Watch::start);
+    let (warmed_up, warmup_end) = std::sync::mpsc::sync_channel(1);
     let options = RunOptions {
         interrupted: &signals::client_stop_reason,
-        on_interval: None,
+        on_interval: matches!(watch, Some(Ok(_))).then(|| super::switch::on_warmup_end(warmed_up)),
         on_progress: None,
         trial: 1,
         settings: Default::default(),
     };
-    let ran = session::run_fanout(&targets, sender.as_ref(), &spec, options)
-        .with_context(|| format!("the {} test", spec.workload))?;
+    let (ran, mdb) = std::thread::scope(|scope| {
+        let reader = match &watch {
+            Some(Ok(watch)) => Some(scope.spawn(move || warmup_end.recv().ok().map(|()| watch.mdb_now()))),
+            _ => None,
+        };
+        let ran = session::run_fanout(&targets, sender.as_ref(), &spec, options);
+        let mdb = reader.and_then(|r| r.join().unwrap_or_else(|_| Some(Err("the mdb reader panicked".into()))));
+        (ran, mdb)
+    });
+    let ran = ran.with_context(|| format!("the {} test", spec.workload))?;
+    let switch = watch.map(|watch| watch.and_then(|watch| watch.finish(mdb)));
     // The sending end of every trial: the sending agent, or this host.
     let client = |spec: &TestSpec| match &ran.sender {
         Some(sender) => sender.clone(),
@@ -125,7 +139,10 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
             agent: trial.agent,
         })
         .collect();
-    let (receivers, worst) = view.read(&spec, agents);
+    let (mut receivers, worst) = view.read(&spec, agents);
+    if let Some(Ok(switch)) = &switch {
+        view.read_switch(&mut receivers, switch);
+    }
     let Some(worst) = worst else {
         let why: Vec<String> = receivers.iter().map(|r| format!("{}: {}", r.name, r.verdict)).collect();
         return Err(session::SessionError::Stream {
@@ -143,12 +160,20 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         run.result.interruption = ran.interruption;
         run.interrupted = run.result.interruption.is_some();
     }
-    let document = GroupRun { run, receivers };
+    let (switch, unread) = match switch {
+        Some(Ok(switch)) => (Some(switch), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
+    let document = GroupRun { run, receivers, switch };
     super::stdout::write_out(|out| match args.json {
         true => serde_json::to_writer_pretty(&mut *out, &document)
             .map_err(std::io::Error::from)
             .and_then(|()| writeln!(out)),
-        false => view.write_text(&document, out),
+        false => view.write_text(&document, out).and_then(|()| match &unread {
+            Some(why) => writeln!(out, "the switch's mdb: {why}"),
+            None => Ok(()),
+        }),
     })?;
     save(args, &spec, &document, &runs);
     if document.receivers.iter().all(|r| r.standing == "failed") {

@@ -27,6 +27,7 @@ pub mod serve;
 pub mod serve_metrics;
 pub mod signals;
 pub mod stdout;
+pub mod switch;
 pub mod trials;
 pub mod watch;
 

@@ -4,8 +4,9 @@
 
 use crate::lab_env::{EnvCores, EnvHost, EnvLink, EnvRouter, LabEnv, RouterLink, LAB_VAR, PATHS_VAR, SCHEMA};
 
-use super::spec::tbf_sizes;
+use super::spec::{tbf_sizes, BRIDGE};
 use super::state::LabState;
+use super::Topology;
 
 /// The environment of a command run in `host` of the lab `state` describes.
 pub fn client_env(state: &LabState, host: &str) -> LabEnv {
@@ -15,6 +16,7 @@ pub fn client_env(state: &LabState, host: &str) -> LabEnv {
     let router = forwarder.map(|h| EnvRouter {
         name: h.name.clone(),
         netns: h.netns.clone(),
+        bridge: (state.topology == Topology::Switch).then(|| BRIDGE.to_string()),
     });
     let hosts = state
         .hosts
@@ -128,6 +130,22 @@ mod tests {
         assert_eq!(path.toward_peer.rate_bits_per_second, Some(50_000_000));
         assert_eq!(path.toward_me.iface, "eth0");
         assert_eq!(path.toward_me.rate_bits_per_second, None);
+        // The switch's bridge and the port toward each host.
+        let switch = env.switch().unwrap();
+        assert_eq!(
+            (switch.netns.as_str(), switch.bridge.as_str()),
+            ("nicbench-demo-sw", "br0")
+        );
+        let ports: Vec<(&str, &str)> = switch
+            .ports
+            .iter()
+            .map(|p| (p.port.as_str(), p.host.as_str()))
+            .collect();
+        assert_eq!(ports, [("eth0", "a"), ("eth1", "b"), ("eth2", "c")]);
+        assert_eq!(switch.ports[2].address, std::net::IpAddr::from(c));
+        let routed = lab(Topology::ViaRouter, &[]);
+        let env = LabEnv::parse("demo", &client_env(&routed, "a").to_json()).unwrap();
+        assert!(env.switch().is_err());
     }
 
     #[test]

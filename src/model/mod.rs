@@ -19,6 +19,7 @@ pub mod run;
 pub mod settings;
 pub mod side;
 pub mod spec;
+pub mod switch;
 pub mod trial;
 pub mod verdict;
 

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::run::{Endpoint, RunResult};
+use super::switch::SwitchRecord;
 use super::trial::TrialResult;
 
 /// The document of a group test: the slowest receiver's trial as a run
@@ -14,6 +15,10 @@ pub struct GroupRun {
     #[serde(flatten)]
     pub run: RunResult,
     pub receivers: Vec<ReceiverRun>,
+    /// What the lab's switch saw of the group (its mdb and its IGMP/MLD
+    /// counters), for a test run in a switch lab; absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<SwitchRecord>,
 }
 
 /// One receiver of a group test.

@@ -6,6 +6,7 @@
 //! Samplers sit behind small traits so tests drive them with fixtures.
 
 pub mod bonding;
+pub mod bridge;
 pub mod cgroup;
 pub mod cipher;
 pub mod clock;

@@ -180,6 +180,19 @@ pub trait FanoutView: Sync {
     /// trial as the run's top level), for the report's chart of a test's
     /// receivers.
     fn stored_figures(&self, run: &crate::model::RunResult) -> crate::model::receivers::ReceiverFigures;
+    /// The multicast group the agents join, whose entries a switch lab's
+    /// bridge holds (the document's `switch`); None for a test without one.
+    fn group(&self, _spec: &TestSpec) -> Option<std::net::IpAddr> {
+        None
+    }
+    /// Adds what the lab's switch saw to each receiver's words (whether
+    /// its port was in the switch's mdb); the default leaves them.
+    fn read_switch(
+        &self,
+        _receivers: &mut [crate::model::receivers::ReceiverRun],
+        _switch: &crate::model::switch::SwitchRecord,
+    ) {
+    }
 }
 pub use results::*;
 

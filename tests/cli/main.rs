@@ -80,6 +80,7 @@ mod metrics;
 mod mptcp;
 mod multicast;
 mod multicast_sender;
+mod multicast_switch;
 mod outside_text;
 mod plan;
 mod postgres;

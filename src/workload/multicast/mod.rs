@@ -24,6 +24,7 @@
 pub mod args;
 pub mod group;
 pub mod receivers;
+pub mod switch;
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

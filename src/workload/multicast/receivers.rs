@@ -334,6 +334,14 @@ impl Receivers {
 }
 
 impl FanoutView for Receivers {
+    fn group(&self, spec: &TestSpec) -> Option<std::net::IpAddr> {
+        Some(Receivers::params(spec).group)
+    }
+
+    fn read_switch(&self, receivers: &mut [ReceiverRun], switch: &crate::model::switch::SwitchRecord) {
+        super::switch::read_switch(receivers, switch)
+    }
+
     fn heading(&self, spec: &TestSpec, agents: usize) -> String {
         let p = Receivers::params(spec);
         let words = crate::workload::args::parse::duration_in_words;
@@ -489,6 +497,9 @@ impl FanoutView for Receivers {
         }
         if let Some(d) = counts(&run.run.result).and_then(|u| u.one_way) {
             writeln!(out, "one-way delay (slowest receiver): {}", d.text())?;
+        }
+        if let Some(switch) = &run.switch {
+            super::switch::write_block(out, switch, &run.receivers)?;
         }
         match nicbench_sends {
             true => writeln!(
