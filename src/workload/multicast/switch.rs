@@ -78,8 +78,9 @@ pub fn write_block(out: &mut dyn Write, switch: &SwitchRecord, receivers: &[Rece
             writeln!(
                 out,
                 "switch: {} got the group though the mdb has no entry for its port {}: the bridge flooded it there \
-                 ({} {} reports came in from it; an IGMPv2/MLDv1 host keeps its report when it hears another \
-                 member's, and a new bridge floods groups until its querier is established)",
+                 ({} {} reports came in from it; a bridge sends a group no member has reported yet to every port, \
+                 a new bridge floods groups until its querier is established, and an IGMPv2/MLDv1 host keeps its \
+                 report when it hears another member's)",
                 receiver.name,
                 port.port,
                 port.counters.of_family(switch.group).1.received,
@@ -96,15 +97,27 @@ fn port_of<'a>(switch: &'a SwitchRecord, receiver: &ReceiverRun) -> Option<&'a P
     switch.port_toward(address.ip())
 }
 
-/// Adds the switch's word to each receiver that never joined: whether
-/// the bridge's mdb held its port (its join reached the switch) or not.
+/// Adds the switch's word to each receiver that never joined (whether
+/// the bridge's mdb held its port: its join reached the switch, or not),
+/// and to each that got datagrams though its port is not in the mdb
+/// (what it got, the bridge flooded to it).
 pub fn read_switch(receivers: &mut [ReceiverRun], switch: &SwitchRecord) {
-    for receiver in receivers.iter_mut().filter(|r| r.standing == "never_joined") {
+    for receiver in receivers.iter_mut() {
         let Some(port) = port_of(switch, receiver) else {
             continue;
         };
         let protocol = protocol(switch.group);
+        let never_joined = receiver.standing == "never_joined";
+        let got_some = receiver.standing == "complete" || receiver.standing == "losing";
         let words = match switch.member(&port.port) {
+            None if got_some => format!(
+                "; the switch's mdb has no entry for the group on its port {}: its join never reached the switch \
+                 ({} {protocol} reports came in on that port during the test), and what it got the bridge flooded \
+                 to it",
+                port.port,
+                port.counters.of_family(switch.group).1.received
+            ),
+            _ if !never_joined => continue,
             Some(_) => format!(
                 "; the switch's mdb lists its port {} for the group: its join reached the switch, which forwards \
                  the group to it, so the datagrams were lost past the switch (on its link or in its host)",
@@ -201,8 +214,9 @@ mod tests {
         assert!(
             text.ends_with(
                 "switch: c got the group though the mdb has no entry for its port eth2: the bridge flooded it there \
-                 (0 IGMP reports came in from it; an IGMPv2/MLDv1 host keeps its report when it hears another \
-                 member's, and a new bridge floods groups until its querier is established)\n"
+                 (0 IGMP reports came in from it; a bridge sends a group no member has reported yet to every port, \
+                 a new bridge floods groups until its querier is established, and an IGMPv2/MLDv1 host keeps its \
+                 report when it hears another member's)\n"
             ),
             "{text}"
         );
@@ -247,6 +261,20 @@ mod tests {
             receivers[1].verdict
         );
         assert_eq!(receivers[2].verdict, "never joined: nothing arrived", "no lab host");
-        assert_eq!(receivers[3].verdict, "never joined: nothing arrived", "it joined");
+        // Datagrams came to a port the mdb does not hold: flooded there.
+        assert!(
+            receivers[3].verdict.ends_with(
+                "no entry for the group on its port eth2: its join never reached the switch (0 IGMP reports came in \
+                 on that port during the test), and what it got the bridge flooded to it"
+            ),
+            "{}",
+            receivers[3].verdict
+        );
+        let mut member = vec![receiver("b-again", "10.200.0.2:5311", "losing")];
+        read_switch(&mut member, &record());
+        assert_eq!(
+            member[0].verdict, "never joined: nothing arrived",
+            "its port is a member"
+        );
     }
 }
