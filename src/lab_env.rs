@@ -314,12 +314,15 @@ impl RouterLink {
     }
 }
 
-/// 1 to `max` of ASCII letters, digits, `-`, `_` and `.`, not `.`/`..`.
-fn plain_name(name: &str, max: usize) -> bool {
+/// 1 to `max` of ASCII letters, digits, `-`, `_` and `.`, not `.`/`..`,
+/// not starting with `-`: a name that may go on a command line (`ip -n
+/// NS`, `tc ... dev IFACE`) as one plain argument, never an option.
+pub(crate) fn plain_name(name: &str, max: usize) -> bool {
     !name.is_empty()
         && name.len() <= max
         && name != "."
         && name != ".."
+        && !name.starts_with('-')
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))

@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::lab_env::plain_name;
 use crate::model::switch::{Both, McastCounters};
 
 /// Longest interface name Linux takes (IFNAMSIZ less the NUL).
@@ -125,19 +126,6 @@ fn check_names(netns: &str, bridge: &str) -> Result<(), BridgeError> {
         return Err(BridgeError::Invalid(format!("'{bridge}' is not an interface name")));
     }
     Ok(())
-}
-
-/// 1 to `max` bytes of ASCII letters, digits, `-`, `_`, `.` and `@`,
-/// neither `.` nor `..`, not starting with `-`.
-fn plain_name(name: &str, max: usize) -> bool {
-    !name.is_empty()
-        && name.len() <= max
-        && name != "."
-        && name != ".."
-        && !name.starts_with('-')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'))
 }
 
 /// Finds `program` on the PATH or where iproute2 installs it (`/sbin`

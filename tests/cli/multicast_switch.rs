@@ -9,18 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::common::{nicbench, stderr, AgentProcess, BIN};
-
-/// Runs `program args` in lab host `host`; its stdout, failing with stderr.
-fn run_in(lab: &nicbench::lab::Lab, host: &str, program: &str, args: &[&str]) -> String {
-    let out = lab
-        .command(host, program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{program} {args:?} in {host}: {}", stderr(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::multicast::run_in;
 
 /// The switch's port toward lab host `host`.
 fn port_of(lab: &nicbench::lab::Lab, host: &str) -> String {
