@@ -92,6 +92,7 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
         let work = tempfile::tempdir().unwrap();
 
         // First invocation: stopped with SIGINT while the second case runs.
+        let mark = agent.log_mark();
         let mut child = clean_env(&mut Command::new(BIN))
             .args(["run", &plan, "--db", db, "--no-shuffle"])
             .current_dir(work.path())
@@ -103,19 +104,18 @@ fn a_plan_stopped_mid_case_resumes_without_redoing_finished_cases() {
             .unwrap();
         let err = Lines::collect(child.stderr.take().unwrap());
         let out = Lines::collect(child.stdout.take().unwrap());
-        let mark = agent.log_mark();
         err.wait_for(0, "[1/4] tcp", COMMAND_LIMIT).unwrap();
-        // The first case's test was logged before its line; the second case
-        // runs when the agent logs another test: SIGINT then.
-        let first_test = agent
-            .logs()
-            .lines()
-            .skip(mark)
-            .filter(|l| l.contains("running tcp test"))
-            .count();
-        assert_eq!(first_test, 1, "{}", agent.logs());
-        let logged = agent.logs().lines().count();
-        agent.wait_for_log_after(logged, "running tcp test");
+        // One test per case: the second case runs once the agent has logged a
+        // second test since the plan started (it may already have by the time
+        // the first case's line is read here). SIGINT then.
+        let first_test = mark
+            + agent
+                .wait_for_log_after(mark, "running tcp test")
+                .lines()
+                .skip(mark)
+                .position(|l| l.contains("running tcp test"))
+                .expect("wait_for_log_after returned with the line");
+        agent.wait_for_log_after(first_test + 1, "running tcp test");
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         let status = child.wait().unwrap();
