@@ -16,6 +16,7 @@ use crate::session::{self, RunOptions, Target};
 use crate::store::tags::{Tag, FANOUT_AGENT, FANOUT_RUN, FANOUT_SLOWEST};
 use crate::workload::FanoutAgent;
 
+use super::measure::Audience;
 use super::signals;
 
 /// Every agent's target, checked before anything connects, and the
@@ -62,6 +63,23 @@ fn targets(args: &FanoutArgs) -> anyhow::Result<(Vec<Target>, Option<Target>)> {
 
 /// Runs one fan-out command.
 pub fn run(command: Fanout) -> anyhow::Result<()> {
+    measure_for(command, None, Audience::Terminal).map(|_| ())
+}
+
+/// How a fan-out command ended: the group's document, and the store's id
+/// of the run it reports (its slowest agent's; None when not saved).
+pub struct FanoutEnded {
+    pub document: GroupRun,
+    pub run_id: Option<i64>,
+}
+
+/// Runs one fan-out command for `audience`: the terminal (the command
+/// itself), or a plan running it as a case, which gets the document and
+/// prints nothing of it. `names` are the agents' names in the document and
+/// their runs' `agent` tags (a plan's labels), one per agent; without
+/// them, each agent as the command line names it.
+pub fn measure_for(command: Fanout, names: Option<&[String]>, audience: Audience) -> anyhow::Result<FanoutEnded> {
+    let terminal = matches!(audience, Audience::Terminal);
     let workload = command.of();
     let view = workload
         .fanout()
@@ -76,8 +94,19 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         })
         .map_err(|e| super::UsageError(e.to_string()))?;
     let (targets, sender) = targets(args)?;
+    let names: Vec<String> = match names {
+        Some(names) if names.len() == args.agents.len() => names.to_vec(),
+        Some(names) => {
+            return Err(anyhow::anyhow!(
+                "{} names for {} agents: one name per agent",
+                names.len(),
+                args.agents.len()
+            ))
+        }
+        None => args.agents.clone(),
+    };
     signals::install();
-    if !args.json {
+    if terminal && !args.json {
         super::stdout::err_line(view.heading(&spec, targets.len()));
     }
     // The lab switch's view of the group: its counters now, its mdb once
@@ -85,9 +114,19 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
     // goes on), its counters again after the test.
     let watch = view.group(&spec).map(super::switch::Watch::start);
     let (warmed_up, warmup_end) = std::sync::mpsc::sync_channel(1);
+    let mut on_interval: Vec<crate::workload::base::runner::IntervalCallback> = Vec::new();
+    if matches!(watch, Some(Ok(_))) {
+        on_interval.push(super::switch::on_warmup_end(warmed_up));
+    }
+    if let Audience::Plan(case) = audience {
+        let sink = std::sync::Arc::clone(&case.on_interval);
+        on_interval.push(Box::new(move |tick| sink(tick)));
+    }
     let options = RunOptions {
         interrupted: &signals::client_stop_reason,
-        on_interval: matches!(watch, Some(Ok(_))).then(|| super::switch::on_warmup_end(warmed_up)),
+        on_interval: (!on_interval.is_empty()).then(|| -> crate::workload::base::runner::IntervalCallback {
+            Box::new(move |tick| on_interval.iter().for_each(|each| each(tick)))
+        }),
         on_progress: None,
         trial: 1,
         settings: Default::default(),
@@ -130,7 +169,7 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
     let agents = ran
         .agents
         .into_iter()
-        .zip(&args.agents)
+        .zip(&names)
         .zip(&runs)
         .map(|((trial, named), run)| FanoutAgent {
             // As named on the command line: two agents of one host differ by port.
@@ -166,16 +205,30 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
         None => (None, None),
     };
     let document = GroupRun { run, receivers, switch };
-    super::stdout::write_out(|out| match args.json {
-        true => serde_json::to_writer_pretty(&mut *out, &document)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out)),
-        false => view.write_text(&document, out).and_then(|()| match &unread {
-            Some(why) => writeln!(out, "the switch's mdb: {why}"),
-            None => Ok(()),
-        }),
-    })?;
-    save(args, &spec, &document, &runs);
+    let command_line = match audience {
+        Audience::Plan(case) => case.command_line.clone(),
+        Audience::Terminal => super::save::command_line(),
+    };
+    if terminal {
+        super::stdout::write_out(|out| match args.json {
+            true => serde_json::to_writer_pretty(&mut *out, &document)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out)),
+            false => view.write_text(&document, out).and_then(|()| match &unread {
+                Some(why) => writeln!(out, "the switch's mdb: {why}"),
+                None => Ok(()),
+            }),
+        })?;
+    }
+    let saved = save(args, &spec, &document, &runs, command_line, terminal);
+    let run_id = saved.get(worst).copied().flatten();
+    fanout_failure(&document, worst)?;
+    Ok(FanoutEnded { document, run_id })
+}
+
+/// The error a fan-out test ends with: every agent's side failed, or the
+/// test was cut short (its runs are saved, marked so).
+fn fanout_failure(document: &GroupRun, worst: usize) -> anyhow::Result<()> {
     if document.receivers.iter().all(|r| r.standing == "failed") {
         return Err(session::SessionError::Stream {
             stream_id: 1,
@@ -200,10 +253,19 @@ pub fn run(command: Fanout) -> anyhow::Result<()> {
 /// Saves each agent's run as a run of its own, tagged with the test they
 /// share (`fanout_run`), the agent's name (`agent`) and whether it is the
 /// one the document reports (`slowest`), besides the command's tags; says
-/// which runs it saved. A run the store refuses is said, and the rest go on.
-fn save(args: &FanoutArgs, spec: &TestSpec, document: &GroupRun, runs: &[Result<RunResult, String>]) {
+/// which runs it saved when `tell`. A run the store refuses is said, and
+/// the rest go on. Returns each agent's run id (None: not saved).
+fn save(
+    args: &FanoutArgs,
+    spec: &TestSpec,
+    document: &GroupRun,
+    runs: &[Result<RunResult, String>],
+    command_line: String,
+    tell: bool,
+) -> Vec<Option<i64>> {
+    let mut ids = vec![None; runs.len()];
     if args.save.no_save {
-        return;
+        return ids;
     }
     let fanout_run = format!(
         "{}-{:06x}",
@@ -215,7 +277,7 @@ fn save(args: &FanoutArgs, spec: &TestSpec, document: &GroupRun, runs: &[Result<
         value: value.into(),
     };
     let mut saved = Vec::new();
-    for (receiver, run) in document.receivers.iter().zip(runs) {
+    for ((receiver, run), id) in document.receivers.iter().zip(runs).zip(&mut ids) {
         let Ok(run) = run else { continue };
         let mut save_args = args.save.clone();
         save_args.tags.extend([
@@ -225,10 +287,13 @@ fn save(args: &FanoutArgs, spec: &TestSpec, document: &GroupRun, runs: &[Result<
         ]);
         let mut text = Vec::new();
         let _ = crate::report::text::Text.render(run, &mut text);
-        let mut saver = super::save::Saver::start(&save_args, super::save::command_line(), Some(1));
+        let mut saver = super::save::Saver::start(&save_args, command_line.clone(), Some(1));
         saver.trial(run);
         match saver.finish(run, Some(&String::from_utf8_lossy(&text))) {
-            Ok(Some(done)) => saved.push(format!("{} ({})", done.id, receiver.name)),
+            Ok(Some(done)) => {
+                *id = Some(done.id);
+                saved.push(format!("{} ({})", done.id, receiver.name));
+            }
             Ok(None) => {}
             Err(e) => super::stdout::err_line(format!(
                 "{}'s run of {} was not saved: {e:#}",
@@ -236,11 +301,12 @@ fn save(args: &FanoutArgs, spec: &TestSpec, document: &GroupRun, runs: &[Result<
             )),
         }
     }
-    if !saved.is_empty() {
+    if tell && !saved.is_empty() {
         super::stdout::err_line(format!(
             "saved as runs {} in {}, tagged fanout_run={fanout_run}",
             saved.join(", "),
             super::save::database_path(&args.save.db).display()
         ));
     }
+    ids
 }

@@ -307,14 +307,14 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
     // their version, authentication, and whether they accept the host
     // changes their cases need; no test traffic.
     let mut failed = None;
-    let mut agents: Vec<&Agent> = planned.iter().map(|p| &p.case.agent).collect();
+    let mut agents: Vec<&Agent> = planned.iter().flat_map(|p| p.case.agents()).collect();
     agents.sort_by(|a, b| (&a.label, &a.address).cmp(&(&b.label, &b.address)));
     agents.dedup();
     for agent in agents {
         let label = &agent.label;
         let mut needs: Vec<String> = planned
             .iter()
-            .filter(|p| &p.case.agent == agent)
+            .filter(|p| p.case.agents().contains(&agent))
             .flat_map(|p| host_changes_of(&p.case))
             .collect();
         needs.sort();
@@ -516,31 +516,43 @@ struct InLab {
     changes: Option<plan::lab_axis::LabChanges>,
 }
 
+/// What a case runs: a measuring command, or a fan-out command with its
+/// agents' labels (the names of its receivers and their runs' tags).
+enum CaseCommand {
+    Measure(Box<Measurement>),
+    Fanout(Box<crate::cli::fanout::Fanout>, Vec<String>),
+}
+
 impl RealSteps<'_> {
-    /// The case's measuring command, saving into the plan's database with
-    /// the plan's tags, and its command line as the store keeps it. Err:
-    /// why it cannot run (exit code 2, as the command's usage errors).
-    fn command(&self, planned: &Planned) -> Result<(Measurement, String), String> {
+    /// The case's command, saving into the plan's database with the plan's
+    /// tags, and its command line as the store keeps it. Err: why it cannot
+    /// run (exit code 2, as the command's usage errors).
+    fn command(&self, planned: &Planned) -> Result<(CaseCommand, String), String> {
         let matches = planned.case.matches(self.plan, self.grammar)?;
         let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-        let crate::cli::Command::Measure(mut command) = cli.command else {
-            return Err(format!("'{}' is not a measuring command", planned.case.workload));
+        let mut command = match cli.command {
+            crate::cli::Command::Measure(command) => CaseCommand::Measure(command),
+            crate::cli::Command::Fanout(command) => {
+                let labels = planned.case.agents().iter().map(|a| a.label.clone()).collect();
+                CaseCommand::Fanout(command, labels)
+            }
+            _ => return Err(format!("'{}' is not a measuring command", planned.case.workload)),
+        };
+        let save = match &mut command {
+            CaseCommand::Measure(command) => &mut command.measure.save,
+            CaseCommand::Fanout(command, _) => &mut command.args.save,
         };
         let tags = case_tags(planned, self.plan, &self.resume.plan_run, self.resume.seed);
         let mut line = std::env::args().take(1).collect::<Vec<_>>();
         line.extend(planned.case.command_line(self.plan));
         line.extend(["--db".into(), self.db.display().to_string()]);
-        command.measure.save.db = Some(self.db.to_path_buf());
+        save.db = Some(self.db.to_path_buf());
         for (key, value) in tags {
             let tag = format!("{key}={value}");
-            command
-                .measure
-                .save
-                .tags
-                .push(tag.parse().map_err(|e| format!("--tag {tag}: {e}"))?);
+            save.tags.push(tag.parse().map_err(|e| format!("--tag {tag}: {e}"))?);
             line.extend(["--tag".into(), tag]);
         }
-        Ok((*command, crate::shell::join(line)))
+        Ok((command, crate::shell::join(line)))
     }
 }
 
@@ -615,12 +627,38 @@ impl runner::Steps for RealSteps<'_> {
                 }
             }
         };
-        let Some(ended) = run_case(command, command_line, planned.trials, line) else {
+        let job = move |case: &AsCase| -> anyhow::Result<(Ended, Option<String>)> {
+            match command {
+                CaseCommand::Measure(command) => {
+                    measuring::measure_for(*command, Audience::Plan(case)).map(|ended| (ended, None))
+                }
+                CaseCommand::Fanout(command, labels) => {
+                    let ended = super::fanout::measure_for(*command, Some(&labels), Audience::Plan(case))?;
+                    let receivers = &ended.document.receivers;
+                    let slowest = receivers.iter().find(|r| r.slowest).map(|r| match receivers.len() {
+                        1 => format!("receiver {}", r.name),
+                        n => format!("slowest {} of {n} receivers", r.name),
+                    });
+                    let run = ended.document.run;
+                    Ok((
+                        Ended {
+                            run,
+                            run_id: ended.run_id,
+                        },
+                        slowest,
+                    ))
+                }
+            }
+        };
+        let Some(ended) = run_case(job, command_line, planned.trials, line) else {
             return Outcome::Interrupted { seconds: seconds() };
         };
         match ended {
-            Ok(ended) => Outcome::Measured {
-                headline: exec::headline(&ended.run),
+            Ok((ended, note)) => Outcome::Measured {
+                headline: match (exec::headline(&ended.run), note) {
+                    (Some(headline), Some(note)) => Some(format!("{headline}, {note}")),
+                    (headline, note) => headline.or(note),
+                },
                 run_id: ended.run_id,
                 seconds: seconds(),
             },
@@ -640,18 +678,18 @@ impl runner::Steps for RealSteps<'_> {
     }
 }
 
-/// Runs a case's measuring command on a thread of its own while this one
+/// Runs a case's command (`job`) on a thread of its own while this one
 /// keeps `line` told how far it is (every 100 ms). A panic of the case is
 /// its failure, not the plan's. None: a second stop came while the case
 /// ran, which leaves it at once, as the child process a case once was
 /// ended; its thread ends with the process, after the plan put back what
 /// it changed.
-fn run_case(
-    command: Measurement,
+fn run_case<T: Send + 'static>(
+    job: impl FnOnce(&AsCase) -> anyhow::Result<T> + Send + 'static,
     command_line: String,
     trials: u32,
     line: &dyn Fn(String),
-) -> Option<anyhow::Result<Ended>> {
+) -> Option<anyhow::Result<T>> {
     let progress = Arc::new(Mutex::new(exec::CaseProgress::default()));
     let case = AsCase {
         command_line,
@@ -663,7 +701,7 @@ fn run_case(
     let show = || line(progress.lock().unwrap_or_else(|e| e.into_inner()).line(trials));
     let (done, ended) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new().name("case".into()).spawn(move || {
-        let _ = done.send(measuring::measure_for(command, Audience::Plan(&case)));
+        let _ = done.send(job(&case));
     });
     let thread = match thread {
         Ok(thread) => thread,

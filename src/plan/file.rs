@@ -100,6 +100,11 @@ pub struct Matrix {
     /// Agent labels (default: every agent).
     #[serde(default)]
     pub agent: Vec<String>,
+    /// How many agents a fan-out workload's case (`multicast`) drives at
+    /// once: N is the first N of the `agent` axis (default: every one).
+    /// Other workloads run against one agent and ignore it.
+    #[serde(default)]
+    pub receivers: Vec<u32>,
     /// What the workloads that take `--transport` (tcp, rr, sweep, files)
     /// run over: tcp, tls, quic, mptcp (default: each workload's own). A
     /// workload without the option (udp) is one case whatever the value.
@@ -567,6 +572,38 @@ fn check_defaults(d: &Defaults) -> Result<(), String> {
     Ok(())
 }
 
+/// The `receivers` axis: counts from 1 to the agents there are, for a
+/// matrix that runs a fan-out workload (else it would change nothing).
+fn check_receivers_axis(m: &Matrix, labels: &[&str]) -> Result<(), String> {
+    if m.receivers.is_empty() {
+        return Ok(());
+    }
+    let agents = if m.agent.is_empty() {
+        labels.len()
+    } else {
+        m.agent.len()
+    };
+    for n in &m.receivers {
+        if *n == 0 || *n as usize > agents {
+            return Err(format!(
+                "[matrix] receivers = {n}: expected 1 to {agents} (a case's receivers are the first N of the matrix's agents)"
+            ));
+        }
+    }
+    let included = m.include.iter().filter_map(|rule| rule.get("workload"));
+    let named = m.workload.iter().cloned().chain(included.flat_map(|v| match v {
+        toml::Value::Array(values) => values.iter().filter_map(|v| v.as_str().map(String::from)).collect(),
+        v => v.as_str().map(String::from).into_iter().collect::<Vec<_>>(),
+    }));
+    if !named.into_iter().any(|w| super::matrix::fans_out(&w)) {
+        return Err(format!(
+            "[matrix] receivers: no workload of the matrix drives several agents at once; the axis is for {}",
+            super::matrix::fanout_names()
+        ));
+    }
+    Ok(())
+}
+
 /// `[matrix]`: every axis's values, then its own axes (vary), tags and
 /// include/exclude rules; `labels` are the agents'.
 fn check_matrix(m: &Matrix, labels: &[&str]) -> Result<(), String> {
@@ -592,6 +629,7 @@ fn check_matrix(m: &Matrix, labels: &[&str]) -> Result<(), String> {
             ));
         }
     }
+    check_receivers_axis(m, labels)?;
     check_transport_axis(m)?;
     for d in &m.direction {
         if !DIRECTIONS.contains(&d.as_str()) {
@@ -752,9 +790,10 @@ fn check_rules(m: &Matrix) -> Result<(), String> {
 }
 
 /// The built-in axes, in the order they appear in a case's name.
-pub const AXES: [&str; 12] = [
+pub const AXES: [&str; 13] = [
     "workload",
     "agent",
+    "receivers",
     "transport",
     "direction",
     "streams",

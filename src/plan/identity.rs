@@ -50,11 +50,11 @@ impl Identity {
     pub fn of(plan: &Plan, cases: &[Case]) -> Identity {
         let m = &plan.matrix;
         let mut agents: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for c in cases {
+        for agent in cases.iter().flat_map(Case::agents) {
             agents
-                .entry(c.agent.label.clone())
+                .entry(agent.label.clone())
                 .or_default()
-                .insert(c.agent.address.clone());
+                .insert(agent.address.clone());
         }
         let set = |values: Vec<String>| values.into_iter().collect::<BTreeSet<String>>();
         let labels = if m.agent.is_empty() {
@@ -66,6 +66,7 @@ impl Identity {
         for (axis, values) in [
             ("workload", m.workload.clone()),
             ("agent", labels),
+            ("receivers", m.receivers.iter().map(u32::to_string).collect()),
             ("transport", m.transport.clone()),
             ("direction", m.direction.clone()),
             ("streams", m.streams.iter().map(u32::to_string).collect()),

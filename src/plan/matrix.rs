@@ -14,7 +14,13 @@ use crate::workload::{self, args::parse};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Case {
     pub workload: String,
+    /// The agent the case runs against; of a fan-out workload's case
+    /// (`multicast`), the first of its [`Case::receivers`].
     pub agent: Agent,
+    /// A fan-out workload's agents, all driven at once (the first N of the
+    /// matrix's agents, N the `receivers` axis's value); None for a
+    /// measuring command's case.
+    pub receivers: Option<Vec<Agent>>,
     /// `--transport` (for a workload that takes it).
     pub transport: Option<String>,
     pub direction: Option<String>,
@@ -44,9 +50,23 @@ impl Case {
         parts.join(" ")
     }
 
+    /// Every agent the case drives: its receivers, or its one agent. Host
+    /// changes and path checks go to each.
+    pub fn agents(&self) -> Vec<&Agent> {
+        match &self.receivers {
+            Some(receivers) => receivers.iter().collect(),
+            None => vec![&self.agent],
+        }
+    }
+
     /// The axis values of this case as tags (workload is a column already).
+    /// A fan-out case is tagged `receivers=N`, not `agent`: each of its
+    /// runs is one agent's and carries that agent's label as `agent`.
     pub fn axis_tags(&self) -> Vec<(String, String)> {
-        let mut tags = vec![("agent".to_string(), self.agent.label.clone())];
+        let mut tags = match &self.receivers {
+            Some(receivers) => vec![("receivers".to_string(), receivers.len().to_string())],
+            None => vec![("agent".to_string(), self.agent.label.clone())],
+        };
         if let Some(t) = &self.transport {
             tags.push(("transport".into(), t.clone()));
         }
@@ -75,7 +95,8 @@ impl Case {
     fn value_of(&self, axis: &str) -> Option<String> {
         match axis {
             "workload" => Some(self.workload.clone()),
-            "agent" => Some(self.agent.label.clone()),
+            "agent" if self.receivers.is_none() => Some(self.agent.label.clone()),
+            "receivers" => self.receivers.as_ref().map(|r| r.len().to_string()),
             "transport" if self.transport.is_some() => self.transport.clone(),
             "direction" => self.direction.clone(),
             "streams" => self.streams.map(|s| s.to_string()),
@@ -99,7 +120,8 @@ impl Case {
     /// options, the case's axes.
     pub fn command_line(&self, plan: &Plan) -> Vec<String> {
         let d = &plan.defaults;
-        let mut argv = vec![self.workload.clone(), self.agent.address.clone()];
+        let mut argv = vec![self.workload.clone()];
+        argv.extend(self.agents().iter().map(|a| a.address.clone()));
         // Where -t is a limit (a sweep's, of the whole sweep), not a test's
         // length, it comes from the workload's own [workloads.NAME] only.
         let duration_is_limit = workload::find(&self.workload).is_ok_and(|w| w.command_line().time_is_limit());
@@ -113,21 +135,27 @@ impl Case {
                 argv.extend(["-O".into(), o.clone()]);
             }
         }
-        if let Some(r) = d.repeat {
-            argv.extend(["--repeat".into(), r.to_string()]);
-            if let Some(p) = &d.pick {
-                argv.extend(["--pick".into(), p.clone()]);
+        // A fan-out case is one test of every receiver at once: the
+        // repetition defaults are not its options.
+        if self.receivers.is_none() {
+            if let Some(r) = d.repeat {
+                argv.extend(["--repeat".into(), r.to_string()]);
+                if let Some(p) = &d.pick {
+                    argv.extend(["--pick".into(), p.clone()]);
+                }
             }
-        }
-        if let Some(c) = &d.confidence {
-            argv.extend(["--confidence".into(), c.clone()]);
-        }
-        if let Some(i) = &d.iterations {
-            argv.extend(["--iterations".into(), i.clone()]);
+            if let Some(c) = &d.confidence {
+                argv.extend(["--confidence".into(), c.clone()]);
+            }
+            if let Some(i) = &d.iterations {
+                argv.extend(["--iterations".into(), i.clone()]);
+            }
         }
         if let Some(w) = &d.wait {
             argv.extend(["--wait".into(), w.clone()]);
         }
+        // One key file for every agent of the case; receivers that name
+        // different ones are refused by [`Case::checked`].
         if let Some(psk) = &self.agent.psk_file {
             argv.extend(["--psk-file".into(), psk.clone()]);
         }
@@ -178,6 +206,15 @@ impl Case {
     /// [`Case::check`], with the trials the command line asks for and the
     /// case's estimate from them.
     pub fn checked(&self, plan: &Plan, grammar: &clap::Command) -> Result<Checked, String> {
+        if let Some(receivers) = &self.receivers {
+            if let Some(other) = receivers.iter().find(|r| r.psk_file != self.agent.psk_file) {
+                return Err(format!(
+                    "agents {} and {} name different psk_file: a {} case gives one key to every receiver; \
+                     give them the same key file",
+                    self.agent.label, other.label, self.workload
+                ));
+            }
+        }
         let matches = self.matches(plan, grammar)?;
         let Some((name, options)) = matches.subcommand() else {
             return Err(format!("'{}' is not a measuring command", self.workload));
@@ -228,7 +265,8 @@ fn before_trials_seconds(options: &clap::ArgMatches) -> f64 {
 }
 
 impl Case {
-    /// Writes into the case's agent address the port its tests reach, so
+    /// Writes into the case's agent address (and each receiver's, of a
+    /// fan-out case) the port its tests reach, so
     /// that the tests, the host changes and their restore all go to the
     /// same agent: the port in the address (`HOST:PORT`), else `-p/--port`
     /// in the case's options, else `$NICBENCH_PORT` (the lab's agent port,
@@ -236,11 +274,9 @@ impl Case {
     /// differ are refused, naming the agent and both ports. An address with
     /// a scheme (`iperf3://`) is left as it is.
     pub fn resolve_address(&mut self, plan: &Plan, grammar: &clap::Command) -> Result<(), String> {
-        let address = self.agent.address.clone();
-        if address.contains("://") {
+        if self.agents().iter().all(|a| a.address.contains("://")) {
             return Ok(());
         }
-        let (host, in_address) = crate::address::split_host_port(&address).map_err(|e| e.to_string())?;
         let argv = self.command_line(plan);
         let matches = without_port_default(grammar, &self.workload)
             .try_get_matches_from(std::iter::once("nicbench".to_string()).chain(argv))
@@ -248,18 +284,30 @@ impl Case {
         let in_options = matches
             .subcommand()
             .and_then(|(_, options)| options.try_get_one::<u16>("port").ok().flatten().copied());
-        let port = match (in_address, in_options) {
-            (Some(a), Some(o)) if a != o => {
-                return Err(format!(
-                    "agent {}: its address \"{address}\" names port {a}, but the options give -p {o}; \
-                     give the port once, in the address or in the options",
-                    self.agent.label
-                ))
+        let resolve = |agent: &mut Agent| -> Result<(), String> {
+            let address = agent.address.clone();
+            if address.contains("://") {
+                return Ok(());
             }
-            (Some(p), _) | (None, Some(p)) => p,
-            (None, None) => environment_port()?.unwrap_or(crate::protocol::DEFAULT_PORT),
+            let (host, in_address) = crate::address::split_host_port(&address).map_err(|e| e.to_string())?;
+            let port = match (in_address, in_options) {
+                (Some(a), Some(o)) if a != o => {
+                    return Err(format!(
+                        "agent {}: its address \"{address}\" names port {a}, but the options give -p {o}; \
+                         give the port once, in the address or in the options",
+                        agent.label
+                    ))
+                }
+                (Some(p), _) | (None, Some(p)) => p,
+                (None, None) => environment_port()?.unwrap_or(crate::protocol::DEFAULT_PORT),
+            };
+            agent.address = crate::address::display(&host, port);
+            Ok(())
         };
-        self.agent.address = crate::address::display(&host, port);
+        resolve(&mut self.agent)?;
+        for receiver in self.receivers.iter_mut().flatten() {
+            resolve(receiver)?;
+        }
         Ok(())
     }
 }
@@ -312,6 +360,13 @@ pub fn expand(plan: &Plan) -> Result<Vec<Case>, String> {
     check_size(plan)?;
     let m = &plan.matrix;
     let agents = matrix_agents(plan);
+    if let Some(n) = m.receivers.iter().find(|n| **n as usize > agents.len()) {
+        return Err(format!(
+            "[matrix] receivers = {n}: the matrix has {} agent(s) ({}); a case's receivers are the first N of them",
+            agents.len(),
+            agents.iter().map(|a| a.label.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let mut cases = product(plan, &agents);
     // A sweep measures every size itself: the message axis does not apply
     // to it, and its cells that differ only in message are one case.
@@ -376,14 +431,18 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
     let queues = each_or_unset(&m.queue);
     let mut cases = Vec::new();
     for workload in &m.workload {
-        for (agent, transport) in agents.iter().flat_map(|a| transports.iter().map(move |t| (a, t))) {
+        for ((agent, receivers), transport) in targets(plan, workload, agents)
+            .into_iter()
+            .flat_map(|a| transports.iter().map(move |t| (a.clone(), t)))
+        {
             for direction in &directions {
                 for s in &streams {
                     for (message, mtu) in messages.iter().flat_map(|l| mtus.iter().map(move |u| (l, u))) {
                         for queue in &queues {
                             let base = Case {
                                 workload: workload.clone(),
-                                agent: (*agent).clone(),
+                                agent: agent.clone(),
+                                receivers: receivers.clone(),
                                 transport: transport.clone(),
                                 direction: direction.clone(),
                                 streams: *s,
@@ -402,6 +461,38 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
         }
     }
     cases
+}
+
+/// Whether `workload` drives several agents at once in one test (a
+/// fan-out command: `multicast`), so that its cases take the `receivers`
+/// axis instead of the `agent` axis.
+pub fn fans_out(workload: &str) -> bool {
+    workload::find(workload).is_ok_and(|w| !w.measuring_command())
+}
+
+/// What `workload`'s cases run against: each agent, one case each; or, for
+/// a fan-out workload, the first N agents at once for each value N of the
+/// `receivers` axis (every agent when the matrix has none).
+fn targets(plan: &Plan, workload: &str, agents: &[&Agent]) -> Vec<(Agent, Option<Vec<Agent>>)> {
+    if !fans_out(workload) {
+        return agents.iter().map(|a| ((*a).clone(), None)).collect();
+    }
+    let counts = match plan.matrix.receivers.is_empty() {
+        true => vec![agents.len()],
+        false => plan.matrix.receivers.iter().map(|n| *n as usize).collect(),
+    };
+    counts
+        .into_iter()
+        .map(|n| {
+            let receivers: Vec<Agent> = agents[..n.min(agents.len())].iter().map(|a| (*a).clone()).collect();
+            (receivers[0].clone(), Some(receivers))
+        })
+        .collect()
+}
+
+/// The fan-out workloads, for messages: "multicast".
+pub fn fanout_names() -> String {
+    workload::names().filter(|w| fans_out(w)).collect::<Vec<_>>().join(", ")
 }
 
 /// `base` once per combination of the host axes', the `vary` axes' and the
@@ -487,6 +578,7 @@ pub fn check_size(plan: &Plan) -> Result<(), String> {
     let mut axes: Vec<(String, usize)> = vec![
         ("workload".into(), m.workload.len()),
         ("agent".into(), agents),
+        ("receivers".into(), m.receivers.len()),
         ("transport".into(), m.transport.len()),
         ("direction".into(), m.direction.len()),
         ("streams".into(), m.streams.len()),
@@ -564,7 +656,32 @@ fn included(
             super::file::workload_names()
         ));
     }
+    let fanout = fans_out(&workload);
+    let receivers = match (fanout, rule.get("receivers")) {
+        (false, None) => None,
+        (false, Some(_)) => {
+            return Err(format!(
+                "receivers: {workload} runs against one agent; the receivers axis is for {}",
+                fanout_names()
+            ))
+        }
+        (true, _) if rule.contains_key("agent") => {
+            return Err(format!(
+                "agent: a {workload} case runs against its receivers, the first N agents; give receivers = N"
+            ))
+        }
+        (true, Some(toml::Value::Integer(n))) if *n >= 1 && *n as usize <= agents.len() => Some(*n as usize),
+        (true, Some(v)) => {
+            return Err(format!(
+                "receivers = {v}: expected a number from 1 to {} (the matrix's agents)",
+                agents.len()
+            ))
+        }
+        (true, None) => Some(m.receivers.first().map_or(agents.len(), |n| *n as usize)),
+    }
+    .map(|n| agents[..n].iter().map(|a| (*a).clone()).collect::<Vec<Agent>>());
     let agent = match get("agent") {
+        _ if receivers.is_some() => receivers.as_ref().expect("some")[0].clone(),
         Some(label) => plan
             .agents
             .iter()
@@ -637,6 +754,7 @@ fn included(
     Ok(Case {
         workload,
         agent,
+        receivers,
         transport,
         direction,
         streams,
@@ -926,5 +1044,58 @@ mod tests {
         ));
         let e = expand(&p).unwrap_err();
         assert!(e.contains("[[matrix.include]] #1") && e.contains("values: on"), "{e}");
+    }
+
+    /// A fan-out workload's cases take the receivers axis (the first N
+    /// agents at once) instead of the agent axis; the others ignore it.
+    #[test]
+    fn a_fanout_case_drives_the_first_n_agents_and_is_named_by_their_count() {
+        let p = plan(&format!(
+            "{AGENTS}[defaults]\nrepeat = 3\n[matrix]\nworkload = [\"multicast\", \"tcp\"]\nreceivers = [1, 2]\n\
+             [[matrix.exclude]]\nworkload = \"tcp\"\nagent = \"b\"\n\
+             [[matrix.include]]\nworkload = \"multicast\"\nreceivers = 2\nstreams = 1\n"
+        ));
+        let cases = expand(&p).unwrap();
+        let keys: Vec<String> = cases.iter().map(Case::key).collect();
+        assert_eq!(
+            keys,
+            [
+                "multicast receivers=1",
+                "multicast receivers=2",
+                "tcp agent=a",
+                "multicast receivers=2 streams=1"
+            ]
+        );
+        let labels = |c: &Case| c.agents().iter().map(|a| a.label.clone()).collect::<Vec<_>>();
+        assert_eq!(labels(&cases[0]), ["a"]);
+        assert_eq!(labels(&cases[1]), ["a", "b"]);
+        assert_eq!(labels(&cases[2]), ["a"]);
+        assert_eq!(labels(&cases[3]), ["a", "b"]);
+        assert_eq!(cases[1].value_of("agent"), None, "a fan-out case has no one agent");
+        assert_eq!(cases[1].value_of("receivers").as_deref(), Some("2"));
+        assert_eq!(cases[2].value_of("receivers"), None);
+        assert!(cases[1].axis_tags().iter().all(|(k, _)| k != "agent"));
+        // Every receiver on the command line; no repetition options.
+        assert_eq!(
+            cases[1].command_line(&p),
+            ["multicast", "127.0.0.1:5999", "[::1]:5998"].map(String::from)
+        );
+        assert_eq!(
+            cases[2].command_line(&p),
+            ["tcp", "127.0.0.1:5999", "--repeat", "3"].map(String::from)
+        );
+        // Without the axis: one case of every agent.
+        let p = plan(&format!("{AGENTS}[matrix]\nworkload = [\"multicast\"]\n"));
+        let cases = expand(&p).unwrap();
+        assert_eq!(
+            cases.iter().map(Case::key).collect::<Vec<_>>(),
+            ["multicast receivers=2"]
+        );
+        // More receivers than the matrix's agents.
+        let p = plan(&format!(
+            "{AGENTS}[matrix]\nworkload = [\"multicast\"]\n[[matrix.include]]\nworkload = \"multicast\"\nreceivers = 3\n"
+        ));
+        let e = expand(&p).unwrap_err();
+        assert!(e.contains("receivers = 3: expected a number from 1 to 2"), "{e}");
     }
 }

@@ -256,15 +256,19 @@ fn run_case_here(
 /// settings, in order; the first that fails ends it.
 fn host_settings(p: &Planned, label: &str, steps: &mut dyn Steps, show: &dyn Show) -> Result<(), String> {
     if let Some(mtu) = p.case.mtu {
-        show.case(format!("{label}  setting MTU {mtu}"));
-        steps.set_mtu(&p.case.agent, mtu)?;
-        show.case(format!("{label}  checking the path passes {mtu}-byte packets"));
-        steps.check_path(&p.case.agent, mtu)?;
+        for agent in p.case.agents() {
+            show.case(format!("{label}  setting MTU {mtu}"));
+            steps.set_mtu(agent, mtu)?;
+            show.case(format!("{label}  checking the path passes {mtu}-byte packets"));
+            steps.check_path(agent, mtu)?;
+        }
     }
     for (axis, value) in &p.case.host {
         let setting = HostSetting::parse(axis, value)?;
-        show.case(format!("{label}  setting {}", setting.describe()));
-        steps.set_host(&p.case.agent, &setting)?;
+        for agent in p.case.agents() {
+            show.case(format!("{label}  setting {}", setting.describe()));
+            steps.set_host(agent, &setting)?;
+        }
     }
     Ok(())
 }

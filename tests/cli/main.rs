@@ -83,6 +83,7 @@ mod multicast_sender;
 mod multicast_switch;
 mod outside_text;
 mod plan;
+mod plan_fanout;
 mod postgres;
 mod prometheus;
 mod quic;
