@@ -18,6 +18,18 @@ pub fn known_workload(name: &str) -> bool {
     workload::find(name).is_ok()
 }
 
+/// Whether `workload` drives several agents at once in one test (a
+/// fan-out command: `multicast`), so that its cases take the `receivers`
+/// axis instead of the `agent` axis.
+pub fn fans_out(workload: &str) -> bool {
+    workload::find(workload).is_ok_and(|w| !w.measuring_command())
+}
+
+/// The fan-out workloads, for messages: "multicast".
+pub fn fanout_names() -> String {
+    workload::names().filter(|w| fans_out(w)).collect::<Vec<_>>().join(", ")
+}
+
 /// The workloads a plan can run, for messages: "tcp, udp, ...".
 pub fn workload_names() -> String {
     workload::names().collect::<Vec<_>>().join(", ")
@@ -595,10 +607,10 @@ fn check_receivers_axis(m: &Matrix, labels: &[&str]) -> Result<(), String> {
         toml::Value::Array(values) => values.iter().filter_map(|v| v.as_str().map(String::from)).collect(),
         v => v.as_str().map(String::from).into_iter().collect::<Vec<_>>(),
     }));
-    if !named.into_iter().any(|w| super::matrix::fans_out(&w)) {
+    if !named.into_iter().any(|w| fans_out(&w)) {
         return Err(format!(
             "[matrix] receivers: no workload of the matrix drives several agents at once; the axis is for {}",
-            super::matrix::fanout_names()
+            fanout_names()
         ));
     }
     Ok(())

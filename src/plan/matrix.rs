@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::file::{tag, Agent, Plan};
+use super::file::{fanout_names, fans_out, tag, Agent, Plan};
 use crate::model::TestSpec;
 use crate::workload::{self, args::parse};
 
@@ -463,13 +463,6 @@ fn product(plan: &Plan, agents: &[&Agent]) -> Vec<Case> {
     cases
 }
 
-/// Whether `workload` drives several agents at once in one test (a
-/// fan-out command: `multicast`), so that its cases take the `receivers`
-/// axis instead of the `agent` axis.
-pub fn fans_out(workload: &str) -> bool {
-    workload::find(workload).is_ok_and(|w| !w.measuring_command())
-}
-
 /// What `workload`'s cases run against: each agent, one case each; or, for
 /// a fan-out workload, the first N agents at once for each value N of the
 /// `receivers` axis (every agent when the matrix has none).
@@ -488,11 +481,6 @@ fn targets(plan: &Plan, workload: &str, agents: &[&Agent]) -> Vec<(Agent, Option
             (receivers[0].clone(), Some(receivers))
         })
         .collect()
-}
-
-/// The fan-out workloads, for messages: "multicast".
-pub fn fanout_names() -> String {
-    workload::names().filter(|w| fans_out(w)).collect::<Vec<_>>().join(", ")
 }
 
 /// `base` once per combination of the host axes', the `vary` axes' and the
