@@ -246,6 +246,15 @@ impl Workload for Loaded {
                 "loaded runs over one path: leave out --links".into(),
             ));
         }
+        // The load streams and the probe connection run over the default
+        // transport: its listener and connections are what loaded opens.
+        if params.tcp.transport != Proto::default() {
+            return Err(SpecError::Invalid(format!(
+                "loaded's load streams run over {}; their transport is not an option (got {})",
+                Proto::default().name(),
+                params.tcp.transport.name()
+            )));
+        }
         // The load streams' options, checked as the tcp workload checks them.
         let mut tcp = spec.clone();
         tcp.workload = "tcp".into();
@@ -256,7 +265,7 @@ impl Workload for Loaded {
 
     fn agent_side(&self, spec: &TestSpec, net: &AgentNet) -> Result<Box<dyn AgentSide>, WorkloadError> {
         let params: LoadedParams = spec.params()?;
-        let listener = Proto::TCP.listen(
+        let listener = params.tcp.transport.listen(
             net.local_ip,
             (spec.flows().len() as i32 + 1).max(16),
             &load_configure(&spec.agent, &params),
@@ -284,14 +293,15 @@ impl Workload for Loaded {
                 sockets.push((
                     id,
                     flow,
-                    admission::connect_stream(Proto::TCP, net, tcp_port, id, &configure)?,
+                    admission::connect_stream(params.tcp.transport, net, tcp_port, id, &configure)?,
                 ));
             }
         }
-        let tcp_probe = admission::connect_stream(Proto::TCP, net, tcp_port, probe_id(spec), &|s: &Socket| {
-            s.set_nodelay(true)
-                .map_err(WorkloadError::io("setting TCP_NODELAY on the probe connection"))
-        })?;
+        let tcp_probe =
+            admission::connect_stream(params.tcp.transport, net, tcp_port, probe_id(spec), &|s: &Socket| {
+                s.set_nodelay(true)
+                    .map_err(WorkloadError::io("setting TCP_NODELAY on the probe connection"))
+            })?;
         let udp_probe = probes::connect_prober(net.bind, std::net::SocketAddr::new(net.agent_ip, udp_port))?;
         Ok(Box::new(LoadedSide {
             host: Party::Client,
@@ -471,5 +481,40 @@ impl Side for LoadedSide {
             first.extras.set(KEY, &part);
         }
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::spec::tests::spec;
+
+    /// A spec as a client would send it: the default phases and their time.
+    fn loaded_spec(params: &LoadedParams) -> TestSpec {
+        let mut s = spec(Loaded.name());
+        s.direction = Direction::Bidir;
+        s.duration_seconds = params.total_seconds();
+        s.set_params(params).unwrap();
+        s
+    }
+
+    /// The load streams and the probe connection are opened over the load
+    /// params' transport: one other than the default (which loaded's
+    /// command line never sets, but a client's spec may name) is refused
+    /// before the agent listens on it.
+    #[test]
+    fn the_load_streams_transport_is_the_default_or_the_spec_is_refused() {
+        let good = LoadedParams::default();
+        Loaded.validate(&loaded_spec(&good)).unwrap();
+        for other in transport::REGISTRY.iter().filter(|p| **p != Proto::default()) {
+            let mut params = LoadedParams::default();
+            params.tcp.transport = *other;
+            let other = other.name();
+            let e = Loaded.validate(&loaded_spec(&params)).unwrap_err().to_string();
+            assert!(
+                e.contains("their transport is not an option") && e.contains(other),
+                "{other}: {e}"
+            );
+        }
     }
 }

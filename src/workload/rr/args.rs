@@ -8,7 +8,7 @@ use super::{
     RequestResponse, RrParams, MAX_BURST, MAX_INTERVAL_SECONDS, MAX_TIMEOUT_SECONDS, MIN_UDP_MESSAGE, STAMP_BYTES,
 };
 use crate::workload::args::{parse, Context, WorkloadArgs};
-use crate::workload::transport::tls::params::TlsOptions;
+use crate::workload::transport::encryption::EncryptionOptions;
 use crate::workload::transport::{Delivery, Proto};
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -65,7 +65,7 @@ pub struct RrOptions {
     pub one_way: bool,
     /// The TLS options (with --proto tls).
     #[command(flatten)]
-    pub tls: TlsOptions,
+    pub tls: EncryptionOptions,
 }
 
 /// `-r SIZE,SIZE`: the message axis of a plan sets both sizes.

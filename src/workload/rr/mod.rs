@@ -16,8 +16,8 @@ use socket2::Socket;
 
 use super::transport::admission;
 use super::transport::datagram::DatagramServing;
+use super::transport::encryption::Encryption;
 use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
-use super::transport::tls::TlsParams;
 use super::transport::transaction::{Answering, Dialing, TransactionServing, Transactions};
 use super::transport::{self, Asked, Delivery, Proto, Setting};
 pub mod args;
@@ -85,7 +85,7 @@ pub struct RrParams {
     /// Over TLS or QUIC (`--proto tls`, `--proto quic`): the cipher suite
     /// and how the client trusts the agent; absent over other transports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls: Option<TlsParams>,
+    pub tls: Option<Encryption>,
     /// Time each leg (`--one-way`): the responder stamps its real-time
     /// clock into each response (its first 8 bytes, after the sequence
     /// number over UDP). Absent when not asked, so older agents still
@@ -116,7 +116,7 @@ impl RrParams {
 
     /// The TLS options of a test over TLS or QUIC (its defaults where the
     /// spec left them out), None over any other transport.
-    pub fn tls(&self) -> Option<TlsParams> {
+    pub fn tls(&self) -> Option<Encryption> {
         self.encrypted().then(|| self.tls.clone().unwrap_or_default())
     }
 

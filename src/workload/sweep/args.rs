@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{Mode, Sweep, SweepParams};
 use crate::workload::args::{parse, Context, WorkloadArgs};
-use crate::workload::transport::tls::params::TlsOptions;
+use crate::workload::transport::encryption::EncryptionOptions;
 use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -56,7 +56,7 @@ pub struct SweepOptions {
     pub csv: bool,
     /// The TLS options (with --transport tls or quic).
     #[command(flatten)]
-    pub tls: TlsOptions,
+    pub tls: EncryptionOptions,
 }
 
 impl WorkloadArgs for SweepOptions {

@@ -31,8 +31,8 @@ use socket2::Socket;
 
 use super::runner::{StreamContext, StreamTask};
 use super::transport::admission;
+use super::transport::encryption::Encryption;
 use super::transport::stream::{ConnectOptions, Held, Serving};
-use super::transport::tls::params::TlsParams;
 use super::transport::{Delivery, Proto};
 use super::{
     Aborter, AgentNet, AgentSide, ClientNet, Direction, RunControl, Side, SideOptions, SideOutcome, SpecError,
@@ -107,7 +107,7 @@ pub struct SweepParams {
     /// Over TLS or QUIC (`--transport tls`, `--transport quic`): the cipher
     /// suite and how the client trusts the agent; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls: Option<TlsParams>,
+    pub tls: Option<Encryption>,
 }
 
 impl Default for SweepParams {
@@ -162,7 +162,7 @@ impl SweepParams {
 
     /// The TLS options of a sweep over TLS or QUIC (their defaults where
     /// the spec left them out), None over any other transport.
-    pub fn tls(&self) -> Option<TlsParams> {
+    pub fn tls(&self) -> Option<Encryption> {
         self.encrypted().then(|| self.tls.clone().unwrap_or_default())
     }
 

@@ -19,10 +19,10 @@ use socket2::Socket;
 
 use super::runner::{tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::transport::admission;
+use super::transport::encryption::Encryption;
 use super::transport::stream::loops::{pace, zerocopy, TcpEnd, KEY};
 pub use super::transport::stream::loops::{ReceivePath, SendPath};
 use super::transport::stream::{ConnectOptions, Held, Serving, Stream, Streams};
-use super::transport::tls::TlsParams;
 use super::transport::{self, Asked, ConnectionFigures, Details, Proto, Setting};
 use super::{
     Aborter, AgentNet, AgentSide, ChartViews, ClientNet, Figures, RunControl, Side, SideOptions, SideOutcome,
@@ -66,7 +66,7 @@ pub struct TcpParams {
     /// Over TLS: the cipher suite, kernel TLS, how the client trusts the
     /// agent; absent over other transports (and then TLS's defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls: Option<TlsParams>,
+    pub tls: Option<Encryption>,
 }
 
 /// How `-Z` sends: `--zerocopy=sendfile` (the default) or `--zerocopy=msg`.
@@ -93,7 +93,7 @@ impl TcpParams {
 
     /// The TLS options of a test over TLS or QUIC (its defaults where the
     /// spec left them out), None over any other transport.
-    pub fn tls(&self) -> Option<TlsParams> {
+    pub fn tls(&self) -> Option<Encryption> {
         self.runs_tls().then(|| self.tls.clone().unwrap_or_default())
     }
 

@@ -37,6 +37,7 @@
 
 pub mod admission;
 pub mod datagram;
+pub mod encryption;
 pub mod mptcp;
 pub mod quic;
 pub mod stream;
@@ -144,7 +145,7 @@ pub trait Transport: Sync + 'static {
     fn host_facts(&self, _facts: &mut crate::model::HostFacts) {}
     /// Refuses what of `asked` it cannot do, saying why and what to drop.
     /// The default: TLS's options only over a TLS 1.3 handshake, and
-    /// checked there ([`tls::params::check`]).
+    /// checked there ([`encryption::check`]).
     fn refuse(&self, asked: &Asked) -> Result<(), String> {
         check_tls_options(self, asked)
     }
@@ -384,7 +385,7 @@ pub struct Asked<'a> {
     /// (`-M/--mss`), in the order they are checked.
     pub options: Vec<(&'a str, Setting<'a>)>,
     /// The spec's TLS options, as given.
-    pub tls: Option<&'a tls::TlsParams>,
+    pub tls: Option<&'a encryption::Encryption>,
 }
 
 /// TLS's options refused without a TLS 1.3 handshake and checked with one:
@@ -395,7 +396,7 @@ pub fn check_tls_options(transport: &(impl Transport + ?Sized), asked: &Asked) -
         .filter(|t| t.tls_handshake())
         .map(|t| t.name())
         .collect();
-    tls::params::check(
+    encryption::check(
         transport.tls_handshake(),
         &encrypted.join(" or "),
         transport.name(),

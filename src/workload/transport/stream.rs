@@ -18,8 +18,8 @@ use std::time::Instant;
 use socket2::Socket;
 
 use super::admission::{self, Configure, JoinListener};
+use super::encryption::Encryption;
 use super::tcp::{receive_stream, send_stream, ReceivePath, SendPath};
-use super::tls::params::TlsParams;
 use super::wire::{Plain, Wire};
 use super::Transport;
 use crate::model::{SideOptions, SocketBuffers};
@@ -46,7 +46,7 @@ pub struct ConnectOptions<'a> {
     pub configure: Configure<'a>,
     /// The spec's TLS options, for a transport that shakes hands with TLS
     /// 1.3 (their defaults where None); others leave them.
-    pub tls: Option<&'a TlsParams>,
+    pub tls: Option<&'a Encryption>,
     /// A congestion controller of the transport's own (QUIC's); None: its
     /// default. A kernel socket's is the workload's `configure`.
     pub congestion: Option<&'a str>,
@@ -55,7 +55,7 @@ pub struct ConnectOptions<'a> {
 impl<'a> ConnectOptions<'a> {
     /// This end's buffers and socket options, the spec's TLS options, and
     /// the transport's own congestion control.
-    pub fn new(side: &'a SideOptions, configure: Configure<'a>, tls: Option<&'a TlsParams>) -> Self {
+    pub fn new(side: &'a SideOptions, configure: Configure<'a>, tls: Option<&'a Encryption>) -> Self {
         ConnectOptions {
             side,
             configure,

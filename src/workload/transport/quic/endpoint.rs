@@ -30,7 +30,7 @@ use crate::model::SocketBuffers;
 use crate::protocol::TOKEN_LEN;
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 use crate::workload::transport::admission;
-use crate::workload::transport::tls::params::TlsParams;
+use crate::workload::transport::encryption::Encryption;
 use crate::workload::transport::tls::session::{ClientSetup, ServerSetup};
 use crate::workload::transport::tls::{self, TlsEnd};
 
@@ -346,7 +346,7 @@ impl Dialer {
         net: &ClientNet,
         port: u16,
         side: &SideOptions,
-        tls: &TlsParams,
+        tls: &Encryption,
         congestion: &str,
         streams: usize,
     ) -> Result<Dialer, WorkloadError> {
@@ -459,7 +459,7 @@ pub fn connect(
     net: &ClientNet,
     port: u16,
     side: &SideOptions,
-    tls: &TlsParams,
+    tls: &Encryption,
     congestion: &str,
     ids: &[u32],
 ) -> Result<(Connected, Streams), WorkloadError> {

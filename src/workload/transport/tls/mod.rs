@@ -12,10 +12,9 @@
 //! - [`stream`]: the hot loops of a TLS stream end.
 //!
 //! The record layer stays in rustls: kernel TLS (`--ktls`) is refused
-//! with the reason (a kernel without CONFIG_TLS), see [`params::TlsParams`].
+//! with the reason (a kernel without CONFIG_TLS), see [`Encryption`].
 
 pub mod cert;
-pub mod params;
 pub mod session;
 pub mod stream;
 pub mod wire;
@@ -29,7 +28,7 @@ use crate::linerate::Stack;
 use crate::workload::base::runner::TaskEnd;
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 
-pub use params::{Cipher, TlsParams};
+pub use super::encryption::{Cipher, Encryption};
 
 /// TLS 1.3 over TCP.
 pub struct Tls;

@@ -12,10 +12,10 @@ use rustls::pki_types::ServerName;
 use socket2::Socket;
 
 use super::cert::{self, PinnedVerifier, Trust};
-use super::params::{normalize_pin, TlsParams};
 use super::TlsEnd;
 use crate::workload::base::WorkloadError;
 use crate::workload::transport::admission::Deadlined;
+use crate::workload::transport::encryption::{normalize_pin, Encryption};
 
 /// A connection's TLS state once its handshake is done, and what it
 /// negotiated.
@@ -36,7 +36,7 @@ fn provider(suites: Vec<rustls::SupportedCipherSuite>) -> Arc<rustls::crypto::Cr
 /// How the client will trust the agent: `--tls-pin`, else `--tls-ca`, else
 /// the fingerprint the agent announced in its facts. None announced and
 /// neither option given is an error: a client never trusts nothing.
-fn trust(params: &TlsParams, announced: Option<&str>) -> Result<Trust, String> {
+fn trust(params: &Encryption, announced: Option<&str>) -> Result<Trust, String> {
     if let Some(pin) = &params.pin_sha256 {
         return normalize_pin(pin).map(Trust::Pinned);
     }
@@ -54,7 +54,7 @@ fn trust(params: &TlsParams, announced: Option<&str>) -> Result<Trust, String> {
 /// The client's TLS configuration for `params` and `trust`, and the name
 /// it asks the agent's certificate for (its address, for a CA's check).
 fn client_config(
-    params: &TlsParams,
+    params: &Encryption,
     trust: &Trust,
     agent: IpAddr,
 ) -> Result<(Arc<rustls::ClientConfig>, ServerName<'static>), String> {
@@ -84,7 +84,7 @@ fn client_config(
         Trust::Ca(pem) => {
             // The certificates the client read from its --tls-ca file.
             let mut roots = rustls::RootCertStore::empty();
-            for cert in super::params::ca_certificates("--tls-ca", pem)? {
+            for cert in crate::workload::transport::encryption::ca_certificates("--tls-ca", pem)? {
                 roots
                     .add(cert)
                     .map_err(|e| format!("--tls-ca: a certificate rustls cannot use: {e}"))?;
@@ -126,7 +126,7 @@ pub struct ClientSetup {
 impl ClientSetup {
     /// Trust as `--tls-pin`, `--tls-ca` or the agent's announcement says
     /// (its facts in `net`); the cipher speeds measured now, not later.
-    pub fn new(params: &TlsParams, net: &crate::workload::base::ClientNet) -> Result<ClientSetup, WorkloadError> {
+    pub fn new(params: &Encryption, net: &crate::workload::base::ClientNet) -> Result<ClientSetup, WorkloadError> {
         let announced = net.agent_tls.as_ref().and_then(|t| t.certificate_sha256.as_deref());
         let trust = trust(params, announced).map_err(WorkloadError::Setup)?;
         let (config, name) = client_config(params, &trust, net.agent_ip).map_err(WorkloadError::Setup)?;

@@ -1,6 +1,10 @@
-//! What a TLS test asks for: the cipher suite, kernel TLS, and how the
-//! client trusts the agent's certificate. Kept in the spec of a stream
-//! workload over TLS (`tls` in the `tcp` workload's parameters).
+//! What a test over a transport that encrypts asks for (tls and quic, one
+//! TLS 1.3 handshake each): the cipher suite, kernel TLS, and how the
+//! client trusts the agent's certificate. A workload flattens
+//! [`EncryptionOptions`] into its command line and keeps [`Encryption`] in
+//! its parameters (the JSON field `tls`, as the schema has it) without
+//! naming the transports that read them; a transport that encrypts
+//! another way would add its options here.
 //!
 //! Files stay where they are named: the client reads `--tls-ca FILE` when
 //! it builds the spec, and the spec carries the CA certificates themselves
@@ -68,10 +72,10 @@ impl std::fmt::Display for Cipher {
     }
 }
 
-/// The TLS options of a test.
+/// The encryption a test asks of its transport (TLS 1.3's options).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TlsParams {
+pub struct Encryption {
     /// The one cipher suite the client offers (`--cipher`).
     #[serde(default)]
     pub cipher: Cipher,
@@ -83,7 +87,7 @@ pub struct TlsParams {
     pub pin_sha256: Option<String>,
     /// The name of a CA file, as clients before issue 67 sent it for the
     /// agent to open. Read from results of those versions; a spec that
-    /// carries it is refused ([`TlsParams::validate`]).
+    /// carries it is refused ([`Encryption::validate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
     /// The CA certificates of `--tls-ca` as PEM, one of which must have
@@ -156,7 +160,7 @@ pub fn read_ca_file(path: &str) -> Result<String, String> {
     Ok(pem)
 }
 
-impl TlsParams {
+impl Encryption {
     /// Checks what can be checked before any connection, on both ends:
     /// the pin's form, the CA certificates, and kernel TLS on this host.
     /// A path to a file (`ca_file`) is refused without a look at it. The
@@ -203,10 +207,11 @@ impl TlsParams {
     }
 }
 
-/// The TLS options of a workload that runs over `--transport tls` (tcp,
-/// rr), flattened into its command line.
+/// The encryption options of a workload that may run over a transport
+/// that encrypts (`--transport tls` or `quic`: tcp, rr, sweep), flattened
+/// into its command line.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct TlsOptions {
+pub struct EncryptionOptions {
     /// The TLS 1.3 cipher suite the client offers (with --transport tls or quic).
     #[arg(
         long,
@@ -235,12 +240,12 @@ pub struct TlsOptions {
     pub ktls: bool,
 }
 
-impl TlsOptions {
+impl EncryptionOptions {
     /// The spec's TLS options: TLS's defaults over TLS, what was given
     /// otherwise (validation refuses them without TLS), None when neither.
     /// `--tls-ca`'s file is read here, on the client: the spec carries its
     /// certificates. The error says what is wrong with the file.
-    pub fn params(&self, over_tls: bool) -> Result<Option<TlsParams>, SpecError> {
+    pub fn params(&self, over_tls: bool) -> Result<Option<Encryption>, SpecError> {
         let given = self.cipher.is_some() || self.tls_pin.is_some() || self.tls_ca.is_some() || self.ktls;
         if !(given || over_tls) {
             return Ok(None);
@@ -249,7 +254,7 @@ impl TlsOptions {
             Some(path) => Some(read_ca_file(path).map_err(SpecError::Invalid)?),
             None => None,
         };
-        Ok(Some(TlsParams {
+        Ok(Some(Encryption {
             cipher: self.cipher.unwrap_or_default(),
             ktls: self.ktls,
             pin_sha256: self
@@ -263,9 +268,9 @@ impl TlsOptions {
 }
 
 /// Checks a workload's TLS options against its transport: options given
-/// without TLS are refused by name; over TLS, [`TlsParams::validate`].
+/// without TLS are refused by name; over TLS, [`Encryption::validate`].
 /// `encrypted` names the transports that take them ("tls", "tls or quic").
-pub fn check(over_tls: bool, encrypted: &str, transport: &str, tls: Option<&TlsParams>) -> Result<(), String> {
+pub fn check(over_tls: bool, encrypted: &str, transport: &str, tls: Option<&Encryption>) -> Result<(), String> {
     match (over_tls, tls) {
         (false, Some(_)) => Err(format!(
             "--cipher, --tls-pin, --tls-ca and --ktls apply to --transport {encrypted}, not {transport}"
@@ -332,24 +337,24 @@ mod tests {
 
     #[test]
     fn two_ways_of_trust_and_a_missing_ca_file_are_refused() {
-        let both = TlsParams {
+        let both = Encryption {
             pin_sha256: Some("00".repeat(32)),
             ca_pem: Some(ca_pem()),
-            ..TlsParams::default()
+            ..Encryption::default()
         };
         assert!(both.validate().unwrap_err().contains("give one"));
-        let options = |path: &str| TlsOptions {
+        let options = |path: &str| EncryptionOptions {
             tls_ca: Some(path.into()),
-            ..TlsOptions::default()
+            ..EncryptionOptions::default()
         };
         let missing = options("/nonexistent/ca.pem").params(true).unwrap_err().to_string();
         assert!(
             missing.contains("--tls-ca /nonexistent/ca.pem: no such file"),
             "{missing}"
         );
-        let no_cert = TlsParams {
+        let no_cert = Encryption {
             ca_pem: Some("hello".into()),
-            ..TlsParams::default()
+            ..Encryption::default()
         };
         assert!(no_cert.validate().unwrap_err().contains("holds no certificate"));
     }
@@ -360,9 +365,9 @@ mod tests {
     #[test]
     fn a_spec_that_names_a_file_is_refused_without_a_look_at_it() {
         let refusal = |path: &str| {
-            TlsParams {
+            Encryption {
                 ca_file: Some(path.into()),
-                ..TlsParams::default()
+                ..Encryption::default()
             }
             .validate()
             .unwrap_err()
@@ -383,9 +388,9 @@ mod tests {
         let file = dir.path().join("ca.pem");
         std::fs::write(&file, format!("# my CA\n{key}{pem}")).unwrap();
         let path = file.to_string_lossy().into_owned();
-        let params = TlsOptions {
+        let params = EncryptionOptions {
             tls_ca: Some(path.clone()),
-            ..TlsOptions::default()
+            ..EncryptionOptions::default()
         }
         .params(true)
         .unwrap()
@@ -399,9 +404,9 @@ mod tests {
         assert!(!json.contains(&path) && !json.contains("ca_file"), "{json}");
         // A bundle past the cap: refused on the client, saying the cap.
         std::fs::write(&file, pem.repeat(MAX_CA_PEM_BYTES / pem.len() + 1)).unwrap();
-        let big = TlsOptions {
+        let big = EncryptionOptions {
             tls_ca: Some(path),
-            ..TlsOptions::default()
+            ..EncryptionOptions::default()
         }
         .params(true)
         .unwrap_err()
