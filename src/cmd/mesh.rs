@@ -620,7 +620,7 @@ fn save(
 fn print(args: &MeshArgs, result: &MeshResult) -> anyhow::Result<()> {
     let text = match args.format {
         MeshFormat::Text => {
-            let mut t = result.text();
+            let mut t = crate::report::mesh::text(result);
             let per_round = result.wall_seconds / result.rounds.max(1) as f64;
             t += &format!(
                 "time: {:.1} s for {} rounds of {:.1} s tests: {:.2} s per round (each test's set-up and \
@@ -629,8 +629,8 @@ fn print(args: &MeshArgs, result: &MeshResult) -> anyhow::Result<()> {
             );
             t
         }
-        MeshFormat::Markdown => result.markdown(),
-        MeshFormat::Csv => result.csv(),
+        MeshFormat::Markdown => crate::report::mesh::markdown(result),
+        MeshFormat::Csv => crate::report::mesh::csv(result),
         MeshFormat::Json => crate::outside_text::json_pretty(result)? + "\n",
     };
     let mut out = std::io::stdout().lock();

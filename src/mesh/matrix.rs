@@ -1,13 +1,12 @@
 //! The mesh's result: an N x N matrix of one figure per ordered pair, with
-//! what failed and the outliers; as a JSON document (`nicbench.mesh/1`,
-//! docs/SCHEMA.md) and rendered as text with heat-map shading, Markdown or
-//! CSV.
+//! what failed and the outliers, as a JSON document (`nicbench.mesh/1`,
+//! docs/SCHEMA.md). `report::mesh` renders it as text with heat-map
+//! shading, Markdown or CSV.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::outliers::{self, Better, Outlier};
-use crate::csv_out::Csv;
 use crate::model::RunResult;
 use crate::units;
 
@@ -173,12 +172,12 @@ impl MeshResult {
         }
     }
 
-    fn better(&self) -> Better {
+    pub fn better(&self) -> Better {
         metric_of(&self.workload).2
     }
 
     /// A figure in the unit a person reads (Mbit/s, µs).
-    fn show(&self, v: f64) -> String {
+    pub fn show(&self, v: f64) -> String {
         match self.better() {
             Better::Lower => format!("{:.1} us", v * 1e6),
             Better::Higher => units::Rate(v).to_string(),
@@ -186,14 +185,14 @@ impl MeshResult {
     }
 
     /// The figure as a bare number for a table whose header carries the unit.
-    fn number(&self, v: f64) -> String {
+    pub fn number(&self, v: f64) -> String {
         match self.better() {
             Better::Lower => format!("{:.1}", v * 1e6),
             Better::Higher => format!("{:.2}", v / 1e6),
         }
     }
 
-    fn unit_header(&self) -> &'static str {
+    pub fn unit_header(&self) -> &'static str {
         match self.better() {
             Better::Lower => "median round trip, us",
             Better::Higher => "receiver throughput, Mbit/s",
@@ -201,7 +200,7 @@ impl MeshResult {
     }
 
     /// The best figure of the matrix (the shading's 100%).
-    fn best(&self) -> Option<f64> {
+    pub fn best(&self) -> Option<f64> {
         let values = self.cells.iter().filter_map(|c| c.value);
         match self.better() {
             Better::Higher => values.reduce(f64::max),
@@ -218,161 +217,8 @@ impl MeshResult {
         }
     }
 
-    fn cell(&self, src: usize, dst: usize) -> Option<&Cell> {
+    pub fn cell(&self, src: usize, dst: usize) -> Option<&Cell> {
         self.cells.iter().find(|c| c.src == src && c.dst == dst)
-    }
-
-    /// The matrix as text: senders down, receivers across, each figure
-    /// with a shade for its share of the best, failures as `fail`, then
-    /// the legend, the failures and the outliers.
-    pub fn text(&self) -> String {
-        let n = self.hosts.len();
-        let label = "sender \\ receiver";
-        let name_width = self
-            .hosts
-            .iter()
-            .map(|h| h.name.chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(label.len());
-        let numbers: Vec<Vec<String>> = (0..n)
-            .map(|i| {
-                (0..n)
-                    .map(|j| match self.cell(i, j) {
-                        _ if i == j => "-".to_string(),
-                        Some(Cell { value: Some(v), .. }) => format!("{} {}", self.number(*v), shade(self.share(*v))),
-                        Some(_) => "fail".to_string(),
-                        None if self.hosts[i].status != "ok" || self.hosts[j].status != "ok" => "down".to_string(),
-                        None => "".to_string(),
-                    })
-                    .collect()
-            })
-            .collect();
-        let col_width = (0..n)
-            .map(|j| {
-                numbers
-                    .iter()
-                    .map(|r| r[j].chars().count())
-                    .chain([self.hosts[j].name.chars().count()])
-                    .max()
-                    .unwrap_or(1)
-            })
-            .collect::<Vec<_>>();
-        let mut out = format!(
-            "Mesh '{}' run {}: {} over {} hosts, {} ({}), {} rounds in {:.1} s\n\n",
-            self.mesh,
-            self.mesh_run,
-            self.workload,
-            n,
-            self.unit_header(),
-            match self.better() {
-                Better::Higher => "higher is better",
-                Better::Lower => "lower is better",
-            },
-            self.rounds,
-            self.wall_seconds
-        );
-        out += &format!("{label:<name_width$}");
-        for (j, h) in self.hosts.iter().enumerate() {
-            out += &format!("  {:>w$}", h.name, w = col_width[j]);
-        }
-        out += "\n";
-        for (i, h) in self.hosts.iter().enumerate() {
-            out += &format!("{:<name_width$}", h.name);
-            for j in 0..n {
-                out += &format!("  {:>w$}", numbers[i][j], w = col_width[j]);
-            }
-            out += "\n";
-        }
-        out += &format!(
-            "\nshade: share of the best cell ({}): █ 90% or more, ▓ 70%, ▒ 50%, ░ 25%, · below\n",
-            self.best().map(|b| self.show(b)).unwrap_or_else(|| "none".into())
-        );
-        for h in self.hosts.iter().filter(|h| h.status != "ok") {
-            out += &format!(
-                "{} ({}) {}: {}\n",
-                h.name,
-                h.address,
-                h.status,
-                crate::outside_text::terminal(h.reason.as_deref().unwrap_or(""))
-            );
-        }
-        for c in self.cells.iter().filter(|c| c.value.is_none()) {
-            out += &format!(
-                "{}->{} failed: {}\n",
-                self.hosts[c.src].name,
-                self.hosts[c.dst].name,
-                crate::outside_text::terminal(c.error.as_deref().unwrap_or("no figure"))
-            );
-        }
-        if n < outliers::MIN_HOSTS {
-            out += &format!("outliers: need {} hosts or more\n", outliers::MIN_HOSTS);
-        } else if self.outliers.is_empty() {
-            out += "outliers: none (every cell within the spread of the others)\n";
-        } else {
-            out += "outliers:\n";
-            for o in &self.outliers {
-                out += &format!("  {}\n", o.words);
-            }
-        }
-        out
-    }
-
-    /// GitHub-flavoured Markdown: the matrix, then the outliers as a list.
-    pub fn markdown(&self) -> String {
-        let n = self.hosts.len();
-        let mut out = format!("{} — {} (sender \\ receiver)\n\n", self.workload, self.unit_header());
-        out += "| sender \\ receiver |";
-        for h in &self.hosts {
-            out += &format!(" {} |", md_escape(&h.name));
-        }
-        out += "\n|---|";
-        out += &"---:|".repeat(n);
-        out += "\n";
-        for i in 0..n {
-            out += &format!("| **{}** |", md_escape(&self.hosts[i].name));
-            for j in 0..n {
-                let text = match self.cell(i, j) {
-                    _ if i == j => "—".to_string(),
-                    Some(Cell { value: Some(v), .. }) => self.number(*v),
-                    Some(_) => "fail".to_string(),
-                    None => "down".to_string(),
-                };
-                out += &format!(" {text} |");
-            }
-            out += "\n";
-        }
-        if !self.outliers.is_empty() {
-            out += "\nOutliers:\n\n";
-            for o in &self.outliers {
-                out += &format!("- {}\n", md_escape(&o.words));
-            }
-        }
-        out
-    }
-
-    /// One line per ordered pair: src,dst,value,unit,run_id,error.
-    pub fn csv(&self) -> String {
-        let mut csv = Csv::new(Vec::new());
-        let header = [
-            "src", "dst", "metric", "value", "unit", "run_id", "round", "verdict", "error",
-        ];
-        csv.row(header).expect("writing to memory does not fail");
-        for c in &self.cells {
-            csv.row([
-                self.hosts[c.src].name.clone(),
-                self.hosts[c.dst].name.clone(),
-                self.metric.clone(),
-                c.value.map(|v| format!("{v}")).unwrap_or_default(),
-                self.unit.clone(),
-                c.run_id.map(|v| v.to_string()).unwrap_or_default(),
-                c.round.to_string(),
-                c.verdict.clone().unwrap_or_default(),
-                c.error.clone().unwrap_or_default(),
-            ])
-            .expect("writing to memory does not fail");
-        }
-        csv.into_string()
     }
 }
 
@@ -387,15 +233,12 @@ pub fn shade(share: f64) -> char {
     }
 }
 
-fn md_escape(s: &str) -> String {
-    crate::outside_text::markdown(s).into_owned()
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn mesh(values: &[&[Option<f64>]]) -> MeshResult {
+    /// A mesh of `values` (row: sender, column: receiver; None: failed).
+    pub(crate) fn mesh(values: &[&[Option<f64>]]) -> MeshResult {
         let n = values.len();
         let mut cells = Vec::new();
         for (i, row) in values.iter().enumerate() {
@@ -440,57 +283,6 @@ mod tests {
         };
         m.find_outliers();
         m
-    }
-
-    #[test]
-    fn text_shows_every_cell_with_its_shade_and_the_failures() {
-        let m = mesh(&[
-            &[None, Some(95e6), Some(94e6), Some(95e6)],
-            &[Some(95e6), None, Some(50e6), Some(95e6)],
-            &[Some(94e6), Some(95e6), None, None],
-            &[Some(20e6), Some(95e6), Some(95e6), None],
-        ]);
-        let text = m.text();
-        assert!(text.contains("receiver throughput, Mbit/s"), "{text}");
-        assert!(text.contains("95.00 █"), "{text}");
-        assert!(text.contains("50.00 ▒"), "{text}");
-        assert!(text.contains("20.00 ·"), "{text}");
-        assert!(text.contains("h2->h3 failed: the agent at x is busy"), "{text}");
-        assert!(text.lines().any(|l| l.starts_with("h3 ") && !l.contains("fail")));
-    }
-
-    #[test]
-    fn markdown_and_csv_carry_the_same_cells() {
-        let m = mesh(&[&[None, Some(1e9)], &[Some(5e8), None]]);
-        let md = m.markdown();
-        assert!(md.contains("| **h0** | — | 1000.00 |"), "{md}");
-        assert!(md.contains("| **h1** | 500.00 | — |"), "{md}");
-        let csv = m.csv();
-        assert_eq!(csv.lines().count(), 3, "{csv}");
-        assert!(
-            csv.contains("h1,h0,receiver_bits_per_second,500000000,bit/s,2,0,,"),
-            "{csv}"
-        );
-    }
-
-    #[test]
-    fn csv_quotes_line_breaks_and_carriage_returns_and_neutralises_formulas() {
-        let mut m = mesh(&[&[None, Some(-1.5)], &[None, None]]);
-        m.hosts[0].name = "rack 1, \"a\"".into();
-        m.hosts[1].name = "=cmd".into();
-        m.cells[1].error = Some("refused\r\nby b".into());
-        let csv = m.csv();
-        let rows: Vec<csv::StringRecord> = csv::Reader::from_reader(csv.as_bytes())
-            .records()
-            .map(Result::unwrap)
-            .collect();
-        let cells = |i: usize| rows[i].iter().map(String::from).collect::<Vec<_>>();
-        assert_eq!(
-            cells(0)[..4],
-            ["rack 1, \"a\"", "'=cmd", "receiver_bits_per_second", "-1.5"],
-            "{csv}"
-        );
-        assert_eq!(cells(1)[8], "refused\r\nby b", "{csv}");
     }
 
     #[test]

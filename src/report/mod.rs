@@ -10,6 +10,7 @@ pub mod html;
 pub mod interruption;
 pub mod json;
 pub mod linerate;
+pub mod mesh;
 pub mod multilink;
 pub mod receivers;
 pub mod roundup;
