@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use crate::common::{clean_env, nicbench, stderr, AgentProcess, Lines, BIN, COMMAND_LIMIT};
 
-fn write_plan(dir: &std::path::Path, name: &str, text: &str) -> String {
+pub(crate) fn write_plan(dir: &std::path::Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::File::create(&path)
         .unwrap()
@@ -54,8 +54,9 @@ fn nicbench_in(cwd: &Path, args: &[&str]) -> Output {
     crate::common::wait_output(child, COMMAND_LIMIT, &format!("nicbench {args:?}"))
 }
 
-/// Complete runs of a plan in the database, by case tag.
-fn complete_cases(db: &str, plan: &str) -> Vec<(String, i64)> {
+/// Every run of plan `plan` in the database, as `export --format json`
+/// gives them.
+pub(crate) fn exported_runs(db: &str, plan: &str) -> Vec<serde_json::Value> {
     let out = nicbench(&[
         "export",
         "--db",
@@ -67,9 +68,12 @@ fn complete_cases(db: &str, plan: &str) -> Vec<(String, i64)> {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut cases: Vec<(String, i64)> = runs
-        .as_array()
-        .unwrap()
+    runs.as_array().expect("a list of runs").clone()
+}
+
+/// Complete runs of a plan in the database, by case tag.
+fn complete_cases(db: &str, plan: &str) -> Vec<(String, i64)> {
+    let mut cases: Vec<(String, i64)> = exported_runs(db, plan)
         .iter()
         .filter(|r| r["complete"] == true)
         .map(|r| {

@@ -4,19 +4,13 @@
 //! plan resumes such cases like any other, and bad axes are refused with
 //! what to write instead.
 
-use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
 
 use crate::common::{nicbench, stderr, AgentProcess, BIN};
 use crate::multicast::{memberships, unique_group};
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
+use crate::plan::{exported_runs, write_plan as write};
 
 /// `agents` as `[[agents]]` entries: (label, address).
 fn agents_toml(agents: &[(&str, String)]) -> String {
@@ -24,22 +18,6 @@ fn agents_toml(agents: &[(&str, String)]) -> String {
         .iter()
         .map(|(label, address)| format!("[[agents]]\nlabel = \"{label}\"\naddress = \"{address}\"\n"))
         .collect()
-}
-
-/// The plan's runs in `db`, as `export --format json` gives them.
-fn runs_of(db: &str, plan: &str) -> Vec<Value> {
-    let out = nicbench(&[
-        "export",
-        "--db",
-        db,
-        "--tag",
-        &format!("plan={plan}"),
-        "--format",
-        "json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
-    runs.as_array().unwrap().clone()
 }
 
 fn tag<'a>(run: &'a Value, key: &str) -> &'a str {
@@ -54,7 +32,7 @@ fn tag<'a>(run: &'a Value, key: &str) -> &'a str {
 fn assert_saved(out: &Output, db: &str, name: &str, labels: &[&str], counts: &[usize]) -> String {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}\n{}", stderr(out));
-    let runs = runs_of(db, name);
+    let runs = exported_runs(db, name);
     assert_eq!(
         runs.len(),
         counts.iter().sum::<usize>(),
@@ -142,7 +120,7 @@ fn a_receivers_axis_drives_the_first_n_agents_at_once_and_saves_a_run_per_receiv
         table.contains('b') && table.contains('c') && table.contains('d'),
         "{table}"
     );
-    for r in runs_of(&db, "fan") {
+    for r in exported_runs(&db, "fan") {
         let line = r["command_line"].as_str().unwrap_or_default().to_string();
         let wanted = match tag(&r, "receivers") {
             "1" => format!("multicast {} -t", addresses[0]),
@@ -167,7 +145,7 @@ fn a_receivers_axis_drives_the_first_n_agents_at_once_and_saves_a_run_per_receiv
     let again_text = String::from_utf8_lossy(&again.stdout);
     assert!(again.status.success(), "{again_text}\n{}", stderr(&again));
     assert!(again_text.contains("2 finished earlier and skipped"), "{again_text}");
-    assert_eq!(runs_of(&db, "fan").len(), 4, "nothing measured twice");
+    assert_eq!(exported_runs(&db, "fan").len(), 4, "nothing measured twice");
 }
 
 /// The axis refused where it cannot mean anything, each with what to
@@ -249,7 +227,7 @@ fn in_a_switch_lab_a_plan_runs_multicast_to_two_then_three_hosts() {
     run.args(["run", &plan, "--db", &db, "--no-shuffle"]);
     let out = crate::common::run_captured(&mut run, "nicbench run in the lab");
     assert_saved(&out, &db, "labfan", &labels, &[2, 3]);
-    let runs = runs_of(&db, "labfan");
+    let runs = exported_runs(&db, "labfan");
     for r in &runs {
         // One sender for every receiver of a case; each receiver's count
         // adds up against it.
