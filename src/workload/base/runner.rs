@@ -565,13 +565,23 @@ impl Watch {
     ) -> StreamEnd {
         let total = self.counters[i].0.load(Ordering::Relaxed);
         // The one window rule: an end's time runs from the end of the
-        // warm-up (from the start when it ended inside the warm-up, and is
-        // then reported whole) to its last useful work.
+        // warm-up to its last useful work. An end that ended inside the
+        // warm-up (a count reached, a stop) is reported whole, from the
+        // start. An end of a timed test that was still there when the
+        // warm-up ended but did nothing useful after it (a receiver whose
+        // sender went quiet, a port a switch flooded only before anyone
+        // joined) measured nothing: its bytes were all the warm-up's, and
+        // its window runs to when it ended, not back over the warm-up.
         let last = f.end.last_activity.unwrap_or(f.at);
-        let (from, omitted) = if last > self.omit_at && self.omit_taken {
-            (self.omit_at, self.warmup_bytes[i])
+        let measured_from_the_warmup = self.omit_taken && last > self.omit_at;
+        let quiet_after_the_warmup =
+            self.stop_at.is_some() && self.omit_taken_at.is_some_and(|taken| f.at > taken) && self.omit_at > self.start;
+        let (from, omitted, last) = if measured_from_the_warmup {
+            (self.omit_at, self.warmup_bytes[i], last)
+        } else if quiet_after_the_warmup {
+            (self.omit_at, self.warmup_bytes[i].min(total), f.at.max(self.omit_at))
         } else {
-            (self.start, 0)
+            (self.start, 0, last)
         };
         let from = f.end.first_activity.map_or(from, |first| first.clamp(from, last));
         let seconds = last.saturating_duration_since(from).as_secs_f64();
@@ -720,5 +730,61 @@ mod tests {
         );
         let out = run_streams(vec![task], &ctl);
         assert_eq!(out.streams[0].error.as_deref(), Some("connection reset"));
+    }
+
+    /// One end's report from a Watch whose warm-up was taken at
+    /// `taken_ms` with `warmup` bytes counted, the end having done its last
+    /// useful work at `last_ms` and returned at `ended_ms`, with `total`
+    /// bytes; `timed`: a time ends the test (else a count).
+    fn end_with(timed: bool, taken_ms: Option<u64>, warmup: u64, last_ms: u64, ended_ms: u64, total: u64) -> StreamEnd {
+        let mut ctl = control(1000, 500, 100);
+        if !timed {
+            ctl.duration = None;
+        }
+        let counters = Arc::new(vec![PaddedCounter::default()]);
+        let meta = vec![(1, Role::Receiver, SocketBuffers::default())];
+        let mut w = Watch::new(&ctl, meta, vec![None], Arc::clone(&counters));
+        let at = |ms: u64| ctl.start + Duration::from_millis(ms);
+        if let Some(taken) = taken_ms {
+            counters[0].0.store(warmup, Ordering::Relaxed);
+            w.take_warmup(at(taken));
+        }
+        counters[0].0.store(total, Ordering::Relaxed);
+        let f = Finished {
+            index: 0,
+            at: at(ended_ms),
+            end: TaskEnd {
+                last_activity: Some(at(last_ms)),
+                ..TaskEnd::default()
+            },
+            cpu: ProcessCpu::default(),
+        };
+        w.interval_budget = 0;
+        w.end_of(0, 1, Role::Receiver, SocketBuffers::default(), Vec::new(), f)
+    }
+
+    /// The window rule's three cases (-O 500ms): measured from the warm-up's
+    /// end; ended inside the warm-up, reported whole; still there after a
+    /// timed test's warm-up but quiet since: nothing measured, not the
+    /// warm-up's rate reported as the test's.
+    #[test]
+    fn an_end_quiet_since_the_warm_up_measured_nothing_and_one_that_ended_in_it_is_whole() {
+        // Data until 900 ms: 6000 of 10000 bytes after the warm-up, over 400 ms.
+        let end = end_with(true, Some(510), 4000, 900, 950, 10_000);
+        assert_eq!((end.bytes, end.warmup_bytes), (6000, 4000));
+        assert!((end.seconds - 0.4).abs() < 1e-9, "{}", end.seconds);
+        // Ended at 300 ms, before the warm-up was taken: whole, from the start.
+        let end = end_with(true, None, 0, 290, 300, 3000);
+        assert_eq!((end.bytes, end.warmup_bytes), (3000, 0));
+        assert!((end.seconds - 0.29).abs() < 1e-9, "{}", end.seconds);
+        // Last datagram at 300 ms, the receiver there until 1600 ms: 0 bytes
+        // over the 1.1 s it was there after the warm-up, rate 0.
+        let end = end_with(true, Some(510), 3000, 300, 1600, 3000);
+        assert_eq!((end.bytes, end.warmup_bytes, end.bits_per_second), (0, 3000, 0.0));
+        assert!((end.seconds - 1.1).abs() < 1e-9, "{}", end.seconds);
+        // A count that was reached inside the warm-up, its receiver drained
+        // past it: whole, as a count-ended test inside its warm-up is.
+        let end = end_with(false, Some(510), 3000, 300, 600, 3000);
+        assert_eq!((end.bytes, end.warmup_bytes), (3000, 0));
     }
 }

@@ -498,19 +498,11 @@ impl Side for Receiver {
         };
         let body: StreamBody = Box::new(move |ctx: &StreamContext| match group::join(&socket, &group, local) {
             Ok(membership) => {
-                let mut end = loops::receive_stream(&socket, &how, ctx);
-                drop(membership);
                 // Datagrams only in the warm-up (a switch that flooded the
-                // group before any member's report, then held it back): the
-                // receiver's window is the measured one, in which it got
-                // nothing, not the warm-up's, which the runner would report
-                // whole as if the test had ended inside it.
-                let own: Option<crate::workload::udp::result::UdpEnd> =
-                    end.extras.get(crate::workload::udp::result::KEY);
-                if own.is_some_and(|udp| udp.datagrams == 0) {
-                    end.last_activity = None;
-                    end.first_activity = None;
-                }
+                // group before any member's report, then held it back) are
+                // the runner's rule: nothing measured, rate 0.
+                let end = loops::receive_stream(&socket, &how, ctx);
+                drop(membership);
                 end
             }
             Err(e) => TaskEnd {
