@@ -284,6 +284,15 @@ fn dry_run(plan: &Plan, planned: &[Planned], resume: &exec::Resume, db: &Path, o
             ""
         }
     )?;
+    let d = &plan.defaults;
+    let repeated = d.repeat.is_some() || d.confidence.is_some() || d.iterations.is_some();
+    if let (true, Some(fanout)) = (repeated, planned.iter().find(|p| p.case.receivers.is_some())) {
+        writeln!(
+            out,
+            "{} cases run one test each: [defaults] repeat, confidence and iterations apply to the other cases",
+            fanout.case.workload
+        )?;
+    }
     writeln!(
         out,
         "order: {order}; every run is tagged plan={} and saved in {}",

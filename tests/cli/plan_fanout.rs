@@ -101,6 +101,12 @@ fn a_receivers_axis_drives_the_first_n_agents_at_once_and_saves_a_run_per_receiv
         "{dry_text}"
     );
     assert!(!dry_text.contains("--repeat"), "{dry_text}");
+    assert!(
+        dry_text.contains(
+            "multicast cases run one test each: [defaults] repeat, confidence and iterations apply to the other cases"
+        ),
+        "the dry run says why repeat = 3 does not apply: {dry_text}"
+    );
     for label in labels {
         assert!(
             dry_text.contains(&format!("agent {label} (")),
