@@ -172,7 +172,7 @@ pub fn measure_for(command: Fanout, names: Option<&[String]>, audience: Audience
         .zip(&names)
         .zip(&runs)
         .map(|((trial, named), run)| FanoutAgent {
-            // As named on the command line: two agents of one host differ by port.
+            // As named: a plan's label, else the command line's (two agents of one host differ by port).
             name: named.clone(),
             result: run.as_ref().map(|run| run.result.clone()).map_err(Clone::clone),
             agent: trial.agent,
