@@ -21,9 +21,8 @@ use super::{describe_server_error, Control, Cookie, Iperf3Error, State};
 use crate::model::{Endpoint, Flow, Party, PeerProtocol, Role, RunResult, TrialResult};
 use crate::probe::cpu::ProcStat;
 use crate::session::{self, RunOptions, SessionError, Target};
-use crate::workload::tcp_stream::TcpParams;
-use crate::workload::transport::{Delivery, Proto};
-use crate::workload::udp::UdpParams;
+use crate::workload::bulk::{self, BulkSettings};
+use crate::workload::transport::Delivery;
 use crate::workload::{self, TestSpec};
 
 /// How long to wait for the server at each step outside the test.
@@ -37,47 +36,43 @@ const BUSY_RETRY: Duration = Duration::from_secs(1);
 struct Asked {
     params: Params,
     plan: StreamPlan,
-    tcp: TcpParams,
+    settings: BulkSettings,
 }
 
 /// Checks that iperf3 can run `spec` and turns it into iperf3's parameters.
 fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
     let unsupported = |what: &str| Err(Iperf3Error::Unsupported(what.to_string()));
-    let (transport, tcp, rate) = match crate::workload::bulk_transport(&spec.workload) {
-        Some(p) if p.is_tcp() => {
-            let p: TcpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
-            if p.zerocopy {
-                return unsupported("-Z/--zerocopy is not available with iperf3 (use nicbench's own agent)");
-            }
-            if p.discard && spec.direction != crate::model::Direction::Reverse {
-                return unsupported(
-                    "--discard against an iperf3 server only with -R, where nicbench receives and discards: \
-                     iperf3 3.16+ servers discard when asked, but do not report whether they did \
-                     (use nicbench's own agent, which does)",
-                );
-            }
-            let rate = p.rate_bits_per_second;
-            (Proto::TCP, p, rate)
-        }
-        Some(p) if p.is_datagram() => {
-            let p: UdpParams = spec.params().map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
-            if p.gso || p.gro {
-                return unsupported("--gso/--gro are not available with iperf3's datagram format");
-            }
-            if spec.omit_seconds > 0.0 {
-                return unsupported(
-                    "-O/--omit with UDP: iperf3 counts omitted datagrams in its loss; use TCP or no -O",
-                );
-            }
-            (Proto::UDP, TcpParams::default(), p.rate_bits_per_second)
-        }
-        _ => {
-            return Err(Iperf3Error::Unsupported(format!(
-                "the '{}' workload has no iperf3 equivalent; iperf3 servers run tcp and udp",
-                spec.workload
-            )))
-        }
+    let Some(transport) = workload::bulk_transport(&spec.workload) else {
+        return Err(Iperf3Error::Unsupported(format!(
+            "the '{}' workload has no iperf3 equivalent; iperf3 servers run tcp and udp",
+            spec.workload
+        )));
     };
+    let settings = bulk::settings_of(spec).map_err(|e| Iperf3Error::Unsupported(e.to_string()))?;
+    if let Some(other) = workload::transport_of(spec).filter(|&p| p != transport) {
+        return Err(Iperf3Error::Unsupported(format!(
+            "it runs over {}, and iperf3 runs plain TCP and UDP \
+             (drop --transport/--mptcp, or use nicbench's own agent)",
+            other.label()
+        )));
+    }
+    if settings.zerocopy {
+        return unsupported("-Z/--zerocopy is not available with iperf3 (use nicbench's own agent)");
+    }
+    if settings.discard && spec.direction != crate::model::Direction::Reverse {
+        return unsupported(
+            "--discard against an iperf3 server only with -R, where nicbench receives and discards: \
+             iperf3 3.16+ servers discard when asked, but do not report whether they did \
+             (use nicbench's own agent, which does)",
+        );
+    }
+    if settings.gso || settings.gro {
+        return unsupported("--gso/--gro are not available with iperf3's datagram format");
+    }
+    if transport.is_datagram() && spec.omit_seconds > 0.0 {
+        return unsupported("-O/--omit with UDP: iperf3 counts omitted datagrams in its loss; use TCP or no -O");
+    }
+    let rate = settings.rate_bits_per_second;
     if spec.bytes.is_some() && spec.direction != crate::model::Direction::Forward {
         return unsupported("-n/--bytes with -R or --bidir: iperf3 then counts the server's bytes; use -t");
     }
@@ -99,11 +94,11 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
         window,
         len: Some(spec.message_bytes),
         bandwidth: rate,
-        mss: tcp.mss.map(u64::from),
-        nodelay: tcp.nodelay,
-        congestion: tcp.congestion.clone(),
+        mss: settings.mss.map(u64::from),
+        nodelay: settings.nodelay,
+        congestion: settings.congestion.clone(),
         // As iperf3 --skip-rx-copy sends it; with -R only our end receives.
-        skip_rx_copy: tcp.discard,
+        skip_rx_copy: settings.discard,
         client_version: Some(format!("nicbench {}", env!("CARGO_PKG_VERSION"))),
         ..Params::default()
     };
@@ -114,9 +109,9 @@ fn translate(spec: &TestSpec) -> Result<Asked, Iperf3Error> {
         counters_64bit: false,
         bytes_total: spec.bytes,
         // With -R (the only direction it is allowed in): our receivers.
-        discard: tcp.discard,
+        discard: settings.discard,
     };
-    Ok(Asked { params, plan, tcp })
+    Ok(Asked { params, plan, settings })
 }
 
 fn wire_error(step: &'static str) -> impl FnOnce(wire::WireError) -> Iperf3Error {
@@ -227,7 +222,7 @@ fn open_streams(
             Delivery::Stream => {
                 let (kind, protocol) = asked.plan.transport.socket();
                 let s = Socket::new(domain, kind, Some(protocol)).map_err(|e| setup("socket", e))?;
-                configure(&s, spec, &asked.tcp, role).map_err(|e| Iperf3Error::Streams(e.to_string()))?;
+                configure(&s, spec, &asked.settings, role).map_err(|e| Iperf3Error::Streams(e.to_string()))?;
                 if let Some(ip) = bind {
                     s.bind(&SocketAddr::new(ip, 0).into()).map_err(|e| setup("bind", e))?;
                 }
@@ -268,7 +263,7 @@ fn open_streams(
 }
 
 /// Buffers, MSS, NODELAY and congestion control on a TCP data socket.
-fn configure(socket: &Socket, spec: &TestSpec, tcp: &TcpParams, _role: Role) -> Result<(), workload::WorkloadError> {
+fn configure(socket: &Socket, spec: &TestSpec, tcp: &BulkSettings, _role: Role) -> Result<(), workload::WorkloadError> {
     crate::workload::transport::admission::apply_buffers(socket, &spec.client)?;
     if let Some(mss) = tcp.mss {
         socket

@@ -97,6 +97,7 @@ fn params_key() -> impl Strategy<Value = String> {
             crate::iperf3::wire::KNOWN_KEYS
                 .iter()
                 .copied()
+                .chain(crate::iperf3::wire::TRANSPORTS.iter().map(|p| p.name()))
                 .chain(["pacing_timer"])
                 .collect::<Vec<_>>(),
         )

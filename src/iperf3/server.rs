@@ -29,9 +29,8 @@ use crate::model::{
 use crate::probe::cpu::ProcStat;
 use crate::probe::host::facts_toward;
 use crate::protocol::limits::TestLimits;
-use crate::workload::tcp_stream::TcpParams;
+use crate::workload::bulk::{self, BulkSettings};
 use crate::workload::transport::Proto;
-use crate::workload::udp::UdpParams;
 use crate::workload::{self, Workload};
 
 /// How long the client may take for each step after the test.
@@ -158,10 +157,9 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
         receive_buffer_bytes: params.window,
         cpus: vec![],
     };
+    let w: &dyn Workload = workload::bulk_streams(if udp { Proto::UDP } else { Proto::TCP });
     let mut spec = TestSpec {
-        workload: crate::workload::bulk_streams(if udp { Proto::UDP } else { Proto::TCP })
-            .name()
-            .into(),
+        workload: w.name().into(),
         duration_seconds: duration,
         bytes,
         omit_seconds: params.omit_seconds as f64,
@@ -180,23 +178,24 @@ pub fn spec_of(params: &Params, limits: &TestLimits) -> Result<TestSpec, (i32, S
         params: serde_json::Value::Null,
         links: Vec::new(),
     };
-    let set = if udp {
-        spec.set_params(&UdpParams {
+    let settings = if udp {
+        BulkSettings {
             rate_bits_per_second: params.bandwidth,
-            ..UdpParams::default()
-        })
+            ..BulkSettings::default()
+        }
     } else {
-        spec.set_params(&TcpParams {
+        BulkSettings {
             mss: params.mss.map(|m| m.min(u32::MAX as u64) as u32),
             nodelay: params.nodelay,
             congestion: params.congestion.clone(),
             discard: params.skip_rx_copy,
             rate_bits_per_second: params.bandwidth.filter(|&r| r > 0),
-            ..TcpParams::default()
-        })
+            ..BulkSettings::default()
+        }
     };
-    set.map_err(|e| (errno::RECV_PARAMS, e.to_string()))?;
-    let w: &dyn Workload = workload::find(&spec.workload).map_err(|e| (errno::RECV_PARAMS, e.to_string()))?;
+    bulk::bulk_params(w.name())
+        .and_then(|bulk| bulk.set(&mut spec, &settings))
+        .map_err(|e| (errno::RECV_PARAMS, e.to_string()))?;
     if let Err(e) = w.validate(&spec) {
         let n = match &e {
             workload::SpecError::OutOfRange { option, .. } if option.contains("mss") => errno::MSS,
@@ -712,7 +711,7 @@ fn accept_tcp(
         }
     }
     got.sort_by_key(|(seq, _)| *seq);
-    let tcp: TcpParams = spec.params().unwrap_or_default();
+    let tcp = bulk::settings_of(spec).unwrap_or_default();
     let mut sockets = Vec::with_capacity(count);
     for (_, stream) in got {
         let socket = Socket::from(stream);
@@ -804,13 +803,10 @@ mod tests {
         let limits = TestLimits::default();
         let asked = params(r#"{"tcp":true,"time":2,"parallel":1,"skip_rx_copy":1}"#);
         assert!(asked.skip_rx_copy && asked.ignored.is_empty(), "{asked:?}");
-        let tcp: TcpParams = spec_of(&asked, &limits).unwrap().params().unwrap();
+        let tcp = bulk::settings_of(&spec_of(&asked, &limits).unwrap()).unwrap();
         assert!(tcp.discard);
-        let plain: TcpParams = spec_of(&params(r#"{"tcp":true,"time":2,"parallel":1}"#), &limits)
-            .unwrap()
-            .params()
-            .unwrap();
-        assert!(!plain.discard);
+        let plain = bulk::settings_of(&spec_of(&params(r#"{"tcp":true,"time":2,"parallel":1}"#), &limits).unwrap());
+        assert!(!plain.unwrap().discard);
         assert!(!params(r#"{"tcp":true,"skip_rx_copy":0}"#).skip_rx_copy);
     }
 

@@ -408,11 +408,14 @@ impl Default for Params {
     }
 }
 
-/// Keys of `send_parameters` that change nothing we measure, or that we
-/// cannot honour and say so in `ignored`.
+/// The transports iperf3 names by a flag of their name (`"udp": true`),
+/// the first flag set winning (iperf3 reads `tcp` then `udp`, so UDP's
+/// wins); without one, a test is over TCP.
+pub(crate) const TRANSPORTS: [Proto; 2] = [Proto::UDP, Proto::TCP];
+
+/// Keys of `send_parameters` besides [`TRANSPORTS`]' flags that change
+/// nothing we measure, or that we cannot honour and say so in `ignored`.
 pub(crate) const KNOWN_KEYS: &[&str] = &[
-    "tcp",
-    "udp",
     "sctp",
     "omit",
     "time",
@@ -445,6 +448,11 @@ fn says_nothing(map: &Map<String, Value>, key: &str) -> bool {
         "gro" | "gro_bf_size" => !flag(map, "gro"),
         _ => false,
     }
+}
+
+/// Whether `key` is one [`Params::from_json`] reads.
+pub(crate) fn known(key: &str) -> bool {
+    KNOWN_KEYS.contains(&key) || TRANSPORTS.iter().any(|p| p.name() == key)
 }
 
 impl Params {
@@ -505,7 +513,10 @@ impl Params {
         if flag(map, "sctp") {
             return Err(field_error("sctp", "is not supported: only TCP and UDP tests"));
         }
-        let transport = if flag(map, "udp") { Proto::UDP } else { Proto::TCP };
+        let transport = TRANSPORTS
+            .into_iter()
+            .find(|p| flag(map, p.name()))
+            .unwrap_or(Proto::TCP);
         let gib = 1u64 << 30;
         let params = Params {
             transport,
@@ -529,7 +540,7 @@ impl Params {
             authtoken: text(map, "authtoken", 4096)?,
             ignored: map
                 .keys()
-                .filter(|k| !KNOWN_KEYS.contains(&k.as_str()) && !says_nothing(map, k))
+                .filter(|k| !known(k) && !says_nothing(map, k))
                 .take(32)
                 .cloned()
                 .collect(),

@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod base;
+pub mod bulk;
 pub mod case;
 pub mod files;
 pub mod loaded;
@@ -274,6 +275,11 @@ pub trait Workload: Sync {
 
     fn peer_tests(&self) -> bool {
         false
+    }
+    /// For a workload of bulk streams ([`bulk_streams`]): its settings in
+    /// the words other tools share, for iperf3's adapter.
+    fn bulk(&self) -> Option<&'static dyn bulk::BulkParams> {
+        None
     }
 }
 

@@ -248,6 +248,29 @@ fn a_discarding_receive_against_an_iperf3_server_runs_on_our_end_only() {
     }
 }
 
+/// iperf3 runs plain TCP and UDP: a test over another transport is
+/// refused before anything is sent (it ran plain TCP and was saved as the
+/// transport asked), and so is UDP with GSO/GRO. Nothing listens on the
+/// port: the refusal comes before the connection.
+#[test]
+fn a_test_iperf3_cannot_run_is_refused_before_it_connects() {
+    let target = format!("iperf3://127.0.0.1:{}", free_port());
+    for (argv, says) in [
+        (&["tcp", "--transport", "tls"][..], "runs over TLS, and iperf3"),
+        (&["tcp", "--mptcp"][..], "runs over MPTCP, and iperf3"),
+        (&["tcp", "--transport", "quic"][..], "runs over QUIC, and iperf3"),
+        (&["udp", "--gso"][..], "--gso/--gro"),
+        (&["rr"][..], "no iperf3 equivalent"),
+    ] {
+        let mut args = vec![argv[0], target.as_str(), "-t", "1"];
+        args.extend_from_slice(&argv[1..]);
+        let out = nicbench(&args);
+        assert_eq!(out.status.code(), Some(2), "{argv:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{argv:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("refused"), "{argv:?}: {}", stderr(&out));
+    }
+}
+
 #[test]
 fn a_busy_or_absent_iperf3_server_is_a_clear_error() {
     require!(installed());

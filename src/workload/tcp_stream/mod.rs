@@ -17,6 +17,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
+use super::bulk::{not_a_setting_of, BulkParams, BulkSettings};
 use super::runner::{tcp_probe, StreamBody, StreamContext, StreamTask};
 use super::transport::admission;
 use super::transport::encryption::Encryption;
@@ -257,6 +258,40 @@ impl TextView for TcpResults {
 
 impl ChartViews for TcpResults {}
 
+/// The tcp workload's [`BulkSettings`]: all of them but GSO and GRO.
+struct TcpBulk;
+
+impl BulkParams for TcpBulk {
+    fn settings(&self, spec: &TestSpec) -> Result<BulkSettings, SpecError> {
+        let p: TcpParams = spec.params()?;
+        Ok(BulkSettings {
+            rate_bits_per_second: p.rate_bits_per_second,
+            mss: p.mss,
+            nodelay: p.nodelay,
+            congestion: p.congestion,
+            discard: p.discard,
+            zerocopy: p.zerocopy,
+            gso: false,
+            gro: false,
+        })
+    }
+
+    fn set(&self, spec: &mut TestSpec, settings: &BulkSettings) -> Result<(), SpecError> {
+        if settings.gso || settings.gro {
+            return Err(not_a_setting_of("tcp", "GSO/GRO"));
+        }
+        spec.set_params(&TcpParams {
+            rate_bits_per_second: settings.rate_bits_per_second,
+            mss: settings.mss,
+            nodelay: settings.nodelay,
+            congestion: settings.congestion.clone(),
+            discard: settings.discard,
+            zerocopy: settings.zerocopy,
+            ..TcpParams::default()
+        })
+    }
+}
+
 impl Workload for TcpStream {
     fn results(&self) -> &'static dyn super::ResultKind {
         &TcpResults
@@ -283,6 +318,10 @@ impl Workload for TcpStream {
 
     fn peer_tests(&self) -> bool {
         true
+    }
+
+    fn bulk(&self) -> Option<&'static dyn BulkParams> {
+        Some(&TcpBulk)
     }
 
     fn command_line(&self) -> &'static dyn super::args::CommandLine {

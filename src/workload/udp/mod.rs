@@ -17,6 +17,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
+use super::bulk::{not_a_setting_of, BulkParams, BulkSettings};
 use super::runner::{run_streams, StreamBody, StreamContext, StreamTask};
 use super::transport;
 use super::transport::datagram::loops::{self, ReceiveOptions, SendOptions};
@@ -187,6 +188,41 @@ impl TextView for UdpResults {
 
 impl ChartViews for UdpResults {}
 
+/// The udp workload's [`BulkSettings`]: the rate, GSO and GRO.
+struct UdpBulk;
+
+impl BulkParams for UdpBulk {
+    fn settings(&self, spec: &TestSpec) -> Result<BulkSettings, SpecError> {
+        let p: UdpParams = spec.params()?;
+        Ok(BulkSettings {
+            rate_bits_per_second: p.rate_bits_per_second,
+            gso: p.gso,
+            gro: p.gro,
+            ..BulkSettings::default()
+        })
+    }
+
+    fn set(&self, spec: &mut TestSpec, settings: &BulkSettings) -> Result<(), SpecError> {
+        let own = BulkSettings {
+            rate_bits_per_second: settings.rate_bits_per_second,
+            gso: settings.gso,
+            gro: settings.gro,
+            ..BulkSettings::default()
+        };
+        if own != *settings {
+            return Err(not_a_setting_of(
+                "udp",
+                "MSS, NODELAY, congestion control, discard or zero-copy",
+            ));
+        }
+        spec.set_params(&UdpParams {
+            rate_bits_per_second: settings.rate_bits_per_second,
+            gso: settings.gso,
+            gro: settings.gro,
+        })
+    }
+}
+
 impl Workload for UdpStream {
     fn results(&self) -> &'static dyn ResultKind {
         &UdpResults
@@ -194,6 +230,10 @@ impl Workload for UdpStream {
 
     fn name(&self) -> &'static str {
         "udp"
+    }
+
+    fn bulk(&self) -> Option<&'static dyn BulkParams> {
+        Some(&UdpBulk)
     }
 
     fn offered_rate(&self, spec: &TestSpec) -> OfferedRate {
