@@ -8,6 +8,7 @@ use clap::Args;
 use super::set::{self, Source};
 use super::{Files, FilesParams};
 use crate::workload::args::{parse, Context, WorkloadArgs};
+use crate::workload::transport::shorthand::{Shorthand, StreamShorthands};
 use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -89,9 +90,9 @@ pub struct FilesOptions {
     /// with the reason.
     #[arg(long, value_name = "NAME", hide_possible_values = true)]
     pub transport: Option<Proto>,
-    /// Multipath TCP: `--transport mptcp`.
-    #[arg(long, conflicts_with = "transport")]
-    pub mptcp: bool,
+    /// `--mptcp`.
+    #[command(flatten)]
+    pub shorthands: StreamShorthands,
     /// With --reverse: where this host writes what it receives (a new
     /// directory under DIR) [default: $XDG_CACHE_HOME/nicbench/scratch].
     #[arg(long, value_name = "DIR")]
@@ -172,10 +173,7 @@ impl WorkloadArgs for FilesOptions {
             compressibility: self.compressibility,
             compress_level: self.compress,
             fsync: self.fsync,
-            transport: match self.mptcp {
-                true => Proto::MPTCP,
-                false => self.transport.unwrap_or_default(),
-            },
+            transport: self.shorthands.transport(self.transport),
         })
     }
 }

@@ -8,6 +8,7 @@ use clap::Args;
 use super::{Mode, Sweep, SweepParams};
 use crate::workload::args::{parse, Context, WorkloadArgs};
 use crate::workload::transport::encryption::EncryptionOptions;
+use crate::workload::transport::shorthand::{DatagramShorthands, Shorthand};
 use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -35,14 +36,14 @@ pub struct SweepOptions {
     /// Ping-pong (round trips; latency = RTT/2) or stream (one way, back to back).
     #[arg(long, value_enum, default_value_t = Mode::PingPong)]
     pub mode: Mode,
-    /// Ping-pong over UDP, for the sizes that fit a datagram (at most 65507 B); --transport udp.
-    #[arg(short = 'u', long)]
-    pub udp: bool,
+    /// `-u/--udp`.
+    #[command(flatten)]
+    pub shorthands: DatagramShorthands,
     /// What the messages travel over: tcp; udp (as -u); mptcp (one
     /// Multipath TCP connection); tls (TLS 1.3 from rustls over TCP: every
     /// message sealed, the handshake and the cipher in the result); quic
     /// (one stream of a QUIC connection from quinn).
-    #[arg(long, value_enum, value_name = "NAME", conflicts_with = "udp")]
+    #[arg(long, value_enum, value_name = "NAME")]
     pub transport: Option<Proto>,
     /// About how long each size is timed, over all passes; the number of exchanges adapts (at least 7).
     #[arg(long, value_name = "DURATION", default_value = "130ms", value_parser = parse::duration_in(0.001, 60.0))]
@@ -75,7 +76,7 @@ impl WorkloadArgs for SweepOptions {
             perturbation_bytes: self.perturbation,
             sizes_bytes: self.sizes.clone().unwrap_or_default(),
             mode: self.mode,
-            transport: self.transport.unwrap_or(if self.udp { Proto::UDP } else { Proto::TCP }),
+            transport: self.shorthands.transport(self.transport),
             point_seconds: self.point_time.as_secs_f64(),
             passes: Some(self.passes),
             link_speed_bits_per_second: context.link_speed_bits_per_second.map(|s| s as f64),

@@ -5,6 +5,7 @@ use clap::Args;
 use super::{TcpParams, TcpStream, ZeroCopyMethod};
 use crate::workload::args::{parse, Context, WorkloadArgs};
 use crate::workload::transport::encryption::EncryptionOptions;
+use crate::workload::transport::shorthand::{Shorthand, StreamShorthands};
 use crate::workload::transport::Proto;
 use crate::workload::{SpecError, TestSpec, Workload};
 
@@ -51,9 +52,9 @@ pub struct TcpOptions {
     /// quinn's controller: cubic, newreno, bbr).
     #[arg(long, value_name = "NAME")]
     pub transport: Option<Proto>,
-    /// Multipath TCP: `--transport mptcp`.
-    #[arg(long, conflicts_with = "transport")]
-    pub mptcp: bool,
+    /// `--mptcp`.
+    #[command(flatten)]
+    pub shorthands: StreamShorthands,
     /// The TLS options (with --transport tls).
     #[command(flatten)]
     pub tls: EncryptionOptions,
@@ -74,10 +75,7 @@ impl WorkloadArgs for TcpOptions {
             zerocopy_method: self.zerocopy,
             discard: self.discard,
             rate_bits_per_second: self.bitrate,
-            transport: match self.mptcp {
-                true => Proto::MPTCP,
-                false => self.transport.unwrap_or_default(),
-            },
+            transport: self.shorthands.transport(self.transport),
             tls: self.tls.params(self.transport.is_some_and(|t| t.tls_handshake()))?,
         })
     }

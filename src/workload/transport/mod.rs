@@ -40,6 +40,7 @@ pub mod datagram;
 pub mod encryption;
 pub mod mptcp;
 pub mod quic;
+pub mod shorthand;
 pub mod stream;
 pub mod tcp;
 pub mod tls;
