@@ -193,6 +193,13 @@ pub trait Transport: Sync + 'static {
     fn tcp_options(&self) -> bool {
         true
     }
+    /// Whether a blocking accept on its listener returns when the
+    /// listener's SO_RCVTIMEO runs out. A listener whose accept waits on
+    /// (MPTCP's, on Linux 6.x) is waited on in poll(2) instead, one more
+    /// call per connection (`rr --crr` takes a connection per transaction).
+    fn accept_heeds_timeout(&self) -> bool {
+        true
+    }
     /// Opens the agent's data listener on `ip`, the address the client
     /// came to (on every address of its family for a transport whose
     /// connections join at other addresses), at a port the kernel picks;
@@ -229,17 +236,19 @@ pub trait Transport: Sync + 'static {
         let (bind, agent_ip) = net.route(id);
         let addr = SocketAddr::new(agent_ip, port);
         let (kind, protocol) = self.socket();
+        // The errors' words are written only on an error: `rr --crr`
+        // connects once per transaction.
         let socket = Socket::new(Domain::for_address(addr), kind, Some(protocol))
-            .map_err(WorkloadError::io(format!("creating a {} data socket", self.label())))?;
+            .map_err(|e| WorkloadError::io(format!("creating a {} data socket", self.label()))(e))?;
         if let Some(bind) = bind {
             socket
                 .bind(&SocketAddr::new(bind, 0).into())
-                .map_err(WorkloadError::io(format!("binding the data socket to {bind}")))?;
+                .map_err(|e| WorkloadError::io(format!("binding the data socket to {bind}"))(e))?;
         }
         configure(&socket)?;
         socket
             .connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
-            .map_err(WorkloadError::io(format!("connecting data stream {id} to {addr}")))?;
+            .map_err(|e| WorkloadError::io(format!("connecting data stream {id} to {addr}"))(e))?;
         Ok(socket)
     }
     /// The agent's end of a test of `streams` streams, bound on the

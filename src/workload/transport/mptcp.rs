@@ -19,6 +19,12 @@ impl Transport for Mptcp {
         "mptcp"
     }
 
+    /// Checked on Linux 6.x: a lone MPTCP listener with a 1 s SO_RCVTIMEO
+    /// still waited in accept after 10 s.
+    fn accept_heeds_timeout(&self) -> bool {
+        false
+    }
+
     fn label(&self) -> &'static str {
         "MPTCP"
     }
