@@ -219,6 +219,9 @@ pub fn measure_for(command: Fanout, names: Option<&[String]>, audience: Audience
                 None => Ok(()),
             }),
         })?;
+    } else if let Some(why) = &unread {
+        // A plan's case prints none of the document: the log says it.
+        log::warn!("the switch's mdb: {why}");
     }
     let saved = save(args, &spec, &document, &runs, command_line, terminal);
     let run_id = saved.get(worst).copied().flatten();
