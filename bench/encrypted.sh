@@ -30,6 +30,12 @@
 #   git clone https://github.com/quinn-rs/quinn /tmp/quinn-src   (tag quinn-0.11.11)
 #   cd /tmp/quinn-src && cargo build --release -p perf
 #   QUINN_PERF=/tmp/quinn-src/target/release/quinn-perf bench/encrypted.sh
+#
+# With NICBENCH_BEFORE (another build of nicbench, e.g. from `git worktree add /tmp/old
+# COMMIT`), that binary runs every case too, against its own agent, right after this
+# build's run of the case: a restructuring is checked by the ratio now / before.
+#
+#   NICBENCH_BEFORE=/tmp/old/target/release/nicbench bench/encrypted.sh 5 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -43,14 +49,25 @@ rounds, secs = int(sys.argv[1]), float(sys.argv[2])
 BIN = "target/release/nicbench"
 db = tempfile.mkdtemp(prefix="nicbench-encrypted-") + "/results.db"
 env = dict(os.environ, NICBENCH_DB=db)
-agent = subprocess.Popen([BIN, "serve", "-p", "0", "-B", "127.0.0.1"], stderr=subprocess.PIPE, text=True, env=env)
-port = None
-for line in agent.stderr:
-    if "listening on " in line:
-        port = line.split("listening on ")[1].split()[0].rsplit(":", 1)[1]
-        break
-if port is None:
-    raise SystemExit("the agent did not start")
+BEFORE = os.environ.get("NICBENCH_BEFORE")
+if BEFORE and not os.access(BEFORE, os.X_OK):
+    raise SystemExit(f"NICBENCH_BEFORE={BEFORE} is not an executable nicbench")
+
+# Each build its own database: a newer one migrates a file an older one then refuses.
+envs = {BIN: env}
+if BEFORE:
+    envs[BEFORE] = dict(os.environ, NICBENCH_DB=os.path.dirname(db) + "/before.db")
+
+def start_agent(binary):
+    agent = subprocess.Popen([binary, "serve", "-p", "0", "-B", "127.0.0.1"], stderr=subprocess.PIPE, text=True,
+                             env=envs[binary])
+    for line in agent.stderr:
+        if "listening on " in line:
+            return agent, line.split("listening on ")[1].split()[0].rsplit(":", 1)[1]
+    raise SystemExit(f"the agent of {binary} did not start")
+
+agent, port = start_agent(BIN)
+before_agent, before_port = start_agent(BEFORE) if BEFORE else (None, None)
 
 CASES = [("tcp", []), *[(f"tls {c}", ["--transport", "tls", "--cipher", c]) for c in ("aes128-gcm", "aes256-gcm", "chacha20-poly1305")],
          ("quic aes128-gcm", ["--transport", "quic"])]
@@ -83,21 +100,23 @@ def run_perf():
     bps = sum(i["sum"]["bytes"] for i in measured) * 8 / sum(i["sum"]["seconds"] for i in measured)
     return bps, {"client": client / total, "agent": server / total}, None
 results = {name: [] for name, _ in CASES}
+before = {name: [] for name, _ in CASES}
 CRR = [("rr tcp --crr", ["--crr"]), ("rr tls --crr", ["--proto", "tls", "--crr"])]
 crr = {name: [] for name, _ in CRR}
+crr_before = {name: [] for name, _ in CRR}
 
-def run_crr(extra):
-    out = subprocess.run([BIN, "rr", "127.0.0.1", "-p", port, "-t", str(secs), "-O", "0.5", "--json", *extra],
-                         capture_output=True, text=True, env=env, timeout=secs * 10 + 60)
+def run_crr(extra, binary=BIN, port=port):
+    out = subprocess.run([binary, "rr", "127.0.0.1", "-p", port, "-t", str(secs), "-O", "0.5", "--json", *extra],
+                         capture_output=True, text=True, env=envs[binary], timeout=secs * 10 + 60)
     if out.returncode != 0:
         raise SystemExit(f"nicbench rr {' '.join(extra)} failed: {out.stderr}")
     d = json.loads(out.stdout)
     tls = d["streams"][0]["sender"].get("tls") or {}
     return d["sum"]["rr"]["transactions_per_second"], tls.get("handshake_seconds")
 
-def run(extra):
-    out = subprocess.run([BIN, "tcp", "127.0.0.1", "-p", port, "-t", str(secs), "-O", "0.5", "--json", *extra],
-                         capture_output=True, text=True, env=env, timeout=secs * 10 + 60)
+def run(extra, binary=BIN, port=port):
+    out = subprocess.run([binary, "tcp", "127.0.0.1", "-p", port, "-t", str(secs), "-O", "0.5", "--json", *extra],
+                         capture_output=True, text=True, env=envs[binary], timeout=secs * 10 + 60)
     if out.returncode != 0:
         raise SystemExit(f"nicbench tcp {' '.join(extra)} failed: {out.stderr}")
     d = json.loads(out.stdout)
@@ -120,14 +139,20 @@ try:
     for r in range(rounds):
         for name, extra in CASES:
             results[name].append(run(extra))
+            if BEFORE:
+                before[name].append(run(extra, BEFORE, before_port))
         if QUINN_PERF:
             perf.append(run_perf())
         for name, extra in CRR:
             crr[name].append(run_crr(extra))
+            if BEFORE:
+                crr_before[name].append(run_crr(extra, BEFORE, before_port))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
 finally:
-    agent.send_signal(signal.SIGTERM)
-    agent.wait(timeout=10)
+    for a in (agent, before_agent):
+        if a:
+            a.send_signal(signal.SIGTERM)
+            a.wait(timeout=10)
     if perf_server:
         perf_server.kill()
         perf_server.wait()
@@ -184,4 +209,16 @@ for name, _ in CRR:
     if hs:
         line += f" {med(hs)*1000:>16.3f} ms"
     print(line)
+if BEFORE:
+    print()
+    print(f"now / before ({BEFORE}), the same cases alternating; medians (min-max)")
+    print(f"{'case':<24} {'now':>22} {'before':>22} {'now/before':>11}")
+    for name, _ in CASES:
+        now, then = [b for b, _, _ in results[name]], [b for b, _, _ in before[name]]
+        print(f"{name:<24} {med(now)/1e9:>8.2f} ({min(now)/1e9:.2f}-{max(now)/1e9:.2f}) Gb"
+              f" {med(then)/1e9:>8.2f} ({min(then)/1e9:.2f}-{max(then)/1e9:.2f}) Gb {med(now)/med(then):>10.3f}")
+    for name, _ in CRR:
+        now, then = [t for t, _ in crr[name]], [t for t, _ in crr_before[name]]
+        print(f"{name:<24} {med(now):>8.1f} ({min(now):.1f}-{max(now):.1f}) /s"
+              f" {med(then):>8.1f} ({min(then):.1f}-{max(then):.1f}) /s {med(now)/med(then):>10.3f}")
 PY

@@ -102,8 +102,18 @@ servers = [
 if NB_BEFORE:
     servers.append(subprocess.Popen([NB_BEFORE, "serve", "-p", str(NB_BEFORE_PORT), "-B", "127.0.0.1"],
                                     stderr=subprocess.DEVNULL))
+def listening(port):
+    """Whether a TCP socket listens on 127.0.0.1:port (from ss, not a connection the server would log)."""
+    out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
+    return bool(out.strip())
+
 try:
-    time.sleep(0.5)
+    ports = [NB_PORT, IPERF_PORT] + ([NB_BEFORE_PORT] if NB_BEFORE else [])
+    deadline = time.monotonic() + 15
+    while not all(listening(p) for p in ports):
+        if time.monotonic() > deadline or any(s.poll() is not None for s in servers):
+            raise SystemExit(f"a server did not start listening on {ports} (is a port taken?)")
+        time.sleep(0.1)
     results = {name: [] for name, _ in tests}
     print(f"loopback, 1 stream, {rounds} rounds x {secs:g} s, {version}, kernel {os.uname().release}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
