@@ -71,22 +71,38 @@ pub fn accept_until(
 }
 
 /// A socket read and written under one whole deadline: each call waits at
-/// most what is left of it, and none starts once it has passed. A peer
-/// that sends one byte at a time gains nothing by it.
+/// most what is left of it (give or take [`TIMEOUT_KEPT`]), and none
+/// starts once it has passed. A peer that sends one byte at a time gains
+/// nothing by it.
 pub struct Deadlined<'a> {
     socket: &'a Socket,
     deadline: Instant,
+    /// When the socket's receive and send timeouts were last set.
+    read_set: Option<Instant>,
+    write_set: Option<Instant>,
 }
+
+/// How long a timeout set on the socket serves the calls after it before
+/// it is set again to what is left: a call may wait this much past the
+/// deadline, and a handshake's several reads and writes on a fast path
+/// cost one setsockopt(2) each way, not one per call (a connection per
+/// transaction pays it every time).
+pub const TIMEOUT_KEPT: Duration = Duration::from_millis(10);
 
 impl<'a> Deadlined<'a> {
     pub fn new(socket: &'a Socket, deadline: Instant) -> Deadlined<'a> {
-        Deadlined { socket, deadline }
+        Deadlined {
+            socket,
+            deadline,
+            read_set: None,
+            write_set: None,
+        }
     }
 
     /// What is left, never zero (a zero timeout would block for ever);
     /// TimedOut once the deadline has passed.
-    fn left(&self) -> std::io::Result<Duration> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+    fn left(&self, now: Instant) -> std::io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(now);
         if left.is_zero() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
@@ -94,6 +110,23 @@ impl<'a> Deadlined<'a> {
             ));
         }
         Ok(left.max(Duration::from_millis(1)))
+    }
+
+    /// Sets one direction's timeout to what is left, unless it was set
+    /// less than [`TIMEOUT_KEPT`] ago; TimedOut past the deadline.
+    fn arm(&mut self, write: bool) -> std::io::Result<()> {
+        let now = Instant::now();
+        let left = self.left(now)?;
+        let set = if write { &mut self.write_set } else { &mut self.read_set };
+        if set.is_some_and(|at| now.saturating_duration_since(at) < TIMEOUT_KEPT) {
+            return Ok(());
+        }
+        match write {
+            true => self.socket.set_write_timeout(Some(left))?,
+            false => self.socket.set_read_timeout(Some(left))?,
+        }
+        *set = Some(now);
+        Ok(())
     }
 
     /// Clears the timeouts this left on the socket, for the test's loops.
@@ -105,7 +138,7 @@ impl<'a> Deadlined<'a> {
 
 impl Read for Deadlined<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.socket.set_read_timeout(Some(self.left()?))?;
+        self.arm(false)?;
         let mut socket: &Socket = self.socket;
         socket.read(buf)
     }
@@ -113,9 +146,19 @@ impl Read for Deadlined<'_> {
 
 impl Write for Deadlined<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.socket.set_write_timeout(Some(self.left()?))?;
+        self.arm(true)?;
         let mut socket: &Socket = self.socket;
         socket.write(buf)
+    }
+
+    /// One sendmsg(2) for all of `bufs`: rustls hands a handshake's
+    /// flight over as several records at once, and without this each
+    /// went out in a call and a segment of its own (three for a TLS 1.3
+    /// server's first flight).
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        self.arm(true)?;
+        let mut socket: &Socket = self.socket;
+        socket.write_vectored(bufs)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -186,5 +229,37 @@ mod tests {
             flags >= 0 && flags & libc::O_NONBLOCK == 0
         };
         assert!(blocking(&socket) && blocking(&accepted));
+    }
+
+    /// A vectored write goes out whole in one call (the default
+    /// `write_vectored` writes only the first slice); only the direction
+    /// used gets a timeout, and both are cleared; past the deadline
+    /// nothing starts.
+    #[test]
+    fn a_vectored_write_is_one_call_and_the_deadline_still_holds() {
+        let (a, b) = Socket::pair(Domain::UNIX, Type::STREAM, None).unwrap();
+        let mut io = Deadlined::new(&a, Instant::now() + Duration::from_secs(5));
+        let slices = [&b"first"[..], b" ", b"second"];
+        let bufs: Vec<_> = slices.iter().map(|s| std::io::IoSlice::new(s)).collect();
+        assert_eq!(io.write_vectored(&bufs).unwrap(), 12, "every slice in one call");
+        assert!(io.write_set.is_some() && io.read_set.is_none());
+        io.write_all(b"!").unwrap();
+        let timeout = a.write_timeout().unwrap().expect("a send timeout on the socket");
+        assert!(
+            timeout <= Duration::from_secs(5) && timeout > Duration::ZERO,
+            "{timeout:?}"
+        );
+        let mut got = [0u8; 13];
+        let mut reader = Deadlined::new(&b, Instant::now() + Duration::from_secs(5));
+        reader.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"first second!");
+        io.clear().unwrap();
+        assert_eq!((a.read_timeout().unwrap(), a.write_timeout().unwrap()), (None, None));
+
+        let mut late = Deadlined::new(&b, Instant::now() - Duration::from_millis(1));
+        let err = late.read(&mut got).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        let err = late.write(b"x").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
     }
 }
