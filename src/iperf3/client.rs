@@ -221,7 +221,7 @@ fn open_streams(
         let socket = match asked.plan.transport.delivery() {
             Delivery::Stream => {
                 let (kind, protocol) = asked.plan.transport.socket();
-                let s = Socket::new(domain, kind, Some(protocol)).map_err(|e| setup("socket", e))?;
+                let s = Socket::new(domain, kind, protocol).map_err(|e| setup("socket", e))?;
                 configure(&s, spec, &asked.settings, role).map_err(|e| Iperf3Error::Streams(e.to_string()))?;
                 if let Some(ip) = bind {
                     s.bind(&SocketAddr::new(ip, 0).into()).map_err(|e| setup("bind", e))?;

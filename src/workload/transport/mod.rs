@@ -78,17 +78,44 @@ pub enum Delivery {
     Datagram,
 }
 
+/// What a transport is, in the words every part reads: a table each
+/// transport fills once ([`Transport::about`]).
+pub struct About {
+    /// The name on the command line, in specs and in JSON: `tcp`.
+    pub name: &'static str,
+    /// How it reads in a case and in text: `TCP`.
+    pub label: &'static str,
+    /// A stream or datagrams.
+    pub delivery: Delivery,
+    /// The socket type and protocol of its data sockets (None: the address
+    /// family's own).
+    pub socket: (Type, Option<Protocol>),
+    /// The headers the line-rate model charges each of its packets: over
+    /// IPv4, then over IPv6.
+    pub stack: [Stack; 2],
+}
+
 /// One transport: its name and what the workloads need to know to run
 /// over it.
 pub trait Transport: Sync + 'static {
+    /// Its names, delivery, sockets and framing.
+    fn about(&self) -> &'static About;
     /// The name on the command line, in specs and in JSON: `tcp`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
     /// How it reads in a case and in text: `TCP`.
-    fn label(&self) -> &'static str;
+    fn label(&self) -> &'static str {
+        self.about().label
+    }
     /// A stream or datagrams.
-    fn delivery(&self) -> Delivery;
+    fn delivery(&self) -> Delivery {
+        self.about().delivery
+    }
     /// The socket type and protocol of its data sockets.
-    fn socket(&self) -> (Type, Protocol);
+    fn socket(&self) -> (Type, Option<Protocol>) {
+        self.about().socket
+    }
     /// Whether this host can open its sockets; the error says what to
     /// enable. Checked by the client before a test and by the agent
     /// before it accepts one.
@@ -96,7 +123,9 @@ pub trait Transport: Sync + 'static {
         Ok(())
     }
     /// The headers the line-rate model charges each of its packets.
-    fn stack(&self, ipv6: bool) -> Stack;
+    fn stack(&self, ipv6: bool) -> Stack {
+        self.about().stack[usize::from(ipv6)]
+    }
     /// Whether the kernel carries its byte stream as it is, so the kernel
     /// stream loops (`send(2)`, `sendfile(2)`, `MSG_ZEROCOPY`, `MSG_TRUNC`)
     /// run on its sockets. False for a transport that seals records in
@@ -215,7 +244,7 @@ pub trait Transport: Sync + 'static {
             (true, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         };
         let (kind, protocol) = self.socket();
-        let socket = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), kind, Some(protocol)).map_err(
+        let socket = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), kind, protocol).map_err(
             WorkloadError::io(format!("creating the {} data listener", self.label())),
         )?;
         configure(&socket)?;
@@ -238,7 +267,7 @@ pub trait Transport: Sync + 'static {
         let (kind, protocol) = self.socket();
         // The errors' words are written only on an error: `rr --crr`
         // connects once per transaction.
-        let socket = Socket::new(Domain::for_address(addr), kind, Some(protocol))
+        let socket = Socket::new(Domain::for_address(addr), kind, protocol)
             .map_err(|e| WorkloadError::io(format!("creating a {} data socket", self.label()))(e))?;
         if let Some(bind) = bind {
             socket

@@ -7,16 +7,27 @@
 
 use socket2::{Protocol, Type};
 
-use super::{ConnectionWatch, Delivery, Transport};
+use super::{About, ConnectionWatch, Delivery, Transport};
 use crate::linerate::Stack;
 use crate::probe::mptcp;
 
 /// Multipath TCP.
 pub struct Mptcp;
 
+static ABOUT: About = About {
+    name: "mptcp",
+    label: "MPTCP",
+    delivery: Delivery::Stream,
+    socket: (Type::STREAM, Some(Protocol::MPTCP)),
+    // TCP's headers with timestamps. The model leaves out the DSS option
+    // MPTCP adds to data segments (up to 28 bytes), so an MPTCP share of
+    // the line rate reads up to 2% high at MTU 1500.
+    stack: [Stack::Tcp4Ts, Stack::Tcp6Ts],
+};
+
 impl Transport for Mptcp {
-    fn name(&self) -> &'static str {
-        "mptcp"
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     /// Checked on Linux 6.x: a lone MPTCP listener with a 1 s SO_RCVTIMEO
@@ -25,32 +36,10 @@ impl Transport for Mptcp {
         false
     }
 
-    fn label(&self) -> &'static str {
-        "MPTCP"
-    }
-
-    fn delivery(&self) -> Delivery {
-        Delivery::Stream
-    }
-
-    fn socket(&self) -> (Type, Protocol) {
-        (Type::STREAM, Protocol::from(mptcp::IPPROTO_MPTCP))
-    }
-
     /// Refused with what to enable: a kernel without CONFIG_MPTCP, or a
     /// network namespace with `net.mptcp.enabled=0`.
     fn available(&self) -> Result<(), String> {
         mptcp::availability().map_err(|e| e.to_string())
-    }
-
-    /// TCP's headers with timestamps. The model leaves out the DSS option
-    /// MPTCP adds to data segments (up to 28 bytes), so an MPTCP share of
-    /// the line rate reads up to 2% high at MTU 1500.
-    fn stack(&self, ipv6: bool) -> Stack {
-        match ipv6 {
-            false => Stack::Tcp4Ts,
-            true => Stack::Tcp6Ts,
-        }
     }
 
     /// Each stream's subflows, where the connection's figures are shown.

@@ -13,9 +13,9 @@
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::{Configure, Delivery, Transport};
+use super::{About, Configure, Delivery, Transport};
 use crate::linerate::Stack;
 use crate::workload::base::{ClientNet, WorkloadError};
 
@@ -27,28 +27,21 @@ pub const NAME_PREFIX: &str = "nicbench-data-";
 /// listener of this network namespace).
 const ATTEMPTS: usize = 64;
 
+/// A stream over an AF_UNIX socket.
 pub struct Unix;
 
+static ABOUT: About = About {
+    name: "unix",
+    label: "AF_UNIX",
+    delivery: Delivery::Stream,
+    socket: (Type::STREAM, None),
+    // No headers: nothing it sends crosses a link.
+    stack: [Stack::Eth, Stack::Eth],
+};
+
 impl Transport for Unix {
-    fn name(&self) -> &'static str {
-        "unix"
-    }
-
-    fn label(&self) -> &'static str {
-        "AF_UNIX"
-    }
-
-    fn delivery(&self) -> Delivery {
-        Delivery::Stream
-    }
-
-    fn socket(&self) -> (Type, Protocol) {
-        (Type::STREAM, Protocol::from(0))
-    }
-
-    /// No headers: nothing it sends crosses a link.
-    fn stack(&self, _ipv6: bool) -> Stack {
-        Stack::Eth
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn tcp_options(&self) -> bool {

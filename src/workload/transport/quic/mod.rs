@@ -29,39 +29,28 @@ use socket2::{Protocol, Type};
 
 use super::stream::{ConnectOptions, Serving, Streams};
 use super::transaction::{Dialing, TransactionServing, Transactions};
-use super::{Asked, Delivery, Setting, Transport};
+use super::{About, Asked, Delivery, Setting, Transport};
 use crate::linerate::Stack;
 use crate::workload::base::{AgentNet, ClientNet, WorkloadError};
 
 /// QUIC (RFC 9000) over UDP.
 pub struct Quic;
 
+static ABOUT: About = About {
+    name: "quic",
+    label: "QUIC",
+    delivery: Delivery::Stream,
+    socket: (Type::DGRAM, Some(Protocol::UDP)),
+    // UDP's headers, for what is framed by message size (rr's round trip
+    // on a shaper). A bulk trial's line rate takes quinn's full packets
+    // instead, QUIC's own bytes and its packet size included
+    // ([`full_packet`]).
+    stack: [Stack::Udp4, Stack::Udp6],
+};
+
 impl Transport for Quic {
-    fn name(&self) -> &'static str {
-        "quic"
-    }
-
-    fn label(&self) -> &'static str {
-        "QUIC"
-    }
-
-    fn delivery(&self) -> Delivery {
-        Delivery::Stream
-    }
-
-    fn socket(&self) -> (Type, Protocol) {
-        (Type::DGRAM, Protocol::UDP)
-    }
-
-    /// UDP's headers, for what is framed by message size (rr's round trip
-    /// on a shaper). A bulk trial's line rate takes quinn's full packets
-    /// instead, QUIC's own bytes and its packet size included
-    /// ([`full_packet`]).
-    fn stack(&self, ipv6: bool) -> Stack {
-        match ipv6 {
-            false => Stack::Udp4,
-            true => Stack::Udp6,
-        }
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn kernel_stream(&self) -> bool {

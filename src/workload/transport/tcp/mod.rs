@@ -10,7 +10,7 @@ pub mod zerocopy;
 use serde::{Deserialize, Serialize};
 use socket2::{Protocol, Socket, Type};
 
-use super::{Delivery, Transport};
+use super::{About, Delivery, Transport};
 use crate::linerate::Stack;
 use crate::probe::tcpinfo;
 use crate::workload::base::WorkloadError;
@@ -21,29 +21,18 @@ pub use zerocopy::MsgZeroCopy;
 /// TCP.
 pub struct Tcp;
 
+static ABOUT: About = About {
+    name: "tcp",
+    label: "TCP",
+    delivery: Delivery::Stream,
+    socket: (Type::STREAM, Some(Protocol::TCP)),
+    // Linux sends TCP with timestamps unless told not to.
+    stack: [Stack::Tcp4Ts, Stack::Tcp6Ts],
+};
+
 impl Transport for Tcp {
-    fn name(&self) -> &'static str {
-        "tcp"
-    }
-
-    fn label(&self) -> &'static str {
-        "TCP"
-    }
-
-    fn delivery(&self) -> Delivery {
-        Delivery::Stream
-    }
-
-    fn socket(&self) -> (Type, Protocol) {
-        (Type::STREAM, Protocol::TCP)
-    }
-
-    /// Linux sends TCP with timestamps unless told not to.
-    fn stack(&self, ipv6: bool) -> Stack {
-        match ipv6 {
-            false => Stack::Tcp4Ts,
-            true => Stack::Tcp6Ts,
-        }
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 }
 

@@ -24,7 +24,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::admission::{apply_buffers, check_destination, local_port, set_int_option};
 use super::datagram::{DatagramServing, Endpoint};
 use super::stream::ConnectOptions;
-use super::{Delivery, Transport};
+use super::{About, Delivery, Transport};
 use crate::linerate::Stack;
 use crate::model::spec::SideOptions;
 use crate::protocol::TOKEN_LEN;
@@ -34,28 +34,17 @@ use wire::{ack_datagram, check_register, register_datagram, DatagramHeader, Kind
 /// UDP.
 pub struct Udp;
 
+static ABOUT: About = About {
+    name: "udp",
+    label: "UDP",
+    delivery: Delivery::Datagram,
+    socket: (Type::DGRAM, Some(Protocol::UDP)),
+    stack: [Stack::Udp4, Stack::Udp6],
+};
+
 impl Transport for Udp {
-    fn name(&self) -> &'static str {
-        "udp"
-    }
-
-    fn label(&self) -> &'static str {
-        "UDP"
-    }
-
-    fn delivery(&self) -> Delivery {
-        Delivery::Datagram
-    }
-
-    fn socket(&self) -> (Type, Protocol) {
-        (Type::DGRAM, Protocol::UDP)
-    }
-
-    fn stack(&self, ipv6: bool) -> Stack {
-        match ipv6 {
-            false => Stack::Udp4,
-            true => Stack::Udp6,
-        }
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn largest_message(&self) -> Option<(u64, &'static str)> {
