@@ -337,6 +337,8 @@ pub(crate) fn run_in(lab: &nicbench::lab::Lab, host: &str, program: &str, args: 
 #[test]
 fn on_a_switch_a_receiver_whose_host_filters_the_group_never_joins_and_is_named() {
     require_lab!();
+    // The host's filter is an nftables rule.
+    require!(crate::common::tool("nft", &["--version"], "apt-get install nftables"));
     let lab = crate::common::lab_builder().switch().hosts(4).build().unwrap();
     let group = unique_group();
     let port = group.rsplit(':').next().unwrap().to_string();

@@ -24,6 +24,8 @@ fn port_of(lab: &nicbench::lab::Lab, host: &str) -> String {
 #[test]
 fn on_a_switch_the_document_records_the_mdb_of_the_group_and_the_igmp_counters() {
     require_lab!();
+    // The host's filter is an nftables rule.
+    require!(crate::common::tool("nft", &["--version"], "apt-get install nftables"));
     let lab = crate::common::lab_builder().switch().hosts(4).build().unwrap();
     for rule in [
         vec!["add", "table", "inet", "nicbench_test"],
