@@ -126,6 +126,19 @@ pub struct TaskEnd {
     pub first_activity: Option<Instant>,
 }
 
+impl TaskEnd {
+    /// The end of a stream over a kernel socket: its TCP_INFO (where it has
+    /// one) and its buffers as they ended, and `error`.
+    pub fn of_socket(socket: &socket2::Socket, error: Option<String>) -> TaskEnd {
+        TaskEnd {
+            tcp_info: crate::probe::tcpinfo::tcp_info(socket),
+            socket: Some(crate::probe::tcpinfo::socket_buffers(socket)),
+            error,
+            ..TaskEnd::default()
+        }
+    }
+}
+
 /// One stream end to run on its own thread.
 pub struct StreamTask {
     pub stream_id: u32,

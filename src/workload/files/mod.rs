@@ -536,11 +536,8 @@ impl Side for FilesSide {
 
 fn task_end(socket: &Socket, ended: transfer::Ended, figures: ConnectionFigures) -> TaskEnd {
     let mut end = TaskEnd {
-        tcp_info: tcpinfo::tcp_info(socket),
-        socket: Some(tcpinfo::socket_buffers(socket)),
-        error: ended.error,
         last_activity: Some(Instant::now()),
-        ..TaskEnd::default()
+        ..TaskEnd::of_socket(socket, ended.error)
     };
     end.extras.set(result::KEY, &ended.part);
     figures.add_to(&mut end);

@@ -12,7 +12,6 @@ use socket2::Socket;
 
 use super::zerocopy::{self, Completions};
 use super::{TcpEnd, KEY};
-use crate::probe::tcpinfo;
 use crate::workload::base::runner::{StreamContext, TaskEnd};
 
 /// How a sender hands its bytes to the kernel.
@@ -224,12 +223,7 @@ pub(crate) fn send_stream_held(
             part.msg_zerocopy = Some(record);
         }
     }
-    let mut end = TaskEnd {
-        tcp_info: tcpinfo::tcp_info(&socket),
-        socket: Some(tcpinfo::socket_buffers(&socket)),
-        error,
-        ..TaskEnd::default()
-    };
+    let mut end = TaskEnd::of_socket(&socket, error);
     if path != SendPath::Copy {
         end.extras.set(KEY, &part);
     }
@@ -291,12 +285,7 @@ pub(crate) fn receive_stream(socket: Socket, message: usize, path: ReceivePath, 
         total += n as u64;
         ctx.bytes.store(total, Ordering::Relaxed);
     }
-    let mut end = TaskEnd {
-        tcp_info: tcpinfo::tcp_info(&socket),
-        socket: Some(tcpinfo::socket_buffers(&socket)),
-        error,
-        ..TaskEnd::default()
-    };
+    let mut end = TaskEnd::of_socket(&socket, error);
     if path == ReceivePath::Discard {
         // The buffer starts zeroed and the sender's pattern is not: a
         // single copied byte would show.

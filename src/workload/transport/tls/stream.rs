@@ -84,12 +84,7 @@ pub fn send(socket: Socket, session: Session, message: usize, quota: Option<u64>
         }
     }
     let _ = socket.shutdown(std::net::Shutdown::Write);
-    let mut end = TaskEnd {
-        tcp_info: tcpinfo::tcp_info(&socket),
-        socket: Some(tcpinfo::socket_buffers(&socket)),
-        error,
-        ..TaskEnd::default()
-    };
+    let mut end = TaskEnd::of_socket(&socket, error);
     end.extras.set(KEY, &tls);
     end
 }
@@ -155,12 +150,7 @@ pub fn receive(socket: Socket, session: Session, ctx: &StreamContext) -> TaskEnd
             }
         }
     }
-    let mut end = TaskEnd {
-        tcp_info: tcpinfo::tcp_info(&socket),
-        socket: Some(tcpinfo::socket_buffers(&socket)),
-        error,
-        ..TaskEnd::default()
-    };
+    let mut end = TaskEnd::of_socket(&socket, error);
     end.extras.set(KEY, &tls);
     end
 }
